@@ -1,0 +1,4 @@
+/**
+ * @module @ackline/buffers
+ */
+export {}

@@ -1,0 +1,101 @@
+/**
+ * A batch notifier ties the events a source read together so the source learns, once, what became
+ * of all of them.
+ *
+ * Invariant: the batch resolves when every handle of every event attached to it has ended and the
+ * source has released its own reference — never before, never twice. Until the source calls
+ * {@link BatchNotifier.release}, more events may be attached; after it, attaching throws.
+ *
+ * @module
+ */
+import { v7 as uuidv7 } from 'uuid'
+import { BatchStatusReceiver } from './BatchStatusReceiver.js'
+import { BatchState } from './internal/BatchState.js'
+import { LeakDetector } from './LeakDetector.js'
+import type { LogEvent } from './LogEvent.js'
+
+/** Options of {@link BatchNotifier.create}. */
+export interface BatchNotifierOptions {
+  /** The id of the source that reads the batch; named in errors and leak reports. */
+  readonly sourceId?: string
+}
+
+/** A notifier with its receiver, as {@link BatchNotifier.create} returns them. */
+export interface BatchNotifierWithReceiver {
+  readonly notifier: BatchNotifier
+  readonly receiver: BatchStatusReceiver
+}
+
+/**
+ * The events' side of a batch: attach it to every event of the batch, then release it.
+ *
+ * @example
+ * ```ts
+ * const { notifier, receiver } = BatchNotifier.create({ sourceId: 'http' })
+ * for (const event of events) notifier.attach(event)
+ * notifier.release()
+ * respond(await receiver)
+ * ```
+ */
+export class BatchNotifier {
+  /** @internal */
+  readonly _state: BatchState
+
+  private constructor(state: BatchState) {
+    this._state = state
+  }
+
+  /** Creates a notifier and the receiver that will learn its batch's status. */
+  static create(options: BatchNotifierOptions = {}): BatchNotifierWithReceiver {
+    const id = uuidv7()
+    const receiver = new BatchStatusReceiver(id)
+    const state = new BatchState(id, options.sourceId, receiver)
+    const notifier = new BatchNotifier(state)
+    LeakDetector.watch(notifier, state)
+    return { notifier, receiver }
+  }
+
+  /**
+   * Creates a notifier only when acknowledgements are on. With `enabled` false it returns
+   * `undefined`, and events of that batch carry no finalizer at all: acknowledgements off costs
+   * nothing per event.
+   */
+  static maybeCreate(
+    enabled: boolean,
+    options: BatchNotifierOptions = {},
+  ): BatchNotifierWithReceiver | undefined {
+    return enabled ? BatchNotifier.create(options) : undefined
+  }
+
+  /** The batch's id: a UUID v7, so ids sort by creation time. */
+  get id(): string {
+    return this._state.id
+  }
+
+  /** The source that created the batch, if it said. */
+  get sourceId(): string | undefined {
+    return this._state.sourceId
+  }
+
+  /** Whether the source has released its own reference. */
+  get isReleased(): boolean {
+    return this._state.released
+  }
+
+  /**
+   * Makes `event` part of this batch: the batch will not resolve before every handle of the event
+   * has ended. An event may belong to several batches. Throws a `FinalizationError` after
+   * {@link BatchNotifier.release} or on an ended event.
+   */
+  attach(event: LogEvent): void {
+    event.metadata._attach(this)
+  }
+
+  /**
+   * Ends the source's own reference: no more events will be attached. Releasing twice is harmless.
+   * A batch with no events resolves `delivered` here.
+   */
+  release(): void {
+    this._state.releaseSource()
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * The source's side of a batch notifier: it learns the batch's final status, exactly once.
+ *
+ * Invariant: `status` is `undefined` until the batch resolves and never changes after; every
+ * awaiter and every subscriber sees the same single value.
+ *
+ * @module
+ */
+import { Observable } from 'rxjs'
+import type { BatchStatus } from './BatchStatus.js'
+
+/**
+ * Awaitable and observable final status of one batch.
+ *
+ * @example
+ * ```ts
+ * const { notifier, receiver } = BatchNotifier.create({ sourceId: 'in' })
+ * // … attach, release, let sinks end the events …
+ * const status = await receiver // 'delivered' | 'errored' | 'rejected'
+ * ```
+ */
+export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
+  #status: BatchStatus | undefined = undefined
+  #promise: Promise<BatchStatus> | undefined = undefined
+  #resolvePromise: ((status: BatchStatus) => void) | undefined = undefined
+
+  constructor(
+    /** The id of the batch this receiver reports on. */
+    readonly batchId: string,
+  ) {}
+
+  /** The final status, or `undefined` while the batch is still in flight. */
+  get status(): BatchStatus | undefined {
+    return this.#status
+  }
+
+  /** Whether the batch has resolved. */
+  get isResolved(): boolean {
+    return this.#status !== undefined
+  }
+
+  /** A promise of the final status; it never rejects. Created on first use only. */
+  get promise(): Promise<BatchStatus> {
+    if (this.#promise === undefined) {
+      this.#promise =
+        this.#status !== undefined
+          ? Promise.resolve(this.#status)
+          : new Promise<BatchStatus>((resolve) => {
+              this.#resolvePromise = resolve
+            })
+    }
+    return this.#promise
+  }
+
+  // biome-ignore lint/suspicious/noThenProperty: a receiver is awaitable by design.
+  then<R1 = BatchStatus, R2 = never>(
+    onfulfilled?: ((status: BatchStatus) => R1 | PromiseLike<R1>) | null,
+    onrejected?: ((reason: unknown) => R2 | PromiseLike<R2>) | null,
+  ): Promise<R1 | R2> {
+    return this.promise.then(onfulfilled, onrejected)
+  }
+
+  /** An Observable that emits the final status once, then completes. */
+  asObservable(): Observable<BatchStatus> {
+    return new Observable<BatchStatus>((subscriber) => {
+      let open = true
+      this.promise.then((status) => {
+        if (!open) return
+        subscriber.next(status)
+        subscriber.complete()
+      })
+      return () => {
+        open = false
+      }
+    })
+  }
+
+  /** @internal Called once by the batch state when the batch resolves. */
+  _resolve(status: BatchStatus): void {
+    if (this.#status !== undefined) return
+    this.#status = status
+    this.#resolvePromise?.(status)
+  }
+}

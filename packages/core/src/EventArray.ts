@@ -1,0 +1,69 @@
+/**
+ * The unit that travels between components: an array of event handles.
+ *
+ * Invariant: an `EventArray` owns the handles it holds; whoever receives it takes over the duty
+ * to end (or pass on) each of them exactly once.
+ *
+ * @module
+ */
+import type { BatchNotifier } from './BatchNotifier.js'
+import type { DeliveryStatus } from './EventStatus.js'
+import type { EndOptions, LogEvent } from './LogEvent.js'
+
+/**
+ * An ordered array of events that moves through a topology as one unit.
+ *
+ * @example
+ * ```ts
+ * const array = EventArray.of(new LogEvent({ n: 1 }), new LogEvent({ n: 2 }))
+ * const { notifier, receiver } = BatchNotifier.create()
+ * array.attach(notifier) // attaches and releases the source's reference
+ * array.end('delivered')
+ * await receiver // 'delivered'
+ * ```
+ */
+export class EventArray implements Iterable<LogEvent> {
+  constructor(
+    /** The handles, in order. */
+    readonly events: readonly LogEvent[],
+  ) {}
+
+  /** An array of the given events. */
+  static of(...events: LogEvent[]): EventArray {
+    return new EventArray(events)
+  }
+
+  /** An array of the events an iterable yields. */
+  static from(events: Iterable<LogEvent>): EventArray {
+    return new EventArray(Array.from(events))
+  }
+
+  /** How many events the array holds. */
+  get length(): number {
+    return this.events.length
+  }
+
+  [Symbol.iterator](): Iterator<LogEvent> {
+    return this.events[Symbol.iterator]()
+  }
+
+  /**
+   * Attaches `notifier` to every event, then releases the source's reference to it (the array is
+   * the whole batch). Pass `{ release: false }` to attach more events to the same batch later.
+   */
+  attach(notifier: BatchNotifier, options: { readonly release?: boolean } = {}): this {
+    for (const event of this.events) notifier.attach(event)
+    if (options.release !== false) notifier.release()
+    return this
+  }
+
+  /** Clones every event: a second array of handles on the same finalizers. */
+  clone(): EventArray {
+    return new EventArray(this.events.map((event) => event.clone()))
+  }
+
+  /** Ends every event with the same status (or none). See {@link LogEvent.end}. */
+  end(status?: DeliveryStatus, options?: EndOptions): void {
+    for (const event of this.events) event.end(status, options)
+  }
+}

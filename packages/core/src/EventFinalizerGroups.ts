@@ -1,0 +1,125 @@
+/**
+ * Finalizers taken off events so the events can be stored (serialized to a disk buffer, say) and
+ * the finalizers put back on the events read back later.
+ *
+ * Invariant: each group holds exactly the reference its event held, and is consumed exactly
+ * once: attached to an event, or ended with a status. Consuming a group twice throws.
+ *
+ * @module
+ */
+import type { DeliveryStatus } from './EventStatus.js'
+import { FinalizationError } from './FinalizationError.js'
+import { type Ref, recordRef, releaseRef, updateRef } from './internal/refs.js'
+import { eventStatusCode } from './internal/statusCodes.js'
+import type { LogEvent } from './LogEvent.js'
+
+const CONSUMED: unique symbol = Symbol('ackline.consumed')
+
+/**
+ * One group of finalizers per event, in the order of the events they were detached from.
+ *
+ * @example
+ * ```ts
+ * const groups = EventFinalizerGroups.detach(array) // the events now carry no finalizers
+ * await buffer.write(array)                          // store the data
+ * const restored = await buffer.read()               // later: events decoded from disk
+ * groups.attachAll(restored)                         // each event gets its own group back
+ * ```
+ */
+export class EventFinalizerGroups {
+  readonly #refs: (Ref | typeof CONSUMED)[]
+  readonly #slots: number[]
+  readonly #sourceIds: (string | undefined)[]
+
+  private constructor(refs: Ref[], slots: number[], sourceIds: (string | undefined)[]) {
+    this.#refs = refs
+    this.#slots = slots
+    this.#sourceIds = sourceIds
+  }
+
+  /**
+   * Takes the finalizers off every event, one group per event. The events stay live handles
+   * without finalizers (ending them then settles nothing).
+   */
+  static detach(events: Iterable<LogEvent>): EventFinalizerGroups {
+    const refs: Ref[] = []
+    const slots: number[] = []
+    const sourceIds: (string | undefined)[] = []
+    for (const event of events) {
+      const { ref, slot } = event.metadata._take()
+      refs.push(ref)
+      slots.push(slot)
+      sourceIds.push(event.metadata.sourceId)
+    }
+    return new EventFinalizerGroups(refs, slots, sourceIds)
+  }
+
+  /** How many groups there are (consumed or not). */
+  get size(): number {
+    return this.#refs.length
+  }
+
+  /** How many groups are not consumed yet. */
+  get remaining(): number {
+    let n = 0
+    for (const ref of this.#refs) if (ref !== CONSUMED) n++
+    return n
+  }
+
+  /** Whether group `index` was attached or ended already. */
+  isConsumed(index: number): boolean {
+    return this.#refs[index] === CONSUMED
+  }
+
+  /** Puts group `index` on `event` (added to whatever finalizers the event already has). */
+  attach(index: number, event: LogEvent): void {
+    event.metadata._put(this.#take(index), this.#slots[index]!)
+  }
+
+  /** Puts group `i` on `events[i]` for every group; the counts must match. */
+  attachAll(events: ArrayLike<LogEvent> & Iterable<LogEvent>): void {
+    if (events.length !== this.size) {
+      throw new RangeError(`cannot attach ${this.size} finalizer groups to ${events.length} events`)
+    }
+    let i = 0
+    for (const event of events) this.attach(i++, event)
+  }
+
+  /**
+   * Ends group `index` as its event's handle would end: with a status, or without one. With
+   * `authoritative`, the status is sent to the batches now and later ones are ignored.
+   */
+  end(index: number, status?: DeliveryStatus, options: { readonly authoritative?: boolean } = {}): void {
+    const ref = this.#take(index)
+    const slot = this.#slots[index]!
+    const code = status === undefined ? -1 : eventStatusCode(status)
+    if (options.authoritative === true && code >= 0) {
+      updateRef(ref, slot, code)
+      recordRef(ref, slot)
+      releaseRef(ref, slot, -1)
+    } else {
+      releaseRef(ref, slot, code)
+    }
+  }
+
+  /** Ends every group not consumed yet. */
+  endAll(status?: DeliveryStatus, options: { readonly authoritative?: boolean } = {}): void {
+    for (let i = 0; i < this.#refs.length; i++) if (this.#refs[i] !== CONSUMED) this.end(i, status, options)
+  }
+
+  #take(index: number): Ref {
+    if (index < 0 || index >= this.#refs.length) {
+      throw new RangeError(`finalizer group ${index} does not exist (there are ${this.#refs.length})`)
+    }
+    const ref = this.#refs[index]
+    if (ref === CONSUMED) {
+      throw new FinalizationError(
+        'GROUP_CONSUMED',
+        `finalizer group ${index} was already consumed`,
+        this.#sourceIds[index],
+      )
+    }
+    this.#refs[index] = CONSUMED
+    return ref
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * What an event carries besides its fields: where it came from, when, and the finalizers that
+ * tie it to its sources' batches.
+ *
+ * Invariant: a metadata object belongs to exactly one event handle. Its state is live (with or
+ * without finalizers) until the handle ends, then ended for good; every use after that throws a
+ * `FinalizationError` naming the source.
+ *
+ * @module
+ */
+import type { BatchNotifier } from './BatchNotifier.js'
+import { EventFinalizers } from './EventFinalizers.js'
+import { FinalizationError } from './FinalizationError.js'
+import { asSet, mergeRefs, type Ref, recordRef, releaseRef, updateRef } from './internal/refs.js'
+
+const ENDED: unique symbol = Symbol('ackline.ended')
+
+/**
+ * Metadata of one event handle.
+ *
+ * @example
+ * ```ts
+ * const { sourceId, ingestTimestamp } = event.metadata
+ * const batches = event.metadata.finalizers.batchIds
+ * ```
+ */
+export class EventMetadata {
+  /** @internal The handle's reference to its finalizers, or `ENDED`. */
+  _ref: Ref | typeof ENDED = undefined
+  /** @internal The slot in the batch, when `_ref` is a notifier. */
+  _slot = 0
+
+  /** @internal */
+  constructor(
+    /** The id of the source that read the event, if it said. */
+    readonly sourceId: string | undefined,
+    /** When the event entered the pipeline, in milliseconds since the epoch. */
+    readonly ingestTimestamp: number,
+  ) {}
+
+  /** Whether the handle has ended (after which the event may not be used). */
+  get isEnded(): boolean {
+    return this._ref === ENDED
+  }
+
+  /** Whether the event belongs to at least one batch (acknowledgements are on for it). */
+  get hasFinalizers(): boolean {
+    const ref = this._live('read the finalizers of')
+    return ref !== undefined && (!(ref instanceof EventFinalizers) || ref.size > 0)
+  }
+
+  /** The event's finalizers (shared with every copy of the event). Empty when acknowledgements are off. */
+  get finalizers(): EventFinalizers {
+    const set = asSet(this._live('read the finalizers of'), this._slot)
+    if (set !== EventFinalizers.EMPTY) this._ref = set
+    return set
+  }
+
+  /** @internal The reference, or a `FinalizationError` if the handle ended. */
+  _live(action: string): Ref {
+    const ref = this._ref
+    if (ref === ENDED) {
+      throw new FinalizationError(
+        'USE_AFTER_END',
+        `cannot ${action} an event whose handle has ended`,
+        this.sourceId,
+      )
+    }
+    return ref
+  }
+
+  /** @internal Adds the event to a batch. */
+  _attach(notifier: BatchNotifier): void {
+    const ref = this._live('attach a batch to')
+    const slot = notifier._state.addSlot()
+    if (ref === undefined) {
+      this._ref = notifier
+      this._slot = slot
+    } else {
+      this._ref = mergeRefs(ref, this._slot, notifier, slot)
+    }
+  }
+
+  /** @internal Ends the handle, with a status code or without one (`code < 0`). */
+  _end(code: number, authoritative: boolean): void {
+    const ref = this._ref
+    if (ref === ENDED) {
+      throw new FinalizationError('ALREADY_ENDED', 'an event handle was ended twice', this.sourceId)
+    }
+    // Mark the handle ended first: if a strict-mode check throws below, the handle is not ended twice.
+    this._ref = ENDED
+    if (authoritative) {
+      if (code >= 0) releaseAuthoritative(ref, this._slot, code)
+      else releaseRef(ref, this._slot, -1)
+    } else {
+      releaseRef(ref, this._slot, code)
+    }
+  }
+
+  /** @internal Moves the reference out, leaving the handle live without finalizers. */
+  _take(): { ref: Ref; slot: number } {
+    const ref = this._live('detach the finalizers of')
+    const taken = { ref, slot: this._slot }
+    this._ref = undefined
+    this._slot = 0
+    return taken
+  }
+
+  /** @internal Adds a reference (moved from another handle or a group) to this handle's own. */
+  _put(ref: Ref, slot: number): void {
+    const own = this._live('attach finalizers to')
+    if (own === undefined) {
+      this._ref = ref
+      this._slot = slot
+    } else {
+      this._ref = mergeRefs(own, this._slot, ref, slot)
+    }
+  }
+
+  /** @internal Consumes the handle without ending its reference (the reference was moved). */
+  _consume(): void {
+    this._live('merge')
+    this._ref = ENDED
+  }
+}
+
+function releaseAuthoritative(ref: Ref, slot: number, code: number): void {
+  updateRef(ref, slot, code)
+  recordRef(ref, slot)
+  releaseRef(ref, slot, -1)
+}

@@ -1,0 +1,95 @@
+/**
+ * The status of one event, folded over every copy of it.
+ *
+ * Invariant: statuses only move up the lattice
+ * `dropped → delivered < errored < rejected → recorded`. `recorded` absorbs everything (an
+ * authoritative sink already told the source); `dropped` (no sink has spoken yet) takes whatever
+ * comes. Moving back *to* `dropped` is a programming error.
+ *
+ * @module
+ */
+import { FinalizationError } from './FinalizationError.js'
+import { eventLattice } from './internal/lattice.js'
+
+/**
+ * What became of one event.
+ * - `dropped`: no sink has reported anything (a transform discarded every copy, or none ended yet);
+ * - `delivered`: a sink delivered it;
+ * - `errored`: a sink failed to deliver it and the upstream may retry;
+ * - `rejected`: a sink refused it and no retry will help;
+ * - `recorded`: its status was already sent to its batches by an authoritative sink, and later
+ *   updates are ignored.
+ */
+export type EventStatus = 'dropped' | 'delivered' | 'errored' | 'rejected' | 'recorded'
+
+/** The status a sink reports for an event it handled: the three outcomes of delivery. */
+export type DeliveryStatus = 'delivered' | 'errored' | 'rejected'
+
+let strict = defaultStrictness()
+
+function defaultStrictness(): boolean {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
+  return env?.ACKLINE_STRICT === '1' || env?.NODE_ENV === 'test'
+}
+
+/**
+ * Companion of the {@link EventStatus} type.
+ *
+ * @example
+ * ```ts
+ * EventStatus.update('delivered', 'errored') // 'errored'
+ * EventStatus.update('dropped', 'rejected')  // 'rejected'
+ * EventStatus.update('recorded', 'errored')  // 'recorded'
+ * ```
+ */
+export const EventStatus = {
+  /** Every status, in lattice order. */
+  values: [
+    'dropped',
+    'delivered',
+    'errored',
+    'rejected',
+    'recorded',
+  ] as const satisfies readonly EventStatus[],
+
+  /**
+   * Folds `next` into `current`: `recorded` on either side gives `recorded`; from `dropped`, `next`
+   * wins; otherwise the worse of the two (delivered < errored < rejected).
+   *
+   * An update *to* `dropped` from any other status is a programming error: the status stays
+   * `current`, and in strict mode (see {@link EventStatus.setStrict}) a {@link FinalizationError}
+   * with code `INVALID_STATUS_UPDATE` is thrown.
+   */
+  update(current: EventStatus, next: EventStatus): EventStatus {
+    const result = eventLattice(current, next)
+    if (result !== undefined) return result
+    EventStatus.invalidUpdate(current)
+    return current
+  },
+
+  /** Whether invalid updates throw. On by default when `NODE_ENV=test` or `ACKLINE_STRICT=1`. */
+  isStrict(): boolean {
+    return strict
+  },
+
+  /** Turns strict mode on or off for the whole process; returns the previous setting. */
+  setStrict(enabled: boolean): boolean {
+    const previous = strict
+    strict = enabled
+    return previous
+  },
+
+  /**
+   * Reports an update to `dropped` from `current`: throws in strict mode, does nothing otherwise.
+   * Used by every place that folds statuses, so the rule lives here once.
+   */
+  invalidUpdate(current: EventStatus, sourceId?: string): void {
+    if (strict) {
+      throw new FinalizationError(
+        'INVALID_STATUS_UPDATE',
+        `cannot update an event's status from '${current}' back to 'dropped'`,
+        sourceId,
+      )
+    }
+  },
+} as const

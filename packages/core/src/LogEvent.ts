@@ -1,0 +1,160 @@
+/**
+ * A log event: JSON-compatible fields plus metadata. A `LogEvent` object is one *handle* on an
+ * event.
+ *
+ * Invariant (ownership): each handle has one owner and ends exactly once — with a status (a sink
+ * reports what became of it) or without one (a transform discards it). `clone()` makes another
+ * handle that shares the same finalizers; `merge()` moves another handle's finalizers into this
+ * one and consumes it. Using a handle after its end throws a `FinalizationError`.
+ *
+ * Fields are copied on write: a clone shares its original's fields until either one changes them.
+ *
+ * @module
+ */
+
+import { EventMetadata } from './EventMetadata.js'
+import type { DeliveryStatus } from './EventStatus.js'
+import { FinalizationError } from './FinalizationError.js'
+import { getPath, removePath, setPath } from './internal/FieldPath.js'
+import { retainRef } from './internal/refs.js'
+import { eventStatusCode } from './internal/statusCodes.js'
+import { type JsonObject, JsonValue } from './JsonValue.js'
+
+/** Options of a new event. */
+export interface LogEventOptions {
+  /** The id of the source that read the event. */
+  readonly sourceId?: string | undefined
+  /** When the event entered the pipeline (ms since the epoch); defaults to now. */
+  readonly ingestTimestamp?: number | undefined
+}
+
+/** Options of {@link LogEvent.end}. */
+export interface EndOptions {
+  /**
+   * End as an authoritative sink: the status is sent to the event's batches now and marked
+   * `recorded`, so what any other copy reports later is ignored.
+   */
+  readonly authoritative?: boolean
+}
+
+/**
+ * One handle on a log event.
+ *
+ * @example
+ * ```ts
+ * const event = new LogEvent({ message: 'hi', http: { status: 200 } }, { sourceId: 'in' })
+ * event.get('http.status') // 200
+ * const copy = event.clone() // a second handle on the same finalizers
+ * event.end('delivered')
+ * copy.end('errored')       // the event's batch will resolve 'errored'
+ * ```
+ */
+export class LogEvent {
+  #fields: JsonObject
+  /** Whether `#fields` may be shared with another handle, so a write must copy it first. */
+  #shared = false
+  /** The event's metadata; its finalizers are shared by every copy of the event. */
+  readonly metadata: EventMetadata
+
+  constructor(fields: JsonObject = {}, options?: LogEventOptions) {
+    this.#fields = fields
+    this.metadata = new EventMetadata(options?.sourceId, options?.ingestTimestamp ?? Date.now())
+  }
+
+  /** The fields, read-only: change them through {@link LogEvent.set} so copies stay independent. */
+  get fields(): Readonly<JsonObject> {
+    this.metadata._live('read')
+    return this.#fields
+  }
+
+  /** Whether this handle has ended. */
+  get isEnded(): boolean {
+    return this.metadata.isEnded
+  }
+
+  /** The value at a dotted path such as `"http.status"`, or `undefined`. */
+  get(path: string): JsonValue | undefined {
+    return getPath(this.fields, path)
+  }
+
+  /**
+   * Sets the value at a dotted path, creating objects on the way. Throws a `TypeError` naming the
+   * path when a segment on the way is not an object or array.
+   */
+  set(path: string, value: JsonValue): this {
+    if (!setPath(this.#own(), path, value)) {
+      throw new TypeError(
+        `cannot set '${path}' on an event from source ${this.metadata.sourceId ?? 'unknown'}: a segment on the way is not an object`,
+      )
+    }
+    return this
+  }
+
+  /** Removes the value at a dotted path and returns it, or `undefined` if there was none. */
+  remove(path: string): JsonValue | undefined {
+    return removePath(this.#own(), path)
+  }
+
+  /** Replaces every field. */
+  replaceFields(fields: JsonObject): this {
+    this.metadata._live('write')
+    this.#fields = fields
+    this.#shared = false
+    return this
+  }
+
+  /**
+   * Another handle on the same event: same finalizers, same metadata values, fields copied on
+   * write. Each handle must end on its own; the event's batches wait for both.
+   */
+  clone(): LogEvent {
+    const metadata = this.metadata
+    const ref = metadata._live('clone')
+    const copy = new LogEvent(this.#fields, metadata)
+    this.#shared = true
+    copy.#shared = true
+    retainRef(ref, metadata._slot)
+    copy.metadata._ref = ref
+    copy.metadata._slot = metadata._slot
+    return copy
+  }
+
+  /**
+   * Moves the finalizers of `other` into this event and consumes `other` (it may not be used or
+   * ended after). Fields are not touched: combining data is the caller's business. The batches of
+   * both events then resolve only when this event ends, with its status.
+   */
+  merge(other: LogEvent): this {
+    if (other === this) {
+      throw new FinalizationError('SELF_MERGE', 'cannot merge an event into itself', this.metadata.sourceId)
+    }
+    this.metadata._live('merge into')
+    const { ref, slot } = other.metadata._take()
+    other.metadata._consume()
+    this.metadata._put(ref, slot)
+    return this
+  }
+
+  /**
+   * Ends this handle: with a status when a sink reports what became of the event, without one
+   * when a transform discards it (the event then counts as delivered unless another copy says
+   * otherwise). Ending twice throws a `FinalizationError` with code `ALREADY_ENDED`.
+   */
+  end(status?: DeliveryStatus, options?: EndOptions): void {
+    this.metadata._end(status === undefined ? -1 : eventStatusCode(status), options?.authoritative === true)
+  }
+
+  /** The fields, for `JSON.stringify`. */
+  toJSON(): JsonObject {
+    return this.fields as JsonObject
+  }
+
+  #own(): JsonObject {
+    this.metadata._live('write')
+    if (this.#shared) {
+      this.#fields = JsonValue.copy(this.#fields)
+      this.#shared = false
+    }
+    return this.#fields
+  }
+}

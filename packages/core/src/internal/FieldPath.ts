@@ -1,0 +1,66 @@
+/**
+ * Dotted paths into JSON fields: `"http.status"`, `"tags.0"`. A segment that is a whole number
+ * indexes an array; any other segment names an object key. Keys that contain a dot cannot be
+ * reached by path (use the fields object directly).
+ */
+import type { JsonObject, JsonValue } from '../JsonValue.js'
+
+const split = (path: string): string[] => (path.includes('.') ? path.split('.') : [path])
+
+const child = (value: JsonValue | undefined, key: string): JsonValue | undefined => {
+  if (typeof value !== 'object' || value === null) return undefined
+  if (Array.isArray(value)) return /^\d+$/.test(key) ? value[Number(key)] : undefined
+  return Object.hasOwn(value, key) ? value[key] : undefined
+}
+
+export function getPath(fields: JsonObject, path: string): JsonValue | undefined {
+  if (!path.includes('.')) return Object.hasOwn(fields, path) ? fields[path] : undefined
+  let value: JsonValue | undefined = fields
+  for (const key of split(path)) {
+    value = child(value, key)
+    if (value === undefined) return undefined
+  }
+  return value
+}
+
+/** Sets the value at `path`, creating objects for missing segments; returns false where a segment is not a container. */
+export function setPath(fields: JsonObject, path: string, value: JsonValue): boolean {
+  const keys = split(path)
+  let container: JsonObject | JsonValue[] = fields
+  for (let i = 0; i < keys.length - 1; i++) {
+    const key = keys[i]!
+    let next = child(container, key)
+    if (next === undefined) {
+      next = {}
+      if (!assign(container, key, next)) return false
+    }
+    if (typeof next !== 'object' || next === null) return false
+    container = next
+  }
+  return assign(container, keys[keys.length - 1]!, value)
+}
+
+export function removePath(fields: JsonObject, path: string): JsonValue | undefined {
+  const keys = split(path)
+  const parent = keys.length === 1 ? fields : getPath(fields, keys.slice(0, -1).join('.'))
+  const last = keys[keys.length - 1]!
+  if (typeof parent !== 'object' || parent === null) return undefined
+  if (Array.isArray(parent)) {
+    if (!/^\d+$/.test(last) || Number(last) >= parent.length) return undefined
+    return parent.splice(Number(last), 1)[0]
+  }
+  if (!Object.hasOwn(parent, last)) return undefined
+  const removed = parent[last]
+  delete parent[last]
+  return removed
+}
+
+function assign(container: JsonObject | JsonValue[], key: string, value: JsonValue): boolean {
+  if (Array.isArray(container)) {
+    if (!/^\d+$/.test(key)) return false
+    container[Number(key)] = value
+    return true
+  }
+  container[key] = value
+  return true
+}

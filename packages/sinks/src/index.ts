@@ -1,0 +1,4 @@
+/**
+ * @module @ackline/sinks
+ */
+export {}

@@ -1,0 +1,64 @@
+/**
+ * The contract between the runtime and a source.
+ *
+ * Invariant: a source sends batches through its context and, if it can acknowledge, tells its
+ * upstream "got it" only after the batch's status resolved `delivered`. The context does the
+ * plumbing (events, notifiers, back pressure, metrics) so a source holds only its own logic.
+ *
+ * @module
+ */
+import type { BatchStatus, EventArray, JsonObject } from '@ackline/core'
+import type { ConfigIssue } from './ConfigIssue.js'
+
+/** What {@link SourceContext.send} returns once the batch has entered the pipeline. */
+export interface BatchReceipt {
+  /** The batch's id, or `undefined` when acknowledgements are off for this source. */
+  readonly batchId: string | undefined
+  /**
+   * The batch's final status. With acknowledgements off it is `'delivered'` as soon as the batch
+   * was accepted. It never rejects.
+   */
+  readonly status: Promise<BatchStatus>
+}
+
+/** What the runtime gives a running source. */
+export interface SourceContext {
+  /** The source's component id. */
+  readonly id: string
+  /**
+   * Whether some sink that acknowledges is reachable from this source. When false, sending
+   * creates no batch notifier at all.
+   */
+  readonly acknowledgements: boolean
+  /** Aborted when the topology stops: stop reading, finish the batch in hand, and return. */
+  readonly signal: AbortSignal
+  /**
+   * Sends one batch: one event per record (this source's id, one ingest timestamp), a batch
+   * notifier when acknowledgements are on, and waits for room downstream (back pressure). Resolves
+   * once the batch is accepted; `receipt.status` resolves when every sink settled it.
+   */
+  send(records: Iterable<JsonObject>): Promise<BatchReceipt>
+  /**
+   * Sends events the source built itself (for sources that attach notifiers of their own, such
+   * as offset-tracking ones). Ownership of the handles moves downstream.
+   */
+  sendEvents(events: EventArray): Promise<void>
+}
+
+/** A source of events. */
+export interface Source {
+  /** The kind of component, for messages and metrics (`"http_server"`, `"generator"`). */
+  readonly kind: string
+  /**
+   * Whether the source can pass acknowledgements to its upstream. The builder warns when an
+   * acknowledging sink is fed by a source that cannot.
+   */
+  readonly canAcknowledge: boolean
+  /** Problems in the source's own configuration; the builder reports them with everything else. */
+  validate?(): readonly ConfigIssue[]
+  /**
+   * Runs until the context's signal aborts (or the source runs out, for finite sources). Must
+   * not resolve before every batch it sent is accepted.
+   */
+  run(context: SourceContext): Promise<void>
+}

@@ -1,0 +1,46 @@
+/**
+ * The contract between the runtime and a transform.
+ *
+ * Invariant: every event handed to a transform leaves it exactly once: emitted on a port,
+ * dropped (ended without a status, or with the transform's `dropStatus`), or merged into another
+ * event. The runtime checks this after every call and settles any forgotten event `errored`
+ * (reporting the bug), so a transform can neither leak nor double-end a handle by mistake.
+ *
+ * @module
+ */
+import type { EventArray, JsonObject, LogEvent } from '@ackline/core'
+import type { ConfigIssue } from './ConfigIssue.js'
+
+/** What a running transform may do with events. */
+export interface TransformContext {
+  /** The transform's component id. */
+  readonly id: string
+  /** Passes an event on, to the default output or to a named port. Ownership moves downstream. */
+  emit(event: LogEvent, port?: string): void
+  /** Discards an event: ends it per the transform's drop status, and counts the discard. */
+  drop(event: LogEvent): void
+  /**
+   * A brand-new event that inherits the finalizers of `inheritFrom` (shared, as a clone would):
+   * its sources wait for it too. The events in `inheritFrom` stay owned by the caller.
+   */
+  create(fields: JsonObject, inheritFrom?: readonly LogEvent[]): LogEvent
+}
+
+/** A transform of events. */
+export interface Transform {
+  /** The kind of component (`"route"`, `"reduce"`). */
+  readonly kind: string
+  /** Named output ports besides the default one (`route` declares its routes and `_unmatched`). */
+  readonly outputs?: readonly string[]
+  /** Problems in the transform's own configuration; the builder reports them with everything else. */
+  validate?(): readonly ConfigIssue[]
+  /** Handles one input array. Every event in it must be emitted, dropped or merged before it returns. */
+  process(events: EventArray, context: TransformContext): void | Promise<void>
+  /**
+   * Emits whatever the transform still holds (a `reduce` window). Called on a timer when
+   * `flushIntervalMs` is set, and once when the topology stops.
+   */
+  flush?(context: TransformContext): void | Promise<void>
+  /** How often to call `flush`, in milliseconds; no timer when unset. */
+  readonly flushIntervalMs?: number
+}

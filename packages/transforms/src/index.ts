@@ -1,0 +1,4 @@
+/**
+ * @module @ackline/transforms
+ */
+export {}
