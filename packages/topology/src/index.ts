@@ -5,6 +5,7 @@
  * @module
  */
 export type { ConfigIssue } from './ConfigIssue.js'
+export type { EdgeBuffer } from './EdgeBuffer.js'
 export { RejectError } from './RejectError.js'
 export { RetryableError } from './RetryableError.js'
 export type { Sink, SinkResult } from './Sink.js'
