@@ -77,7 +77,7 @@ export class EventFinalizerGroups {
   }
 
   /** Puts group `i` on `events[i]` for every group; the counts must match. */
-  attachAll(events: ArrayLike<LogEvent> & Iterable<LogEvent>): void {
+  attachAll(events: Iterable<LogEvent> & { readonly length: number }): void {
     if (events.length !== this.size) {
       throw new RangeError(`cannot attach ${this.size} finalizer groups to ${events.length} events`)
     }

@@ -1,0 +1,117 @@
+import { BatchNotifier, EventArray, FinalizationError, LogEvent } from '@ackline/core'
+import { firstValueFrom, toArray } from 'rxjs'
+import { validate, version } from 'uuid'
+import { describe, expect, it } from 'vitest'
+
+const events = (n: number) => Array.from({ length: n }, (_, i) => new LogEvent({ i }, { sourceId: 'src' }))
+
+describe('BatchNotifier', () => {
+  it('sends_notification: resolves delivered once every event of the batch ended', async () => {
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    const batch = events(3)
+    for (const event of batch) notifier.attach(event)
+    notifier.release()
+    batch[0]!.end('delivered')
+    batch[1]!.end('delivered')
+    expect(receiver.status).toBeUndefined()
+    batch[2]!.end('delivered')
+    expect(receiver.status).toBe('delivered')
+    expect(await receiver).toBe('delivered')
+  })
+
+  it('waits for the source to release its own reference', () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const [event] = events(1)
+    notifier.attach(event!)
+    event!.end('delivered')
+    expect(receiver.isResolved).toBe(false)
+    notifier.release()
+    expect(receiver.status).toBe('delivered')
+  })
+
+  it('an empty batch resolves delivered on release', () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    notifier.release()
+    expect(receiver.status).toBe('delivered')
+  })
+
+  it('releasing twice is harmless and notifies once', async () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const all = firstValueFrom(receiver.asObservable().pipe(toArray()))
+    notifier.release()
+    notifier.release()
+    expect(await all).toEqual(['delivered'])
+  })
+
+  it('attaching after release throws, naming the source and the batch', () => {
+    const { notifier } = BatchNotifier.create({ sourceId: 'http-in' })
+    notifier.release()
+    const attach = () => notifier.attach(new LogEvent({}))
+    expect(attach).toThrow(FinalizationError)
+    expect(attach).toThrow(/http-in/)
+    expect(attach).toThrow(notifier.id)
+  })
+
+  it('multi_event_batch: the worst status of any event wins', () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const batch = EventArray.from(events(4)).attach(notifier)
+    const [a, b, c, d] = batch.events
+    a!.end('delivered')
+    b!.end('rejected')
+    c!.end('errored')
+    d!.end()
+    expect(receiver.status).toBe('rejected')
+  })
+
+  it('an event that ends without any status counts as delivered', () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    EventArray.from(events(2)).attach(notifier).end()
+    expect(receiver.status).toBe('delivered')
+  })
+
+  it('carries a UUID v7 id, also on its receiver', () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    expect(validate(notifier.id)).toBe(true)
+    expect(version(notifier.id)).toBe(7)
+    expect(receiver.batchId).toBe(notifier.id)
+  })
+
+  it('maybeCreate creates nothing when acknowledgements are off, and events then carry no finalizer', () => {
+    expect(BatchNotifier.maybeCreate(false)).toBeUndefined()
+    const event = new LogEvent({})
+    expect(event.metadata.hasFinalizers).toBe(false)
+    expect(event.metadata.finalizers.size).toBe(0)
+    event.end('delivered')
+    const created = BatchNotifier.maybeCreate(true, { sourceId: 'x' })
+    expect(created?.notifier.sourceId).toBe('x')
+  })
+
+  it('the receiver observable emits the status once, then completes', async () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const [event] = events(1)
+    notifier.attach(event!)
+    notifier.release()
+    const seen = firstValueFrom(receiver.asObservable().pipe(toArray()))
+    event!.end('errored')
+    expect(await seen).toEqual(['errored'])
+    // Subscribing after resolution still sees the one status.
+    expect(await firstValueFrom(receiver.asObservable().pipe(toArray()))).toEqual(['errored'])
+  })
+
+  it('an event may belong to several batches; each resolves with its own events', () => {
+    const first = BatchNotifier.create()
+    const second = BatchNotifier.create()
+    const shared = new LogEvent({})
+    const own = new LogEvent({})
+    first.notifier.attach(shared)
+    second.notifier.attach(shared)
+    second.notifier.attach(own)
+    first.notifier.release()
+    second.notifier.release()
+    own.end('rejected')
+    expect(second.receiver.status).toBeUndefined()
+    shared.end('delivered')
+    expect(first.receiver.status).toBe('delivered')
+    expect(second.receiver.status).toBe('rejected')
+  })
+})

@@ -1,0 +1,69 @@
+import { BatchNotifier, EventArray, EventFinalizerGroups, LogEvent } from '@ackline/core'
+import { describe, expect, it } from 'vitest'
+
+const batch = (n: number) => {
+  const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+  const array = EventArray.from(Array.from({ length: n }, (_, i) => new LogEvent({ i }, { sourceId: 'src' })))
+  array.attach(notifier)
+  return { array, receiver }
+}
+
+describe('EventFinalizerGroups', () => {
+  it('detaches one group per event and re-attaches each to its own event', () => {
+    const first = batch(1)
+    const second = batch(1)
+    const array = EventArray.of(first.array.events[0]!, second.array.events[0]!)
+    const groups = EventFinalizerGroups.detach(array)
+    expect(groups.size).toBe(2)
+    for (const event of array) {
+      expect(event.metadata.hasFinalizers).toBe(false)
+      event.end()
+    }
+    // Nothing resolves while the groups are stored.
+    expect(first.receiver.isResolved).toBe(false)
+    const restored = EventArray.of(new LogEvent({ i: 0 }), new LogEvent({ i: 0 }))
+    groups.attachAll(restored)
+    restored.events[0]!.end('delivered')
+    expect(first.receiver.status).toBe('delivered')
+    expect(second.receiver.isResolved).toBe(false)
+    restored.events[1]!.end('rejected')
+    expect(second.receiver.status).toBe('rejected')
+  })
+
+  it('ends groups directly with a status (what a buffer does on a durable write)', () => {
+    const { array, receiver } = batch(3)
+    const groups = EventFinalizerGroups.detach(array)
+    array.end()
+    groups.end(0, 'delivered')
+    expect(groups.remaining).toBe(2)
+    groups.endAll('errored')
+    expect(receiver.status).toBe('errored')
+  })
+
+  it('consuming a group twice throws GROUP_CONSUMED naming the source', () => {
+    const { array } = batch(1)
+    const groups = EventFinalizerGroups.detach(array)
+    groups.end(0)
+    expect(groups.isConsumed(0)).toBe(true)
+    expect(() => groups.attach(0, new LogEvent({}))).toThrow(
+      expect.objectContaining({ code: 'GROUP_CONSUMED', sourceId: 'src' }),
+    )
+  })
+
+  it('refuses to attach to a different number of events', () => {
+    const { array } = batch(2)
+    const groups = EventFinalizerGroups.detach(array)
+    expect(() => groups.attachAll([new LogEvent({})])).toThrow(RangeError)
+    groups.endAll()
+  })
+
+  it('keeps clones apart: a detached group holds only its own handle', () => {
+    const { array, receiver } = batch(1)
+    const clone = array.events[0]!.clone()
+    const groups = EventFinalizerGroups.detach(array)
+    groups.end(0, 'delivered')
+    expect(receiver.isResolved).toBe(false)
+    clone.end('errored')
+    expect(receiver.status).toBe('errored')
+  })
+})

@@ -1,0 +1,119 @@
+import { BatchNotifier, EventArray, EventFinalizers, LogEvent } from '@ackline/core'
+import { describe, expect, it } from 'vitest'
+
+const batch = (n: number, sourceId = 'src') => {
+  const { notifier, receiver } = BatchNotifier.create({ sourceId })
+  const array = EventArray.from(Array.from({ length: n }, (_, i) => new LogEvent({ i }, { sourceId })))
+  array.attach(notifier)
+  return { events: [...array.events], receiver, notifier }
+}
+
+describe('EventFinalizers', () => {
+  it('is empty on an event without acknowledgements', () => {
+    expect(new LogEvent({}).metadata.finalizers).toBe(EventFinalizers.EMPTY)
+  })
+
+  it('lists one finalizer per batch, with the status folded so far', () => {
+    const { events, notifier } = batch(1)
+    const event = events[0]!
+    const copy = event.clone()
+    copy.end('errored')
+    const finalizers = [...event.metadata.finalizers]
+    expect(finalizers).toHaveLength(1)
+    expect(finalizers[0]!.batchId).toBe(notifier.id)
+    expect(finalizers[0]!.sourceId).toBe('src')
+    expect(finalizers[0]!.status).toBe('errored')
+    event.end()
+  })
+
+  it('updateStatus folds into the status every copy shares without ending a handle', () => {
+    const { events, receiver } = batch(1)
+    const event = events[0]!
+    const copy = event.clone()
+    event.metadata.finalizers.updateStatus('rejected')
+    event.end('delivered')
+    expect(receiver.isResolved).toBe(false)
+    copy.end()
+    expect(receiver.status).toBe('rejected')
+  })
+
+  it('updateSources settles the batch status at once and ignores later updates from other copies', () => {
+    const { events, receiver } = batch(1)
+    const event = events[0]!
+    const other = event.clone()
+    event.metadata.finalizers.updateStatus('delivered')
+    event.metadata.finalizers.updateSources()
+    expect([...event.metadata.finalizers][0]!.status).toBe('recorded')
+    event.end()
+    other.end('rejected') // ignored: the event was recorded
+    expect(receiver.status).toBe('delivered')
+  })
+
+  it('an authoritative end is updateStatus + updateSources + end', () => {
+    const { events, receiver } = batch(2)
+    const [a, b] = events
+    const aCopy = a!.clone()
+    a!.end('delivered', { authoritative: true })
+    aCopy.end('errored') // ignored
+    expect(receiver.isResolved).toBe(false) // never before every handle ended
+    b!.end('delivered')
+    expect(receiver.status).toBe('delivered')
+  })
+
+  it('an authoritative errored status is not hidden by a later delivered copy', () => {
+    const { events, receiver } = batch(1)
+    const copy = events[0]!.clone()
+    events[0]!.end('errored', { authoritative: true })
+    copy.end('delivered')
+    expect(receiver.status).toBe('errored')
+  })
+
+  it('updating after every handle ended throws USE_AFTER_END', () => {
+    const { events } = batch(2)
+    const finalizers = events[0]!.metadata.finalizers
+    events[0]!.end()
+    expect(() => finalizers.updateStatus('errored')).toThrow(
+      expect.objectContaining({ code: 'USE_AFTER_END' }),
+    )
+    events[1]!.end()
+  })
+})
+
+describe('merge', () => {
+  it('a merged event carries the finalizers of events from many batches; each resolves when it ends', () => {
+    const batches = [batch(2, 'a'), batch(1, 'b'), batch(3, 'c')]
+    const all = batches.flatMap((b) => b.events)
+    const merged = all.shift()!
+    for (const event of all) merged.merge(event)
+    expect(merged.metadata.finalizers.size).toBe(6)
+    expect(new Set(merged.metadata.finalizers.batchIds).size).toBe(3)
+    for (const b of batches) expect(b.receiver.isResolved).toBe(false)
+    merged.end('errored')
+    for (const b of batches) expect(b.receiver.status).toBe('errored')
+  })
+
+  it('merging a clone back into its original notifies once', async () => {
+    const { events, receiver } = batch(1)
+    const original = events[0]!
+    const copy = original.clone()
+    original.merge(copy)
+    expect(original.metadata.finalizers.size).toBe(1)
+    const statuses: string[] = []
+    receiver.asObservable().subscribe((s) => statuses.push(s))
+    original.end('delivered')
+    expect(receiver.status).toBe('delivered')
+    await receiver
+    expect(statuses).toEqual(['delivered'])
+  })
+
+  it('the merged batch does not resolve while a clone of a merged-away event lives', () => {
+    const { events, receiver } = batch(1)
+    const into = new LogEvent({})
+    const clone = events[0]!.clone()
+    into.merge(events[0]!)
+    into.end('delivered')
+    expect(receiver.isResolved).toBe(false)
+    clone.end('errored')
+    expect(receiver.status).toBe('errored')
+  })
+})

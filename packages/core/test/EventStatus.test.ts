@@ -1,0 +1,80 @@
+import { EventStatus, FinalizationError } from '@ackline/core'
+import { afterEach, describe, expect, it } from 'vitest'
+import { EVENT_STATUS_NAMES, EVENT_UPDATE, eventStatusCode, INVALID } from '../src/internal/statusCodes.js'
+
+// Every pair of the lattice: [current, next, result]; `invalid` marks an update to 'dropped'.
+const table: readonly [EventStatus, EventStatus, EventStatus | 'invalid'][] = [
+  ['dropped', 'dropped', 'dropped'],
+  ['dropped', 'delivered', 'delivered'],
+  ['dropped', 'errored', 'errored'],
+  ['dropped', 'rejected', 'rejected'],
+  ['dropped', 'recorded', 'recorded'],
+  ['delivered', 'dropped', 'invalid'],
+  ['delivered', 'delivered', 'delivered'],
+  ['delivered', 'errored', 'errored'],
+  ['delivered', 'rejected', 'rejected'],
+  ['delivered', 'recorded', 'recorded'],
+  ['errored', 'dropped', 'invalid'],
+  ['errored', 'delivered', 'errored'],
+  ['errored', 'errored', 'errored'],
+  ['errored', 'rejected', 'rejected'],
+  ['errored', 'recorded', 'recorded'],
+  ['rejected', 'dropped', 'invalid'],
+  ['rejected', 'delivered', 'rejected'],
+  ['rejected', 'errored', 'rejected'],
+  ['rejected', 'rejected', 'rejected'],
+  ['rejected', 'recorded', 'recorded'],
+  ['recorded', 'dropped', 'recorded'],
+  ['recorded', 'delivered', 'recorded'],
+  ['recorded', 'errored', 'recorded'],
+  ['recorded', 'rejected', 'recorded'],
+  ['recorded', 'recorded', 'recorded'],
+]
+
+describe('EventStatus.update', () => {
+  const strict = EventStatus.isStrict()
+  afterEach(() => {
+    EventStatus.setStrict(strict)
+  })
+
+  it('the table lists all 25 pairs once', () => {
+    expect(new Set(table.map(([c, n]) => `${c}>${n}`)).size).toBe(25)
+  })
+
+  it.each(table)('update(%s, %s) is %s in strict mode', (current, next, result) => {
+    EventStatus.setStrict(true)
+    if (result === 'invalid') {
+      expect(() => EventStatus.update(current, next)).toThrow(FinalizationError)
+    } else {
+      expect(EventStatus.update(current, next)).toBe(result)
+    }
+  })
+
+  it.each(table)(
+    'update(%s, %s) outside strict mode leaves an invalid update unchanged',
+    (current, next, result) => {
+      EventStatus.setStrict(false)
+      expect(EventStatus.update(current, next)).toBe(result === 'invalid' ? current : result)
+    },
+  )
+
+  it('the invalid update throws with code INVALID_STATUS_UPDATE', () => {
+    EventStatus.setStrict(true)
+    expect(() => EventStatus.update('delivered', 'dropped')).toThrow(
+      expect.objectContaining({ code: 'INVALID_STATUS_UPDATE', name: 'FinalizationError' }),
+    )
+  })
+
+  it('strict mode is on in tests', () => {
+    expect(strict).toBe(true)
+  })
+
+  it('the hot-path table agrees with the public function on every pair', () => {
+    EventStatus.setStrict(false)
+    for (const [current, next, result] of table) {
+      const code = EVENT_UPDATE[eventStatusCode(current) * 5 + eventStatusCode(next)]
+      if (result === 'invalid') expect(code).toBe(INVALID)
+      else expect(EVENT_STATUS_NAMES[code!]).toBe(result)
+    }
+  })
+})

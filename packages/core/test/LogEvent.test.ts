@@ -1,0 +1,121 @@
+import { BatchNotifier, EventArray, FinalizationError, LogEvent } from '@ackline/core'
+import { describe, expect, it } from 'vitest'
+
+const tracked = (n: number, sourceId = 'src') => {
+  const { notifier, receiver } = BatchNotifier.create({ sourceId })
+  const array = EventArray.from(Array.from({ length: n }, (_, i) => new LogEvent({ i }, { sourceId })))
+  array.attach(notifier)
+  return { events: array.events, receiver, notifier }
+}
+
+describe('LogEvent fields', () => {
+  it('gets and sets values by dotted path, creating objects on the way', () => {
+    const event = new LogEvent({ http: { status: 200 }, tags: ['a', 'b'] })
+    expect(event.get('http.status')).toBe(200)
+    expect(event.get('tags.1')).toBe('b')
+    expect(event.get('http.missing.deeper')).toBeUndefined()
+    event.set('http.headers.host', 'example')
+    expect(event.fields).toEqual({ http: { status: 200, headers: { host: 'example' } }, tags: ['a', 'b'] })
+    expect(event.remove('http.status')).toBe(200)
+    expect(event.get('http.status')).toBeUndefined()
+  })
+
+  it('refuses to set through a value that is not a container, naming the path', () => {
+    const event = new LogEvent({ message: 'text' }, { sourceId: 'in' })
+    expect(() => event.set('message.length', 4)).toThrow(/message\.length.*in/)
+  })
+
+  it('keeps its metadata: source id and ingest timestamp', () => {
+    const event = new LogEvent({}, { sourceId: 'in', ingestTimestamp: 1234 })
+    expect(event.metadata.sourceId).toBe('in')
+    expect(event.metadata.ingestTimestamp).toBe(1234)
+    const now = new LogEvent({})
+    expect(Math.abs(now.metadata.ingestTimestamp - Date.now())).toBeLessThan(60_000)
+  })
+
+  it('clone_events: a clone shares finalizers but its fields are copied on write', () => {
+    const { events, receiver } = tracked(1)
+    const original = events[0]!
+    original.set('nested', { a: 1 })
+    const copy = original.clone()
+    copy.set('nested.a', 2)
+    original.set('other', true)
+    expect(original.get('nested.a')).toBe(1)
+    expect(copy.get('nested.a')).toBe(2)
+    expect(copy.get('other')).toBeUndefined()
+    expect(copy.metadata.sourceId).toBe('src')
+    original.end('delivered')
+    expect(receiver.status).toBeUndefined()
+    copy.end('errored')
+    expect(receiver.status).toBe('errored')
+  })
+
+  it('serializes its fields with JSON.stringify', () => {
+    expect(JSON.stringify(new LogEvent({ a: [1, null] }))).toBe('{"a":[1,null]}')
+  })
+})
+
+describe('LogEvent ownership', () => {
+  it('ending a handle twice throws ALREADY_ENDED naming the source', () => {
+    const { events } = tracked(1, 'kafka-in')
+    events[0]!.end('delivered')
+    expect(() => events[0]!.end('delivered')).toThrow(
+      expect.objectContaining({ code: 'ALREADY_ENDED', sourceId: 'kafka-in' }),
+    )
+  })
+
+  it('ending twice throws even without finalizers', () => {
+    const event = new LogEvent({}, { sourceId: 'stdin' })
+    event.end()
+    expect(() => event.end()).toThrow(FinalizationError)
+  })
+
+  it.each([
+    ['get', (e: LogEvent) => e.get('a')],
+    ['set', (e: LogEvent) => e.set('a', 1)],
+    ['clone', (e: LogEvent) => e.clone()],
+    ['merge', (e: LogEvent) => e.merge(new LogEvent({}))],
+    ['read finalizers', (e: LogEvent) => e.metadata.finalizers],
+  ])('using an ended handle (%s) throws USE_AFTER_END naming the source', (_name, use) => {
+    const event = new LogEvent({ a: 0 }, { sourceId: 'files' })
+    event.end()
+    expect(() => use(event)).toThrow(expect.objectContaining({ code: 'USE_AFTER_END', sourceId: 'files' }))
+  })
+
+  it('a double end does not change the batch status', () => {
+    const { events, receiver } = tracked(2)
+    events[0]!.end('delivered')
+    expect(() => events[0]!.end('rejected')).toThrow(FinalizationError)
+    events[1]!.end('delivered')
+    expect(receiver.status).toBe('delivered')
+  })
+
+  it('merging consumes the merged-away handle and moves its finalizers', () => {
+    const a = tracked(1, 'a')
+    const b = tracked(1, 'b')
+    const into = a.events[0]!
+    const from = b.events[0]!
+    into.merge(from)
+    expect(from.isEnded).toBe(true)
+    expect(() => from.end()).toThrow(expect.objectContaining({ code: 'ALREADY_ENDED' }))
+    expect(into.metadata.finalizers.size).toBe(2)
+    expect(b.receiver.isResolved).toBe(false)
+    into.end('rejected')
+    expect(a.receiver.status).toBe('rejected')
+    expect(b.receiver.status).toBe('rejected')
+  })
+
+  it('merging an event into itself throws SELF_MERGE', () => {
+    const event = new LogEvent({})
+    expect(() => event.merge(event)).toThrow(expect.objectContaining({ code: 'SELF_MERGE' }))
+  })
+
+  it('an event without finalizers takes over the finalizers of what is merged into it', () => {
+    const { events, receiver } = tracked(1)
+    const summary = new LogEvent({ count: 1 })
+    summary.merge(events[0]!)
+    expect(summary.metadata.hasFinalizers).toBe(true)
+    summary.end('errored')
+    expect(receiver.status).toBe('errored')
+  })
+})
