@@ -74,8 +74,15 @@ export class BatchState {
 
   /** Ends one handle of the slot, with a status code or without one (`code < 0`). */
   release(slot: number, code: number): void {
-    if (code >= 0) this.update(slot, code)
-    const value = this.slots[slot]! - ONE_HANDLE
+    // One read and one write of the slot: this is the hot path of every sink.
+    let value = this.slots[slot]!
+    if (code >= 0) {
+      const current = value & STATUS_MASK
+      const next = EVENT_UPDATE[current * 5 + code]!
+      if (next === INVALID) EventStatus.invalidUpdate(EVENT_STATUS_NAMES[current]!, this.sourceId)
+      else value += next - current
+    }
+    value -= ONE_HANDLE
     this.slots[slot] = value
     if (value < ONE_HANDLE) {
       this.status = BATCH_UPDATE[this.status * 5 + (value & STATUS_MASK)]!

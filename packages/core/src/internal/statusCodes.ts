@@ -24,7 +24,20 @@ export const EVENT_STATUS_NAMES: readonly EventStatus[] = [
 ]
 const BATCH_STATUS_NAMES: readonly BatchStatus[] = ['delivered', 'errored', 'rejected']
 
-export const eventStatusCode = (status: EventStatus): number => EVENT_STATUS_NAMES.indexOf(status)
+export const eventStatusCode = (status: EventStatus): number => {
+  switch (status) {
+    case 'dropped':
+      return DROPPED
+    case 'delivered':
+      return DELIVERED
+    case 'errored':
+      return ERRORED
+    case 'rejected':
+      return REJECTED
+    case 'recorded':
+      return RECORDED
+  }
+}
 
 /** Batch statuses share the codes of the event statuses of the same name. */
 export const batchStatusName = (code: number): BatchStatus => EVENT_STATUS_NAMES[code] as BatchStatus
