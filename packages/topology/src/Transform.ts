@@ -15,7 +15,11 @@ import type { ConfigIssue } from './ConfigIssue.js'
 export interface TransformContext {
   /** The transform's component id. */
   readonly id: string
-  /** Passes an event on, to the default output or to a named port. Ownership moves downstream. */
+  /**
+   * Passes an event on, to the default output or to a named port. Ownership moves downstream.
+   * Emitting the same handle again (on another port) emits a clone of it, so one event can go to
+   * several ports without the transform cloning it.
+   */
   emit(event: LogEvent, port?: string): void
   /** Discards an event: ends it per the transform's drop status, and counts the discard. */
   drop(event: LogEvent): void
@@ -26,12 +30,31 @@ export interface TransformContext {
   create(fields: JsonObject, inheritFrom?: readonly LogEvent[]): LogEvent
 }
 
-/** A transform of events. */
-export interface Transform {
+/**
+ * A transform of events. `Ports` names its output ports, so the builder can type the inputs
+ * that read them (`'split.errors'`); it defaults to any string.
+ *
+ * @example
+ * ```ts
+ * const upper: Transform = {
+ *   kind: 'upper',
+ *   process(events, context) {
+ *     for (const event of events) context.emit(event.set('message', String(event.get('message')).toUpperCase()))
+ *   },
+ * }
+ * ```
+ */
+export interface Transform<Ports extends string = string> {
   /** The kind of component (`"route"`, `"reduce"`). */
   readonly kind: string
   /** Named output ports besides the default one (`route` declares its routes and `_unmatched`). */
-  readonly outputs?: readonly string[]
+  readonly outputs?: readonly Ports[]
+  /**
+   * What `context.drop` means for this transform: `'delivered'` (the default: the event ends
+   * without a status, it was processed as the user asked) or `'rejected'`. The builder's
+   * `dropStatus` option, when given, wins over this.
+   */
+  readonly dropStatus?: 'delivered' | 'rejected'
   /** Problems in the transform's own configuration; the builder reports them with everything else. */
   validate?(): readonly ConfigIssue[]
   /** Handles one input array. Every event in it must be emitted, dropped or merged before it returns. */

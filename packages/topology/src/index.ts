@@ -4,10 +4,24 @@
  *
  * @module
  */
+export type { ComponentMetrics } from './ComponentMetrics.js'
 export type { ConfigIssue } from './ConfigIssue.js'
 export type { EdgeBuffer } from './EdgeBuffer.js'
+export type { ComponentErrorCode, ComponentRole, LifecycleEvent } from './LifecycleEvent.js'
 export { RejectError } from './RejectError.js'
 export { RetryableError } from './RetryableError.js'
+export { RetryPolicy } from './RetryPolicy.js'
 export type { Sink, SinkResult } from './Sink.js'
 export type { BatchReceipt, Source, SourceContext } from './Source.js'
+export { type StopOptions, Topology } from './Topology.js'
+export {
+  type DiskBufferOptions,
+  type MemoryBufferOptions,
+  type SinkOptions,
+  TopologyBuilder,
+  type TopologyOptions,
+  type TopologyWarning,
+  type TransformOptions,
+} from './TopologyBuilder.js'
+export { TopologyError, type TopologyProblem, type TopologyProblemCode } from './TopologyError.js'
 export type { Transform, TransformContext } from './Transform.js'

@@ -1,0 +1,80 @@
+/**
+ * The facts a running topology reports about itself, as one tagged union, so users can watch a
+ * topology with rxjs (`topology.lifecycle.pipe(filter((e) => e.type === 'batch_resolved'))`).
+ *
+ * Invariant: each batch a source sent with acknowledgements on yields exactly one
+ * `batch_resolved`; each component yields one `component_started` and one `component_stopped`.
+ *
+ * @module
+ */
+import type { BatchStatus } from '@ackline/core'
+
+/** Which kind of component a fact is about. */
+export type ComponentRole = 'source' | 'transform' | 'sink'
+
+/** What went wrong in a `component_error` fact. */
+export type ComponentErrorCode =
+  /** A transform returned without emitting, dropping or merging some input events; they were settled `errored`. */
+  | 'LEAKED_EVENTS'
+  /** A transform emitted an event and then ended it; the ended handle was not passed on. */
+  | 'ENDED_AFTER_EMIT'
+  /** A transform's `process` or `flush` threw; its unhandled input events were settled `errored`. */
+  | 'PROCESS_FAILED'
+  /** A sink's `write` failed (one fact per failed attempt). */
+  | 'WRITE_FAILED'
+  /** A sink's `write` returned a number of statuses that does not match its events; all were settled `errored`. */
+  | 'BAD_RESULT'
+  /** A source's `run` threw. */
+  | 'RUN_FAILED'
+
+/**
+ * One fact about a running topology.
+ *
+ * @example
+ * ```ts
+ * topology.lifecycle.subscribe((fact) => {
+ *   if (fact.type === 'batch_resolved') console.log(fact.source, fact.status, `${fact.latencyMs} ms`)
+ * })
+ * ```
+ */
+export type LifecycleEvent =
+  | {
+      readonly type: 'component_started'
+      readonly component: string
+      readonly kind: string
+      readonly role: ComponentRole
+    }
+  | {
+      readonly type: 'component_stopped'
+      readonly component: string
+      readonly kind: string
+      readonly role: ComponentRole
+      /** Whether the deadline of a stop forced it (what it held was settled `errored`). */
+      readonly forced: boolean
+    }
+  | {
+      readonly type: 'batch_resolved'
+      /** The source that sent the batch. */
+      readonly source: string
+      readonly batchId: string
+      /** What the source was told. */
+      readonly status: BatchStatus
+      /** From the send to the resolution, in milliseconds. */
+      readonly latencyMs: number
+      /** Whether the ack timeout (or a forced stop) decided the status rather than the sinks. */
+      readonly timedOut: boolean
+    }
+  | {
+      readonly type: 'component_error'
+      readonly component: string
+      readonly code: ComponentErrorCode
+      readonly message: string
+      /** How many events the problem concerns. */
+      readonly events: number
+      readonly cause?: unknown
+    }
+  | {
+      readonly type: 'topology_stopped'
+      /** Whether the drain deadline (or a second `stop`) cut the drain short. */
+      readonly forced: boolean
+    }

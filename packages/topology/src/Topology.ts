@@ -1,0 +1,174 @@
+/**
+ * A built topology: start it, watch it, stop it.
+ *
+ * Invariant: the topology moves `built → starting → running → stopping → stopped`, in that order
+ * only, through one private transition; it runs at most once. Stopping never acknowledges what
+ * was not delivered: whatever has not settled by the drain deadline is settled `errored`.
+ *
+ * @module
+ */
+import { type Observable, Subject } from 'rxjs'
+import type { ComponentMetrics } from './ComponentMetrics.js'
+import { Counters } from './internal/Counters.js'
+import { Runtime } from './internal/Runtime.js'
+import type { TopologyPlan } from './internal/TopologyPlan.js'
+import type { LifecycleEvent } from './LifecycleEvent.js'
+import type { TopologyWarning } from './TopologyBuilder.js'
+
+/** Options of {@link Topology.stop}. */
+export interface StopOptions {
+  /**
+   * How long in-flight events may take to drain through transforms and sinks, in milliseconds
+   * (default 30 000). After it, what is still unsettled is settled `errored`.
+   */
+  readonly drainTimeoutMs?: number
+}
+
+type Phase =
+  | { readonly name: 'built' }
+  | { readonly name: 'starting'; readonly started: Promise<void> }
+  | { readonly name: 'running'; readonly runtime: Runtime }
+  | { readonly name: 'stopping'; readonly runtime: Runtime; readonly stopped: Promise<void> }
+  | { readonly name: 'stopped' }
+
+const DEFAULT_DRAIN_TIMEOUT_MS = 30_000
+
+/**
+ * A runnable topology, as `TopologyBuilder.build()` returns it.
+ *
+ * @example
+ * ```ts
+ * const topology = builder.build()
+ * topology.lifecycle.subscribe((fact) => console.log(fact))
+ * await topology.start()
+ * process.once('SIGTERM', () => void topology.stop({ drainTimeoutMs: 5000 }))
+ * process.once('SIGINT', () => void topology.stop()) // a second stop stops at once
+ * await topology.done
+ * ```
+ */
+export class Topology {
+  /** Facts about the run: components started and stopped, batches resolved, component errors. */
+  readonly lifecycle: Observable<LifecycleEvent>
+  /** Resolves once every component has stopped (finite sources ran out and all drained, or a stop). */
+  readonly done: Promise<void>
+  readonly #subject = new Subject<LifecycleEvent>()
+  readonly #plan: TopologyPlan
+  readonly #counters: ReadonlyMap<string, Counters>
+  #phase: Phase = { name: 'built' }
+  #resolveDone!: () => void
+
+  /** @internal Use `TopologyBuilder.build()`. */
+  constructor(
+    plan: TopologyPlan,
+    /** The warnings of `build()`. */
+    readonly warnings: readonly TopologyWarning[],
+  ) {
+    this.#plan = plan
+    this.#counters = new Map(plan.components.map((d) => [d.id, new Counters(d.role, d.component.kind)]))
+    this.lifecycle = this.#subject.asObservable()
+    this.done = new Promise<void>((resolve) => {
+      this.#resolveDone = resolve
+    })
+  }
+
+  /** Whether each source creates batch notifiers (some acknowledging sink reaches it). */
+  get sourceAcknowledgements(): Readonly<Record<string, boolean>> {
+    return Object.fromEntries(this.#plan.sourceAcks)
+  }
+
+  /** Whether each sink acknowledges (its own setting, else the topology's). */
+  get sinkAcknowledgements(): Readonly<Record<string, boolean>> {
+    return Object.fromEntries(this.#plan.sinkAcks)
+  }
+
+  /** A snapshot of every component's counters, by component id. */
+  metrics(): Readonly<Record<string, ComponentMetrics>> {
+    const out: Record<string, ComponentMetrics> = {}
+    for (const [id, counters] of this.#counters) out[id] = counters.snapshot()
+    return out
+  }
+
+  /**
+   * Opens buffers, starts sinks, then runs every component. Resolves once all run. Throws a
+   * `TopologyError` when a buffer cannot open; throws a plain `Error` when started twice.
+   */
+  async start(): Promise<void> {
+    if (this.#phase.name !== 'built') {
+      throw new Error(`a topology runs once: start() was called while it is ${this.#phase.name}`)
+    }
+    const started = (async () => {
+      const emit = (fact: LifecycleEvent): void => this.#subject.next(fact)
+      let runtime: Runtime
+      try {
+        runtime = await Runtime.open(this.#plan, this.#counters, emit)
+      } catch (error) {
+        this.#transition({ name: 'stopped' })
+        throw error
+      }
+      this.#transition({ name: 'running', runtime })
+      runtime.done.then(() => this.#ranOut(runtime))
+      runtime.launch()
+    })()
+    this.#transition({ name: 'starting', started })
+    return started
+  }
+
+  /**
+   * Stops the sources, lets in-flight events drain up to `drainTimeoutMs`, then settles what is
+   * left `errored`. A second call while stopping stops at once. Resolves once stopped.
+   */
+  async stop(options: StopOptions = {}): Promise<void> {
+    const phase = this.#phase
+    switch (phase.name) {
+      case 'built':
+        this.#finish(false)
+        return
+      case 'starting':
+        await phase.started.catch(() => {})
+        return this.stop(options)
+      case 'running': {
+        const { runtime } = phase
+        const stopped = this.#drain(runtime, options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS)
+        this.#transition({ name: 'stopping', runtime, stopped })
+        return stopped
+      }
+      case 'stopping':
+        phase.runtime.force()
+        return phase.stopped
+      case 'stopped':
+        return
+    }
+  }
+
+  async #drain(runtime: Runtime, drainTimeoutMs: number): Promise<void> {
+    let forced = false
+    const deadline = setTimeout(() => {
+      forced = true
+      runtime.force()
+    }, drainTimeoutMs)
+    runtime.drain()
+    await runtime.done
+    clearTimeout(deadline)
+    runtime.settlePending()
+    this.#finish(forced)
+  }
+
+  /** Every component stopped without a stop() call (finite sources ran out). */
+  #ranOut(runtime: Runtime): void {
+    if (this.#phase.name === 'running' && this.#phase.runtime === runtime) {
+      runtime.settlePending()
+      this.#finish(false)
+    }
+  }
+
+  #finish(forced: boolean): void {
+    if (this.#phase.name === 'stopped') return
+    this.#transition({ name: 'stopped' })
+    this.#subject.next({ type: 'topology_stopped', forced })
+    this.#resolveDone()
+  }
+
+  #transition(next: Phase): void {
+    this.#phase = next
+  }
+}

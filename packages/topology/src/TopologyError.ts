@@ -1,0 +1,61 @@
+/**
+ * The error `TopologyBuilder.build()` throws when a topology is not valid.
+ *
+ * Invariant: one error carries every problem found, so a user fixes a configuration in one pass;
+ * each problem names the component and the field it is about.
+ *
+ * @module
+ */
+
+/** What kind of problem, as a stable code for programs to match on. */
+export type TopologyProblemCode =
+  | 'INVALID_ID'
+  | 'DUPLICATE_ID'
+  | 'DUPLICATE_INPUT'
+  | 'UNKNOWN_INPUT'
+  | 'INPUT_IS_SINK'
+  | 'UNDECLARED_OUTPUT'
+  | 'NO_INPUTS'
+  | 'SOURCE_WITH_INPUTS'
+  | 'CYCLE'
+  | 'UNFED_SINK'
+  | 'INVALID_OPTION'
+  | 'INVALID_CONFIG'
+
+/** One problem: the component concerned, the field of its declaration or config, and what is wrong. */
+export interface TopologyProblem {
+  readonly code: TopologyProblemCode
+  /** The component's id. */
+  readonly component: string
+  /** The field concerned: `"id"`, `"inputs"`, `"inputs[1]"`, `"buffer.maxEvents"`, or a config field. */
+  readonly field: string
+  /** What is wrong, in words a user can act on. */
+  readonly message: string
+}
+
+/**
+ * Every problem of a topology, reported together.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   builder.build()
+ * } catch (error) {
+ *   if (error instanceof TopologyError) for (const p of error.problems) console.error(p.component, p.field, p.message)
+ * }
+ * ```
+ */
+export class TopologyError extends Error {
+  override readonly name = 'TopologyError'
+  readonly code = 'INVALID_TOPOLOGY'
+
+  constructor(
+    /** Every problem found, in declaration order of the components. */
+    readonly problems: readonly TopologyProblem[],
+  ) {
+    super(
+      `invalid topology (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n` +
+        problems.map((p) => `  - ${p.component} (${p.field}): ${p.message}`).join('\n'),
+    )
+  }
+}

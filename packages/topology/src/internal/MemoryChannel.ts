@@ -1,0 +1,156 @@
+/**
+ * The bounded in-memory channel in front of a component: the default {@link EdgeBuffer}.
+ *
+ * Invariant: at most `maxEvents` events wait in the queue (one larger array is let in when the
+ * queue is empty, so an oversized batch cannot deadlock), plus at most one array per blocked
+ * producer. Every array pushed is handed to `pull` or settled (dropped when full, or forced at a
+ * stop's deadline); none is lost.
+ */
+import type { DeliveryStatus, EventArray } from '@ackline/core'
+import type { EdgeBuffer } from '../EdgeBuffer.js'
+
+const RESOLVED: Promise<void> = Promise.resolve()
+
+interface Blocked {
+  readonly array: EventArray
+  readonly resolve: () => void
+}
+
+export interface MemoryChannelOptions {
+  readonly maxEvents: number
+  readonly whenFull: 'block' | 'drop_newest'
+  readonly droppedStatus: DeliveryStatus
+  /** Told how many events were dropped because the channel was full. */
+  readonly onDrop: (events: number, status: DeliveryStatus) => void
+}
+
+export class MemoryChannel implements EdgeBuffer {
+  readonly #options: MemoryChannelOptions
+  #queue: EventArray[] = []
+  #head = 0
+  #queued = 0
+  #blocked: Blocked[] = []
+  #puller: ((array: EventArray | undefined) => void) | undefined = undefined
+  #closed = false
+
+  constructor(options: MemoryChannelOptions) {
+    this.#options = options
+  }
+
+  /** Events waiting in the queue (blocked producers' arrays not counted). */
+  get queuedEvents(): number {
+    return this.#queued
+  }
+
+  push(array: EventArray): Promise<void> {
+    if (this.#closed) {
+      // Only a forced stop closes a channel under a producer's feet: what arrives late is not delivered.
+      array.end('errored')
+      return RESOLVED
+    }
+    if (array.length === 0) return RESOLVED
+    const puller = this.#puller
+    if (puller !== undefined) {
+      this.#puller = undefined
+      puller(array)
+      return RESOLVED
+    }
+    if (
+      this.#blocked.length === 0 &&
+      (this.#queued === 0 || this.#queued + array.length <= this.#options.maxEvents)
+    ) {
+      this.#enqueue(array)
+      return RESOLVED
+    }
+    if (this.#options.whenFull === 'drop_newest') {
+      array.end(this.#options.droppedStatus)
+      this.#options.onDrop(array.length, this.#options.droppedStatus)
+      return RESOLVED
+    }
+    return new Promise<void>((resolve) => {
+      this.#blocked.push({ array, resolve })
+    })
+  }
+
+  pull(signal?: AbortSignal): Promise<EventArray | undefined> {
+    if (this.#head < this.#queue.length) {
+      const array = this.#queue[this.#head]!
+      this.#queue[this.#head++] = undefined as unknown as EventArray
+      if (this.#head === this.#queue.length) {
+        this.#queue = []
+        this.#head = 0
+      }
+      this.#queued -= array.length
+      this.#admit()
+      return Promise.resolve(array)
+    }
+    if (this.#closed || signal?.aborted === true) return Promise.resolve(undefined)
+    return new Promise<EventArray | undefined>((resolve) => {
+      this.#puller = resolve
+      signal?.addEventListener(
+        'abort',
+        () => {
+          if (this.#puller === resolve) {
+            this.#puller = undefined
+            resolve(undefined)
+          }
+        },
+        { once: true },
+      )
+    })
+  }
+
+  close(): Promise<void> {
+    this.#closed = true
+    if (this.#head >= this.#queue.length && this.#blocked.length === 0) this.#wakePuller()
+    return RESOLVED
+  }
+
+  /** Settles everything waiting with `status`, releases blocked producers and closes. Returns the events settled. */
+  force(status: DeliveryStatus): number {
+    let events = 0
+    for (let i = this.#head; i < this.#queue.length; i++) {
+      const array = this.#queue[i]!
+      events += array.length
+      array.end(status)
+    }
+    this.#queue = []
+    this.#head = 0
+    this.#queued = 0
+    const blocked = this.#blocked
+    this.#blocked = []
+    for (const { array, resolve } of blocked) {
+      events += array.length
+      array.end(status)
+      resolve()
+    }
+    this.#closed = true
+    this.#wakePuller()
+    return events
+  }
+
+  #enqueue(array: EventArray): void {
+    this.#queue.push(array)
+    this.#queued += array.length
+  }
+
+  /** Lets blocked producers in, oldest first, while there is room. */
+  #admit(): void {
+    while (this.#blocked.length > 0) {
+      const next = this.#blocked[0]!
+      if (this.#queued !== 0 && this.#queued + next.array.length > this.#options.maxEvents) return
+      this.#blocked.shift()
+      this.#enqueue(next.array)
+      next.resolve()
+    }
+    if (this.#closed && this.#head >= this.#queue.length) this.#wakePuller()
+  }
+
+  #wakePuller(): void {
+    const puller = this.#puller
+    if (puller !== undefined) {
+      this.#puller = undefined
+      puller(undefined)
+    }
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * One output port of a component and the edges it feeds.
+ *
+ * Invariant (fan-out): with n consumers, the first gets the original handles and every other one
+ * a clone made before anything is pushed, so each consumer owns exactly one handle per event and
+ * the source's batch waits for all of them. A port that nothing reads ends its events without a
+ * status (they were processed as the topology asked) and counts them as discarded.
+ */
+import type { EventArray } from '@ackline/core'
+import type { Counters } from './Counters.js'
+
+/** Where an edge delivers: a consumer's buffer, possibly behind a settle-on-accept step. */
+export interface Inlet {
+  push(array: EventArray): Promise<void>
+}
+
+const RESOLVED: Promise<void> = Promise.resolve()
+const nothing = (): void => {}
+
+export class Output {
+  readonly #inlets: readonly Inlet[]
+  readonly #counters: Counters
+
+  constructor(inlets: readonly Inlet[], counters: Counters) {
+    this.#inlets = inlets
+    this.#counters = counters
+  }
+
+  send(array: EventArray): Promise<void> {
+    const inlets = this.#inlets
+    const n = inlets.length
+    if (array.length === 0) return RESOLVED
+    if (n === 0) {
+      this.#counters.discarded += array.length
+      array.end()
+      return RESOLVED
+    }
+    this.#counters.sent += array.length * n
+    if (n === 1) return inlets[0]!.push(array)
+    const copies: EventArray[] = [array]
+    for (let i = 1; i < n; i++) copies.push(array.clone())
+    const pending: Promise<void>[] = []
+    for (let i = 0; i < n; i++) pending.push(inlets[i]!.push(copies[i]!))
+    return Promise.all(pending).then(nothing)
+  }
+}

@@ -1,0 +1,269 @@
+/**
+ * One run of a topology: the buffers, the runners, and the order in which things close.
+ *
+ * Invariant: a component's input closes when the last component feeding it has finished, so a
+ * drain flows from sources to sinks; `force()` settles `errored` whatever is still held by the
+ * runtime (queued, blocked, being written) and tells every source `errored` for each batch still
+ * pending, so nothing unsettled is ever acknowledged.
+ */
+import { EventFinalizerGroups } from '@ackline/core'
+import type { EdgeBuffer } from '../EdgeBuffer.js'
+import type { LifecycleEvent } from '../LifecycleEvent.js'
+import type { ComponentDeclaration } from '../TopologyBuilder.js'
+import { TopologyError } from '../TopologyError.js'
+import { BatchTracker } from './BatchTracker.js'
+import type { Counters } from './Counters.js'
+import { openDiskBuffer } from './DiskBufferLoader.js'
+import { MemoryChannel } from './MemoryChannel.js'
+import { type Inlet, Output } from './Output.js'
+import { SinkRunner } from './SinkRunner.js'
+import { SourceRunner } from './SourceRunner.js'
+import type { TopologyPlan } from './TopologyPlan.js'
+import { TransformRunner } from './TransformRunner.js'
+
+const DEFAULT_MAX_EVENTS = 500
+
+export class Runtime {
+  readonly done: Promise<void>
+  #resolveDone!: () => void
+  readonly #plan: TopologyPlan
+  readonly #counters: ReadonlyMap<string, Counters>
+  readonly #emit: (fact: LifecycleEvent) => void
+  readonly #buffers: Map<string, EdgeBuffer>
+  readonly #running = new Set<string>()
+  readonly #remainingProducers = new Map<string, number>()
+  readonly #trackers: BatchTracker[] = []
+  readonly #sinkRunners: SinkRunner[] = []
+  readonly #transformRunners: TransformRunner[] = []
+  readonly #controller = new AbortController()
+  #forced = false
+
+  private constructor(
+    plan: TopologyPlan,
+    counters: ReadonlyMap<string, Counters>,
+    emit: (fact: LifecycleEvent) => void,
+    buffers: Map<string, EdgeBuffer>,
+  ) {
+    this.#plan = plan
+    this.#counters = counters
+    this.#emit = emit
+    this.#buffers = buffers
+    this.done = new Promise<void>((resolve) => {
+      this.#resolveDone = resolve
+    })
+  }
+
+  /** Opens every buffer and starts every sink; throws a `TopologyError` when a disk buffer cannot open. */
+  static async open(
+    plan: TopologyPlan,
+    counters: ReadonlyMap<string, Counters>,
+    emit: (fact: LifecycleEvent) => void,
+  ): Promise<Runtime> {
+    const buffers = new Map<string, EdgeBuffer>()
+    const problems: TopologyError['problems'][number][] = []
+    for (const decl of plan.components) {
+      if (decl.role === 'source') continue
+      const options = decl.options.buffer
+      if (options?.type === 'disk') {
+        let opened: EdgeBuffer | string
+        try {
+          opened = await openDiskBuffer(decl.id, options, plan.options.dataDir)
+        } catch (error) {
+          opened = `the disk buffer could not be opened: ${String(error)}`
+        }
+        if (typeof opened === 'string') {
+          problems.push({ code: 'INVALID_OPTION', component: decl.id, field: 'buffer.type', message: opened })
+        } else {
+          buffers.set(decl.id, opened)
+        }
+        continue
+      }
+      const consumer = counters.get(decl.id)!
+      buffers.set(
+        decl.id,
+        new MemoryChannel({
+          maxEvents: options?.maxEvents ?? DEFAULT_MAX_EVENTS,
+          whenFull: options?.whenFull ?? 'block',
+          droppedStatus: options?.droppedStatus ?? 'rejected',
+          onDrop: (events, status) => {
+            consumer.discarded += events
+            consumer.settled(status, events)
+          },
+        }),
+      )
+    }
+    if (problems.length > 0) {
+      await Promise.all([...buffers.values()].map((buffer) => buffer.close()))
+      throw new TopologyError(problems)
+    }
+    const sinks = plan.components.filter((d) => d.role === 'sink')
+    await Promise.all(sinks.map((d) => d.component.start?.()))
+    return new Runtime(plan, counters, emit, buffers)
+  }
+
+  /** Starts every runner: sinks first, sources last. */
+  launch(): void {
+    const plan = this.#plan
+    for (const decl of plan.components) {
+      this.#running.add(decl.id)
+      this.#remainingProducers.set(decl.id, plan.upstreams.get(decl.id)?.length ?? 0)
+    }
+    const ordered = [...plan.components].reverse()
+    for (const decl of ordered) {
+      this.#emit({
+        type: 'component_started',
+        component: decl.id,
+        kind: decl.component.kind,
+        role: decl.role,
+      })
+      this.#launch(decl)
+    }
+  }
+
+  /** Stops the sources (their signal aborts); the rest drains as inputs close. */
+  drain(): void {
+    this.#controller.abort()
+  }
+
+  /** Settles `errored` everything the runtime still holds and marks every component stopped. */
+  force(): void {
+    if (this.#forced) return
+    this.#forced = true
+    this.#controller.abort()
+    for (const runner of this.#transformRunners) runner.forced = true
+    for (const [id, buffer] of this.#buffers) {
+      if (buffer instanceof MemoryChannel) this.#counters.get(id)!.errored += buffer.force('errored')
+      else buffer.close().catch(() => {})
+    }
+    for (const runner of this.#sinkRunners) runner.force()
+    for (const tracker of this.#trackers) tracker.forceAll()
+    for (const decl of this.#plan.components) this.#finished(decl, true)
+  }
+
+  /** After the drain: batches whose handles are still held somewhere are reported `errored`. */
+  settlePending(): void {
+    for (const tracker of this.#trackers) tracker.forceAll()
+  }
+
+  #launch(decl: ComponentDeclaration): void {
+    const counters = this.#counters.get(decl.id)!
+    let running: Promise<void>
+    switch (decl.role) {
+      case 'source': {
+        const tracker = new BatchTracker(decl.id, counters, this.#plan.options.ackTimeoutMs, this.#emit)
+        this.#trackers.push(tracker)
+        const runner = new SourceRunner(
+          decl.id,
+          decl.component,
+          this.#plan.sourceAcks.get(decl.id) === true,
+          this.#output(decl.id, '', counters),
+          counters,
+          tracker,
+          this.#controller.signal,
+        )
+        running = runner.run().catch((error: unknown) => {
+          this.#emit({
+            type: 'component_error',
+            component: decl.id,
+            code: 'RUN_FAILED',
+            message: `source '${decl.id}' (${decl.component.kind}) failed: ${String(error)}`,
+            events: 0,
+            cause: error,
+          })
+        })
+        break
+      }
+      case 'transform': {
+        const outputs = new Map<string, Output>([['', this.#output(decl.id, '', counters)]])
+        for (const port of decl.component.outputs ?? [])
+          outputs.set(port, this.#output(decl.id, port, counters))
+        const runner = new TransformRunner(
+          decl.id,
+          decl.component,
+          decl.options.dropStatus,
+          this.#buffers.get(decl.id) as MemoryChannel,
+          outputs,
+          counters,
+          this.#emit,
+        )
+        this.#transformRunners.push(runner)
+        running = runner.run()
+        break
+      }
+      case 'sink': {
+        const runner = new SinkRunner(
+          decl.id,
+          decl.component,
+          this.#buffers.get(decl.id)!,
+          decl.options.authoritative === true,
+          decl.options.retry,
+          counters,
+          this.#emit,
+        )
+        this.#sinkRunners.push(runner)
+        running = runner.run().then(() => decl.component.stop?.())
+        break
+      }
+    }
+    running.then(
+      () => this.#finished(decl, false),
+      (error: unknown) => {
+        this.#emit({
+          type: 'component_error',
+          component: decl.id,
+          code: decl.role === 'sink' ? 'WRITE_FAILED' : 'PROCESS_FAILED',
+          message: `${decl.role} '${decl.id}' (${decl.component.kind}) stopped on an error: ${String(error)}`,
+          events: 0,
+          cause: error,
+        })
+        this.#finished(decl, false)
+      },
+    )
+  }
+
+  /** The output of port `port` of `producerId`: an inlet per consumer reading that port. */
+  #output(producerId: string, port: string, counters: Counters): Output {
+    const consumers = this.#plan.edges.get(producerId)?.get(port) ?? []
+    return new Output(
+      consumers.map((id) => this.#inlet(id)),
+      counters,
+    )
+  }
+
+  #inlet(consumerId: string): Inlet {
+    const buffer = this.#buffers.get(consumerId)!
+    const plan = this.#plan
+    const settleOnAccept =
+      plan.sinkAcks.get(consumerId) === false && plan.sinkCarriesFinalizers.get(consumerId) === true
+    if (!settleOnAccept) return buffer
+    // A sink without acknowledgements must not hold its sources up: its copy counts as delivered once accepted.
+    return {
+      push(array) {
+        EventFinalizerGroups.detach(array.events).endAll('delivered')
+        return buffer.push(array)
+      },
+    }
+  }
+
+  #finished(decl: ComponentDeclaration, forced: boolean): void {
+    if (!this.#running.delete(decl.id)) return
+    this.#emit({
+      type: 'component_stopped',
+      component: decl.id,
+      kind: decl.component.kind,
+      role: decl.role,
+      forced,
+    })
+    const consumers = new Set([...(this.#plan.edges.get(decl.id)?.values() ?? [])].flat())
+    for (const id of consumers) {
+      const remaining = this.#remainingProducers.get(id)! - 1
+      this.#remainingProducers.set(id, remaining)
+      if (remaining === 0)
+        this.#buffers
+          .get(id)!
+          .close()
+          .catch(() => {})
+    }
+    if (this.#running.size === 0) this.#resolveDone()
+  }
+}

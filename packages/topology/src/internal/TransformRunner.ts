@@ -1,0 +1,204 @@
+/**
+ * Runs one transform: pulls arrays from its channel, calls `process` with a context that tracks
+ * what became of each input event, and sends what was emitted, port by port.
+ *
+ * Invariant: after every call, each input event was emitted, dropped or merged; any other one is
+ * settled `errored` here and reported, so a transform cannot leak a handle. An emitted handle is
+ * owned by the output from then on; one that the transform ended after emitting it is not passed
+ * on (and reported). `process` and `flush` never run at the same time.
+ */
+import { type DeliveryStatus, EventArray, type JsonObject, LogEvent } from '@ackline/core'
+import type { LifecycleEvent } from '../LifecycleEvent.js'
+import type { Transform, TransformContext } from '../Transform.js'
+import type { Counters } from './Counters.js'
+import type { MemoryChannel } from './MemoryChannel.js'
+import type { Output } from './Output.js'
+
+const RESOLVED: Promise<void> = Promise.resolve()
+const nothing = (): void => {}
+
+/** The context of one `process` or `flush` call. */
+class CallContext implements TransformContext {
+  readonly id: string
+  readonly emitted = new Set<LogEvent>()
+  readonly ports = new Map<string, LogEvent[]>()
+  readonly defaultPort: LogEvent[] = []
+  #open = true
+  readonly #runner: TransformRunner
+
+  constructor(runner: TransformRunner) {
+    this.#runner = runner
+    this.id = runner.id
+  }
+
+  emit(event: LogEvent, port?: string): void {
+    let list = this.defaultPort
+    if (port !== undefined && port !== '') {
+      let named = this.ports.get(port)
+      if (named === undefined) {
+        if (!this.#runner.outputs.has(port)) {
+          throw new RangeError(`transform '${this.id}' emitted on port '${port}', which it does not declare`)
+        }
+        named = []
+        this.ports.set(port, named)
+      }
+      list = named
+    }
+    if (!this.#open) {
+      // A call that already returned cannot pass anything on any more: settle rather than leak.
+      event.end('errored')
+      this.#runner.counters.errored++
+      return
+    }
+    const handle = this.emitted.has(event) ? event.clone() : event
+    this.emitted.add(handle)
+    list.push(handle)
+  }
+
+  drop(event: LogEvent): void {
+    event.end(this.#runner.dropStatus)
+    this.#runner.counters.discarded++
+    if (this.#runner.dropStatus === 'rejected') this.#runner.counters.rejected++
+  }
+
+  create(fields: JsonObject, inheritFrom: readonly LogEvent[] = []): LogEvent {
+    const event = new LogEvent(fields, { sourceId: inheritFrom[0]?.metadata.sourceId })
+    for (const parent of inheritFrom) event.merge(parent.clone())
+    return event
+  }
+
+  close(): void {
+    this.#open = false
+  }
+}
+
+export class TransformRunner {
+  readonly dropStatus: DeliveryStatus | undefined
+  #tail: Promise<void> = RESOLVED
+  #timer: ReturnType<typeof setInterval> | undefined = undefined
+  forced = false
+
+  constructor(
+    readonly id: string,
+    readonly transform: Transform,
+    dropStatus: 'delivered' | 'rejected' | undefined,
+    readonly input: MemoryChannel,
+    /** Port (`''` for the default one) → output. */
+    readonly outputs: ReadonlyMap<string, Output>,
+    readonly counters: Counters,
+    readonly emit: (fact: LifecycleEvent) => void,
+  ) {
+    this.dropStatus = (dropStatus ?? transform.dropStatus) === 'rejected' ? 'rejected' : undefined
+  }
+
+  async run(): Promise<void> {
+    const interval = this.transform.flushIntervalMs
+    if (this.transform.flush !== undefined && interval !== undefined) {
+      this.#timer = setInterval(() => {
+        this.#exclusive(() => this.#flush()).catch(nothing)
+      }, interval)
+    }
+    try {
+      for (;;) {
+        const array = await this.input.pull()
+        if (array === undefined) break
+        this.counters.received += array.length
+        await (this.#timer === undefined ? this.#process(array) : this.#exclusive(() => this.#process(array)))
+      }
+    } finally {
+      if (this.#timer !== undefined) clearInterval(this.#timer)
+      this.#timer = undefined
+    }
+    if (!this.forced) await this.#exclusive(() => this.#flush())
+  }
+
+  #exclusive(step: () => Promise<void>): Promise<void> {
+    const run = this.#tail.then(step)
+    this.#tail = run.catch(nothing)
+    return run
+  }
+
+  async #process(array: EventArray): Promise<void> {
+    const context = new CallContext(this)
+    let failure: unknown
+    try {
+      const pending = this.transform.process(array, context)
+      if (pending !== undefined) await pending
+    } catch (error) {
+      failure = error
+    }
+    await this.#finish(context, array.events, failure, 'process')
+  }
+
+  async #flush(): Promise<void> {
+    if (this.transform.flush === undefined) return
+    const context = new CallContext(this)
+    let failure: unknown
+    try {
+      const pending = this.transform.flush(context)
+      if (pending !== undefined) await pending
+    } catch (error) {
+      failure = error
+    }
+    await this.#finish(context, [], failure, 'flush')
+  }
+
+  async #finish(
+    context: CallContext,
+    inputs: readonly LogEvent[],
+    failure: unknown,
+    step: 'process' | 'flush',
+  ): Promise<void> {
+    context.close()
+    let leaked = 0
+    for (const event of inputs) {
+      if (!event.isEnded && !context.emitted.has(event)) {
+        event.end('errored')
+        leaked++
+      }
+    }
+    if (leaked > 0) this.counters.errored += leaked
+    if (failure !== undefined) {
+      this.emit({
+        type: 'component_error',
+        component: this.id,
+        code: 'PROCESS_FAILED',
+        message: `transform '${this.id}' threw in ${step}(): ${String(failure)}; ${leaked} unhandled input event(s) settled errored`,
+        events: leaked,
+        cause: failure,
+      })
+    } else if (leaked > 0) {
+      this.emit({
+        type: 'component_error',
+        component: this.id,
+        code: 'LEAKED_EVENTS',
+        message: `transform '${this.id}' returned from ${step}() without emitting, dropping or merging ${leaked} input event(s); they were settled errored`,
+        events: leaked,
+      })
+    }
+    const sends: Promise<void>[] = []
+    const send = (port: string, list: LogEvent[]): void => {
+      const live = this.#live(list)
+      if (live.length > 0) sends.push(this.outputs.get(port)!.send(new EventArray(live)))
+    }
+    send('', context.defaultPort)
+    for (const [port, list] of context.ports) send(port, list)
+    if (sends.length === 1) await sends[0]
+    else if (sends.length > 1) await Promise.all(sends)
+  }
+
+  /** The emitted handles that are still live; ended ones are reported, not passed on. */
+  #live(list: LogEvent[]): LogEvent[] {
+    let ended = 0
+    for (const event of list) if (event.isEnded) ended++
+    if (ended === 0) return list
+    this.emit({
+      type: 'component_error',
+      component: this.id,
+      code: 'ENDED_AFTER_EMIT',
+      message: `transform '${this.id}' ended ${ended} event(s) after emitting them; they were not passed on`,
+      events: ended,
+    })
+    return list.filter((event) => !event.isEnded)
+  }
+}
