@@ -1,4 +1,22 @@
 /**
+ * `@ackline/transforms`: the built-in transforms. Each keeps the acknowledgement invariant: every
+ * event it receives leaves once, emitted (possibly as clones or merged into another event) or
+ * dropped with the transform's explicit `dropStatus`.
+ *
  * @module @ackline/transforms
  */
-export {}
+export { type DedupeOptions, type DedupeTransform, dedupe } from './Dedupe.js'
+export type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+export { DropStatus } from './DropStatus.js'
+export { type FilterOptions, type FilterTransform, filter, type Predicate } from './Filter.js'
+export { type MergeStrategy, type ReduceOptions, type ReduceTransform, reduce } from './Reduce.js'
+export {
+  type RemapFunction,
+  type RemapOptions,
+  type RemapOutput,
+  type RemapResult,
+  type RemapTransform,
+  remap,
+} from './Remap.js'
+export { type Routes, type RouteTransform, route, UNMATCHED } from './Route.js'
+export { type SampleOptions, type SampleTransform, sample } from './Sample.js'

@@ -1,0 +1,91 @@
+/**
+ * `dedupe`: discards events whose fields were seen recently.
+ *
+ * Invariant: memory is bounded: at most `cacheSize` keys are remembered, the least recently seen
+ * forgotten first. An event whose key is remembered is handed to `context.drop` (settled with the
+ * transform's `dropStatus`); any other is emitted and its key remembered. Seeing a key again makes
+ * it the most recent, as Vector's `dedupe` does.
+ *
+ * @module
+ */
+import type { EventArray } from '@ackline/core'
+import type { ConfigIssue, TransformContext } from '@ackline/topology'
+import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+import { DropStatus } from './DropStatus.js'
+import { checkOption } from './internal/checkOption.js'
+import { fieldKey } from './internal/fieldKey.js'
+
+/** Options of {@link dedupe}. */
+export interface DedupeOptions extends DropOptions {
+  /** Field paths that identify an event: two events with equal values in all of them are duplicates. */
+  readonly fields: readonly string[]
+  /** How many keys to remember. Default 5000. */
+  readonly cacheSize?: number
+}
+
+/** The transform {@link dedupe} returns. */
+export interface DedupeTransform extends DroppingTransform {
+  readonly kind: 'dedupe'
+  /** How many keys are remembered now (never more than `cacheSize`). */
+  readonly cachedKeys: number
+}
+
+class Dedupe implements DedupeTransform {
+  readonly kind = 'dedupe'
+  readonly dropStatus: DropStatus
+  readonly #options: DedupeOptions
+  readonly #fields: readonly string[]
+  readonly #cacheSize: number
+  // A Map iterates in insertion order, so deleting and re-inserting a key makes it the most recent.
+  readonly #seen = new Map<string, true>()
+
+  constructor(options: DedupeOptions) {
+    this.#options = options
+    this.#fields = Array.isArray(options.fields) ? options.fields : []
+    this.#cacheSize = options.cacheSize ?? 5000
+    this.dropStatus = options.dropStatus ?? DropStatus.default
+  }
+
+  get cachedKeys(): number {
+    return this.#seen.size
+  }
+
+  validate(): readonly ConfigIssue[] {
+    return [
+      ...checkOption.fieldPaths('fields', this.#options.fields, 1),
+      ...checkOption.integerAtLeast('cacheSize', this.#options.cacheSize, 1),
+      ...DropStatus.validate(this.#options.dropStatus),
+    ]
+  }
+
+  process(events: EventArray, context: TransformContext): void {
+    const list = events.events
+    const seen = this.#seen
+    for (let i = 0; i < list.length; i++) {
+      const event = list[i]!
+      const key = fieldKey(event, this.#fields)
+      if (seen.delete(key)) {
+        seen.set(key, true)
+        context.drop(event)
+        continue
+      }
+      seen.set(key, true)
+      if (seen.size > this.#cacheSize) seen.delete(seen.keys().next().value!)
+      context.emit(event)
+    }
+  }
+}
+
+/**
+ * Discards events whose `fields` equal those of an event seen among the last `cacheSize` distinct
+ * keys. Discards are settled with `dropStatus` (`'delivered'` unless set).
+ *
+ * @example
+ * ```ts
+ * dedupe({ fields: ['id'], cacheSize: 10_000 })
+ * dedupe({ fields: ['host', 'message'], dropStatus: 'rejected' })
+ * ```
+ */
+export function dedupe(options: DedupeOptions): DedupeTransform {
+  return new Dedupe(options)
+}

@@ -1,0 +1,71 @@
+/**
+ * `filter`: keeps the events a predicate accepts and discards the rest.
+ *
+ * Invariant: every input event leaves exactly once: emitted on the default output when the
+ * predicate returns `true`, handed to `context.drop` otherwise (the runtime settles it with the
+ * transform's `dropStatus`). A predicate that throws is a bug: the runtime settles the events not
+ * yet handled `errored` and reports it.
+ *
+ * @module
+ */
+import type { EventArray, LogEvent } from '@ackline/core'
+import type { ConfigIssue, TransformContext } from '@ackline/topology'
+import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+import { DropStatus } from './DropStatus.js'
+import { checkOption } from './internal/checkOption.js'
+
+/** Decides whether an event goes on. It must not end, emit or keep the event. */
+export type Predicate = (event: LogEvent) => boolean
+
+/** Options of {@link filter}. */
+export interface FilterOptions extends DropOptions {}
+
+/** The transform {@link filter} returns. */
+export interface FilterTransform extends DroppingTransform {
+  readonly kind: 'filter'
+}
+
+class Filter implements FilterTransform {
+  readonly kind = 'filter'
+  readonly dropStatus: DropStatus
+  readonly #predicate: Predicate
+  readonly #options: FilterOptions
+
+  constructor(predicate: Predicate, options: FilterOptions) {
+    this.#predicate = predicate
+    this.#options = options
+    this.dropStatus = options.dropStatus ?? DropStatus.default
+  }
+
+  validate(): readonly ConfigIssue[] {
+    return [
+      ...checkOption.isFunction('predicate', this.#predicate),
+      ...DropStatus.validate(this.#options.dropStatus),
+    ]
+  }
+
+  process(events: EventArray, context: TransformContext): void {
+    const list = events.events
+    const predicate = this.#predicate
+    for (let i = 0; i < list.length; i++) {
+      const event = list[i]!
+      if (predicate(event) === true) context.emit(event)
+      else context.drop(event)
+    }
+  }
+}
+
+/**
+ * Keeps the events for which `predicate` returns `true`; discards the others with
+ * `options.dropStatus` (`'delivered'` unless set: a filtered-out event was processed as asked).
+ *
+ * @example
+ * ```ts
+ * builder.transform('errors', ['in'], filter((e) => e.get('level') === 'error'))
+ * // or make discards hold up acknowledgement:
+ * filter((e) => e.get('user') !== undefined, { dropStatus: 'rejected' })
+ * ```
+ */
+export function filter(predicate: Predicate, options: FilterOptions = {}): FilterTransform {
+  return new Filter(predicate, options)
+}

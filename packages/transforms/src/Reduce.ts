@@ -1,0 +1,229 @@
+/**
+ * `reduce`: merges events that share a key into one event, until the group holds `maxEvents`
+ * events or its window closes.
+ *
+ * Invariant: the event a group emits carries the finalizers of every event merged into it
+ * (`LogEvent.merge`), so each of their sources waits for the merged event's sinks; an event is
+ * held by at most one group and leaves exactly once (merged into the group's first event, or as
+ * that first event). Windows are tumbling: every `windowMs` the runtime calls `flush`, which
+ * closes every open group, so no event waits longer than `windowMs` (nor holds up its batch).
+ *
+ * @module
+ */
+import { type EventArray, JsonValue, type LogEvent } from '@ackline/core'
+import type { ConfigIssue, Transform, TransformContext } from '@ackline/topology'
+import { checkOption } from './internal/checkOption.js'
+import { fieldKey } from './internal/fieldKey.js'
+
+/**
+ * How a field of the merged event combines the values of the group's events (events that lack the
+ * field are skipped):
+ * - `first`: the first value (what every field not listed does);
+ * - `last`: the last value;
+ * - `sum`, `min`, `max`: over the numeric values;
+ * - `array`: every value, in order;
+ * - `concat`: the string values joined with a space.
+ */
+export type MergeStrategy = 'first' | 'last' | 'sum' | 'min' | 'max' | 'array' | 'concat'
+
+const STRATEGIES: readonly MergeStrategy[] = ['first', 'last', 'sum', 'min', 'max', 'array', 'concat']
+
+/** Options of {@link reduce}. */
+export interface ReduceOptions {
+  /** Field paths whose values make the group key; no paths means one group for everything. */
+  readonly groupBy?: readonly string[]
+  /** A group closes once it holds this many events. Default 100. */
+  readonly maxEvents?: number
+  /** Every this many milliseconds, every open group closes. Default 5000. */
+  readonly windowMs?: number
+  /** At most this many groups are open; opening one more closes the oldest. Default 10 000. */
+  readonly maxGroups?: number
+  /** Strategies per field path; other fields keep the first event's value. */
+  readonly merge?: Readonly<Record<string, MergeStrategy>>
+}
+
+/** The transform {@link reduce} returns. */
+export interface ReduceTransform extends Transform {
+  readonly kind: 'reduce'
+  /** Equal to the window: each call of `flush` closes every open group. */
+  readonly flushIntervalMs: number
+  flush(context: TransformContext): void
+  /** How many groups are open now. */
+  readonly openGroups: number
+  /** Problems in the options, each naming its field; empty when they are fine. */
+  validate(): readonly ConfigIssue[]
+}
+
+/** One open group: its first event (which absorbs the others) and the running merged values. */
+interface Group {
+  readonly event: LogEvent
+  count: number
+  readonly values: (JsonValue | undefined)[]
+}
+
+class Reduce implements ReduceTransform {
+  readonly kind = 'reduce'
+  readonly flushIntervalMs: number
+  readonly #options: ReduceOptions
+  readonly #groupBy: readonly string[]
+  readonly #maxEvents: number
+  readonly #maxGroups: number
+  readonly #fields: readonly string[]
+  readonly #strategies: readonly MergeStrategy[]
+  // Insertion order is opening order, so the first entry is the oldest group.
+  readonly #groups = new Map<string, Group>()
+
+  constructor(options: ReduceOptions) {
+    this.#options = options
+    this.#groupBy = options.groupBy ?? []
+    this.#maxEvents = options.maxEvents ?? 100
+    this.#maxGroups = options.maxGroups ?? 10_000
+    this.flushIntervalMs = options.windowMs ?? 5000
+    const merge = options.merge ?? {}
+    this.#fields = Object.keys(merge)
+    this.#strategies = this.#fields.map((field) => merge[field]!)
+  }
+
+  get openGroups(): number {
+    return this.#groups.size
+  }
+
+  validate(): readonly ConfigIssue[] {
+    const o = this.#options
+    const issues: ConfigIssue[] = [
+      ...(o.groupBy === undefined ? [] : checkOption.fieldPaths('groupBy', o.groupBy, 0)),
+      ...checkOption.integerAtLeast('maxEvents', o.maxEvents, 1),
+      ...checkOption.integerAtLeast('windowMs', o.windowMs, 1),
+      ...checkOption.integerAtLeast('maxGroups', o.maxGroups, 1),
+    ]
+    for (const [field, strategy] of Object.entries(o.merge ?? {})) {
+      if (!STRATEGIES.includes(strategy)) {
+        issues.push({
+          field: `merge.${field}`,
+          message: `unknown strategy ${JSON.stringify(strategy)}; expected one of ${STRATEGIES.join(', ')}`,
+        })
+      }
+    }
+    return issues
+  }
+
+  process(events: EventArray, context: TransformContext): void {
+    const list = events.events
+    for (let i = 0; i < list.length; i++) this.#add(list[i]!, context)
+  }
+
+  flush(context: TransformContext): void {
+    for (const group of this.#groups.values()) context.emit(this.#close(group))
+    this.#groups.clear()
+  }
+
+  #add(event: LogEvent, context: TransformContext): void {
+    const key = fieldKey(event, this.#groupBy)
+    const group = this.#groups.get(key)
+    if (group === undefined) {
+      if (this.#groups.size >= this.#maxGroups) this.#closeOldest(context)
+      const values = this.#fields.map((field, f) => start(this.#strategies[f]!, event.get(field)))
+      const opened: Group = { event, count: 1, values }
+      if (this.#maxEvents === 1) context.emit(this.#close(opened))
+      else this.#groups.set(key, opened)
+      return
+    }
+    const fields = this.#fields
+    for (let f = 0; f < fields.length; f++) {
+      const value = event.get(fields[f]!)
+      if (value !== undefined) group.values[f] = combine(this.#strategies[f]!, group.values[f], value)
+    }
+    group.event.merge(event)
+    if (++group.count >= this.#maxEvents) {
+      this.#groups.delete(key)
+      context.emit(this.#close(group))
+    }
+  }
+
+  #closeOldest(context: TransformContext): void {
+    for (const [key, group] of this.#groups) {
+      this.#groups.delete(key)
+      context.emit(this.#close(group))
+      return
+    }
+  }
+
+  /** Writes the merged values into the group's event and returns it. */
+  #close(group: Group): LogEvent {
+    const fields = this.#fields
+    for (let f = 0; f < fields.length; f++) {
+      const value = group.values[f]
+      // A copy: values may be objects still shared with clones of the merged events.
+      if (value !== undefined) group.event.set(fields[f]!, JsonValue.copy(value))
+    }
+    return group.event
+  }
+}
+
+/** The merged value of a group of one event whose field holds `value`. */
+function start(strategy: MergeStrategy, value: JsonValue | undefined): JsonValue | undefined {
+  if (value === undefined) return strategy === 'array' ? [] : undefined
+  switch (strategy) {
+    case 'array':
+      return [value]
+    case 'sum':
+    case 'min':
+    case 'max':
+      return typeof value === 'number' ? value : undefined
+    case 'concat':
+      return typeof value === 'string' ? value : undefined
+    case 'first':
+    case 'last':
+      return value
+  }
+}
+
+/** Folds one more event's `value` into the merged value so far. */
+function combine(
+  strategy: MergeStrategy,
+  merged: JsonValue | undefined,
+  value: JsonValue,
+): JsonValue | undefined {
+  switch (strategy) {
+    case 'first':
+      return merged === undefined ? value : merged
+    case 'last':
+      return value
+    case 'sum':
+      if (typeof value !== 'number') return merged
+      return typeof merged === 'number' ? merged + value : value
+    case 'min':
+      if (typeof value !== 'number') return merged
+      return typeof merged === 'number' && merged <= value ? merged : value
+    case 'max':
+      if (typeof value !== 'number') return merged
+      return typeof merged === 'number' && merged >= value ? merged : value
+    case 'concat':
+      if (typeof value !== 'string') return merged
+      return typeof merged === 'string' ? merged + ' ' + value : value
+    case 'array':
+      // The array is the group's own (made in `start`), so pushing into it copies nothing.
+      ;(merged as JsonValue[]).push(value)
+      return merged
+  }
+}
+
+/**
+ * Merges events with equal `groupBy` fields into one event per group. A group closes when it
+ * holds `maxEvents` events, or at the next window boundary (every `windowMs`), or when the
+ * topology stops; the merged event keeps the first event's fields, combines the fields listed in
+ * `merge`, and carries every merged event's finalizers.
+ *
+ * @example
+ * ```ts
+ * reduce({
+ *   groupBy: ['request_id'],
+ *   maxEvents: 50,
+ *   windowMs: 2000,
+ *   merge: { bytes: 'sum', message: 'array', ended_at: 'last' },
+ * })
+ * ```
+ */
+export function reduce(options: ReduceOptions = {}): ReduceTransform {
+  return new Reduce(options)
+}

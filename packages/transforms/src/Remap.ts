@@ -1,0 +1,120 @@
+/**
+ * `remap`: a user function turns each event into zero, one or many events.
+ *
+ * Invariant: every output shares the input's finalizers (it is the input, a clone of it, or the
+ * input's handle given new fields), so the input's sources wait for every output; the input
+ * itself leaves exactly once: emitted, ended without a status once its outputs hold its
+ * finalizers, or, when there are no outputs, handed to `context.drop`.
+ *
+ * @module
+ */
+import { type EventArray, type JsonObject, LogEvent } from '@ackline/core'
+import type { ConfigIssue, TransformContext } from '@ackline/topology'
+import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+import { DropStatus } from './DropStatus.js'
+import { checkOption } from './internal/checkOption.js'
+
+/** One output of a remap function: an event handle, or the fields of a new event. */
+export type RemapOutput = LogEvent | JsonObject
+
+/**
+ * What a remap function returns:
+ * - `undefined` (nothing): the input goes on as it is (after whatever the function changed in it);
+ * - `null` or `[]`: no output, the input is dropped;
+ * - a `LogEvent`: the input, or a handle the function derived from it (`input.clone()`);
+ * - a fields object: the input goes on with these fields instead of its own;
+ * - an array of the above: one output each, in order.
+ */
+export type RemapResult = undefined | null | RemapOutput | readonly RemapOutput[]
+
+/**
+ * A remap function. It may change the input with `set`/`remove`, return it, clone it, or return
+ * fields; it must not end or emit events. Outputs that are `LogEvent`s other than the input must
+ * be handles derived from it (`input.clone()`): a `new LogEvent(...)` would carry no finalizers.
+ * Fields objects are used as they are: do not share nested objects between outputs.
+ */
+// biome-ignore lint/suspicious/noConfusingVoidType: `void` lets a block body that only edits the event type-check.
+export type RemapFunction = (event: LogEvent) => RemapResult | void
+
+/** Options of {@link remap}. */
+export interface RemapOptions extends DropOptions {}
+
+/** The transform {@link remap} returns. */
+export interface RemapTransform extends DroppingTransform {
+  readonly kind: 'remap'
+}
+
+class Remap implements RemapTransform {
+  readonly kind = 'remap'
+  readonly dropStatus: DropStatus
+  readonly #fn: RemapFunction
+  readonly #options: RemapOptions
+
+  constructor(fn: RemapFunction, options: RemapOptions) {
+    this.#fn = fn
+    this.#options = options
+    this.dropStatus = options.dropStatus ?? DropStatus.default
+  }
+
+  validate(): readonly ConfigIssue[] {
+    return [...checkOption.isFunction('fn', this.#fn), ...DropStatus.validate(this.#options.dropStatus)]
+  }
+
+  process(events: EventArray, context: TransformContext): void {
+    const list = events.events
+    const fn = this.#fn
+    for (let i = 0; i < list.length; i++) {
+      const input = list[i]!
+      const result = fn(input)
+      if (result === undefined || result === input) context.emit(input)
+      else if (result === null) context.drop(input)
+      else if (result instanceof LogEvent) {
+        context.emit(result)
+        input.end()
+      } else if (Array.isArray(result)) emitMany(input, result as readonly RemapOutput[], context)
+      else context.emit(input.replaceFields(result as JsonObject))
+    }
+  }
+}
+
+/**
+ * Emits each output in order. Every output but the last that needs the input's finalizers gets a
+ * clone of the input; the last reuses the input's own handle, so a one-to-one remap allocates
+ * nothing and the input is never read after it was emitted.
+ */
+function emitMany(input: LogEvent, outputs: readonly RemapOutput[], context: TransformContext): void {
+  const n = outputs.length
+  if (n === 0) {
+    context.drop(input)
+    return
+  }
+  for (let i = 0; i < n - 1; i++) {
+    const output = outputs[i]!
+    if (output === input) context.emit(input.clone())
+    else if (output instanceof LogEvent) context.emit(output)
+    else context.emit(input.clone().replaceFields(output as JsonObject))
+  }
+  const last = outputs[n - 1]!
+  if (last === input) context.emit(input)
+  else if (last instanceof LogEvent) {
+    context.emit(last)
+    // Its finalizers live on in the outputs (all derived from it), so it ends without a status.
+    input.end()
+  } else context.emit(input.replaceFields(last as JsonObject))
+}
+
+/**
+ * Applies `fn` to every event. The outputs share the input's finalizers, so the input's batch
+ * resolves only when every output is settled; an input with no output is dropped with
+ * `options.dropStatus`.
+ *
+ * @example
+ * ```ts
+ * remap((e) => { e.set('level', String(e.get('level') ?? 'info').toUpperCase()) }) // edit in place
+ * remap((e) => (e.get('debug') === true ? null : undefined))                       // drop some
+ * remap((e) => (e.get('lines') as string[]).map((line) => ({ message: line })))     // split one into many
+ * ```
+ */
+export function remap(fn: RemapFunction, options: RemapOptions = {}): RemapTransform {
+  return new Remap(fn, options)
+}

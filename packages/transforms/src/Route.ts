@@ -1,0 +1,104 @@
+/**
+ * `route`: sends each event to every named output whose predicate accepts it, and to `_unmatched`
+ * when none does.
+ *
+ * Invariant: an event matched by k routes leaves on k ports, as k handles on the same finalizers
+ * (k - 1 clones plus the original), so its sources wait for every consumer of every matched
+ * port; an event matched by none leaves on `_unmatched` once. Nothing is discarded here: what a
+ * port nobody reads means is the runtime's business.
+ *
+ * @module
+ */
+import type { EventArray } from '@ackline/core'
+import type { ConfigIssue, Transform, TransformContext } from '@ackline/topology'
+import type { Predicate } from './Filter.js'
+import { checkOption } from './internal/checkOption.js'
+
+/** The port of events that no route accepted. */
+export const UNMATCHED = '_unmatched'
+
+/** Named routes: each output port's predicate. Port names may not contain `.` nor be `_unmatched`. */
+export type Routes = Readonly<Record<string, Predicate>>
+
+/** The transform {@link route} returns. */
+export interface RouteTransform extends Transform {
+  readonly kind: 'route'
+  /** The route names, in order, then `_unmatched`. */
+  readonly outputs: readonly string[]
+  /** Problems in the options, each naming its field; empty when they are fine. */
+  validate(): readonly ConfigIssue[]
+}
+
+class Route implements RouteTransform {
+  readonly kind = 'route'
+  readonly outputs: readonly string[]
+  readonly #names: readonly string[]
+  readonly #predicates: readonly Predicate[]
+  // Reused for every event: which routes matched, so nothing is allocated per event.
+  readonly #matched: Uint8Array
+
+  constructor(routes: Routes) {
+    this.#names = Object.keys(routes)
+    this.#predicates = this.#names.map((name) => routes[name]!)
+    this.#matched = new Uint8Array(this.#names.length)
+    this.outputs = [...this.#names, UNMATCHED]
+  }
+
+  validate(): readonly ConfigIssue[] {
+    const issues: ConfigIssue[] = []
+    if (this.#names.length === 0) issues.push({ field: 'routes', message: 'must name at least one route' })
+    this.#names.forEach((name, i) => {
+      const field = `routes.${name}`
+      if (name === '' || name.includes('.')) {
+        issues.push({
+          field,
+          message: `route name ${JSON.stringify(name)} must be non-empty and contain no '.'`,
+        })
+      } else if (name === UNMATCHED) {
+        issues.push({ field, message: `'${UNMATCHED}' is reserved for events no route accepts` })
+      }
+      issues.push(...checkOption.isFunction(field, this.#predicates[i]))
+    })
+    return issues
+  }
+
+  process(events: EventArray, context: TransformContext): void {
+    const list = events.events
+    const names = this.#names
+    const predicates = this.#predicates
+    const matched = this.#matched
+    for (let e = 0; e < list.length; e++) {
+      const event = list[e]!
+      // Evaluate every predicate before emitting: once emitted, the event is no longer ours to read.
+      let last = -1
+      for (let r = 0; r < predicates.length; r++) {
+        const hit = predicates[r]!(event) === true
+        matched[r] = hit ? 1 : 0
+        if (hit) last = r
+      }
+      if (last < 0) {
+        context.emit(event, UNMATCHED)
+        continue
+      }
+      for (let r = 0; r < last; r++) if (matched[r] === 1) context.emit(event.clone(), names[r])
+      context.emit(event, names[last])
+    }
+  }
+}
+
+/**
+ * Routes events to named outputs by predicate. An event may match several routes (it then goes
+ * to each, as clones sharing its finalizers) or none (it goes to `_unmatched`). Downstream
+ * components read a route as `'<id>.<route>'`.
+ *
+ * @example
+ * ```ts
+ * builder
+ *   .transform('split', ['in'], route({ errors: (e) => e.get('level') === 'error', audit: (e) => e.get('audit') === true }))
+ *   .sink('alerts', ['split.errors'], alertSink)
+ *   .sink('archive', ['split.audit', 'split._unmatched'], archiveSink)
+ * ```
+ */
+export function route(routes: Routes): RouteTransform {
+  return new Route(routes)
+}

@@ -1,0 +1,93 @@
+/**
+ * `sample`: keeps one event in `rate` and discards the others.
+ *
+ * Invariant: the choice is deterministic. With `keyField`, an event is kept exactly when the
+ * FNV-1a hash of that field's value is a multiple of `rate`, so every event with the same value
+ * gets the same fate, in every process and every run; without it (or when the event lacks the
+ * field), the 1st, (rate+1)th, (2·rate+1)th… such event is kept. Discards go to `context.drop`.
+ *
+ * @module
+ */
+import type { EventArray } from '@ackline/core'
+import type { ConfigIssue, TransformContext } from '@ackline/topology'
+import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+import { DropStatus } from './DropStatus.js'
+import { checkOption } from './internal/checkOption.js'
+import { fnv1a } from './internal/fnv1a.js'
+
+/** Options of {@link sample}. */
+export interface SampleOptions extends DropOptions {
+  /** Keep one event in this many (an integer, at least 1). */
+  readonly rate: number
+  /** A field path whose value decides, so related events are kept or discarded together. */
+  readonly keyField?: string
+}
+
+/** The transform {@link sample} returns. */
+export interface SampleTransform extends DroppingTransform {
+  readonly kind: 'sample'
+}
+
+class Sample implements SampleTransform {
+  readonly kind = 'sample'
+  readonly dropStatus: DropStatus
+  readonly #options: SampleOptions
+  readonly #rate: number
+  readonly #keyField: string | undefined
+  #count = 0
+
+  constructor(options: SampleOptions) {
+    this.#options = options
+    this.#rate = options.rate
+    this.#keyField = options.keyField
+    this.dropStatus = options.dropStatus ?? DropStatus.default
+  }
+
+  validate(): readonly ConfigIssue[] {
+    const o = this.#options
+    const issues: ConfigIssue[] = [
+      ...(o.rate === undefined
+        ? [{ field: 'rate', message: 'is required: keep one event in how many?' }]
+        : checkOption.integerAtLeast('rate', o.rate, 1)),
+      ...DropStatus.validate(o.dropStatus),
+    ]
+    if (o.keyField !== undefined && (typeof o.keyField !== 'string' || o.keyField === '')) {
+      issues.push({ field: 'keyField', message: 'must be a non-empty field path' })
+    }
+    return issues
+  }
+
+  process(events: EventArray, context: TransformContext): void {
+    const list = events.events
+    for (let i = 0; i < list.length; i++) {
+      const event = list[i]!
+      if (this.#keep(event)) context.emit(event)
+      else context.drop(event)
+    }
+  }
+
+  #keep(event: { get(path: string): unknown }): boolean {
+    if (this.#keyField !== undefined) {
+      const value = event.get(this.#keyField)
+      if (value !== undefined) {
+        const text = typeof value === 'string' ? value : JSON.stringify(value)
+        return fnv1a(text) % this.#rate === 0
+      }
+    }
+    return this.#count++ % this.#rate === 0
+  }
+}
+
+/**
+ * Keeps one event in `rate`: by the hash of `keyField` when set (all events with the same value
+ * share a fate), else every `rate`-th event starting with the first.
+ *
+ * @example
+ * ```ts
+ * sample({ rate: 10 })                         // the 1st, 11th, 21st… event
+ * sample({ rate: 100, keyField: 'trace_id' })  // whole traces, about 1 in 100
+ * ```
+ */
+export function sample(options: SampleOptions): SampleTransform {
+  return new Sample(options)
+}

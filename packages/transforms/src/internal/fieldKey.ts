@@ -1,0 +1,28 @@
+/**
+ * The identity of an event by some of its fields, as one string: what `dedupe` remembers and
+ * what `reduce` groups by.
+ *
+ * Two events get the same key exactly when every path holds equal JSON values (a missing field
+ * differs from `null`, and the string `"1"` from the number `1`).
+ */
+import type { JsonValue, LogEvent } from '@ackline/core'
+
+const SEPARATOR = '\u0000'
+
+/** The key of one value: a tag for its kind, then its text (strings without a JSON round trip). */
+export function valueKey(value: JsonValue | undefined): string {
+  if (value === undefined) return 'u'
+  if (typeof value === 'string') return 's' + value
+  return 'j' + JSON.stringify(value)
+}
+
+/** The key of `event` by `paths`; one path costs one string, no array. */
+export function fieldKey(event: LogEvent, paths: readonly string[]): string {
+  if (paths.length === 1) return valueKey(event.get(paths[0]!))
+  let key = ''
+  for (let i = 0; i < paths.length; i++) {
+    // A NUL cannot end a tagged string key ambiguously: JSON text never holds a raw NUL.
+    key += (i === 0 ? '' : SEPARATOR) + valueKey(event.get(paths[i]!))
+  }
+  return key
+}

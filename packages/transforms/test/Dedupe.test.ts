@@ -1,0 +1,77 @@
+import { dedupe } from '@ackline/transforms'
+import { describe, expect, it } from 'vitest'
+import { FakeTransformContext } from './support/FakeTransformContext.js'
+import { testBatch } from './support/TestBatch.js'
+
+describe('dedupe', () => {
+  it('drops an event whose fields were seen, and keeps distinct ones', () => {
+    const t = dedupe({ fields: ['id'] })
+    const { events } = testBatch([
+      { id: 1 },
+      { id: 2 },
+      { id: 1, other: 'x' },
+      { id: '1' },
+      {},
+      { id: null },
+      {},
+    ])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.fieldsOn()).toEqual([{ id: 1 }, { id: 2 }, { id: '1' }, {}, { id: null }])
+    expect(ctx.dropped.map((e) => e.isEnded)).toEqual([true, true])
+  })
+
+  it('compares all the fields it is given, including nested paths', () => {
+    const t = dedupe({ fields: ['host', 'req.path'] })
+    const { events } = testBatch([
+      { host: 'a', req: { path: '/x' } },
+      { host: 'a', req: { path: '/y' } },
+      { host: 'a', req: { path: '/x' }, n: 2 },
+    ])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.on()).toHaveLength(2)
+    expect(ctx.dropped).toHaveLength(1)
+  })
+
+  it('remembers at most cacheSize keys, forgetting the least recently seen', () => {
+    const t = dedupe({ fields: ['id'], cacheSize: 2 })
+    const ctx = FakeTransformContext.for(t)
+    // 1, 2, then 1 again (a hit that makes 1 the most recent), then 3 evicts 2.
+    t.process(testBatch([{ id: 1 }, { id: 2 }, { id: 1 }, { id: 3 }]).events, ctx)
+    expect(t.cachedKeys).toBe(2)
+    t.process(testBatch([{ id: 1 }, { id: 2 }]).events, ctx)
+    expect(ctx.fieldsOn().map((f) => f.id)).toEqual([1, 2, 3, 2])
+    expect(ctx.dropped).toHaveLength(2)
+  })
+
+  it('settles a duplicate with its dropStatus', async () => {
+    const delivered = dedupe({ fields: ['id'] })
+    const a = testBatch([{ id: 1 }, { id: 1 }])
+    const ctxA = FakeTransformContext.for(delivered)
+    delivered.process(a.events, ctxA)
+    ctxA.settle()
+    expect(await a.receiver).toBe('delivered')
+
+    const rejected = dedupe({ fields: ['id'], dropStatus: 'rejected' })
+    const b = testBatch([{ id: 1 }, { id: 1 }])
+    const ctxB = FakeTransformContext.for(rejected)
+    rejected.process(b.events, ctxB)
+    ctxB.settle()
+    expect(await b.receiver).toBe('rejected')
+  })
+
+  it('reports bad options by field', () => {
+    expect(
+      dedupe({ fields: [] })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['fields'])
+    expect(
+      dedupe({ fields: ['ok', ''], cacheSize: 0, dropStatus: 'gone' as never })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['fields.1', 'cacheSize', 'dropStatus'])
+    expect(dedupe({ fields: ['id'] }).validate()).toEqual([])
+  })
+})

@@ -1,0 +1,57 @@
+import { filter } from '@ackline/transforms'
+import { describe, expect, it } from 'vitest'
+import { FakeTransformContext } from './support/FakeTransformContext.js'
+import { everyHandleLeft, testBatch } from './support/TestBatch.js'
+
+describe('filter', () => {
+  it('emits what the predicate accepts and drops the rest', () => {
+    const t = filter((e) => e.get('level') === 'error')
+    const { events } = testBatch([
+      { level: 'error', n: 1 },
+      { level: 'info', n: 2 },
+      { level: 'error', n: 3 },
+    ])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.fieldsOn().map((f) => f.n)).toEqual([1, 3])
+    expect(ctx.dropped.map((e) => e.isEnded)).toEqual([true])
+    expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
+  })
+
+  it('counts a discarded event as delivered by default', async () => {
+    const t = filter((e) => e.get('keep') === true)
+    expect(t.dropStatus).toBe('delivered')
+    const { events, receiver } = testBatch([{ keep: true }, { keep: false }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    ctx.settle()
+    expect(await receiver).toBe('delivered')
+  })
+
+  it("rejects the batch of a discarded event with dropStatus 'rejected'", async () => {
+    const t = filter((e) => e.get('keep') === true, { dropStatus: 'rejected' })
+    expect(t.dropStatus).toBe('rejected')
+    const { events, receiver } = testBatch([{ keep: true }, { keep: false }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    ctx.settle()
+    expect(await receiver).toBe('rejected')
+  })
+
+  it('waits for the sinks of the kept events and takes their worst status', async () => {
+    const t = filter(() => true)
+    const { events, receiver } = testBatch([{ n: 1 }, { n: 2 }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    ctx.emitted[0]!.event.end('delivered')
+    expect(receiver.status).toBeUndefined()
+    ctx.emitted[1]!.event.end('errored')
+    expect(await receiver).toBe('errored')
+  })
+
+  it('reports bad options by field', () => {
+    const t = filter('nope' as never, { dropStatus: 'lost' as never })
+    expect(t.validate().map((i) => i.field)).toEqual(['predicate', 'dropStatus'])
+    expect(filter(() => true).validate()).toEqual([])
+  })
+})

@@ -1,0 +1,130 @@
+import { reduce } from '@ackline/transforms'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { FakeTransformContext } from './support/FakeTransformContext.js'
+import { everyHandleLeft, testBatch } from './support/TestBatch.js'
+
+describe('reduce', () => {
+  beforeEach(() => {
+    vi.useFakeTimers()
+  })
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
+  it('merges events by key until a group holds maxEvents, keeping the first fields', () => {
+    const t = reduce({ groupBy: ['id'], maxEvents: 3 })
+    const { events } = testBatch([
+      { id: 'a', n: 1 },
+      { id: 'b', n: 2 },
+      { id: 'a', n: 3 },
+      { id: 'a', n: 4 },
+    ])
+    const ctx = new FakeTransformContext()
+    t.process(events, ctx)
+    expect(ctx.fieldsOn()).toEqual([{ id: 'a', n: 1 }])
+    expect(t.openGroups).toBe(1)
+    // Merged-away events are consumed: only the group's first event is still a live handle.
+    expect(events.events.map((e) => e.isEnded)).toEqual([false, false, true, true])
+  })
+
+  it('gives the merged event the finalizers of every merged event, across batches', async () => {
+    const t = reduce({ groupBy: ['id'], maxEvents: 2 })
+    const one = testBatch([{ id: 'a' }], 'one')
+    const two = testBatch([{ id: 'a' }], 'two')
+    const ctx = new FakeTransformContext()
+    t.process(one.events, ctx)
+    expect(ctx.emitted).toEqual([])
+    t.process(two.events, ctx)
+    expect(ctx.on()).toHaveLength(1)
+    expect(ctx.on()[0]!.metadata.finalizers.size).toBe(2)
+    expect(one.receiver.status).toBeUndefined()
+    ctx.settle(() => 'errored')
+    expect(await one.receiver).toBe('errored')
+    expect(await two.receiver).toBe('errored')
+  })
+
+  it('closes every open group when flush is called, which the runtime does every windowMs', () => {
+    const t = reduce({ groupBy: ['id'], windowMs: 1000 })
+    expect(t.flushIntervalMs).toBe(1000)
+    const ctx = new FakeTransformContext()
+    const batch = testBatch([{ id: 'a' }, { id: 'b' }, { id: 'a' }])
+    t.process(batch.events, ctx)
+    const timer = setInterval(() => t.flush(ctx), t.flushIntervalMs)
+    vi.advanceTimersByTime(999)
+    expect(ctx.emitted).toEqual([])
+    vi.advanceTimersByTime(1)
+    clearInterval(timer)
+    expect(ctx.fieldsOn()).toEqual([{ id: 'a' }, { id: 'b' }])
+    expect(t.openGroups).toBe(0)
+    expect(everyHandleLeft(batch.events, ctx.emitted)).toBe(true)
+  })
+
+  it('combines fields with the listed strategies', () => {
+    const t = reduce({
+      maxEvents: 3,
+      merge: {
+        bytes: 'sum',
+        low: 'min',
+        high: 'max',
+        msg: 'array',
+        text: 'concat',
+        at: 'last',
+        host: 'first',
+      },
+    })
+    const ctx = new FakeTransformContext()
+    t.process(
+      testBatch([
+        { bytes: 1, low: 5, high: 5, msg: 'a', text: 'x', at: 1 },
+        { bytes: 2, low: 3, high: 9, msg: { m: 'b' }, at: 2, host: 'h1' },
+        { bytes: 'n/a', low: 4, high: 1, msg: 'c', text: 'y', at: 3, host: 'h2' },
+      ]).events,
+      ctx,
+    )
+    expect(ctx.fieldsOn()).toEqual([
+      { bytes: 3, low: 3, high: 9, msg: ['a', { m: 'b' }, 'c'], text: 'x y', at: 3, host: 'h1' },
+    ])
+  })
+
+  it('closes the oldest group when opening one more than maxGroups', () => {
+    const t = reduce({ groupBy: ['id'], maxGroups: 2 })
+    const ctx = new FakeTransformContext()
+    t.process(testBatch([{ id: 1 }, { id: 2 }, { id: 1 }, { id: 3 }]).events, ctx)
+    expect(ctx.fieldsOn()).toEqual([{ id: 1 }])
+    expect(t.openGroups).toBe(2)
+  })
+
+  it('emits each event at once with maxEvents 1', () => {
+    const t = reduce({ maxEvents: 1, merge: { tags: 'array' } })
+    const ctx = new FakeTransformContext()
+    t.process(testBatch([{ tags: 'a' }, {}]).events, ctx)
+    expect(ctx.fieldsOn()).toEqual([{ tags: ['a'] }, { tags: [] }])
+  })
+
+  it('does not resolve a batch while its events sit in an open group', async () => {
+    const t = reduce({ groupBy: ['id'] })
+    const ctx = new FakeTransformContext()
+    const { events, receiver } = testBatch([{ id: 1 }, { id: 1 }])
+    t.process(events, ctx)
+    await Promise.resolve()
+    expect(receiver.status).toBeUndefined()
+    t.flush(ctx)
+    ctx.settle()
+    expect(await receiver).toBe('delivered')
+  })
+
+  it('reports bad options by field', () => {
+    expect(
+      reduce({
+        groupBy: ['', 'ok'],
+        maxEvents: 0,
+        windowMs: -1,
+        maxGroups: 1.5,
+        merge: { x: 'avg' as never },
+      })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['groupBy.0', 'maxEvents', 'windowMs', 'maxGroups', 'merge.x'])
+    expect(reduce({ groupBy: ['id'], merge: { n: 'sum' } }).validate()).toEqual([])
+  })
+})

@@ -1,0 +1,94 @@
+import { remap } from '@ackline/transforms'
+import { describe, expect, it } from 'vitest'
+import { FakeTransformContext } from './support/FakeTransformContext.js'
+import { everyHandleLeft, testBatch } from './support/TestBatch.js'
+
+describe('remap', () => {
+  it('passes the input on after an in-place edit when the function returns nothing', () => {
+    const t = remap((e) => {
+      e.set('seen', true)
+    })
+    const { events } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.emitted[0]!.event).toBe(events.events[0])
+    expect(ctx.fieldsOn()).toEqual([{ n: 1, seen: true }])
+  })
+
+  it('gives the input new fields when the function returns a fields object, keeping its finalizers', async () => {
+    const t = remap((e) => ({ doubled: (e.get('n') as number) * 2 }))
+    const { events, receiver } = testBatch([{ n: 2 }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.fieldsOn()).toEqual([{ doubled: 4 }])
+    expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
+    ctx.settle(() => 'errored')
+    expect(await receiver).toBe('errored')
+  })
+
+  it('splits one event into many that all share its finalizers', async () => {
+    const t = remap((e) => (e.get('lines') as string[]).map((message) => ({ message })))
+    const { events, receiver } = testBatch([{ lines: ['a', 'b', 'c'] }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.fieldsOn()).toEqual([{ message: 'a' }, { message: 'b' }, { message: 'c' }])
+    expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
+    const [a, b, c] = ctx.on()
+    a!.end('delivered')
+    c!.end('delivered')
+    expect(receiver.status).toBeUndefined()
+    b!.end('rejected')
+    expect(await receiver).toBe('rejected')
+  })
+
+  it('keeps outputs independent when the input and a clone both go on', () => {
+    const t = remap((e) => [e, e.clone().set('copy', true)])
+    const { events } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.fieldsOn()).toEqual([{ n: 1 }, { n: 1, copy: true }])
+    expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
+  })
+
+  it('ends the input when its only output is a clone it returned', async () => {
+    const t = remap((e) => e.clone().set('c', 1))
+    const { events, receiver } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(events.events[0]!.isEnded).toBe(true)
+    expect(ctx.fieldsOn()).toEqual([{ n: 1, c: 1 }])
+    expect(receiver.status).toBeUndefined()
+    ctx.settle(() => 'errored')
+    expect(await receiver).toBe('errored')
+  })
+
+  it.each([
+    ['null', null],
+    ['an empty array', []],
+  ])('drops the input when the function returns %s, with the default status delivered', async (_, result) => {
+    const t = remap(() => result)
+    const { events, receiver } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.emitted).toEqual([])
+    expect(ctx.dropped).toEqual([events.events[0]])
+    expect(await receiver).toBe('delivered')
+  })
+
+  it("rejects the batch of an event with no outputs under dropStatus 'rejected'", async () => {
+    const t = remap((e) => (e.get('n') === 2 ? null : undefined), { dropStatus: 'rejected' })
+    const { events, receiver } = testBatch([{ n: 1 }, { n: 2 }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    ctx.settle()
+    expect(await receiver).toBe('rejected')
+  })
+
+  it('reports bad options by field', () => {
+    expect(
+      remap(undefined as never, { dropStatus: 'x' as never })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['fn', 'dropStatus'])
+  })
+})

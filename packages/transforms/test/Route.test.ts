@@ -1,0 +1,69 @@
+import { route, UNMATCHED } from '@ackline/transforms'
+import { describe, expect, it } from 'vitest'
+import { FakeTransformContext } from './support/FakeTransformContext.js'
+import { everyHandleLeft, testBatch } from './support/TestBatch.js'
+
+const routes = {
+  errors: (e: { get(p: string): unknown }) => e.get('level') === 'error',
+  audit: (e: { get(p: string): unknown }) => e.get('audit') === true,
+}
+
+describe('route', () => {
+  it('declares one output per route and _unmatched', () => {
+    expect(route(routes).outputs).toEqual(['errors', 'audit', '_unmatched'])
+    expect(UNMATCHED).toBe('_unmatched')
+  })
+
+  it('sends an event to the one route that matches', () => {
+    const t = route(routes)
+    const { events } = testBatch([{ level: 'error', n: 1 }])
+    const ctx = new FakeTransformContext()
+    t.process(events, ctx)
+    expect(ctx.emitted.map((e) => e.port)).toEqual(['errors'])
+    expect(ctx.emitted[0]!.event).toBe(events.events[0])
+  })
+
+  it('sends an event that matches several routes to each, as clones sharing its finalizers', async () => {
+    const t = route(routes)
+    const { events, receiver } = testBatch([{ level: 'error', audit: true }])
+    const ctx = new FakeTransformContext()
+    t.process(events, ctx)
+    expect(ctx.emitted.map((e) => e.port)).toEqual(['errors', 'audit'])
+    expect(ctx.on('errors')[0]).not.toBe(ctx.on('audit')[0])
+    ctx.on('audit')[0]!.end('delivered')
+    expect(receiver.status).toBeUndefined()
+    ctx.on('errors')[0]!.end('errored')
+    expect(await receiver).toBe('errored')
+  })
+
+  it('sends an event no route accepts to _unmatched, once', async () => {
+    const t = route(routes)
+    const { events, receiver } = testBatch([{ level: 'info' }])
+    const ctx = new FakeTransformContext()
+    t.process(events, ctx)
+    expect(ctx.emitted.map((e) => e.port)).toEqual(['_unmatched'])
+    ctx.settle(() => 'rejected')
+    expect(await receiver).toBe('rejected')
+  })
+
+  it('lets every handle leave for a mixed array', () => {
+    const t = route(routes)
+    const { events } = testBatch([{ level: 'error' }, { audit: true }, {}, { level: 'error', audit: true }])
+    const ctx = new FakeTransformContext()
+    t.process(events, ctx)
+    expect(ctx.emitted.map((e) => e.port)).toEqual(['errors', 'audit', '_unmatched', 'errors', 'audit'])
+    expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
+    expect(ctx.dropped).toEqual([])
+  })
+
+  it('reports bad route names and predicates by field', () => {
+    expect(
+      route({})
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['routes'])
+    const bad = route({ 'a.b': () => true, _unmatched: () => true, ok: 3 as never })
+    expect(bad.validate().map((i) => i.field)).toEqual(['routes.a.b', 'routes._unmatched', 'routes.ok'])
+    expect(route(routes).validate()).toEqual([])
+  })
+})

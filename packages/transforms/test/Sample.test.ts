@@ -1,0 +1,65 @@
+import { sample } from '@ackline/transforms'
+import { describe, expect, it } from 'vitest'
+import { FakeTransformContext } from './support/FakeTransformContext.js'
+import { testBatch } from './support/TestBatch.js'
+
+const numbered = (n: number, make: (i: number) => Record<string, string | number> = (i) => ({ i })) =>
+  Array.from({ length: n }, (_, i) => make(i))
+
+describe('sample', () => {
+  it('keeps the 1st, (rate+1)th… event without a key field', () => {
+    const t = sample({ rate: 3 })
+    const ctx = FakeTransformContext.for(t)
+    t.process(testBatch(numbered(7)).events, ctx)
+    t.process(testBatch(numbered(3, (i) => ({ i: 7 + i }))).events, ctx)
+    expect(ctx.fieldsOn().map((f) => f.i)).toEqual([0, 3, 6, 9])
+    expect(ctx.dropped).toHaveLength(6)
+  })
+
+  it('gives every event with the same key the same fate, in any instance', () => {
+    const records = numbered(200, (i) => ({ trace: `t${i % 20}`, i }))
+    const kept = (t: ReturnType<typeof sample>) => {
+      const ctx = FakeTransformContext.for(t)
+      t.process(testBatch(records).events, ctx)
+      return ctx.fieldsOn()
+    }
+    const first = kept(sample({ rate: 4, keyField: 'trace' }))
+    const second = kept(sample({ rate: 4, keyField: 'trace' }))
+    expect(second).toEqual(first)
+    const keptTraces = new Set(first.map((f) => f.trace))
+    // Every event of a kept trace is kept: 10 events per trace.
+    expect(first).toHaveLength(keptTraces.size * 10)
+    expect(keptTraces.size).toBeGreaterThan(0)
+    expect(keptTraces.size).toBeLessThan(20)
+  })
+
+  it('keeps everything at rate 1', () => {
+    const t = sample({ rate: 1, keyField: 'k' })
+    const ctx = FakeTransformContext.for(t)
+    t.process(testBatch(numbered(5, (i) => ({ k: `x${i}` }))).events, ctx)
+    expect(ctx.on()).toHaveLength(5)
+  })
+
+  it('settles what it discards with its dropStatus', async () => {
+    const t = sample({ rate: 2, dropStatus: 'rejected' })
+    const { events, receiver } = testBatch(numbered(2))
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    ctx.settle()
+    expect(await receiver).toBe('rejected')
+  })
+
+  it('reports bad options by field', () => {
+    expect(
+      sample({ rate: 0.5, keyField: '', dropStatus: 'no' as never })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['rate', 'dropStatus', 'keyField'])
+    expect(
+      sample({} as never)
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['rate'])
+    expect(sample({ rate: 10 }).validate()).toEqual([])
+  })
+})
