@@ -1,4 +1,6 @@
 /**
  * @module @ackline/sinks
  */
-export {}
+export { type BlackholeSink, blackhole } from './BlackholeSink.js'
+export { type ConsoleSink, type ConsoleSinkOptions, console } from './ConsoleSink.js'
+export { type MemorySink, type MemorySinkOptions, memory } from './MemorySink.js'

@@ -1,4 +1,10 @@
 /**
  * @module @ackline/sources
  */
-export {}
+export { type GeneratorOptions, type GeneratorSource, generator } from './GeneratorSource.js'
+export {
+  fromObservable,
+  type ObservableSource,
+  type ObservableSourceOptions,
+  type RecordAck,
+} from './ObservableSource.js'

@@ -1,0 +1,41 @@
+/**
+ * `blackhole`: a sink that discards everything it is given and reports every event delivered.
+ *
+ * Invariant: every write resolves, so the runtime settles every event `delivered` (a blackhole
+ * that forgot to settle would hold up its sources forever).
+ *
+ * @module
+ */
+import type { EventArray } from '@ackline/core'
+import type { Sink, SinkResult } from '@ackline/topology'
+
+/** The sink {@link blackhole} returns. */
+export interface BlackholeSink extends Sink {
+  readonly kind: 'blackhole'
+  /** How many events it was given so far. */
+  readonly count: number
+}
+
+class Blackhole implements BlackholeSink {
+  readonly kind = 'blackhole'
+  count = 0
+
+  write(events: EventArray): Promise<SinkResult> {
+    this.count += events.length
+    return Promise.resolve(undefined)
+  }
+}
+
+/**
+ * A sink that drops events on the floor, each one settled `delivered`.
+ *
+ * @example
+ * ```ts
+ * const sink = blackhole()
+ * builder.sink('null', ['in'], sink)
+ * // … later: sink.count events went through
+ * ```
+ */
+export function blackhole(): BlackholeSink {
+  return new Blackhole()
+}

@@ -1,0 +1,70 @@
+/**
+ * `memory`: a sink that keeps what it is given, for tests, and can be told which events fail.
+ *
+ * Invariant: it reports one status per event, in order — `outcome(event)` when given, else
+ * `delivered` — and keeps the fields of every event it was given, in arrival order.
+ *
+ * @module
+ */
+import type { DeliveryStatus, EventArray, JsonObject, LogEvent } from '@ackline/core'
+import type { Sink, SinkResult } from '@ackline/topology'
+
+/** Options of {@link memory}. */
+export interface MemorySinkOptions {
+  /** The status to report for an event (default `'delivered'`). It must not end or keep the event. */
+  readonly outcome?: (event: LogEvent) => DeliveryStatus
+  /** Awaited before each write: make the sink slow, or hold it until a test lets it go. */
+  readonly beforeWrite?: (events: EventArray) => void | Promise<void>
+}
+
+/** The sink {@link memory} returns. */
+export interface MemorySink extends Sink {
+  readonly kind: 'memory'
+  /** The fields of every event written so far, in order (read-only: they may be shared with other copies). */
+  readonly events: readonly Readonly<JsonObject>[]
+  /** The status reported for each of them, in the same order. */
+  readonly statuses: readonly DeliveryStatus[]
+  /** How many writes there were. */
+  readonly writes: number
+}
+
+class Memory implements MemorySink {
+  readonly kind = 'memory'
+  readonly events: Readonly<JsonObject>[] = []
+  readonly statuses: DeliveryStatus[] = []
+  writes = 0
+  readonly #options: MemorySinkOptions
+
+  constructor(options: MemorySinkOptions) {
+    this.#options = options
+  }
+
+  async write(events: EventArray): Promise<SinkResult> {
+    const { beforeWrite, outcome } = this.#options
+    if (beforeWrite !== undefined) await beforeWrite(events)
+    this.writes++
+    const result: DeliveryStatus[] = []
+    for (const event of events) {
+      const status = outcome?.(event) ?? 'delivered'
+      this.events.push(event.fields)
+      this.statuses.push(status)
+      result.push(status)
+    }
+    return result
+  }
+}
+
+/**
+ * A sink that keeps every event's fields; `outcome` chooses events to report `errored` or
+ * `rejected`.
+ *
+ * @example
+ * ```ts
+ * const sink = memory({ outcome: (e) => (e.get('n') === 3 ? 'errored' : 'delivered') })
+ * builder.sink('out', ['in'], sink)
+ * // … sink.events, sink.statuses
+ * ```
+ */
+export function memory(options: MemorySinkOptions = {}): MemorySink {
+  return new Memory(options)
+}

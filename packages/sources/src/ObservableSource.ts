@@ -1,0 +1,137 @@
+/**
+ * `fromObservable`: a source fed by an rxjs Observable of records, whose acknowledgements come
+ * back per record (a callback, or the source's `acks` Observable).
+ *
+ * Invariant: every record the Observable emitted is acknowledged exactly once: with its batch's
+ * status once the batch resolved, or `errored` when the topology stopped before the record could
+ * be sent (so its producer may send it again).
+ *
+ * @module
+ */
+import type { BatchStatus, JsonObject } from '@ackline/core'
+import type { ConfigIssue, Source, SourceContext } from '@ackline/topology'
+import { type Observable, Subject } from 'rxjs'
+
+/** What became of one record. */
+export interface RecordAck<R extends JsonObject = JsonObject> {
+  readonly record: R
+  readonly status: BatchStatus
+  /** The batch the record travelled in; `undefined` when acknowledgements are off or it was never sent. */
+  readonly batchId: string | undefined
+}
+
+/** Options of {@link fromObservable}. */
+export interface ObservableSourceOptions<R extends JsonObject = JsonObject> {
+  /** At most this many records per batch (default 100); records that arrive together share a batch. */
+  readonly batchSize?: number
+  /** Told what became of each record. */
+  readonly onAck?: (ack: RecordAck<R>) => void
+}
+
+/** The source {@link fromObservable} returns. */
+export interface ObservableSource<R extends JsonObject = JsonObject> extends Source {
+  readonly kind: 'observable'
+  /** What became of each record, as records resolve. Completes once the source finished and every ack was given. */
+  readonly acks: Observable<RecordAck<R>>
+}
+
+class FromObservable<R extends JsonObject> implements ObservableSource<R> {
+  readonly kind = 'observable'
+  readonly canAcknowledge = true
+  readonly acks: Observable<RecordAck<R>>
+  readonly #subject = new Subject<RecordAck<R>>()
+  readonly #records: Observable<R>
+  readonly #options: ObservableSourceOptions<R>
+
+  constructor(records: Observable<R>, options: ObservableSourceOptions<R>) {
+    this.#records = records
+    this.#options = options
+    this.acks = this.#subject.asObservable()
+  }
+
+  validate(): readonly ConfigIssue[] {
+    const { batchSize } = this.#options
+    if (batchSize !== undefined && !(Number.isInteger(batchSize) && batchSize > 0)) {
+      return [{ field: 'batchSize', message: 'batchSize must be a positive integer' }]
+    }
+    return []
+  }
+
+  async run(context: SourceContext): Promise<void> {
+    const batchSize = this.#options.batchSize ?? 100
+    const pending: R[] = []
+    const acked: Promise<void>[] = []
+    let finished = false
+    let failure: { error: unknown } | undefined
+    let wake: (() => void) | undefined
+    const nudge = (): void => {
+      const w = wake
+      wake = undefined
+      w?.()
+    }
+    const subscription = this.#records.subscribe({
+      next: (record) => {
+        pending.push(record)
+        nudge()
+      },
+      error: (error: unknown) => {
+        failure = { error }
+        finished = true
+        nudge()
+      },
+      complete: () => {
+        finished = true
+        nudge()
+      },
+    })
+    const onAbort = (): void => nudge()
+    context.signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      while (!context.signal.aborted) {
+        if (pending.length === 0) {
+          if (finished) break
+          await new Promise<void>((resolve) => {
+            wake = resolve
+          })
+          continue
+        }
+        const batch = pending.splice(0, batchSize)
+        const receipt = await context.send(batch)
+        acked.push(
+          receipt.status.then((status) => {
+            for (const record of batch) this.#ack({ record, status, batchId: receipt.batchId })
+          }),
+        )
+      }
+    } finally {
+      subscription.unsubscribe()
+      context.signal.removeEventListener('abort', onAbort)
+      // Records received but never sent: their producer must not take them as delivered.
+      for (const record of pending.splice(0)) this.#ack({ record, status: 'errored', batchId: undefined })
+      Promise.all(acked).then(() => this.#subject.complete())
+    }
+    if (failure !== undefined) throw failure.error
+  }
+
+  #ack(ack: RecordAck<R>): void {
+    this.#options.onAck?.(ack)
+    this.#subject.next(ack)
+  }
+}
+
+/**
+ * A source that sends the records `records` emits, batched, and reports per record what became
+ * of it. The Observable cannot be paused: records wait in the source while downstream is full.
+ *
+ * @example
+ * ```ts
+ * const source = fromObservable(from([{ n: 1 }, { n: 2 }]), { onAck: ({ record, status }) => console.log(record, status) })
+ * new TopologyBuilder({ acknowledgements: true }).source('in', source).sink('out', ['in'], memory())
+ * ```
+ */
+export function fromObservable<R extends JsonObject>(
+  records: Observable<R>,
+  options: ObservableSourceOptions<R> = {},
+): ObservableSource<R> {
+  return new FromObservable(records, options)
+}
