@@ -19,7 +19,7 @@ import type { DropStatus } from './DropStatus.js'
  * onlyErrors.dropStatus // 'rejected': the runtime ends what it drops with 'rejected'
  * ```
  */
-export interface DroppingTransform extends Transform {
+export interface DroppingTransform extends Transform<never> {
   /**
    * How the runtime must settle an event passed to `context.drop`: `'delivered'` ends it without a
    * status (it counts as delivered unless another copy says otherwise), `'rejected'` ends it

@@ -43,7 +43,7 @@ export interface ReduceOptions {
 }
 
 /** The transform {@link reduce} returns. */
-export interface ReduceTransform extends Transform {
+export interface ReduceTransform extends Transform<never> {
   readonly kind: 'reduce'
   /** Equal to the window: each call of `flush` closes every open group. */
   readonly flushIntervalMs: number

@@ -15,30 +15,33 @@ import type { Predicate } from './Filter.js'
 import { checkOption } from './internal/checkOption.js'
 
 /** The port of events that no route accepted. */
-export const UNMATCHED = '_unmatched'
+export const UNMATCHED = '_unmatched' as const
 
 /** Named routes: each output port's predicate. Port names may not contain `.` nor be `_unmatched`. */
-export type Routes = Readonly<Record<string, Predicate>>
+export type Routes<Name extends string = string> = Readonly<Record<Name, Predicate>>
 
-/** The transform {@link route} returns. */
-export interface RouteTransform extends Transform {
+/**
+ * The transform {@link route} returns; `Name` is the union of its route names, so a builder can
+ * check the ports that downstream components read (`'split.errors'`).
+ */
+export interface RouteTransform<Name extends string = string> extends Transform<Name | typeof UNMATCHED> {
   readonly kind: 'route'
   /** The route names, in order, then `_unmatched`. */
-  readonly outputs: readonly string[]
+  readonly outputs: readonly (Name | typeof UNMATCHED)[]
   /** Problems in the options, each naming its field; empty when they are fine. */
   validate(): readonly ConfigIssue[]
 }
 
-class Route implements RouteTransform {
+class Route<Name extends string> implements RouteTransform<Name> {
   readonly kind = 'route'
-  readonly outputs: readonly string[]
-  readonly #names: readonly string[]
+  readonly outputs: readonly (Name | typeof UNMATCHED)[]
+  readonly #names: readonly Name[]
   readonly #predicates: readonly Predicate[]
   // Reused for every event: which routes matched, so nothing is allocated per event.
   readonly #matched: Uint8Array
 
-  constructor(routes: Routes) {
-    this.#names = Object.keys(routes)
+  constructor(routes: Routes<Name>) {
+    this.#names = Object.keys(routes) as Name[]
     this.#predicates = this.#names.map((name) => routes[name]!)
     this.#matched = new Uint8Array(this.#names.length)
     this.outputs = [...this.#names, UNMATCHED]
@@ -99,6 +102,6 @@ class Route implements RouteTransform {
  *   .sink('archive', ['split.audit', 'split._unmatched'], archiveSink)
  * ```
  */
-export function route(routes: Routes): RouteTransform {
-  return new Route(routes)
+export function route<const Name extends string>(routes: Routes<Name>): RouteTransform<Name> {
+  return new Route<Name>(routes)
 }

@@ -1,5 +1,5 @@
 import { route, UNMATCHED } from '@ackline/transforms'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, expectTypeOf, it } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
 import { everyHandleLeft, testBatch } from './support/TestBatch.js'
 
@@ -12,6 +12,7 @@ describe('route', () => {
   it('declares one output per route and _unmatched', () => {
     expect(route(routes).outputs).toEqual(['errors', 'audit', '_unmatched'])
     expect(UNMATCHED).toBe('_unmatched')
+    expectTypeOf(route(routes).outputs).toEqualTypeOf<readonly ('errors' | 'audit' | '_unmatched')[]>()
   })
 
   it('sends an event to the one route that matches', () => {
