@@ -1,4 +1,29 @@
 /**
- * @module @ackline/buffers
+ * `@ackline/buffers`: a durable disk buffer that never acknowledges what it may lose.
+ *
+ * {@link DiskBuffer} is the record store (segments, checksums, ledger, lock, recovery);
+ * {@link openDiskBuffer} puts it in front of a sink as the topology's edge buffer, settling the
+ * sources' batches on write or on delivery. See `rfcs/0003-disk-buffer.md`.
+ *
+ * @module
  */
-export {}
+export { BufferCheck, type BufferCheckReport, type SegmentCheck } from './BufferCheck.js'
+export {
+  type AppendResult,
+  type DeadLetter,
+  DiskBuffer,
+  type DiskBufferMetrics,
+  type DiskBufferOptions,
+  type DurableStatus,
+  type ReplayResult,
+  type StoredRecord,
+  type SyncPolicy,
+} from './DiskBuffer.js'
+export { DiskBufferError, type DiskBufferErrorCode } from './DiskBufferError.js'
+export {
+  type DeadLetterEvent,
+  type DiskEdgeBuffer,
+  type DiskEdgeBufferMetrics,
+  type DiskEdgeBufferOptions,
+  openDiskBuffer,
+} from './DiskEdgeBuffer.js'

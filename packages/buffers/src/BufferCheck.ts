@@ -1,0 +1,293 @@
+/**
+ * Checking (and repairing) a disk buffer directory from the outside, as the `ackline-buffer`
+ * command does.
+ *
+ * Invariant: a check without `repair` changes nothing (it takes no lock and writes no file);
+ * a repair takes the lock, refuses a directory a live process holds, and only ever removes bytes
+ * that no reader could deliver (torn tails, damaged regions), rebuilds what can be derived from
+ * the segments (the ledger), and reports every change it made.
+ *
+ * @module
+ */
+import { type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
+import { Frame } from './internal/Frame.js'
+import { Ledger, type LedgerRead } from './internal/Ledger.js'
+import { LockFile, type LockHolder } from './internal/LockFile.js'
+import { SegmentReader } from './internal/SegmentReader.js'
+
+/** What was found in one segment file. */
+export interface SegmentCheck {
+  readonly name: string
+  readonly bytes: number
+  /** Valid records in the file. */
+  readonly records: number
+  /** Valid records at or above the acknowledged position. */
+  readonly unacked: number
+  readonly firstSeq: number | undefined
+  readonly lastSeq: number | undefined
+  /** Damaged regions followed by valid frames (skipped when reading). */
+  readonly corrupt: readonly { readonly offset: number; readonly bytes: number }[]
+  /** Damage running to the end of the file (a torn write), if any. */
+  readonly torn: { readonly offset: number; readonly bytes: number } | undefined
+}
+
+/** What a check found, and what a repair did. */
+export interface BufferCheckReport {
+  readonly path: string
+  readonly ledger: LedgerRead
+  /** A `ledger.json.tmp` left by a crash between writing and renaming the ledger. */
+  readonly tempLedger: boolean
+  readonly lock: { readonly holder: LockHolder; readonly live: boolean } | undefined
+  readonly segments: readonly SegmentCheck[]
+  /** The acknowledged position: the ledger's, or the first record on disk when the ledger is unusable. */
+  readonly ackedBelow: number
+  readonly records: number
+  readonly unacked: number
+  /** The dead-letter queue's own report, if the directory has one. */
+  readonly deadLetter: BufferCheckReport | undefined
+  /** Everything wrong, one sentence each; empty when the buffer is clean. */
+  readonly problems: readonly string[]
+  /** What `repair` changed, one sentence each. */
+  readonly repairs: readonly string[]
+}
+
+const SEGMENT = /^\d{20}\.seg$/
+
+async function checkSegment(
+  fs: FileSystem,
+  path: string,
+  name: string,
+  ackedBelow: number,
+): Promise<SegmentCheck & { readonly validEnd: number }> {
+  const bytes = (await fs.size(`${path}/${name}`)) ?? 0
+  const file = await fs.open(`${path}/${name}`, 'read')
+  try {
+    const reader = new SegmentReader(file, { start: 0, end: bytes, maxPayload: Math.max(bytes, 1) })
+    let records = 0
+    let unacked = 0
+    let firstSeq: number | undefined
+    let lastSeq: number | undefined
+    let validEnd = 0
+    let torn: SegmentCheck['torn']
+    const corrupt: { offset: number; bytes: number }[] = []
+    for (;;) {
+      const items = await reader.read(4096)
+      if (items.length === 0) break
+      for (const item of items) {
+        if (item.kind === 'record') {
+          records++
+          if (item.seq >= ackedBelow) unacked++
+          firstSeq ??= item.seq
+          lastSeq = item.seq
+          validEnd = item.offset + Frame.size(item.payload.length)
+        } else if (item.kind === 'corrupt') {
+          corrupt.push({ offset: item.offset, bytes: item.bytes })
+        } else {
+          torn = { offset: item.offset, bytes: item.bytes }
+        }
+      }
+    }
+    return { name, bytes, records, unacked, firstSeq, lastSeq, corrupt, torn, validEnd }
+  } finally {
+    await file.close()
+  }
+}
+
+/** Rewrites a segment with only its valid frames: temp file, fsync, rename, directory fsync. */
+async function rewriteSegment(fs: FileSystem, path: string, name: string): Promise<void> {
+  const source = await fs.open(`${path}/${name}`, 'read')
+  const temp = `${path}/${name}.repair`
+  const target = await fs.open(temp, 'truncate')
+  try {
+    const size = await source.size()
+    const reader = new SegmentReader(source, { start: 0, end: size, maxPayload: Math.max(size, 1) })
+    let position = 0
+    for (;;) {
+      const items = await reader.read(4096)
+      if (items.length === 0) break
+      for (const item of items) {
+        if (item.kind !== 'record') continue
+        const { bytes } = Frame.encode([item.payload], item.seq)
+        position += await target.writev([bytes], position)
+      }
+    }
+    await target.datasync()
+  } finally {
+    await source.close()
+    await target.close()
+  }
+  await fs.rename(temp, `${path}/${name}`)
+  await fs.syncDir(path)
+}
+
+/**
+ * Checks a buffer directory, and with `repair` fixes what it can.
+ *
+ * @example
+ * ```ts
+ * const report = await BufferCheck.run('/var/lib/ackline/file-out')
+ * console.log(BufferCheck.format(report))
+ * if (report.problems.length > 0) await BufferCheck.run(path, { repair: true })
+ * ```
+ */
+export const BufferCheck = {
+  async run(
+    path: string,
+    options: { readonly repair?: boolean; readonly fileSystem?: FileSystem } = {},
+  ): Promise<BufferCheckReport> {
+    const fs = options.fileSystem ?? NodeFileSystem
+    const repair = options.repair === true
+    const problems: string[] = []
+    const repairs: string[] = []
+    const names = (await fs.readdir(path)).sort()
+    const holder = await LockFile.holder(fs, path)
+    const lock = holder === undefined ? undefined : { holder, live: LockFile.isLive(holder, path) }
+    let locked = false
+    if (lock?.live === true) {
+      problems.push(`locked by live process ${holder!.pid} on ${holder!.hostname}: the buffer is in use`)
+    } else if (lock !== undefined) {
+      problems.push(`stale lock of process ${holder!.pid} on ${holder!.hostname}`)
+    }
+    const canRepair = repair && lock?.live !== true
+    if (repair && !canRepair) problems.push('not repairing a buffer a live process holds')
+    if (canRepair) {
+      await LockFile.acquire(fs, path)
+      locked = true
+      if (lock !== undefined) repairs.push(`took over the stale lock of process ${holder!.pid}`)
+    }
+    try {
+      const tempLedger = names.includes(Ledger.TEMP)
+      if (tempLedger) {
+        problems.push(
+          `${Ledger.TEMP} left by a crash between writing and renaming the ledger (the old ledger is used)`,
+        )
+        if (canRepair) {
+          await fs.unlink(`${path}/${Ledger.TEMP}`)
+          repairs.push(`removed ${Ledger.TEMP}`)
+        }
+      }
+      const ledger = await Ledger.read(fs, path)
+      if (ledger.status === 'missing') problems.push('ledger missing')
+      if (ledger.status === 'corrupt') problems.push(`ledger corrupt (${ledger.reason})`)
+      const segNames = names.filter((n) => SEGMENT.test(n))
+      const firstOnDisk = segNames.length > 0 ? Number(segNames[0]!.slice(0, 20)) : 0
+      const ackedBelow = ledger.status === 'ok' ? ledger.ledger.ackedBelow : firstOnDisk
+      const segments: SegmentCheck[] = []
+      let lastSeq = -1
+      for (const name of segNames) {
+        const seg = await checkSegment(fs, path, name, ackedBelow)
+        const { validEnd, ...check } = seg
+        segments.push(check)
+        if (seg.lastSeq !== undefined) lastSeq = Math.max(lastSeq, seg.lastSeq)
+        for (const c of seg.corrupt) {
+          problems.push(`segment ${name}: checksum failure at offset ${c.offset}, ${c.bytes} bytes damaged`)
+        }
+        if (seg.torn !== undefined) {
+          problems.push(`segment ${name}: torn write of ${seg.torn.bytes} bytes at offset ${seg.torn.offset}`)
+        }
+        if (!canRepair) continue
+        if (seg.corrupt.length > 0) {
+          await rewriteSegment(fs, path, name)
+          repairs.push(
+            `segment ${name}: rewrote without ${seg.corrupt.length} damaged region(s)${seg.torn ? ' and its torn tail' : ''}`,
+          )
+        } else if (seg.torn !== undefined) {
+          const file = await fs.open(`${path}/${name}`, 'append')
+          try {
+            await file.truncate(validEnd)
+            await file.datasync()
+          } finally {
+            await file.close()
+          }
+          repairs.push(`segment ${name}: cut ${seg.torn.bytes} torn bytes at offset ${validEnd}`)
+        }
+      }
+      if (ledger.status === 'ok') {
+        for (const first of ledger.ledger.segments) {
+          if (first >= ackedBelow && !segNames.some((n) => Number(n.slice(0, 20)) === first)) {
+            problems.push(`segment starting at ${first} is listed in the ledger but missing`)
+          }
+        }
+        if (ledger.ledger.nextSeq <= lastSeq) {
+          problems.push(
+            `ledger's next sequence number ${ledger.ledger.nextSeq} is not above the last record ${lastSeq}`,
+          )
+        }
+      }
+      const ledgerBad = ledger.status !== 'ok' || ledger.ledger.nextSeq <= lastSeq
+      if (canRepair && ledgerBad) {
+        const nextSeq = Math.max(lastSeq + 1, ledger.status === 'ok' ? ledger.ledger.nextSeq : 0, ackedBelow)
+        await Ledger.write(fs, path, {
+          nextSeq,
+          ackedBelow: Math.min(ackedBelow, nextSeq),
+          segments: segNames.map((n) => Number(n.slice(0, 20))),
+        })
+        repairs.push(
+          `rebuilt the ledger from the segments (acknowledged below ${ackedBelow}, next ${nextSeq})`,
+        )
+      }
+      const deadLetter = names.includes('dead-letter')
+        ? await BufferCheck.run(`${path}/dead-letter`, { repair: canRepair, fileSystem: fs })
+        : undefined
+      if (deadLetter !== undefined) {
+        // The dead-letter queue lives under this buffer's lock and may legitimately have no ledger yet.
+        for (const p of deadLetter.problems) if (p !== 'ledger missing') problems.push(`dead-letter: ${p}`)
+        for (const r of deadLetter.repairs) repairs.push(`dead-letter: ${r}`)
+      }
+      return {
+        path,
+        ledger,
+        tempLedger,
+        lock,
+        segments,
+        ackedBelow,
+        records: segments.reduce((n, s) => n + s.records, 0),
+        unacked: segments.reduce((n, s) => n + s.unacked, 0),
+        deadLetter,
+        problems,
+        repairs,
+      }
+    } finally {
+      if (locked) await LockFile.release(fs, path)
+    }
+  },
+
+  /** The report as the command prints it. */
+  format(report: BufferCheckReport): string {
+    const lines: string[] = [`buffer ${report.path}`]
+    const l = report.ledger
+    lines.push(
+      l.status === 'ok'
+        ? `  ledger: ok (acknowledged below ${l.ledger.ackedBelow}, next sequence ${l.ledger.nextSeq})`
+        : `  ledger: ${l.status}${l.status === 'corrupt' ? ` (${l.reason})` : ''}`,
+    )
+    lines.push(`  acknowledged position: ${report.ackedBelow}`)
+    if (report.lock !== undefined) {
+      lines.push(
+        `  lock: process ${report.lock.holder.pid} on ${report.lock.holder.hostname} (${report.lock.live ? 'live' : 'stale'})`,
+      )
+    }
+    lines.push(
+      `  segments: ${report.segments.length}, records: ${report.records}, unacknowledged: ${report.unacked}`,
+    )
+    for (const s of report.segments) {
+      const range = s.firstSeq === undefined ? 'empty' : `seq ${s.firstSeq}..${s.lastSeq}`
+      const damage = s.corrupt.length + (s.torn === undefined ? 0 : 1)
+      lines.push(
+        `    ${s.name}  ${s.bytes} bytes  ${s.records} records  ${range}${damage > 0 ? `  DAMAGED (${damage})` : ''}`,
+      )
+    }
+    if (report.deadLetter !== undefined) {
+      lines.push(`  dead letters: ${report.deadLetter.unacked}`)
+    }
+    lines.push(
+      report.problems.length === 0 ? '  no problems found' : `  problems (${report.problems.length}):`,
+    )
+    for (const p of report.problems) lines.push(`    - ${p}`)
+    if (report.repairs.length > 0) {
+      lines.push(`  repairs (${report.repairs.length}):`)
+      for (const r of report.repairs) lines.push(`    - ${r}`)
+    }
+    return lines.join('\n')
+  },
+} as const

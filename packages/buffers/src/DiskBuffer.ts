@@ -1,0 +1,1170 @@
+/**
+ * A durable, segmented record queue on disk that knows nothing of events: byte payloads in,
+ * sequence numbers out, acknowledgements in any order.
+ *
+ * Invariants:
+ * - A record is never acknowledged to its writer before it is durable under the sync policy: with
+ *   `sync: 'always'` an append resolves only after the write and its fdatasync both succeeded;
+ *   with group commit its `durable` promise resolves only after the fsync that covers it.
+ * - A record is deleted only once it, and every record before it in its segment, was
+ *   acknowledged: the ledger keeps the contiguous acknowledged prefix, a segment is removed when
+ *   the prefix passes its end, and after a crash everything from the first unacknowledged record
+ *   on is read again (at-least-once; records acknowledged above a gap may come back too).
+ * - A negatively acknowledged record is never deleted: `nack` redelivers it after a back-off,
+ *   `deadLetter` moves it durably to the dead-letter queue before acknowledging it here.
+ * - Sequence numbers are never reused, so a record's number names it for the life of the directory.
+ *
+ * Directory layout: `NNNNNNNNNNNNNNNNNNNN.seg` segment files named after their first sequence
+ * number, `ledger.json`, `lock`, and `dead-letter/` (a buffer of the same format).
+ *
+ * @module
+ */
+import { DiskBufferError } from './DiskBufferError.js'
+import { type FileLike, type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
+import { Frame } from './internal/Frame.js'
+import { Ledger, type LedgerState } from './internal/Ledger.js'
+import { LockFile } from './internal/LockFile.js'
+import { SegmentReader } from './internal/SegmentReader.js'
+
+/**
+ * When written records are fsynced.
+ * - `'always'`: every write batch is fsynced before its writer hears back. Nothing acknowledged
+ *   is ever lost, even to a power failure. Concurrent writers share one fsync (group commit
+ *   without a delay), so it costs one fsync per batch at most.
+ * - `{ everyMs, everyWrites }`: group commit. An append resolves once written to the file; its
+ *   `durable` promise resolves at the next fsync, which runs after `everyWrites` appends or
+ *   `everyMs` milliseconds, whichever comes first. A process crash loses nothing (the data is in
+ *   the page cache); a power failure or kernel crash may lose the records written in that window,
+ *   but none whose `durable` promise resolved.
+ */
+export type SyncPolicy = 'always' | { readonly everyMs: number; readonly everyWrites: number }
+
+/** Options of {@link DiskBuffer.open}. */
+export interface DiskBufferOptions {
+  /** The buffer's directory; created if missing. One buffer per directory (it is locked). */
+  readonly path: string
+  /**
+   * The most bytes the segments may take on disk (default 1 GiB). When an append would pass it,
+   * the append waits until acknowledgements free a segment, or is refused (`whenFull: 'refuse'`).
+   * An append to an empty buffer always proceeds.
+   */
+  readonly maxBytes?: number | undefined
+  /** The largest segment file (default 128 MiB). A record never spans two segments, so no record may be larger. */
+  readonly segmentBytes?: number | undefined
+  /** When writes are fsynced (default `'always'`); see {@link SyncPolicy}. */
+  readonly sync?: SyncPolicy | undefined
+  /** Back-off before a negatively acknowledged record is handed out again: doubles from `initialMs` up to `maxMs` (default 100 ms … 30 s). */
+  readonly retryBackoff?: { readonly initialMs: number; readonly maxMs: number } | undefined
+  /** The most records handed out by `read` and not yet settled (default 100 000); `read` waits beyond it. */
+  readonly maxInFlight?: number | undefined
+  /** How long after an acknowledgement the ledger is checkpointed (default 1000 ms). A later checkpoint only means more redelivery after a crash. */
+  readonly ledgerIntervalMs?: number | undefined
+  /** Where corruption and recovery are reported (default: a process warning with code `ACKLINE_DISK_BUFFER`). */
+  readonly log?: ((message: string) => void) | undefined
+  /** @internal The file system (tests substitute one that forgets unsynced writes). */
+  readonly fileSystem?: FileSystem | undefined
+  /** @internal Whether this buffer has a dead-letter queue of its own (its dead-letter queue has not). */
+  readonly deadLetters?: boolean | undefined
+  /** @internal Whether to take the directory lock (a dead-letter queue lives under its parent's). */
+  readonly lock?: boolean | undefined
+}
+
+/** Whether a written record reached the disk (`'failed'`: its fsync failed; it may be lost). */
+export type DurableStatus = 'durable' | 'failed'
+
+/** What an append reports. */
+export type AppendResult =
+  | {
+      readonly status: 'written'
+      /** The sequence number of the first record; the others follow without gaps. */
+      readonly firstSeq: number
+      readonly count: number
+      /** Resolves once the records are fsynced (at once under `sync: 'always'`). */
+      readonly durable: Promise<DurableStatus>
+    }
+  /** The buffer is at `maxBytes` and the append asked to be refused rather than wait. */
+  | { readonly status: 'full' }
+  /** The write failed (ENOSPC, EIO…) and was rolled back; nothing of it will be read. */
+  | { readonly status: 'failed'; readonly error: DiskBufferError }
+
+/** A record handed out by {@link DiskBuffer.read}. */
+export interface StoredRecord {
+  readonly seq: number
+  readonly payload: Uint8Array
+  /** How many times it was handed out before in this process (0 the first time). */
+  readonly attempt: number
+}
+
+/** A record in the dead-letter queue. */
+export interface DeadLetter {
+  /** Its sequence number in the dead-letter queue. */
+  readonly seq: number
+  /** Its sequence number in the main queue when it was rejected. */
+  readonly originalSeq: number
+  readonly payload: Uint8Array
+}
+
+/** What replaying the dead letters did. */
+export type ReplayResult =
+  | { readonly status: 'replayed'; readonly count: number }
+  | { readonly status: 'failed'; readonly error: DiskBufferError }
+
+/** A snapshot of a buffer's counters. */
+export interface DiskBufferMetrics {
+  readonly segments: number
+  readonly bytesOnDisk: number
+  /** Records written and not acknowledged (including those handed out). */
+  readonly unackedRecords: number
+  readonly inFlight: number
+  readonly retryPending: number
+  /** Records written in this process run. */
+  readonly written: number
+  /** Records acknowledged in this process run. */
+  readonly acked: number
+  /** Negative acknowledgements (`nack`) in this process run: each is one redelivery. */
+  readonly redeliveries: number
+  /** Records in the dead-letter queue now. */
+  readonly deadLettered: number
+  /** Damaged regions skipped while reading (checksum failures), with their bytes. */
+  readonly corruptRegions: number
+  readonly corruptBytes: number
+  /** Sequence numbers found missing (damaged or never fsynced before a crash). */
+  readonly recordsLost: number
+  /** Bytes of torn writes cut off the last segment when opening. */
+  readonly tornBytesTruncated: number
+  /** Appends and fsyncs that failed. */
+  readonly writeFailures: number
+  readonly syncFailures: number
+}
+
+interface Segment {
+  readonly firstSeq: number
+  readonly name: string
+  /** Bytes written to the file. */
+  size: number
+  /** Bytes the reader may read (whole, and durable under `'always'`). */
+  visible: number
+  /** No more writes: a failed rollback left its tail unknown. */
+  sealed: boolean
+}
+
+interface PendingAppend {
+  readonly payloads: readonly Uint8Array[]
+  readonly bytes: number
+  readonly resolve: (result: AppendResult) => void
+}
+
+interface Held {
+  readonly payload: Buffer
+  readonly crc: number
+  readonly attempt: number
+}
+
+interface Retry extends Held {
+  readonly seq: number
+  readonly dueAt: number
+}
+
+interface Cursor {
+  segment: Segment | undefined
+  file: FileLike | undefined
+  reader: SegmentReader | undefined
+  /** The next sequence number the reader expects; anything below was seen or is missing. */
+  expected: number
+}
+
+interface Deferred<T> {
+  readonly promise: Promise<T>
+  readonly resolve: (value: T) => void
+}
+
+const deferred = <T>(): Deferred<T> => {
+  let resolve!: (value: T) => void
+  const promise = new Promise<T>((r) => {
+    resolve = r
+  })
+  return { promise, resolve }
+}
+
+const DURABLE: Promise<DurableStatus> = Promise.resolve('durable')
+const SEGMENT = /^(\d{20})\.seg$/
+const DEAD_LETTER_DIR = 'dead-letter'
+const DEAD_LETTER_HEADER = 12
+
+/** The file name of the segment whose first sequence number is `firstSeq`. */
+const segmentName = (firstSeq: number): string => `${String(firstSeq).padStart(20, '0')}.seg`
+
+const positiveInt = (path: string, field: string, value: number | undefined, fallback: number): number => {
+  const v = value ?? fallback
+  if (!Number.isSafeInteger(v) || v <= 0) {
+    throw new DiskBufferError('INVALID_OPTION', `${field} must be a positive integer, got ${v}`, path, field)
+  }
+  return v
+}
+
+const nonNegative = (path: string, field: string, value: number): number => {
+  if (!Number.isFinite(value) || value < 0) {
+    throw new DiskBufferError(
+      'INVALID_OPTION',
+      `${field} must be a non-negative number, got ${value}`,
+      path,
+      field,
+    )
+  }
+  return value
+}
+
+interface Settings {
+  readonly path: string
+  readonly fs: FileSystem
+  readonly maxBytes: number
+  readonly segmentBytes: number
+  readonly sync: SyncPolicy
+  readonly retryInitialMs: number
+  readonly retryMaxMs: number
+  readonly maxInFlight: number
+  readonly ledgerIntervalMs: number
+  readonly log: (message: string) => void
+  readonly deadLetters: boolean
+  readonly lock: boolean
+}
+
+const settle = (path: string, o: DiskBufferOptions): Settings => {
+  const sync = o.sync ?? 'always'
+  if (sync !== 'always') {
+    nonNegative(path, 'sync.everyMs', sync.everyMs)
+    positiveInt(path, 'sync.everyWrites', sync.everyWrites, 1)
+  }
+  const backoff = o.retryBackoff ?? { initialMs: 100, maxMs: 30_000 }
+  const segmentBytes = positiveInt(path, 'segmentBytes', o.segmentBytes, 128 * 1024 * 1024)
+  if (segmentBytes <= Frame.HEADER_BYTES) {
+    throw new DiskBufferError(
+      'INVALID_OPTION',
+      `segmentBytes must exceed the ${Frame.HEADER_BYTES}-byte frame header, got ${segmentBytes}`,
+      path,
+      'segmentBytes',
+    )
+  }
+  return {
+    path,
+    fs: o.fileSystem ?? NodeFileSystem,
+    maxBytes: positiveInt(path, 'maxBytes', o.maxBytes, 1024 * 1024 * 1024),
+    segmentBytes,
+    sync,
+    retryInitialMs: nonNegative(path, 'retryBackoff.initialMs', backoff.initialMs),
+    retryMaxMs: nonNegative(path, 'retryBackoff.maxMs', backoff.maxMs),
+    maxInFlight: positiveInt(path, 'maxInFlight', o.maxInFlight, 100_000),
+    ledgerIntervalMs: nonNegative(path, 'ledgerIntervalMs', o.ledgerIntervalMs ?? 1000),
+    log: o.log ?? ((message) => process.emitWarning(message, { code: 'ACKLINE_DISK_BUFFER' })),
+    deadLetters: o.deadLetters ?? true,
+    lock: o.lock ?? true,
+  }
+}
+
+/**
+ * A durable record queue in a directory.
+ *
+ * @example
+ * ```ts
+ * const buffer = await DiskBuffer.open({ path: '/var/lib/ackline/http-out' })
+ * const written = await buffer.append([Buffer.from('a'), Buffer.from('b')])
+ * if (written.status === 'written') await written.durable // fsynced
+ * const records = await buffer.read(100) // [{ seq, payload, attempt }, …]
+ * for (const r of records ?? []) buffer.ack(r.seq) // in any order
+ * await buffer.close()
+ * ```
+ */
+export class DiskBuffer {
+  /** The buffer's directory. */
+  readonly path: string
+  readonly #s: Settings
+  #state: 'open' | 'draining' | 'closed' = 'open'
+  readonly #segments: Segment[]
+  #active: FileLike | undefined = undefined
+  #nextSeq: number
+  #visibleSeq: number
+  #ackedBelow: number
+  readonly #ackedAbove = new Set<number>()
+  #bytesOnDisk: number
+  #reserved = 0
+  // Every change to files goes through this one lane, so writes, fsyncs, rolls and deletions never interleave.
+  #lane: Promise<unknown> = Promise.resolve()
+  #pending: PendingAppend[] = []
+  #writeScheduled = false
+  #syncGeneration: Deferred<DurableStatus> | undefined = undefined
+  #writesSinceSync = 0
+  #syncTimer: NodeJS.Timeout | undefined = undefined
+  #ledgerTimer: NodeJS.Timeout | undefined = undefined
+  #ledgerDirty = false
+  readonly #cursor: Cursor
+  #reading: Promise<unknown> = Promise.resolve()
+  readonly #inFlight = new Map<number, Held>()
+  #retries: Retry[] = []
+  #wakeup: Deferred<void> = deferred()
+  #spaceWaiters: (() => void)[] = []
+  readonly #deadLetters: DiskBuffer | undefined
+  /** Records of this queue found in the dead-letter queue at open: sequence number → frame checksum. */
+  readonly #deadLettered: Map<number, number>
+  readonly #m = {
+    written: 0,
+    acked: 0,
+    redeliveries: 0,
+    corruptRegions: 0,
+    corruptBytes: 0,
+    recordsLost: 0,
+    tornBytesTruncated: 0,
+    writeFailures: 0,
+    syncFailures: 0,
+  }
+
+  private constructor(
+    s: Settings,
+    init: {
+      segments: Segment[]
+      active: FileLike | undefined
+      nextSeq: number
+      ackedBelow: number
+      tornBytes: number
+      deadLetters: DiskBuffer | undefined
+      deadLettered: Map<number, number>
+    },
+  ) {
+    this.#s = s
+    this.path = s.path
+    this.#segments = init.segments
+    this.#active = init.active
+    this.#nextSeq = init.nextSeq
+    this.#visibleSeq = init.nextSeq
+    this.#ackedBelow = init.ackedBelow
+    this.#bytesOnDisk = init.segments.reduce((n, seg) => n + seg.size, 0)
+    this.#deadLetters = init.deadLetters
+    this.#deadLettered = init.deadLettered
+    this.#m.tornBytesTruncated = init.tornBytes
+    const start = init.segments.findLast((seg) => seg.firstSeq <= init.ackedBelow) ?? init.segments[0]
+    this.#cursor = { segment: start, file: undefined, reader: undefined, expected: init.ackedBelow }
+  }
+
+  /**
+   * Opens (or creates) the buffer in `options.path`, recovering from whatever a crash left:
+   * a torn last write is cut off, a missing or damaged ledger is rebuilt from the segments, a
+   * leftover temporary ledger is discarded (the old ledger is used), a stale lock is taken over.
+   * Throws a {@link DiskBufferError} `LOCKED` when a live process holds the directory.
+   */
+  static async open(options: DiskBufferOptions): Promise<DiskBuffer> {
+    const s = settle(options.path, options)
+    const { fs, path } = s
+    await fs.mkdir(path)
+    if (s.lock) {
+      const { tookOverFrom } = await LockFile.acquire(fs, path)
+      if (tookOverFrom !== undefined) {
+        s.log(
+          `disk buffer ${path}: took over the stale lock of process ${tookOverFrom.pid} on ${tookOverFrom.hostname}`,
+        )
+      }
+    }
+    try {
+      return await DiskBuffer.#recover(s)
+    } catch (error) {
+      if (s.lock) await LockFile.release(fs, path)
+      throw error
+    }
+  }
+
+  static async #recover(s: Settings): Promise<DiskBuffer> {
+    const { fs, path } = s
+    const names = await fs.readdir(path)
+    if (names.includes(Ledger.TEMP)) {
+      // A crash between writing the new ledger and renaming it: the old one is the truth.
+      s.log(`disk buffer ${path}: discarded ${Ledger.TEMP} left by a crash; using the previous ledger`)
+      await fs.unlink(`${path}/${Ledger.TEMP}`)
+    }
+    const ledger = await Ledger.read(fs, path)
+    const segments: Segment[] = []
+    for (const name of names.sort()) {
+      const match = SEGMENT.exec(name)
+      if (match === null) continue
+      const size = (await fs.size(`${path}/${name}`)) ?? 0
+      segments.push({ firstSeq: Number(match[1]), name, size, visible: size, sealed: false })
+    }
+    if (ledger.status === 'ok') {
+      for (const first of ledger.ledger.segments) {
+        if (first >= ledger.ledger.ackedBelow && !segments.some((seg) => seg.firstSeq === first)) {
+          s.log(`disk buffer ${path}: segment ${segmentName(first)} listed in the ledger is missing`)
+        }
+      }
+    }
+    // Only the last segment can hold a torn write: scan it to find its last whole frame.
+    let tornBytes = 0
+    let lastSeq = -1
+    let active: FileLike | undefined
+    const last = segments.at(-1)
+    if (last !== undefined) {
+      active = await fs.open(`${path}/${last.name}`, 'append')
+      const reader = new SegmentReader(active, { start: 0, end: last.size, maxPayload: s.segmentBytes })
+      let validEnd = 0
+      for (;;) {
+        const items = await reader.read(4096)
+        if (items.length === 0) break
+        for (const item of items) {
+          if (item.kind === 'record') {
+            lastSeq = Math.max(lastSeq, item.seq)
+            validEnd = item.offset + Frame.size(item.payload.length)
+          } else if (item.kind === 'torn') {
+            tornBytes = item.bytes
+          }
+        }
+      }
+      if (tornBytes > 0) {
+        s.log(
+          `disk buffer ${path}: cut a torn write of ${tornBytes} bytes off segment ${last.name} at offset ${validEnd}`,
+        )
+        await active.truncate(validEnd)
+        await active.datasync()
+        last.size = validEnd
+        last.visible = validEnd
+      }
+    }
+    const known = ledger.status === 'ok' ? ledger.ledger : undefined
+    const nextSeq = Math.max(lastSeq + 1, last?.firstSeq ?? 0, known?.nextSeq ?? 0, known?.ackedBelow ?? 0)
+    let ackedBelow = known?.ackedBelow ?? segments[0]?.firstSeq ?? nextSeq
+    ackedBelow = Math.min(Math.max(ackedBelow, segments[0]?.firstSeq ?? nextSeq), nextSeq)
+    if (ledger.status === 'corrupt' || (ledger.status === 'missing' && segments.length > 0)) {
+      s.log(
+        `disk buffer ${path}: ledger ${ledger.status === 'missing' ? 'missing' : `corrupt (${ledger.reason})`}; rebuilt by scanning ${segments.length} segment(s), redelivering from sequence ${ackedBelow}`,
+      )
+    }
+    let deadLetters: DiskBuffer | undefined
+    const deadLettered = new Map<number, number>()
+    if (s.deadLetters) {
+      deadLetters = await DiskBuffer.open({
+        path: `${path}/${DEAD_LETTER_DIR}`,
+        segmentBytes: s.segmentBytes,
+        maxBytes: Number.MAX_SAFE_INTEGER,
+        sync: 'always',
+        log: s.log,
+        fileSystem: s.fs,
+        deadLetters: false,
+        lock: false,
+      })
+      for await (const letter of deadLetters.deadLetterEntries()) {
+        if (letter.originalSeq >= ackedBelow) deadLettered.set(letter.originalSeq, letter.crc)
+      }
+    }
+    const buffer = new DiskBuffer(s, {
+      segments,
+      active,
+      nextSeq,
+      ackedBelow,
+      tornBytes,
+      deadLetters,
+      deadLettered,
+    })
+    // Segments wholly below the acknowledged prefix: a crash came between the ledger and the delete.
+    buffer.#releaseSegments()
+    if (ledger.status !== 'ok') await buffer.checkpoint()
+    return buffer
+  }
+
+  /** The largest payload a record may have: a segment minus the frame header. */
+  get maxRecordBytes(): number {
+    return this.#s.segmentBytes - Frame.HEADER_BYTES
+  }
+
+  /** The contiguous acknowledged prefix: every record below this sequence number was acknowledged. */
+  get ackedBelow(): number {
+    return this.#ackedBelow
+  }
+
+  /** The sequence number the next record will get. */
+  get nextSeq(): number {
+    return this.#nextSeq
+  }
+
+  /**
+   * Appends records, in order. Waits while the buffer is at `maxBytes` (or, with
+   * `whenFull: 'refuse'`, reports `full` at once). A write failure is reported as `failed` and
+   * rolled back. Throws a {@link DiskBufferError} `RECORD_TOO_LARGE` for a payload over
+   * {@link DiskBuffer.maxRecordBytes} and `CLOSED` after `close()` or `endWrites()`.
+   */
+  async append(
+    payloads: readonly Uint8Array[],
+    options: { readonly whenFull?: 'wait' | 'refuse' } = {},
+  ): Promise<AppendResult> {
+    if (this.#state !== 'open') throw new DiskBufferError('CLOSED', 'append after close', this.path)
+    let bytes = 0
+    for (const payload of payloads) {
+      if (payload.length > this.maxRecordBytes) {
+        throw new DiskBufferError(
+          'RECORD_TOO_LARGE',
+          `a record of ${payload.length} bytes does not fit a segment of ${this.#s.segmentBytes} bytes`,
+          this.path,
+          'segmentBytes',
+        )
+      }
+      bytes += Frame.size(payload.length)
+    }
+    if (payloads.length === 0)
+      return { status: 'written', firstSeq: this.#nextSeq, count: 0, durable: DURABLE }
+    while (!this.#hasRoom(bytes)) {
+      if (options.whenFull === 'refuse') return { status: 'full' }
+      this.#reclaimActive()
+      await new Promise<void>((resolve) => this.#spaceWaiters.push(resolve))
+      if (this.#state !== 'open') {
+        return {
+          status: 'failed',
+          error: new DiskBufferError('CLOSED', 'closed while waiting for space', this.path),
+        }
+      }
+    }
+    this.#reserved += bytes
+    return new Promise<AppendResult>((resolve) => {
+      this.#pending.push({ payloads, bytes, resolve })
+      if (!this.#writeScheduled) {
+        this.#writeScheduled = true
+        void this.#serial(() => this.#writeGroup())
+      }
+    })
+  }
+
+  /**
+   * Up to `max` records to deliver: records whose redelivery back-off has passed first, then new
+   * ones in order. Waits until there is one. Resolves `undefined` once the buffer is closed, or
+   * after `endWrites()` once every record was read and none is in flight, or when `signal` aborts.
+   * Each record must be settled with `ack`, `nack` or `deadLetter`.
+   */
+  read(
+    max = 1000,
+    options: { readonly signal?: AbortSignal | undefined } = {},
+  ): Promise<StoredRecord[] | undefined> {
+    // One reader at a time: the cursor is shared.
+    const next = this.#reading.then(() => this.#read(max, options.signal))
+    this.#reading = next.catch(() => undefined)
+    return next
+  }
+
+  async #read(max: number, signal: AbortSignal | undefined): Promise<StoredRecord[] | undefined> {
+    const onAbort = (): void => this.#wake()
+    signal?.addEventListener('abort', onAbort)
+    try {
+      for (;;) {
+        if (this.#state === 'closed' || signal?.aborted === true) return undefined
+        const wakeup = this.#wakeup.promise
+        const out: StoredRecord[] = []
+        const held: Held[] = []
+        if (this.#retries.length > 0) {
+          const now = Date.now()
+          const later: Retry[] = []
+          for (const retry of this.#retries) {
+            if (retry.dueAt <= now && out.length < max) {
+              out.push({ seq: retry.seq, payload: retry.payload, attempt: retry.attempt })
+              held.push(retry)
+            } else {
+              later.push(retry)
+            }
+          }
+          this.#retries = later
+        }
+        const room = Math.min(max - out.length, this.#s.maxInFlight - this.#inFlight.size - out.length)
+        if (room > 0) await this.#readFresh(room, out, held)
+        if (out.length > 0) {
+          for (let i = 0; i < out.length; i++) {
+            const h = held[i]!
+            this.#inFlight.set(out[i]!.seq, { payload: h.payload, crc: h.crc, attempt: h.attempt })
+          }
+          return out
+        }
+        if (this.#state === 'draining' && this.#caughtUp() && this.#inFlight.size === 0) return undefined
+        let timer: NodeJS.Timeout | undefined
+        if (this.#retries.length > 0) {
+          const due = Math.min(...this.#retries.map((r) => r.dueAt))
+          timer = setTimeout(() => this.#wake(), Math.max(0, due - Date.now()))
+        }
+        await wakeup
+        if (timer !== undefined) clearTimeout(timer)
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /** Acknowledges a record: it will not be read again, and its segment may go. Idempotent. */
+  ack(seq: number): void {
+    if (seq < this.#ackedBelow || seq >= this.#nextSeq || this.#ackedAbove.has(seq)) return
+    this.#inFlight.delete(seq)
+    if (this.#retries.length > 0) this.#retries = this.#retries.filter((r) => r.seq !== seq)
+    this.#m.acked++
+    this.#markAcked(seq)
+  }
+
+  /**
+   * Negative acknowledgement: the sink failed and may succeed later. The record stays on disk and
+   * is handed out again after a back-off that doubles with each attempt.
+   */
+  nack(seq: number): void {
+    const held = this.#inFlight.get(seq)
+    if (held === undefined) return
+    this.#inFlight.delete(seq)
+    const attempt = held.attempt + 1
+    const delay = Math.min(this.#s.retryMaxMs, this.#s.retryInitialMs * 2 ** (attempt - 1))
+    this.#retries.push({ seq, payload: held.payload, crc: held.crc, attempt, dueAt: Date.now() + delay })
+    this.#m.redeliveries++
+    this.#wake()
+  }
+
+  /**
+   * The sink rejected the record for good: it is written (fsynced) to the dead-letter queue, then
+   * acknowledged here, and never handed out again, not even after a crash in between. Reports
+   * `failed` (and leaves the record in flight, to be settled again) if the dead-letter write failed.
+   */
+  async deadLetter(seq: number): Promise<'dead-lettered' | 'unknown' | 'failed'> {
+    const held = this.#inFlight.get(seq)
+    if (held === undefined) return 'unknown'
+    const queue = this.#deadLetters
+    if (queue === undefined) {
+      throw new DiskBufferError(
+        'INVALID_OPTION',
+        'this buffer has no dead-letter queue',
+        this.path,
+        'deadLetters',
+      )
+    }
+    const header = Buffer.allocUnsafe(DEAD_LETTER_HEADER)
+    header.writeUInt32LE(seq >>> 0, 0)
+    header.writeUInt32LE(Math.floor(seq / 0x1_0000_0000), 4)
+    header.writeUInt32LE(held.crc, 8)
+    const written = await queue.append([Buffer.concat([header, held.payload])])
+    if (written.status !== 'written' || (await written.durable) !== 'durable') {
+      this.#s.log(`disk buffer ${this.path}: could not dead-letter record ${seq}; it stays in the queue`)
+      return 'failed'
+    }
+    this.ack(seq)
+    return 'dead-lettered'
+  }
+
+  /** Every record in the dead-letter queue, oldest first, without removing any. */
+  async *deadLetters(): AsyncGenerator<DeadLetter> {
+    for await (const letter of this.#deadLetters?.deadLetterEntries() ?? []) {
+      yield { seq: letter.seq, originalSeq: letter.originalSeq, payload: letter.payload }
+    }
+  }
+
+  /** @internal The dead-letter records of this (dead-letter) buffer, decoded. */
+  async *deadLetterEntries(): AsyncGenerator<DeadLetter & { readonly crc: number }> {
+    for await (const record of this.scan()) {
+      const p = Buffer.from(record.payload.buffer, record.payload.byteOffset, record.payload.length)
+      if (p.length < DEAD_LETTER_HEADER) continue
+      yield {
+        seq: record.seq,
+        originalSeq: p.readUInt32LE(0) + p.readUInt32LE(4) * 0x1_0000_0000,
+        crc: p.readUInt32LE(8),
+        payload: p.subarray(DEAD_LETTER_HEADER),
+      }
+    }
+  }
+
+  /**
+   * Moves every dead letter back into the queue (as new records, fsynced), then empties the
+   * dead-letter queue. A crash in between may leave a record in both (at-least-once).
+   */
+  async replayDeadLetters(): Promise<ReplayResult> {
+    const queue = this.#deadLetters
+    if (queue === undefined) return { status: 'replayed', count: 0 }
+    let batch: Uint8Array[] = []
+    let count = 0
+    const flush = async (): Promise<DiskBufferError | undefined> => {
+      if (batch.length === 0) return undefined
+      const written = await this.append(batch)
+      batch = []
+      if (written.status === 'failed') return written.error
+      if (written.status === 'written' && (await written.durable) !== 'durable') {
+        return new DiskBufferError('WRITE_FAILED', 'fsync failed while replaying dead letters', this.path)
+      }
+      return undefined
+    }
+    for await (const letter of this.deadLetters()) {
+      batch.push(letter.payload)
+      count++
+      if (batch.length >= 1000) {
+        const error = await flush()
+        if (error !== undefined) return { status: 'failed', error }
+      }
+    }
+    const error = await flush()
+    if (error !== undefined) return { status: 'failed', error }
+    await this.checkpoint()
+    await queue.#discardAll()
+    return { status: 'replayed', count }
+  }
+
+  /**
+   * Every record not yet acknowledged, in order, without handing any out (for inspection). Reads
+   * what was written when it started.
+   */
+  async *scan(): AsyncGenerator<StoredRecord & { readonly crc: number }> {
+    const segments = this.#segments.map((seg) => ({ name: seg.name, end: seg.visible }))
+    for (const seg of segments) {
+      let file: FileLike
+      try {
+        file = await this.#s.fs.open(`${this.path}/${seg.name}`, 'read')
+      } catch {
+        continue // deleted meanwhile: acknowledged
+      }
+      try {
+        const reader = new SegmentReader(file, { start: 0, end: seg.end, maxPayload: this.#s.segmentBytes })
+        for (;;) {
+          const items = await reader.read(1024)
+          if (items.length === 0) break
+          for (const item of items) {
+            if (item.kind !== 'record') continue
+            if (item.seq < this.#ackedBelow || this.#ackedAbove.has(item.seq)) continue
+            yield { seq: item.seq, payload: item.payload, attempt: 0, crc: item.crc }
+          }
+        }
+      } finally {
+        await file.close()
+      }
+    }
+  }
+
+  /** Writes the ledger now (it is otherwise written `ledgerIntervalMs` after acknowledgements, and on close). */
+  checkpoint(): Promise<void> {
+    return this.#serial(() => this.#writeLedger())
+  }
+
+  /** Fsyncs now whatever was written (with group commit; a no-op under `'always'`). */
+  flush(): Promise<void> {
+    return this.#serial(() => this.#groupSync())
+  }
+
+  /** No more appends; `read` hands out what is left, then resolves `undefined`. */
+  endWrites(): void {
+    if (this.#state === 'open') this.#state = 'draining'
+    this.#wake()
+  }
+
+  /**
+   * Finishes pending writes, fsyncs, writes the ledger, closes the files and releases the lock.
+   * Records not acknowledged stay on disk for the next open. Closing twice is harmless.
+   */
+  async close(): Promise<void> {
+    if (this.#state === 'closed') return
+    this.#state = 'closed'
+    this.#wake()
+    for (const waiter of this.#spaceWaiters.splice(0)) waiter()
+    await this.#serial(async () => {
+      this.#clearTimers()
+      await this.#groupSync()
+      await this.#writeLedger()
+      await this.#active?.close()
+      this.#active = undefined
+      await this.#closeCursor()
+    })
+    await this.#deadLetters?.close()
+    if (this.#s.lock) await LockFile.release(this.#s.fs, this.path)
+  }
+
+  /** @internal Stops everything without writing anything, as a crash would (for tests). */
+  _abandon(): void {
+    this.#state = 'closed'
+    this.#clearTimers()
+    this.#wake()
+    this.#deadLetters?._abandon()
+    if (this.#s.lock) LockFile.abandon(this.path)
+  }
+
+  /** A snapshot of the counters. */
+  metrics(): DiskBufferMetrics {
+    const dl = this.#deadLetters
+    return {
+      segments: this.#segments.length,
+      bytesOnDisk: this.#bytesOnDisk,
+      unackedRecords: this.#nextSeq - this.#ackedBelow - this.#ackedAbove.size,
+      inFlight: this.#inFlight.size,
+      retryPending: this.#retries.length,
+      ...this.#m,
+      deadLettered: dl === undefined ? 0 : dl.#nextSeq - dl.#ackedBelow - dl.#ackedAbove.size,
+    }
+  }
+
+  // ——— writing ———
+
+  #serial<T>(job: () => Promise<T>): Promise<T> {
+    const run = this.#lane.then(job)
+    this.#lane = run.catch(() => undefined)
+    return run
+  }
+
+  #hasRoom(bytes: number): boolean {
+    const used = this.#bytesOnDisk + this.#reserved
+    return used === 0 || used + bytes <= this.#s.maxBytes
+  }
+
+  async #writeGroup(): Promise<void> {
+    const group = this.#pending
+    this.#pending = []
+    this.#writeScheduled = false
+    if (group.length === 0) return
+    const payloads = group.length === 1 ? group[0]!.payloads : group.flatMap((p) => p.payloads)
+    const groupBytes = group.reduce((n, p) => n + p.bytes, 0)
+    const firstSeq = this.#nextSeq
+    const encoded = Frame.encode(payloads, firstSeq)
+    const before = { segments: this.#segments.length, activeSize: this.#segments.at(-1)?.size ?? 0 }
+    const touched: Segment[] = []
+    try {
+      let rec = 0
+      let start = 0
+      while (rec < payloads.length) {
+        let seg = this.#segments.at(-1)
+        const firstFrame = encoded.ends[rec]! - start
+        if (
+          seg === undefined ||
+          seg.sealed ||
+          this.#active === undefined ||
+          (seg.size > 0 && seg.size + firstFrame > this.#s.segmentBytes)
+        ) {
+          seg = await this.#roll(firstSeq + rec)
+        }
+        let end = rec + 1
+        while (end < payloads.length && seg.size + encoded.ends[end]! - start <= this.#s.segmentBytes) end++
+        const stop = encoded.ends[end - 1]!
+        await this.#active!.writev([encoded.bytes.subarray(start, stop)], seg.size)
+        seg.size += stop - start
+        this.#bytesOnDisk += stop - start
+        if (!touched.includes(seg)) touched.push(seg)
+        this.#nextSeq = firstSeq + end
+        rec = end
+        start = stop
+      }
+      if (this.#s.sync === 'always') await this.#active!.datasync()
+    } catch (error) {
+      this.#reserved -= groupBytes
+      this.#m.writeFailures++
+      await this.#rollback(before, firstSeq, payloads.length)
+      const code = (error as NodeJS.ErrnoException).code === 'ENOSPC' ? 'NO_SPACE' : 'WRITE_FAILED'
+      const failure = new DiskBufferError(
+        code,
+        `writing ${payloads.length} record(s) failed (${(error as Error).message}); rolled back`,
+        this.path,
+        undefined,
+        { cause: error },
+      )
+      this.#s.log(failure.message)
+      for (const p of group) p.resolve({ status: 'failed', error: failure })
+      this.#wake()
+      return
+    }
+    this.#reserved -= groupBytes
+    for (const seg of touched) seg.visible = seg.size
+    this.#visibleSeq = this.#nextSeq
+    this.#m.written += payloads.length
+    this.#ledgerDirty = true
+    const durable = this.#s.sync === 'always' ? DURABLE : this.#durablePromise()
+    let seq = firstSeq
+    for (const p of group) {
+      p.resolve({ status: 'written', firstSeq: seq, count: p.payloads.length, durable })
+      seq += p.payloads.length
+    }
+    this.#wake()
+    const policy = this.#s.sync
+    if (policy !== 'always') {
+      this.#writesSinceSync += group.length
+      if (this.#writesSinceSync >= policy.everyWrites) await this.#groupSync()
+      else if (this.#syncTimer === undefined) {
+        this.#syncTimer = setTimeout(() => {
+          this.#syncTimer = undefined
+          void this.#serial(() => this.#groupSync())
+        }, policy.everyMs)
+        this.#syncTimer.unref()
+      }
+    }
+  }
+
+  #durablePromise(): Promise<DurableStatus> {
+    this.#syncGeneration ??= deferred()
+    return this.#syncGeneration.promise
+  }
+
+  async #groupSync(): Promise<void> {
+    const generation = this.#syncGeneration
+    this.#syncGeneration = undefined
+    this.#writesSinceSync = 0
+    if (this.#syncTimer !== undefined) {
+      clearTimeout(this.#syncTimer)
+      this.#syncTimer = undefined
+    }
+    if (generation === undefined) return
+    try {
+      await this.#active?.datasync()
+      generation.resolve('durable')
+    } catch (error) {
+      this.#m.syncFailures++
+      this.#s.log(`disk buffer ${this.path}: fsync failed (${(error as Error).message}); records may be lost`)
+      generation.resolve('failed')
+    }
+  }
+
+  async #roll(firstSeq: number): Promise<Segment> {
+    const old = this.#active
+    if (old !== undefined) {
+      this.#active = undefined
+      try {
+        await old.datasync()
+      } catch (error) {
+        // What the group-commit writers wrote there may be gone: never report it durable.
+        this.#syncGeneration?.resolve('failed')
+        this.#syncGeneration = undefined
+        await old.close().catch(() => undefined)
+        throw error
+      }
+      await old.close()
+    }
+    const name = segmentName(firstSeq)
+    const file = await this.#s.fs.open(`${this.path}/${name}`, 'append')
+    const segment: Segment = { firstSeq, name, size: 0, visible: 0, sealed: false }
+    this.#segments.push(segment)
+    this.#active = file
+    this.#ledgerDirty = true
+    await this.#s.fs.syncDir(this.path)
+    return segment
+  }
+
+  /** Undoes a failed write group: removes the segments it created, cuts the one it appended to. */
+  async #rollback(
+    before: { segments: number; activeSize: number },
+    firstSeq: number,
+    count: number,
+  ): Promise<void> {
+    const { fs, path } = this.#s
+    try {
+      while (this.#segments.length > before.segments) {
+        const seg = this.#segments.pop()!
+        this.#bytesOnDisk -= seg.size
+        await this.#active?.close().catch(() => undefined)
+        this.#active = undefined
+        await fs.unlink(`${path}/${seg.name}`)
+      }
+      const last = this.#segments.at(-1)
+      if (last !== undefined) {
+        this.#active ??= await fs.open(`${path}/${last.name}`, 'append')
+        await this.#active.truncate(before.activeSize)
+        await this.#active.datasync()
+        this.#bytesOnDisk -= last.size - before.activeSize
+        last.size = before.activeSize
+      }
+      await fs.syncDir(path)
+      this.#nextSeq = firstSeq
+    } catch (error) {
+      // The tail is unknown: seal the segment and never reuse the numbers it may hold.
+      const last = this.#segments.at(-1)
+      if (last !== undefined) last.sealed = true
+      await this.#active?.close().catch(() => undefined)
+      this.#active = undefined
+      this.#nextSeq = firstSeq + count
+      this.#visibleSeq = this.#nextSeq
+      this.#s.log(`disk buffer ${path}: rollback failed (${(error as Error).message}); segment sealed`)
+    }
+  }
+
+  // ——— acknowledging and freeing space ———
+
+  #markAcked(seq: number): void {
+    if (seq !== this.#ackedBelow) {
+      this.#ackedAbove.add(seq)
+      return
+    }
+    this.#ackedBelow++
+    while (this.#ackedAbove.delete(this.#ackedBelow)) this.#ackedBelow++
+    this.#ledgerDirty = true
+    this.#scheduleLedger()
+    this.#releaseSegments()
+    if (this.#spaceWaiters.length > 0) this.#reclaimActive()
+    if (this.#state === 'draining') this.#wake()
+  }
+
+  /** Deletes every segment all of whose records are acknowledged (never the one being written). */
+  #releaseSegments(): void {
+    while (this.#segments.length > 1 && this.#segments[1]!.firstSeq <= this.#ackedBelow) {
+      const seg = this.#segments.shift()!
+      this.#ledgerDirty = true
+      void this.#serial(async () => {
+        await this.#s.fs.unlink(`${this.path}/${seg.name}`)
+        this.#bytesOnDisk -= seg.size
+        this.#spaceFreed()
+      })
+    }
+  }
+
+  /** When every record is acknowledged and a writer waits for room, the segment being written goes too. */
+  #reclaimActive(): void {
+    void this.#serial(async () => {
+      const seg = this.#segments.at(-1)
+      if (
+        seg === undefined ||
+        this.#segments.length !== 1 ||
+        seg.size === 0 ||
+        this.#ackedBelow < this.#nextSeq ||
+        this.#pending.length > 0
+      ) {
+        return
+      }
+      this.#segments.pop()
+      await this.#active?.close()
+      this.#active = undefined
+      await this.#s.fs.unlink(`${this.path}/${seg.name}`)
+      this.#bytesOnDisk -= seg.size
+      this.#ledgerDirty = true
+      this.#spaceFreed()
+    })
+  }
+
+  async #discardAll(): Promise<void> {
+    await this.#serial(async () => {
+      for (const seq of this.#inFlight.keys()) this.#ackedAbove.add(seq)
+      this.#inFlight.clear()
+      this.#retries = []
+      this.#ackedAbove.clear()
+      this.#ackedBelow = this.#nextSeq
+      await this.#active?.close()
+      this.#active = undefined
+      await this.#closeCursor()
+      for (const seg of this.#segments.splice(0)) await this.#s.fs.unlink(`${this.path}/${seg.name}`)
+      this.#bytesOnDisk = 0
+      this.#cursor.segment = undefined
+      this.#cursor.expected = this.#nextSeq
+      await this.#writeLedger()
+    })
+  }
+
+  #spaceFreed(): void {
+    for (const waiter of this.#spaceWaiters.splice(0)) waiter()
+  }
+
+  #scheduleLedger(): void {
+    if (this.#ledgerTimer !== undefined || this.#state === 'closed') return
+    this.#ledgerTimer = setTimeout(() => {
+      this.#ledgerTimer = undefined
+      void this.#serial(() => (this.#ledgerDirty ? this.#writeLedger() : Promise.resolve())).catch(
+        (error: Error) =>
+          this.#s.log(`disk buffer ${this.path}: ledger checkpoint failed (${error.message})`),
+      )
+    }, this.#s.ledgerIntervalMs)
+    this.#ledgerTimer.unref()
+  }
+
+  async #writeLedger(): Promise<void> {
+    const state: LedgerState = {
+      nextSeq: this.#nextSeq,
+      ackedBelow: this.#ackedBelow,
+      segments: this.#segments.map((seg) => seg.firstSeq),
+    }
+    await Ledger.write(this.#s.fs, this.path, state)
+    this.#ledgerDirty = false
+  }
+
+  #clearTimers(): void {
+    if (this.#syncTimer !== undefined) clearTimeout(this.#syncTimer)
+    if (this.#ledgerTimer !== undefined) clearTimeout(this.#ledgerTimer)
+    this.#syncTimer = undefined
+    this.#ledgerTimer = undefined
+  }
+
+  // ——— reading ———
+
+  #wake(): void {
+    const wakeup = this.#wakeup
+    this.#wakeup = deferred()
+    wakeup.resolve()
+  }
+
+  /** Whether every visible record was read. */
+  #caughtUp(): boolean {
+    const seg = this.#cursor.segment
+    if (seg !== undefined && this.#segments.includes(seg)) {
+      if (this.#cursor.reader !== undefined ? this.#cursor.reader.position < seg.visible : seg.visible > 0) {
+        return false
+      }
+      if (this.#segments.some((s) => s.firstSeq > seg.firstSeq)) return false
+      return true
+    }
+    return this.#segments.every((s) => s.firstSeq < this.#cursor.expected && s.visible === 0)
+  }
+
+  async #closeCursor(): Promise<void> {
+    const file = this.#cursor.file
+    this.#cursor.file = undefined
+    this.#cursor.reader = undefined
+    await file?.close()
+  }
+
+  async #readFresh(max: number, out: StoredRecord[], held: Held[]): Promise<void> {
+    const cursor = this.#cursor
+    const limit = out.length + max
+    while (out.length < limit) {
+      let seg = cursor.segment
+      if (seg === undefined || !this.#segments.includes(seg)) {
+        await this.#closeCursor()
+        seg = this.#segments.findLast((s) => s.firstSeq <= cursor.expected) ?? this.#segments[0]
+        cursor.segment = seg
+        if (seg === undefined) break
+      }
+      if (cursor.reader === undefined) {
+        cursor.file = await this.#s.fs.open(`${this.path}/${seg.name}`, 'read')
+        cursor.reader = new SegmentReader(cursor.file, {
+          start: 0,
+          end: seg.visible,
+          maxPayload: this.#s.segmentBytes,
+        })
+      }
+      const reader = cursor.reader
+      reader.setEnd(seg.visible)
+      if (reader.atEnd) {
+        // Move on only from a segment that is complete: its whole content visible, or sealed.
+        const complete = seg.sealed || seg.visible === seg.size
+        const next = this.#segments.find((s) => s.firstSeq > seg.firstSeq)
+        if (next === undefined || !complete) break
+        await this.#closeCursor()
+        cursor.segment = next
+        continue
+      }
+      const items = await reader.read(limit - out.length)
+      for (const item of items) {
+        if (item.kind !== 'record') {
+          this.#m.corruptRegions++
+          this.#m.corruptBytes += item.bytes
+          this.#s.log(
+            `disk buffer ${this.path}: checksum failure in segment ${seg.name} at offset ${item.offset}; skipped ${item.bytes} bytes`,
+          )
+          continue
+        }
+        const seq = item.seq
+        if (seq < cursor.expected) continue
+        if (seq > cursor.expected) this.#missing(cursor.expected, seq, seg.name)
+        cursor.expected = seq + 1
+        if (seq < this.#ackedBelow || this.#ackedAbove.has(seq)) continue
+        if (this.#deadLettered.get(seq) === item.crc) {
+          // Dead-lettered before a crash that came before its acknowledgement was checkpointed.
+          this.#deadLettered.delete(seq)
+          this.#markAcked(seq)
+          continue
+        }
+        out.push({ seq, payload: item.payload, attempt: 0 })
+        held.push({ payload: item.payload, crc: item.crc, attempt: 0 })
+      }
+    }
+    if (cursor.expected < this.#visibleSeq && this.#caughtUp()) {
+      this.#missing(cursor.expected, this.#visibleSeq, cursor.segment?.name ?? '(none)')
+      cursor.expected = this.#visibleSeq
+    }
+  }
+
+  /** Sequence numbers `[from, to)` are not on disk (damaged, or lost unsynced): count them acknowledged. */
+  #missing(from: number, to: number, segment: string): void {
+    this.#m.recordsLost += to - from
+    this.#s.log(
+      `disk buffer ${this.path}: records ${from}..${to - 1} missing before segment ${segment}; skipped`,
+    )
+    for (let seq = from; seq < to; seq++) {
+      if (seq >= this.#ackedBelow) this.#markAcked(seq)
+    }
+  }
+}

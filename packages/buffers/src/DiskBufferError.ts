@@ -1,0 +1,53 @@
+/**
+ * The one error class of `@ackline/buffers`. Errors name the component (the buffer's directory)
+ * and, where one is at fault, the option or field.
+ *
+ * Invariant: only misuse and unusable setups throw (a locked directory, a bad option, a record
+ * that can never fit); a failed write is reported as data (`AppendResult`), not thrown.
+ *
+ * @module
+ */
+
+/** What went wrong. */
+export type DiskBufferErrorCode =
+  /** Another live process (or another open buffer in this one) holds the directory's lock. */
+  | 'LOCKED'
+  /** An option is out of range; `field` names it. */
+  | 'INVALID_OPTION'
+  /** A record is larger than a segment can hold; it can never be written. */
+  | 'RECORD_TOO_LARGE'
+  /** The buffer was used after `close()`. */
+  | 'CLOSED'
+  /** A write or fsync failed (`cause` holds the system error; ENOSPC is one). */
+  | 'WRITE_FAILED'
+  /** The disk is full (ENOSPC); the write was rolled back. */
+  | 'NO_SPACE'
+
+/**
+ * An error of a disk buffer.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await DiskBuffer.open({ path })
+ * } catch (error) {
+ *   if (error instanceof DiskBufferError && error.code === 'LOCKED') console.error(error.message)
+ * }
+ * ```
+ */
+export class DiskBufferError extends Error {
+  override readonly name = 'DiskBufferError'
+
+  constructor(
+    /** What went wrong. */
+    readonly code: DiskBufferErrorCode,
+    message: string,
+    /** The buffer directory the error is about. */
+    readonly path: string,
+    /** The option or field at fault, if one is. */
+    readonly field?: string,
+    options?: { readonly cause?: unknown },
+  ) {
+    super(`disk buffer ${path}: ${message}`, options)
+  }
+}

@@ -1,0 +1,363 @@
+/**
+ * A disk buffer in front of a sink: the `EdgeBuffer` of `@ackline/topology` on top of a
+ * {@link DiskBuffer}.
+ *
+ * Invariants:
+ * - An event's batch is never told `delivered` before the event is safe: with
+ *   `acknowledgements: 'on-write'`, once its record is durable under the sync policy; with
+ *   `'on-delivery'`, once the sink delivered the record read back from disk.
+ * - Every finalizer group taken off a pushed event is ended exactly once in this process run:
+ *   `delivered` (durable or delivered), `rejected` (dropped when full, too large, or rejected by
+ *   the sink and dead-lettered), `errored` (the write failed, or the buffer was disposed first).
+ * - A record read back carries a fresh notifier of the buffer's own (source id `<sinkId>:buffer`);
+ *   what the sink reports on it decides the record's fate: acknowledged, redelivered after a
+ *   back-off, or dead-lettered. An `errored` record is never deleted.
+ *
+ * At-least-once across restarts: finalizers do not survive a process; after a restart the records
+ * on disk are delivered again without them, and the sources (whose batches were never settled)
+ * resend what they did not get acknowledged. Records acknowledged above the first unacknowledged
+ * one may be delivered again after a crash.
+ *
+ * @module
+ */
+import {
+  BatchNotifier,
+  type BatchStatus,
+  EventArray,
+  EventFinalizerGroups,
+  type JsonObject,
+} from '@ackline/core'
+import { DiskBuffer, type DiskBufferMetrics, type ReplayResult, type SyncPolicy } from './DiskBuffer.js'
+import { DiskBufferError } from './DiskBufferError.js'
+import { EventRecord } from './internal/EventRecord.js'
+import type { FileSystem } from './internal/FileSystem.js'
+
+/** Options of {@link openDiskBuffer}; a sink's `buffer: { type: 'disk', … }` in a topology. */
+export interface DiskEdgeBufferOptions {
+  /** The buffer kind, as a topology config writes it; only `'disk'` (or nothing) is accepted. */
+  readonly type?: 'disk' | undefined
+  /** The buffer's directory (one per sink); created if missing and locked while open. */
+  readonly path: string
+  /** The id of the sink the buffer feeds; names the buffer's own notifiers (`<sinkId>:buffer`) and its messages. */
+  readonly sinkId: string
+  /**
+   * The most bytes the buffer may take on disk (default 1 GiB = 1073741824). When reached,
+   * `whenFull` decides: wait for the sink to catch up, or drop.
+   */
+  readonly maxBytes?: number | undefined
+  /**
+   * The largest segment file (default 128 MiB = 134217728). Space is freed a whole segment at a
+   * time; an event whose record exceeds a segment is rejected at once.
+   */
+  readonly segmentBytes?: number | undefined
+  /**
+   * What a push does when the buffer is at `maxBytes` (default `'block'`): `'block'` waits until
+   * acknowledgements free a segment (back pressure reaches the source); `'drop_newest'` settles
+   * the pushed events `rejected` at once.
+   */
+  readonly whenFull?: 'block' | 'drop_newest' | undefined
+  /**
+   * When writes are fsynced (default `'always'`): `'always'` fsyncs every push before it
+   * resolves, so nothing acknowledged is lost even to a power failure; `{ everyMs, everyWrites }`
+   * is group commit, where a push resolves once written and the fsync follows within `everyMs` or
+   * `everyWrites` pushes (a power failure may lose that window, never what was acknowledged).
+   */
+  readonly sync?: SyncPolicy | undefined
+  /**
+   * When the sources' batches are settled (default `'on-delivery'`): `'on-write'` settles them
+   * `delivered` once the records are durable (Vector's `buffer.acknowledgements: true`);
+   * `'on-delivery'` only once the sink delivered them (end to end, within one process run).
+   */
+  readonly acknowledgements?: 'on-write' | 'on-delivery' | undefined
+  /** The most events one `pull` returns (default 1000). */
+  readonly maxEventsPerPull?: number | undefined
+  /** Back-off before redelivering what the sink reported `errored` (default 100 ms doubling to 30 s). */
+  readonly retryBackoff?: { readonly initialMs: number; readonly maxMs: number } | undefined
+  /** Where corruption, recovery and drops are reported (default: process warnings, code `ACKLINE_DISK_BUFFER`). */
+  readonly log?: ((message: string) => void) | undefined
+  /** @internal */
+  readonly fileSystem?: FileSystem | undefined
+}
+
+/** An event in the dead-letter queue, decoded. */
+export interface DeadLetterEvent {
+  /** Its record's sequence number in the main queue when it was rejected. */
+  readonly originalSeq: number
+  readonly fields: JsonObject
+  readonly sourceId: string | undefined
+  readonly ingestTimestamp: number
+}
+
+/** The counters of a disk edge buffer: its record store's, and what the adapter settled on its own. */
+export interface DiskEdgeBufferMetrics extends DiskBufferMetrics {
+  /** Events settled `rejected` because the buffer was full (`whenFull: 'drop_newest'`). */
+  readonly droppedWhenFull: number
+  /** Events settled `rejected` because their record could not fit a segment. */
+  readonly rejectedTooLarge: number
+  /** Events settled `errored` because their write failed. */
+  readonly writeErrored: number
+  /** Records the sink rejected that were moved to the dead-letter queue in this run. */
+  readonly deadLetteredThisRun: number
+}
+
+/** A disk buffer as the topology runtime sees it, with inspection on the side. */
+export interface DiskEdgeBuffer {
+  /**
+   * Stores the events. Resolves once they are written (fsynced under `'always'`), settled, or,
+   * when full and blocking, once there is room. The handles are consumed.
+   */
+  push(events: EventArray): Promise<void>
+  /** The next events for the sink, each with a fresh notifier; `undefined` once closed and drained, or on abort. */
+  pull(signal?: AbortSignal): Promise<EventArray | undefined>
+  /** No more pushes; `pull` drains what is left, then returns `undefined` and the files are closed. */
+  close(): Promise<void>
+  /** Closes the files now without draining. What is on disk stays for the next open; batches still waiting are settled `errored`. */
+  dispose(): Promise<void>
+  /** The record store underneath (for inspection and tests). */
+  readonly store: DiskBuffer
+  metrics(): DiskEdgeBufferMetrics
+  /** The events in the dead-letter queue, oldest first. */
+  deadLetters(): AsyncGenerator<DeadLetterEvent>
+  /** Moves every dead letter back into the queue, to be delivered again. */
+  replayDeadLetters(): Promise<ReplayResult>
+}
+
+interface Origin {
+  readonly groups: EventFinalizerGroups
+  readonly index: number
+}
+
+class DiskEdgeBufferImpl implements DiskEdgeBuffer {
+  readonly store: DiskBuffer
+  readonly #sinkId: string
+  readonly #notifierSource: string
+  readonly #onWrite: boolean
+  readonly #whenFull: 'wait' | 'refuse'
+  readonly #maxPerPull: number
+  readonly #log: (message: string) => void
+  #state: 'open' | 'closing' | 'closed' = 'open'
+  /** The original finalizer groups of records written in this run, by sequence number ('on-delivery'). */
+  readonly #origins = new Map<number, Origin>()
+  readonly #m = { droppedWhenFull: 0, rejectedTooLarge: 0, writeErrored: 0, deadLetteredThisRun: 0 }
+
+  constructor(store: DiskBuffer, options: DiskEdgeBufferOptions, log: (message: string) => void) {
+    this.store = store
+    this.#sinkId = options.sinkId
+    this.#notifierSource = `${options.sinkId}:buffer`
+    this.#onWrite = options.acknowledgements === 'on-write'
+    this.#whenFull = options.whenFull === 'drop_newest' ? 'refuse' : 'wait'
+    this.#maxPerPull = options.maxEventsPerPull ?? 1000
+    this.#log = log
+  }
+
+  async push(events: EventArray): Promise<void> {
+    const list = events.events
+    const groups = EventFinalizerGroups.detach(list)
+    if (this.#state !== 'open') {
+      groups.endAll('errored')
+      for (const event of list) event.end()
+      throw new DiskBufferError('CLOSED', `push after close (sink ${this.#sinkId})`, this.store.path)
+    }
+    const payloads: Buffer[] = []
+    const index: number[] = []
+    for (let i = 0; i < list.length; i++) {
+      const event = list[i]!
+      const payload = EventRecord.encode(event)
+      event.end() // the handle carries no finalizer any more: ending it settles nothing
+      if (payload.length > this.store.maxRecordBytes) {
+        this.#m.rejectedTooLarge++
+        this.#log(
+          `disk buffer of sink ${this.#sinkId}: rejected an event of ${payload.length} bytes, larger than a segment (${this.store.maxRecordBytes} bytes of payload)`,
+        )
+        groups.end(i, 'rejected')
+        continue
+      }
+      payloads.push(payload)
+      index.push(i)
+    }
+    if (payloads.length === 0) return
+    const result = await this.store.append(payloads, { whenFull: this.#whenFull }).catch((error: unknown) => {
+      for (const i of index) groups.end(i, 'errored')
+      throw error
+    })
+    switch (result.status) {
+      case 'full':
+        this.#m.droppedWhenFull += index.length
+        for (const i of index) groups.end(i, 'rejected')
+        return
+      case 'failed':
+        this.#m.writeErrored += index.length
+        for (const i of index) groups.end(i, 'errored')
+        return
+      case 'written':
+        if (this.#onWrite) {
+          const settle = (durable: 'durable' | 'failed'): void => {
+            const status = durable === 'durable' ? 'delivered' : 'errored'
+            for (const i of index) groups.end(i, status)
+          }
+          // Under sync 'always' the promise is already resolved: settle before push returns.
+          void result.durable.then(settle)
+          await Promise.resolve()
+        } else {
+          for (let k = 0; k < index.length; k++) {
+            this.#origins.set(result.firstSeq + k, { groups, index: index[k]! })
+          }
+        }
+        return
+    }
+  }
+
+  async pull(signal?: AbortSignal): Promise<EventArray | undefined> {
+    for (;;) {
+      const records = await this.store.read(this.#maxPerPull, { signal })
+      if (records === undefined) {
+        if (this.#state === 'closing' && signal?.aborted !== true) await this.#shutDown()
+        return undefined
+      }
+      const events = []
+      for (const record of records) {
+        const data = EventRecord.decode(record.payload)
+        if (data === undefined) {
+          this.#log(
+            `disk buffer of sink ${this.#sinkId}: record ${record.seq} is not an event; dead-lettered`,
+          )
+          void this.#deadLetter(record.seq)
+          continue
+        }
+        const event = EventRecord.toEvent(data)
+        const { notifier, receiver } = BatchNotifier.create({ sourceId: this.#notifierSource })
+        notifier.attach(event)
+        notifier.release()
+        const seq = record.seq
+        void receiver.then((status) => this.#settled(seq, status))
+        events.push(event)
+      }
+      if (events.length > 0) return new EventArray(events)
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#state !== 'open') return
+    this.#state = 'closing'
+    this.store.endWrites()
+  }
+
+  async dispose(): Promise<void> {
+    if (this.#state === 'closed') return
+    await this.#shutDown()
+  }
+
+  metrics(): DiskEdgeBufferMetrics {
+    return { ...this.store.metrics(), ...this.#m }
+  }
+
+  async *deadLetters(): AsyncGenerator<DeadLetterEvent> {
+    for await (const letter of this.store.deadLetters()) {
+      const data = EventRecord.decode(letter.payload)
+      if (data !== undefined) yield { originalSeq: letter.originalSeq, ...data }
+    }
+  }
+
+  replayDeadLetters(): Promise<ReplayResult> {
+    return this.store.replayDeadLetters()
+  }
+
+  #settled(seq: number, status: BatchStatus): void {
+    switch (status) {
+      case 'delivered': {
+        this.store.ack(seq)
+        this.#endOrigin(seq, 'delivered')
+        return
+      }
+      case 'errored':
+        // Not deleted and not settled upstream: handed to the sink again after a back-off.
+        this.store.nack(seq)
+        return
+      case 'rejected':
+        void this.#deadLetter(seq)
+        return
+    }
+  }
+
+  async #deadLetter(seq: number): Promise<void> {
+    const outcome = await this.store.deadLetter(seq).catch(() => 'failed' as const)
+    switch (outcome) {
+      case 'dead-lettered':
+        this.#m.deadLetteredThisRun++
+        this.#endOrigin(seq, 'rejected')
+        return
+      case 'failed':
+        this.store.nack(seq)
+        return
+      case 'unknown':
+        return
+    }
+  }
+
+  #endOrigin(seq: number, status: 'delivered' | 'rejected'): void {
+    const origin = this.#origins.get(seq)
+    if (origin === undefined) return
+    this.#origins.delete(seq)
+    origin.groups.end(origin.index, status)
+  }
+
+  async #shutDown(): Promise<void> {
+    this.#state = 'closed'
+    await this.store.close()
+    // Still on disk for the next run, but this run's batches cannot wait for it.
+    for (const origin of this.#origins.values()) origin.groups.end(origin.index, 'errored')
+    this.#origins.clear()
+  }
+}
+
+/**
+ * Opens a disk buffer for a sink (recovering whatever a crash left in `options.path`).
+ *
+ * @example
+ * ```ts
+ * const buffer = await openDiskBuffer({ path: '/var/lib/ackline/file-out', sinkId: 'file-out' })
+ * await buffer.push(events)           // stored; the batches settle when the sink delivers them
+ * const out = await buffer.pull()     // fresh events read back from disk
+ * out?.end('delivered')               // acknowledged: the record goes, the source's batch settles
+ * await buffer.close()                // no more pushes; pull drains then returns undefined
+ * ```
+ */
+export async function openDiskBuffer(options: DiskEdgeBufferOptions): Promise<DiskEdgeBuffer> {
+  if (options.type !== undefined && options.type !== 'disk') {
+    throw new DiskBufferError(
+      'INVALID_OPTION',
+      `buffer type must be 'disk', got '${options.type}'`,
+      options.path,
+      'type',
+    )
+  }
+  if (options.whenFull !== undefined && options.whenFull !== 'block' && options.whenFull !== 'drop_newest') {
+    throw new DiskBufferError(
+      'INVALID_OPTION',
+      `whenFull must be 'block' or 'drop_newest', got '${String(options.whenFull)}'`,
+      options.path,
+      'whenFull',
+    )
+  }
+  const ack = options.acknowledgements
+  if (ack !== undefined && ack !== 'on-write' && ack !== 'on-delivery') {
+    throw new DiskBufferError(
+      'INVALID_OPTION',
+      `acknowledgements must be 'on-write' or 'on-delivery', got '${String(ack)}'`,
+      options.path,
+      'acknowledgements',
+    )
+  }
+  const log =
+    options.log ?? ((message: string) => process.emitWarning(message, { code: 'ACKLINE_DISK_BUFFER' }))
+  const store = await DiskBuffer.open({
+    path: options.path,
+    maxBytes: options.maxBytes,
+    segmentBytes: options.segmentBytes,
+    sync: options.sync,
+    retryBackoff: options.retryBackoff,
+    log,
+    fileSystem: options.fileSystem,
+  })
+  return new DiskEdgeBufferImpl(store, options, log)
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+/**
+ * `ackline-buffer <dir> [--repair]`: checks a disk buffer directory and prints its segments,
+ * record counts, acknowledged position and any damage, changing nothing; with `--repair`, fixes
+ * what it can and says what.
+ *
+ * Exit status: 0 when the buffer is clean (after repair, when repairing), 1 when problems remain,
+ * 2 on a usage error.
+ *
+ * @module
+ */
+import { BufferCheck } from './BufferCheck.js'
+
+const USAGE = 'usage: ackline-buffer <buffer-dir> [--repair]'
+
+async function main(argv: readonly string[]): Promise<number> {
+  const repair = argv.includes('--repair')
+  const rest = argv.filter((a) => a !== '--repair')
+  if (rest.length !== 1 || rest[0]!.startsWith('-')) {
+    console.error(USAGE)
+    return 2
+  }
+  const path = rest[0]!
+  const report = await BufferCheck.run(path, { repair })
+  console.log(BufferCheck.format(report))
+  if (!repair) return report.problems.length === 0 ? 0 : 1
+  const after = await BufferCheck.run(path)
+  if (after.problems.length === 0) {
+    console.log('  after repair: no problems found')
+    return 0
+  }
+  console.log(`  after repair, still (${after.problems.length}):`)
+  for (const p of after.problems) console.log(`    - ${p}`)
+  return 1
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code
+  },
+  (error: unknown) => {
+    console.error(`ackline-buffer: ${(error as Error).message}`)
+    process.exitCode = 2
+  },
+)

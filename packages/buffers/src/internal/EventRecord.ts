@@ -1,0 +1,46 @@
+/**
+ * How an event is stored in a disk buffer record: its fields, source id and ingest timestamp as
+ * one compact JSON array. Finalizers are never stored: they live in memory (this process run)
+ * and the upstream redelivers after a restart.
+ *
+ * @module
+ */
+import { type JsonObject, LogEvent } from '@ackline/core'
+
+/** What a record holds, decoded. */
+export interface EventData {
+  readonly fields: JsonObject
+  readonly sourceId: string | undefined
+  readonly ingestTimestamp: number
+}
+
+/** Encoding and decoding of event records. */
+export const EventRecord = {
+  encode(event: LogEvent): Buffer {
+    const { sourceId, ingestTimestamp } = event.metadata
+    return Buffer.from(JSON.stringify([event.fields, sourceId ?? null, ingestTimestamp]))
+  },
+
+  /** The stored data, or `undefined` when the bytes are not an event record. */
+  decode(payload: Uint8Array): EventData | undefined {
+    try {
+      const v = JSON.parse(Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8'))
+      if (!Array.isArray(v) || v.length !== 3) return undefined
+      const [fields, sourceId, ingestTimestamp] = v as [unknown, unknown, unknown]
+      if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) return undefined
+      if (typeof ingestTimestamp !== 'number') return undefined
+      return {
+        fields: fields as JsonObject,
+        sourceId: typeof sourceId === 'string' ? sourceId : undefined,
+        ingestTimestamp,
+      }
+    } catch {
+      return undefined
+    }
+  },
+
+  /** A fresh event (no finalizers) from stored data. */
+  toEvent(data: EventData): LogEvent {
+    return new LogEvent(data.fields, { sourceId: data.sourceId, ingestTimestamp: data.ingestTimestamp })
+  },
+} as const

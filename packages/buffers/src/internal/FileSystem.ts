@@ -1,0 +1,139 @@
+/**
+ * The few file operations the disk buffer needs, behind one interface, so tests can run the
+ * buffer on a file system that forgets unsynced writes, tears the last one, flips bytes or runs
+ * out of space.
+ *
+ * Invariant: nothing written is durable until `datasync`/`sync` on its file resolved, and no
+ * directory change (create, rename, unlink) is durable until `syncDir` on its directory resolved.
+ *
+ * @module
+ */
+import { constants } from 'node:fs'
+import { type FileHandle, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises'
+
+/** An open file. Positions are absolute; the buffer never relies on a file offset. */
+export interface FileLike {
+  /** Writes `buffers` one after the other at `position`; resolves with the bytes written. */
+  writev(buffers: readonly Uint8Array[], position: number): Promise<number>
+  /** Reads up to `length` bytes at `position` into `buffer` at `offset`; resolves with the count read. */
+  read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<number>
+  /** Makes the data durable (fdatasync). */
+  datasync(): Promise<void>
+  /** Cuts the file to `length` bytes. */
+  truncate(length: number): Promise<void>
+  /** The file's size. */
+  size(): Promise<number>
+  close(): Promise<void>
+}
+
+/** How to open a file. */
+export type OpenMode = 'read' | 'append' | 'create-exclusive' | 'truncate'
+
+/** The file-system operations the disk buffer uses. */
+export interface FileSystem {
+  mkdir(path: string): Promise<void>
+  /** Names in `path`, or an empty list when it does not exist. */
+  readdir(path: string): Promise<string[]>
+  open(path: string, mode: OpenMode): Promise<FileLike>
+  /** The whole file, or `undefined` when it does not exist. */
+  readFile(path: string): Promise<Uint8Array | undefined>
+  /** The file's size, or `undefined` when it does not exist. */
+  size(path: string): Promise<number | undefined>
+  rename(from: string, to: string): Promise<void>
+  /** Removes a file; a missing file is not an error. */
+  unlink(path: string): Promise<void>
+  /** Makes the directory's entries (creations, renames, removals) durable. */
+  syncDir(path: string): Promise<void>
+}
+
+const FLAGS: Record<OpenMode, number> = {
+  read: constants.O_RDONLY,
+  append: constants.O_RDWR | constants.O_CREAT,
+  'create-exclusive': constants.O_RDWR | constants.O_CREAT | constants.O_EXCL,
+  truncate: constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC,
+}
+
+class NodeFile implements FileLike {
+  constructor(readonly handle: FileHandle) {}
+  async writev(buffers: readonly Uint8Array[], position: number): Promise<number> {
+    let written = 0
+    let pending = buffers as Uint8Array[]
+    // writev may write less than asked (a signal, a full pipe); finish the rest ourselves.
+    for (;;) {
+      const { bytesWritten } = await this.handle.writev(pending, position + written)
+      written += bytesWritten
+      let skip = bytesWritten
+      let i = 0
+      while (i < pending.length && skip >= pending[i]!.length) skip -= pending[i++]!.length
+      if (i === pending.length) return written
+      pending = [pending[i]!.subarray(skip), ...pending.slice(i + 1)]
+    }
+  }
+  async read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<number> {
+    return (await this.handle.read(buffer, offset, length, position)).bytesRead
+  }
+  datasync(): Promise<void> {
+    return this.handle.datasync()
+  }
+  truncate(length: number): Promise<void> {
+    return this.handle.truncate(length)
+  }
+  async size(): Promise<number> {
+    return (await this.handle.stat()).size
+  }
+  close(): Promise<void> {
+    return this.handle.close()
+  }
+}
+
+const isMissing = (error: unknown): boolean => (error as NodeJS.ErrnoException).code === 'ENOENT'
+
+/** The real file system, through `node:fs/promises`. */
+export const NodeFileSystem: FileSystem = {
+  async mkdir(path) {
+    await mkdir(path, { recursive: true })
+  },
+  async readdir(path) {
+    try {
+      return await readdir(path)
+    } catch (error) {
+      if (isMissing(error)) return []
+      throw error
+    }
+  },
+  async open(path, mode) {
+    return new NodeFile(await open(path, FLAGS[mode], 0o644))
+  },
+  async readFile(path) {
+    try {
+      return await readFile(path)
+    } catch (error) {
+      if (isMissing(error)) return undefined
+      throw error
+    }
+  },
+  async size(path) {
+    try {
+      return (await stat(path)).size
+    } catch (error) {
+      if (isMissing(error)) return undefined
+      throw error
+    }
+  },
+  rename,
+  async unlink(path) {
+    try {
+      await unlink(path)
+    } catch (error) {
+      if (!isMissing(error)) throw error
+    }
+  },
+  async syncDir(path) {
+    const dir = await open(path, constants.O_RDONLY)
+    try {
+      await dir.sync()
+    } finally {
+      await dir.close()
+    }
+  },
+}

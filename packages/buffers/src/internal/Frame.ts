@@ -1,0 +1,93 @@
+/**
+ * The on-disk framing of one record: a 20-byte header, then the payload.
+ *
+ * ```
+ * offset 0  magic   u32 LE  0x4c4b4341 ("ACKL"), so a reader can find the next frame after damage
+ * offset 4  length  u32 LE  payload bytes
+ * offset 8  seq     u64 LE  the record's sequence number (< 2^53)
+ * offset 16 crc     u32 LE  CRC-32C of bytes 4..16 and of the payload
+ * offset 20 payload
+ * ```
+ *
+ * Invariant: a frame is valid only if its magic, length and checksum all agree; the checksum
+ * covers the length and the sequence number, so a damaged header is caught like a damaged payload.
+ *
+ * @module
+ */
+import { Crc32c } from './Crc32c.js'
+
+const MAGIC = 0x4c4b4341
+const HEADER = 20
+const MAGIC_BYTES = Buffer.from([0x41, 0x43, 0x4b, 0x4c])
+
+/** One encoded batch: the bytes, and where each record's frame ends in them. */
+export interface EncodedBatch {
+  readonly bytes: Buffer
+  /** `ends[i]` is the offset just after record `i`'s frame. */
+  readonly ends: readonly number[]
+  /** The checksum of each frame, by record. */
+  readonly crcs: readonly number[]
+}
+
+/** Encoding and checking of frames. */
+export const Frame = {
+  HEADER_BYTES: HEADER,
+  MAGIC_BYTES,
+
+  /** The bytes a payload of `length` bytes takes on disk. */
+  size(length: number): number {
+    return HEADER + length
+  },
+
+  /** Frames `payloads` with sequence numbers `firstSeq`, `firstSeq + 1`, … into one buffer. */
+  encode(payloads: readonly Uint8Array[], firstSeq: number): EncodedBatch {
+    let total = 0
+    for (const p of payloads) total += HEADER + p.length
+    const bytes = Buffer.allocUnsafe(total)
+    const ends: number[] = new Array(payloads.length)
+    const crcs: number[] = new Array(payloads.length)
+    let pos = 0
+    for (let i = 0; i < payloads.length; i++) {
+      const payload = payloads[i]!
+      const seq = firstSeq + i
+      bytes.writeUInt32LE(MAGIC, pos)
+      bytes.writeUInt32LE(payload.length, pos + 4)
+      bytes.writeUInt32LE(seq >>> 0, pos + 8)
+      bytes.writeUInt32LE(Math.floor(seq / 0x1_0000_0000), pos + 12)
+      bytes.set(payload, pos + HEADER)
+      const crc = Crc32c.update(Crc32c.of(bytes, pos + 4, pos + 16), payload)
+      bytes.writeUInt32LE(crc, pos + 16)
+      crcs[i] = crc
+      pos += HEADER + payload.length
+      ends[i] = pos
+    }
+    return { bytes, ends, crcs }
+  },
+
+  /** Whether `bytes[pos]` starts with the magic number. */
+  hasMagic(bytes: Buffer, pos: number): boolean {
+    return bytes.readUInt32LE(pos) === MAGIC
+  },
+
+  /** The payload length in the header at `pos` (which must hold a whole header). */
+  length(bytes: Buffer, pos: number): number {
+    return bytes.readUInt32LE(pos + 4)
+  },
+
+  /** The sequence number in the header at `pos`. */
+  seq(bytes: Buffer, pos: number): number {
+    return bytes.readUInt32LE(pos + 8) + bytes.readUInt32LE(pos + 12) * 0x1_0000_0000
+  },
+
+  /** The stored checksum of the frame at `pos`. */
+  crc(bytes: Buffer, pos: number): number {
+    return bytes.readUInt32LE(pos + 16)
+  },
+
+  /** Whether the whole frame at `pos` (header and payload in `bytes`) checks out. */
+  verify(bytes: Buffer, pos: number): boolean {
+    const length = bytes.readUInt32LE(pos + 4)
+    const crc = Crc32c.update(Crc32c.of(bytes, pos + 4, pos + 16), bytes, pos + HEADER, pos + HEADER + length)
+    return crc === bytes.readUInt32LE(pos + 16)
+  },
+} as const

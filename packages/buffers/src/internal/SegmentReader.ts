@@ -1,0 +1,145 @@
+/**
+ * Sequential reading of the frames of one segment file, with recovery from damage: a frame that
+ * does not check out is skipped by searching forward for the next frame that does
+ * (resynchronising on the framing).
+ *
+ * Invariant: every byte between `start` and `end` is accounted for exactly once, as a valid
+ * record, as a damaged region followed by a valid frame (`corrupt`), or as damage that runs to
+ * the end (`torn`: a crash cut the last write short, or garbage follows the last frame).
+ *
+ * @module
+ */
+import type { FileLike } from './FileSystem.js'
+import { Frame } from './Frame.js'
+
+/** What a segment yields, in file order. */
+export type SegmentItem =
+  | {
+      readonly kind: 'record'
+      readonly seq: number
+      readonly offset: number
+      readonly crc: number
+      readonly payload: Buffer
+    }
+  | { readonly kind: 'corrupt'; readonly offset: number; readonly bytes: number }
+  | { readonly kind: 'torn'; readonly offset: number; readonly bytes: number }
+
+const EMPTY = Buffer.alloc(0)
+
+/** A reader over `[start, end)` of a segment file; `end` may grow as the writer appends. */
+export class SegmentReader {
+  readonly #file: FileLike
+  readonly #maxPayload: number
+  readonly #chunk: number
+  #end: number
+  #pos: number
+  #buf: Buffer = EMPTY
+  #bufStart = 0
+
+  constructor(
+    file: FileLike,
+    options: { start: number; end: number; maxPayload: number; chunkBytes?: number },
+  ) {
+    this.#file = file
+    this.#pos = options.start
+    this.#end = options.end
+    this.#maxPayload = options.maxPayload
+    this.#chunk = options.chunkBytes ?? 1 << 20
+  }
+
+  /** The offset of the next frame to read. */
+  get position(): number {
+    return this.#pos
+  }
+
+  /** The offset reading stops at. */
+  get end(): number {
+    return this.#end
+  }
+
+  /** Moves the end (the writer appended more whole frames). */
+  setEnd(end: number): void {
+    this.#end = end
+  }
+
+  /** Whether everything up to `end` has been read. */
+  get atEnd(): boolean {
+    return this.#pos >= this.#end
+  }
+
+  /** Up to `max` items; fewer (or none) only at the end. */
+  async read(max: number): Promise<SegmentItem[]> {
+    const out: SegmentItem[] = []
+    while (out.length < max && this.#pos < this.#end) {
+      const pos = this.#pos
+      if (await this.#validAt(pos)) {
+        const length = Frame.length(this.#buf, pos - this.#bufStart)
+        const at = pos - this.#bufStart + Frame.HEADER_BYTES
+        out.push({
+          kind: 'record',
+          seq: Frame.seq(this.#buf, pos - this.#bufStart),
+          offset: pos,
+          crc: Frame.crc(this.#buf, pos - this.#bufStart),
+          payload: Buffer.from(this.#buf.subarray(at, at + length)),
+        })
+        this.#pos = pos + Frame.HEADER_BYTES + length
+        continue
+      }
+      const next = await this.#resync(pos + 1)
+      if (next === undefined) {
+        out.push({ kind: 'torn', offset: pos, bytes: this.#end - pos })
+        this.#pos = this.#end
+      } else {
+        out.push({ kind: 'corrupt', offset: pos, bytes: next - pos })
+        this.#pos = next
+      }
+    }
+    return out
+  }
+
+  /** Whether a whole valid frame starts at `pos` (loads it into the buffer if so). */
+  async #validAt(pos: number): Promise<boolean> {
+    if (!(await this.#ensure(pos, Frame.HEADER_BYTES))) return false
+    const at = pos - this.#bufStart
+    if (!Frame.hasMagic(this.#buf, at)) return false
+    const length = Frame.length(this.#buf, at)
+    if (length > this.#maxPayload) return false
+    if (!(await this.#ensure(pos, Frame.HEADER_BYTES + length))) return false
+    return Frame.verify(this.#buf, pos - this.#bufStart)
+  }
+
+  /** The offset of the next valid frame at or after `from`, or `undefined`. */
+  async #resync(from: number): Promise<number | undefined> {
+    let pos = from
+    while (pos + Frame.HEADER_BYTES <= this.#end) {
+      if (!(await this.#ensure(pos, Math.min(this.#chunk, this.#end - pos)))) return undefined
+      const found = this.#buf.indexOf(Frame.MAGIC_BYTES, pos - this.#bufStart)
+      if (found < 0) {
+        // The magic may straddle the chunk's end: step back three bytes.
+        pos = Math.max(pos + 1, this.#bufStart + this.#buf.length - 3)
+        continue
+      }
+      const candidate = this.#bufStart + found
+      if (await this.#validAt(candidate)) return candidate
+      pos = candidate + 1
+    }
+    return undefined
+  }
+
+  /** Makes `[pos, pos + n)` available in the buffer; false if it runs past `end`. */
+  async #ensure(pos: number, n: number): Promise<boolean> {
+    if (pos + n > this.#end) return false
+    if (pos >= this.#bufStart && pos + n <= this.#bufStart + this.#buf.length) return true
+    const length = Math.min(Math.max(this.#chunk, n), this.#end - pos)
+    const buf = Buffer.allocUnsafe(length)
+    let filled = 0
+    while (filled < length) {
+      const got = await this.#file.read(buf, filled, length - filled, pos + filled)
+      if (got === 0) break
+      filled += got
+    }
+    this.#buf = filled === length ? buf : buf.subarray(0, filled)
+    this.#bufStart = pos
+    return filled >= n
+  }
+}
