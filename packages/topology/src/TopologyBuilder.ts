@@ -67,8 +67,11 @@ export interface DiskBufferOptions {
   /** Largest size on disk, in bytes. */
   readonly maxBytes?: number
   readonly whenFull?: 'block' | 'drop_newest'
-  /** Whether each write is fsynced before it counts as written. */
-  readonly sync?: boolean
+  /**
+   * When writes are fsynced: `'always'` (each push, the default of `@ackline/buffers`) or group
+   * commit `{ everyMs, everyWrites }`.
+   */
+  readonly sync?: 'always' | { readonly everyMs: number; readonly everyWrites: number }
   /**
    * When the buffer settles events: once durably written (`'on-write'`), or once the sink
    * delivered them (`'on-delivery'`, the default).

@@ -4,7 +4,9 @@
  * Invariant: every event handed to a transform leaves it exactly once: emitted on a port,
  * dropped (ended without a status, or with the transform's `dropStatus`), or merged into another
  * event. The runtime checks this after every call and settles any forgotten event `errored`
- * (reporting the bug), so a transform can neither leak nor double-end a handle by mistake.
+ * (reporting the bug), so a transform can neither leak nor double-end a handle by mistake. A
+ * transform with `flush` may keep events across calls (a reduce window); the runtime tracks them
+ * and settles `errored` whatever is still kept after the last `flush` at stop.
  *
  * @module
  */
@@ -57,7 +59,10 @@ export interface Transform<Ports extends string = string> {
   readonly dropStatus?: 'delivered' | 'rejected'
   /** Problems in the transform's own configuration; the builder reports them with everything else. */
   validate?(): readonly ConfigIssue[]
-  /** Handles one input array. Every event in it must be emitted, dropped or merged before it returns. */
+  /**
+   * Handles one input array. Every event in it must be emitted, dropped or merged before it
+   * returns — or, for a transform with `flush`, by a later call.
+   */
   process(events: EventArray, context: TransformContext): void | Promise<void>
   /**
    * Emits whatever the transform still holds (a `reduce` window). Called on a timer when

@@ -13,7 +13,7 @@ import type { ComponentDeclaration } from '../TopologyBuilder.js'
 import { TopologyError } from '../TopologyError.js'
 import { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
-import { openDiskBuffer } from './DiskBufferLoader.js'
+import { type DiskEdgeBuffer, openDiskBuffer } from './DiskBufferLoader.js'
 import { MemoryChannel } from './MemoryChannel.js'
 import { type Inlet, Output } from './Output.js'
 import { SinkRunner } from './SinkRunner.js'
@@ -65,7 +65,7 @@ export class Runtime {
       if (decl.role === 'source') continue
       const options = decl.options.buffer
       if (options?.type === 'disk') {
-        let opened: EdgeBuffer | string
+        let opened: DiskEdgeBuffer | string
         try {
           opened = await openDiskBuffer(decl.id, options, plan.options.dataDir)
         } catch (error) {
@@ -130,10 +130,13 @@ export class Runtime {
     if (this.#forced) return
     this.#forced = true
     this.#controller.abort()
-    for (const runner of this.#transformRunners) runner.forced = true
+    for (const runner of this.#transformRunners) {
+      runner.forced = true
+      runner.settleHeld()
+    }
     for (const [id, buffer] of this.#buffers) {
       if (buffer instanceof MemoryChannel) this.#counters.get(id)!.errored += buffer.force('errored')
-      else buffer.close().catch(() => {})
+      else ((buffer as DiskEdgeBuffer).dispose?.() ?? buffer.close()).catch(() => {})
     }
     for (const runner of this.#sinkRunners) runner.force()
     for (const tracker of this.#trackers) tracker.forceAll()

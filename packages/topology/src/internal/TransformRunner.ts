@@ -2,10 +2,13 @@
  * Runs one transform: pulls arrays from its channel, calls `process` with a context that tracks
  * what became of each input event, and sends what was emitted, port by port.
  *
- * Invariant: after every call, each input event was emitted, dropped or merged; any other one is
- * settled `errored` here and reported, so a transform cannot leak a handle. An emitted handle is
- * owned by the output from then on; one that the transform ended after emitting it is not passed
- * on (and reported). `process` and `flush` never run at the same time.
+ * Invariant: a transform cannot leak a handle. After every call of a transform without `flush`,
+ * each input event was emitted, dropped or merged; any other one is settled `errored` here and
+ * reported. A transform with `flush` may keep events across calls (a reduce window): they are
+ * tracked as held until a later call emits, drops or merges them, and whatever is still held
+ * after the last flush at stop (or at a forced stop) is settled `errored` and reported. An
+ * emitted handle is owned by the output from then on; one that the transform ended after
+ * emitting it is not passed on (and reported). `process` and `flush` never run at the same time.
  */
 import { type DeliveryStatus, EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
@@ -74,6 +77,8 @@ class CallContext implements TransformContext {
 
 export class TransformRunner {
   readonly dropStatus: DeliveryStatus | undefined
+  /** Input events a transform with `flush` kept for a later call. */
+  readonly #held = new Set<LogEvent>()
   #tail: Promise<void> = RESOLVED
   #timer: ReturnType<typeof setInterval> | undefined = undefined
   forced = false
@@ -109,7 +114,34 @@ export class TransformRunner {
       if (this.#timer !== undefined) clearInterval(this.#timer)
       this.#timer = undefined
     }
-    if (!this.forced) await this.#exclusive(() => this.#flush())
+    if (this.forced) return
+    await this.#exclusive(() => this.#flush())
+    this.#settleHeld('its last flush')
+  }
+
+  /** Settles `errored` every event still held (a forced stop, or after the last flush). */
+  settleHeld(): void {
+    this.#settleHeld('the forced stop')
+  }
+
+  #settleHeld(when: string): void {
+    let leaked = 0
+    for (const event of this.#held) {
+      if (!event.isEnded) {
+        event.end('errored')
+        leaked++
+      }
+    }
+    this.#held.clear()
+    if (leaked === 0) return
+    this.counters.errored += leaked
+    this.emit({
+      type: 'component_error',
+      component: this.id,
+      code: 'LEAKED_EVENTS',
+      message: `transform '${this.id}' still held ${leaked} event(s) after ${when}; they were settled errored`,
+      events: leaked,
+    })
   }
 
   #exclusive(step: () => Promise<void>): Promise<void> {
@@ -151,10 +183,19 @@ export class TransformRunner {
   ): Promise<void> {
     context.close()
     let leaked = 0
+    const held = this.#held
+    if (held.size > 0) {
+      for (const event of held) if (event.isEnded || context.emitted.has(event)) held.delete(event)
+    }
+    const mayHold = this.transform.flush !== undefined && failure === undefined
     for (const event of inputs) {
       if (!event.isEnded && !context.emitted.has(event)) {
-        event.end('errored')
-        leaked++
+        if (mayHold) {
+          held.add(event)
+        } else {
+          event.end('errored')
+          leaked++
+        }
       }
     }
     if (leaked > 0) this.counters.errored += leaked

@@ -1,0 +1,222 @@
+import { TopologyBuilder, TopologyError, type TopologyProblem, type TopologyWarning } from '@ackline/topology'
+import { describe, expect, expectTypeOf, it } from 'vitest'
+import { passThrough, routeBy, testSink, testSource } from './support/TestComponents.js'
+
+const problemsOf = (build: () => unknown): TopologyProblem[] => {
+  try {
+    build()
+  } catch (error) {
+    expect(error).toBeInstanceOf(TopologyError)
+    const e = error as TopologyError
+    expect(e.name).toBe('TopologyError')
+    expect(e.code).toBe('INVALID_TOPOLOGY')
+    return [...e.problems]
+  }
+  throw new Error('build() did not throw')
+}
+
+const brief = (problems: TopologyProblem[]) => problems.map((p) => `${p.code} ${p.component} ${p.field}`)
+
+const quiet = { onWarning: () => {} }
+
+describe('validation', () => {
+  it('builds a valid topology', () => {
+    const topology = new TopologyBuilder(quiet)
+      .source('in', testSource([]))
+      .transform('split', ['in'], routeBy({ errors: () => true }))
+      .sink('alerts', ['split.errors'], testSink())
+      .sink('archive', ['in', 'split._unmatched'], testSink())
+      .build()
+    expect(topology.warnings).toEqual([])
+  })
+
+  it('reports every problem together, each naming the component and the field', () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder<string>(quiet)
+        .source('in', testSource([]))
+        .source('in', testSource([]))
+        .transform('a.b', ['in'], passThrough())
+        .transform('t', [], passThrough())
+        .transform('split', ['in'], routeBy({ errors: () => true }))
+        .sink('s1', ['nope'], testSink())
+        .sink('s2', ['split.warnings', 'in', 'in'], testSink())
+        .sink('s3', ['s2'], testSink())
+        .sink('s4', ['in.port'], testSink())
+        .build(),
+    )
+    expect(brief(problems)).toEqual([
+      'DUPLICATE_ID in id',
+      'INVALID_ID a.b id',
+      'NO_INPUTS t inputs',
+      'UNKNOWN_INPUT s1 inputs[0]',
+      'UNDECLARED_OUTPUT s2 inputs[0]',
+      'DUPLICATE_INPUT s2 inputs[2]',
+      'INPUT_IS_SINK s3 inputs[0]',
+      'UNDECLARED_OUTPUT s4 inputs[0]',
+      'UNFED_SINK s1 inputs',
+      'UNFED_SINK s3 inputs',
+      'UNFED_SINK s4 inputs',
+    ])
+    const undeclared = problems.find((p) => p.component === 's2' && p.code === 'UNDECLARED_OUTPUT')!
+    expect(undeclared.message).toContain("declares no output port 'warnings'")
+    expect(undeclared.message).toContain("'errors', '_unmatched'")
+  })
+
+  it('lists every problem in the error message', () => {
+    expect(() => new TopologyBuilder<string>().sink('s', ['x'], testSink()).build()).toThrow(
+      /invalid topology \(2 problems\):\n {2}- s \(inputs\[0\]\): input 'x' names no component\n {2}- s \(inputs\): nothing feeds sink 's'/,
+    )
+  })
+
+  it('finds cycles and names every member', () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder<string>(quiet)
+        .source('in', testSource([]))
+        .transform('a', ['in', 'c'], passThrough())
+        .transform('b', ['a'], passThrough())
+        .transform('c', ['b'], passThrough())
+        .transform('self', ['self', 'in'], passThrough())
+        .sink('out', ['c', 'self'], testSink())
+        .build(),
+    )
+    expect(brief(problems).sort()).toEqual([
+      'CYCLE a inputs',
+      'CYCLE b inputs',
+      'CYCLE c inputs',
+      'CYCLE self inputs',
+    ])
+    expect(problems.find((p) => p.component === 'b')!.message).toMatch(/cycle through .*'a'.*/)
+  })
+
+  it('reports a sink that no source reaches, even through existing transforms', () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder<string>(quiet)
+        .source('in', testSource([]))
+        .transform('orphan', ['missing'], passThrough())
+        .sink('out', ['orphan'], testSink())
+        .sink('fine', ['in'], testSink())
+        .build(),
+    )
+    expect(brief(problems)).toEqual(['UNKNOWN_INPUT orphan inputs[0]', 'UNFED_SINK out inputs'])
+  })
+
+  it("includes each component's own config issues, prefixed by its kind", () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet)
+        .source('in', testSource([], { issues: [{ field: 'address', message: 'not an address' }] }))
+        .sink('out', ['in'], testSink({ issues: [{ field: 'path', message: 'missing' }] }))
+        .build(),
+    )
+    expect(problems).toEqual([
+      { code: 'INVALID_CONFIG', component: 'in', field: 'address', message: 'test_source: not an address' },
+      { code: 'INVALID_CONFIG', component: 'out', field: 'path', message: 'test_sink: missing' },
+    ])
+  })
+
+  it('checks buffer, retry and topology options', () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder({ ...quiet, ackTimeoutMs: 0 })
+        .source('in', testSource([]))
+        .transform('t', ['in'], passThrough(), { buffer: { maxEvents: 0 } })
+        .sink('disk', ['t'], testSink(), { buffer: { type: 'disk' } })
+        .sink('retry', ['t'], testSink(), { retry: { attempts: 0, initialBackoffMs: -1 } })
+        .build(),
+    )
+    expect(brief(problems)).toEqual([
+      'INVALID_OPTION (topology) ackTimeoutMs',
+      'INVALID_OPTION t buffer.maxEvents',
+      'INVALID_OPTION disk buffer.path',
+      'INVALID_OPTION retry retry.attempts',
+      'INVALID_OPTION retry retry.initialBackoffMs',
+    ])
+  })
+
+  it('types inputs: only declared ids and ports of transforms', () => {
+    const builder = new TopologyBuilder(quiet)
+      .source('in', testSource([]))
+      .transform('split', ['in'], routeBy({ errors: () => true }))
+    type Inputs = Parameters<typeof builder.sink>[1][number]
+    expectTypeOf<Inputs>().toEqualTypeOf<'in' | 'split' | 'split.errors' | 'split._unmatched'>()
+    // @ts-expect-error: 'nope' is not declared
+    builder.sink('x', ['nope'], testSink())
+  })
+})
+
+describe('acknowledgement propagation', () => {
+  const build = (global: boolean | undefined, sinkSetting: boolean | undefined) =>
+    new TopologyBuilder({ ...quiet, ...(global === undefined ? {} : { acknowledgements: global }) })
+      .source('in', testSource([]))
+      .sink('out', ['in'], testSink(), sinkSetting === undefined ? {} : { acknowledgements: sinkSetting })
+      .build()
+
+  it.each([
+    [undefined, undefined, false],
+    [false, undefined, false],
+    [true, undefined, true],
+    [false, true, true],
+    [true, false, false],
+    [undefined, true, true],
+  ] as const)(
+    'global %s, sink %s: the sink acknowledges = %s (the sink wins both ways)',
+    (global, sink, expected) => {
+      const topology = build(global, sink)
+      expect(topology.sinkAcknowledgements).toEqual({ out: expected })
+      expect(topology.sourceAcknowledgements).toEqual({ in: expected })
+    },
+  )
+
+  it('walks back through every input of every transform, whichever port the sink reads', () => {
+    const topology = new TopologyBuilder(quiet)
+      .source('a', testSource([]))
+      .source('b', testSource([]))
+      .source('c', testSource([]))
+      .source('d', testSource([]))
+      .transform('join', ['a', 'b'], passThrough())
+      .transform('split', ['join', 'c'], routeBy({ x: () => true }))
+      .sink('acking', ['split.x'], testSink(), { acknowledgements: true })
+      .sink('quiet', ['split._unmatched', 'd'], testSink())
+      .build()
+    expect(topology.sourceAcknowledgements).toEqual({ a: true, b: true, c: true, d: false })
+  })
+
+  it('warns once per source and sink that cannot acknowledge, even through a diamond', () => {
+    const warnings: TopologyWarning[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: (w) => warnings.push(w) })
+      .source('stdin', testSource([], { canAcknowledge: false }))
+      .transform('left', ['stdin'], passThrough())
+      .transform('right', ['stdin'], passThrough())
+      .transform('join', ['left', 'right'], passThrough())
+      .sink('out', ['join'], testSink())
+      .sink('other', ['join'], testSink())
+      .sink('off', ['join'], testSink(), { acknowledgements: false })
+      .build()
+    expect(warnings.map((w) => [w.source, w.sink])).toEqual([
+      ['stdin', 'out'],
+      ['stdin', 'other'],
+    ])
+    expect(warnings[0]!.message).toContain("source 'stdin'")
+    expect(warnings[0]!.message).toContain("sink 'out'")
+    expect(warnings[0]!.message).toContain('silent data loss could occur')
+    expect(topology.warnings).toEqual(warnings)
+    // The topology still builds; a source that cannot acknowledge makes no notifiers.
+    expect(topology.sourceAcknowledgements).toEqual({ stdin: false })
+  })
+
+  it('tells a source no acknowledging sink reaches to create no notifiers', async () => {
+    const acked = testSource([[{ n: 1 }]])
+    const unacked = testSource([[{ n: 2 }]])
+    const topology = new TopologyBuilder({ ...quiet, acknowledgements: true })
+      .source('acked', acked)
+      .source('unacked', unacked)
+      .sink('out', ['acked'], testSink())
+      .sink('off', ['unacked'], testSink(), { acknowledgements: false })
+      .build()
+    await topology.start()
+    await topology.done
+    expect(acked.acknowledgements).toBe(true)
+    expect(unacked.acknowledgements).toBe(false)
+    expect(acked.receipts[0]!.batchId).toBeTypeOf('string')
+    expect(unacked.receipts[0]!.batchId).toBeUndefined()
+    expect(await unacked.statuses()).toEqual(['delivered'])
+  })
+})
