@@ -141,7 +141,7 @@ export const BufferCheck = {
     const repairs: string[] = []
     const names = (await fs.readdir(path)).sort()
     const holder = await LockFile.holder(fs, path)
-    const lock = holder === undefined ? undefined : { holder, live: LockFile.isLive(holder, path) }
+    const lock = holder === undefined ? undefined : { holder, live: LockFile.isLive(fs, holder, path) }
     let locked = false
     if (lock?.live === true) {
       problems.push(`locked by live process ${holder!.pid} on ${holder!.hostname}: the buffer is in use`)

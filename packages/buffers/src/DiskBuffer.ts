@@ -12,7 +12,8 @@
  *   on is read again (at-least-once; records acknowledged above a gap may come back too).
  * - A negatively acknowledged record is never deleted: `nack` redelivers it after a back-off,
  *   `deadLetter` moves it durably to the dead-letter queue before acknowledging it here.
- * - Sequence numbers are never reused, so a record's number names it for the life of the directory.
+ * - The sequence number of a durable record is never given to another record (the ledger keeps
+ *   the next number); only a record lost before it was fsynced can see its number reused.
  *
  * Directory layout: `NNNNNNNNNNNNNNNNNNNN.seg` segment files named after their first sequence
  * number, `ledger.json`, `lock`, and `dead-letter/` (a buffer of the same format).
@@ -769,7 +770,7 @@ export class DiskBuffer {
     this.#clearTimers()
     this.#wake()
     this.#deadLetters?._abandon()
-    if (this.#s.lock) LockFile.abandon(this.path)
+    if (this.#s.lock) LockFile.abandon(this.#s.fs, this.path)
   }
 
   /** A snapshot of the counters. */

@@ -19,8 +19,16 @@ export interface LockHolder {
 }
 
 const FILE = 'lock'
-/** Directories locked by buffers open in this process. */
-const heldHere = new Set<string>()
+/** Directories locked by buffers open in this process, per file system. */
+const held = new WeakMap<FileSystem, Set<string>>()
+const heldOn = (fs: FileSystem): Set<string> => {
+  let set = held.get(fs)
+  if (set === undefined) {
+    set = new Set()
+    held.set(fs, set)
+  }
+  return set
+}
 
 const alive = (pid: number): boolean => {
   try {
@@ -50,9 +58,9 @@ export const LockFile = {
   },
 
   /** Whether `holder` still holds the lock of `dir` (is alive and, if it is us, has it open). */
-  isLive(holder: LockHolder, dir: string): boolean {
+  isLive(fs: FileSystem, holder: LockHolder, dir: string): boolean {
     if (holder.hostname !== hostname()) return true // cannot check another host: assume live
-    if (holder.pid === process.pid) return heldHere.has(dir)
+    if (holder.pid === process.pid) return heldOn(fs).has(dir)
     return alive(holder.pid)
   },
 
@@ -61,6 +69,7 @@ export const LockFile = {
    * live; returns the stale holder it took over from, if any.
    */
   async acquire(fs: FileSystem, dir: string): Promise<{ readonly tookOverFrom: LockHolder | undefined }> {
+    const heldHere = heldOn(fs)
     if (heldHere.has(dir)) {
       throw new DiskBufferError('LOCKED', `already open in this process (pid ${process.pid})`, dir)
     }
@@ -78,7 +87,7 @@ export const LockFile = {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
       const holder = await LockFile.holder(fs, dir)
-      if (holder !== undefined && LockFile.isLive(holder, dir)) {
+      if (holder !== undefined && LockFile.isLive(fs, holder, dir)) {
         throw new DiskBufferError(
           'LOCKED',
           `locked by process ${holder.pid} on ${holder.hostname} since ${holder.since} (${dir}/${FILE})`,
@@ -103,12 +112,12 @@ export const LockFile = {
 
   /** Releases the lock of `dir` and removes the file. Releasing twice is harmless. */
   async release(fs: FileSystem, dir: string): Promise<void> {
-    if (!heldHere.delete(dir)) return
+    if (!heldOn(fs).delete(dir)) return
     await fs.unlink(`${dir}/${FILE}`)
   },
 
   /** Forgets the lock without removing the file, as a crashed process would (for tests). */
-  abandon(dir: string): void {
-    heldHere.delete(dir)
+  abandon(fs: FileSystem, dir: string): void {
+    heldOn(fs).delete(dir)
   },
 } as const

@@ -1,0 +1,172 @@
+// Acknowledgements: out of order, negative (redelivery), rejection (dead letters), and what a
+// restart redelivers.
+import { DiskBuffer } from '@ackline/buffers'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+
+const PATH = '/buf'
+const text = (p: Uint8Array): string => Buffer.from(p).toString()
+const records = (n: number, from = 0): Buffer[] =>
+  Array.from({ length: n }, (_, i) => Buffer.from(`r${from + i}`))
+
+function setup(options: Partial<Parameters<typeof DiskBuffer.open>[0]> = {}) {
+  const fs = new MemoryFileSystem()
+  const open = () =>
+    DiskBuffer.open({ path: PATH, fileSystem: fs, segmentBytes: 1024, log: () => {}, ...options })
+  return { fs, open }
+}
+
+async function drain(buffer: DiskBuffer): Promise<string[]> {
+  buffer.endWrites()
+  const out: string[] = []
+  for (;;) {
+    const got = await buffer.read(100)
+    if (got === undefined) return out
+    for (const r of got) {
+      out.push(text(r.payload))
+      buffer.ack(r.seq)
+    }
+  }
+}
+
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+describe('DiskBuffer acknowledgements', () => {
+  it('keeps the contiguous acknowledged prefix when acknowledgements arrive out of order', async () => {
+    const { open } = setup()
+    const buffer = await open()
+    await buffer.append(records(5))
+    const got = (await buffer.read(5))!
+    buffer.ack(got[3]!.seq)
+    buffer.ack(got[1]!.seq)
+    expect(buffer.ackedBelow).toBe(0)
+    buffer.ack(got[0]!.seq)
+    expect(buffer.ackedBelow).toBe(2)
+    buffer.ack(got[2]!.seq)
+    expect(buffer.ackedBelow).toBe(4)
+    expect(buffer.metrics().unackedRecords).toBe(1)
+    await buffer.close()
+  })
+
+  it('acknowledging twice is harmless', async () => {
+    const { open } = setup()
+    const buffer = await open()
+    await buffer.append(records(2))
+    const got = (await buffer.read(2))!
+    buffer.ack(got[1]!.seq)
+    buffer.ack(got[1]!.seq)
+    buffer.ack(got[0]!.seq)
+    buffer.ack(got[0]!.seq)
+    expect(buffer.ackedBelow).toBe(2)
+    expect(buffer.metrics().acked).toBe(2)
+    await buffer.close()
+  })
+
+  it('after a restart redelivers everything from the first unacknowledged record, including acknowledged ones above the gap', async () => {
+    const { open } = setup()
+    const buffer = await open()
+    await buffer.append(records(6))
+    const got = (await buffer.read(6))!
+    for (const i of [0, 1, 3, 5]) buffer.ack(got[i]!.seq)
+    await buffer.close()
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['r2', 'r3', 'r4', 'r5'])
+    await reopened.close()
+  })
+
+  it('deletes a segment only once every record in it is acknowledged', async () => {
+    const { fs, open } = setup({ segmentBytes: 46 }) // two 22-byte frames per segment
+    const buffer = await open()
+    await buffer.append(records(4))
+    const segment0 = `${PATH}/00000000000000000000.seg`
+    const got = (await buffer.read(4))!
+    buffer.ack(got[1]!.seq)
+    buffer.ack(got[2]!.seq)
+    buffer.ack(got[3]!.seq)
+    await buffer.checkpoint()
+    expect(fs.bytes(segment0)).toBeDefined()
+    buffer.ack(got[0]!.seq)
+    await buffer.checkpoint()
+    expect(fs.bytes(segment0)).toBeUndefined()
+    await buffer.close()
+  })
+
+  it('redelivers a negatively acknowledged record after a back-off that doubles, and never deletes it', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
+    const { open } = setup({ retryBackoff: { initialMs: 100, maxMs: 1000 } })
+    const buffer = await open()
+    await buffer.append(records(2))
+    const [a, b] = (await buffer.read(2))!
+    buffer.ack(b!.seq)
+    buffer.nack(a!.seq)
+    let again: Awaited<ReturnType<DiskBuffer['read']>> | 'waiting' = 'waiting'
+    const pending = buffer.read(10).then((r) => {
+      again = r
+    })
+    await vi.advanceTimersByTimeAsync(99)
+    expect(again).toBe('waiting')
+    await vi.advanceTimersByTimeAsync(1)
+    await pending
+    expect(again).toEqual([{ seq: a!.seq, payload: a!.payload, attempt: 1 }])
+    buffer.nack(a!.seq)
+    const third = buffer.read(10)
+    await vi.advanceTimersByTimeAsync(199)
+    expect(buffer.metrics().retryPending).toBe(1)
+    await vi.advanceTimersByTimeAsync(1)
+    expect((await third)![0]!.attempt).toBe(2)
+    expect(buffer.metrics().redeliveries).toBe(2)
+    expect(buffer.ackedBelow).toBe(0) // not deleted, not acknowledged
+    buffer.ack(a!.seq)
+    expect(buffer.ackedBelow).toBe(2)
+    await buffer.close()
+  })
+
+  it('moves a rejected record to the dead-letter queue, acknowledges it, and never redelivers it', async () => {
+    const { open } = setup()
+    const buffer = await open()
+    await buffer.append(records(3))
+    const got = (await buffer.read(3))!
+    expect(await buffer.deadLetter(got[1]!.seq)).toBe('dead-lettered')
+    buffer.ack(got[0]!.seq)
+    buffer.ack(got[2]!.seq)
+    expect(buffer.ackedBelow).toBe(3)
+    expect(buffer.metrics().deadLettered).toBe(1)
+    const letters = []
+    for await (const letter of buffer.deadLetters()) letters.push(letter)
+    expect(letters.map((l) => [l.originalSeq, text(l.payload)])).toEqual([[1, 'r1']])
+    expect(await drain(buffer)).toEqual([])
+    await buffer.close()
+  })
+
+  it('does not redeliver a dead-lettered record after a crash that came before its acknowledgement was checkpointed', async () => {
+    const { fs, open } = setup()
+    const buffer = await open()
+    await buffer.append(records(3))
+    const got = (await buffer.read(3))!
+    await buffer.deadLetter(got[0]!.seq) // fsynced to the dead-letter queue; the ledger still says 0
+    buffer._abandon()
+    fs.crash()
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['r1', 'r2'])
+    expect(reopened.metrics().deadLettered).toBe(1)
+    await reopened.close()
+  })
+
+  it('replays dead letters into the queue and empties the dead-letter queue', async () => {
+    const { open } = setup()
+    const buffer = await open()
+    await buffer.append(records(2))
+    const got = (await buffer.read(2))!
+    await buffer.deadLetter(got[0]!.seq)
+    await buffer.deadLetter(got[1]!.seq)
+    expect(await buffer.replayDeadLetters()).toEqual({ status: 'replayed', count: 2 })
+    expect(buffer.metrics().deadLettered).toBe(0)
+    await buffer.close()
+    const reopened = await open()
+    expect(reopened.metrics().deadLettered).toBe(0)
+    expect(await drain(reopened)).toEqual(['r0', 'r1'])
+    await reopened.close()
+  })
+})

@@ -1,0 +1,168 @@
+// Invariants: durability before acknowledgement, segment bounds, back pressure, limits.
+import { DiskBuffer, DiskBufferError } from '@ackline/buffers'
+import { describe, expect, it } from 'vitest'
+import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+
+const PATH = '/buf'
+const text = (p: Uint8Array): string => Buffer.from(p).toString()
+const records = (n: number, from = 0): Buffer[] =>
+  Array.from({ length: n }, (_, i) => Buffer.from(`r${from + i}`))
+const ticks = async (n = 20): Promise<void> => {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve))
+}
+
+function setup(options: Partial<Parameters<typeof DiskBuffer.open>[0]> = {}) {
+  const fs = new MemoryFileSystem()
+  const open = () =>
+    DiskBuffer.open({ path: PATH, fileSystem: fs, segmentBytes: 1024, log: () => {}, ...options })
+  return { fs, open }
+}
+
+async function drain(buffer: DiskBuffer): Promise<string[]> {
+  buffer.endWrites()
+  const out: string[] = []
+  for (;;) {
+    const got = await buffer.read(100)
+    if (got === undefined) return out
+    for (const r of got) {
+      out.push(text(r.payload))
+      buffer.ack(r.seq)
+    }
+  }
+}
+
+describe('DiskBuffer invariants', () => {
+  it("under sync 'always' an append resolves only after its fdatasync, so a crash right after loses nothing", async () => {
+    const { fs, open } = setup()
+    const buffer = await open()
+    const before = fs.counts.datasync
+    const result = await buffer.append(records(3))
+    expect(result.status).toBe('written')
+    expect(fs.counts.datasync).toBeGreaterThan(before)
+    buffer._abandon()
+    fs.crash()
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['r0', 'r1', 'r2'])
+    await reopened.close()
+  })
+
+  it('with group commit, durable resolves only after the fsync: a crash keeps what was durable and loses the rest', async () => {
+    const { fs, open } = setup({ sync: { everyMs: 60_000, everyWrites: 3 } })
+    const buffer = await open()
+    const first = await buffer.append(records(1, 0))
+    const second = await buffer.append(records(1, 1))
+    let durable = false
+    if (first.status !== 'written' || second.status !== 'written') throw new Error('not written')
+    void first.durable.then(() => {
+      durable = true
+    })
+    await ticks()
+    expect(durable).toBe(false) // two writes of three: no fsync yet
+    const third = await buffer.append(records(1, 2)) // the third write triggers the group fsync
+    if (third.status !== 'written') throw new Error('not written')
+    expect(await first.durable).toBe('durable')
+    expect(await third.durable).toBe('durable')
+    await buffer.append(records(1, 3)) // written, never fsynced
+    buffer._abandon()
+    fs.crash()
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['r0', 'r1', 'r2'])
+    await reopened.close()
+  })
+
+  it('with group commit, the timer fsyncs within everyMs', async () => {
+    const { fs, open } = setup({ sync: { everyMs: 1, everyWrites: 1000 } })
+    const buffer = await open()
+    const result = await buffer.append(records(1))
+    if (result.status !== 'written') throw new Error('not written')
+    expect(await result.durable).toBe('durable')
+    buffer._abandon()
+    fs.crash()
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['r0'])
+    await reopened.close()
+  })
+
+  it('never lets a record span two segments, nor a segment pass segmentBytes', async () => {
+    const { fs, open } = setup({ segmentBytes: 100 })
+    const buffer = await open()
+    for (let i = 0; i < 20; i++) await buffer.append(records(3, i * 3))
+    const segments = fs.files(PATH).filter((p) => p.endsWith('.seg'))
+    expect(segments.length).toBeGreaterThan(5)
+    for (const p of segments) expect(fs.bytes(p)!.length).toBeLessThanOrEqual(100)
+    expect(await drain(buffer)).toEqual(records(60).map(text))
+    await buffer.close()
+  })
+
+  it('names each segment after its first sequence number and keeps sequence numbers across restarts', async () => {
+    const { open } = setup({ segmentBytes: 46 })
+    const buffer = await open()
+    const a = await buffer.append(records(3))
+    await buffer.close()
+    const reopened = await open()
+    const b = await reopened.append(records(2, 3))
+    expect(a).toMatchObject({ status: 'written', firstSeq: 0, count: 3 })
+    expect(b).toMatchObject({ status: 'written', firstSeq: 3, count: 2 })
+    await reopened.close()
+  })
+
+  it('does not reuse the sequence numbers of acknowledged records after everything was deleted', async () => {
+    const { open } = setup()
+    const buffer = await open()
+    await buffer.append(records(3))
+    expect(await drain(buffer)).toHaveLength(3)
+    await buffer.close()
+    const reopened = await open()
+    expect(await reopened.append(records(1, 3))).toMatchObject({ firstSeq: 3 })
+    await reopened.close()
+  })
+
+  it('makes an append wait at maxBytes until acknowledgements free a segment (back pressure)', async () => {
+    const { open } = setup({ segmentBytes: 46, maxBytes: 92 }) // two segments of two 22-byte frames
+    const buffer = await open()
+    await buffer.append(records(4))
+    let done = false
+    const blocked = buffer.append(records(1, 4)).then((r) => {
+      done = true
+      return r
+    })
+    await ticks()
+    expect(done).toBe(false)
+    const got = (await buffer.read(2))!
+    buffer.ack(got[0]!.seq)
+    await ticks()
+    expect(done).toBe(false) // half a segment acknowledged frees nothing
+    buffer.ack(got[1]!.seq)
+    expect(await blocked).toMatchObject({ status: 'written', firstSeq: 4 })
+    await buffer.close()
+  })
+
+  it('reclaims the segment being written when everything is acknowledged and a writer waits', async () => {
+    const { open } = setup({ segmentBytes: 1024, maxBytes: 50 })
+    const buffer = await open()
+    await buffer.append(records(2))
+    const blocked = buffer.append(records(2, 2))
+    for (const r of (await buffer.read(2))!) buffer.ack(r.seq)
+    expect(await blocked).toMatchObject({ status: 'written', firstSeq: 2 })
+    expect(await drain(buffer)).toEqual(['r2', 'r3'])
+    await buffer.close()
+  })
+
+  it("refuses at maxBytes when asked to ('full'), at once", async () => {
+    const { open } = setup({ segmentBytes: 46, maxBytes: 46 })
+    const buffer = await open()
+    await buffer.append(records(2))
+    expect(await buffer.append(records(1), { whenFull: 'refuse' })).toEqual({ status: 'full' })
+    await buffer.close()
+  })
+
+  it('rejects a record larger than a segment at once with an error naming segmentBytes', async () => {
+    const { open } = setup({ segmentBytes: 64 })
+    const buffer = await open()
+    const error = await buffer.append([Buffer.alloc(45)]).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(DiskBufferError)
+    expect(error).toMatchObject({ code: 'RECORD_TOO_LARGE', field: 'segmentBytes' })
+    expect(await buffer.append([Buffer.alloc(44)])).toMatchObject({ status: 'written' })
+    await buffer.close()
+  })
+})

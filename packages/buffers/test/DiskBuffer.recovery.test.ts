@@ -1,0 +1,215 @@
+// Recovery: what `DiskBuffer.open` does with what a crash or damage left in the directory.
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { hostname, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { DiskBuffer, DiskBufferError } from '@ackline/buffers'
+import { afterEach, describe, expect, it } from 'vitest'
+import { Ledger } from '../src/internal/Ledger.js'
+import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+
+const PATH = '/buf'
+const record = (i: number): Buffer => Buffer.from(`record-${i}`) // 8 bytes for i < 10: 28-byte frames
+const text = (p: Uint8Array): string => Buffer.from(p).toString()
+
+function setup(options: Partial<Parameters<typeof DiskBuffer.open>[0]> = {}) {
+  const fs = new MemoryFileSystem()
+  const logs: string[] = []
+  const open = () =>
+    DiskBuffer.open({ path: PATH, fileSystem: fs, segmentBytes: 1024, log: (m) => logs.push(m), ...options })
+  return { fs, logs, open }
+}
+
+/** Reads and acknowledges everything left, in order. */
+async function drain(buffer: DiskBuffer): Promise<string[]> {
+  buffer.endWrites()
+  const out: string[] = []
+  for (;;) {
+    const records = await buffer.read(100)
+    if (records === undefined) return out
+    for (const r of records) {
+      out.push(text(r.payload))
+      buffer.ack(r.seq)
+    }
+  }
+}
+
+const range = (n: number, from = 0): string[] => Array.from({ length: n }, (_, i) => `record-${from + i}`)
+
+describe('DiskBuffer recovery', () => {
+  it('cuts a torn last write off on open and keeps every record before it', async () => {
+    const { fs, logs, open } = setup({ sync: { everyMs: 60_000, everyWrites: 1000 } })
+    const buffer = await open()
+    await buffer.append([0, 1, 2, 3, 4].map(record))
+    await buffer.flush()
+    await buffer.append([record(5)])
+    buffer._abandon()
+    fs.crash({ tear: true, random: () => 0.5 }) // half of record 5's frame reached the disk
+    const reopened = await open()
+    expect(reopened.metrics().tornBytesTruncated).toBe(14)
+    expect(logs.some((m) => m.includes('torn write of 14 bytes'))).toBe(true)
+    expect(await drain(reopened)).toEqual(range(5))
+    await reopened.close()
+  })
+
+  it('appends after a truncated torn write and reads the new records back', async () => {
+    const { fs, open } = setup({ sync: { everyMs: 60_000, everyWrites: 1000 } })
+    const buffer = await open()
+    await buffer.append([record(0)])
+    await buffer.flush()
+    await buffer.append([record(1)])
+    buffer._abandon()
+    fs.crash({ tear: true, random: () => 0.9 })
+    const reopened = await open()
+    await reopened.append([record(2)])
+    expect(await drain(reopened)).toEqual(['record-0', 'record-2'])
+    await reopened.close()
+  })
+
+  it('skips a record whose checksum fails mid-segment, counts it, logs segment and offset, and reads on', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(5).map((s) => Buffer.from(s)))
+    await buffer.close()
+    fs.flip(`${PATH}/00000000000000000000.seg`, 2 * 28 + 20 + 3) // a payload byte of record 2
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['record-0', 'record-1', 'record-3', 'record-4'])
+    const m = reopened.metrics()
+    expect(m.corruptRegions).toBe(1)
+    expect(m.corruptBytes).toBe(28)
+    expect(m.recordsLost).toBe(1)
+    expect(logs).toContain(
+      `disk buffer ${PATH}: checksum failure in segment 00000000000000000000.seg at offset 56; skipped 28 bytes`,
+    )
+    await reopened.close()
+  })
+
+  it('resynchronises on the framing when a damaged length field hides where the next frame starts', async () => {
+    const { fs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(5).map((s) => Buffer.from(s)))
+    await buffer.close()
+    fs.flip(`${PATH}/00000000000000000000.seg`, 28 + 5) // the length of record 1
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['record-0', 'record-2', 'record-3', 'record-4'])
+    expect(reopened.metrics().corruptRegions).toBe(1)
+    await reopened.close()
+  })
+
+  it('rebuilds a missing ledger by scanning the segments, redelivering rather than losing', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(10).map((s) => Buffer.from(s)))
+    const first = (await buffer.read(5))!
+    for (const r of first) buffer.ack(r.seq)
+    await buffer.close()
+    expect((await Ledger.read(fs, PATH)).status).toBe('ok')
+    await fs.unlink(`${PATH}/ledger.json`)
+    const reopened = await open()
+    expect(logs.some((m) => m.includes('ledger missing; rebuilt by scanning 1 segment(s)'))).toBe(true)
+    expect(await drain(reopened)).toEqual(range(10))
+    expect((await Ledger.read(fs, PATH)).status).toBe('ok')
+    await reopened.close()
+  })
+
+  it('rebuilds a corrupt ledger by scanning the segments', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(4).map((s) => Buffer.from(s)))
+    const first = (await buffer.read(2))!
+    for (const r of first) buffer.ack(r.seq)
+    await buffer.close()
+    const ledger = fs.bytes(`${PATH}/ledger.json`)!
+    ledger[12] = ledger[12]! ^ 1
+    fs.put(`${PATH}/ledger.json`, ledger)
+    const reopened = await open()
+    expect(logs.some((m) => m.includes('ledger corrupt (checksum mismatch)'))).toBe(true)
+    expect(await drain(reopened)).toEqual(range(4))
+    await reopened.close()
+  })
+
+  it('uses the old ledger after a crash between writing the temporary ledger and renaming it', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(10).map((s) => Buffer.from(s)))
+    for (const r of (await buffer.read(5))!) buffer.ack(r.seq)
+    await buffer.checkpoint()
+    for (const r of (await buffer.read(3))!) buffer.ack(r.seq)
+    fs.fault = (op, path) => (op === 'rename' && path.endsWith(Ledger.TEMP) ? new Error('crash') : undefined)
+    await expect(buffer.checkpoint()).rejects.toThrow('crash')
+    buffer._abandon()
+    fs.fault = undefined
+    expect(fs.bytes(`${PATH}/${Ledger.TEMP}`)).toBeDefined()
+    const reopened = await open()
+    expect(logs.some((m) => m.includes('discarded ledger.json.tmp'))).toBe(true)
+    expect(fs.bytes(`${PATH}/${Ledger.TEMP}`)).toBeUndefined()
+    expect(reopened.ackedBelow).toBe(5)
+    expect(await drain(reopened)).toEqual(range(5, 5))
+    await reopened.close()
+  })
+
+  it('deletes segments wholly below the acknowledged position that a crash left behind', async () => {
+    const { fs, open } = setup({ segmentBytes: 64 }) // two 28-byte frames per segment
+    const buffer = await open()
+    await buffer.append(range(6).map((s) => Buffer.from(s)))
+    expect(fs.files(PATH).filter((p) => p.endsWith('.seg'))).toHaveLength(3)
+    const segment0 = fs.bytes(`${PATH}/00000000000000000000.seg`)!
+    for (const r of (await buffer.read(4))!) buffer.ack(r.seq)
+    await buffer.close()
+    fs.put(`${PATH}/00000000000000000000.seg`, segment0) // the delete did not reach the disk
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['record-4', 'record-5'])
+    expect(fs.bytes(`${PATH}/00000000000000000000.seg`)).toBeUndefined()
+    await reopened.close()
+  })
+})
+
+describe('DiskBuffer lock', () => {
+  const dirs: string[] = []
+  const tempDir = (): string => {
+    const dir = mkdtempSync(join(tmpdir(), 'ackline-lock-'))
+    dirs.push(dir)
+    return dir
+  }
+  afterEach(() => {
+    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('takes over a stale lock left by a dead process', async () => {
+    const path = tempDir()
+    const dead = spawnSync(process.execPath, ['-e', '']).pid!
+    writeFileSync(join(path, 'lock'), JSON.stringify({ pid: dead, hostname: hostname(), since: 'then' }))
+    const logs: string[] = []
+    const buffer = await DiskBuffer.open({ path, log: (m) => logs.push(m) })
+    expect(logs).toContain(
+      `disk buffer ${path}: took over the stale lock of process ${dead} on ${hostname()}`,
+    )
+    await buffer.close()
+  })
+
+  it('refuses a directory a live process holds, naming the holder', async () => {
+    const path = tempDir()
+    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' })
+    try {
+      writeFileSync(
+        join(path, 'lock'),
+        JSON.stringify({ pid: child.pid, hostname: hostname(), since: 'now' }),
+      )
+      const error = await DiskBuffer.open({ path }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(DiskBufferError)
+      expect((error as DiskBufferError).code).toBe('LOCKED')
+      expect((error as DiskBufferError).message).toContain(`locked by process ${child.pid} on ${hostname()}`)
+    } finally {
+      child.kill('SIGKILL')
+    }
+  })
+
+  it('refuses a second open in the same process and allows one after close', async () => {
+    const path = tempDir()
+    const buffer = await DiskBuffer.open({ path })
+    await expect(DiskBuffer.open({ path })).rejects.toMatchObject({ code: 'LOCKED' })
+    await buffer.close()
+    const again = await DiskBuffer.open({ path })
+    await again.close()
+  })
+})
