@@ -4,7 +4,7 @@ import type { BatchStatus, DeliveryStatus, LogEvent } from '@ackline/core'
 import { type LifecycleEvent, TopologyBuilder, type Transform } from '@ackline/topology'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { routeBy, testSink, testSource } from './support/TestComponents.js'
+import { passThrough, routeBy, testSink, testSource } from './support/TestComponents.js'
 
 type Kind = 'pass' | 'filter' | 'route' | 'merge'
 interface InputSpec {
@@ -228,7 +228,7 @@ async function runReal(
     const ins = resolveInputs(t.inputs, producers)
     const transform: Transform =
       t.kind === 'pass'
-        ? { kind: 'pass', process: (events, context) => events.events.forEach((e) => context.emit(e)) }
+        ? passThrough()
         : t.kind === 'filter'
           ? dropWhen(t.rest, t.rejectDrops)
           : t.kind === 'route'
