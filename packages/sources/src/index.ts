@@ -3,8 +3,17 @@
  */
 export { type GeneratorOptions, type GeneratorSource, generator } from './GeneratorSource.js'
 export {
+  HttpServerError,
+  type HttpServerErrorCode,
+  type HttpServerOptions,
+  type HttpServerResponseBody,
+  type HttpServerSource,
+  httpServer,
+} from './HttpServerSource.js'
+export {
   fromObservable,
   type ObservableSource,
   type ObservableSourceOptions,
   type RecordAck,
 } from './ObservableSource.js'
+export { type StdinFormat, type StdinOptions, type StdinSource, stdin } from './StdinSource.js'

@@ -1,0 +1,130 @@
+/**
+ * `stdin`: a source that reads newline-delimited records from standard input (or any readable
+ * stream): a line holding a JSON object becomes that object, any other line `{ message: line }`.
+ *
+ * Invariant: every complete line becomes exactly one event, in order, and lines that arrived
+ * together travel as one batch (at most `maxBatchLines`). A pipe cannot be asked to send data
+ * again, so this source cannot acknowledge: the builder warns when an acknowledging sink reads it.
+ *
+ * @module
+ */
+import { StringDecoder } from 'node:string_decoder'
+import type { JsonObject, JsonValue } from '@ackline/core'
+import type { ConfigIssue, Source, SourceContext } from '@ackline/topology'
+
+/** How lines are decoded: JSON objects when they parse as such (`'auto'`), or always as text. */
+export type StdinFormat = 'auto' | 'text'
+
+/** Options of {@link stdin}. */
+export interface StdinOptions {
+  /** The stream to read; `process.stdin` by default (tests inject their own). */
+  readonly input?: NodeJS.ReadableStream
+  /** `'auto'` (default): a line that is a JSON object is that object, others are `{ message }`; `'text'`: always `{ message }`. */
+  readonly format?: StdinFormat
+  /** The most lines in one batch. Default 1000. */
+  readonly maxBatchLines?: number
+}
+
+/** The source {@link stdin} returns. */
+export interface StdinSource extends Source {
+  readonly kind: 'stdin'
+  readonly canAcknowledge: false
+  validate(): readonly ConfigIssue[]
+}
+
+class Stdin implements StdinSource {
+  readonly kind = 'stdin'
+  readonly canAcknowledge = false
+  readonly #options: StdinOptions
+
+  constructor(options: StdinOptions) {
+    this.#options = options
+  }
+
+  validate(): readonly ConfigIssue[] {
+    const o = this.#options
+    const issues: ConfigIssue[] = []
+    if (o.format !== undefined && o.format !== 'auto' && o.format !== 'text') {
+      issues.push({ field: 'format', message: `must be 'auto' or 'text', got ${JSON.stringify(o.format)}` })
+    }
+    const max = o.maxBatchLines
+    if (max !== undefined && !(Number.isSafeInteger(max) && max > 0)) {
+      issues.push({ field: 'maxBatchLines', message: `must be a positive integer, got ${String(max)}` })
+    }
+    if (o.input !== undefined && typeof (o.input as { on?: unknown }).on !== 'function') {
+      issues.push({ field: 'input', message: 'must be a readable stream' })
+    }
+    return issues
+  }
+
+  async run(context: SourceContext): Promise<void> {
+    const input = this.#options.input ?? process.stdin
+    const text = this.#options.format === 'text'
+    const maxLines = this.#options.maxBatchLines ?? 1000
+    const decoder = new StringDecoder('utf8')
+    const iterator = (input as AsyncIterable<Buffer | string>)[Symbol.asyncIterator]()
+    const stop = new Promise<IteratorResult<Buffer | string>>((resolve) => {
+      if (context.signal.aborted) resolve({ done: true, value: undefined })
+      else
+        context.signal.addEventListener('abort', () => resolve({ done: true, value: undefined }), {
+          once: true,
+        })
+    })
+    let rest = ''
+    const sendLines = async (lines: string[]): Promise<void> => {
+      for (let from = 0; from < lines.length; from += maxLines) {
+        const records = lines.slice(from, from + maxLines).map((line) => toRecord(line, text))
+        await context.send(records)
+      }
+    }
+    try {
+      for (;;) {
+        const next = await Promise.race([iterator.next(), stop])
+        if (next.done === true) break
+        const chunk = rest + (typeof next.value === 'string' ? next.value : decoder.write(next.value))
+        const lines = chunk.split('\n')
+        rest = lines.pop()!
+        const complete = lines.map(stripCr).filter((line) => line !== '')
+        if (complete.length > 0) await sendLines(complete)
+      }
+    } finally {
+      // Stops the stream. `return` is not awaited: with a read still pending (a stop while the input
+      // is idle) it settles only after that read, which may never come; destroying ends the read.
+      iterator.return?.().catch(() => {})
+      if (context.signal.aborted) (input as { destroy?: () => void }).destroy?.()
+    }
+    const last = stripCr(rest + decoder.end())
+    if (last !== '' && !context.signal.aborted) await sendLines([last])
+  }
+}
+
+const stripCr = (line: string): string => (line.endsWith('\r') ? line.slice(0, -1) : line)
+
+function toRecord(line: string, text: boolean): JsonObject {
+  if (!text && line.startsWith('{')) {
+    try {
+      const value = JSON.parse(line) as JsonValue
+      if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value
+    } catch {
+      // Not JSON: the line is a message like any other.
+    }
+  }
+  return { message: line }
+}
+
+/**
+ * Reads standard input (or `options.input`) line by line: JSON-object lines become those objects,
+ * other lines `{ message: line }`. It cannot acknowledge (`canAcknowledge: false`); it returns at
+ * the end of the input or when the topology stops.
+ *
+ * @example
+ * ```ts
+ * // tail -f app.log | tsx pipeline.ts
+ * builder.source('in', stdin()).sink('out', ['in'], console())
+ * // in tests:
+ * stdin({ input: Readable.from(['{"a":1}\nplain text\n']) })
+ * ```
+ */
+export function stdin(options: StdinOptions = {}): StdinSource {
+  return new Stdin(options)
+}

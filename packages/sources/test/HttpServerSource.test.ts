@@ -1,0 +1,312 @@
+import { request as httpRequest } from 'node:http'
+import { type HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
+import { afterEach, describe, expect, it } from 'vitest'
+import { FakeSourceContext } from './support/FakeSourceContext.js'
+import { request } from './support/HttpRequest.js'
+
+interface Running {
+  readonly source: HttpServerSource
+  readonly context: FakeSourceContext
+  readonly port: number
+  readonly run: Promise<void>
+}
+
+const running: Running[] = []
+
+async function start(options: HttpServerOptions = {}, acknowledgements = true): Promise<Running> {
+  const source = httpServer({ address: '127.0.0.1:0', ...options })
+  const context = new FakeSourceContext({ acknowledgements })
+  const run = source.run(context)
+  const { port } = await source.listening()
+  const started = { source, context, port, run }
+  running.push(started)
+  return started
+}
+
+afterEach(async () => {
+  for (const { context, run } of running.splice(0)) {
+    context.stop()
+    await run
+    for (const batch of context.batches) for (const event of batch) if (!event.isEnded) event.end('delivered')
+  }
+})
+
+const json = (body: unknown) => ({
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify(body),
+})
+
+describe('httpServer: acknowledgements', () => {
+  it.each([
+    ['delivered', 200],
+    ['errored', 503],
+    ['rejected', 400],
+  ] as const)('answers a request whose batch resolves %s with %i', async (status, code) => {
+    const { context, port } = await start()
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }, { n: 2 }]))
+    const batch = await next
+    expect(batch.events.map((e) => e.fields)).toEqual([{ n: 1 }, { n: 2 }])
+    batch.end(status)
+    const { status: got, headers, body } = await answer
+    expect(got).toBe(code)
+    expect(body).toMatchObject({ status, events: 2 })
+    expect(body.batchId).toEqual(expect.any(String))
+    expect(headers['retry-after']).toBe(status === 'errored' ? '5' : undefined)
+  })
+
+  it('answers with the worst status of the batch', async () => {
+    const { context, port } = await start({ retryAfterSeconds: 7 })
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }, { n: 2 }, { n: 3 }]))
+    const [a, b, c] = (await next).events
+    a!.end('delivered')
+    b!.end('errored')
+    c!.end('delivered')
+    const { status, headers } = await answer
+    expect(status).toBe(503)
+    expect(headers['retry-after']).toBe('7')
+  })
+
+  it('does not answer before the batch resolves', async () => {
+    const { context, port } = await start()
+    const next = context.nextBatch()
+    let answered = false
+    const answer = request(port, json([{ n: 1 }])).then((a) => {
+      answered = true
+      return a
+    })
+    const batch = await next
+    // A full round trip on another connection: had the server answered at once, we would know.
+    expect((await request(port, { method: 'GET' })).status).toBe(405)
+    expect(answered).toBe(false)
+    batch.end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it('sends one batch per request', async () => {
+    const { context, port } = await start()
+    const answers = [request(port, json([{ r: 1 }])), request(port, json([{ r: 2 }, { r: 3 }]))]
+    while (context.batches.length < 2) await context.nextBatch()
+    for (const batch of context.batches) batch.end('delivered')
+    await Promise.all(answers)
+    expect(
+      context
+        .records()
+        .map((records) => records.length)
+        .sort(),
+    ).toEqual([1, 2])
+  })
+
+  it('answers 200 once accepted when acknowledgements are off', async () => {
+    const { context, port } = await start({}, false)
+    const answer = await request(port, json([{ n: 1 }]))
+    expect(answer.status).toBe(200)
+    expect(answer.body).toEqual({ status: 'delivered', events: 1 })
+    expect(context.batches[0]!.events[0]!.isEnded).toBe(false)
+  })
+
+  it('answers 503 when the pipeline does not accept the batch', async () => {
+    const { context, port } = await start()
+    context.gate = Promise.reject(new Error('closed'))
+    context.gate.catch(() => {})
+    const answer = await request(port, json([{ n: 1 }]))
+    expect(answer.status).toBe(503)
+    expect(answer.body.code).toBe('NOT_ACCEPTED')
+    expect(answer.headers['retry-after']).toBe('5')
+  })
+})
+
+describe('httpServer: bodies', () => {
+  const cases: [string, Record<string, string>, string, unknown[]][] = [
+    ['a JSON array', { 'content-type': 'application/json' }, '[{"a":1},{"a":2}]', [{ a: 1 }, { a: 2 }]],
+    ['one JSON object', { 'content-type': 'application/json; charset=utf-8' }, '{"a":1}', [{ a: 1 }]],
+    ['NDJSON', { 'content-type': 'application/x-ndjson' }, '{"a":1}\r\n\n{"a":2}\n', [{ a: 1 }, { a: 2 }]],
+    ['NDJSON without a content type', {}, '{"a":1}\n{"a":2}', [{ a: 1 }, { a: 2 }]],
+    ['a JSON array without a content type', {}, ' [{"a":1}]', [{ a: 1 }]],
+    [
+      'one pretty-printed object as text/plain',
+      { 'content-type': 'text/plain' },
+      '{\n  "a": 1\n}\n',
+      [{ a: 1 }],
+    ],
+  ]
+  it.each(cases)('decodes %s', async (_, headers, body, expected) => {
+    const { context, port } = await start()
+    const next = context.nextBatch()
+    const answer = request(port, { headers, body })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+    expect(context.records()).toEqual([expected])
+  })
+
+  it('answers an empty body with 200 and sends nothing', async () => {
+    const { context, port } = await start()
+    const answer = await request(port, { body: '' })
+    expect(answer).toMatchObject({ status: 200, body: { status: 'delivered', events: 0 } })
+    expect(context.batches).toEqual([])
+  })
+
+  const malformed: [string, Record<string, string>, string, string][] = [
+    ['a JSON array', { 'content-type': 'application/json' }, '[{"a":1},\n {"b":}]', 'line 2, column 7'],
+    ['an unterminated array', { 'content-type': 'application/json' }, '[{"a":1}', 'unexpected end of input'],
+    [
+      'an NDJSON line',
+      { 'content-type': 'application/x-ndjson' },
+      '{"a":1}\n{"a":1,,}\n',
+      'line 2, column 8',
+    ],
+    ['a sniffed NDJSON line', {}, '{"a":1}\nnot json', 'line 2, column 2'],
+    ['an array holding a number', { 'content-type': 'application/json' }, '[{"a":1}, 2]', 'element 1'],
+    [
+      'an NDJSON line holding an array',
+      { 'content-type': 'application/x-ndjson' },
+      '{"a":1}\n[1]',
+      'line 2 is not',
+    ],
+    ['a JSON string', { 'content-type': 'application/json' }, '"hi"', 'array of objects'],
+  ]
+  it.each(malformed)(
+    'answers 400 for %s, naming where, before anything is sent',
+    async (_, headers, body, where) => {
+      const { context, port } = await start()
+      const answer = await request(port, { headers, body })
+      expect(answer.status).toBe(400)
+      expect(answer.body.code).toBe('MALFORMED_BODY')
+      expect(answer.body.error).toContain(where)
+      expect(context.batches).toEqual([])
+    },
+  )
+
+  it('answers 413 at once when Content-Length exceeds maxBodyBytes', async () => {
+    const { context, port } = await start({ maxBodyBytes: 10 })
+    const answer = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(
+        { host: '127.0.0.1', port, method: 'POST', headers: { 'content-length': 1_000_000 }, agent: false },
+        (res) => {
+          res.resume()
+          resolve(res.statusCode!)
+          req.destroy()
+        },
+      )
+      req.on('error', (e: NodeJS.ErrnoException) => (e.code === 'ECONNRESET' ? undefined : reject(e)))
+      // Only the headers: the server must answer without waiting for a megabyte it will not read.
+      req.flushHeaders()
+    })
+    expect(answer).toBe(413)
+    expect(context.batches).toEqual([])
+  })
+
+  it('answers 413 when a chunked body grows past maxBodyBytes', async () => {
+    const { context, port } = await start({ maxBodyBytes: 64 })
+    const chunk = JSON.stringify({ pad: 'x'.repeat(40) })
+    const answer = await request(port, {
+      headers: { 'content-type': 'application/x-ndjson' },
+      body: [chunk, '\n', chunk],
+    })
+    expect(answer.status).toBe(413)
+    expect(answer.body.code).toBe('BODY_TOO_LARGE')
+    expect(context.batches).toEqual([])
+  })
+
+  it('accepts a body of exactly maxBodyBytes', async () => {
+    const body = '[{"a":1}]'
+    const { context, port } = await start({ maxBodyBytes: Buffer.byteLength(body) })
+    const next = context.nextBatch()
+    const answer = request(port, { body })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+})
+
+describe('httpServer: requests refused up front', () => {
+  it.each([
+    ['no Authorization header', undefined],
+    ['a wrong token', 'Bearer wrong'],
+    ['another scheme', 'Basic c2VjcmV0'],
+  ])('answers 401 to %s', async (_, authorization) => {
+    const { context, port } = await start({ authToken: 'secret' })
+    const headers: Record<string, string> = authorization === undefined ? {} : { authorization }
+    const answer = await request(port, { headers, body: '[{"a":1}]' })
+    expect(answer.status).toBe(401)
+    expect(answer.headers['www-authenticate']).toBe('Bearer')
+    expect(context.batches).toEqual([])
+  })
+
+  it('accepts the right bearer token', async () => {
+    const { context, port } = await start({ authToken: 'secret' })
+    const next = context.nextBatch()
+    const answer = request(port, { headers: { authorization: 'Bearer secret' }, body: '[{"a":1}]' })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it('answers 405 to other methods', async () => {
+    const { port } = await start()
+    const answer = await request(port, { method: 'GET' })
+    expect(answer.status).toBe(405)
+    expect(answer.headers.allow).toBe('POST')
+  })
+})
+
+describe('httpServer: lifecycle', () => {
+  it('answers 503 to a request whose body arrives after the stop began', async () => {
+    const { context, port, run } = await start()
+    const answer = await new Promise<{ status: number; retryAfter: unknown }>((resolve, reject) => {
+      const req = httpRequest(
+        { host: '127.0.0.1', port, method: 'POST', headers: { expect: '100-continue' }, agent: false },
+        (res) => {
+          res.resume()
+          resolve({ status: res.statusCode!, retryAfter: res.headers['retry-after'] })
+        },
+      )
+      req.on('error', reject)
+      // The server has the request once it said "continue": stop now, then send the body.
+      req.on('continue', () => {
+        context.stop()
+        req.end('[{"a":1}]')
+      })
+      req.flushHeaders()
+    })
+    expect(answer).toEqual({ status: 503, retryAfter: '5' })
+    expect(context.batches).toEqual([])
+    await run
+  })
+
+  it('returns from run after a stop, and still answers requests already in the pipeline', async () => {
+    const { context, port, run } = await start()
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }]))
+    const batch = await next
+    context.stop()
+    await run
+    batch.end('errored')
+    const { status, headers } = await answer
+    expect(status).toBe(503)
+    expect(headers.connection).toBe('close')
+  })
+
+  it('rejects run and listening() when the address is taken, naming the address', async () => {
+    const { port } = await start()
+    const second = httpServer({ address: `127.0.0.1:${port}` })
+    const context = new FakeSourceContext()
+    await expect(second.run(context)).rejects.toMatchObject({ name: 'HttpServerError', field: 'address' })
+    await expect(second.listening()).rejects.toThrow(`127.0.0.1:${port}`)
+  })
+
+  it('reports bad options by field', () => {
+    expect(
+      httpServer({ address: 'localhost', maxBodyBytes: 0, authToken: '', retryAfterSeconds: 1.5 })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['address', 'maxBodyBytes', 'authToken', 'retryAfterSeconds'])
+    expect(
+      httpServer({ address: '127.0.0.1:99999' })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['address'])
+    expect(httpServer({ address: '[::1]:8686' }).validate()).toEqual([])
+    expect(httpServer().validate()).toEqual([])
+    expect(httpServer().canAcknowledge).toBe(true)
+  })
+})

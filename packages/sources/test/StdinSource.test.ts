@@ -1,0 +1,73 @@
+import { PassThrough, Readable } from 'node:stream'
+import { stdin } from '@ackline/sources'
+import { describe, expect, it } from 'vitest'
+import { FakeSourceContext } from './support/FakeSourceContext.js'
+
+const runOn = async (chunks: (string | Buffer)[], options: Parameters<typeof stdin>[0] = {}) => {
+  const context = new FakeSourceContext({ acknowledgements: false })
+  await stdin({ input: Readable.from(chunks, { objectMode: false }), ...options }).run(context)
+  return context.records()
+}
+
+describe('stdin', () => {
+  it('turns JSON-object lines into those objects and other lines into { message }', async () => {
+    const records = await runOn(['{"a":1}\nplain text\n[1, 2]\n{"broken": \n"quoted"\n'])
+    expect(records.flat()).toEqual([
+      { a: 1 },
+      { message: 'plain text' },
+      { message: '[1, 2]' },
+      { message: '{"broken": ' },
+      { message: '"quoted"' },
+    ])
+  })
+
+  it("keeps every line as a message with format 'text'", async () => {
+    expect((await runOn(['{"a":1}\n'], { format: 'text' })).flat()).toEqual([{ message: '{"a":1}' }])
+  })
+
+  it('reassembles lines split across chunks, strips CR, skips blank lines and sends a last line without newline', async () => {
+    const euro = Buffer.from('€')
+    const records = await runOn([
+      'hel',
+      'lo\r\n\n',
+      Buffer.from('price: '),
+      euro.subarray(0, 1),
+      euro.subarray(1),
+      '\nlast',
+    ])
+    expect(records.flat()).toEqual([{ message: 'hello' }, { message: 'price: €' }, { message: 'last' }])
+  })
+
+  it('sends the lines of one chunk as one batch, at most maxBatchLines each', async () => {
+    const records = await runOn(['a\nb\nc\nd\ne\n', 'f\n'], { maxBatchLines: 2 })
+    expect(records.map((batch) => batch.map((r) => r.message))).toEqual([
+      ['a', 'b'],
+      ['c', 'd'],
+      ['e'],
+      ['f'],
+    ])
+  })
+
+  it('returns when the topology stops while the input is idle', async () => {
+    const input = new PassThrough()
+    const context = new FakeSourceContext({ acknowledgements: false })
+    const run = stdin({ input }).run(context)
+    const next = context.nextBatch()
+    input.write('one\n')
+    await next
+    context.stop()
+    await run
+    expect(context.records()).toEqual([[{ message: 'one' }]])
+    expect(input.destroyed).toBe(true)
+  })
+
+  it('cannot acknowledge, and reports bad options by field', () => {
+    expect(stdin().canAcknowledge).toBe(false)
+    expect(
+      stdin({ format: 'xml' as never, maxBatchLines: 0, input: {} as never })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['format', 'maxBatchLines', 'input'])
+    expect(stdin({ input: new PassThrough() }).validate()).toEqual([])
+  })
+})

@@ -1,0 +1,65 @@
+/**
+ * A `SourceContext` for unit tests of sources, without the runtime: each sent batch gets real
+ * events and (with acknowledgements on) a real `BatchNotifier`, and waits in `batches` until the
+ * test plays the sinks by ending its events.
+ */
+import { BatchNotifier, type BatchStatus, EventArray, type JsonObject, LogEvent } from '@ackline/core'
+import type { BatchReceipt, SourceContext } from '@ackline/topology'
+
+export class FakeSourceContext implements SourceContext {
+  readonly id: string
+  readonly acknowledgements: boolean
+  readonly #controller = new AbortController()
+  /** Every batch sent, in order. */
+  readonly batches: EventArray[] = []
+  /** The fields of every batch, as sent (the events themselves may have ended since). */
+  readonly #records: JsonObject[][] = []
+  readonly #waiting: ((batch: EventArray) => void)[] = []
+  /** When set, `send` waits for this before accepting (back pressure, or a runtime that refuses). */
+  gate: Promise<void> | undefined = undefined
+
+  constructor(options: { readonly id?: string; readonly acknowledgements?: boolean } = {}) {
+    this.id = options.id ?? 'in'
+    this.acknowledgements = options.acknowledgements ?? true
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal
+  }
+
+  /** Stops the source, as the runtime does on `topology.stop()`. */
+  stop(): void {
+    this.#controller.abort()
+  }
+
+  async send(records: Iterable<JsonObject>): Promise<BatchReceipt> {
+    const events = EventArray.from(
+      Array.from(records, (fields) => new LogEvent(fields, { sourceId: this.id })),
+    )
+    const created = BatchNotifier.maybeCreate(this.acknowledgements, { sourceId: this.id })
+    if (created !== undefined) events.attach(created.notifier)
+    if (this.gate !== undefined) await this.gate
+    this.batches.push(events)
+    this.#records.push(events.events.map((event) => ({ ...event.fields })))
+    this.#waiting.shift()?.(events)
+    const status: Promise<BatchStatus> =
+      created === undefined ? Promise.resolve('delivered') : created.receiver.promise
+    return { batchId: created?.notifier.id, status }
+  }
+
+  async sendEvents(events: EventArray): Promise<void> {
+    this.batches.push(events)
+    this.#records.push(events.events.map((event) => ({ ...event.fields })))
+    this.#waiting.shift()?.(events)
+  }
+
+  /** The next batch sent from now on (or the first one not yet taken). */
+  nextBatch(): Promise<EventArray> {
+    return new Promise((resolve) => this.#waiting.push(resolve))
+  }
+
+  /** The fields of every event sent so far, batch by batch, as they were sent. */
+  records(): JsonObject[][] {
+    return this.#records
+  }
+}
