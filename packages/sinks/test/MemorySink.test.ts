@@ -1,0 +1,55 @@
+import type { BatchStatus, JsonObject } from '@ackline/core'
+import { memory } from '@ackline/sinks'
+import { type Source, TopologyBuilder } from '@ackline/topology'
+import { describe, expect, it } from 'vitest'
+
+/** A source that sends the given batches and keeps their statuses. */
+const batches = (list: JsonObject[][]) => {
+  const statuses: Promise<BatchStatus>[] = []
+  const source: Source = {
+    kind: 'batches',
+    canAcknowledge: true,
+    async run(context) {
+      for (const records of list) statuses.push((await context.send(records)).status)
+    },
+  }
+  return { source, statuses: () => Promise.all(statuses) }
+}
+
+describe('memory', () => {
+  it('keeps every event and reports the status outcome picks for it', async () => {
+    const { source, statuses } = batches([[{ n: 1 }, { n: 2 }], [{ n: 3 }], [{ n: 4 }]])
+    const sink = memory({
+      outcome: (e) => (e.get('n') === 2 ? 'errored' : e.get('n') === 4 ? 'rejected' : 'delivered'),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(await statuses()).toEqual(['errored', 'delivered', 'rejected'])
+    expect(sink.events).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }])
+    expect(sink.statuses).toEqual(['delivered', 'errored', 'delivered', 'rejected'])
+    expect(sink.writes).toBe(3)
+  })
+
+  it('waits for beforeWrite', async () => {
+    const { source, statuses } = batches([[{ n: 1 }]])
+    let release!: () => void
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const sink = memory({ beforeWrite: () => held })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve))
+    expect(sink.events).toEqual([])
+    release()
+    await topology.done
+    expect(await statuses()).toEqual(['delivered'])
+  })
+})

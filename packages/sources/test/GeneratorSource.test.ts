@@ -1,0 +1,108 @@
+import type { BatchStatus, JsonObject } from '@ackline/core'
+import { generator } from '@ackline/sources'
+import { type Sink, TopologyBuilder } from '@ackline/topology'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+
+/** A sink that keeps fields and array sizes, and errors the events `fail` picks. */
+const recorder = (fail: (record: JsonObject) => boolean = () => false) => {
+  const records: JsonObject[] = []
+  const sink: Sink = {
+    kind: 'recorder',
+    async write(events) {
+      return events.events.map((e) => {
+        records.push(e.fields as JsonObject)
+        return fail(e.fields as JsonObject) ? 'errored' : 'delivered'
+      })
+    },
+  }
+  return { sink, records }
+}
+
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+describe('generator', () => {
+  it('sends count events in batches of batchSize, and reports each batch', async () => {
+    const batches: [number, number, Promise<BatchStatus>][] = []
+    const { sink, records } = recorder((r) => r.index === 120)
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source(
+        'gen',
+        generator({
+          count: 250,
+          batchSize: 100,
+          onBatch: (receipt, first, size) => batches.push([first, size, receipt.status]),
+        }),
+      )
+      .sink('out', ['gen'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(records).toHaveLength(250)
+    expect(records[7]).toEqual({ message: 'event 7', index: 7 })
+    expect(batches.map(([first, size]) => [first, size])).toEqual([
+      [0, 100],
+      [100, 100],
+      [200, 50],
+    ])
+    expect(await Promise.all(batches.map(([, , status]) => status))).toEqual([
+      'delivered',
+      'errored',
+      'delivered',
+    ])
+  })
+
+  it('uses the record function', async () => {
+    const { sink, records } = recorder()
+    const topology = new TopologyBuilder()
+      .source('gen', generator({ count: 3, record: (i) => ({ square: i * i }) }))
+      .sink('out', ['gen'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(records).toEqual([{ square: 0 }, { square: 1 }, { square: 4 }])
+  })
+
+  it('keeps to ratePerSecond', async () => {
+    vi.useFakeTimers()
+    const { sink, records } = recorder()
+    const topology = new TopologyBuilder()
+      .source('gen', generator({ count: 30, batchSize: 10, ratePerSecond: 10 }))
+      .sink('out', ['gen'], sink)
+      .build()
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(records).toHaveLength(10)
+    await vi.advanceTimersByTimeAsync(999)
+    expect(records).toHaveLength(10)
+    await vi.advanceTimersByTimeAsync(1)
+    expect(records).toHaveLength(20)
+    await vi.advanceTimersByTimeAsync(1000)
+    expect(records).toHaveLength(30)
+    await topology.done
+  })
+
+  it('runs until the topology stops when count is unset', async () => {
+    vi.useFakeTimers()
+    const { sink, records } = recorder()
+    const topology = new TopologyBuilder()
+      .source('gen', generator({ batchSize: 5, ratePerSecond: 5 }))
+      .sink('out', ['gen'], sink)
+      .build()
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(2500)
+    expect(records).toHaveLength(15)
+    await topology.stop()
+    expect(records).toHaveLength(15)
+  })
+
+  it('reports bad options through the builder', () => {
+    expect(() =>
+      new TopologyBuilder()
+        .source('gen', generator({ count: -1, batchSize: 0, ratePerSecond: Number.NaN }))
+        .sink('out', ['gen'], recorder().sink)
+        .build(),
+    ).toThrow(/gen \(count\).*\n.*gen \(batchSize\).*\n.*gen \(ratePerSecond\)/)
+  })
+})

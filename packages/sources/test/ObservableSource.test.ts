@@ -1,0 +1,92 @@
+import type { JsonObject } from '@ackline/core'
+import { fromObservable, type RecordAck } from '@ackline/sources'
+import { type LifecycleEvent, type Sink, TopologyBuilder } from '@ackline/topology'
+import { from, lastValueFrom, Subject, throwError, toArray } from 'rxjs'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+
+const failing = (fail: (record: JsonObject) => 'delivered' | 'errored' | 'rejected'): Sink => ({
+  kind: 'outcomes',
+  async write(events) {
+    return events.events.map((e) => fail(e.fields as JsonObject))
+  },
+})
+
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+describe('fromObservable', () => {
+  it('acknowledges each record with its batch status, through the callback and the acks Observable', async () => {
+    const viaCallback: RecordAck[] = []
+    const source = fromObservable(from([{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]), {
+      batchSize: 2,
+      onAck: (ack) => viaCallback.push(ack),
+    })
+    const viaObservable = lastValueFrom(source.acks.pipe(toArray()))
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink(
+        'out',
+        ['in'],
+        failing((r) => (r.n === 3 ? 'rejected' : 'delivered')),
+      )
+      .build()
+    await topology.start()
+    await topology.done
+    const acks = await viaObservable
+    expect(acks.map((a) => [a.record.n, a.status])).toEqual([
+      [1, 'delivered'],
+      [2, 'delivered'],
+      [3, 'rejected'],
+      [4, 'rejected'],
+    ])
+    expect(acks[0]!.batchId).toBe(acks[1]!.batchId)
+    expect(acks[0]!.batchId).not.toBe(acks[2]!.batchId)
+    expect(viaCallback).toEqual(acks)
+  })
+
+  it('acknowledges records the topology stopped before sending as errored, never delivered', async () => {
+    vi.useFakeTimers()
+    const records = new Subject<JsonObject>()
+    const acks: RecordAck[] = []
+    const never: Sink = { kind: 'stuck', write: () => new Promise(() => {}) }
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', fromObservable(records, { batchSize: 1, onAck: (a) => acks.push(a) }))
+      .sink('out', ['in'], never, { buffer: { maxEvents: 1 } })
+      .build()
+    await topology.start()
+    for (let n = 1; n <= 5; n++) records.next({ n })
+    await vi.advanceTimersByTimeAsync(0)
+    const stopped = topology.stop({ drainTimeoutMs: 1000 })
+    await vi.advanceTimersByTimeAsync(1000)
+    await stopped
+    expect(acks.map((a) => [a.record.n, a.status]).sort()).toEqual([
+      [1, 'errored'],
+      [2, 'errored'],
+      [3, 'errored'],
+      [4, 'errored'],
+      [5, 'errored'],
+    ])
+    expect(acks.filter((a) => a.batchId === undefined).map((a) => a.record.n)).toEqual([4, 5])
+  })
+
+  it('reports an Observable that errors as a failed source', async () => {
+    const facts: LifecycleEvent[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', fromObservable(throwError(() => new Error('upstream broke'))))
+      .sink(
+        'out',
+        ['in'],
+        failing(() => 'delivered'),
+      )
+      .build()
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await topology.done
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+      component: 'in',
+      code: 'RUN_FAILED',
+      message: expect.stringContaining('upstream broke'),
+    })
+  })
+})
