@@ -1,7 +1,8 @@
 // Acknowledgements: out of order, negative (redelivery), rejection (dead letters), and what a
 // restart redelivers.
-import { DiskBuffer } from '@ackline/buffers'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+// By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
+import { DiskBuffer } from '../src/DiskBuffer.js'
 import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const PATH = '/buf'

@@ -1,6 +1,8 @@
 // Invariants: durability before acknowledgement, segment bounds, back pressure, limits.
-import { DiskBuffer, DiskBufferError } from '@ackline/buffers'
+import { DiskBufferError } from '@ackline/buffers'
 import { describe, expect, it } from 'vitest'
+// By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
+import { DiskBuffer } from '../src/DiskBuffer.js'
 import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const PATH = '/buf'

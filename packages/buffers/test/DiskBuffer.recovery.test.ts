@@ -3,8 +3,10 @@ import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DiskBuffer, DiskBufferError } from '@ackline/buffers'
+import { DiskBufferError } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
+// By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
+import { DiskBuffer } from '../src/DiskBuffer.js'
 import { Ledger } from '../src/internal/Ledger.js'
 import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 

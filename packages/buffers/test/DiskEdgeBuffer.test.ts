@@ -1,0 +1,265 @@
+// The disk buffer as a sink's edge buffer: what happens to the sources' batches.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { type DiskEdgeBuffer, type DiskEdgeBufferOptions, openDiskBuffer } from '@ackline/buffers'
+import { BatchNotifier, type BatchStatusReceiver, EventArray, LogEvent } from '@ackline/core'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { EdgeBuffer } from '../../topology/src/EdgeBuffer.js'
+// By path: the ENOSPC test needs the internal `fileSystem` option.
+import { openDiskBuffer as openOnFileSystem } from '../src/DiskEdgeBuffer.js'
+import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+
+const dirs: string[] = []
+const tempDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), 'ackline-edge-'))
+  dirs.push(dir)
+  return dir
+}
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+/** A source batch of `n` events `{ n: from + i }`. */
+function batch(n: number, from = 0): { array: EventArray; receiver: BatchStatusReceiver } {
+  const events = Array.from(
+    { length: n },
+    (_, i) => new LogEvent({ n: from + i }, { sourceId: 'src', ingestTimestamp: 1000 + i }),
+  )
+  const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+  return { array: new EventArray(events).attach(notifier), receiver }
+}
+
+const open = (path: string, options: Partial<DiskEdgeBufferOptions> = {}): Promise<DiskEdgeBuffer> =>
+  openDiskBuffer({ path, sinkId: 'out', log: () => {}, ...options })
+
+const ns = (array: EventArray | undefined): unknown[] => (array?.events ?? []).map((e) => e.get('n'))
+
+const ticks = async (n = 20): Promise<void> => {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve))
+}
+
+describe('openDiskBuffer', () => {
+  it('is an EdgeBuffer of the topology', async () => {
+    const buffer = await open(tempDir())
+    const edge: EdgeBuffer = buffer
+    expect(typeof edge.push).toBe('function')
+    await buffer.dispose()
+  })
+
+  it("on delivery (default): settles the source's batch only once the sink delivered the events read back", async () => {
+    const buffer = await open(tempDir())
+    const { array, receiver } = batch(3)
+    await buffer.push(array)
+    await ticks()
+    expect(receiver.status).toBeUndefined()
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([0, 1, 2])
+    expect(out.events.map((e) => [e.metadata.sourceId, e.metadata.ingestTimestamp])).toEqual([
+      ['src', 1000],
+      ['src', 1001],
+      ['src', 1002],
+    ])
+    expect([...out.events[0]!.metadata.finalizers].map((f) => f.sourceId)).toEqual(['out:buffer'])
+    out.events[0]!.end('delivered')
+    out.events[1]!.end('delivered')
+    await ticks()
+    expect(receiver.status).toBeUndefined()
+    out.events[2]!.end('delivered')
+    expect(await receiver).toBe('delivered')
+    expect(buffer.store.ackedBelow).toBe(3)
+    await buffer.dispose()
+  })
+
+  it("on write: settles the batch delivered once the records are durable, before push resolves under sync 'always'", async () => {
+    const buffer = await open(tempDir(), { acknowledgements: 'on-write' })
+    const { array, receiver } = batch(2)
+    await buffer.push(array)
+    expect(receiver.status).toBe('delivered')
+    const out = (await buffer.pull())!
+    out.end('delivered')
+    await buffer.dispose()
+  })
+
+  it('on write with group commit: settles the batch only after the group fsync', async () => {
+    const buffer = await open(tempDir(), {
+      acknowledgements: 'on-write',
+      sync: { everyMs: 60_000, everyWrites: 2 },
+    })
+    const first = batch(1)
+    await buffer.push(first.array)
+    await ticks()
+    expect(first.receiver.status).toBeUndefined()
+    const second = batch(1, 1)
+    await buffer.push(second.array)
+    expect(await first.receiver).toBe('delivered')
+    expect(await second.receiver).toBe('delivered')
+    ;(await buffer.pull())!.end('delivered')
+    await buffer.dispose()
+  })
+
+  it('redelivers what the sink reported errored after a back-off, and does not settle the source meanwhile', async () => {
+    const buffer = await open(tempDir(), { retryBackoff: { initialMs: 1, maxMs: 1 } })
+    const { array, receiver } = batch(2)
+    await buffer.push(array)
+    const out = (await buffer.pull())!
+    out.events[0]!.end('errored')
+    out.events[1]!.end('delivered')
+    const again = (await buffer.pull())!
+    expect(ns(again)).toEqual([0])
+    expect(receiver.status).toBeUndefined()
+    expect(buffer.metrics().redeliveries).toBe(1)
+    again.end('delivered')
+    expect(await receiver).toBe('delivered')
+    await buffer.dispose()
+  })
+
+  it('dead-letters what the sink rejected, settles the source rejected, never redelivers it, and can replay it', async () => {
+    const buffer = await open(tempDir())
+    const { array, receiver } = batch(2)
+    await buffer.push(array)
+    const out = (await buffer.pull())!
+    out.events[0]!.end('delivered')
+    out.events[1]!.end('rejected')
+    expect(await receiver).toBe('rejected')
+    const letters = []
+    for await (const letter of buffer.deadLetters()) letters.push(letter)
+    expect(letters).toEqual([{ originalSeq: 1, fields: { n: 1 }, sourceId: 'src', ingestTimestamp: 1001 }])
+    expect(buffer.metrics()).toMatchObject({ deadLettered: 1, deadLetteredThisRun: 1 })
+    expect(await buffer.replayDeadLetters()).toEqual({ status: 'replayed', count: 1 })
+    const replayed = (await buffer.pull())!
+    expect(ns(replayed)).toEqual([1])
+    replayed.end('delivered')
+    await buffer.close()
+    expect(await buffer.pull()).toBeUndefined()
+  })
+
+  it('drop_newest: settles the pushed events rejected at once when the buffer is full', async () => {
+    const buffer = await open(tempDir(), { whenFull: 'drop_newest', segmentBytes: 200, maxBytes: 200 })
+    const first = batch(4)
+    await buffer.push(first.array)
+    const dropped = batch(4, 4)
+    await buffer.push(dropped.array)
+    expect(await dropped.receiver).toBe('rejected')
+    expect(buffer.metrics().droppedWhenFull).toBe(4)
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([0, 1, 2, 3])
+    out.end('delivered')
+    expect(await first.receiver).toBe('delivered')
+    await buffer.dispose()
+  })
+
+  it('block: a push waits at maxBytes until the sink catches up (back pressure)', async () => {
+    // Each record is a 42-byte frame: two per 100-byte segment; eight fit under 340 bytes, ten do not.
+    const buffer = await open(tempDir(), { segmentBytes: 100, maxBytes: 340 })
+    await buffer.push(batch(4).array)
+    await buffer.push(batch(4, 4).array)
+    let pushed = false
+    const third = batch(2, 8)
+    const pending = buffer.push(third.array).then(() => {
+      pushed = true
+    })
+    await ticks()
+    expect(pushed).toBe(false)
+    const out = (await buffer.pull())!
+    out.end('delivered')
+    await pending
+    const rest = (await buffer.pull())!
+    expect(ns(rest)).toEqual([8, 9])
+    rest.end('delivered')
+    await buffer.dispose()
+  })
+
+  it('rejects an event too large for a segment at once and stores the rest of the batch', async () => {
+    const buffer = await open(tempDir(), { segmentBytes: 100 })
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    const big = new LogEvent({ text: 'x'.repeat(200) })
+    const small = new LogEvent({ n: 1 })
+    notifier.attach(big)
+    const { notifier: n2, receiver: smallReceiver } = BatchNotifier.create({ sourceId: 'src' })
+    n2.attach(small)
+    notifier.release()
+    n2.release()
+    await buffer.push(EventArray.of(big, small))
+    expect(await receiver).toBe('rejected')
+    expect(buffer.metrics().rejectedTooLarge).toBe(1)
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([1])
+    out.end('delivered')
+    expect(await smallReceiver).toBe('delivered')
+    await buffer.dispose()
+  })
+
+  it('settles the events errored when the write fails (ENOSPC) and stays usable', async () => {
+    const fs = new MemoryFileSystem()
+    const buffer = await openOnFileSystem({ path: '/buf', sinkId: 'out', fileSystem: fs, log: () => {} })
+    fs.capacity = fs.used() + 10
+    const failed = batch(2)
+    await buffer.push(failed.array)
+    expect(await failed.receiver).toBe('errored')
+    expect(buffer.metrics().writeErrored).toBe(2)
+    fs.capacity = Number.POSITIVE_INFINITY
+    const ok = batch(1, 7)
+    await buffer.push(ok.array)
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([7])
+    out.end('delivered')
+    expect(await ok.receiver).toBe('delivered')
+    await buffer.dispose()
+  })
+
+  it('after a restart delivers the records again with fresh notifiers; the old batches were settled errored on dispose', async () => {
+    const path = tempDir()
+    const buffer = await open(path)
+    const { array, receiver } = batch(2)
+    await buffer.push(array)
+    await buffer.dispose()
+    expect(await receiver).toBe('errored') // its source resends: at-least-once
+    const reopened = await open(path)
+    const out = (await reopened.pull())!
+    expect(ns(out)).toEqual([0, 1])
+    out.end('delivered')
+    await reopened.close()
+    expect(await reopened.pull()).toBeUndefined()
+    const third = await open(path) // drained and closed: the lock was released, nothing is left
+    await third.close()
+    expect(await third.pull()).toBeUndefined()
+  })
+
+  it('close: pull drains what is left, then returns undefined; a push after close settles errored and throws', async () => {
+    const buffer = await open(tempDir())
+    await buffer.push(batch(2).array)
+    await buffer.close()
+    const late = batch(1)
+    await expect(buffer.push(late.array)).rejects.toMatchObject({ code: 'CLOSED' })
+    expect(await late.receiver).toBe('errored')
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([0, 1])
+    out.end('delivered')
+    expect(await buffer.pull()).toBeUndefined()
+  })
+
+  it('pull resolves undefined when its signal aborts', async () => {
+    const buffer = await open(tempDir())
+    const controller = new AbortController()
+    const pending = buffer.pull(controller.signal)
+    controller.abort()
+    expect(await pending).toBeUndefined()
+    await buffer.dispose()
+  })
+
+  it("accepts a topology's buffer config, with type 'disk' and explicit undefined options", async () => {
+    const buffer = await openDiskBuffer({
+      type: 'disk',
+      path: tempDir(),
+      sinkId: 'out',
+      maxBytes: undefined,
+      whenFull: undefined,
+      sync: undefined,
+      acknowledgements: undefined,
+    })
+    await buffer.dispose()
+    const wrong = { type: 'memory', path: tempDir(), sinkId: 'out' } as unknown as DiskEdgeBufferOptions
+    await expect(openDiskBuffer(wrong)).rejects.toMatchObject({ code: 'INVALID_OPTION', field: 'type' })
+  })
+})
