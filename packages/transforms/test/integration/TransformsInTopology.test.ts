@@ -1,0 +1,112 @@
+/**
+ * The built-in transforms inside a real topology (runtime, channels, fan-out, flush on stop):
+ * each source batch must resolve with the status its events' paths give it.
+ */
+import type { BatchStatus, JsonObject } from '@ackline/core'
+import { type MemorySink, memory } from '@ackline/sinks'
+import { generator } from '@ackline/sources'
+import { type Topology, TopologyBuilder } from '@ackline/topology'
+import { dedupe, filter, reduce, route, sample } from '@ackline/transforms'
+import { describe, expect, it } from 'vitest'
+
+/** A generator over `records` in batches of `batchSize`, and the statuses of its batches, in order. */
+function source(records: readonly JsonObject[], batchSize: number) {
+  const statuses: Promise<BatchStatus>[] = []
+  const gen = generator({
+    count: records.length,
+    batchSize,
+    record: (i) => ({ ...records[i]! }),
+    onBatch: (receipt, first) => {
+      statuses[first / batchSize] = receipt.status
+    },
+  })
+  return { gen, statuses: async () => Promise.all(statuses) }
+}
+
+async function runToEnd(topology: Topology): Promise<void> {
+  await topology.start()
+  await topology.done
+}
+
+const fields = (sink: MemorySink) => sink.events.map((e) => ({ ...e }))
+
+describe('transforms in a topology', () => {
+  it("filter: the runtime settles discards with the transform's own dropStatus", async () => {
+    const { gen, statuses } = source([{ ok: true }, { ok: false }, { ok: true }, { ok: true }], 2)
+    const out = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', gen)
+      .transform(
+        'only_ok',
+        ['in'],
+        filter((e) => e.get('ok') === true, { dropStatus: 'rejected' }),
+      )
+      .sink('out', ['only_ok'], out)
+      .build()
+    await runToEnd(topology)
+    expect(await statuses()).toEqual(['rejected', 'delivered'])
+    expect(out.events).toHaveLength(3)
+    expect(topology.metrics().only_ok).toMatchObject({ discardedEvents: 1, rejectedEvents: 1 })
+  })
+
+  it('route: an event on two ports waits for both sinks; _unmatched can be read like any port', async () => {
+    const { gen, statuses } = source(
+      [{ level: 'error', audit: true }, { level: 'info' }, { level: 'error' }],
+      1,
+    )
+    const errors = memory({ outcome: (e) => (e.get('audit') === true ? 'errored' : 'delivered') })
+    const audit = memory()
+    const rest = memory({ outcome: () => 'rejected' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', gen)
+      .transform(
+        'split',
+        ['in'],
+        route({ errors: (e) => e.get('level') === 'error', audit: (e) => e.get('audit') === true }),
+      )
+      .sink('errors', ['split.errors'], errors)
+      .sink('audit', ['split.audit'], audit)
+      .sink('rest', ['split._unmatched'], rest)
+      .build()
+    await runToEnd(topology)
+    expect(await statuses()).toEqual(['errored', 'rejected', 'delivered'])
+    expect([errors.events.length, audit.events.length, rest.events.length]).toEqual([2, 1, 1])
+  })
+
+  it('reduce: a merged event carries every merged batch, and the final flush at stop emits open groups', async () => {
+    const records = [
+      { k: 'a', n: 1 },
+      { k: 'b', n: 2 },
+      { k: 'a', n: 3 },
+      { k: 'b', n: 4 },
+      { k: 'a', n: 5 },
+    ]
+    const { gen, statuses } = source(records, 1)
+    const out = memory({ outcome: (e) => (e.get('k') === 'b' ? 'errored' : 'delivered') })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', gen)
+      .transform('merge', ['in'], reduce({ groupBy: ['k'], windowMs: 60_000, merge: { n: 'array' } }))
+      .sink('out', ['merge'], out)
+      .build()
+    await runToEnd(topology)
+    expect(fields(out).sort((x, y) => String(x.k).localeCompare(String(y.k)))).toEqual([
+      { k: 'a', n: [1, 3, 5] },
+      { k: 'b', n: [2, 4] },
+    ])
+    expect(await statuses()).toEqual(['delivered', 'errored', 'delivered', 'errored', 'delivered'])
+  })
+
+  it('dedupe and sample: what they drop counts as delivered by default', async () => {
+    const { gen, statuses } = source([{ id: 1 }, { id: 1 }, { id: 2 }, { id: 3 }, { id: 3 }, { id: 4 }], 3)
+    const out = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', gen)
+      .transform('unique', ['in'], dedupe({ fields: ['id'] }))
+      .transform('half', ['unique'], sample({ rate: 2 }))
+      .sink('out', ['half'], out)
+      .build()
+    await runToEnd(topology)
+    expect(fields(out).map((f) => f.id)).toEqual([1, 3])
+    expect(await statuses()).toEqual(['delivered', 'delivered'])
+  })
+})
