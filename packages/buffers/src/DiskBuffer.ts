@@ -531,19 +531,24 @@ export class DiskBuffer {
    * Up to `max` records to deliver: records whose redelivery back-off has passed first, then new
    * ones in order. Waits until there is one. Resolves `undefined` once the buffer is closed, or
    * after `endWrites()` once every record was read and none is in flight, or when `signal` aborts.
-   * Each record must be settled with `ack`, `nack` or `deadLetter`.
+   * With `wait: false` it resolves `[]` at once instead of waiting. Each record must be settled
+   * with `ack`, `nack` or `deadLetter`.
    */
   read(
     max = 1000,
-    options: { readonly signal?: AbortSignal | undefined } = {},
+    options: { readonly signal?: AbortSignal | undefined; readonly wait?: boolean | undefined } = {},
   ): Promise<StoredRecord[] | undefined> {
     // One reader at a time: the cursor is shared.
-    const next = this.#reading.then(() => this.#read(max, options.signal))
+    const next = this.#reading.then(() => this.#read(max, options.signal, options.wait !== false))
     this.#reading = next.catch(() => undefined)
     return next
   }
 
-  async #read(max: number, signal: AbortSignal | undefined): Promise<StoredRecord[] | undefined> {
+  async #read(
+    max: number,
+    signal: AbortSignal | undefined,
+    wait: boolean,
+  ): Promise<StoredRecord[] | undefined> {
     const onAbort = (): void => this.#wake()
     signal?.addEventListener('abort', onAbort)
     try {
@@ -575,6 +580,7 @@ export class DiskBuffer {
           return out
         }
         if (this.#state === 'draining' && this.#caughtUp() && this.#inFlight.size === 0) return undefined
+        if (!wait) return []
         let timer: NodeJS.Timeout | undefined
         if (this.#retries.length > 0) {
           const due = Math.min(...this.#retries.map((r) => r.dueAt))
