@@ -111,7 +111,7 @@ async function run(ops: readonly Op[], sync: SyncPolicy): Promise<void> {
       case 'write': {
         const ids = Array.from({ length: o.count }, () => nextId++)
         const batch = ids.map((id) => payloadOf(id, o.size))
-        ids.forEach((id, i) => payloads.set(id, batch[i]!))
+        for (const [i, id] of ids.entries()) payloads.set(id, batch[i]!)
         const result = await buffer.append(batch)
         expect(result.status).toBe('written')
         if (result.status === 'written') {
