@@ -292,7 +292,15 @@ class HttpServer implements HttpServerSource {
   }
 }
 
-/** A configuration or listening problem of the `http_server` source, naming the option concerned. */
+/**
+ * The `http_server` source cannot listen (a bad or taken `address`); names the option concerned.
+ * `run` and `listening()` reject with it.
+ *
+ * @example
+ * ```ts
+ * await source.listening().catch((e) => { if (e instanceof HttpServerError) console.error(e.field, e.message) })
+ * ```
+ */
 export class HttpServerError extends Error {
   override readonly name = 'HttpServerError'
   readonly code = 'HTTP_SERVER_LISTEN'

@@ -14,7 +14,14 @@ import type { ConfigIssue, Transform, TransformContext } from '@ackline/topology
 import type { Predicate } from './Filter.js'
 import { checkOption } from './internal/checkOption.js'
 
-/** The port of events that no route accepted. */
+/**
+ * The port of events that no route accepted; read it as `'<id>._unmatched'`.
+ *
+ * @example
+ * ```ts
+ * builder.sink('rest', [`split.${UNMATCHED}`], archive)
+ * ```
+ */
 export const UNMATCHED = '_unmatched' as const
 
 /** Named routes: each output port's predicate. Port names may not contain `.` nor be `_unmatched`. */
