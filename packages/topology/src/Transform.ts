@@ -19,8 +19,8 @@ export interface TransformContext {
   readonly id: string
   /**
    * Passes an event on, to the default output or to a named port. Ownership moves downstream.
-   * Emitting the same handle again (on another port) emits a clone of it, so one event can go to
-   * several ports without the transform cloning it.
+   * Emitting the same handle again (on another port) sends a clone of it, as it is when the call
+   * returns, so one event can go to several ports without the transform cloning it.
    */
   emit(event: LogEvent, port?: string): void
   /** Discards an event: ends it per the transform's drop status, and counts the discard. */

@@ -20,10 +20,9 @@ import type { Output } from './Output.js'
 const RESOLVED: Promise<void> = Promise.resolve()
 const nothing = (): void => {}
 
-/** The context of one `process` or `flush` call. */
+/** The context of one `process` or `flush` call: it only records; the runner checks afterwards. */
 class CallContext implements TransformContext {
   readonly id: string
-  readonly emitted = new Set<LogEvent>()
   readonly ports = new Map<string, LogEvent[]>()
   readonly defaultPort: LogEvent[] = []
   #open = true
@@ -53,9 +52,7 @@ class CallContext implements TransformContext {
       this.#runner.counters.errored++
       return
     }
-    const handle = this.emitted.has(event) ? event.clone() : event
-    this.emitted.add(handle)
-    list.push(handle)
+    list.push(event)
   }
 
   drop(event: LogEvent): void {
@@ -182,20 +179,56 @@ export class TransformRunner {
     step: 'process' | 'flush',
   ): Promise<void> {
     context.close()
-    let leaked = 0
-    const held = this.#held
-    if (held.size > 0) {
-      for (const event of held) if (event.isEnded || context.emitted.has(event)) held.delete(event)
+    if (failure !== undefined || context.ports.size > 0 || this.#held.size > 0 || !inOrder(inputs, context.defaultPort)) {
+      this.#reconcile(context, inputs, failure, step)
     }
-    const mayHold = this.transform.flush !== undefined && failure === undefined
-    for (const event of inputs) {
-      if (!event.isEnded && !context.emitted.has(event)) {
-        if (mayHold) {
-          held.add(event)
+    const sends: Promise<void>[] = []
+    if (context.defaultPort.length > 0) sends.push(this.outputs.get('')!.send(new EventArray(context.defaultPort)))
+    for (const [port, list] of context.ports) {
+      if (list.length > 0) sends.push(this.outputs.get(port)!.send(new EventArray(list)))
+    }
+    if (sends.length === 1) await sends[0]
+    else if (sends.length > 1) await Promise.all(sends)
+  }
+
+  /**
+   * The general check, when the quick one could not vouch for the call: a second emission of a
+   * handle becomes a clone, ended handles are taken out of the outputs, held events that left are
+   * forgotten, and inputs that did not leave are held (transforms with `flush`) or settled `errored`.
+   */
+  #reconcile(context: CallContext, inputs: readonly LogEvent[], failure: unknown, step: 'process' | 'flush'): void {
+    const emitted = new Set<LogEvent>()
+    let endedAfterEmit = 0
+    const check = (list: LogEvent[]): LogEvent[] => {
+      const out: LogEvent[] = []
+      for (const event of list) {
+        if (event.isEnded) {
+          endedAfterEmit++
+        } else if (emitted.has(event)) {
+          out.push(event.clone())
         } else {
-          event.end('errored')
-          leaked++
+          emitted.add(event)
+          out.push(event)
         }
+      }
+      return out
+    }
+    const kept = check(context.defaultPort)
+    context.defaultPort.length = 0
+    context.defaultPort.push(...kept)
+    for (const [port, list] of context.ports) context.ports.set(port, check(list))
+
+    const held = this.#held
+    for (const event of held) if (event.isEnded || emitted.has(event)) held.delete(event)
+    const mayHold = this.transform.flush !== undefined && failure === undefined
+    let leaked = 0
+    for (const event of inputs) {
+      if (event.isEnded || emitted.has(event)) continue
+      if (mayHold) {
+        held.add(event)
+      } else {
+        event.end('errored')
+        leaked++
       }
     }
     if (leaked > 0) this.counters.errored += leaked
@@ -217,29 +250,32 @@ export class TransformRunner {
         events: leaked,
       })
     }
-    const sends: Promise<void>[] = []
-    const send = (port: string, list: LogEvent[]): void => {
-      const live = this.#live(list)
-      if (live.length > 0) sends.push(this.outputs.get(port)!.send(new EventArray(live)))
+    if (endedAfterEmit > 0) {
+      this.emit({
+        type: 'component_error',
+        component: this.id,
+        code: 'ENDED_AFTER_EMIT',
+        message: `transform '${this.id}' ended ${endedAfterEmit} event(s) after emitting them; they were not passed on`,
+        events: endedAfterEmit,
+      })
     }
-    send('', context.defaultPort)
-    for (const [port, list] of context.ports) send(port, list)
-    if (sends.length === 1) await sends[0]
-    else if (sends.length > 1) await Promise.all(sends)
   }
+}
 
-  /** The emitted handles that are still live; ended ones are reported, not passed on. */
-  #live(list: LogEvent[]): LogEvent[] {
-    let ended = 0
-    for (const event of list) if (event.isEnded) ended++
-    if (ended === 0) return list
-    this.emit({
-      type: 'component_error',
-      component: this.id,
-      code: 'ENDED_AFTER_EMIT',
-      message: `transform '${this.id}' ended ${ended} event(s) after emitting them; they were not passed on`,
-      events: ended,
-    })
-    return list.filter((event) => !event.isEnded)
+/**
+ * The quick check of the common call (a map, a filter, a merge): what was emitted on the default
+ * port is a subsequence of the inputs, still live, and every input left out has ended.
+ */
+function inOrder(inputs: readonly LogEvent[], emitted: readonly LogEvent[]): boolean {
+  let j = 0
+  for (let i = 0; i < inputs.length; i++) {
+    const event = inputs[i]!
+    if (event === emitted[j]) {
+      if (event.isEnded) return false
+      j++
+    } else if (!event.isEnded) {
+      return false
+    }
   }
+  return j === emitted.length
 }
