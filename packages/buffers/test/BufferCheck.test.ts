@@ -1,0 +1,162 @@
+// The `ackline-buffer` command: a read-only check, and `--repair`.
+import { spawnSync } from 'node:child_process'
+import {
+  appendFileSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { BufferCheck, DiskBuffer } from '@ackline/buffers'
+import { afterEach, describe, expect, it } from 'vitest'
+
+const cli = new URL('../src/cli.ts', import.meta.url).pathname
+const root = new URL('../../..', import.meta.url).pathname
+
+const dirs: string[] = []
+const tempDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), 'ackline-check-'))
+  dirs.push(dir)
+  return dir
+}
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+function runCli(...args: string[]): { code: number | null; out: string } {
+  const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', cli, ...args], {
+    cwd: root,
+    encoding: 'utf8',
+  })
+  return { code: r.status, out: r.stdout + r.stderr }
+}
+
+/** Every file under `dir` with its content, to prove a check changed nothing. */
+function snapshot(dir: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name)
+    if (statSync(path).isDirectory()) {
+      for (const [k, v] of Object.entries(snapshot(path))) out[`${name}/${k}`] = v
+    } else {
+      out[name] = readFileSync(path).toString('base64')
+    }
+  }
+  return out
+}
+
+/** A buffer of 10 records of `record-N` (28-byte frames), 4 per 128-byte segment, the first 3 acknowledged. */
+async function makeBuffer(path: string): Promise<void> {
+  const buffer = await DiskBuffer.open({ path, segmentBytes: 128, log: () => {} })
+  await buffer.append(Array.from({ length: 10 }, (_, i) => Buffer.from(`record-${i}`)))
+  for (const r of (await buffer.read(3))!) buffer.ack(r.seq)
+  await buffer.close()
+}
+
+describe('ackline-buffer', () => {
+  it('prints segments, record counts and the acknowledged position of a clean buffer, and exits 0', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    const before = snapshot(path)
+    const { code, out } = runCli(path)
+    expect(out).toContain(`buffer ${path}`)
+    expect(out).toContain('ledger: ok (acknowledged below 3, next sequence 10)')
+    expect(out).toContain('segments: 3, records: 10, unacknowledged: 7')
+    expect(out).toContain('00000000000000000000.seg  112 bytes  4 records  seq 0..3')
+    expect(out).toContain('00000000000000000008.seg  56 bytes  2 records  seq 8..9')
+    expect(out).toContain('no problems found')
+    expect(code).toBe(0)
+    expect(snapshot(path)).toEqual(before)
+  })
+
+  it('reports a torn tail, a checksum failure, a missing ledger and a leftover temporary ledger without changing anything', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    appendFileSync(join(path, '00000000000000000008.seg'), Buffer.from('ACKL\x10\x00\x00\x00torn'))
+    const first = join(path, '00000000000000000000.seg')
+    const bytes = readFileSync(first)
+    bytes[28 + 22] = bytes[28 + 22]! ^ 0xff // a payload byte of record 1
+    writeFileSync(first, bytes)
+    writeFileSync(join(path, 'ledger.json.tmp'), 'half a ledg')
+    unlinkSync(join(path, 'ledger.json'))
+    const before = snapshot(path)
+    const { code, out } = runCli(path)
+    expect(out).toContain('ledger: missing')
+    expect(out).toContain('segment 00000000000000000000.seg: checksum failure at offset 28, 28 bytes damaged')
+    expect(out).toContain('segment 00000000000000000008.seg: torn write of 12 bytes at offset 56')
+    expect(out).toContain('ledger.json.tmp left by a crash')
+    expect(code).toBe(1)
+    expect(snapshot(path)).toEqual(before)
+  })
+
+  it('--repair fixes what it can, says what, and leaves a buffer that opens clean', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    appendFileSync(join(path, '00000000000000000008.seg'), Buffer.from('garbage!'))
+    const first = join(path, '00000000000000000000.seg')
+    const bytes = readFileSync(first)
+    bytes[28 + 22] = bytes[28 + 22]! ^ 0xff
+    writeFileSync(first, bytes)
+    writeFileSync(join(path, 'ledger.json'), 'not a ledger')
+    const { code, out } = runCli(path, '--repair')
+    expect(out).toContain('segment 00000000000000000000.seg: rewrote without 1 damaged region(s)')
+    expect(out).toContain('segment 00000000000000000008.seg: cut 8 torn bytes at offset 56')
+    expect(out).toContain('rebuilt the ledger from the segments (acknowledged below 0, next 10)')
+    expect(out).toContain('after repair: no problems found')
+    expect(code).toBe(0)
+    const logs: string[] = []
+    const buffer = await DiskBuffer.open({ path, segmentBytes: 128, log: (m) => logs.push(m) })
+    buffer.endWrites()
+    const read: string[] = []
+    for (;;) {
+      const records = await buffer.read()
+      if (records === undefined) break
+      for (const r of records) {
+        read.push(Buffer.from(r.payload).toString())
+        buffer.ack(r.seq)
+      }
+    }
+    expect(read).toEqual([0, 2, 3, 4, 5, 6, 7, 8, 9].map((i) => `record-${i}`))
+    expect(buffer.metrics()).toMatchObject({ corruptRegions: 0, tornBytesTruncated: 0 })
+    // The repaired segment has no damage left; the record the damage destroyed is a known gap.
+    expect(logs).toEqual([
+      `disk buffer ${path}: records 1..1 missing before segment 00000000000000000000.seg; skipped`,
+    ])
+    await buffer.close()
+  })
+
+  it('refuses to repair a buffer a live process holds, and changes nothing', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    const buffer = await DiskBuffer.open({ path, segmentBytes: 128, log: () => {} })
+    try {
+      const before = snapshot(path)
+      const { code, out } = runCli(path, '--repair')
+      expect(out).toContain(`locked by live process ${process.pid}`)
+      expect(out).toContain('not repairing a buffer a live process holds')
+      expect(code).toBe(1)
+      expect(snapshot(path)).toEqual(before)
+    } finally {
+      await buffer.close()
+    }
+  })
+
+  it('exits 2 with usage on bad arguments', () => {
+    const { code, out } = runCli()
+    expect(code).toBe(2)
+    expect(out).toContain('usage: ackline-buffer <buffer-dir> [--repair]')
+  })
+
+  it('is also a function: BufferCheck.run reports the same without a process', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    const report = await BufferCheck.run(path)
+    expect(report).toMatchObject({ records: 10, unacked: 7, ackedBelow: 3, problems: [], repairs: [] })
+    expect(report.segments.map((s) => s.records)).toEqual([4, 4, 2])
+  })
+})
