@@ -175,8 +175,9 @@ async function asyncIterators(): Promise<number> {
   return count
 }
 
-/** Best events/s over ROUNDS runs (after one warm-up run), and the median. */
+/** Best events/s over ROUNDS runs (after two warm-up runs, so the JIT has settled), and the median. */
 async function measure(run: () => Promise<number>): Promise<{ best: number; median: number }> {
+  await run()
   await run()
   const rates: number[] = []
   for (let r = 0; r < ROUNDS; r++) {

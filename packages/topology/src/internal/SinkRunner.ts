@@ -107,7 +107,10 @@ export class SinkRunner {
     const counters = this.counters
     counters.inFlight -= events.length
     if (typeof outcome === 'string') {
-      for (const event of events) if (!event.isEnded) event.end(outcome, options)
+      for (let i = 0; i < events.length; i++) {
+        const event = events[i]!
+        if (!event.isEnded) event.end(outcome, options)
+      }
       counters.settled(outcome, events.length)
       return
     }

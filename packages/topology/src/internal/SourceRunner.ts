@@ -43,20 +43,26 @@ export class SourceRunner {
   }
 
   async #send(records: Iterable<JsonObject>): Promise<BatchReceipt> {
-    const ingestTimestamp = Date.now()
-    const options = { sourceId: this.id, ingestTimestamp }
-    const events: LogEvent[] = []
-    for (const record of records) events.push(new LogEvent(record, options))
-    const array = new EventArray(events)
-    this.counters.received += events.length
+    const options = { sourceId: this.id, ingestTimestamp: Date.now() }
+    const list = Array.isArray(records) ? (records as readonly JsonObject[]) : Array.from(records)
+    const n = list.length
+    const events = new Array<LogEvent>(n)
+    this.counters.received += n
     if (!this.acknowledgements) {
-      await this.output.send(array)
+      for (let i = 0; i < n; i++) events[i] = new LogEvent(list[i]!, options)
+      await this.output.send(new EventArray(events))
       return { batchId: undefined, status: DELIVERED }
     }
     const { notifier, receiver } = BatchNotifier.create({ sourceId: this.id })
-    array.attach(notifier)
+    // One pass: make each event and attach it, then release the source's reference (the array is the batch).
+    for (let i = 0; i < n; i++) {
+      const event = new LogEvent(list[i]!, options)
+      notifier.attach(event)
+      events[i] = event
+    }
+    notifier.release()
     const status = this.tracker.track(receiver)
-    await this.output.send(array)
+    await this.output.send(new EventArray(events))
     return { batchId: receiver.batchId, status }
   }
 }

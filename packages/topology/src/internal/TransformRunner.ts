@@ -179,11 +179,17 @@ export class TransformRunner {
     step: 'process' | 'flush',
   ): Promise<void> {
     context.close()
-    if (failure !== undefined || context.ports.size > 0 || this.#held.size > 0 || !inOrder(inputs, context.defaultPort)) {
+    if (
+      failure !== undefined ||
+      context.ports.size > 0 ||
+      this.#held.size > 0 ||
+      !inOrder(inputs, context.defaultPort)
+    ) {
       this.#reconcile(context, inputs, failure, step)
     }
     const sends: Promise<void>[] = []
-    if (context.defaultPort.length > 0) sends.push(this.outputs.get('')!.send(new EventArray(context.defaultPort)))
+    if (context.defaultPort.length > 0)
+      sends.push(this.outputs.get('')!.send(new EventArray(context.defaultPort)))
     for (const [port, list] of context.ports) {
       if (list.length > 0) sends.push(this.outputs.get(port)!.send(new EventArray(list)))
     }
@@ -196,7 +202,12 @@ export class TransformRunner {
    * handle becomes a clone, ended handles are taken out of the outputs, held events that left are
    * forgotten, and inputs that did not leave are held (transforms with `flush`) or settled `errored`.
    */
-  #reconcile(context: CallContext, inputs: readonly LogEvent[], failure: unknown, step: 'process' | 'flush'): void {
+  #reconcile(
+    context: CallContext,
+    inputs: readonly LogEvent[],
+    failure: unknown,
+    step: 'process' | 'flush',
+  ): void {
     const emitted = new Set<LogEvent>()
     let endedAfterEmit = 0
     const check = (list: LogEvent[]): LogEvent[] => {
