@@ -768,3 +768,115 @@ describe('lifecycle of a topology', () => {
     rmSync(dir, { recursive: true, force: true })
   })
 })
+
+describe('edge cases of the runtime', () => {
+  it('passes on events a source built itself with sendEvents', async () => {
+    const { BatchNotifier, EventArray, LogEvent } = await import('@ackline/core')
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'own' })
+    const sink = testSink({ outcome: () => 'rejected' })
+    await run(
+      new TopologyBuilder(on)
+        .source('own', {
+          kind: 'own',
+          canAcknowledge: true,
+          async run(context) {
+            await context.sendEvents(EventArray.of(new LogEvent({ n: 1 })).attach(notifier))
+          },
+        })
+        .sink('out', ['own'], sink)
+        .build(),
+    )
+    expect(await receiver).toBe('rejected')
+    expect(sink.received).toEqual(records(1))
+  })
+
+  it('reports an emit on an undeclared port as a failed call and settles the event errored', async () => {
+    const source = testSource([records(1)])
+    const facts = await run(
+      new TopologyBuilder(on)
+        .source('in', source)
+        .transform('t', ['in'], {
+          kind: 'typo',
+          process: (events, context) => context.emit(events.events[0]!, 'nope'),
+        })
+        .sink('out', ['t'], testSink())
+        .build(),
+    )
+    expect(await source.statuses()).toEqual(['errored'])
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+      code: 'PROCESS_FAILED',
+      message: expect.stringContaining("port 'nope'"),
+    })
+  })
+
+  it('settles errored what a flushing transform still holds after its last flush', async () => {
+    const source = testSource([records(1, 2)])
+    const facts = await run(
+      new TopologyBuilder(on)
+        .source('in', source)
+        .transform('t', ['in'], { kind: 'hoarder', process() {}, flush() {} })
+        .sink('out', ['t'], testSink())
+        .build(),
+    )
+    expect(await source.statuses()).toEqual(['errored'])
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+      code: 'LEAKED_EVENTS',
+      events: 2,
+    })
+  })
+
+  it('settles errored at a forced stop what a transform holds', async () => {
+    vi.useFakeTimers()
+    const source = testSource([records(1)], { untilStopped: true })
+    const sink = testSink()
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform('t', ['in'], { kind: 'hoarder', process() {}, flush: () => new Promise(() => {}) })
+      .sink('out', ['t'], sink)
+      .build()
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    const stopped = topology.stop({ drainTimeoutMs: 100 })
+    await vi.advanceTimersByTimeAsync(100)
+    await stopped
+    expect(await source.statuses()).toEqual(['errored'])
+    expect(topology.metrics().t!.erroredEvents).toBe(1)
+  })
+
+  it('rejects start() when a sink fails to start', async () => {
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([]))
+      .sink('out', ['in'], {
+        kind: 'broken',
+        start: () => Promise.reject(new Error('no socket')),
+        write: async () => undefined,
+      })
+      .build()
+    await expect(topology.start()).rejects.toThrow('no socket')
+  })
+
+  it('stops a topology that never started, and resolves done', async () => {
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([]))
+      .sink('out', ['in'], testSink())
+      .build()
+    await topology.stop()
+    await topology.done
+    await expect(topology.start()).rejects.toThrow(/runs once/)
+  })
+
+  it('an acks-off topology resolves receipts delivered as soon as batches are accepted', async () => {
+    const gate = new Gate()
+    const source = testSource([records(1)])
+    const topology = new TopologyBuilder(quiet)
+      .source('in', source)
+      .sink('out', ['in'], testSink({ gate }))
+      .build()
+    await topology.start()
+    await vi.waitUntil(() => source.receipts.length === 1)
+    expect(await source.receipts[0]!.status).toBe('delivered')
+    expect(source.acknowledgements).toBe(false)
+    gate.open()
+    await topology.done
+  })
+})

@@ -97,7 +97,12 @@ export class Runtime {
       throw new TopologyError(problems)
     }
     const sinks = plan.components.filter((d) => d.role === 'sink')
-    await Promise.all(sinks.map((d) => d.component.start?.()))
+    try {
+      await Promise.all(sinks.map((d) => d.component.start?.()))
+    } catch (error) {
+      await Promise.allSettled([...buffers.values()].map((buffer) => buffer.close()))
+      throw error
+    }
     return new Runtime(plan, counters, emit, buffers)
   }
 
