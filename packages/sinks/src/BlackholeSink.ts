@@ -9,7 +9,14 @@
 import type { EventArray } from '@ackline/core'
 import type { Sink, SinkResult } from '@ackline/topology'
 
-/** The sink {@link blackhole} returns. */
+/**
+ * The sink {@link blackhole} returns: every write resolves, `count` says how many events it saw.
+ *
+ * @example
+ * ```ts
+ * const sink: BlackholeSink = blackhole()
+ * ```
+ */
 export interface BlackholeSink extends Sink {
   readonly kind: 'blackhole'
   /** How many events it was given so far. */

@@ -9,7 +9,14 @@
 import type { EventArray } from '@ackline/core'
 import type { ConfigIssue, Sink, SinkResult } from '@ackline/topology'
 
-/** Options of {@link console}. */
+/**
+ * Options of {@link console}.
+ *
+ * @example
+ * ```ts
+ * console({ stream: process.stderr, format: 'text' })
+ * ```
+ */
 export interface ConsoleSinkOptions {
   /** Where lines go (default `process.stdout`). */
   readonly stream?: NodeJS.WritableStream
@@ -17,7 +24,14 @@ export interface ConsoleSinkOptions {
   readonly format?: 'json' | 'text'
 }
 
-/** The sink {@link console} returns. */
+/**
+ * The sink {@link console} returns; it checks `format` in `validate()`.
+ *
+ * @example
+ * ```ts
+ * const sink: ConsoleSink = console()
+ * ```
+ */
 export interface ConsoleSink extends Sink {
   readonly kind: 'console'
 }

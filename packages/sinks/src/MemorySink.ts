@@ -9,7 +9,14 @@
 import type { DeliveryStatus, EventArray, JsonObject, LogEvent } from '@ackline/core'
 import type { Sink, SinkResult } from '@ackline/topology'
 
-/** Options of {@link memory}. */
+/**
+ * Options of {@link memory}.
+ *
+ * @example
+ * ```ts
+ * memory({ outcome: (e) => (e.get('bad') === true ? 'rejected' : 'delivered'), beforeWrite: () => gate })
+ * ```
+ */
 export interface MemorySinkOptions {
   /** The status to report for an event (default `'delivered'`). It must not end or keep the event. */
   readonly outcome?: (event: LogEvent) => DeliveryStatus
@@ -17,7 +24,16 @@ export interface MemorySinkOptions {
   readonly beforeWrite?: (events: EventArray) => void | Promise<void>
 }
 
-/** The sink {@link memory} returns. */
+/**
+ * The sink {@link memory} returns: what it was given and what it reported, in order.
+ *
+ * @example
+ * ```ts
+ * const sink = memory()
+ * // … run a topology …
+ * expect(sink.events).toEqual([{ n: 1 }])
+ * ```
+ */
 export interface MemorySink extends Sink {
   readonly kind: 'memory'
   /** The fields of every event written so far, in order (read-only: they may be shared with other copies). */

@@ -10,7 +10,14 @@
 import type { JsonObject } from '@ackline/core'
 import type { BatchReceipt, ConfigIssue, Source, SourceContext } from '@ackline/topology'
 
-/** Options of {@link generator}; every field has a default. */
+/**
+ * Options of {@link generator}; every field has a default.
+ *
+ * @example
+ * ```ts
+ * generator({ count: 1000, batchSize: 50, ratePerSecond: 200, record: (i) => ({ id: i }) })
+ * ```
+ */
 export interface GeneratorOptions {
   /** How many events to send in all; runs until the topology stops when unset. */
   readonly count?: number
@@ -24,7 +31,14 @@ export interface GeneratorOptions {
   readonly onBatch?: (receipt: BatchReceipt, firstIndex: number, size: number) => void
 }
 
-/** The source {@link generator} returns. */
+/**
+ * The source {@link generator} returns: it can acknowledge, and checks its options in `validate()`.
+ *
+ * @example
+ * ```ts
+ * const source: GeneratorSource = generator({ count: 10 })
+ * ```
+ */
 export interface GeneratorSource extends Source {
   readonly kind: 'generator'
 }

@@ -12,7 +12,14 @@ import type { BatchStatus, JsonObject } from '@ackline/core'
 import type { ConfigIssue, Source, SourceContext } from '@ackline/topology'
 import { type Observable, Subject } from 'rxjs'
 
-/** What became of one record. */
+/**
+ * What became of one record: its batch's status, or `errored` if it never entered the pipeline.
+ *
+ * @example
+ * ```ts
+ * source.acks.subscribe(({ record, status }) => (status === 'delivered' ? commit(record) : retry(record)))
+ * ```
+ */
 export interface RecordAck<R extends JsonObject = JsonObject> {
   readonly record: R
   readonly status: BatchStatus
@@ -20,7 +27,14 @@ export interface RecordAck<R extends JsonObject = JsonObject> {
   readonly batchId: string | undefined
 }
 
-/** Options of {@link fromObservable}. */
+/**
+ * Options of {@link fromObservable}.
+ *
+ * @example
+ * ```ts
+ * fromObservable(records$, { batchSize: 10, onAck: ({ record, status }) => console.log(record, status) })
+ * ```
+ */
 export interface ObservableSourceOptions<R extends JsonObject = JsonObject> {
   /** At most this many records per batch (default 100); records that arrive together share a batch. */
   readonly batchSize?: number
@@ -28,7 +42,15 @@ export interface ObservableSourceOptions<R extends JsonObject = JsonObject> {
   readonly onAck?: (ack: RecordAck<R>) => void
 }
 
-/** The source {@link fromObservable} returns. */
+/**
+ * The source {@link fromObservable} returns; `acks` reports every record once.
+ *
+ * @example
+ * ```ts
+ * const source = fromObservable(records$)
+ * source.acks.pipe(filter((a) => a.status !== 'delivered')).subscribe(resend)
+ * ```
+ */
 export interface ObservableSource<R extends JsonObject = JsonObject> extends Source {
   readonly kind: 'observable'
   /** What became of each record, as records resolve. Completes once the source finished and every ack was given. */

@@ -9,10 +9,24 @@
  */
 import type { BatchStatus } from '@ackline/core'
 
-/** Which kind of component a fact is about. */
+/**
+ * Which kind of component a fact is about.
+ *
+ * @example
+ * ```ts
+ * topology.lifecycle.pipe(filter((f) => f.type === 'component_stopped' && f.role === 'sink'))
+ * ```
+ */
 export type ComponentRole = 'source' | 'transform' | 'sink'
 
-/** What went wrong in a `component_error` fact. */
+/**
+ * What went wrong in a `component_error` fact.
+ *
+ * @example
+ * ```ts
+ * topology.lifecycle.subscribe((f) => f.type === 'component_error' && f.code === 'LEAKED_EVENTS' && alert(f.message))
+ * ```
+ */
 export type ComponentErrorCode =
   /** A transform returned without emitting, dropping or merging some input events; they were settled `errored`. */
   | 'LEAKED_EVENTS'

@@ -15,7 +15,14 @@ import type { TopologyPlan } from './internal/TopologyPlan.js'
 import type { LifecycleEvent } from './LifecycleEvent.js'
 import type { TopologyWarning } from './TopologyBuilder.js'
 
-/** Options of {@link Topology.stop}. */
+/**
+ * Options of {@link Topology.stop}.
+ *
+ * @example
+ * ```ts
+ * await topology.stop({ drainTimeoutMs: 5000 })
+ * ```
+ */
 export interface StopOptions {
   /**
    * How long in-flight events may take to drain through transforms and sinks, in milliseconds

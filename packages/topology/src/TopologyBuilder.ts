@@ -17,7 +17,14 @@ import { Topology } from './Topology.js'
 import { TopologyError } from './TopologyError.js'
 import type { Transform } from './Transform.js'
 
-/** Options of the whole topology. */
+/**
+ * Options of the whole topology.
+ *
+ * @example
+ * ```ts
+ * new TopologyBuilder({ acknowledgements: true, ackTimeoutMs: 30_000, dataDir: '/var/lib/ackline' })
+ * ```
+ */
 export interface TopologyOptions {
   /**
    * Whether sinks acknowledge by default (default `false`). A sink's own `acknowledgements`
@@ -38,7 +45,14 @@ export interface TopologyOptions {
   readonly onWarning?: (warning: TopologyWarning) => void
 }
 
-/** A warning of `build()`: the topology builds, but may not do what the user hopes. */
+/**
+ * A warning of `build()`: the topology builds, but may not do what the user hopes.
+ *
+ * @example
+ * ```ts
+ * new TopologyBuilder({ acknowledgements: true, onWarning: (w) => log.warn(w.message, { source: w.source, sink: w.sink }) })
+ * ```
+ */
 export interface TopologyWarning {
   readonly code: 'ACK_UNSUPPORTED'
   /** The source that cannot acknowledge. */
@@ -48,7 +62,14 @@ export interface TopologyWarning {
   readonly message: string
 }
 
-/** The in-memory channel in front of a component (the default). */
+/**
+ * The in-memory channel in front of a component (the default).
+ *
+ * @example
+ * ```ts
+ * builder.sink('metrics', ['in'], sink, { buffer: { maxEvents: 10_000, whenFull: 'drop_newest' } })
+ * ```
+ */
 export interface MemoryBufferOptions {
   readonly type?: 'memory'
   /** How many events may wait in the channel (default 500). */
@@ -59,7 +80,16 @@ export interface MemoryBufferOptions {
   readonly droppedStatus?: DeliveryStatus
 }
 
-/** A disk buffer in front of a sink, from `@ackline/buffers`. */
+/**
+ * A disk buffer in front of a sink, from `@ackline/buffers` (loaded only when used).
+ *
+ * @example
+ * ```ts
+ * new TopologyBuilder({ acknowledgements: true, dataDir: '/var/lib/ackline' })
+ *   .source('in', source)
+ *   .sink('s3', ['in'], s3Sink, { buffer: { type: 'disk', maxBytes: 1 << 30 } }) // in /var/lib/ackline/s3
+ * ```
+ */
 export interface DiskBufferOptions {
   readonly type: 'disk'
   /** Directory of the buffer (default `<dataDir>/<sinkId>`). */
@@ -79,7 +109,14 @@ export interface DiskBufferOptions {
   readonly acknowledgements?: 'on-write' | 'on-delivery'
 }
 
-/** Options of a transform. */
+/**
+ * Options of a transform.
+ *
+ * @example
+ * ```ts
+ * builder.transform('valid', ['in'], filter(isValid), { dropStatus: 'rejected', buffer: { maxEvents: 1000 } })
+ * ```
+ */
 export interface TransformOptions {
   /** The channel in front of the transform. */
   readonly buffer?: MemoryBufferOptions
@@ -87,7 +124,15 @@ export interface TransformOptions {
   readonly dropStatus?: 'delivered' | 'rejected'
 }
 
-/** Options of a sink. */
+/**
+ * Options of a sink.
+ *
+ * @example
+ * ```ts
+ * builder.sink('alerts', ['split.errors'], pager, { authoritative: true, retry: { attempts: 5 } })
+ * builder.sink('debug', ['in'], console(), { acknowledgements: false })
+ * ```
+ */
 export interface SinkOptions {
   /** Whether this sink acknowledges; wins over the topology's `acknowledgements`, both ways. */
   readonly acknowledgements?: boolean

@@ -7,7 +7,14 @@
  * @module
  */
 
-/** What kind of problem, as a stable code for programs to match on. */
+/**
+ * What kind of problem, as a stable code for programs to match on.
+ *
+ * @example
+ * ```ts
+ * const cycles = error.problems.filter((p) => p.code === 'CYCLE').map((p) => p.component)
+ * ```
+ */
 export type TopologyProblemCode =
   | 'INVALID_ID'
   | 'DUPLICATE_ID'
@@ -22,7 +29,14 @@ export type TopologyProblemCode =
   | 'INVALID_OPTION'
   | 'INVALID_CONFIG'
 
-/** One problem: the component concerned, the field of its declaration or config, and what is wrong. */
+/**
+ * One problem: the component concerned, the field of its declaration or config, and what is wrong.
+ *
+ * @example
+ * ```ts
+ * // { code: 'UNKNOWN_INPUT', component: 'archive', field: 'inputs[1]', message: "input 'prase' names no component" }
+ * ```
+ */
 export interface TopologyProblem {
   readonly code: TopologyProblemCode
   /** The component's id. */
