@@ -11,9 +11,7 @@
 import type { BatchNotifier } from './BatchNotifier.js'
 import { EventFinalizers } from './EventFinalizers.js'
 import { FinalizationError } from './FinalizationError.js'
-import { asSet, mergeRefs, type Ref, recordRef, releaseRef, updateRef } from './internal/refs.js'
-
-const ENDED: unique symbol = Symbol('ackline.ended')
+import { asSet, mergeRefs, type Ref, recordRef, releaseRef, SET, updateRef } from './internal/refs.js'
 
 /**
  * Metadata of one event handle.
@@ -25,22 +23,26 @@ const ENDED: unique symbol = Symbol('ackline.ended')
  * ```
  */
 export class EventMetadata {
-  /** @internal The handle's reference to its finalizers, or `ENDED`. */
-  _ref: Ref | typeof ENDED = undefined
-  /** @internal The slot in the batch, when `_ref` is a notifier. */
-  _slot = 0
+  /** The id of the source that read the event, if it said. */
+  declare readonly sourceId: string | undefined
+  /** When the event entered the pipeline, in milliseconds since the epoch. */
+  declare readonly ingestTimestamp: number
+  /** @internal The handle's reference to its finalizers; `null` once the handle ended. */
+  declare _ref: Ref | null
+  /** @internal The slot in the batch when `_ref` is a notifier; `SET` when it is a set. */
+  declare _slot: number
 
   /** @internal */
-  constructor(
-    /** The id of the source that read the event, if it said. */
-    readonly sourceId: string | undefined,
-    /** When the event entered the pipeline, in milliseconds since the epoch. */
-    readonly ingestTimestamp: number,
-  ) {}
+  constructor(sourceId: string | undefined, ingestTimestamp: number, ref: Ref = undefined, slot = 0) {
+    this.sourceId = sourceId
+    this.ingestTimestamp = ingestTimestamp
+    this._ref = ref
+    this._slot = slot
+  }
 
   /** Whether the handle has ended (after which the event may not be used). */
   get isEnded(): boolean {
-    return this._ref === ENDED
+    return this._ref === null
   }
 
   /** Whether the event belongs to at least one batch (acknowledgements are on for it). */
@@ -52,14 +54,17 @@ export class EventMetadata {
   /** The event's finalizers (shared with every copy of the event). Empty when acknowledgements are off. */
   get finalizers(): EventFinalizers {
     const set = asSet(this._live('read the finalizers of'), this._slot)
-    if (set !== EventFinalizers.EMPTY) this._ref = set
+    if (set !== EventFinalizers.EMPTY) {
+      this._ref = set
+      this._slot = SET
+    }
     return set
   }
 
   /** @internal The reference, or a `FinalizationError` if the handle ended. */
   _live(action: string): Ref {
     const ref = this._ref
-    if (ref === ENDED) {
+    if (ref === null) {
       throw new FinalizationError(
         'USE_AFTER_END',
         `cannot ${action} an event whose handle has ended`,
@@ -78,17 +83,18 @@ export class EventMetadata {
       this._slot = slot
     } else {
       this._ref = mergeRefs(ref, this._slot, notifier, slot)
+      this._slot = SET
     }
   }
 
   /** @internal Ends the handle, with a status code or without one (`code < 0`). */
   _end(code: number, authoritative: boolean): void {
     const ref = this._ref
-    if (ref === ENDED) {
+    if (ref === null) {
       throw new FinalizationError('ALREADY_ENDED', 'an event handle was ended twice', this.sourceId)
     }
     // Mark the handle ended first: if a strict-mode check throws below, the handle is not ended twice.
-    this._ref = ENDED
+    this._ref = null
     if (authoritative) {
       if (code >= 0) releaseAuthoritative(ref, this._slot, code)
       else releaseRef(ref, this._slot, -1)
@@ -109,18 +115,20 @@ export class EventMetadata {
   /** @internal Adds a reference (moved from another handle or a group) to this handle's own. */
   _put(ref: Ref, slot: number): void {
     const own = this._live('attach finalizers to')
+    if (ref === undefined) return
     if (own === undefined) {
       this._ref = ref
       this._slot = slot
     } else {
       this._ref = mergeRefs(own, this._slot, ref, slot)
+      this._slot = SET
     }
   }
 
   /** @internal Consumes the handle without ending its reference (the reference was moved). */
   _consume(): void {
     this._live('merge')
-    this._ref = ENDED
+    this._ref = null
   }
 }
 

@@ -54,11 +54,14 @@ export class LogEvent {
   /** Whether `#fields` may be shared with another handle, so a write must copy it first. */
   #shared = false
   /** The event's metadata; its finalizers are shared by every copy of the event. */
-  readonly metadata: EventMetadata
+  declare readonly metadata: EventMetadata
 
-  constructor(fields: JsonObject = {}, options?: LogEventOptions) {
+  constructor(fields?: JsonObject, options?: LogEventOptions)
+  /** @internal A clone: the caller made the metadata. */
+  constructor(fields: JsonObject, options: undefined, metadata: EventMetadata)
+  constructor(fields: JsonObject = {}, options?: LogEventOptions, metadata?: EventMetadata) {
     this.#fields = fields
-    this.metadata = new EventMetadata(options?.sourceId, options?.ingestTimestamp ?? Date.now())
+    this.metadata = metadata ?? new EventMetadata(options?.sourceId, options?.ingestTimestamp ?? Date.now())
   }
 
   /** The fields, read-only: change them through {@link LogEvent.set} so copies stay independent. */
@@ -110,12 +113,15 @@ export class LogEvent {
   clone(): LogEvent {
     const metadata = this.metadata
     const ref = metadata._live('clone')
-    const copy = new LogEvent(this.#fields, metadata)
+    const slot = metadata._slot
+    retainRef(ref, slot)
+    const copy = new LogEvent(
+      this.#fields,
+      undefined,
+      new EventMetadata(metadata.sourceId, metadata.ingestTimestamp, ref, slot),
+    )
     this.#shared = true
     copy.#shared = true
-    retainRef(ref, metadata._slot)
-    copy.metadata._ref = ref
-    copy.metadata._slot = metadata._slot
     return copy
   }
 
