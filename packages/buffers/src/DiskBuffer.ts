@@ -152,7 +152,10 @@ interface Segment {
 interface PendingAppend {
   readonly payloads: readonly Uint8Array[]
   readonly bytes: number
+  readonly firstSeq: number
   readonly resolve: (result: AppendResult) => void
+  /** Set when the append was answered before its write (group commit write-behind). */
+  readonly durable: Deferred<DurableStatus> | undefined
 }
 
 interface Held {
@@ -191,6 +194,8 @@ const DURABLE: Promise<DurableStatus> = Promise.resolve('durable')
 const SEGMENT = /^(\d{20})\.seg$/
 const DEAD_LETTER_DIR = 'dead-letter'
 const DEAD_LETTER_HEADER = 12
+/** With group commit, appends are answered before their write while at most this much waits to be written. */
+const WRITE_BEHIND_BYTES = 4 * 1024 * 1024
 
 /** The file name of the segment whose first sequence number is `firstSeq`. */
 const segmentName = (firstSeq: number): string => `${String(firstSeq).padStart(20, '0')}.seg`
@@ -279,10 +284,16 @@ export class DiskBuffer {
   /** The buffer's directory. */
   readonly path: string
   readonly #s: Settings
-  #state: 'open' | 'draining' | 'closed' = 'open'
+  /** `crashed`: abandoned by a simulated crash (tests); no file is touched again. */
+  #state: 'open' | 'draining' | 'closed' | 'crashed' = 'open'
   readonly #segments: Segment[]
   #active: FileLike | undefined = undefined
+  /** The next sequence number to write (everything below is in the files, or known missing). */
   #nextSeq: number
+  /** The next sequence number to give an append (above `#nextSeq` while appends wait to be written). */
+  #assigned: number
+  /** Bytes of appends not written yet. */
+  #unwritten = 0
   #visibleSeq: number
   #ackedBelow: number
   readonly #ackedAbove = new Set<number>()
@@ -335,6 +346,7 @@ export class DiskBuffer {
     this.#segments = init.segments
     this.#active = init.active
     this.#nextSeq = init.nextSeq
+    this.#assigned = init.nextSeq
     this.#visibleSeq = init.nextSeq
     this.#ackedBelow = init.ackedBelow
     this.#bytesOnDisk = init.segments.reduce((n, seg) => n + seg.size, 0)
@@ -478,7 +490,7 @@ export class DiskBuffer {
 
   /** The sequence number the next record will get. */
   get nextSeq(): number {
-    return this.#nextSeq
+    return this.#assigned
   }
 
   /**
@@ -505,7 +517,7 @@ export class DiskBuffer {
       bytes += Frame.size(payload.length)
     }
     if (payloads.length === 0)
-      return { status: 'written', firstSeq: this.#nextSeq, count: 0, durable: DURABLE }
+      return { status: 'written', firstSeq: this.#assigned, count: 0, durable: DURABLE }
     while (!this.#hasRoom(bytes)) {
       if (options.whenFull === 'refuse') return { status: 'full' }
       this.#reclaimActive()
@@ -518,11 +530,22 @@ export class DiskBuffer {
       }
     }
     this.#reserved += bytes
+    const firstSeq = this.#assigned
+    this.#assigned += payloads.length
+    // Group commit writes behind: the caller goes on while earlier appends are being written, so
+    // encoding and writing overlap and waiting appends share one write. What matters (durable)
+    // still resolves only after the fsync; a process crash loses only what nobody was told is durable.
+    const early = this.#s.sync !== 'always' && this.#unwritten + bytes <= WRITE_BEHIND_BYTES
+    this.#unwritten += bytes
     return new Promise<AppendResult>((resolve) => {
-      this.#pending.push({ payloads, bytes, resolve })
+      const durable = early ? deferred<DurableStatus>() : undefined
+      this.#pending.push({ payloads, bytes, firstSeq, resolve, durable })
       if (!this.#writeScheduled) {
         this.#writeScheduled = true
         void this.#serial(() => this.#writeGroup())
+      }
+      if (durable !== undefined) {
+        resolve({ status: 'written', firstSeq, count: payloads.length, durable: durable.promise })
       }
     })
   }
@@ -553,7 +576,8 @@ export class DiskBuffer {
     signal?.addEventListener('abort', onAbort)
     try {
       for (;;) {
-        if (this.#state === 'closed' || signal?.aborted === true) return undefined
+        if (this.#state === 'closed' || this.#state === 'crashed' || signal?.aborted === true)
+          return undefined
         const wakeup = this.#wakeup.promise
         const out: StoredRecord[] = []
         const held: Held[] = []
@@ -754,7 +778,7 @@ export class DiskBuffer {
    * Records not acknowledged stay on disk for the next open. Closing twice is harmless.
    */
   async close(): Promise<void> {
-    if (this.#state === 'closed') return
+    if (this.#state === 'closed' || this.#state === 'crashed') return
     this.#state = 'closed'
     this.#wake()
     for (const waiter of this.#spaceWaiters.splice(0)) waiter()
@@ -772,7 +796,7 @@ export class DiskBuffer {
 
   /** @internal Stops everything without writing anything, as a crash would (for tests). */
   _abandon(): void {
-    this.#state = 'closed'
+    this.#state = 'crashed'
     this.#clearTimers()
     this.#wake()
     this.#deadLetters?._abandon()
@@ -796,7 +820,7 @@ export class DiskBuffer {
   // ——— writing ———
 
   #serial<T>(job: () => Promise<T>): Promise<T> {
-    const run = this.#lane.then(job)
+    const run = this.#lane.then(() => (this.#state === 'crashed' ? (undefined as T) : job()))
     this.#lane = run.catch(() => undefined)
     return run
   }
@@ -810,10 +834,11 @@ export class DiskBuffer {
     const group = this.#pending
     this.#pending = []
     this.#writeScheduled = false
-    if (group.length === 0) return
+    if (group.length === 0 || this.#state === 'crashed') return
     const payloads = group.length === 1 ? group[0]!.payloads : group.flatMap((p) => p.payloads)
     const groupBytes = group.reduce((n, p) => n + p.bytes, 0)
-    const firstSeq = this.#nextSeq
+    const firstSeq = group[0]!.firstSeq
+    this.#nextSeq = firstSeq
     const encoded = Frame.encode(payloads, firstSeq)
     const before = { segments: this.#segments.length, activeSize: this.#segments.at(-1)?.size ?? 0 }
     const touched: Segment[] = []
@@ -845,6 +870,7 @@ export class DiskBuffer {
       if (this.#s.sync === 'always') await this.#active!.datasync()
     } catch (error) {
       this.#reserved -= groupBytes
+      this.#unwritten -= groupBytes
       this.#m.writeFailures++
       await this.#rollback(before, firstSeq, payloads.length)
       const code = (error as NodeJS.ErrnoException).code === 'ENOSPC' ? 'NO_SPACE' : 'WRITE_FAILED'
@@ -856,20 +882,23 @@ export class DiskBuffer {
         { cause: error },
       )
       this.#s.log(failure.message)
-      for (const p of group) p.resolve({ status: 'failed', error: failure })
+      for (const p of group) {
+        if (p.durable !== undefined) p.durable.resolve('failed')
+        else p.resolve({ status: 'failed', error: failure })
+      }
       this.#wake()
       return
     }
     this.#reserved -= groupBytes
+    this.#unwritten -= groupBytes
     for (const seg of touched) seg.visible = seg.size
     this.#visibleSeq = this.#nextSeq
     this.#m.written += payloads.length
     this.#ledgerDirty = true
     const durable = this.#s.sync === 'always' ? DURABLE : this.#durablePromise()
-    let seq = firstSeq
     for (const p of group) {
-      p.resolve({ status: 'written', firstSeq: seq, count: p.payloads.length, durable })
-      seq += p.payloads.length
+      if (p.durable !== undefined) void durable.then(p.durable.resolve)
+      else p.resolve({ status: 'written', firstSeq: p.firstSeq, count: p.payloads.length, durable })
     }
     this.#wake()
     const policy = this.#s.sync
@@ -959,17 +988,23 @@ export class DiskBuffer {
         last.size = before.activeSize
       }
       await fs.syncDir(path)
-      this.#nextSeq = firstSeq
+      if (this.#assigned === firstSeq + count) {
+        this.#nextSeq = firstSeq
+        this.#assigned = firstSeq
+        return
+      }
     } catch (error) {
       // The tail is unknown: seal the segment and never reuse the numbers it may hold.
       const last = this.#segments.at(-1)
       if (last !== undefined) last.sealed = true
       await this.#active?.close().catch(() => undefined)
       this.#active = undefined
-      this.#nextSeq = firstSeq + count
-      this.#visibleSeq = this.#nextSeq
       this.#s.log(`disk buffer ${path}: rollback failed (${(error as Error).message}); segment sealed`)
     }
+    // Later appends already hold the following numbers: skip these, as acknowledged (they never existed).
+    this.#nextSeq = firstSeq + count
+    this.#visibleSeq = this.#nextSeq
+    for (let seq = firstSeq; seq < firstSeq + count; seq++) if (seq >= this.#ackedBelow) this.#markAcked(seq)
   }
 
   // ——— acknowledging and freeing space ———
@@ -1047,7 +1082,7 @@ export class DiskBuffer {
   }
 
   #scheduleLedger(): void {
-    if (this.#ledgerTimer !== undefined || this.#state === 'closed') return
+    if (this.#ledgerTimer !== undefined || this.#state === 'closed' || this.#state === 'crashed') return
     this.#ledgerTimer = setTimeout(() => {
       this.#ledgerTimer = undefined
       void this.#serial(() => (this.#ledgerDirty ? this.#writeLedger() : Promise.resolve())).catch(
@@ -1166,12 +1201,16 @@ export class DiskBuffer {
 
   /** Sequence numbers `[from, to)` are not on disk (damaged, or lost unsynced): count them acknowledged. */
   #missing(from: number, to: number, segment: string): void {
-    this.#m.recordsLost += to - from
+    let lost = 0
+    for (let seq = from; seq < to; seq++) {
+      if (seq < this.#ackedBelow || this.#ackedAbove.has(seq)) continue // acknowledged, or never written
+      lost++
+      this.#markAcked(seq)
+    }
+    if (lost === 0) return
+    this.#m.recordsLost += lost
     this.#s.log(
       `disk buffer ${this.path}: records ${from}..${to - 1} missing before segment ${segment}; skipped`,
     )
-    for (let seq = from; seq < to; seq++) {
-      if (seq >= this.#ackedBelow) this.#markAcked(seq)
-    }
   }
 }

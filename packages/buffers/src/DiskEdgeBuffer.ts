@@ -199,9 +199,13 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
           void result.durable.then(settle)
           await Promise.resolve()
         } else {
-          for (let k = 0; k < index.length; k++) {
-            this.#origins.set(result.firstSeq + k, { groups, index: index[k]! })
-          }
+          const first = result.firstSeq
+          for (let k = 0; k < index.length; k++) this.#origins.set(first + k, { groups, index: index[k]! })
+          // With group commit a write may still fail after push resolved: those records never come back.
+          void result.durable.then((durable) => {
+            if (durable === 'durable') return
+            for (let k = 0; k < index.length; k++) this.#endOrigin(first + k, 'errored')
+          })
         }
         return
     }
@@ -294,7 +298,7 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     }
   }
 
-  #endOrigin(seq: number, status: 'delivered' | 'rejected'): void {
+  #endOrigin(seq: number, status: 'delivered' | 'rejected' | 'errored'): void {
     const origin = this.#origins.get(seq)
     if (origin === undefined) return
     this.#origins.delete(seq)

@@ -154,7 +154,9 @@ async function run(ops: readonly Op[], sync: SyncPolicy): Promise<void> {
         buffer._abandon()
         fs.crash({ tear: o.tear !== undefined, random: () => o.tear ?? 0 })
         if (o.flip !== undefined) {
-          const segments = fs.files(PATH).filter((p) => /\/\d{20}\.seg$/.test(p) && fs.bytes(p)!.length > 0)
+          const segments = fs
+            .files(PATH)
+            .filter((p) => /^\/buf\/\d{20}\.seg$/.test(p) && fs.bytes(p)!.length > 0)
           if (segments.length > 0) {
             const path = segments[Math.floor(o.flip * segments.length)]!
             const bytes = fs.bytes(path)!
