@@ -16,11 +16,13 @@ interface TransformSpec {
   readonly inputs: readonly InputSpec[]
   readonly rest: number
   readonly rejectDrops: boolean
+  readonly maxEvents: number
 }
 interface SinkSpec {
   readonly inputs: readonly InputSpec[]
   readonly acks: boolean | undefined
   readonly outcomes: readonly DeliveryStatus[]
+  readonly maxEvents: number
 }
 interface Spec {
   readonly global: boolean
@@ -43,6 +45,7 @@ const spec: fc.Arbitrary<Spec> = fc.record({
       inputs,
       rest: fc.nat(2),
       rejectDrops: fc.boolean(),
+      maxEvents: fc.integer({ min: 1, max: 8 }),
     }),
     { maxLength: 4 },
   ),
@@ -51,6 +54,7 @@ const spec: fc.Arbitrary<Spec> = fc.record({
       inputs,
       acks: fc.constantFrom(undefined, true, false),
       outcomes: fc.array(status, { minLength: 5, maxLength: 5 }),
+      maxEvents: fc.integer({ min: 1, max: 8 }),
     }),
     { minLength: 1, maxLength: 2 },
   ),
@@ -237,17 +241,16 @@ async function runReal(
                 b: (e: LogEvent) => (e.get('n') as number) % 3 === 0,
               })
             : mergePairs()
-    builder.transform(`t${i}`, ins, transform)
+    // Small channels only change timing (more blocked producers), never outcomes.
+    builder.transform(`t${i}`, ins, transform, { buffer: { maxEvents: t.maxEvents } })
     producers.push({ id: `t${i}`, kind: t.kind })
   })
   s.sinks.forEach((k, i) => {
     const sink = testSink({ outcome: (e) => k.outcomes[(e.get('n') as number) % k.outcomes.length]! })
-    builder.sink(
-      `k${i}`,
-      resolveInputs(k.inputs, producers),
-      sink,
-      k.acks === undefined ? {} : { acknowledgements: k.acks },
-    )
+    builder.sink(`k${i}`, resolveInputs(k.inputs, producers), sink, {
+      buffer: { maxEvents: k.maxEvents },
+      ...(k.acks === undefined ? {} : { acknowledgements: k.acks }),
+    })
   })
   const topology = builder.build()
   const facts: LifecycleEvent[] = []
@@ -274,7 +277,7 @@ describe('random topologies', () => {
         }
         expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
       }),
-      { numRuns: 150, verbose: true },
+      { numRuns: 300, verbose: true },
     )
   })
 })
