@@ -441,19 +441,73 @@ describe('user transforms', () => {
 })
 
 describe('authoritative sink', () => {
-  it('its status is the batch status; a later copy cannot change it', async () => {
+  it('tells the source at once, and a later copy cannot change the status', async () => {
     const gate = new Gate()
-    const source = testSource([records(1)])
+    const source = testSource([records(1, 2)])
+    const facts: LifecycleEvent[] = []
     const topology = new TopologyBuilder(on)
       .source('in', source)
-      .sink('primary', ['in'], testSink({ outcome: () => 'delivered' }), { authoritative: true })
+      .sink('primary', ['in'], testSink({ outcome: (e) => (n(e) === 2 ? 'rejected' : 'delivered') }), {
+        authoritative: true,
+      })
       .sink('mirror', ['in'], testSink({ outcome: () => 'errored', gate }))
       .build()
+    topology.lifecycle.subscribe((f) => facts.push(f))
     await topology.start()
-    await vi.waitUntil(() => gate.waiting === 1 && topology.metrics().primary!.acksInFlight === 0)
+    await vi.waitUntil(() => source.receipts.length === 1)
+    // The mirror still holds its copies, yet the source already knows.
+    expect(await source.receipts[0]!.status).toBe('rejected')
+    expect(gate.waiting).toBe(1)
     gate.open()
     await topology.done
-    expect(await source.statuses()).toEqual(['delivered'])
+    expect(facts.filter((f) => f.type === 'batch_resolved')).toMatchObject([
+      { status: 'rejected', timedOut: false },
+    ])
+  })
+
+  it('records the status the event already had from an earlier copy', async () => {
+    const source = testSource([records(1)])
+    const primaryGate = new Gate()
+    const mirror = testSink({ outcome: () => 'errored' })
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .sink('primary', ['in'], testSink({ outcome: () => 'delivered', gate: primaryGate }), {
+        authoritative: true,
+      })
+      .sink('mirror', ['in'], mirror)
+      .build()
+    await topology.start()
+    await vi.waitUntil(() => mirror.received.length === 1 && primaryGate.waiting === 1)
+    primaryGate.open()
+    await topology.done
+    expect(await source.statuses()).toEqual(['errored'])
+  })
+
+  it('waits for the other copies when some events never reach the authoritative sink', async () => {
+    const gate = new Gate()
+    const source = testSource([records(1, 2)])
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform(
+        'odd',
+        ['in'],
+        keepIf((e) => n(e) % 2 === 1),
+      )
+      .sink('primary', ['odd'], testSink({ outcome: () => 'delivered' }), { authoritative: true })
+      .sink('mirror', ['in'], testSink({ outcome: (e) => (n(e) === 2 ? 'errored' : 'delivered'), gate }))
+      .build()
+    await topology.start()
+    await vi.waitUntil(() => source.receipts.length === 1 && gate.waiting === 1)
+    let status: BatchStatus | undefined
+    void source.receipts[0]!.status.then((s) => {
+      status = s
+    })
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+    expect(status).toBeUndefined()
+    gate.open()
+    await topology.done
+    // Event 1 was recorded delivered (the mirror's later delivered is ignored); event 2 errored at the mirror.
+    expect(await source.statuses()).toEqual(['errored'])
   })
 
   it('without authoritative, the same outcomes give errored', async () => {

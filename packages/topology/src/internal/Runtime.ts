@@ -33,6 +33,7 @@ export class Runtime {
   readonly #running = new Set<string>()
   readonly #remainingProducers = new Map<string, number>()
   readonly #trackers: BatchTracker[] = []
+  readonly #trackersBySource = new Map<string, BatchTracker>()
   readonly #sinkRunners: SinkRunner[] = []
   readonly #transformRunners: TransformRunner[] = []
   readonly #controller = new AbortController()
@@ -160,6 +161,7 @@ export class Runtime {
       case 'source': {
         const tracker = new BatchTracker(decl.id, counters, this.#plan.options.ackTimeoutMs, this.#emit)
         this.#trackers.push(tracker)
+        this.#trackersBySource.set(decl.id, tracker)
         const runner = new SourceRunner(
           decl.id,
           decl.component,
@@ -207,6 +209,9 @@ export class Runtime {
           decl.options.retry,
           counters,
           this.#emit,
+          (sourceId, batchId, status) => {
+            if (sourceId !== undefined) this.#trackersBySource.get(sourceId)?.recorded(batchId, status)
+          },
         )
         this.#sinkRunners.push(runner)
         running = runner.run().then(() => decl.component.stop?.())

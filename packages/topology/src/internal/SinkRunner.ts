@@ -4,9 +4,16 @@
  *
  * Invariant: an array is settled once — by the write's outcome, or by `force()` at a stop's
  * deadline, whichever comes first; the later one is ignored. An authoritative sink ends its
- * handles with `{ authoritative: true }`.
+ * handles with `{ authoritative: true }`, and tells the batch trackers what it recorded for each
+ * (batch, event) it is the first to record, so a source can be told at once.
  */
-import type { DeliveryStatus, EndOptions, EventArray } from '@ackline/core'
+import {
+  type DeliveryStatus,
+  type EndOptions,
+  type EventArray,
+  EventStatus,
+  type LogEvent,
+} from '@ackline/core'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
 import { RejectError } from '../RejectError.js'
@@ -31,6 +38,8 @@ export class SinkRunner {
     retry: RetryPolicy | undefined,
     readonly counters: Counters,
     readonly emit: (fact: LifecycleEvent) => void,
+    /** Told, for an authoritative sink, the status recorded for one event of a batch. */
+    readonly onRecorded: (sourceId: string | undefined, batchId: string, status: EventStatus) => void,
   ) {
     this.#endOptions = authoritative ? AUTHORITATIVE : undefined
     this.#policy = RetryPolicy.resolve(retry)
@@ -106,6 +115,15 @@ export class SinkRunner {
     const options = this.#endOptions
     const counters = this.counters
     counters.inFlight -= events.length
+    if (options !== undefined) {
+      for (let i = 0; i < events.length; i++) {
+        const event = events[i]!
+        if (!event.isEnded) this.#endAuthoritative(event, typeof outcome === 'string' ? outcome : outcome[i]!)
+      }
+      if (typeof outcome === 'string') counters.settled(outcome, events.length)
+      else for (const status of outcome) counters.settled(status, 1)
+      return
+    }
     if (typeof outcome === 'string') {
       for (let i = 0; i < events.length; i++) {
         const event = events[i]!
@@ -120,6 +138,17 @@ export class SinkRunner {
       if (!event.isEnded) event.end(status, options)
       counters.settled(status, 1)
     }
+  }
+
+  /** Ends one handle authoritatively, first reporting what it records for each batch not recorded yet. */
+  #endAuthoritative(event: LogEvent, status: DeliveryStatus): void {
+    for (const finalizer of event.metadata.finalizers) {
+      const current = finalizer.status
+      // Read before the end: a slot already recorded (by another authoritative copy) is not counted twice.
+      if (current !== 'recorded')
+        this.onRecorded(finalizer.sourceId, finalizer.batchId, EventStatus.update(current, status))
+    }
+    event.end(status, AUTHORITATIVE)
   }
 
   #sleep(ms: number): Promise<void> {

@@ -61,7 +61,7 @@ export class SourceRunner {
       events[i] = event
     }
     notifier.release()
-    const status = this.tracker.track(receiver)
+    const status = this.tracker.track(receiver, n)
     await this.output.send(new EventArray(events))
     return { batchId: receiver.batchId, status }
   }
