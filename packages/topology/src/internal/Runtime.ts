@@ -94,14 +94,14 @@ export class Runtime {
       )
     }
     if (problems.length > 0) {
-      await Promise.all([...buffers.values()].map((buffer) => buffer.close()))
+      await Promise.allSettled([...buffers.values()].map(discard))
       throw new TopologyError(problems)
     }
     const sinks = plan.components.filter((d) => d.role === 'sink')
     try {
       await Promise.all(sinks.map((d) => d.component.start?.()))
     } catch (error) {
-      await Promise.allSettled([...buffers.values()].map((buffer) => buffer.close()))
+      await Promise.allSettled([...buffers.values()].map(discard))
       throw error
     }
     return new Runtime(plan, counters, emit, buffers)
@@ -142,7 +142,7 @@ export class Runtime {
     }
     for (const [id, buffer] of this.#buffers) {
       if (buffer instanceof MemoryChannel) this.#counters.get(id)!.errored += buffer.force('errored')
-      else ((buffer as DiskEdgeBuffer).dispose?.() ?? buffer.close()).catch(() => {})
+      else discard(buffer).catch(() => {})
     }
     for (const runner of this.#sinkRunners) runner.force()
     for (const tracker of this.#trackers) tracker.forceAll()
@@ -279,4 +279,9 @@ export class Runtime {
     }
     if (this.#running.size === 0) this.#resolveDone()
   }
+}
+
+/** Gives a buffer up without draining it: a disk buffer's `dispose` (it settles what waits `errored`), else `close`. */
+function discard(buffer: EdgeBuffer): Promise<void> {
+  return (buffer as DiskEdgeBuffer).dispose?.() ?? buffer.close()
 }
