@@ -22,7 +22,7 @@
  */
 import { DiskBufferError } from './DiskBufferError.js'
 import { type FileLike, type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
-import { Frame } from './internal/Frame.js'
+import { type EncodedBatch, Frame } from './internal/Frame.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
 import { LockFile } from './internal/LockFile.js'
 import { SegmentReader } from './internal/SegmentReader.js'
@@ -150,7 +150,9 @@ interface Segment {
 }
 
 interface PendingAppend {
-  readonly payloads: readonly Uint8Array[]
+  /** The records, framed with their sequence numbers (encoded in the caller's turn, off the write lane). */
+  readonly encoded: EncodedBatch
+  readonly count: number
   readonly bytes: number
   readonly firstSeq: number
   readonly resolve: (result: AppendResult) => void
@@ -195,6 +197,7 @@ const SEGMENT = /^(\d{20})\.seg$/
 const DEAD_LETTER_DIR = 'dead-letter'
 const DEAD_LETTER_HEADER = 12
 /** With group commit, appends are answered before their write while at most this much waits to be written. */
+const MAX_GROUP = 512 // appends per write: stays under IOV_MAX (1024) buffers per writev
 const WRITE_BEHIND_BYTES = 4 * 1024 * 1024
 
 /** The file name of the segment whose first sequence number is `firstSeq`. */
@@ -304,6 +307,8 @@ export class DiskBuffer {
   #pending: PendingAppend[] = []
   #writeScheduled = false
   #syncGeneration: Deferred<DurableStatus> | undefined = undefined
+  /** The group-commit fsyncs in flight, in order; it never rejects. */
+  #syncs: Promise<void> = Promise.resolve()
   #writesSinceSync = 0
   #syncTimer: NodeJS.Timeout | undefined = undefined
   #ledgerTimer: NodeJS.Timeout | undefined = undefined
@@ -537,13 +542,11 @@ export class DiskBuffer {
     // still resolves only after the fsync; a process crash loses only what nobody was told is durable.
     const early = this.#s.sync !== 'always' && this.#unwritten + bytes <= WRITE_BEHIND_BYTES
     this.#unwritten += bytes
+    const encoded = Frame.encode(payloads, firstSeq)
     return new Promise<AppendResult>((resolve) => {
       const durable = early ? deferred<DurableStatus>() : undefined
-      this.#pending.push({ payloads, bytes, firstSeq, resolve, durable })
-      if (!this.#writeScheduled) {
-        this.#writeScheduled = true
-        void this.#serial(() => this.#writeGroup())
-      }
+      this.#pending.push({ encoded, count: payloads.length, bytes, firstSeq, resolve, durable })
+      this.#scheduleWrite()
       if (durable !== undefined) {
         resolve({ status: 'written', firstSeq, count: payloads.length, durable: durable.promise })
       }
@@ -830,53 +833,78 @@ export class DiskBuffer {
     return used === 0 || used + bytes <= this.#s.maxBytes
   }
 
+  #scheduleWrite(): void {
+    if (this.#writeScheduled) return
+    this.#writeScheduled = true
+    void this.#serial(() => this.#writeGroup())
+  }
+
   async #writeGroup(): Promise<void> {
-    const group = this.#pending
-    this.#pending = []
+    const group = this.#pending.splice(0, MAX_GROUP)
     this.#writeScheduled = false
+    if (this.#pending.length > 0) this.#scheduleWrite()
     if (group.length === 0 || this.#state === 'crashed') return
-    const payloads = group.length === 1 ? group[0]!.payloads : group.flatMap((p) => p.payloads)
+    const count = group.reduce((n, p) => n + p.count, 0)
     const groupBytes = group.reduce((n, p) => n + p.bytes, 0)
     const firstSeq = group[0]!.firstSeq
     this.#nextSeq = firstSeq
-    const encoded = Frame.encode(payloads, firstSeq)
     const before = { segments: this.#segments.length, activeSize: this.#segments.at(-1)?.size ?? 0 }
     const touched: Segment[] = []
     try {
-      let rec = 0
-      let start = 0
-      while (rec < payloads.length) {
-        let seg = this.#segments.at(-1)
-        const firstFrame = encoded.ends[rec]! - start
-        if (
-          seg === undefined ||
-          seg.sealed ||
-          this.#active === undefined ||
-          (seg.size > 0 && seg.size + firstFrame > this.#s.segmentBytes)
-        ) {
-          seg = await this.#roll(firstSeq + rec)
-        }
-        let end = rec + 1
-        while (end < payloads.length && seg.size + encoded.ends[end]! - start <= this.#s.segmentBytes) end++
-        const stop = encoded.ends[end - 1]!
-        await this.#active!.writev([encoded.bytes.subarray(start, stop)], seg.size)
-        seg.size += stop - start
-        this.#bytesOnDisk += stop - start
-        if (!touched.includes(seg)) touched.push(seg)
-        this.#nextSeq = firstSeq + end
-        rec = end
-        start = stop
+      // Gather the frames into one writev per segment; a record never spans two segments.
+      let seg = this.#segments.at(-1)
+      let iov: Buffer[] = []
+      let queued = 0
+      let seq = firstSeq
+      const flush = async (): Promise<void> => {
+        if (queued === 0) return
+        await this.#active!.writev(iov, seg!.size)
+        seg!.size += queued
+        this.#bytesOnDisk += queued
+        if (!touched.includes(seg!)) touched.push(seg!)
+        this.#nextSeq = seq
+        iov = []
+        queued = 0
       }
+      for (const p of group) {
+        const { bytes, ends } = p.encoded
+        let sliceStart = 0
+        let pos = 0
+        for (const end of ends) {
+          const waiting = queued + pos - sliceStart
+          if (
+            seg === undefined ||
+            seg.sealed ||
+            this.#active === undefined ||
+            (seg.size + waiting > 0 && seg.size + waiting + end - pos > this.#s.segmentBytes)
+          ) {
+            if (pos > sliceStart) {
+              iov.push(bytes.subarray(sliceStart, pos))
+              queued += pos - sliceStart
+              sliceStart = pos
+            }
+            await flush()
+            seg = await this.#roll(seq)
+          }
+          pos = end
+          seq++
+        }
+        if (pos > sliceStart) {
+          iov.push(bytes.subarray(sliceStart, pos))
+          queued += pos - sliceStart
+        }
+      }
+      await flush()
       if (this.#s.sync === 'always') await this.#active!.datasync()
     } catch (error) {
       this.#reserved -= groupBytes
       this.#unwritten -= groupBytes
       this.#m.writeFailures++
-      await this.#rollback(before, firstSeq, payloads.length)
+      await this.#rollback(before, firstSeq, count)
       const code = (error as NodeJS.ErrnoException).code === 'ENOSPC' ? 'NO_SPACE' : 'WRITE_FAILED'
       const failure = new DiskBufferError(
         code,
-        `writing ${payloads.length} record(s) failed (${(error as Error).message}); rolled back`,
+        `writing ${count} record(s) failed (${(error as Error).message}); rolled back`,
         this.path,
         undefined,
         { cause: error },
@@ -893,22 +921,24 @@ export class DiskBuffer {
     this.#unwritten -= groupBytes
     for (const seg of touched) seg.visible = seg.size
     this.#visibleSeq = this.#nextSeq
-    this.#m.written += payloads.length
+    this.#m.written += count
     this.#ledgerDirty = true
     const durable = this.#s.sync === 'always' ? DURABLE : this.#durablePromise()
     for (const p of group) {
       if (p.durable !== undefined) void durable.then(p.durable.resolve)
-      else p.resolve({ status: 'written', firstSeq: p.firstSeq, count: p.payloads.length, durable })
+      else p.resolve({ status: 'written', firstSeq: p.firstSeq, count: p.count, durable })
     }
     this.#wake()
     const policy = this.#s.sync
     if (policy !== 'always') {
       this.#writesSinceSync += group.length
-      if (this.#writesSinceSync >= policy.everyWrites) await this.#groupSync()
+      if (this.#writesSinceSync >= policy.everyWrites) void this.#groupSync()
       else if (this.#syncTimer === undefined) {
         this.#syncTimer = setTimeout(() => {
           this.#syncTimer = undefined
-          void this.#serial(() => this.#groupSync())
+          void this.#serial(async () => {
+            void this.#groupSync()
+          })
         }, policy.everyMs)
         this.#syncTimer.unref()
       }
@@ -920,7 +950,12 @@ export class DiskBuffer {
     return this.#syncGeneration.promise
   }
 
-  async #groupSync(): Promise<void> {
+  /**
+   * Starts an fsync covering every write made so far and resolves their `durable` promises after
+   * it, without holding up the writes that follow (fdatasync and writes to one file may overlap).
+   * Resolves once this and every earlier fsync finished. Handles are closed only after `#syncs`.
+   */
+  #groupSync(): Promise<void> {
     const generation = this.#syncGeneration
     this.#syncGeneration = undefined
     this.#writesSinceSync = 0
@@ -928,18 +963,26 @@ export class DiskBuffer {
       clearTimeout(this.#syncTimer)
       this.#syncTimer = undefined
     }
-    if (generation === undefined) return
-    try {
-      await this.#active?.datasync()
-      generation.resolve('durable')
-    } catch (error) {
-      this.#m.syncFailures++
-      this.#s.log(`disk buffer ${this.path}: fsync failed (${(error as Error).message}); records may be lost`)
-      generation.resolve('failed')
-    }
+    if (generation === undefined) return this.#syncs
+    const file = this.#active
+    this.#syncs = this.#syncs.then(async () => {
+      try {
+        if (file === undefined) throw new Error('no segment open for writing')
+        await file.datasync()
+        generation.resolve('durable')
+      } catch (error) {
+        this.#m.syncFailures++
+        this.#s.log(
+          `disk buffer ${this.path}: fsync failed (${(error as Error).message}); records may be lost`,
+        )
+        generation.resolve('failed')
+      }
+    })
+    return this.#syncs
   }
 
   async #roll(firstSeq: number): Promise<Segment> {
+    await this.#syncs
     const old = this.#active
     if (old !== undefined) {
       this.#active = undefined
@@ -971,6 +1014,7 @@ export class DiskBuffer {
     count: number,
   ): Promise<void> {
     const { fs, path } = this.#s
+    await this.#syncs
     try {
       while (this.#segments.length > before.segments) {
         const seg = this.#segments.pop()!
@@ -1049,6 +1093,7 @@ export class DiskBuffer {
       ) {
         return
       }
+      await this.#groupSync()
       this.#segments.pop()
       await this.#active?.close()
       this.#active = undefined
@@ -1066,6 +1111,7 @@ export class DiskBuffer {
       this.#retries = []
       this.#ackedAbove.clear()
       this.#ackedBelow = this.#nextSeq
+      await this.#groupSync()
       await this.#active?.close()
       this.#active = undefined
       await this.#closeCursor()

@@ -38,6 +38,17 @@ describe('Crc32c', () => {
     )
   })
 
+  it('agrees on views that start anywhere inside a larger buffer (word-aligned or not)', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 1, maxLength: 300 }), fc.nat(7), (bytes, shift) => {
+        const backing = new Uint8Array(bytes.length + shift)
+        backing.set(bytes, shift)
+        const view = backing.subarray(shift)
+        expect(Crc32c.of(view)).toBe(reference(bytes))
+      }),
+    )
+  })
+
   it('continues over a split: update(update(0, a), b) equals the checksum of a and b together', () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 100 }), fc.uint8Array({ maxLength: 100 }), (a, b) => {

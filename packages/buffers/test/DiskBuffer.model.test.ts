@@ -58,7 +58,7 @@ const idOf = (payload: Uint8Array): number =>
 function idAt(bytes: Buffer, offset: number): number | undefined {
   for (let p = Math.min(offset, bytes.length - 4); p >= 0; p--) {
     if (bytes.readUInt32LE(p) !== 0x4c4b4341 || p + 20 > bytes.length) continue
-    const length = bytes.readUInt32LE(p + 4)
+    const length = bytes.readUInt32LE(p + 8)
     if (p + 20 + length <= offset) return undefined // offset lies between frames (torn garbage)
     const match = /^id:(\d+)\|/.exec(bytes.subarray(p + 20, p + 20 + Math.min(length, 24)).toString('latin1'))
     return match === null ? undefined : Number(match[1])

@@ -91,7 +91,7 @@ describe('DiskBuffer recovery', () => {
     const buffer = await open()
     await buffer.append(range(5).map((s) => Buffer.from(s)))
     await buffer.close()
-    fs.flip(`${PATH}/00000000000000000000.seg`, 28 + 5) // the length of record 1
+    fs.flip(`${PATH}/00000000000000000000.seg`, 28 + 9) // the length of record 1
     const reopened = await open()
     expect(await drain(reopened)).toEqual(['record-0', 'record-2', 'record-3', 'record-4'])
     expect(reopened.metrics().corruptRegions).toBe(1)

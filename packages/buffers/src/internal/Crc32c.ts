@@ -26,6 +26,21 @@ const TABLE: Int32Array = (() => {
   return t
 })()
 
+// The eight-byte loop reads two 32-bit words at once through an Int32Array over the whole
+// ArrayBuffer. Views are cached per buffer: Node's small Buffers share pooled ArrayBuffers and a
+// batch's frames share one, so a view is made once per buffer, not once per call.
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1
+let viewed: ArrayBufferLike | undefined
+let view: Int32Array = new Int32Array(0)
+
+const wordsOf = (buffer: ArrayBufferLike): Int32Array => {
+  if (buffer !== viewed) {
+    view = new Int32Array(buffer, 0, buffer.byteLength >>> 2)
+    viewed = buffer
+  }
+  return view
+}
+
 /**
  * CRC-32C of byte ranges.
  *
@@ -46,19 +61,27 @@ export const Crc32c = {
     const t = TABLE
     let c = ~crc
     let i = start
-    // Eight bytes per step: one table lookup per byte, no data-dependent branch.
-    for (const stop = end - 7; i < stop; i += 8) {
-      const lo = c ^ (bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24))
-      const hi = bytes[i + 4]! | (bytes[i + 5]! << 8) | (bytes[i + 6]! << 16) | (bytes[i + 7]! << 24)
-      c =
-        t[1792 + (lo & 0xff)]! ^
-        t[1536 + ((lo >>> 8) & 0xff)]! ^
-        t[1280 + ((lo >>> 16) & 0xff)]! ^
-        t[1024 + (lo >>> 24)]! ^
-        t[768 + (hi & 0xff)]! ^
-        t[512 + ((hi >>> 8) & 0xff)]! ^
-        t[256 + ((hi >>> 16) & 0xff)]! ^
-        t[hi >>> 24]!
+    if (LITTLE_ENDIAN && end - i >= 32) {
+      const base = bytes.byteOffset
+      while (((base + i) & 3) !== 0) c = t[(c ^ bytes[i++]!) & 0xff]! ^ (c >>> 8)
+      const words = wordsOf(bytes.buffer)
+      let w = (base + i) >>> 2
+      const stop = w + ((end - i) >>> 3) * 2
+      i += (stop - w) * 4
+      // Eight bytes per step: one table lookup per byte, no data-dependent branch.
+      for (; w < stop; w += 2) {
+        const lo = c ^ words[w]!
+        const hi = words[w + 1]!
+        c =
+          t[1792 + (lo & 0xff)]! ^
+          t[1536 + ((lo >>> 8) & 0xff)]! ^
+          t[1280 + ((lo >>> 16) & 0xff)]! ^
+          t[1024 + (lo >>> 24)]! ^
+          t[768 + (hi & 0xff)]! ^
+          t[512 + ((hi >>> 8) & 0xff)]! ^
+          t[256 + ((hi >>> 16) & 0xff)]! ^
+          t[hi >>> 24]!
+      }
     }
     for (; i < end; i++) c = t[(c ^ bytes[i]!) & 0xff]! ^ (c >>> 8)
     return ~c >>> 0

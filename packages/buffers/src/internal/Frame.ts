@@ -3,9 +3,9 @@
  *
  * ```
  * offset 0  magic   u32 LE  0x4c4b4341 ("ACKL"), so a reader can find the next frame after damage
- * offset 4  length  u32 LE  payload bytes
- * offset 8  seq     u64 LE  the record's sequence number (< 2^53)
- * offset 16 crc     u32 LE  CRC-32C of bytes 4..16 and of the payload
+ * offset 4  crc     u32 LE  CRC-32C of everything after it: bytes 8 .. 20 + length
+ * offset 8  length  u32 LE  payload bytes
+ * offset 12 seq     u64 LE  the record's sequence number (< 2^53)
  * offset 20 payload
  * ```
  *
@@ -51,12 +51,12 @@ export const Frame = {
       const payload = payloads[i]!
       const seq = firstSeq + i
       bytes.writeUInt32LE(MAGIC, pos)
-      bytes.writeUInt32LE(payload.length, pos + 4)
-      bytes.writeUInt32LE(seq >>> 0, pos + 8)
-      bytes.writeUInt32LE(Math.floor(seq / 0x1_0000_0000), pos + 12)
+      bytes.writeUInt32LE(payload.length, pos + 8)
+      bytes.writeUInt32LE(seq >>> 0, pos + 12)
+      bytes.writeUInt32LE(Math.floor(seq / 0x1_0000_0000), pos + 16)
       bytes.set(payload, pos + HEADER)
-      const crc = Crc32c.update(Crc32c.of(bytes, pos + 4, pos + 16), payload)
-      bytes.writeUInt32LE(crc, pos + 16)
+      const crc = Crc32c.of(bytes, pos + 8, pos + HEADER + payload.length)
+      bytes.writeUInt32LE(crc, pos + 4)
       crcs[i] = crc
       pos += HEADER + payload.length
       ends[i] = pos
@@ -71,23 +71,22 @@ export const Frame = {
 
   /** The payload length in the header at `pos` (which must hold a whole header). */
   length(bytes: Buffer, pos: number): number {
-    return bytes.readUInt32LE(pos + 4)
+    return bytes.readUInt32LE(pos + 8)
   },
 
   /** The sequence number in the header at `pos`. */
   seq(bytes: Buffer, pos: number): number {
-    return bytes.readUInt32LE(pos + 8) + bytes.readUInt32LE(pos + 12) * 0x1_0000_0000
+    return bytes.readUInt32LE(pos + 12) + bytes.readUInt32LE(pos + 16) * 0x1_0000_0000
   },
 
   /** The stored checksum of the frame at `pos`. */
   crc(bytes: Buffer, pos: number): number {
-    return bytes.readUInt32LE(pos + 16)
+    return bytes.readUInt32LE(pos + 4)
   },
 
   /** Whether the whole frame at `pos` (header and payload in `bytes`) checks out. */
   verify(bytes: Buffer, pos: number): boolean {
-    const length = bytes.readUInt32LE(pos + 4)
-    const crc = Crc32c.update(Crc32c.of(bytes, pos + 4, pos + 16), bytes, pos + HEADER, pos + HEADER + length)
-    return crc === bytes.readUInt32LE(pos + 16)
+    const length = bytes.readUInt32LE(pos + 8)
+    return Crc32c.of(bytes, pos + 8, pos + HEADER + length) === bytes.readUInt32LE(pos + 4)
   },
 } as const
