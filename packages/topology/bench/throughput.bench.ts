@@ -1,4 +1,4 @@
-// Throughput of a topology, side by side in one process:
+// Throughput of a topology, side by side in one run (each measurement in a fresh child process):
 //   generator → remap-like transform → blackhole, with acknowledgements on and off;
 //   the same work through a node:stream pipeline and through a plain async-iterator chain, each
 //   twice: with the same LogEvents and batch notifiers the topology uses (the like-for-like
@@ -9,15 +9,17 @@
 // and sets one field on each in the middle stage.
 // Run: pnpm bench topology   (ACKLINE_BENCH_EVENTS and ACKLINE_BENCH_ROUNDS override the sizes)
 
+import { spawnSync } from 'node:child_process'
 import { Readable, Transform as StreamTransform, Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
+import { fileURLToPath } from 'node:url'
 import { BatchNotifier, type BatchStatusReceiver, EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import { blackhole } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
 import { TopologyBuilder, type Transform } from '@ackline/topology'
 
 const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 1_000_000)
-const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 7)
+const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
 const BATCH = 500
 const gc = (globalThis as { gc?: () => void }).gc
 
@@ -175,68 +177,98 @@ async function asyncIterators(): Promise<number> {
   return count
 }
 
-/** Best events/s over ROUNDS runs (after two warm-up runs, so the JIT has settled), and the median. */
-async function measure(run: () => Promise<number>): Promise<{ best: number; median: number }> {
-  await run()
-  await run()
-  const rates: number[] = []
-  for (let r = 0; r < ROUNDS; r++) {
-    gc?.()
-    const start = performance.now()
-    const events = await run()
-    rates.push(events / ((performance.now() - start) / 1000))
+const variants: Record<string, () => Promise<number>> = {
+  'topology, acks on': () => topology(true, 1),
+  'topology, acks off': () => topology(false, 1),
+  'node:stream, LogEvents + acks': () => nodeStreamEvents(true),
+  'node:stream, LogEvents, no acks': () => nodeStreamEvents(false),
+  'async iterators, LogEvents + acks': () => asyncIteratorEvents(true),
+  'node:stream, plain records': nodeStream,
+  'async iterators, plain records': asyncIterators,
+  'fan-out to 1': () => topology(true, 1),
+  'fan-out to 2': () => topology(true, 2),
+  'fan-out to 4': () => topology(true, 4),
+  'fan-out to 8': () => topology(true, 8),
+}
+
+/** In a child process: three warm-up runs of one variant (the JIT settles), then one measured run; prints its events/s. */
+async function child(name: string): Promise<void> {
+  const run = variants[name]
+  if (run === undefined) throw new Error(`no variant '${name}'`)
+  for (let i = 0; i < 3; i++) await run()
+  gc?.()
+  const start = performance.now()
+  const events = await run()
+  console.log(events / ((performance.now() - start) / 1000))
+}
+
+/**
+ * Events/s of each variant, best and median over ROUNDS rounds. Each measurement runs in a fresh
+ * process, so variants cannot make each other's call sites polymorphic or leave heap behind, and
+ * the variants run round-robin, so a noisy neighbour weighs on all of them alike.
+ */
+function measureAll(names: readonly string[]): Map<string, { best: number; median: number }> {
+  const rates = new Map<string, number[]>(names.map((name) => [name, []]))
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const name of names) {
+      const result = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url)], {
+        env: { ...process.env, ACKLINE_BENCH_VARIANT: name },
+        encoding: 'utf8',
+      })
+      const rate = Number(result.stdout.trim().split('\n').at(-1))
+      if (result.status !== 0 || !Number.isFinite(rate))
+        throw new Error(`variant '${name}' failed: ${result.stderr}`)
+      rates.get(name)!.push(rate)
+    }
   }
-  rates.sort((a, b) => a - b)
-  return { best: rates.at(-1)!, median: rates[Math.floor(rates.length / 2)]! }
+  const results = new Map<string, { best: number; median: number }>()
+  for (const [name, list] of rates) {
+    list.sort((a, b) => a - b)
+    results.set(name, { best: list.at(-1)!, median: list[Math.floor(list.length / 2)]! })
+  }
+  return results
 }
 
 const fmt = (rate: number): string => `${(rate / 1e6).toFixed(2)} M events/s`
 const pct = (a: number, b: number): string => `${((a / b) * 100).toFixed(0)}%`
 
-console.log(
-  `${EVENTS.toLocaleString('en')} events per run, batches of ${BATCH}, best (median) of ${ROUNDS} runs\n`,
-)
-const variants: [string, () => Promise<number>][] = [
-  ['topology, acks on', () => topology(true, 1)],
-  ['topology, acks off', () => topology(false, 1)],
-  ['node:stream, LogEvents + acks', () => nodeStreamEvents(true)],
-  ['node:stream, LogEvents, no acks', () => nodeStreamEvents(false)],
-  ['async iterators, LogEvents + acks', () => asyncIteratorEvents(true)],
-  ['node:stream, plain records', nodeStream],
-  ['async iterators, plain records', asyncIterators],
-]
-const results = new Map<string, { best: number; median: number }>()
-for (const [name, run] of variants) {
-  const result = await measure(run)
-  results.set(name, result)
-  console.log(`${name.padEnd(36)} ${fmt(result.best).padStart(18)}  (median ${fmt(result.median)})`)
-}
-const median = (name: string): number => results.get(name)!.median
-const on = median('topology, acks on')
-console.log(`\nratios (medians):`)
-console.log(
-  `  acks on / acks off                         ${pct(on, median('topology, acks off'))}   (target >= 90%)`,
-)
-console.log(
-  `  acks on / node:stream, LogEvents + acks    ${pct(on, median('node:stream, LogEvents + acks'))}   (target >= 80%)`,
-)
-console.log(
-  `  acks on / async iterators, LogEvents + acks ${pct(on, median('async iterators, LogEvents + acks'))}`,
-)
-console.log(`  acks on / node:stream, plain records       ${pct(on, median('node:stream, plain records'))}`)
-console.log(
-  `  acks on / async iterators, plain records   ${pct(on, median('async iterators, plain records'))}`,
-)
-
-console.log(
-  `\nfan-out, acks on (cost per event relative to one sink; linear growth would be 1x, 2x, 4x, 8x):`,
-)
-let single = 0
-for (const sinks of [1, 2, 4, 8]) {
-  const { median } = await measure(() => topology(true, sinks))
-  const costNs = 1e9 / median
-  if (sinks === 1) single = costNs
+function report(): void {
   console.log(
-    `  ${String(sinks).padStart(2)} sink(s)  ${fmt(median).padStart(18)}  ${costNs.toFixed(0).padStart(5)} ns/event  ${(costNs / single).toFixed(2)}x`,
+    `${EVENTS.toLocaleString('en')} events per run, batches of ${BATCH}, best (median) of ${ROUNDS} round-robin rounds, one process per measurement\n`,
   )
+  const main = Object.keys(variants).filter((name) => !name.startsWith('fan-out'))
+  const results = measureAll(main)
+  for (const [name, result] of results) {
+    console.log(`${name.padEnd(36)} ${fmt(result.best).padStart(18)}  (median ${fmt(result.median)})`)
+  }
+  const median = (name: string): number => results.get(name)!.median
+  const on = median('topology, acks on')
+  const line = (label: string, other: string, target = ''): void =>
+    console.log(`  ${label.padEnd(44)} ${pct(on, median(other)).padStart(4)}${target}`)
+  console.log('\nratios (medians):')
+  line('acks on / acks off', 'topology, acks off', '   (target >= 90%)')
+  line('acks on / node:stream, LogEvents + acks', 'node:stream, LogEvents + acks', '   (target >= 80%)')
+  line('acks on / async iterators, LogEvents + acks', 'async iterators, LogEvents + acks')
+  line('acks on / node:stream, plain records', 'node:stream, plain records')
+  line('acks on / async iterators, plain records', 'async iterators, plain records')
+  console.log(
+    `  (the event model alone, node:stream with LogEvents, acks on / off: ${pct(median('node:stream, LogEvents + acks'), median('node:stream, LogEvents, no acks'))})`,
+  )
+
+  console.log(
+    '\nfan-out, acks on (cost per event relative to one sink; linear growth would be 1x, 2x, 4x, 8x):',
+  )
+  const fanOut = measureAll(Object.keys(variants).filter((name) => name.startsWith('fan-out')))
+  let single = 0
+  for (const [name, { median: rate }] of fanOut) {
+    const costNs = 1e9 / rate
+    if (single === 0) single = costNs
+    console.log(
+      `  ${name.padEnd(14)} ${fmt(rate).padStart(18)}  ${costNs.toFixed(0).padStart(5)} ns/event  ${(costNs / single).toFixed(2)}x`,
+    )
+  }
 }
+
+const variant = process.env.ACKLINE_BENCH_VARIANT
+if (variant === undefined) report()
+else await child(variant)
