@@ -624,7 +624,8 @@ export class DiskBuffer {
   /** Acknowledges a record: it will not be read again, and its segment may go. Idempotent. */
   ack(seq: number): void {
     if (seq < this.#ackedBelow || seq >= this.#nextSeq || this.#ackedAbove.has(seq)) return
-    this.#inFlight.delete(seq)
+    // A reader held back by maxInFlight may go on once one record is settled.
+    if (this.#inFlight.delete(seq) && this.#inFlight.size + 1 >= this.#s.maxInFlight) this.#wake()
     if (this.#retries.length > 0) this.#retries = this.#retries.filter((r) => r.seq !== seq)
     this.#m.acked++
     this.#markAcked(seq)

@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { statSync } from 'node:fs'
 import { BufferCheck } from './BufferCheck.js'
 
 const USAGE = 'usage: ackline-buffer <buffer-dir> [--repair]'
@@ -21,6 +22,10 @@ async function main(argv: readonly string[]): Promise<number> {
     return 2
   }
   const path = rest[0]!
+  if (statSync(path, { throwIfNoEntry: false })?.isDirectory() !== true) {
+    console.error(`ackline-buffer: ${path} is not a directory`)
+    return 2
+  }
   const report = await BufferCheck.run(path, { repair })
   console.log(BufferCheck.format(report))
   if (!repair) return report.problems.length === 0 ? 0 : 1

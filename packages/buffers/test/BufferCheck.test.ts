@@ -146,10 +146,13 @@ describe('ackline-buffer', () => {
     }
   })
 
-  it('exits 2 with usage on bad arguments', () => {
+  it('exits 2 with usage on bad arguments, and on a path that is not a directory', () => {
     const { code, out } = runCli()
     expect(code).toBe(2)
     expect(out).toContain('usage: ackline-buffer <buffer-dir> [--repair]')
+    const missing = runCli(join(tmpdir(), 'ackline-no-such-buffer'))
+    expect(missing.code).toBe(2)
+    expect(missing.out).toContain('is not a directory')
   })
 
   it('is also a function: BufferCheck.run reports the same without a process', async () => {

@@ -158,6 +158,24 @@ describe('DiskBuffer invariants', () => {
     await buffer.close()
   })
 
+  it('hands out at most maxInFlight unsettled records, and goes on once one is settled', async () => {
+    const { open } = setup({ maxInFlight: 2 })
+    const buffer = await open()
+    await buffer.append(records(3))
+    const first = (await buffer.read(10))!
+    expect(first.map((r) => r.seq)).toEqual([0, 1])
+    let next: unknown
+    const pending = buffer.read(10).then((r) => {
+      next = r
+    })
+    await ticks()
+    expect(next).toBeUndefined()
+    buffer.ack(first[1]!.seq)
+    await pending
+    expect((next as { seq: number }[]).map((r) => r.seq)).toEqual([2])
+    await buffer.close()
+  })
+
   it('rejects a record larger than a segment at once with an error naming segmentBytes', async () => {
     const { open } = setup({ segmentBytes: 64 })
     const buffer = await open()
