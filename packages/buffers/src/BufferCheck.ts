@@ -62,7 +62,13 @@ async function checkSegment(
   const bytes = (await fs.size(`${path}/${name}`)) ?? 0
   const file = await fs.open(`${path}/${name}`, 'read')
   try {
-    const reader = new SegmentReader(file, { start: 0, end: bytes, maxPayload: Math.max(bytes, 1) })
+    const reader = new SegmentReader(file, {
+      start: 0,
+      end: bytes,
+      maxPayload: Math.max(bytes, 1),
+      chunkBytes: 8 << 20,
+      payloads: false,
+    })
     let records = 0
     let unacked = 0
     let firstSeq: number | undefined
@@ -79,7 +85,7 @@ async function checkSegment(
           if (item.seq >= ackedBelow) unacked++
           firstSeq ??= item.seq
           lastSeq = item.seq
-          validEnd = item.offset + Frame.size(item.payload.length)
+          validEnd = item.offset + item.size
         } else if (item.kind === 'corrupt') {
           corrupt.push({ offset: item.offset, bytes: item.bytes })
         } else {

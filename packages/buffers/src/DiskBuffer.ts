@@ -418,7 +418,13 @@ export class DiskBuffer {
     const last = segments.at(-1)
     if (last !== undefined) {
       active = await fs.open(`${path}/${last.name}`, 'append')
-      const reader = new SegmentReader(active, { start: 0, end: last.size, maxPayload: s.segmentBytes })
+      const reader = new SegmentReader(active, {
+        start: 0,
+        end: last.size,
+        maxPayload: s.segmentBytes,
+        chunkBytes: 8 << 20,
+        payloads: false,
+      })
       let validEnd = 0
       for (;;) {
         const items = await reader.read(4096)
@@ -426,7 +432,7 @@ export class DiskBuffer {
         for (const item of items) {
           if (item.kind === 'record') {
             lastSeq = Math.max(lastSeq, item.seq)
-            validEnd = item.offset + Frame.size(item.payload.length)
+            validEnd = item.offset + item.size
           } else if (item.kind === 'torn') {
             tornBytes = item.bytes
           }

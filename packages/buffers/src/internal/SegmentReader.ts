@@ -18,7 +18,10 @@ export type SegmentItem =
       readonly kind: 'record'
       readonly seq: number
       readonly offset: number
+      /** The frame's size on disk, header included. */
+      readonly size: number
       readonly crc: number
+      /** A copy of the payload (empty when the reader was made with `payloads: false`). */
       readonly payload: Buffer
     }
   | { readonly kind: 'corrupt'; readonly offset: number; readonly bytes: number }
@@ -31,6 +34,7 @@ export class SegmentReader {
   readonly #file: FileLike
   readonly #maxPayload: number
   readonly #chunk: number
+  readonly #payloads: boolean
   #end: number
   #pos: number
   #buf: Buffer = EMPTY
@@ -38,13 +42,15 @@ export class SegmentReader {
 
   constructor(
     file: FileLike,
-    options: { start: number; end: number; maxPayload: number; chunkBytes?: number },
+    options: { start: number; end: number; maxPayload: number; chunkBytes?: number; payloads?: boolean },
   ) {
     this.#file = file
     this.#pos = options.start
     this.#end = options.end
     this.#maxPayload = options.maxPayload
     this.#chunk = options.chunkBytes ?? 1 << 20
+    // Recovery only needs to know where whole frames end: it skips copying 128 MiB of payloads.
+    this.#payloads = options.payloads ?? true
   }
 
   /** The offset of the next frame to read. */
@@ -72,15 +78,19 @@ export class SegmentReader {
     const out: SegmentItem[] = []
     while (out.length < max && this.#pos < this.#end) {
       const pos = this.#pos
-      if (await this.#validAt(pos)) {
+      // Synchronous while the frame is in the buffer: no promise per record.
+      let state = this.#check(pos)
+      if (state > 0) state = await this.#load(pos, state)
+      if (state === 0) {
         const length = Frame.length(this.#buf, pos - this.#bufStart)
         const at = pos - this.#bufStart + Frame.HEADER_BYTES
         out.push({
           kind: 'record',
           seq: Frame.seq(this.#buf, pos - this.#bufStart),
           offset: pos,
+          size: Frame.HEADER_BYTES + length,
           crc: Frame.crc(this.#buf, pos - this.#bufStart),
-          payload: Buffer.from(this.#buf.subarray(at, at + length)),
+          payload: this.#payloads ? Buffer.from(this.#buf.subarray(at, at + length)) : EMPTY,
         })
         this.#pos = pos + Frame.HEADER_BYTES + length
         continue
@@ -97,15 +107,37 @@ export class SegmentReader {
     return out
   }
 
+  /**
+   * Whether a whole valid frame starts at `pos`, as far as the buffer tells: 0 valid, -1 not, or
+   * the number of bytes from `pos` that must be loaded to tell.
+   */
+  #check(pos: number): number {
+    const header = Frame.HEADER_BYTES
+    if (pos + header > this.#end) return -1
+    const loaded = this.#bufStart + this.#buf.length
+    if (pos < this.#bufStart || pos + header > loaded) return header
+    const at = pos - this.#bufStart
+    if (!Frame.hasMagic(this.#buf, at)) return -1
+    const length = Frame.length(this.#buf, at)
+    if (length > this.#maxPayload || pos + header + length > this.#end) return -1
+    if (pos + header + length > loaded) return header + length
+    return Frame.verify(this.#buf, at) ? 0 : -1
+  }
+
+  /** Loads what {@link SegmentReader.#check} asked for and checks again (header, then body). */
+  async #load(pos: number, need: number): Promise<number> {
+    let state = need
+    for (let i = 0; i < 2 && state > 0; i++) {
+      if (!(await this.#ensure(pos, state))) return -1
+      state = this.#check(pos)
+    }
+    return state > 0 ? -1 : state
+  }
+
   /** Whether a whole valid frame starts at `pos` (loads it into the buffer if so). */
   async #validAt(pos: number): Promise<boolean> {
-    if (!(await this.#ensure(pos, Frame.HEADER_BYTES))) return false
-    const at = pos - this.#bufStart
-    if (!Frame.hasMagic(this.#buf, at)) return false
-    const length = Frame.length(this.#buf, at)
-    if (length > this.#maxPayload) return false
-    if (!(await this.#ensure(pos, Frame.HEADER_BYTES + length))) return false
-    return Frame.verify(this.#buf, pos - this.#bufStart)
+    const state = this.#check(pos)
+    return (state > 0 ? await this.#load(pos, state) : state) === 0
   }
 
   /** The offset of the next valid frame at or after `from`, or `undefined`. */
