@@ -612,7 +612,15 @@ export class DiskBuffer {
           }
           return out
         }
-        if (this.#state === 'draining' && this.#caughtUp() && this.#inFlight.size === 0) return undefined
+        // Drained: every append written (none still behind the write lane), read, and settled.
+        if (
+          this.#state === 'draining' &&
+          this.#assigned <= this.#visibleSeq &&
+          this.#caughtUp() &&
+          this.#inFlight.size === 0
+        ) {
+          return undefined
+        }
         if (!wait) return []
         let timer: NodeJS.Timeout | undefined
         if (this.#retries.length > 0) {

@@ -239,6 +239,18 @@ describe('openDiskBuffer', () => {
     expect(await buffer.pull()).toBeUndefined()
   })
 
+  it('with group commit, close still drains the pushes whose writes were behind', async () => {
+    const buffer = await open(tempDir(), { sync: { everyMs: 60_000, everyWrites: 1000 } })
+    const { array, receiver } = batch(3)
+    await buffer.push(array) // answered before its write (write-behind)
+    await buffer.close()
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([0, 1, 2])
+    out.end('delivered')
+    expect(await buffer.pull()).toBeUndefined()
+    expect(await receiver).toBe('delivered')
+  })
+
   it('pull resolves undefined when its signal aborts', async () => {
     const buffer = await open(tempDir())
     const controller = new AbortController()
