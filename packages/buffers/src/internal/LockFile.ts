@@ -105,6 +105,11 @@ export const LockFile = {
         await file.close()
       }
       await fs.rename(temp, `${dir}/${FILE}`)
+      // Two processes taking over at once: whoever renamed last holds it; the other backs off.
+      const now = await LockFile.holder(fs, dir)
+      if (now?.pid !== me.pid || now.hostname !== me.hostname) {
+        throw new DiskBufferError('LOCKED', `taken over by process ${now?.pid} at the same moment`, dir)
+      }
     }
     heldHere.add(dir)
     return { tookOverFrom }
