@@ -1,10 +1,11 @@
 // Cost of acknowledgements per event, side by side in one process:
-//   acks on:  create, attach to the batch's notifier, clone once, end both handles
+//   acks on:  create, attach to the batch's notifier, clone once (the copy goes to a second
+//             consumer, as in fan-out), end both handles
 //   acks off: the same loop with no notifier (events carry no finalizer)
 //   floor:    a bare loop that allocates the same plain objects and does nothing else
 // and the heap retained by 1,000,000 in-flight events in each form, after a forced collection.
 // Run: pnpm bench core   (node --expose-gc is set by the runner)
-import { BatchNotifier, type BatchStatusReceiver, LogEvent } from '@ackline/core'
+import { BatchNotifier, type BatchStatusReceiver, EventArray, LogEvent } from '@ackline/core'
 
 const BATCH = 10_000
 const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 40)
@@ -21,36 +22,37 @@ let sink = 0 // keeps results observable so no loop is optimised away
 function floor(): void {
   const ts = Date.now()
   const events = new Array<PlainEvent>(BATCH)
+  const copies = new Array<PlainEvent>(BATCH)
   for (let i = 0; i < BATCH; i++)
     events[i] = { fields: { n: i }, metadata: { sourceId: 'bench', ingestTimestamp: ts, ended: false } }
   for (let i = 0; i < BATCH; i++) {
     const e = events[i]!
-    const copy: PlainEvent = {
+    copies[i] = {
       fields: e.fields,
       metadata: { sourceId: e.metadata.sourceId, ingestTimestamp: ts, ended: false },
     }
-    e.metadata.ended = true
-    copy.metadata.ended = true
-    sink += copy.fields.n
+  }
+  for (let i = 0; i < BATCH; i++) events[i]!.metadata.ended = true
+  for (let i = 0; i < BATCH; i++) {
+    copies[i]!.metadata.ended = true
+    sink += copies[i]!.fields.n
   }
 }
 
 function withAcks(enabled: boolean): BatchStatusReceiver | undefined {
+  // The way sources and sinks do it: a source attaches the whole array and releases the notifier,
+  // a sink's runner ends a whole array with one status.
   const options = { sourceId: 'bench', ingestTimestamp: Date.now() }
   const batch = BatchNotifier.maybeCreate(enabled, options)
   const events = new Array<LogEvent>(BATCH)
-  for (let i = 0; i < BATCH; i++) {
-    const event = new LogEvent({ n: i }, options)
-    batch?.notifier.attach(event)
-    events[i] = event
-  }
-  batch?.notifier.release()
-  for (let i = 0; i < BATCH; i++) {
-    const event = events[i]!
-    const copy = event.clone()
-    event.end('delivered')
-    copy.end('delivered')
-  }
+  for (let i = 0; i < BATCH; i++) events[i] = new LogEvent({ n: i }, options)
+  const array = new EventArray(events)
+  if (batch !== undefined) array.attach(batch.notifier)
+  // The copies go to a second consumer (fan-out), so they live as long as the originals do.
+  const copies = new Array<LogEvent>(BATCH)
+  for (let i = 0; i < BATCH; i++) copies[i] = events[i]!.clone()
+  array.end('delivered')
+  new EventArray(copies).end('delivered')
   if (batch !== undefined && batch.receiver.status !== 'delivered')
     throw new Error('batch did not resolve delivered')
   return batch?.receiver
@@ -68,7 +70,8 @@ function median(values: number[]): number {
 }
 
 // Warm up every variant, then interleave rounds so machine noise hits all of them alike.
-for (let i = 0; i < 20; i++) for (const run of Object.values(variants)) run()
+const WARMUP = Number(process.env.ACKLINE_BENCH_WARMUP ?? 300)
+for (let i = 0; i < WARMUP; i++) for (const run of Object.values(variants)) run()
 const samples: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]))
 for (let round = 0; round < ROUNDS; round++) {
   for (const [name, run] of Object.entries(variants)) {
@@ -120,12 +123,10 @@ const holdEvents = (enabled: boolean) => () => {
   const out: unknown[] = []
   for (let b = 0; b < HELD / BATCH; b++) {
     const batch = BatchNotifier.maybeCreate(enabled, options)
-    for (let i = 0; i < BATCH; i++) {
-      const event = new LogEvent({ n: i }, options)
-      batch?.notifier.attach(event)
-      out.push(event)
-    }
-    batch?.notifier.release()
+    const events = new Array<LogEvent>(BATCH)
+    for (let i = 0; i < BATCH; i++) events[i] = new LogEvent({ n: i }, options)
+    if (batch !== undefined) new EventArray(events).attach(batch.notifier)
+    out.push(...events)
     if (batch !== undefined) out.push(batch.receiver)
   }
   return out

@@ -8,6 +8,7 @@
  */
 import type { BatchNotifier } from './BatchNotifier.js'
 import type { DeliveryStatus } from './EventStatus.js'
+import { eventStatusCode } from './internal/statusCodes.js'
 import type { EndOptions, LogEvent } from './LogEvent.js'
 
 /**
@@ -52,7 +53,19 @@ export class EventArray implements Iterable<LogEvent> {
    * the whole batch). Pass `{ release: false }` to attach more events to the same batch later.
    */
   attach(notifier: BatchNotifier, options: { readonly release?: boolean } = {}): this {
-    for (const event of this.events) notifier.attach(event)
+    const events = this.events
+    // Check every handle first: a throw half-way would leave slots that no handle holds.
+    for (let i = 0; i < events.length; i++) events[i]!.metadata._live('attach a batch to')
+    const first = notifier._state.addSlots(events.length)
+    for (let i = 0; i < events.length; i++) {
+      const metadata = events[i]!.metadata
+      if (metadata._ref === undefined) {
+        metadata._ref = notifier
+        metadata._slot = first + i
+      } else {
+        metadata._put(notifier, first + i)
+      }
+    }
     if (options.release !== false) notifier.release()
     return this
   }
@@ -64,6 +77,9 @@ export class EventArray implements Iterable<LogEvent> {
 
   /** Ends every event with the same status (or none). See {@link LogEvent.end}. */
   end(status?: DeliveryStatus, options?: EndOptions): void {
-    for (const event of this.events) event.end(status, options)
+    const code = status === undefined ? -1 : eventStatusCode(status)
+    const authoritative = options?.authoritative === true
+    const events = this.events
+    for (let i = 0; i < events.length; i++) events[i]!.metadata._end(code, authoritative)
   }
 }

@@ -50,9 +50,10 @@ export interface EndOptions {
  * ```
  */
 export class LogEvent {
-  #fields: JsonObject
-  /** Whether `#fields` may be shared with another handle, so a write must copy it first. */
-  #shared = false
+  /** @internal The fields; read them through `fields`. */
+  declare _fields: JsonObject
+  /** @internal Whether `_fields` may be shared with another handle, so a write must copy it first. */
+  declare _shared: boolean
   /** The event's metadata; its finalizers are shared by every copy of the event. */
   declare readonly metadata: EventMetadata
 
@@ -60,14 +61,15 @@ export class LogEvent {
   /** @internal A clone: the caller made the metadata. */
   constructor(fields: JsonObject, options: undefined, metadata: EventMetadata)
   constructor(fields: JsonObject = {}, options?: LogEventOptions, metadata?: EventMetadata) {
-    this.#fields = fields
+    this._fields = fields
+    this._shared = false
     this.metadata = metadata ?? new EventMetadata(options?.sourceId, options?.ingestTimestamp ?? Date.now())
   }
 
   /** The fields, read-only: change them through {@link LogEvent.set} so copies stay independent. */
   get fields(): Readonly<JsonObject> {
     this.metadata._live('read')
-    return this.#fields
+    return this._fields
   }
 
   /** Whether this handle has ended. */
@@ -85,7 +87,7 @@ export class LogEvent {
    * path when a segment on the way is not an object or array.
    */
   set(path: string, value: JsonValue): this {
-    if (!setPath(this.#own(), path, value)) {
+    if (!setPath(this._own(), path, value)) {
       throw new TypeError(
         `cannot set '${path}' on an event from source ${this.metadata.sourceId ?? 'unknown'}: a segment on the way is not an object`,
       )
@@ -95,14 +97,14 @@ export class LogEvent {
 
   /** Removes the value at a dotted path and returns it, or `undefined` if there was none. */
   remove(path: string): JsonValue | undefined {
-    return removePath(this.#own(), path)
+    return removePath(this._own(), path)
   }
 
   /** Replaces every field. */
   replaceFields(fields: JsonObject): this {
     this.metadata._live('write')
-    this.#fields = fields
-    this.#shared = false
+    this._fields = fields
+    this._shared = false
     return this
   }
 
@@ -116,12 +118,12 @@ export class LogEvent {
     const slot = metadata._slot
     retainRef(ref, slot)
     const copy = new LogEvent(
-      this.#fields,
+      this._fields,
       undefined,
       new EventMetadata(metadata.sourceId, metadata.ingestTimestamp, ref, slot),
     )
-    this.#shared = true
-    copy.#shared = true
+    this._shared = true
+    copy._shared = true
     return copy
   }
 
@@ -155,12 +157,13 @@ export class LogEvent {
     return this.fields as JsonObject
   }
 
-  #own(): JsonObject {
+  /** @internal The fields, copied first if another handle may share them. */
+  _own(): JsonObject {
     this.metadata._live('write')
-    if (this.#shared) {
-      this.#fields = JsonValue.copy(this.#fields)
-      this.#shared = false
+    if (this._shared) {
+      this._fields = JsonValue.copy(this._fields)
+      this._shared = false
     }
-    return this.#fields
+    return this._fields
   }
 }

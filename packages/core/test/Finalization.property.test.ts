@@ -7,6 +7,7 @@ import {
   BatchStatus,
   type BatchStatusReceiver,
   type DeliveryStatus,
+  EventArray,
   EventFinalizerGroups,
   EventStatus,
   LogEvent,
@@ -17,6 +18,7 @@ import { describe, expect, it } from 'vitest'
 type Step =
   | { op: 'create' }
   | { op: 'attach'; handle: number; batch: number }
+  | { op: 'attachArray'; handles: number[]; batch: number }
   | { op: 'release'; batch: number }
   | { op: 'clone'; handle: number }
   | { op: 'merge'; into: number; from: number }
@@ -31,6 +33,14 @@ const index = fc.nat(7)
 const step: fc.Arbitrary<Step> = fc.oneof(
   { arbitrary: fc.constant({ op: 'create' as const }), weight: 2 },
   { arbitrary: fc.record({ op: fc.constant('attach' as const), handle: index, batch: index }), weight: 3 },
+  {
+    arbitrary: fc.record({
+      op: fc.constant('attachArray' as const),
+      handles: fc.array(index, { maxLength: 4 }),
+      batch: index,
+    }),
+    weight: 2,
+  },
   { arbitrary: fc.record({ op: fc.constant('release' as const), batch: index }), weight: 1 },
   { arbitrary: fc.record({ op: fc.constant('clone' as const), handle: index }), weight: 2 },
   { arbitrary: fc.record({ op: fc.constant('merge' as const), into: index, from: index }), weight: 2 },
@@ -127,6 +137,23 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
           batch.notifier.attach(handles[h]!.event)
           slots.push({ batch: b, count: 1, status: 'dropped' })
           handles[h]!.slots.add(slots.length - 1)
+        }
+        break
+      }
+      case 'attachArray': {
+        // EventArray.attach, what sources use: every distinct live handle picked joins the batch.
+        const picked = [...new Set(s.handles.map((i) => pick(i)).filter((h) => h !== undefined))]
+        const b = s.batch % batchCount
+        const batch = batches[b]!
+        const array = new EventArray(picked.map((h) => handles[h]!.event))
+        if (batch.released) {
+          expect(() => array.attach(batch.notifier, { release: false })).toThrow(/released/)
+        } else {
+          array.attach(batch.notifier, { release: false })
+          for (const h of picked) {
+            slots.push({ batch: b, count: 1, status: 'dropped' })
+            handles[h]!.slots.add(slots.length - 1)
+          }
         }
         break
       }

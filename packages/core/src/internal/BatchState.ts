@@ -47,6 +47,11 @@ export class BatchState {
   ) {}
 
   addSlot(): number {
+    return this.addSlots(1)
+  }
+
+  /** Adds `count` slots of one live handle each; returns the index of the first. */
+  addSlots(count: number): number {
     if (this.released) {
       throw new FinalizationError(
         'NOTIFIER_RELEASED',
@@ -55,8 +60,11 @@ export class BatchState {
         this.id,
       )
     }
-    this.pending++
-    return this.slots.push(ONE_HANDLE) - 1
+    const slots = this.slots
+    const first = slots.length
+    for (let i = 0; i < count; i++) slots.push(ONE_HANDLE)
+    this.pending += count
+    return first
   }
 
   retain(slot: number): void {

@@ -1,0 +1,70 @@
+import { BatchNotifier, EventArray, FinalizationError, LogEvent } from '@ackline/core'
+import { describe, expect, it } from 'vitest'
+
+const events = (n: number) => Array.from({ length: n }, (_, i) => new LogEvent({ i }, { sourceId: 'src' }))
+
+describe('EventArray', () => {
+  it('attach puts every event in the batch and releases the source reference', () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const array = EventArray.from(events(3)).attach(notifier)
+    expect(notifier.isReleased).toBe(true)
+    expect(array.events.every((e) => e.metadata.finalizers.batchIds[0] === notifier.id)).toBe(true)
+    array.events[0]!.end('delivered')
+    array.events[1]!.end('delivered')
+    expect(receiver.isResolved).toBe(false)
+    array.events[2]!.end('errored')
+    expect(receiver.status).toBe('errored')
+  })
+
+  it('attach with release: false lets the source add more events to the batch', () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const first = EventArray.from(events(1)).attach(notifier, { release: false })
+    const second = EventArray.from(events(1)).attach(notifier)
+    first.end('delivered')
+    expect(receiver.isResolved).toBe(false)
+    second.end('rejected')
+    expect(receiver.status).toBe('rejected')
+  })
+
+  it('attach keeps the batches an event already belongs to', () => {
+    const earlier = BatchNotifier.create()
+    const later = BatchNotifier.create()
+    const array = EventArray.from(events(2))
+    array.attach(earlier.notifier)
+    array.attach(later.notifier)
+    expect(array.events[0]!.metadata.finalizers.size).toBe(2)
+    array.end('errored')
+    expect(earlier.receiver.status).toBe('errored')
+    expect(later.receiver.status).toBe('errored')
+  })
+
+  it('attaching an array with an ended event throws before touching the batch', () => {
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    const list = events(3)
+    list[1]!.end()
+    expect(() => EventArray.from(list).attach(notifier)).toThrow(FinalizationError)
+    // No slot was added for the two live events: releasing resolves the empty batch at once.
+    notifier.release()
+    expect(receiver.status).toBe('delivered')
+    list[0]!.end()
+    list[2]!.end()
+  })
+
+  it('attaching after release throws and leaves the events without finalizers', () => {
+    const { notifier } = BatchNotifier.create()
+    notifier.release()
+    const array = EventArray.from(events(2))
+    expect(() => array.attach(notifier)).toThrow(expect.objectContaining({ code: 'NOTIFIER_RELEASED' }))
+    expect(array.events.some((e) => e.metadata.hasFinalizers)).toBe(false)
+  })
+
+  it('end settles every event with one status, and twice throws', () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const array = EventArray.from(events(2)).attach(notifier)
+    const copies = array.clone()
+    array.end('delivered')
+    expect(() => array.end('delivered')).toThrow(expect.objectContaining({ code: 'ALREADY_ENDED' }))
+    copies.end('rejected', { authoritative: true })
+    expect(receiver.status).toBe('rejected')
+  })
+})
