@@ -125,9 +125,14 @@ export class SinkRunner {
       return
     }
     if (typeof outcome === 'string') {
-      for (let i = 0; i < events.length; i++) {
-        const event = events[i]!
-        if (!event.isEnded) event.end(outcome, options)
+      try {
+        array.end(outcome)
+      } catch {
+        // A sink ended some handle itself (against its contract): end the rest one by one.
+        for (let i = 0; i < events.length; i++) {
+          const event = events[i]!
+          if (!event.isEnded) event.end(outcome)
+        }
       }
       counters.settled(outcome, events.length)
       return

@@ -54,15 +54,11 @@ export class SourceRunner {
       return { batchId: undefined, status: DELIVERED }
     }
     const { notifier, receiver } = BatchNotifier.create({ sourceId: this.id })
-    // One pass: make each event and attach it, then release the source's reference (the array is the batch).
-    for (let i = 0; i < n; i++) {
-      const event = new LogEvent(list[i]!, options)
-      notifier.attach(event)
-      events[i] = event
-    }
-    notifier.release()
+    for (let i = 0; i < n; i++) events[i] = new LogEvent(list[i]!, options)
+    // Attaches the whole array at once and releases the source's reference (the array is the batch).
+    const array = new EventArray(events).attach(notifier)
     const status = this.tracker.track(receiver, n)
-    await this.output.send(new EventArray(events))
+    await this.output.send(array)
     return { batchId: receiver.batchId, status }
   }
 }
