@@ -8,6 +8,7 @@
  */
 import type { BatchNotifier } from './BatchNotifier.js'
 import type { DeliveryStatus } from './EventStatus.js'
+import { endRuns } from './internal/refs.js'
 import { eventStatusCode } from './internal/statusCodes.js'
 import type { EndOptions, LogEvent } from './LogEvent.js'
 
@@ -78,8 +79,10 @@ export class EventArray implements Iterable<LogEvent> {
   /** Ends every event with the same status (or none). See {@link LogEvent.end}. */
   end(status?: DeliveryStatus, options?: EndOptions): void {
     const code = status === undefined ? -1 : eventStatusCode(status)
-    const authoritative = options?.authoritative === true
-    const events = this.events
-    for (let i = 0; i < events.length; i++) events[i]!.metadata._end(code, authoritative)
+    if (options?.authoritative === true) {
+      for (const event of this.events) event.metadata._end(code, true)
+    } else {
+      endRuns(this.events, code)
+    }
   }
 }

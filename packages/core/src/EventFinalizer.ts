@@ -1,14 +1,14 @@
 /**
  * A view of one event's membership in one batch.
  *
- * Invariant: a finalizer is shared by every copy (clone) of an event; its status is the fold of
- * what every copy reported so far. It is a view: it owns no reference and ends nothing.
+ * Invariant: a finalizer is shared by every copy (clone) of an event. It is a view: it owns no
+ * reference and ends nothing.
  *
  * @module
  */
 import type { BatchNotifier } from './BatchNotifier.js'
 import type { EventStatus } from './EventStatus.js'
-import { EVENT_STATUS_NAMES } from './internal/statusCodes.js'
+import { batchStatusName } from './internal/statusCodes.js'
 
 /**
  * One (batch, event) pair as seen from an event.
@@ -35,8 +35,13 @@ export class EventFinalizer {
     return this._notifier.sourceId
   }
 
-  /** The event's status so far, folded over every copy. */
+  /**
+   * `'recorded'` once an authoritative sink recorded the event (what its copies report later is
+   * ignored); before that, the status of its batch so far: every copy's report is folded into the
+   * batch as it comes (see RFC 0001, "Representation").
+   */
   get status(): EventStatus {
-    return EVENT_STATUS_NAMES[this._notifier._state.statusOf(this._slot)]!
+    const state = this._notifier._state
+    return state.isRecorded(this._slot) ? 'recorded' : batchStatusName(state.status)
   }
 }

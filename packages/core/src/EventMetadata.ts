@@ -77,7 +77,7 @@ export class EventMetadata {
   /** @internal Adds the event to a batch. */
   _attach(notifier: BatchNotifier): void {
     const ref = this._live('attach a batch to')
-    const slot = notifier._state.addSlot()
+    const slot = notifier._state.addSlots(1)
     if (ref === undefined) {
       this._ref = notifier
       this._slot = slot

@@ -67,4 +67,47 @@ describe('EventArray', () => {
     copies.end('rejected', { authoritative: true })
     expect(receiver.status).toBe('rejected')
   })
+
+  it('end over mixed batches settles each batch; an ended handle throws after those before it ended', () => {
+    const first = BatchNotifier.create()
+    const second = BatchNotifier.create()
+    const a = EventArray.from(events(2)).attach(first.notifier)
+    const b = EventArray.from(events(2)).attach(second.notifier)
+    const loose = new LogEvent({})
+    const ended = new LogEvent({}, { sourceId: 'src' })
+    ended.end()
+    const mixed = new EventArray([a.events[0]!, b.events[0]!, loose, a.events[1]!, ended, b.events[1]!])
+    expect(() => mixed.end('errored')).toThrow(expect.objectContaining({ code: 'ALREADY_ENDED' }))
+    expect(first.receiver.status).toBe('errored')
+    expect(second.receiver.isResolved).toBe(false)
+    expect(loose.isEnded).toBe(true)
+    expect(b.events[1]!.isEnded).toBe(false)
+    b.events[1]!.end('delivered')
+    expect(second.receiver.status).toBe('errored')
+  })
+
+  it('end folds the status of a run of events of one batch once, and resolves it', () => {
+    for (const status of ['delivered', 'errored', 'rejected'] as const) {
+      const { notifier, receiver } = BatchNotifier.create()
+      const array = EventArray.from(events(3)).attach(notifier)
+      array.end(status)
+      expect(receiver.status).toBe(status)
+    }
+    const { notifier, receiver } = BatchNotifier.create()
+    const array = EventArray.from(events(4)).attach(notifier)
+    const copies = array.clone()
+    array.end('errored')
+    expect(receiver.isResolved).toBe(false)
+    copies.end()
+    expect(receiver.status).toBe('errored')
+  })
+
+  it('end after an authoritative record ignores the recorded event, whole runs included', () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const array = EventArray.from(events(3)).attach(notifier)
+    const copies = array.clone()
+    copies.end('delivered', { authoritative: true })
+    array.end('rejected')
+    expect(receiver.status).toBe('delivered')
+  })
 })

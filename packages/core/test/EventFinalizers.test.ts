@@ -68,14 +68,28 @@ describe('EventFinalizers', () => {
     expect(receiver.status).toBe('errored')
   })
 
-  it('updating after every handle ended throws USE_AFTER_END', () => {
-    const { events } = batch(2)
+  it('updating after the batch resolved throws USE_AFTER_END', () => {
+    const { events, receiver } = batch(2)
     const finalizers = events[0]!.metadata.finalizers
     events[0]!.end()
+    events[1]!.end()
+    expect(receiver.status).toBe('delivered')
     expect(() => finalizers.updateStatus('errored')).toThrow(
       expect.objectContaining({ code: 'USE_AFTER_END' }),
     )
-    events[1]!.end()
+    expect(() => finalizers.updateSources()).toThrow(expect.objectContaining({ code: 'USE_AFTER_END' }))
+  })
+
+  it('a finalizer reads recorded once an authoritative sink recorded the event, the batch status before', () => {
+    const { events } = batch(2)
+    const [a, b] = events
+    const copy = a!.clone()
+    b!.end('errored')
+    const finalizer = () => [...copy.metadata.finalizers][0]!
+    expect(finalizer().status).toBe('errored')
+    a!.end('delivered', { authoritative: true })
+    expect(finalizer().status).toBe('recorded')
+    copy.end()
   })
 })
 

@@ -27,6 +27,7 @@ type Step =
   | { op: 'record'; handle: number }
   | { op: 'regroup'; handle: number }
   | { op: 'end'; handle: number; status: DeliveryStatus | undefined; authoritative: boolean }
+  | { op: 'endArray'; handles: number[]; status: DeliveryStatus | undefined }
 
 const status = fc.constantFrom<DeliveryStatus>('delivered', 'errored', 'rejected')
 const index = fc.nat(7)
@@ -239,6 +240,16 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
             releaseSlot(id, s.status)
           }
         }
+        break
+      }
+      case 'endArray': {
+        // EventArray.end, what sink runners use: distinct live handles, ended in one call.
+        const picked = [...new Set(s.handles.map((i) => pick(i)).filter((h) => h !== undefined))].sort(
+          (a, b) => b - a,
+        )
+        const ended = picked.map((h) => removeHandle(h))
+        new EventArray(ended.map((h) => h.event)).end(s.status)
+        for (const handle of ended) for (const id of handle.slots) releaseSlot(id, s.status)
         break
       }
     }

@@ -1,42 +1,35 @@
 /**
  * The state behind one batch notifier, and every operation that changes it.
  *
- * Invariant: `pending` counts the live references to the batch: one for each event whose slot
- * still has a live handle, plus one for the source until it releases the notifier. The batch
- * resolves, exactly once, when `pending` reaches zero (or when the leak detector finds the
- * notifier collected with references outstanding).
+ * Invariant: `live` counts the live references to the batch: one per live handle of each of its
+ * events, plus one for the source until it releases the notifier. The batch resolves, exactly
+ * once, when `live` reaches zero (or when the leak detector finds the notifier collected with
+ * references outstanding).
  *
- * A slot is one event of the batch. Its number packs the count of live handles of that event
- * (above the low three bits) with the event's status code (the low three bits), so tracking an
- * event costs one small integer in one array: no object per event.
+ * Statuses are folded into the batch as copies report them, not per event first: the batch fold
+ * only raises the batch to the worst errored or rejected status it sees, so folding every copy's
+ * status directly gives the same result as folding each event's status when its last copy ends.
+ * The one per-event fact kept is which events an authoritative sink recorded (their later
+ * statuses are ignored), in a set made only for batches that have one. An event is a slot number
+ * handed out by a counter: tracking an event costs no memory at all.
  */
 import type { BatchStatusReceiver } from '../BatchStatusReceiver.js'
-import { EventStatus } from '../EventStatus.js'
 import { FinalizationError } from '../FinalizationError.js'
-import {
-  BATCH_UPDATE,
-  batchStatusName,
-  DELIVERED,
-  ERRORED,
-  EVENT_STATUS_NAMES,
-  EVENT_UPDATE,
-  INVALID,
-  RECORDED,
-} from './statusCodes.js'
-
-/** One live handle in a slot's packed number. */
-export const ONE_HANDLE = 8
-const STATUS_MASK = 7
+import { BATCH_UPDATE, batchStatusName, DELIVERED, ERRORED } from './statusCodes.js'
 
 /** Called once when a batch with live references is found collected; set by the leak detector. */
 export type LeakHook = (state: BatchState, handles: number) => void
 
 export class BatchState {
-  readonly slots: number[] = []
-  pending = 1
+  /** Live references: handles of its events, plus the source's until it releases. */
+  live = 1
+  /** Events attached so far; the next event gets this slot number. */
+  events = 0
   status = DELIVERED
   released = false
   resolved = false
+  /** Slots an authoritative sink recorded; made on the first record. */
+  recorded: Set<number> | undefined = undefined
   /** Set by the leak detector: forgets the notifier once the batch resolved normally. */
   unwatch: ((state: BatchState) => void) | undefined = undefined
 
@@ -46,11 +39,7 @@ export class BatchState {
     readonly receiver: BatchStatusReceiver,
   ) {}
 
-  addSlot(): number {
-    return this.addSlots(1)
-  }
-
-  /** Adds `count` slots of one live handle each; returns the index of the first. */
+  /** Adds `count` events of one live handle each; returns the slot of the first. */
   addSlots(count: number): number {
     if (this.released) {
       throw new FinalizationError(
@@ -60,85 +49,73 @@ export class BatchState {
         this.id,
       )
     }
-    const slots = this.slots
-    const first = slots.length
-    for (let i = 0; i < count; i++) slots.push(ONE_HANDLE)
-    this.pending += count
+    const first = this.events
+    this.events = first + count
+    this.live += count
     return first
   }
 
-  retain(slot: number): void {
-    this.slots[slot]! += ONE_HANDLE
+  retain(): void {
+    this.live++
   }
 
-  /** Folds `code` into the slot's status (the status is shared by every handle of the event). */
+  /** Folds an event status code into the batch, unless the event was recorded. */
   update(slot: number, code: number): void {
-    const value = this.live(slot)
-    const current = value & STATUS_MASK
-    const next = EVENT_UPDATE[current * 5 + code]!
-    if (next === INVALID) EventStatus.invalidUpdate(EVENT_STATUS_NAMES[current]!, this.sourceId)
-    else this.slots[slot] = value - current + next
+    if (this.resolved) this.#ended()
+    if (this.recorded === undefined || !this.recorded.has(slot)) {
+      this.status = BATCH_UPDATE[this.status * 5 + code]!
+    }
   }
 
-  /** Ends one handle of the slot, with a status code or without one (`code < 0`). */
+  /** Ends one handle, with a status code or without one (`code < 0`). */
   release(slot: number, code: number): void {
-    // One read and one write of the slot: this is the hot path of every sink.
-    let value = this.slots[slot]!
-    if (code >= 0) {
-      const current = value & STATUS_MASK
-      const next = EVENT_UPDATE[current * 5 + code]!
-      if (next === INVALID) EventStatus.invalidUpdate(EVENT_STATUS_NAMES[current]!, this.sourceId)
-      else value += next - current
+    // The hot path of every sink: one fold and one decrement.
+    if (code >= 0 && (this.recorded === undefined || !this.recorded.has(slot))) {
+      this.status = BATCH_UPDATE[this.status * 5 + code]!
     }
-    value -= ONE_HANDLE
-    this.slots[slot] = value
-    if (value < ONE_HANDLE) {
-      this.status = BATCH_UPDATE[this.status * 5 + (value & STATUS_MASK)]!
-      if (--this.pending === 0) this.finish()
-    }
+    if (--this.live === 0) this.finish()
   }
 
-  /** Sends the slot's current status to the batch now and marks it `recorded`. */
+  /** Ends one handle of each of `count` events at once, all with the same code; none was recorded. */
+  releaseRun(count: number, code: number): void {
+    if (code >= 0) this.status = BATCH_UPDATE[this.status * 5 + code]!
+    this.live -= count
+    if (this.live === 0) this.finish()
+  }
+
+  /** Marks the event recorded: what it reported so far is already in the batch; later reports are ignored. */
   record(slot: number): void {
-    const value = this.live(slot)
-    const current = value & STATUS_MASK
-    if (current === RECORDED) return
-    this.status = BATCH_UPDATE[this.status * 5 + current]!
-    this.slots[slot] = value - current + RECORDED
+    if (this.resolved) this.#ended()
+    if (this.recorded === undefined) this.recorded = new Set()
+    this.recorded.add(slot)
   }
 
-  statusOf(slot: number): number {
-    return this.slots[slot]! & STATUS_MASK
+  isRecorded(slot: number): boolean {
+    return this.recorded?.has(slot) === true
   }
 
   releaseSource(): void {
     if (this.released) return
     this.released = true
-    if (--this.pending === 0) this.finish()
+    if (--this.live === 0) this.finish()
   }
 
   /** The leak detector found the notifier collected: settle every outstanding share as errored. */
   leak(report: LeakHook): void {
     if (this.resolved) return
-    let handles = this.released ? 0 : 1
-    for (const value of this.slots) handles += value >>> 3
     this.status = BATCH_UPDATE[this.status * 5 + ERRORED]!
-    report(this, handles)
-    this.pending = 0
+    report(this, this.live)
+    this.live = 0
     this.finish()
   }
 
-  private live(slot: number): number {
-    const value = this.slots[slot]!
-    if (value < ONE_HANDLE) {
-      throw new FinalizationError(
-        'USE_AFTER_END',
-        'cannot update the status of an event whose every handle has ended',
-        this.sourceId,
-        this.id,
-      )
-    }
-    return value
+  #ended(): never {
+    throw new FinalizationError(
+      'USE_AFTER_END',
+      'cannot update the status of an event whose batch has resolved',
+      this.sourceId,
+      this.id,
+    )
   }
 
   private finish(): void {

@@ -10,6 +10,7 @@
  */
 import type { BatchNotifier } from '../BatchNotifier.js'
 import { EventFinalizers } from '../EventFinalizers.js'
+import type { LogEvent } from '../LogEvent.js'
 
 export type Ref = BatchNotifier | EventFinalizers | undefined
 
@@ -20,11 +21,11 @@ export const SET = -1
 export function retainRef(ref: Ref, slot: number): void {
   if (ref === undefined) return
   if (slot !== SET) {
-    ;(ref as BatchNotifier)._state.retain(slot)
+    ;(ref as BatchNotifier)._state.retain()
     return
   }
   const set = ref as EventFinalizers
-  for (let i = 0; i < set._notifiers.length; i++) set._notifiers[i]!._state.retain(set._slots[i]!)
+  for (let i = 0; i < set._notifiers.length; i++) set._notifiers[i]!._state.retain()
 }
 
 /** Ends one handle: folds `code` (when `>= 0`) and gives up the handle count in every slot. */
@@ -82,4 +83,36 @@ export function mergeRefs(a: Ref, aSlot: number, b: Ref, bSlot: number): EventFi
     }
   }
   return new EventFinalizers(notifiers, slots)
+}
+
+/**
+ * Ends one handle of every event, in order, all with the same code (never authoritatively). A run
+ * of events that hold the same notifier in compact form is released with one update of the batch,
+ * which is what a source's batch reaching a sink whole looks like. An ended handle throws as
+ * `end` would, after every handle before it has ended.
+ */
+export function endRuns(events: readonly LogEvent[], code: number): void {
+  const n = events.length
+  let i = 0
+  while (i < n) {
+    const metadata = events[i]!.metadata
+    const ref = metadata._ref
+    if (ref !== undefined && ref !== null && metadata._slot !== SET) {
+      const notifier = ref as BatchNotifier
+      const state = notifier._state
+      if (state.recorded === undefined) {
+        let j = i
+        for (; j < n; j++) {
+          const next = events[j]!.metadata
+          if (next._ref !== notifier || next._slot === SET) break
+          next._ref = null
+        }
+        state.releaseRun(j - i, code)
+        i = j
+        continue
+      }
+    }
+    metadata._end(code, false)
+    i++
+  }
 }
