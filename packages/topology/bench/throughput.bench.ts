@@ -25,12 +25,16 @@ const gc = (globalThis as { gc?: () => void }).gc
 
 const record = (index: number): JsonObject => ({ message: 'event', index })
 
-/** The remap-like transform: set one field on every event, pass it on. */
+/**
+ * The remap-like transform: set one field on every event, pass the array on (as the node:stream
+ * and async-iterator baselines do with theirs).
+ */
 const remapLike: Transform = {
   kind: 'remap_like',
   process(events, context) {
     const list = events.events
-    for (let i = 0; i < list.length; i++) context.emit(list[i]!.set('seen', true))
+    for (let i = 0; i < list.length; i++) list[i]!.set('seen', true)
+    context.emitAll(events)
   },
 }
 

@@ -349,6 +349,37 @@ describe('user transforms', () => {
     })
   })
 
+  it('emitAll passes a whole array on, in order', async () => {
+    const { statuses, sink } = await withTransform(
+      {
+        kind: 'in_place',
+        process(events, context) {
+          for (const event of events) event.set('seen', true)
+          context.emitAll(events)
+        },
+      },
+      [records(1, 2), records(3)],
+    )
+    expect(statuses).toEqual(['delivered', 'delivered'])
+    expect(sink.received).toEqual([1, 2, 3].map((value) => ({ n: value, seen: true })))
+  })
+
+  it('emitAll after ending one of the events passes on only the live ones, and says so', async () => {
+    const { statuses, facts, sink } = await withTransform({
+      kind: 'confused_in_place',
+      process(events, context) {
+        context.drop(events.events[1]!)
+        context.emitAll(events)
+      },
+    })
+    expect(statuses).toEqual(['delivered'])
+    expect(sink.received).toEqual(records(1, 3))
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+      code: 'ENDED_AFTER_EMIT',
+      events: 1,
+    })
+  })
+
   it('emitting one handle on two ports sends a clone the second time', async () => {
     const source = testSource([records(1)])
     const x = testSink({ outcome: () => 'delivered' })

@@ -55,6 +55,16 @@ class CallContext implements TransformContext {
     list.push(event)
   }
 
+  emitAll(events: EventArray, port?: string): void {
+    const list = events.events
+    if ((port === undefined || port === '') && this.#open) {
+      const out = this.defaultPort
+      for (let i = 0; i < list.length; i++) out.push(list[i]!)
+      return
+    }
+    for (let i = 0; i < list.length; i++) this.emit(list[i]!, port)
+  }
+
   drop(event: LogEvent): void {
     event.end(this.#runner.dropStatus)
     this.#runner.counters.discarded++

@@ -2,7 +2,7 @@
  * A `TransformContext` that records what a transform does, for unit tests that must not depend
  * on the runtime. It applies the transform's `dropStatus` on `drop`, as the runtime must.
  */
-import { type JsonObject, LogEvent } from '@ackline/core'
+import { type EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import type { TransformContext } from '@ackline/topology'
 
 export class FakeTransformContext implements TransformContext {
@@ -29,6 +29,10 @@ export class FakeTransformContext implements TransformContext {
     if (event.isEnded) throw new Error('emitted an ended event')
     if (this.emitted.some((e) => e.event === event)) throw new Error('emitted the same handle twice')
     this.emitted.push({ event, port })
+  }
+
+  emitAll(events: EventArray, port?: string): void {
+    for (const event of events) this.emit(event, port)
   }
 
   drop(event: LogEvent): void {
