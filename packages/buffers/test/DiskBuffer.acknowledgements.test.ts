@@ -2,33 +2,8 @@
 // restart redelivers.
 import { afterEach, describe, expect, it, vi } from 'vitest'
 // By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
-import { DiskBuffer } from '../src/DiskBuffer.js'
-import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
-
-const PATH = '/buf'
-const text = (p: Uint8Array): string => Buffer.from(p).toString()
-const records = (n: number, from = 0): Buffer[] =>
-  Array.from({ length: n }, (_, i) => Buffer.from(`r${from + i}`))
-
-function setup(options: Partial<Parameters<typeof DiskBuffer.open>[0]> = {}) {
-  const fs = new MemoryFileSystem()
-  const open = () =>
-    DiskBuffer.open({ path: PATH, fileSystem: fs, segmentBytes: 1024, log: () => {}, ...options })
-  return { fs, open }
-}
-
-async function drain(buffer: DiskBuffer): Promise<string[]> {
-  buffer.endWrites()
-  const out: string[] = []
-  for (;;) {
-    const got = await buffer.read(100)
-    if (got === undefined) return out
-    for (const r of got) {
-      out.push(text(r.payload))
-      buffer.ack(r.seq)
-    }
-  }
-}
+import type { DiskBuffer } from '../src/DiskBuffer.js'
+import { drain, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
 
 afterEach(() => {
   vi.useRealTimers()

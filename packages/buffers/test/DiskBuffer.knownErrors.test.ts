@@ -3,34 +3,10 @@ import { DiskBufferError } from '@ackline/buffers'
 import { describe, expect, it } from 'vitest'
 // By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
 import { DiskBuffer } from '../src/DiskBuffer.js'
+import { drain, PATH, records, setup } from './fixtures/MemoryBuffer.js'
 import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
-const PATH = '/buf'
-const text = (p: Uint8Array): string => Buffer.from(p).toString()
-const records = (n: number, from = 0): Buffer[] =>
-  Array.from({ length: n }, (_, i) => Buffer.from(`r${from + i}`))
 const eio = (): NodeJS.ErrnoException => Object.assign(new Error('EIO: i/o error'), { code: 'EIO' })
-
-function setup(options: Partial<Parameters<typeof DiskBuffer.open>[0]> = {}) {
-  const fs = new MemoryFileSystem()
-  const logs: string[] = []
-  const open = () =>
-    DiskBuffer.open({ path: PATH, fileSystem: fs, segmentBytes: 1024, log: (m) => logs.push(m), ...options })
-  return { fs, logs, open }
-}
-
-async function drain(buffer: DiskBuffer): Promise<string[]> {
-  buffer.endWrites()
-  const out: string[] = []
-  for (;;) {
-    const got = await buffer.read(100)
-    if (got === undefined) return out
-    for (const r of got) {
-      out.push(text(r.payload))
-      buffer.ack(r.seq)
-    }
-  }
-}
 
 describe('DiskBuffer known errors', () => {
   it('reports ENOSPC as a failed write, rolls it back, and works again once space returns', async () => {

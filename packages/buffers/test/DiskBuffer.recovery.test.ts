@@ -8,33 +8,9 @@ import { afterEach, describe, expect, it } from 'vitest'
 // By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
 import { DiskBuffer } from '../src/DiskBuffer.js'
 import { Ledger } from '../src/internal/Ledger.js'
-import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+import { drain, PATH, setup } from './fixtures/MemoryBuffer.js'
 
-const PATH = '/buf'
 const record = (i: number): Buffer => Buffer.from(`record-${i}`) // 8 bytes for i < 10: 28-byte frames
-const text = (p: Uint8Array): string => Buffer.from(p).toString()
-
-function setup(options: Partial<Parameters<typeof DiskBuffer.open>[0]> = {}) {
-  const fs = new MemoryFileSystem()
-  const logs: string[] = []
-  const open = () =>
-    DiskBuffer.open({ path: PATH, fileSystem: fs, segmentBytes: 1024, log: (m) => logs.push(m), ...options })
-  return { fs, logs, open }
-}
-
-/** Reads and acknowledges everything left, in order. */
-async function drain(buffer: DiskBuffer): Promise<string[]> {
-  buffer.endWrites()
-  const out: string[] = []
-  for (;;) {
-    const records = await buffer.read(100)
-    if (records === undefined) return out
-    for (const r of records) {
-      out.push(text(r.payload))
-      buffer.ack(r.seq)
-    }
-  }
-}
 
 const range = (n: number, from = 0): string[] => Array.from({ length: n }, (_, i) => `record-${from + i}`)
 
