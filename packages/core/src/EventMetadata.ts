@@ -76,15 +76,8 @@ export class EventMetadata {
 
   /** @internal Adds the event to a batch. */
   _attach(notifier: BatchNotifier): void {
-    const ref = this._live('attach a batch to')
-    const slot = notifier._state.addSlots(1)
-    if (ref === undefined) {
-      this._ref = notifier
-      this._slot = slot
-    } else {
-      this._ref = mergeRefs(ref, this._slot, notifier, slot)
-      this._slot = SET
-    }
+    this._live('attach a batch to')
+    this._put(notifier, notifier._state.addSlots(1))
   }
 
   /** @internal Ends the handle, with a status code or without one (`code < 0`). */
