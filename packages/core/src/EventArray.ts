@@ -55,7 +55,7 @@ export class EventArray implements Iterable<LogEvent> {
    */
   attach(notifier: BatchNotifier, options: { readonly release?: boolean } = {}): this {
     const events = this.events
-    // Check every handle first: a throw half-way would leave slots that no handle holds.
+    // Check every handle first: a throw half-way would leave live references that no handle holds.
     for (let i = 0; i < events.length; i++) events[i]!.metadata._live('attach a batch to')
     const first = notifier._state.addSlots(events.length)
     for (let i = 0; i < events.length; i++) {

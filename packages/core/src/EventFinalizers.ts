@@ -48,8 +48,9 @@ export class EventFinalizers implements Iterable<EventFinalizer> {
   }
 
   /**
-   * Folds `status` into the status of this event in every batch (shared with every copy). It does
-   * not end any handle. Throws a `FinalizationError` when every handle of the event has ended.
+   * Reports `status` for this event to every batch it belongs to, as an end with that status
+   * would, without ending any handle (ignored for a batch where the event was recorded). Throws a
+   * `FinalizationError` (`USE_AFTER_END`) once a batch has resolved.
    */
   updateStatus(status: EventStatus): void {
     const code = eventStatusCode(status)
@@ -57,9 +58,9 @@ export class EventFinalizers implements Iterable<EventFinalizer> {
   }
 
   /**
-   * Sends the event's current status to every batch now and marks it `recorded`: later updates
-   * from any copy are ignored. The batch still resolves only when every handle has ended. This is
-   * what an authoritative sink calls.
+   * Fixes the event's contribution to every batch now and marks it `recorded`: what its copies
+   * reported so far counts, later updates from any copy are ignored. The batch still resolves only
+   * when every handle has ended. This is what an authoritative sink calls.
    */
   updateSources(): void {
     for (let i = 0; i < this._notifiers.length; i++) this._notifiers[i]!._state.record(this._slots[i]!)

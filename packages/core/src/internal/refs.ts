@@ -4,8 +4,8 @@
  * A reference is `undefined` (no finalizers: acknowledgements off, or moved out), a
  * `BatchNotifier` plus a slot number (the compact form every event starts with: no object per
  * event), or an `EventFinalizers` set (after a merge, or once someone asked for the set), marked by
- * the slot number {@link SET}. Holding a reference means holding one handle count in every slot it
- * names. The slot number, not `instanceof`, tells the forms apart: it keeps the hot path free of
+ * the slot number {@link SET}. Holding a reference means holding one live reference on every batch
+ * it names. The slot number, not `instanceof`, tells the forms apart: it keeps the hot path free of
  * type checks.
  */
 import type { BatchNotifier } from '../BatchNotifier.js'
@@ -28,7 +28,7 @@ export function retainRef(ref: Ref, slot: number): void {
   for (let i = 0; i < set._notifiers.length; i++) set._notifiers[i]!._state.retain()
 }
 
-/** Ends one handle: folds `code` (when `>= 0`) and gives up the handle count in every slot. */
+/** Ends one handle: folds `code` (when `>= 0`) into every batch and gives up its live reference on each. */
 export function releaseRef(ref: Ref, slot: number, code: number): void {
   if (ref === undefined) return
   if (slot !== SET) {
@@ -39,7 +39,7 @@ export function releaseRef(ref: Ref, slot: number, code: number): void {
   for (let i = 0; i < set._notifiers.length; i++) set._notifiers[i]!._state.release(set._slots[i]!, code)
 }
 
-/** Folds `code` into every slot's status without ending the handle. */
+/** Folds `code` into every batch without ending the handle. */
 export function updateRef(ref: Ref, slot: number, code: number): void {
   if (ref === undefined) return
   if (slot !== SET) {
@@ -50,7 +50,7 @@ export function updateRef(ref: Ref, slot: number, code: number): void {
   for (let i = 0; i < set._notifiers.length; i++) set._notifiers[i]!._state.update(set._slots[i]!, code)
 }
 
-/** Sends the current status of every slot to its batch now and marks the slots recorded. */
+/** Marks the event recorded in every batch: what it reported so far stays, later reports are ignored. */
 export function recordRef(ref: Ref, slot: number): void {
   if (ref === undefined) return
   if (slot !== SET) (ref as BatchNotifier)._state.record(slot)
