@@ -21,7 +21,6 @@ import { TopologyBuilder, type Transform } from '@ackline/topology'
 const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 1_000_000)
 const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
 const BATCH = 500
-const gc = (globalThis as { gc?: () => void }).gc
 
 const record = (index: number): JsonObject => ({ message: 'event', index })
 
@@ -198,6 +197,9 @@ const variants: Record<string, () => Promise<number>> = {
 /**
  * In a child process: three warm-up runs of one variant (the JIT settles), then the best of three
  * measured runs (a neighbour's burst of load hits one run, not the figure); prints its events/s.
+ * No collection is forced between runs: a forced full collection shrinks V8's young generation
+ * back to its minimum, and the run after it would measure the heap regrowing (which weighs most
+ * on the variants that hold the most events in flight) rather than the pipeline.
  */
 async function child(name: string): Promise<void> {
   const run = variants[name]
@@ -205,7 +207,6 @@ async function child(name: string): Promise<void> {
   for (let i = 0; i < 3; i++) await run()
   let best = 0
   for (let i = 0; i < 3; i++) {
-    gc?.()
     const start = performance.now()
     const events = await run()
     best = Math.max(best, events / ((performance.now() - start) / 1000))
