@@ -9,7 +9,7 @@
  */
 import type { DeliveryStatus } from './EventStatus.js'
 import { FinalizationError } from './FinalizationError.js'
-import { type Ref, recordRef, releaseRef, updateRef } from './internal/refs.js'
+import { endRef, type Ref } from './internal/refs.js'
 import { eventStatusCode } from './internal/statusCodes.js'
 import type { LogEvent } from './LogEvent.js'
 
@@ -90,16 +90,8 @@ export class EventFinalizerGroups {
    * `authoritative`, the status is sent to the batches now and later ones are ignored.
    */
   end(index: number, status?: DeliveryStatus, options: { readonly authoritative?: boolean } = {}): void {
-    const ref = this.#take(index)
-    const slot = this.#slots[index]!
     const code = status === undefined ? -1 : eventStatusCode(status)
-    if (options.authoritative === true && code >= 0) {
-      updateRef(ref, slot, code)
-      recordRef(ref, slot)
-      releaseRef(ref, slot, -1)
-    } else {
-      releaseRef(ref, slot, code)
-    }
+    endRef(this.#take(index), this.#slots[index]!, code, options.authoritative === true)
   }
 
   /** Ends every group not consumed yet. */

@@ -11,7 +11,7 @@
 import type { BatchNotifier } from './BatchNotifier.js'
 import { EventFinalizers } from './EventFinalizers.js'
 import { FinalizationError } from './FinalizationError.js'
-import { asSet, mergeRefs, type Ref, recordRef, releaseRef, SET, updateRef } from './internal/refs.js'
+import { asSet, endRef, mergeRefs, type Ref, SET } from './internal/refs.js'
 
 /**
  * Metadata of one event handle.
@@ -86,14 +86,8 @@ export class EventMetadata {
     if (ref === null) {
       throw new FinalizationError('ALREADY_ENDED', 'an event handle was ended twice', this.sourceId)
     }
-    // Mark the handle ended first: if a strict-mode check throws below, the handle is not ended twice.
     this._ref = null
-    if (authoritative) {
-      if (code >= 0) releaseAuthoritative(ref, this._slot, code)
-      else releaseRef(ref, this._slot, -1)
-    } else {
-      releaseRef(ref, this._slot, code)
-    }
+    endRef(ref, this._slot, code, authoritative)
   }
 
   /** @internal Moves the reference out, leaving the handle live without finalizers. */
@@ -123,10 +117,4 @@ export class EventMetadata {
     this._live('merge')
     this._ref = null
   }
-}
-
-function releaseAuthoritative(ref: Ref, slot: number, code: number): void {
-  updateRef(ref, slot, code)
-  recordRef(ref, slot)
-  releaseRef(ref, slot, -1)
 }

@@ -63,7 +63,12 @@ export const EventStatus = {
   update(current: EventStatus, next: EventStatus): EventStatus {
     const result = eventLattice(current, next)
     if (result !== undefined) return result
-    EventStatus.invalidUpdate(current)
+    if (strict) {
+      throw new FinalizationError(
+        'INVALID_STATUS_UPDATE',
+        `cannot update an event's status from '${current}' back to 'dropped'`,
+      )
+    }
     return current
   },
 
@@ -77,19 +82,5 @@ export const EventStatus = {
     const previous = strict
     strict = enabled
     return previous
-  },
-
-  /**
-   * Reports an update to `dropped` from `current`: throws in strict mode, does nothing otherwise.
-   * Used by every place that folds statuses, so the rule lives here once.
-   */
-  invalidUpdate(current: EventStatus, sourceId?: string): void {
-    if (strict) {
-      throw new FinalizationError(
-        'INVALID_STATUS_UPDATE',
-        `cannot update an event's status from '${current}' back to 'dropped'`,
-        sourceId,
-      )
-    }
   },
 } as const

@@ -40,7 +40,7 @@ export function releaseRef(ref: Ref, slot: number, code: number): void {
 }
 
 /** Folds `code` into every batch without ending the handle. */
-export function updateRef(ref: Ref, slot: number, code: number): void {
+function updateRef(ref: Ref, slot: number, code: number): void {
   if (ref === undefined) return
   if (slot !== SET) {
     ;(ref as BatchNotifier)._state.update(slot, code)
@@ -51,10 +51,24 @@ export function updateRef(ref: Ref, slot: number, code: number): void {
 }
 
 /** Marks the event recorded in every batch: what it reported so far stays, later reports are ignored. */
-export function recordRef(ref: Ref, slot: number): void {
+function recordRef(ref: Ref, slot: number): void {
   if (ref === undefined) return
   if (slot !== SET) (ref as BatchNotifier)._state.record(slot)
   else (ref as EventFinalizers).updateSources()
+}
+
+/**
+ * Ends one handle with a status code (or none: `code < 0`). Authoritatively, the status is folded
+ * in and the event marked recorded first, so what its other copies report later is ignored.
+ */
+export function endRef(ref: Ref, slot: number, code: number, authoritative: boolean): void {
+  if (authoritative && code >= 0) {
+    updateRef(ref, slot, code)
+    recordRef(ref, slot)
+    releaseRef(ref, slot, -1)
+  } else {
+    releaseRef(ref, slot, code)
+  }
 }
 
 export function asSet(ref: Ref, slot: number): EventFinalizers {
