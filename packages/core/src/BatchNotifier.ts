@@ -8,8 +8,7 @@
  *
  * @module
  */
-import { v7 as uuidv7 } from 'uuid'
-import { BatchStatusReceiver } from './BatchStatusReceiver.js'
+import type { BatchStatusReceiver } from './BatchStatusReceiver.js'
 import { BatchState } from './internal/BatchState.js'
 import { LeakDetector } from './LeakDetector.js'
 import type { LogEvent } from './LogEvent.js'
@@ -47,12 +46,10 @@ export class BatchNotifier {
 
   /** Creates a notifier and the receiver that will learn its batch's status. */
   static create(options: BatchNotifierOptions = {}): BatchNotifierWithReceiver {
-    const id = uuidv7()
-    const receiver = new BatchStatusReceiver(id)
-    const state = new BatchState(id, options.sourceId, receiver)
+    const state = new BatchState(options.sourceId)
     const notifier = new BatchNotifier(state)
     LeakDetector.watch(notifier, state)
-    return { notifier, receiver }
+    return { notifier, receiver: state.receiver }
   }
 
   /**
@@ -67,7 +64,11 @@ export class BatchNotifier {
     return enabled ? BatchNotifier.create(options) : undefined
   }
 
-  /** The batch's id: a UUID v7, so ids sort by creation time. */
+  /**
+   * The batch's id: a UUID v7. Ids sort by creation order (the millisecond and a counter within
+   * it are taken when the batch is created); the id itself is written on first read, so a batch
+   * whose id nobody reads costs no UUID.
+   */
   get id(): string {
     return this._state.id
   }

@@ -76,6 +76,17 @@ describe('BatchNotifier', () => {
     expect(receiver.batchId).toBe(notifier.id)
   })
 
+  it('ids sort by creation order, whichever id is read first, and stay the same once read', () => {
+    // Many batches within a few milliseconds: the counter within a millisecond keeps the order.
+    const notifiers = Array.from({ length: 5000 }, () => BatchNotifier.create().notifier)
+    const ids = [...notifiers].reverse().map((notifier) => notifier.id)
+    ids.reverse()
+    expect(new Set(ids).size).toBe(ids.length)
+    expect(ids.every((id, i) => i === 0 || ids[i - 1]! < id)).toBe(true)
+    expect(notifiers.map((notifier) => notifier.id)).toEqual(ids)
+    for (const notifier of notifiers) notifier.release()
+  })
+
   it('maybeCreate creates nothing when acknowledgements are off, and events then carry no finalizer', () => {
     expect(BatchNotifier.maybeCreate(false)).toBeUndefined()
     const event = new LogEvent({})
@@ -96,6 +107,47 @@ describe('BatchNotifier', () => {
     expect(await seen).toEqual(['errored'])
     // Subscribing after resolution still sees the one status.
     expect(await firstValueFrom(receiver.asObservable().pipe(toArray()))).toEqual(['errored'])
+  })
+
+  it('onResolved calls each listener once, synchronously inside the resolving end, or at once when late', async () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const [a, b] = events(2)
+    EventArray.of(a!, b!).attach(notifier)
+    const seen: string[] = []
+    receiver.onResolved((status) => seen.push(`first ${status}`))
+    receiver.onResolved((status) => seen.push(`second ${status}`))
+    a!.end('delivered')
+    expect(seen).toEqual([])
+    b!.end('rejected')
+    expect(seen).toEqual(['first rejected', 'second rejected'])
+    receiver.onResolved((status) => seen.push(`late ${status}`))
+    expect(seen).toEqual(['first rejected', 'second rejected', 'late rejected'])
+  })
+
+  it('a listener that throws does not break the end that resolved the batch; the error surfaces later', async () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const [event] = events(1)
+    notifier.attach(event!)
+    notifier.release()
+    const thrown = new Error('listener failed')
+    const seen: string[] = []
+    receiver.onResolved(() => {
+      throw thrown
+    })
+    receiver.onResolved((status) => seen.push(status))
+    // vitest's own handler would fail the test on the rethrown error: take it off while we wait.
+    const listeners = process.listeners('uncaughtException')
+    process.removeAllListeners('uncaughtException')
+    const uncaught = new Promise<unknown>((resolve) => process.once('uncaughtException', resolve))
+    try {
+      expect(() => event!.end('delivered')).not.toThrow()
+      expect(receiver.status).toBe('delivered')
+      expect(seen).toEqual(['delivered'])
+      expect(await uncaught).toBe(thrown)
+    } finally {
+      process.removeAllListeners('uncaughtException')
+      for (const listener of listeners) process.on('uncaughtException', listener)
+    }
   })
 
   it('an event may belong to several batches; each resolves with its own events', () => {

@@ -13,8 +13,9 @@
  * statuses are ignored), in a set made only for batches that have one. An event is a slot number
  * handed out by a counter: tracking an event costs no memory at all.
  */
-import type { BatchStatusReceiver } from '../BatchStatusReceiver.js'
+import { BatchStatusReceiver } from '../BatchStatusReceiver.js'
 import { FinalizationError } from '../FinalizationError.js'
+import { idOf, nextStamp } from './batchIds.js'
 import { BATCH_UPDATE, batchStatusName, DELIVERED, ERRORED } from './statusCodes.js'
 
 /** Called once when a batch with live references is found collected; set by the leak detector. */
@@ -32,12 +33,22 @@ export class BatchState {
   recorded: Set<number> | undefined = undefined
   /** Set by the leak detector: forgets the notifier once the batch resolved normally. */
   unwatch: ((state: BatchState) => void) | undefined = undefined
+  /** The creation stamp the id is written from (see `batchIds.ts`). */
+  idMs = 0
+  idSeq = 0
+  #id: string | undefined = undefined
+  readonly receiver: BatchStatusReceiver
 
-  constructor(
-    readonly id: string,
-    readonly sourceId: string | undefined,
-    readonly receiver: BatchStatusReceiver,
-  ) {}
+  constructor(readonly sourceId: string | undefined) {
+    nextStamp(this)
+    this.receiver = new BatchStatusReceiver(this)
+  }
+
+  /** The batch's UUID v7, written on first read from the stamp taken at creation. */
+  get id(): string {
+    if (this.#id === undefined) this.#id = idOf(this.idMs, this.idSeq)
+    return this.#id
+  }
 
   /** Adds `count` events of one live handle each; returns the slot of the first. */
   addSlots(count: number): number {
