@@ -8,6 +8,7 @@
  */
 import { Observable } from 'rxjs'
 import type { BatchStatus } from './BatchStatus.js'
+import type { BatchState } from './internal/BatchState.js'
 
 /**
  * Awaitable and observable final status of one batch.
@@ -23,11 +24,18 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
   #status: BatchStatus | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
   #resolvePromise: ((status: BatchStatus) => void) | undefined = undefined
+  #listeners: ((status: BatchStatus) => void)[] | undefined = undefined
+  readonly #state: BatchState
 
-  constructor(
-    /** The id of the batch this receiver reports on. */
-    readonly batchId: string,
-  ) {}
+  /** @internal Use `BatchNotifier.create()`. */
+  constructor(state: BatchState) {
+    this.#state = state
+  }
+
+  /** The id of the batch this receiver reports on (a UUID v7; see `BatchNotifier.id`). */
+  get batchId(): string {
+    return this.#state.id
+  }
 
   /** The final status, or `undefined` while the batch is still in flight. */
   get status(): BatchStatus | undefined {
@@ -75,10 +83,43 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
     })
   }
 
+  /**
+   * Calls `listener` once with the final status: synchronously, inside whichever `end` (or
+   * `release`) resolved the batch, or at once if it has resolved already. For runtimes that track
+   * many batches and want no promise per batch. The listener runs in the middle of someone
+   * else's call, so it must be quick and must not end handles or call user code (defer such work);
+   * if it throws, the error is rethrown in a microtask, as an uncaught exception, and the batch
+   * stays resolved as it was. Prefer `await receiver` elsewhere.
+   */
+  onResolved(listener: (status: BatchStatus) => void): void {
+    const status = this.#status
+    if (status !== undefined) {
+      call(listener, status)
+      return
+    }
+    if (this.#listeners === undefined) this.#listeners = [listener]
+    else this.#listeners.push(listener)
+  }
+
   /** @internal Called once by the batch state when the batch resolves. */
   _resolve(status: BatchStatus): void {
     if (this.#status !== undefined) return
     this.#status = status
     this.#resolvePromise?.(status)
+    const listeners = this.#listeners
+    if (listeners !== undefined) {
+      this.#listeners = undefined
+      for (let i = 0; i < listeners.length; i++) call(listeners[i]!, status)
+    }
+  }
+}
+
+function call(listener: (status: BatchStatus) => void, status: BatchStatus): void {
+  try {
+    listener(status)
+  } catch (error) {
+    queueMicrotask(() => {
+      throw error
+    })
   }
 }
