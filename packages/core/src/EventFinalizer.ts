@@ -7,6 +7,7 @@
  * @module
  */
 import type { BatchNotifier } from './BatchNotifier.js'
+import type { BatchStatusReceiver } from './BatchStatusReceiver.js'
 import type { EventStatus } from './EventStatus.js'
 import { batchStatusName } from './internal/statusCodes.js'
 
@@ -28,6 +29,14 @@ export class EventFinalizer {
   /** The batch this event belongs to. */
   get batchId(): string {
     return this._notifier.id
+  }
+
+  /**
+   * The receiver of that batch: what its source will learn. A runtime that tracks batches keys
+   * them by receiver (reading `batchId` writes the batch's UUID, see `BatchNotifier.id`).
+   */
+  get receiver(): BatchStatusReceiver {
+    return this._notifier._state.receiver
   }
 
   /** The source of that batch. */

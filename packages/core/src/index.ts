@@ -11,7 +11,7 @@
 export { BatchNotifier, type BatchNotifierOptions, type BatchNotifierWithReceiver } from './BatchNotifier.js'
 export { BatchStatus } from './BatchStatus.js'
 export { BatchStatusReceiver } from './BatchStatusReceiver.js'
-export { EventArray } from './EventArray.js'
+export { EventArray, type FromRecordsOptions } from './EventArray.js'
 export { EventFinalizer } from './EventFinalizer.js'
 export { EventFinalizerGroups } from './EventFinalizerGroups.js'
 export { EventFinalizers } from './EventFinalizers.js'

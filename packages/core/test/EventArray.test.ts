@@ -16,6 +16,39 @@ describe('EventArray', () => {
     expect(receiver.status).toBe('errored')
   })
 
+  it('fromRecords makes one event per record, already in the batch, and releases it', () => {
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    const records = [{ n: 1 }, { n: 2 }]
+    const array = EventArray.fromRecords(records, { sourceId: 'src', ingestTimestamp: 42, batch: notifier })
+    expect(notifier.isReleased).toBe(true)
+    expect(array.events.map((e) => e.get('n'))).toEqual([1, 2])
+    expect(
+      array.events.every((e) => e.metadata.sourceId === 'src' && e.metadata.ingestTimestamp === 42),
+    ).toBe(true)
+    expect(array.events.every((e) => e.metadata.finalizers.batchIds[0] === notifier.id)).toBe(true)
+    array.events[0]!.end('delivered')
+    expect(receiver.isResolved).toBe(false)
+    array.events[1]!.end('rejected')
+    expect(receiver.status).toBe('rejected')
+  })
+
+  it('fromRecords without a batch makes events with no finalizer; with release: false the batch stays open', () => {
+    const before = Date.now()
+    const plain = EventArray.fromRecords([{ a: 1 }])
+    expect(plain.events[0]!.metadata.hasFinalizers).toBe(false)
+    expect(plain.events[0]!.metadata.ingestTimestamp).toBeGreaterThanOrEqual(before)
+    plain.end('delivered')
+
+    const { notifier, receiver } = BatchNotifier.create()
+    const first = EventArray.fromRecords([{ a: 1 }], { batch: notifier, release: false })
+    expect(notifier.isReleased).toBe(false)
+    first.end('delivered')
+    expect(receiver.isResolved).toBe(false)
+    EventArray.fromRecords([{ a: 2 }], { batch: notifier }).end('errored')
+    expect(receiver.status).toBe('errored')
+    expect(() => EventArray.fromRecords([{ a: 3 }], { batch: notifier })).toThrow(FinalizationError)
+  })
+
   it('attach with release: false lets the source add more events to the batch', () => {
     const { notifier, receiver } = BatchNotifier.create()
     const first = EventArray.from(events(1)).attach(notifier, { release: false })

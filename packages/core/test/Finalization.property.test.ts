@@ -19,6 +19,7 @@ type Step =
   | { op: 'create' }
   | { op: 'attach'; handle: number; batch: number }
   | { op: 'attachArray'; handles: number[]; batch: number }
+  | { op: 'fromRecords'; count: number; batch: number }
   | { op: 'release'; batch: number }
   | { op: 'clone'; handle: number }
   | { op: 'merge'; into: number; from: number }
@@ -41,6 +42,14 @@ const step: fc.Arbitrary<Step> = fc.oneof(
       batch: index,
     }),
     weight: 2,
+  },
+  {
+    arbitrary: fc.record({
+      op: fc.constant('fromRecords' as const),
+      count: fc.integer({ min: 0, max: 3 }),
+      batch: index,
+    }),
+    weight: 1,
   },
   { arbitrary: fc.record({ op: fc.constant('release' as const), batch: index }), weight: 1 },
   { arbitrary: fc.record({ op: fc.constant('clone' as const), handle: index }), weight: 2 },
@@ -154,6 +163,22 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
           for (const h of picked) {
             slots.push({ batch: b, count: 1, status: 'dropped' })
             handles[h]!.slots.add(slots.length - 1)
+          }
+        }
+        break
+      }
+      case 'fromRecords': {
+        // EventArray.fromRecords, what the topology's sources use: new events already in the batch.
+        const b = s.batch % batchCount
+        const batch = batches[b]!
+        const records = Array.from({ length: s.count }, (_, i) => ({ n: i }))
+        const make = () => EventArray.fromRecords(records, { batch: batch.notifier, release: false })
+        if (batch.released) {
+          expect(make).toThrow(/released/)
+        } else {
+          for (const event of make()) {
+            slots.push({ batch: b, count: 1, status: 'dropped' })
+            handles.push({ event, slots: new Set([slots.length - 1]) })
           }
         }
         break
