@@ -107,7 +107,7 @@ export class Topology {
       const emit = (fact: LifecycleEvent): void => this.#subject.next(fact)
       let runtime: Runtime
       try {
-        runtime = await Runtime.open(this.#plan, this.#counters, emit)
+        runtime = await Runtime.open(this.#plan, this.#counters, emit, () => this.#subject.observed)
       } catch (error) {
         this.#transition({ name: 'stopped' })
         throw error

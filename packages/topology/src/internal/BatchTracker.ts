@@ -6,6 +6,12 @@
  * Invariant: each tracked batch is reported exactly once, whichever comes first. Neither the
  * timeout nor an early report touches an event handle: the handles keep their single owners and
  * still end exactly once, later; only the source's view is decided early.
+ *
+ * Cost: a tracked batch is one object (it is also the source's receipt) and one map entry. The
+ * receipt's promise is made only when the source reads `status`, the batch id only when someone
+ * reads it, and the `batch_resolved` fact only while someone watches the lifecycle. Batches that
+ * resolve are reported in one microtask per burst, not one promise each, and never inside the
+ * `end` call that resolved them.
  */
 import {
   BatchStatus as Batch,
@@ -14,50 +20,96 @@ import {
   type EventStatus,
 } from '@ackline/core'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
+import type { BatchReceipt } from '../Source.js'
 import type { Counters } from './Counters.js'
 
-interface Pending {
-  readonly batchId: string
-  readonly start: number
-  readonly resolve: (status: BatchStatus) => void
-  timer: ReturnType<typeof setTimeout> | undefined
-  /** Events of the batch not recorded by an authoritative sink yet. */
-  unrecorded: number
+/** Where the tracker reports: `emit` a fact, and whether anyone is `watching` at all. */
+export interface FactSink {
+  readonly emit: (fact: LifecycleEvent) => void
+  readonly watching: () => boolean
+}
+
+/** One tracked batch, and the receipt its source holds. */
+class TrackedBatch implements BatchReceipt {
+  timer: ReturnType<typeof setTimeout> | undefined = undefined
   /** The fold of what authoritative sinks recorded so far. */
-  recorded: BatchStatus
+  recorded: BatchStatus = Batch.initial
+  /** What the source was told; `undefined` until then. */
+  decided: BatchStatus | undefined = undefined
+  #promise: Promise<BatchStatus> | undefined = undefined
+  #resolve: ((status: BatchStatus) => void) | undefined = undefined
+
+  constructor(
+    readonly receiver: BatchStatusReceiver,
+    readonly start: number,
+    /** Events of the batch not recorded by an authoritative sink yet. */
+    public unrecorded: number,
+  ) {}
+
+  get batchId(): string {
+    return this.receiver.batchId
+  }
+
+  get status(): Promise<BatchStatus> {
+    if (this.#promise === undefined) {
+      const decided = this.decided
+      this.#promise =
+        decided !== undefined
+          ? Promise.resolve(decided)
+          : new Promise<BatchStatus>((resolve) => {
+              this.#resolve = resolve
+            })
+    }
+    return this.#promise
+  }
+
+  decide(status: BatchStatus): void {
+    this.decided = status
+    this.#resolve?.(status)
+  }
 }
 
 export class BatchTracker {
-  readonly #pending = new Map<string, Pending>()
+  readonly #pending = new Map<BatchStatusReceiver, TrackedBatch>()
+  /** Batches whose receivers resolved since the last flush, with their statuses. */
+  #resolved: TrackedBatch[] = []
+  #flushScheduled = false
+  readonly #flush = (): void => {
+    this.#flushScheduled = false
+    const resolved = this.#resolved
+    this.#resolved = []
+    for (let i = 0; i < resolved.length; i++) {
+      const entry = resolved[i]!
+      this.#finish(entry, entry.receiver.status!, false)
+    }
+  }
 
   constructor(
     readonly sourceId: string,
     readonly counters: Counters,
     readonly ackTimeoutMs: number | undefined,
-    readonly emit: (fact: LifecycleEvent) => void,
+    readonly facts: FactSink,
   ) {}
 
-  /** The status the source will be told for the batch of `events` events that `receiver` reports on. */
-  track(receiver: BatchStatusReceiver, events: number): Promise<BatchStatus> {
+  /**
+   * Tracks the batch of `events` events that `receiver` reports on, created at `start` (ms since
+   * the epoch); returns the receipt its source is given.
+   */
+  track(receiver: BatchStatusReceiver, events: number, start: number): BatchReceipt {
     this.counters.inFlight++
-    let resolve!: (status: BatchStatus) => void
-    const promise = new Promise<BatchStatus>((r) => {
-      resolve = r
+    const entry = new TrackedBatch(receiver, start, events)
+    this.#pending.set(receiver, entry)
+    receiver.onResolved(() => {
+      this.#resolved.push(entry)
+      if (!this.#flushScheduled) {
+        this.#flushScheduled = true
+        queueMicrotask(this.#flush)
+      }
     })
-    const entry: Pending = {
-      batchId: receiver.batchId,
-      start: Date.now(),
-      resolve,
-      timer: undefined,
-      unrecorded: events,
-      recorded: Batch.initial,
-    }
-    this.#pending.set(entry.batchId, entry)
-    receiver.promise.then((status) => this.#finish(entry, status, false))
     if (this.ackTimeoutMs !== undefined) {
       entry.timer = setTimeout(() => this.#finish(entry, 'errored', true), this.ackTimeoutMs)
     }
-    return promise
+    return entry
   }
 
   /** Batches not reported yet. */
@@ -66,12 +118,12 @@ export class BatchTracker {
   }
 
   /**
-   * An authoritative sink recorded `status` for one event of batch `batchId` (each event once).
-   * Once every event of the batch is recorded its status is final, so the source is told now,
-   * even while other copies are still on their way.
+   * An authoritative sink recorded `status` for one event of the batch `receiver` reports on (each
+   * event once). Once every event of the batch is recorded its status is final, so the source is
+   * told now, even while other copies are still on their way.
    */
-  recorded(batchId: string, status: EventStatus): void {
-    const entry = this.#pending.get(batchId)
+  recorded(receiver: BatchStatusReceiver, status: EventStatus): void {
+    const entry = this.#pending.get(receiver)
     if (entry === undefined) return
     entry.recorded = Batch.update(entry.recorded, status)
     if (--entry.unrecorded === 0) this.#finish(entry, entry.recorded, false)
@@ -82,21 +134,23 @@ export class BatchTracker {
     for (const entry of [...this.#pending.values()]) this.#finish(entry, 'errored', true)
   }
 
-  #finish(entry: Pending, status: BatchStatus, timedOut: boolean): void {
-    if (this.#pending.get(entry.batchId) !== entry) return
-    this.#pending.delete(entry.batchId)
+  #finish(entry: TrackedBatch, status: BatchStatus, timedOut: boolean): void {
+    if (entry.decided !== undefined) return
+    this.#pending.delete(entry.receiver)
     if (entry.timer !== undefined) clearTimeout(entry.timer)
     const latencyMs = Date.now() - entry.start
     this.counters.inFlight--
     this.counters.latency(latencyMs)
-    entry.resolve(status)
-    this.emit({
-      type: 'batch_resolved',
-      source: this.sourceId,
-      batchId: entry.batchId,
-      status,
-      latencyMs,
-      timedOut,
-    })
+    entry.decide(status)
+    if (this.facts.watching()) {
+      this.facts.emit({
+        type: 'batch_resolved',
+        source: this.sourceId,
+        batchId: entry.batchId,
+        status,
+        latencyMs,
+        timedOut,
+      })
+    }
   }
 }

@@ -29,6 +29,7 @@ export class Runtime {
   readonly #plan: TopologyPlan
   readonly #counters: ReadonlyMap<string, Counters>
   readonly #emit: (fact: LifecycleEvent) => void
+  readonly #watching: () => boolean
   readonly #buffers: Map<string, EdgeBuffer>
   readonly #running = new Set<string>()
   readonly #remainingProducers = new Map<string, number>()
@@ -43,22 +44,29 @@ export class Runtime {
     plan: TopologyPlan,
     counters: ReadonlyMap<string, Counters>,
     emit: (fact: LifecycleEvent) => void,
+    watching: () => boolean,
     buffers: Map<string, EdgeBuffer>,
   ) {
     this.#plan = plan
     this.#counters = counters
     this.#emit = emit
+    this.#watching = watching
     this.#buffers = buffers
     this.done = new Promise<void>((resolve) => {
       this.#resolveDone = resolve
     })
   }
 
-  /** Opens every buffer and starts every sink; throws a `TopologyError` when a disk buffer cannot open. */
+  /**
+   * Opens every buffer and starts every sink; throws a `TopologyError` when a disk buffer cannot
+   * open. Facts go to `emit`; `watching` says whether anyone listens (facts made per batch are
+   * built only then).
+   */
   static async open(
     plan: TopologyPlan,
     counters: ReadonlyMap<string, Counters>,
     emit: (fact: LifecycleEvent) => void,
+    watching: () => boolean,
   ): Promise<Runtime> {
     const buffers = new Map<string, EdgeBuffer>()
     const problems: TopologyError['problems'][number][] = []
@@ -104,7 +112,7 @@ export class Runtime {
       await Promise.allSettled([...buffers.values()].map(discard))
       throw error
     }
-    return new Runtime(plan, counters, emit, buffers)
+    return new Runtime(plan, counters, emit, watching, buffers)
   }
 
   /** Starts every runner: sinks first, sources last. */
@@ -159,7 +167,10 @@ export class Runtime {
     let running: Promise<void>
     switch (decl.role) {
       case 'source': {
-        const tracker = new BatchTracker(decl.id, counters, this.#plan.options.ackTimeoutMs, this.#emit)
+        const tracker = new BatchTracker(decl.id, counters, this.#plan.options.ackTimeoutMs, {
+          emit: this.#emit,
+          watching: this.#watching,
+        })
         this.#trackers.push(tracker)
         this.#trackersBySource.set(decl.id, tracker)
         const runner = new SourceRunner(
@@ -209,8 +220,8 @@ export class Runtime {
           decl.options.retry,
           counters,
           this.#emit,
-          (sourceId, batchId, status) => {
-            if (sourceId !== undefined) this.#trackersBySource.get(sourceId)?.recorded(batchId, status)
+          (sourceId, receiver, status) => {
+            if (sourceId !== undefined) this.#trackersBySource.get(sourceId)?.recorded(receiver, status)
           },
         )
         this.#sinkRunners.push(runner)

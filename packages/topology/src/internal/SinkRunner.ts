@@ -8,6 +8,7 @@
  * (batch, event) it is the first to record, so a source can be told at once.
  */
 import {
+  type BatchStatusReceiver,
   type DeliveryStatus,
   type EndOptions,
   type EventArray,
@@ -39,7 +40,11 @@ export class SinkRunner {
     readonly counters: Counters,
     readonly emit: (fact: LifecycleEvent) => void,
     /** Told, for an authoritative sink, the status recorded for one event of a batch. */
-    readonly onRecorded: (sourceId: string | undefined, batchId: string, status: EventStatus) => void,
+    readonly onRecorded: (
+      sourceId: string | undefined,
+      receiver: BatchStatusReceiver,
+      status: EventStatus,
+    ) => void,
   ) {
     this.#endOptions = authoritative ? AUTHORITATIVE : undefined
     this.#policy = RetryPolicy.resolve(retry)
@@ -151,7 +156,7 @@ export class SinkRunner {
       const current = finalizer.status
       // Read before the end: a slot already recorded (by another authoritative copy) is not counted twice.
       if (current !== 'recorded')
-        this.onRecorded(finalizer.sourceId, finalizer.batchId, EventStatus.update(current, status))
+        this.onRecorded(finalizer.sourceId, finalizer.receiver, EventStatus.update(current, status))
     }
     event.end(status, AUTHORITATIVE)
   }

@@ -6,13 +6,17 @@
  * says `delivered` once the batch is accepted; with them on, the receipt is decided by the
  * {@link BatchTracker}, exactly once.
  */
-import { BatchNotifier, type BatchStatus, EventArray, type JsonObject, LogEvent } from '@ackline/core'
+import { BatchNotifier, type BatchStatus, EventArray, type JsonObject } from '@ackline/core'
 import type { BatchReceipt, Source, SourceContext } from '../Source.js'
 import type { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
 import type { Output } from './Output.js'
 
-const DELIVERED: Promise<BatchStatus> = Promise.resolve('delivered')
+/** The receipt of every batch sent with acknowledgements off: delivered once accepted. */
+const ACCEPTED: BatchReceipt = Object.freeze({
+  batchId: undefined,
+  status: Promise.resolve<BatchStatus>('delivered'),
+})
 
 export class SourceRunner {
   readonly context: SourceContext
@@ -43,22 +47,20 @@ export class SourceRunner {
   }
 
   async #send(records: Iterable<JsonObject>): Promise<BatchReceipt> {
-    const options = { sourceId: this.id, ingestTimestamp: Date.now() }
+    const sourceId = this.id
+    const ingestTimestamp = Date.now()
     const list = Array.isArray(records) ? (records as readonly JsonObject[]) : Array.from(records)
-    const n = list.length
-    const events = new Array<LogEvent>(n)
-    this.counters.received += n
+    this.counters.received += list.length
     if (!this.acknowledgements) {
-      for (let i = 0; i < n; i++) events[i] = new LogEvent(list[i]!, options)
-      await this.output.send(new EventArray(events))
-      return { batchId: undefined, status: DELIVERED }
+      await this.output.send(EventArray.fromRecords(list, { sourceId, ingestTimestamp }))
+      return ACCEPTED
     }
-    const { notifier, receiver } = BatchNotifier.create({ sourceId: this.id })
-    for (let i = 0; i < n; i++) events[i] = new LogEvent(list[i]!, options)
-    // Attaches the whole array at once and releases the source's reference (the array is the batch).
-    const array = new EventArray(events).attach(notifier)
-    const status = this.tracker.track(receiver, n)
+    const { notifier, receiver } = BatchNotifier.create({ sourceId })
+    // The events join the batch as they are made, and the source's reference is released (the
+    // records are the whole batch).
+    const array = EventArray.fromRecords(list, { sourceId, ingestTimestamp, batch: notifier })
+    const receipt = this.tracker.track(receiver, list.length, ingestTimestamp)
     await this.output.send(array)
-    return { batchId: receiver.batchId, status }
+    return receipt
   }
 }
