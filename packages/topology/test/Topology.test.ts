@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { BatchStatus, JsonObject, LogEvent } from '@ackline/core'
+import { type BatchStatus, EventArray, type JsonObject, type LogEvent } from '@ackline/core'
 import {
   type LifecycleEvent,
   RejectError,
@@ -374,6 +374,39 @@ describe('user transforms', () => {
     })
     expect(statuses).toEqual(['delivered'])
     expect(sink.received).toEqual(records(1, 3))
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+      code: 'ENDED_AFTER_EMIT',
+      events: 1,
+    })
+  })
+
+  it('emit after emitAll appends behind the whole array, and emitAll after emit behind the event', async () => {
+    const { statuses, sink } = await withTransform({
+      kind: 'mixed',
+      process(events, context) {
+        const [first, ...rest] = events.events
+        const extra = first!.clone().replaceFields({ n: 99 })
+        context.emitAll(events)
+        context.emit(extra)
+        const again = context.create({ n: 100 }, [first!])
+        context.emit(again)
+        context.emitAll(new EventArray(rest.map((e) => e.clone())))
+      },
+    })
+    expect(statuses).toEqual(['delivered'])
+    expect(sink.received).toEqual([...records(1, 2, 3), { n: 99 }, { n: 100 }, ...records(2, 3)])
+  })
+
+  it('an event ended after its whole array was passed on is taken out, and the rest still goes', async () => {
+    const { statuses, facts, sink } = await withTransform({
+      kind: 'ends_after_pass',
+      process(events, context) {
+        context.emitAll(events)
+        events.events[2]!.end('rejected')
+      },
+    })
+    expect(statuses).toEqual(['rejected'])
+    expect(sink.received).toEqual(records(1, 2))
     expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
       code: 'ENDED_AFTER_EMIT',
       events: 1,

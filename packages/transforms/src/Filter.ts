@@ -47,7 +47,16 @@ class Filter implements FilterTransform {
   process(events: EventArray, context: TransformContext): void {
     const list = events.events
     const predicate = this.#predicate
-    for (let i = 0; i < list.length; i++) {
+    // Until the first discard nothing is emitted: if every event is kept, the array goes on whole.
+    let i = 0
+    while (i < list.length && predicate(list[i]!) === true) i++
+    if (i === list.length) {
+      context.emitAll(events)
+      return
+    }
+    for (let j = 0; j < i; j++) context.emit(list[j]!)
+    context.drop(list[i]!)
+    for (i++; i < list.length; i++) {
       const event = list[i]!
       if (predicate(event) === true) context.emit(event)
       else context.drop(event)

@@ -63,18 +63,38 @@ class Remap implements RemapTransform {
   process(events: EventArray, context: TransformContext): void {
     const list = events.events
     const fn = this.#fn
-    for (let i = 0; i < list.length; i++) {
+    // While every event goes on as it is (edited in place), nothing is emitted yet: if all of
+    // them do, the array is passed on whole, in one call.
+    let i = 0
+    for (; i < list.length; i++) {
       const input = list[i]!
-      const result = fn(input)
-      if (result === undefined || result === input) context.emit(input)
-      else if (result === null) context.drop(input)
-      else if (result instanceof LogEvent) {
-        context.emit(result)
-        input.end()
-      } else if (Array.isArray(result)) emitMany(input, result as readonly RemapOutput[], context)
-      else context.emit(input.replaceFields(result as JsonObject))
+      // A function that returns nothing returns `undefined`.
+      const result = fn(input) as RemapResult
+      if (result === undefined || result === input) continue
+      for (let j = 0; j < i; j++) context.emit(list[j]!)
+      emitResult(input, result, context)
+      break
+    }
+    if (i === list.length) {
+      context.emitAll(events)
+      return
+    }
+    for (i++; i < list.length; i++) {
+      const input = list[i]!
+      emitResult(input, fn(input) as RemapResult, context)
     }
   }
+}
+
+/** Emits what `fn` returned for `input`, as {@link RemapResult} describes. */
+function emitResult(input: LogEvent, result: RemapResult, context: TransformContext): void {
+  if (result === undefined || result === input) context.emit(input)
+  else if (result === null) context.drop(input)
+  else if (result instanceof LogEvent) {
+    context.emit(result)
+    input.end()
+  } else if (Array.isArray(result)) emitMany(input, result as readonly RemapOutput[], context)
+  else context.emit(input.replaceFields(result as JsonObject))
 }
 
 /**

@@ -18,6 +18,21 @@ describe('filter', () => {
     expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
   })
 
+  it.each([
+    ['all kept', [true, true, true], [1, 2, 3]],
+    ['none kept', [false, false, false], []],
+    ['the first dropped', [false, true, true], [2, 3]],
+    ['the last dropped', [true, true, false], [1, 2]],
+  ])('keeps the order with %s', (_, keep, expected) => {
+    const t = filter((e) => keep[(e.get('n') as number) - 1] === true)
+    const { events } = testBatch([{ n: 1 }, { n: 2 }, { n: 3 }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.fieldsOn().map((f) => f.n)).toEqual(expected)
+    expect(ctx.dropped.length).toBe(3 - expected.length)
+    expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
+  })
+
   it('counts a discarded event as delivered by default', async () => {
     const t = filter((e) => e.get('keep') === true)
     expect(t.dropStatus).toBe('delivered')

@@ -15,6 +15,32 @@ describe('remap', () => {
     expect(ctx.fieldsOn()).toEqual([{ n: 1, seen: true }])
   })
 
+  it('keeps the order when in-place edits come before and after other outputs', async () => {
+    const t = remap((e) => {
+      const n = e.get('n') as number
+      if (n === 3) return null
+      if (n === 4) return { n: 40 }
+      if (n === 5) return [e.clone(), { n: 50 }]
+      e.set('seen', true)
+      return undefined
+    })
+    const { events, receiver } = testBatch([1, 2, 3, 4, 5, 6].map((n) => ({ n })))
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.fieldsOn()).toEqual([
+      { n: 1, seen: true },
+      { n: 2, seen: true },
+      { n: 40 },
+      { n: 5 },
+      { n: 50 },
+      { n: 6, seen: true },
+    ])
+    expect(ctx.dropped.map((e) => e.isEnded)).toEqual([true])
+    expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
+    ctx.settle()
+    expect(await receiver).toBe('delivered')
+  })
+
   it('gives the input new fields when the function returns a fields object, keeping its finalizers', async () => {
     const t = remap((e) => ({ doubled: (e.get('n') as number) * 2 }))
     const { events, receiver } = testBatch([{ n: 2 }])

@@ -25,6 +25,12 @@ class CallContext implements TransformContext {
   readonly id: string
   readonly ports = new Map<string, LogEvent[]>()
   readonly defaultPort: LogEvent[] = []
+  /**
+   * An array passed on whole with `emitAll` while nothing else was emitted on the default port:
+   * kept as it is rather than copied (the common map-like call). Anything emitted on the default
+   * port after it is appended behind its events.
+   */
+  passed: EventArray | undefined = undefined
   #open = true
   readonly #runner: TransformRunner
 
@@ -34,6 +40,7 @@ class CallContext implements TransformContext {
   }
 
   emit(event: LogEvent, port?: string): void {
+    if (this.passed !== undefined) this.#unpass()
     let list = this.defaultPort
     if (port !== undefined && port !== '') {
       let named = this.ports.get(port)
@@ -58,11 +65,29 @@ class CallContext implements TransformContext {
   emitAll(events: EventArray, port?: string): void {
     const list = events.events
     if ((port === undefined || port === '') && this.#open) {
+      if (this.passed === undefined && this.defaultPort.length === 0) {
+        this.passed = events
+        return
+      }
+      if (this.passed !== undefined) this.#unpass()
       const out = this.defaultPort
       for (let i = 0; i < list.length; i++) out.push(list[i]!)
       return
     }
     for (let i = 0; i < list.length; i++) this.emit(list[i]!, port)
+  }
+
+  /** What was emitted on the default port, in order. */
+  get emitted(): readonly LogEvent[] {
+    return this.passed !== undefined ? this.passed.events : this.defaultPort
+  }
+
+  /** Turns a passed array into the default port's list, so more can follow it. */
+  #unpass(): void {
+    const list = this.passed!.events
+    this.passed = undefined
+    const out = this.defaultPort
+    for (let i = 0; i < list.length; i++) out.push(list[i]!)
   }
 
   drop(event: LogEvent): void {
@@ -79,6 +104,11 @@ class CallContext implements TransformContext {
 
   close(): void {
     this.#open = false
+  }
+
+  /** Makes the default port a plain list again (the general check rewrites it). */
+  unpass(): void {
+    if (this.passed !== undefined) this.#unpass()
   }
 }
 
@@ -193,13 +223,18 @@ export class TransformRunner {
       failure !== undefined ||
       context.ports.size > 0 ||
       this.#held.size > 0 ||
-      !inOrder(inputs, context.defaultPort)
+      !inOrder(inputs, context.emitted)
     ) {
+      context.unpass()
       this.#reconcile(context, inputs, failure, step)
     }
     const sends: Promise<void>[] = []
-    if (context.defaultPort.length > 0)
+    const passed = context.passed
+    if (passed !== undefined) {
+      if (passed.length > 0) sends.push(this.outputs.get('')!.send(passed))
+    } else if (context.defaultPort.length > 0) {
       sends.push(this.outputs.get('')!.send(new EventArray(context.defaultPort)))
+    }
     for (const [port, list] of context.ports) {
       if (list.length > 0) sends.push(this.outputs.get(port)!.send(new EventArray(list)))
     }
@@ -288,6 +323,11 @@ export class TransformRunner {
  * port is a subsequence of the inputs, still live, and every input left out has ended.
  */
 function inOrder(inputs: readonly LogEvent[], emitted: readonly LogEvent[]): boolean {
+  if (inputs === emitted) {
+    // The input array passed on whole: it is in order if none of it has ended.
+    for (let i = 0; i < inputs.length; i++) if (inputs[i]!.isEnded) return false
+    return true
+  }
   let j = 0
   for (let i = 0; i < inputs.length; i++) {
     const event = inputs[i]!
