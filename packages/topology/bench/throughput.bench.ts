@@ -1,5 +1,5 @@
 // Throughput of a topology, side by side in one run (each measurement in a fresh child process):
-//   generator → remap-like transform → blackhole, with acknowledgements on and off;
+//   generator → remap (sets one field in place) → blackhole, with acknowledgements on and off;
 //   the same work through a node:stream pipeline and through a plain async-iterator chain, each
 //   twice: with the same LogEvents and batch notifiers the topology uses (the like-for-like
 //   baseline: create, attach, set a field, end delivered), and with plain records (the transport
@@ -13,10 +13,11 @@ import { spawnSync } from 'node:child_process'
 import { Readable, Transform as StreamTransform, Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
-import { BatchNotifier, type BatchStatusReceiver, EventArray, type JsonObject, LogEvent } from '@ackline/core'
+import { BatchNotifier, type BatchStatusReceiver, EventArray, type JsonObject } from '@ackline/core'
 import { blackhole } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
-import { TopologyBuilder, type Transform } from '@ackline/topology'
+import { TopologyBuilder } from '@ackline/topology'
+import { type RemapTransform, remap } from '@ackline/transforms'
 
 const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 1_000_000)
 const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
@@ -24,23 +25,16 @@ const BATCH = 500
 
 const record = (index: number): JsonObject => ({ message: 'event', index })
 
-/**
- * The remap-like transform: set one field on every event, pass the array on (as the node:stream
- * and async-iterator baselines do with theirs).
- */
-const remapLike: Transform = {
-  kind: 'remap_like',
-  process(events, context) {
-    const list = events.events
-    for (let i = 0; i < list.length; i++) list[i]!.set('seen', true)
-    context.emitAll(events)
-  },
-}
+/** The remap: set one field on every event, in place (as the baselines do in their middle stage). */
+const setSeen = (): RemapTransform =>
+  remap((event) => {
+    event.set('seen', true)
+  })
 
 async function topology(acknowledgements: boolean, sinks: number): Promise<number> {
   const builder = new TopologyBuilder<string>({ acknowledgements })
     .source('gen', generator({ count: EVENTS, batchSize: BATCH, record }))
-    .transform('remap', ['gen'], remapLike)
+    .transform('remap', ['gen'], setSeen())
   const holes = Array.from({ length: sinks }, () => blackhole())
   holes.forEach((hole, i) => {
     builder.sink(`out${i}`, ['remap'], hole)
@@ -65,19 +59,16 @@ function* batches(): Generator<JsonObject[]> {
   }
 }
 
-/** Batches of LogEvents with a notifier each, as a source with acknowledgements on makes them. */
+/** Batches of LogEvents with a notifier each, made as the topology's sources make them. */
 function* eventBatches(receivers: BatchStatusReceiver[], acks: boolean): Generator<EventArray> {
   for (const records of batches()) {
-    const options = { sourceId: 'gen', ingestTimestamp: Date.now() }
-    const events = new Array<LogEvent>(records.length)
-    for (let i = 0; i < records.length; i++) events[i] = new LogEvent(records[i]!, options)
-    const array = new EventArray(events)
     const batch = BatchNotifier.maybeCreate(acks, { sourceId: 'gen' })
-    if (batch !== undefined) {
-      receivers.push(batch.receiver)
-      array.attach(batch.notifier)
-    }
-    yield array
+    if (batch !== undefined) receivers.push(batch.receiver)
+    yield EventArray.fromRecords(records, {
+      sourceId: 'gen',
+      ingestTimestamp: Date.now(),
+      batch: batch?.notifier,
+    })
   }
 }
 
