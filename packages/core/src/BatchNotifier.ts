@@ -39,6 +39,8 @@ export interface BatchNotifierWithReceiver {
 export class BatchNotifier {
   /** @internal */
   readonly _state: BatchState
+  /** @internal What the leak detector watches for this batch (shared with neighbouring batches). */
+  _watched: object | undefined = undefined
 
   private constructor(state: BatchState) {
     this._state = state

@@ -69,6 +69,26 @@ describe('LeakDetector (run with --expose-gc)', () => {
     expect(reports).toContainEqual({ sourceId: 'forgetful', batchId: receiver.batchId, handles: 1 })
   })
 
+  it('finds a leak once the batches created around it are gone too, not before', async () => {
+    // Batches are watched in groups of up to 64 made one after another: with 64 live batches on
+    // either side, the leaked one surely shares its group with a live one.
+    const around = () =>
+      Array.from({ length: 64 }, () => BatchNotifier.create({ sourceId: 'neighbour' }).notifier)
+    let before: BatchNotifier[] | undefined = around()
+    const receiver = leakOneOfThree('among-neighbours')
+    let after: BatchNotifier[] | undefined = around()
+    for (let i = 0; i < 5; i++) {
+      gc!()
+      await sleep(10)
+    }
+    expect(receiver.isResolved).toBe(false)
+    for (const notifier of [...before, ...after]) notifier.release()
+    before = undefined
+    after = undefined
+    await collectUntil(() => receiver.isResolved)
+    expect(receiver.status).toBe('errored')
+  })
+
   it('never reports a batch whose handles all ended', async () => {
     const reports: LeakReport[] = []
     const subscription = LeakDetector.leaks.subscribe((r) => reports.push(r))

@@ -31,8 +31,9 @@ export class BatchState {
   resolved = false
   /** Slots an authoritative sink recorded; made on the first record. */
   recorded: Set<number> | undefined = undefined
-  /** Set by the leak detector: forgets the notifier once the batch resolved normally. */
-  unwatch: ((state: BatchState) => void) | undefined = undefined
+  /** The leak detector's group this batch is in, and its place there (see `LeakDetector`). */
+  watchGroup: (BatchState | undefined)[] | undefined = undefined
+  watchIndex = 0
   /** The creation stamp the id is written from (see `batchIds.ts`). */
   idMs = 0
   idSeq = 0
@@ -131,7 +132,12 @@ export class BatchState {
 
   private finish(): void {
     this.resolved = true
-    this.unwatch?.(this)
+    // Forgotten by the leak detector: nothing is left to detect.
+    const group = this.watchGroup
+    if (group !== undefined) {
+      group[this.watchIndex] = undefined
+      this.watchGroup = undefined
+    }
     this.receiver._resolve(batchStatusName(this.status))
   }
 }
