@@ -24,7 +24,9 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
   #status: BatchStatus | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
   #resolvePromise: ((status: BatchStatus) => void) | undefined = undefined
-  #listeners: ((status: BatchStatus) => void)[] | undefined = undefined
+  /** The first listener, kept apart: one listener per batch is the common case. */
+  #listener: ((status: BatchStatus) => void) | undefined = undefined
+  #more: ((status: BatchStatus) => void)[] | undefined = undefined
   readonly #state: BatchState
 
   /** @internal Use `BatchNotifier.create()`. */
@@ -97,8 +99,9 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
       call(listener, status)
       return
     }
-    if (this.#listeners === undefined) this.#listeners = [listener]
-    else this.#listeners.push(listener)
+    if (this.#listener === undefined) this.#listener = listener
+    else if (this.#more === undefined) this.#more = [listener]
+    else this.#more.push(listener)
   }
 
   /** @internal Called once by the batch state when the batch resolves. */
@@ -106,10 +109,15 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
     if (this.#status !== undefined) return
     this.#status = status
     this.#resolvePromise?.(status)
-    const listeners = this.#listeners
-    if (listeners !== undefined) {
-      this.#listeners = undefined
-      for (let i = 0; i < listeners.length; i++) call(listeners[i]!, status)
+    const listener = this.#listener
+    if (listener !== undefined) {
+      this.#listener = undefined
+      call(listener, status)
+      const more = this.#more
+      if (more !== undefined) {
+        this.#more = undefined
+        for (let i = 0; i < more.length; i++) call(more[i]!, status)
+      }
     }
   }
 }
