@@ -49,7 +49,13 @@ class Filter implements FilterTransform {
     const predicate = this.#predicate
     // Until the first discard nothing is emitted: if every event is kept, the array goes on whole.
     let i = 0
-    while (i < list.length && predicate(list[i]!) === true) i++
+    try {
+      while (i < list.length && predicate(list[i]!) === true) i++
+    } catch (error) {
+      // What was kept before the throw goes on, as if each event had been emitted at once.
+      for (let j = 0; j < i; j++) context.emit(list[j]!)
+      throw error
+    }
     if (i === list.length) {
       context.emitAll(events)
       return

@@ -66,14 +66,20 @@ class Remap implements RemapTransform {
     // While every event goes on as it is (edited in place), nothing is emitted yet: if all of
     // them do, the array is passed on whole, in one call.
     let i = 0
-    for (; i < list.length; i++) {
-      const input = list[i]!
-      // A function that returns nothing returns `undefined`.
-      const result = fn(input) as RemapResult
-      if (result === undefined || result === input) continue
+    try {
+      for (; i < list.length; i++) {
+        const input = list[i]!
+        // A function that returns nothing returns `undefined`.
+        const result = fn(input) as RemapResult
+        if (result === undefined || result === input) continue
+        for (let j = 0; j < i; j++) context.emit(list[j]!)
+        emitResult(input, result, context)
+        break
+      }
+    } catch (error) {
+      // What was done before the throw goes on, as if each event had been emitted at once.
       for (let j = 0; j < i; j++) context.emit(list[j]!)
-      emitResult(input, result, context)
-      break
+      throw error
     }
     if (i === list.length) {
       context.emitAll(events)

@@ -33,6 +33,18 @@ describe('filter', () => {
     expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
   })
 
+  it('passes on what it kept before the predicate threw, and leaves the rest to the runtime', () => {
+    const t = filter((e) => {
+      if (e.get('n') === 3) throw new Error('bad event')
+      return true
+    })
+    const { events } = testBatch([1, 2, 3, 4].map((n) => ({ n })))
+    const ctx = FakeTransformContext.for(t)
+    expect(() => t.process(events, ctx)).toThrow('bad event')
+    expect(ctx.fieldsOn().map((f) => f.n)).toEqual([1, 2])
+    expect(events.events.slice(2).every((e) => !e.isEnded)).toBe(true)
+  })
+
   it('counts a discarded event as delivered by default', async () => {
     const t = filter((e) => e.get('keep') === true)
     expect(t.dropStatus).toBe('delivered')

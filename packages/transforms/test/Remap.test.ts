@@ -41,6 +41,21 @@ describe('remap', () => {
     expect(await receiver).toBe('delivered')
   })
 
+  it('passes on what it edited before the function threw, and leaves the rest to the runtime', () => {
+    const t = remap((e) => {
+      if (e.get('n') === 3) throw new Error('bad event')
+      e.set('seen', true)
+    })
+    const { events } = testBatch([1, 2, 3, 4].map((n) => ({ n })))
+    const ctx = FakeTransformContext.for(t)
+    expect(() => t.process(events, ctx)).toThrow('bad event')
+    expect(ctx.fieldsOn()).toEqual([
+      { n: 1, seen: true },
+      { n: 2, seen: true },
+    ])
+    expect(events.events.slice(2).every((e) => !e.isEnded)).toBe(true)
+  })
+
   it('gives the input new fields when the function returns a fields object, keeping its finalizers', async () => {
     const t = remap((e) => ({ doubled: (e.get('n') as number) * 2 }))
     const { events, receiver } = testBatch([{ n: 2 }])
