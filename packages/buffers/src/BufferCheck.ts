@@ -154,9 +154,22 @@ export const BufferCheck = {
     } else if (lock !== undefined) {
       problems.push(`stale lock of process ${holder!.pid} on ${holder!.hostname}`)
     }
-    const canRepair = repair && lock?.live !== true
+    const guard = await LockFile.guardHolder(fs, path)
+    const guardLive = guard !== undefined && guard !== 'unreadable' && LockFile.isLive(fs, guard, path)
+    if (guardLive) {
+      problems.push(`the lock is being taken over by live process ${guard.pid} on ${guard.hostname}`)
+    } else if (guard !== undefined) {
+      problems.push(
+        `${LockFile.GUARD} left by a process that died while taking the lock over${guard === 'unreadable' ? ' (unreadable)' : ` (process ${guard.pid} on ${guard.hostname})`}`,
+      )
+    }
+    const canRepair = repair && lock?.live !== true && !guardLive
     if (repair && !canRepair) problems.push('not repairing a buffer a live process holds')
     if (canRepair) {
+      if (guard !== undefined) {
+        await fs.unlink(`${path}/${LockFile.GUARD}`)
+        repairs.push(`removed ${LockFile.GUARD}`)
+      }
       await LockFile.acquire(fs, path)
       locked = true
       if (lock !== undefined) repairs.push(`took over the stale lock of process ${holder!.pid}`)

@@ -146,6 +146,22 @@ describe('ackline-buffer', () => {
     }
   })
 
+  it('reports a takeover guard a crashed takeover left (even an unreadable one), and --repair removes it', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    writeFileSync(join(path, 'lock.takeover'), '')
+    const check = await BufferCheck.run(path)
+    expect(check.problems).toContain(
+      'lock.takeover left by a process that died while taking the lock over (unreadable)',
+    )
+    expect(readdirSync(path)).toContain('lock.takeover')
+    const repaired = await BufferCheck.run(path, { repair: true })
+    expect(repaired.repairs).toContain('removed lock.takeover')
+    expect(readdirSync(path)).not.toContain('lock.takeover')
+    const buffer = await DiskBuffer.open({ path, log: () => {} })
+    await buffer.close()
+  })
+
   it('exits 2 with usage on bad arguments, and on a path that is not a directory', () => {
     const { code, out } = runCli()
     expect(code).toBe(2)

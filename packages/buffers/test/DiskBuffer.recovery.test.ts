@@ -1,6 +1,6 @@
 // Recovery: what `DiskBuffer.open` does with what a crash or damage left in the directory.
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DiskBufferError } from '@ackline/buffers'
@@ -190,4 +190,120 @@ describe('DiskBuffer lock', () => {
     const again = await DiskBuffer.open({ path })
     await again.close()
   })
+
+  it('refuses a second open started while the first is still taking a stale lock over', async () => {
+    const path = tempDir()
+    writeFileSync(join(path, 'lock'), JSON.stringify({ pid: deadPid(), hostname: hostname(), since: 'then' }))
+    const [first, second] = await Promise.allSettled([DiskBuffer.open({ path }), DiskBuffer.open({ path })])
+    expect(first.status).toBe('fulfilled')
+    expect(second).toMatchObject({ status: 'rejected', reason: { code: 'LOCKED' } })
+    if (first.status === 'fulfilled') await first.value.close()
+  })
+
+  it('lets only one of two processes take the same stale lock over, even when both found it stale', async () => {
+    const path = tempDir()
+    writeFileSync(join(path, 'lock'), JSON.stringify({ pid: deadPid(), hostname: hostname(), since: 'then' }))
+    const a = lockChild(path)
+    let b: ReturnType<typeof lockChild> | undefined
+    try {
+      // A found the lock stale and stands just before renaming its own into place.
+      expect(await a.line()).toBe('paused')
+      // B finds the same stale lock. It must not reach the rename while A is taking over.
+      b = lockChild(path)
+      const bFirst = await b.line()
+      expect(bFirst).toMatch(/^refused LOCKED .*being taken over by process \d+/)
+      a.send('go')
+      expect(await a.line()).toBe('acquired')
+      // A third opener, after the takeover, sees A's live lock.
+      const c = lockChild(path)
+      expect(await c.line()).toMatch(/^refused LOCKED .*locked by process \d+/)
+      expect(readdirSync(path)).not.toContain('lock.takeover')
+    } finally {
+      a.kill()
+      b?.kill()
+      await a.exited
+    }
+  })
+
+  it('removes a takeover guard left by a process that died during its takeover', async () => {
+    const path = tempDir()
+    const dead = deadPid()
+    writeFileSync(join(path, 'lock'), JSON.stringify({ pid: dead, hostname: hostname(), since: 'then' }))
+    writeFileSync(
+      join(path, 'lock.takeover'),
+      JSON.stringify({ pid: dead, hostname: hostname(), since: 'then' }),
+    )
+    const buffer = await DiskBuffer.open({ path })
+    expect(readdirSync(path)).not.toContain('lock.takeover')
+    await buffer.close()
+  })
+
+  it('refuses while a live process holds the takeover guard, and says what to do if none does', async () => {
+    const path = tempDir()
+    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' })
+    try {
+      writeFileSync(
+        join(path, 'lock'),
+        JSON.stringify({ pid: deadPid(), hostname: hostname(), since: 'then' }),
+      )
+      writeFileSync(
+        join(path, 'lock.takeover'),
+        JSON.stringify({ pid: child.pid, hostname: hostname(), since: 'now' }),
+      )
+      const error = await DiskBuffer.open({ path }).catch((e: unknown) => e)
+      expect(error).toMatchObject({ code: 'LOCKED' })
+      expect((error as DiskBufferError).message).toContain(`being taken over by process ${child.pid}`)
+      expect((error as DiskBufferError).message).toContain('ackline-buffer --repair')
+    } finally {
+      child.kill('SIGKILL')
+    }
+  })
 })
+
+/** The pid of a process that has exited. */
+function deadPid(): number {
+  return spawnSync(process.execPath, ['-e', '']).pid!
+}
+
+/** A child process opening the buffer in `path` (see `fixtures/lockChild.ts`), read line by line. */
+function lockChild(path: string) {
+  const script = new URL('./fixtures/lockChild.ts', import.meta.url).pathname
+  const root = new URL('../../..', import.meta.url).pathname
+  const proc = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, path], {
+    cwd: root,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  const lines: string[] = []
+  const waiting: ((line: string) => void)[] = []
+  let pending = ''
+  let stderr = ''
+  proc.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString()
+  })
+  proc.stdout.on('data', (chunk: Buffer) => {
+    const parts = (pending + chunk.toString()).split('\n')
+    pending = parts.pop()!
+    for (const line of parts) {
+      const next = waiting.shift()
+      if (next === undefined) lines.push(line)
+      else next(line)
+    }
+  })
+  const exited = new Promise<void>((resolve) => proc.on('exit', () => resolve()))
+  return {
+    exited,
+    line: (): Promise<string> =>
+      lines.length > 0
+        ? Promise.resolve(lines.shift()!)
+        : new Promise<string>((resolve, reject) => {
+            waiting.push(resolve)
+            exited.then(() => reject(new Error(`lockChild exited: ${stderr}`)))
+          }),
+    send: (line: string): void => {
+      if (proc.exitCode === null) proc.stdin.write(`${line}\n`)
+    },
+    kill: (): void => {
+      proc.kill('SIGKILL')
+    },
+  }
+}

@@ -5,6 +5,14 @@
  * open succeeds; a lock whose holder is gone (a dead pid on this host, or this process with no
  * buffer open on the directory) is stale and taken over.
  *
+ * A live lock is never touched. A stale one is replaced only under the takeover guard, a second
+ * file (`lock.takeover`) created exclusively: whoever creates it reads the lock again and
+ * replaces it if it is still stale; anyone else who finds the guard held by a live process backs
+ * off with `LOCKED`. So two processes that find the same stale lock at the same instant cannot
+ * both take it over. A guard left by a process that died during its takeover is removed by the
+ * next opener; only two openers removing such a guard at the same instant could still both go
+ * on (a takeover interrupted by a crash, then a simultaneous start).
+ *
  * @module
  */
 import { hostname } from 'node:os'
@@ -19,16 +27,21 @@ export interface LockHolder {
 }
 
 const FILE = 'lock'
+/** The takeover guard: held by whoever is replacing a stale lock, for the few milliseconds it takes. */
+const GUARD = 'lock.takeover'
 /** Directories locked by buffers open in this process, per file system. */
 const held = new WeakMap<FileSystem, Set<string>>()
-const heldOn = (fs: FileSystem): Set<string> => {
-  let set = held.get(fs)
+/** Directories this process is acquiring right now, per file system (one acquire at a time). */
+const acquiring = new WeakMap<FileSystem, Set<string>>()
+const setOn = (map: WeakMap<FileSystem, Set<string>>, fs: FileSystem): Set<string> => {
+  let set = map.get(fs)
   if (set === undefined) {
     set = new Set()
-    held.set(fs, set)
+    map.set(fs, set)
   }
   return set
 }
+const heldOn = (fs: FileSystem): Set<string> => setOn(held, fs)
 
 const alive = (pid: number): boolean => {
   try {
@@ -48,13 +61,62 @@ const parse = (bytes: Uint8Array | undefined): LockHolder | undefined => {
   }
 }
 
+const lockedBy = (holder: LockHolder, dir: string): DiskBufferError =>
+  new DiskBufferError(
+    'LOCKED',
+    `locked by process ${holder.pid} on ${holder.hostname} since ${holder.since} (${dir}/${FILE})`,
+    dir,
+  )
+
+/**
+ * Takes the takeover guard of `dir`, writing `body` (this process) into it. A guard whose holder
+ * is gone is removed and taken once; a live holder, or a guard that cannot be read (its holder
+ * may be writing it), is refused with `LOCKED`.
+ */
+async function takeGuard(fs: FileSystem, dir: string, body: Uint8Array): Promise<void> {
+  const path = `${dir}/${GUARD}`
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const file = await fs.open(path, 'create-exclusive')
+      try {
+        await file.writev([body], 0)
+        await file.datasync()
+      } finally {
+        await file.close()
+      }
+      return
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+      const other = parse(await fs.readFile(path))
+      if (attempt > 0 || other === undefined || LockFile.isLive(fs, other, dir)) {
+        const who = other === undefined ? 'a process' : `process ${other.pid} on ${other.hostname}`
+        throw new DiskBufferError(
+          'LOCKED',
+          `the stale lock is being taken over by ${who} (${path}; if no process is opening the buffer, remove that file or run ackline-buffer --repair)`,
+          dir,
+        )
+      }
+      // Left by a process that died during its takeover.
+      await fs.unlink(path)
+    }
+  }
+}
+
 /** Acquiring and releasing the directory lock. */
 export const LockFile = {
   FILE,
+  GUARD,
 
   /** What the lock file of `dir` says, if anything. */
   async holder(fs: FileSystem, dir: string): Promise<LockHolder | undefined> {
     return parse(await fs.readFile(`${dir}/${FILE}`))
+  },
+
+  /** What the takeover guard of `dir` says: `undefined` when there is none, `'unreadable'` when it cannot be parsed. */
+  async guardHolder(fs: FileSystem, dir: string): Promise<LockHolder | 'unreadable' | undefined> {
+    const bytes = await fs.readFile(`${dir}/${GUARD}`)
+    if (bytes === undefined) return undefined
+    return parse(bytes) ?? 'unreadable'
   },
 
   /** Whether `holder` still holds the lock of `dir` (is alive and, if it is us, has it open). */
@@ -73,46 +135,18 @@ export const LockFile = {
     if (heldHere.has(dir)) {
       throw new DiskBufferError('LOCKED', `already open in this process (pid ${process.pid})`, dir)
     }
-    const me: LockHolder = { pid: process.pid, hostname: hostname(), since: new Date().toISOString() }
-    const body = Buffer.from(JSON.stringify(me))
-    let tookOverFrom: LockHolder | undefined
-    try {
-      const file = await fs.open(`${dir}/${FILE}`, 'create-exclusive')
-      try {
-        await file.writev([body], 0)
-        await file.datasync()
-      } finally {
-        await file.close()
-      }
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-      const holder = await LockFile.holder(fs, dir)
-      if (holder !== undefined && LockFile.isLive(fs, holder, dir)) {
-        throw new DiskBufferError(
-          'LOCKED',
-          `locked by process ${holder.pid} on ${holder.hostname} since ${holder.since} (${dir}/${FILE})`,
-          dir,
-        )
-      }
-      tookOverFrom = holder ?? { pid: -1, hostname: 'unknown', since: 'unknown' }
-      // Replace the stale lock in one rename, so a reader never sees a half-written one.
-      const temp = `${dir}/${FILE}.${process.pid}.tmp`
-      const file = await fs.open(temp, 'truncate')
-      try {
-        await file.writev([body], 0)
-        await file.datasync()
-      } finally {
-        await file.close()
-      }
-      await fs.rename(temp, `${dir}/${FILE}`)
-      // Two processes taking over at once: whoever renamed last holds it; the other backs off.
-      const now = await LockFile.holder(fs, dir)
-      if (now?.pid !== me.pid || now.hostname !== me.hostname) {
-        throw new DiskBufferError('LOCKED', `taken over by process ${now?.pid} at the same moment`, dir)
-      }
+    const busy = setOn(acquiring, fs)
+    if (busy.has(dir)) {
+      throw new DiskBufferError('LOCKED', `already being opened in this process (pid ${process.pid})`, dir)
     }
-    heldHere.add(dir)
-    return { tookOverFrom }
+    busy.add(dir)
+    try {
+      const tookOverFrom = await take(fs, dir)
+      heldHere.add(dir)
+      return { tookOverFrom }
+    } finally {
+      busy.delete(dir)
+    }
   },
 
   /** Releases the lock of `dir` and removes the file. Releasing twice is harmless. */
@@ -126,3 +160,43 @@ export const LockFile = {
     heldOn(fs).delete(dir)
   },
 } as const
+
+/** Creates the lock of `dir`, or takes a stale one over; returns the stale holder, if any. */
+async function take(fs: FileSystem, dir: string): Promise<LockHolder | undefined> {
+  const me: LockHolder = { pid: process.pid, hostname: hostname(), since: new Date().toISOString() }
+  const body = Buffer.from(JSON.stringify(me))
+  let tookOverFrom: LockHolder | undefined
+  try {
+    const file = await fs.open(`${dir}/${FILE}`, 'create-exclusive')
+    try {
+      await file.writev([body], 0)
+      await file.datasync()
+    } finally {
+      await file.close()
+    }
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+    const holder = await LockFile.holder(fs, dir)
+    if (holder !== undefined && LockFile.isLive(fs, holder, dir)) throw lockedBy(holder, dir)
+    await takeGuard(fs, dir, body)
+    try {
+      // Read again under the guard: another process may have taken the lock over meanwhile.
+      const now = await LockFile.holder(fs, dir)
+      if (now !== undefined && LockFile.isLive(fs, now, dir)) throw lockedBy(now, dir)
+      tookOverFrom = now ?? holder ?? { pid: -1, hostname: 'unknown', since: 'unknown' }
+      // Replace the stale lock in one rename, so a reader never sees a half-written one.
+      const temp = `${dir}/${FILE}.${process.pid}.tmp`
+      const file = await fs.open(temp, 'truncate')
+      try {
+        await file.writev([body], 0)
+        await file.datasync()
+      } finally {
+        await file.close()
+      }
+      await fs.rename(temp, `${dir}/${FILE}`)
+    } finally {
+      await fs.unlink(`${dir}/${GUARD}`)
+    }
+  }
+  return tookOverFrom
+}
