@@ -148,11 +148,17 @@ export class BatchTracker {
     if (--entry.unrecorded === 0) this.#finish(entry, entry.recorded, false)
   }
 
-  /** Reports every pending batch `errored` now (a stop's deadline passed). */
+  /**
+   * Reports every pending batch now (a stop's deadline passed): `errored`, unless its receiver
+   * has resolved and only the report was still queued.
+   */
   forceAll(): void {
     const entries: TrackedBatch[] = []
     for (let entry = this.#head; entry !== undefined; entry = entry.next) entries.push(entry)
-    for (const entry of entries.reverse()) this.#finish(entry, 'errored', true)
+    for (const entry of entries.reverse()) {
+      const status = entry.receiver.status
+      this.#finish(entry, status ?? 'errored', status === undefined)
+    }
   }
 
   #finish(entry: TrackedBatch, status: BatchStatus, timedOut: boolean): void {

@@ -1,0 +1,86 @@
+// The batch tracker on its own: what a source is told, and when.
+import { BatchNotifier, EventArray } from '@ackline/core'
+import { describe, expect, it } from 'vitest'
+import { BatchTracker } from '../src/internal/BatchTracker.js'
+import { Counters } from '../src/internal/Counters.js'
+import type { LifecycleEvent } from '../src/LifecycleEvent.js'
+
+function tracker(options: { authoritative?: boolean; watching?: boolean } = {}) {
+  const facts: LifecycleEvent[] = []
+  const counters = new Counters('source', 'test')
+  const t = new BatchTracker(
+    'src',
+    counters,
+    undefined,
+    { emit: (fact) => facts.push(fact), watching: () => options.watching ?? true },
+    options.authoritative ?? false,
+  )
+  return { t, facts, counters }
+}
+
+function batch(n: number) {
+  const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+  const array = EventArray.fromRecords(
+    Array.from({ length: n }, (_, i) => ({ i })),
+    { sourceId: 'src', batch: notifier },
+  )
+  return { array, receiver }
+}
+
+describe('BatchTracker', () => {
+  it('reports a resolved batch once, in a microtask after the end that resolved it', async () => {
+    const { t, facts, counters } = tracker()
+    const { array, receiver } = batch(2)
+    const receipt = t.track(receiver, 2, Date.now())
+    expect(t.pending).toBe(1)
+    array.end('rejected')
+    expect(facts).toEqual([])
+    expect(await receipt.status).toBe('rejected')
+    expect(t.pending).toBe(0)
+    expect(counters.inFlight).toBe(0)
+    expect(facts).toMatchObject([
+      { type: 'batch_resolved', batchId: receipt.batchId, status: 'rejected', timedOut: false },
+    ])
+  })
+
+  it('a forced stop reports what a batch resolved to if only its report was still queued', async () => {
+    const { t, facts } = tracker()
+    const resolved = batch(1)
+    const open = batch(1)
+    const first = t.track(resolved.receiver, 1, Date.now())
+    const second = t.track(open.receiver, 1, Date.now())
+    resolved.array.end('delivered')
+    t.forceAll() // before the queued report runs
+    expect(await first.status).toBe('delivered')
+    expect(await second.status).toBe('errored')
+    await Promise.resolve()
+    expect(facts.map((f) => f.type === 'batch_resolved' && [f.status, f.timedOut])).toEqual([
+      ['delivered', false],
+      ['errored', true],
+    ])
+    open.array.end('delivered') // the late real resolution is ignored
+    await Promise.resolve()
+    expect(facts).toHaveLength(2)
+  })
+
+  it('tells the source as soon as an authoritative sink recorded every event, and once only', async () => {
+    const { t, facts } = tracker({ authoritative: true })
+    const { array, receiver } = batch(2)
+    const receipt = t.track(receiver, 2, Date.now())
+    t.recorded(receiver, 'delivered')
+    t.recorded(receiver, 'errored')
+    expect(await receipt.status).toBe('errored')
+    array.end('delivered')
+    await Promise.resolve()
+    expect(facts.filter((f) => f.type === 'batch_resolved')).toHaveLength(1)
+  })
+
+  it('builds no batch_resolved fact while nobody watches, and still decides the receipt', async () => {
+    const { t, facts } = tracker({ watching: false })
+    const { array, receiver } = batch(1)
+    const receipt = t.track(receiver, 1, Date.now())
+    array.end('delivered')
+    expect(await receipt.status).toBe('delivered')
+    expect(facts).toEqual([])
+  })
+})
