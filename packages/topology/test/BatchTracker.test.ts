@@ -5,16 +5,13 @@ import { BatchTracker } from '../src/internal/BatchTracker.js'
 import { Counters } from '../src/internal/Counters.js'
 import type { LifecycleEvent } from '../src/LifecycleEvent.js'
 
-function tracker(options: { authoritative?: boolean; watching?: boolean } = {}) {
+function tracker(options: { watching?: boolean } = {}) {
   const facts: LifecycleEvent[] = []
   const counters = new Counters('source', 'test')
-  const t = new BatchTracker(
-    'src',
-    counters,
-    undefined,
-    { emit: (fact) => facts.push(fact), watching: () => options.watching ?? true },
-    options.authoritative ?? false,
-  )
+  const t = new BatchTracker('src', counters, undefined, {
+    emit: (fact) => facts.push(fact),
+    watching: () => options.watching ?? true,
+  })
   return { t, facts, counters }
 }
 
@@ -64,7 +61,7 @@ describe('BatchTracker', () => {
   })
 
   it('tells the source as soon as an authoritative sink recorded every event, and once only', async () => {
-    const { t, facts } = tracker({ authoritative: true })
+    const { t, facts } = tracker()
     const { array, receiver } = batch(2)
     const receipt = t.track(receiver, 2, Date.now())
     t.recorded(receiver, 'delivered')

@@ -7,8 +7,7 @@
  * timeout nor an early report touches an event handle: the handles keep their single owners and
  * still end exactly once, later; only the source's view is decided early.
  *
- * Cost: a tracked batch is one object (it is also the source's receipt) in a linked list, plus a
- * map entry by receiver only in topologies with an authoritative sink. The
+ * Cost: a tracked batch is one object (it is also the source's receipt) and one map entry. The
  * receipt's promise is made only when the source reads `status`, the batch id only when someone
  * reads it, and the `batch_resolved` fact only while someone watches the lifecycle. Batches that
  * resolve are reported in one microtask per burst, not one promise each, and never inside the
@@ -37,9 +36,6 @@ class TrackedBatch implements BatchReceipt {
   recorded: BatchStatus = Batch.initial
   /** What the source was told; `undefined` until then. */
   decided: BatchStatus | undefined = undefined
-  /** Neighbours in the tracker's list of pending batches. */
-  prev: TrackedBatch | undefined = undefined
-  next: TrackedBatch | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
   #resolve: ((status: BatchStatus) => void) | undefined = undefined
 
@@ -74,11 +70,8 @@ class TrackedBatch implements BatchReceipt {
 }
 
 export class BatchTracker {
-  /** The pending batches, newest first. */
-  #head: TrackedBatch | undefined = undefined
-  #pendingCount = 0
-  /** Pending batches by receiver, kept only when authoritative sinks report what they recorded. */
-  readonly #byReceiver: Map<BatchStatusReceiver, TrackedBatch> | undefined
+  /** The pending batches, oldest first, by receiver (authoritative sinks report by receiver). */
+  readonly #pending = new Map<BatchStatusReceiver, TrackedBatch>()
   /** Batches whose receivers resolved since the last flush, with their statuses. */
   #resolved: TrackedBatch[] = []
   #flushScheduled = false
@@ -97,11 +90,7 @@ export class BatchTracker {
     readonly counters: Counters,
     readonly ackTimeoutMs: number | undefined,
     readonly facts: FactSink,
-    /** Whether some authoritative sink may call {@link BatchTracker.recorded}. */
-    authoritativeSinks: boolean,
-  ) {
-    this.#byReceiver = authoritativeSinks ? new Map() : undefined
-  }
+  ) {}
 
   /**
    * Tracks the batch of `events` events that `receiver` reports on, created at `start` (ms since
@@ -110,14 +99,7 @@ export class BatchTracker {
   track(receiver: BatchStatusReceiver, events: number, start: number): BatchReceipt {
     this.counters.inFlight++
     const entry = new TrackedBatch(receiver, start, events)
-    const head = this.#head
-    if (head !== undefined) {
-      entry.next = head
-      head.prev = entry
-    }
-    this.#head = entry
-    this.#pendingCount++
-    this.#byReceiver?.set(receiver, entry)
+    this.#pending.set(receiver, entry)
     receiver.onResolved(() => {
       this.#resolved.push(entry)
       if (!this.#flushScheduled) {
@@ -133,7 +115,7 @@ export class BatchTracker {
 
   /** Batches not reported yet. */
   get pending(): number {
-    return this.#pendingCount
+    return this.#pending.size
   }
 
   /**
@@ -142,7 +124,7 @@ export class BatchTracker {
    * told now, even while other copies are still on their way.
    */
   recorded(receiver: BatchStatusReceiver, status: EventStatus): void {
-    const entry = this.#byReceiver?.get(receiver)
+    const entry = this.#pending.get(receiver)
     if (entry === undefined) return
     entry.recorded = Batch.update(entry.recorded, status)
     if (--entry.unrecorded === 0) this.#finish(entry, entry.recorded, false)
@@ -153,9 +135,7 @@ export class BatchTracker {
    * has resolved and only the report was still queued.
    */
   forceAll(): void {
-    const entries: TrackedBatch[] = []
-    for (let entry = this.#head; entry !== undefined; entry = entry.next) entries.push(entry)
-    for (const entry of entries.reverse()) {
+    for (const entry of [...this.#pending.values()]) {
       const status = entry.receiver.status
       this.#finish(entry, status ?? 'errored', status === undefined)
     }
@@ -163,7 +143,7 @@ export class BatchTracker {
 
   #finish(entry: TrackedBatch, status: BatchStatus, timedOut: boolean): void {
     if (entry.decided !== undefined) return
-    this.#unlink(entry)
+    this.#pending.delete(entry.receiver)
     if (entry.timer !== undefined) clearTimeout(entry.timer)
     const latencyMs = Date.now() - entry.start
     this.counters.inFlight--
@@ -179,16 +159,5 @@ export class BatchTracker {
         timedOut,
       })
     }
-  }
-
-  #unlink(entry: TrackedBatch): void {
-    const { prev, next } = entry
-    if (prev === undefined) this.#head = next
-    else prev.next = next
-    if (next !== undefined) next.prev = prev
-    entry.prev = undefined
-    entry.next = undefined
-    this.#pendingCount--
-    this.#byReceiver?.delete(entry.receiver)
   }
 }
