@@ -51,16 +51,14 @@ class Filter implements FilterTransform {
     let i = 0
     try {
       while (i < list.length && predicate(list[i]!) === true) i++
-    } catch (error) {
-      // What was kept before the throw goes on, as if each event had been emitted at once.
-      for (let j = 0; j < i; j++) context.emit(list[j]!)
-      throw error
+    } finally {
+      // Stopped early (a discard, or a throw): what was kept is emitted now, in order.
+      if (i < list.length) for (let j = 0; j < i; j++) context.emit(list[j]!)
     }
     if (i === list.length) {
       context.emitAll(events)
       return
     }
-    for (let j = 0; j < i; j++) context.emit(list[j]!)
     context.drop(list[i]!)
     for (i++; i < list.length; i++) {
       const event = list[i]!

@@ -66,25 +66,22 @@ class Remap implements RemapTransform {
     // While every event goes on as it is (edited in place), nothing is emitted yet: if all of
     // them do, the array is passed on whole, in one call.
     let i = 0
+    let result: RemapResult
     try {
       for (; i < list.length; i++) {
-        const input = list[i]!
         // A function that returns nothing returns `undefined`.
-        const result = fn(input) as RemapResult
-        if (result === undefined || result === input) continue
-        for (let j = 0; j < i; j++) context.emit(list[j]!)
-        emitResult(input, result, context)
-        break
+        result = fn(list[i]!) as RemapResult
+        if (result !== undefined && result !== list[i]) break
       }
-    } catch (error) {
-      // What was done before the throw goes on, as if each event had been emitted at once.
-      for (let j = 0; j < i; j++) context.emit(list[j]!)
-      throw error
+    } finally {
+      // Stopped early (another result, or a throw): what went on as it was is emitted now, in order.
+      if (i < list.length) for (let j = 0; j < i; j++) context.emit(list[j]!)
     }
     if (i === list.length) {
       context.emitAll(events)
       return
     }
+    emitResult(list[i]!, result, context)
     for (i++; i < list.length; i++) {
       const input = list[i]!
       emitResult(input, fn(input) as RemapResult, context)

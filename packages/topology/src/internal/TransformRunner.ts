@@ -40,7 +40,7 @@ class CallContext implements TransformContext {
   }
 
   emit(event: LogEvent, port?: string): void {
-    if (this.passed !== undefined) this.#unpass()
+    this.unpass()
     let list = this.defaultPort
     if (port !== undefined && port !== '') {
       let named = this.ports.get(port)
@@ -69,9 +69,8 @@ class CallContext implements TransformContext {
         this.passed = events
         return
       }
-      if (this.passed !== undefined) this.#unpass()
-      const out = this.defaultPort
-      for (let i = 0; i < list.length; i++) out.push(list[i]!)
+      this.unpass()
+      this.#append(list)
       return
     }
     for (let i = 0; i < list.length; i++) this.emit(list[i]!, port)
@@ -83,9 +82,14 @@ class CallContext implements TransformContext {
   }
 
   /** Turns a passed array into the default port's list, so more can follow it. */
-  #unpass(): void {
-    const list = this.passed!.events
+  unpass(): void {
+    const passed = this.passed
+    if (passed === undefined) return
     this.passed = undefined
+    this.#append(passed.events)
+  }
+
+  #append(list: readonly LogEvent[]): void {
     const out = this.defaultPort
     for (let i = 0; i < list.length; i++) out.push(list[i]!)
   }
@@ -104,11 +108,6 @@ class CallContext implements TransformContext {
 
   close(): void {
     this.#open = false
-  }
-
-  /** Makes the default port a plain list again (the general check rewrites it). */
-  unpass(): void {
-    if (this.passed !== undefined) this.#unpass()
   }
 }
 
@@ -225,7 +224,7 @@ export class TransformRunner {
       this.#held.size > 0 ||
       !inOrder(inputs, context.emitted)
     ) {
-      context.unpass()
+      context.unpass() // the general check rewrites the default port's list
       this.#reconcile(context, inputs, failure, step)
     }
     const sends: Promise<void>[] = []
@@ -323,11 +322,6 @@ export class TransformRunner {
  * port is a subsequence of the inputs, still live, and every input left out has ended.
  */
 function inOrder(inputs: readonly LogEvent[], emitted: readonly LogEvent[]): boolean {
-  if (inputs === emitted) {
-    // The input array passed on whole: it is in order if none of it has ended.
-    for (let i = 0; i < inputs.length; i++) if (inputs[i]!.isEnded) return false
-    return true
-  }
   let j = 0
   for (let i = 0; i < inputs.length; i++) {
     const event = inputs[i]!
