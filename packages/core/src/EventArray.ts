@@ -74,22 +74,13 @@ export class EventArray implements Iterable<LogEvent> {
     const sourceId = options.sourceId
     const timestamp = options.ingestTimestamp ?? Date.now()
     const batch = options.batch
-    if (batch === undefined) {
-      for (let i = 0; i < n; i++) {
-        events[i] = new LogEvent(records[i]!, undefined, new EventMetadata(sourceId, timestamp))
-      }
-      return new EventArray(events)
-    }
     // Fresh events cannot have ended, so nothing needs checking before the slots are taken.
-    const first = batch._state.addSlots(n)
+    const first = batch === undefined ? 0 : batch._state.addSlots(n)
     for (let i = 0; i < n; i++) {
-      events[i] = new LogEvent(
-        records[i]!,
-        undefined,
-        new EventMetadata(sourceId, timestamp, batch, first + i),
-      )
+      const metadata = new EventMetadata(sourceId, timestamp, batch, batch === undefined ? 0 : first + i)
+      events[i] = new LogEvent(records[i]!, undefined, metadata)
     }
-    if (options.release !== false) batch.release()
+    if (batch !== undefined && options.release !== false) batch.release()
     return new EventArray(events)
   }
 

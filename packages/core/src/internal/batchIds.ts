@@ -12,9 +12,9 @@ let lastMs = Number.NEGATIVE_INFINITY
 let lastSeq = 0
 
 /**
- * Stamps `state` with the next stamp: a new millisecond starts its counter at a random 31-bit value (so two
- * processes rarely share a prefix); within a millisecond the counter counts up, and when it wraps
- * the stamp borrows the next millisecond, so stamps never go backwards.
+ * Stamps `state` with the next stamp: a new millisecond starts its counter at a random 31-bit
+ * value (so two processes rarely share a prefix); within a millisecond the counter counts up, and
+ * when it wraps the stamp borrows the next millisecond, so stamps never go backwards.
  */
 export function nextStamp(state: { idMs: number; idSeq: number }): void {
   const now = Date.now()
