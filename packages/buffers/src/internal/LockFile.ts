@@ -17,7 +17,7 @@
  */
 import { hostname } from 'node:os'
 import { DiskBufferError } from '../DiskBufferError.js'
-import type { FileSystem } from './FileSystem.js'
+import type { FileSystem, OpenMode } from './FileSystem.js'
 
 /** What a lock file says. */
 export interface LockHolder {
@@ -61,6 +61,17 @@ const parse = (bytes: Uint8Array | undefined): LockHolder | undefined => {
   }
 }
 
+/** Writes `body` to a file opened with `mode` and fsyncs it before closing. */
+async function writeDurably(fs: FileSystem, path: string, mode: OpenMode, body: Uint8Array): Promise<void> {
+  const file = await fs.open(path, mode)
+  try {
+    await file.writev([body], 0)
+    await file.datasync()
+  } finally {
+    await file.close()
+  }
+}
+
 const lockedBy = (holder: LockHolder, dir: string): DiskBufferError =>
   new DiskBufferError(
     'LOCKED',
@@ -77,13 +88,7 @@ async function takeGuard(fs: FileSystem, dir: string, body: Uint8Array): Promise
   const path = `${dir}/${GUARD}`
   for (let attempt = 0; ; attempt++) {
     try {
-      const file = await fs.open(path, 'create-exclusive')
-      try {
-        await file.writev([body], 0)
-        await file.datasync()
-      } finally {
-        await file.close()
-      }
+      await writeDurably(fs, path, 'create-exclusive', body)
       return
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
@@ -167,13 +172,7 @@ async function take(fs: FileSystem, dir: string): Promise<LockHolder | undefined
   const body = Buffer.from(JSON.stringify(me))
   let tookOverFrom: LockHolder | undefined
   try {
-    const file = await fs.open(`${dir}/${FILE}`, 'create-exclusive')
-    try {
-      await file.writev([body], 0)
-      await file.datasync()
-    } finally {
-      await file.close()
-    }
+    await writeDurably(fs, `${dir}/${FILE}`, 'create-exclusive', body)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
     const holder = await LockFile.holder(fs, dir)
@@ -186,13 +185,7 @@ async function take(fs: FileSystem, dir: string): Promise<LockHolder | undefined
       tookOverFrom = now ?? holder ?? { pid: -1, hostname: 'unknown', since: 'unknown' }
       // Replace the stale lock in one rename, so a reader never sees a half-written one.
       const temp = `${dir}/${FILE}.${process.pid}.tmp`
-      const file = await fs.open(temp, 'truncate')
-      try {
-        await file.writev([body], 0)
-        await file.datasync()
-      } finally {
-        await file.close()
-      }
+      await writeDurably(fs, temp, 'truncate', body)
       await fs.rename(temp, `${dir}/${FILE}`)
     } finally {
       await fs.unlink(`${dir}/${GUARD}`)
