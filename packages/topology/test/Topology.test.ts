@@ -921,7 +921,9 @@ describe('edge cases of the runtime', () => {
         .build(),
     )
     expect(await source.statuses()).toEqual(['errored'])
-    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+    const errors = facts.filter((f) => f.type === 'component_error')
+    expect(errors[0]).toMatchObject({ code: 'UNDECLARED_PORT', events: 1 })
+    expect(errors[1]).toMatchObject({
       code: 'PROCESS_FAILED',
       message: expect.stringContaining("port 'nope'"),
     })

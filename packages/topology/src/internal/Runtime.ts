@@ -94,9 +94,20 @@ export class Runtime {
           maxEvents: options?.maxEvents ?? DEFAULT_MAX_EVENTS,
           whenFull: options?.whenFull ?? 'block',
           droppedStatus: options?.droppedStatus ?? 'rejected',
+          droppedFailure: {
+            componentId: decl.id,
+            code: 'BUFFER_FULL',
+            message: `the buffer in front of '${decl.id}' was full and dropped the events (whenFull: 'drop_newest')`,
+          },
+          stoppedFailure: {
+            componentId: decl.id,
+            code: 'STOPPED',
+            message: `the topology stopped while the events waited in front of '${decl.id}'`,
+          },
           onDrop: (events, status) => {
             consumer.discarded += events
             consumer.settled(status, events)
+            if (status !== 'delivered') consumer.failed('BUFFER_FULL', events)
           },
         }),
       )
@@ -149,8 +160,12 @@ export class Runtime {
       runner.settleHeld()
     }
     for (const [id, buffer] of this.#buffers) {
-      if (buffer instanceof MemoryChannel) this.#counters.get(id)!.errored += buffer.force('errored')
-      else discard(buffer).catch(() => {})
+      if (buffer instanceof MemoryChannel) {
+        const counters = this.#counters.get(id)!
+        const settled = buffer.force('errored')
+        counters.errored += settled
+        if (settled > 0) counters.failed('STOPPED', settled)
+      } else discard(buffer).catch(() => {})
     }
     for (const runner of this.#sinkRunners) runner.force()
     for (const tracker of this.#trackers) tracker.forceAll()
@@ -220,8 +235,9 @@ export class Runtime {
           decl.options.retry,
           counters,
           this.#emit,
-          (sourceId, receiver, status) => {
-            if (sourceId !== undefined) this.#trackersBySource.get(sourceId)?.recorded(receiver, status)
+          (sourceId, receiver, status, failure) => {
+            if (sourceId !== undefined)
+              this.#trackersBySource.get(sourceId)?.recorded(receiver, status, failure)
           },
         )
         this.#sinkRunners.push(runner)
