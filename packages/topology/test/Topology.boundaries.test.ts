@@ -4,7 +4,7 @@
 import type { EventArray, LogEvent } from '@ackline/core'
 import { type Sink, TopologyBuilder, TopologyError, type TransformContext } from '@ackline/topology'
 import { describe, expect, it, vi } from 'vitest'
-import { on, records, run } from './support/Harness.js'
+import { linear, on, records, run, through } from './support/Harness.js'
 import { testSink, testSource } from './support/TestComponents.js'
 
 describe('a sink whose start() throws', () => {
@@ -78,9 +78,7 @@ describe('per-event results from untyped sinks', () => {
     ['recorded', ['recorded', 'delivered']],
   ])('an unknown entry (%s) is never delivered: errored, and reported', async (_, result) => {
     const source = testSource([records(1, 2)])
-    const facts = await run(
-      new TopologyBuilder(on).source('in', source).sink('out', ['in'], resultOf(result)).build(),
-    )
+    const facts = await run(linear(source, resultOf(result)))
     expect(await source.statuses()).toEqual(['errored'])
     expect(source.receipts[0]!.failure).toMatchObject({ componentId: 'out', code: 'BAD_RESULT' })
     expect(facts.find((f) => f.type === 'component_error')).toMatchObject({ code: 'BAD_RESULT', events: 1 })
@@ -93,9 +91,7 @@ describe('per-event results from untyped sinks', () => {
     ['true', true],
   ])('a result that is not an array (%s) settles every event errored', async (_, result) => {
     const source = testSource([records(1, 2)])
-    const facts = await run(
-      new TopologyBuilder(on).source('in', source).sink('out', ['in'], resultOf(result)).build(),
-    )
+    const facts = await run(linear(source, resultOf(result)))
     expect(await source.statuses()).toEqual(['errored'])
     expect(facts.find((f) => f.type === 'component_error')).toMatchObject({ code: 'BAD_RESULT', events: 2 })
   })
@@ -112,7 +108,7 @@ describe('per-event results from untyped sinks', () => {
               : 'delivered',
         ),
     })
-    await run(new TopologyBuilder(on).source('in', source).sink('out', ['in'], sink).build())
+    await run(linear(source, sink))
     expect(await source.statuses()).toEqual(['delivered', 'rejected', 'errored'])
     expect(source.receipts[1]!.failure).toMatchObject({ code: 'UNENCODABLE' })
     expect(source.receipts[2]!.failure).toMatchObject({ code: 'WRITE_FAILED' })
@@ -127,12 +123,7 @@ describe('per-event results from untyped sinks', () => {
         throw new TypeError('Do not know how to serialize a BigInt')
       },
     })
-    await run(
-      new TopologyBuilder(on)
-        .source('in', source)
-        .sink('out', ['in'], sink, { retry: { attempts: 5, initialBackoffMs: 1 } })
-        .build(),
-    )
+    await run(linear(source, sink, { retry: { attempts: 5, initialBackoffMs: 1 } }))
     expect(await source.statuses()).toEqual(['rejected'])
     expect(writes).toBe(1)
     expect(source.receipts[0]!.failure).toMatchObject({ componentId: 'out', code: 'UNENCODABLE' })
@@ -159,11 +150,7 @@ describe('emits a transform makes wrongly', () => {
   it('emit on an undeclared port after the call returned settles the event errored before it throws', async () => {
     const source = testSource([records(1)], { untilStopped: true })
     const { kept, transform } = keeper()
-    const topology = new TopologyBuilder(on)
-      .source('in', source)
-      .transform('t', ['in'], transform)
-      .sink('out', ['t'], testSink())
-      .build()
+    const topology = through(source, transform, testSink())
     const facts: unknown[] = []
     topology.lifecycle.subscribe((f) => facts.push(f))
     await topology.start()

@@ -3,7 +3,7 @@
 
 import { RejectError, RetryableError, TopologyBuilder } from '@ackline/topology'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { n, on, records, run } from './support/Harness.js'
+import { linear, n, on, records, run } from './support/Harness.js'
 import { Gate, keepIf, passThrough, testSink, testSource } from './support/TestComponents.js'
 
 afterEach(() => {
@@ -13,7 +13,7 @@ afterEach(() => {
 describe('BatchReceipt.failure', () => {
   it('is undefined for a delivered batch', async () => {
     const source = testSource([records(1, 2)])
-    await run(new TopologyBuilder(on).source('in', source).sink('out', ['in'], testSink()).build())
+    await run(linear(source, testSink()))
     expect(await source.statuses()).toEqual(['delivered'])
     expect(source.receipts[0]!.failure).toBeUndefined()
   })
@@ -25,12 +25,7 @@ describe('BatchReceipt.failure', () => {
         throw new RetryableError('db', 'connection reset')
       },
     })
-    const facts = await run(
-      new TopologyBuilder(on)
-        .source('in', source)
-        .sink('out', ['in'], sink, { retry: { attempts: 2, initialBackoffMs: 1 } })
-        .build(),
-    )
+    const facts = await run(linear(source, sink, { retry: { attempts: 2, initialBackoffMs: 1 } }))
     expect(await source.statuses()).toEqual(['errored'])
     const failure = source.receipts[0]!.failure
     expect(failure).toMatchObject({ componentId: 'out', code: 'WRITE_FAILED' })
@@ -45,7 +40,7 @@ describe('BatchReceipt.failure', () => {
         throw new RejectError('db', 'schema mismatch')
       },
     })
-    await run(new TopologyBuilder(on).source('in', source).sink('out', ['in'], sink).build())
+    await run(linear(source, sink))
     expect(await source.statuses()).toEqual(['rejected'])
     expect(source.receipts[0]!.failure).toMatchObject({
       componentId: 'out',
@@ -57,7 +52,7 @@ describe('BatchReceipt.failure', () => {
   it('explains a rejected batch by the rejection, not by an earlier error of another event', async () => {
     const source = testSource([records(1, 2)])
     const sink = testSink({ outcome: (e) => (n(e) === 1 ? 'errored' : 'rejected') })
-    await run(new TopologyBuilder(on).source('in', source).sink('out', ['in'], sink).build())
+    await run(linear(source, sink))
     expect(await source.statuses()).toEqual(['rejected'])
     expect(source.receipts[0]!.failure).toMatchObject({ componentId: 'out', code: 'REJECTED' })
   })
@@ -96,10 +91,7 @@ describe('BatchReceipt.failure', () => {
     const gate = new Gate()
     const source = testSource([records(1), records(2), records(3)])
     const sink = testSink({ gate })
-    const topology = new TopologyBuilder(on)
-      .source('in', source)
-      .sink('out', ['in'], sink, { buffer: { maxEvents: 1, whenFull: 'drop_newest' } })
-      .build()
+    const topology = linear(source, sink, { buffer: { maxEvents: 1, whenFull: 'drop_newest' } })
     await topology.start()
     await vi.waitFor(() => expect(source.receipts).toHaveLength(3))
     gate.open()
@@ -134,7 +126,7 @@ describe('BatchReceipt.failure', () => {
   it('counts the failures of a sink by code in its metrics', async () => {
     const source = testSource([records(1, 2, 3)])
     const sink = testSink({ outcome: (e) => (n(e) === 1 ? 'delivered' : 'rejected') })
-    const topology = new TopologyBuilder(on).source('in', source).sink('out', ['in'], sink).build()
+    const topology = linear(source, sink)
     await run(topology)
     expect(topology.metrics().out!.failures).toEqual({ REJECTED: 2 })
     expect(topology.metrics().in!.failures).toEqual({})

@@ -1,0 +1,185 @@
+// A topology's life: start, graceful and forced stop, the ack timeout, metrics, and sources that
+// build their own events or run with acknowledgements off.
+
+import { type LifecycleEvent, TopologyBuilder } from '@ackline/topology'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { linear, on, quiet, records, run } from './support/Harness.js'
+import { Gate, passThrough, testSink, testSource } from './support/TestComponents.js'
+
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+describe('graceful stop', () => {
+  it('drains in-flight events when they make the deadline', async () => {
+    vi.useFakeTimers()
+    const source = testSource([records(1), records(2)], { untilStopped: true })
+    const sink = testSink({
+      write: () => new Promise((resolve) => setTimeout(() => resolve(undefined), 500)),
+    })
+    const topology = linear(source, sink)
+    await topology.start()
+    const stopped = topology.stop({ drainTimeoutMs: 5000 })
+    await vi.advanceTimersByTimeAsync(1000)
+    await stopped
+    expect(await source.statuses()).toEqual(['delivered', 'delivered'])
+  })
+
+  it('settles what is unsettled at the deadline errored; a second stop stops at once', async () => {
+    vi.useFakeTimers()
+    const gate = new Gate()
+    const source = testSource([records(1), records(2), records(3)], { untilStopped: true })
+    const topology = linear(source, testSink({ gate }))
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    let done = false
+    const stopped = topology.stop({ drainTimeoutMs: 5000 }).then(() => {
+      done = true
+    })
+    await vi.advanceTimersByTimeAsync(4999)
+    expect(done).toBe(false)
+    await vi.advanceTimersByTimeAsync(1)
+    await stopped
+    expect(await source.statuses()).toEqual(['errored', 'errored', 'errored'])
+    expect(facts.at(-1)).toEqual({ type: 'topology_stopped', forced: true })
+    // The write that was in progress returns late: its events were settled already, nothing throws.
+    gate.open()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(topology.metrics().out!.erroredEvents).toBe(3)
+
+    const second = testSource([records(1)], { untilStopped: true })
+    const stuck = linear(second, testSink({ gate: new Gate() }))
+    await stuck.start()
+    await vi.advanceTimersByTimeAsync(0)
+    void stuck.stop({ drainTimeoutMs: 60_000 })
+    await stuck.stop()
+    expect(await second.statuses()).toEqual(['errored'])
+  })
+})
+
+describe('ack timeout', () => {
+  it('tells the source errored after the timeout without ending any handle twice', async () => {
+    vi.useFakeTimers()
+    const gate = new Gate()
+    const source = testSource([records(1)])
+    const topology = new TopologyBuilder({ ...on, ackTimeoutMs: 1000 })
+      .source('in', source)
+      .sink('out', ['in'], testSink({ gate }))
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(1000)
+    expect(await source.statuses()).toEqual(['errored'])
+    gate.open()
+    await topology.done
+    const resolved = facts.filter((f) => f.type === 'batch_resolved')
+    expect(resolved).toMatchObject([{ status: 'errored', timedOut: true, latencyMs: 1000 }])
+    expect(topology.metrics().out!.erroredEvents).toBe(0)
+  })
+})
+
+describe('metrics', () => {
+  it('counts per component and tracks acks in flight', async () => {
+    const gate = new Gate()
+    const source = testSource([records(1, 2), records(3)])
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform('t', ['in'], passThrough())
+      .sink('a', ['t'], testSink({ gate }))
+      .sink('b', ['t'], testSink({ outcome: () => 'errored' }))
+      .build()
+    await topology.start()
+    await vi.waitUntil(() => topology.metrics().b!.erroredEvents === 3)
+    expect(topology.metrics().in!.acksInFlight).toBe(2)
+    gate.open()
+    await topology.done
+    const m = topology.metrics()
+    expect(m.in).toMatchObject({
+      role: 'source',
+      kind: 'test_source',
+      receivedEvents: 3,
+      sentEvents: 3,
+      acksInFlight: 0,
+    })
+    expect(m.in!.ackLatencyMs.count).toBe(2)
+    expect(m.t).toMatchObject({ receivedEvents: 3, sentEvents: 6 })
+    expect(m.a).toMatchObject({ receivedEvents: 3, erroredEvents: 0, acksInFlight: 0 })
+    expect(m.b).toMatchObject({ receivedEvents: 3, erroredEvents: 3 })
+  })
+})
+
+describe('lifecycle of a topology', () => {
+  it('runs once', async () => {
+    const topology = linear(testSource([]), testSink())
+    await topology.start()
+    await expect(topology.start()).rejects.toThrow(/runs once/)
+    await topology.stop()
+  })
+
+  it('rejects start() with a clear error naming the sink when its buffer cannot open', async () => {
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([]))
+      .sink('out', ['in'], testSink(), {
+        buffer: { kind: 'queue', open: () => Promise.reject(new Error('EACCES: permission denied')) },
+      })
+      .build()
+    await expect(topology.start()).rejects.toMatchObject({
+      name: 'TopologyError',
+      problems: [
+        {
+          code: 'BUFFER_OPEN_FAILED',
+          component: 'out',
+          field: 'buffer',
+          message: expect.stringContaining('EACCES'),
+        },
+      ],
+    })
+  })
+})
+
+describe('edge cases of the runtime', () => {
+  it('passes on events a source built itself with sendEvents', async () => {
+    const { BatchNotifier, EventArray, LogEvent } = await import('@ackline/core')
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'own' })
+    const sink = testSink({ outcome: () => 'rejected' })
+    await run(
+      new TopologyBuilder(on)
+        .source('own', {
+          kind: 'own',
+          canAcknowledge: true,
+          async run(context) {
+            await context.sendEvents(EventArray.of(new LogEvent({ n: 1 })).attach(notifier))
+          },
+        })
+        .sink('out', ['own'], sink)
+        .build(),
+    )
+    expect(await receiver).toBe('rejected')
+    expect(sink.received).toEqual(records(1))
+  })
+
+  it('stops a topology that never started, and resolves done', async () => {
+    const topology = linear(testSource([]), testSink())
+    await topology.stop()
+    await topology.done
+    await expect(topology.start()).rejects.toThrow(/runs once/)
+  })
+
+  it('an acks-off topology resolves receipts delivered as soon as batches are accepted', async () => {
+    const gate = new Gate()
+    const source = testSource([records(1)])
+    const topology = new TopologyBuilder(quiet)
+      .source('in', source)
+      .sink('out', ['in'], testSink({ gate }))
+      .build()
+    await topology.start()
+    await vi.waitUntil(() => source.receipts.length === 1)
+    expect(await source.receipts[0]!.status).toBe('delivered')
+    expect(source.acknowledgements).toBe(false)
+    gate.open()
+    await topology.done
+  })
+})

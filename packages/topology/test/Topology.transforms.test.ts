@@ -1,0 +1,276 @@
+// The transform contract as the runtime enforces it: what becomes of every input event, whatever
+// a transform does with it (emits, drops, merges, forgets, throws, holds for a flush).
+
+import { EventArray, type LogEvent } from '@ackline/core'
+import { TopologyBuilder, type Transform } from '@ackline/topology'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { n, on, records, run, through } from './support/Harness.js'
+import { testSink, testSource } from './support/TestComponents.js'
+
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+describe('user transforms', () => {
+  const withTransform = async (transform: Transform, batches = [records(1, 2, 3)]) => {
+    const source = testSource(batches)
+    const sink = testSink()
+    const topology = through(source, transform, sink)
+    const facts = await run(topology)
+    return { source, sink, facts, topology, statuses: await source.statuses() }
+  }
+
+  it('settles a forgotten event errored and reports the leak', async () => {
+    const { statuses, facts, sink, topology } = await withTransform({
+      kind: 'forgetful',
+      process(events, context) {
+        for (const event of events) if (n(event) !== 2) context.emit(event)
+      },
+    })
+    expect(statuses).toEqual(['errored'])
+    expect(sink.received).toEqual(records(1, 3))
+    expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+      { component: 't', code: 'LEAKED_EVENTS', events: 1 },
+    ])
+    expect(topology.metrics().t!.erroredEvents).toBe(1)
+  })
+
+  it('settles the unhandled events of a throwing transform errored and passes on what it emitted', async () => {
+    const { statuses, facts, sink } = await withTransform({
+      kind: 'thrower',
+      process(events, context) {
+        for (const event of events) {
+          if (n(event) === 2) throw new Error('boom')
+          context.emit(event)
+        }
+      },
+    })
+    expect(statuses).toEqual(['errored'])
+    expect(sink.received).toEqual(records(1))
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+      code: 'PROCESS_FAILED',
+      events: 2,
+    })
+  })
+
+  it('does not pass on an event ended after it was emitted', async () => {
+    const { statuses, facts, sink } = await withTransform({
+      kind: 'confused',
+      process(events, context) {
+        for (const event of events) context.emit(event)
+        context.drop(events.events[0]!)
+      },
+    })
+    expect(statuses).toEqual(['delivered'])
+    expect(sink.received).toEqual(records(2, 3))
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+      code: 'ENDED_AFTER_EMIT',
+      events: 1,
+    })
+  })
+
+  it('emitAll passes a whole array on, in order', async () => {
+    const { statuses, sink } = await withTransform(
+      {
+        kind: 'in_place',
+        process(events, context) {
+          for (const event of events) event.set('seen', true)
+          context.emitAll(events)
+        },
+      },
+      [records(1, 2), records(3)],
+    )
+    expect(statuses).toEqual(['delivered', 'delivered'])
+    expect(sink.received).toEqual([1, 2, 3].map((value) => ({ n: value, seen: true })))
+  })
+
+  it('emitAll after ending one of the events passes on only the live ones, and says so', async () => {
+    const { statuses, facts, sink } = await withTransform({
+      kind: 'confused_in_place',
+      process(events, context) {
+        context.drop(events.events[1]!)
+        context.emitAll(events)
+      },
+    })
+    expect(statuses).toEqual(['delivered'])
+    expect(sink.received).toEqual(records(1, 3))
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+      code: 'ENDED_AFTER_EMIT',
+      events: 1,
+    })
+  })
+
+  it('emit after emitAll appends behind the whole array, and emitAll after emit behind the event', async () => {
+    const { statuses, sink } = await withTransform({
+      kind: 'mixed',
+      process(events, context) {
+        const [first, ...rest] = events.events
+        const extra = first!.clone().replaceFields({ n: 99 })
+        context.emitAll(events)
+        context.emit(extra)
+        const again = context.create({ n: 100 }, [first!])
+        context.emit(again)
+        context.emitAll(new EventArray(rest.map((e) => e.clone())))
+      },
+    })
+    expect(statuses).toEqual(['delivered'])
+    expect(sink.received).toEqual([...records(1, 2, 3), { n: 99 }, { n: 100 }, ...records(2, 3)])
+  })
+
+  it('an event ended after its whole array was passed on is taken out, and the rest still goes', async () => {
+    const { statuses, facts, sink } = await withTransform({
+      kind: 'ends_after_pass',
+      process(events, context) {
+        context.emitAll(events)
+        events.events[2]!.end('rejected')
+      },
+    })
+    expect(statuses).toEqual(['rejected'])
+    expect(sink.received).toEqual(records(1, 2))
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+      code: 'ENDED_AFTER_EMIT',
+      events: 1,
+    })
+  })
+
+  it('emitting one handle on two ports sends a clone the second time', async () => {
+    const source = testSource([records(1)])
+    const x = testSink({ outcome: () => 'delivered' })
+    const y = testSink({ outcome: () => 'errored' })
+    const both: Transform<'x' | 'y'> = {
+      kind: 'both',
+      outputs: ['x', 'y'],
+      process(events, context) {
+        for (const event of events) {
+          context.emit(event, 'x')
+          context.emit(event, 'y')
+        }
+      },
+    }
+    await run(
+      new TopologyBuilder(on)
+        .source('in', source)
+        .transform('t', ['in'], both)
+        .sink('x', ['t.x'], x)
+        .sink('y', ['t.y'], y)
+        .build(),
+    )
+    expect(x.received).toEqual(records(1))
+    expect(y.received).toEqual(records(1))
+    expect(await source.statuses()).toEqual(['errored'])
+  })
+
+  it('a created event inherits the finalizers it is told to', async () => {
+    const a = testSource([records(1)])
+    const b = testSource([records(2)])
+    const summary: Transform = {
+      kind: 'summary',
+      held: [] as LogEvent[],
+      process(events, context) {
+        const held = (this as unknown as { held: LogEvent[] }).held
+        held.push(...events)
+        if (held.length < 2) return
+        const total = context.create({ total: held.reduce((sum, e) => sum + n(e), 0) }, held)
+        for (const event of held.splice(0)) context.drop(event)
+        context.emit(total)
+      },
+      flush() {},
+    } as Transform
+    const sink = testSink({ outcome: () => 'errored' })
+    await run(
+      new TopologyBuilder(on)
+        .source('a', a)
+        .source('b', b)
+        .transform('t', ['a', 'b'], summary)
+        .sink('out', ['t'], sink)
+        .build(),
+    )
+    expect(sink.received).toEqual([{ total: 3 }])
+    expect(await a.statuses()).toEqual(['errored'])
+    expect(await b.statuses()).toEqual(['errored'])
+  })
+
+  it('flushes on its timer and at stop', async () => {
+    vi.useFakeTimers()
+    const held: LogEvent[] = []
+    const flushes: number[] = []
+    const window: Transform = {
+      kind: 'window',
+      flushIntervalMs: 1000,
+      process(events) {
+        held.push(...events)
+      },
+      flush(context) {
+        flushes.push(held.length)
+        for (const event of held.splice(0)) context.emit(event)
+      },
+    }
+    const source = testSource([records(1, 2)], { untilStopped: true })
+    const sink = testSink()
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform('w', ['in'], window)
+      .sink('out', ['w'], sink)
+      .build()
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(999)
+    expect(sink.received).toEqual([])
+    await vi.advanceTimersByTimeAsync(1)
+    expect(sink.received).toEqual(records(1, 2))
+    expect(await source.statuses()).toEqual(['delivered'])
+    await topology.stop()
+    expect(flushes.at(-1)).toBe(0)
+    expect(flushes.length).toBeGreaterThanOrEqual(2)
+  })
+})
+
+describe('transforms that break the contract', () => {
+  it('reports an emit on an undeclared port as a failed call and settles the event errored', async () => {
+    const source = testSource([records(1)])
+    const facts = await run(
+      new TopologyBuilder(on)
+        .source('in', source)
+        .transform('t', ['in'], {
+          kind: 'typo',
+          process: (events, context) => context.emit(events.events[0]!, 'nope'),
+        })
+        .sink('out', ['t'], testSink())
+        .build(),
+    )
+    expect(await source.statuses()).toEqual(['errored'])
+    const errors = facts.filter((f) => f.type === 'component_error')
+    expect(errors[0]).toMatchObject({ code: 'UNDECLARED_PORT', events: 1 })
+    expect(errors[1]).toMatchObject({
+      code: 'PROCESS_FAILED',
+      message: expect.stringContaining("port 'nope'"),
+    })
+  })
+
+  it('settles errored what a flushing transform still holds after its last flush', async () => {
+    const source = testSource([records(1, 2)])
+    const facts = await run(through(source, { kind: 'hoarder', process() {}, flush() {} }, testSink()))
+    expect(await source.statuses()).toEqual(['errored'])
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({
+      code: 'LEAKED_EVENTS',
+      events: 2,
+    })
+  })
+
+  it('settles errored at a forced stop what a transform holds', async () => {
+    vi.useFakeTimers()
+    const source = testSource([records(1)], { untilStopped: true })
+    const sink = testSink()
+    const topology = through(
+      source,
+      { kind: 'hoarder', process() {}, flush: () => new Promise(() => {}) },
+      sink,
+    )
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    const stopped = topology.stop({ drainTimeoutMs: 100 })
+    await vi.advanceTimersByTimeAsync(100)
+    await stopped
+    expect(await source.statuses()).toEqual(['errored'])
+    expect(topology.metrics().t!.erroredEvents).toBe(1)
+  })
+})
