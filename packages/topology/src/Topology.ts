@@ -96,8 +96,10 @@ export class Topology {
   }
 
   /**
-   * Opens buffers, starts sinks, then runs every component. Resolves once all run. Throws a
-   * `TopologyError` when a buffer cannot open; throws a plain `Error` when started twice.
+   * Opens buffers, starts sinks, then runs every component. Resolves once all run. Rejects with
+   * one `TopologyError` naming every buffer that could not open (`BUFFER_OPEN_FAILED`) or every
+   * sink whose `start()` threw (`SINK_START_FAILED`, with the sink's kind and the cause); throws a
+   * plain `Error` when started twice.
    */
   async start(): Promise<void> {
     if (this.#phase.name !== 'built') {
