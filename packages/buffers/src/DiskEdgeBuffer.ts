@@ -234,7 +234,7 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
         notifier.attach(event)
         notifier.release()
         const seq = record.seq
-        void receiver.then((status) => this.#settled(seq, status))
+        void receiver.then((status) => this.#settled(seq, status, receiver.reason))
         events.push(event)
       }
       if (events.length > 0) return new EventArray(events)
@@ -267,7 +267,8 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     return this.store.replayDeadLetters()
   }
 
-  #settled(seq: number, status: BatchStatus): void {
+  /** `reason`: why the sink did not deliver the record, passed on to the original batches. */
+  #settled(seq: number, status: BatchStatus, reason: unknown): void {
     switch (status) {
       case 'delivered': {
         this.store.ack(seq)
@@ -279,17 +280,17 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
         this.store.nack(seq)
         return
       case 'rejected':
-        void this.#deadLetter(seq)
+        void this.#deadLetter(seq, reason)
         return
     }
   }
 
-  async #deadLetter(seq: number): Promise<void> {
+  async #deadLetter(seq: number, reason?: unknown): Promise<void> {
     const outcome = await this.store.deadLetter(seq).catch(() => 'failed' as const)
     switch (outcome) {
       case 'dead-lettered':
         this.#m.deadLetteredThisRun++
-        this.#endOrigin(seq, 'rejected')
+        this.#endOrigin(seq, 'rejected', reason)
         return
       case 'failed':
         this.store.nack(seq)
@@ -299,11 +300,11 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     }
   }
 
-  #endOrigin(seq: number, status: 'delivered' | 'rejected' | 'errored'): void {
+  #endOrigin(seq: number, status: 'delivered' | 'rejected' | 'errored', reason?: unknown): void {
     const origin = this.#origins.get(seq)
     if (origin === undefined) return
     this.#origins.delete(seq)
-    origin.groups.end(origin.index, status)
+    origin.groups.end(origin.index, status, reason === undefined ? undefined : { reason })
   }
 
   async #shutDown(): Promise<void> {

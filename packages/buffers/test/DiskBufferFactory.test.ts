@@ -52,6 +52,8 @@ describe('diskBuffer', () => {
     await topology.done
     expect(await Promise.all(receipts.map((r) => r.status))).toEqual(['delivered', 'rejected'])
     expect(out.received).toEqual([1, 2, 3])
+    // Why the sink rejected the record read back from disk reaches the original batch.
+    expect(receipts[1]!.failure).toMatchObject({ componentId: 'out', code: 'REJECTED' })
   })
 
   it('reports bad options at build, under buffer., all at once', () => {
