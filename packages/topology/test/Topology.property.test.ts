@@ -1,7 +1,7 @@
 // Model-based property: random DAG topologies with random sink outcomes; every batch a source sends
 // resolves exactly once, with the status a model computes from the paths its events took.
 import type { BatchStatus, DeliveryStatus, LogEvent } from '@ackline/core'
-import { type LifecycleEvent, TopologyBuilder, type Transform } from '@ackline/topology'
+import { type BatchFailure, type LifecycleEvent, TopologyBuilder, type Transform } from '@ackline/topology'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { passThrough, routeBy, testSink, testSource } from './support/TestComponents.js'
@@ -216,9 +216,12 @@ function model(s: Spec): { expected: BatchStatus[][]; sourceAcks: boolean[] } {
   return { expected, sourceAcks }
 }
 
-async function runReal(
-  s: Spec,
-): Promise<{ statuses: BatchStatus[][]; facts: LifecycleEvent[]; batchIds: (string | undefined)[][] }> {
+async function runReal(s: Spec): Promise<{
+  statuses: BatchStatus[][]
+  facts: LifecycleEvent[]
+  batchIds: (string | undefined)[][]
+  failures: (BatchFailure | undefined)[][]
+}> {
   const builder = new TopologyBuilder<string>({ acknowledgements: s.global, onWarning: () => {} })
   const producers: { id: string; kind: Kind | 'source' }[] = []
   let counter = 0
@@ -258,7 +261,12 @@ async function runReal(
   await topology.start()
   await topology.done
   const statuses = await Promise.all(sources.map((source) => source.statuses()))
-  return { statuses, facts, batchIds: sources.map((source) => source.receipts.map((r) => r.batchId)) }
+  return {
+    statuses,
+    facts,
+    batchIds: sources.map((source) => source.receipts.map((r) => r.batchId)),
+    failures: sources.map((source) => source.receipts.map((r) => r.failure)),
+  }
 }
 
 describe('random topologies', () => {
@@ -266,7 +274,7 @@ describe('random topologies', () => {
     await fc.assert(
       fc.asyncProperty(spec, async (s) => {
         const { expected, sourceAcks } = model(s)
-        const { statuses, facts, batchIds } = await runReal(s)
+        const { statuses, facts, batchIds, failures } = await runReal(s)
         expect(statuses).toEqual(expected)
         const resolved = facts.filter((f) => f.type === 'batch_resolved')
         const acked = batchIds.flatMap((ids, i) => (sourceAcks[i] ? ids : []))
@@ -276,6 +284,13 @@ describe('random topologies', () => {
           for (const id of ids) expect(id === undefined).toBe(!sourceAcks[i])
         }
         expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
+        // A batch says why exactly when it was not delivered, and always names who decided.
+        for (const [i, list] of failures.entries()) {
+          for (const [j, failure] of list.entries()) {
+            if (statuses[i]![j] === 'delivered') expect(failure).toBeUndefined()
+            else expect(failure?.componentId).toMatch(/^(k|t)\d+$/)
+          }
+        }
       }),
       { numRuns: 300, verbose: true },
     )
