@@ -187,4 +187,27 @@ describe('emits a transform makes wrongly', () => {
     )
     await topology.stop()
   })
+
+  it('emitAll on an undeclared port settles every event of the array before it throws', async () => {
+    const source = testSource([records(1, 2, 3)], { untilStopped: true })
+    const arrays: { events: EventArray; context: TransformContext }[] = []
+    const topology = through(
+      source,
+      {
+        kind: 'array_keeper',
+        process(events: EventArray, context: TransformContext) {
+          arrays.push({ events, context })
+        },
+        flush() {},
+      },
+      testSink(),
+    )
+    await topology.start()
+    await vi.waitFor(() => expect(arrays).toHaveLength(1))
+    const { events, context } = arrays[0]!
+    expect(() => context.emitAll(events, 'nope')).toThrow(RangeError)
+    expect(events.events.map((e) => e.isEnded)).toEqual([true, true, true])
+    expect(await source.receipts[0]!.status).toBe('errored')
+    await topology.stop()
+  })
 })

@@ -83,6 +83,12 @@ class CallContext implements TransformContext {
       this.#append(list)
       return
     }
+    if (port !== undefined && port !== '' && !this.#runner.outputs.has(port)) {
+      // Every event of the array is settled before the throw, not only the first.
+      const message = `transform '${this.id}' emitted on port '${port}', which it does not declare`
+      for (let i = 0; i < list.length; i++) this.#runner.settleStray(list[i]!, 'UNDECLARED_PORT', message)
+      throw new RangeError(message)
+    }
     for (let i = 0; i < list.length; i++) this.emit(list[i]!, port)
   }
 
