@@ -27,6 +27,14 @@ export interface HttpServerOptions {
   readonly authToken?: string
   /** The `Retry-After` of a `503`, in seconds. Default 5. */
   readonly retryAfterSeconds?: number
+  /**
+   * How deep arrays and objects may nest in a body (or in one NDJSON line), the outermost counting
+   * as 1: a JSON array of flat objects is 2 deep. A deeper body gets `400` `TOO_DEEP` with the
+   * limit and the position, before anything enters the pipeline. Default 64: far more than log and
+   * metric data use (Elasticsearch's mapping depth limit is 20), and far from the call-stack limit
+   * of code downstream that recurses over a value (encoders, transforms, `JSON.stringify`).
+   */
+  readonly maxDepth?: number
 }
 
 /** The body of every response: what became of the request, as data. */
@@ -41,6 +49,14 @@ export interface HttpServerResponseBody {
   readonly error?: string
   /** A stable code for `error`. */
   readonly code?: HttpServerErrorCode
+  /** For `MALFORMED_BODY` and `TOO_DEEP`: the offset in the decoded body (UTF-16 code units) where it broke. */
+  readonly position?: number
+  /** The 1-based line of `position`. */
+  readonly line?: number
+  /** The 1-based column of `position`. */
+  readonly column?: number
+  /** For `TOO_DEEP`: the nesting limit (`maxDepth`). */
+  readonly limit?: number
 }
 
 /** Why a request was refused before its events entered the pipeline. */
@@ -49,6 +65,7 @@ export type HttpServerErrorCode =
   | 'UNAUTHORIZED'
   | 'BODY_TOO_LARGE'
   | 'MALFORMED_BODY'
+  | 'TOO_DEEP'
   | 'SHUTTING_DOWN'
   | 'NOT_ACCEPTED'
 
@@ -65,6 +82,7 @@ export interface HttpServerSource extends Source {
 
 const DEFAULT_ADDRESS = '127.0.0.1:8686'
 const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+const DEFAULT_MAX_DEPTH = 64
 const nothing = (): void => {}
 
 /** The HTTP code for a batch status: the whole contract of this source in one place. */
@@ -76,6 +94,7 @@ class HttpServer implements HttpServerSource {
   #address: HostPort | undefined = undefined
   readonly #options: HttpServerOptions
   readonly #maxBodyBytes: number
+  readonly #maxDepth: number
   readonly #retryAfter: string
   readonly #tokenDigest: Buffer | undefined
   readonly #listening: Promise<HostPort>
@@ -88,6 +107,7 @@ class HttpServer implements HttpServerSource {
   constructor(options: HttpServerOptions) {
     this.#options = options
     this.#maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
+    this.#maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
     this.#retryAfter = String(options.retryAfterSeconds ?? 5)
     this.#tokenDigest = typeof options.authToken === 'string' ? digest(options.authToken) : undefined
     this.#listening = new Promise<HostPort>((resolve, reject) => {
@@ -120,6 +140,9 @@ class HttpServer implements HttpServerSource {
         field: 'maxBodyBytes',
         message: `must be a positive integer, got ${String(o.maxBodyBytes)}`,
       })
+    }
+    if (o.maxDepth !== undefined && !(Number.isSafeInteger(o.maxDepth) && o.maxDepth > 0)) {
+      issues.push({ field: 'maxDepth', message: `must be a positive integer, got ${String(o.maxDepth)}` })
     }
     if (o.authToken !== undefined && (typeof o.authToken !== 'string' || o.authToken === '')) {
       issues.push({ field: 'authToken', message: 'must be a non-empty string' })
@@ -216,9 +239,10 @@ class HttpServer implements HttpServerSource {
       this.#refuse(request, response, 503, 'SHUTTING_DOWN', 'the source is shutting down')
       return
     }
-    const parsed = parseRecords(body, formatOf(request.headers['content-type']))
+    const parsed = parseRecords(body, formatOf(request.headers['content-type']), this.#maxDepth)
     if (!parsed.ok) {
-      this.#refuse(request, response, 400, 'MALFORMED_BODY', parsed.message)
+      const { ok: _, code, message, ...where } = parsed
+      this.#refuse(request, response, 400, code, message, where)
       return
     }
     const events = parsed.records.length
@@ -273,10 +297,11 @@ class HttpServer implements HttpServerSource {
     code: number,
     errorCode: HttpServerErrorCode,
     message: string,
+    details: Partial<HttpServerResponseBody> = {},
   ): void {
     if (code === 503) response.setHeader('Retry-After', this.#retryAfter)
     response.setHeader('Connection', 'close')
-    this.#respond(response, code, { error: message, code: errorCode })
+    this.#respond(response, code, { error: message, code: errorCode, ...details })
     request.resume()
   }
 

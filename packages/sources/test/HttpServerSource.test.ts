@@ -219,6 +219,95 @@ describe('httpServer: bodies', () => {
   })
 })
 
+describe('httpServer: bodies that must not take the process down', () => {
+  const deepMalformed = '['.repeat(12_000)
+  const deepValid = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth)
+  const cases: [string, Record<string, string>, string][] = [
+    ['12 KB of unclosed [ as JSON', { 'content-type': 'application/json' }, deepMalformed],
+    [
+      '12 KB of unclosed [ as NDJSON',
+      { 'content-type': 'application/x-ndjson' },
+      `{"a":1}\n${deepMalformed}`,
+    ],
+    ['12 KB of unclosed [ without a content type', {}, `{"a":1}\n${deepMalformed}`],
+    ['a valid object 100,000 levels deep', { 'content-type': 'application/json' }, deepValid(100_000)],
+    [
+      'a valid NDJSON line 100,000 levels deep',
+      { 'content-type': 'application/x-ndjson' },
+      deepValid(100_000),
+    ],
+  ]
+  it.each(cases)('answers %s with 400 TOO_DEEP, the limit and the position', async (_, headers, body) => {
+    const { context, port } = await start()
+    const answer = await request(port, { headers, body })
+    expect(answer.status).toBe(400)
+    expect(answer.body).toMatchObject({ code: 'TOO_DEEP', limit: 64, position: expect.any(Number) })
+    expect(context.batches).toEqual([])
+  })
+
+  it('names the position of the first bracket past the limit', async () => {
+    const { port } = await start({ maxDepth: 3 })
+    const answer = await request(port, { body: '[{"a":[1]}, {"b":{"c":[2]}}]' })
+    expect(answer.body).toMatchObject({ code: 'TOO_DEEP', limit: 3, position: 22, line: 1, column: 23 })
+  })
+
+  it('accepts a body exactly maxDepth deep', async () => {
+    const { context, port } = await start({ maxDepth: 3 })
+    const next = context.nextBatch()
+    const answer = request(port, { body: '[{"a":[1]}, {"b":{"c":2}}]' })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it('reports the syntax error when it comes before the nesting limit', async () => {
+    const { port } = await start()
+    const answer = await request(port, {
+      headers: { 'content-type': 'application/json' },
+      body: `[{"a":}, ${'['.repeat(10_000)}`,
+    })
+    expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', position: 6, line: 1, column: 7 })
+  })
+
+  it('accepts a deep body when maxDepth allows it, and locates an error deep inside it', async () => {
+    const { port } = await start({ maxDepth: 200_000 })
+    const answer = await request(port, {
+      headers: { 'content-type': 'application/json' },
+      body: `${'['.repeat(100_000)}x`,
+    })
+    expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', position: 100_000 })
+  })
+
+  it('answers a huge malformed string, many keys and a long NDJSON line without crashing', async () => {
+    const { context, port } = await start({ maxBodyBytes: 32 * 1024 * 1024 })
+    const huge = `[{"s":"${'x'.repeat(2_000_000)}`
+    const manyKeys = `{${Array.from({ length: 50_000 }, (_, i) => `"k${i}":${i}`).join(',')},}`
+    const longLine = `{"a":1}\n{"s":"${'\\u0041'.repeat(1_000_000)}", oops}`
+    const answers = await Promise.all([
+      request(port, { headers: { 'content-type': 'application/json' }, body: huge }),
+      request(port, { headers: { 'content-type': 'application/json' }, body: manyKeys }),
+      request(port, { headers: { 'content-type': 'application/x-ndjson' }, body: longLine }),
+    ])
+    expect(answers.map((a) => [a.status, a.body.code])).toEqual([
+      [400, 'MALFORMED_BODY'],
+      [400, 'MALFORMED_BODY'],
+      [400, 'MALFORMED_BODY'],
+    ])
+    expect(answers[0]!.body.position).toBe(huge.length)
+    expect(answers[2]!.body).toMatchObject({ line: 2 })
+    expect(context.batches).toEqual([])
+  })
+
+  it('accepts an object with many keys and a huge string', async () => {
+    const { context, port } = await start({ maxBodyBytes: 32 * 1024 * 1024 })
+    const fields = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, i]))
+    const next = context.nextBatch()
+    const answer = request(port, json([fields, { s: 'y'.repeat(1_000_000) }]))
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+    expect(Object.keys(context.records()[0]![0]!).length).toBe(20_000)
+  })
+})
+
 describe('httpServer: requests refused up front', () => {
   it.each([
     ['no Authorization header', undefined],
