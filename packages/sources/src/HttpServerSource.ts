@@ -14,6 +14,7 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { BatchStatus } from '@ackline/core'
 import type { ConfigIssue, Source, SourceContext } from '@ackline/topology'
+import { decodeUtf8 } from './internal/decodeUtf8.js'
 import { type HostPort, parseAddress } from './internal/parseAddress.js'
 import { formatOf, parseRecords } from './internal/parseRecords.js'
 
@@ -35,6 +36,13 @@ export interface HttpServerOptions {
    * of code downstream that recurses over a value (encoders, transforms, `JSON.stringify`).
    */
   readonly maxDepth?: number
+  /**
+   * What a body that is not valid UTF-8 gets: `'reject'` (the default) answers `400`
+   * `MALFORMED_BODY` with the `byteOffset` of the first invalid sequence, so data is never changed
+   * silently; `'replace'` decodes it with U+FFFD in place of each invalid sequence. A leading UTF-8
+   * byte order mark is skipped either way.
+   */
+  readonly invalidUtf8?: 'reject' | 'replace'
 }
 
 /** The body of every response: what became of the request, as data. */
@@ -57,6 +65,8 @@ export interface HttpServerResponseBody {
   readonly column?: number
   /** For `TOO_DEEP`: the nesting limit (`maxDepth`). */
   readonly limit?: number
+  /** For a body that is not UTF-8: the offset, in the body's bytes, of the first invalid sequence. */
+  readonly byteOffset?: number
 }
 
 /** Why a request was refused before its events entered the pipeline. */
@@ -95,6 +105,7 @@ class HttpServer implements HttpServerSource {
   readonly #options: HttpServerOptions
   readonly #maxBodyBytes: number
   readonly #maxDepth: number
+  readonly #replaceInvalidUtf8: boolean
   readonly #retryAfter: string
   readonly #tokenDigest: Buffer | undefined
   readonly #listening: Promise<HostPort>
@@ -108,6 +119,7 @@ class HttpServer implements HttpServerSource {
     this.#options = options
     this.#maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
     this.#maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
+    this.#replaceInvalidUtf8 = options.invalidUtf8 === 'replace'
     this.#retryAfter = String(options.retryAfterSeconds ?? 5)
     this.#tokenDigest = typeof options.authToken === 'string' ? digest(options.authToken) : undefined
     this.#listening = new Promise<HostPort>((resolve, reject) => {
@@ -143,6 +155,12 @@ class HttpServer implements HttpServerSource {
     }
     if (o.maxDepth !== undefined && !(Number.isSafeInteger(o.maxDepth) && o.maxDepth > 0)) {
       issues.push({ field: 'maxDepth', message: `must be a positive integer, got ${String(o.maxDepth)}` })
+    }
+    if (o.invalidUtf8 !== undefined && o.invalidUtf8 !== 'reject' && o.invalidUtf8 !== 'replace') {
+      issues.push({
+        field: 'invalidUtf8',
+        message: `must be 'reject' or 'replace', got ${JSON.stringify(o.invalidUtf8)}`,
+      })
     }
     if (o.authToken !== undefined && (typeof o.authToken !== 'string' || o.authToken === '')) {
       issues.push({ field: 'authToken', message: 'must be a non-empty string' })
@@ -230,16 +248,22 @@ class HttpServer implements HttpServerSource {
     request.on('error', nothing)
     request.on('end', () => {
       if (refused) return
-      this.#accept(request, response, context, Buffer.concat(chunks, size).toString('utf8'))
+      this.#accept(request, response, context, Buffer.concat(chunks, size))
     })
   }
 
-  #accept(request: IncomingMessage, response: ServerResponse, context: SourceContext, body: string): void {
+  #accept(request: IncomingMessage, response: ServerResponse, context: SourceContext, bytes: Buffer): void {
     if (this.#stopping) {
       this.#refuse(request, response, 503, 'SHUTTING_DOWN', 'the source is shutting down')
       return
     }
-    const parsed = parseRecords(body, formatOf(request.headers['content-type']), this.#maxDepth)
+    const body = decodeUtf8(bytes, this.#replaceInvalidUtf8)
+    if (!body.ok) {
+      const message = `the body is not valid UTF-8 at byte ${body.byteOffset}`
+      this.#refuse(request, response, 400, 'MALFORMED_BODY', message, { byteOffset: body.byteOffset })
+      return
+    }
+    const parsed = parseRecords(body.text, formatOf(request.headers['content-type']), this.#maxDepth)
     if (!parsed.ok) {
       const { ok: _, code, message, ...where } = parsed
       this.#refuse(request, response, 400, code, message, where)

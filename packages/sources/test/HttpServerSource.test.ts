@@ -308,6 +308,54 @@ describe('httpServer: bodies that must not take the process down', () => {
   })
 })
 
+describe('httpServer: text encoding', () => {
+  const bytes = (...parts: (string | number[])[]) =>
+    Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : Buffer.from(p))))
+
+  it.each([
+    ['a lone continuation byte', bytes('[{"a":"', [0x80], '"}]'), 7],
+    ['a truncated sequence', bytes('[{"a":"é', [0xe2, 0x82], '"}]'), 9],
+    ['an overlong encoding', bytes('[{"a":"', [0xc0, 0xaf], '"}]'), 7],
+    ['an encoded surrogate', bytes('[{"a":"', [0xed, 0xa0, 0x80], '"}]'), 7],
+    ['a byte that never occurs in UTF-8', bytes('{"a":1}\n{"b":"', [0xff], '"}'), 14],
+  ])('answers 400 MALFORMED_BODY naming the byte offset of %s', async (_, body, offset) => {
+    const { context, port } = await start()
+    const answer = await request(port, { headers: { 'content-type': 'application/json' }, body })
+    expect(answer.status).toBe(400)
+    expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', byteOffset: offset })
+    expect(answer.body.error).toContain(`byte ${offset}`)
+    expect(context.batches).toEqual([])
+  })
+
+  it("replaces invalid bytes with U+FFFD when invalidUtf8 is 'replace'", async () => {
+    const { context, port } = await start({ invalidUtf8: 'replace' })
+    const next = context.nextBatch()
+    const answer = request(port, { body: bytes('[{"a":"x', [0xff], 'y"}]') })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+    expect(context.records()).toEqual([[{ a: 'x\uFFFDy' }]])
+  })
+
+  it.each([
+    ['JSON', 'application/json', '[{"a":"é"}]'],
+    ['NDJSON', 'application/x-ndjson', '{"a":"é"}\n'],
+    ['a sniffed body', 'text/plain', '{"a":"é"}'],
+  ])('accepts and skips a UTF-8 byte order mark before %s', async (_, type, text) => {
+    const { context, port } = await start()
+    const next = context.nextBatch()
+    const answer = request(port, { headers: { 'content-type': type }, body: bytes([0xef, 0xbb, 0xbf], text) })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+    expect(context.records()).toEqual([[{ a: 'é' }]])
+  })
+
+  it('counts the byte order mark in the byte offset', async () => {
+    const { port } = await start()
+    const answer = await request(port, { body: bytes([0xef, 0xbb, 0xbf], '[{"a":"', [0xc3], '"}]') })
+    expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', byteOffset: 10 })
+  })
+})
+
 describe('httpServer: requests refused up front', () => {
   it.each([
     ['no Authorization header', undefined],

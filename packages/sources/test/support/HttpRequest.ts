@@ -14,8 +14,8 @@ export interface HttpAnswer {
 export interface HttpRequestOptions {
   readonly method?: string
   readonly headers?: Record<string, string | number>
-  /** The whole body, or chunks written one by one (chunked encoding). */
-  readonly body?: string | readonly string[]
+  /** The whole body, or chunks written one by one (chunked encoding); bytes as they are. */
+  readonly body?: string | Uint8Array | readonly (string | Uint8Array)[]
   readonly path?: string
 }
 
@@ -50,7 +50,7 @@ export function request(port: number, options: HttpRequestOptions = {}): Promise
     })
     const body = options.body
     if (Array.isArray(body)) for (const chunk of body) req.write(chunk)
-    else if (typeof body === 'string') req.write(body)
+    else if (body !== undefined) req.write(body)
     req.end()
   })
 }
