@@ -11,7 +11,9 @@
  * @module
  */
 import { createHash, timingSafeEqual } from 'node:crypto'
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
 import type { BatchStatus } from '@ackline/core'
 import type { ConfigIssue, Source, SourceContext } from '@ackline/topology'
 import { decodeUtf8 } from './internal/decodeUtf8.js'
@@ -43,6 +45,31 @@ export interface HttpServerOptions {
    * byte order mark is skipped either way.
    */
   readonly invalidUtf8?: 'reject' | 'replace'
+  /**
+   * How long a client may take to send a request's headers, in ms, from the first byte; a slower
+   * one (slowloris) gets `408` `REQUEST_TIMEOUT` and its connection closes. Default 10,000. At most
+   * `requestTimeoutMs`.
+   */
+  readonly headersTimeoutMs?: number
+  /**
+   * How long a client may take to send a whole request (headers and body), in ms; a slower one
+   * gets `408` `REQUEST_TIMEOUT` and its connection closes. The time the pipeline takes to answer
+   * does not count. Default 30,000 (a 10 MiB body at 350 KB/s).
+   */
+  readonly requestTimeoutMs?: number
+  /** How long an idle keep-alive connection stays open after a response, in ms. Default 5,000. */
+  readonly keepAliveTimeoutMs?: number
+  /**
+   * How many connections may be open at once; the server closes further ones as they arrive,
+   * without reading them (counted in `counters.connectionsDropped`). Default 1,024.
+   */
+  readonly maxConnections?: number
+  /**
+   * The most events one request may carry; a request with more gets `413` `TOO_MANY_EVENTS` and
+   * nothing enters the pipeline. Bounds the work and memory one request can claim downstream.
+   * Default 10,000.
+   */
+  readonly maxEventsPerRequest?: number
 }
 
 /** The body of every response: what became of the request, as data. */
@@ -63,10 +90,12 @@ export interface HttpServerResponseBody {
   readonly line?: number
   /** The 1-based column of `position`. */
   readonly column?: number
-  /** For `TOO_DEEP`: the nesting limit (`maxDepth`). */
+  /** The limit passed: `maxDepth` for `TOO_DEEP`, `maxEventsPerRequest` or `maxBodyBytes` for a `413`. */
   readonly limit?: number
   /** For a body that is not UTF-8: the offset, in the body's bytes, of the first invalid sequence. */
   readonly byteOffset?: number
+  /** The id of the component that decided a refusal (this source's). */
+  readonly componentId?: string
 }
 
 /** Why a request was refused before its events entered the pipeline. */
@@ -78,7 +107,27 @@ export type HttpServerErrorCode =
   | 'TOO_DEEP'
   | 'SHUTTING_DOWN'
   | 'NOT_ACCEPTED'
+  | 'REQUEST_TIMEOUT'
+  | 'TOO_MANY_EVENTS'
+  | 'BAD_REQUEST'
+  | 'HEADERS_TOO_LARGE'
 
+/**
+ * What the source has seen since it started, for metrics and tests. A snapshot: read
+ * `source.counters` again for newer figures.
+ */
+export interface HttpServerCounters {
+  /** Requests whose headers arrived. */
+  readonly requests: number
+  /** Responses sent, by HTTP status code (including the `408`s the source wrote on a timeout). */
+  readonly responses: Readonly<Record<number, number>>
+  /** Requests the source answered itself, by code (timeouts, malformed bodies, limits, ...). */
+  readonly refused: Readonly<Partial<Record<HttpServerErrorCode, number>>>
+  /** Connections open now. */
+  readonly openConnections: number
+  /** Connections closed on arrival because `maxConnections` were open. */
+  readonly connectionsDropped: number
+}
 /** The source {@link httpServer} returns. */
 export interface HttpServerSource extends Source {
   readonly kind: 'http_server'
@@ -88,11 +137,28 @@ export interface HttpServerSource extends Source {
   readonly address: HostPort | undefined
   /** Resolves with the bound address once the server listens; rejects if it cannot listen. */
   listening(): Promise<HostPort>
+  /** What the source has seen so far (a fresh snapshot on each read). */
+  readonly counters: HttpServerCounters
 }
 
 const DEFAULT_ADDRESS = '127.0.0.1:8686'
 const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 const DEFAULT_MAX_DEPTH = 64
+const DEFAULT_HEADERS_TIMEOUT_MS = 10_000
+const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000
+const DEFAULT_MAX_CONNECTIONS = 1024
+const DEFAULT_MAX_EVENTS_PER_REQUEST = 10_000
+/** The options that must be positive integers when given. */
+const POSITIVE_INTEGERS = [
+  'maxBodyBytes',
+  'maxDepth',
+  'headersTimeoutMs',
+  'requestTimeoutMs',
+  'keepAliveTimeoutMs',
+  'maxConnections',
+  'maxEventsPerRequest',
+] as const
 const nothing = (): void => {}
 
 /** The HTTP code for a batch status: the whole contract of this source in one place. */
@@ -112,6 +178,12 @@ class HttpServer implements HttpServerSource {
   #resolveListening: (address: HostPort) => void = nothing
   #rejectListening: (error: unknown) => void = nothing
   #stopping = false
+  #componentId = 'http_server'
+  #requests = 0
+  #openConnections = 0
+  #connectionsDropped = 0
+  readonly #responses: Record<number, number> = {}
+  readonly #refused: Partial<Record<HttpServerErrorCode, number>> = {}
   /** Sends not yet accepted downstream: `run` may not return before they are. */
   readonly #accepting = new Set<Promise<unknown>>()
 
@@ -138,6 +210,16 @@ class HttpServer implements HttpServerSource {
     return this.#listening
   }
 
+  get counters(): HttpServerCounters {
+    return {
+      requests: this.#requests,
+      responses: { ...this.#responses },
+      refused: { ...this.#refused },
+      openConnections: this.#openConnections,
+      connectionsDropped: this.#connectionsDropped,
+    }
+  }
+
   validate(): readonly ConfigIssue[] {
     const o = this.#options
     const issues: ConfigIssue[] = []
@@ -147,14 +229,19 @@ class HttpServer implements HttpServerSource {
         message: `must be 'host:port' with a port from 0 to 65535 (like '${DEFAULT_ADDRESS}'), got ${JSON.stringify(o.address)}`,
       })
     }
-    if (o.maxBodyBytes !== undefined && !(Number.isSafeInteger(o.maxBodyBytes) && o.maxBodyBytes > 0)) {
-      issues.push({
-        field: 'maxBodyBytes',
-        message: `must be a positive integer, got ${String(o.maxBodyBytes)}`,
-      })
+    for (const field of POSITIVE_INTEGERS) {
+      const value = o[field]
+      if (value !== undefined && !isPositiveInteger(value))
+        issues.push({ field, message: `must be a positive integer, got ${String(value)}` })
     }
-    if (o.maxDepth !== undefined && !(Number.isSafeInteger(o.maxDepth) && o.maxDepth > 0)) {
-      issues.push({ field: 'maxDepth', message: `must be a positive integer, got ${String(o.maxDepth)}` })
+    // Node refuses a headers timeout longer than the request timeout; checked only when both are valid.
+    const headers = o.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS
+    const whole = o.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
+    if (isPositiveInteger(headers) && isPositiveInteger(whole) && headers > whole) {
+      issues.push({
+        field: 'headersTimeoutMs',
+        message: `must be at most requestTimeoutMs (${whole}), got ${headers}`,
+      })
     }
     if (o.invalidUtf8 !== undefined && o.invalidUtf8 !== 'reject' && o.invalidUtf8 !== 'replace') {
       issues.push({
@@ -185,7 +272,30 @@ class HttpServer implements HttpServerSource {
       this.#rejectListening(error)
       throw error
     }
-    const server = createServer((request, response) => this.#handle(request, response, context))
+    this.#componentId = context.id
+    const o = this.#options
+    const headersTimeout = o.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS
+    const requestTimeout = o.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
+    const server = createServer(
+      {
+        headersTimeout,
+        requestTimeout,
+        keepAliveTimeout: o.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+        // Node checks both timeouts every 30 s by default, so a limit could be overshot by that
+        // much; checking at a tenth of the shorter one (within 10 ms..1 s) keeps the overshoot small.
+        connectionsCheckingInterval: Math.min(1000, Math.max(10, Math.floor(headersTimeout / 10))),
+      },
+      (request, response) => this.#handle(request, response, context),
+    )
+    server.maxConnections = o.maxConnections ?? DEFAULT_MAX_CONNECTIONS
+    server.on('connection', (socket: Socket) => {
+      this.#openConnections++
+      socket.once('close', () => this.#openConnections--)
+    })
+    server.on('drop', () => this.#connectionsDropped++)
+    server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) =>
+      this.#clientError(error, socket),
+    )
     try {
       await listen(server, target)
     } catch (error) {
@@ -210,7 +320,41 @@ class HttpServer implements HttpServerSource {
     while (this.#accepting.size > 0) await Promise.allSettled([...this.#accepting])
   }
 
+  /**
+   * A connection failed outside any handler: a timeout (Node's checker found the headers or the
+   * body late), a request Node could not parse, or a client that went away. Answered here, as
+   * data like every other refusal, when nothing was written on the connection yet.
+   */
+  #clientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+    if (!socket.writable || (socket as Socket).bytesWritten > 0 || error.code === 'ECONNRESET') {
+      socket.destroy()
+      return
+    }
+    const [status, code, message] =
+      error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? ([408, 'REQUEST_TIMEOUT', 'the request did not arrive within the time limit'] as const)
+        : error.code === 'HPE_HEADER_OVERFLOW'
+          ? ([431, 'HEADERS_TOO_LARGE', 'the request headers are too large'] as const)
+          : ([400, 'BAD_REQUEST', 'the request is not valid HTTP/1.1'] as const)
+    this.#count(status, code)
+    const text = JSON.stringify(this.#refusal(code, message)) + '\n'
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+    )
+  }
+
+  #count(status: number, code?: HttpServerErrorCode): void {
+    this.#responses[status] = (this.#responses[status] ?? 0) + 1
+    if (code !== undefined) this.#refused[code] = (this.#refused[code] ?? 0) + 1
+  }
+
+  #refusal(code: HttpServerErrorCode, message: string): HttpServerResponseBody {
+    return { error: message, code, componentId: this.#componentId }
+  }
+
   #handle(request: IncomingMessage, response: ServerResponse, context: SourceContext): void {
+    this.#requests++
     if (this.#stopping) {
       this.#refuse(request, response, 503, 'SHUTTING_DOWN', 'the source is shutting down')
       return
@@ -270,7 +414,20 @@ class HttpServer implements HttpServerSource {
       return
     }
     const events = parsed.records.length
+    const maxEvents = this.#options.maxEventsPerRequest ?? DEFAULT_MAX_EVENTS_PER_REQUEST
+    if (events > maxEvents) {
+      this.#refuse(
+        request,
+        response,
+        413,
+        'TOO_MANY_EVENTS',
+        `the body holds ${events} events, more than maxEventsPerRequest (${maxEvents})`,
+        { events, limit: maxEvents },
+      )
+      return
+    }
     if (events === 0) {
+      this.#count(200)
       this.#respond(response, 200, { status: 'delivered', events: 0 })
       return
     }
@@ -284,14 +441,17 @@ class HttpServer implements HttpServerSource {
         const body: HttpServerResponseBody =
           receipt.batchId === undefined ? { status, events } : { status, events, batchId: receipt.batchId }
         if (status === 'errored') response.setHeader('Retry-After', this.#retryAfter)
+        this.#count(CODE_OF[status])
         this.#respond(response, CODE_OF[status], body)
       })
       .catch((error: unknown) => {
         response.setHeader('Retry-After', this.#retryAfter)
-        this.#respond(response, 503, {
-          error: `the pipeline did not accept the events: ${String(error)}`,
-          code: 'NOT_ACCEPTED',
-        })
+        this.#count(503, 'NOT_ACCEPTED')
+        this.#respond(
+          response,
+          503,
+          this.#refusal('NOT_ACCEPTED', `the pipeline did not accept the events: ${String(error)}`),
+        )
       })
   }
 
@@ -308,6 +468,7 @@ class HttpServer implements HttpServerSource {
       413,
       'BODY_TOO_LARGE',
       `the body exceeds maxBodyBytes (${this.#maxBodyBytes} bytes)`,
+      { limit: this.#maxBodyBytes },
     )
   }
 
@@ -325,7 +486,8 @@ class HttpServer implements HttpServerSource {
   ): void {
     if (code === 503) response.setHeader('Retry-After', this.#retryAfter)
     response.setHeader('Connection', 'close')
-    this.#respond(response, code, { error: message, code: errorCode, ...details })
+    this.#count(code, errorCode)
+    this.#respond(response, code, { ...this.#refusal(errorCode, message), ...details })
     request.resume()
   }
 
@@ -363,6 +525,10 @@ export class HttpServerError extends Error {
   ) {
     super(`http_server (${field}): ${message}`, options)
   }
+}
+
+function isPositiveInteger(value: unknown): boolean {
+  return Number.isSafeInteger(value) && (value as number) > 0
 }
 
 function digest(token: string): Buffer {

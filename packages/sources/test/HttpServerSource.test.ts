@@ -3,6 +3,7 @@ import { type HttpServerOptions, type HttpServerSource, httpServer } from '@ackl
 import { afterEach, describe, expect, it } from 'vitest'
 import { FakeSourceContext } from './support/FakeSourceContext.js'
 import { request } from './support/HttpRequest.js'
+import { parseRawResponse, RawConnection } from './support/RawConnection.js'
 
 interface Running {
   readonly source: HttpServerSource
@@ -353,6 +354,136 @@ describe('httpServer: text encoding', () => {
     const { port } = await start()
     const answer = await request(port, { body: bytes([0xef, 0xbb, 0xbf], '[{"a":"', [0xc3], '"}]') })
     expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', byteOffset: 10 })
+  })
+})
+
+describe('httpServer: limits of a server on an open port', () => {
+  const connections: RawConnection[] = []
+  afterEach(() => {
+    for (const c of connections.splice(0)) c.destroy()
+  })
+  const open = async (port: number): Promise<RawConnection> => {
+    const c = new RawConnection(port)
+    connections.push(c)
+    await c.connected
+    return c
+  }
+  const served = async (context: FakeSourceContext, port: number): Promise<number> => {
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }]))
+    ;(await next).end('delivered')
+    return (await answer).status
+  }
+
+  it('cuts off a client that sends its headers too slowly with 408, and serves others meanwhile', async () => {
+    const { source, context, port } = await start({ headersTimeoutMs: 400, requestTimeoutMs: 5000 })
+    const slowloris = await open(port)
+    slowloris.write('POST / HTTP/1.1\r\nHost: x\r\n')
+    slowloris.trickle('X-Slow: 1\r\n', 50)
+    const order: string[] = []
+    const cut = slowloris.closed.then((text) => {
+      order.push('cut')
+      return text
+    })
+    expect(await served(context, port)).toBe(200)
+    order.push('served')
+    const { status, body } = parseRawResponse(await cut)
+    expect(status).toBe(408)
+    expect(body).toMatchObject({ code: 'REQUEST_TIMEOUT', componentId: 'in' })
+    expect(order).toEqual(['served', 'cut'])
+    expect(source.counters.refused.REQUEST_TIMEOUT).toBe(1)
+    expect(source.counters.responses[408]).toBe(1)
+  })
+
+  it('cuts off a client that sends its body too slowly with 408, and sends nothing downstream', async () => {
+    const { source, context, port } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 400 })
+    const slow = await open(port)
+    slow.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n[',
+    )
+    slow.trickle(' ', 50)
+    expect(await served(context, port)).toBe(200)
+    const { status, body } = parseRawResponse(await slow.closed)
+    expect(status).toBe(408)
+    expect(body.code).toBe('REQUEST_TIMEOUT')
+    expect(source.counters.refused.REQUEST_TIMEOUT).toBe(1)
+    expect(context.batches.length).toBe(1)
+  })
+
+  it('does not count the time the pipeline takes against requestTimeoutMs', async () => {
+    const { context, port } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 100 })
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }]))
+    const batch = await next
+    // Hold the batch past the limit, measured by the server itself: a slowloris cut meanwhile.
+    const slowloris = await open(port)
+    slowloris.write('POST / HTTP/1.1\r\n')
+    slowloris.trickle('X: 1\r\n', 20)
+    expect(parseRawResponse(await slowloris.closed).status).toBe(408)
+    batch.end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it('closes an idle keep-alive connection after keepAliveTimeoutMs', async () => {
+    const { port } = await start({ keepAliveTimeoutMs: 100 })
+    const idle = await open(port)
+    idle.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n')
+    const text = await idle.closed
+    expect(parseRawResponse(text).status).toBe(200)
+    expect(text).toMatch(/keep-alive/i)
+    // Node's own default (5 s) would outlast this test's time limit.
+  }, 4000)
+
+  it('drops connections past maxConnections, and counts them', async () => {
+    const { source, context, port } = await start({ maxConnections: 1 })
+    const first = await open(port)
+    while (source.counters.openConnections < 1) await new Promise((r) => setImmediate(r))
+    const second = await open(port)
+    expect(await second.closed).toBe('')
+    expect(source.counters.connectionsDropped).toBe(1)
+    first.destroy()
+    await first.closed
+    while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+    expect(await served(context, port)).toBe(200)
+  })
+
+  it('answers 413 TOO_MANY_EVENTS past maxEventsPerRequest and sends nothing', async () => {
+    const { context, port } = await start({ maxEventsPerRequest: 2 })
+    const answer = await request(port, json([{ n: 1 }, { n: 2 }, { n: 3 }]))
+    expect(answer.status).toBe(413)
+    expect(answer.body).toMatchObject({ code: 'TOO_MANY_EVENTS', events: 3, limit: 2, componentId: 'in' })
+    expect(context.batches).toEqual([])
+  })
+
+  it('answers a request that is not HTTP with 400 BAD_REQUEST', async () => {
+    const { source, port } = await start()
+    const garbage = await open(port)
+    garbage.write('HELLO\r\n\r\n')
+    expect(parseRawResponse(await garbage.closed)).toMatchObject({
+      status: 400,
+      body: { code: 'BAD_REQUEST' },
+    })
+    expect(source.counters.refused.BAD_REQUEST).toBe(1)
+  })
+
+  it('reports bad limits by field', () => {
+    const issues = httpServer({
+      headersTimeoutMs: 0,
+      requestTimeoutMs: -1,
+      keepAliveTimeoutMs: 1.5,
+      maxConnections: Number.NaN,
+      maxEventsPerRequest: 0,
+    }).validate()
+    expect(issues.map((i) => i.field)).toEqual([
+      'headersTimeoutMs',
+      'requestTimeoutMs',
+      'keepAliveTimeoutMs',
+      'maxConnections',
+      'maxEventsPerRequest',
+    ])
+    expect(httpServer({ headersTimeoutMs: 2000, requestTimeoutMs: 1000 }).validate()).toEqual([
+      { field: 'headersTimeoutMs', message: 'must be at most requestTimeoutMs (1000), got 2000' },
+    ])
   })
 })
 
