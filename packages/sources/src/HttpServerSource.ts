@@ -70,6 +70,29 @@ export interface HttpServerOptions {
    * Default 10,000.
    */
   readonly maxEventsPerRequest?: number
+  /**
+   * The path events are posted to (the query string is ignored). Default `'/'`. Must start with
+   * `/` and cannot be `/health`, which answers `GET` with the source's state. Every other path
+   * gets `404`.
+   */
+  readonly path?: string
+  /**
+   * What a body gets whose `Content-Type` names neither JSON (`application/json`, `*+json`) nor
+   * NDJSON (`application/x-ndjson`, `application/ndjson`, `application/jsonl`, ...), or that has
+   * none: `'sniff'` (the default) decodes it as JSON or NDJSON by its first character, because
+   * `curl -d` sends `application/x-www-form-urlencoded` and simple clients send none;
+   * `'reject'` answers `415` `UNSUPPORTED_MEDIA_TYPE` before reading the body.
+   */
+  readonly unknownContentType?: 'sniff' | 'reject'
+}
+
+/** What `GET /health` answers: `200` while the source runs, `503` (with `Retry-After`) once it stops. */
+export interface HttpServerHealth {
+  readonly state: 'running' | 'stopping'
+  /** The source's component id. */
+  readonly componentId: string
+  /** Requests whose events are in the pipeline, awaiting their status. */
+  readonly inFlight: number
 }
 
 /** The body of every response: what became of the request, as data. */
@@ -111,6 +134,8 @@ export type HttpServerErrorCode =
   | 'TOO_MANY_EVENTS'
   | 'BAD_REQUEST'
   | 'HEADERS_TOO_LARGE'
+  | 'NOT_FOUND'
+  | 'UNSUPPORTED_MEDIA_TYPE'
 
 /**
  * What the source has seen since it started, for metrics and tests. A snapshot: read
@@ -149,6 +174,8 @@ const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000
 const DEFAULT_MAX_CONNECTIONS = 1024
 const DEFAULT_MAX_EVENTS_PER_REQUEST = 10_000
+const HEALTH_PATH = '/health'
+const ACCEPTED_TYPES = 'application/json, application/x-ndjson'
 /** The options that must be positive integers when given. */
 const POSITIVE_INTEGERS = [
   'maxBodyBytes',
@@ -180,6 +207,7 @@ class HttpServer implements HttpServerSource {
   #stopping = false
   #componentId = 'http_server'
   #requests = 0
+  #inFlight = 0
   #openConnections = 0
   #connectionsDropped = 0
   readonly #responses: Record<number, number> = {}
@@ -247,6 +275,21 @@ class HttpServer implements HttpServerSource {
       issues.push({
         field: 'invalidUtf8',
         message: `must be 'reject' or 'replace', got ${JSON.stringify(o.invalidUtf8)}`,
+      })
+    }
+    if (o.path !== undefined && !(typeof o.path === 'string' && /^\/[^?#\s]*$/.test(o.path))) {
+      issues.push({
+        field: 'path',
+        message: `must start with '/' and hold no '?', '#' or spaces, got ${JSON.stringify(o.path)}`,
+      })
+    } else if (o.path === HEALTH_PATH) {
+      issues.push({ field: 'path', message: `cannot be '${HEALTH_PATH}', which answers health checks` })
+    }
+    const policy = o.unknownContentType
+    if (policy !== undefined && policy !== 'sniff' && policy !== 'reject') {
+      issues.push({
+        field: 'unknownContentType',
+        message: `must be 'sniff' or 'reject', got ${JSON.stringify(policy)}`,
       })
     }
     if (o.authToken !== undefined && (typeof o.authToken !== 'string' || o.authToken === '')) {
@@ -355,6 +398,15 @@ class HttpServer implements HttpServerSource {
 
   #handle(request: IncomingMessage, response: ServerResponse, context: SourceContext): void {
     this.#requests++
+    const path = (request.url ?? '/').split('?', 1)[0]
+    if (path === HEALTH_PATH) {
+      this.#health(request, response, context)
+      return
+    }
+    if (path !== (this.#options.path ?? '/')) {
+      this.#refuse(request, response, 404, 'NOT_FOUND', `events are posted to ${this.#options.path ?? '/'}`)
+      return
+    }
     if (this.#stopping) {
       this.#refuse(request, response, 503, 'SHUTTING_DOWN', 'the source is shutting down')
       return
@@ -367,6 +419,20 @@ class HttpServer implements HttpServerSource {
     if (this.#tokenDigest !== undefined && !this.#authorized(request)) {
       response.setHeader('WWW-Authenticate', 'Bearer')
       this.#refuse(request, response, 401, 'UNAUTHORIZED', 'a valid bearer token is required')
+      return
+    }
+    if (
+      this.#options.unknownContentType === 'reject' &&
+      formatOf(request.headers['content-type']) === undefined
+    ) {
+      response.setHeader('Accept-Post', ACCEPTED_TYPES)
+      this.#refuse(
+        request,
+        response,
+        415,
+        'UNSUPPORTED_MEDIA_TYPE',
+        `the Content-Type must be one of ${ACCEPTED_TYPES}`,
+      )
       return
     }
     const declared = Number(request.headers['content-length'] ?? 0)
@@ -434,6 +500,7 @@ class HttpServer implements HttpServerSource {
     // Checked and sent in one synchronous step, so a stop cannot slip in between.
     const sending = context.send(parsed.records)
     this.#accepting.add(sending)
+    this.#inFlight++
     sending
       .finally(() => this.#accepting.delete(sending))
       .then(async (receipt) => {
@@ -453,6 +520,26 @@ class HttpServer implements HttpServerSource {
           this.#refusal('NOT_ACCEPTED', `the pipeline did not accept the events: ${String(error)}`),
         )
       })
+      .finally(() => this.#inFlight--)
+  }
+
+  /** `GET /health`: the stop is read from the signal, so the answer turns 503 the moment it begins. */
+  #health(request: IncomingMessage, response: ServerResponse, context: SourceContext): void {
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      response.setHeader('Allow', 'GET, HEAD')
+      this.#refuse(request, response, 405, 'METHOD_NOT_ALLOWED', 'health answers GET and HEAD only')
+      return
+    }
+    const stopping = context.signal.aborted
+    const health: HttpServerHealth = {
+      state: stopping ? 'stopping' : 'running',
+      componentId: context.id,
+      inFlight: this.#inFlight,
+    }
+    if (stopping) response.setHeader('Retry-After', this.#retryAfter)
+    this.#count(stopping ? 503 : 200)
+    this.#respond(response, stopping ? 503 : 200, health)
+    request.resume()
   }
 
   #authorized(request: IncomingMessage): boolean {
@@ -491,7 +578,7 @@ class HttpServer implements HttpServerSource {
     request.resume()
   }
 
-  #respond(response: ServerResponse, code: number, body: HttpServerResponseBody): void {
+  #respond(response: ServerResponse, code: number, body: HttpServerResponseBody | HttpServerHealth): void {
     if (response.headersSent || response.destroyed) return
     if (this.#stopping) response.setHeader('Connection', 'close')
     const text = JSON.stringify(body) + '\n'

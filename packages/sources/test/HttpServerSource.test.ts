@@ -487,6 +487,116 @@ describe('httpServer: limits of a server on an open port', () => {
   })
 })
 
+describe('httpServer: paths and content types', () => {
+  it('ingests on the configured path only, query string aside', async () => {
+    const { context, port } = await start({ path: '/events' })
+    const next = context.nextBatch()
+    const answer = request(port, { ...json([{ n: 1 }]), path: '/events?tenant=a' })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+    const elsewhere = await request(port, { ...json([{ n: 2 }]), path: '/' })
+    expect(elsewhere.status).toBe(404)
+    expect(elsewhere.body).toMatchObject({ code: 'NOT_FOUND', componentId: 'in' })
+    expect(context.batches.length).toBe(1)
+  })
+
+  it.each(['/other', '/favicon.ico', '//', '/healthz'])('answers 404 on %s', async (path) => {
+    const { port } = await start()
+    const answer = await request(port, { ...json([{ n: 1 }]), path })
+    expect(answer.status).toBe(404)
+    expect(answer.body.code).toBe('NOT_FOUND')
+  })
+
+  it('answers GET /health with 200 and the state while running, 503 while stopping', async () => {
+    const { source, context, port } = await start()
+    const running = await request(port, { method: 'GET', path: '/health' })
+    expect(running).toMatchObject({
+      status: 200,
+      body: { state: 'running', componentId: 'in', inFlight: 0 },
+    })
+    // A request in the pipeline shows as in flight; the stop turns health to 503.
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }]))
+    const batch = await next
+    expect((await request(port, { method: 'GET', path: '/health' })).body.inFlight).toBe(1)
+    // The listener closes at the stop (and idle connections with it): ask on a connection that
+    // is in the middle of its request headers when the stop begins.
+    const settled = async (open: number) => {
+      while (source.counters.openConnections !== open) await new Promise((r) => setImmediate(r))
+    }
+    await settled(1)
+    const kept = new RawConnection(port)
+    await kept.connected
+    kept.write('GET /health HTTP/1.1\r\n')
+    await settled(2)
+    context.stop()
+    kept.write('Host: x\r\n\r\n')
+    const { status, body } = parseRawResponse(await kept.closed)
+    expect(status).toBe(503)
+    expect(body).toMatchObject({ state: 'stopping', componentId: 'in' })
+    batch.end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it('answers other methods on /health with 405', async () => {
+    const { port } = await start()
+    const answer = await request(port, { method: 'POST', path: '/health', body: '{}' })
+    expect(answer.status).toBe(405)
+    expect(answer.headers.allow).toBe('GET, HEAD')
+  })
+
+  it("sniffs other content types by default, so curl -d's form type works", async () => {
+    const { context, port } = await start()
+    const next = context.nextBatch()
+    const answer = request(port, {
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: '[{"message":"hi"}]',
+    })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it.each([['application/x-www-form-urlencoded'], ['text/plain'], [undefined]])(
+    "answers %s with 415 when unknownContentType is 'reject'",
+    async (type) => {
+      const { context, port } = await start({ unknownContentType: 'reject' })
+      const headers: Record<string, string> = type === undefined ? {} : { 'content-type': type }
+      const answer = await request(port, { headers, body: '[{"a":1}]' })
+      expect(answer.status).toBe(415)
+      expect(answer.body.code).toBe('UNSUPPORTED_MEDIA_TYPE')
+      expect(answer.headers['accept-post']).toContain('application/json')
+      expect(context.batches).toEqual([])
+    },
+  )
+
+  it("still takes JSON and NDJSON by their types when unknownContentType is 'reject'", async () => {
+    const { context, port } = await start({ unknownContentType: 'reject' })
+    const next = context.nextBatch()
+    const answer = request(port, { headers: { 'content-type': 'application/x-ndjson' }, body: '{"a":1}\n' })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it('reports a bad path and content type policy by field', () => {
+    expect(
+      httpServer({ path: 'events', unknownContentType: 'guess' as 'reject' })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['path', 'unknownContentType'])
+    expect(
+      httpServer({ path: '/health' })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['path'])
+    expect(
+      httpServer({ path: '/a?b' })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['path'])
+    expect(httpServer({ path: '/v1/events' }).validate()).toEqual([])
+  })
+})
+
 describe('httpServer: requests refused up front', () => {
   it.each([
     ['no Authorization header', undefined],
