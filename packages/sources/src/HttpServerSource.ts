@@ -5,8 +5,9 @@
  * Invariant: a response never claims more than the pipeline did. `200` only once every event of
  * the request was delivered (or accepted, with acknowledgements off); `503` with `Retry-After`
  * when one errored, so the client retries (at-least-once); `400` when one was rejected or the body
- * is malformed. Malformed, oversized or unauthorized requests, and requests that arrive while the
- * topology stops, are answered before anything enters the pipeline.
+ * is malformed. Malformed, oversized, too slow or unauthorized requests, and requests that arrive
+ * while the topology stops, are answered before anything enters the pipeline; no body, however
+ * deep, long or badly encoded, can make the handler throw.
  *
  * @module
  */
@@ -640,11 +641,15 @@ function aborted(signal: AbortSignal): Promise<void> {
 }
 
 /**
- * An HTTP source: `POST` a JSON array of objects, one object, or NDJSON (by `Content-Type`:
- * `application/json`, `application/x-ndjson`; sniffed when absent); each request is one batch,
- * answered when the batch resolves: `200` delivered, `503` + `Retry-After` errored, `400`
- * rejected. Malformed bodies get `400` (naming the line and column), bodies over `maxBodyBytes`
- * `413`, requests without the bearer token `401`, requests during shutdown `503`.
+ * An HTTP source: `POST` to `path` (default `/`) a JSON array of objects, one object, or NDJSON (by
+ * `Content-Type`: `application/json`, `application/x-ndjson`; other types and none are sniffed,
+ * or refused with `415` under `unknownContentType: 'reject'`); each request is one batch, answered
+ * when the batch resolves: `200` delivered, `503` + `Retry-After` errored, `400` rejected. Bodies
+ * that are malformed, not UTF-8 or nested past `maxDepth` get `400` naming where; bodies over
+ * `maxBodyBytes` or `maxEventsPerRequest` `413`; clients slower than `headersTimeoutMs` /
+ * `requestTimeoutMs` `408`; requests without the bearer token `401`; other paths `404`; requests
+ * during shutdown `503`. `GET /health` answers `200` while running, `503` while stopping. Every
+ * refusal names its `code` and the source's `componentId`; none lets anything into the pipeline.
  *
  * @example
  * ```ts
