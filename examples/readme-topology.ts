@@ -1,5 +1,6 @@
 // The topology shown in the README, kept here so that `pnpm typecheck` proves it compiles.
 // Run it with: npx tsx --conditions=source examples/readme-topology.ts (Ctrl-C stops it).
+import { diskBuffer } from '@ackline/buffers'
 import { file, memory } from '@ackline/sinks'
 import { httpServer } from '@ackline/sources'
 import { TopologyBuilder } from '@ackline/topology'
@@ -17,7 +18,7 @@ const topology = new TopologyBuilder({ acknowledgements: true })
   .transform('split', ['parse'], route({ errors: (e) => e.get('level') === 'error' }))
   .sink('alerts', ['split.errors'], memory(), { authoritative: true })
   .sink('archive', ['parse', 'split._unmatched'], file({ path: './events.ndjson' }), {
-    buffer: { type: 'disk', path: './data/archive' },
+    buffer: diskBuffer({ path: './data/archive' }),
   })
   .build() // validates everything at once; throws one TopologyError listing every problem
 

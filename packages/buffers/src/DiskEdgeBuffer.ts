@@ -27,12 +27,13 @@ import {
   EventFinalizerGroups,
   type JsonObject,
 } from '@ackline/core'
+import type { EdgeBuffer } from '@ackline/topology'
 import { DiskBuffer, type DiskBufferMetrics, type ReplayResult, type SyncPolicy } from './DiskBuffer.js'
 import { DiskBufferError } from './DiskBufferError.js'
 import { EventRecord } from './internal/EventRecord.js'
 import type { FileSystem } from './internal/FileSystem.js'
 
-/** Options of {@link openDiskBuffer}; a sink's `buffer: { type: 'disk', … }` in a topology. */
+/** Options of {@link openDiskBuffer}; in a topology, a sink's `buffer: diskBuffer({ … })` takes the same ones. */
 export interface DiskEdgeBufferOptions {
   /** The buffer kind, as a topology config writes it; only `'disk'` (or nothing) is accepted. */
   readonly type?: 'disk' | undefined
@@ -100,8 +101,8 @@ export interface DiskEdgeBufferMetrics extends DiskBufferMetrics {
   readonly deadLetteredThisRun: number
 }
 
-/** A disk buffer as the topology runtime sees it, with inspection on the side. */
-export interface DiskEdgeBuffer {
+/** A disk buffer as the topology runtime sees it (its `EdgeBuffer`), with inspection on the side. */
+export interface DiskEdgeBuffer extends EdgeBuffer {
   /**
    * Stores the events. Resolves once they are written (fsynced under `'always'`), settled, or,
    * when full and blocking, once there is room. The handles are consumed.

@@ -3,7 +3,10 @@
  *
  * {@link DiskBuffer} is the record store (segments, checksums, ledger, lock, recovery);
  * {@link openDiskBuffer} puts it in front of a sink as the topology's edge buffer, settling the
- * sources' batches on write or on delivery. See `rfcs/0003-disk-buffer.md`.
+ * sources' batches on write or on delivery; {@link diskBuffer} is the factory a sink's `buffer`
+ * option takes (`sink('out', ['in'], s, { buffer: diskBuffer({ maxBytes }) })`). The topology
+ * defines the `EdgeBuffer` contract this package implements and knows nothing of disks. See
+ * `rfcs/0003-disk-buffer.md`.
  *
  * @module
  */
@@ -20,6 +23,7 @@ export {
   type SyncPolicy,
 } from './DiskBuffer.js'
 export { DiskBufferError, type DiskBufferErrorCode } from './DiskBufferError.js'
+export { type DiskBufferFactory, type DiskBufferFactoryOptions, diskBuffer } from './DiskBufferFactory.js'
 export {
   type DeadLetterEvent,
   type DiskEdgeBuffer,

@@ -44,6 +44,15 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
     return this.#status
   }
 
+  /**
+   * Why the batch is not `delivered`: the `reason` given by the first end that explained the
+   * status the batch has (see `EndOptions.reason`); `undefined` while it is delivered, or when no
+   * end with that status gave a reason. Read it once the batch resolved: it is final then.
+   */
+  get reason(): unknown {
+    return this.#state.explanation
+  }
+
   /** Whether the batch has resolved. */
   get isResolved(): boolean {
     return this.#status !== undefined

@@ -10,7 +10,7 @@ import type { BatchNotifier } from './BatchNotifier.js'
 import { EventMetadata } from './EventMetadata.js'
 import type { DeliveryStatus } from './EventStatus.js'
 import { endRuns } from './internal/refs.js'
-import { eventStatusCode } from './internal/statusCodes.js'
+import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import type { JsonObject } from './JsonValue.js'
 import { type EndOptions, LogEvent, type LogEventOptions } from './LogEvent.js'
 
@@ -122,8 +122,17 @@ export class EventArray implements Iterable<LogEvent> {
 
   /** Ends every event with the same status (or none). See {@link LogEvent.end}. */
   end(status?: DeliveryStatus, options?: EndOptions): void {
-    const code = status === undefined ? -1 : eventStatusCode(status)
-    if (options?.authoritative === true) {
+    const code = status === undefined ? -1 : deliveryStatusCode(status)
+    if (options === undefined) {
+      endRuns(this.events, code)
+      return
+    }
+    const reason = options.reason
+    if (code >= ERRORED && reason !== undefined) {
+      // Before any end: a batch that resolves inside this call must already know why.
+      for (const event of this.events) event.metadata._explain(code, reason)
+    }
+    if (options.authoritative === true) {
       for (const event of this.events) event.metadata._end(code, true)
     } else {
       endRuns(this.events, code)

@@ -9,9 +9,9 @@
  */
 import type { DeliveryStatus } from './EventStatus.js'
 import { FinalizationError } from './FinalizationError.js'
-import { endRef, type Ref } from './internal/refs.js'
-import { eventStatusCode } from './internal/statusCodes.js'
-import type { LogEvent } from './LogEvent.js'
+import { endRef, explainRef, type Ref } from './internal/refs.js'
+import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
+import type { EndOptions, LogEvent } from './LogEvent.js'
 
 const CONSUMED: unique symbol = Symbol('ackline.consumed')
 
@@ -87,15 +87,19 @@ export class EventFinalizerGroups {
 
   /**
    * Ends group `index` as its event's handle would end: with a status, or without one. With
-   * `authoritative`, the status is sent to the batches now and later ones are ignored.
+   * `authoritative`, the status is sent to the batches now and later ones are ignored; `reason`
+   * is kept as `LogEvent.end` keeps it.
    */
-  end(index: number, status?: DeliveryStatus, options: { readonly authoritative?: boolean } = {}): void {
-    const code = status === undefined ? -1 : eventStatusCode(status)
-    endRef(this.#take(index), this.#slots[index]!, code, options.authoritative === true)
+  end(index: number, status?: DeliveryStatus, options: EndOptions = {}): void {
+    const code = status === undefined ? -1 : deliveryStatusCode(status)
+    const ref = this.#take(index)
+    const slot = this.#slots[index]!
+    if (code >= ERRORED && options.reason !== undefined) explainRef(ref, slot, code, options.reason)
+    endRef(ref, slot, code, options.authoritative === true)
   }
 
   /** Ends every group not consumed yet. */
-  endAll(status?: DeliveryStatus, options: { readonly authoritative?: boolean } = {}): void {
+  endAll(status?: DeliveryStatus, options: EndOptions = {}): void {
     for (let i = 0; i < this.#refs.length; i++) if (this.#refs[i] !== CONSUMED) this.end(i, status, options)
   }
 

@@ -50,7 +50,8 @@ export class EventFinalizers implements Iterable<EventFinalizer> {
   /**
    * Reports `status` for this event to every batch it belongs to, as an end with that status
    * would, without ending any handle (ignored for a batch where the event was recorded). Throws a
-   * `FinalizationError` (`USE_AFTER_END`) once a batch has resolved.
+   * `FinalizationError` (`USE_AFTER_END`) once a batch has resolved, and one with code
+   * `INVALID_STATUS` for a status that is not an {@link EventStatus} (nothing is changed then).
    */
   updateStatus(status: EventStatus): void {
     const code = eventStatusCode(status)

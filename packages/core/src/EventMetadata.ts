@@ -11,7 +11,7 @@
 import type { BatchNotifier } from './BatchNotifier.js'
 import { EventFinalizers } from './EventFinalizers.js'
 import { FinalizationError } from './FinalizationError.js'
-import { asSet, endRef, mergeRefs, type Ref, SET } from './internal/refs.js'
+import { asSet, endRef, explainRef, mergeRefs, type Ref, SET } from './internal/refs.js'
 
 /**
  * Metadata of one event handle.
@@ -88,6 +88,12 @@ export class EventMetadata {
     }
     this._ref = null
     endRef(ref, this._slot, code, authoritative)
+  }
+
+  /** @internal Offers the reason of an end with `code` to the handle's batches, before the end. */
+  _explain(code: number, reason: unknown): void {
+    const ref = this._ref
+    if (ref !== null) explainRef(ref, this._slot, code, reason)
   }
 
   /** @internal Moves the reference out, leaving the handle live without finalizers. */

@@ -12,6 +12,8 @@ export type FinalizationErrorCode =
   | 'USE_AFTER_END'
   | 'NOTIFIER_RELEASED'
   | 'INVALID_STATUS_UPDATE'
+  /** A status that is not one of the lattice's (from untyped code): nothing was changed. */
+  | 'INVALID_STATUS'
   | 'GROUP_CONSUMED'
   | 'SELF_MERGE'
 

@@ -17,7 +17,7 @@ import type { DeliveryStatus } from './EventStatus.js'
 import { FinalizationError } from './FinalizationError.js'
 import { getPath, removePath, setPath } from './internal/FieldPath.js'
 import { retainRef } from './internal/refs.js'
-import { eventStatusCode } from './internal/statusCodes.js'
+import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import { type JsonObject, JsonValue } from './JsonValue.js'
 
 /** Options of a new event. */
@@ -35,6 +35,12 @@ export interface EndOptions {
    * `recorded`, so what any other copy reports later is ignored.
    */
   readonly authoritative?: boolean
+  /**
+   * Why the status is `errored` or `rejected`: an opaque value (core never reads it) that each
+   * batch of the event keeps when this end is the first to explain the status the batch ends
+   * with; the batch's receiver shows it as `reason`. Ignored for `delivered` and for no status.
+   */
+  readonly reason?: unknown
 }
 
 /**
@@ -146,10 +152,18 @@ export class LogEvent {
   /**
    * Ends this handle: with a status when a sink reports what became of the event, without one
    * when a transform discards it (the event then counts as delivered unless another copy says
-   * otherwise). Ending twice throws a `FinalizationError` with code `ALREADY_ENDED`.
+   * otherwise). Ending twice throws a `FinalizationError` with code `ALREADY_ENDED`; a status that
+   * is none of the three (from untyped code) throws one with code `INVALID_STATUS`, and the handle
+   * stays live.
    */
   end(status?: DeliveryStatus, options?: EndOptions): void {
-    this.metadata._end(status === undefined ? -1 : eventStatusCode(status), options?.authoritative === true)
+    const code = status === undefined ? -1 : deliveryStatusCode(status)
+    if (options === undefined) {
+      this.metadata._end(code, false)
+      return
+    }
+    if (code >= ERRORED && options.reason !== undefined) this.metadata._explain(code, options.reason)
+    this.metadata._end(code, options.authoritative === true)
   }
 
   /** The fields, for `JSON.stringify`. */

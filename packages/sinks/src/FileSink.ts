@@ -1,11 +1,19 @@
 /**
  * `file`: a sink that appends events to a file as NDJSON (one JSON object per line).
  *
- * Invariant: a write resolves (the events count as delivered) only after its lines were written
- * and the file fsynced, so an acknowledged event survives a crash of the machine. A failed open,
- * write or fsync throws a `RetryableError` (the runtime retries, then settles the events
- * `errored`), and the next write reopens the file. Writes never interleave: each array's lines
- * are appended as one contiguous block.
+ * Invariants:
+ * - A write resolves (the events count as delivered) only after its lines were written and the
+ *   file fsynced, so an acknowledged event survives a crash of the machine. A failed open, write
+ *   or fsync throws a `RetryableError` (the runtime retries, then settles the events `errored`),
+ *   and the next write reopens the file.
+ * - Every line this sink appends starts at the beginning of a line: a file that ends in a partial
+ *   line when it is opened (a power loss, a disk that filled up, another writer) gets a newline
+ *   first, and what a failed append left behind is cut off (truncated back to where that append
+ *   began) before the next one. Both are said in a warning.
+ * - Writes never interleave: each array's lines are appended as one contiguous block.
+ * - An event the format cannot represent (a `BigInt`, a cycle, a value nested too deep for
+ *   `JSON.stringify`) fails alone: the others are written, and the write reports that event's
+ *   encoding error in its place, which the runtime settles `rejected`.
  *
  * @module
  */
@@ -19,6 +27,11 @@ import { type ConfigIssue, RetryableError, type Sink, type SinkResult } from '@a
 export interface FileSinkOptions {
   /** The file to append to; created when missing. Its directory must exist. */
   readonly path: string
+  /**
+   * Where the sink's warnings go (a partial last line it terminated, bytes of a failed append it
+   * cut off). Default: `process.emitWarning` with code `ACKLINE_FILE_SINK`.
+   */
+  readonly onWarning?: (message: string) => void
 }
 
 /** The sink {@link file} returns. */
@@ -34,17 +47,26 @@ export interface FileSink extends Sink {
 
 const RESOLVED: Promise<unknown> = Promise.resolve()
 
+const NEWLINE = 0x0a
+
 class NdjsonFile implements FileSink {
   readonly kind = 'file'
   readonly path: string
   readonly #options: FileSinkOptions
+  readonly #warn: (message: string) => void
   #handle: FileHandle | undefined = undefined
+  /** The file's size after the last complete append of this sink (known once opened). */
+  #size = 0
+  /** Where a failed append began: the next open cuts the file back to it. */
+  #cutTo: number | undefined = undefined
   /** The last write or stop: the next one starts after it, so blocks never interleave. */
   #tail: Promise<unknown> = RESOLVED
 
   constructor(options: FileSinkOptions) {
     this.#options = options
     this.path = typeof options.path === 'string' && options.path !== '' ? resolve(options.path) : ''
+    this.#warn =
+      options.onWarning ?? ((message) => process.emitWarning(message, { code: 'ACKLINE_FILE_SINK' }))
   }
 
   validate(): readonly ConfigIssue[] {
@@ -59,6 +81,9 @@ class NdjsonFile implements FileSink {
     if (statSync(this.path, { throwIfNoEntry: false })?.isDirectory() === true) {
       return [{ field: 'path', message: `${this.path} is a directory, not a file` }]
     }
+    if (this.#options.onWarning !== undefined && typeof this.#options.onWarning !== 'function') {
+      return [{ field: 'onWarning', message: 'must be a function' }]
+    }
     return []
   }
 
@@ -71,7 +96,11 @@ class NdjsonFile implements FileSink {
   write(events: EventArray): Promise<SinkResult> {
     if (events.length === 0) return Promise.resolve(undefined)
     let text = ''
-    for (const event of events) text += JSON.stringify(event.fields) + '\n'
+    try {
+      for (const event of events) text += JSON.stringify(event.fields) + '\n'
+    } catch {
+      return this.#writeEach(events)
+    }
     return this.#serial(() => this.#append(text))
   }
 
@@ -83,6 +112,27 @@ class NdjsonFile implements FileSink {
     })
   }
 
+  /**
+   * The slow path, taken only when some event could not be encoded: the others are written, and
+   * each failed one reports its own encoding error (a `TypeError` or `RangeError`).
+   */
+  #writeEach(events: EventArray): Promise<SinkResult> {
+    const results: ('delivered' | Error)[] = []
+    let text = ''
+    for (const event of events) {
+      try {
+        text += JSON.stringify(event.fields) + '\n'
+        results.push('delivered')
+      } catch (error) {
+        results.push(error instanceof Error ? error : new TypeError(String(error)))
+      }
+    }
+    return this.#serial(async () => {
+      if (text !== '') await this.#append(text)
+      return results
+    })
+  }
+
   #serial<T>(step: () => Promise<T>): Promise<T> {
     const run = this.#tail.then(step)
     this.#tail = run.catch(() => undefined)
@@ -91,22 +141,57 @@ class NdjsonFile implements FileSink {
 
   async #open(): Promise<FileHandle> {
     if (this.#handle !== undefined) return this.#handle
+    let handle: FileHandle | undefined
     try {
-      this.#handle = await open(this.path, 'a')
-      return this.#handle
+      // Read and write: the last byte is read to see whether the file ends a line.
+      handle = await open(this.path, 'a+')
+      this.#size = await this.#repair(handle)
+      this.#handle = handle
+      return handle
     } catch (error) {
+      await handle?.close().catch(() => undefined)
       throw this.#failure('cannot open', error)
     }
   }
 
+  /** Cuts off what a failed append left, then makes sure the file ends a line; returns its size. */
+  async #repair(handle: FileHandle): Promise<number> {
+    let size = (await handle.stat()).size
+    const cutTo = this.#cutTo
+    if (cutTo !== undefined && size > cutTo) {
+      await handle.truncate(cutTo)
+      await handle.sync()
+      this.#warn(
+        `file sink ${this.path}: cut off ${size - cutTo} byte(s) a failed append had written (the file now ends at byte ${cutTo})`,
+      )
+      size = cutTo
+    }
+    this.#cutTo = undefined
+    if (size === 0) return 0
+    const last = Buffer.alloc(1)
+    await handle.read(last, 0, 1, size - 1)
+    if (last[0] === NEWLINE) return size
+    await handle.appendFile('\n')
+    await handle.sync()
+    this.#warn(
+      `file sink ${this.path}: the file ended in a partial line (no newline after byte ${size}); started a new line before appending`,
+    )
+    return size + 1
+  }
+
   async #append(text: string): Promise<undefined> {
     const handle = await this.#open()
+    const before = this.#size
     try {
       await handle.appendFile(text, 'utf8')
       await handle.sync()
+      this.#size = before + Buffer.byteLength(text, 'utf8')
       return undefined
     } catch (error) {
-      // Reopen on the next try: the handle may be what broke (a file moved, a disk remounted).
+      // Part of the text may be on disk: the next open cuts the file back to where it began, so
+      // the retry does not glue its first line onto a fragment. Reopen then: the handle may be
+      // what broke (a file moved, a disk remounted).
+      this.#cutTo = before
       this.#handle = undefined
       await handle.close().catch(() => undefined)
       throw this.#failure('cannot append to', error)
@@ -121,8 +206,8 @@ class NdjsonFile implements FileSink {
 
 /**
  * Appends every event as one JSON line to `path`, fsyncing before each write counts as
- * delivered. Failures are retryable: a retry may append lines written by a failed attempt
- * again (at-least-once).
+ * delivered. Failures are retryable; what a failed attempt wrote is cut off before the retry, and
+ * an event that cannot be encoded is rejected on its own.
  *
  * @example
  * ```ts

@@ -2,9 +2,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { EventArray, LogEvent } from '@ackline/core'
+import { EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import { file } from '@ackline/sinks'
-import { RetryableError } from '@ackline/topology'
+import { type BatchReceipt, RetryableError, type Source, TopologyBuilder } from '@ackline/topology'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 
 let dir: string
@@ -23,6 +23,21 @@ const lines = (path: string) =>
     .split('\n')
     .filter((l) => l !== '')
     .map((l) => JSON.parse(l))
+
+/** A value nested `depth` levels deep: valid JSON data that `JSON.stringify` cannot walk. */
+const deep = (depth: number): JsonObject => {
+  let value: JsonObject = { leaf: true }
+  for (let i = 0; i < depth; i++) value = { a: value }
+  return value
+}
+
+/** The FileHandle prototype, to inject failures into every handle the sink opens. */
+const handlePrototype = async (): Promise<Record<string, (...args: unknown[]) => Promise<unknown>>> => {
+  const probe = await open(join(dir, 'probe'), 'w')
+  const proto = Object.getPrototypeOf(probe)
+  await probe.close()
+  return proto
+}
 
 describe('file', () => {
   it('appends one JSON line per event after what the file held', async () => {
@@ -84,5 +99,86 @@ describe('file', () => {
         .map((i) => i.field),
     ).toEqual(['path'])
     expect(file({ path: join(dir, 'ok.ndjson') }).validate()).toEqual([])
+  })
+
+  it('writes the events it can encode and reports each one it cannot by its own error', async () => {
+    const path = join(dir, 'out.ndjson')
+    const sink = file({ path })
+    const events = EventArray.from([
+      new LogEvent({ n: 1 }),
+      new LogEvent({ n: 2, big: 10n } as unknown as JsonObject),
+      new LogEvent({ n: 3, nested: deep(100_000) }),
+      new LogEvent({ n: 4 }),
+    ])
+    const result = await sink.write(events)
+    await sink.stop()
+    expect(result).toHaveLength(4)
+    expect(result![0]).toBe('delivered')
+    expect(result![1]).toBeInstanceOf(TypeError)
+    expect(result![2]).toBeInstanceOf(RangeError)
+    expect(result![3]).toBe('delivered')
+    expect(lines(path)).toEqual([{ n: 1 }, { n: 4 }])
+  })
+
+  it('starts a new line, and says so, when the file ends in a partial line', async () => {
+    const path = join(dir, 'out.ndjson')
+    writeFileSync(path, '{"n":0}\n{"n":1,"tru')
+    const warnings: string[] = []
+    const sink = file({ path, onWarning: (m) => warnings.push(m) })
+    await sink.start()
+    await sink.write(array({ n: 2 }))
+    await sink.stop()
+    expect(readFileSync(path, 'utf8')).toBe('{"n":0}\n{"n":1,"tru\n{"n":2}\n')
+    expect(warnings).toHaveLength(1)
+    expect(warnings[0]).toContain('partial line')
+  })
+
+  it('cuts off what a failed append wrote before the retry appends', async () => {
+    const path = join(dir, 'out.ndjson')
+    writeFileSync(path, '{"n":0}\n')
+    const proto = await handlePrototype()
+    const appendFile = proto.appendFile!
+    let failures = 1
+    vi.spyOn(proto, 'appendFile').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      if (failures-- > 0) {
+        // Most of the block reaches the disk, then the device fails mid-line.
+        const text = args[0] as string
+        await appendFile.call(this, text.slice(0, text.length - 3))
+        throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' })
+      }
+      return appendFile.apply(this, args)
+    })
+    const warnings: string[] = []
+    const sink = file({ path, onWarning: (m) => warnings.push(m) })
+    const failed = await sink.write(array({ n: 1 }, { n: 2 })).catch((e: unknown) => e)
+    expect(failed).toBeInstanceOf(RetryableError)
+    expect(readFileSync(path, 'utf8')).not.toMatch(/\n$/) // the fragment is there
+    await sink.write(array({ n: 1 }, { n: 2 }))
+    await sink.stop()
+    expect(readFileSync(path, 'utf8')).toBe('{"n":0}\n{"n":1}\n{"n":2}\n')
+    expect(warnings).toEqual([expect.stringContaining('cut off')])
+  })
+
+  it('in a topology, a 100,000-level-deep body is rejected, not retried as errored forever', async () => {
+    const path = join(dir, 'out.ndjson')
+    const receipts: BatchReceipt[] = []
+    const source: Source = {
+      kind: 'test',
+      canAcknowledge: true,
+      async run(context) {
+        receipts.push(await context.send([{ n: 1 }]))
+        receipts.push(await context.send([{ n: 2, body: deep(100_000) }, { n: 3 }]))
+      },
+    }
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('http', source)
+      .sink('archive', ['http'], file({ path }), { retry: { attempts: 3, initialBackoffMs: 1 } })
+      .build()
+    await topology.start()
+    await topology.done
+    expect(await Promise.all(receipts.map((r) => r.status))).toEqual(['delivered', 'rejected'])
+    expect(receipts[1]!.failure).toMatchObject({ componentId: 'archive', code: 'UNENCODABLE' })
+    expect(lines(path)).toEqual([{ n: 1 }, { n: 3 }])
+    expect(topology.metrics().archive).toMatchObject({ rejectedEvents: 1, failures: { UNENCODABLE: 1 } })
   })
 })

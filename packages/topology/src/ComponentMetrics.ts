@@ -32,6 +32,12 @@ export interface ComponentMetrics {
   readonly erroredEvents: number
   /** Events this component settled `rejected`. */
   readonly rejectedEvents: number
+  /**
+   * Why: the events this component settled `errored` or `rejected`, counted by the code of the
+   * failure (`WRITE_FAILED`, `UNENCODABLE`, `BUFFER_FULL`, … — see `BatchFailure`). Sources count
+   * their batches decided by `ACK_TIMEOUT` or `STOPPED` here.
+   */
+  readonly failures: Readonly<Record<string, number>>
   /** Sources: batches not resolved yet. Sinks: events handed to `write` and not settled yet. */
   readonly acksInFlight: number
   /** Sources: batches resolved so far and their latency, send to resolution. */

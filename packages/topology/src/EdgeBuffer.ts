@@ -1,17 +1,29 @@
 /**
- * The contract of a buffer that stands in front of a sink: the in-memory channel of the runtime
- * and the disk buffer of `@ackline/buffers` both implement it.
+ * The contract of a buffer that stands in front of a component, and of the factory a sink's
+ * `buffer` option names to get one. The runtime's in-memory channel is the default; other kinds
+ * (the disk buffer of `@ackline/buffers`, or a third party's) implement this contract in their
+ * own package, and the topology knows nothing of them beyond it.
  *
- * Invariant: a buffer never settles an event as delivered on its own (except a disk buffer in
- * `acknowledgements: 'on-write'` mode, once the write is durable). Whatever it accepts it either
- * hands to the sink through `pull`, or settles with a status (`rejected` when full and dropping,
- * `errored` when it cannot store it).
+ * Invariant: a buffer never settles an event as delivered on its own (except one that promises
+ * durability, such as a disk buffer in `acknowledgements: 'on-write'` mode, once the write is
+ * durable). Whatever it accepts it either hands to the sink through `pull`, or settles with a
+ * status (`rejected` when full and dropping, `errored` when it cannot store it).
  *
  * @module
  */
 import type { EventArray } from '@ackline/core'
+import type { ConfigIssue } from './ConfigIssue.js'
 
-/** A buffer between a component's output and a sink. */
+/**
+ * A buffer between a component's output and a sink.
+ *
+ * @example
+ * ```ts
+ * const buffer = await factory.open({ componentId: 'archive', dataDir: undefined })
+ * await buffer.push(events)         // ownership of the handles moves in
+ * const next = await buffer.pull()  // what the sink writes next
+ * ```
+ */
 export interface EdgeBuffer {
   /**
    * Accepts an array of events; ownership of the handles moves into the buffer. Resolves once
@@ -25,4 +37,44 @@ export interface EdgeBuffer {
   pull(signal?: AbortSignal): Promise<EventArray | undefined>
   /** No more pushes: `pull` drains what is left, then returns `undefined`. */
   close(): Promise<void>
+  /**
+   * Gives the buffer up without draining it (a stop's deadline passed, or `start()` failed):
+   * settle `errored` what waits for an acknowledgement in this process, keep what is durable for
+   * the next run, and release files and locks. Without it, the runtime calls `close()`.
+   */
+  dispose?(): Promise<void>
+}
+
+/** Where a buffer stands, as its factory is told when the topology starts. */
+export interface EdgeBufferContext {
+  /** The id of the component the buffer feeds (a durable buffer names its files after it). */
+  readonly componentId: string
+  /** The topology's `dataDir`, if set: where a durable buffer keeps its files by default. */
+  readonly dataDir: string | undefined
+}
+
+/**
+ * Makes the buffer in front of a sink: what the sink's `buffer` option takes besides the
+ * in-memory channel's options. Options of the buffer kind are the factory's business; the
+ * topology only asks it to check them (at `build()`) and to open a buffer (at `start()`).
+ *
+ * @example
+ * ```ts
+ * import { diskBuffer } from '@ackline/buffers'
+ * builder.sink('archive', ['parse'], s3, { buffer: diskBuffer({ maxBytes: 1 << 30 }) })
+ * ```
+ */
+export interface EdgeBufferFactory {
+  /** The kind of buffer, for messages (`"disk"`). */
+  readonly kind: string
+  /**
+   * Problems in the buffer's options for this component; `build()` reports them with every other
+   * problem, as fields under `buffer.` (`buffer.maxBytes`).
+   */
+  validate?(context: EdgeBufferContext): readonly ConfigIssue[]
+  /**
+   * Opens the buffer when the topology starts. If it throws, `start()` rejects with a
+   * `TopologyError` (`BUFFER_OPEN_FAILED`) naming the component.
+   */
+  open(context: EdgeBufferContext): Promise<EdgeBuffer>
 }

@@ -8,6 +8,7 @@
  * @module
  */
 import type { BatchStatus } from '@ackline/core'
+import type { BatchFailure } from './BatchFailure.js'
 
 /**
  * Which kind of component a fact is about.
@@ -34,6 +35,10 @@ export type ComponentErrorCode =
   | 'ENDED_AFTER_EMIT'
   /** A transform's `process` or `flush` threw; its unhandled input events were settled `errored`. */
   | 'PROCESS_FAILED'
+  /** A transform emitted on a port it does not declare: `emit` settled the event `errored`, then threw. */
+  | 'UNDECLARED_PORT'
+  /** A transform emitted after its call returned (from a timer, say): the event was settled `errored`. */
+  | 'EMIT_AFTER_RETURN'
   /** A sink's `write` failed (one fact per failed attempt). */
   | 'WRITE_FAILED'
   /** A sink's `write` returned a number of statuses that does not match its events; all were settled `errored`. */
@@ -77,6 +82,8 @@ export type LifecycleEvent =
       readonly latencyMs: number
       /** Whether the ack timeout (or a forced stop) decided the status rather than the sinks. */
       readonly timedOut: boolean
+      /** Why it was not delivered (the receipt's `failure`); absent when delivered. */
+      readonly failure?: BatchFailure
     }
   | {
       readonly type: 'component_error'

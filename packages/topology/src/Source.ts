@@ -8,6 +8,7 @@
  * @module
  */
 import type { BatchStatus, EventArray, JsonObject } from '@ackline/core'
+import type { BatchFailure } from './BatchFailure.js'
 import type { ConfigIssue } from './ConfigIssue.js'
 
 /**
@@ -23,6 +24,12 @@ export interface BatchReceipt {
    * was accepted. It never rejects.
    */
   readonly status: Promise<BatchStatus>
+  /**
+   * Why the batch was not delivered: the first failure that gave it its final status (the
+   * component, a code, a message). Read it once `status` resolved: `undefined` before that, and
+   * always `undefined` for a delivered batch.
+   */
+  readonly failure: BatchFailure | undefined
 }
 
 /** What the runtime gives a running source. */

@@ -9,6 +9,7 @@
  * @module
  */
 import type { DeliveryStatus } from '@ackline/core'
+import type { EdgeBufferFactory } from './EdgeBuffer.js'
 import { planTopology } from './internal/TopologyPlan.js'
 import type { RetryPolicy } from './RetryPolicy.js'
 import type { Sink } from './Sink.js'
@@ -31,7 +32,10 @@ export interface TopologyOptions {
    * setting always wins over this, whichever way.
    */
   readonly acknowledgements?: boolean
-  /** Directory under which disk buffers live by default (`<dataDir>/<sinkId>`). */
+  /**
+   * Directory under which durable buffers keep their files by default (a disk buffer of sink
+   * `archive` lives in `<dataDir>/archive`); given to every buffer factory.
+   */
   readonly dataDir?: string
   /**
    * Settle a batch `errored` for its source when it has not resolved this long after it was sent
@@ -63,7 +67,9 @@ export interface TopologyWarning {
 }
 
 /**
- * The in-memory channel in front of a component (the default).
+ * The in-memory channel in front of a component: the default buffer, built into the runtime, so
+ * it is given by its options rather than by a factory. Other kinds of buffer come from their own
+ * package as an {@link EdgeBufferFactory} (`diskBuffer({ … })` of `@ackline/buffers`).
  *
  * @example
  * ```ts
@@ -71,6 +77,7 @@ export interface TopologyWarning {
  * ```
  */
 export interface MemoryBufferOptions {
+  /** Optional tag, for configs that spell the kind out. */
   readonly type?: 'memory'
   /** How many events may wait in the channel (default 500). */
   readonly maxEvents?: number
@@ -78,35 +85,6 @@ export interface MemoryBufferOptions {
   readonly whenFull?: 'block' | 'drop_newest'
   /** The status of events a `drop_newest` channel drops (default `'rejected'`). */
   readonly droppedStatus?: DeliveryStatus
-}
-
-/**
- * A disk buffer in front of a sink, from `@ackline/buffers` (loaded only when used).
- *
- * @example
- * ```ts
- * new TopologyBuilder({ acknowledgements: true, dataDir: '/var/lib/ackline' })
- *   .source('in', source)
- *   .sink('s3', ['in'], s3Sink, { buffer: { type: 'disk', maxBytes: 1 << 30 } }) // in /var/lib/ackline/s3
- * ```
- */
-export interface DiskBufferOptions {
-  readonly type: 'disk'
-  /** Directory of the buffer (default `<dataDir>/<sinkId>`). */
-  readonly path?: string
-  /** Largest size on disk, in bytes. */
-  readonly maxBytes?: number
-  readonly whenFull?: 'block' | 'drop_newest'
-  /**
-   * When writes are fsynced: `'always'` (each push, the default of `@ackline/buffers`) or group
-   * commit `{ everyMs, everyWrites }`.
-   */
-  readonly sync?: 'always' | { readonly everyMs: number; readonly everyWrites: number }
-  /**
-   * When the buffer settles events: once durably written (`'on-write'`), or once the sink
-   * delivered them (`'on-delivery'`, the default).
-   */
-  readonly acknowledgements?: 'on-write' | 'on-delivery'
 }
 
 /**
@@ -141,8 +119,11 @@ export interface SinkOptions {
    * copy reports later is ignored.
    */
   readonly authoritative?: boolean
-  /** The buffer in front of the sink: memory (the default) or disk. */
-  readonly buffer?: MemoryBufferOptions | DiskBufferOptions
+  /**
+   * The buffer in front of the sink: the in-memory channel's options (the default), or a factory
+   * of another kind of buffer, such as `diskBuffer({ maxBytes })` from `@ackline/buffers`.
+   */
+  readonly buffer?: MemoryBufferOptions | EdgeBufferFactory
   /** How failed writes are retried. */
   readonly retry?: RetryPolicy
 }

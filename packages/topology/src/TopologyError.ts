@@ -28,6 +28,10 @@ export type TopologyProblemCode =
   | 'UNFED_SINK'
   | 'INVALID_OPTION'
   | 'INVALID_CONFIG'
+  /** `topology.start()`: a sink's `start()` threw (the problem's `cause` is what it threw). */
+  | 'SINK_START_FAILED'
+  /** `topology.start()`: the buffer in front of a component could not open. */
+  | 'BUFFER_OPEN_FAILED'
 
 /**
  * One problem: the component concerned, the field of its declaration or config, and what is wrong.
@@ -45,6 +49,8 @@ export interface TopologyProblem {
   readonly field: string
   /** What is wrong, in words a user can act on. */
   readonly message: string
+  /** What was thrown, for the problems found by `start()`. */
+  readonly cause?: unknown
 }
 
 /**
@@ -66,10 +72,13 @@ export class TopologyError extends Error {
   constructor(
     /** Every problem found, in declaration order of the components. */
     readonly problems: readonly TopologyProblem[],
+    /** `cause`: the first problem's cause, when `start()` found the problems. */
+    options?: ErrorOptions,
   ) {
     super(
       `invalid topology (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n` +
         problems.map((p) => `  - ${p.component} (${p.field}): ${p.message}`).join('\n'),
+      options,
     )
   }
 }

@@ -4,9 +4,10 @@
  *
  * @module
  */
+export type { BatchFailure } from './BatchFailure.js'
 export type { ComponentMetrics } from './ComponentMetrics.js'
 export type { ConfigIssue } from './ConfigIssue.js'
-export type { EdgeBuffer } from './EdgeBuffer.js'
+export type { EdgeBuffer, EdgeBufferContext, EdgeBufferFactory } from './EdgeBuffer.js'
 export type { ComponentErrorCode, ComponentRole, LifecycleEvent } from './LifecycleEvent.js'
 export { RejectError } from './RejectError.js'
 export { RetryableError } from './RetryableError.js'
@@ -15,7 +16,6 @@ export type { Sink, SinkResult } from './Sink.js'
 export type { BatchReceipt, Source, SourceContext } from './Source.js'
 export { type StopOptions, Topology } from './Topology.js'
 export {
-  type DiskBufferOptions,
   type MemoryBufferOptions,
   type SinkOptions,
   TopologyBuilder,

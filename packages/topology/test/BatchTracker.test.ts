@@ -64,9 +64,11 @@ describe('BatchTracker', () => {
     const { t, facts } = tracker()
     const { array, receiver } = batch(2)
     const receipt = t.track(receiver, 2, Date.now())
-    t.recorded(receiver, 'delivered')
-    t.recorded(receiver, 'errored')
+    const failure = { componentId: 'sink', code: 'WRITE_FAILED', message: 'down' }
+    t.recorded(receiver, 'delivered', undefined)
+    t.recorded(receiver, 'errored', failure)
     expect(await receipt.status).toBe('errored')
+    expect(receipt.failure).toBe(failure)
     array.end('delivered')
     await Promise.resolve()
     expect(facts.filter((f) => f.type === 'batch_resolved')).toHaveLength(1)

@@ -118,7 +118,13 @@ describe('validation', () => {
       new TopologyBuilder({ ...quiet, ackTimeoutMs: 0 })
         .source('in', testSource([]))
         .transform('t', ['in'], passThrough(), { buffer: { maxEvents: 0 } })
-        .sink('disk', ['t'], testSink(), { buffer: { type: 'disk' } })
+        .sink('disk', ['t'], testSink(), {
+          buffer: {
+            kind: 'fake_disk',
+            validate: ({ dataDir }) => (dataDir === undefined ? [{ field: 'path', message: 'no path' }] : []),
+            open: () => Promise.reject(new Error('not opened at build')),
+          },
+        })
         .sink('retry', ['t'], testSink(), { retry: { attempts: 0, initialBackoffMs: -1 } })
         .build(),
     )

@@ -7,7 +7,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { BufferCheck } from '@ackline/buffers'
+import { BufferCheck, diskBuffer } from '@ackline/buffers'
 import { file } from '@ackline/sinks'
 import { httpServer } from '@ackline/sources'
 import { RetryableError, type Sink, TopologyBuilder } from '@ackline/topology'
@@ -24,7 +24,7 @@ const down = (): Sink => ({
   },
 })
 
-const diskBuffer = { type: 'disk', acknowledgements: 'on-write', sync: 'always' } as const
+const onWrite = diskBuffer({ acknowledgements: 'on-write', sync: 'always' })
 
 async function post(port: number, n: number): Promise<number> {
   const body = [0, 1, 2].map((k) => JSON.stringify({ request: n, k })).join('\n')
@@ -47,7 +47,7 @@ describe('a sink with a disk buffer', () => {
     const source1 = httpServer({ address: '127.0.0.1:0' })
     const run1 = new TopologyBuilder({ acknowledgements: true, dataDir })
       .source('http', source1)
-      .sink('out', ['http'], down(), { buffer: diskBuffer, retry: { attempts: 1 } })
+      .sink('out', ['http'], down(), { buffer: onWrite, retry: { attempts: 1 } })
       .build()
     await run1.start()
     const { port: port1 } = await source1.listening()
@@ -62,7 +62,7 @@ describe('a sink with a disk buffer', () => {
     const source2 = httpServer({ address: '127.0.0.1:0' })
     const run2 = new TopologyBuilder({ acknowledgements: true, dataDir })
       .source('http', source2)
-      .sink('out', ['http'], file({ path: output }), { buffer: diskBuffer })
+      .sink('out', ['http'], file({ path: output }), { buffer: onWrite })
       .build()
     await run2.start()
     const { port: port2 } = await source2.listening()

@@ -27,6 +27,10 @@ export class BatchState {
   /** Events attached so far; the next event gets this slot number. */
   events = 0
   status = DELIVERED
+  /** Why the batch has its status: the reason of the first end that gave it `reasonCode`. */
+  reason: unknown = undefined
+  /** The status code `reason` explains; when it differs from `status`, no reason was given for it. */
+  reasonCode = DELIVERED
   released = false
   resolved = false
   /** Slots an authoritative sink recorded; made on the first record. */
@@ -77,6 +81,25 @@ export class BatchState {
     if (this.recorded === undefined || !this.recorded.has(slot)) {
       this.status = BATCH_UPDATE[this.status * 5 + code]!
     }
+  }
+
+  /**
+   * Keeps `reason` when the end about to fold `code` (errored or rejected) into the batch is the
+   * first to explain the status the batch will have. Called only by ends that carry a reason, so
+   * the ends that do not (every delivered one) pay nothing for it.
+   */
+  explain(slot: number, code: number, reason: unknown): void {
+    if (code < ERRORED || this.recorded?.has(slot) === true) return
+    const next = BATCH_UPDATE[this.status * 5 + code]!
+    if (this.reasonCode !== next) {
+      this.reason = reason
+      this.reasonCode = next
+    }
+  }
+
+  /** The reason of the batch's status, or `undefined` when none was given for it. */
+  get explanation(): unknown {
+    return this.reasonCode === this.status && this.status !== DELIVERED ? this.reason : undefined
   }
 
   /** Ends one handle, with a status code or without one (`code < 0`). */

@@ -57,6 +57,18 @@ function recordRef(ref: Ref, slot: number): void {
   else (ref as EventFinalizers).updateSources()
 }
 
+/** Offers `reason` for `code` to every batch of the reference (see `BatchState.explain`). */
+export function explainRef(ref: Ref, slot: number, code: number, reason: unknown): void {
+  if (ref === undefined || ref === null) return
+  if (slot !== SET) {
+    ;(ref as BatchNotifier)._state.explain(slot, code, reason)
+    return
+  }
+  const set = ref as EventFinalizers
+  for (let i = 0; i < set._notifiers.length; i++)
+    set._notifiers[i]!._state.explain(set._slots[i]!, code, reason)
+}
+
 /**
  * Ends one handle with a status code (or none: `code < 0`). Authoritatively, the status is folded
  * in and the event marked recorded first, so what its other copies report later is ignored.

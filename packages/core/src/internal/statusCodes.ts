@@ -3,7 +3,8 @@
  * flat table derived once from `lattice.ts` (so the rule lives in one place).
  */
 import type { BatchStatus } from '../BatchStatus.js'
-import type { EventStatus } from '../EventStatus.js'
+import type { DeliveryStatus, EventStatus } from '../EventStatus.js'
+import { FinalizationError } from '../FinalizationError.js'
 import { batchLattice } from './lattice.js'
 
 export const DROPPED = 0
@@ -33,7 +34,36 @@ export const eventStatusCode = (status: EventStatus): number => {
       return REJECTED
     case 'recorded':
       return RECORDED
+    default:
+      throw unknownStatus(status, EVENT_STATUS_NAMES)
   }
+}
+
+/**
+ * The code of a status an event may end with. Untyped callers can pass anything: a value that is
+ * not one of the three throws before any state changes, so it can never count as delivered.
+ */
+export const deliveryStatusCode = (status: DeliveryStatus): number => {
+  switch (status) {
+    case 'delivered':
+      return DELIVERED
+    case 'errored':
+      return ERRORED
+    case 'rejected':
+      return REJECTED
+    default:
+      throw unknownStatus(status, DELIVERY_STATUS_NAMES)
+  }
+}
+
+const DELIVERY_STATUS_NAMES: readonly DeliveryStatus[] = ['delivered', 'errored', 'rejected']
+
+function unknownStatus(status: unknown, expected: readonly string[]): FinalizationError {
+  const got = typeof status === 'string' ? `'${status}'` : String(status)
+  return new FinalizationError(
+    'INVALID_STATUS',
+    `unknown status ${got}: expected one of ${expected.map((s) => `'${s}'`).join(', ')}`,
+  )
 }
 
 /** Batch statuses share the codes of the event statuses of the same name. */

@@ -4,7 +4,7 @@
  * test plays the sinks by ending its events.
  */
 import { BatchNotifier, type BatchStatus, EventArray, type JsonObject, LogEvent } from '@ackline/core'
-import type { BatchReceipt, SourceContext } from '@ackline/topology'
+import type { BatchFailure, BatchReceipt, SourceContext } from '@ackline/topology'
 
 export class FakeSourceContext implements SourceContext {
   readonly id: string
@@ -47,7 +47,15 @@ export class FakeSourceContext implements SourceContext {
     this.onBatch?.(events)
     const status: Promise<BatchStatus> =
       created === undefined ? Promise.resolve('delivered') : created.receiver.promise
-    return { batchId: created?.notifier.id, status }
+    const receiver = created?.receiver
+    return {
+      batchId: created?.notifier.id,
+      status,
+      // What the topology's tracker reads: the reason the batch's ends gave, once it resolved.
+      get failure() {
+        return receiver?.reason as BatchFailure | undefined
+      },
+    }
   }
 
   async sendEvents(events: EventArray): Promise<void> {

@@ -11,7 +11,8 @@
  * receipt's promise is made only when the source reads `status`, the batch id only when someone
  * reads it, and the `batch_resolved` fact only while someone watches the lifecycle. Batches that
  * resolve are reported in one microtask per burst, not one promise each, and never inside the
- * `end` call that resolved them.
+ * `end` call that resolved them. A delivered batch costs nothing more for its failure: the
+ * failure is read from the receiver (or made) only for a batch that ends otherwise.
  */
 import {
   BatchStatus as Batch,
@@ -19,6 +20,7 @@ import {
   type BatchStatusReceiver,
   type EventStatus,
 } from '@ackline/core'
+import type { BatchFailure } from '../BatchFailure.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
 import type { BatchReceipt } from '../Source.js'
 import type { Counters } from './Counters.js'
@@ -34,6 +36,10 @@ class TrackedBatch implements BatchReceipt {
   timer: ReturnType<typeof setTimeout> | undefined = undefined
   /** The fold of what authoritative sinks recorded so far. */
   recorded: BatchStatus = Batch.initial
+  /** The failure that explains `recorded`, as the first authoritative sink to raise it said. */
+  recordedFailure: BatchFailure | undefined = undefined
+  /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
+  failure: BatchFailure | undefined = undefined
   /** What the source was told; `undefined` until then. */
   decided: BatchStatus | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
@@ -63,7 +69,8 @@ class TrackedBatch implements BatchReceipt {
     return this.#promise
   }
 
-  decide(status: BatchStatus): void {
+  decide(status: BatchStatus, failure: BatchFailure | undefined): void {
+    this.failure = failure
     this.decided = status
     this.#resolve?.(status)
   }
@@ -81,7 +88,13 @@ export class BatchTracker {
     this.#resolved = []
     for (let i = 0; i < resolved.length; i++) {
       const entry = resolved[i]!
-      this.#finish(entry, entry.receiver.status!, false)
+      const receiver = entry.receiver
+      this.#finish(
+        entry,
+        receiver.status!,
+        receiver.status === 'delivered' ? undefined : receiver.reason,
+        false,
+      )
     }
   }
 
@@ -108,7 +121,17 @@ export class BatchTracker {
       }
     })
     if (this.ackTimeoutMs !== undefined) {
-      entry.timer = setTimeout(() => this.#finish(entry, 'errored', true), this.ackTimeoutMs)
+      const ms = this.ackTimeoutMs
+      entry.timer = setTimeout(
+        () =>
+          this.#finish(
+            entry,
+            'errored',
+            this.#failure('ACK_TIMEOUT', `the batch did not resolve within ackTimeoutMs (${ms} ms)`),
+            true,
+          ),
+        ms,
+      )
     }
     return entry
   }
@@ -123,11 +146,17 @@ export class BatchTracker {
    * event once). Once every event of the batch is recorded its status is final, so the source is
    * told now, even while other copies are still on their way.
    */
-  recorded(receiver: BatchStatusReceiver, status: EventStatus): void {
+  recorded(receiver: BatchStatusReceiver, status: EventStatus, failure: BatchFailure | undefined): void {
     const entry = this.#pending.get(receiver)
     if (entry === undefined) return
-    entry.recorded = Batch.update(entry.recorded, status)
-    if (--entry.unrecorded === 0) this.#finish(entry, entry.recorded, false)
+    const next = Batch.update(entry.recorded, status)
+    if (next !== entry.recorded) {
+      entry.recorded = next
+      entry.recordedFailure = failure
+    } else if (next !== 'delivered' && entry.recordedFailure === undefined) {
+      entry.recordedFailure = failure
+    }
+    if (--entry.unrecorded === 0) this.#finish(entry, entry.recorded, entry.recordedFailure, false)
   }
 
   /**
@@ -137,18 +166,46 @@ export class BatchTracker {
   forceAll(): void {
     for (const entry of [...this.#pending.values()]) {
       const status = entry.receiver.status
-      this.#finish(entry, status ?? 'errored', status === undefined)
+      if (status === undefined) {
+        const failure = this.#failure('STOPPED', 'the topology stopped before the batch resolved')
+        this.#finish(entry, 'errored', failure, true)
+      } else {
+        this.#finish(entry, status, status === 'delivered' ? undefined : entry.receiver.reason, false)
+      }
     }
   }
 
-  #finish(entry: TrackedBatch, status: BatchStatus, timedOut: boolean): void {
+  /**
+   * Decides the batch. `reason` is what explains a status other than `delivered` (a failure made
+   * by the runtime, or whatever reason the batch's receiver kept); a batch that is not delivered
+   * always gets a failure, `UNEXPLAINED` when nothing said why.
+   */
+  #finish(entry: TrackedBatch, status: BatchStatus, reason: unknown, timedOut: boolean): void {
     if (entry.decided !== undefined) return
     this.#pending.delete(entry.receiver)
     if (entry.timer !== undefined) clearTimeout(entry.timer)
     const latencyMs = Date.now() - entry.start
     this.counters.inFlight--
     this.counters.latency(latencyMs)
-    entry.decide(status)
+    if (status === 'delivered') {
+      entry.decide(status, undefined)
+      if (this.facts.watching()) {
+        this.facts.emit({
+          type: 'batch_resolved',
+          source: this.sourceId,
+          batchId: entry.batchId,
+          status,
+          latencyMs,
+          timedOut,
+        })
+      }
+      return
+    }
+    const failure =
+      asFailure(reason) ?? this.#failure('UNEXPLAINED', `the batch ended ${status} and no component said why`)
+    // The source's own decisions (timeouts, stops) are counted here; the others where they were made.
+    if (failure.componentId === this.sourceId) this.counters.failed(failure.code, 1)
+    entry.decide(status, failure)
     if (this.facts.watching()) {
       this.facts.emit({
         type: 'batch_resolved',
@@ -157,7 +214,25 @@ export class BatchTracker {
         status,
         latencyMs,
         timedOut,
+        failure,
       })
     }
   }
+
+  #failure(code: string, message: string): BatchFailure {
+    return { componentId: this.sourceId, code, message: `source '${this.sourceId}': ${message}` }
+  }
+}
+
+/**
+ * A reason kept by core, as a failure: the runtime's own reasons are failures already; a reason
+ * from other code (a source's own notifiers, a custom buffer) counts when it has the same shape.
+ */
+function asFailure(reason: unknown): BatchFailure | undefined {
+  if (typeof reason !== 'object' || reason === null) return undefined
+  const { componentId, code, message } = reason as Partial<Record<keyof BatchFailure, unknown>>
+  if (typeof componentId === 'string' && typeof code === 'string' && typeof message === 'string') {
+    return reason as BatchFailure
+  }
+  return undefined
 }

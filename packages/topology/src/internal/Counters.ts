@@ -15,6 +15,8 @@ export class Counters {
   latencyCount = 0
   latencySum = 0
   latencyMax = 0
+  /** Events settled errored or rejected, by failure code; made on the first failure. */
+  failures: Map<string, number> | undefined = undefined
 
   constructor(
     readonly role: ComponentRole,
@@ -24,6 +26,13 @@ export class Counters {
   settled(status: 'delivered' | 'errored' | 'rejected' | undefined, events: number): void {
     if (status === 'errored') this.errored += events
     else if (status === 'rejected') this.rejected += events
+  }
+
+  /** Counts `events` settled errored or rejected for the failure `code` (see `BatchFailure`). */
+  failed(code: string, events: number): void {
+    this.failures ??= new Map()
+    const failures = this.failures
+    failures.set(code, (failures.get(code) ?? 0) + events)
   }
 
   latency(ms: number): void {
@@ -42,6 +51,7 @@ export class Counters {
       erroredEvents: this.errored,
       rejectedEvents: this.rejected,
       acksInFlight: this.inFlight,
+      failures: this.failures === undefined ? {} : Object.fromEntries(this.failures),
       ackLatencyMs: {
         count: this.latencyCount,
         mean: this.latencyCount === 0 ? 0 : this.latencySum / this.latencyCount,

@@ -6,7 +6,8 @@
  * producer. Every array pushed is handed to `pull` or settled (dropped when full, or forced at a
  * stop's deadline); none is lost.
  */
-import type { DeliveryStatus, EventArray } from '@ackline/core'
+import type { DeliveryStatus, EndOptions, EventArray } from '@ackline/core'
+import type { BatchFailure } from '../BatchFailure.js'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 
 const RESOLVED: Promise<void> = Promise.resolve()
@@ -20,12 +21,18 @@ export interface MemoryChannelOptions {
   readonly maxEvents: number
   readonly whenFull: 'block' | 'drop_newest'
   readonly droppedStatus: DeliveryStatus
+  /** Why events dropped when full were not delivered (told to their batches). */
+  readonly droppedFailure: BatchFailure
+  /** Why events settled by a forced stop, or pushed after it, were not delivered. */
+  readonly stoppedFailure: BatchFailure
   /** Told how many events were dropped because the channel was full. */
   readonly onDrop: (events: number, status: DeliveryStatus) => void
 }
 
 export class MemoryChannel implements EdgeBuffer {
   readonly #options: MemoryChannelOptions
+  readonly #dropped: EndOptions
+  readonly #stopped: EndOptions
   #queue: EventArray[] = []
   #head = 0
   #queued = 0
@@ -35,6 +42,8 @@ export class MemoryChannel implements EdgeBuffer {
 
   constructor(options: MemoryChannelOptions) {
     this.#options = options
+    this.#dropped = { reason: options.droppedFailure }
+    this.#stopped = { reason: options.stoppedFailure }
   }
 
   /** Events waiting in the queue (blocked producers' arrays not counted). */
@@ -45,7 +54,7 @@ export class MemoryChannel implements EdgeBuffer {
   push(array: EventArray): Promise<void> {
     if (this.#closed) {
       // Only a forced stop closes a channel under a producer's feet: what arrives late is not delivered.
-      array.end('errored')
+      array.end('errored', this.#stopped)
       return RESOLVED
     }
     if (array.length === 0) return RESOLVED
@@ -63,7 +72,7 @@ export class MemoryChannel implements EdgeBuffer {
       return RESOLVED
     }
     if (this.#options.whenFull === 'drop_newest') {
-      array.end(this.#options.droppedStatus)
+      array.end(this.#options.droppedStatus, this.#dropped)
       this.#options.onDrop(array.length, this.#options.droppedStatus)
       return RESOLVED
     }
@@ -112,7 +121,7 @@ export class MemoryChannel implements EdgeBuffer {
     for (let i = this.#head; i < this.#queue.length; i++) {
       const array = this.#queue[i]!
       events += array.length
-      array.end(status)
+      array.end(status, this.#stopped)
     }
     this.#queue = []
     this.#head = 0
@@ -121,7 +130,7 @@ export class MemoryChannel implements EdgeBuffer {
     this.#blocked = []
     for (const { array, resolve } of blocked) {
       events += array.length
-      array.end(status)
+      array.end(status, this.#stopped)
       resolve()
     }
     this.#closed = true

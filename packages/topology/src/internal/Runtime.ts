@@ -4,16 +4,17 @@
  * Invariant: a component's input closes when the last component feeding it has finished, so a
  * drain flows from sources to sinks; `force()` settles `errored` whatever is still held by the
  * runtime (queued, blocked, being written) and tells every source `errored` for each batch still
- * pending, so nothing unsettled is ever acknowledged.
+ * pending, so nothing unsettled is ever acknowledged. The runtime knows buffers only by the
+ * `EdgeBuffer` contract: the in-memory channel is its own; any other kind comes from a factory.
  */
 import { EventFinalizerGroups } from '@ackline/core'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
-import type { ComponentDeclaration } from '../TopologyBuilder.js'
-import { TopologyError } from '../TopologyError.js'
+import type { ComponentDeclaration, MemoryBufferOptions } from '../TopologyBuilder.js'
+import { TopologyError, type TopologyProblem } from '../TopologyError.js'
 import { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
-import { type DiskEdgeBuffer, openDiskBuffer } from './DiskBufferLoader.js'
+import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
 import { MemoryChannel } from './MemoryChannel.js'
 import { type Inlet, Output } from './Output.js'
 import { SinkRunner } from './SinkRunner.js'
@@ -58,9 +59,11 @@ export class Runtime {
   }
 
   /**
-   * Opens every buffer and starts every sink; throws a `TopologyError` when a disk buffer cannot
-   * open. Facts go to `emit`; `watching` says whether anyone listens (facts made per batch are
-   * built only then).
+   * Opens every buffer and starts every sink. Throws one `TopologyError` naming every buffer that
+   * could not open (`BUFFER_OPEN_FAILED`) or, once the buffers are open, every sink whose
+   * `start()` threw (`SINK_START_FAILED`), with its kind and the cause; what was opened or started
+   * is given up again first. Facts go to `emit`; `watching` says whether anyone listens (facts
+   * made per batch are built only then).
    */
   static async open(
     plan: TopologyPlan,
@@ -69,48 +72,59 @@ export class Runtime {
     watching: () => boolean,
   ): Promise<Runtime> {
     const buffers = new Map<string, EdgeBuffer>()
-    const problems: TopologyError['problems'][number][] = []
+    const problems: TopologyProblem[] = []
+    const opening: Promise<void>[] = []
     for (const decl of plan.components) {
       if (decl.role === 'source') continue
       const options = decl.options.buffer
-      if (options?.type === 'disk') {
-        let opened: DiskEdgeBuffer | string
-        try {
-          opened = await openDiskBuffer(decl.id, options, plan.options.dataDir)
-        } catch (error) {
-          opened = `the disk buffer could not be opened: ${String(error)}`
-        }
-        if (typeof opened === 'string') {
-          problems.push({ code: 'INVALID_OPTION', component: decl.id, field: 'buffer.type', message: opened })
-        } else {
-          buffers.set(decl.id, opened)
-        }
+      if (options !== undefined && isEdgeBufferFactory(options)) {
+        const context = { componentId: decl.id, dataDir: plan.options.dataDir }
+        opening.push(
+          (async () => {
+            try {
+              buffers.set(decl.id, await options.open(context))
+            } catch (error) {
+              problems.push({
+                code: 'BUFFER_OPEN_FAILED',
+                component: decl.id,
+                field: 'buffer',
+                message: `the ${options.kind} buffer in front of ${decl.role} '${decl.id}' (${decl.component.kind}) could not open: ${messageOf(error)}`,
+                cause: error,
+              })
+            }
+          })(),
+        )
         continue
       }
-      const consumer = counters.get(decl.id)!
-      buffers.set(
-        decl.id,
-        new MemoryChannel({
-          maxEvents: options?.maxEvents ?? DEFAULT_MAX_EVENTS,
-          whenFull: options?.whenFull ?? 'block',
-          droppedStatus: options?.droppedStatus ?? 'rejected',
-          onDrop: (events, status) => {
-            consumer.discarded += events
-            consumer.settled(status, events)
-          },
-        }),
-      )
+      buffers.set(decl.id, memoryChannel(decl.id, options, counters.get(decl.id)!))
+    }
+    await Promise.all(opening)
+    if (problems.length === 0) {
+      const sinks = plan.components.filter((d) => d.role === 'sink')
+      const started = await Promise.allSettled(sinks.map(async (d) => d.component.start?.()))
+      started.forEach((outcome, i) => {
+        if (outcome.status === 'fulfilled') return
+        const sink = sinks[i]!
+        problems.push({
+          code: 'SINK_START_FAILED',
+          component: sink.id,
+          field: 'start',
+          message: `sink '${sink.id}' (${sink.component.kind}) failed to start: ${messageOf(outcome.reason)}`,
+          cause: outcome.reason,
+        })
+      })
+      if (problems.length > 0) {
+        // The sinks that did start are stopped again: nothing will write to them.
+        await Promise.allSettled(
+          sinks.filter((_, i) => started[i]!.status === 'fulfilled').map(async (d) => d.component.stop?.()),
+        )
+      }
     }
     if (problems.length > 0) {
       await Promise.allSettled([...buffers.values()].map(discard))
-      throw new TopologyError(problems)
-    }
-    const sinks = plan.components.filter((d) => d.role === 'sink')
-    try {
-      await Promise.all(sinks.map((d) => d.component.start?.()))
-    } catch (error) {
-      await Promise.allSettled([...buffers.values()].map(discard))
-      throw error
+      const order = new Map(plan.components.map((d, i) => [d.id, i]))
+      problems.sort((a, b) => order.get(a.component)! - order.get(b.component)!)
+      throw new TopologyError(problems, { cause: problems[0]!.cause })
     }
     return new Runtime(plan, counters, emit, watching, buffers)
   }
@@ -149,8 +163,12 @@ export class Runtime {
       runner.settleHeld()
     }
     for (const [id, buffer] of this.#buffers) {
-      if (buffer instanceof MemoryChannel) this.#counters.get(id)!.errored += buffer.force('errored')
-      else discard(buffer).catch(() => {})
+      if (buffer instanceof MemoryChannel) {
+        const counters = this.#counters.get(id)!
+        const settled = buffer.force('errored')
+        counters.errored += settled
+        if (settled > 0) counters.failed('STOPPED', settled)
+      } else discard(buffer).catch(() => {})
     }
     for (const runner of this.#sinkRunners) runner.force()
     for (const tracker of this.#trackers) tracker.forceAll()
@@ -220,8 +238,9 @@ export class Runtime {
           decl.options.retry,
           counters,
           this.#emit,
-          (sourceId, receiver, status) => {
-            if (sourceId !== undefined) this.#trackersBySource.get(sourceId)?.recorded(receiver, status)
+          (sourceId, receiver, status, failure) => {
+            if (sourceId !== undefined)
+              this.#trackersBySource.get(sourceId)?.recorded(receiver, status, failure)
           },
         )
         this.#sinkRunners.push(runner)
@@ -292,7 +311,39 @@ export class Runtime {
   }
 }
 
-/** Gives a buffer up without draining it: a disk buffer's `dispose` (it settles what waits `errored`), else `close`. */
+/** Gives a buffer up without draining it: its `dispose` (it settles what waits `errored`), else `close`. */
 function discard(buffer: EdgeBuffer): Promise<void> {
-  return (buffer as DiskEdgeBuffer).dispose?.() ?? buffer.close()
+  return buffer.dispose?.() ?? buffer.close()
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+/** The in-memory channel in front of `id`, counting what it drops on `consumer`. */
+function memoryChannel(
+  id: string,
+  options: MemoryBufferOptions | undefined,
+  consumer: Counters,
+): MemoryChannel {
+  return new MemoryChannel({
+    maxEvents: options?.maxEvents ?? DEFAULT_MAX_EVENTS,
+    whenFull: options?.whenFull ?? 'block',
+    droppedStatus: options?.droppedStatus ?? 'rejected',
+    droppedFailure: {
+      componentId: id,
+      code: 'BUFFER_FULL',
+      message: `the buffer in front of '${id}' was full and dropped the events (whenFull: 'drop_newest')`,
+    },
+    stoppedFailure: {
+      componentId: id,
+      code: 'STOPPED',
+      message: `the topology stopped while the events waited in front of '${id}'`,
+    },
+    onDrop: (events, status) => {
+      consumer.discarded += events
+      consumer.settled(status, events)
+      if (status !== 'delivered') consumer.failed('BUFFER_FULL', events)
+    },
+  })
 }

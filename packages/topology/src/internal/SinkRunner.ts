@@ -5,7 +5,9 @@
  * Invariant: an array is settled once — by the write's outcome, or by `force()` at a stop's
  * deadline, whichever comes first; the later one is ignored. An authoritative sink ends its
  * handles with `{ authoritative: true }`, and tells the batch trackers what it recorded for each
- * (batch, event) it is the first to record, so a source can be told at once.
+ * (batch, event) it is the first to record, so a source can be told at once. Nothing a sink
+ * returns or throws counts as `delivered` unless it says so in a known way: what a write reports
+ * is read by {@link classifyWriteError} and {@link SinkRunner}'s result check, and nowhere else.
  */
 import {
   type BatchStatusReceiver,
@@ -15,17 +17,44 @@ import {
   EventStatus,
   type LogEvent,
 } from '@ackline/core'
+import type { BatchFailure } from '../BatchFailure.js'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
 import { RejectError } from '../RejectError.js'
+import { RetryableError } from '../RetryableError.js'
 import { RetryPolicy } from '../RetryPolicy.js'
 import type { Sink } from '../Sink.js'
 import type { Counters } from './Counters.js'
 
 const AUTHORITATIVE: EndOptions = { authoritative: true }
 
+/**
+ * What a failed write (or one event's error in a per-event result) means, decided here only:
+ * - a `RetryableError`: try again under the retry policy, then `errored`;
+ * - a `RejectError`: `rejected` at once;
+ * - a `TypeError` or `RangeError`: `rejected` at once, as `UNENCODABLE`. These are what encoding
+ *   throws for a value the sink's format cannot represent (`JSON.stringify` of a `BigInt`, of a
+ *   cycle, or of a value nested deeper than the stack): the same event fails the same way on
+ *   every retry, so retrying it would only make it a poison message. A sink whose `TypeError`
+ *   has nothing to do with the events wraps it in a `RetryableError`;
+ * - anything else (a socket error, a full disk, a plain `Error`): retryable under the policy.
+ */
+export function classifyWriteError(error: unknown): 'retryable' | 'rejected' | 'unencodable' {
+  if (error instanceof RetryableError) return 'retryable'
+  if (error instanceof RejectError) return 'rejected'
+  if (error instanceof TypeError || error instanceof RangeError) return 'unencodable'
+  return 'retryable'
+}
+
+/** The outcome of one write: one status for the whole array, or one per event. */
+type Outcome =
+  | { readonly status: DeliveryStatus; readonly failure: BatchFailure | undefined }
+  | { readonly statuses: readonly DeliveryStatus[]; readonly failures: readonly (BatchFailure | undefined)[] }
+
+const DELIVERED: Outcome = { status: 'delivered', failure: undefined }
+
 export class SinkRunner {
-  readonly #endOptions: EndOptions | undefined
+  readonly #authoritative: boolean
   readonly #policy: Required<RetryPolicy>
   #current: EventArray | undefined = undefined
   #wake: (() => void) | undefined = undefined
@@ -44,9 +73,10 @@ export class SinkRunner {
       sourceId: string | undefined,
       receiver: BatchStatusReceiver,
       status: EventStatus,
+      failure: BatchFailure | undefined,
     ) => void,
   ) {
-    this.#endOptions = authoritative ? AUTHORITATIVE : undefined
+    this.#authoritative = authoritative
     this.#policy = RetryPolicy.resolve(retry)
   }
 
@@ -65,7 +95,10 @@ export class SinkRunner {
     const current = this.#current
     if (current !== undefined) {
       this.#current = undefined
-      this.#settle(current, 'errored')
+      this.#settle(current, {
+        status: 'errored',
+        failure: this.#failure('STOPPED', 'the stop deadline passed while the write was pending'),
+      })
     }
     this.#wake?.()
   }
@@ -73,39 +106,36 @@ export class SinkRunner {
   async #write(array: EventArray): Promise<void> {
     this.counters.inFlight += array.length
     this.#current = array
-    let outcome: DeliveryStatus | readonly DeliveryStatus[] = 'errored'
+    let outcome: Outcome
     for (let attempt = 1; ; attempt++) {
       try {
-        const result = await this.sink.write(array)
-        if (result === undefined) {
-          outcome = 'delivered'
-        } else if (result.length !== array.length) {
-          this.#report(
-            'BAD_RESULT',
-            `returned ${result.length} statuses for ${array.length} events`,
-            array.length,
-          )
-          outcome = 'errored'
-        } else {
-          outcome = result
-        }
+        const result: unknown = await this.sink.write(array)
+        outcome = result === undefined ? DELIVERED : this.#perEvent(result, array.length)
         break
       } catch (error) {
-        if (error instanceof RejectError) {
-          this.#report('WRITE_FAILED', `rejected: ${error.message}`, array.length, error)
-          outcome = 'rejected'
+        const kind = classifyWriteError(error)
+        if (kind !== 'retryable') {
+          const code = kind === 'rejected' ? 'REJECTED' : 'UNENCODABLE'
+          const message = `${kind === 'rejected' ? 'rejected' : 'cannot encode the events, rejected'}: ${messageOf(error)}`
+          this.#report('WRITE_FAILED', message, array.length, error)
+          outcome = { status: 'rejected', failure: this.#failure(code, message) }
           break
         }
         const last = attempt >= this.#policy.attempts || this.#forced
-        this.#report(
-          'WRITE_FAILED',
-          `attempt ${attempt} of ${this.#policy.attempts} failed${last ? '' : ', will retry'}: ${String(error)}`,
-          array.length,
-          error,
-        )
-        if (last) break
+        const message = `attempt ${attempt} of ${this.#policy.attempts} failed${last ? '' : ', will retry'}: ${String(error)}`
+        this.#report('WRITE_FAILED', message, array.length, error)
+        if (last) {
+          outcome = { status: 'errored', failure: this.#failure('WRITE_FAILED', message) }
+          break
+        }
         await this.#sleep(RetryPolicy.backoffMs(this.#policy, attempt))
-        if (this.#forced) break
+        if (this.#forced) {
+          outcome = {
+            status: 'errored',
+            failure: this.#failure('STOPPED', `stopped before retrying: ${message}`),
+          }
+          break
+        }
       }
     }
     // A forced stop may have settled this array while the write was pending.
@@ -115,50 +145,129 @@ export class SinkRunner {
     }
   }
 
-  #settle(array: EventArray, outcome: DeliveryStatus | readonly DeliveryStatus[]): void {
+  /**
+   * Reads a per-event result, which comes from code the types cannot vouch for: anything but an
+   * array of one known status (or error) per event is the sink's bug, reported as `BAD_RESULT`,
+   * and the events it says nothing valid about are settled `errored`, never `delivered`.
+   */
+  #perEvent(result: unknown, length: number): Outcome {
+    if (!Array.isArray(result) || result.length !== length) {
+      const got = Array.isArray(result) ? `${result.length} statuses` : describe(result)
+      const message = `returned ${got} for ${length} events; all were settled errored`
+      this.#report('BAD_RESULT', message, length)
+      return { status: 'errored', failure: this.#failure('BAD_RESULT', message) }
+    }
+    const statuses = new Array<DeliveryStatus>(length)
+    const failures = new Array<BatchFailure | undefined>(length)
+    let unknown = 0
+    let firstUnknown: unknown
+    let errors = 0
+    let firstError: unknown
+    let reportedErrored: BatchFailure | undefined
+    let reportedRejected: BatchFailure | undefined
+    for (let i = 0; i < length; i++) {
+      // `result[i]` of a hole is `undefined`: an unknown status like any other.
+      const entry: unknown = result[i]
+      switch (entry) {
+        case 'delivered':
+          statuses[i] = 'delivered'
+          break
+        case 'errored':
+          statuses[i] = 'errored'
+          reportedErrored ??= this.#failure('WRITE_FAILED', 'the sink reported the event errored')
+          failures[i] = reportedErrored
+          break
+        case 'rejected':
+          statuses[i] = 'rejected'
+          reportedRejected ??= this.#failure('REJECTED', 'the sink reported the event rejected')
+          failures[i] = reportedRejected
+          break
+        default:
+          if (entry instanceof Error) {
+            const kind = classifyWriteError(entry)
+            statuses[i] = kind === 'retryable' ? 'errored' : 'rejected'
+            const code =
+              kind === 'retryable' ? 'WRITE_FAILED' : kind === 'rejected' ? 'REJECTED' : 'UNENCODABLE'
+            failures[i] = this.#failure(code, `${statuses[i]}: ${messageOf(entry)}`)
+            if (errors++ === 0) firstError = entry
+          } else {
+            statuses[i] = 'errored'
+            if (unknown++ === 0) firstUnknown = entry
+          }
+      }
+    }
+    if (errors > 0) {
+      this.#report(
+        'WRITE_FAILED',
+        `${errors} of ${length} events failed (first: ${messageOf(firstError)})`,
+        errors,
+        firstError,
+      )
+    }
+    if (unknown > 0) {
+      const message = `returned ${unknown} unknown status(es) (first: ${describe(firstUnknown)}); those events were settled errored`
+      this.#report('BAD_RESULT', message, unknown)
+      const failure = this.#failure('BAD_RESULT', message)
+      for (let i = 0; i < length; i++)
+        if (statuses[i] === 'errored' && failures[i] === undefined) failures[i] = failure
+    }
+    return { statuses, failures }
+  }
+
+  #settle(array: EventArray, outcome: Outcome): void {
     const events = array.events
-    const options = this.#endOptions
     const counters = this.counters
     counters.inFlight -= events.length
-    if (options !== undefined) {
-      for (let i = 0; i < events.length; i++) {
-        const event = events[i]!
-        if (!event.isEnded) this.#endAuthoritative(event, typeof outcome === 'string' ? outcome : outcome[i]!)
-      }
-      if (typeof outcome === 'string') counters.settled(outcome, events.length)
-      else for (const status of outcome) counters.settled(status, 1)
-      return
-    }
-    if (typeof outcome === 'string') {
-      try {
-        array.end(outcome)
-      } catch {
-        // A sink ended some handle itself (against its contract): end the rest one by one.
+    if ('status' in outcome) {
+      const { status, failure } = outcome
+      if (this.#authoritative) {
         for (let i = 0; i < events.length; i++) {
           const event = events[i]!
-          if (!event.isEnded) event.end(outcome)
+          if (!event.isEnded) this.#endAuthoritative(event, status, failure)
+        }
+      } else {
+        const options = failure === undefined ? undefined : { reason: failure }
+        try {
+          array.end(status, options)
+        } catch {
+          // A sink ended some handle itself (against its contract): end the rest one by one.
+          for (let i = 0; i < events.length; i++) {
+            const event = events[i]!
+            if (!event.isEnded) event.end(status, options)
+          }
         }
       }
-      counters.settled(outcome, events.length)
+      counters.settled(status, events.length)
+      if (failure !== undefined) counters.failed(failure.code, events.length)
       return
     }
+    const { statuses, failures } = outcome
     for (let i = 0; i < events.length; i++) {
       const event = events[i]!
-      const status = outcome[i]!
-      if (!event.isEnded) event.end(status, options)
+      const status = statuses[i]!
+      const failure = failures[i]
+      if (!event.isEnded) {
+        if (this.#authoritative) this.#endAuthoritative(event, status, failure)
+        else event.end(status, failure === undefined ? undefined : { reason: failure })
+      }
       counters.settled(status, 1)
+      if (failure !== undefined) counters.failed(failure.code, 1)
     }
   }
 
   /** Ends one handle authoritatively, first reporting what it records for each batch not recorded yet. */
-  #endAuthoritative(event: LogEvent, status: DeliveryStatus): void {
+  #endAuthoritative(event: LogEvent, status: DeliveryStatus, failure: BatchFailure | undefined): void {
     for (const finalizer of event.metadata.finalizers) {
       const current = finalizer.status
       // Read before the end: a slot already recorded (by another authoritative copy) is not counted twice.
       if (current !== 'recorded')
-        this.onRecorded(finalizer.sourceId, finalizer.receiver, EventStatus.update(current, status))
+        this.onRecorded(finalizer.sourceId, finalizer.receiver, EventStatus.update(current, status), failure)
     }
-    event.end(status, AUTHORITATIVE)
+    event.end(status, failure === undefined ? AUTHORITATIVE : { authoritative: true, reason: failure })
+  }
+
+  #failure(code: string, message: string): BatchFailure {
+    return { componentId: this.id, code, message: `sink '${this.id}' (${this.sink.kind}): ${message}` }
   }
 
   #sleep(ms: number): Promise<void> {
@@ -185,4 +294,16 @@ export class SinkRunner {
       ...(cause === undefined ? {} : { cause }),
     })
   }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+}
+
+/** A value from untyped code, for a message: short, and never throwing. */
+function describe(value: unknown): string {
+  if (typeof value === 'string') return `'${value.length > 40 ? `${value.slice(0, 40)}…` : value}'`
+  if (typeof value === 'function') return 'a function'
+  if (value === null || typeof value !== 'object') return String(value)
+  return Array.isArray(value) ? 'an array' : 'an object'
 }

@@ -16,6 +16,7 @@ import type { Output } from './Output.js'
 const ACCEPTED: BatchReceipt = Object.freeze({
   batchId: undefined,
   status: Promise.resolve<BatchStatus>('delivered'),
+  failure: undefined,
 })
 
 export class SourceRunner {

@@ -4,6 +4,7 @@
  */
 import type { ComponentDeclaration, TopologyOptions, TopologyWarning } from '../TopologyBuilder.js'
 import type { TopologyProblem, TopologyProblemCode } from '../TopologyError.js'
+import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
 
 /** Where events of one output port go. */
 export type PortEdges = ReadonlyMap<string, readonly string[]>
@@ -213,17 +214,28 @@ function checkOptions(decl: ComponentDeclaration, options: TopologyOptions, prob
   if (decl.role === 'source') return
   const buffer = decl.options.buffer
   if (buffer !== undefined) {
-    if (buffer.type === 'disk') {
-      if (buffer.path === undefined && options.dataDir === undefined) {
+    if (isEdgeBufferFactory(buffer) && decl.role === 'transform') {
+      problem(
+        'INVALID_OPTION',
+        decl.id,
+        'buffer',
+        `a transform reads from the in-memory channel; a ${buffer.kind} buffer can only stand in front of a sink`,
+      )
+    } else if (isEdgeBufferFactory(buffer)) {
+      // Another kind of buffer checks its own options; the topology only files what it says.
+      let issues: readonly { field: string; message: string }[]
+      try {
+        issues = buffer.validate?.({ componentId: decl.id, dataDir: options.dataDir }) ?? []
+      } catch (error) {
+        issues = [{ field: '', message: `the ${buffer.kind} buffer's validate() threw: ${String(error)}` }]
+      }
+      for (const issue of issues) {
         problem(
           'INVALID_OPTION',
           decl.id,
-          'buffer.path',
-          'a disk buffer needs a path, or a dataDir on the topology (it then lives in <dataDir>/<sinkId>)',
+          issue.field === '' ? 'buffer' : `buffer.${issue.field}`,
+          issue.message,
         )
-      }
-      if (buffer.maxBytes !== undefined && !isPositiveInteger(buffer.maxBytes)) {
-        problem('INVALID_OPTION', decl.id, 'buffer.maxBytes', 'maxBytes must be a positive integer')
       }
     } else if (buffer.maxEvents !== undefined && !isPositiveInteger(buffer.maxEvents)) {
       problem('INVALID_OPTION', decl.id, 'buffer.maxEvents', 'maxEvents must be a positive integer')

@@ -10,8 +10,9 @@
  * emitted handle is owned by the output from then on; one that the transform ended after
  * emitting it is not passed on (and reported). `process` and `flush` never run at the same time.
  */
-import { type DeliveryStatus, EventArray, type JsonObject, LogEvent } from '@ackline/core'
-import type { LifecycleEvent } from '../LifecycleEvent.js'
+import { type DeliveryStatus, type EndOptions, EventArray, type JsonObject, LogEvent } from '@ackline/core'
+import type { BatchFailure } from '../BatchFailure.js'
+import type { ComponentErrorCode, LifecycleEvent } from '../LifecycleEvent.js'
 import type { Transform, TransformContext } from '../Transform.js'
 import type { Counters } from './Counters.js'
 import type { MemoryChannel } from './MemoryChannel.js'
@@ -40,25 +41,34 @@ class CallContext implements TransformContext {
   }
 
   emit(event: LogEvent, port?: string): void {
-    this.unpass()
     let list = this.defaultPort
     if (port !== undefined && port !== '') {
       let named = this.ports.get(port)
       if (named === undefined) {
         if (!this.#runner.outputs.has(port)) {
-          throw new RangeError(`transform '${this.id}' emitted on port '${port}', which it does not declare`)
+          const message = `transform '${this.id}' emitted on port '${port}', which it does not declare`
+          // Settled before the throw: whoever catches it (or nobody, after the call returned),
+          // the handle is never left for the leak detector.
+          this.#runner.settleStray(event, 'UNDECLARED_PORT', message)
+          throw new RangeError(message)
         }
-        named = []
-        this.ports.set(port, named)
+        if (this.#open) {
+          named = []
+          this.ports.set(port, named)
+        }
       }
-      list = named
+      if (named !== undefined) list = named
     }
     if (!this.#open) {
       // A call that already returned cannot pass anything on any more: settle rather than leak.
-      event.end('errored')
-      this.#runner.counters.errored++
+      this.#runner.settleStray(
+        event,
+        'EMIT_AFTER_RETURN',
+        `transform '${this.id}' emitted an event after its call returned`,
+      )
       return
     }
+    this.unpass()
     list.push(event)
   }
 
@@ -95,9 +105,16 @@ class CallContext implements TransformContext {
   }
 
   drop(event: LogEvent): void {
-    event.end(this.#runner.dropStatus)
-    this.#runner.counters.discarded++
-    if (this.#runner.dropStatus === 'rejected') this.#runner.counters.rejected++
+    const runner = this.#runner
+    if (runner.dropStatus === undefined) {
+      event.end()
+      runner.counters.discarded++
+      return
+    }
+    event.end(runner.dropStatus, runner.dropped)
+    runner.counters.discarded++
+    runner.counters.rejected++
+    runner.counters.failed('DROPPED', 1)
   }
 
   create(fields: JsonObject, inheritFrom: readonly LogEvent[] = []): LogEvent {
@@ -113,6 +130,8 @@ class CallContext implements TransformContext {
 
 export class TransformRunner {
   readonly dropStatus: DeliveryStatus | undefined
+  /** How a drop with `dropStatus: 'rejected'` explains itself to the batches. */
+  readonly dropped: EndOptions
   /** Input events a transform with `flush` kept for a later call. */
   readonly #held = new Set<LogEvent>()
   #tail: Promise<void> = RESOLVED
@@ -130,6 +149,30 @@ export class TransformRunner {
     readonly emit: (fact: LifecycleEvent) => void,
   ) {
     this.dropStatus = (dropStatus ?? transform.dropStatus) === 'rejected' ? 'rejected' : undefined
+    this.dropped = {
+      reason: this.failure(
+        'DROPPED',
+        `transform '${id}' (${transform.kind}) dropped the event with dropStatus 'rejected'`,
+      ),
+    }
+  }
+
+  /** A failure this transform decided. */
+  failure(code: string, message: string): BatchFailure {
+    return { componentId: this.id, code, message }
+  }
+
+  /** Settles `errored` an event a misused `emit` could not pass on, and reports it. */
+  settleStray(event: LogEvent, code: ComponentErrorCode, message: string): void {
+    let events = 0
+    if (!event.isEnded) {
+      const full = `${message}; the event was settled errored`
+      event.end('errored', { reason: this.failure(code, full) })
+      this.counters.errored++
+      this.counters.failed(code, 1)
+      events = 1
+    }
+    this.emit({ type: 'component_error', component: this.id, code, message, events })
   }
 
   async run(): Promise<void> {
@@ -162,15 +205,19 @@ export class TransformRunner {
 
   #settleHeld(when: string): void {
     let leaked = 0
+    const message = `transform '${this.id}' still held event(s) after ${when}; they were settled errored`
+    let options: EndOptions | undefined
     for (const event of this.#held) {
       if (!event.isEnded) {
-        event.end('errored')
+        options ??= { reason: this.failure('LEAKED_EVENTS', message) }
+        event.end('errored', options)
         leaked++
       }
     }
     this.#held.clear()
     if (leaked === 0) return
     this.counters.errored += leaked
+    this.counters.failed('LEAKED_EVENTS', leaked)
     this.emit({
       type: 'component_error',
       component: this.id,
@@ -277,16 +324,32 @@ export class TransformRunner {
     for (const event of held) if (event.isEnded || emitted.has(event)) held.delete(event)
     const mayHold = this.transform.flush !== undefined && failure === undefined
     let leaked = 0
+    let options: EndOptions | undefined
     for (const event of inputs) {
       if (event.isEnded || emitted.has(event)) continue
       if (mayHold) {
         held.add(event)
       } else {
-        event.end('errored')
+        options ??= {
+          reason:
+            failure !== undefined
+              ? this.failure(
+                  'PROCESS_FAILED',
+                  `transform '${this.id}' threw in ${step}(): ${String(failure)}`,
+                )
+              : this.failure(
+                  'LEAKED_EVENTS',
+                  `transform '${this.id}' returned from ${step}() without emitting, dropping or merging the event`,
+                ),
+        }
+        event.end('errored', options)
         leaked++
       }
     }
-    if (leaked > 0) this.counters.errored += leaked
+    if (leaked > 0) {
+      this.counters.errored += leaked
+      this.counters.failed(failure !== undefined ? 'PROCESS_FAILED' : 'LEAKED_EVENTS', leaked)
+    }
     if (failure !== undefined) {
       this.emit({
         type: 'component_error',

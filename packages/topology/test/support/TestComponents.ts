@@ -4,6 +4,7 @@ import type { BatchStatus, DeliveryStatus, EventArray, JsonObject, LogEvent } fr
 import type {
   BatchReceipt,
   ConfigIssue,
+  EdgeBuffer,
   Sink,
   SinkResult,
   Source,
@@ -150,3 +151,39 @@ export const mergeAll = (): Transform => ({
     context.emit(first)
   },
 })
+
+/** A buffer of a kind the topology does not know: an unbounded queue, as a third party might write one. */
+export function queueBuffer(): EdgeBuffer & { disposed: boolean } {
+  const queue: EventArray[] = []
+  let waiting: ((array: EventArray | undefined) => void) | undefined
+  let closed = false
+  return {
+    disposed: false,
+    async push(events) {
+      if (waiting !== undefined) {
+        const wake = waiting
+        waiting = undefined
+        wake(events)
+      } else {
+        queue.push(events)
+      }
+    },
+    pull() {
+      const next = queue.shift()
+      if (next !== undefined || closed) return Promise.resolve(next)
+      return new Promise((resolve) => {
+        waiting = resolve
+      })
+    },
+    async close() {
+      closed = true
+      if (queue.length === 0) waiting?.(undefined)
+    },
+    async dispose() {
+      this.disposed = true
+      for (const array of queue.splice(0)) array.end('errored')
+      closed = true
+      waiting?.(undefined)
+    },
+  }
+}

@@ -1,0 +1,203 @@
+// Issue 13, what crosses the topology's edges from code the types cannot vouch for: a sink's
+// start that throws, per-event results that are not statuses, emits a transform makes wrongly.
+
+import type { EventArray, LogEvent } from '@ackline/core'
+import { type Sink, TopologyBuilder, TopologyError, type TransformContext } from '@ackline/topology'
+import { describe, expect, it, vi } from 'vitest'
+import { on, records, run } from './support/Harness.js'
+import { testSink, testSource } from './support/TestComponents.js'
+
+describe('a sink whose start() throws', () => {
+  it('makes start() reject with a TopologyError naming the sink, its kind and the cause', async () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
+    const started: string[] = []
+    const stopped: string[] = []
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([]))
+      .sink('db', ['in'], {
+        kind: 'postgres',
+        start: () => Promise.reject(refused),
+        write: async () => undefined,
+      })
+      .sink('ok', ['in'], {
+        kind: 'fine',
+        start: async () => {
+          started.push('ok')
+        },
+        stop: async () => {
+          stopped.push('ok')
+        },
+        write: async () => undefined,
+      })
+      .build()
+    const error = await topology.start().catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(TopologyError)
+    expect(error).toMatchObject({
+      cause: refused,
+      problems: [{ code: 'SINK_START_FAILED', component: 'db', field: 'start', cause: refused }],
+    })
+    expect((error as Error).message).toContain("sink 'db' (postgres)")
+    expect((error as Error).message).toContain('ECONNREFUSED')
+    expect(stopped).toEqual(started) // the sink that did start is stopped again
+  })
+
+  it('a sink whose start() throws synchronously is reported the same way', async () => {
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([]))
+      .sink('out', ['in'], {
+        kind: 'sync_thrower',
+        start: () => {
+          throw new TypeError('bad config')
+        },
+        write: async () => undefined,
+      } as Sink)
+      .build()
+    await expect(topology.start()).rejects.toMatchObject({
+      name: 'TopologyError',
+      problems: [{ code: 'SINK_START_FAILED', component: 'out' }],
+    })
+  })
+})
+
+/** `[<hole>, 'delivered']`: an array of length 2 whose first slot was never set. */
+const holed = (): unknown[] => {
+  const array: unknown[] = new Array(2)
+  array[1] = 'delivered'
+  return array
+}
+
+describe('per-event results from untyped sinks', () => {
+  const resultOf = (result: unknown) =>
+    testSink({ write: async () => result as readonly ('delivered' | 'errored' | 'rejected')[] })
+
+  it.each([
+    ['a typo', ['delivered', 'deliverd']],
+    ['a hole', holed()],
+    ['null', [null, 'delivered']],
+    ['a number', [1, 'delivered']],
+    ['recorded', ['recorded', 'delivered']],
+  ])('an unknown entry (%s) is never delivered: errored, and reported', async (_, result) => {
+    const source = testSource([records(1, 2)])
+    const facts = await run(
+      new TopologyBuilder(on).source('in', source).sink('out', ['in'], resultOf(result)).build(),
+    )
+    expect(await source.statuses()).toEqual(['errored'])
+    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 'out', code: 'BAD_RESULT' })
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({ code: 'BAD_RESULT', events: 1 })
+  })
+
+  it.each([
+    ['a string', 'delivered'],
+    ['null', null],
+    ['an object', { length: 2 }],
+    ['true', true],
+  ])('a result that is not an array (%s) settles every event errored', async (_, result) => {
+    const source = testSource([records(1, 2)])
+    const facts = await run(
+      new TopologyBuilder(on).source('in', source).sink('out', ['in'], resultOf(result)).build(),
+    )
+    expect(await source.statuses()).toEqual(['errored'])
+    expect(facts.find((f) => f.type === 'component_error')).toMatchObject({ code: 'BAD_RESULT', events: 2 })
+  })
+
+  it('an Error entry fails that event alone, classified as a throw would be', async () => {
+    const source = testSource([records(1), records(2), records(3)])
+    const sink = testSink({
+      write: async (events: EventArray) =>
+        events.events.map((e) =>
+          e.get('n') === 2
+            ? new RangeError('too deep')
+            : e.get('n') === 3
+              ? new Error('timeout')
+              : 'delivered',
+        ),
+    })
+    await run(new TopologyBuilder(on).source('in', source).sink('out', ['in'], sink).build())
+    expect(await source.statuses()).toEqual(['delivered', 'rejected', 'errored'])
+    expect(source.receipts[1]!.failure).toMatchObject({ code: 'UNENCODABLE' })
+    expect(source.receipts[2]!.failure).toMatchObject({ code: 'WRITE_FAILED' })
+  })
+
+  it('a TypeError thrown by a write is rejected at once, not retried', async () => {
+    const source = testSource([records(1)])
+    let writes = 0
+    const sink = testSink({
+      write: async () => {
+        writes++
+        throw new TypeError('Do not know how to serialize a BigInt')
+      },
+    })
+    await run(
+      new TopologyBuilder(on)
+        .source('in', source)
+        .sink('out', ['in'], sink, { retry: { attempts: 5, initialBackoffMs: 1 } })
+        .build(),
+    )
+    expect(await source.statuses()).toEqual(['rejected'])
+    expect(writes).toBe(1)
+    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 'out', code: 'UNENCODABLE' })
+  })
+})
+
+describe('emits a transform makes wrongly', () => {
+  /** A transform that keeps its input for a later flush, and lets a test emit it with a stale context. */
+  const keeper = () => {
+    const kept: { event: LogEvent; context: TransformContext }[] = []
+    return {
+      kept,
+      transform: {
+        kind: 'keeper',
+        outputs: ['declared'] as const,
+        process(events: EventArray, context: TransformContext) {
+          for (const event of events) kept.push({ event, context })
+        },
+        flush() {},
+      },
+    }
+  }
+
+  it('emit on an undeclared port after the call returned settles the event errored before it throws', async () => {
+    const source = testSource([records(1)], { untilStopped: true })
+    const { kept, transform } = keeper()
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform('t', ['in'], transform)
+      .sink('out', ['t'], testSink())
+      .build()
+    const facts: unknown[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.waitFor(() => expect(kept).toHaveLength(1))
+    const { event, context } = kept[0]!
+    expect(() => context.emit(event, 'nope')).toThrow(RangeError)
+    expect(event.isEnded).toBe(true)
+    expect(await source.receipts[0]!.status).toBe('errored')
+    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'UNDECLARED_PORT' })
+    expect(facts).toContainEqual(
+      expect.objectContaining({ type: 'component_error', code: 'UNDECLARED_PORT' }),
+    )
+    await topology.stop()
+  })
+
+  it('emit on a declared port after the call returned settles the event errored and reports it', async () => {
+    const source = testSource([records(1)], { untilStopped: true })
+    const { kept, transform } = keeper()
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform('t', ['in'], transform)
+      .sink('out', ['t.declared'], testSink())
+      .build()
+    const facts: unknown[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.waitFor(() => expect(kept).toHaveLength(1))
+    const { event, context } = kept[0]!
+    context.emit(event, 'declared')
+    expect(event.isEnded).toBe(true)
+    expect(await source.receipts[0]!.status).toBe('errored')
+    expect(facts).toContainEqual(
+      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
+    )
+    await topology.stop()
+  })
+})
