@@ -1,9 +1,10 @@
 /**
  * A bounded load test on 127.0.0.1: slow clients (slowloris: headers a line at a time; slow body:
  * a body a byte at a time) keep reconnecting while normal clients post batches through a real
- * topology. Normal clients must keep being served (every request 200) while the server cuts the
- * slow ones off with 408. It stops by itself: once the normal requests are done and the server has
- * reported enough timeouts, or at the time bound (which fails the test).
+ * topology (limits of 1 s and 1.5 s, so a loaded machine does not cut the normal clients). Normal
+ * clients must keep being served (every request 200) while the server cuts the slow ones off with
+ * 408. It stops by itself: once the normal requests are done and the server has reported enough
+ * timeouts, or at the time bound (which fails the test).
  *
  * No assertion on throughput; it prints what it counted. `ACKLINE_HTTP_LOAD_REQUESTS` and
  * `ACKLINE_HTTP_LOAD_SLOW` scale it up (defaults 300 and 20).
@@ -22,7 +23,7 @@ const TIME_BOUND_MS = 60_000
 
 describe('the HTTP source under load with slow clients', () => {
   it('keeps serving normal clients while slow ones are cut off with 408', async () => {
-    const source = httpServer({ address: '127.0.0.1:0', headersTimeoutMs: 300, requestTimeoutMs: 600 })
+    const source = httpServer({ address: '127.0.0.1:0', headersTimeoutMs: 1000, requestTimeoutMs: 1500 })
     const sink = memory()
     const topology = new TopologyBuilder({ acknowledgements: true })
       .source('in', source)
@@ -72,7 +73,7 @@ describe('the HTTP source under load with slow clients', () => {
         const answer = await request(port, {
           headers: { 'content-type': 'application/x-ndjson' },
           body: `{"n":${n},"i":0}\n{"n":${n},"i":1}\n`,
-        })
+        }).catch(() => ({ status: 0 }))
         if (answer.status === 200) served++
         else otherCodes.push(answer.status)
       }

@@ -19,6 +19,8 @@ export class RawConnection {
     this.connected = new Promise((resolve, reject) => {
       this.#socket.once('connect', () => resolve())
       this.#socket.once('error', reject)
+      // Destroyed before it connected: no 'error' follows, so say so here (a no-op once connected).
+      this.#socket.once('close', () => reject(new Error('closed before connecting')))
     })
     this.connected.catch(() => {})
     this.#socket.on('data', (chunk: Buffer) => this.#chunks.push(chunk))
