@@ -16,7 +16,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse, S
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { BatchStatus } from '@ackline/core'
-import type { ConfigIssue, Source, SourceContext } from '@ackline/topology'
+import type { BatchFailure, BatchReceipt, ConfigIssue, Source, SourceContext } from '@ackline/topology'
 import { decodeUtf8 } from './internal/decodeUtf8.js'
 import { type HostPort, parseAddress } from './internal/parseAddress.js'
 import { formatOf, parseRecords } from './internal/parseRecords.js'
@@ -120,6 +120,14 @@ export interface HttpServerResponseBody {
   readonly byteOffset?: number
   /** The id of the component that decided a refusal (this source's). */
   readonly componentId?: string
+  /**
+   * Why the request was not a success, as data a client can act on: which component decided, a
+   * stable code and a message. For a batch that was not delivered, the first failure that gave it
+   * its status, as the topology reports it (`{ componentId: 'archive', code: 'WRITE_FAILED', ... }`;
+   * absent when the pipeline gave no reason); for a refusal, this source's id, `code` and `error`.
+   * Absent on a `200`.
+   */
+  readonly failure?: BatchFailure
 }
 
 /** Why a request was refused before its events entered the pipeline. */
@@ -394,7 +402,8 @@ class HttpServer implements HttpServerSource {
   }
 
   #refusal(code: HttpServerErrorCode, message: string): HttpServerResponseBody {
-    return { error: message, code, componentId: this.#componentId }
+    const componentId = this.#componentId
+    return { error: message, code, componentId, failure: { componentId, code, message } }
   }
 
   #handle(request: IncomingMessage, response: ServerResponse, context: SourceContext): void {
@@ -506,8 +515,13 @@ class HttpServer implements HttpServerSource {
       .finally(() => this.#accepting.delete(sending))
       .then(async (receipt) => {
         const status = await receipt.status
-        const body: HttpServerResponseBody =
-          receipt.batchId === undefined ? { status, events } : { status, events, batchId: receipt.batchId }
+        const failure = status === 'delivered' ? undefined : failureOf(receipt)
+        const body: HttpServerResponseBody = {
+          status,
+          events,
+          ...(receipt.batchId === undefined ? {} : { batchId: receipt.batchId }),
+          ...(failure === undefined ? {} : { failure }),
+        }
         if (status === 'errored') response.setHeader('Retry-After', this.#retryAfter)
         this.#count(CODE_OF[status])
         this.#respond(response, CODE_OF[status], body)
@@ -613,6 +627,19 @@ export class HttpServerError extends Error {
   ) {
     super(`http_server (${field}): ${message}`, options)
   }
+}
+
+/**
+ * The receipt's failure, copied field by field: read once the status resolved, and checked, since
+ * a runtime from before `BatchReceipt.failure` (or a hand-written context) may give none or another
+ * shape, and a response must never echo more than the three fields.
+ */
+function failureOf(receipt: BatchReceipt): BatchFailure | undefined {
+  const failure: unknown = receipt.failure
+  if (typeof failure !== 'object' || failure === null) return undefined
+  const { componentId, code, message } = failure as Record<string, unknown>
+  if (typeof componentId !== 'string' || typeof code !== 'string') return undefined
+  return { componentId, code, message: typeof message === 'string' ? message : '' }
 }
 
 function isPositiveInteger(value: unknown): boolean {

@@ -56,6 +56,52 @@ describe('httpServer: acknowledgements', () => {
     expect(headers['retry-after']).toBe(status === 'errored' ? '5' : undefined)
   })
 
+  it.each([
+    ['rejected', 400],
+    ['errored', 503],
+  ] as const)(
+    'names the component, code and message of the first failure of a %s batch',
+    async (status, code) => {
+      const { context, port } = await start()
+      const next = context.nextBatch()
+      const answer = request(port, json([{ n: 1 }, { n: 2 }]))
+      const [a, b] = (await next).events
+      a!.end('delivered')
+      b!.end(status, { reason: { componentId: 'archive', code: 'SOME_CODE', message: 'it went wrong' } })
+      const { status: got, body } = await answer
+      expect(got).toBe(code)
+      expect(body).toMatchObject({
+        status,
+        events: 2,
+        failure: { componentId: 'archive', code: 'SOME_CODE', message: 'it went wrong' },
+      })
+    },
+  )
+
+  it('gives no failure for a delivered batch, and none it does not know', async () => {
+    const { context, port } = await start()
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }, { n: 2 }]))
+    const [a, b] = (await next).events
+    a!.end('delivered')
+    b!.end('errored')
+    expect((await answer).body.failure).toBeUndefined()
+    const next2 = context.nextBatch()
+    const answer2 = request(port, json([{ n: 1 }]))
+    ;(await next2).end('delivered')
+    expect((await answer2).body.failure).toBeUndefined()
+  })
+
+  it('names the source itself as the component in every refusal', async () => {
+    const { port } = await start()
+    const answer = await request(port, { headers: { 'content-type': 'application/json' }, body: '[' })
+    expect(answer.body.failure).toEqual({
+      componentId: 'in',
+      code: 'MALFORMED_BODY',
+      message: answer.body.error,
+    })
+  })
+
   it('answers with the worst status of the batch', async () => {
     const { context, port } = await start({ retryAfterSeconds: 7 })
     const next = context.nextBatch()
