@@ -197,11 +197,15 @@ export function depthExceededAt(text: string, maxDepth: number): number {
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i)
     if (c === 0x22) {
-      // Skip the string: an escaped character is never its end.
-      for (i++; i < n; i++) {
-        const d = text.charCodeAt(i)
-        if (d === 0x5c) i++
-        else if (d === 0x22) break
+      // Skip the string with the native search (strings are most of a log's bytes): a quote ends
+      // it unless an odd number of backslashes precedes it.
+      for (;;) {
+        const quote = text.indexOf('"', i + 1)
+        if (quote < 0) return -1
+        let backslashes = 0
+        while (text.charCodeAt(quote - 1 - backslashes) === 0x5c) backslashes++
+        i = quote
+        if (backslashes % 2 === 0) break
       }
     } else if (c === 0x5b || c === 0x7b) {
       if (++depth > maxDepth) return i
