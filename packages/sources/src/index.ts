@@ -3,8 +3,10 @@
  */
 export { type GeneratorOptions, type GeneratorSource, generator } from './GeneratorSource.js'
 export {
+  type HttpServerCounters,
   HttpServerError,
   type HttpServerErrorCode,
+  type HttpServerHealth,
   type HttpServerOptions,
   type HttpServerResponseBody,
   type HttpServerSource,

@@ -3,6 +3,7 @@ import { type HttpServerOptions, type HttpServerSource, httpServer } from '@ackl
 import { afterEach, describe, expect, it } from 'vitest'
 import { FakeSourceContext } from './support/FakeSourceContext.js'
 import { request } from './support/HttpRequest.js'
+import { parseRawResponse, RawConnection } from './support/RawConnection.js'
 
 interface Running {
   readonly source: HttpServerSource
@@ -53,6 +54,52 @@ describe('httpServer: acknowledgements', () => {
     expect(body).toMatchObject({ status, events: 2 })
     expect(body.batchId).toEqual(expect.any(String))
     expect(headers['retry-after']).toBe(status === 'errored' ? '5' : undefined)
+  })
+
+  it.each([
+    ['rejected', 400],
+    ['errored', 503],
+  ] as const)(
+    'names the component, code and message of the first failure of a %s batch',
+    async (status, code) => {
+      const { context, port } = await start()
+      const next = context.nextBatch()
+      const answer = request(port, json([{ n: 1 }, { n: 2 }]))
+      const [a, b] = (await next).events
+      a!.end('delivered')
+      b!.end(status, { reason: { componentId: 'archive', code: 'SOME_CODE', message: 'it went wrong' } })
+      const { status: got, body } = await answer
+      expect(got).toBe(code)
+      expect(body).toMatchObject({
+        status,
+        events: 2,
+        failure: { componentId: 'archive', code: 'SOME_CODE', message: 'it went wrong' },
+      })
+    },
+  )
+
+  it('gives no failure for a delivered batch, and none it does not know', async () => {
+    const { context, port } = await start()
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }, { n: 2 }]))
+    const [a, b] = (await next).events
+    a!.end('delivered')
+    b!.end('errored')
+    expect((await answer).body.failure).toBeUndefined()
+    const next2 = context.nextBatch()
+    const answer2 = request(port, json([{ n: 1 }]))
+    ;(await next2).end('delivered')
+    expect((await answer2).body.failure).toBeUndefined()
+  })
+
+  it('names the source itself as the component in every refusal', async () => {
+    const { port } = await start()
+    const answer = await request(port, { headers: { 'content-type': 'application/json' }, body: '[' })
+    expect(answer.body.failure).toEqual({
+      componentId: 'in',
+      code: 'MALFORMED_BODY',
+      message: answer.body.error,
+    })
   })
 
   it('answers with the worst status of the batch', async () => {
@@ -216,6 +263,383 @@ describe('httpServer: bodies', () => {
     const answer = request(port, { body })
     ;(await next).end('delivered')
     expect((await answer).status).toBe(200)
+  })
+})
+
+describe('httpServer: bodies that must not take the process down', () => {
+  const deepMalformed = '['.repeat(12_000)
+  const deepValid = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth)
+  const cases: [string, Record<string, string>, string][] = [
+    ['12 KB of unclosed [ as JSON', { 'content-type': 'application/json' }, deepMalformed],
+    [
+      '12 KB of unclosed [ as NDJSON',
+      { 'content-type': 'application/x-ndjson' },
+      `{"a":1}\n${deepMalformed}`,
+    ],
+    ['12 KB of unclosed [ without a content type', {}, `{"a":1}\n${deepMalformed}`],
+    ['a valid object 100,000 levels deep', { 'content-type': 'application/json' }, deepValid(100_000)],
+    [
+      'a valid NDJSON line 100,000 levels deep',
+      { 'content-type': 'application/x-ndjson' },
+      deepValid(100_000),
+    ],
+  ]
+  it.each(cases)('answers %s with 400 TOO_DEEP, the limit and the position', async (_, headers, body) => {
+    const { context, port } = await start()
+    const answer = await request(port, { headers, body })
+    expect(answer.status).toBe(400)
+    expect(answer.body).toMatchObject({ code: 'TOO_DEEP', limit: 64, position: expect.any(Number) })
+    expect(context.batches).toEqual([])
+  })
+
+  it('names the position of the first bracket past the limit', async () => {
+    const { port } = await start({ maxDepth: 3 })
+    const answer = await request(port, { body: '[{"a":[1]}, {"b":{"c":[2]}}]' })
+    expect(answer.body).toMatchObject({ code: 'TOO_DEEP', limit: 3, position: 22, line: 1, column: 23 })
+  })
+
+  it('accepts a body exactly maxDepth deep', async () => {
+    const { context, port } = await start({ maxDepth: 3 })
+    const next = context.nextBatch()
+    const answer = request(port, { body: '[{"a":[1]}, {"b":{"c":2}}]' })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it('reports the syntax error when it comes before the nesting limit', async () => {
+    const { port } = await start()
+    const answer = await request(port, {
+      headers: { 'content-type': 'application/json' },
+      body: `[{"a":}, ${'['.repeat(10_000)}`,
+    })
+    expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', position: 6, line: 1, column: 7 })
+  })
+
+  it('accepts a deep body when maxDepth allows it, and locates an error deep inside it', async () => {
+    const { port } = await start({ maxDepth: 200_000 })
+    const answer = await request(port, {
+      headers: { 'content-type': 'application/json' },
+      body: `${'['.repeat(100_000)}x`,
+    })
+    expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', position: 100_000 })
+  })
+
+  it('answers a huge malformed string, many keys and a long NDJSON line without crashing', async () => {
+    const { context, port } = await start({ maxBodyBytes: 32 * 1024 * 1024 })
+    const huge = `[{"s":"${'x'.repeat(2_000_000)}`
+    const manyKeys = `{${Array.from({ length: 50_000 }, (_, i) => `"k${i}":${i}`).join(',')},}`
+    const longLine = `{"a":1}\n{"s":"${'\\u0041'.repeat(1_000_000)}", oops}`
+    const answers = await Promise.all([
+      request(port, { headers: { 'content-type': 'application/json' }, body: huge }),
+      request(port, { headers: { 'content-type': 'application/json' }, body: manyKeys }),
+      request(port, { headers: { 'content-type': 'application/x-ndjson' }, body: longLine }),
+    ])
+    expect(answers.map((a) => [a.status, a.body.code])).toEqual([
+      [400, 'MALFORMED_BODY'],
+      [400, 'MALFORMED_BODY'],
+      [400, 'MALFORMED_BODY'],
+    ])
+    expect(answers[0]!.body.position).toBe(huge.length)
+    expect(answers[2]!.body).toMatchObject({ line: 2 })
+    expect(context.batches).toEqual([])
+  })
+
+  it('accepts an object with many keys and a huge string', async () => {
+    const { context, port } = await start({ maxBodyBytes: 32 * 1024 * 1024 })
+    const fields = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, i]))
+    const next = context.nextBatch()
+    const answer = request(port, json([fields, { s: 'y'.repeat(1_000_000) }]))
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+    expect(Object.keys(context.records()[0]![0]!).length).toBe(20_000)
+  })
+})
+
+describe('httpServer: text encoding', () => {
+  const bytes = (...parts: (string | number[])[]) =>
+    Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : Buffer.from(p))))
+
+  it.each([
+    ['a lone continuation byte', bytes('[{"a":"', [0x80], '"}]'), 7],
+    ['a truncated sequence', bytes('[{"a":"é', [0xe2, 0x82], '"}]'), 9],
+    ['an overlong encoding', bytes('[{"a":"', [0xc0, 0xaf], '"}]'), 7],
+    ['an encoded surrogate', bytes('[{"a":"', [0xed, 0xa0, 0x80], '"}]'), 7],
+    ['a byte that never occurs in UTF-8', bytes('{"a":1}\n{"b":"', [0xff], '"}'), 14],
+  ])('answers 400 MALFORMED_BODY naming the byte offset of %s', async (_, body, offset) => {
+    const { context, port } = await start()
+    const answer = await request(port, { headers: { 'content-type': 'application/json' }, body })
+    expect(answer.status).toBe(400)
+    expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', byteOffset: offset })
+    expect(answer.body.error).toContain(`byte ${offset}`)
+    expect(context.batches).toEqual([])
+  })
+
+  it("replaces invalid bytes with U+FFFD when invalidUtf8 is 'replace'", async () => {
+    const { context, port } = await start({ invalidUtf8: 'replace' })
+    const next = context.nextBatch()
+    const answer = request(port, { body: bytes('[{"a":"x', [0xff], 'y"}]') })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+    expect(context.records()).toEqual([[{ a: 'x\uFFFDy' }]])
+  })
+
+  it.each([
+    ['JSON', 'application/json', '[{"a":"é"}]'],
+    ['NDJSON', 'application/x-ndjson', '{"a":"é"}\n'],
+    ['a sniffed body', 'text/plain', '{"a":"é"}'],
+  ])('accepts and skips a UTF-8 byte order mark before %s', async (_, type, text) => {
+    const { context, port } = await start()
+    const next = context.nextBatch()
+    const answer = request(port, { headers: { 'content-type': type }, body: bytes([0xef, 0xbb, 0xbf], text) })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+    expect(context.records()).toEqual([[{ a: 'é' }]])
+  })
+
+  it('counts the byte order mark in the byte offset', async () => {
+    const { port } = await start()
+    const answer = await request(port, { body: bytes([0xef, 0xbb, 0xbf], '[{"a":"', [0xc3], '"}]') })
+    expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', byteOffset: 10 })
+  })
+})
+
+describe('httpServer: limits of a server on an open port', () => {
+  const connections: RawConnection[] = []
+  afterEach(() => {
+    for (const c of connections.splice(0)) c.destroy()
+  })
+  const open = async (port: number): Promise<RawConnection> => {
+    const c = new RawConnection(port)
+    connections.push(c)
+    await c.connected
+    return c
+  }
+  const served = async (context: FakeSourceContext, port: number): Promise<number> => {
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }]))
+    ;(await next).end('delivered')
+    return (await answer).status
+  }
+
+  it('cuts off a client that sends its headers too slowly with 408, and serves others meanwhile', async () => {
+    const { source, context, port } = await start({ headersTimeoutMs: 400, requestTimeoutMs: 5000 })
+    const slowloris = await open(port)
+    slowloris.write('POST / HTTP/1.1\r\nHost: x\r\n')
+    slowloris.trickle('X-Slow: 1\r\n', 50)
+    const order: string[] = []
+    const cut = slowloris.closed.then((text) => {
+      order.push('cut')
+      return text
+    })
+    expect(await served(context, port)).toBe(200)
+    order.push('served')
+    const { status, body } = parseRawResponse(await cut)
+    expect(status).toBe(408)
+    expect(body).toMatchObject({ code: 'REQUEST_TIMEOUT', componentId: 'in' })
+    expect(order).toEqual(['served', 'cut'])
+    expect(source.counters.refused.REQUEST_TIMEOUT).toBe(1)
+    expect(source.counters.responses[408]).toBe(1)
+  })
+
+  it('cuts off a client that sends its body too slowly with 408, and sends nothing downstream', async () => {
+    const { source, context, port } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 400 })
+    const slow = await open(port)
+    slow.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n[',
+    )
+    slow.trickle(' ', 50)
+    expect(await served(context, port)).toBe(200)
+    const { status, body } = parseRawResponse(await slow.closed)
+    expect(status).toBe(408)
+    expect(body.code).toBe('REQUEST_TIMEOUT')
+    expect(source.counters.refused.REQUEST_TIMEOUT).toBe(1)
+    expect(context.batches.length).toBe(1)
+  })
+
+  it('does not count the time the pipeline takes against requestTimeoutMs', async () => {
+    const { context, port } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 100 })
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }]))
+    const batch = await next
+    // Hold the batch past the limit, measured by the server itself: a slowloris cut meanwhile.
+    const slowloris = await open(port)
+    slowloris.write('POST / HTTP/1.1\r\n')
+    slowloris.trickle('X: 1\r\n', 20)
+    expect(parseRawResponse(await slowloris.closed).status).toBe(408)
+    batch.end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it('closes an idle keep-alive connection after keepAliveTimeoutMs', async () => {
+    const { port } = await start({ keepAliveTimeoutMs: 100 })
+    const idle = await open(port)
+    idle.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n')
+    const text = await idle.closed
+    expect(parseRawResponse(text).status).toBe(200)
+    expect(text).toMatch(/keep-alive/i)
+    // Node's own default (5 s) would outlast this test's time limit.
+  }, 4000)
+
+  it('drops connections past maxConnections, and counts them', async () => {
+    const { source, context, port } = await start({ maxConnections: 1 })
+    const first = await open(port)
+    while (source.counters.openConnections < 1) await new Promise((r) => setImmediate(r))
+    const second = await open(port)
+    expect(await second.closed).toBe('')
+    expect(source.counters.connectionsDropped).toBe(1)
+    first.destroy()
+    await first.closed
+    while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+    expect(await served(context, port)).toBe(200)
+  })
+
+  it('answers 413 TOO_MANY_EVENTS past maxEventsPerRequest and sends nothing', async () => {
+    const { context, port } = await start({ maxEventsPerRequest: 2 })
+    const answer = await request(port, json([{ n: 1 }, { n: 2 }, { n: 3 }]))
+    expect(answer.status).toBe(413)
+    expect(answer.body).toMatchObject({ code: 'TOO_MANY_EVENTS', events: 3, limit: 2, componentId: 'in' })
+    expect(context.batches).toEqual([])
+  })
+
+  it('answers a request that is not HTTP with 400 BAD_REQUEST', async () => {
+    const { source, port } = await start()
+    const garbage = await open(port)
+    garbage.write('HELLO\r\n\r\n')
+    expect(parseRawResponse(await garbage.closed)).toMatchObject({
+      status: 400,
+      body: { code: 'BAD_REQUEST' },
+    })
+    expect(source.counters.refused.BAD_REQUEST).toBe(1)
+  })
+
+  it('reports bad limits by field', () => {
+    const issues = httpServer({
+      headersTimeoutMs: 0,
+      requestTimeoutMs: -1,
+      keepAliveTimeoutMs: 1.5,
+      maxConnections: Number.NaN,
+      maxEventsPerRequest: 0,
+    }).validate()
+    expect(issues.map((i) => i.field)).toEqual([
+      'headersTimeoutMs',
+      'requestTimeoutMs',
+      'keepAliveTimeoutMs',
+      'maxConnections',
+      'maxEventsPerRequest',
+    ])
+    expect(httpServer({ headersTimeoutMs: 2000, requestTimeoutMs: 1000 }).validate()).toEqual([
+      { field: 'headersTimeoutMs', message: 'must be at most requestTimeoutMs (1000), got 2000' },
+    ])
+  })
+})
+
+describe('httpServer: paths and content types', () => {
+  it('ingests on the configured path only, query string aside', async () => {
+    const { context, port } = await start({ path: '/events' })
+    const next = context.nextBatch()
+    const answer = request(port, { ...json([{ n: 1 }]), path: '/events?tenant=a' })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+    const elsewhere = await request(port, { ...json([{ n: 2 }]), path: '/' })
+    expect(elsewhere.status).toBe(404)
+    expect(elsewhere.body).toMatchObject({ code: 'NOT_FOUND', componentId: 'in' })
+    expect(context.batches.length).toBe(1)
+  })
+
+  it.each(['/other', '/favicon.ico', '//', '/healthz'])('answers 404 on %s', async (path) => {
+    const { port } = await start()
+    const answer = await request(port, { ...json([{ n: 1 }]), path })
+    expect(answer.status).toBe(404)
+    expect(answer.body.code).toBe('NOT_FOUND')
+  })
+
+  it('answers GET /health with 200 and the state while running, 503 while stopping', async () => {
+    const { source, context, port } = await start()
+    const running = await request(port, { method: 'GET', path: '/health' })
+    expect(running).toMatchObject({
+      status: 200,
+      body: { state: 'running', componentId: 'in', inFlight: 0 },
+    })
+    // A request in the pipeline shows as in flight; the stop turns health to 503.
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }]))
+    const batch = await next
+    expect((await request(port, { method: 'GET', path: '/health' })).body.inFlight).toBe(1)
+    // The listener closes at the stop (and idle connections with it): ask on a connection that
+    // is in the middle of its request headers when the stop begins.
+    const settled = async (open: number) => {
+      while (source.counters.openConnections !== open) await new Promise((r) => setImmediate(r))
+    }
+    await settled(1)
+    const kept = new RawConnection(port)
+    await kept.connected
+    kept.write('GET /health HTTP/1.1\r\n')
+    await settled(2)
+    context.stop()
+    kept.write('Host: x\r\n\r\n')
+    const { status, body } = parseRawResponse(await kept.closed)
+    expect(status).toBe(503)
+    expect(body).toMatchObject({ state: 'stopping', componentId: 'in' })
+    batch.end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it('answers other methods on /health with 405', async () => {
+    const { port } = await start()
+    const answer = await request(port, { method: 'POST', path: '/health', body: '{}' })
+    expect(answer.status).toBe(405)
+    expect(answer.headers.allow).toBe('GET, HEAD')
+  })
+
+  it("sniffs other content types by default, so curl -d's form type works", async () => {
+    const { context, port } = await start()
+    const next = context.nextBatch()
+    const answer = request(port, {
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: '[{"message":"hi"}]',
+    })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it.each([['application/x-www-form-urlencoded'], ['text/plain'], [undefined]])(
+    "answers %s with 415 when unknownContentType is 'reject'",
+    async (type) => {
+      const { context, port } = await start({ unknownContentType: 'reject' })
+      const headers: Record<string, string> = type === undefined ? {} : { 'content-type': type }
+      const answer = await request(port, { headers, body: '[{"a":1}]' })
+      expect(answer.status).toBe(415)
+      expect(answer.body.code).toBe('UNSUPPORTED_MEDIA_TYPE')
+      expect(answer.headers['accept-post']).toContain('application/json')
+      expect(context.batches).toEqual([])
+    },
+  )
+
+  it("still takes JSON and NDJSON by their types when unknownContentType is 'reject'", async () => {
+    const { context, port } = await start({ unknownContentType: 'reject' })
+    const next = context.nextBatch()
+    const answer = request(port, { headers: { 'content-type': 'application/x-ndjson' }, body: '{"a":1}\n' })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
+  it('reports a bad path and content type policy by field', () => {
+    expect(
+      httpServer({ path: 'events', unknownContentType: 'guess' as 'reject' })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['path', 'unknownContentType'])
+    expect(
+      httpServer({ path: '/health' })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['path'])
+    expect(
+      httpServer({ path: '/a?b' })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['path'])
+    expect(httpServer({ path: '/v1/events' }).validate()).toEqual([])
   })
 })
 

@@ -1,11 +1,16 @@
 /**
- * Where a JSON text first breaks the grammar, so a 400 response can name the line and column.
- * `JSON.parse` in current V8 no longer reports a position, so this walks the text itself; it runs
- * only after `JSON.parse` failed, never on the happy path.
+ * Where a JSON text first breaks the grammar or nests deeper than allowed, so a 400 response can
+ * name the line and column. `JSON.parse` in current V8 no longer reports a position, so this walks
+ * the text itself; it runs only after `JSON.parse` failed, never on the happy path.
+ *
+ * Invariant: the walk is iterative (an explicit stack of open containers, one byte each), so no
+ * input, however deep, can overflow the call stack; it reads each character once.
  */
 
-/** The first syntax error of a JSON text. */
+/** The first problem of a JSON text, in reading order. */
 export interface JsonErrorLocation {
+  /** `'syntax'` when the grammar breaks, `'depth'` when a container opens past the nesting limit. */
+  readonly kind: 'syntax' | 'depth'
   /** Offset of the offending character (UTF-16 code units), `text.length` at an unexpected end. */
   readonly offset: number
   /** 1-based line of the offset. */
@@ -20,11 +25,30 @@ class SyntaxStop {
   constructor(
     readonly offset: number,
     readonly reason: string,
+    readonly kind: 'syntax' | 'depth' = 'syntax',
   ) {}
 }
 
-/** The location of the first syntax error in `text`, or `undefined` when it is valid JSON. */
-export function locateJsonError(text: string): JsonErrorLocation | undefined {
+const ARRAY = 0
+const OBJECT = 1
+// What the walk expects next.
+const VALUE = 0
+const KEY = 1
+const AFTER_VALUE = 2
+
+const isDigit = (ch: string | undefined): boolean => ch !== undefined && ch >= '0' && ch <= '9'
+const isHex = (ch: string | undefined): boolean =>
+  ch !== undefined && ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'))
+
+/**
+ * The location of the first problem in `text`: a syntax error, or (when `maxDepth` is given) an
+ * array or object opened at a depth past `maxDepth` (the outermost container is depth 1).
+ * `undefined` when `text` is valid JSON within the limit.
+ */
+export function locateJsonError(
+  text: string,
+  maxDepth: number = Number.POSITIVE_INFINITY,
+): JsonErrorLocation | undefined {
   let i = 0
   const fail = (reason?: string): never => {
     if (i >= text.length)
@@ -42,8 +66,8 @@ export function locateJsonError(text: string): JsonErrorLocation | undefined {
     }
   }
   const digits = (): void => {
-    if (!(text[i]! >= '0' && text[i]! <= '9')) fail()
-    while (text[i]! >= '0' && text[i]! <= '9') i++
+    if (!isDigit(text[i])) fail()
+    while (isDigit(text[i])) i++
   }
   const number = (): void => {
     if (text[i] === '-') i++
@@ -74,7 +98,7 @@ export function locateJsonError(text: string): JsonErrorLocation | undefined {
         const esc = text[i]
         if (esc === 'u') {
           for (let k = 1; k <= 4; k++) {
-            if (!/[0-9a-fA-F]/.test(text[i + k] ?? '')) {
+            if (!isHex(text[i + k])) {
               i += k
               fail('bad \\u escape')
             }
@@ -87,75 +111,116 @@ export function locateJsonError(text: string): JsonErrorLocation | undefined {
       i++
     }
   }
-  const value = (): void => {
-    ws()
-    const ch = text[i]
-    if (ch === '{') {
-      i++
-      ws()
-      if (text[i] === '}') {
-        i++
-        return
-      }
-      for (;;) {
+  // The open containers, innermost last; grown by doubling, so depth costs one byte per level.
+  let open = new Uint8Array(64)
+  let depth = 0
+  const enter = (kind: number): void => {
+    if (depth >= maxDepth) throw new SyntaxStop(i, `nesting deeper than ${maxDepth}`, 'depth')
+    if (depth === open.length) {
+      const grown = new Uint8Array(open.length * 2)
+      grown.set(open)
+      open = grown
+    }
+    open[depth++] = kind
+    i++
+  }
+
+  try {
+    let next = VALUE
+    for (;;) {
+      if (next === VALUE) {
+        ws()
+        const ch = text[i]
+        if (ch === '{') {
+          enter(OBJECT)
+          ws()
+          if (text[i] === '}') {
+            i++
+            depth--
+            next = AFTER_VALUE
+          } else next = KEY
+        } else if (ch === '[') {
+          enter(ARRAY)
+          ws()
+          if (text[i] === ']') {
+            i++
+            depth--
+            next = AFTER_VALUE
+          } else next = VALUE
+        } else {
+          if (ch === '"') string()
+          else if (ch === 't') literal('true')
+          else if (ch === 'f') literal('false')
+          else if (ch === 'n') literal('null')
+          else if (ch === '-' || isDigit(ch)) number()
+          else fail()
+          next = AFTER_VALUE
+        }
+      } else if (next === KEY) {
         ws()
         if (text[i] !== '"') fail('expected a property name')
         string()
         ws()
         if (text[i] !== ':') fail("expected ':'")
         i++
-        value()
+        next = VALUE
+      } else {
         ws()
-        if (text[i] === ',') i++
-        else if (text[i] === '}') {
+        if (depth === 0) {
+          if (i < text.length) fail()
+          return undefined
+        }
+        const inObject = open[depth - 1] === OBJECT
+        if (text[i] === ',') {
           i++
-          return
-        } else fail("expected ',' or '}'")
+          next = inObject ? KEY : VALUE
+        } else if (text[i] === (inObject ? '}' : ']')) {
+          i++
+          depth--
+        } else fail(inObject ? "expected ',' or '}'" : "expected ',' or ']'")
       }
     }
-    if (ch === '[') {
-      i++
-      ws()
-      if (text[i] === ']') {
-        i++
-        return
-      }
-      for (;;) {
-        value()
-        ws()
-        if (text[i] === ',') i++
-        else if (text[i] === ']') {
-          i++
-          return
-        } else fail("expected ',' or ']'")
-      }
-    }
-    if (ch === '"') string()
-    else if (ch === 't') literal('true')
-    else if (ch === 'f') literal('false')
-    else if (ch === 'n') literal('null')
-    else if (ch === '-' || (ch !== undefined && ch >= '0' && ch <= '9')) number()
-    else fail()
-  }
-  try {
-    value()
-    ws()
-    if (i < text.length) fail()
-    return undefined
   } catch (stop) {
     if (!(stop instanceof SyntaxStop)) throw stop
-    return { ...position(text, stop.offset), offset: stop.offset, reason: stop.reason }
+    return { kind: stop.kind, ...position(text, stop.offset), offset: stop.offset, reason: stop.reason }
   }
 }
 
-function position(text: string, offset: number): { line: number; column: number } {
+/**
+ * The offset of the first `[` or `{` that opens past `maxDepth` in a text already known to be
+ * valid JSON, or -1. A plain scan (strings skipped, brackets counted): `JSON.parse` accepts any
+ * depth, and what reads the value afterwards (encoders, transforms) may recurse.
+ */
+export function depthExceededAt(text: string, maxDepth: number): number {
+  let depth = 0
+  const n = text.length
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) {
+      // Skip the string with the native search (strings are most of a log's bytes): a quote ends
+      // it unless an odd number of backslashes precedes it.
+      for (;;) {
+        const quote = text.indexOf('"', i + 1)
+        if (quote < 0) return -1
+        let backslashes = 0
+        while (text.charCodeAt(quote - 1 - backslashes) === 0x5c) backslashes++
+        i = quote
+        if (backslashes % 2 === 0) break
+      }
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > maxDepth) return i
+    } else if (c === 0x5d || c === 0x7d) depth--
+  }
+  return -1
+}
+
+/** The 1-based line and column of `offset` in `text`. */
+export function position(text: string, offset: number): { line: number; column: number } {
   let line = 1
   let lineStart = 0
-  for (let k = 0; k < offset && k < text.length; k++) {
-    if (text[k] === '\n') {
-      line++
-      lineStart = k + 1
-    }
+  for (let k = text.indexOf('\n'); k >= 0 && k < offset; k = text.indexOf('\n', k + 1)) {
+    line++
+    lineStart = k + 1
   }
   return { line, column: offset - lineStart + 1 }
 }

@@ -2,18 +2,31 @@
  * Decoding a request body into records: a JSON array of objects (or one object), or NDJSON (one
  * object per line). The content type decides; without a known one the first character does.
  *
- * Invariant: either every record decodes, or none is returned and the error names where the body
- * broke (line and column), so a malformed body never half-enters the pipeline.
+ * Invariant: either every record decodes, or none is returned and the failure names where the
+ * body broke (position, line and column), so a malformed body never half-enters the pipeline. No
+ * body, however deep or large, makes decoding throw: `JSON.parse` is iterative in V8, locating an
+ * error is iterative, and nesting past `maxDepth` is refused (`TOO_DEEP`) before anything
+ * downstream, which may recurse, sees it.
  */
 import type { JsonObject, JsonValue } from '@ackline/core'
-import { locateJsonError } from './locateJsonError.js'
+import { depthExceededAt, locateJsonError, position } from './locateJsonError.js'
 
 /** How the body is laid out. */
 export type BodyFormat = 'json' | 'ndjson'
 
-export type ParsedRecords =
-  | { readonly ok: true; readonly records: JsonObject[] }
-  | { readonly ok: false; readonly message: string }
+/** Why a body did not decode, with where (offsets in UTF-16 code units of the decoded body). */
+export interface ParseFailure {
+  readonly ok: false
+  readonly code: 'MALFORMED_BODY' | 'TOO_DEEP'
+  readonly message: string
+  readonly position?: number
+  readonly line?: number
+  readonly column?: number
+  /** The nesting limit, for `TOO_DEEP`. */
+  readonly limit?: number
+}
+
+export type ParsedRecords = { readonly ok: true; readonly records: JsonObject[] } | ParseFailure
 
 const NDJSON_TYPES = new Set([
   'application/x-ndjson',
@@ -35,57 +48,99 @@ export function formatOf(contentType: string | undefined): BodyFormat | undefine
 const isObject = (value: JsonValue): value is JsonObject =>
   typeof value === 'object' && value !== null && !Array.isArray(value)
 
-/** Decodes `body` as `format`, or sniffs the format when it is `undefined`. */
-export function parseRecords(body: string, format: BodyFormat | undefined): ParsedRecords {
+/**
+ * Decodes `body` as `format`, or sniffs the format when it is `undefined`. `maxDepth` bounds the
+ * nesting of arrays and objects, the outermost counting as 1 (so a JSON array of flat objects is 2).
+ */
+export function parseRecords(body: string, format: BodyFormat | undefined, maxDepth: number): ParsedRecords {
   const start = body.search(/\S/)
   if (start < 0) return { ok: true, records: [] }
-  if (format === 'json') return parseJson(body)
-  if (format === 'ndjson') return parseNdjson(body)
-  if (body[start] === '[') return parseJson(body)
-  // One object spread over several lines is JSON; one object per line is NDJSON.
-  const whole = parseJson(body)
-  return whole.ok ? whole : parseNdjson(body)
+  if (format === 'json') return parseJson(body, maxDepth)
+  if (format === 'ndjson') return parseNdjson(body, maxDepth)
+  if (body[start] === '[') return parseJson(body, maxDepth)
+  // One object spread over several lines is JSON; one object per line is NDJSON. A body too deep
+  // as a whole is refused as such: reading it line by line would not make it shallower.
+  const whole = parseJson(body, maxDepth)
+  return whole.ok || whole.code === 'TOO_DEEP' ? whole : parseNdjson(body, maxDepth)
 }
 
-function parseJson(body: string): ParsedRecords {
+/** Parses one JSON text that starts at `base` in `body` (the whole body, or one NDJSON line). */
+function parseValue(
+  body: string,
+  text: string,
+  base: number,
+  maxDepth: number,
+): { ok: true; value: JsonValue } | ParseFailure {
   let value: JsonValue
   try {
-    value = JSON.parse(body) as JsonValue
+    value = JSON.parse(text) as JsonValue
   } catch {
-    const at = locateJsonError(body)
-    return {
-      ok: false,
-      message:
-        at === undefined
-          ? 'malformed JSON'
-          : `malformed JSON at line ${at.line}, column ${at.column} (position ${at.offset}): ${at.reason}`,
-    }
+    const at = locateJsonError(text, maxDepth)
+    if (at === undefined) return { ok: false, code: 'MALFORMED_BODY', message: 'malformed JSON' }
+    return failure(body, base + at.offset, at.kind === 'depth' ? maxDepth : undefined, at.reason)
   }
+  const deep = depthExceededAt(text, maxDepth)
+  if (deep >= 0) return failure(body, base + deep, maxDepth, `nesting deeper than ${maxDepth}`)
+  return { ok: true, value }
+}
+
+function failure(body: string, offset: number, limit: number | undefined, reason: string): ParseFailure {
+  const { line, column } = position(body, offset)
+  const where = `line ${line}, column ${column} (position ${offset})`
+  return limit === undefined
+    ? {
+        ok: false,
+        code: 'MALFORMED_BODY',
+        message: `malformed JSON at ${where}: ${reason}`,
+        position: offset,
+        line,
+        column,
+      }
+    : {
+        ok: false,
+        code: 'TOO_DEEP',
+        message: `arrays and objects nest deeper than ${limit} at ${where}`,
+        position: offset,
+        line,
+        column,
+        limit,
+      }
+}
+
+function parseJson(body: string, maxDepth: number): ParsedRecords {
+  const parsed = parseValue(body, body, 0, maxDepth)
+  if (!parsed.ok) return parsed
+  const value = parsed.value
   if (isObject(value)) return { ok: true, records: [value] }
   if (!Array.isArray(value))
-    return { ok: false, message: 'the body must be a JSON array of objects, or one object' }
+    return {
+      ok: false,
+      code: 'MALFORMED_BODY',
+      message: 'the body must be a JSON array of objects, or one object',
+    }
   for (let i = 0; i < value.length; i++) {
-    if (!isObject(value[i]!)) return { ok: false, message: `element ${i} of the JSON array is not an object` }
+    if (!isObject(value[i]!))
+      return { ok: false, code: 'MALFORMED_BODY', message: `element ${i} of the JSON array is not an object` }
   }
   return { ok: true, records: value as JsonObject[] }
 }
 
-function parseNdjson(body: string): ParsedRecords {
+function parseNdjson(body: string, maxDepth: number): ParsedRecords {
   const records: JsonObject[] = []
-  const lines = body.split('\n')
-  for (let n = 0; n < lines.length; n++) {
-    const line = lines[n]!.endsWith('\r') ? lines[n]!.slice(0, -1) : lines[n]!
+  let lineStart = 0
+  for (let n = 1; lineStart <= body.length; n++) {
+    const newline = body.indexOf('\n', lineStart)
+    const lineEnd = newline < 0 ? body.length : newline
+    const end = lineEnd > lineStart && body.charCodeAt(lineEnd - 1) === 0x0d ? lineEnd - 1 : lineEnd
+    const line = body.slice(lineStart, end)
+    const base = lineStart
+    lineStart = lineEnd + 1
     if (line.trim() === '') continue
-    let value: JsonValue
-    try {
-      value = JSON.parse(line) as JsonValue
-    } catch {
-      const at = locateJsonError(line)
-      const where = at === undefined ? '' : `, column ${at.column}: ${at.reason}`
-      return { ok: false, message: `malformed JSON on line ${n + 1}${where}` }
-    }
-    if (!isObject(value)) return { ok: false, message: `line ${n + 1} is not a JSON object` }
-    records.push(value)
+    const parsed = parseValue(body, line, base, maxDepth)
+    if (!parsed.ok) return parsed
+    if (!isObject(parsed.value))
+      return { ok: false, code: 'MALFORMED_BODY', message: `line ${n} is not a JSON object` }
+    records.push(parsed.value)
   }
   return { ok: true, records }
 }

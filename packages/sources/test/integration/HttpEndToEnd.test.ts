@@ -109,6 +109,20 @@ describe('HTTP through a topology, end to end', () => {
               body: { status: expected, events: plans.length },
             })
             if (expected === 'errored') expect(answers[r]!.headers['retry-after']).toBeDefined()
+            // The failure names a sink that gave some kept event exactly the batch's status.
+            const deciders = plans.flatMap((p) =>
+              p.drop
+                ? []
+                : [
+                    ...(p.primary === expected ? ['primary'] : []),
+                    ...(p.audit === expected ? ['audit'] : []),
+                  ],
+            )
+            if (expected === 'delivered') expect(answers[r]!.body.failure).toBeUndefined()
+            else {
+              expect(deciders).toContain(answers[r]!.body.failure?.componentId)
+              expect(answers[r]!.body.failure.code).toBe(expected === 'errored' ? 'WRITE_FAILED' : 'REJECTED')
+            }
           })
         },
       ),

@@ -17,6 +17,8 @@ export class FakeSourceContext implements SourceContext {
   readonly #waiting: ((batch: EventArray) => void)[] = []
   /** When set, `send` waits for this before accepting (back pressure, or a runtime that refuses). */
   gate: Promise<void> | undefined = undefined
+  /** When set, called with each batch as it is accepted: a test that plays the sinks for every batch. */
+  onBatch: ((batch: EventArray) => void) | undefined = undefined
 
   constructor(options: { readonly id?: string; readonly acknowledgements?: boolean } = {}) {
     this.id = options.id ?? 'in'
@@ -42,6 +44,7 @@ export class FakeSourceContext implements SourceContext {
     this.batches.push(events)
     this.#records.push(events.events.map((event) => ({ ...event.fields })))
     this.#waiting.shift()?.(events)
+    this.onBatch?.(events)
     const status: Promise<BatchStatus> =
       created === undefined ? Promise.resolve('delivered') : created.receiver.promise
     const receiver = created?.receiver

@@ -14,8 +14,8 @@ export interface HttpAnswer {
 export interface HttpRequestOptions {
   readonly method?: string
   readonly headers?: Record<string, string | number>
-  /** The whole body, or chunks written one by one (chunked encoding). */
-  readonly body?: string | readonly string[]
+  /** The whole body, or chunks written one by one (chunked encoding); bytes as they are. */
+  readonly body?: string | Uint8Array | readonly (string | Uint8Array)[]
   readonly path?: string
 }
 
@@ -44,13 +44,19 @@ export function request(port: number, options: HttpRequestOptions = {}): Promise
         res.on('error', reject)
       },
     )
-    // The server may answer (413, 401) and close before it read the whole body: that is not a failure.
+    // The server may answer (413, 401) and close before it read the whole body: that is not a
+    // failure, as long as the answer arrives; a connection that closes without one is.
+    let failed: Error | undefined
     req.on('error', (error: NodeJS.ErrnoException) => {
       if (error.code !== 'EPIPE' && error.code !== 'ECONNRESET') reject(error)
+      else failed = error
+    })
+    req.on('close', () => {
+      if (failed !== undefined) reject(new Error(`no response: ${failed.message}`, { cause: failed }))
     })
     const body = options.body
     if (Array.isArray(body)) for (const chunk of body) req.write(chunk)
-    else if (typeof body === 'string') req.write(body)
+    else if (body !== undefined) req.write(body)
     req.end()
   })
 }

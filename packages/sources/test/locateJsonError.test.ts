@@ -1,0 +1,65 @@
+/**
+ * `locateJsonError` must agree with `JSON.parse` on what is valid, at any depth, without
+ * recursion. Internal module: imported by path, as no package export names it.
+ */
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { depthExceededAt, locateJsonError } from '../src/internal/locateJsonError.js'
+
+const parses = (text: string): boolean => {
+  try {
+    JSON.parse(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
+describe('locateJsonError', () => {
+  it('finds no error exactly where JSON.parse succeeds', () => {
+    const texts = fc.oneof(
+      fc.json(),
+      fc.string({ unit: fc.constantFrom('[', ']', '{', '}', '"', ':', ',', '1', 'a', ' ', '\\', 'e', '-') }),
+      fc.json().chain((j) => fc.nat(j.length).map((cut) => j.slice(0, cut))),
+    )
+    fc.assert(
+      fc.property(texts, (text) => {
+        expect(locateJsonError(text) === undefined).toBe(parses(text))
+      }),
+      { numRuns: 500 },
+    )
+  })
+
+  it('locates an error a million levels deep without overflowing the stack', () => {
+    const text = `${'['.repeat(1_000_000)}x`
+    expect(locateJsonError(text)).toMatchObject({ kind: 'syntax', offset: 1_000_000, line: 1 })
+  })
+
+  it('reports the first container past maxDepth, or the syntax error if it comes first', () => {
+    expect(locateJsonError('[[[[', 3)).toMatchObject({ kind: 'depth', offset: 3, column: 4 })
+    expect(locateJsonError('[{"a":[', 3)).toMatchObject({ kind: 'syntax', offset: 7 })
+    expect(locateJsonError('[x[[[', 3)).toMatchObject({ kind: 'syntax', offset: 1 })
+  })
+
+  it('names line and column across newlines', () => {
+    expect(locateJsonError('[1,\n 2,\n  }')).toMatchObject({ offset: 10, line: 3, column: 3 })
+  })
+})
+
+describe('depthExceededAt', () => {
+  it('counts brackets outside strings only', () => {
+    expect(depthExceededAt('[{"a":"[[[[\\"[["}]', 2)).toBe(-1)
+    expect(depthExceededAt('[{"a":[1]}]', 2)).toBe(6)
+    expect(depthExceededAt('{"a":{"b":{}}}', 3)).toBe(-1)
+  })
+
+  it('agrees with the walk on valid JSON', () => {
+    fc.assert(
+      fc.property(fc.json({ depthSize: 'large' }), fc.integer({ min: 1, max: 6 }), (text, limit) => {
+        const at = locateJsonError(text, limit)
+        expect(depthExceededAt(text, limit)).toBe(at === undefined ? -1 : at.offset)
+      }),
+      { numRuns: 300 },
+    )
+  })
+})
