@@ -228,6 +228,54 @@ describe('DiskBuffer lock', () => {
     }
   })
 
+  it.each([
+    ['empty', ''],
+    ['partly written', '{"pid":12'],
+  ])('reads an %s lock as held (its writer may be alive) and says how to break it', async (_, content) => {
+    const path = tempDir()
+    writeFileSync(join(path, 'lock'), content)
+    const error = await DiskBuffer.open({ path, log: () => {} }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(DiskBufferError)
+    expect(error).toMatchObject({ code: 'LOCKED' })
+    expect((error as DiskBufferError).message).toContain('unreadable')
+    expect((error as DiskBufferError).message).toContain('ackline-buffer')
+    expect((error as DiskBufferError).message).toContain('--break-lock')
+    expect(readdirSync(path)).toContain('lock')
+  })
+
+  it('gives the lock to exactly one of three processes opening at once, round after round', async () => {
+    // Three processes, each told to open at the same moment, many times over: even rounds race
+    // for a free directory, odd ones for a stale lock. Raise LOCK_RACE_ROUNDS to hunt for races.
+    const rounds = Number(process.env.LOCK_RACE_ROUNDS ?? 60)
+    const path = tempDir()
+    const dead = deadPid()
+    const children = [0, 1, 2].map(() => lockChild(path, ['--race']))
+    let raced = 0
+    try {
+      for (let round = 0; round < rounds; round++) {
+        if (round % 2 === 1) {
+          writeFileSync(
+            join(path, 'lock'),
+            JSON.stringify({ pid: dead, hostname: hostname(), since: 'then' }),
+          )
+        }
+        for (const c of children) c.send('go')
+        const results = await Promise.all(children.map((c) => c.line()))
+        const holders = children.filter((_, i) => results[i] === 'acquired')
+        expect(holders, `round ${round}: ${results.join(' | ')}`).toHaveLength(1)
+        for (const r of results) if (r !== 'acquired') expect(r).toMatch(/^refused LOCKED /)
+        raced++
+        holders[0]!.send('release')
+        expect(await holders[0]!.line()).toBe('released')
+        expect(readdirSync(path).filter((n) => n.startsWith('lock'))).toEqual([])
+      }
+    } finally {
+      for (const c of children) c.kill()
+    }
+    console.log(`lock race: ${raced} rounds of three processes, one holder in each`)
+    expect(raced).toBe(rounds)
+  }, 120_000)
+
   it('removes a takeover guard left by a process that died during its takeover', async () => {
     const path = tempDir()
     const dead = deadPid()
@@ -269,10 +317,10 @@ function deadPid(): number {
 }
 
 /** A child process opening the buffer in `path` (see `fixtures/lockChild.ts`), read line by line. */
-function lockChild(path: string) {
+function lockChild(path: string, args: readonly string[] = []) {
   const script = new URL('./fixtures/lockChild.ts', import.meta.url).pathname
   const root = new URL('../../..', import.meta.url).pathname
-  const proc = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, path], {
+  const proc = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, path, ...args], {
     cwd: root,
     stdio: ['pipe', 'pipe', 'pipe'],
   })
