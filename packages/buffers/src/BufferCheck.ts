@@ -192,6 +192,7 @@ export const BufferCheck = {
       const firstOnDisk = segNames.length > 0 ? Number(segNames[0]!.slice(0, 20)) : 0
       const ackedBelow = ledger.status === 'ok' ? ledger.ledger.ackedBelow : firstOnDisk
       const segments: SegmentCheck[] = []
+      let ledgerAhead = false
       let lastSeq = -1
       for (const name of segNames) {
         const seg = await checkSegment(fs, path, name, ackedBelow)
@@ -227,23 +228,33 @@ export const BufferCheck = {
             problems.push(`segment starting at ${first} is listed in the ledger but missing`)
           }
         }
+        const last = segments.at(-1)
+        const dataEnd = last === undefined ? 0 : Math.max(lastSeq + 1, Number(last.name.slice(0, 20)))
+        if (lastSeq >= 0 && last?.torn === undefined && ackedBelow > dataEnd) {
+          problems.push(
+            `the ledger's acknowledged position ${ackedBelow} lies past the records on disk (the last is ${lastSeq}): it does not belong to these segments, and opening refuses it (LEDGER_AHEAD); --repair rebuilds it from the segments, delivering every record on disk again`,
+          )
+          ledgerAhead = true
+        }
         if (ledger.ledger.nextSeq <= lastSeq) {
           problems.push(
             `ledger's next sequence number ${ledger.ledger.nextSeq} is not above the last record ${lastSeq}`,
           )
         }
       }
-      const ledgerBad = ledger.status !== 'ok' || ledger.ledger.nextSeq <= lastSeq
+      const ledgerBad = ledger.status !== 'ok' || ledger.ledger.nextSeq <= lastSeq || ledgerAhead
       if (canRepair && ledgerBad) {
-        const nextSeq = Math.max(lastSeq + 1, ledger.status === 'ok' ? ledger.ledger.nextSeq : 0, ackedBelow)
+        // A ledger ahead of the data is not trusted at all: redeliver from the first record on disk.
+        const from = ledgerAhead ? firstOnDisk : ackedBelow
+        const nextSeq = ledgerAhead
+          ? Math.max(lastSeq + 1, from)
+          : Math.max(lastSeq + 1, ledger.status === 'ok' ? ledger.ledger.nextSeq : 0, from)
         await Ledger.write(fs, path, {
           nextSeq,
-          ackedBelow: Math.min(ackedBelow, nextSeq),
+          ackedBelow: Math.min(from, nextSeq),
           segments: segNames.map((n) => Number(n.slice(0, 20))),
         })
-        repairs.push(
-          `rebuilt the ledger from the segments (acknowledged below ${ackedBelow}, next ${nextSeq})`,
-        )
+        repairs.push(`rebuilt the ledger from the segments (acknowledged below ${from}, next ${nextSeq})`)
       }
       const deadLetter = names.includes('dead-letter')
         ? await BufferCheck.run(`${path}/dead-letter`, { repair: canRepair, fileSystem: fs })

@@ -449,6 +449,25 @@ export class DiskBuffer {
       }
     }
     const known = ledger.status === 'ok' ? ledger.ledger : undefined
+    // Every record below a checkpointed `ackedBelow` was fsynced before the checkpoint, so a
+    // ledger acknowledging past the last record on disk describes other data: deleting by it
+    // would drop records nobody acknowledged. (A damaged tail, cut above, may have held some.)
+    const dataEnd = last === undefined ? undefined : Math.max(lastSeq + 1, last.firstSeq)
+    if (
+      known !== undefined &&
+      dataEnd !== undefined &&
+      tornBytes === 0 &&
+      segments.some((seg) => seg.size > 0) &&
+      known.ackedBelow > dataEnd
+    ) {
+      await active?.close()
+      throw new DiskBufferError(
+        'LEDGER_AHEAD',
+        `${Ledger.FILE} says every record below ${known.ackedBelow} was acknowledged, but the records on disk end at record ${dataEnd - 1} (segments ${segments[0]!.name} .. ${last!.name}): the ledger does not belong to these segments (restored from another backup, or written by a tool?). Nothing was deleted. To deliver every record on disk again, rebuild the ledger with: ackline-buffer ${path} --repair`,
+        path,
+        'ackedBelow',
+      )
+    }
     const nextSeq = Math.max(lastSeq + 1, last?.firstSeq ?? 0, known?.nextSeq ?? 0, known?.ackedBelow ?? 0)
     let ackedBelow = known?.ackedBelow ?? segments[0]?.firstSeq ?? nextSeq
     ackedBelow = Math.min(Math.max(ackedBelow, segments[0]?.firstSeq ?? nextSeq), nextSeq)
@@ -1155,6 +1174,9 @@ export class DiskBuffer {
   }
 
   async #writeLedger(): Promise<void> {
+    // Never checkpoint an acknowledged position above what is durable: on open, a ledger ahead
+    // of the data is taken for a ledger of other data (LEDGER_AHEAD).
+    await this.#groupSync()
     const state: LedgerState = {
       nextSeq: this.#nextSeq,
       ackedBelow: this.#ackedBelow,

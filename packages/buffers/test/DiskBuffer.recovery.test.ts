@@ -3,7 +3,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DiskBufferError } from '@ackline/buffers'
+import { BufferCheck, DiskBufferError } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
 // By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
 import { DiskBuffer } from '../src/DiskBuffer.js'
@@ -138,6 +138,46 @@ describe('DiskBuffer recovery', () => {
     const reopened = await open()
     expect(await drain(reopened)).toEqual(['record-4', 'record-5'])
     expect(fs.bytes(`${PATH}/00000000000000000000.seg`)).toBeUndefined()
+    await reopened.close()
+  })
+})
+
+describe('DiskBuffer ledger that does not match the data', () => {
+  it('refuses to open when the acknowledged position lies past the records on disk, names the numbers, and deletes nothing', async () => {
+    const { fs, open } = setup({ segmentBytes: 64 }) // two 28-byte frames per segment
+    const buffer = await open()
+    await buffer.append(range(6).map((s) => Buffer.from(s)))
+    await buffer.close()
+    const before = fs.files(PATH).map((p) => [p, fs.bytes(p)!.toString('hex')])
+    // A ledger restored from a later backup: it says everything below 40 was acknowledged.
+    await Ledger.write(fs, PATH, { nextSeq: 50, ackedBelow: 40, segments: [30, 38] })
+    const error = await open().catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(DiskBufferError)
+    expect(error).toMatchObject({ code: 'LEDGER_AHEAD' })
+    const message = (error as DiskBufferError).message
+    expect(message).toContain('below 40')
+    expect(message).toContain('end at record 5')
+    expect(message).toContain('--repair')
+    const after = fs.files(PATH).map((p) => [p, fs.bytes(p)!.toString('hex')])
+    expect(after.filter(([p]) => p!.endsWith('.seg'))).toEqual(before.filter(([p]) => p!.endsWith('.seg')))
+    // The repair rebuilds the ledger from the segments: every record on disk comes again.
+    const report = await BufferCheck.run(PATH, { fileSystem: fs, repair: true })
+    expect(report.problems.some((p) => p.includes('past the records on disk'))).toBe(true)
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(range(6))
+    await reopened.close()
+    const again = await open() // and the next start is clean
+    await again.close()
+  })
+
+  it('opens a buffer whose every record was acknowledged and whose last segment is empty', async () => {
+    const { open } = setup({ segmentBytes: 64 })
+    const buffer = await open()
+    await buffer.append(range(4).map((s) => Buffer.from(s)))
+    expect(await drain(buffer)).toEqual(range(4))
+    await buffer.close()
+    const reopened = await open()
+    expect(reopened.ackedBelow).toBe(4)
     await reopened.close()
   })
 })
