@@ -16,11 +16,13 @@
  *   the next number); only a record lost before it was fsynced can see its number reused.
  *
  * Directory layout: `NNNNNNNNNNNNNNNNNNNN.seg` segment files named after their first sequence
- * number, `ledger.json`, `lock`, and `dead-letter/` (a buffer of the same format).
+ * number, `ledger.json`, `settings.json` (the settings that shape the files), `lock`, and
+ * `dead-letter/` (a buffer of the same format).
  *
  * @module
  */
 import { DiskBufferError } from './DiskBufferError.js'
+import { BufferSettings } from './internal/BufferSettings.js'
 import { type FileLike, type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
 import { type EncodedBatch, Frame } from './internal/Frame.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
@@ -50,7 +52,12 @@ export interface DiskBufferOptions {
    * An append to an empty buffer always proceeds.
    */
   readonly maxBytes?: number | undefined
-  /** The largest segment file (default 128 MiB). A record never spans two segments, so no record may be larger. */
+  /**
+   * The largest segment file (default 128 MiB). A record never spans two segments, so no record
+   * may be larger. Stored with the buffer (`settings.json`): reopened with another value, a
+   * buffer that has segments keeps the stored one and logs a warning naming both; an empty one
+   * takes the new value.
+   */
   readonly segmentBytes?: number | undefined
   /** When writes are fsynced (default `'always'`); see {@link SyncPolicy}. */
   readonly sync?: SyncPolicy | undefined
@@ -388,7 +395,35 @@ export class DiskBuffer {
     }
   }
 
-  static async #recover(s: Settings): Promise<DiskBuffer> {
+  /**
+   * The settings the files were written with win over the options (a smaller `segmentBytes`
+   * would make longer records look torn); a buffer with no segment takes the options' values.
+   * Stores them when they are missing, damaged or changed.
+   */
+  static async #storedSettings(s: Settings, hasSegments: boolean): Promise<Settings> {
+    const { fs, path } = s
+    const stored = await BufferSettings.read(fs, path)
+    let settings = s
+    if (stored.status === 'corrupt') {
+      s.log(
+        `disk buffer ${path}: ${BufferSettings.FILE} is damaged (${stored.reason}); using segmentBytes ${s.segmentBytes} from the options and storing it`,
+      )
+    } else if (stored.status === 'ok' && stored.settings.segmentBytes !== s.segmentBytes) {
+      if (hasSegments) {
+        s.log(
+          `disk buffer ${path}: option segmentBytes ${s.segmentBytes} differs from the ${stored.settings.segmentBytes} the buffer's files were written with; using ${stored.settings.segmentBytes}. To change it, let the buffer drain (a buffer with no segment takes the new value) or give it a new path`,
+        )
+        settings = { ...s, segmentBytes: stored.settings.segmentBytes }
+      }
+    }
+    if (stored.status !== 'ok' || stored.settings.segmentBytes !== settings.segmentBytes) {
+      await BufferSettings.write(fs, path, { segmentBytes: settings.segmentBytes })
+    }
+    return settings
+  }
+
+  static async #recover(settings: Settings): Promise<DiskBuffer> {
+    let s = settings
     const { fs, path } = s
     const names = await fs.readdir(path)
     if (names.includes(Ledger.TEMP)) {
@@ -411,6 +446,7 @@ export class DiskBuffer {
         }
       }
     }
+    s = await DiskBuffer.#storedSettings(s, segments.length > 0)
     // Only the last segment can hold a torn write: scan it to find its last whole frame.
     let tornBytes = 0
     let lastSeq = -1
@@ -421,7 +457,8 @@ export class DiskBuffer {
       const reader = new SegmentReader(active, {
         start: 0,
         end: last.size,
-        maxPayload: s.segmentBytes,
+        // Bounded by the file, not the option: a record longer than today's segmentBytes is not torn.
+        maxPayload: Math.max(s.segmentBytes, last.size),
         chunkBytes: 8 << 20,
         payloads: false,
       })
@@ -778,7 +815,11 @@ export class DiskBuffer {
         continue // deleted meanwhile: acknowledged
       }
       try {
-        const reader = new SegmentReader(file, { start: 0, end: seg.end, maxPayload: this.#s.segmentBytes })
+        const reader = new SegmentReader(file, {
+          start: 0,
+          end: seg.end,
+          maxPayload: Math.max(this.#s.segmentBytes, seg.end),
+        })
         for (;;) {
           const items = await reader.read(1024)
           if (items.length === 0) break
@@ -1237,7 +1278,7 @@ export class DiskBuffer {
         cursor.reader = new SegmentReader(cursor.file, {
           start: 0,
           end: seg.visible,
-          maxPayload: this.#s.segmentBytes,
+          maxPayload: Math.max(this.#s.segmentBytes, seg.size),
         })
       }
       const reader = cursor.reader

@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { DiskBuffer } from '../src/DiskBuffer.js'
 import { Ledger } from '../src/internal/Ledger.js'
 import { drain, PATH, setup } from './fixtures/MemoryBuffer.js'
+import type { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const record = (i: number): Buffer => Buffer.from(`record-${i}`) // 8 bytes for i < 10: 28-byte frames
 
@@ -181,6 +182,49 @@ describe('DiskBuffer ledger that does not match the data', () => {
     await reopened.close()
   })
 })
+
+describe('DiskBuffer settings stored with the files', () => {
+  const big = (i: number): Buffer => Buffer.from(`big-${i}-${'x'.repeat(200)}`)
+
+  it('keeps using the segment size the files were written with when reopened with another one, and says so', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 1024 })
+    const buffer = await open()
+    await buffer.append([0, 1, 2, 3, 4, 5].map(big)) // 232-byte frames: longer than a 128-byte segment
+    await buffer.close()
+    const reopened = await setupOn(fs, logs, { segmentBytes: 128 })
+    expect(reopened.maxRecordBytes).toBe(1024 - 20)
+    expect(logs.some((m) => m.includes('segmentBytes') && m.includes('1024') && m.includes('128'))).toBe(true)
+    expect(await drain(reopened)).toEqual([0, 1, 2, 3, 4, 5].map((i) => big(i).toString()))
+    await reopened.close()
+  })
+
+  it('opens a buffer written before settings were stored as before, and stores them', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 1024 })
+    const buffer = await open()
+    await buffer.append([0, 1, 2].map(big))
+    await buffer.close()
+    await fs.unlink(`${PATH}/settings.json`)
+    // Even with a smaller segment size, nothing is cut off as a torn write.
+    const reopened = await setupOn(fs, logs, { segmentBytes: 128 })
+    expect(reopened.metrics().tornBytesTruncated).toBe(0)
+    expect(fs.bytes(`${PATH}/settings.json`)).toBeDefined()
+    expect(await drain(reopened)).toEqual([0, 1, 2].map((i) => big(i).toString()))
+    await reopened.close()
+  })
+
+  it('takes the new segment size when the buffer holds no segment', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 1024 })
+    await (await open()).close()
+    const reopened = await setupOn(fs, logs, { segmentBytes: 256 })
+    expect(reopened.maxRecordBytes).toBe(256 - 20)
+    await reopened.close()
+  })
+})
+
+/** Opens the buffer at PATH on `fs` with other options. */
+function setupOn(fs: MemoryFileSystem, logs: string[], options: { segmentBytes: number }) {
+  return DiskBuffer.open({ path: PATH, fileSystem: fs, log: (m) => logs.push(m), ...options })
+}
 
 describe('DiskBuffer lock', () => {
   const dirs: string[] = []
