@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { hostname } from 'node:os'
 import { type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
 import { Ledger, type LedgerRead } from './internal/Ledger.js'
@@ -139,17 +140,35 @@ async function rewriteSegment(fs: FileSystem, path: string, name: string): Promi
 export const BufferCheck = {
   async run(
     path: string,
-    options: { readonly repair?: boolean; readonly fileSystem?: FileSystem } = {},
+    options: {
+      readonly repair?: boolean
+      /**
+       * With `repair`: remove the lock even though it counts as held (another host's, an
+       * unreadable one, a live pid), for an operator who knows its process is gone.
+       */
+      readonly breakLock?: boolean
+      readonly fileSystem?: FileSystem
+    } = {},
   ): Promise<BufferCheckReport> {
     const fs = options.fileSystem ?? NodeFileSystem
     const repair = options.repair === true
     const problems: string[] = []
     const repairs: string[] = []
     const names = (await fs.readdir(path)).sort()
-    const holder = await LockFile.holder(fs, path)
+    const read = await LockFile.read(fs, path)
+    const holder = read === 'unreadable' ? undefined : read
     const lock = holder === undefined ? undefined : { holder, live: LockFile.isLive(fs, holder, path) }
+    const elsewhere = holder !== undefined && holder.hostname !== hostname()
     let locked = false
-    if (lock?.live === true) {
+    if (read === 'unreadable') {
+      problems.push(
+        `the lock file is unreadable (empty or cut short): it counts as held; if no process uses this buffer, break it with --repair --break-lock`,
+      )
+    } else if (elsewhere) {
+      problems.push(
+        `locked by process ${holder.pid} on ${holder.hostname}, another host: whether it is alive cannot be checked here; if no process there uses this buffer, break the lock with --repair --break-lock`,
+      )
+    } else if (lock?.live === true) {
       problems.push(`locked by live process ${holder!.pid} on ${holder!.hostname}: the buffer is in use`)
     } else if (lock !== undefined) {
       problems.push(`stale lock of process ${holder!.pid} on ${holder!.hostname}`)
@@ -163,16 +182,29 @@ export const BufferCheck = {
         `${LockFile.GUARD} left by a process that died while taking the lock over${guard === 'unreadable' ? ' (unreadable)' : ` (process ${guard.pid} on ${guard.hostname})`}`,
       )
     }
-    const canRepair = repair && lock?.live !== true && !guardLive
-    if (repair && !canRepair) problems.push('not repairing a buffer a live process holds')
-    if (canRepair) {
+    const held = read === 'unreadable' || lock?.live === true || guardLive
+    const breakLock = repair && options.breakLock === true && held
+    const canRepair = repair && (!held || breakLock)
+    if (repair && !canRepair) {
+      problems.push(
+        `not repairing a buffer a live process holds${read === 'unreadable' || elsewhere ? ' (if you know its holder is gone, add --break-lock)' : ''}`,
+      )
+    }
+    if (breakLock) {
+      await LockFile.breakLock(fs, path)
+      repairs.push(
+        `broke the lock${read === 'unreadable' ? ' (unreadable)' : holder === undefined ? ' (its takeover guard)' : ` of process ${holder.pid} on ${holder.hostname}`} (--break-lock)`,
+      )
+    } else if (canRepair) {
       if (guard !== undefined) {
         await fs.unlink(`${path}/${LockFile.GUARD}`)
         repairs.push(`removed ${LockFile.GUARD}`)
       }
+      if (lock !== undefined) repairs.push(`took over the stale lock of process ${holder!.pid}`)
+    }
+    if (canRepair) {
       await LockFile.acquire(fs, path)
       locked = true
-      if (lock !== undefined) repairs.push(`took over the stale lock of process ${holder!.pid}`)
     }
     try {
       const tempLedger = names.includes(Ledger.TEMP)

@@ -156,6 +156,35 @@ describe('ackline-buffer', () => {
     }
   })
 
+  it.each([
+    ['another host', JSON.stringify({ pid: 4242, hostname: 'old-container-name', since: 'then' })],
+    ['an unreadable lock', '{"pid":'],
+  ])(
+    'with %s, --repair refuses and says how; --repair --break-lock breaks it and the buffer opens',
+    async (_, lock) => {
+      const path = tempDir()
+      await makeBuffer(path)
+      writeFileSync(join(path, 'lock'), lock)
+      const before = snapshot(path)
+      const refused = runCli(path, '--repair')
+      expect(refused.code).toBe(1)
+      expect(refused.out).toContain('--break-lock')
+      expect(snapshot(path)).toEqual(before)
+      const broken = runCli(path, '--repair', '--break-lock')
+      expect(broken.out).toContain('broke the lock')
+      expect(broken.code).toBe(0)
+      expect(readdirSync(path)).not.toContain('lock')
+      const buffer = await DiskBuffer.open({ path, log: () => {} })
+      await buffer.close()
+    },
+  )
+
+  it('rejects --break-lock without --repair as a usage error', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    expect(runCli(path, '--break-lock').code).toBe(2)
+  })
+
   it('reports a takeover guard a crashed takeover left (even an unreadable one), and --repair removes it', async () => {
     const path = tempDir()
     await makeBuffer(path)

@@ -266,6 +266,17 @@ describe('DiskBuffer lock', () => {
     }
   })
 
+  it('refuses a lock naming another host and says how to break it if its process is gone', async () => {
+    const path = tempDir()
+    writeFileSync(join(path, 'lock'), JSON.stringify({ pid: 4242, hostname: 'old-name', since: 'then' }))
+    const error = await DiskBuffer.open({ path, log: () => {} }).catch((e: unknown) => e)
+    expect(error).toMatchObject({ code: 'LOCKED' })
+    const message = (error as DiskBufferError).message
+    expect(message).toContain('locked by process 4242 on old-name')
+    expect(message).toContain('another host')
+    expect(message).toContain(`ackline-buffer ${path} --repair --break-lock`)
+  })
+
   it('refuses a second open in the same process and allows one after close', async () => {
     const path = tempDir()
     const buffer = await DiskBuffer.open({ path })

@@ -102,7 +102,11 @@ async function placeExclusive(fs: FileSystem, dir: string, name: string, body: U
 const lockedBy = (holder: LockHolder, dir: string): DiskBufferError =>
   new DiskBufferError(
     'LOCKED',
-    `locked by process ${holder.pid} on ${holder.hostname} since ${holder.since} (${dir}/${FILE})`,
+    `locked by process ${holder.pid} on ${holder.hostname} since ${holder.since} (${dir}/${FILE})${
+      holder.hostname === hostname()
+        ? ''
+        : `. That is another host (this is ${hostname()}), so whether the process is alive cannot be checked here. If no process on ${holder.hostname} uses this buffer (say its container was recreated under a new hostname), break the lock with: ackline-buffer ${dir} --repair --break-lock`
+    }`,
     dir,
   )
 
@@ -194,6 +198,16 @@ export const LockFile = {
   async release(fs: FileSystem, dir: string): Promise<void> {
     if (!heldOn(fs).delete(dir)) return
     await fs.unlink(`${dir}/${FILE}`)
+  },
+
+  /**
+   * Removes the lock (and a takeover guard) of `dir` whoever holds it, for an operator who knows
+   * its holder is gone (`ackline-buffer --repair --break-lock`). Never used by `open`.
+   */
+  async breakLock(fs: FileSystem, dir: string): Promise<void> {
+    await fs.unlink(`${dir}/${FILE}`)
+    await fs.unlink(`${dir}/${GUARD}`)
+    await fs.syncDir(dir)
   },
 
   /** Forgets the lock without removing the file, as a crashed process would (for tests). */
