@@ -48,6 +48,8 @@ export interface BufferCheckReport {
   readonly deadLetter: BufferCheckReport | undefined
   /** Everything wrong, one sentence each; empty when the buffer is clean. */
   readonly problems: readonly string[]
+  /** What is worth knowing but not wrong (no checkpoint yet), one sentence each. */
+  readonly notes: readonly string[]
   /** What `repair` changed, one sentence each. */
   readonly repairs: readonly string[]
 }
@@ -153,6 +155,7 @@ export const BufferCheck = {
     const fs = options.fileSystem ?? NodeFileSystem
     const repair = options.repair === true
     const problems: string[] = []
+    const notes: string[] = []
     const repairs: string[] = []
     const names = (await fs.readdir(path)).sort()
     const read = await LockFile.read(fs, path)
@@ -218,7 +221,12 @@ export const BufferCheck = {
         }
       }
       const ledger = await Ledger.read(fs, path)
-      if (ledger.status === 'missing') problems.push('ledger missing')
+      if (ledger.status === 'missing') {
+        // Normal after a crash that came before the first checkpoint: open rebuilds it by scanning.
+        notes.push(
+          'no checkpoint yet (ledger missing): opening rebuilds it from the segments, delivering every record on disk',
+        )
+      }
       if (ledger.status === 'corrupt') problems.push(`ledger corrupt (${ledger.reason})`)
       const segNames = names.filter((n) => SEGMENT.test(n))
       const firstOnDisk = segNames.length > 0 ? Number(segNames[0]!.slice(0, 20)) : 0
@@ -293,7 +301,7 @@ export const BufferCheck = {
         : undefined
       if (deadLetter !== undefined) {
         // The dead-letter queue lives under this buffer's lock and may legitimately have no ledger yet.
-        for (const p of deadLetter.problems) if (p !== 'ledger missing') problems.push(`dead-letter: ${p}`)
+        for (const p of deadLetter.problems) problems.push(`dead-letter: ${p}`)
         for (const r of deadLetter.repairs) repairs.push(`dead-letter: ${r}`)
       }
       return {
@@ -307,6 +315,7 @@ export const BufferCheck = {
         unacked: segments.reduce((n, s) => n + s.unacked, 0),
         deadLetter,
         problems,
+        notes,
         repairs,
       }
     } finally {
@@ -342,6 +351,7 @@ export const BufferCheck = {
     if (report.deadLetter !== undefined) {
       lines.push(`  dead letters: ${report.deadLetter.unacked}`)
     }
+    for (const n of report.notes) lines.push(`  note: ${n}`)
     lines.push(
       report.problems.length === 0 ? '  no problems found' : `  problems (${report.problems.length}):`,
     )

@@ -378,7 +378,19 @@ export class DiskBuffer {
   static async open(options: DiskBufferOptions): Promise<DiskBuffer> {
     const s = settle(options.path, options)
     const { fs, path } = s
-    await fs.mkdir(path)
+    try {
+      await fs.mkdir(path)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code !== 'EEXIST' && code !== 'ENOTDIR') throw error
+      throw new DiskBufferError(
+        'NOT_A_DIRECTORY',
+        `${path} is not a directory (it, or a directory above it, is a file): give the buffer a path of its own`,
+        path,
+        'path',
+        { cause: error },
+      )
+    }
     if (s.lock) {
       const { tookOverFrom } = await LockFile.acquire(fs, path)
       if (tookOverFrom !== undefined) {

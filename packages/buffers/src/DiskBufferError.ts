@@ -28,6 +28,8 @@ export type DiskBufferErrorCode =
    * deleted; `ackline-buffer <dir> --repair` rebuilds the ledger from the segments.
    */
   | 'LEDGER_AHEAD'
+  /** The buffer's path (or a directory above it) is a file; `field` is `path`. */
+  | 'NOT_A_DIRECTORY'
 
 /**
  * An error of a disk buffer.

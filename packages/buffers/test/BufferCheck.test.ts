@@ -220,6 +220,17 @@ describe('ackline-buffer', () => {
     expect(code).toBe(1)
   })
 
+  it('counts a healthy buffer with no checkpoint yet (as after a crash) as clean, with a note, and exits 0', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    unlinkSync(join(path, 'ledger.json'))
+    const { code, out } = runCli(path)
+    expect(out).toContain('ledger: missing')
+    expect(out).toContain('no checkpoint yet')
+    expect(out).toContain('no problems found')
+    expect(code).toBe(0)
+  })
+
   it('is also a function: BufferCheck.run reports the same without a process', async () => {
     const path = tempDir()
     await makeBuffer(path)

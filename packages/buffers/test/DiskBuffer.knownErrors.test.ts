@@ -1,4 +1,7 @@
 // Known errors: a full disk, failing fsyncs and rollbacks, bad options, use after close.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { DiskBufferError } from '@ackline/buffers'
 import { describe, expect, it } from 'vitest'
 // By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
@@ -99,6 +102,22 @@ describe('DiskBuffer known errors', () => {
     const error = (await attempt({ maxBytes: -5 })) as DiskBufferError
     expect(error.name).toBe('DiskBufferError')
     expect(error.message).toBe(`disk buffer ${PATH}: maxBytes must be a positive integer, got -5`)
+  })
+
+  it('names the path when it is a file, not a directory', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ackline-file-'))
+    try {
+      const file = join(dir, 'not-a-dir')
+      writeFileSync(file, 'x')
+      for (const path of [file, join(file, 'below')]) {
+        const error = await DiskBuffer.open({ path }).catch((e: unknown) => e)
+        expect(error).toBeInstanceOf(DiskBufferError)
+        expect(error).toMatchObject({ code: 'NOT_A_DIRECTORY', path, field: 'path' })
+        expect((error as DiskBufferError).message).toContain(path)
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it('throws CLOSED on an append after close, and close twice is harmless', async () => {
