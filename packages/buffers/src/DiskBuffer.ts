@@ -3,9 +3,10 @@
  * sequence numbers out, acknowledgements in any order.
  *
  * Invariants:
- * - A record is never acknowledged to its writer before it is durable under the sync policy: with
- *   `sync: 'always'` an append resolves only after the write and its fdatasync both succeeded;
- *   with group commit its `durable` promise resolves only after the fsync that covers it.
+ * - A record is never reported durable to its writer before it is: with `sync: 'always'` an
+ *   append resolves only after the write and its fdatasync both succeeded; with group commit an
+ *   append may resolve `written` before its write (write-behind), and its `durable` promise
+ *   resolves only after the fsync that covers it (see {@link SyncPolicy} for what a crash loses).
  * - A record is deleted only once it, and every record before it in its segment, was
  *   acknowledged: the ledger keeps the contiguous acknowledged prefix, a segment is removed when
  *   the prefix passes its end, and after a crash everything from the first unacknowledged record
@@ -30,15 +31,26 @@ import { LockFile } from './internal/LockFile.js'
 import { SegmentReader } from './internal/SegmentReader.js'
 
 /**
- * When written records are fsynced.
- * - `'always'`: every write batch is fsynced before its writer hears back. Nothing acknowledged
- *   is ever lost, even to a power failure. Concurrent writers share one fsync (group commit
- *   without a delay), so it costs one fsync per batch at most.
- * - `{ everyMs, everyWrites }`: group commit. An append resolves once written to the file; its
- *   `durable` promise resolves at the next fsync, which runs after `everyWrites` appends or
- *   `everyMs` milliseconds, whichever comes first. A process crash loses nothing (the data is in
- *   the page cache); a power failure or kernel crash may lose the records written in that window,
- *   but none whose `durable` promise resolved.
+ * When written records are fsynced, and so what an append's answer means.
+ *
+ * - `'always'`: an append resolves only after its `writev` and the `fdatasync` after it both
+ *   succeeded (appends waiting meanwhile share the next write and fsync); its `durable` promise is
+ *   already resolved. Readers see a record only after that fsync. A process crash or a power
+ *   loss loses no append that resolved `written`; an append that had not resolved may or may not
+ *   be on disk (if it is, it is delivered: at-least-once).
+ * - `{ everyMs, everyWrites }`: group commit, **write-behind**. While at most 4 MiB of appends
+ *   wait to be written, an append resolves `written` at once, before its write (beyond that, after
+ *   its write); a write that then fails resolves its `durable` promise `failed`. `durable`
+ *   resolves `durable` after the first fsync that started after the write, run once `everyWrites`
+ *   appends were written or `everyMs` passed, whichever comes first. Readers see a record once
+ *   written, before its fsync.
+ *   - A process crash loses the appends not yet written (at most 4 MiB); what was written is in
+ *     the page cache and survives.
+ *   - A power loss or kernel crash loses everything since the last completed fsync: those
+ *     appends plus what was written since (at most `everyWrites` appends or `everyMs` of writes).
+ *   - In both cases nothing whose `durable` resolved `durable` is lost, so a caller that
+ *     acknowledges upstream on `durable` (the edge buffer's `'on-write'`) loses nothing
+ *     acknowledged; a caller that trusts `written` alone may.
  */
 export type SyncPolicy = 'always' | { readonly everyMs: number; readonly everyWrites: number }
 
@@ -87,7 +99,10 @@ export type AppendResult =
       /** The sequence number of the first record; the others follow without gaps. */
       readonly firstSeq: number
       readonly count: number
-      /** Resolves once the records are fsynced (at once under `sync: 'always'`). */
+      /**
+       * Resolves `durable` once the records are fsynced (already resolved under `'always'`), or
+       * `failed` if their write or fsync failed (group commit answers before the write).
+       */
       readonly durable: Promise<DurableStatus>
     }
   /** The buffer is at `maxBytes` and the append asked to be refused rather than wait. */

@@ -59,8 +59,10 @@ export interface DiskEdgeBufferOptions {
   /**
    * When writes are fsynced (default `'always'`): `'always'` fsyncs every push before it
    * resolves, so nothing acknowledged is lost even to a power failure; `{ everyMs, everyWrites }`
-   * is group commit, where a push resolves once written and the fsync follows within `everyMs` or
-   * `everyWrites` pushes (a power failure may lose that window, never what was acknowledged).
+   * is group commit with write-behind, where a push may resolve before its write and the fsync
+   * follows within `everyMs` or `everyWrites` pushes: a process crash may lose the unwritten
+   * pushes (up to 4 MiB), a power failure everything since the last fsync, but `'on-write'`
+   * acknowledges only after the fsync, so never what was acknowledged. See `SyncPolicy`.
    */
   readonly sync?: SyncPolicy | undefined
   /**
