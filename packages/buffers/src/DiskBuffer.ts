@@ -77,8 +77,22 @@ export interface DiskBufferOptions {
   readonly retryBackoff?: { readonly initialMs: number; readonly maxMs: number } | undefined
   /** The most records handed out by `read` and not yet settled (default 100 000); `read` waits beyond it. */
   readonly maxInFlight?: number | undefined
-  /** How long after an acknowledgement the ledger is checkpointed (default 1000 ms). A later checkpoint only means more redelivery after a crash. */
+  /**
+   * How long after an acknowledgement the ledger (the checkpoint of what was acknowledged) is
+   * saved (default 1000 ms). It is also saved after `ledgerEveryAcks` acknowledgements and at
+   * close. A later checkpoint only means more redelivery after a crash, never loss: after a crash,
+   * what comes again is at most the acknowledgements not yet saved (fewer than `ledgerEveryAcks`
+   * plus those made while that checkpoint waited its turn on the write lane, and none older than
+   * `ledgerIntervalMs`), the records acknowledged above the first unacknowledged one, and the
+   * records in flight (both bounded by `maxInFlight`).
+   */
   readonly ledgerIntervalMs?: number | undefined
+  /**
+   * Save the checkpoint as soon as this many records were acknowledged since the last one
+   * (default 1000; like Logstash's `queue.checkpoint.acks`). Lower: fewer duplicates after a
+   * crash, more checkpoint writes (each an fsync, a rename and a directory fsync, on the write lane).
+   */
+  readonly ledgerEveryAcks?: number | undefined
   /** Where corruption and recovery are reported (default: a process warning with code `ACKLINE_DISK_BUFFER`). */
   readonly log?: ((message: string) => void) | undefined
   /** @internal The file system (tests substitute one that forgets unsynced writes). */
@@ -255,6 +269,7 @@ interface Settings {
   readonly retryMaxMs: number
   readonly maxInFlight: number
   readonly ledgerIntervalMs: number
+  readonly ledgerEveryAcks: number
   readonly log: (message: string) => void
   readonly deadLetters: boolean
   readonly lock: boolean
@@ -286,6 +301,7 @@ const settle = (path: string, o: DiskBufferOptions): Settings => {
     retryMaxMs: nonNegative(path, 'retryBackoff.maxMs', backoff.maxMs),
     maxInFlight: positiveInt(path, 'maxInFlight', o.maxInFlight, 100_000),
     ledgerIntervalMs: nonNegative(path, 'ledgerIntervalMs', o.ledgerIntervalMs ?? 1000),
+    ledgerEveryAcks: positiveInt(path, 'ledgerEveryAcks', o.ledgerEveryAcks, 1000),
     log: o.log ?? ((message) => process.emitWarning(message, { code: 'ACKLINE_DISK_BUFFER' })),
     deadLetters: o.deadLetters ?? true,
     lock: o.lock ?? true,
@@ -335,6 +351,10 @@ export class DiskBuffer {
   #syncTimer: NodeJS.Timeout | undefined = undefined
   #ledgerTimer: NodeJS.Timeout | undefined = undefined
   #ledgerDirty = false
+  /** A checkpoint is queued on the lane (at most one at a time, whatever the acknowledgement rate). */
+  #ledgerQueued = false
+  /** The acknowledged position the last checkpoint saved. */
+  #checkpointedBelow: number
   readonly #cursor: Cursor
   #reading: Promise<unknown> = Promise.resolve()
   readonly #inFlight = new Map<number, Held>()
@@ -376,6 +396,7 @@ export class DiskBuffer {
     this.#assigned = init.nextSeq
     this.#visibleSeq = init.nextSeq
     this.#ackedBelow = init.ackedBelow
+    this.#checkpointedBelow = init.ackedBelow
     this.#bytesOnDisk = init.segments.reduce((n, seg) => n + seg.size, 0)
     this.#deadLetters = init.deadLetters
     this.#deadLettered = init.deadLettered
@@ -862,7 +883,7 @@ export class DiskBuffer {
     }
   }
 
-  /** Writes the ledger now (it is otherwise written `ledgerIntervalMs` after acknowledgements, and on close). */
+  /** Writes the ledger now (it is otherwise written `ledgerIntervalMs` after an acknowledgement, after `ledgerEveryAcks` of them, and on close). */
   checkpoint(): Promise<void> {
     return this.#serial(() => this.#writeLedger())
   }
@@ -1163,7 +1184,8 @@ export class DiskBuffer {
     this.#ackedBelow++
     while (this.#ackedAbove.delete(this.#ackedBelow)) this.#ackedBelow++
     this.#ledgerDirty = true
-    this.#scheduleLedger()
+    if (this.#ackedBelow - this.#checkpointedBelow >= this.#s.ledgerEveryAcks) this.#checkpointSoon()
+    else this.#scheduleLedger()
     this.#releaseSegments()
     if (this.#spaceWaiters.length > 0) this.#reclaimActive()
     if (this.#state === 'draining') this.#wake()
@@ -1230,15 +1252,27 @@ export class DiskBuffer {
   }
 
   #scheduleLedger(): void {
-    if (this.#ledgerTimer !== undefined || this.#state === 'closed' || this.#state === 'crashed') return
+    if (this.#ledgerTimer !== undefined || this.#ledgerQueued) return
+    if (this.#state === 'closed' || this.#state === 'crashed') return
     this.#ledgerTimer = setTimeout(() => {
       this.#ledgerTimer = undefined
-      void this.#serial(() => (this.#ledgerDirty ? this.#writeLedger() : Promise.resolve())).catch(
-        (error: Error) =>
-          this.#s.log(`disk buffer ${this.path}: ledger checkpoint failed (${error.message})`),
-      )
+      this.#checkpointSoon()
     }, this.#s.ledgerIntervalMs)
     this.#ledgerTimer.unref()
+  }
+
+  /** Queues one checkpoint on the lane, unless one is queued already (it will save the latest state). */
+  #checkpointSoon(): void {
+    if (this.#ledgerQueued || this.#state === 'closed' || this.#state === 'crashed') return
+    if (this.#ledgerTimer !== undefined) clearTimeout(this.#ledgerTimer)
+    this.#ledgerTimer = undefined
+    this.#ledgerQueued = true
+    void this.#serial(async () => {
+      this.#ledgerQueued = false
+      if (this.#ledgerDirty) await this.#writeLedger()
+    }).catch((error: Error) =>
+      this.#s.log(`disk buffer ${this.path}: ledger checkpoint failed (${error.message})`),
+    )
   }
 
   async #writeLedger(): Promise<void> {
@@ -1251,6 +1285,7 @@ export class DiskBuffer {
       segments: this.#segments.map((seg) => seg.firstSeq),
     }
     await Ledger.write(this.#s.fs, this.path, state)
+    this.#checkpointedBelow = state.ackedBelow
     this.#ledgerDirty = false
   }
 
