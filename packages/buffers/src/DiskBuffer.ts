@@ -24,6 +24,7 @@
  */
 import { DiskBufferError } from './DiskBufferError.js'
 import { BufferSettings } from './internal/BufferSettings.js'
+import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
 import { type FileLike, type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
 import { type EncodedBatch, Frame } from './internal/Frame.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
@@ -325,7 +326,7 @@ export class DiskBuffer {
   /** The buffer's directory. */
   readonly path: string
   readonly #s: Settings
-  /** `crashed`: abandoned by a simulated crash (tests); no file is touched again. */
+  /** `crashed`: abandoned by a simulated crash (tests only, through `DiskBufferHooks`); no file is touched again. */
   #state: 'open' | 'draining' | 'closed' | 'crashed' = 'open'
   readonly #segments: Segment[]
   #active: FileLike | undefined = undefined
@@ -920,12 +921,17 @@ export class DiskBuffer {
     if (this.#s.lock) await LockFile.release(this.#s.fs, this.path)
   }
 
-  /** @internal Stops everything without writing anything, as a crash would (for tests). */
-  _abandon(): void {
+  static {
+    // The crash hook is reachable only through the test factory (internal/CrashableDiskBuffer.ts).
+    DiskBufferHooks.register({ abandon: (buffer) => buffer.#abandon() })
+  }
+
+  /** Stops everything without writing anything, as a crash would (tests only, through the hook). */
+  #abandon(): void {
     this.#state = 'crashed'
     this.#clearTimers()
     this.#wake()
-    this.#deadLetters?._abandon()
+    if (this.#deadLetters !== undefined) this.#deadLetters.#abandon()
     if (this.#s.lock) LockFile.abandon(this.#s.fs, this.path)
   }
 

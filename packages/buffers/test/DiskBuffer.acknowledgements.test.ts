@@ -1,10 +1,7 @@
 // Acknowledgements: out of order, negative (redelivery), rejection (dead letters), and what a
 // restart redelivers.
 import { afterEach, describe, expect, it, vi } from 'vitest'
-// By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
-import type { DiskBuffer } from '../src/DiskBuffer.js'
-import { Ledger } from '../src/internal/Ledger.js'
-import { drain, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
+import { type Crashable, drain, Ledger, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
 import type { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 afterEach(() => {
@@ -79,7 +76,7 @@ describe('DiskBuffer acknowledgements', () => {
     const [a, b] = (await buffer.read(2))!
     buffer.ack(b!.seq)
     buffer.nack(a!.seq)
-    let again: Awaited<ReturnType<DiskBuffer['read']>> | 'waiting' = 'waiting'
+    let again: Awaited<ReturnType<Crashable['read']>> | 'waiting' = 'waiting'
     const pending = buffer.read(10).then((r) => {
       again = r
     })

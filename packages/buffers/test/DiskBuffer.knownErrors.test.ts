@@ -2,11 +2,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DiskBufferError } from '@ackline/buffers'
+import { DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { describe, expect, it } from 'vitest'
-// By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
-import { DiskBuffer } from '../src/DiskBuffer.js'
-import { drain, PATH, records, setup } from './fixtures/MemoryBuffer.js'
+import { CrashableDiskBuffer, drain, PATH, records, setup } from './fixtures/MemoryBuffer.js'
 import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const eio = (): NodeJS.ErrnoException => Object.assign(new Error('EIO: i/o error'), { code: 'EIO' })
@@ -89,7 +87,7 @@ describe('DiskBuffer known errors', () => {
   it('names the option at fault', async () => {
     const fs = new MemoryFileSystem()
     const attempt = (o: object) =>
-      DiskBuffer.open({ path: PATH, fileSystem: fs, ...o }).catch((e: unknown) => e)
+      CrashableDiskBuffer.open({ path: PATH, fileSystem: fs, ...o }).catch((e: unknown) => e)
     expect(await attempt({ maxBytes: 0 })).toMatchObject({ code: 'INVALID_OPTION', field: 'maxBytes' })
     expect(await attempt({ segmentBytes: 10 })).toMatchObject({
       code: 'INVALID_OPTION',

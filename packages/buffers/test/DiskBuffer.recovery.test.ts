@@ -3,12 +3,9 @@ import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { BufferCheck, DiskBufferError } from '@ackline/buffers'
+import { BufferCheck, DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
-// By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
-import { DiskBuffer } from '../src/DiskBuffer.js'
-import { Ledger } from '../src/internal/Ledger.js'
-import { drain, PATH, setup } from './fixtures/MemoryBuffer.js'
+import { CrashableDiskBuffer, drain, Ledger, PATH, setup } from './fixtures/MemoryBuffer.js'
 import type { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const record = (i: number): Buffer => Buffer.from(`record-${i}`) // 8 bytes for i < 10: 28-byte frames
@@ -223,7 +220,7 @@ describe('DiskBuffer settings stored with the files', () => {
 
 /** Opens the buffer at PATH on `fs` with other options. */
 function setupOn(fs: MemoryFileSystem, logs: string[], options: { segmentBytes: number }) {
-  return DiskBuffer.open({ path: PATH, fileSystem: fs, log: (m) => logs.push(m), ...options })
+  return CrashableDiskBuffer.open({ path: PATH, fileSystem: fs, log: (m) => logs.push(m), ...options })
 }
 
 describe('DiskBuffer lock', () => {
