@@ -103,9 +103,10 @@ console.log(
   `${'  group commit vs the same fsync policy by hand'.padEnd(52)} ${((grouped / rawGroup) * 100).toFixed(0).padStart(12)} %`,
 )
 
-// 3. Reading back and acknowledging, out of order within each read.
-{
-  const buffer = await DiskBuffer.open({ path: dir(), sync: group, log: () => {} })
+// 3. Reading back and acknowledging, out of order within each read; the default checkpoint
+// (every 1000 acknowledgements) beside checkpoints by time only, alternated, two runs each.
+async function readAck(ledgerEveryAcks: number | undefined): Promise<number> {
+  const buffer = await DiskBuffer.open({ path: dir(), sync: group, ledgerEveryAcks, log: () => {} })
   const total = 300_000
   for (let i = 0; i < total / BATCH; i++) await buffer.append(batch)
   await buffer.flush()
@@ -117,8 +118,22 @@ console.log(
     for (let i = records.length - 1; i >= 0; i--) buffer.ack(records[i]!.seq)
     read += records.length
   }
-  row('DiskBuffer read + ack (1000 per read)', read / ((performance.now() - start) / 1000))
+  const rate = read / ((performance.now() - start) / 1000)
   await buffer.close()
+  return rate
+}
+{
+  const byTime1 = await readAck(Number.MAX_SAFE_INTEGER)
+  const byCount1 = await readAck(undefined)
+  const byTime2 = await readAck(Number.MAX_SAFE_INTEGER)
+  const byCount2 = await readAck(undefined)
+  const byTime = (byTime1 + byTime2) / 2
+  row('DiskBuffer read + ack, checkpoint by time only', byTime)
+  const byCount = (byCount1 + byCount2) / 2
+  row('DiskBuffer read + ack (1000 per read), default checkpoint', byCount)
+  console.log(
+    `${'  default checkpoint vs by time only'.padEnd(52)} ${((byCount / byTime) * 100).toFixed(0).padStart(12)} %`,
+  )
 }
 {
   const edge = await openDiskBuffer({ path: dir(), sinkId: 'bench', sync: group, log: () => {} })

@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { hostname } from 'node:os'
 import { type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
 import { Ledger, type LedgerRead } from './internal/Ledger.js'
@@ -47,6 +48,8 @@ export interface BufferCheckReport {
   readonly deadLetter: BufferCheckReport | undefined
   /** Everything wrong, one sentence each; empty when the buffer is clean. */
   readonly problems: readonly string[]
+  /** What is worth knowing but not wrong (no checkpoint yet), one sentence each. */
+  readonly notes: readonly string[]
   /** What `repair` changed, one sentence each. */
   readonly repairs: readonly string[]
 }
@@ -139,17 +142,36 @@ async function rewriteSegment(fs: FileSystem, path: string, name: string): Promi
 export const BufferCheck = {
   async run(
     path: string,
-    options: { readonly repair?: boolean; readonly fileSystem?: FileSystem } = {},
+    options: {
+      readonly repair?: boolean
+      /**
+       * With `repair`: remove the lock even though it counts as held (another host's, an
+       * unreadable one, a live pid), for an operator who knows its process is gone.
+       */
+      readonly breakLock?: boolean
+      readonly fileSystem?: FileSystem
+    } = {},
   ): Promise<BufferCheckReport> {
     const fs = options.fileSystem ?? NodeFileSystem
     const repair = options.repair === true
     const problems: string[] = []
+    const notes: string[] = []
     const repairs: string[] = []
     const names = (await fs.readdir(path)).sort()
-    const holder = await LockFile.holder(fs, path)
+    const read = await LockFile.read(fs, path)
+    const holder = read === 'unreadable' ? undefined : read
     const lock = holder === undefined ? undefined : { holder, live: LockFile.isLive(fs, holder, path) }
+    const elsewhere = holder !== undefined && holder.hostname !== hostname()
     let locked = false
-    if (lock?.live === true) {
+    if (read === 'unreadable') {
+      problems.push(
+        `the lock file is unreadable (empty or cut short): it counts as held; if no process uses this buffer, break it with --repair --break-lock`,
+      )
+    } else if (elsewhere) {
+      problems.push(
+        `locked by process ${holder.pid} on ${holder.hostname}, another host: whether it is alive cannot be checked here; if no process there uses this buffer, break the lock with --repair --break-lock`,
+      )
+    } else if (lock?.live === true) {
       problems.push(`locked by live process ${holder!.pid} on ${holder!.hostname}: the buffer is in use`)
     } else if (lock !== undefined) {
       problems.push(`stale lock of process ${holder!.pid} on ${holder!.hostname}`)
@@ -163,16 +185,29 @@ export const BufferCheck = {
         `${LockFile.GUARD} left by a process that died while taking the lock over${guard === 'unreadable' ? ' (unreadable)' : ` (process ${guard.pid} on ${guard.hostname})`}`,
       )
     }
-    const canRepair = repair && lock?.live !== true && !guardLive
-    if (repair && !canRepair) problems.push('not repairing a buffer a live process holds')
-    if (canRepair) {
+    const held = read === 'unreadable' || lock?.live === true || guardLive
+    const breakLock = repair && options.breakLock === true && held
+    const canRepair = repair && (!held || breakLock)
+    if (repair && !canRepair) {
+      problems.push(
+        `not repairing a buffer a live process holds${read === 'unreadable' || elsewhere ? ' (if you know its holder is gone, add --break-lock)' : ''}`,
+      )
+    }
+    if (breakLock) {
+      await LockFile.breakLock(fs, path)
+      repairs.push(
+        `broke the lock${read === 'unreadable' ? ' (unreadable)' : holder === undefined ? ' (its takeover guard)' : ` of process ${holder.pid} on ${holder.hostname}`} (--break-lock)`,
+      )
+    } else if (canRepair) {
       if (guard !== undefined) {
         await fs.unlink(`${path}/${LockFile.GUARD}`)
         repairs.push(`removed ${LockFile.GUARD}`)
       }
+      if (lock !== undefined) repairs.push(`took over the stale lock of process ${holder!.pid}`)
+    }
+    if (canRepair) {
       await LockFile.acquire(fs, path)
       locked = true
-      if (lock !== undefined) repairs.push(`took over the stale lock of process ${holder!.pid}`)
     }
     try {
       const tempLedger = names.includes(Ledger.TEMP)
@@ -186,12 +221,18 @@ export const BufferCheck = {
         }
       }
       const ledger = await Ledger.read(fs, path)
-      if (ledger.status === 'missing') problems.push('ledger missing')
+      if (ledger.status === 'missing') {
+        // Normal after a crash that came before the first checkpoint: open rebuilds it by scanning.
+        notes.push(
+          'no checkpoint yet (ledger missing): opening rebuilds it from the segments, delivering every record on disk',
+        )
+      }
       if (ledger.status === 'corrupt') problems.push(`ledger corrupt (${ledger.reason})`)
       const segNames = names.filter((n) => SEGMENT.test(n))
       const firstOnDisk = segNames.length > 0 ? Number(segNames[0]!.slice(0, 20)) : 0
       const ackedBelow = ledger.status === 'ok' ? ledger.ledger.ackedBelow : firstOnDisk
       const segments: SegmentCheck[] = []
+      let ledgerAhead = false
       let lastSeq = -1
       for (const name of segNames) {
         const seg = await checkSegment(fs, path, name, ackedBelow)
@@ -227,30 +268,40 @@ export const BufferCheck = {
             problems.push(`segment starting at ${first} is listed in the ledger but missing`)
           }
         }
+        const last = segments.at(-1)
+        const dataEnd = last === undefined ? 0 : Math.max(lastSeq + 1, Number(last.name.slice(0, 20)))
+        if (lastSeq >= 0 && last?.torn === undefined && ackedBelow > dataEnd) {
+          problems.push(
+            `the ledger's acknowledged position ${ackedBelow} lies past the records on disk (the last is ${lastSeq}): it does not belong to these segments, and opening refuses it (LEDGER_AHEAD); --repair rebuilds it from the segments, delivering every record on disk again`,
+          )
+          ledgerAhead = true
+        }
         if (ledger.ledger.nextSeq <= lastSeq) {
           problems.push(
             `ledger's next sequence number ${ledger.ledger.nextSeq} is not above the last record ${lastSeq}`,
           )
         }
       }
-      const ledgerBad = ledger.status !== 'ok' || ledger.ledger.nextSeq <= lastSeq
+      const ledgerBad = ledger.status !== 'ok' || ledger.ledger.nextSeq <= lastSeq || ledgerAhead
       if (canRepair && ledgerBad) {
-        const nextSeq = Math.max(lastSeq + 1, ledger.status === 'ok' ? ledger.ledger.nextSeq : 0, ackedBelow)
+        // A ledger ahead of the data is not trusted at all: redeliver from the first record on disk.
+        const from = ledgerAhead ? firstOnDisk : ackedBelow
+        const nextSeq = ledgerAhead
+          ? Math.max(lastSeq + 1, from)
+          : Math.max(lastSeq + 1, ledger.status === 'ok' ? ledger.ledger.nextSeq : 0, from)
         await Ledger.write(fs, path, {
           nextSeq,
-          ackedBelow: Math.min(ackedBelow, nextSeq),
+          ackedBelow: Math.min(from, nextSeq),
           segments: segNames.map((n) => Number(n.slice(0, 20))),
         })
-        repairs.push(
-          `rebuilt the ledger from the segments (acknowledged below ${ackedBelow}, next ${nextSeq})`,
-        )
+        repairs.push(`rebuilt the ledger from the segments (acknowledged below ${from}, next ${nextSeq})`)
       }
       const deadLetter = names.includes('dead-letter')
         ? await BufferCheck.run(`${path}/dead-letter`, { repair: canRepair, fileSystem: fs })
         : undefined
       if (deadLetter !== undefined) {
         // The dead-letter queue lives under this buffer's lock and may legitimately have no ledger yet.
-        for (const p of deadLetter.problems) if (p !== 'ledger missing') problems.push(`dead-letter: ${p}`)
+        for (const p of deadLetter.problems) problems.push(`dead-letter: ${p}`)
         for (const r of deadLetter.repairs) repairs.push(`dead-letter: ${r}`)
       }
       return {
@@ -264,6 +315,7 @@ export const BufferCheck = {
         unacked: segments.reduce((n, s) => n + s.unacked, 0),
         deadLetter,
         problems,
+        notes,
         repairs,
       }
     } finally {
@@ -299,6 +351,7 @@ export const BufferCheck = {
     if (report.deadLetter !== undefined) {
       lines.push(`  dead letters: ${report.deadLetter.unacked}`)
     }
+    for (const n of report.notes) lines.push(`  note: ${n}`)
     lines.push(
       report.problems.length === 0 ? '  no problems found' : `  problems (${report.problems.length}):`,
     )

@@ -3,9 +3,10 @@
  * sequence numbers out, acknowledgements in any order.
  *
  * Invariants:
- * - A record is never acknowledged to its writer before it is durable under the sync policy: with
- *   `sync: 'always'` an append resolves only after the write and its fdatasync both succeeded;
- *   with group commit its `durable` promise resolves only after the fsync that covers it.
+ * - A record is never reported durable to its writer before it is: with `sync: 'always'` an
+ *   append resolves only after the write and its fdatasync both succeeded; with group commit an
+ *   append may resolve `written` before its write (write-behind), and its `durable` promise
+ *   resolves only after the fsync that covers it (see {@link SyncPolicy} for what a crash loses).
  * - A record is deleted only once it, and every record before it in its segment, was
  *   acknowledged: the ledger keeps the contiguous acknowledged prefix, a segment is removed when
  *   the prefix passes its end, and after a crash everything from the first unacknowledged record
@@ -16,11 +17,14 @@
  *   the next number); only a record lost before it was fsynced can see its number reused.
  *
  * Directory layout: `NNNNNNNNNNNNNNNNNNNN.seg` segment files named after their first sequence
- * number, `ledger.json`, `lock`, and `dead-letter/` (a buffer of the same format).
+ * number, `ledger.json`, `settings.json` (the settings that shape the files), `lock`, and
+ * `dead-letter/` (a buffer of the same format).
  *
  * @module
  */
 import { DiskBufferError } from './DiskBufferError.js'
+import { BufferSettings } from './internal/BufferSettings.js'
+import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
 import { type FileLike, type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
 import { type EncodedBatch, Frame } from './internal/Frame.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
@@ -28,15 +32,26 @@ import { LockFile } from './internal/LockFile.js'
 import { SegmentReader } from './internal/SegmentReader.js'
 
 /**
- * When written records are fsynced.
- * - `'always'`: every write batch is fsynced before its writer hears back. Nothing acknowledged
- *   is ever lost, even to a power failure. Concurrent writers share one fsync (group commit
- *   without a delay), so it costs one fsync per batch at most.
- * - `{ everyMs, everyWrites }`: group commit. An append resolves once written to the file; its
- *   `durable` promise resolves at the next fsync, which runs after `everyWrites` appends or
- *   `everyMs` milliseconds, whichever comes first. A process crash loses nothing (the data is in
- *   the page cache); a power failure or kernel crash may lose the records written in that window,
- *   but none whose `durable` promise resolved.
+ * When written records are fsynced, and so what an append's answer means.
+ *
+ * - `'always'`: an append resolves only after its `writev` and the `fdatasync` after it both
+ *   succeeded (appends waiting meanwhile share the next write and fsync); its `durable` promise is
+ *   already resolved. Readers see a record only after that fsync. A process crash or a power
+ *   loss loses no append that resolved `written`; an append that had not resolved may or may not
+ *   be on disk (if it is, it is delivered: at-least-once).
+ * - `{ everyMs, everyWrites }`: group commit, **write-behind**. While at most 4 MiB of appends
+ *   wait to be written, an append resolves `written` at once, before its write (beyond that, after
+ *   its write); a write that then fails resolves its `durable` promise `failed`. `durable`
+ *   resolves `durable` after the first fsync that started after the write, run once `everyWrites`
+ *   appends were written or `everyMs` passed, whichever comes first. Readers see a record once
+ *   written, before its fsync.
+ *   - A process crash loses the appends not yet written (at most 4 MiB); what was written is in
+ *     the page cache and survives.
+ *   - A power loss or kernel crash loses everything since the last completed fsync: those
+ *     appends plus what was written since (at most `everyWrites` appends or `everyMs` of writes).
+ *   - In both cases nothing whose `durable` resolved `durable` is lost, so a caller that
+ *     acknowledges upstream on `durable` (the edge buffer's `'on-write'`) loses nothing
+ *     acknowledged; a caller that trusts `written` alone may.
  */
 export type SyncPolicy = 'always' | { readonly everyMs: number; readonly everyWrites: number }
 
@@ -50,7 +65,12 @@ export interface DiskBufferOptions {
    * An append to an empty buffer always proceeds.
    */
   readonly maxBytes?: number | undefined
-  /** The largest segment file (default 128 MiB). A record never spans two segments, so no record may be larger. */
+  /**
+   * The largest segment file (default 128 MiB). A record never spans two segments, so no record
+   * may be larger. Stored with the buffer (`settings.json`): reopened with another value, a
+   * buffer that has segments keeps the stored one and logs a warning naming both; an empty one
+   * takes the new value.
+   */
   readonly segmentBytes?: number | undefined
   /** When writes are fsynced (default `'always'`); see {@link SyncPolicy}. */
   readonly sync?: SyncPolicy | undefined
@@ -58,8 +78,22 @@ export interface DiskBufferOptions {
   readonly retryBackoff?: { readonly initialMs: number; readonly maxMs: number } | undefined
   /** The most records handed out by `read` and not yet settled (default 100 000); `read` waits beyond it. */
   readonly maxInFlight?: number | undefined
-  /** How long after an acknowledgement the ledger is checkpointed (default 1000 ms). A later checkpoint only means more redelivery after a crash. */
+  /**
+   * How long after an acknowledgement the ledger (the checkpoint of what was acknowledged) is
+   * saved (default 1000 ms). It is also saved after `ledgerEveryAcks` acknowledgements and at
+   * close. A later checkpoint only means more redelivery after a crash, never loss: after a crash,
+   * what comes again is at most the acknowledgements not yet saved (fewer than `ledgerEveryAcks`
+   * plus those made while that checkpoint waited its turn on the write lane, and none older than
+   * `ledgerIntervalMs`), the records acknowledged above the first unacknowledged one, and the
+   * records in flight (both bounded by `maxInFlight`).
+   */
   readonly ledgerIntervalMs?: number | undefined
+  /**
+   * Save the checkpoint as soon as this many records were acknowledged since the last one
+   * (default 1000; like Logstash's `queue.checkpoint.acks`). Lower: fewer duplicates after a
+   * crash, more checkpoint writes (each an fsync, a rename and a directory fsync, on the write lane).
+   */
+  readonly ledgerEveryAcks?: number | undefined
   /** Where corruption and recovery are reported (default: a process warning with code `ACKLINE_DISK_BUFFER`). */
   readonly log?: ((message: string) => void) | undefined
   /** @internal The file system (tests substitute one that forgets unsynced writes). */
@@ -80,7 +114,10 @@ export type AppendResult =
       /** The sequence number of the first record; the others follow without gaps. */
       readonly firstSeq: number
       readonly count: number
-      /** Resolves once the records are fsynced (at once under `sync: 'always'`). */
+      /**
+       * Resolves `durable` once the records are fsynced (already resolved under `'always'`), or
+       * `failed` if their write or fsync failed (group commit answers before the write).
+       */
       readonly durable: Promise<DurableStatus>
     }
   /** The buffer is at `maxBytes` and the append asked to be refused rather than wait. */
@@ -233,6 +270,7 @@ interface Settings {
   readonly retryMaxMs: number
   readonly maxInFlight: number
   readonly ledgerIntervalMs: number
+  readonly ledgerEveryAcks: number
   readonly log: (message: string) => void
   readonly deadLetters: boolean
   readonly lock: boolean
@@ -264,6 +302,7 @@ const settle = (path: string, o: DiskBufferOptions): Settings => {
     retryMaxMs: nonNegative(path, 'retryBackoff.maxMs', backoff.maxMs),
     maxInFlight: positiveInt(path, 'maxInFlight', o.maxInFlight, 100_000),
     ledgerIntervalMs: nonNegative(path, 'ledgerIntervalMs', o.ledgerIntervalMs ?? 1000),
+    ledgerEveryAcks: positiveInt(path, 'ledgerEveryAcks', o.ledgerEveryAcks, 1000),
     log: o.log ?? ((message) => process.emitWarning(message, { code: 'ACKLINE_DISK_BUFFER' })),
     deadLetters: o.deadLetters ?? true,
     lock: o.lock ?? true,
@@ -287,7 +326,7 @@ export class DiskBuffer {
   /** The buffer's directory. */
   readonly path: string
   readonly #s: Settings
-  /** `crashed`: abandoned by a simulated crash (tests); no file is touched again. */
+  /** `crashed`: abandoned by a simulated crash (tests only, through `DiskBufferHooks`); no file is touched again. */
   #state: 'open' | 'draining' | 'closed' | 'crashed' = 'open'
   readonly #segments: Segment[]
   #active: FileLike | undefined = undefined
@@ -313,6 +352,10 @@ export class DiskBuffer {
   #syncTimer: NodeJS.Timeout | undefined = undefined
   #ledgerTimer: NodeJS.Timeout | undefined = undefined
   #ledgerDirty = false
+  /** A checkpoint is queued on the lane (at most one at a time, whatever the acknowledgement rate). */
+  #ledgerQueued = false
+  /** The acknowledged position the last checkpoint saved. */
+  #checkpointedBelow: number
   readonly #cursor: Cursor
   #reading: Promise<unknown> = Promise.resolve()
   readonly #inFlight = new Map<number, Held>()
@@ -354,6 +397,7 @@ export class DiskBuffer {
     this.#assigned = init.nextSeq
     this.#visibleSeq = init.nextSeq
     this.#ackedBelow = init.ackedBelow
+    this.#checkpointedBelow = init.ackedBelow
     this.#bytesOnDisk = init.segments.reduce((n, seg) => n + seg.size, 0)
     this.#deadLetters = init.deadLetters
     this.#deadLettered = init.deadLettered
@@ -371,7 +415,19 @@ export class DiskBuffer {
   static async open(options: DiskBufferOptions): Promise<DiskBuffer> {
     const s = settle(options.path, options)
     const { fs, path } = s
-    await fs.mkdir(path)
+    try {
+      await fs.mkdir(path)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code !== 'EEXIST' && code !== 'ENOTDIR') throw error
+      throw new DiskBufferError(
+        'NOT_A_DIRECTORY',
+        `${path} is not a directory (it, or a directory above it, is a file): give the buffer a path of its own`,
+        path,
+        'path',
+        { cause: error },
+      )
+    }
     if (s.lock) {
       const { tookOverFrom } = await LockFile.acquire(fs, path)
       if (tookOverFrom !== undefined) {
@@ -388,7 +444,35 @@ export class DiskBuffer {
     }
   }
 
-  static async #recover(s: Settings): Promise<DiskBuffer> {
+  /**
+   * The settings the files were written with win over the options (a smaller `segmentBytes`
+   * would make longer records look torn); a buffer with no segment takes the options' values.
+   * Stores them when they are missing, damaged or changed.
+   */
+  static async #storedSettings(s: Settings, hasSegments: boolean): Promise<Settings> {
+    const { fs, path } = s
+    const stored = await BufferSettings.read(fs, path)
+    let settings = s
+    if (stored.status === 'corrupt') {
+      s.log(
+        `disk buffer ${path}: ${BufferSettings.FILE} is damaged (${stored.reason}); using segmentBytes ${s.segmentBytes} from the options and storing it`,
+      )
+    } else if (stored.status === 'ok' && stored.settings.segmentBytes !== s.segmentBytes) {
+      if (hasSegments) {
+        s.log(
+          `disk buffer ${path}: option segmentBytes ${s.segmentBytes} differs from the ${stored.settings.segmentBytes} the buffer's files were written with; using ${stored.settings.segmentBytes}. To change it, let the buffer drain (a buffer with no segment takes the new value) or give it a new path`,
+        )
+        settings = { ...s, segmentBytes: stored.settings.segmentBytes }
+      }
+    }
+    if (stored.status !== 'ok' || stored.settings.segmentBytes !== settings.segmentBytes) {
+      await BufferSettings.write(fs, path, { segmentBytes: settings.segmentBytes })
+    }
+    return settings
+  }
+
+  static async #recover(settings: Settings): Promise<DiskBuffer> {
+    let s = settings
     const { fs, path } = s
     const names = await fs.readdir(path)
     if (names.includes(Ledger.TEMP)) {
@@ -411,6 +495,7 @@ export class DiskBuffer {
         }
       }
     }
+    s = await DiskBuffer.#storedSettings(s, segments.length > 0)
     // Only the last segment can hold a torn write: scan it to find its last whole frame.
     let tornBytes = 0
     let lastSeq = -1
@@ -421,7 +506,8 @@ export class DiskBuffer {
       const reader = new SegmentReader(active, {
         start: 0,
         end: last.size,
-        maxPayload: s.segmentBytes,
+        // Bounded by the file, not the option: a record longer than today's segmentBytes is not torn.
+        maxPayload: Math.max(s.segmentBytes, last.size),
         chunkBytes: 8 << 20,
         payloads: false,
       })
@@ -449,6 +535,25 @@ export class DiskBuffer {
       }
     }
     const known = ledger.status === 'ok' ? ledger.ledger : undefined
+    // Every record below a checkpointed `ackedBelow` was fsynced before the checkpoint, so a
+    // ledger acknowledging past the last record on disk describes other data: deleting by it
+    // would drop records nobody acknowledged. (A damaged tail, cut above, may have held some.)
+    const dataEnd = last === undefined ? undefined : Math.max(lastSeq + 1, last.firstSeq)
+    if (
+      known !== undefined &&
+      dataEnd !== undefined &&
+      tornBytes === 0 &&
+      segments.some((seg) => seg.size > 0) &&
+      known.ackedBelow > dataEnd
+    ) {
+      await active?.close()
+      throw new DiskBufferError(
+        'LEDGER_AHEAD',
+        `${Ledger.FILE} says every record below ${known.ackedBelow} was acknowledged, but the records on disk end at record ${dataEnd - 1} (segments ${segments[0]!.name} .. ${last!.name}): the ledger does not belong to these segments (restored from another backup, or written by a tool?). Nothing was deleted. To deliver every record on disk again, rebuild the ledger with: ackline-buffer ${path} --repair`,
+        path,
+        'ackedBelow',
+      )
+    }
     const nextSeq = Math.max(lastSeq + 1, last?.firstSeq ?? 0, known?.nextSeq ?? 0, known?.ackedBelow ?? 0)
     let ackedBelow = known?.ackedBelow ?? segments[0]?.firstSeq ?? nextSeq
     ackedBelow = Math.min(Math.max(ackedBelow, segments[0]?.firstSeq ?? nextSeq), nextSeq)
@@ -759,7 +864,11 @@ export class DiskBuffer {
         continue // deleted meanwhile: acknowledged
       }
       try {
-        const reader = new SegmentReader(file, { start: 0, end: seg.end, maxPayload: this.#s.segmentBytes })
+        const reader = new SegmentReader(file, {
+          start: 0,
+          end: seg.end,
+          maxPayload: Math.max(this.#s.segmentBytes, seg.end),
+        })
         for (;;) {
           const items = await reader.read(1024)
           if (items.length === 0) break
@@ -775,7 +884,7 @@ export class DiskBuffer {
     }
   }
 
-  /** Writes the ledger now (it is otherwise written `ledgerIntervalMs` after acknowledgements, and on close). */
+  /** Writes the ledger now (it is otherwise written `ledgerIntervalMs` after an acknowledgement, after `ledgerEveryAcks` of them, and on close). */
   checkpoint(): Promise<void> {
     return this.#serial(() => this.#writeLedger())
   }
@@ -812,12 +921,17 @@ export class DiskBuffer {
     if (this.#s.lock) await LockFile.release(this.#s.fs, this.path)
   }
 
-  /** @internal Stops everything without writing anything, as a crash would (for tests). */
-  _abandon(): void {
+  static {
+    // The crash hook is reachable only through the test factory (internal/CrashableDiskBuffer.ts).
+    DiskBufferHooks.register({ abandon: (buffer) => buffer.#abandon() })
+  }
+
+  /** Stops everything without writing anything, as a crash would (tests only, through the hook). */
+  #abandon(): void {
     this.#state = 'crashed'
     this.#clearTimers()
     this.#wake()
-    this.#deadLetters?._abandon()
+    if (this.#deadLetters !== undefined) this.#deadLetters.#abandon()
     if (this.#s.lock) LockFile.abandon(this.#s.fs, this.path)
   }
 
@@ -1076,7 +1190,8 @@ export class DiskBuffer {
     this.#ackedBelow++
     while (this.#ackedAbove.delete(this.#ackedBelow)) this.#ackedBelow++
     this.#ledgerDirty = true
-    this.#scheduleLedger()
+    if (this.#ackedBelow - this.#checkpointedBelow >= this.#s.ledgerEveryAcks) this.#checkpointSoon()
+    else this.#scheduleLedger()
     this.#releaseSegments()
     if (this.#spaceWaiters.length > 0) this.#reclaimActive()
     if (this.#state === 'draining') this.#wake()
@@ -1143,24 +1258,40 @@ export class DiskBuffer {
   }
 
   #scheduleLedger(): void {
-    if (this.#ledgerTimer !== undefined || this.#state === 'closed' || this.#state === 'crashed') return
+    if (this.#ledgerTimer !== undefined || this.#ledgerQueued) return
+    if (this.#state === 'closed' || this.#state === 'crashed') return
     this.#ledgerTimer = setTimeout(() => {
       this.#ledgerTimer = undefined
-      void this.#serial(() => (this.#ledgerDirty ? this.#writeLedger() : Promise.resolve())).catch(
-        (error: Error) =>
-          this.#s.log(`disk buffer ${this.path}: ledger checkpoint failed (${error.message})`),
-      )
+      this.#checkpointSoon()
     }, this.#s.ledgerIntervalMs)
     this.#ledgerTimer.unref()
   }
 
+  /** Queues one checkpoint on the lane, unless one is queued already (it will save the latest state). */
+  #checkpointSoon(): void {
+    if (this.#ledgerQueued || this.#state === 'closed' || this.#state === 'crashed') return
+    if (this.#ledgerTimer !== undefined) clearTimeout(this.#ledgerTimer)
+    this.#ledgerTimer = undefined
+    this.#ledgerQueued = true
+    void this.#serial(async () => {
+      this.#ledgerQueued = false
+      if (this.#ledgerDirty) await this.#writeLedger()
+    }).catch((error: Error) =>
+      this.#s.log(`disk buffer ${this.path}: ledger checkpoint failed (${error.message})`),
+    )
+  }
+
   async #writeLedger(): Promise<void> {
+    // Never checkpoint an acknowledged position above what is durable: on open, a ledger ahead
+    // of the data is taken for a ledger of other data (LEDGER_AHEAD).
+    await this.#groupSync()
     const state: LedgerState = {
       nextSeq: this.#nextSeq,
       ackedBelow: this.#ackedBelow,
       segments: this.#segments.map((seg) => seg.firstSeq),
     }
     await Ledger.write(this.#s.fs, this.path, state)
+    this.#checkpointedBelow = state.ackedBelow
     this.#ledgerDirty = false
   }
 
@@ -1215,7 +1346,7 @@ export class DiskBuffer {
         cursor.reader = new SegmentReader(cursor.file, {
           start: 0,
           end: seg.visible,
-          maxPayload: this.#s.segmentBytes,
+          maxPayload: Math.max(this.#s.segmentBytes, seg.size),
         })
       }
       const reader = cursor.reader

@@ -22,6 +22,14 @@ export type DiskBufferErrorCode =
   | 'WRITE_FAILED'
   /** The disk is full (ENOSPC); the write was rolled back. */
   | 'NO_SPACE'
+  /**
+   * The ledger says records were acknowledged that lie past the records on disk: it does not
+   * belong to these segments (restored from another backup, written by a tool). Nothing was
+   * deleted; `ackline-buffer <dir> --repair` rebuilds the ledger from the segments.
+   */
+  | 'LEDGER_AHEAD'
+  /** The buffer's path (or a directory above it) is a file; `field` is `path`. */
+  | 'NOT_A_DIRECTORY'
 
 /**
  * An error of a disk buffer.

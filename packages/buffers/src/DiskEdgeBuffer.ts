@@ -60,8 +60,10 @@ export interface DiskEdgeBufferOptions {
   /**
    * When writes are fsynced (default `'always'`): `'always'` fsyncs every push before it
    * resolves, so nothing acknowledged is lost even to a power failure; `{ everyMs, everyWrites }`
-   * is group commit, where a push resolves once written and the fsync follows within `everyMs` or
-   * `everyWrites` pushes (a power failure may lose that window, never what was acknowledged).
+   * is group commit with write-behind, where a push may resolve before its write and the fsync
+   * follows within `everyMs` or `everyWrites` pushes: a process crash may lose the unwritten
+   * pushes (up to 4 MiB), a power failure everything since the last fsync, but `'on-write'`
+   * acknowledges only after the fsync, so never what was acknowledged. See `SyncPolicy`.
    */
   readonly sync?: SyncPolicy | undefined
   /**
@@ -74,6 +76,14 @@ export interface DiskEdgeBufferOptions {
   readonly maxEventsPerPull?: number | undefined
   /** Back-off before redelivering what the sink reported `errored` (default 100 ms doubling to 30 s). */
   readonly retryBackoff?: { readonly initialMs: number; readonly maxMs: number } | undefined
+  /**
+   * How long after an acknowledgement what was delivered is checkpointed (default 1000 ms); also
+   * after `ledgerEveryAcks` acknowledgements and at close. After a crash, at most the
+   * acknowledgements not yet checkpointed plus the in-flight window are delivered again.
+   */
+  readonly ledgerIntervalMs?: number | undefined
+  /** Checkpoint as soon as this many records were acknowledged since the last checkpoint (default 1000). */
+  readonly ledgerEveryAcks?: number | undefined
   /** Where corruption, recovery and drops are reported (default: process warnings, code `ACKLINE_DISK_BUFFER`). */
   readonly log?: ((message: string) => void) | undefined
   /** @internal */
@@ -362,6 +372,8 @@ export async function openDiskBuffer(options: DiskEdgeBufferOptions): Promise<Di
     segmentBytes: options.segmentBytes,
     sync: options.sync,
     retryBackoff: options.retryBackoff,
+    ledgerIntervalMs: options.ledgerIntervalMs,
+    ledgerEveryAcks: options.ledgerEveryAcks,
     log,
     fileSystem: options.fileSystem,
   })

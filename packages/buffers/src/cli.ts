@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 /**
- * `ackline-buffer <dir> [--repair]`: checks a disk buffer directory and prints its segments,
- * record counts, acknowledged position and any damage, changing nothing; with `--repair`, fixes
- * what it can and says what.
+ * `ackline-buffer <dir> [--repair [--break-lock]]`: checks a disk buffer directory and prints its
+ * segments, record counts, acknowledged position and any damage, changing nothing; with
+ * `--repair`, fixes what it can and says what. A repair refuses a buffer whose lock counts as held
+ * (a live process here, a process on another host, an unreadable lock); `--break-lock` removes
+ * such a lock first, for an operator who knows its process is gone.
  *
  * Exit status: 0 when the buffer is clean (after repair, when repairing), 1 when problems remain,
  * 2 on a usage error.
@@ -12,12 +14,17 @@
 import { statSync } from 'node:fs'
 import { BufferCheck } from './BufferCheck.js'
 
-const USAGE = 'usage: ackline-buffer <buffer-dir> [--repair]'
+const USAGE = [
+  'usage: ackline-buffer <buffer-dir> [--repair] [--break-lock]',
+  '  --repair      fix what can be fixed, and say what',
+  '  --break-lock  with --repair: remove a lock whose process you know is gone (another host, unreadable)',
+].join('\n')
 
 async function main(argv: readonly string[]): Promise<number> {
   const repair = argv.includes('--repair')
-  const rest = argv.filter((a) => a !== '--repair')
-  if (rest.length !== 1 || rest[0]!.startsWith('-')) {
+  const breakLock = argv.includes('--break-lock')
+  const rest = argv.filter((a) => a !== '--repair' && a !== '--break-lock')
+  if (rest.length !== 1 || rest[0]!.startsWith('-') || (breakLock && !repair)) {
     console.error(USAGE)
     return 2
   }
@@ -26,7 +33,7 @@ async function main(argv: readonly string[]): Promise<number> {
     console.error(`ackline-buffer: ${path} is not a directory`)
     return 2
   }
-  const report = await BufferCheck.run(path, { repair })
+  const report = await BufferCheck.run(path, { repair, breakLock })
   console.log(BufferCheck.format(report))
   if (!repair) return report.problems.length === 0 ? 0 : 1
   const after = await BufferCheck.run(path)

@@ -50,6 +50,16 @@ function snapshot(dir: string): Record<string, string> {
   return out
 }
 
+/** CRC-32C, bit by bit, as an independent reference (for writing a ledger by hand), in hex. */
+function crc32c(bytes: Uint8Array): string {
+  let crc = 0xffffffff
+  for (const byte of bytes) {
+    crc ^= byte
+    for (let k = 0; k < 8; k++) crc = crc & 1 ? (crc >>> 1) ^ 0x82f63b78 : crc >>> 1
+  }
+  return ((crc ^ 0xffffffff) >>> 0).toString(16).padStart(8, '0')
+}
+
 /** A buffer of 10 records of `record-N` (28-byte frames), 4 per 128-byte segment, the first 3 acknowledged. */
 async function makeBuffer(path: string): Promise<void> {
   const buffer = await DiskBuffer.open({ path, segmentBytes: 128, log: () => {} })
@@ -146,6 +156,35 @@ describe('ackline-buffer', () => {
     }
   })
 
+  it.each([
+    ['another host', JSON.stringify({ pid: 4242, hostname: 'old-container-name', since: 'then' })],
+    ['an unreadable lock', '{"pid":'],
+  ])(
+    'with %s, --repair refuses and says how; --repair --break-lock breaks it and the buffer opens',
+    async (_, lock) => {
+      const path = tempDir()
+      await makeBuffer(path)
+      writeFileSync(join(path, 'lock'), lock)
+      const before = snapshot(path)
+      const refused = runCli(path, '--repair')
+      expect(refused.code).toBe(1)
+      expect(refused.out).toContain('--break-lock')
+      expect(snapshot(path)).toEqual(before)
+      const broken = runCli(path, '--repair', '--break-lock')
+      expect(broken.out).toContain('broke the lock')
+      expect(broken.code).toBe(0)
+      expect(readdirSync(path)).not.toContain('lock')
+      const buffer = await DiskBuffer.open({ path, log: () => {} })
+      await buffer.close()
+    },
+  )
+
+  it('rejects --break-lock without --repair as a usage error', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    expect(runCli(path, '--break-lock').code).toBe(2)
+  })
+
   it('reports a takeover guard a crashed takeover left (even an unreadable one), and --repair removes it', async () => {
     const path = tempDir()
     await makeBuffer(path)
@@ -169,6 +208,27 @@ describe('ackline-buffer', () => {
     const missing = runCli(join(tmpdir(), 'ackline-no-such-buffer'))
     expect(missing.code).toBe(2)
     expect(missing.out).toContain('is not a directory')
+  })
+
+  it('reports a ledger whose acknowledged position lies past the records on disk, and exits 1', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    const body = JSON.stringify({ version: 1, nextSeq: 120, ackedBelow: 100, segments: [96] })
+    writeFileSync(join(path, 'ledger.json'), `${body}\n${crc32c(Buffer.from(body))}\n`)
+    const { code, out } = runCli(path)
+    expect(out).toContain('acknowledged position 100 lies past the records on disk (the last is 9)')
+    expect(code).toBe(1)
+  })
+
+  it('counts a healthy buffer with no checkpoint yet (as after a crash) as clean, with a note, and exits 0', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    unlinkSync(join(path, 'ledger.json'))
+    const { code, out } = runCli(path)
+    expect(out).toContain('ledger: missing')
+    expect(out).toContain('no checkpoint yet')
+    expect(out).toContain('no problems found')
+    expect(code).toBe(0)
   })
 
   it('is also a function: BufferCheck.run reports the same without a process', async () => {

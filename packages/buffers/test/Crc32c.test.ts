@@ -1,3 +1,5 @@
+// A unit test of an internal module (src/internal/Crc32c.ts), so it imports it by path: the
+// checksum is not part of the package's API.
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { Crc32c } from '../src/internal/Crc32c.js'

@@ -1,9 +1,8 @@
 // Acknowledgements: out of order, negative (redelivery), rejection (dead letters), and what a
 // restart redelivers.
 import { afterEach, describe, expect, it, vi } from 'vitest'
-// By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
-import type { DiskBuffer } from '../src/DiskBuffer.js'
-import { drain, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
+import { type Crashable, drain, Ledger, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
+import type { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 afterEach(() => {
   vi.useRealTimers()
@@ -77,7 +76,7 @@ describe('DiskBuffer acknowledgements', () => {
     const [a, b] = (await buffer.read(2))!
     buffer.ack(b!.seq)
     buffer.nack(a!.seq)
-    let again: Awaited<ReturnType<DiskBuffer['read']>> | 'waiting' = 'waiting'
+    let again: Awaited<ReturnType<Crashable['read']>> | 'waiting' = 'waiting'
     const pending = buffer.read(10).then((r) => {
       again = r
     })
@@ -144,5 +143,55 @@ describe('DiskBuffer acknowledgements', () => {
     expect(reopened.metrics().deadLettered).toBe(0)
     expect(await drain(reopened)).toEqual(['r0', 'r1'])
     await reopened.close()
+  })
+})
+
+describe('DiskBuffer checkpoints of what was acknowledged', () => {
+  /** What a crash now would leave: the acknowledged position in the ledger on disk. */
+  const checkpointed = async (fs: MemoryFileSystem): Promise<number | undefined> => {
+    const read = await Ledger.read(fs, PATH)
+    return read.status === 'ok' ? read.ledger.ackedBelow : undefined
+  }
+
+  it('checkpoints at once after ledgerEveryAcks acknowledgements, else ledgerIntervalMs after one', async () => {
+    vi.useFakeTimers()
+    const { fs, open } = setup({ ledgerIntervalMs: 5000, ledgerEveryAcks: 4 })
+    const buffer = await open()
+    await buffer.append(records(10))
+    const got = (await buffer.read(10))!
+    for (const r of got.slice(0, 3)) buffer.ack(r.seq)
+    await buffer.flush() // runs whatever the lane holds
+    expect(await checkpointed(fs)).toBe(0)
+    buffer.ack(got[3]!.seq) // the fourth: saved without waiting for the interval
+    await buffer.flush()
+    expect(await checkpointed(fs)).toBe(4)
+    buffer.ack(got[4]!.seq)
+    await buffer.flush()
+    expect(await checkpointed(fs)).toBe(4)
+    await vi.advanceTimersByTimeAsync(5000)
+    await buffer.flush()
+    expect(await checkpointed(fs)).toBe(5)
+    buffer.ack(got[5]!.seq)
+    await buffer.close() // and at close
+    expect(await checkpointed(fs)).toBe(6)
+  })
+
+  it('after a crash, redelivers at most the acknowledgements not yet checkpointed', async () => {
+    const { fs, open } = setup({ ledgerIntervalMs: 60_000, ledgerEveryAcks: 10 })
+    const buffer = await open()
+    await buffer.append(records(100))
+    for (const r of (await buffer.read(100))!) buffer.ack(r.seq)
+    await buffer.flush()
+    buffer._abandon()
+    fs.crash()
+    const reopened = await open()
+    // 100 acknowledged, checkpointed every 10: nothing comes again.
+    expect(await drain(reopened)).toEqual([])
+    await reopened.close()
+  })
+
+  it('names ledgerEveryAcks when it is not a positive integer', async () => {
+    const { open } = setup({ ledgerEveryAcks: 0 })
+    await expect(open()).rejects.toMatchObject({ code: 'INVALID_OPTION', field: 'ledgerEveryAcks' })
   })
 })

@@ -1,9 +1,10 @@
 // Known errors: a full disk, failing fsyncs and rollbacks, bad options, use after close.
-import { DiskBufferError } from '@ackline/buffers'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { describe, expect, it } from 'vitest'
-// By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
-import { DiskBuffer } from '../src/DiskBuffer.js'
-import { drain, PATH, records, setup } from './fixtures/MemoryBuffer.js'
+import { CrashableDiskBuffer, drain, PATH, records, setup } from './fixtures/MemoryBuffer.js'
 import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const eio = (): NodeJS.ErrnoException => Object.assign(new Error('EIO: i/o error'), { code: 'EIO' })
@@ -86,7 +87,7 @@ describe('DiskBuffer known errors', () => {
   it('names the option at fault', async () => {
     const fs = new MemoryFileSystem()
     const attempt = (o: object) =>
-      DiskBuffer.open({ path: PATH, fileSystem: fs, ...o }).catch((e: unknown) => e)
+      CrashableDiskBuffer.open({ path: PATH, fileSystem: fs, ...o }).catch((e: unknown) => e)
     expect(await attempt({ maxBytes: 0 })).toMatchObject({ code: 'INVALID_OPTION', field: 'maxBytes' })
     expect(await attempt({ segmentBytes: 10 })).toMatchObject({
       code: 'INVALID_OPTION',
@@ -99,6 +100,22 @@ describe('DiskBuffer known errors', () => {
     const error = (await attempt({ maxBytes: -5 })) as DiskBufferError
     expect(error.name).toBe('DiskBufferError')
     expect(error.message).toBe(`disk buffer ${PATH}: maxBytes must be a positive integer, got -5`)
+  })
+
+  it('names the path when it is a file, not a directory', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ackline-file-'))
+    try {
+      const file = join(dir, 'not-a-dir')
+      writeFileSync(file, 'x')
+      for (const path of [file, join(file, 'below')]) {
+        const error = await DiskBuffer.open({ path }).catch((e: unknown) => e)
+        expect(error).toBeInstanceOf(DiskBufferError)
+        expect(error).toMatchObject({ code: 'NOT_A_DIRECTORY', path, field: 'path' })
+        expect((error as DiskBufferError).message).toContain(path)
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it('throws CLOSED on an append after close, and close twice is harmless', async () => {

@@ -6,10 +6,11 @@
 // - nothing rejected (dead-lettered) is ever handed to the sink again;
 // - every record read back is byte for byte what was written, and an acknowledged record is not
 //   handed out again before the next crash or restart.
+
+import type { SyncPolicy } from '@ackline/buffers'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-// By path: the test drives the internal crash hooks (`fileSystem`, `_abandon`).
-import { DiskBuffer, type SyncPolicy } from '../src/DiskBuffer.js'
+import { CrashableDiskBuffer as DiskBuffer } from './fixtures/MemoryBuffer.js'
 import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const PATH = '/buf'

@@ -3,12 +3,10 @@ import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { DiskBufferError } from '@ackline/buffers'
+import { BufferCheck, DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
-// By path, not by name: these tests use the internal crash hooks (`fileSystem`, `_abandon`).
-import { DiskBuffer } from '../src/DiskBuffer.js'
-import { Ledger } from '../src/internal/Ledger.js'
-import { drain, PATH, setup } from './fixtures/MemoryBuffer.js'
+import { CrashableDiskBuffer, drain, Ledger, PATH, setup } from './fixtures/MemoryBuffer.js'
+import type { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const record = (i: number): Buffer => Buffer.from(`record-${i}`) // 8 bytes for i < 10: 28-byte frames
 
@@ -142,6 +140,89 @@ describe('DiskBuffer recovery', () => {
   })
 })
 
+describe('DiskBuffer ledger that does not match the data', () => {
+  it('refuses to open when the acknowledged position lies past the records on disk, names the numbers, and deletes nothing', async () => {
+    const { fs, open } = setup({ segmentBytes: 64 }) // two 28-byte frames per segment
+    const buffer = await open()
+    await buffer.append(range(6).map((s) => Buffer.from(s)))
+    await buffer.close()
+    const before = fs.files(PATH).map((p) => [p, fs.bytes(p)!.toString('hex')])
+    // A ledger restored from a later backup: it says everything below 40 was acknowledged.
+    await Ledger.write(fs, PATH, { nextSeq: 50, ackedBelow: 40, segments: [30, 38] })
+    const error = await open().catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(DiskBufferError)
+    expect(error).toMatchObject({ code: 'LEDGER_AHEAD' })
+    const message = (error as DiskBufferError).message
+    expect(message).toContain('below 40')
+    expect(message).toContain('end at record 5')
+    expect(message).toContain('--repair')
+    const after = fs.files(PATH).map((p) => [p, fs.bytes(p)!.toString('hex')])
+    expect(after.filter(([p]) => p!.endsWith('.seg'))).toEqual(before.filter(([p]) => p!.endsWith('.seg')))
+    // The repair rebuilds the ledger from the segments: every record on disk comes again.
+    const report = await BufferCheck.run(PATH, { fileSystem: fs, repair: true })
+    expect(report.problems.some((p) => p.includes('past the records on disk'))).toBe(true)
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(range(6))
+    await reopened.close()
+    const again = await open() // and the next start is clean
+    await again.close()
+  })
+
+  it('opens a buffer whose every record was acknowledged and whose last segment is empty', async () => {
+    const { open } = setup({ segmentBytes: 64 })
+    const buffer = await open()
+    await buffer.append(range(4).map((s) => Buffer.from(s)))
+    expect(await drain(buffer)).toEqual(range(4))
+    await buffer.close()
+    const reopened = await open()
+    expect(reopened.ackedBelow).toBe(4)
+    await reopened.close()
+  })
+})
+
+describe('DiskBuffer settings stored with the files', () => {
+  const big = (i: number): Buffer => Buffer.from(`big-${i}-${'x'.repeat(200)}`)
+
+  it('keeps using the segment size the files were written with when reopened with another one, and says so', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 1024 })
+    const buffer = await open()
+    await buffer.append([0, 1, 2, 3, 4, 5].map(big)) // 232-byte frames: longer than a 128-byte segment
+    await buffer.close()
+    const reopened = await setupOn(fs, logs, { segmentBytes: 128 })
+    expect(reopened.maxRecordBytes).toBe(1024 - 20)
+    expect(logs.some((m) => m.includes('segmentBytes') && m.includes('1024') && m.includes('128'))).toBe(true)
+    expect(await drain(reopened)).toEqual([0, 1, 2, 3, 4, 5].map((i) => big(i).toString()))
+    await reopened.close()
+  })
+
+  it('opens a buffer written before settings were stored as before, and stores them', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 1024 })
+    const buffer = await open()
+    await buffer.append([0, 1, 2].map(big))
+    await buffer.close()
+    await fs.unlink(`${PATH}/settings.json`)
+    // Even with a smaller segment size, nothing is cut off as a torn write.
+    const reopened = await setupOn(fs, logs, { segmentBytes: 128 })
+    expect(reopened.metrics().tornBytesTruncated).toBe(0)
+    expect(fs.bytes(`${PATH}/settings.json`)).toBeDefined()
+    expect(await drain(reopened)).toEqual([0, 1, 2].map((i) => big(i).toString()))
+    await reopened.close()
+  })
+
+  it('takes the new segment size when the buffer holds no segment', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 1024 })
+    await (await open()).close()
+    const reopened = await setupOn(fs, logs, { segmentBytes: 256 })
+    expect(reopened.maxRecordBytes).toBe(256 - 20)
+    await reopened.close()
+  })
+})
+
+/** Opens the buffer at PATH on `fs` with other options. */
+function setupOn(fs: MemoryFileSystem, logs: string[], options: { segmentBytes: number }) {
+  return CrashableDiskBuffer.open({ path: PATH, fileSystem: fs, log: (m) => logs.push(m), ...options })
+}
+
 describe('DiskBuffer lock', () => {
   const dirs: string[] = []
   const tempDir = (): string => {
@@ -180,6 +261,17 @@ describe('DiskBuffer lock', () => {
     } finally {
       child.kill('SIGKILL')
     }
+  })
+
+  it('refuses a lock naming another host and says how to break it if its process is gone', async () => {
+    const path = tempDir()
+    writeFileSync(join(path, 'lock'), JSON.stringify({ pid: 4242, hostname: 'old-name', since: 'then' }))
+    const error = await DiskBuffer.open({ path, log: () => {} }).catch((e: unknown) => e)
+    expect(error).toMatchObject({ code: 'LOCKED' })
+    const message = (error as DiskBufferError).message
+    expect(message).toContain('locked by process 4242 on old-name')
+    expect(message).toContain('another host')
+    expect(message).toContain(`ackline-buffer ${path} --repair --break-lock`)
   })
 
   it('refuses a second open in the same process and allows one after close', async () => {
@@ -228,6 +320,54 @@ describe('DiskBuffer lock', () => {
     }
   })
 
+  it.each([
+    ['empty', ''],
+    ['partly written', '{"pid":12'],
+  ])('reads an %s lock as held (its writer may be alive) and says how to break it', async (_, content) => {
+    const path = tempDir()
+    writeFileSync(join(path, 'lock'), content)
+    const error = await DiskBuffer.open({ path, log: () => {} }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(DiskBufferError)
+    expect(error).toMatchObject({ code: 'LOCKED' })
+    expect((error as DiskBufferError).message).toContain('unreadable')
+    expect((error as DiskBufferError).message).toContain('ackline-buffer')
+    expect((error as DiskBufferError).message).toContain('--break-lock')
+    expect(readdirSync(path)).toContain('lock')
+  })
+
+  it('gives the lock to exactly one of three processes opening at once, round after round', async () => {
+    // Three processes, each told to open at the same moment, many times over: even rounds race
+    // for a free directory, odd ones for a stale lock. Raise LOCK_RACE_ROUNDS to hunt for races.
+    const rounds = Number(process.env.LOCK_RACE_ROUNDS ?? 60)
+    const path = tempDir()
+    const dead = deadPid()
+    const children = [0, 1, 2].map(() => lockChild(path, ['--race']))
+    let raced = 0
+    try {
+      for (let round = 0; round < rounds; round++) {
+        if (round % 2 === 1) {
+          writeFileSync(
+            join(path, 'lock'),
+            JSON.stringify({ pid: dead, hostname: hostname(), since: 'then' }),
+          )
+        }
+        for (const c of children) c.send('go')
+        const results = await Promise.all(children.map((c) => c.line()))
+        const holders = children.filter((_, i) => results[i] === 'acquired')
+        expect(holders, `round ${round}: ${results.join(' | ')}`).toHaveLength(1)
+        for (const r of results) if (r !== 'acquired') expect(r).toMatch(/^refused LOCKED /)
+        raced++
+        holders[0]!.send('release')
+        expect(await holders[0]!.line()).toBe('released')
+        expect(readdirSync(path).filter((n) => n.startsWith('lock'))).toEqual([])
+      }
+    } finally {
+      for (const c of children) c.kill()
+    }
+    console.log(`lock race: ${raced} rounds of three processes, one holder in each`)
+    expect(raced).toBe(rounds)
+  }, 120_000)
+
   it('removes a takeover guard left by a process that died during its takeover', async () => {
     const path = tempDir()
     const dead = deadPid()
@@ -269,10 +409,10 @@ function deadPid(): number {
 }
 
 /** A child process opening the buffer in `path` (see `fixtures/lockChild.ts`), read line by line. */
-function lockChild(path: string) {
+function lockChild(path: string, args: readonly string[] = []) {
   const script = new URL('./fixtures/lockChild.ts', import.meta.url).pathname
   const root = new URL('../../..', import.meta.url).pathname
-  const proc = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, path], {
+  const proc = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script, path, ...args], {
     cwd: root,
     stdio: ['pipe', 'pipe', 'pipe'],
   })

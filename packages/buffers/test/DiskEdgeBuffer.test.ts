@@ -6,8 +6,7 @@ import { type DiskEdgeBuffer, type DiskEdgeBufferOptions, openDiskBuffer } from 
 import { BatchNotifier, type BatchStatusReceiver, EventArray, LogEvent } from '@ackline/core'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { EdgeBuffer } from '../../topology/src/EdgeBuffer.js'
-// By path: the ENOSPC test needs the internal `fileSystem` option.
-import { openDiskBuffer as openOnFileSystem } from '../src/DiskEdgeBuffer.js'
+import { openDiskBufferOn } from './fixtures/MemoryBuffer.js'
 import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const dirs: string[] = []
@@ -192,7 +191,7 @@ describe('openDiskBuffer', () => {
 
   it('settles the events errored when the write fails (ENOSPC) and stays usable', async () => {
     const fs = new MemoryFileSystem()
-    const buffer = await openOnFileSystem({ path: '/buf', sinkId: 'out', fileSystem: fs, log: () => {} })
+    const buffer = await openDiskBufferOn({ path: '/buf', sinkId: 'out', fileSystem: fs, log: () => {} })
     fs.capacity = fs.used() + 10
     const failed = batch(2)
     await buffer.push(failed.array)

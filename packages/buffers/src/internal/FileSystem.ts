@@ -9,7 +9,7 @@
  * @module
  */
 import { constants } from 'node:fs'
-import { type FileHandle, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises'
+import { type FileHandle, link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises'
 
 /** An open file. Positions are absolute; the buffer never relies on a file offset. */
 export interface FileLike {
@@ -40,6 +40,8 @@ export interface FileSystem {
   /** The file's size, or `undefined` when it does not exist. */
   size(path: string): Promise<number | undefined>
   rename(from: string, to: string): Promise<void>
+  /** Gives the file `existing` a second name `target`; fails with `EEXIST` when `target` exists (never replaces it). */
+  link(existing: string, target: string): Promise<void>
   /** Removes a file; a missing file is not an error. */
   unlink(path: string): Promise<void>
   /** Makes the directory's entries (creations, renames, removals) durable. */
@@ -121,6 +123,7 @@ export const NodeFileSystem: FileSystem = {
     }
   },
   rename,
+  link,
   async unlink(path) {
     try {
       await unlink(path)

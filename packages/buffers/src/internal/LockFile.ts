@@ -5,6 +5,12 @@
  * open succeeds; a lock whose holder is gone (a dead pid on this host, or this process with no
  * buffer open on the directory) is stale and taken over.
  *
+ * The lock file never exists without its content: it is written whole to a temporary file,
+ * fsynced, then given the name `lock` with link(2), which fails when `lock` exists. So a lock that
+ * cannot be read (empty, cut short: written by an older version, or damaged) cannot be told
+ * apart from one being written by a live process, and is treated as held; the message says how
+ * to break it.
+ *
  * A live lock is never touched. A stale one is replaced only under the takeover guard, a second
  * file (`lock.takeover`) created exclusively: whoever creates it reads the lock again and
  * replaces it if it is still stale; anyone else who finds the guard held by a live process backs
@@ -72,10 +78,42 @@ async function writeDurably(fs: FileSystem, path: string, mode: OpenMode, body: 
   }
 }
 
+let temps = 0
+
+/**
+ * Creates `dir/name` holding `body`, atomically: the content is written and fsynced under a
+ * temporary name first, then linked into place. Returns `false` when `name` exists already.
+ */
+async function placeExclusive(fs: FileSystem, dir: string, name: string, body: Uint8Array): Promise<boolean> {
+  const temp = `${dir}/${name}.${process.pid}.${temps++}.tmp`
+  await writeDurably(fs, temp, 'truncate', body)
+  try {
+    await fs.link(temp, `${dir}/${name}`)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false
+    throw error
+  } finally {
+    await fs.unlink(temp)
+  }
+  await fs.syncDir(dir)
+  return true
+}
+
 const lockedBy = (holder: LockHolder, dir: string): DiskBufferError =>
   new DiskBufferError(
     'LOCKED',
-    `locked by process ${holder.pid} on ${holder.hostname} since ${holder.since} (${dir}/${FILE})`,
+    `locked by process ${holder.pid} on ${holder.hostname} since ${holder.since} (${dir}/${FILE})${
+      holder.hostname === hostname()
+        ? ''
+        : `. That is another host (this is ${hostname()}), so whether the process is alive cannot be checked here. If no process on ${holder.hostname} uses this buffer (say its container was recreated under a new hostname), break the lock with: ackline-buffer ${dir} --repair --break-lock`
+    }`,
+    dir,
+  )
+
+const unreadable = (dir: string): DiskBufferError =>
+  new DiskBufferError(
+    'LOCKED',
+    `the lock file ${dir}/${FILE} is unreadable (empty or cut short): a process may be writing it right now, so it counts as held. If no process uses this buffer, break it with: ackline-buffer ${dir} --repair --break-lock`,
     dir,
   )
 
@@ -87,23 +125,18 @@ const lockedBy = (holder: LockHolder, dir: string): DiskBufferError =>
 async function takeGuard(fs: FileSystem, dir: string, body: Uint8Array): Promise<void> {
   const path = `${dir}/${GUARD}`
   for (let attempt = 0; ; attempt++) {
-    try {
-      await writeDurably(fs, path, 'create-exclusive', body)
-      return
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-      const other = parse(await fs.readFile(path))
-      if (attempt > 0 || other === undefined || LockFile.isLive(fs, other, dir)) {
-        const who = other === undefined ? 'a process' : `process ${other.pid} on ${other.hostname}`
-        throw new DiskBufferError(
-          'LOCKED',
-          `the stale lock is being taken over by ${who} (${path}; if no process is opening the buffer, remove that file or run ackline-buffer --repair)`,
-          dir,
-        )
-      }
-      // Left by a process that died during its takeover.
-      await fs.unlink(path)
+    if (await placeExclusive(fs, dir, GUARD, body)) return
+    const other = parse(await fs.readFile(path))
+    if (attempt > 0 || other === undefined || LockFile.isLive(fs, other, dir)) {
+      const who = other === undefined ? 'a process' : `process ${other.pid} on ${other.hostname}`
+      throw new DiskBufferError(
+        'LOCKED',
+        `the stale lock is being taken over by ${who} (${path}; if no process is opening the buffer, remove that file or run ackline-buffer --repair)`,
+        dir,
+      )
     }
+    // Left by a process that died during its takeover.
+    await fs.unlink(path)
   }
 }
 
@@ -115,6 +148,13 @@ export const LockFile = {
   /** What the lock file of `dir` says, if anything. */
   async holder(fs: FileSystem, dir: string): Promise<LockHolder | undefined> {
     return parse(await fs.readFile(`${dir}/${FILE}`))
+  },
+
+  /** What the lock file of `dir` says: `undefined` when there is none, `'unreadable'` when it cannot be parsed. */
+  async read(fs: FileSystem, dir: string): Promise<LockHolder | 'unreadable' | undefined> {
+    const bytes = await fs.readFile(`${dir}/${FILE}`)
+    if (bytes === undefined) return undefined
+    return parse(bytes) ?? 'unreadable'
   },
 
   /** What the takeover guard of `dir` says: `undefined` when there is none, `'unreadable'` when it cannot be parsed. */
@@ -160,6 +200,16 @@ export const LockFile = {
     await fs.unlink(`${dir}/${FILE}`)
   },
 
+  /**
+   * Removes the lock (and a takeover guard) of `dir` whoever holds it, for an operator who knows
+   * its holder is gone (`ackline-buffer --repair --break-lock`). Never used by `open`.
+   */
+  async breakLock(fs: FileSystem, dir: string): Promise<void> {
+    await fs.unlink(`${dir}/${FILE}`)
+    await fs.unlink(`${dir}/${GUARD}`)
+    await fs.syncDir(dir)
+  },
+
   /** Forgets the lock without removing the file, as a crashed process would (for tests). */
   abandon(fs: FileSystem, dir: string): void {
     heldOn(fs).delete(dir)
@@ -171,16 +221,15 @@ async function take(fs: FileSystem, dir: string): Promise<LockHolder | undefined
   const me: LockHolder = { pid: process.pid, hostname: hostname(), since: new Date().toISOString() }
   const body = Buffer.from(JSON.stringify(me))
   let tookOverFrom: LockHolder | undefined
-  try {
-    await writeDurably(fs, `${dir}/${FILE}`, 'create-exclusive', body)
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-    const holder = await LockFile.holder(fs, dir)
+  if (!(await placeExclusive(fs, dir, FILE, body))) {
+    const holder = await LockFile.read(fs, dir)
+    if (holder === 'unreadable') throw unreadable(dir)
     if (holder !== undefined && LockFile.isLive(fs, holder, dir)) throw lockedBy(holder, dir)
     await takeGuard(fs, dir, body)
     try {
       // Read again under the guard: another process may have taken the lock over meanwhile.
-      const now = await LockFile.holder(fs, dir)
+      const now = await LockFile.read(fs, dir)
+      if (now === 'unreadable') throw unreadable(dir)
       if (now !== undefined && LockFile.isLive(fs, now, dir)) throw lockedBy(now, dir)
       tookOverFrom = now ?? holder ?? { pid: -1, hostname: 'unknown', since: 'unknown' }
       // Replace the stale lock in one rename, so a reader never sees a half-written one.
