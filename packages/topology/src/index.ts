@@ -4,6 +4,7 @@
  *
  * @module
  */
+export { ComponentError, type ComponentErrorOptions } from './ComponentError.js'
 export type { ComponentMetrics } from './ComponentMetrics.js'
 export type { ConfigIssue } from './ConfigIssue.js'
 export type { EdgeBuffer } from './EdgeBuffer.js'

@@ -11,6 +11,7 @@
  * emitting it is not passed on (and reported). `process` and `flush` never run at the same time.
  */
 import { type DeliveryStatus, EventArray, type JsonObject, LogEvent } from '@ackline/core'
+import { ComponentError } from '../ComponentError.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
 import type { Transform, TransformContext } from '../Transform.js'
 import type { Counters } from './Counters.js'
@@ -46,7 +47,14 @@ class CallContext implements TransformContext {
       let named = this.ports.get(port)
       if (named === undefined) {
         if (!this.#runner.outputs.has(port)) {
-          throw new RangeError(`transform '${this.id}' emitted on port '${port}', which it does not declare`)
+          throw new ComponentError(
+            'UNDECLARED_PORT',
+            `emitted on port '${port}', which it does not declare`,
+            {
+              component: this.id,
+              field: 'outputs',
+            },
+          )
         }
         named = []
         this.ports.set(port, named)
