@@ -33,7 +33,7 @@ export type EventSettle<Result> = (event: LogEvent, result: Result, context: Tra
  *
  * @example
  * ```ts
- * // a filter: keep what has a user, drop the rest
+ * // a filter: keep what has a user, drop the rest (what keepIf does)
  * const withUser: Transform = {
  *   kind: 'with_user',
  *   process: perEvent(
@@ -87,4 +87,26 @@ export function perEvent<Result>(
       else settle(event, next, context)
     }
   }
+}
+
+/** The step's verdict on an event a {@link keepIf} predicate refused. */
+const REFUSED = 'refused'
+
+/**
+ * A filter-like transform's `process`: events for which `keep` returns exactly `true` go on, every
+ * other one goes to `context.drop` (the transform's `dropStatus` says what that means). The array
+ * goes on whole while `keep` accepts every event.
+ *
+ * @example
+ * ```ts
+ * const withUser: Transform = { kind: 'with_user', process: keepIf((e) => e.get('user') !== undefined) }
+ * ```
+ */
+export function keepIf(
+  keep: (event: LogEvent) => boolean,
+): (events: EventArray, context: TransformContext) => void {
+  return perEvent(
+    (event) => (keep(event) === true ? undefined : REFUSED),
+    (event, _refused, context) => context.drop(event),
+  )
 }

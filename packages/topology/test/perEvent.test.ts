@@ -1,6 +1,6 @@
 // perEvent: the per-event plumbing of map- and filter-like transforms.
 import { EventArray, type LogEvent } from '@ackline/core'
-import { perEvent, type TransformContext } from '@ackline/topology'
+import { keepIf, perEvent, type TransformContext } from '@ackline/topology'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 
@@ -85,5 +85,16 @@ describe('perEvent', () => {
         expect(calls).toEqual(expected)
       }),
     )
+  })
+})
+
+describe('keepIf', () => {
+  it('drops what the predicate does not accept with exactly true, and passes the array whole when it accepts all', () => {
+    const { calls, context } = recorder()
+    keepIf((event) => (n(event) === 2 ? ('yes' as unknown as boolean) : true))(batch(1, 2, 3), context)
+    expect(calls).toEqual(['emit 1', 'drop 2', 'emit 3'])
+    const all = recorder()
+    keepIf(() => true)(batch(1, 2), all.context)
+    expect(all.calls).toEqual(['emitAll 1,2'])
   })
 })

@@ -9,7 +9,7 @@
  * @module
  */
 import type { LogEvent } from '@ackline/core'
-import { perEvent } from '@ackline/topology'
+import { keepIf } from '@ackline/topology'
 import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
 import { checkOption } from './internal/checkOption.js'
@@ -24,9 +24,6 @@ export interface FilterOptions extends DropOptions {}
 export interface FilterTransform extends DroppingTransform {
   readonly kind: 'filter'
 }
-
-/** The step's verdict on an event the predicate refused. */
-const DISCARD = 'discard'
 
 /**
  * Keeps the events for which `predicate` returns `true`; discards the others with
@@ -48,9 +45,6 @@ export function filter(predicate: Predicate, options: FilterOptions = {}): Filte
       ...DropStatus.validate(options.dropStatus),
     ],
     // Until the first discard nothing is emitted: if every event is kept, the array goes on whole.
-    process: perEvent(
-      (event) => (predicate(event) === true ? undefined : DISCARD),
-      (event, _discard, context) => context.drop(event),
-    ),
+    process: keepIf(predicate),
   }
 }
