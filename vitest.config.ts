@@ -5,7 +5,7 @@ export default defineConfig({
   resolve: { conditions: ['source', 'module', 'node', 'import', 'default'] },
   ssr: { resolve: { conditions: ['source', 'module', 'node', 'import', 'default'] } },
   test: {
-    include: ['packages/*/test/**/*.test.ts'],
+    include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts'],
     execArgv: ['--expose-gc'],
     testTimeout: 20_000,
     reporters: ['default', ['json', { outputFile: '.tmp/vitest-results.json' }]],

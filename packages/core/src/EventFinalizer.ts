@@ -46,8 +46,12 @@ export class EventFinalizer {
 
   /**
    * `'recorded'` once an authoritative sink recorded the event (what its copies report later is
-   * ignored); before that, the status of its batch so far: every copy's report is folded into the
-   * batch as it comes (see RFC 0001, "Representation").
+   * ignored); before that, the status of its **batch** so far: every copy's report of every event
+   * of the batch is folded into it as it comes (see RFC 0001, "Representation").
+   *
+   * It is not this event's own status, which is not kept: two events of one batch read the same
+   * value, and an event whose every copy was delivered reads `'errored'` once another event of the
+   * batch errored.
    */
   get status(): EventStatus {
     const state = this._notifier._state

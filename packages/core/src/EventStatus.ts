@@ -29,7 +29,9 @@ let strict = defaultStrictness()
 
 function defaultStrictness(): boolean {
   const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
-  return env?.ACKLINE_STRICT === '1' || env?.NODE_ENV === 'test'
+  // Only an explicit request: a library that checked NODE_ENV would behave differently in tests than
+  // in production, which is what tests are meant to rule out.
+  return env?.ACKLINE_STRICT === '1'
 }
 
 /**
@@ -72,7 +74,10 @@ export const EventStatus = {
     return current
   },
 
-  /** Whether invalid updates throw. On by default when `NODE_ENV=test` or `ACKLINE_STRICT=1`. */
+  /**
+   * Whether invalid updates throw. Off unless `ACKLINE_STRICT=1` was set when `@ackline/core` loaded
+   * (`NODE_ENV` plays no part) or {@link EventStatus.setStrict} turned it on.
+   */
   isStrict(): boolean {
     return strict
   },

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process'
 import { EventStatus, FinalizationError } from '@ackline/core'
 import { afterEach, describe, expect, it } from 'vitest'
 
@@ -64,7 +65,32 @@ describe('EventStatus.update', () => {
     )
   })
 
-  it('strict mode is on in tests', () => {
+  it('strict mode is on in this suite, because the vitest config asks for it with ACKLINE_STRICT=1', () => {
+    expect(process.env.ACKLINE_STRICT).toBe('1')
     expect(strict).toBe(true)
+  })
+
+  // A fresh process, since strictness is read once when the package loads.
+  const strictIn = (env: Record<string, string>): string => {
+    const { ACKLINE_STRICT: _, NODE_ENV: __, ...rest } = process.env
+    const child = spawnSync(
+      process.execPath,
+      [
+        '--conditions=source',
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        "import { EventStatus } from '@ackline/core'; console.log(EventStatus.isStrict())",
+      ],
+      { env: { ...rest, ...env }, encoding: 'utf8' },
+    )
+    expect(child.stderr).toBe('')
+    return child.stdout.trim()
+  }
+
+  it('does not behave differently under NODE_ENV=test than in production', () => {
+    expect(strictIn({ NODE_ENV: 'test' })).toBe('false')
+    expect(strictIn({ NODE_ENV: 'test', ACKLINE_STRICT: '1' })).toBe('true')
   })
 })

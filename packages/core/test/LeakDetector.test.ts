@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import {
   BatchNotifier,
   type BatchStatusReceiver,
@@ -31,11 +30,42 @@ function forgetToRelease(sourceId: string): BatchStatusReceiver {
   return receiver
 }
 
-async function collectUntil(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 50 && !done(); i++) {
+// One turn of the event loop: FinalizationRegistry callbacks run as tasks of their own after a
+// collection, never within the `gc()` call.
+const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
+
+/** How many collections a test may run before it gives up: far more than a leak ever needs. */
+const MAX_COLLECTIONS = 200
+
+/**
+ * Collects garbage, turn after turn, until `done()` or MAX_COLLECTIONS; decides by what the program
+ * reports, never by elapsed time. Returns how many collections ran.
+ */
+async function collectUntil(done: () => boolean): Promise<number> {
+  let collections = 0
+  while (!done() && collections < MAX_COLLECTIONS) {
     gc!()
-    await sleep(10)
+    collections++
+    await nextTurn()
   }
+  return collections
+}
+
+/**
+ * Runs collections until one provably happened and its finalization callbacks were delivered: a
+ * sentinel object, unreachable from here on, was collected and its registry called back. A
+ * negative assertion made after this cannot pass merely because no collection ran.
+ */
+async function collectProvably(): Promise<void> {
+  let collected = false
+  const sentinel = new FinalizationRegistry<string>(() => {
+    collected = true
+  })
+  ;(() => sentinel.register({}, 'sentinel'))()
+  const collections = await collectUntil(() => collected)
+  expect(collected, `no collection observed after ${collections} gc() calls`).toBe(true)
+  // The detector's callbacks from the same collection may run in a task of their own.
+  await nextTurn()
 }
 
 describe('LeakDetector (run with --expose-gc)', () => {
@@ -52,8 +82,9 @@ describe('LeakDetector (run with --expose-gc)', () => {
     const before = LeakDetector.count
     const receiver = leakOneOfThree('leaky-source')
     expect(receiver.isResolved).toBe(false)
-    await collectUntil(() => receiver.isResolved)
+    const collections = await collectUntil(() => receiver.isResolved)
     subscription.unsubscribe()
+    expect(collections).toBeGreaterThan(0)
     expect(receiver.status).toBe('errored')
     expect(reports).toContainEqual({ sourceId: 'leaky-source', batchId: receiver.batchId, handles: 1 })
     expect(LeakDetector.count - before).toBe(1)
@@ -77,10 +108,7 @@ describe('LeakDetector (run with --expose-gc)', () => {
     let before: BatchNotifier[] | undefined = around()
     const receiver = leakOneOfThree('among-neighbours')
     let after: BatchNotifier[] | undefined = around()
-    for (let i = 0; i < 5; i++) {
-      gc!()
-      await sleep(10)
-    }
+    await collectProvably()
     expect(receiver.isResolved).toBe(false)
     for (const notifier of [...before, ...after]) notifier.release()
     before = undefined
@@ -100,10 +128,7 @@ describe('LeakDetector (run with --expose-gc)', () => {
       event.end('delivered')
       return receiver
     })
-    for (let i = 0; i < 5; i++) {
-      gc!()
-      await sleep(10)
-    }
+    await collectProvably()
     subscription.unsubscribe()
     expect(reports.filter((r) => r.sourceId === 'tidy')).toEqual([])
     expect(receivers.every((r) => r.status === 'delivered')).toBe(true)

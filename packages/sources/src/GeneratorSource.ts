@@ -45,48 +45,40 @@ export interface GeneratorSource extends Source {
 
 const defaultRecord = (index: number): JsonObject => ({ message: `event ${index}`, index })
 
-class Generator implements GeneratorSource {
-  readonly kind = 'generator'
-  readonly canAcknowledge = true
-  readonly #options: GeneratorOptions
-
-  constructor(options: GeneratorOptions) {
-    this.#options = options
+/** Problems in the options, each naming its field. */
+function validate(options: GeneratorOptions): readonly ConfigIssue[] {
+  const { count, batchSize, ratePerSecond } = options
+  const issues: ConfigIssue[] = []
+  if (count !== undefined && !(Number.isInteger(count) && count >= 0)) {
+    issues.push({ field: 'count', message: 'count must be a non-negative integer' })
   }
-
-  validate(): readonly ConfigIssue[] {
-    const { count, batchSize, ratePerSecond } = this.#options
-    const issues: ConfigIssue[] = []
-    if (count !== undefined && !(Number.isInteger(count) && count >= 0)) {
-      issues.push({ field: 'count', message: 'count must be a non-negative integer' })
-    }
-    if (batchSize !== undefined && !(Number.isInteger(batchSize) && batchSize > 0)) {
-      issues.push({ field: 'batchSize', message: 'batchSize must be a positive integer' })
-    }
-    if (ratePerSecond !== undefined && !(Number.isFinite(ratePerSecond) && ratePerSecond > 0)) {
-      issues.push({ field: 'ratePerSecond', message: 'ratePerSecond must be a positive number' })
-    }
-    return issues
+  if (batchSize !== undefined && !(Number.isInteger(batchSize) && batchSize > 0)) {
+    issues.push({ field: 'batchSize', message: 'batchSize must be a positive integer' })
   }
+  if (ratePerSecond !== undefined && !(Number.isFinite(ratePerSecond) && ratePerSecond > 0)) {
+    issues.push({ field: 'ratePerSecond', message: 'ratePerSecond must be a positive number' })
+  }
+  return issues
+}
 
-  async run(context: SourceContext): Promise<void> {
-    const { count = Number.POSITIVE_INFINITY, batchSize = 100, ratePerSecond, onBatch } = this.#options
-    const record = this.#options.record ?? defaultRecord
-    const { signal } = context
-    const start = Date.now()
-    let index = 0
-    while (index < count && !signal.aborted) {
-      if (ratePerSecond !== undefined) {
-        await sleepUntil(start + (index / ratePerSecond) * 1000, signal)
-        if (signal.aborted) break
-      }
-      const size = Math.min(batchSize, count - index)
-      const records: JsonObject[] = new Array(size)
-      for (let i = 0; i < size; i++) records[i] = record(index + i)
-      const receipt = await context.send(records)
-      onBatch?.(receipt, index, size)
-      index += size
+/** Sends the events, as the module header says. */
+async function run(options: GeneratorOptions, context: SourceContext): Promise<void> {
+  const { count = Number.POSITIVE_INFINITY, batchSize = 100, ratePerSecond, onBatch } = options
+  const record = options.record ?? defaultRecord
+  const { signal } = context
+  const start = Date.now()
+  let index = 0
+  while (index < count && !signal.aborted) {
+    if (ratePerSecond !== undefined) {
+      await sleepUntil(start + (index / ratePerSecond) * 1000, signal)
+      if (signal.aborted) break
     }
+    const size = Math.min(batchSize, count - index)
+    const records: JsonObject[] = new Array(size)
+    for (let i = 0; i < size; i++) records[i] = record(index + i)
+    const receipt = await context.send(records)
+    onBatch?.(receipt, index, size)
+    index += size
   }
 }
 
@@ -116,5 +108,10 @@ function sleepUntil(time: number, signal: AbortSignal): Promise<void> {
  * ```
  */
 export function generator(options: GeneratorOptions = {}): GeneratorSource {
-  return new Generator(options)
+  return {
+    kind: 'generator',
+    canAcknowledge: true,
+    validate: () => validate(options),
+    run: (context) => run(options, context),
+  }
 }

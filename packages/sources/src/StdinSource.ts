@@ -32,70 +32,61 @@ export interface StdinSource extends Source {
   validate(): readonly ConfigIssue[]
 }
 
-class Stdin implements StdinSource {
-  readonly kind = 'stdin'
-  readonly canAcknowledge = false
-  readonly #options: StdinOptions
-
-  constructor(options: StdinOptions) {
-    this.#options = options
+/** Problems in the options, each naming its field. */
+function validate(o: StdinOptions): readonly ConfigIssue[] {
+  const issues: ConfigIssue[] = []
+  if (o.format !== undefined && o.format !== 'auto' && o.format !== 'text') {
+    issues.push({ field: 'format', message: `must be 'auto' or 'text', got ${JSON.stringify(o.format)}` })
   }
-
-  validate(): readonly ConfigIssue[] {
-    const o = this.#options
-    const issues: ConfigIssue[] = []
-    if (o.format !== undefined && o.format !== 'auto' && o.format !== 'text') {
-      issues.push({ field: 'format', message: `must be 'auto' or 'text', got ${JSON.stringify(o.format)}` })
-    }
-    const max = o.maxBatchLines
-    if (max !== undefined && !(Number.isSafeInteger(max) && max > 0)) {
-      issues.push({ field: 'maxBatchLines', message: `must be a positive integer, got ${String(max)}` })
-    }
-    if (o.input !== undefined && typeof (o.input as { on?: unknown }).on !== 'function') {
-      issues.push({ field: 'input', message: 'must be a readable stream' })
-    }
-    return issues
+  const max = o.maxBatchLines
+  if (max !== undefined && !(Number.isSafeInteger(max) && max > 0)) {
+    issues.push({ field: 'maxBatchLines', message: `must be a positive integer, got ${String(max)}` })
   }
-
-  async run(context: SourceContext): Promise<void> {
-    const input = this.#options.input ?? process.stdin
-    const text = this.#options.format === 'text'
-    const maxLines = this.#options.maxBatchLines ?? 1000
-    const decoder = new StringDecoder('utf8')
-    const iterator = (input as AsyncIterable<Buffer | string>)[Symbol.asyncIterator]()
-    const stop = new Promise<IteratorResult<Buffer | string>>((resolve) => {
-      if (context.signal.aborted) resolve({ done: true, value: undefined })
-      else
-        context.signal.addEventListener('abort', () => resolve({ done: true, value: undefined }), {
-          once: true,
-        })
-    })
-    let rest = ''
-    const sendLines = async (lines: string[]): Promise<void> => {
-      for (let from = 0; from < lines.length; from += maxLines) {
-        const records = lines.slice(from, from + maxLines).map((line) => toRecord(line, text))
-        await context.send(records)
-      }
-    }
-    try {
-      for (;;) {
-        const next = await Promise.race([iterator.next(), stop])
-        if (next.done === true) break
-        const chunk = rest + (typeof next.value === 'string' ? next.value : decoder.write(next.value))
-        const lines = chunk.split('\n')
-        rest = lines.pop()!
-        const complete = lines.map(stripCr).filter((line) => line !== '')
-        if (complete.length > 0) await sendLines(complete)
-      }
-    } finally {
-      // Stops the stream. `return` is not awaited: with a read still pending (a stop while the input
-      // is idle) it settles only after that read, which may never come; destroying ends the read.
-      iterator.return?.().catch(() => {})
-      if (context.signal.aborted) (input as { destroy?: () => void }).destroy?.()
-    }
-    const last = stripCr(rest + decoder.end())
-    if (last !== '' && !context.signal.aborted) await sendLines([last])
+  if (o.input !== undefined && typeof (o.input as { on?: unknown }).on !== 'function') {
+    issues.push({ field: 'input', message: 'must be a readable stream' })
   }
+  return issues
+}
+
+/** Reads the input to its end or until the topology stops, as the module header says. */
+async function run(options: StdinOptions, context: SourceContext): Promise<void> {
+  const input = options.input ?? process.stdin
+  const text = options.format === 'text'
+  const maxLines = options.maxBatchLines ?? 1000
+  const decoder = new StringDecoder('utf8')
+  const iterator = (input as AsyncIterable<Buffer | string>)[Symbol.asyncIterator]()
+  const stop = new Promise<IteratorResult<Buffer | string>>((resolve) => {
+    if (context.signal.aborted) resolve({ done: true, value: undefined })
+    else
+      context.signal.addEventListener('abort', () => resolve({ done: true, value: undefined }), {
+        once: true,
+      })
+  })
+  let rest = ''
+  const sendLines = async (lines: string[]): Promise<void> => {
+    for (let from = 0; from < lines.length; from += maxLines) {
+      const records = lines.slice(from, from + maxLines).map((line) => toRecord(line, text))
+      await context.send(records)
+    }
+  }
+  try {
+    for (;;) {
+      const next = await Promise.race([iterator.next(), stop])
+      if (next.done === true) break
+      const chunk = rest + (typeof next.value === 'string' ? next.value : decoder.write(next.value))
+      const lines = chunk.split('\n')
+      rest = lines.pop()!
+      const complete = lines.map(stripCr).filter((line) => line !== '')
+      if (complete.length > 0) await sendLines(complete)
+    }
+  } finally {
+    // Stops the stream. `return` is not awaited: with a read still pending (a stop while the input
+    // is idle) it settles only after that read, which may never come; destroying ends the read.
+    iterator.return?.().catch(() => {})
+    if (context.signal.aborted) (input as { destroy?: () => void }).destroy?.()
+  }
+  const last = stripCr(rest + decoder.end())
+  if (last !== '' && !context.signal.aborted) await sendLines([last])
 }
 
 const stripCr = (line: string): string => (line.endsWith('\r') ? line.slice(0, -1) : line)
@@ -126,5 +117,10 @@ function toRecord(line: string, text: boolean): JsonObject {
  * ```
  */
 export function stdin(options: StdinOptions = {}): StdinSource {
-  return new Stdin(options)
+  return {
+    kind: 'stdin',
+    canAcknowledge: false,
+    validate: () => validate(options),
+    run: (context) => run(options, context),
+  }
 }

@@ -9,7 +9,6 @@
 // and sets one field on each in the middle stage.
 // Run: pnpm bench topology   (ACKLINE_BENCH_EVENTS and ACKLINE_BENCH_ROUNDS override the sizes)
 
-import { spawnSync } from 'node:child_process'
 import { Readable, Transform as StreamTransform, Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
@@ -18,6 +17,7 @@ import { blackhole } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
 import { TopologyBuilder } from '@ackline/topology'
 import { type RemapTransform, remap } from '@ackline/transforms'
+import { median, roundRobin } from '../../../bench/roundRobin.js'
 
 const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 1_000_000)
 const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
@@ -211,23 +211,9 @@ async function child(name: string): Promise<void> {
  * the variants run round-robin, so a noisy neighbour weighs on all of them alike.
  */
 function measureAll(names: readonly string[]): Map<string, { best: number; median: number }> {
-  const rates = new Map<string, number[]>(names.map((name) => [name, []]))
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const name of names) {
-      const result = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url)], {
-        env: { ...process.env, ACKLINE_BENCH_VARIANT: name },
-        encoding: 'utf8',
-      })
-      const rate = Number(result.stdout.trim().split('\n').at(-1))
-      if (result.status !== 0 || !Number.isFinite(rate))
-        throw new Error(`variant '${name}' failed: ${result.stderr}`)
-      rates.get(name)!.push(rate)
-    }
-  }
   const results = new Map<string, { best: number; median: number }>()
-  for (const [name, list] of rates) {
-    list.sort((a, b) => a - b)
-    results.set(name, { best: list.at(-1)!, median: list[Math.floor(list.length / 2)]! })
+  for (const [name, list] of roundRobin(fileURLToPath(import.meta.url), names, ROUNDS)) {
+    results.set(name, { best: list.at(-1)!, median: median(list) })
   }
   return results
 }

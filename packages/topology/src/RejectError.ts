@@ -1,6 +1,7 @@
 /**
  * @module
  */
+import { ComponentError, type ComponentErrorOptions } from './ComponentError.js'
 
 /**
  * Thrown by a sink's `write` when the events can never be delivered (a 400 from the service, a
@@ -11,16 +12,11 @@
  * if (response.status === 400) throw new RejectError('http', 'the service refused the body')
  * ```
  */
-export class RejectError extends Error {
+export class RejectError extends ComponentError<'REJECTED'> {
   override readonly name = 'RejectError'
-  readonly code = 'REJECTED'
 
-  constructor(
-    /** The component that refused. */
-    readonly component: string,
-    message: string,
-    options?: ErrorOptions,
-  ) {
-    super(`${component}: ${message}`, options)
+  /** `component` is the sink that refused; `options` may name the field and carry the `cause`. */
+  constructor(component: string, message: string, options?: Omit<ComponentErrorOptions, 'component'>) {
+    super('REJECTED', message, { ...options, component })
   }
 }

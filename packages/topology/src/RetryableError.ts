@@ -1,6 +1,7 @@
 /**
  * @module
  */
+import { ComponentError, type ComponentErrorOptions } from './ComponentError.js'
 
 /**
  * Thrown by a sink's `write` when delivery failed but may succeed later (a timeout, a 503, a
@@ -12,16 +13,11 @@
  * if (response.status === 503) throw new RetryableError('file', 'service unavailable')
  * ```
  */
-export class RetryableError extends Error {
+export class RetryableError extends ComponentError<'RETRYABLE'> {
   override readonly name = 'RetryableError'
-  readonly code = 'RETRYABLE'
 
-  constructor(
-    /** The component that failed. */
-    readonly component: string,
-    message: string,
-    options?: ErrorOptions,
-  ) {
-    super(`${component}: ${message}`, options)
+  /** `component` is the sink that failed; `options` may name the field and carry the `cause`. */
+  constructor(component: string, message: string, options?: Omit<ComponentErrorOptions, 'component'>) {
+    super('RETRYABLE', message, { ...options, component })
   }
 }

@@ -8,6 +8,7 @@
  * @module
  */
 import { type Observable, Subject } from 'rxjs'
+import { ComponentError } from './ComponentError.js'
 import type { ComponentMetrics } from './ComponentMetrics.js'
 import { Counters } from './internal/Counters.js'
 import { Runtime } from './internal/Runtime.js'
@@ -99,11 +100,14 @@ export class Topology {
    * Opens buffers, starts sinks, then runs every component. Resolves once all run. Rejects with
    * one `TopologyError` naming every buffer that could not open (`BUFFER_OPEN_FAILED`) or every
    * sink whose `start()` threw (`SINK_START_FAILED`, with the sink's kind and the cause); throws a
-   * plain `Error` when started twice.
+   * `ComponentError` with code `RUNS_ONCE` when started twice.
    */
   async start(): Promise<void> {
     if (this.#phase.name !== 'built') {
-      throw new Error(`a topology runs once: start() was called while it is ${this.#phase.name}`)
+      throw new ComponentError(
+        'RUNS_ONCE',
+        `a topology runs once: start() was called while it is ${this.#phase.name}`,
+      )
     }
     const started = (async () => {
       const emit = (fact: LifecycleEvent): void => this.#subject.next(fact)

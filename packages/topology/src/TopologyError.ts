@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { ComponentError } from './ComponentError.js'
 
 /**
  * What kind of problem, as a stable code for programs to match on.
@@ -65,10 +66,10 @@ export interface TopologyProblem {
  * }
  * ```
  */
-export class TopologyError extends Error {
+export class TopologyError extends ComponentError<'INVALID_TOPOLOGY'> {
   override readonly name = 'TopologyError'
-  readonly code = 'INVALID_TOPOLOGY'
 
+  /** `component` and `field` stay unset: the error may span components, each problem names its own. */
   constructor(
     /** Every problem found, in declaration order of the components. */
     readonly problems: readonly TopologyProblem[],
@@ -76,8 +77,9 @@ export class TopologyError extends Error {
     options?: ErrorOptions,
   ) {
     super(
+      'INVALID_TOPOLOGY',
       `invalid topology (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n` +
-        problems.map((p) => `  - ${p.component} (${p.field}): ${p.message}`).join('\n'),
+        problems.map((p) => `  - ${ComponentError.describe(p.component, p.field, p.message)}`).join('\n'),
       options,
     )
   }

@@ -5,10 +5,12 @@
  * @module
  */
 export type { BatchFailure } from './BatchFailure.js'
+export { ComponentError, type ComponentErrorOptions } from './ComponentError.js'
 export type { ComponentMetrics } from './ComponentMetrics.js'
 export type { ConfigIssue } from './ConfigIssue.js'
 export type { EdgeBuffer, EdgeBufferContext, EdgeBufferFactory } from './EdgeBuffer.js'
 export type { ComponentErrorCode, ComponentRole, LifecycleEvent } from './LifecycleEvent.js'
+export { type EventSettle, type EventStep, keepIf, perEvent } from './perEvent.js'
 export { RejectError } from './RejectError.js'
 export { RetryableError } from './RetryableError.js'
 export { RetryPolicy } from './RetryPolicy.js'

@@ -2,7 +2,7 @@
 // start that throws, per-event results that are not statuses, emits a transform makes wrongly.
 
 import type { EventArray, LogEvent } from '@ackline/core'
-import { type Sink, TopologyBuilder, TopologyError, type TransformContext } from '@ackline/topology'
+import { ComponentError, type Sink, TopologyBuilder, TopologyError, type TransformContext } from '@ackline/topology'
 import { describe, expect, it, vi } from 'vitest'
 import { linear, on, records, run, through } from './support/Harness.js'
 import { testSink, testSource } from './support/TestComponents.js'
@@ -156,7 +156,7 @@ describe('emits a transform makes wrongly', () => {
     await topology.start()
     await vi.waitFor(() => expect(kept).toHaveLength(1))
     const { event, context } = kept[0]!
-    expect(() => context.emit(event, 'nope')).toThrow(RangeError)
+    expect(() => context.emit(event, 'nope')).toThrow(ComponentError)
     expect(event.isEnded).toBe(true)
     expect(await source.receipts[0]!.status).toBe('errored')
     expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'UNDECLARED_PORT' })
@@ -205,7 +205,7 @@ describe('emits a transform makes wrongly', () => {
     await topology.start()
     await vi.waitFor(() => expect(arrays).toHaveLength(1))
     const { events, context } = arrays[0]!
-    expect(() => context.emitAll(events, 'nope')).toThrow(RangeError)
+    expect(() => context.emitAll(events, 'nope')).toThrow(ComponentError)
     expect(events.events.map((e) => e.isEnded)).toEqual([true, true, true])
     expect(await source.receipts[0]!.status).toBe('errored')
     await topology.stop()

@@ -13,7 +13,7 @@ import type { ConfigIssue, TransformContext } from '@ackline/topology'
 import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
 import { checkOption } from './internal/checkOption.js'
-import { fieldKey } from './internal/fieldKey.js'
+import { KeyedEvents } from './internal/KeyedEvents.js'
 
 /** Options of {@link dedupe}. */
 export interface DedupeOptions extends DropOptions {
@@ -34,15 +34,14 @@ class Dedupe implements DedupeTransform {
   readonly kind = 'dedupe'
   readonly dropStatus: DropStatus
   readonly #options: DedupeOptions
-  readonly #fields: readonly string[]
-  readonly #cacheSize: number
-  // A Map iterates in insertion order, so deleting and re-inserting a key makes it the most recent.
-  readonly #seen = new Map<string, true>()
+  readonly #seen: KeyedEvents<true>
 
   constructor(options: DedupeOptions) {
     this.#options = options
-    this.#fields = Array.isArray(options.fields) ? options.fields : []
-    this.#cacheSize = options.cacheSize ?? 5000
+    this.#seen = new KeyedEvents(
+      Array.isArray(options.fields) ? options.fields : [],
+      options.cacheSize ?? 5000,
+    )
     this.dropStatus = options.dropStatus ?? DropStatus.default
   }
 
@@ -63,15 +62,14 @@ class Dedupe implements DedupeTransform {
     const seen = this.#seen
     for (let i = 0; i < list.length; i++) {
       const event = list[i]!
-      const key = fieldKey(event, this.#fields)
-      if (seen.delete(key)) {
-        seen.set(key, true)
+      const key = seen.keyOf(event)
+      // Seen again: the key becomes the most recent, the event goes.
+      if (seen.touch(key)) {
         context.drop(event)
-        continue
+      } else {
+        seen.add(key, true)
+        context.emit(event)
       }
-      seen.set(key, true)
-      if (seen.size > this.#cacheSize) seen.delete(seen.keys().next().value!)
-      context.emit(event)
     }
   }
 }

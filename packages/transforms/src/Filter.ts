@@ -8,8 +8,8 @@
  *
  * @module
  */
-import type { EventArray, LogEvent } from '@ackline/core'
-import type { ConfigIssue, TransformContext } from '@ackline/topology'
+import type { LogEvent } from '@ackline/core'
+import { keepIf } from '@ackline/topology'
 import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
 import { checkOption } from './internal/checkOption.js'
@@ -25,49 +25,6 @@ export interface FilterTransform extends DroppingTransform {
   readonly kind: 'filter'
 }
 
-class Filter implements FilterTransform {
-  readonly kind = 'filter'
-  readonly dropStatus: DropStatus
-  readonly #predicate: Predicate
-  readonly #options: FilterOptions
-
-  constructor(predicate: Predicate, options: FilterOptions) {
-    this.#predicate = predicate
-    this.#options = options
-    this.dropStatus = options.dropStatus ?? DropStatus.default
-  }
-
-  validate(): readonly ConfigIssue[] {
-    return [
-      ...checkOption.isFunction('predicate', this.#predicate),
-      ...DropStatus.validate(this.#options.dropStatus),
-    ]
-  }
-
-  process(events: EventArray, context: TransformContext): void {
-    const list = events.events
-    const predicate = this.#predicate
-    // Until the first discard nothing is emitted: if every event is kept, the array goes on whole.
-    let i = 0
-    try {
-      while (i < list.length && predicate(list[i]!) === true) i++
-    } finally {
-      // Stopped early (a discard, or a throw): what was kept is emitted now, in order.
-      if (i < list.length) for (let j = 0; j < i; j++) context.emit(list[j]!)
-    }
-    if (i === list.length) {
-      context.emitAll(events)
-      return
-    }
-    context.drop(list[i]!)
-    for (i++; i < list.length; i++) {
-      const event = list[i]!
-      if (predicate(event) === true) context.emit(event)
-      else context.drop(event)
-    }
-  }
-}
-
 /**
  * Keeps the events for which `predicate` returns `true`; discards the others with
  * `options.dropStatus` (`'delivered'` unless set: a filtered-out event was processed as asked).
@@ -80,5 +37,14 @@ class Filter implements FilterTransform {
  * ```
  */
 export function filter(predicate: Predicate, options: FilterOptions = {}): FilterTransform {
-  return new Filter(predicate, options)
+  return {
+    kind: 'filter',
+    dropStatus: options.dropStatus ?? DropStatus.default,
+    validate: () => [
+      ...checkOption.isFunction('predicate', predicate),
+      ...DropStatus.validate(options.dropStatus),
+    ],
+    // Until the first discard nothing is emitted: if every event is kept, the array goes on whole.
+    process: keepIf(predicate),
+  }
 }

@@ -13,7 +13,7 @@
 import { type EventArray, JsonValue, type LogEvent } from '@ackline/core'
 import type { ConfigIssue, Transform, TransformContext } from '@ackline/topology'
 import { checkOption } from './internal/checkOption.js'
-import { fieldKey } from './internal/fieldKey.js'
+import { KeyedEvents } from './internal/KeyedEvents.js'
 
 /**
  * How a field of the merged event combines the values of the group's events (events that lack the
@@ -65,19 +65,16 @@ class Reduce implements ReduceTransform {
   readonly kind = 'reduce'
   readonly flushIntervalMs: number
   readonly #options: ReduceOptions
-  readonly #groupBy: readonly string[]
   readonly #maxEvents: number
-  readonly #maxGroups: number
   readonly #fields: readonly string[]
   readonly #strategies: readonly MergeStrategy[]
-  // Insertion order is opening order, so the first entry is the oldest group.
-  readonly #groups = new Map<string, Group>()
+  // Opening order: the oldest group is the one closed to open one more than `maxGroups`.
+  readonly #groups: KeyedEvents<Group>
 
   constructor(options: ReduceOptions) {
     this.#options = options
-    this.#groupBy = options.groupBy ?? []
+    this.#groups = new KeyedEvents(options.groupBy ?? [], options.maxGroups ?? 10_000)
     this.#maxEvents = options.maxEvents ?? 100
-    this.#maxGroups = options.maxGroups ?? 10_000
     this.flushIntervalMs = options.windowMs ?? 5000
     const merge = options.merge ?? {}
     this.#fields = Object.keys(merge)
@@ -118,14 +115,17 @@ class Reduce implements ReduceTransform {
   }
 
   #add(event: LogEvent, context: TransformContext): void {
-    const key = fieldKey(event, this.#groupBy)
+    const key = this.#groups.keyOf(event)
     const group = this.#groups.get(key)
     if (group === undefined) {
-      if (this.#groups.size >= this.#maxGroups) this.#closeOldest(context)
       const values = this.#fields.map((field, f) => start(this.#strategies[f]!, event.get(field)))
       const opened: Group = { event, count: 1, values }
-      if (this.#maxEvents === 1) context.emit(this.#close(opened))
-      else this.#groups.set(key, opened)
+      if (this.#maxEvents === 1) {
+        context.emit(this.#close(opened))
+        return
+      }
+      const oldest = this.#groups.add(key, opened)
+      if (oldest !== undefined) context.emit(this.#close(oldest))
       return
     }
     const fields = this.#fields
@@ -137,14 +137,6 @@ class Reduce implements ReduceTransform {
     if (++group.count >= this.#maxEvents) {
       this.#groups.delete(key)
       context.emit(this.#close(group))
-    }
-  }
-
-  #closeOldest(context: TransformContext): void {
-    for (const [key, group] of this.#groups) {
-      this.#groups.delete(key)
-      context.emit(this.#close(group))
-      return
     }
   }
 

@@ -8,8 +8,8 @@
  *
  * @module
  */
-import { type EventArray, type JsonObject, LogEvent } from '@ackline/core'
-import type { ConfigIssue, TransformContext } from '@ackline/topology'
+import { type JsonObject, LogEvent } from '@ackline/core'
+import { perEvent, type TransformContext } from '@ackline/topology'
 import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
 import { checkOption } from './internal/checkOption.js'
@@ -44,55 +44,16 @@ export interface RemapTransform extends DroppingTransform {
   readonly kind: 'remap'
 }
 
-class Remap implements RemapTransform {
-  readonly kind = 'remap'
-  readonly dropStatus: DropStatus
-  readonly #fn: RemapFunction
-  readonly #options: RemapOptions
-
-  constructor(fn: RemapFunction, options: RemapOptions) {
-    this.#fn = fn
-    this.#options = options
-    this.dropStatus = options.dropStatus ?? DropStatus.default
-  }
-
-  validate(): readonly ConfigIssue[] {
-    return [...checkOption.isFunction('fn', this.#fn), ...DropStatus.validate(this.#options.dropStatus)]
-  }
-
-  process(events: EventArray, context: TransformContext): void {
-    const list = events.events
-    const fn = this.#fn
-    // While every event goes on as it is (edited in place), nothing is emitted yet: if all of
-    // them do, the array is passed on whole, in one call.
-    let i = 0
-    let result: RemapResult
-    try {
-      for (; i < list.length; i++) {
-        // A function that returns nothing returns `undefined`.
-        result = fn(list[i]!) as RemapResult
-        if (result !== undefined && result !== list[i]) break
-      }
-    } finally {
-      // Stopped early (another result, or a throw): what went on as it was is emitted now, in order.
-      if (i < list.length) for (let j = 0; j < i; j++) context.emit(list[j]!)
-    }
-    if (i === list.length) {
-      context.emitAll(events)
-      return
-    }
-    emitResult(list[i]!, result, context)
-    for (i++; i < list.length; i++) {
-      const input = list[i]!
-      emitResult(input, fn(input) as RemapResult, context)
-    }
-  }
-}
-
-/** Emits what `fn` returned for `input`, as {@link RemapResult} describes. */
-function emitResult(input: LogEvent, result: RemapResult, context: TransformContext): void {
-  if (result === undefined || result === input) context.emit(input)
-  else if (result === null) context.drop(input)
+/**
+ * Emits what `fn` returned for `input`, as {@link RemapResult} describes, for any result but the
+ * input going on as it is (which `perEvent` handles).
+ */
+function emitResult(
+  input: LogEvent,
+  result: Exclude<RemapResult, undefined>,
+  context: TransformContext,
+): void {
+  if (result === null) context.drop(input)
   else if (result instanceof LogEvent) {
     context.emit(result)
     input.end()
@@ -139,5 +100,15 @@ function emitMany(input: LogEvent, outputs: readonly RemapOutput[], context: Tra
  * ```
  */
 export function remap(fn: RemapFunction, options: RemapOptions = {}): RemapTransform {
-  return new Remap(fn, options)
+  return {
+    kind: 'remap',
+    dropStatus: options.dropStatus ?? DropStatus.default,
+    validate: () => [...checkOption.isFunction('fn', fn), ...DropStatus.validate(options.dropStatus)],
+    // While every event goes on as it is (edited in place), the array is passed on whole.
+    process: perEvent((event) => {
+      // A function that returns nothing returns `undefined`.
+      const result = fn(event) as RemapResult
+      return result === event ? undefined : result
+    }, emitResult),
+  }
 }

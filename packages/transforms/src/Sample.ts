@@ -9,7 +9,7 @@
  * @module
  */
 import type { EventArray } from '@ackline/core'
-import type { ConfigIssue, TransformContext } from '@ackline/topology'
+import { type ConfigIssue, keepIf, type TransformContext } from '@ackline/topology'
 import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
 import { checkOption } from './internal/checkOption.js'
@@ -57,14 +57,10 @@ class Sample implements SampleTransform {
     return issues
   }
 
-  process(events: EventArray, context: TransformContext): void {
-    const list = events.events
-    for (let i = 0; i < list.length; i++) {
-      const event = list[i]!
-      if (this.#keep(event)) context.emit(event)
-      else context.drop(event)
-    }
-  }
+  /** Keeps the sampled events; the array goes on whole while every event is kept (rate 1). */
+  readonly process: (events: EventArray, context: TransformContext) => void = keepIf((event) =>
+    this.#keep(event),
+  )
 
   #keep(event: { get(path: string): unknown }): boolean {
     if (this.#keyField !== undefined) {

@@ -12,6 +12,7 @@
  */
 import { type DeliveryStatus, type EndOptions, EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
+import { ComponentError } from '../ComponentError.js'
 import type { ComponentErrorCode, LifecycleEvent } from '../LifecycleEvent.js'
 import type { Transform, TransformContext } from '../Transform.js'
 import type { Counters } from './Counters.js'
@@ -46,11 +47,10 @@ class CallContext implements TransformContext {
       let named = this.ports.get(port)
       if (named === undefined) {
         if (!this.#runner.outputs.has(port)) {
-          const message = `transform '${this.id}' emitted on port '${port}', which it does not declare`
           // Settled before the throw: whoever catches it (or nobody, after the call returned),
           // the handle is never left for the leak detector.
-          this.#runner.settleStray(event, 'UNDECLARED_PORT', message)
-          throw new RangeError(message)
+          this.#runner.settleStray(event, 'UNDECLARED_PORT', undeclaredPort(port))
+          throw undeclaredPortError(this.id, port)
         }
         if (this.#open) {
           named = []
@@ -85,9 +85,9 @@ class CallContext implements TransformContext {
     }
     if (port !== undefined && port !== '' && !this.#runner.outputs.has(port)) {
       // Every event of the array is settled before the throw, not only the first.
-      const message = `transform '${this.id}' emitted on port '${port}', which it does not declare`
+      const message = undeclaredPort(port)
       for (let i = 0; i < list.length; i++) this.#runner.settleStray(list[i]!, 'UNDECLARED_PORT', message)
-      throw new RangeError(message)
+      throw undeclaredPortError(this.id, port)
     }
     for (let i = 0; i < list.length; i++) this.emit(list[i]!, port)
   }
@@ -402,4 +402,13 @@ function inOrder(inputs: readonly LogEvent[], emitted: readonly LogEvent[]): boo
     }
   }
   return j === emitted.length
+}
+
+function undeclaredPort(port: string): string {
+  return `emitted on port '${port}', which it does not declare`
+}
+
+/** What `emit` throws for a port the transform does not declare (after settling the events). */
+function undeclaredPortError(id: string, port: string): ComponentError<'UNDECLARED_PORT'> {
+  return new ComponentError('UNDECLARED_PORT', undeclaredPort(port), { component: id, field: 'outputs' })
 }

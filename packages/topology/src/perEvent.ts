@@ -1,0 +1,112 @@
+/**
+ * The plumbing of a transform that decides event by event (a map, a filter, a remap), in one
+ * helper, so such a transform holds only its own logic.
+ *
+ * Invariant: every event of the input array reaches the context exactly once and in order,
+ * either passed on as it is or handed to the transform's `settle`; while every event so far goes
+ * on as it is, nothing is emitted, and if all of them do, the array is passed on whole with one
+ * `emitAll` (the runtime then sends it downstream without copying it). When `step` throws, the
+ * events before the throwing one have been passed on, in order, and the runtime settles the rest
+ * `errored` and reports the failure, as it does for any transform that throws.
+ *
+ * @module
+ */
+import type { EventArray, LogEvent } from '@ackline/core'
+import type { Transform, TransformContext } from './Transform.js'
+
+/**
+ * The per-event logic of a transform built with {@link perEvent}: returns `undefined` when the
+ * event goes on as it is (after whatever `step` changed in it), anything else for
+ * {@link EventSettle} to act on. It must not emit, drop or end the event itself.
+ */
+export type EventStep<Result> = (event: LogEvent) => Result | undefined
+
+/**
+ * What becomes of an event whose {@link EventStep} returned `result` (never `undefined`): it must
+ * emit, drop or merge `event` (or emit what replaces it), exactly as a transform's `process` must.
+ */
+export type EventSettle<Result> = (event: LogEvent, result: Result, context: TransformContext) => void
+
+/**
+ * A transform's `process` (see {@link Transform}) built from its per-event logic: `step` runs on each event in order;
+ * an event for which it returns `undefined` goes on unchanged, any other result goes to `settle`.
+ *
+ * @example
+ * ```ts
+ * // a filter: keep what has a user, drop the rest (what keepIf does)
+ * const withUser: Transform = {
+ *   kind: 'with_user',
+ *   process: perEvent(
+ *     (event) => (event.get('user') === undefined ? 'drop' : undefined),
+ *     (event, _result, context) => context.drop(event),
+ *   ),
+ * }
+ * // a map that edits in place and sometimes splits an event in two
+ * const split: Transform = {
+ *   kind: 'split',
+ *   process: perEvent(
+ *     (event) => {
+ *       event.set('seen', true)
+ *       return event.get('pair') === true ? event : undefined
+ *     },
+ *     (event, _same, context) => {
+ *       context.emit(event.clone().set('half', 1))
+ *       context.emit(event.set('half', 2))
+ *     },
+ *   ),
+ * }
+ * ```
+ */
+export function perEvent<Result>(
+  step: EventStep<Result>,
+  settle: EventSettle<Result>,
+): (events: EventArray, context: TransformContext) => void {
+  return (events, context) => {
+    const list = events.events
+    const n = list.length
+    let i = 0
+    let result: Result | undefined
+    try {
+      for (; i < n; i++) {
+        result = step(list[i]!)
+        if (result !== undefined) break
+      }
+    } finally {
+      // Stopped early (another result, or a throw): what went on as it was is emitted now, in order.
+      if (i < n) for (let j = 0; j < i; j++) context.emit(list[j]!)
+    }
+    if (i === n) {
+      context.emitAll(events)
+      return
+    }
+    settle(list[i]!, result!, context)
+    for (i++; i < n; i++) {
+      const event = list[i]!
+      const next = step(event)
+      if (next === undefined) context.emit(event)
+      else settle(event, next, context)
+    }
+  }
+}
+
+/** The step's verdict on an event a {@link keepIf} predicate refused. */
+const REFUSED = 'refused'
+
+/**
+ * A filter-like transform's `process`: events for which `keep` returns exactly `true` go on, every
+ * other one goes to `context.drop` (the transform's `dropStatus` says what that means). The array
+ * goes on whole while `keep` accepts every event.
+ *
+ * @example
+ * ```ts
+ * const withUser: Transform = { kind: 'with_user', process: keepIf((e) => e.get('user') !== undefined) }
+ * ```
+ */
+export function keepIf(
+  keep: (event: LogEvent) => boolean,
+): (events: EventArray, context: TransformContext) => void {
+  return perEvent(
+    (event) => (keep(event) === true ? undefined : REFUSED),
+    (event, _refused, context) => context.drop(event),
+  )
+}

@@ -1,0 +1,71 @@
+/**
+ * Values kept by the key of an event's fields, at most `capacity` of them, oldest first: what
+ * `dedupe` remembers (seen keys) and what `reduce` holds (open groups).
+ *
+ * Invariant: never more than `capacity` entries once `set` returns; the entry evicted to keep
+ * that bound is always the oldest (by insertion, or by the last `touch`), and `set` hands it back
+ * so its owner can settle it (a `reduce` group must still be emitted).
+ */
+import type { LogEvent } from '@ackline/core'
+import { fieldKey } from './fieldKey.js'
+
+/** `V` must not include `undefined`: an absent key reads as `undefined`. */
+export class KeyedEvents<V> {
+  // A Map iterates in insertion order, so its first entry is the oldest, and deleting then
+  // re-inserting a key makes it the most recent.
+  readonly #entries = new Map<string, V>()
+  readonly #paths: readonly string[]
+  readonly #capacity: number
+
+  constructor(paths: readonly string[], capacity: number) {
+    this.#paths = paths
+    this.#capacity = capacity
+  }
+
+  /** The key of `event` by the paths (see `fieldKey`). */
+  keyOf(event: LogEvent): string {
+    return fieldKey(event, this.#paths)
+  }
+
+  get size(): number {
+    return this.#entries.size
+  }
+
+  get(key: string): V | undefined {
+    return this.#entries.get(key)
+  }
+
+  /** Makes `key` the most recent if it is kept; says whether it was. */
+  touch(key: string): boolean {
+    const entries = this.#entries
+    const value = entries.get(key)
+    // No value is `undefined` (see the class), so this lookup also says whether the key is kept.
+    if (value === undefined) return false
+    entries.delete(key)
+    entries.set(key, value)
+    return true
+  }
+
+  /** Keeps `value` under a new `key` as the most recent; returns the oldest value if it had to go. */
+  add(key: string, value: V): V | undefined {
+    const entries = this.#entries
+    entries.set(key, value)
+    if (entries.size <= this.#capacity) return undefined
+    const [oldest, evicted] = entries.entries().next().value!
+    entries.delete(oldest)
+    return evicted
+  }
+
+  delete(key: string): void {
+    this.#entries.delete(key)
+  }
+
+  /** Every value, oldest first. */
+  values(): IterableIterator<V> {
+    return this.#entries.values()
+  }
+
+  clear(): void {
+    this.#entries.clear()
+  }
+}

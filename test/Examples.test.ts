@@ -1,0 +1,50 @@
+// The examples of a custom source, sink and transform (examples/custom-*.ts): each one's main(),
+// checked for what it claims to show, and each run as the script a reader would run.
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+import { main as sinkExample } from '../examples/custom-sink.js'
+import { main as sourceExample } from '../examples/custom-source.js'
+import { main as transformExample } from '../examples/custom-transform.js'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+
+describe('the component examples', () => {
+  it('custom source: acknowledges the delivered batch and sends the rejected one back to its queue', async () => {
+    expect(await sourceExample()).toEqual({ acked: [0, 1], redelivered: [2, 3] })
+  })
+
+  it('custom sink: a retried write stores its records once; the batch with a record too large is rejected', async () => {
+    expect(await sinkExample()).toEqual({ stored: 5, statuses: ['delivered', 'rejected'] })
+  })
+
+  it('custom transform: redacts every event, drops debug ones, routes errors to their port', async () => {
+    expect(await transformExample()).toEqual({
+      main: [
+        { i: 0, level: 'info' },
+        { i: 3, level: 'info' },
+        { i: 5, level: 'info' },
+      ],
+      errors: [{ i: 2, level: 'error' }],
+    })
+  })
+
+  it('each runs as a script and prints its result', async () => {
+    const runs = ['custom-source', 'custom-sink', 'custom-transform'].map(
+      (name) =>
+        new Promise<string>((resolve, reject) => {
+          execFile(
+            `${root}node_modules/.bin/tsx`,
+            ['--conditions=source', `examples/${name}.ts`],
+            { cwd: root, timeout: 60_000 },
+            (error, stdout, stderr) =>
+              error === null ? resolve(stdout) : reject(new Error(`${name}: ${stderr}`)),
+          )
+        }),
+    )
+    const [source, sink, transform] = await Promise.all(runs)
+    expect(JSON.parse(source!)).toEqual({ acked: [0, 1], redelivered: [2, 3] })
+    expect(JSON.parse(sink!)).toEqual({ stored: 5, statuses: ['delivered', 'rejected'] })
+    expect(JSON.parse(transform!).errors).toEqual([{ i: 2, level: 'error' }])
+  }, 60_000)
+})
