@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { ConfigIssue } from './ConfigIssue.js'
 
 /**
  * What kind of problem, as a stable code for programs to match on.
@@ -45,6 +46,10 @@ export interface TopologyProblem {
   readonly field: string
   /** What is wrong, in words a user can act on. */
   readonly message: string
+  /** For a problem with an option's value: what it must be, in words (see {@link ConfigIssue}). */
+  readonly expected?: string
+  /** For a problem with an option's value: what it was, shown briefly. */
+  readonly got?: string
 }
 
 /**

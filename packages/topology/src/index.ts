@@ -8,6 +8,14 @@ export type { ComponentMetrics } from './ComponentMetrics.js'
 export type { ConfigIssue } from './ConfigIssue.js'
 export type { EdgeBuffer } from './EdgeBuffer.js'
 export type { ComponentErrorCode, ComponentRole, LifecycleEvent } from './LifecycleEvent.js'
+export {
+  codeOption,
+  defineOptions,
+  type JsonSchema,
+  type OptionsOf,
+  type OptionsSchema,
+  type ResolvedOptionsOf,
+} from './OptionsSchema.js'
 export { RejectError } from './RejectError.js'
 export { RetryableError } from './RetryableError.js'
 export { RetryPolicy } from './RetryPolicy.js'
@@ -16,12 +24,12 @@ export type { BatchReceipt, Source, SourceContext } from './Source.js'
 export { type StopOptions, Topology } from './Topology.js'
 export {
   type DiskBufferOptions,
-  type MemoryBufferOptions,
-  type SinkOptions,
+  MemoryBufferOptions,
+  SinkOptions,
   TopologyBuilder,
-  type TopologyOptions,
+  TopologyOptions,
   type TopologyWarning,
-  type TransformOptions,
+  TransformOptions,
 } from './TopologyBuilder.js'
 export { TopologyError, type TopologyProblem, type TopologyProblemCode } from './TopologyError.js'
 export type { Transform, TransformContext } from './Transform.js'

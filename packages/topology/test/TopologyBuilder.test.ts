@@ -131,6 +131,69 @@ describe('validation', () => {
     ])
   })
 
+  it('checks every enumerated option at build, from untyped code too, and reports every problem at once', () => {
+    // What a JavaScript caller or a loosely typed config can hand the builder.
+    const untyped = <T>(value: unknown): T => value as T
+    const problems = problemsOf(() =>
+      new TopologyBuilder({ ...quiet, acknowledgements: untyped<boolean>('yes') })
+        .source('in', testSource([]))
+        .transform(
+          't',
+          ['in'],
+          passThrough(),
+          untyped({ buffer: { whenFull: 'drop_oldest', droppedStatus: 'dropped' }, dropStatus: 'lost' }),
+        )
+        .transform('u', ['t'], { ...passThrough(), dropStatus: untyped<'rejected'>('bogus') })
+        .sink(
+          's',
+          ['u'],
+          testSink(),
+          untyped({
+            authoritative: 'true',
+            buffer: { whenFull: 'spill', droppedStatus: 'ok' },
+            retry: { multiplier: 0.5 },
+          }),
+        )
+        .build(),
+    )
+    expect(brief(problems)).toEqual([
+      'INVALID_OPTION (topology) acknowledgements',
+      'INVALID_OPTION t buffer.whenFull',
+      'INVALID_OPTION t buffer.droppedStatus',
+      'INVALID_OPTION t dropStatus',
+      'INVALID_CONFIG u dropStatus',
+      'INVALID_OPTION s authoritative',
+      'INVALID_OPTION s buffer.whenFull',
+      'INVALID_OPTION s buffer.droppedStatus',
+      'INVALID_OPTION s retry.multiplier',
+    ])
+    expect(problems.find((p) => p.component === 't' && p.field === 'buffer.whenFull')).toMatchObject({
+      expected: '"block" or "drop_newest"',
+      got: '"drop_oldest"',
+      message: 'must be "block" or "drop_newest", got "drop_oldest"',
+    })
+    expect(problems.find((p) => p.component === 's' && p.field === 'buffer.droppedStatus')!.message).toBe(
+      'must be one of "delivered", "errored", "rejected", got "ok"',
+    )
+  })
+
+  it('reports a misspelt option instead of ignoring it', () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet)
+        .source('in', testSource([]))
+        .sink('s', ['in'], testSink(), { buffer: { maxEvents: 10, whenfull: 'drop_newest' } } as never)
+        .build(),
+    )
+    expect(problems).toMatchObject([
+      {
+        code: 'INVALID_OPTION',
+        component: 's',
+        field: 'buffer.whenfull',
+        message: expect.stringContaining('whenFull'),
+      },
+    ])
+  })
+
   it('types inputs: only declared ids and ports of transforms', () => {
     const builder = new TopologyBuilder(quiet)
       .source('in', testSource([]))

@@ -17,6 +17,7 @@ import {
 } from '@ackline/core'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
+import type { ResolvedOptionsOf } from '../OptionsSchema.js'
 import { RejectError } from '../RejectError.js'
 import { RetryPolicy } from '../RetryPolicy.js'
 import type { Sink } from '../Sink.js'
@@ -26,7 +27,7 @@ const AUTHORITATIVE: EndOptions = { authoritative: true }
 
 export class SinkRunner {
   readonly #endOptions: EndOptions | undefined
-  readonly #policy: Required<RetryPolicy>
+  readonly #policy: ResolvedOptionsOf<typeof RetryPolicy>
   #current: EventArray | undefined = undefined
   #wake: (() => void) | undefined = undefined
   #forced = false

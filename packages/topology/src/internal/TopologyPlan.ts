@@ -2,8 +2,17 @@
  * Validation and acknowledgement propagation: a pure function from the builder's declarations to
  * a plan the runtime follows, or to the list of every problem found.
  */
-import type { ComponentDeclaration, TopologyOptions, TopologyWarning } from '../TopologyBuilder.js'
+import { z } from 'zod'
+import type { ConfigIssue } from '../ConfigIssue.js'
+import {
+  type ComponentDeclaration,
+  SinkOptions,
+  TopologyOptions,
+  type TopologyWarning,
+  TransformOptions,
+} from '../TopologyBuilder.js'
 import type { TopologyProblem, TopologyProblemCode } from '../TopologyError.js'
+import { issuesOf } from './issuesOf.js'
 
 /** Where events of one output port go. */
 export type PortEdges = ReadonlyMap<string, readonly string[]>
@@ -42,7 +51,7 @@ export function planTopology(
     problems.push({ code, component, field, message })
   }
 
-  checkTopologyOptions(options, problem)
+  reportIssues(problems, 'INVALID_OPTION', TOPOLOGY, TopologyOptions.validate(options))
 
   const byId = new Map<string, ComponentDeclaration>()
   for (const decl of declarations) {
@@ -115,8 +124,8 @@ export function planTopology(
       const ups = upstreams.get(decl.id)!
       if (!ups.includes(producerId)) ups.push(producerId)
     })
-    checkOptions(decl, options, problem)
-    checkConfig(decl, problem)
+    checkOptions(decl, options, problems, problem)
+    checkConfig(decl, problems, problem)
   }
 
   const downstream = (id: string): string[] => [...(edges.get(id)?.values() ?? [])].flat()
@@ -195,69 +204,83 @@ export function planTopology(
 type Report = (code: TopologyProblemCode, component: string, field: string, message: string) => void
 
 const isPositiveInteger = (n: unknown): boolean => typeof n === 'number' && Number.isInteger(n) && n > 0
-const isPositive = (n: unknown): boolean => typeof n === 'number' && Number.isFinite(n) && n > 0
-const isNonNegative = (n: unknown): boolean => typeof n === 'number' && Number.isFinite(n) && n >= 0
 
-function checkTopologyOptions(options: TopologyOptions, problem: Report): void {
-  if (options.ackTimeoutMs !== undefined && !isPositive(options.ackTimeoutMs)) {
-    problem(
-      'INVALID_OPTION',
-      TOPOLOGY,
-      'ackTimeoutMs',
-      'ackTimeoutMs must be a positive number of milliseconds',
-    )
+/** Reports each issue as a problem of `component`; a component's own issues (`kind` given) say the kind first. */
+function reportIssues(
+  problems: TopologyProblem[],
+  code: TopologyProblemCode,
+  component: string,
+  issues: readonly ConfigIssue[],
+  kind?: string,
+): void {
+  for (const issue of issues) {
+    problems.push({
+      code,
+      component,
+      field: issue.field,
+      message: kind === undefined ? issue.message : `${kind}: ${issue.message}`,
+      ...(issue.expected === undefined ? {} : { expected: issue.expected }),
+      ...(issue.got === undefined ? {} : { got: issue.got }),
+    })
   }
 }
 
-function checkOptions(decl: ComponentDeclaration, options: TopologyOptions, problem: Report): void {
-  if (decl.role === 'source') return
-  const buffer = decl.options.buffer
-  if (buffer !== undefined) {
-    if (buffer.type === 'disk') {
-      if (buffer.path === undefined && options.dataDir === undefined) {
-        problem(
-          'INVALID_OPTION',
-          decl.id,
-          'buffer.path',
-          'a disk buffer needs a path, or a dataDir on the topology (it then lives in <dataDir>/<sinkId>)',
-        )
-      }
-      if (buffer.maxBytes !== undefined && !isPositiveInteger(buffer.maxBytes)) {
-        problem('INVALID_OPTION', decl.id, 'buffer.maxBytes', 'maxBytes must be a positive integer')
-      }
-    } else if (buffer.maxEvents !== undefined && !isPositiveInteger(buffer.maxEvents)) {
-      problem('INVALID_OPTION', decl.id, 'buffer.maxEvents', 'maxEvents must be a positive integer')
-    }
+/**
+ * What the runtime reads from a transform beyond `process`: an unknown `dropStatus` from untyped
+ * code would otherwise count a discard as delivered.
+ */
+const TransformMembers = z.looseObject({
+  dropStatus: z.enum(['delivered', 'rejected']).optional(),
+  flushIntervalMs: z.number().positive().optional(),
+})
+
+/** What the runtime reads from a source beyond `run`: whether to create batch notifiers for it. */
+const SourceMembers = z.looseObject({ canAcknowledge: z.boolean() })
+
+function checkOptions(
+  decl: ComponentDeclaration,
+  options: TopologyOptions,
+  problems: TopologyProblem[],
+  problem: Report,
+): void {
+  if (decl.role === 'source') {
+    reportIssues(problems, 'INVALID_CONFIG', decl.id, issuesOf(SourceMembers, decl.component))
+    return
   }
-  if (decl.role === 'sink') {
-    const retry = decl.options.retry
-    if (retry?.attempts !== undefined && !isPositiveInteger(retry.attempts)) {
+  const buffer = decl.options.buffer
+  if (decl.role === 'transform') {
+    reportIssues(problems, 'INVALID_OPTION', decl.id, TransformOptions.validate(decl.options))
+    reportIssues(problems, 'INVALID_CONFIG', decl.id, issuesOf(TransformMembers, decl.component))
+    return
+  }
+  if (typeof buffer === 'object' && buffer !== null && buffer.type === 'disk') {
+    // The disk buffer's options keep their own checks until it declares a schema of its own.
+    reportIssues(
+      problems,
+      'INVALID_OPTION',
+      decl.id,
+      SinkOptions.validate({ ...decl.options, buffer: undefined }),
+    )
+    if (buffer.path === undefined && options.dataDir === undefined) {
       problem(
         'INVALID_OPTION',
         decl.id,
-        'retry.attempts',
-        'attempts must be a positive integer (1 = no retry)',
+        'buffer.path',
+        'a disk buffer needs a path, or a dataDir on the topology (it then lives in <dataDir>/<sinkId>)',
       )
     }
-    for (const field of ['initialBackoffMs', 'maxBackoffMs'] as const) {
-      if (retry?.[field] !== undefined && !isNonNegative(retry[field])) {
-        problem('INVALID_OPTION', decl.id, `retry.${field}`, `${field} must be a non-negative number`)
-      }
+    if (buffer.maxBytes !== undefined && !isPositiveInteger(buffer.maxBytes)) {
+      problem('INVALID_OPTION', decl.id, 'buffer.maxBytes', 'maxBytes must be a positive integer')
     }
-  } else {
-    const interval = decl.component.flushIntervalMs
-    if (interval !== undefined && !isPositive(interval)) {
-      problem('INVALID_CONFIG', decl.id, 'flushIntervalMs', 'flushIntervalMs must be a positive number')
-    }
+    return
   }
+  reportIssues(problems, 'INVALID_OPTION', decl.id, SinkOptions.validate(decl.options))
 }
 
-function checkConfig(decl: ComponentDeclaration, problem: Report): void {
+function checkConfig(decl: ComponentDeclaration, problems: TopologyProblem[], problem: Report): void {
   if (decl.component.validate === undefined) return
   try {
-    for (const issue of decl.component.validate()) {
-      problem('INVALID_CONFIG', decl.id, issue.field, `${decl.component.kind}: ${issue.message}`)
-    }
+    reportIssues(problems, 'INVALID_CONFIG', decl.id, decl.component.validate(), decl.component.kind)
   } catch (error) {
     problem(
       'INVALID_CONFIG',
