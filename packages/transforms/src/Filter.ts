@@ -9,16 +9,26 @@
  * @module
  */
 import type { EventArray, LogEvent } from '@ackline/core'
-import type { ConfigIssue, TransformContext } from '@ackline/topology'
-import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+import {
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type TransformContext,
+} from '@ackline/topology'
+import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
-import { checkOption } from './internal/checkOption.js'
 
 /** Decides whether an event goes on. It must not end, emit or keep the event. */
 export type Predicate = (event: LogEvent) => boolean
 
+/** Options of {@link filter}: its schema (`validate`, `jsonSchema`, …). */
+export const FilterOptions = defineOptions({ dropStatus: DropStatus.option })
 /** Options of {@link filter}. */
-export interface FilterOptions extends DropOptions {}
+export type FilterOptions = OptionsOf<typeof FilterOptions>
+
+/** The predicate, checked like an option (it may come from untyped code). */
+const FilterArguments = defineOptions({ predicate: codeOption<Predicate>('a function') })
 
 /** The transform {@link filter} returns. */
 export interface FilterTransform extends DroppingTransform {
@@ -39,8 +49,8 @@ class Filter implements FilterTransform {
 
   validate(): readonly ConfigIssue[] {
     return [
-      ...checkOption.isFunction('predicate', this.#predicate),
-      ...DropStatus.validate(this.#options.dropStatus),
+      ...FilterArguments.validate({ predicate: this.#predicate }),
+      ...FilterOptions.validate(this.#options),
     ]
   }
 

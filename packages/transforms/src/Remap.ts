@@ -9,10 +9,15 @@
  * @module
  */
 import { type EventArray, type JsonObject, LogEvent } from '@ackline/core'
-import type { ConfigIssue, TransformContext } from '@ackline/topology'
-import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+import {
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type TransformContext,
+} from '@ackline/topology'
+import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
-import { checkOption } from './internal/checkOption.js'
 
 /** One output of a remap function: an event handle, or the fields of a new event. */
 export type RemapOutput = LogEvent | JsonObject
@@ -36,8 +41,13 @@ export type RemapResult = undefined | null | RemapOutput | readonly RemapOutput[
 // biome-ignore lint/suspicious/noConfusingVoidType: `void` lets a block body that only edits the event type-check.
 export type RemapFunction = (event: LogEvent) => RemapResult | void
 
+/** Options of {@link remap}: its schema (`validate`, `jsonSchema`, …). */
+export const RemapOptions = defineOptions({ dropStatus: DropStatus.option })
 /** Options of {@link remap}. */
-export interface RemapOptions extends DropOptions {}
+export type RemapOptions = OptionsOf<typeof RemapOptions>
+
+/** The function, checked like an option (it may come from untyped code). */
+const RemapArguments = defineOptions({ fn: codeOption<RemapFunction>('a function') })
 
 /** The transform {@link remap} returns. */
 export interface RemapTransform extends DroppingTransform {
@@ -57,7 +67,7 @@ class Remap implements RemapTransform {
   }
 
   validate(): readonly ConfigIssue[] {
-    return [...checkOption.isFunction('fn', this.#fn), ...DropStatus.validate(this.#options.dropStatus)]
+    return [...RemapArguments.validate({ fn: this.#fn }), ...RemapOptions.validate(this.#options)]
   }
 
   process(events: EventArray, context: TransformContext): void {
