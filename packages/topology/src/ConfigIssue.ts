@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { show } from './internal/issuesOf.js'
 
 /**
  * One configuration problem: the field concerned (dotted path) and what is wrong with it.
@@ -28,3 +29,21 @@ export interface ConfigIssue {
   /** What it was, shown briefly (`"0"`, `'"bogus"'`, `"undefined"`, `"a function"`). */
   readonly got?: string
 }
+
+/**
+ * Companion of {@link ConfigIssue}: issues in the one message style for checks a schema cannot
+ * express (a directory that must exist, a port that must be free).
+ *
+ * @example
+ * ```ts
+ * ConfigIssue.of('path', 'a file path in an existing directory', '/nope/x.ndjson')
+ * // { field: 'path', expected: 'a file path in an existing directory', got: '"/nope/x.ndjson"', message: 'must be … , got "/nope/x.ndjson"' }
+ * ```
+ */
+export const ConfigIssue = {
+  /** The issue of `field`, whose value `value` is not `expected`; `value` is shown briefly and safely. */
+  of(field: string, expected: string, value: unknown): ConfigIssue {
+    const got = show(value)
+    return { field, expected, got, message: `must be ${expected}, got ${got}` }
+  },
+} as const

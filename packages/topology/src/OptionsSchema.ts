@@ -150,14 +150,19 @@ function toJsonSchema(schema: z.ZodType): JsonSchema {
   return json
 }
 
-/** Removes the options marked code-only from every object of `node`, and from its `required`. */
-function dropCodeOnly(node: unknown): void {
-  if (typeof node !== 'object' || node === null) return
+/**
+ * Removes the options marked code-only from every object of `node`, and from its `required`. A
+ * record or array of code-only values (a map of predicates) is itself code-only. Returns whether
+ * `node` is code-only.
+ */
+function dropCodeOnly(node: unknown): boolean {
+  if (typeof node !== 'object' || node === null) return false
   if (Array.isArray(node)) {
     for (const item of node) dropCodeOnly(item)
-    return
+    return false
   }
   const record = node as Record<string, unknown>
+  for (const value of Object.values(record)) dropCodeOnly(value)
   const properties = record.properties as Record<string, Record<string, unknown>> | undefined
   if (properties !== undefined) {
     for (const [key, property] of Object.entries(properties)) {
@@ -168,5 +173,7 @@ function dropCodeOnly(node: unknown): void {
     }
     if (Array.isArray(record.required) && record.required.length === 0) delete record.required
   }
-  for (const value of Object.values(record)) dropCodeOnly(value)
+  const inner = (record.additionalProperties ?? record.items) as Record<string, unknown> | undefined
+  if (inner?.[CODE_ONLY] === true) record[CODE_ONLY] = true
+  return record[CODE_ONLY] === true
 }

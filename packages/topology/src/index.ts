@@ -5,7 +5,7 @@
  * @module
  */
 export type { ComponentMetrics } from './ComponentMetrics.js'
-export type { ConfigIssue } from './ConfigIssue.js'
+export { ConfigIssue } from './ConfigIssue.js'
 export type { EdgeBuffer } from './EdgeBuffer.js'
 export type { ComponentErrorCode, ComponentRole, LifecycleEvent } from './LifecycleEvent.js'
 export {

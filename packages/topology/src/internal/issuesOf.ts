@@ -38,14 +38,29 @@ function toConfigIssues(root: z.ZodType, value: unknown, issue: z.core.$ZodIssue
     const holder = valueAt(value, path) as Record<string, unknown> | undefined
     return issue.keys.map((key) => make([...path, key], expected, show(holder?.[key])))
   }
+  if (issue.code === 'invalid_key') {
+    // A record's key broke its key schema: the key is what was given, the key rule what was expected.
+    const key = path[path.length - 1]
+    const inner = issue.issues[0]
+    const keyType = defOf(unwrap(schemaAt(root, path.slice(0, -1)) ?? root)).keyType
+    const expected =
+      inner?.code === 'custom'
+        ? inner.message
+        : keyType === undefined
+          ? issue.message
+          : (expectedOf(keyType) ?? issue.message)
+    return [make(path, `a key that is ${expected}`, show(key))]
+  }
   const schema = schemaAt(root, path)
   const got = show(valueAt(value, path))
   if (schema === undefined) return [make(path, issue.message, got)]
-  const expected = expectedOf(schema) ?? (issue.code === 'custom' ? issue.message : 'a valid value')
+  // A refinement's (or a code option's) message says what was expected; otherwise the schema does.
+  const expected = issue.code === 'custom' ? issue.message : (expectedOf(schema) ?? 'a valid value')
   return [make(path, expected, got)]
 }
 
 function make(path: readonly PropertyKey[], expected: string, got: string): ConfigIssue {
+  // The one message style; ConfigIssue.of writes the same for checks made by hand.
   return { field: fieldOf(path), expected, got, message: `must be ${expected}, got ${got}` }
 }
 
@@ -66,6 +81,7 @@ interface Def {
   readonly in?: z.ZodType
   readonly shape?: Record<string, z.ZodType>
   readonly element?: z.ZodType
+  readonly keyType?: z.ZodType
   readonly valueType?: z.ZodType
   readonly options?: readonly z.ZodType[]
   readonly getter?: () => z.ZodType
