@@ -1,4 +1,11 @@
-import { TopologyBuilder, TopologyError, type TopologyProblem, type TopologyWarning } from '@ackline/topology'
+import {
+  SinkOptions,
+  TopologyBuilder,
+  TopologyError,
+  TopologyOptions,
+  type TopologyProblem,
+  type TopologyWarning,
+} from '@ackline/topology'
 import { describe, expect, expectTypeOf, it } from 'vitest'
 import { passThrough, routeBy, testSink, testSource } from './support/TestComponents.js'
 
@@ -192,6 +199,25 @@ describe('validation', () => {
         message: expect.stringContaining('whenFull'),
       },
     ])
+  })
+
+  it("describes the builder's own options as JSON Schema for config files", () => {
+    expect(SinkOptions.jsonSchema()).toMatchObject({
+      additionalProperties: false,
+      properties: {
+        acknowledgements: { type: 'boolean' },
+        buffer: {
+          properties: {
+            maxEvents: { type: 'integer', minimum: 1, default: 500 },
+            whenFull: { enum: ['block', 'drop_newest'], default: 'block' },
+            droppedStatus: { enum: ['delivered', 'errored', 'rejected'], default: 'rejected' },
+          },
+        },
+        retry: { properties: { attempts: { default: 3 }, multiplier: { minimum: 1, default: 2 } } },
+      },
+    })
+    const topology = TopologyOptions.jsonSchema() as { properties: Record<string, unknown> }
+    expect(Object.keys(topology.properties).sort()).toEqual(['ackTimeoutMs', 'acknowledgements', 'dataDir'])
   })
 
   it('types inputs: only declared ids and ports of transforms', () => {
