@@ -184,6 +184,37 @@ describe('validation', () => {
     )
   })
 
+  it("reports a transform's bad dropStatus once, when both its options and its member carry it", () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet)
+        .source('in', testSource([]))
+        .transform('t', ['in'], {
+          ...passThrough(),
+          dropStatus: 'lost' as never,
+          validate: () => [{ field: 'dropStatus', message: 'must be "delivered" or "rejected", got "lost"' }],
+        })
+        .transform('u', ['in'], { ...passThrough(), flushIntervalMs: 0 })
+        .sink('s', ['t', 'u'], testSink())
+        .build(),
+    )
+    expect(problems).toEqual([
+      {
+        code: 'INVALID_CONFIG',
+        component: 't',
+        field: 'dropStatus',
+        message: 'pass: must be "delivered" or "rejected", got "lost"',
+      },
+      {
+        code: 'INVALID_CONFIG',
+        component: 'u',
+        field: 'flushIntervalMs',
+        expected: 'a positive number',
+        got: '0',
+        message: 'pass: must be a positive number, got 0',
+      },
+    ])
+  })
+
   it('reports a misspelt option instead of ignoring it', () => {
     const problems = problemsOf(() =>
       new TopologyBuilder(quiet)

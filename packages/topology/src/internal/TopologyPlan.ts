@@ -243,14 +243,10 @@ function checkOptions(
   problems: TopologyProblem[],
   problem: Report,
 ): void {
-  if (decl.role === 'source') {
-    reportIssues(problems, 'INVALID_CONFIG', decl.id, issuesOf(SourceMembers, decl.component))
-    return
-  }
+  if (decl.role === 'source') return
   const buffer = decl.options.buffer
   if (decl.role === 'transform') {
     reportIssues(problems, 'INVALID_OPTION', decl.id, TransformOptions.validate(decl.options))
-    reportIssues(problems, 'INVALID_CONFIG', decl.id, issuesOf(TransformMembers, decl.component))
     return
   }
   if (typeof buffer === 'object' && buffer !== null && buffer.type === 'disk') {
@@ -277,18 +273,26 @@ function checkOptions(
   reportIssues(problems, 'INVALID_OPTION', decl.id, SinkOptions.validate(decl.options))
 }
 
+/**
+ * The component's own issues, then the members the runtime reads from it, unless its own
+ * `validate()` already reported that field (a dropping transform checks its `dropStatus` too).
+ */
 function checkConfig(decl: ComponentDeclaration, problems: TopologyProblem[], problem: Report): void {
-  if (decl.component.validate === undefined) return
-  try {
-    reportIssues(problems, 'INVALID_CONFIG', decl.id, decl.component.validate(), decl.component.kind)
-  } catch (error) {
-    problem(
-      'INVALID_CONFIG',
-      decl.id,
-      '(validate)',
-      `${decl.component.kind}: validate() threw: ${String(error)}`,
-    )
+  const first = problems.length
+  const { kind } = decl.component
+  if (decl.component.validate !== undefined) {
+    try {
+      reportIssues(problems, 'INVALID_CONFIG', decl.id, decl.component.validate(), kind)
+    } catch (error) {
+      problem('INVALID_CONFIG', decl.id, '(validate)', `${kind}: validate() threw: ${String(error)}`)
+    }
   }
+  const members =
+    decl.role === 'source' ? SourceMembers : decl.role === 'transform' ? TransformMembers : undefined
+  if (members === undefined) return
+  const reported = new Set(problems.slice(first).map((p) => p.field))
+  const fresh = issuesOf(members, decl.component).filter((issue) => !reported.has(issue.field))
+  reportIssues(problems, 'INVALID_CONFIG', decl.id, fresh, kind)
 }
 
 /** Every id reachable from `starts` (included) following `next`. */
