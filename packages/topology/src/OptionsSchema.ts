@@ -132,7 +132,7 @@ export function codeOption<T>(
   check: (value: unknown) => boolean = (value) => typeof value === 'function',
 ): z.ZodType<T, T> {
   const schema = z.custom<T>(check, { error: expected })
-  codeOnly.add(schema, { expected })
+  codeOnly.add(schema, expected)
   return schema
 }
 
@@ -143,7 +143,7 @@ function toJsonSchema(schema: z.ZodType): JsonSchema {
     io: 'input',
     unrepresentable: 'any',
     override: (ctx) => {
-      if (codeOnly.has(ctx.zodSchema)) ctx.jsonSchema[CODE_ONLY] = true
+      if (codeOnly.expected(ctx.zodSchema) !== undefined) ctx.jsonSchema[CODE_ONLY] = true
     },
   }) as Record<string, unknown>
   dropCodeOnly(json)

@@ -188,6 +188,18 @@ describe('jsonSchema', () => {
     schema.properties.count = 'edited'
     expect((Example.jsonSchema() as typeof schema).properties.count).not.toBe('edited')
   })
+
+  it('leaves out a code-only option that was described, and still words its issue', () => {
+    const Described = defineOptions({
+      onEvent: codeOption<() => void>('a callback').describe('Called for each event.'),
+      size: z.int().min(1).optional(),
+    })
+    expect(Described.jsonSchema()).toMatchObject({ properties: { size: { type: 'integer' } } })
+    expect(Object.keys((Described.jsonSchema() as { properties: object }).properties)).toEqual(['size'])
+    expect(Described.validate({ onEvent: 1 })).toMatchObject([
+      { field: 'onEvent', message: 'must be a callback, got 1' },
+    ])
+  })
 })
 
 describe('a third-party component', () => {

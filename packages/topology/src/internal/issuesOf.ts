@@ -10,8 +10,19 @@
 import { z } from 'zod'
 import type { ConfigIssue } from '../ConfigIssue.js'
 
+// Keyed by definition, not by schema: `.describe()` and `.meta()` clone a schema but share its definition.
+const codeOnlyDefinitions = new WeakMap<object, string>()
+
 /** Schemas of values only code can give, with what they must be in words. */
-export const codeOnly = z.registry<{ readonly expected: string }>()
+export const codeOnly = {
+  add(schema: z.core.$ZodType, expected: string): void {
+    codeOnlyDefinitions.set(schema._zod.def, expected)
+  },
+  /** What a value of `schema` must be, when `schema` is code-only (or a clone of one). */
+  expected(schema: z.core.$ZodType): string | undefined {
+    return codeOnlyDefinitions.get(schema._zod.def)
+  },
+} as const
 
 /** The field of an issue about the options as a whole. */
 export const WHOLE = '(options)'
@@ -93,7 +104,7 @@ const defOf = (schema: z.ZodType): Def => schema._zod.def as unknown as Def
 function unwrap(schema: z.ZodType): z.ZodType {
   let current = schema
   for (let depth = 0; depth < 32; depth++) {
-    if (codeOnly.has(current)) return current
+    if (codeOnly.expected(current) !== undefined) return current
     const def = defOf(current)
     const next =
       def.innerType ?? (def.type === 'pipe' ? def.in : def.type === 'lazy' ? def.getter?.() : undefined)
@@ -136,8 +147,8 @@ function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
 /** What a value of `schema` must be, in words; `undefined` when the schema cannot say. */
 function expectedOf(schema: z.ZodType): string | undefined {
   const inner = unwrap(schema)
-  const code = codeOnly.get(inner)
-  if (code !== undefined) return code.expected
+  const code = codeOnly.expected(inner)
+  if (code !== undefined) return code
   const type = defOf(inner).type
   if (type === 'function') return 'a function'
   if (type === 'custom' || type === 'any' || type === 'unknown') return undefined
