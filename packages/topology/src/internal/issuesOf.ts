@@ -9,6 +9,7 @@
  */
 import { z } from 'zod'
 import type { ConfigIssue } from '../ConfigIssue.js'
+import { fastCheck } from './fastCheck.js'
 
 // Keyed by definition, not by schema: `.describe()` and `.meta()` clone a schema but share its definition.
 const codeOnlyDefinitions = new WeakMap<object, string>()
@@ -29,6 +30,8 @@ export const WHOLE = '(options)'
 
 /** Every problem of `value` under `schema`, one per field, in the order the schema found them. */
 export function issuesOf(schema: z.ZodType, value: unknown): ConfigIssue[] {
+  // Valid options, the usual case, are told by a plain predicate; zod runs to word the issues.
+  if (fastCheck(schema)?.(value) === true) return []
   const result = schema.safeParse(value)
   if (result.success) return []
   const byField = new Map<string, ConfigIssue>()
