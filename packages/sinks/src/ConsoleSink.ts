@@ -7,25 +7,41 @@
  * @module
  */
 import type { EventArray } from '@ackline/core'
-import type { ConfigIssue, Sink, SinkResult } from '@ackline/topology'
+import {
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type Sink,
+  type SinkResult,
+} from '@ackline/topology'
+import { z } from 'zod'
 
 /**
- * Options of {@link console}.
+ * Options of {@link console}: its schema (`validate`, `jsonSchema`, …).
  *
  * @example
  * ```ts
  * console({ stream: process.stderr, format: 'text' })
  * ```
  */
-export interface ConsoleSinkOptions {
-  /** Where lines go (default `process.stdout`). */
-  readonly stream?: NodeJS.WritableStream
-  /** `'json'` (the default): each event's fields as JSON; `'text'`: its `message` field (or JSON when it has none). */
-  readonly format?: 'json' | 'text'
-}
+export const ConsoleSinkOptions = defineOptions({
+  stream: codeOption<NodeJS.WritableStream>(
+    'a writable stream',
+    (value) => typeof (value as { write?: unknown } | null)?.write === 'function',
+  )
+    .optional()
+    .describe('Where lines go (default `process.stdout`).'),
+  format: z
+    .enum(['json', 'text'])
+    .default('json')
+    .describe("`json`: each event's fields as JSON; `text`: its `message` field (or JSON when it has none)."),
+})
+/** Options of {@link console}. */
+export type ConsoleSinkOptions = OptionsOf<typeof ConsoleSinkOptions>
 
 /**
- * The sink {@link console} returns; it checks `format` in `validate()`.
+ * The sink {@link console} returns; it checks its options in `validate()`.
  *
  * @example
  * ```ts
@@ -34,6 +50,8 @@ export interface ConsoleSinkOptions {
  */
 export interface ConsoleSink extends Sink {
   readonly kind: 'console'
+  /** Problems in the options, each naming its field; empty when they are fine. */
+  validate(): readonly ConfigIssue[]
 }
 
 class Console implements ConsoleSink {
@@ -45,11 +63,7 @@ class Console implements ConsoleSink {
   }
 
   validate(): readonly ConfigIssue[] {
-    const { format } = this.#options
-    if (format !== undefined && format !== 'json' && format !== 'text') {
-      return [{ field: 'format', message: `format must be 'json' or 'text', not '${String(format)}'` }]
-    }
-    return []
+    return ConsoleSinkOptions.validate(this.#options)
   }
 
   async write(events: EventArray): Promise<SinkResult> {

@@ -21,18 +21,32 @@ import { statSync } from 'node:fs'
 import { type FileHandle, open } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import type { EventArray } from '@ackline/core'
-import { type ConfigIssue, RetryableError, type Sink, type SinkResult } from '@ackline/topology'
+import {
+  ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  RetryableError,
+  type Sink,
+  type SinkResult,
+} from '@ackline/topology'
+import { z } from 'zod'
 
+/** Options of {@link file}: its schema (`validate`, `jsonSchema`, …). */
+export const FileSinkOptions = defineOptions({
+  path: z
+    .string()
+    .min(1)
+    .refine((path) => !path.includes('\0'), 'a file path without a NUL character')
+    .describe('The file to append to; created when missing. Its directory must exist.'),
+  onWarning: codeOption<(message: string) => void>('a function')
+    .optional()
+    .describe(
+      "Where the sink's warnings go (a partial last line it terminated, bytes of a failed append it cut off). Default: process.emitWarning with code ACKLINE_FILE_SINK.",
+    ),
+})
 /** Options of {@link file}. */
-export interface FileSinkOptions {
-  /** The file to append to; created when missing. Its directory must exist. */
-  readonly path: string
-  /**
-   * Where the sink's warnings go (a partial last line it terminated, bytes of a failed append it
-   * cut off). Default: `process.emitWarning` with code `ACKLINE_FILE_SINK`.
-   */
-  readonly onWarning?: (message: string) => void
-}
+export type FileSinkOptions = OptionsOf<typeof FileSinkOptions>
 
 /** The sink {@link file} returns. */
 export interface FileSink extends Sink {
@@ -70,19 +84,16 @@ class NdjsonFile implements FileSink {
   }
 
   validate(): readonly ConfigIssue[] {
+    const issues = FileSinkOptions.validate(this.#options)
+    if (issues.length > 0) return issues
+    // What the schema cannot know: the file system as it is when the topology is built.
     const path = this.#options.path
-    if (typeof path !== 'string' || path === '')
-      return [{ field: 'path', message: 'must be a non-empty file path' }]
-    if (path.includes('\0')) return [{ field: 'path', message: 'must not contain a NUL character' }]
-    const dir = dirname(this.path)
-    const dirStat = statSync(dir, { throwIfNoEntry: false })
-    if (dirStat === undefined) return [{ field: 'path', message: `the directory ${dir} does not exist` }]
-    if (!dirStat.isDirectory()) return [{ field: 'path', message: `${dir} is not a directory` }]
-    if (statSync(this.path, { throwIfNoEntry: false })?.isDirectory() === true) {
-      return [{ field: 'path', message: `${this.path} is a directory, not a file` }]
+    const dirStat = statSync(dirname(this.path), { throwIfNoEntry: false })
+    if (dirStat?.isDirectory() !== true) {
+      return [ConfigIssue.of('path', 'a file path in an existing directory', path)]
     }
-    if (this.#options.onWarning !== undefined && typeof this.#options.onWarning !== 'function') {
-      return [{ field: 'onWarning', message: 'must be a function' }]
+    if (statSync(this.path, { throwIfNoEntry: false })?.isDirectory() === true) {
+      return [ConfigIssue.of('path', 'a file path, not a directory', path)]
     }
     return []
   }

@@ -7,22 +7,33 @@
  * @module
  */
 import type { DeliveryStatus, EventArray, JsonObject, LogEvent } from '@ackline/core'
-import type { Sink, SinkResult } from '@ackline/topology'
+import {
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type Sink,
+  type SinkResult,
+} from '@ackline/topology'
 
 /**
- * Options of {@link memory}.
+ * Options of {@link memory}: its schema (`validate`, `jsonSchema`, …).
  *
  * @example
  * ```ts
  * memory({ outcome: (e) => (e.get('bad') === true ? 'rejected' : 'delivered'), beforeWrite: () => gate })
  * ```
  */
-export interface MemorySinkOptions {
-  /** The status to report for an event (default `'delivered'`). It must not end or keep the event. */
-  readonly outcome?: (event: LogEvent) => DeliveryStatus
-  /** Awaited before each write: make the sink slow, or hold it until a test lets it go. */
-  readonly beforeWrite?: (events: EventArray) => void | Promise<void>
-}
+export const MemorySinkOptions = defineOptions({
+  outcome: codeOption<(event: LogEvent) => DeliveryStatus>('a function')
+    .optional()
+    .describe('The status to report for an event (default `delivered`). It must not end or keep the event.'),
+  beforeWrite: codeOption<(events: EventArray) => void | Promise<void>>('a function')
+    .optional()
+    .describe('Awaited before each write: make the sink slow, or hold it until a test lets it go.'),
+})
+/** Options of {@link memory}. */
+export type MemorySinkOptions = OptionsOf<typeof MemorySinkOptions>
 
 /**
  * The sink {@link memory} returns: what it was given and what it reported, in order.
@@ -42,6 +53,8 @@ export interface MemorySink extends Sink {
   readonly statuses: readonly DeliveryStatus[]
   /** How many writes there were. */
   readonly writes: number
+  /** Problems in the options, each naming its field; empty when they are fine. */
+  validate(): readonly ConfigIssue[]
 }
 
 class Memory implements MemorySink {
@@ -53,6 +66,10 @@ class Memory implements MemorySink {
 
   constructor(options: MemorySinkOptions) {
     this.#options = options
+  }
+
+  validate(): readonly ConfigIssue[] {
+    return MemorySinkOptions.validate(this.#options)
   }
 
   async write(events: EventArray): Promise<SinkResult> {

@@ -39,6 +39,13 @@ describe('console', () => {
         .source('in', { kind: 'x', canAcknowledge: true, run: async () => {} })
         .sink('out', ['in'], console({ format: 'yaml' as 'json' }))
         .build(),
-    ).toThrow(/out \(format\): console: format must be 'json' or 'text'/)
+    ).toThrow(/out \(format\): console: must be "json" or "text", got "yaml"/)
+  })
+
+  it('reports a stream that cannot be written to', () => {
+    expect(console({ stream: 'stdout' as never }).validate()).toMatchObject([
+      { field: 'stream', message: 'must be a writable stream, got "stdout"' },
+    ])
+    expect(console({ stream: process.stderr }).validate()).toEqual([])
   })
 })

@@ -88,11 +88,24 @@ describe('file', () => {
   })
 
   it('reports a bad path by field', () => {
-    expect(file({ path: '' }).validate()).toEqual([{ field: 'path', message: expect.any(String) }])
-    expect(file({ path: join(dir, 'missing', 'x.ndjson') }).validate()[0]?.message).toContain(
-      'does not exist',
+    expect(file({ path: '' }).validate()).toEqual([
+      {
+        field: 'path',
+        expected: 'a non-empty string',
+        got: '""',
+        message: 'must be a non-empty string, got ""',
+      },
+    ])
+    expect(file({ path: 'a\0b' }).validate()[0]?.message).toBe(
+      'must be a file path without a NUL character, got "a\\u0000b"',
     )
-    expect(file({ path: dir }).validate()[0]?.message).toContain('is a directory')
+    const missing = join(dir, 'missing', 'x.ndjson')
+    expect(file({ path: missing }).validate()[0]?.message).toBe(
+      `must be a file path in an existing directory, got ${JSON.stringify(missing)}`,
+    )
+    expect(file({ path: dir }).validate()[0]?.message).toBe(
+      `must be a file path, not a directory, got ${JSON.stringify(dir)}`,
+    )
     expect(
       file({} as never)
         .validate()

@@ -52,4 +52,16 @@ describe('memory', () => {
     await topology.done
     expect(await statuses()).toEqual(['delivered'])
   })
+
+  it('reports an outcome that is not a function (a status given where a function was meant)', () => {
+    expect(memory({ outcome: 'rejected' as never }).validate()).toEqual([
+      {
+        field: 'outcome',
+        expected: 'a function',
+        got: '"rejected"',
+        message: 'must be a function, got "rejected"',
+      },
+    ])
+    expect(memory().validate()).toEqual([])
+  })
 })

@@ -8,28 +8,46 @@
  * @module
  */
 import type { JsonObject } from '@ackline/core'
-import type { BatchReceipt, ConfigIssue, Source, SourceContext } from '@ackline/topology'
+import {
+  type BatchReceipt,
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type Source,
+  type SourceContext,
+} from '@ackline/topology'
+import { z } from 'zod'
 
 /**
- * Options of {@link generator}; every field has a default.
+ * Options of {@link generator}: its schema (`validate`, `jsonSchema`, …); every option has a default.
  *
  * @example
  * ```ts
  * generator({ count: 1000, batchSize: 50, ratePerSecond: 200, record: (i) => ({ id: i }) })
  * ```
  */
-export interface GeneratorOptions {
-  /** How many events to send in all; runs until the topology stops when unset. */
-  readonly count?: number
-  /** Events per batch (default 100). Each batch gets one batch notifier. */
-  readonly batchSize?: number
-  /** At most this many events per second; as fast as back pressure allows when unset. */
-  readonly ratePerSecond?: number
-  /** The record of event number `index` (default `{ message: 'event <index>', index }`). */
-  readonly record?: (index: number) => JsonObject
-  /** Told about every batch once it was accepted: its receipt and the index of its first event. */
-  readonly onBatch?: (receipt: BatchReceipt, firstIndex: number, size: number) => void
-}
+export const GeneratorOptions = defineOptions({
+  count: z
+    .int()
+    .min(0)
+    .optional()
+    .describe('How many events to send in all; runs until the topology stops when unset.'),
+  batchSize: z.int().min(1).default(100).describe('Events per batch. Each batch gets one batch notifier.'),
+  ratePerSecond: z
+    .number()
+    .positive()
+    .optional()
+    .describe('At most this many events per second; as fast as back pressure allows when unset.'),
+  record: codeOption<(index: number) => JsonObject>('a function')
+    .optional()
+    .describe("The record of event number `index` (default `{ message: 'event <index>', index }`)."),
+  onBatch: codeOption<(receipt: BatchReceipt, firstIndex: number, size: number) => void>('a function')
+    .optional()
+    .describe('Told about every batch once it was accepted: its receipt and the index of its first event.'),
+})
+/** Options of {@link generator}. */
+export type GeneratorOptions = OptionsOf<typeof GeneratorOptions>
 
 /**
  * The source {@link generator} returns: it can acknowledge, and checks its options in `validate()`.
@@ -41,25 +59,11 @@ export interface GeneratorOptions {
  */
 export interface GeneratorSource extends Source {
   readonly kind: 'generator'
+  /** Problems in the options, each naming its field; empty when they are fine. */
+  validate(): readonly ConfigIssue[]
 }
 
 const defaultRecord = (index: number): JsonObject => ({ message: `event ${index}`, index })
-
-/** Problems in the options, each naming its field. */
-function validate(options: GeneratorOptions): readonly ConfigIssue[] {
-  const { count, batchSize, ratePerSecond } = options
-  const issues: ConfigIssue[] = []
-  if (count !== undefined && !(Number.isInteger(count) && count >= 0)) {
-    issues.push({ field: 'count', message: 'count must be a non-negative integer' })
-  }
-  if (batchSize !== undefined && !(Number.isInteger(batchSize) && batchSize > 0)) {
-    issues.push({ field: 'batchSize', message: 'batchSize must be a positive integer' })
-  }
-  if (ratePerSecond !== undefined && !(Number.isFinite(ratePerSecond) && ratePerSecond > 0)) {
-    issues.push({ field: 'ratePerSecond', message: 'ratePerSecond must be a positive number' })
-  }
-  return issues
-}
 
 /** Sends the events, as the module header says. */
 async function run(options: GeneratorOptions, context: SourceContext): Promise<void> {
@@ -111,7 +115,7 @@ export function generator(options: GeneratorOptions = {}): GeneratorSource {
   return {
     kind: 'generator',
     canAcknowledge: true,
-    validate: () => validate(options),
+    validate: () => GeneratorOptions.validate(options),
     run: (context) => run(options, context),
   }
 }

@@ -9,8 +9,16 @@
  * @module
  */
 import type { BatchStatus, JsonObject } from '@ackline/core'
-import type { ConfigIssue, Source, SourceContext } from '@ackline/topology'
+import {
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type Source,
+  type SourceContext,
+} from '@ackline/topology'
 import { type Observable, Subject } from 'rxjs'
+import { z } from 'zod'
 
 /**
  * What became of one record: its batch's status, or `errored` if it never entered the pipeline.
@@ -28,18 +36,30 @@ export interface RecordAck<R extends JsonObject = JsonObject> {
 }
 
 /**
- * Options of {@link fromObservable}.
+ * Options of {@link fromObservable}: its schema (`validate`, `jsonSchema`, …).
  *
  * @example
  * ```ts
  * fromObservable(records$, { batchSize: 10, onAck: ({ record, status }) => console.log(record, status) })
  * ```
  */
-export interface ObservableSourceOptions<R extends JsonObject = JsonObject> {
-  /** At most this many records per batch (default 100); records that arrive together share a batch. */
-  readonly batchSize?: number
+export const ObservableSourceOptions = defineOptions({
+  batchSize: z
+    .int()
+    .min(1)
+    .default(100)
+    .describe('At most this many records per batch; records that arrive together share a batch.'),
+  onAck: codeOption<(ack: RecordAck) => void>('a function')
+    .optional()
+    .describe('Told what became of each record.'),
+})
+/** Options of {@link fromObservable}; `onAck` sees records of the Observable's type `R`. */
+export type ObservableSourceOptions<R extends JsonObject = JsonObject> = Omit<
+  OptionsOf<typeof ObservableSourceOptions>,
+  'onAck'
+> & {
   /** Told what became of each record. */
-  readonly onAck?: (ack: RecordAck<R>) => void
+  readonly onAck?: ((ack: RecordAck<R>) => void) | undefined
 }
 
 /**
@@ -53,6 +73,8 @@ export interface ObservableSourceOptions<R extends JsonObject = JsonObject> {
  */
 export interface ObservableSource<R extends JsonObject = JsonObject> extends Source {
   readonly kind: 'observable'
+  /** Problems in the options, each naming its field; empty when they are fine. */
+  validate(): readonly ConfigIssue[]
   /** What became of each record, as records resolve. Completes once the source finished and every ack was given. */
   readonly acks: Observable<RecordAck<R>>
 }
@@ -72,11 +94,7 @@ class FromObservable<R extends JsonObject> implements ObservableSource<R> {
   }
 
   validate(): readonly ConfigIssue[] {
-    const { batchSize } = this.#options
-    if (batchSize !== undefined && !(Number.isInteger(batchSize) && batchSize > 0)) {
-      return [{ field: 'batchSize', message: 'batchSize must be a positive integer' }]
-    }
-    return []
+    return ObservableSourceOptions.validate(this.#options)
   }
 
   async run(context: SourceContext): Promise<void> {

@@ -10,42 +10,44 @@
  */
 import { StringDecoder } from 'node:string_decoder'
 import type { JsonObject, JsonValue } from '@ackline/core'
-import type { ConfigIssue, Source, SourceContext } from '@ackline/topology'
+import {
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type Source,
+  type SourceContext,
+} from '@ackline/topology'
+import { z } from 'zod'
+
+const format = z.enum(['auto', 'text'])
 
 /** How lines are decoded: JSON objects when they parse as such (`'auto'`), or always as text. */
-export type StdinFormat = 'auto' | 'text'
+export type StdinFormat = z.infer<typeof format>
 
+/** Options of {@link stdin}: its schema (`validate`, `jsonSchema`, …). */
+export const StdinOptions = defineOptions({
+  input: codeOption<NodeJS.ReadableStream>(
+    'a readable stream',
+    (value) => typeof (value as { on?: unknown } | null)?.on === 'function',
+  )
+    .optional()
+    .describe('The stream to read; `process.stdin` by default (tests inject their own).'),
+  format: format
+    .default('auto')
+    .describe(
+      '`auto`: a line that is a JSON object is that object, others are `{ message }`; `text`: always `{ message }`.',
+    ),
+  maxBatchLines: z.int().min(1).default(1000).describe('The most lines in one batch.'),
+})
 /** Options of {@link stdin}. */
-export interface StdinOptions {
-  /** The stream to read; `process.stdin` by default (tests inject their own). */
-  readonly input?: NodeJS.ReadableStream
-  /** `'auto'` (default): a line that is a JSON object is that object, others are `{ message }`; `'text'`: always `{ message }`. */
-  readonly format?: StdinFormat
-  /** The most lines in one batch. Default 1000. */
-  readonly maxBatchLines?: number
-}
+export type StdinOptions = OptionsOf<typeof StdinOptions>
 
 /** The source {@link stdin} returns. */
 export interface StdinSource extends Source {
   readonly kind: 'stdin'
   readonly canAcknowledge: false
   validate(): readonly ConfigIssue[]
-}
-
-/** Problems in the options, each naming its field. */
-function validate(o: StdinOptions): readonly ConfigIssue[] {
-  const issues: ConfigIssue[] = []
-  if (o.format !== undefined && o.format !== 'auto' && o.format !== 'text') {
-    issues.push({ field: 'format', message: `must be 'auto' or 'text', got ${JSON.stringify(o.format)}` })
-  }
-  const max = o.maxBatchLines
-  if (max !== undefined && !(Number.isSafeInteger(max) && max > 0)) {
-    issues.push({ field: 'maxBatchLines', message: `must be a positive integer, got ${String(max)}` })
-  }
-  if (o.input !== undefined && typeof (o.input as { on?: unknown }).on !== 'function') {
-    issues.push({ field: 'input', message: 'must be a readable stream' })
-  }
-  return issues
 }
 
 /** Reads the input to its end or until the topology stops, as the module header says. */
@@ -120,7 +122,7 @@ export function stdin(options: StdinOptions = {}): StdinSource {
   return {
     kind: 'stdin',
     canAcknowledge: false,
-    validate: () => validate(options),
+    validate: () => StdinOptions.validate(options),
     run: (context) => run(options, context),
   }
 }

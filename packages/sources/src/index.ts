@@ -1,7 +1,7 @@
 /**
  * @module @ackline/sources
  */
-export { type GeneratorOptions, type GeneratorSource, generator } from './GeneratorSource.js'
+export { GeneratorOptions, type GeneratorSource, generator } from './GeneratorSource.js'
 export {
   type HttpServerCounters,
   HttpServerError,
@@ -15,7 +15,7 @@ export {
 export {
   fromObservable,
   type ObservableSource,
-  type ObservableSourceOptions,
+  ObservableSourceOptions,
   type RecordAck,
 } from './ObservableSource.js'
-export { type StdinFormat, type StdinOptions, type StdinSource, stdin } from './StdinSource.js'
+export { type StdinFormat, StdinOptions, type StdinSource, stdin } from './StdinSource.js'

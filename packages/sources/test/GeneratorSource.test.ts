@@ -104,5 +104,14 @@ describe('generator', () => {
         .sink('out', ['gen'], recorder().sink)
         .build(),
     ).toThrow(/gen \(count\).*\n.*gen \(batchSize\).*\n.*gen \(ratePerSecond\)/)
+    expect(generator({ count: -1, record: 'x' as never }).validate()).toEqual([
+      {
+        field: 'count',
+        expected: 'a non-negative integer',
+        got: '-1',
+        message: 'must be a non-negative integer, got -1',
+      },
+      { field: 'record', expected: 'a function', got: '"x"', message: 'must be a function, got "x"' },
+    ])
   })
 })

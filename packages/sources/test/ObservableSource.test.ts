@@ -89,4 +89,13 @@ describe('fromObservable', () => {
       message: expect.stringContaining('upstream broke'),
     })
   })
+
+  it('reports bad options by field, the callback included', () => {
+    expect(
+      fromObservable(from([{ n: 1 }]), { batchSize: 0, onAck: 'log' as never })
+        .validate()
+        .map((i) => i.message),
+    ).toEqual(['must be a positive integer, got 0', 'must be a function, got "log"'])
+    expect(fromObservable(from([{ n: 1 }])).validate()).toEqual([])
+  })
 })

@@ -67,7 +67,8 @@ describe('stdin', () => {
       stdin({ format: 'xml' as never, maxBatchLines: 0, input: {} as never })
         .validate()
         .map((i) => i.field),
-    ).toEqual(['format', 'maxBatchLines', 'input'])
+    ).toEqual(['input', 'format', 'maxBatchLines'])
+    expect(stdin({ maxBatchLines: 2.5 }).validate()[0]!.message).toBe('must be a positive integer, got 2.5')
     expect(stdin({ input: new PassThrough() }).validate()).toEqual([])
   })
 })

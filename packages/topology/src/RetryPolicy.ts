@@ -1,50 +1,57 @@
 /**
  * How a sink's failed writes are retried.
  *
- * Invariant: the delay only grows (exponential backoff capped at `maxBackoffMs`) and a write is
- * attempted at most `attempts` times; then its events are settled `errored`, never delivered.
+ * Invariant: the delay only grows (exponential backoff, `multiplier` at least 1, capped at
+ * `maxBackoffMs`) and a write is attempted at most `attempts` times; then its events are settled
+ * `errored`, never delivered. The options are declared once, in {@link RetryPolicy.schema}.
  *
  * @module
  */
+import { z } from 'zod'
+import { defineOptions, type OptionsOf, type ResolvedOptionsOf } from './OptionsSchema.js'
 
-/** A sink's retry policy; every field has a default. */
-export interface RetryPolicy {
-  /** How many times a write is attempted in all, the first one included (default 3; 1 = no retry). */
-  readonly attempts?: number
-  /** The delay before the second attempt, in milliseconds (default 100). */
-  readonly initialBackoffMs?: number
-  /** The longest delay between two attempts (default 5000). */
-  readonly maxBackoffMs?: number
-  /** What each delay is multiplied by for the next one (default 2). */
-  readonly multiplier?: number
-}
+const RetryPolicyOptions = defineOptions({
+  attempts: z
+    .int()
+    .min(1)
+    .default(3)
+    .describe('How many times a write is attempted in all, the first one included (1 = no retry).'),
+  initialBackoffMs: z
+    .number()
+    .min(0)
+    .default(100)
+    .describe('The delay before the second attempt, in milliseconds.'),
+  maxBackoffMs: z
+    .number()
+    .min(0)
+    .default(5000)
+    .describe('The longest delay between two attempts, in milliseconds.'),
+  multiplier: z.number().min(1).default(2).describe('What each delay is multiplied by for the next one.'),
+})
 
 /**
- * Companion of {@link RetryPolicy}.
+ * A sink's retry policy; every field has a default (see {@link RetryPolicy.defaults}).
+ * `ResolvedOptionsOf<typeof RetryPolicy>` is a policy with every field filled in.
+ */
+export type RetryPolicy = OptionsOf<typeof RetryPolicyOptions>
+
+/**
+ * Companion of {@link RetryPolicy}: its options schema (`validate`, `resolve`, `defaults`,
+ * `jsonSchema`, `schema`) and the backoff it implies.
  *
  * @example
  * ```ts
  * RetryPolicy.backoffMs({ initialBackoffMs: 100 }, 1) // 100: before the second attempt
  * RetryPolicy.backoffMs({ initialBackoffMs: 100 }, 3) // 400: before the fourth
+ * RetryPolicy.validate({ attempts: 0 })               // [{ field: 'attempts', message: 'must be a positive integer, got 0', … }]
  * ```
  */
 export const RetryPolicy = {
-  /** The policy used when a sink gives none. */
-  defaults: {
-    attempts: 3,
-    initialBackoffMs: 100,
-    maxBackoffMs: 5000,
-    multiplier: 2,
-  } as Required<RetryPolicy>,
-
-  /** The policy with every default filled in. */
-  resolve(policy: RetryPolicy | undefined): Required<RetryPolicy> {
-    return { ...RetryPolicy.defaults, ...policy }
-  },
+  ...RetryPolicyOptions,
 
   /** The delay after failed attempt number `attempt` (1-based) and before the next one. */
   backoffMs(policy: RetryPolicy | undefined, attempt: number): number {
-    const p = RetryPolicy.resolve(policy)
+    const p: ResolvedOptionsOf<typeof RetryPolicyOptions> = RetryPolicyOptions.resolve(policy)
     return Math.min(p.maxBackoffMs, p.initialBackoffMs * p.multiplier ** (attempt - 1))
   },
 } as const

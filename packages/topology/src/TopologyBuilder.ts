@@ -9,9 +9,11 @@
  * @module
  */
 import type { DeliveryStatus } from '@ackline/core'
+import { z } from 'zod'
 import type { EdgeBufferFactory } from './EdgeBuffer.js'
 import { planTopology } from './internal/TopologyPlan.js'
-import type { RetryPolicy } from './RetryPolicy.js'
+import { codeOption, defineOptions, type OptionsOf } from './OptionsSchema.js'
+import { RetryPolicy } from './RetryPolicy.js'
 import type { Sink } from './Sink.js'
 import type { Source } from './Source.js'
 import { Topology } from './Topology.js'
@@ -19,35 +21,43 @@ import { TopologyError } from './TopologyError.js'
 import type { Transform } from './Transform.js'
 
 /**
- * Options of the whole topology.
+ * Options of the whole topology, declared once (see {@link defineOptions}): `build()` checks them
+ * with everything else, and `TopologyOptions.jsonSchema()` describes them for config files.
  *
  * @example
  * ```ts
  * new TopologyBuilder({ acknowledgements: true, ackTimeoutMs: 30_000, dataDir: '/var/lib/ackline' })
  * ```
  */
-export interface TopologyOptions {
-  /**
-   * Whether sinks acknowledge by default (default `false`). A sink's own `acknowledgements`
-   * setting always wins over this, whichever way.
-   */
-  readonly acknowledgements?: boolean
-  /**
-   * Directory under which durable buffers keep their files by default (a disk buffer of sink
-   * `archive` lives in `<dataDir>/archive`); given to every buffer factory.
-   */
-  readonly dataDir?: string
-  /**
-   * Settle a batch `errored` for its source when it has not resolved this long after it was sent
-   * (no timeout when unset). See `rfcs/0002-topology-and-acknowledgement-propagation.md`.
-   */
-  readonly ackTimeoutMs?: number
-  /**
-   * Called with each warning of `build()` (a source that cannot acknowledge feeding an
-   * acknowledging sink). Defaults to `process.emitWarning` with code `ACKLINE_ACK_UNSUPPORTED`.
-   */
-  readonly onWarning?: (warning: TopologyWarning) => void
-}
+export const TopologyOptions = defineOptions({
+  acknowledgements: z
+    .boolean()
+    .optional()
+    .describe(
+      "Whether sinks acknowledge by default (default false). A sink's own `acknowledgements` setting always wins over this, whichever way.",
+    ),
+  dataDir: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      'Directory under which durable buffers keep their files by default (a disk buffer of sink `archive` lives in `<dataDir>/archive`); given to every buffer factory.',
+    ),
+  ackTimeoutMs: z
+    .number()
+    .positive()
+    .optional()
+    .describe(
+      'Settle a batch `errored` for its source when it has not resolved this long after it was sent, in milliseconds (no timeout when unset).',
+    ),
+  onWarning: codeOption<(warning: TopologyWarning) => void>('a function')
+    .optional()
+    .describe(
+      'Called with each warning of `build()`. Defaults to `process.emitWarning` with code `ACKLINE_ACK_UNSUPPORTED`.',
+    ),
+})
+/** Options of the whole topology: see the {@link TopologyOptions} schema for each option. */
+export type TopologyOptions = OptionsOf<typeof TopologyOptions>
 
 /**
  * A warning of `build()`: the topology builds, but may not do what the user hopes.
@@ -76,16 +86,22 @@ export interface TopologyWarning {
  * builder.sink('metrics', ['in'], sink, { buffer: { maxEvents: 10_000, whenFull: 'drop_newest' } })
  * ```
  */
-export interface MemoryBufferOptions {
-  /** Optional tag, for configs that spell the kind out. */
-  readonly type?: 'memory'
-  /** How many events may wait in the channel (default 500). */
-  readonly maxEvents?: number
-  /** What a full channel does: make the upstream wait (`'block'`, the default) or drop what arrives. */
-  readonly whenFull?: 'block' | 'drop_newest'
-  /** The status of events a `drop_newest` channel drops (default `'rejected'`). */
-  readonly droppedStatus?: DeliveryStatus
-}
+export const MemoryBufferOptions = defineOptions({
+  type: z.literal('memory').optional().describe('The kind of buffer: `memory` (the default).'),
+  maxEvents: z.int().min(1).default(500).describe('How many events may wait in the channel.'),
+  whenFull: z
+    .enum(['block', 'drop_newest'])
+    .default('block')
+    .describe(
+      'What a full channel does: make the upstream wait (`block`) or drop what arrives (`drop_newest`).',
+    ),
+  droppedStatus: z
+    .enum(['delivered', 'errored', 'rejected'] satisfies DeliveryStatus[])
+    .default('rejected')
+    .describe('The status of events a `drop_newest` channel drops.'),
+})
+/** Options of the in-memory channel: see the {@link MemoryBufferOptions} schema for each option. */
+export type MemoryBufferOptions = OptionsOf<typeof MemoryBufferOptions>
 
 /**
  * Options of a transform.
@@ -95,15 +111,19 @@ export interface MemoryBufferOptions {
  * builder.transform('valid', ['in'], filter(isValid), { dropStatus: 'rejected', buffer: { maxEvents: 1000 } })
  * ```
  */
-export interface TransformOptions {
-  /** The channel in front of the transform. */
-  readonly buffer?: MemoryBufferOptions
-  /** What `context.drop` means here; wins over the transform's own `dropStatus`. */
-  readonly dropStatus?: 'delivered' | 'rejected'
-}
+export const TransformOptions = defineOptions({
+  buffer: MemoryBufferOptions.schema.optional().describe('The channel in front of the transform.'),
+  dropStatus: z
+    .enum(['delivered', 'rejected'])
+    .optional()
+    .describe("What `context.drop` means here; wins over the transform's own `dropStatus`."),
+})
+/** Options of a transform: see the {@link TransformOptions} schema for each option. */
+export type TransformOptions = OptionsOf<typeof TransformOptions>
 
 /**
- * Options of a sink.
+ * Options of a sink. The disk buffer's options are checked by the disk buffer's own rules, not by
+ * this schema, which describes the in-memory channel under `buffer`.
  *
  * @example
  * ```ts
@@ -111,21 +131,31 @@ export interface TransformOptions {
  * builder.sink('debug', ['in'], console(), { acknowledgements: false })
  * ```
  */
-export interface SinkOptions {
-  /** Whether this sink acknowledges; wins over the topology's `acknowledgements`, both ways. */
-  readonly acknowledgements?: boolean
-  /**
-   * When this sink settles an event, its batches learn that status at once and what every other
-   * copy reports later is ignored.
-   */
-  readonly authoritative?: boolean
+export const SinkOptions = defineOptions({
+  acknowledgements: z
+    .boolean()
+    .optional()
+    .describe("Whether this sink acknowledges; wins over the topology's `acknowledgements`, both ways."),
+  authoritative: z
+    .boolean()
+    .optional()
+    .describe(
+      'When this sink settles an event, its batches learn that status at once and what every other copy reports later is ignored.',
+    ),
+  buffer: MemoryBufferOptions.schema
+    .optional()
+    .describe(
+      "The buffer in front of the sink: the in-memory channel's options (the default), or, in code, a factory of another kind of buffer such as `diskBuffer({ maxBytes })` from `@ackline/buffers`.",
+    ),
+  retry: RetryPolicy.schema.optional().describe('How failed writes are retried.'),
+})
+/** Options of a sink: see the {@link SinkOptions} schema for each option. */
+export type SinkOptions = Omit<OptionsOf<typeof SinkOptions>, 'buffer'> & {
   /**
    * The buffer in front of the sink: the in-memory channel's options (the default), or a factory
    * of another kind of buffer, such as `diskBuffer({ maxBytes })` from `@ackline/buffers`.
    */
   readonly buffer?: MemoryBufferOptions | EdgeBufferFactory
-  /** How failed writes are retried. */
-  readonly retry?: RetryPolicy
 }
 
 /** @internal One declared component, as the builder recorded it. */

@@ -7,6 +7,7 @@
  * @module
  */
 import { ComponentError } from './ComponentError.js'
+import type { ConfigIssue } from './ConfigIssue.js'
 
 /**
  * What kind of problem, as a stable code for programs to match on.
@@ -52,6 +53,10 @@ export interface TopologyProblem {
   readonly message: string
   /** What was thrown, for the problems found by `start()`. */
   readonly cause?: unknown
+  /** For a problem with an option's value: what it must be, in words (see {@link ConfigIssue}). */
+  readonly expected?: string
+  /** For a problem with an option's value: what it was, shown briefly. */
+  readonly got?: string
 }
 
 /**

@@ -7,9 +7,17 @@
 export type { BatchFailure } from './BatchFailure.js'
 export { ComponentError, type ComponentErrorOptions } from './ComponentError.js'
 export type { ComponentMetrics } from './ComponentMetrics.js'
-export type { ConfigIssue } from './ConfigIssue.js'
+export { ConfigIssue } from './ConfigIssue.js'
 export type { EdgeBuffer, EdgeBufferContext, EdgeBufferFactory } from './EdgeBuffer.js'
 export type { ComponentErrorCode, ComponentRole, LifecycleEvent } from './LifecycleEvent.js'
+export {
+  codeOption,
+  defineOptions,
+  type JsonSchema,
+  type OptionsOf,
+  type OptionsSchema,
+  type ResolvedOptionsOf,
+} from './OptionsSchema.js'
 export { type EventSettle, type EventStep, keepIf, perEvent } from './perEvent.js'
 export { RejectError } from './RejectError.js'
 export { RetryableError } from './RetryableError.js'
@@ -18,12 +26,12 @@ export type { Sink, SinkResult } from './Sink.js'
 export type { BatchReceipt, Source, SourceContext } from './Source.js'
 export { type StopOptions, Topology } from './Topology.js'
 export {
-  type MemoryBufferOptions,
-  type SinkOptions,
+  MemoryBufferOptions,
+  SinkOptions,
   TopologyBuilder,
-  type TopologyOptions,
+  TopologyOptions,
   type TopologyWarning,
-  type TransformOptions,
+  TransformOptions,
 } from './TopologyBuilder.js'
 export { TopologyError, type TopologyProblem, type TopologyProblemCode } from './TopologyError.js'
 export type { Transform, TransformContext } from './Transform.js'

@@ -2,7 +2,13 @@
 // start that throws, per-event results that are not statuses, emits a transform makes wrongly.
 
 import type { EventArray, LogEvent } from '@ackline/core'
-import { ComponentError, type Sink, TopologyBuilder, TopologyError, type TransformContext } from '@ackline/topology'
+import {
+  ComponentError,
+  type Sink,
+  TopologyBuilder,
+  TopologyError,
+  type TransformContext,
+} from '@ackline/topology'
 import { describe, expect, it, vi } from 'vitest'
 import { linear, on, records, run, through } from './support/Harness.js'
 import { testSink, testSource } from './support/TestComponents.js'

@@ -1,4 +1,11 @@
-import { TopologyBuilder, TopologyError, type TopologyProblem, type TopologyWarning } from '@ackline/topology'
+import {
+  SinkOptions,
+  TopologyBuilder,
+  TopologyError,
+  TopologyOptions,
+  type TopologyProblem,
+  type TopologyWarning,
+} from '@ackline/topology'
 import { describe, expect, expectTypeOf, it } from 'vitest'
 import { passThrough, routeBy, testSink, testSource } from './support/TestComponents.js'
 
@@ -135,6 +142,119 @@ describe('validation', () => {
       'INVALID_OPTION retry retry.attempts',
       'INVALID_OPTION retry retry.initialBackoffMs',
     ])
+  })
+
+  it('checks every enumerated option at build, from untyped code too, and reports every problem at once', () => {
+    // What a JavaScript caller or a loosely typed config can hand the builder.
+    const untyped = <T>(value: unknown): T => value as T
+    const problems = problemsOf(() =>
+      new TopologyBuilder({ ...quiet, acknowledgements: untyped<boolean>('yes') })
+        .source('in', testSource([]))
+        .transform(
+          't',
+          ['in'],
+          passThrough(),
+          untyped({ buffer: { whenFull: 'drop_oldest', droppedStatus: 'dropped' }, dropStatus: 'lost' }),
+        )
+        .transform('u', ['t'], { ...passThrough(), dropStatus: untyped<'rejected'>('bogus') })
+        .sink(
+          's',
+          ['u'],
+          testSink(),
+          untyped({
+            authoritative: 'true',
+            buffer: { whenFull: 'spill', droppedStatus: 'ok' },
+            retry: { multiplier: 0.5 },
+          }),
+        )
+        .build(),
+    )
+    expect(brief(problems)).toEqual([
+      'INVALID_OPTION (topology) acknowledgements',
+      'INVALID_OPTION t buffer.whenFull',
+      'INVALID_OPTION t buffer.droppedStatus',
+      'INVALID_OPTION t dropStatus',
+      'INVALID_CONFIG u dropStatus',
+      'INVALID_OPTION s authoritative',
+      'INVALID_OPTION s buffer.whenFull',
+      'INVALID_OPTION s buffer.droppedStatus',
+      'INVALID_OPTION s retry.multiplier',
+    ])
+    expect(problems.find((p) => p.component === 't' && p.field === 'buffer.whenFull')).toMatchObject({
+      expected: '"block" or "drop_newest"',
+      got: '"drop_oldest"',
+      message: 'must be "block" or "drop_newest", got "drop_oldest"',
+    })
+    expect(problems.find((p) => p.component === 's' && p.field === 'buffer.droppedStatus')!.message).toBe(
+      'must be one of "delivered", "errored", "rejected", got "ok"',
+    )
+  })
+
+  it("reports a transform's bad dropStatus once, when both its options and its member carry it", () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet)
+        .source('in', testSource([]))
+        .transform('t', ['in'], {
+          ...passThrough(),
+          dropStatus: 'lost' as never,
+          validate: () => [{ field: 'dropStatus', message: 'must be "delivered" or "rejected", got "lost"' }],
+        })
+        .transform('u', ['in'], { ...passThrough(), flushIntervalMs: 0 })
+        .sink('s', ['t', 'u'], testSink())
+        .build(),
+    )
+    expect(problems).toEqual([
+      {
+        code: 'INVALID_CONFIG',
+        component: 't',
+        field: 'dropStatus',
+        message: 'pass: must be "delivered" or "rejected", got "lost"',
+      },
+      {
+        code: 'INVALID_CONFIG',
+        component: 'u',
+        field: 'flushIntervalMs',
+        expected: 'a positive number',
+        got: '0',
+        message: 'pass: must be a positive number, got 0',
+      },
+    ])
+  })
+
+  it('reports a misspelt option instead of ignoring it', () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet)
+        .source('in', testSource([]))
+        .sink('s', ['in'], testSink(), { buffer: { maxEvents: 10, whenfull: 'drop_newest' } } as never)
+        .build(),
+    )
+    expect(problems).toMatchObject([
+      {
+        code: 'INVALID_OPTION',
+        component: 's',
+        field: 'buffer.whenfull',
+        message: expect.stringContaining('whenFull'),
+      },
+    ])
+  })
+
+  it("describes the builder's own options as JSON Schema for config files", () => {
+    expect(SinkOptions.jsonSchema()).toMatchObject({
+      additionalProperties: false,
+      properties: {
+        acknowledgements: { type: 'boolean' },
+        buffer: {
+          properties: {
+            maxEvents: { type: 'integer', minimum: 1, default: 500 },
+            whenFull: { enum: ['block', 'drop_newest'], default: 'block' },
+            droppedStatus: { enum: ['delivered', 'errored', 'rejected'], default: 'rejected' },
+          },
+        },
+        retry: { properties: { attempts: { default: 3 }, multiplier: { minimum: 1, default: 2 } } },
+      },
+    })
+    const topology = TopologyOptions.jsonSchema() as { properties: Record<string, unknown> }
+    expect(Object.keys(topology.properties).sort()).toEqual(['ackTimeoutMs', 'acknowledgements', 'dataDir'])
   })
 
   it('types inputs: only declared ids and ports of transforms', () => {

@@ -9,19 +9,26 @@
  * @module
  */
 import type { EventArray } from '@ackline/core'
-import type { ConfigIssue, TransformContext } from '@ackline/topology'
-import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+import { type ConfigIssue, defineOptions, type OptionsOf, type TransformContext } from '@ackline/topology'
+import { z } from 'zod'
+import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
-import { checkOption } from './internal/checkOption.js'
 import { KeyedEvents } from './internal/KeyedEvents.js'
 
+/** Options of {@link dedupe}: its schema (`validate`, `jsonSchema`, …). */
+export const DedupeOptions = defineOptions({
+  fields: z
+    .array(z.string().min(1))
+    .min(1)
+    .readonly()
+    .describe(
+      'Field paths that identify an event: two events with equal values in all of them are duplicates.',
+    ),
+  cacheSize: z.int().min(1).default(5000).describe('How many keys to remember.'),
+  dropStatus: DropStatus.option,
+})
 /** Options of {@link dedupe}. */
-export interface DedupeOptions extends DropOptions {
-  /** Field paths that identify an event: two events with equal values in all of them are duplicates. */
-  readonly fields: readonly string[]
-  /** How many keys to remember. Default 5000. */
-  readonly cacheSize?: number
-}
+export type DedupeOptions = OptionsOf<typeof DedupeOptions>
 
 /** The transform {@link dedupe} returns. */
 export interface DedupeTransform extends DroppingTransform {
@@ -50,11 +57,7 @@ class Dedupe implements DedupeTransform {
   }
 
   validate(): readonly ConfigIssue[] {
-    return [
-      ...checkOption.fieldPaths('fields', this.#options.fields, 1),
-      ...checkOption.integerAtLeast('cacheSize', this.#options.cacheSize, 1),
-      ...DropStatus.validate(this.#options.dropStatus),
-    ]
+    return DedupeOptions.validate(this.#options)
   }
 
   process(events: EventArray, context: TransformContext): void {

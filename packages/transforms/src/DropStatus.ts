@@ -7,10 +7,19 @@
  *
  * @module
  */
-import type { ConfigIssue } from '@ackline/topology'
+import { type ConfigIssue, defineOptions } from '@ackline/topology'
+import { z } from 'zod'
+
+const schema = z.enum(['delivered', 'rejected'])
 
 /** How a dropping transform settles what it discards. */
-export type DropStatus = 'delivered' | 'rejected'
+export type DropStatus = z.infer<typeof schema>
+
+const option = schema
+  .optional()
+  .describe("What a discard means to the event's sources: `delivered` (the default) or `rejected`.")
+
+const DropStatusOption = defineOptions({ dropStatus: option })
 
 /**
  * Companion of the {@link DropStatus} type.
@@ -28,11 +37,11 @@ export const DropStatus = {
   /** The status of a discard when a transform's options do not say. */
   default: 'delivered' as DropStatus,
 
+  /** The `dropStatus` option, for the options schema of a dropping transform (`defineOptions`). */
+  option,
+
   /** Issues with a `dropStatus` option (none when it is unset or one of {@link DropStatus.values}). */
   validate(value: unknown, field = 'dropStatus'): ConfigIssue[] {
-    if (value === undefined || value === 'delivered' || value === 'rejected') return []
-    return [
-      { field, message: `must be 'delivered' or 'rejected', got ${JSON.stringify(value) ?? String(value)}` },
-    ]
+    return DropStatusOption.validate({ dropStatus: value }).map((issue) => ({ ...issue, field }))
   },
 } as const

@@ -9,16 +9,20 @@
  * @module
  */
 import type { LogEvent } from '@ackline/core'
-import { keepIf } from '@ackline/topology'
-import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+import { codeOption, defineOptions, keepIf, type OptionsOf } from '@ackline/topology'
+import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
-import { checkOption } from './internal/checkOption.js'
 
 /** Decides whether an event goes on. It must not end, emit or keep the event. */
 export type Predicate = (event: LogEvent) => boolean
 
+/** Options of {@link filter}: its schema (`validate`, `jsonSchema`, …). */
+export const FilterOptions = defineOptions({ dropStatus: DropStatus.option })
 /** Options of {@link filter}. */
-export interface FilterOptions extends DropOptions {}
+export type FilterOptions = OptionsOf<typeof FilterOptions>
+
+/** The predicate, checked like an option (it may come from untyped code). */
+const FilterArguments = defineOptions({ predicate: codeOption<Predicate>('a function') })
 
 /** The transform {@link filter} returns. */
 export interface FilterTransform extends DroppingTransform {
@@ -40,10 +44,7 @@ export function filter(predicate: Predicate, options: FilterOptions = {}): Filte
   return {
     kind: 'filter',
     dropStatus: options.dropStatus ?? DropStatus.default,
-    validate: () => [
-      ...checkOption.isFunction('predicate', predicate),
-      ...DropStatus.validate(options.dropStatus),
-    ],
+    validate: () => [...FilterArguments.validate({ predicate }), ...FilterOptions.validate(options)],
     // Until the first discard nothing is emitted: if every event is kept, the array goes on whole.
     process: keepIf(predicate),
   }

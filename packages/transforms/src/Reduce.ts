@@ -11,8 +11,14 @@
  * @module
  */
 import { type EventArray, JsonValue, type LogEvent } from '@ackline/core'
-import type { ConfigIssue, Transform, TransformContext } from '@ackline/topology'
-import { checkOption } from './internal/checkOption.js'
+import {
+  type ConfigIssue,
+  defineOptions,
+  type OptionsOf,
+  type Transform,
+  type TransformContext,
+} from '@ackline/topology'
+import { z } from 'zod'
 import { KeyedEvents } from './internal/KeyedEvents.js'
 
 /**
@@ -24,23 +30,32 @@ import { KeyedEvents } from './internal/KeyedEvents.js'
  * - `array`: every value, in order;
  * - `concat`: the string values joined with a space.
  */
-export type MergeStrategy = 'first' | 'last' | 'sum' | 'min' | 'max' | 'array' | 'concat'
+export type MergeStrategy = z.infer<typeof strategy>
 
-const STRATEGIES: readonly MergeStrategy[] = ['first', 'last', 'sum', 'min', 'max', 'array', 'concat']
+const strategy = z.enum(['first', 'last', 'sum', 'min', 'max', 'array', 'concat'])
 
+/** Options of {@link reduce}: its schema (`validate`, `jsonSchema`, …). */
+export const ReduceOptions = defineOptions({
+  groupBy: z
+    .array(z.string().min(1))
+    .readonly()
+    .optional()
+    .describe('Field paths whose values make the group key; no paths means one group for everything.'),
+  maxEvents: z.int().min(1).default(100).describe('A group closes once it holds this many events.'),
+  windowMs: z.int().min(1).default(5000).describe('Every this many milliseconds, every open group closes.'),
+  maxGroups: z
+    .int()
+    .min(1)
+    .default(10_000)
+    .describe('At most this many groups are open; opening one more closes the oldest.'),
+  merge: z
+    .record(z.string(), strategy)
+    .readonly()
+    .optional()
+    .describe("Strategies per field path; other fields keep the first event's value."),
+})
 /** Options of {@link reduce}. */
-export interface ReduceOptions {
-  /** Field paths whose values make the group key; no paths means one group for everything. */
-  readonly groupBy?: readonly string[]
-  /** A group closes once it holds this many events. Default 100. */
-  readonly maxEvents?: number
-  /** Every this many milliseconds, every open group closes. Default 5000. */
-  readonly windowMs?: number
-  /** At most this many groups are open; opening one more closes the oldest. Default 10 000. */
-  readonly maxGroups?: number
-  /** Strategies per field path; other fields keep the first event's value. */
-  readonly merge?: Readonly<Record<string, MergeStrategy>>
-}
+export type ReduceOptions = OptionsOf<typeof ReduceOptions>
 
 /** The transform {@link reduce} returns. */
 export interface ReduceTransform extends Transform<never> {
@@ -86,22 +101,7 @@ class Reduce implements ReduceTransform {
   }
 
   validate(): readonly ConfigIssue[] {
-    const o = this.#options
-    const issues: ConfigIssue[] = [
-      ...(o.groupBy === undefined ? [] : checkOption.fieldPaths('groupBy', o.groupBy, 0)),
-      ...checkOption.integerAtLeast('maxEvents', o.maxEvents, 1),
-      ...checkOption.integerAtLeast('windowMs', o.windowMs, 1),
-      ...checkOption.integerAtLeast('maxGroups', o.maxGroups, 1),
-    ]
-    for (const [field, strategy] of Object.entries(o.merge ?? {})) {
-      if (!STRATEGIES.includes(strategy)) {
-        issues.push({
-          field: `merge.${field}`,
-          message: `unknown strategy ${JSON.stringify(strategy)}; expected one of ${STRATEGIES.join(', ')}`,
-        })
-      }
-    }
-    return issues
+    return ReduceOptions.validate(this.#options)
   }
 
   process(events: EventArray, context: TransformContext): void {

@@ -9,10 +9,9 @@
  * @module
  */
 import { type JsonObject, LogEvent } from '@ackline/core'
-import { perEvent, type TransformContext } from '@ackline/topology'
-import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+import { codeOption, defineOptions, type OptionsOf, perEvent, type TransformContext } from '@ackline/topology'
+import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
-import { checkOption } from './internal/checkOption.js'
 
 /** One output of a remap function: an event handle, or the fields of a new event. */
 export type RemapOutput = LogEvent | JsonObject
@@ -36,8 +35,13 @@ export type RemapResult = undefined | null | RemapOutput | readonly RemapOutput[
 // biome-ignore lint/suspicious/noConfusingVoidType: `void` lets a block body that only edits the event type-check.
 export type RemapFunction = (event: LogEvent) => RemapResult | void
 
+/** Options of {@link remap}: its schema (`validate`, `jsonSchema`, …). */
+export const RemapOptions = defineOptions({ dropStatus: DropStatus.option })
 /** Options of {@link remap}. */
-export interface RemapOptions extends DropOptions {}
+export type RemapOptions = OptionsOf<typeof RemapOptions>
+
+/** The function, checked like an option (it may come from untyped code). */
+const RemapArguments = defineOptions({ fn: codeOption<RemapFunction>('a function') })
 
 /** The transform {@link remap} returns. */
 export interface RemapTransform extends DroppingTransform {
@@ -103,7 +107,7 @@ export function remap(fn: RemapFunction, options: RemapOptions = {}): RemapTrans
   return {
     kind: 'remap',
     dropStatus: options.dropStatus ?? DropStatus.default,
-    validate: () => [...checkOption.isFunction('fn', fn), ...DropStatus.validate(options.dropStatus)],
+    validate: () => [...RemapArguments.validate({ fn }), ...RemapOptions.validate(options)],
     // While every event goes on as it is (edited in place), the array is passed on whole.
     process: perEvent((event) => {
       // A function that returns nothing returns `undefined`.

@@ -10,9 +10,15 @@
  * @module
  */
 import type { EventArray } from '@ackline/core'
-import type { ConfigIssue, Transform, TransformContext } from '@ackline/topology'
+import {
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type Transform,
+  type TransformContext,
+} from '@ackline/topology'
+import { z } from 'zod'
 import type { Predicate } from './Filter.js'
-import { checkOption } from './internal/checkOption.js'
 
 /**
  * The port of events that no route accepted; read it as `'<id>._unmatched'`.
@@ -26,6 +32,21 @@ export const UNMATCHED = '_unmatched' as const
 
 /** Named routes: each output port's predicate. Port names may not contain `.` nor be `_unmatched`. */
 export type Routes<Name extends string = string> = Readonly<Record<Name, Predicate>>
+
+/** The routes, checked like an option (the names become ports; the predicates may come from untyped code). */
+const RouteArguments = defineOptions({
+  routes: z
+    .record(
+      z
+        .string()
+        .refine(
+          (name) => name !== '' && !name.includes('.') && name !== UNMATCHED,
+          `a route name: non-empty, without '.', and not '${UNMATCHED}' (reserved for events no route accepts)`,
+        ),
+      codeOption<Predicate>('a function'),
+    )
+    .refine((routes) => Object.keys(routes).length > 0, 'an object naming at least one route'),
+})
 
 /**
  * The transform {@link route} returns; `Name` is the union of its route names, so a builder can
@@ -55,21 +76,8 @@ class Route<Name extends string> implements RouteTransform<Name> {
   }
 
   validate(): readonly ConfigIssue[] {
-    const issues: ConfigIssue[] = []
-    if (this.#names.length === 0) issues.push({ field: 'routes', message: 'must name at least one route' })
-    this.#names.forEach((name, i) => {
-      const field = `routes.${name}`
-      if (name === '' || name.includes('.')) {
-        issues.push({
-          field,
-          message: `route name ${JSON.stringify(name)} must be non-empty and contain no '.'`,
-        })
-      } else if (name === UNMATCHED) {
-        issues.push({ field, message: `'${UNMATCHED}' is reserved for events no route accepts` })
-      }
-      issues.push(...checkOption.isFunction(field, this.#predicates[i]))
-    })
-    return issues
+    const routes = Object.fromEntries(this.#names.map((name, i) => [name, this.#predicates[i]]))
+    return RouteArguments.validate({ routes })
   }
 
   process(events: EventArray, context: TransformContext): void {

@@ -9,19 +9,30 @@
  * @module
  */
 import type { EventArray } from '@ackline/core'
-import { type ConfigIssue, keepIf, type TransformContext } from '@ackline/topology'
-import type { DropOptions, DroppingTransform } from './DroppingTransform.js'
+import {
+  type ConfigIssue,
+  defineOptions,
+  keepIf,
+  type OptionsOf,
+  type TransformContext,
+} from '@ackline/topology'
+import { z } from 'zod'
+import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
-import { checkOption } from './internal/checkOption.js'
 import { fnv1a } from './internal/fnv1a.js'
 
+/** Options of {@link sample}: its schema (`validate`, `jsonSchema`, …). */
+export const SampleOptions = defineOptions({
+  rate: z.int().min(1).describe('Keep one event in this many.'),
+  keyField: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('A field path whose value decides, so related events are kept or discarded together.'),
+  dropStatus: DropStatus.option,
+})
 /** Options of {@link sample}. */
-export interface SampleOptions extends DropOptions {
-  /** Keep one event in this many (an integer, at least 1). */
-  readonly rate: number
-  /** A field path whose value decides, so related events are kept or discarded together. */
-  readonly keyField?: string
-}
+export type SampleOptions = OptionsOf<typeof SampleOptions>
 
 /** The transform {@link sample} returns. */
 export interface SampleTransform extends DroppingTransform {
@@ -44,17 +55,7 @@ class Sample implements SampleTransform {
   }
 
   validate(): readonly ConfigIssue[] {
-    const o = this.#options
-    const issues: ConfigIssue[] = [
-      ...(o.rate === undefined
-        ? [{ field: 'rate', message: 'is required: keep one event in how many?' }]
-        : checkOption.integerAtLeast('rate', o.rate, 1)),
-      ...DropStatus.validate(o.dropStatus),
-    ]
-    if (o.keyField !== undefined && (typeof o.keyField !== 'string' || o.keyField === '')) {
-      issues.push({ field: 'keyField', message: 'must be a non-empty field path' })
-    }
-    return issues
+    return SampleOptions.validate(this.#options)
   }
 
   /** Keeps the sampled events; the array goes on whole while every event is kept (rate 1). */

@@ -5,18 +5,18 @@
  *
  * @module @ackline/transforms
  */
-export { type DedupeOptions, type DedupeTransform, dedupe } from './Dedupe.js'
+export { DedupeOptions, type DedupeTransform, dedupe } from './Dedupe.js'
 export type { DropOptions, DroppingTransform } from './DroppingTransform.js'
 export { DropStatus } from './DropStatus.js'
-export { type FilterOptions, type FilterTransform, filter, type Predicate } from './Filter.js'
-export { type MergeStrategy, type ReduceOptions, type ReduceTransform, reduce } from './Reduce.js'
+export { FilterOptions, type FilterTransform, filter, type Predicate } from './Filter.js'
+export { type MergeStrategy, ReduceOptions, type ReduceTransform, reduce } from './Reduce.js'
 export {
   type RemapFunction,
-  type RemapOptions,
+  RemapOptions,
   type RemapOutput,
   type RemapResult,
   type RemapTransform,
   remap,
 } from './Remap.js'
 export { type Routes, type RouteTransform, route, UNMATCHED } from './Route.js'
-export { type SampleOptions, type SampleTransform, sample } from './Sample.js'
+export { SampleOptions, type SampleTransform, sample } from './Sample.js'

@@ -1,4 +1,4 @@
-import { dedupe } from '@ackline/transforms'
+import { DedupeOptions, dedupe } from '@ackline/transforms'
 import { describe, expect, it } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
 import { testBatch } from './support/TestBatch.js'
@@ -71,7 +71,19 @@ describe('dedupe', () => {
       dedupe({ fields: ['ok', ''], cacheSize: 0, dropStatus: 'gone' as never })
         .validate()
         .map((i) => i.field),
-    ).toEqual(['fields.1', 'cacheSize', 'dropStatus'])
+    ).toEqual(['fields[1]', 'cacheSize', 'dropStatus'])
     expect(dedupe({ fields: ['id'] }).validate()).toEqual([])
+  })
+
+  it('describes its options as JSON Schema for config files', () => {
+    expect(DedupeOptions.jsonSchema()).toMatchObject({
+      required: ['fields'],
+      additionalProperties: false,
+      properties: {
+        fields: { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
+        cacheSize: { type: 'integer', minimum: 1, default: 5000 },
+        dropStatus: { enum: ['delivered', 'rejected'] },
+      },
+    })
   })
 })

@@ -79,6 +79,10 @@ describe('filter', () => {
   it('reports bad options by field', () => {
     const t = filter('nope' as never, { dropStatus: 'lost' as never })
     expect(t.validate().map((i) => i.field)).toEqual(['predicate', 'dropStatus'])
+    expect(t.validate().map((i) => i.message)).toEqual([
+      'must be a function, got "nope"',
+      'must be "delivered" or "rejected", got "lost"',
+    ])
     expect(filter(() => true).validate()).toEqual([])
   })
 })

@@ -124,7 +124,10 @@ describe('reduce', () => {
       })
         .validate()
         .map((i) => i.field),
-    ).toEqual(['groupBy.0', 'maxEvents', 'windowMs', 'maxGroups', 'merge.x'])
+    ).toEqual(['groupBy[0]', 'maxEvents', 'windowMs', 'maxGroups', 'merge.x'])
+    expect(reduce({ merge: { x: 'avg' as never } }).validate()[0]!.message).toBe(
+      'must be one of "first", "last", "sum", "min", "max", "array", "concat", got "avg"',
+    )
     expect(reduce({ groupBy: ['id'], merge: { n: 'sum' } }).validate()).toEqual([])
   })
 })

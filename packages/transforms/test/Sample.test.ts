@@ -54,12 +54,13 @@ describe('sample', () => {
       sample({ rate: 0.5, keyField: '', dropStatus: 'no' as never })
         .validate()
         .map((i) => i.field),
-    ).toEqual(['rate', 'dropStatus', 'keyField'])
+    ).toEqual(['rate', 'keyField', 'dropStatus'])
     expect(
       sample({} as never)
         .validate()
         .map((i) => i.field),
     ).toEqual(['rate'])
+    expect(sample({} as never).validate()[0]!.message).toBe('must be a positive integer, got undefined')
     expect(sample({ rate: 10 }).validate()).toEqual([])
   })
 })

@@ -20,6 +20,7 @@ import {
 import type { BatchFailure } from '../BatchFailure.js'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
+import type { ResolvedOptionsOf } from '../OptionsSchema.js'
 import { RejectError } from '../RejectError.js'
 import { RetryableError } from '../RetryableError.js'
 import { RetryPolicy } from '../RetryPolicy.js'
@@ -55,7 +56,7 @@ const DELIVERED: Outcome = { status: 'delivered', failure: undefined }
 
 export class SinkRunner {
   readonly #authoritative: boolean
-  readonly #policy: Required<RetryPolicy>
+  readonly #policy: ResolvedOptionsOf<typeof RetryPolicy>
   #current: EventArray | undefined = undefined
   #wake: (() => void) | undefined = undefined
   #forced = false

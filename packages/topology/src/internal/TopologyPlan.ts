@@ -2,9 +2,18 @@
  * Validation and acknowledgement propagation: a pure function from the builder's declarations to
  * a plan the runtime follows, or to the list of every problem found.
  */
-import type { ComponentDeclaration, TopologyOptions, TopologyWarning } from '../TopologyBuilder.js'
+import { z } from 'zod'
+import type { ConfigIssue } from '../ConfigIssue.js'
+import {
+  type ComponentDeclaration,
+  SinkOptions,
+  TopologyOptions,
+  type TopologyWarning,
+  TransformOptions,
+} from '../TopologyBuilder.js'
 import type { TopologyProblem, TopologyProblemCode } from '../TopologyError.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
+import { issuesOf } from './issuesOf.js'
 
 /** Where events of one output port go. */
 export type PortEdges = ReadonlyMap<string, readonly string[]>
@@ -43,7 +52,7 @@ export function planTopology(
     problems.push({ code, component, field, message })
   }
 
-  checkTopologyOptions(options, problem)
+  reportIssues(problems, 'INVALID_OPTION', TOPOLOGY, TopologyOptions.validate(options))
 
   const byId = new Map<string, ComponentDeclaration>()
   for (const decl of declarations) {
@@ -116,8 +125,8 @@ export function planTopology(
       const ups = upstreams.get(decl.id)!
       if (!ups.includes(producerId)) ups.push(producerId)
     })
-    checkOptions(decl, options, problem)
-    checkConfig(decl, problem)
+    checkOptions(decl, options, problems, problem)
+    checkConfig(decl, problems, problem)
   }
 
   const downstream = (id: string): string[] => [...(edges.get(id)?.values() ?? [])].flat()
@@ -195,89 +204,93 @@ export function planTopology(
 
 type Report = (code: TopologyProblemCode, component: string, field: string, message: string) => void
 
-const isPositiveInteger = (n: unknown): boolean => typeof n === 'number' && Number.isInteger(n) && n > 0
-const isPositive = (n: unknown): boolean => typeof n === 'number' && Number.isFinite(n) && n > 0
-const isNonNegative = (n: unknown): boolean => typeof n === 'number' && Number.isFinite(n) && n >= 0
-
-function checkTopologyOptions(options: TopologyOptions, problem: Report): void {
-  if (options.ackTimeoutMs !== undefined && !isPositive(options.ackTimeoutMs)) {
-    problem(
-      'INVALID_OPTION',
-      TOPOLOGY,
-      'ackTimeoutMs',
-      'ackTimeoutMs must be a positive number of milliseconds',
-    )
+/** Reports each issue as a problem of `component`; a component's own issues (`kind` given) say the kind first. */
+function reportIssues(
+  problems: TopologyProblem[],
+  code: TopologyProblemCode,
+  component: string,
+  issues: readonly ConfigIssue[],
+  kind?: string,
+): void {
+  for (const issue of issues) {
+    problems.push({
+      code,
+      component,
+      field: issue.field,
+      message: kind === undefined ? issue.message : `${kind}: ${issue.message}`,
+      ...(issue.expected === undefined ? {} : { expected: issue.expected }),
+      ...(issue.got === undefined ? {} : { got: issue.got }),
+    })
   }
 }
 
-function checkOptions(decl: ComponentDeclaration, options: TopologyOptions, problem: Report): void {
+/**
+ * What the runtime reads from a transform beyond `process`: an unknown `dropStatus` from untyped
+ * code would otherwise count a discard as delivered.
+ */
+const TransformMembers = z.looseObject({
+  dropStatus: z.enum(['delivered', 'rejected']).optional(),
+  flushIntervalMs: z.number().positive().optional(),
+})
+
+/** What the runtime reads from a source beyond `run`: whether to create batch notifiers for it. */
+const SourceMembers = z.looseObject({ canAcknowledge: z.boolean() })
+
+function checkOptions(
+  decl: ComponentDeclaration,
+  options: TopologyOptions,
+  problems: TopologyProblem[],
+  problem: Report,
+): void {
   if (decl.role === 'source') return
   const buffer = decl.options.buffer
-  if (buffer !== undefined) {
-    if (isEdgeBufferFactory(buffer) && decl.role === 'transform') {
-      problem(
-        'INVALID_OPTION',
-        decl.id,
-        'buffer',
-        `a transform reads from the in-memory channel; a ${buffer.kind} buffer can only stand in front of a sink`,
-      )
-    } else if (isEdgeBufferFactory(buffer)) {
-      // Another kind of buffer checks its own options; the topology only files what it says.
-      let issues: readonly { field: string; message: string }[]
-      try {
-        issues = buffer.validate?.({ componentId: decl.id, dataDir: options.dataDir }) ?? []
-      } catch (error) {
-        issues = [{ field: '', message: `the ${buffer.kind} buffer's validate() threw: ${String(error)}` }]
-      }
-      for (const issue of issues) {
-        problem(
-          'INVALID_OPTION',
-          decl.id,
-          issue.field === '' ? 'buffer' : `buffer.${issue.field}`,
-          issue.message,
-        )
-      }
-    } else if (buffer.maxEvents !== undefined && !isPositiveInteger(buffer.maxEvents)) {
-      problem('INVALID_OPTION', decl.id, 'buffer.maxEvents', 'maxEvents must be a positive integer')
-    }
+  const own = decl.role === 'transform' ? TransformOptions : SinkOptions
+  if (buffer === undefined || buffer === null || !isEdgeBufferFactory(buffer)) {
+    reportIssues(problems, 'INVALID_OPTION', decl.id, own.validate(decl.options))
+    return
   }
-  if (decl.role === 'sink') {
-    const retry = decl.options.retry
-    if (retry?.attempts !== undefined && !isPositiveInteger(retry.attempts)) {
-      problem(
-        'INVALID_OPTION',
-        decl.id,
-        'retry.attempts',
-        'attempts must be a positive integer (1 = no retry)',
-      )
-    }
-    for (const field of ['initialBackoffMs', 'maxBackoffMs'] as const) {
-      if (retry?.[field] !== undefined && !isNonNegative(retry[field])) {
-        problem('INVALID_OPTION', decl.id, `retry.${field}`, `${field} must be a non-negative number`)
-      }
-    }
-  } else {
-    const interval = decl.component.flushIntervalMs
-    if (interval !== undefined && !isPositive(interval)) {
-      problem('INVALID_CONFIG', decl.id, 'flushIntervalMs', 'flushIntervalMs must be a positive number')
-    }
+  // Another kind of buffer checks its own options; the topology only files what it says.
+  reportIssues(problems, 'INVALID_OPTION', decl.id, own.validate({ ...decl.options, buffer: undefined }))
+  if (decl.role === 'transform') {
+    problem(
+      'INVALID_OPTION',
+      decl.id,
+      'buffer',
+      `a transform reads from the in-memory channel; a ${buffer.kind} buffer can only stand in front of a sink`,
+    )
+    return
+  }
+  let issues: readonly ConfigIssue[]
+  try {
+    issues = buffer.validate?.({ componentId: decl.id, dataDir: options.dataDir }) ?? []
+  } catch (error) {
+    issues = [{ field: '', message: `the ${buffer.kind} buffer's validate() threw: ${String(error)}` }]
+  }
+  for (const issue of issues) {
+    problem('INVALID_OPTION', decl.id, issue.field === '' ? 'buffer' : `buffer.${issue.field}`, issue.message)
   }
 }
 
-function checkConfig(decl: ComponentDeclaration, problem: Report): void {
-  if (decl.component.validate === undefined) return
-  try {
-    for (const issue of decl.component.validate()) {
-      problem('INVALID_CONFIG', decl.id, issue.field, `${decl.component.kind}: ${issue.message}`)
+/**
+ * The component's own issues, then the members the runtime reads from it, unless its own
+ * `validate()` already reported that field (a dropping transform checks its `dropStatus` too).
+ */
+function checkConfig(decl: ComponentDeclaration, problems: TopologyProblem[], problem: Report): void {
+  const first = problems.length
+  const { kind } = decl.component
+  if (decl.component.validate !== undefined) {
+    try {
+      reportIssues(problems, 'INVALID_CONFIG', decl.id, decl.component.validate(), kind)
+    } catch (error) {
+      problem('INVALID_CONFIG', decl.id, '(validate)', `${kind}: validate() threw: ${String(error)}`)
     }
-  } catch (error) {
-    problem(
-      'INVALID_CONFIG',
-      decl.id,
-      '(validate)',
-      `${decl.component.kind}: validate() threw: ${String(error)}`,
-    )
   }
+  const members =
+    decl.role === 'source' ? SourceMembers : decl.role === 'transform' ? TransformMembers : undefined
+  if (members === undefined) return
+  const reported = new Set(problems.slice(first).map((p) => p.field))
+  const fresh = issuesOf(members, decl.component).filter((issue) => !reported.has(issue.field))
+  reportIssues(problems, 'INVALID_CONFIG', decl.id, fresh, kind)
 }
 
 /** Every id reachable from `starts` (included) following `next`. */

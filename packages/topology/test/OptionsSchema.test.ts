@@ -1,0 +1,255 @@
+import {
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type ResolvedOptionsOf,
+  type Sink,
+  TopologyBuilder,
+  TopologyError,
+} from '@ackline/topology'
+import fc from 'fast-check'
+import { describe, expect, expectTypeOf, it } from 'vitest'
+import { z } from 'zod'
+import { testSource } from './support/TestComponents.js'
+
+const Example = defineOptions({
+  count: z.int().min(0).optional().describe('How many events in all.'),
+  batchSize: z.int().min(1).default(100).describe('Events per batch.'),
+  ratePerSecond: z.number().positive().optional(),
+  whenFull: z.enum(['block', 'drop_newest']).default('block'),
+  fields: z.array(z.string().min(1)).min(1),
+  predicate: codeOption<(n: number) => boolean>('a function'),
+  retry: defineOptions({ attempts: z.int().min(1).optional() }).schema.optional(),
+})
+
+const valid = { fields: ['id'], predicate: () => true }
+
+describe('validate', () => {
+  it('accepts valid options with nothing to report', () => {
+    expect(Example.validate(valid)).toEqual([])
+    expect(
+      Example.validate({ ...valid, count: 0, batchSize: 5, whenFull: 'drop_newest', retry: {} }),
+    ).toEqual([])
+  })
+
+  it('reports every problem at once, each with its field path, what was expected and what was given', () => {
+    const issues = Example.validate({
+      count: -1,
+      batchSize: 0.5,
+      ratePerSecond: 0,
+      whenFull: 'drop_oldest',
+      fields: ['id', ''],
+      predicate: 'yes',
+      retry: { attempts: 0 },
+    })
+    expect(issues).toEqual([
+      {
+        field: 'count',
+        expected: 'a non-negative integer',
+        got: '-1',
+        message: 'must be a non-negative integer, got -1',
+      },
+      {
+        field: 'batchSize',
+        expected: 'a positive integer',
+        got: '0.5',
+        message: 'must be a positive integer, got 0.5',
+      },
+      {
+        field: 'ratePerSecond',
+        expected: 'a positive number',
+        got: '0',
+        message: 'must be a positive number, got 0',
+      },
+      {
+        field: 'whenFull',
+        expected: '"block" or "drop_newest"',
+        got: '"drop_oldest"',
+        message: 'must be "block" or "drop_newest", got "drop_oldest"',
+      },
+      {
+        field: 'fields[1]',
+        expected: 'a non-empty string',
+        got: '""',
+        message: 'must be a non-empty string, got ""',
+      },
+      { field: 'predicate', expected: 'a function', got: '"yes"', message: 'must be a function, got "yes"' },
+      {
+        field: 'retry.attempts',
+        expected: 'a positive integer',
+        got: '0',
+        message: 'must be a positive integer, got 0',
+      },
+    ])
+  })
+
+  it('reports a missing required option as got undefined', () => {
+    expect(Example.validate({ fields: ['id'] })).toEqual([
+      {
+        field: 'predicate',
+        expected: 'a function',
+        got: 'undefined',
+        message: 'must be a function, got undefined',
+      },
+    ])
+  })
+
+  it('reports an option the schema does not declare, naming the declared ones (a typo is never ignored)', () => {
+    const issues = Example.validate({ ...valid, batchsize: 10, retry: { atempts: 2 } })
+    expect(issues.map((i) => i.field).sort()).toEqual(['batchsize', 'retry.atempts'])
+    const top = issues.find((i) => i.field === 'batchsize')!
+    expect(top.got).toBe('10')
+    expect(top.message).toMatch(/^must be absent: it is not an option \(the options are count, batchSize,/)
+    expect(issues.find((i) => i.field === 'retry.atempts')!.expected).toContain('the options are attempts')
+  })
+
+  it('reports options that are not an object as one issue about the whole', () => {
+    for (const options of [null, 5, 'x', []]) {
+      expect(Example.validate(options)).toMatchObject([{ field: '(options)', expected: 'an object' }])
+    }
+  })
+
+  it('never throws, whatever it is given, and every issue is in the one message style', () => {
+    fc.assert(
+      fc.property(
+        fc.anything({ withMap: true, withSet: true, withBigInt: true, withTypedArray: true }),
+        (options) => {
+          for (const issue of Example.validate(options)) {
+            expect(issue.message).toBe(`must be ${issue.expected}, got ${issue.got}`)
+            expect(issue.got!.length).toBeLessThanOrEqual(60)
+          }
+        },
+      ),
+    )
+    expect(Example.validate({ ...valid, fields: [Symbol('s'), 10n, new Map()] })).toMatchObject([
+      { field: 'fields[0]', got: 'Symbol(s)' },
+      { field: 'fields[1]', got: '10n' },
+      { field: 'fields[2]', got: 'an instance of Map' },
+    ])
+  })
+
+  it('shows a long or cyclic value briefly instead of printing it whole', () => {
+    const cyclic: Record<string, unknown> = {}
+    cyclic.self = cyclic
+    const [long, loop] = Example.validate({ ...valid, count: 'x'.repeat(10_000), fields: [cyclic] }).map(
+      (i) => i.got,
+    )
+    expect(long).toHaveLength(60)
+    expect(loop).toBe('an object')
+  })
+})
+
+describe('defaults and types', () => {
+  it('resolve fills in the defaults of unset options and keeps the rest as given', () => {
+    const predicate = (): boolean => true
+    expect(Example.defaults).toEqual({ batchSize: 100, whenFull: 'block' })
+    expect(
+      Example.resolve({ fields: ['a'], predicate, batchSize: undefined, whenFull: 'drop_newest' }),
+    ).toEqual({
+      fields: ['a'],
+      predicate,
+      batchSize: 100,
+      whenFull: 'drop_newest',
+    })
+  })
+
+  it('infers the option types: defaults are optional to give and present once resolved', () => {
+    type Given = OptionsOf<typeof Example>
+    type Resolved = ResolvedOptionsOf<typeof Example>
+    expectTypeOf<Given['batchSize']>().toEqualTypeOf<number | undefined>()
+    expectTypeOf<Resolved['batchSize']>().toEqualTypeOf<number>()
+    expectTypeOf<Given['whenFull']>().toEqualTypeOf<'block' | 'drop_newest' | undefined>()
+    expectTypeOf<Given['predicate']>().toEqualTypeOf<(n: number) => boolean>()
+  })
+})
+
+describe('jsonSchema', () => {
+  it('describes what a config file can give: types, bounds, enums, defaults, descriptions, no unknown options', () => {
+    const schema = Example.jsonSchema()
+    expect(schema).toMatchObject({
+      type: 'object',
+      additionalProperties: false,
+      required: ['fields'],
+      properties: {
+        count: { type: 'integer', minimum: 0, description: 'How many events in all.' },
+        batchSize: { type: 'integer', minimum: 1, default: 100, description: 'Events per batch.' },
+        ratePerSecond: { type: 'number', exclusiveMinimum: 0 },
+        whenFull: { enum: ['block', 'drop_newest'], default: 'block' },
+        fields: { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
+        retry: { type: 'object', properties: { attempts: { type: 'integer', minimum: 1 } } },
+      },
+    })
+  })
+
+  it('leaves out options only code can give, and hands out a copy each time', () => {
+    const schema = Example.jsonSchema() as { properties: Record<string, unknown>; required: string[] }
+    expect(Object.keys(schema.properties)).not.toContain('predicate')
+    expect(schema.required).not.toContain('predicate')
+    schema.properties.count = 'edited'
+    expect((Example.jsonSchema() as typeof schema).properties.count).not.toBe('edited')
+  })
+
+  it('leaves out a code-only option that was described, and still words its issue', () => {
+    const Described = defineOptions({
+      onEvent: codeOption<() => void>('a callback').describe('Called for each event.'),
+      size: z.int().min(1).optional(),
+    })
+    expect(Described.jsonSchema()).toMatchObject({ properties: { size: { type: 'integer' } } })
+    expect(Object.keys((Described.jsonSchema() as { properties: object }).properties)).toEqual(['size'])
+    expect(Described.validate({ onEvent: 1 })).toMatchObject([
+      { field: 'onEvent', message: 'must be a callback, got 1' },
+    ])
+  })
+})
+
+describe('a third-party component', () => {
+  const WebhookSinkOptions = defineOptions({
+    url: z.url().describe('Where to POST each batch.'),
+    timeoutMs: z.int().min(1).default(5000),
+  })
+  type WebhookSinkOptions = OptionsOf<typeof WebhookSinkOptions>
+  const webhook = (options: WebhookSinkOptions): Sink => ({
+    kind: 'webhook',
+    validate: () => WebhookSinkOptions.validate(options),
+    write: async () => undefined,
+  })
+
+  it('gets its problems reported by build() with the builder’s own, in the same style', () => {
+    let error: unknown
+    try {
+      new TopologyBuilder({ onWarning: () => {}, ackTimeoutMs: -5 })
+        .source('in', testSource([]))
+        .sink('hook', ['in'], webhook({ url: 'not a url', timeoutMs: 0 }))
+        .build()
+    } catch (e) {
+      error = e
+    }
+    expect(error).toBeInstanceOf(TopologyError)
+    expect((error as TopologyError).problems).toEqual([
+      {
+        code: 'INVALID_OPTION',
+        component: '(topology)',
+        field: 'ackTimeoutMs',
+        expected: 'a positive number',
+        got: '-5',
+        message: 'must be a positive number, got -5',
+      },
+      {
+        code: 'INVALID_CONFIG',
+        component: 'hook',
+        field: 'url',
+        expected: 'a URL',
+        got: '"not a url"',
+        message: 'webhook: must be a URL, got "not a url"',
+      },
+      {
+        code: 'INVALID_CONFIG',
+        component: 'hook',
+        field: 'timeoutMs',
+        expected: 'a positive integer',
+        got: '0',
+        message: 'webhook: must be a positive integer, got 0',
+      },
+    ])
+  })
+})

@@ -1,0 +1,98 @@
+// Unit test of an internal module (`src/internal/fastCheck.ts`), so it imports it by path: the
+// predicate must never call valid what zod rejects, which no public call can show directly.
+import {
+  codeOption,
+  defineOptions,
+  MemoryBufferOptions,
+  RetryPolicy,
+  SinkOptions,
+  TopologyOptions,
+  TransformOptions,
+} from '@ackline/topology'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { z } from 'zod'
+import { fastCheck } from '../src/internal/fastCheck.js'
+
+/** Values near the options' rules: valid ones, wrong types, bounds, unknown names. */
+const scalar = fc.oneof(
+  fc.constantFrom(0, 1, 2, -1, 0.5, 500, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, -(2 ** 53)),
+  fc.constantFrom('', 'block', 'drop_newest', 'rejected', 'delivered', 'errored', 'memory', 'disk', 'x'),
+  fc.constantFrom(true, false, null, undefined, () => {}),
+  fc.anything(),
+)
+const near = (depth: number): fc.Arbitrary<unknown> =>
+  depth === 0
+    ? scalar
+    : fc.oneof(
+        scalar,
+        fc.dictionary(
+          fc.constantFrom(
+            'acknowledgements',
+            'authoritative',
+            'buffer',
+            'retry',
+            'type',
+            'maxEvents',
+            'whenFull',
+            'droppedStatus',
+            'attempts',
+            'initialBackoffMs',
+            'maxBackoffMs',
+            'multiplier',
+            'dropStatus',
+            'ackTimeoutMs',
+            'dataDir',
+            'onWarning',
+            'fields',
+            'unknown',
+          ),
+          near(depth - 1),
+          { maxKeys: 5 },
+        ),
+        fc.array(near(depth - 1), { maxLength: 3 }),
+      )
+
+const schemas = {
+  SinkOptions: SinkOptions.schema,
+  TransformOptions: TransformOptions.schema,
+  TopologyOptions: TopologyOptions.schema,
+  MemoryBufferOptions: MemoryBufferOptions.schema,
+  RetryPolicy: RetryPolicy.schema,
+  arrays: defineOptions({
+    fields: z.array(z.string().min(1)).min(1).readonly(),
+    merge: z.record(z.string(), z.enum(['sum', 'max'])).optional(),
+    fn: codeOption<() => void>('a function').optional(),
+    either: z.union([z.literal('a'), z.int().max(3)]).optional(),
+  }).schema,
+}
+
+describe('fastCheck', () => {
+  it.each(Object.entries(schemas))('agrees with zod on every value for %s', (_name, schema) => {
+    const fast = fastCheck(schema)
+    expect(fast).toBeDefined()
+    fc.assert(
+      fc.property(near(3), (value) => {
+        expect(fast!(value)).toBe(schema.safeParse(value).success)
+      }),
+      { numRuns: 2000 },
+    )
+  })
+
+  it('accepts the options a topology usually has, so zod is not run for them', () => {
+    const fast = fastCheck(SinkOptions.schema)!
+    expect(
+      fast({
+        acknowledgements: true,
+        buffer: { maxEvents: 50, whenFull: 'drop_newest', droppedStatus: 'rejected' },
+        retry: { attempts: 5, initialBackoffMs: 10, maxBackoffMs: 100, multiplier: 2 },
+      }),
+    ).toBe(true)
+  })
+
+  it('leaves to zod what it does not know: refinements, string formats', () => {
+    expect(fastCheck(z.string().refine((s) => s !== 'x', 'not x'))).toBeUndefined()
+    expect(fastCheck(z.strictObject({ url: z.url() }))).toBeUndefined()
+    expect(fastCheck(z.strictObject({ n: z.number().multipleOf(2) }))).toBeUndefined()
+  })
+})
