@@ -31,10 +31,6 @@ const ts = createRequire(join(here, '..', 'package.json'))('typescript')
  * occurs is reported too, so this list cannot go stale.
  */
 const KNOWN = [
-  // The topology still loads the disk buffer (internal/DiskBufferLoader.ts) and lists
-  // @ackline/buffers as a dependency. Branch h/topo removes the edge (the buffers plug into the
-  // topology through its EdgeBuffer factory); the lead deletes this entry when merging it.
-  { rule: 'forbidden-edge', from: 'topology', key: 'topology → buffers' },
   // Core's model refers to itself: a notifier attaches events, an event's metadata holds
   // finalizers, a finalizer points at its notifier; a receiver is made by the batch state it
   // reads. Only types close these cycles; breaking them means splitting core's model into
