@@ -512,6 +512,17 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(source.counters.refused.BAD_REQUEST).toBe(1)
   })
 
+  it('answers headers past the size limit with 431 HEADERS_TOO_LARGE', async () => {
+    const { source, port } = await start()
+    const big = await open(port)
+    big.write(`POST / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(32 * 1024)}\r\n\r\n`)
+    expect(parseRawResponse(await big.closed)).toMatchObject({
+      status: 431,
+      body: { code: 'HEADERS_TOO_LARGE', componentId: 'in' },
+    })
+    expect(source.counters.refused.HEADERS_TOO_LARGE).toBe(1)
+  })
+
   it('reports bad limits by field', () => {
     const issues = httpServer({
       headersTimeoutMs: 0,
@@ -584,8 +595,10 @@ describe('httpServer: paths and content types', () => {
     expect((await answer).status).toBe(200)
   })
 
-  it('answers other methods on /health with 405', async () => {
+  it('answers HEAD /health without a body, and other methods with 405', async () => {
     const { port } = await start()
+    const head = await request(port, { method: 'HEAD', path: '/health' })
+    expect(head).toMatchObject({ status: 200, body: undefined })
     const answer = await request(port, { method: 'POST', path: '/health', body: '{}' })
     expect(answer.status).toBe(405)
     expect(answer.headers.allow).toBe('GET, HEAD')
