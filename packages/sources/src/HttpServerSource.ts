@@ -130,7 +130,17 @@ export interface HttpServerResponseBody {
   readonly failure?: BatchFailure
 }
 
-/** Why a request was refused before its events entered the pipeline. */
+/**
+ * Why the source answered a request itself, with nothing of it in the pipeline (the README's HTTP
+ * section has the full table). The status code follows from the code:
+ * - `400`: `MALFORMED_BODY` (not JSON/NDJSON of objects, or not UTF-8), `TOO_DEEP` (past
+ *   `maxDepth`), `BAD_REQUEST` (not HTTP/1.1);
+ * - `401` `UNAUTHORIZED`; `404` `NOT_FOUND`; `405` `METHOD_NOT_ALLOWED`;
+ * - `408` `REQUEST_TIMEOUT` (past `headersTimeoutMs` or `requestTimeoutMs`);
+ * - `413`: `BODY_TOO_LARGE` (past `maxBodyBytes`), `TOO_MANY_EVENTS` (past `maxEventsPerRequest`);
+ * - `415` `UNSUPPORTED_MEDIA_TYPE`; `431` `HEADERS_TOO_LARGE`;
+ * - `503` with `Retry-After`: `SHUTTING_DOWN`, `NOT_ACCEPTED` (the pipeline did not take the batch).
+ */
 export type HttpServerErrorCode =
   | 'METHOD_NOT_ALLOWED'
   | 'UNAUTHORIZED'

@@ -422,7 +422,7 @@ describe('httpServer: limits of a server on an open port', () => {
   }
 
   it('cuts off a client that sends its headers too slowly with 408, and serves others meanwhile', async () => {
-    const { source, context, port } = await start({ headersTimeoutMs: 400, requestTimeoutMs: 5000 })
+    const { source, context, port } = await start({ headersTimeoutMs: 800, requestTimeoutMs: 5000 })
     const slowloris = await open(port)
     slowloris.write('POST / HTTP/1.1\r\nHost: x\r\n')
     slowloris.trickle('X-Slow: 1\r\n', 50)
@@ -442,7 +442,7 @@ describe('httpServer: limits of a server on an open port', () => {
   })
 
   it('cuts off a client that sends its body too slowly with 408, and sends nothing downstream', async () => {
-    const { source, context, port } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 400 })
+    const { source, context, port } = await start({ headersTimeoutMs: 500, requestTimeoutMs: 800 })
     const slow = await open(port)
     slow.write(
       'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n[',
@@ -457,7 +457,7 @@ describe('httpServer: limits of a server on an open port', () => {
   })
 
   it('does not count the time the pipeline takes against requestTimeoutMs', async () => {
-    const { context, port } = await start({ headersTimeoutMs: 100, requestTimeoutMs: 100 })
+    const { context, port } = await start({ headersTimeoutMs: 300, requestTimeoutMs: 300 })
     const next = context.nextBatch()
     const answer = request(port, json([{ n: 1 }]))
     const batch = await next
@@ -510,6 +510,17 @@ describe('httpServer: limits of a server on an open port', () => {
       body: { code: 'BAD_REQUEST' },
     })
     expect(source.counters.refused.BAD_REQUEST).toBe(1)
+  })
+
+  it('answers headers past the size limit with 431 HEADERS_TOO_LARGE', async () => {
+    const { source, port } = await start()
+    const big = await open(port)
+    big.write(`POST / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(32 * 1024)}\r\n\r\n`)
+    expect(parseRawResponse(await big.closed)).toMatchObject({
+      status: 431,
+      body: { code: 'HEADERS_TOO_LARGE', componentId: 'in' },
+    })
+    expect(source.counters.refused.HEADERS_TOO_LARGE).toBe(1)
   })
 
   it('reports bad limits by field', () => {
@@ -584,8 +595,10 @@ describe('httpServer: paths and content types', () => {
     expect((await answer).status).toBe(200)
   })
 
-  it('answers other methods on /health with 405', async () => {
+  it('answers HEAD /health without a body, and other methods with 405', async () => {
     const { port } = await start()
+    const head = await request(port, { method: 'HEAD', path: '/health' })
+    expect(head).toMatchObject({ status: 200, body: undefined })
     const answer = await request(port, { method: 'POST', path: '/health', body: '{}' })
     expect(answer.status).toBe(405)
     expect(answer.headers.allow).toBe('GET, HEAD')

@@ -40,7 +40,15 @@ export class FakeSourceContext implements SourceContext {
     )
     const created = BatchNotifier.maybeCreate(this.acknowledgements, { sourceId: this.id })
     if (created !== undefined) events.attach(created.notifier)
-    if (this.gate !== undefined) await this.gate
+    if (this.gate !== undefined) {
+      try {
+        await this.gate
+      } catch (error) {
+        // Refused: the events never went downstream, so they end here, as the runtime's do.
+        events.end('errored')
+        throw error
+      }
+    }
     this.batches.push(events)
     this.#records.push(events.events.map((event) => ({ ...event.fields })))
     this.#waiting.shift()?.(events)
