@@ -237,6 +237,14 @@ function checkOptions(decl: ComponentDeclaration, options: TopologyOptions, prob
           issue.message,
         )
       }
+    } else if (buffer.type !== undefined && buffer.type !== 'memory') {
+      // A config from before buffers were factories (`{ type: 'disk' }`) must not run in memory.
+      problem(
+        'INVALID_OPTION',
+        decl.id,
+        'buffer.type',
+        `buffer type '${String(buffer.type)}' is not built in: only the in-memory channel is given by options; other kinds are factories (a disk buffer: buffer: diskBuffer({ … }) from @ackline/buffers)`,
+      )
     } else if (buffer.maxEvents !== undefined && !isPositiveInteger(buffer.maxEvents)) {
       problem('INVALID_OPTION', decl.id, 'buffer.maxEvents', 'maxEvents must be a positive integer')
     }
