@@ -257,6 +257,23 @@ describe('validation', () => {
     expect(Object.keys(topology.properties).sort()).toEqual(['ackTimeoutMs', 'acknowledgements', 'dataDir'])
   })
 
+  it("refuses a buffer type it does not build in, such as the old { type: 'disk' }, naming the factory to use", () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet)
+        .source('in', testSource([]))
+        .sink('out', ['in'], testSink(), { buffer: { type: 'disk' } as unknown as { type: 'memory' } })
+        .build(),
+    )
+    expect(problems).toEqual([
+      expect.objectContaining({
+        code: 'INVALID_OPTION',
+        component: 'out',
+        field: 'buffer.type',
+        message: expect.stringContaining('diskBuffer('),
+      }),
+    ])
+  })
+
   it('types inputs: only declared ids and ports of transforms', () => {
     const builder = new TopologyBuilder(quiet)
       .source('in', testSource([]))

@@ -246,6 +246,18 @@ function checkOptions(
   const buffer = decl.options.buffer
   const own = decl.role === 'transform' ? TransformOptions : SinkOptions
   if (buffer === undefined || buffer === null || !isEdgeBufferFactory(buffer)) {
+    const type = (buffer as { type?: unknown } | null | undefined)?.type
+    if (type !== undefined && type !== 'memory') {
+      // A config from before buffers were factories (`{ type: 'disk' }`) must not run in memory.
+      problem(
+        'INVALID_OPTION',
+        decl.id,
+        'buffer.type',
+        `buffer type '${String(type)}' is not built in: only the in-memory channel is given by options; other kinds are factories (a disk buffer: buffer: diskBuffer({ … }) from @ackline/buffers)`,
+      )
+      reportIssues(problems, 'INVALID_OPTION', decl.id, own.validate({ ...decl.options, buffer: undefined }))
+      return
+    }
     reportIssues(problems, 'INVALID_OPTION', decl.id, own.validate(decl.options))
     return
   }
