@@ -25,10 +25,12 @@
 import { DiskBufferError } from './DiskBufferError.js'
 import { BufferSettings } from './internal/BufferSettings.js'
 import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
-import { type FileLike, type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
+import { type Settings, settle } from './internal/DiskBufferSettings.js'
+import type { FileLike, FileSystem } from './internal/FileSystem.js'
 import { type EncodedBatch, Frame } from './internal/Frame.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
 import { LockFile } from './internal/LockFile.js'
+import { SEGMENT_NAME, type Segment, segmentName } from './internal/Segment.js'
 import { SegmentReader } from './internal/SegmentReader.js'
 
 /**
@@ -175,17 +177,6 @@ export interface DiskBufferMetrics {
   readonly syncFailures: number
 }
 
-interface Segment {
-  readonly firstSeq: number
-  readonly name: string
-  /** Bytes written to the file. */
-  size: number
-  /** Bytes the reader may read (whole, and durable under `'always'`). */
-  visible: number
-  /** No more writes: a failed rollback left its tail unknown. */
-  sealed: boolean
-}
-
 interface PendingAppend {
   /** The records, framed with their sequence numbers (encoded in the caller's turn, off the write lane). */
   readonly encoded: EncodedBatch
@@ -230,84 +221,11 @@ const deferred = <T>(): Deferred<T> => {
 }
 
 const DURABLE: Promise<DurableStatus> = Promise.resolve('durable')
-const SEGMENT = /^(\d{20})\.seg$/
 const DEAD_LETTER_DIR = 'dead-letter'
 const DEAD_LETTER_HEADER = 12
 /** With group commit, appends are answered before their write while at most this much waits to be written. */
 const MAX_GROUP = 512 // appends per write: stays under IOV_MAX (1024) buffers per writev
 const WRITE_BEHIND_BYTES = 4 * 1024 * 1024
-
-/** The file name of the segment whose first sequence number is `firstSeq`. */
-const segmentName = (firstSeq: number): string => `${String(firstSeq).padStart(20, '0')}.seg`
-
-const positiveInt = (path: string, field: string, value: number | undefined, fallback: number): number => {
-  const v = value ?? fallback
-  if (!Number.isSafeInteger(v) || v <= 0) {
-    throw new DiskBufferError('INVALID_OPTION', `${field} must be a positive integer, got ${v}`, path, field)
-  }
-  return v
-}
-
-const nonNegative = (path: string, field: string, value: number): number => {
-  if (!Number.isFinite(value) || value < 0) {
-    throw new DiskBufferError(
-      'INVALID_OPTION',
-      `${field} must be a non-negative number, got ${value}`,
-      path,
-      field,
-    )
-  }
-  return value
-}
-
-interface Settings {
-  readonly path: string
-  readonly fs: FileSystem
-  readonly maxBytes: number
-  readonly segmentBytes: number
-  readonly sync: SyncPolicy
-  readonly retryInitialMs: number
-  readonly retryMaxMs: number
-  readonly maxInFlight: number
-  readonly ledgerIntervalMs: number
-  readonly ledgerEveryAcks: number
-  readonly log: (message: string) => void
-  readonly deadLetters: boolean
-  readonly lock: boolean
-}
-
-const settle = (path: string, o: DiskBufferOptions): Settings => {
-  const sync = o.sync ?? 'always'
-  if (sync !== 'always') {
-    nonNegative(path, 'sync.everyMs', sync.everyMs)
-    positiveInt(path, 'sync.everyWrites', sync.everyWrites, 1)
-  }
-  const backoff = o.retryBackoff ?? { initialMs: 100, maxMs: 30_000 }
-  const segmentBytes = positiveInt(path, 'segmentBytes', o.segmentBytes, 128 * 1024 * 1024)
-  if (segmentBytes <= Frame.HEADER_BYTES) {
-    throw new DiskBufferError(
-      'INVALID_OPTION',
-      `segmentBytes must exceed the ${Frame.HEADER_BYTES}-byte frame header, got ${segmentBytes}`,
-      path,
-      'segmentBytes',
-    )
-  }
-  return {
-    path,
-    fs: o.fileSystem ?? NodeFileSystem,
-    maxBytes: positiveInt(path, 'maxBytes', o.maxBytes, 1024 * 1024 * 1024),
-    segmentBytes,
-    sync,
-    retryInitialMs: nonNegative(path, 'retryBackoff.initialMs', backoff.initialMs),
-    retryMaxMs: nonNegative(path, 'retryBackoff.maxMs', backoff.maxMs),
-    maxInFlight: positiveInt(path, 'maxInFlight', o.maxInFlight, 100_000),
-    ledgerIntervalMs: nonNegative(path, 'ledgerIntervalMs', o.ledgerIntervalMs ?? 1000),
-    ledgerEveryAcks: positiveInt(path, 'ledgerEveryAcks', o.ledgerEveryAcks, 1000),
-    log: o.log ?? ((message) => process.emitWarning(message, { code: 'ACKLINE_DISK_BUFFER' })),
-    deadLetters: o.deadLetters ?? true,
-    lock: o.lock ?? true,
-  }
-}
 
 /**
  * A durable record queue in a directory.
@@ -483,7 +401,7 @@ export class DiskBuffer {
     const ledger = await Ledger.read(fs, path)
     const segments: Segment[] = []
     for (const name of names.sort()) {
-      const match = SEGMENT.exec(name)
+      const match = SEGMENT_NAME.exec(name)
       if (match === null) continue
       const size = (await fs.size(`${path}/${name}`)) ?? 0
       segments.push({ firstSeq: Number(match[1]), name, size, visible: size, sealed: false })
