@@ -24,6 +24,7 @@
  */
 import { DiskBufferError } from './DiskBufferError.js'
 import { BufferSettings } from './internal/BufferSettings.js'
+import { DeadLetterSet } from './internal/DeadLetterSet.js'
 import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
 import { type Settings, settle } from './internal/DiskBufferSettings.js'
 import type { FileLike, FileSystem } from './internal/FileSystem.js'
@@ -221,8 +222,6 @@ const deferred = <T>(): Deferred<T> => {
 }
 
 const DURABLE: Promise<DurableStatus> = Promise.resolve('durable')
-const DEAD_LETTER_DIR = 'dead-letter'
-const DEAD_LETTER_HEADER = 12
 /** With group commit, appends are answered before their write while at most this much waits to be written. */
 const MAX_GROUP = 512 // appends per write: stays under IOV_MAX (1024) buffers per writev
 const WRITE_BEHIND_BYTES = 4 * 1024 * 1024
@@ -282,7 +281,7 @@ export class DiskBuffer {
   #spaceWaiters: (() => void)[] = []
   readonly #deadLetters: DiskBuffer | undefined
   /** Records of this queue found in the dead-letter queue at open: sequence number → frame checksum. */
-  readonly #deadLettered: Map<number, number>
+  readonly #deadLettered: DeadLetterSet
   readonly #m = {
     written: 0,
     acked: 0,
@@ -304,7 +303,7 @@ export class DiskBuffer {
       ackedBelow: number
       tornBytes: number
       deadLetters: DiskBuffer | undefined
-      deadLettered: Map<number, number>
+      deadLettered: DeadLetterSet
     },
   ) {
     this.#s = s
@@ -481,10 +480,10 @@ export class DiskBuffer {
       )
     }
     let deadLetters: DiskBuffer | undefined
-    const deadLettered = new Map<number, number>()
+    const deadLettered = new DeadLetterSet()
     if (s.deadLetters) {
       deadLetters = await DiskBuffer.open({
-        path: `${path}/${DEAD_LETTER_DIR}`,
+        path: `${path}/${DeadLetterSet.DIR}`,
         segmentBytes: s.segmentBytes,
         maxBytes: Number.MAX_SAFE_INTEGER,
         sync: 'always',
@@ -494,7 +493,7 @@ export class DiskBuffer {
         lock: false,
       })
       for await (const letter of deadLetters.deadLetterEntries()) {
-        if (letter.originalSeq >= ackedBelow) deadLettered.set(letter.originalSeq, letter.crc)
+        if (letter.originalSeq >= ackedBelow) deadLettered.add(letter.originalSeq, letter.crc)
       }
     }
     const buffer = new DiskBuffer(s, {
@@ -700,11 +699,7 @@ export class DiskBuffer {
         'deadLetters',
       )
     }
-    const header = Buffer.allocUnsafe(DEAD_LETTER_HEADER)
-    header.writeUInt32LE(seq >>> 0, 0)
-    header.writeUInt32LE(Math.floor(seq / 0x1_0000_0000), 4)
-    header.writeUInt32LE(held.crc, 8)
-    const written = await queue.append([Buffer.concat([header, held.payload])])
+    const written = await queue.append([DeadLetterSet.encode(seq, held.crc, held.payload)])
     if (written.status !== 'written' || (await written.durable) !== 'durable') {
       this.#s.log(`disk buffer ${this.path}: could not dead-letter record ${seq}; it stays in the queue`)
       return 'failed'
@@ -723,14 +718,8 @@ export class DiskBuffer {
   /** @internal The dead-letter records of this (dead-letter) buffer, decoded. */
   async *deadLetterEntries(): AsyncGenerator<DeadLetter & { readonly crc: number }> {
     for await (const record of this.scan()) {
-      const p = Buffer.from(record.payload.buffer, record.payload.byteOffset, record.payload.length)
-      if (p.length < DEAD_LETTER_HEADER) continue
-      yield {
-        seq: record.seq,
-        originalSeq: p.readUInt32LE(0) + p.readUInt32LE(4) * 0x1_0000_0000,
-        crc: p.readUInt32LE(8),
-        payload: p.subarray(DEAD_LETTER_HEADER),
-      }
+      const letter = DeadLetterSet.decode(record)
+      if (letter !== undefined) yield letter
     }
   }
 
@@ -1293,9 +1282,8 @@ export class DiskBuffer {
         if (seq > cursor.expected) this.#missing(cursor.expected, seq, seg.name)
         cursor.expected = seq + 1
         if (seq < this.#ackedBelow || this.#ackedAbove.has(seq)) continue
-        if (this.#deadLettered.get(seq) === item.crc) {
+        if (this.#deadLettered.claim(seq, item.crc)) {
           // Dead-lettered before a crash that came before its acknowledgement was checkpointed.
-          this.#deadLettered.delete(seq)
           this.#markAcked(seq)
           continue
         }
