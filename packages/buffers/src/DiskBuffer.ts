@@ -23,12 +23,15 @@
  * @module
  */
 import { DiskBufferError } from './DiskBufferError.js'
-import { BufferSettings } from './internal/BufferSettings.js'
+import { DeadLetterSet } from './internal/DeadLetterSet.js'
 import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
-import { type FileLike, type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
+import { type Settings, settle } from './internal/DiskBufferSettings.js'
+import type { FileLike, FileSystem } from './internal/FileSystem.js'
 import { type EncodedBatch, Frame } from './internal/Frame.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
 import { LockFile } from './internal/LockFile.js'
+import { Recovery } from './internal/Recovery.js'
+import { type Segment, segmentName } from './internal/Segment.js'
 import { SegmentReader } from './internal/SegmentReader.js'
 
 /**
@@ -175,17 +178,6 @@ export interface DiskBufferMetrics {
   readonly syncFailures: number
 }
 
-interface Segment {
-  readonly firstSeq: number
-  readonly name: string
-  /** Bytes written to the file. */
-  size: number
-  /** Bytes the reader may read (whole, and durable under `'always'`). */
-  visible: number
-  /** No more writes: a failed rollback left its tail unknown. */
-  sealed: boolean
-}
-
 interface PendingAppend {
   /** The records, framed with their sequence numbers (encoded in the caller's turn, off the write lane). */
   readonly encoded: EncodedBatch
@@ -230,84 +222,9 @@ const deferred = <T>(): Deferred<T> => {
 }
 
 const DURABLE: Promise<DurableStatus> = Promise.resolve('durable')
-const SEGMENT = /^(\d{20})\.seg$/
-const DEAD_LETTER_DIR = 'dead-letter'
-const DEAD_LETTER_HEADER = 12
 /** With group commit, appends are answered before their write while at most this much waits to be written. */
 const MAX_GROUP = 512 // appends per write: stays under IOV_MAX (1024) buffers per writev
 const WRITE_BEHIND_BYTES = 4 * 1024 * 1024
-
-/** The file name of the segment whose first sequence number is `firstSeq`. */
-const segmentName = (firstSeq: number): string => `${String(firstSeq).padStart(20, '0')}.seg`
-
-const positiveInt = (path: string, field: string, value: number | undefined, fallback: number): number => {
-  const v = value ?? fallback
-  if (!Number.isSafeInteger(v) || v <= 0) {
-    throw new DiskBufferError('INVALID_OPTION', `${field} must be a positive integer, got ${v}`, path, field)
-  }
-  return v
-}
-
-const nonNegative = (path: string, field: string, value: number): number => {
-  if (!Number.isFinite(value) || value < 0) {
-    throw new DiskBufferError(
-      'INVALID_OPTION',
-      `${field} must be a non-negative number, got ${value}`,
-      path,
-      field,
-    )
-  }
-  return value
-}
-
-interface Settings {
-  readonly path: string
-  readonly fs: FileSystem
-  readonly maxBytes: number
-  readonly segmentBytes: number
-  readonly sync: SyncPolicy
-  readonly retryInitialMs: number
-  readonly retryMaxMs: number
-  readonly maxInFlight: number
-  readonly ledgerIntervalMs: number
-  readonly ledgerEveryAcks: number
-  readonly log: (message: string) => void
-  readonly deadLetters: boolean
-  readonly lock: boolean
-}
-
-const settle = (path: string, o: DiskBufferOptions): Settings => {
-  const sync = o.sync ?? 'always'
-  if (sync !== 'always') {
-    nonNegative(path, 'sync.everyMs', sync.everyMs)
-    positiveInt(path, 'sync.everyWrites', sync.everyWrites, 1)
-  }
-  const backoff = o.retryBackoff ?? { initialMs: 100, maxMs: 30_000 }
-  const segmentBytes = positiveInt(path, 'segmentBytes', o.segmentBytes, 128 * 1024 * 1024)
-  if (segmentBytes <= Frame.HEADER_BYTES) {
-    throw new DiskBufferError(
-      'INVALID_OPTION',
-      `segmentBytes must exceed the ${Frame.HEADER_BYTES}-byte frame header, got ${segmentBytes}`,
-      path,
-      'segmentBytes',
-    )
-  }
-  return {
-    path,
-    fs: o.fileSystem ?? NodeFileSystem,
-    maxBytes: positiveInt(path, 'maxBytes', o.maxBytes, 1024 * 1024 * 1024),
-    segmentBytes,
-    sync,
-    retryInitialMs: nonNegative(path, 'retryBackoff.initialMs', backoff.initialMs),
-    retryMaxMs: nonNegative(path, 'retryBackoff.maxMs', backoff.maxMs),
-    maxInFlight: positiveInt(path, 'maxInFlight', o.maxInFlight, 100_000),
-    ledgerIntervalMs: nonNegative(path, 'ledgerIntervalMs', o.ledgerIntervalMs ?? 1000),
-    ledgerEveryAcks: positiveInt(path, 'ledgerEveryAcks', o.ledgerEveryAcks, 1000),
-    log: o.log ?? ((message) => process.emitWarning(message, { code: 'ACKLINE_DISK_BUFFER' })),
-    deadLetters: o.deadLetters ?? true,
-    lock: o.lock ?? true,
-  }
-}
 
 /**
  * A durable record queue in a directory.
@@ -364,7 +281,7 @@ export class DiskBuffer {
   #spaceWaiters: (() => void)[] = []
   readonly #deadLetters: DiskBuffer | undefined
   /** Records of this queue found in the dead-letter queue at open: sequence number → frame checksum. */
-  readonly #deadLettered: Map<number, number>
+  readonly #deadLettered: DeadLetterSet
   readonly #m = {
     written: 0,
     acked: 0,
@@ -386,7 +303,7 @@ export class DiskBuffer {
       ackedBelow: number
       tornBytes: number
       deadLetters: DiskBuffer | undefined
-      deadLettered: Map<number, number>
+      deadLettered: DeadLetterSet
     },
   ) {
     this.#s = s
@@ -444,129 +361,15 @@ export class DiskBuffer {
     }
   }
 
-  /**
-   * The settings the files were written with win over the options (a smaller `segmentBytes`
-   * would make longer records look torn); a buffer with no segment takes the options' values.
-   * Stores them when they are missing, damaged or changed.
-   */
-  static async #storedSettings(s: Settings, hasSegments: boolean): Promise<Settings> {
-    const { fs, path } = s
-    const stored = await BufferSettings.read(fs, path)
-    let settings = s
-    if (stored.status === 'corrupt') {
-      s.log(
-        `disk buffer ${path}: ${BufferSettings.FILE} is damaged (${stored.reason}); using segmentBytes ${s.segmentBytes} from the options and storing it`,
-      )
-    } else if (stored.status === 'ok' && stored.settings.segmentBytes !== s.segmentBytes) {
-      if (hasSegments) {
-        s.log(
-          `disk buffer ${path}: option segmentBytes ${s.segmentBytes} differs from the ${stored.settings.segmentBytes} the buffer's files were written with; using ${stored.settings.segmentBytes}. To change it, let the buffer drain (a buffer with no segment takes the new value) or give it a new path`,
-        )
-        settings = { ...s, segmentBytes: stored.settings.segmentBytes }
-      }
-    }
-    if (stored.status !== 'ok' || stored.settings.segmentBytes !== settings.segmentBytes) {
-      await BufferSettings.write(fs, path, { segmentBytes: settings.segmentBytes })
-    }
-    return settings
-  }
-
   static async #recover(settings: Settings): Promise<DiskBuffer> {
-    let s = settings
-    const { fs, path } = s
-    const names = await fs.readdir(path)
-    if (names.includes(Ledger.TEMP)) {
-      // A crash between writing the new ledger and renaming it: the old one is the truth.
-      s.log(`disk buffer ${path}: discarded ${Ledger.TEMP} left by a crash; using the previous ledger`)
-      await fs.unlink(`${path}/${Ledger.TEMP}`)
-    }
-    const ledger = await Ledger.read(fs, path)
-    const segments: Segment[] = []
-    for (const name of names.sort()) {
-      const match = SEGMENT.exec(name)
-      if (match === null) continue
-      const size = (await fs.size(`${path}/${name}`)) ?? 0
-      segments.push({ firstSeq: Number(match[1]), name, size, visible: size, sealed: false })
-    }
-    if (ledger.status === 'ok') {
-      for (const first of ledger.ledger.segments) {
-        if (first >= ledger.ledger.ackedBelow && !segments.some((seg) => seg.firstSeq === first)) {
-          s.log(`disk buffer ${path}: segment ${segmentName(first)} listed in the ledger is missing`)
-        }
-      }
-    }
-    s = await DiskBuffer.#storedSettings(s, segments.length > 0)
-    // Only the last segment can hold a torn write: scan it to find its last whole frame.
-    let tornBytes = 0
-    let lastSeq = -1
-    let active: FileLike | undefined
-    const last = segments.at(-1)
-    if (last !== undefined) {
-      active = await fs.open(`${path}/${last.name}`, 'append')
-      const reader = new SegmentReader(active, {
-        start: 0,
-        end: last.size,
-        // Bounded by the file, not the option: a record longer than today's segmentBytes is not torn.
-        maxPayload: Math.max(s.segmentBytes, last.size),
-        chunkBytes: 8 << 20,
-        payloads: false,
-      })
-      let validEnd = 0
-      for (;;) {
-        const items = await reader.read(4096)
-        if (items.length === 0) break
-        for (const item of items) {
-          if (item.kind === 'record') {
-            lastSeq = Math.max(lastSeq, item.seq)
-            validEnd = item.offset + item.size
-          } else if (item.kind === 'torn') {
-            tornBytes = item.bytes
-          }
-        }
-      }
-      if (tornBytes > 0) {
-        s.log(
-          `disk buffer ${path}: cut a torn write of ${tornBytes} bytes off segment ${last.name} at offset ${validEnd}`,
-        )
-        await active.truncate(validEnd)
-        await active.datasync()
-        last.size = validEnd
-        last.visible = validEnd
-      }
-    }
-    const known = ledger.status === 'ok' ? ledger.ledger : undefined
-    // Every record below a checkpointed `ackedBelow` was fsynced before the checkpoint, so a
-    // ledger acknowledging past the last record on disk describes other data: deleting by it
-    // would drop records nobody acknowledged. (A damaged tail, cut above, may have held some.)
-    const dataEnd = last === undefined ? undefined : Math.max(lastSeq + 1, last.firstSeq)
-    if (
-      known !== undefined &&
-      dataEnd !== undefined &&
-      tornBytes === 0 &&
-      segments.some((seg) => seg.size > 0) &&
-      known.ackedBelow > dataEnd
-    ) {
-      await active?.close()
-      throw new DiskBufferError(
-        'LEDGER_AHEAD',
-        `${Ledger.FILE} says every record below ${known.ackedBelow} was acknowledged, but the records on disk end at record ${dataEnd - 1} (segments ${segments[0]!.name} .. ${last!.name}): the ledger does not belong to these segments (restored from another backup, or written by a tool?). Nothing was deleted. To deliver every record on disk again, rebuild the ledger with: ackline-buffer ${path} --repair`,
-        path,
-        'ackedBelow',
-      )
-    }
-    const nextSeq = Math.max(lastSeq + 1, last?.firstSeq ?? 0, known?.nextSeq ?? 0, known?.ackedBelow ?? 0)
-    let ackedBelow = known?.ackedBelow ?? segments[0]?.firstSeq ?? nextSeq
-    ackedBelow = Math.min(Math.max(ackedBelow, segments[0]?.firstSeq ?? nextSeq), nextSeq)
-    if (ledger.status === 'corrupt' || (ledger.status === 'missing' && segments.length > 0)) {
-      s.log(
-        `disk buffer ${path}: ledger ${ledger.status === 'missing' ? 'missing' : `corrupt (${ledger.reason})`}; rebuilt by scanning ${segments.length} segment(s), redelivering from sequence ${ackedBelow}`,
-      )
-    }
+    const recovered = await Recovery.run(settings)
+    const { settings: s, segments, active, nextSeq, ackedBelow, tornBytes } = recovered
+    const { path } = s
     let deadLetters: DiskBuffer | undefined
-    const deadLettered = new Map<number, number>()
+    const deadLettered = new DeadLetterSet()
     if (s.deadLetters) {
       deadLetters = await DiskBuffer.open({
-        path: `${path}/${DEAD_LETTER_DIR}`,
+        path: `${path}/${DeadLetterSet.DIR}`,
         segmentBytes: s.segmentBytes,
         maxBytes: Number.MAX_SAFE_INTEGER,
         sync: 'always',
@@ -576,7 +379,7 @@ export class DiskBuffer {
         lock: false,
       })
       for await (const letter of deadLetters.deadLetterEntries()) {
-        if (letter.originalSeq >= ackedBelow) deadLettered.set(letter.originalSeq, letter.crc)
+        if (letter.originalSeq >= ackedBelow) deadLettered.add(letter.originalSeq, letter.crc)
       }
     }
     const buffer = new DiskBuffer(s, {
@@ -590,7 +393,7 @@ export class DiskBuffer {
     })
     // Segments wholly below the acknowledged prefix: a crash came between the ledger and the delete.
     buffer.#releaseSegments()
-    if (ledger.status !== 'ok') await buffer.checkpoint()
+    if (!recovered.ledgerOk) await buffer.checkpoint()
     return buffer
   }
 
@@ -782,11 +585,7 @@ export class DiskBuffer {
         'deadLetters',
       )
     }
-    const header = Buffer.allocUnsafe(DEAD_LETTER_HEADER)
-    header.writeUInt32LE(seq >>> 0, 0)
-    header.writeUInt32LE(Math.floor(seq / 0x1_0000_0000), 4)
-    header.writeUInt32LE(held.crc, 8)
-    const written = await queue.append([Buffer.concat([header, held.payload])])
+    const written = await queue.append([DeadLetterSet.encode(seq, held.crc, held.payload)])
     if (written.status !== 'written' || (await written.durable) !== 'durable') {
       this.#s.log(`disk buffer ${this.path}: could not dead-letter record ${seq}; it stays in the queue`)
       return 'failed'
@@ -805,14 +604,8 @@ export class DiskBuffer {
   /** @internal The dead-letter records of this (dead-letter) buffer, decoded. */
   async *deadLetterEntries(): AsyncGenerator<DeadLetter & { readonly crc: number }> {
     for await (const record of this.scan()) {
-      const p = Buffer.from(record.payload.buffer, record.payload.byteOffset, record.payload.length)
-      if (p.length < DEAD_LETTER_HEADER) continue
-      yield {
-        seq: record.seq,
-        originalSeq: p.readUInt32LE(0) + p.readUInt32LE(4) * 0x1_0000_0000,
-        crc: p.readUInt32LE(8),
-        payload: p.subarray(DEAD_LETTER_HEADER),
-      }
+      const letter = DeadLetterSet.decode(record)
+      if (letter !== undefined) yield letter
     }
   }
 
@@ -1375,9 +1168,8 @@ export class DiskBuffer {
         if (seq > cursor.expected) this.#missing(cursor.expected, seq, seg.name)
         cursor.expected = seq + 1
         if (seq < this.#ackedBelow || this.#ackedAbove.has(seq)) continue
-        if (this.#deadLettered.get(seq) === item.crc) {
+        if (this.#deadLettered.claim(seq, item.crc)) {
           // Dead-lettered before a crash that came before its acknowledgement was checkpointed.
-          this.#deadLettered.delete(seq)
           this.#markAcked(seq)
           continue
         }

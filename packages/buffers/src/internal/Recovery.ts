@@ -1,0 +1,160 @@
+/**
+ * The recovery step of opening a buffer: reads what the directory holds (settings, ledger,
+ * segments), repairs what a crash left (a leftover temporary ledger, a torn last write), and
+ * works out where the queue stands.
+ *
+ * Invariants: only bytes no reader could deliver are removed (a torn tail of the last segment,
+ * which only a crash mid-write leaves); a ledger acknowledging past the records on disk is refused
+ * (`LEDGER_AHEAD`) before anything is deleted; the settings the files were written with win over
+ * the options. Only the last segment is scanned, so recovery costs one segment's scan at most.
+ *
+ * @module
+ */
+import { DiskBufferError } from '../DiskBufferError.js'
+import { BufferSettings } from './BufferSettings.js'
+import type { Settings } from './DiskBufferSettings.js'
+import type { FileLike } from './FileSystem.js'
+import { Ledger } from './Ledger.js'
+import { SEGMENT_NAME, type Segment, segmentName } from './Segment.js'
+import { SegmentReader } from './SegmentReader.js'
+
+/** Where a recovered queue stands. */
+export interface Recovered {
+  /** The settings to run with (the stored `segmentBytes` over the option's). */
+  readonly settings: Settings
+  /** The segment files, in order. */
+  readonly segments: Segment[]
+  /** The last segment, open for appending (its torn tail cut off). */
+  readonly active: FileLike | undefined
+  readonly nextSeq: number
+  readonly ackedBelow: number
+  /** Bytes of a torn write cut off the last segment. */
+  readonly tornBytes: number
+  /** Whether the ledger was read whole (otherwise it was rebuilt and must be written). */
+  readonly ledgerOk: boolean
+}
+
+/**
+ * The settings the files were written with win over the options (a smaller `segmentBytes`
+ * would make longer records look torn); a buffer with no segment takes the options' values.
+ * Stores them when they are missing, damaged or changed.
+ */
+async function storedSettings(s: Settings, hasSegments: boolean): Promise<Settings> {
+  const { fs, path } = s
+  const stored = await BufferSettings.read(fs, path)
+  let settings = s
+  if (stored.status === 'corrupt') {
+    s.log(
+      `disk buffer ${path}: ${BufferSettings.FILE} is damaged (${stored.reason}); using segmentBytes ${s.segmentBytes} from the options and storing it`,
+    )
+  } else if (stored.status === 'ok' && stored.settings.segmentBytes !== s.segmentBytes) {
+    if (hasSegments) {
+      s.log(
+        `disk buffer ${path}: option segmentBytes ${s.segmentBytes} differs from the ${stored.settings.segmentBytes} the buffer's files were written with; using ${stored.settings.segmentBytes}. To change it, let the buffer drain (a buffer with no segment takes the new value) or give it a new path`,
+      )
+      settings = { ...s, segmentBytes: stored.settings.segmentBytes }
+    }
+  }
+  if (stored.status !== 'ok' || stored.settings.segmentBytes !== settings.segmentBytes) {
+    await BufferSettings.write(fs, path, { segmentBytes: settings.segmentBytes })
+  }
+  return settings
+}
+
+/** The recovery step. */
+export const Recovery = {
+  /** Recovers the directory of `settings.path` (already locked); throws `LEDGER_AHEAD` as above. */
+  async run(settings: Settings): Promise<Recovered> {
+    let s = settings
+    const { fs, path } = s
+    const names = await fs.readdir(path)
+    if (names.includes(Ledger.TEMP)) {
+      // A crash between writing the new ledger and renaming it: the old one is the truth.
+      s.log(`disk buffer ${path}: discarded ${Ledger.TEMP} left by a crash; using the previous ledger`)
+      await fs.unlink(`${path}/${Ledger.TEMP}`)
+    }
+    const ledger = await Ledger.read(fs, path)
+    const segments: Segment[] = []
+    for (const name of names.sort()) {
+      const match = SEGMENT_NAME.exec(name)
+      if (match === null) continue
+      const size = (await fs.size(`${path}/${name}`)) ?? 0
+      segments.push({ firstSeq: Number(match[1]), name, size, visible: size, sealed: false })
+    }
+    if (ledger.status === 'ok') {
+      for (const first of ledger.ledger.segments) {
+        if (first >= ledger.ledger.ackedBelow && !segments.some((seg) => seg.firstSeq === first)) {
+          s.log(`disk buffer ${path}: segment ${segmentName(first)} listed in the ledger is missing`)
+        }
+      }
+    }
+    s = await storedSettings(s, segments.length > 0)
+    // Only the last segment can hold a torn write: scan it to find its last whole frame.
+    let tornBytes = 0
+    let lastSeq = -1
+    let active: FileLike | undefined
+    const last = segments.at(-1)
+    if (last !== undefined) {
+      active = await fs.open(`${path}/${last.name}`, 'append')
+      const reader = new SegmentReader(active, {
+        start: 0,
+        end: last.size,
+        // Bounded by the file, not the option: a record longer than today's segmentBytes is not torn.
+        maxPayload: Math.max(s.segmentBytes, last.size),
+        chunkBytes: 8 << 20,
+        payloads: false,
+      })
+      let validEnd = 0
+      for (;;) {
+        const items = await reader.read(4096)
+        if (items.length === 0) break
+        for (const item of items) {
+          if (item.kind === 'record') {
+            lastSeq = Math.max(lastSeq, item.seq)
+            validEnd = item.offset + item.size
+          } else if (item.kind === 'torn') {
+            tornBytes = item.bytes
+          }
+        }
+      }
+      if (tornBytes > 0) {
+        s.log(
+          `disk buffer ${path}: cut a torn write of ${tornBytes} bytes off segment ${last.name} at offset ${validEnd}`,
+        )
+        await active.truncate(validEnd)
+        await active.datasync()
+        last.size = validEnd
+        last.visible = validEnd
+      }
+    }
+    const known = ledger.status === 'ok' ? ledger.ledger : undefined
+    // Every record below a checkpointed `ackedBelow` was fsynced before the checkpoint, so a
+    // ledger acknowledging past the last record on disk describes other data: deleting by it
+    // would drop records nobody acknowledged. (A damaged tail, cut above, may have held some.)
+    const dataEnd = last === undefined ? undefined : Math.max(lastSeq + 1, last.firstSeq)
+    if (
+      known !== undefined &&
+      dataEnd !== undefined &&
+      tornBytes === 0 &&
+      segments.some((seg) => seg.size > 0) &&
+      known.ackedBelow > dataEnd
+    ) {
+      await active?.close()
+      throw new DiskBufferError(
+        'LEDGER_AHEAD',
+        `${Ledger.FILE} says every record below ${known.ackedBelow} was acknowledged, but the records on disk end at record ${dataEnd - 1} (segments ${segments[0]!.name} .. ${last!.name}): the ledger does not belong to these segments (restored from another backup, or written by a tool?). Nothing was deleted. To deliver every record on disk again, rebuild the ledger with: ackline-buffer ${path} --repair`,
+        path,
+        'ackedBelow',
+      )
+    }
+    const nextSeq = Math.max(lastSeq + 1, last?.firstSeq ?? 0, known?.nextSeq ?? 0, known?.ackedBelow ?? 0)
+    let ackedBelow = known?.ackedBelow ?? segments[0]?.firstSeq ?? nextSeq
+    ackedBelow = Math.min(Math.max(ackedBelow, segments[0]?.firstSeq ?? nextSeq), nextSeq)
+    if (ledger.status === 'corrupt' || (ledger.status === 'missing' && segments.length > 0)) {
+      s.log(
+        `disk buffer ${path}: ledger ${ledger.status === 'missing' ? 'missing' : `corrupt (${ledger.reason})`}; rebuilt by scanning ${segments.length} segment(s), redelivering from sequence ${ackedBelow}`,
+      )
+    }
+    return { settings: s, segments, active, nextSeq, ackedBelow, tornBytes, ledgerOk: ledger.status === 'ok' }
+  },
+} as const

@@ -1,0 +1,27 @@
+/**
+ * A segment file as the buffer tracks it: where it starts, how much is written, how much a
+ * reader may see, and whether it may still be written.
+ *
+ * Invariant: `visible <= size`; a segment's file is named after its first sequence number
+ * (twenty digits, `.seg`), so listing the directory in name order lists the segments in order.
+ *
+ * @module
+ */
+
+/** A segment file and what the buffer knows of it. */
+export interface Segment {
+  readonly firstSeq: number
+  readonly name: string
+  /** Bytes written to the file. */
+  size: number
+  /** Bytes the reader may read (whole, and durable under `'always'`). */
+  visible: number
+  /** No more writes: a failed rollback left its tail unknown. */
+  sealed: boolean
+}
+
+/** The names of segment files: the first sequence number, twenty digits, then `.seg`. */
+export const SEGMENT_NAME = /^(\d{20})\.seg$/
+
+/** The file name of the segment whose first sequence number is `firstSeq`. */
+export const segmentName = (firstSeq: number): string => `${String(firstSeq).padStart(20, '0')}.seg`
