@@ -28,3 +28,4 @@ export {
   type OffsetTrackerOptions,
 } from './OffsetTracker.js'
 export { OffsetTrackerError, type OffsetTrackerErrorCode } from './OffsetTrackerError.js'
+export { type RecordOutcome, RecordOutcomes } from './RecordOutcomes.js'

@@ -12,7 +12,7 @@ export { RejectError } from './RejectError.js'
 export { RetryableError } from './RetryableError.js'
 export { RetryPolicy } from './RetryPolicy.js'
 export type { Sink, SinkResult } from './Sink.js'
-export type { BatchReceipt, Source, SourceContext } from './Source.js'
+export type { BatchReceipt, SendOptions, Source, SourceContext } from './Source.js'
 export { type StopOptions, Topology } from './Topology.js'
 export {
   type DiskBufferOptions,

@@ -18,6 +18,7 @@ import {
   type BatchStatus,
   type BatchStatusReceiver,
   type EventStatus,
+  type RecordOutcomes,
 } from '@ackline/core'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
 import type { BatchReceipt } from '../Source.js'
@@ -38,6 +39,7 @@ class TrackedBatch implements BatchReceipt {
   decided: BatchStatus | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
   #resolve: ((status: BatchStatus) => void) | undefined = undefined
+  #outcomes: RecordOutcomes | undefined = undefined
 
   constructor(
     readonly receiver: BatchStatusReceiver,
@@ -63,7 +65,24 @@ class TrackedBatch implements BatchReceipt {
     return this.#promise
   }
 
+  /**
+   * Per-record outcomes, for batches that keep them: taken when the batch is decided, so they
+   * agree with the status the source is told.
+   */
+  get outcomes(): Promise<RecordOutcomes> | undefined {
+    if (!this.receiver.keepsOutcomes) return undefined
+    // The snapshot's microtask was queued before the status settled, so it has run by now.
+    return this.status.then(() => this.#outcomes ?? this.receiver.outcomesNow()!)
+  }
+
   decide(status: BatchStatus): void {
+    // Taken a microtask later: an authoritative sink reports a record to the tracker just before
+    // it ends (and so records) the event, in the same synchronous call.
+    if (this.receiver.keepsOutcomes) {
+      queueMicrotask(() => {
+        this.#outcomes = this.receiver.outcomesNow()
+      })
+    }
     this.decided = status
     this.#resolve?.(status)
   }
