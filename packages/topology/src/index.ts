@@ -8,6 +8,14 @@ export type { ComponentMetrics } from './ComponentMetrics.js'
 export type { ConfigIssue } from './ConfigIssue.js'
 export type { EdgeBuffer } from './EdgeBuffer.js'
 export type { ComponentErrorCode, ComponentRole, LifecycleEvent } from './LifecycleEvent.js'
+export {
+  type ExhaustedReason,
+  type IndexedRecord,
+  RecordRetry,
+  type RecordRetryOptions,
+  type RecordRetryResult,
+  type RetryDecision,
+} from './RecordRetry.js'
 export { RejectError } from './RejectError.js'
 export { RetryableError } from './RetryableError.js'
 export { RetryPolicy } from './RetryPolicy.js'
