@@ -62,6 +62,13 @@ export class RecordOutcomes implements Iterable<RecordOutcome> {
     return new RecordOutcomes(new Uint8Array(length).fill(codeOf(outcome)))
   }
 
+  /** The outcomes named, in order (for sources and tests that build a report themselves). */
+  static of(outcomes: readonly RecordOutcome[]): RecordOutcomes {
+    const codes = new Uint8Array(outcomes.length)
+    for (let i = 0; i < outcomes.length; i++) codes[i] = codeOf(outcomes[i]!)
+    return new RecordOutcomes(codes)
+  }
+
   /** How many records the batch had. */
   get length(): number {
     return this.#codes.length

@@ -23,21 +23,12 @@ const scripted = (script: ((records: JsonObject[]) => RecordOutcome[])[]) => {
       return {
         batchId: `b${sent.length}`,
         status: Promise.resolve(status),
-        outcomes: Promise.resolve(fromNames(outcomes)),
+        outcomes: Promise.resolve(RecordOutcomes.of(outcomes)),
       } satisfies BatchReceipt
     },
     sendEvents: () => Promise.resolve(),
   }
   return { context, sent, controller }
-}
-
-const fromNames = (names: RecordOutcome[]): RecordOutcomes => {
-  const codes = new Uint8Array(names.length)
-  const order: RecordOutcome[] = ['dropped', 'delivered', 'errored', 'rejected']
-  names.forEach((name, i) => {
-    codes[i] = order.indexOf(name)
-  })
-  return new RecordOutcomes(codes)
 }
 
 const recs = (...ns: number[]) => ns.map((n) => ({ n }))
