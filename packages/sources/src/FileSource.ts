@@ -20,7 +20,7 @@ import { join } from 'node:path'
 import type { JsonObject } from '@ackline/core'
 import { type ConfigIssue, RecordRetry, type Source, type SourceContext } from '@ackline/topology'
 import { type Checkpoint, Checkpoints, checkpointKey } from './internal/Checkpoints.js'
-import { FileTail, fingerprintOf, type Line } from './internal/FileTail.js'
+import { FileTail, fingerprintOf } from './internal/FileTail.js'
 import { hasWildcardDirectory, matchFiles } from './internal/matchFiles.js'
 
 /** Where a file never seen before starts: at its first byte, or at its current end. */
@@ -298,36 +298,37 @@ class FileRun {
     if (tail.fingerprint === undefined && size > 0) tail.fingerprint = await fingerprintOf(tail.handle)
     let records: JsonObject[] = []
     let tickets: number[] = []
-    const flush = async () => {
-      if (records.length === 0) return
-      const batch = records
-      const batchTickets = tickets
-      records = []
-      tickets = []
-      await this.#send(tail, batch, batchTickets)
-    }
-    const lines: Line[] = []
-    await tail.readTo(size, (line) => lines.push(line))
-    for (const line of lines) {
-      const ticket = tail.tracker.track(line.end)
-      if (line.overlong) {
-        await this.#deadLetterLine(
-          tail.path,
-          line.start,
-          line.bytes.subarray(0, 1024).toString(this.#encoding),
-          `line longer than maxLineBytes (${this.#maxLineBytes})`,
-        )
-        tail.tracker.resolve(ticket, 'rejected')
-        continue
+    let overlong: { text: string; start: number; ticket: number }[] = []
+    const path = tail.path
+    const onLine = (text: string, start: number, end: number, tooLong: boolean) => {
+      const ticket = tail.tracker.track(end)
+      if (tooLong) {
+        overlong.push({ text, start, ticket })
+        return
       }
-      records.push({
-        message: line.bytes.toString(this.#encoding),
-        file: { path: tail.path, offset: line.start },
-      })
+      records.push({ message: text, file: { path, offset: start } })
       tickets.push(ticket)
-      if (records.length >= this.#maxBatch) await flush()
     }
-    await flush()
+    while (await tail.readChunk(size, this.#encoding, onLine)) {
+      if (overlong.length > 0) {
+        for (const line of overlong) {
+          await this.#deadLetterLine(
+            path,
+            line.start,
+            line.text,
+            `line longer than maxLineBytes (${this.#maxLineBytes})`,
+          )
+          tail.tracker.resolve(line.ticket, 'rejected')
+        }
+        overlong = []
+      }
+      if (records.length >= this.#maxBatch) {
+        await this.#send(tail, records, tickets)
+        records = []
+        tickets = []
+      }
+    }
+    if (records.length > 0) await this.#send(tail, records, tickets)
   }
 
   async #send(tail: FileTail, records: JsonObject[], tickets: number[]): Promise<void> {

@@ -115,10 +115,9 @@ export const RecordRetry = {
         }
       }
       attempt++
-      const receipt = await context.send(
-        pending.map((i) => records[i]!),
-        { outcomes: true },
-      )
+      // The first attempt sends the caller's array itself: no copy on the common path.
+      const batch = attempt === 1 ? records : pending.map((i) => records[i]!)
+      const receipt = await context.send(batch, { outcomes: true })
       const outcomes = await receipt.outcomes
       const next: number[] = []
       for (let k = 0; k < pending.length; k++) {

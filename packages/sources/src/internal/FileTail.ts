@@ -17,17 +17,12 @@ export const FINGERPRINT_BYTES = 256
 const CHUNK = 64 * 1024
 const NEWLINE = 0x0a
 
-/** A complete line read from a file. */
-export interface Line {
-  /** The line's bytes, without the newline (and without a carriage return before it). */
-  readonly bytes: Buffer
-  /** Offset of the line's first byte. */
-  readonly start: number
-  /** Offset just past its newline. */
-  readonly end: number
-  /** The line was longer than the limit; `bytes` holds only its first bytes. */
-  readonly overlong: boolean
-}
+/**
+ * Told of each complete line: its text without the newline (and a carriage return before it),
+ * the offset of its first byte, the offset just past its newline, and whether it was longer than
+ * the limit (then `text` holds only its first 1024 bytes).
+ */
+export type OnLine = (text: string, start: number, end: number, overlong: boolean) => void
 
 export async function fingerprintOf(
   handle: FileHandle,
@@ -79,52 +74,67 @@ export class FileTail {
     this.tracker = new OffsetTracker<number>({ name: `file ${this.path}`, initial: 0 })
   }
 
-  /** Reads up to `size`, calling `onLine` for each complete line in order. */
-  async readTo(size: number, onLine: (line: Line) => void): Promise<void> {
+  /**
+   * Reads one chunk (at most 64 KiB, never past `size`), calling `onLine` for each line it
+   * completes, in order; returns false when there was nothing left to read below `size`.
+   */
+  async readChunk(size: number, encoding: BufferEncoding, onLine: OnLine): Promise<boolean> {
     const handle = this.handle
-    if (handle === undefined) return
-    while (this.readOffset < size) {
-      const { bytesRead } = await handle.read(
-        this.#buffer,
-        0,
-        Math.min(CHUNK, size - this.readOffset),
-        this.readOffset,
-      )
-      if (bytesRead === 0) break
-      const chunk = this.#buffer.subarray(0, bytesRead)
-      const base = this.readOffset
-      this.readOffset += bytesRead
-      let from = 0
-      for (;;) {
-        const nl = chunk.indexOf(NEWLINE, from)
-        if (nl < 0) {
-          this.#keep(chunk.subarray(from))
-          break
-        }
+    if (handle === undefined || this.readOffset >= size) return false
+    const { bytesRead } = await handle.read(
+      this.#buffer,
+      0,
+      Math.min(CHUNK, size - this.readOffset),
+      this.readOffset,
+    )
+    if (bytesRead === 0) return false
+    const chunk = this.#buffer
+    const base = this.readOffset
+    this.readOffset += bytesRead
+    let from = 0
+    for (;;) {
+      const nl = chunk.indexOf(NEWLINE, from)
+      if (nl < 0 || nl >= bytesRead) {
+        this.#keep(chunk.subarray(from, bytesRead))
+        break
+      }
+      const end = base + nl + 1
+      if (this.#partialBytes === 0 && !this.#overlong) {
+        // The common case: the whole line is in this chunk; decode it in place, no copy.
+        const stop = nl > from && chunk[nl - 1] === 0x0d ? nl - 1 : nl
+        const overlong = stop - from > this.maxLineBytes
+        onLine(
+          chunk.toString(encoding, from, overlong ? Math.min(stop, from + 1024) : stop),
+          base + from,
+          end,
+          overlong,
+        )
+      } else {
         this.#keep(chunk.subarray(from, nl))
         let bytes =
           this.#partial.length === 1 ? this.#partial[0]! : Buffer.concat(this.#partial, this.#partialBytes)
         if (bytes.length > 0 && bytes[bytes.length - 1] === 0x0d) bytes = bytes.subarray(0, bytes.length - 1)
-        // Copied: the read buffer is reused for the next chunk.
-        onLine({
-          bytes: Buffer.from(bytes),
-          start: this.#partialStart,
-          end: base + nl + 1,
-          overlong: this.#overlong || this.#partialBytes > this.maxLineBytes,
-        })
+        const overlong = this.#overlong || bytes.length > this.maxLineBytes
+        onLine(
+          bytes.toString(encoding, 0, overlong ? Math.min(1024, bytes.length) : bytes.length),
+          this.#partialStart,
+          end,
+          overlong,
+        )
         this.#partial = []
         this.#partialBytes = 0
         this.#overlong = false
-        this.#partialStart = base + nl + 1
-        from = nl + 1
       }
+      this.#partialStart = end
+      from = nl + 1
     }
+    return true
   }
 
   /** Holds bytes of the current line, but never more than the limit: the rest of an overlong line is skipped. */
   #keep(bytes: Buffer): void {
     if (bytes.length === 0) return
-    const room = this.maxLineBytes + 1 - this.#partialBytes
+    const room = this.maxLineBytes + 2 - this.#partialBytes
     if (room <= 0 || bytes.length > room) this.#overlong = true
     const kept = room <= 0 ? undefined : bytes.length > room ? bytes.subarray(0, room) : bytes
     if (kept === undefined) return
