@@ -10,12 +10,11 @@
  * never holds back another's checkpoint.
  *
  * Scope of this version: polling (no file-system events); include patterns with wildcards in
- * the last path segment only; rotation by rename + re-create and by copy-truncate; no multi-line
- * joining and no delete-after-read yet.
+ * the last path segment only; rotation by rename + re-create and by copy-truncate.
  *
  * @module
  */
-import { type FileHandle, open, stat } from 'node:fs/promises'
+import { type FileHandle, open, stat, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { JsonObject } from '@ackline/core'
 import { type ConfigIssue, RecordRetry, type Source, type SourceContext } from '@ackline/topology'
@@ -53,6 +52,19 @@ export interface FileSourceOptions {
   readonly maxInFlightBatches?: number
   /** Back-off between re-sends of errored lines (they are re-sent until delivered or rejected). */
   readonly retry?: { readonly initialBackoffMs?: number; readonly maxBackoffMs?: number }
+  /**
+   * Joins lines into one record: a line matching `startPattern` starts a record, any other line
+   * is appended to the open one (after a `\n`). An open record is sent when the next one starts,
+   * or when no line joined it for `timeoutMs` (default 1000). Its offset is its first line's; the
+   * checkpoint moves past it only once it is finished.
+   */
+  readonly multiline?: { readonly startPattern: RegExp | string; readonly timeoutMs?: number }
+  /**
+   * Delete a file once every line of it is finished and it has not grown for this many ms (its
+   * checkpoint is dropped with it). Off by default: a file is never deleted with a line that is
+   * not finished (delivered, dropped, or rejected and dead-lettered).
+   */
+  readonly removeAfterIdleMs?: number
   /** Told about what the source noticed (a truncation, an unreadable file). Default: `console.warn`. */
   readonly onNotice?: (message: string) => void
 }
@@ -148,6 +160,7 @@ class FileRun {
   readonly #maxLineBytes: number
   readonly #encoding: 'utf8' | 'latin1' | 'ascii'
   readonly #maxBatch: number
+  readonly #startPattern: RegExp | undefined
 
   constructor(
     readonly o: FileSourceOptions,
@@ -158,6 +171,9 @@ class FileRun {
     this.#maxLineBytes = o.maxLineBytes ?? 102_400
     this.#encoding = o.encoding ?? 'utf8'
     this.#maxBatch = o.maxBatchLines ?? 1000
+    const start = o.multiline?.startPattern
+    this.#startPattern =
+      start === undefined ? undefined : typeof start === 'string' ? new RegExp(start) : start
   }
 
   async run(): Promise<void> {
@@ -208,6 +224,7 @@ class FileRun {
     for (const [key, tail] of this.#tails) {
       if (this.context.signal.aborted) return
       await this.#read(tail)
+      if (await this.#removeIfDone(key, tail)) continue
       // Renamed away or deleted: what was read is all there is (the rename's new name, if
       // included, is found by its inode next scan).
       if (!seen.has(key)) {
@@ -219,6 +236,25 @@ class FileRun {
         if (moved) await this.#retire(key, tail)
       }
     }
+  }
+
+  /** Deletes a file that is finished and idle, when `removeAfterIdleMs` asks for it. */
+  async #removeIfDone(key: string, tail: FileTail): Promise<boolean> {
+    const idle = this.o.removeAfterIdleMs
+    if (idle === undefined || tail.held !== undefined || tail.tracker.pending > 0) return false
+    if (tail.committed !== tail.readOffset || Date.now() - tail.grewAt < idle) return false
+    try {
+      if ((await tail.handle!.stat()).size !== tail.readOffset) return false
+      await unlink(tail.path)
+    } catch (error) {
+      this.#notice(`file source: cannot remove ${tail.path}: ${(error as Error).message}`)
+      return false
+    }
+    await tail.handle?.close()
+    tail.handle = undefined
+    this.#tails.delete(key)
+    this.#stored.delete(key)
+    return true
   }
 
   async #sameFile(tail: FileTail): Promise<boolean> {
@@ -300,15 +336,32 @@ class FileRun {
     let tickets: number[] = []
     let overlong: { text: string; start: number; ticket: number }[] = []
     const path = tail.path
+    const emit = (text: string, start: number, end: number) => {
+      records.push({ message: text, file: { path, offset: start } })
+      tickets.push(tail.tracker.track(end))
+    }
+    const startPattern = this.#startPattern
+    const now = Date.now()
     const onLine = (text: string, start: number, end: number, tooLong: boolean) => {
-      const ticket = tail.tracker.track(end)
+      if (startPattern !== undefined) {
+        const held = tail.held
+        if (!tooLong && held !== undefined && !startPattern.test(text)) {
+          held.text += `\n${text}`
+          held.end = end
+          held.at = now
+          return
+        }
+        if (held !== undefined) emit(held.text, held.start, held.end)
+        tail.held = tooLong ? undefined : { text, start, end, at: now }
+        if (!tooLong) return
+      }
       if (tooLong) {
-        overlong.push({ text, start, ticket })
+        overlong.push({ text, start, ticket: tail.tracker.track(end) })
         return
       }
-      records.push({ message: text, file: { path, offset: start } })
-      tickets.push(ticket)
+      emit(text, start, end)
     }
+    if (size > tail.readOffset) tail.grewAt = now
     while (await tail.readChunk(size, this.#encoding, onLine)) {
       if (overlong.length > 0) {
         for (const line of overlong) {
@@ -327,6 +380,12 @@ class FileRun {
         records = []
         tickets = []
       }
+    }
+    // An open multi-line record that nothing joined for the timeout is complete.
+    const held = tail.held
+    if (held !== undefined && now - held.at >= (this.o.multiline?.timeoutMs ?? 1000)) {
+      tail.held = undefined
+      emit(held.text, held.start, held.end)
     }
     if (records.length > 0) await this.#send(tail, records, tickets)
   }

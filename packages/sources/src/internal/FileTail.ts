@@ -37,6 +37,10 @@ export async function fingerprintOf(
 export class FileTail {
   tracker: OffsetTracker<number>
   fingerprint: Fingerprint | undefined
+  /** A multi-line record still open (more lines may join it), with when it last grew. */
+  held: { text: string; start: number; end: number; at: number } | undefined = undefined
+  /** When the file last grew (ms since the epoch). */
+  grewAt = Date.now()
   /** Sends not yet settled for this file. */
   readonly inFlight = new Set<Promise<void>>()
   #partial: Buffer[] = []
@@ -71,6 +75,7 @@ export class FileTail {
     this.#partialBytes = 0
     this.#partialStart = 0
     this.#overlong = false
+    this.held = undefined
     this.tracker = new OffsetTracker<number>({ name: `file ${this.path}`, initial: 0 })
   }
 

@@ -213,6 +213,47 @@ describe('file source', () => {
     expect(checkpoint(slow)).toBe(0)
   })
 
+  it('joins lines into records by a start pattern, closing the last one after the timeout', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('ERROR boom', '  at a()', '  at b()', 'INFO ok', 'ERROR again', '  at c()'))
+    const sink = collect()
+    const { topology } = await start(
+      {
+        include: [log],
+        checkpoints: join(dir, 'cp'),
+        multiline: { startPattern: /^[A-Z]+ /, timeoutMs: 30 },
+      },
+      sink,
+    )
+    await vi.waitUntil(() => sink.received.length === 3)
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+    await topology.stop()
+    expect(sink.received).toEqual(['ERROR boom\n  at a()\n  at b()', 'INFO ok', 'ERROR again\n  at c()'])
+  })
+
+  it('removes a file once every line is finished and it stayed idle, never before', async () => {
+    const done = join(dir, 'done.log')
+    const failing = join(dir, 'failing.log')
+    writeFileSync(done, lines('a', 'b'))
+    writeFileSync(failing, lines('x'))
+    const sink = collect((m) => (m === 'x' ? 'errored' : 'delivered'))
+    const { topology } = await start(
+      {
+        include: [join(dir, '*.log')],
+        checkpoints: join(dir, 'cp'),
+        removeAfterIdleMs: 30,
+        retry: { initialBackoffMs: 5, maxBackoffMs: 10 },
+      },
+      sink,
+    )
+    await vi.waitUntil(() => !existsSync(done))
+    // The failing file's line is not finished: it stays, however long it is idle.
+    await vi.waitUntil(() => sink.received.filter((m) => m === 'x').length >= 3)
+    expect(existsSync(failing)).toBe(true)
+    await topology.stop()
+    expect(sink.received.filter((m) => m !== 'x')).toEqual(['a', 'b'])
+  })
+
   it('refuses a corrupt checkpoint file with an error naming it and the repair', async () => {
     const cp = join(dir, 'cp')
     mkdirSync(cp, { recursive: true })
