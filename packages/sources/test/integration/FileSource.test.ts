@@ -2,6 +2,7 @@
 // checkpoint, rotation, truncation, inode reuse, rejected and errored lines, overlong lines.
 import {
   appendFileSync,
+  chmodSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -252,6 +253,39 @@ describe('file source', () => {
     expect(existsSync(failing)).toBe(true)
     await topology.stop()
     expect(sink.received.filter((m) => m !== 'x')).toEqual(['a', 'b'])
+  })
+
+  it('goes on when the directory vanishes, and reads it again when it comes back', async () => {
+    const logs = join(dir, 'logs')
+    mkdirSync(logs)
+    writeFileSync(join(logs, 'a.log'), lines('before'))
+    const sink = collect()
+    const { topology } = await start({ include: [join(logs, '*.log')], checkpoints: join(dir, 'cp') }, sink)
+    await vi.waitUntil(() => sink.received.length === 1)
+    rmSync(logs, { recursive: true })
+    await vi.waitUntil(() => checkpoint(join(logs, 'a.log')) !== undefined)
+    mkdirSync(logs)
+    writeFileSync(join(logs, 'b.log'), lines('after'))
+    await vi.waitUntil(() => sink.received.length === 2)
+    await topology.stop()
+    expect(sink.received).toEqual(['before', 'after'])
+  })
+
+  it.skipIf(process.getuid?.() === 0)('reports a file it may not read and reads the others', async () => {
+    // Skipped as root: root reads a file whatever its mode.
+    const locked = join(dir, 'locked.log')
+    writeFileSync(join(dir, 'open.log'), lines('visible'))
+    writeFileSync(locked, lines('hidden'))
+    chmodSync(locked, 0)
+    const sink = collect()
+    const { topology, notices } = await start(
+      { include: [join(dir, '*.log')], checkpoints: join(dir, 'cp') },
+      sink,
+    )
+    await vi.waitUntil(() => sink.received.length === 1)
+    await vi.waitUntil(() => notices.some((n) => n.includes(`cannot open ${locked}`)))
+    await topology.stop()
+    expect(sink.received).toEqual(['visible'])
   })
 
   it('refuses a corrupt checkpoint file with an error naming it and the repair', async () => {
