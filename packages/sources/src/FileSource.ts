@@ -305,6 +305,17 @@ class FileRun {
    * kept as a stored checkpoint, since the same file may be found again under another name.
    */
   async #retire(key: string, tail: FileTail): Promise<void> {
+    // Nothing more can join an open multi-line record of a file that is gone: it is complete.
+    const held = tail.held
+    if (held !== undefined) {
+      tail.held = undefined
+      const ticket = tail.tracker.track(held.end)
+      await this.#send(
+        tail,
+        [{ message: held.text, file: { path: tail.path, offset: held.start } }],
+        [ticket],
+      )
+    }
     await tail.handle?.close()
     tail.handle = undefined
     this.#tails.delete(key)

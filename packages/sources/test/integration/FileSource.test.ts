@@ -232,6 +232,26 @@ describe('file source', () => {
     expect(sink.received).toEqual(['ERROR boom\n  at a()\n  at b()', 'INFO ok', 'ERROR again\n  at c()'])
   })
 
+  it('sends the open multi-line record of a file rotated away', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('ERROR first', '  at a()'))
+    const sink = collect()
+    const { topology } = await start(
+      {
+        include: [log],
+        checkpoints: join(dir, 'cp'),
+        multiline: { startPattern: /^[A-Z]+ /, timeoutMs: 60_000 },
+      },
+      sink,
+    )
+    await vi.waitUntil(() => checkpoint(log) !== undefined)
+    renameSync(log, join(dir, 'app.log.1'))
+    writeFileSync(log, lines('INFO next'))
+    await vi.waitUntil(() => sink.received.length === 1)
+    await topology.stop()
+    expect(sink.received).toEqual(['ERROR first\n  at a()'])
+  })
+
   it('removes a file once every line is finished and it stayed idle, never before', async () => {
     const done = join(dir, 'done.log')
     const failing = join(dir, 'failing.log')
