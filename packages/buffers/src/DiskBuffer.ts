@@ -23,6 +23,7 @@
  * @module
  */
 import { DiskBufferError } from './DiskBufferError.js'
+import { AckLedger } from './internal/AckLedger.js'
 import { DeadLetterSet } from './internal/DeadLetterSet.js'
 import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
 import { type Settings, settle } from './internal/DiskBufferSettings.js'
@@ -254,8 +255,7 @@ export class DiskBuffer {
   /** Bytes of appends not written yet. */
   #unwritten = 0
   #visibleSeq: number
-  #ackedBelow: number
-  readonly #ackedAbove = new Set<number>()
+  readonly #acks: AckLedger
   #bytesOnDisk: number
   #reserved = 0
   // Every change to files goes through this one lane, so writes, fsyncs, rolls and deletions never interleave.
@@ -271,8 +271,6 @@ export class DiskBuffer {
   #ledgerDirty = false
   /** A checkpoint is queued on the lane (at most one at a time, whatever the acknowledgement rate). */
   #ledgerQueued = false
-  /** The acknowledged position the last checkpoint saved. */
-  #checkpointedBelow: number
   readonly #cursor: Cursor
   #reading: Promise<unknown> = Promise.resolve()
   readonly #inFlight = new Map<number, Held>()
@@ -313,8 +311,7 @@ export class DiskBuffer {
     this.#nextSeq = init.nextSeq
     this.#assigned = init.nextSeq
     this.#visibleSeq = init.nextSeq
-    this.#ackedBelow = init.ackedBelow
-    this.#checkpointedBelow = init.ackedBelow
+    this.#acks = new AckLedger(init.ackedBelow)
     this.#bytesOnDisk = init.segments.reduce((n, seg) => n + seg.size, 0)
     this.#deadLetters = init.deadLetters
     this.#deadLettered = init.deadLettered
@@ -404,7 +401,7 @@ export class DiskBuffer {
 
   /** The contiguous acknowledged prefix: every record below this sequence number was acknowledged. */
   get ackedBelow(): number {
-    return this.#ackedBelow
+    return this.#acks.below
   }
 
   /** The sequence number the next record will get. */
@@ -545,7 +542,7 @@ export class DiskBuffer {
 
   /** Acknowledges a record: it will not be read again, and its segment may go. Idempotent. */
   ack(seq: number): void {
-    if (seq < this.#ackedBelow || seq >= this.#nextSeq || this.#ackedAbove.has(seq)) return
+    if (seq >= this.#nextSeq || this.#acks.has(seq)) return
     // A reader held back by maxInFlight may go on once one record is settled.
     if (this.#inFlight.delete(seq) && this.#inFlight.size + 1 >= this.#s.maxInFlight) this.#wake()
     if (this.#retries.length > 0) this.#retries = this.#retries.filter((r) => r.seq !== seq)
@@ -667,7 +664,7 @@ export class DiskBuffer {
           if (items.length === 0) break
           for (const item of items) {
             if (item.kind !== 'record') continue
-            if (item.seq < this.#ackedBelow || this.#ackedAbove.has(item.seq)) continue
+            if (this.#acks.has(item.seq)) continue
             yield { seq: item.seq, payload: item.payload, attempt: 0, crc: item.crc }
           }
         }
@@ -734,11 +731,11 @@ export class DiskBuffer {
     return {
       segments: this.#segments.length,
       bytesOnDisk: this.#bytesOnDisk,
-      unackedRecords: this.#nextSeq - this.#ackedBelow - this.#ackedAbove.size,
+      unackedRecords: this.#nextSeq - this.#acks.below - this.#acks.aboveCount,
       inFlight: this.#inFlight.size,
       retryPending: this.#retries.length,
       ...this.#m,
-      deadLettered: dl === undefined ? 0 : dl.#nextSeq - dl.#ackedBelow - dl.#ackedAbove.size,
+      deadLettered: dl === undefined ? 0 : dl.#nextSeq - dl.#acks.below - dl.#acks.aboveCount,
     }
   }
 
@@ -970,20 +967,15 @@ export class DiskBuffer {
     // Later appends already hold the following numbers: skip these, as acknowledged (they never existed).
     this.#nextSeq = firstSeq + count
     this.#visibleSeq = this.#nextSeq
-    for (let seq = firstSeq; seq < firstSeq + count; seq++) if (seq >= this.#ackedBelow) this.#markAcked(seq)
+    for (let seq = firstSeq; seq < firstSeq + count; seq++) if (seq >= this.#acks.below) this.#markAcked(seq)
   }
 
   // ——— acknowledging and freeing space ———
 
   #markAcked(seq: number): void {
-    if (seq !== this.#ackedBelow) {
-      this.#ackedAbove.add(seq)
-      return
-    }
-    this.#ackedBelow++
-    while (this.#ackedAbove.delete(this.#ackedBelow)) this.#ackedBelow++
+    if (!this.#acks.mark(seq)) return
     this.#ledgerDirty = true
-    if (this.#ackedBelow - this.#checkpointedBelow >= this.#s.ledgerEveryAcks) this.#checkpointSoon()
+    if (this.#acks.unsaved >= this.#s.ledgerEveryAcks) this.#checkpointSoon()
     else this.#scheduleLedger()
     this.#releaseSegments()
     if (this.#spaceWaiters.length > 0) this.#reclaimActive()
@@ -992,7 +984,7 @@ export class DiskBuffer {
 
   /** Deletes every segment all of whose records are acknowledged (never the one being written). */
   #releaseSegments(): void {
-    while (this.#segments.length > 1 && this.#segments[1]!.firstSeq <= this.#ackedBelow) {
+    while (this.#segments.length > 1 && this.#segments[1]!.firstSeq <= this.#acks.below) {
       const seg = this.#segments.shift()!
       this.#ledgerDirty = true
       void this.#serial(async () => {
@@ -1011,7 +1003,7 @@ export class DiskBuffer {
         seg === undefined ||
         this.#segments.length !== 1 ||
         seg.size === 0 ||
-        this.#ackedBelow < this.#nextSeq ||
+        this.#acks.below < this.#nextSeq ||
         this.#pending.length > 0
       ) {
         return
@@ -1029,11 +1021,9 @@ export class DiskBuffer {
 
   async #discardAll(): Promise<void> {
     await this.#serial(async () => {
-      for (const seq of this.#inFlight.keys()) this.#ackedAbove.add(seq)
       this.#inFlight.clear()
       this.#retries = []
-      this.#ackedAbove.clear()
-      this.#ackedBelow = this.#nextSeq
+      this.#acks.reset(this.#nextSeq)
       await this.#groupSync()
       await this.#active?.close()
       this.#active = undefined
@@ -1080,11 +1070,11 @@ export class DiskBuffer {
     await this.#groupSync()
     const state: LedgerState = {
       nextSeq: this.#nextSeq,
-      ackedBelow: this.#ackedBelow,
+      ackedBelow: this.#acks.below,
       segments: this.#segments.map((seg) => seg.firstSeq),
     }
     await Ledger.write(this.#s.fs, this.path, state)
-    this.#checkpointedBelow = state.ackedBelow
+    this.#acks.saved(state.ackedBelow)
     this.#ledgerDirty = false
   }
 
@@ -1167,7 +1157,7 @@ export class DiskBuffer {
         if (seq < cursor.expected) continue
         if (seq > cursor.expected) this.#missing(cursor.expected, seq, seg.name)
         cursor.expected = seq + 1
-        if (seq < this.#ackedBelow || this.#ackedAbove.has(seq)) continue
+        if (this.#acks.has(seq)) continue
         if (this.#deadLettered.claim(seq, item.crc)) {
           // Dead-lettered before a crash that came before its acknowledgement was checkpointed.
           this.#markAcked(seq)
@@ -1187,7 +1177,7 @@ export class DiskBuffer {
   #missing(from: number, to: number, segment: string): void {
     let lost = 0
     for (let seq = from; seq < to; seq++) {
-      if (seq < this.#ackedBelow || this.#ackedAbove.has(seq)) continue // acknowledged, or never written
+      if (this.#acks.has(seq)) continue // acknowledged, or never written
       lost++
       this.#markAcked(seq)
     }
