@@ -29,6 +29,7 @@ import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
 import { type Settings, settle } from './internal/DiskBufferSettings.js'
 import type { FileLike, FileSystem } from './internal/FileSystem.js'
 import { type EncodedBatch, Frame } from './internal/Frame.js'
+import { type Held, InFlightRecords } from './internal/InFlightRecords.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
 import { LockFile } from './internal/LockFile.js'
 import { Recovery } from './internal/Recovery.js'
@@ -190,17 +191,6 @@ interface PendingAppend {
   readonly durable: Deferred<DurableStatus> | undefined
 }
 
-interface Held {
-  readonly payload: Buffer
-  readonly crc: number
-  readonly attempt: number
-}
-
-interface Retry extends Held {
-  readonly seq: number
-  readonly dueAt: number
-}
-
 interface Cursor {
   segment: Segment | undefined
   file: FileLike | undefined
@@ -273,8 +263,7 @@ export class DiskBuffer {
   #ledgerQueued = false
   readonly #cursor: Cursor
   #reading: Promise<unknown> = Promise.resolve()
-  readonly #inFlight = new Map<number, Held>()
-  #retries: Retry[] = []
+  readonly #inFlight: InFlightRecords
   #wakeup: Deferred<void> = deferred()
   #spaceWaiters: (() => void)[] = []
   readonly #deadLetters: DiskBuffer | undefined
@@ -312,6 +301,7 @@ export class DiskBuffer {
     this.#assigned = init.nextSeq
     this.#visibleSeq = init.nextSeq
     this.#acks = new AckLedger(init.ackedBelow)
+    this.#inFlight = new InFlightRecords({ initialMs: s.retryInitialMs, maxMs: s.retryMaxMs })
     this.#bytesOnDisk = init.segments.reduce((n, seg) => n + seg.size, 0)
     this.#deadLetters = init.deadLetters
     this.#deadLettered = init.deadLettered
@@ -495,26 +485,11 @@ export class DiskBuffer {
         const wakeup = this.#wakeup.promise
         const out: StoredRecord[] = []
         const held: Held[] = []
-        if (this.#retries.length > 0) {
-          const now = Date.now()
-          const later: Retry[] = []
-          for (const retry of this.#retries) {
-            if (retry.dueAt <= now && out.length < max) {
-              out.push({ seq: retry.seq, payload: retry.payload, attempt: retry.attempt })
-              held.push(retry)
-            } else {
-              later.push(retry)
-            }
-          }
-          this.#retries = later
-        }
+        if (this.#inFlight.retryPending > 0) this.#inFlight.takeDue(Date.now(), max, out, held)
         const room = Math.min(max - out.length, this.#s.maxInFlight - this.#inFlight.size - out.length)
         if (room > 0) await this.#readFresh(room, out, held)
         if (out.length > 0) {
-          for (let i = 0; i < out.length; i++) {
-            const h = held[i]!
-            this.#inFlight.set(out[i]!.seq, { payload: h.payload, crc: h.crc, attempt: h.attempt })
-          }
+          this.#inFlight.hold(out, held)
           return out
         }
         // Drained: every append written (none still behind the write lane), read, and settled.
@@ -528,10 +503,8 @@ export class DiskBuffer {
         }
         if (!wait) return []
         let timer: NodeJS.Timeout | undefined
-        if (this.#retries.length > 0) {
-          const due = Math.min(...this.#retries.map((r) => r.dueAt))
-          timer = setTimeout(() => this.#wake(), Math.max(0, due - Date.now()))
-        }
+        const due = this.#inFlight.nextDueAt()
+        if (due !== undefined) timer = setTimeout(() => this.#wake(), Math.max(0, due - Date.now()))
         await wakeup
         if (timer !== undefined) clearTimeout(timer)
       }
@@ -544,8 +517,7 @@ export class DiskBuffer {
   ack(seq: number): void {
     if (seq >= this.#nextSeq || this.#acks.has(seq)) return
     // A reader held back by maxInFlight may go on once one record is settled.
-    if (this.#inFlight.delete(seq) && this.#inFlight.size + 1 >= this.#s.maxInFlight) this.#wake()
-    if (this.#retries.length > 0) this.#retries = this.#retries.filter((r) => r.seq !== seq)
+    if (this.#inFlight.settle(seq) && this.#inFlight.size + 1 >= this.#s.maxInFlight) this.#wake()
     this.#m.acked++
     this.#markAcked(seq)
   }
@@ -555,12 +527,7 @@ export class DiskBuffer {
    * is handed out again after a back-off that doubles with each attempt.
    */
   nack(seq: number): void {
-    const held = this.#inFlight.get(seq)
-    if (held === undefined) return
-    this.#inFlight.delete(seq)
-    const attempt = held.attempt + 1
-    const delay = Math.min(this.#s.retryMaxMs, this.#s.retryInitialMs * 2 ** (attempt - 1))
-    this.#retries.push({ seq, payload: held.payload, crc: held.crc, attempt, dueAt: Date.now() + delay })
+    if (!this.#inFlight.nack(seq, Date.now())) return
     this.#m.redeliveries++
     this.#wake()
   }
@@ -733,7 +700,7 @@ export class DiskBuffer {
       bytesOnDisk: this.#bytesOnDisk,
       unackedRecords: this.#nextSeq - this.#acks.below - this.#acks.aboveCount,
       inFlight: this.#inFlight.size,
-      retryPending: this.#retries.length,
+      retryPending: this.#inFlight.retryPending,
       ...this.#m,
       deadLettered: dl === undefined ? 0 : dl.#nextSeq - dl.#acks.below - dl.#acks.aboveCount,
     }
@@ -1022,7 +989,6 @@ export class DiskBuffer {
   async #discardAll(): Promise<void> {
     await this.#serial(async () => {
       this.#inFlight.clear()
-      this.#retries = []
       this.#acks.reset(this.#nextSeq)
       await this.#groupSync()
       await this.#active?.close()
