@@ -32,6 +32,7 @@ import { type EncodedBatch, Frame } from './internal/Frame.js'
 import { type Held, InFlightRecords } from './internal/InFlightRecords.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
 import { LockFile } from './internal/LockFile.js'
+import { ReadCursor } from './internal/ReadCursor.js'
 import { Recovery } from './internal/Recovery.js'
 import { type Segment, segmentName } from './internal/Segment.js'
 import { SegmentReader } from './internal/SegmentReader.js'
@@ -191,14 +192,6 @@ interface PendingAppend {
   readonly durable: Deferred<DurableStatus> | undefined
 }
 
-interface Cursor {
-  segment: Segment | undefined
-  file: FileLike | undefined
-  reader: SegmentReader | undefined
-  /** The next sequence number the reader expects; anything below was seen or is missing. */
-  expected: number
-}
-
 interface Deferred<T> {
   readonly promise: Promise<T>
   readonly resolve: (value: T) => void
@@ -261,7 +254,7 @@ export class DiskBuffer {
   #ledgerDirty = false
   /** A checkpoint is queued on the lane (at most one at a time, whatever the acknowledgement rate). */
   #ledgerQueued = false
-  readonly #cursor: Cursor
+  readonly #cursor: ReadCursor
   #reading: Promise<unknown> = Promise.resolve()
   readonly #inFlight: InFlightRecords
   #wakeup: Deferred<void> = deferred()
@@ -307,7 +300,19 @@ export class DiskBuffer {
     this.#deadLettered = init.deadLettered
     this.#m.tornBytesTruncated = init.tornBytes
     const start = init.segments.findLast((seg) => seg.firstSeq <= init.ackedBelow) ?? init.segments[0]
-    this.#cursor = { segment: start, file: undefined, reader: undefined, expected: init.ackedBelow }
+    this.#cursor = new ReadCursor(
+      {
+        settings: s,
+        segments: this.#segments,
+        visibleSeq: () => this.#visibleSeq,
+        acks: this.#acks,
+        deadLettered: this.#deadLettered,
+        markAcked: (seq) => this.#markAcked(seq),
+        counters: this.#m,
+      },
+      start,
+      init.ackedBelow,
+    )
   }
 
   /**
@@ -487,7 +492,7 @@ export class DiskBuffer {
         const held: Held[] = []
         if (this.#inFlight.retryPending > 0) this.#inFlight.takeDue(Date.now(), max, out, held)
         const room = Math.min(max - out.length, this.#s.maxInFlight - this.#inFlight.size - out.length)
-        if (room > 0) await this.#readFresh(room, out, held)
+        if (room > 0) await this.#cursor.read(room, out, held)
         if (out.length > 0) {
           this.#inFlight.hold(out, held)
           return out
@@ -496,7 +501,7 @@ export class DiskBuffer {
         if (
           this.#state === 'draining' &&
           this.#assigned <= this.#visibleSeq &&
-          this.#caughtUp() &&
+          this.#cursor.caughtUp() &&
           this.#inFlight.size === 0
         ) {
           return undefined
@@ -672,7 +677,7 @@ export class DiskBuffer {
       await this.#writeLedger()
       await this.#active?.close()
       this.#active = undefined
-      await this.#closeCursor()
+      await this.#cursor.close()
     })
     await this.#deadLetters?.close()
     if (this.#s.lock) await LockFile.release(this.#s.fs, this.path)
@@ -993,11 +998,10 @@ export class DiskBuffer {
       await this.#groupSync()
       await this.#active?.close()
       this.#active = undefined
-      await this.#closeCursor()
+      await this.#cursor.close()
       for (const seg of this.#segments.splice(0)) await this.#s.fs.unlink(`${this.path}/${seg.name}`)
       this.#bytesOnDisk = 0
-      this.#cursor.segment = undefined
-      this.#cursor.expected = this.#nextSeq
+      this.#cursor.restart(this.#nextSeq)
       await this.#writeLedger()
     })
   }
@@ -1057,100 +1061,5 @@ export class DiskBuffer {
     const wakeup = this.#wakeup
     this.#wakeup = deferred()
     wakeup.resolve()
-  }
-
-  /** Whether every visible record was read. */
-  #caughtUp(): boolean {
-    const seg = this.#cursor.segment
-    if (seg !== undefined && this.#segments.includes(seg)) {
-      if (this.#cursor.reader !== undefined ? this.#cursor.reader.position < seg.visible : seg.visible > 0) {
-        return false
-      }
-      if (this.#segments.some((s) => s.firstSeq > seg.firstSeq)) return false
-      return true
-    }
-    return this.#segments.every((s) => s.firstSeq < this.#cursor.expected && s.visible === 0)
-  }
-
-  async #closeCursor(): Promise<void> {
-    const file = this.#cursor.file
-    this.#cursor.file = undefined
-    this.#cursor.reader = undefined
-    await file?.close()
-  }
-
-  async #readFresh(max: number, out: StoredRecord[], held: Held[]): Promise<void> {
-    const cursor = this.#cursor
-    const limit = out.length + max
-    while (out.length < limit) {
-      let seg = cursor.segment
-      if (seg === undefined || !this.#segments.includes(seg)) {
-        await this.#closeCursor()
-        seg = this.#segments.findLast((s) => s.firstSeq <= cursor.expected) ?? this.#segments[0]
-        cursor.segment = seg
-        if (seg === undefined) break
-      }
-      if (cursor.reader === undefined) {
-        cursor.file = await this.#s.fs.open(`${this.path}/${seg.name}`, 'read')
-        cursor.reader = new SegmentReader(cursor.file, {
-          start: 0,
-          end: seg.visible,
-          maxPayload: Math.max(this.#s.segmentBytes, seg.size),
-        })
-      }
-      const reader = cursor.reader
-      reader.setEnd(seg.visible)
-      if (reader.atEnd) {
-        // Move on only from a segment that is complete: its whole content visible, or sealed.
-        const complete = seg.sealed || seg.visible === seg.size
-        const next = this.#segments.find((s) => s.firstSeq > seg.firstSeq)
-        if (next === undefined || !complete) break
-        await this.#closeCursor()
-        cursor.segment = next
-        continue
-      }
-      const items = await reader.read(limit - out.length)
-      for (const item of items) {
-        if (item.kind !== 'record') {
-          this.#m.corruptRegions++
-          this.#m.corruptBytes += item.bytes
-          this.#s.log(
-            `disk buffer ${this.path}: checksum failure in segment ${seg.name} at offset ${item.offset}; skipped ${item.bytes} bytes`,
-          )
-          continue
-        }
-        const seq = item.seq
-        if (seq < cursor.expected) continue
-        if (seq > cursor.expected) this.#missing(cursor.expected, seq, seg.name)
-        cursor.expected = seq + 1
-        if (this.#acks.has(seq)) continue
-        if (this.#deadLettered.claim(seq, item.crc)) {
-          // Dead-lettered before a crash that came before its acknowledgement was checkpointed.
-          this.#markAcked(seq)
-          continue
-        }
-        out.push({ seq, payload: item.payload, attempt: 0 })
-        held.push({ payload: item.payload, crc: item.crc, attempt: 0 })
-      }
-    }
-    if (cursor.expected < this.#visibleSeq && this.#caughtUp()) {
-      this.#missing(cursor.expected, this.#visibleSeq, cursor.segment?.name ?? '(none)')
-      cursor.expected = this.#visibleSeq
-    }
-  }
-
-  /** Sequence numbers `[from, to)` are not on disk (damaged, or lost unsynced): count them acknowledged. */
-  #missing(from: number, to: number, segment: string): void {
-    let lost = 0
-    for (let seq = from; seq < to; seq++) {
-      if (this.#acks.has(seq)) continue // acknowledged, or never written
-      lost++
-      this.#markAcked(seq)
-    }
-    if (lost === 0) return
-    this.#m.recordsLost += lost
-    this.#s.log(
-      `disk buffer ${this.path}: records ${from}..${to - 1} missing before segment ${segment}; skipped`,
-    )
   }
 }
