@@ -212,6 +212,8 @@ class JetStreamPullSource implements JetStreamSource {
   #component = 'jetstream'
   #connection: Connection | undefined = undefined
   readonly #inFlight = new Set<InFlight>()
+  /** Whether the server reads a term's reason (2.10.4+); before, the reason goes to a warning only. */
+  #termReasons = false
   readonly #count = {
     received: 0,
     acked: 0,
@@ -268,6 +270,7 @@ class JetStreamPullSource implements JetStreamSource {
       this.#rejectReady(error)
       throw error
     }
+    this.#termReasons = connection.serverAtLeast(2, 10, 4)
     this.#resolveReady()
     const ackWaitMs = Math.max(1, Math.floor((info.config.ack_wait ?? 30e9) / 1e6))
     const maxDeliveries = o.maxDeliveries > 0 ? o.maxDeliveries : Math.max(0, info.config.max_deliver ?? -1)
@@ -450,10 +453,22 @@ class JetStreamPullSource implements JetStreamSource {
         this.#count.nacked++
         return
       case 'term':
-        msg.term(action.reason)
+        this.#term(msg, action.reason)
         this.#count.terminated++
         return
     }
+  }
+
+  /**
+   * Terminates a message and says why in a warning; the reason goes to the server too (into its
+   * MSG_TERMINATED advisory) where it can read it: a 2.9 server would take `+TERM <reason>` for an ack.
+   */
+  #term(msg: JsMsg, reason: string): void {
+    if (this.#termReasons) msg.term(reason)
+    else msg.term()
+    this.#warn(
+      `${this.#component}: terminated message ${msg.info.streamSequence} of stream '${msg.info.stream}': ${reason}`,
+    )
   }
 
   /** The record of a message, or why it cannot enter the pipeline. */

@@ -90,6 +90,18 @@ export class Connection {
     return this.#disconnects
   }
 
+  /**
+   * Whether the server (as of this connection's INFO) is at least `major.minor.patch`. A server
+   * older than 2.10.4 does not parse a term's reason (`+TERM <reason>`): it takes the whole
+   * frame for an ack, so the caller must send a plain `term()` there.
+   */
+  serverAtLeast(major: number, minor: number, patch: number): boolean {
+    const [a = 0, b = 0, c = 0] = (this.nc.info?.version ?? '0.0.0')
+      .split(/[.-]/)
+      .map((part) => Number.parseInt(part, 10) || 0)
+    return a !== major ? a > major : b !== minor ? b > minor : c >= patch
+  }
+
   /** Flushes (so what was written reached the server), then closes; harmless to call twice. */
   close(): Promise<void> {
     this.#closing ??= (async () => {
