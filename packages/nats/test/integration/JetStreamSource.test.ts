@@ -45,7 +45,9 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     const advisories = admin.nc.subscribe(
       `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${stream}.${consumer}`,
       {
-        callback: (_err, msg) => terminatedSeqs.push((msg.json() as { stream_seq: number }).stream_seq),
+        callback: (_err, msg) => {
+          terminatedSeqs.push((msg.json() as { stream_seq: number }).stream_seq)
+        },
       },
     )
     const warnings: string[] = []
