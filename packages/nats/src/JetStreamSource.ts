@@ -393,10 +393,7 @@ class JetStreamPullSource implements JetStreamSource {
     if (typeof record === 'string') {
       this.#count.invalid++
       this.#count.terminated++
-      msg.term(record)
-      this.#warn(
-        `${this.#component}: terminated message ${msg.info.streamSequence} of '${msg.info.stream}': ${record}`,
-      )
+      this.#term(msg, record)
       const done = Promise.resolve() as Promise<void> & { accepted: Promise<void> }
       done.accepted = done
       return done

@@ -1,8 +1,11 @@
+import { spawn } from 'node:child_process'
+import { createServer } from 'node:net'
 import type { DeliveryStatus, EventArray, LogEvent } from '@ackline/core'
 import { jetstream } from '@ackline/nats'
+import { memory } from '@ackline/sinks'
 import { type Sink, TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { NATS_URL, NatsAdmin, skipWithoutNats, until } from './support/natsFixture.js'
+import { NATS_URL, NatsAdmin, reachableAt, skipWithoutNats, until } from './support/natsFixture.js'
 
 const skip = await skipWithoutNats('JetStreamSource.test.ts')
 
@@ -117,4 +120,165 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
       `checked: ${N} messages, ${retried.length} redelivered then acked, ${rejected.length} terminated`,
     )
   })
+
+  it('a payload that is not JSON is terminated with the reason, or passed raw, as invalidJson says; never dropped', async () => {
+    const payloads = ['{"n":0}', 'not json', '42', '{"n":3}']
+    for (const invalidJson of ['reject', 'raw'] as const) {
+      const stream = await admin.stream('BAD')
+      await admin.publish(`${stream}.in`, payloads)
+      const warnings: string[] = []
+      const sink = memory()
+      const source = jetstream({
+        servers: NATS_URL,
+        stream,
+        consumer: 'c',
+        invalidJson,
+        onWarning: (w) => warnings.push(w),
+      })
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('in', source)
+        .sink('out', ['in'], sink)
+        .build()
+      await topology.start()
+      await until('all four settled', () => source.counters.acked + source.counters.terminated === 4)
+      await topology.stop()
+      const fields = sink.events.map(({ _nats, ...rest }) => rest)
+      if (invalidJson === 'reject') {
+        expect(fields).toEqual([{ n: 0 }, { message: 42 }, { n: 3 }])
+        expect(source.counters).toMatchObject({ acked: 3, terminated: 1, invalid: 2 })
+        expect(warnings.join('\n')).toMatch(/terminated message 2 .*not valid JSON/)
+      } else {
+        expect(fields).toEqual([{ n: 0 }, { message: 'not json' }, { message: 42 }, { n: 3 }])
+        expect(source.counters).toMatchObject({ acked: 4, terminated: 0, invalid: 2 })
+      }
+      const info = await admin.jsm.consumers.info(stream, 'c')
+      expect([invalidJson, info.num_pending, info.num_ack_pending]).toEqual([invalidJson, 0, 0])
+    }
+  })
+
+  it('carries the broker metadata under _nats', async () => {
+    const stream = await admin.stream('META')
+    const js = (await import('@nats-io/jetstream')).jetstream(admin.nc)
+    const { headers } = await import('@nats-io/transport-node')
+    const h = headers()
+    h.append('trace', 'abc')
+    await js.publish(`${stream}.in.x`, '{"a":1}', { headers: h })
+    const sink = memory()
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await until('acked', () => source.counters.acked === 1)
+    await topology.stop()
+    expect(sink.events[0]).toMatchObject({
+      a: 1,
+      _nats: {
+        stream,
+        consumer: 'c',
+        subject: `${stream}.in.x`,
+        streamSequence: 1,
+        consumerSequence: 1,
+        deliveryCount: 1,
+        redelivered: false,
+        headers: { trace: ['abc'] },
+      },
+    })
+  })
+
+  it('a slow sink past half the AckWait causes no redelivery: the source sends working()', async () => {
+    const stream = await admin.stream('SLOW')
+    await admin.publish(`${stream}.in`, ['{"n":0}', '{"n":1}'])
+    const sink = memory({ beforeWrite: () => new Promise((resolve) => setTimeout(resolve, 1600)) })
+    // AckWait 1 s: without working() the server would redeliver twice while the sink holds the write.
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', ackWaitMs: 1000 })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await until('both acked', () => source.counters.acked === 2)
+    await topology.stop()
+    expect(source.counters.working).toBeGreaterThanOrEqual(2)
+    expect(source.counters).toMatchObject({ received: 2, redelivered: 0 })
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    expect({ redelivered: info.num_redelivered, ackPending: info.num_ack_pending }).toEqual({
+      redelivered: 0,
+      ackPending: 0,
+    })
+  })
+
+  it('refuses a consumer whose ack policy is not explicit, saying so', async () => {
+    const stream = await admin.stream('POLICY')
+    await admin.jsm.consumers.add(stream, { durable_name: 'all', ack_policy: 'all' })
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'all' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], memory())
+      .build()
+    await topology.start()
+    await expect(source.ready()).rejects.toMatchObject({ code: 'ACK_POLICY', component: 'in' })
+    await expect(source.ready()).rejects.toThrow(/ack policy 'all'; this source needs 'explicit'/)
+    await topology.stop()
+  })
+
+  it('an unreachable server fails the run with an error naming the component and the server', async () => {
+    const source = jetstream({ servers: '127.0.0.1:1', stream: 's', consumer: 'c', connectTimeoutMs: 1000 })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('orders', source)
+      .sink('out', ['orders'], memory())
+      .build()
+    await topology.start()
+    await expect(source.ready()).rejects.toThrow(
+      /^orders \(servers\): cannot connect \(servers 127\.0\.0\.1:1\)/,
+    )
+    await topology.stop()
+  })
+
+  it('a server that refuses the credentials fails the run with AUTH_FAILED naming the server', async () => {
+    const port = await freePort()
+    const server = spawn(
+      '/usr/sbin/nats-server',
+      ['-a', '127.0.0.1', '-p', String(port), '--user', 'u', '--pass', 'right'],
+      {
+        stdio: 'ignore',
+      },
+    )
+    try {
+      await until('the second server listens', () => reachableAt('127.0.0.1', port), 10_000)
+      const source = jetstream({
+        servers: `127.0.0.1:${port}`,
+        user: 'u',
+        pass: 'wrong',
+        stream: 's',
+        consumer: 'c',
+      })
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('in', source)
+        .sink('out', ['in'], memory())
+        .build()
+      await topology.start()
+      const error = await source.ready().then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(error).toMatchObject({ code: 'AUTH_FAILED', component: 'in', field: 'user' })
+      expect(String((error as Error).message)).toContain(`servers 127.0.0.1:${port}`)
+      await topology.stop()
+    } finally {
+      server.kill('SIGTERM')
+    }
+  })
 })
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}

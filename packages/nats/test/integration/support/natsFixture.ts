@@ -12,8 +12,13 @@ export const NATS_URL = `${NATS_HOST}:${NATS_PORT}`
 
 /** Whether the server accepts a TCP connection within a second. */
 export function reachable(): Promise<boolean> {
+  return reachableAt(NATS_HOST, NATS_PORT)
+}
+
+/** Whether `host:port` accepts a TCP connection within a second. */
+export function reachableAt(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = createConnection({ host: NATS_HOST, port: NATS_PORT })
+    const socket = createConnection({ host, port })
     const done = (ok: boolean): void => {
       socket.destroy()
       resolve(ok)
