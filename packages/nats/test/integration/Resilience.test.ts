@@ -15,6 +15,7 @@ function recordingSink(pauseMs = 0) {
     async write(events: EventArray) {
       if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs))
       for (const event of events) delivered.push(event.get('n') as number)
+      return undefined
     },
   }
   return { sink, delivered }
