@@ -1,9 +1,10 @@
-import type { JsonObject } from '@ackline/core'
+import { EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import { jetstreamSink } from '@ackline/nats'
 import { generator } from '@ackline/sources'
 import { TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { NATS_URL, NatsAdmin, skipWithoutNats } from './support/natsFixture.js'
+import { NATS_HOST, NATS_PORT, NATS_URL, NatsAdmin, skipWithoutNats } from './support/natsFixture.js'
+import { TcpProxy } from './support/TcpProxy.js'
 
 const skip = await skipWithoutNats('JetStreamSink.test.ts')
 
@@ -95,5 +96,35 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     expect(String((error as Error).message)).toMatch(
       /^jetstream \(servers\): cannot connect \(servers 127\.0\.0\.1:1\)/,
     )
+  })
+
+  it('a publish that gets no PubAck is never delivered: errored alone without ids, the whole write retried with them', async () => {
+    const stream = await admin.stream('LOST')
+    const proxy = await TcpProxy.open(NATS_HOST, NATS_PORT)
+    const withoutIds = jetstreamSink({
+      servers: proxy.url,
+      subject: `${stream}.out`,
+      timeoutMs: 300,
+      reconnectTimeWaitMs: 50,
+    })
+    const withIds = jetstreamSink({
+      servers: proxy.url,
+      subject: `${stream}.out`,
+      timeoutMs: 300,
+      reconnectTimeWaitMs: 50,
+      msgId: (event) => `id-${event.get('n') as number}`,
+    })
+    await withoutIds.start()
+    await withIds.start()
+    await proxy.close()
+    const events = () => EventArray.of(new LogEvent({ n: 1 }), new LogEvent({ n: 2 }))
+    const result = await withoutIds.write(events())
+    expect(result).toHaveLength(2)
+    for (const entry of result ?? [])
+      expect(entry).toMatchObject({ name: 'RetryableError', code: 'RETRYABLE' })
+    await expect(withIds.write(events())).rejects.toMatchObject({ name: 'RetryableError' })
+    expect(withoutIds.counters).toMatchObject({ published: 0, failed: 2 })
+    await Promise.all([withoutIds.stop(), withIds.stop()])
+    expect((await admin.jsm.streams.info(stream)).state.messages).toBe(0)
   })
 })

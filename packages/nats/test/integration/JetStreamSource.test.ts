@@ -270,6 +270,53 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
       server.kill('SIGTERM')
     }
   })
+
+  it('gives up on a message that errors on every delivery at maxDeliveries: terminated, said so, not pending', async () => {
+    const stream = await admin.stream('GIVEUP')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const warnings: string[] = []
+    const { sink, seen } = scriptedSink(() => 'errored')
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'c',
+      maxDeliveries: 3,
+      nakInitialMs: 20,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink, { retry: { attempts: 1 } })
+      .build()
+    await topology.start()
+    await until('terminated', () => source.counters.terminated === 1)
+    await topology.stop()
+    expect(seen.map((s) => s.deliveryCount)).toEqual([1, 2, 3])
+    expect(source.counters).toMatchObject({ received: 3, nacked: 2, terminated: 1, acked: 0 })
+    expect(warnings.join('\n')).toMatch(/errored on each of 3 deliveries \(bound 3\)/)
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0])
+  })
+
+  it('with doubleAck, every ack is confirmed by the server before it counts', async () => {
+    const stream = await admin.stream('DOUBLE')
+    await admin.publish(
+      `${stream}.in`,
+      Array.from({ length: 20 }, (_, n) => JSON.stringify({ n })),
+    )
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', doubleAck: true })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], memory())
+      .build()
+    await topology.start()
+    await until('all acked', () => source.counters.acked === 20)
+    // Confirmed acks: the server has them now, without waiting for the stop's flush.
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    expect([info.num_pending, info.num_ack_pending, info.ack_floor.stream_seq]).toEqual([0, 0, 20])
+    await topology.stop()
+    expect(source.counters.ackUnconfirmed).toBe(0)
+  })
 })
 
 function freePort(): Promise<number> {
