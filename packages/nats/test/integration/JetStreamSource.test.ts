@@ -317,6 +317,41 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     await topology.stop()
     expect(source.counters.ackUnconfirmed).toBe(0)
   })
+
+  it("holds at most the consumer's MaxAckPending in the pipeline: back pressure reaches the server", async () => {
+    const stream = await admin.stream('PRESSURE')
+    const N = 30
+    await admin.publish(
+      `${stream}.in`,
+      Array.from({ length: N }, (_, n) => JSON.stringify({ n })),
+    )
+    let open: () => void = () => {}
+    const gate = new Promise<void>((resolve) => {
+      open = resolve
+    })
+    const sink = memory({ beforeWrite: () => gate })
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', maxAckPending: 5, batchSize: 50 })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await until('five in the pipeline', () => source.counters.inFlight === 5)
+    const held = await admin.jsm.consumers.info(stream, 'c')
+    expect({
+      received: source.counters.received,
+      ackPending: held.num_ack_pending,
+      pending: held.num_pending,
+    }).toEqual({
+      received: 5,
+      ackPending: 5,
+      pending: N - 5,
+    })
+    open()
+    await until('all acked', () => source.counters.acked === N)
+    await topology.stop()
+    expect(source.counters.received).toBe(N)
+  })
 })
 
 function freePort(): Promise<number> {
