@@ -1,0 +1,136 @@
+// JetStream throughput, each figure beside a plain client doing the same work in the same run:
+//   1. source: jetstream → blackhole with acknowledgements, against a plain loop that fetches
+//      batches of the same size from its own durable consumer and acks each message;
+//   2. sink: generator → jetstreamSink, against a plain loop publishing the same payloads with
+//      the same number of PubAcks awaited at once.
+// ACKLINE_BENCH_MESSAGES messages (default 20,000) of ~40 bytes; NATS at NATS_URL or
+// 127.0.0.1:4222. Run with `pnpm bench nats`.
+import { jetstream, jetstreamSink } from '@ackline/nats'
+import { blackhole } from '@ackline/sinks'
+import { generator } from '@ackline/sources'
+import { TopologyBuilder } from '@ackline/topology'
+import { AckPolicy, jetstreamManager, jetstream as jsClient } from '@nats-io/jetstream'
+import { connect } from '@nats-io/transport-node'
+
+const servers = process.env.NATS_URL ?? '127.0.0.1:4222'
+const M = Number(process.env.ACKLINE_BENCH_MESSAGES ?? 20_000)
+const BATCH = 100
+const WINDOW = 256
+const fmt = (n: number): string => Math.round(n).toLocaleString('en-US')
+const payload = (n: number): string => JSON.stringify({ n, message: `event number ${n}` })
+
+const nc = await connect({ servers })
+const jsm = await jetstreamManager(nc)
+const js = jsClient(nc)
+const id = Date.now().toString(36)
+const streams: string[] = []
+
+async function newStream(prefix: string): Promise<string> {
+  const name = `BENCH_${prefix}_${id}`
+  await jsm.streams.add({ name, subjects: [`${name}.>`] })
+  streams.push(name)
+  return name
+}
+
+/** Publishes `count` payloads with at most WINDOW PubAcks awaited at once; returns msgs/s. */
+async function plainPublish(subject: string, count: number): Promise<number> {
+  const start = performance.now()
+  const inFlight = new Set<Promise<unknown>>()
+  for (let n = 0; n < count; n++) {
+    const p = js.publish(subject, payload(n))
+    inFlight.add(p)
+    void p.then(() => inFlight.delete(p))
+    if (inFlight.size >= WINDOW) await Promise.race(inFlight)
+  }
+  await Promise.all(inFlight)
+  return count / ((performance.now() - start) / 1000)
+}
+
+async function ackedConsumer(stream: string, name: string): Promise<void> {
+  await jsm.consumers.add(stream, {
+    durable_name: name,
+    ack_policy: AckPolicy.Explicit,
+    max_ack_pending: 1000,
+  })
+}
+
+/** A plain client loop: fetch BATCH at a time from its own consumer, ack each; msgs/s. */
+async function plainConsume(stream: string, name: string): Promise<number> {
+  await ackedConsumer(stream, name)
+  const consumer = await js.consumers.get(stream, name)
+  const start = performance.now()
+  let acked = 0
+  while (acked < M) {
+    const messages = await consumer.fetch({ max_messages: BATCH, expires: 5000 })
+    for await (const msg of messages) {
+      msg.ack()
+      acked++
+    }
+  }
+  await nc.flush()
+  return M / ((performance.now() - start) / 1000)
+}
+
+/** jetstream → blackhole with acknowledgements, from its own consumer; msgs/s. */
+async function acklineConsume(stream: string, name: string): Promise<number> {
+  await ackedConsumer(stream, name)
+  const source = jetstream({ servers, stream, consumer: name, batchSize: BATCH, create: false })
+  const topology = new TopologyBuilder({ acknowledgements: true })
+    .source('in', source)
+    .sink('out', ['in'], blackhole())
+    .build()
+  const start = performance.now()
+  await topology.start()
+  while (source.counters.acked < M) await new Promise((resolve) => setTimeout(resolve, 2))
+  const elapsed = performance.now() - start
+  await topology.stop()
+  return M / (elapsed / 1000)
+}
+
+/** generator → jetstreamSink with acknowledgements; msgs/s. */
+async function acklinePublish(subject: string, batchSize: number): Promise<number> {
+  const sink = jetstreamSink({ servers, subject, maxInFlight: WINDOW })
+  const topology = new TopologyBuilder({ acknowledgements: true })
+    .source('gen', generator({ count: M, batchSize, record: (n) => ({ n, message: `event number ${n}` }) }))
+    .sink('out', ['gen'], sink)
+    .build()
+  const start = performance.now()
+  await topology.start()
+  await topology.done
+  return M / ((performance.now() - start) / 1000)
+}
+
+try {
+  console.log(`${fmt(M)} messages per run; fetch batches of ${BATCH}; ${WINDOW} PubAcks in flight\n`)
+  const source = await newStream('SRC')
+  await plainPublish(`${source}.in`, M)
+  const sinkRows: [string, number, number][] = []
+  const sourceRows: [string, number, number][] = []
+  for (let round = 1; round <= 2; round++) {
+    const plain = await plainConsume(source, `plain${round}`)
+    const ours = await acklineConsume(source, `ackline${round}`)
+    sourceRows.push([`round ${round}`, ours, plain])
+    const plainSink = await newStream(`PLAIN${round}`)
+    const oursSink = await newStream(`OURS${round}`)
+    const p = await plainPublish(`${plainSink}.out`, M)
+    const o = await acklinePublish(`${oursSink}.out`, BATCH)
+    sinkRows.push([`round ${round}, writes of ${BATCH}`, o, p])
+    // The runtime writes one array at a time, so a write's PubAcks bound the window: a larger
+    // array keeps more publishes in flight.
+    const bigSink = await newStream(`BIG${round}`)
+    const big = await acklinePublish(`${bigSink}.out`, 1000)
+    sinkRows.push([`round ${round}, writes of 1000`, big, p])
+  }
+  const table = (title: string, rows: [string, number, number][]): void => {
+    console.log(`| ${title} | ackline msgs/s | plain client msgs/s | ratio |`)
+    console.log('| --- | ---: | ---: | ---: |')
+    for (const [label, ours, plain] of rows)
+      console.log(`| ${label} | ${fmt(ours)} | ${fmt(plain)} | ${(ours / plain).toFixed(2)} |`)
+    console.log()
+  }
+  table('source → blackhole, acks (one batch per message)', sourceRows)
+  table('generator → jetstreamSink, PubAcks', sinkRows)
+} finally {
+  for (const stream of streams) await jsm.streams.delete(stream).catch(() => undefined)
+  await nc.close()
+}

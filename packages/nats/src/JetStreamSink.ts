@@ -1,0 +1,241 @@
+/**
+ * `jetstream` sink: publishes each event as a JSON message to a JetStream subject and counts it
+ * delivered only once the stream acknowledged it (a PubAck).
+ *
+ * Invariants:
+ * - An event is `delivered` only when its PubAck arrived, or when the PubAck says the stream
+ *   already held a message with the same `Nats-Msg-Id` (a duplicate is a delivery that happened
+ *   before, counted once in `counters.duplicates`).
+ * - A timeout, a dropped connection or an error from the server never counts as delivered: with a
+ *   message id on every event the whole write is retried (`RetryableError`; the ids make the
+ *   retry harmless for what was stored already); without one, only the failed events report an
+ *   error (`errored`), so a source redelivers those alone.
+ * - An event `JSON.stringify` cannot encode fails alone (`rejected`, never retried).
+ * - At most `maxInFlight` publishes await their PubAck at once.
+ *
+ * @module
+ */
+import type { EventArray, JsonObject, LogEvent } from '@ackline/core'
+import {
+  ComponentError,
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type ResolvedOptionsOf,
+  RetryableError,
+  type Sink,
+  type SinkResult,
+} from '@ackline/topology'
+import { type JetStreamClient, jetstream as jetstreamClient, jetstreamManager } from '@nats-io/jetstream'
+import { z } from 'zod'
+import { Connection } from './internal/Connection.js'
+import { connectionShape } from './internal/connectionShape.js'
+
+/** Options of {@link jetstreamSink}: its schema (`validate`, `jsonSchema`, …). */
+export const JetStreamSinkOptions = defineOptions({
+  ...connectionShape,
+  subject: z.string().min(1).describe('The subject to publish to; a stream must capture it.'),
+  timeoutMs: z.int().min(1).default(5000).describe('How long to wait for one PubAck, in ms.'),
+  maxInFlight: z.int().min(1).default(256).describe('The most publishes awaiting their PubAck at once.'),
+  msgId: codeOption<(event: LogEvent) => string | undefined>('a function')
+    .optional()
+    .describe(
+      'The `Nats-Msg-Id` of an event (the stream drops a second message with the same id in its duplicate window). Default: `<stream>:<sequence>` from the `_nats` metadata of an event a jetstream source read, else none.',
+    ),
+  metadataField: z
+    .union([z.string().min(1), z.literal(false)])
+    .default('_nats')
+    .describe(
+      "A field holding a jetstream source's metadata: read for the default message id and left out of the payload; false: none.",
+    ),
+})
+/** Options of {@link jetstreamSink}. */
+export type JetStreamSinkOptions = OptionsOf<typeof JetStreamSinkOptions>
+type Resolved = ResolvedOptionsOf<typeof JetStreamSinkOptions>
+
+/** What the sink has seen since it started (a fresh snapshot on each read). */
+export interface JetStreamSinkCounters {
+  /** Messages the stream acknowledged as new. */
+  readonly published: number
+  /** Messages the stream acknowledged as duplicates of an id it held (counted delivered). */
+  readonly duplicates: number
+  /** Publishes that failed (timeout, no stream, connection lost). */
+  readonly failed: number
+  /** Reconnects of the connection after a drop. */
+  readonly reconnects: number
+  /** Publishes awaiting their PubAck now. */
+  readonly inFlight: number
+}
+
+/** The sink {@link jetstreamSink} returns. */
+export interface JetStreamSink extends Sink {
+  readonly kind: 'jetstream'
+  validate(): readonly ConfigIssue[]
+  /** Connects and checks that a stream captures `subject`; throws a `ComponentError` naming the server otherwise. */
+  start(): Promise<void>
+  write(events: EventArray): Promise<SinkResult>
+  stop(): Promise<void>
+  readonly counters: JetStreamSinkCounters
+}
+
+class JetStreamPublisher implements JetStreamSink {
+  readonly kind = 'jetstream'
+  readonly #options: JetStreamSinkOptions
+  readonly #o: Resolved
+  #connection: Connection | undefined = undefined
+  #js: JetStreamClient | undefined = undefined
+  #inFlight = 0
+  readonly #count = { published: 0, duplicates: 0, failed: 0 }
+
+  constructor(options: JetStreamSinkOptions) {
+    this.#options = options
+    this.#o = JetStreamSinkOptions.resolve(options)
+  }
+
+  get counters(): JetStreamSinkCounters {
+    return { ...this.#count, reconnects: this.#connection?.reconnects ?? 0, inFlight: this.#inFlight }
+  }
+
+  validate(): readonly ConfigIssue[] {
+    return JetStreamSinkOptions.validate(this.#options)
+  }
+
+  async start(): Promise<void> {
+    const o = this.#o
+    const connection = await Connection.open('jetstream', o)
+    try {
+      const jsm = await jetstreamManager(connection.nc)
+      await jsm.streams.find(o.subject)
+    } catch (error) {
+      await connection.close()
+      throw new ComponentError('NO_STREAM', `no stream captures subject '${o.subject}': ${String(error)}`, {
+        component: 'jetstream',
+        field: 'subject',
+        cause: error,
+      })
+    }
+    this.#connection = connection
+    this.#js = jetstreamClient(connection.nc)
+  }
+
+  async write(events: EventArray): Promise<SinkResult> {
+    const js = this.#js
+    if (js === undefined) throw new RetryableError('jetstream', 'not started')
+    const o = this.#o
+    const results: (undefined | 'delivered' | Error)[] = new Array(events.length)
+    let allHaveIds = true
+    let retryable = false
+    const window = new Window(o.maxInFlight)
+    const publishes: Promise<void>[] = []
+    for (let i = 0; i < events.length; i++) {
+      const event = events.events[i]!
+      let payload: string
+      try {
+        payload = JSON.stringify(this.#payloadOf(event))
+      } catch (error) {
+        results[i] = error instanceof Error ? error : new TypeError(String(error))
+        continue
+      }
+      const id = this.#idOf(event)
+      if (id === undefined) allHaveIds = false
+      await window.acquire()
+      this.#inFlight++
+      publishes.push(
+        js
+          .publish(o.subject, payload, { timeout: o.timeoutMs, ...(id !== undefined ? { msgID: id } : {}) })
+          .then(
+            (ack) => {
+              if (ack.duplicate) this.#count.duplicates++
+              else this.#count.published++
+              results[i] = 'delivered'
+            },
+            (error: unknown) => {
+              this.#count.failed++
+              retryable = true
+              results[i] = new RetryableError(
+                'jetstream',
+                `publish to '${o.subject}' failed: ${messageOf(error)}`,
+                {
+                  cause: error,
+                },
+              )
+            },
+          )
+          .finally(() => {
+            this.#inFlight--
+            window.release()
+          }),
+      )
+    }
+    await Promise.all(publishes)
+    // With ids on every event a retry of the whole write is harmless: what was stored comes back a duplicate.
+    if (retryable && allHaveIds) {
+      const first = results.find((r): r is Error => r instanceof RetryableError)
+      throw first ?? new RetryableError('jetstream', 'a publish failed')
+    }
+    return results as (Error | 'delivered')[]
+  }
+
+  async stop(): Promise<void> {
+    await this.#connection?.close()
+  }
+
+  #payloadOf(event: LogEvent): JsonObject {
+    const field = this.#o.metadataField
+    const fields = event.fields
+    if (field === false || !(field in fields)) return fields as JsonObject
+    const { [field]: _metadata, ...rest } = fields
+    return rest
+  }
+
+  #idOf(event: LogEvent): string | undefined {
+    if (this.#o.msgId !== undefined) return this.#o.msgId(event)
+    const field = this.#o.metadataField
+    if (field === false) return undefined
+    const meta = event.fields[field]
+    if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) return undefined
+    const { stream, streamSequence } = meta as { stream?: unknown; streamSequence?: unknown }
+    return typeof stream === 'string' && typeof streamSequence === 'number'
+      ? `${stream}:${streamSequence}`
+      : undefined
+  }
+}
+
+/** Bounds the publishes awaiting a PubAck. */
+class Window {
+  #free: number
+  readonly #waiting: (() => void)[] = []
+  constructor(size: number) {
+    this.#free = size
+  }
+  acquire(): Promise<void> {
+    if (this.#free > 0) {
+      this.#free--
+      return Promise.resolve()
+    }
+    return new Promise((resolve) => this.#waiting.push(resolve))
+  }
+  release(): void {
+    const next = this.#waiting.shift()
+    if (next !== undefined) next()
+    else this.#free++
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+/**
+ * A sink publishing each event as JSON to `subject` and waiting for the stream's PubAck: an event
+ * is delivered only when the stream stored it (or already held its `Nats-Msg-Id`).
+ *
+ * @example
+ * ```ts
+ * builder.sink('out', ['in'], jetstreamSink({ servers: '127.0.0.1:4222', subject: 'orders.archived' }))
+ * ```
+ */
+export function jetstreamSink(options: JetStreamSinkOptions): JetStreamSink {
+  return new JetStreamPublisher(options)
+}

@@ -1,0 +1,602 @@
+/**
+ * `jetstream` source: reads a JetStream stream through a durable pull consumer and tells the
+ * server what became of each message only once the pipeline decided it.
+ *
+ * Invariants:
+ * - A message is `ack`ed only when its batch resolved `delivered`; `errored` is `nak`ed with a
+ *   back-off delay, `rejected` is `term`ed with the reason (the table in `internal/ackMapping.ts`).
+ *   A message is never dropped silently: one whose payload is not JSON either enters the
+ *   pipeline as a raw string field or is `term`ed with a reason (`invalidJson`).
+ * - While a message is in the pipeline past half its consumer's AckWait, the source sends
+ *   `working()` so the server does not redeliver it (no duplicate from a slow sink).
+ * - At most `min(maxInFlight, consumer MaxAckPending)` messages are in the pipeline at once: the
+ *   source pulls no more until some settle (back pressure), and the server's MaxAckPending bounds
+ *   the messages all instances sharing the consumer hold.
+ * - `run` returns only once every message it took was settled with the server (or the stop's
+ *   deadline ended the pipeline's wait), and the connection was flushed and closed.
+ *
+ * Until per-record outcomes land, each message is its own batch (one `context.send` per message),
+ * so each gets its own status; `rfcs/0007-nats-jetstream-connector.md` says what changes then.
+ *
+ * @module
+ */
+import type { BatchStatus, JsonObject, JsonValue } from '@ackline/core'
+import {
+  type BatchReceipt,
+  ComponentError,
+  ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type ResolvedOptionsOf,
+  type Source,
+  type SourceContext,
+} from '@ackline/topology'
+import {
+  AckPolicy,
+  type Consumer,
+  type ConsumerInfo,
+  JetStreamApiError,
+  type JsMsg,
+  jetstream as jetstreamClient,
+  jetstreamManager,
+} from '@nats-io/jetstream'
+import { z } from 'zod'
+import { actionFor, type JetStreamAction } from './internal/ackMapping.js'
+import { Connection } from './internal/Connection.js'
+import { connectionShape } from './internal/connectionShape.js'
+
+/**
+ * Options of {@link jetstream}: its schema (`validate`, `jsonSchema`, …).
+ *
+ * @example
+ * ```ts
+ * jetstream({ servers: '127.0.0.1:4222', stream: 'ORDERS', consumer: 'ackline', batchSize: 100 })
+ * ```
+ */
+export const JetStreamSourceOptions = defineOptions({
+  ...connectionShape,
+  stream: z.string().min(1).describe('The stream to read.'),
+  consumer: z.string().min(1).describe('The durable pull consumer to read through (bound, or created).'),
+  create: z
+    .boolean()
+    .default(true)
+    .describe(
+      'Create the consumer (ack policy explicit) when it does not exist; when false a missing one fails the run.',
+    ),
+  filterSubject: z.string().min(1).optional().describe('When creating the consumer: only these subjects.'),
+  ackWaitMs: z
+    .int()
+    .min(100)
+    .default(30_000)
+    .describe("When creating the consumer: its AckWait, in ms (a bound consumer's own is used)."),
+  maxAckPending: z
+    .int()
+    .min(1)
+    .default(1000)
+    .describe("When creating the consumer: its MaxAckPending (a bound consumer's own is used)."),
+  maxDeliver: z
+    .int()
+    .min(-1)
+    .default(-1)
+    .describe('When creating the consumer: its MaxDeliver (-1: unbounded).'),
+  maxDeliveries: z
+    .int()
+    .min(0)
+    .default(0)
+    .describe(
+      "An errored message is `term`ed (not `nak`ed) from this delivery on; 0 follows the consumer's MaxDeliver, or none.",
+    ),
+  batchSize: z.int().min(1).default(100).describe('The most messages one pull asks for.'),
+  maxInFlight: z
+    .int()
+    .min(1)
+    .default(1000)
+    .describe("The most messages in the pipeline at once (also bounded by the consumer's MaxAckPending)."),
+  fetchExpiresMs: z
+    .int()
+    .min(1000)
+    .default(5000)
+    .describe('How long one pull waits for messages on an idle stream, in ms.'),
+  nakInitialMs: z
+    .int()
+    .min(0)
+    .default(1000)
+    .describe('The delay of the first `nak` of an errored message, in ms.'),
+  nakMaxMs: z.int().min(0).default(60_000).describe('The longest `nak` delay, in ms.'),
+  nakMultiplier: z.number().min(1).default(2).describe('What each further `nak` delay is multiplied by.'),
+  doubleAck: z
+    .boolean()
+    .default(false)
+    .describe(
+      'Acknowledge with `ackAck` and wait for the server to confirm; unconfirmed acks are counted. Off: `ack`, with a flush at stop.',
+    ),
+  invalidJson: z
+    .enum(['reject', 'raw'])
+    .default('reject')
+    .describe(
+      "A payload that is not a JSON object: 'reject' terms it with the reason; 'raw' sends it as a string in `rawField`. A JSON value that is not an object goes to `rawField` either way.",
+    ),
+  rawField: z.string().min(1).default('message').describe('The field a raw or non-object payload goes to.'),
+  metadataField: z
+    .union([z.string().min(1), z.literal(false)])
+    .default('_nats')
+    .describe(
+      "The field that holds the broker's metadata (stream, sequences, subject, headers, delivery count, redelivered); false: none.",
+    ),
+  onWarning: codeOption<(message: string) => void>('a function')
+    .optional()
+    .describe("Where the source's warnings go. Default: process.emitWarning with code ACKLINE_NATS."),
+})
+/** Options of {@link jetstream}. */
+export type JetStreamSourceOptions = OptionsOf<typeof JetStreamSourceOptions>
+type Resolved = ResolvedOptionsOf<typeof JetStreamSourceOptions>
+
+/**
+ * The broker metadata an event carries under `metadataField` (default `_nats`).
+ *
+ * @example
+ * ```ts
+ * event.get('_nats.deliveryCount') // 2 on the first redelivery
+ * ```
+ */
+export interface JetStreamMetadata {
+  readonly stream: string
+  readonly consumer: string
+  readonly subject: string
+  /** The message's sequence in the stream: its identity. */
+  readonly streamSequence: number
+  /** The delivery's sequence in the consumer. */
+  readonly consumerSequence: number
+  /** 1 on the first delivery. */
+  readonly deliveryCount: number
+  readonly redelivered: boolean
+  /** When the message was stored, ms since the epoch. */
+  readonly timestampMs: number
+  /** The message's headers, each name with all its values. */
+  readonly headers: { readonly [name: string]: readonly string[] }
+}
+
+/** What the source has seen since it started (a fresh snapshot on each read). */
+export interface JetStreamSourceCounters {
+  /** Messages taken from the server (redeliveries included). */
+  readonly received: number
+  /** Messages acknowledged (`ack` / `ackAck`). */
+  readonly acked: number
+  /** Messages given back with `nak(delay)`. */
+  readonly nacked: number
+  /** Messages terminated with `term(reason)` (rejected, invalid, or past `maxDeliveries`). */
+  readonly terminated: number
+  /** Messages whose payload was not a JSON object (terminated or passed raw, per `invalidJson`). */
+  readonly invalid: number
+  /** Messages received with a delivery count above 1. */
+  readonly redelivered: number
+  /** `working()` signals sent for slow messages. */
+  readonly working: number
+  /** `ackAck`s the server did not confirm (with `doubleAck`): those messages will come again. */
+  readonly ackUnconfirmed: number
+  /** Pulls that failed (a dropped connection, a deleted consumer); each is retried after a pause. */
+  readonly pullErrors: number
+  /** Reconnects of the connection after a drop. */
+  readonly reconnects: number
+  /** Messages in the pipeline now. */
+  readonly inFlight: number
+}
+
+/** The source {@link jetstream} returns. */
+export interface JetStreamSource extends Source {
+  readonly kind: 'jetstream'
+  readonly canAcknowledge: true
+  validate(): readonly ConfigIssue[]
+  /** What the source has seen so far. */
+  readonly counters: JetStreamSourceCounters
+  /**
+   * Resolves once connected and bound to the consumer; rejects with the `ComponentError` that
+   * failed the run (`CONNECT_FAILED`, `AUTH_FAILED`, `NO_CONSUMER`, `ACK_POLICY`).
+   */
+  ready(): Promise<void>
+}
+
+interface InFlight {
+  readonly msg: JsMsg
+  /** When the last signal (delivery or `working()`) reset the server's AckWait clock. */
+  lastTouch: number
+}
+
+const nothing = (): void => {}
+
+class JetStreamPullSource implements JetStreamSource {
+  readonly kind = 'jetstream'
+  readonly canAcknowledge = true
+  readonly #options: JetStreamSourceOptions
+  #component = 'jetstream'
+  #connection: Connection | undefined = undefined
+  readonly #inFlight = new Set<InFlight>()
+  /** Whether the server reads a term's reason (2.10.4+); before, the reason goes to a warning only. */
+  #termReasons = false
+  readonly #count = {
+    received: 0,
+    acked: 0,
+    nacked: 0,
+    terminated: 0,
+    invalid: 0,
+    redelivered: 0,
+    working: 0,
+    ackUnconfirmed: 0,
+    pullErrors: 0,
+  }
+  #resolveReady: () => void = nothing
+  #rejectReady: (error: unknown) => void = nothing
+  readonly #ready: Promise<void>
+
+  constructor(options: JetStreamSourceOptions) {
+    this.#options = options
+    this.#ready = new Promise((resolve, reject) => {
+      this.#resolveReady = resolve
+      this.#rejectReady = reject
+    })
+    this.#ready.catch(nothing)
+  }
+
+  get counters(): JetStreamSourceCounters {
+    return { ...this.#count, reconnects: this.#connection?.reconnects ?? 0, inFlight: this.#inFlight.size }
+  }
+
+  ready(): Promise<void> {
+    return this.#ready
+  }
+
+  validate(): readonly ConfigIssue[] {
+    const issues = JetStreamSourceOptions.validate(this.#options)
+    if (issues.length > 0) return issues
+    const o = JetStreamSourceOptions.resolve(this.#options)
+    if (o.nakMaxMs < o.nakInitialMs)
+      return [ConfigIssue.of('nakMaxMs', `at least nakInitialMs (${o.nakInitialMs})`, o.nakMaxMs)]
+    return []
+  }
+
+  async run(context: SourceContext): Promise<void> {
+    this.#component = context.id
+    const o = JetStreamSourceOptions.resolve(this.#options)
+    let connection: Connection
+    let consumer: Consumer
+    let info: ConsumerInfo
+    try {
+      connection = await Connection.open(context.id, o)
+      this.#connection = connection
+      ;({ consumer, info } = await this.#bind(connection, o))
+    } catch (error) {
+      await this.#connection?.close()
+      this.#rejectReady(error)
+      throw error
+    }
+    this.#termReasons = connection.serverAtLeast(2, 10, 4)
+    this.#resolveReady()
+    const ackWaitMs = Math.max(1, Math.floor((info.config.ack_wait ?? 30e9) / 1e6))
+    const maxDeliveries = o.maxDeliveries > 0 ? o.maxDeliveries : Math.max(0, info.config.max_deliver ?? -1)
+    const serverLimit = info.config.max_ack_pending ?? -1
+    const limit = Math.min(o.maxInFlight, serverLimit > 0 ? serverLimit : o.maxInFlight)
+    const heartbeat = setInterval(() => this.#touchSlow(ackWaitMs), Math.max(50, Math.floor(ackWaitMs / 4)))
+    heartbeat.unref()
+    const settling = new Set<Promise<void>>()
+    const room = new Room(limit)
+    try {
+      while (!context.signal.aborted) {
+        await room.wait(this.#inFlight.size, context.signal)
+        if (context.signal.aborted) break
+        const want = Math.min(o.batchSize, limit - this.#inFlight.size)
+        let messages: AsyncIterable<JsMsg> & { stop(err?: Error): void }
+        try {
+          messages = await consumer.fetch({ max_messages: want, expires: o.fetchExpiresMs })
+        } catch (error) {
+          await this.#pullFailed(error, context.signal)
+          continue
+        }
+        const stop = (): void => messages.stop()
+        context.signal.addEventListener('abort', stop, { once: true })
+        try {
+          for await (const msg of messages) {
+            const settled = this.#take(msg, o, context, maxDeliveries, room)
+            settling.add(settled)
+            void settled.then(() => settling.delete(settled))
+            // Wait for acceptance before the next message, so back pressure reaches the pull.
+            await settled.accepted
+          }
+        } catch (error) {
+          await this.#pullFailed(error, context.signal)
+        } finally {
+          context.signal.removeEventListener('abort', stop)
+        }
+      }
+      await Promise.all(settling)
+    } finally {
+      clearInterval(heartbeat)
+      await connection.close()
+    }
+  }
+
+  async #bind(connection: Connection, o: Resolved): Promise<{ consumer: Consumer; info: ConsumerInfo }> {
+    const js = jetstreamClient(connection.nc)
+    const jsm = await jetstreamManager(connection.nc)
+    let info: ConsumerInfo
+    try {
+      info = await jsm.consumers.info(o.stream, o.consumer)
+    } catch (error) {
+      const missing = error instanceof JetStreamApiError && (error.code === 10014 || error.code === 10059)
+      if (!missing) {
+        throw new ComponentError(
+          'NO_CONSUMER',
+          `cannot read consumer '${o.consumer}' of stream '${o.stream}': ${String(error)}`,
+          {
+            component: this.#component,
+            field: 'consumer',
+            cause: error,
+          },
+        )
+      }
+      if (!o.create || (error as JetStreamApiError).code === 10059) {
+        throw new ComponentError(
+          'NO_CONSUMER',
+          (error as JetStreamApiError).code === 10059
+            ? `stream '${o.stream}' does not exist`
+            : `consumer '${o.consumer}' of stream '${o.stream}' does not exist and create is false`,
+          {
+            component: this.#component,
+            field: (error as JetStreamApiError).code === 10059 ? 'stream' : 'consumer',
+            cause: error,
+          },
+        )
+      }
+      info = await jsm.consumers.add(o.stream, {
+        durable_name: o.consumer,
+        ack_policy: AckPolicy.Explicit,
+        ack_wait: o.ackWaitMs * 1e6,
+        max_ack_pending: o.maxAckPending,
+        max_deliver: o.maxDeliver,
+        ...(o.filterSubject !== undefined ? { filter_subject: o.filterSubject } : {}),
+      })
+    }
+    if (info.config.ack_policy !== AckPolicy.Explicit) {
+      // `all` would acknowledge messages still in the pipeline; `none` acknowledges nothing.
+      throw new ComponentError(
+        'ACK_POLICY',
+        `consumer '${o.consumer}' of stream '${o.stream}' has ack policy '${info.config.ack_policy}'; this source needs 'explicit' (each message acknowledged on its own)`,
+        { component: this.#component, field: 'consumer' },
+      )
+    }
+    if (info.config.deliver_subject !== undefined && info.config.deliver_subject !== '') {
+      throw new ComponentError(
+        'NOT_PULL',
+        `consumer '${o.consumer}' is a push consumer; this source needs a pull consumer`,
+        {
+          component: this.#component,
+          field: 'consumer',
+        },
+      )
+    }
+    const consumer = await js.consumers.get(o.stream, o.consumer)
+    return { consumer, info }
+  }
+
+  /** Sends one message into the pipeline and settles it with the server once its batch resolved. */
+  #take(
+    msg: JsMsg,
+    o: Resolved,
+    context: SourceContext,
+    maxDeliveries: number,
+    room: Room,
+  ): Promise<void> & { accepted: Promise<void> } {
+    this.#count.received++
+    const deliveryCount = msg.info.deliveryCount
+    if (deliveryCount > 1) this.#count.redelivered++
+    const record = this.#decode(msg, o)
+    if (typeof record === 'string') {
+      this.#count.invalid++
+      this.#count.terminated++
+      this.#term(msg, record)
+      const done = Promise.resolve() as Promise<void> & { accepted: Promise<void> }
+      done.accepted = done
+      return done
+    }
+    const entry: InFlight = { msg, lastTouch: Date.now() }
+    this.#inFlight.add(entry)
+    let receipt: Promise<BatchReceipt>
+    try {
+      receipt = context.send([record])
+    } catch (error) {
+      receipt = Promise.reject(error)
+    }
+    const settled = receipt
+      .then(
+        async (r) => {
+          const status = await r.status
+          await this.#apply(
+            msg,
+            actionFor(status, deliveryCount, maxDeliveries, this.#backoff(o), describe(status, r)),
+            o,
+          )
+        },
+        (error: unknown) => {
+          // Not accepted (the topology stopped first): give it back at once for another instance.
+          this.#count.nacked++
+          msg.nak()
+          this.#warn(
+            `${this.#component}: message ${msg.info.streamSequence} not accepted, given back: ${String(error)}`,
+          )
+        },
+      )
+      .finally(() => {
+        this.#inFlight.delete(entry)
+        room.release()
+      }) as Promise<void> & { accepted: Promise<void> }
+    settled.accepted = receipt.then(nothing, nothing)
+    return settled
+  }
+
+  async #apply(msg: JsMsg, action: JetStreamAction, o: Resolved): Promise<void> {
+    switch (action.kind) {
+      case 'ack':
+        if (o.doubleAck) {
+          const confirmed = await msg.ackAck().catch(() => false)
+          if (confirmed) this.#count.acked++
+          else this.#count.ackUnconfirmed++
+        } else {
+          msg.ack()
+          this.#count.acked++
+        }
+        return
+      case 'nak':
+        msg.nak(action.delayMs)
+        this.#count.nacked++
+        return
+      case 'term':
+        this.#term(msg, action.reason)
+        this.#count.terminated++
+        return
+    }
+  }
+
+  /**
+   * Terminates a message and says why in a warning; the reason goes to the server too (into its
+   * MSG_TERMINATED advisory) where it can read it: a 2.9 server would take `+TERM <reason>` for an ack.
+   */
+  #term(msg: JsMsg, reason: string): void {
+    if (this.#termReasons) msg.term(reason)
+    else msg.term()
+    this.#warn(
+      `${this.#component}: terminated message ${msg.info.streamSequence} of stream '${msg.info.stream}': ${reason}`,
+    )
+  }
+
+  /** The record of a message, or why it cannot enter the pipeline. */
+  #decode(msg: JsMsg, o: Resolved): JsonObject | string {
+    const text = msg.string()
+    let record: JsonObject
+    let parsed: unknown
+    let ok = true
+    try {
+      parsed = JSON.parse(text)
+    } catch (error) {
+      ok = false
+      parsed = error
+    }
+    if (ok && typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
+      record = parsed as JsonObject
+    } else if (ok) {
+      this.#count.invalid++
+      record = { [o.rawField]: parsed as JsonValue }
+    } else if (o.invalidJson === 'raw') {
+      this.#count.invalid++
+      record = { [o.rawField]: text }
+    } else {
+      return `payload is not valid JSON (${(parsed as Error).message}); invalidJson is 'reject'`
+    }
+    if (o.metadataField !== false)
+      record[o.metadataField] = metadataOf(msg, o.consumer) as unknown as JsonValue
+    return record
+  }
+
+  #backoff(o: Resolved): { initialMs: number; maxMs: number; multiplier: number } {
+    return { initialMs: o.nakInitialMs, maxMs: o.nakMaxMs, multiplier: o.nakMultiplier }
+  }
+
+  /** Sends `working()` for every message in the pipeline past half its AckWait since the last signal. */
+  #touchSlow(ackWaitMs: number): void {
+    const now = Date.now()
+    for (const entry of this.#inFlight) {
+      if (now - entry.lastTouch >= ackWaitMs / 2) {
+        entry.msg.working()
+        entry.lastTouch = now
+        this.#count.working++
+      }
+    }
+  }
+
+  async #pullFailed(error: unknown, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return
+    this.#count.pullErrors++
+    this.#warn(
+      `${this.#component}: a pull failed, retrying: ${error instanceof Error ? error.message : String(error)}`,
+    )
+    await sleep(Math.max(100, JetStreamSourceOptions.resolve(this.#options).reconnectTimeWaitMs), signal)
+  }
+
+  #warn(message: string): void {
+    const onWarning = this.#options.onWarning
+    if (onWarning !== undefined) onWarning(message)
+    else process.emitWarning(message, { code: 'ACKLINE_NATS' })
+  }
+}
+
+/** Why a batch was not delivered, in one line. */
+function describe(status: BatchStatus, receipt: BatchReceipt): string | undefined {
+  if (status === 'delivered') return undefined
+  const failure = receipt.failure
+  return failure === undefined ? undefined : `${failure.componentId} ${failure.code}: ${failure.message}`
+}
+
+function metadataOf(msg: JsMsg, consumer: string): JetStreamMetadata {
+  const headers: Record<string, string[]> = {}
+  if (msg.headers !== undefined) for (const [name, values] of msg.headers) headers[name] = [...values]
+  return {
+    stream: msg.info.stream,
+    consumer,
+    subject: msg.subject,
+    streamSequence: msg.info.streamSequence,
+    consumerSequence: msg.info.deliverySequence,
+    deliveryCount: msg.info.deliveryCount,
+    redelivered: msg.info.deliveryCount > 1,
+    timestampMs: Math.floor(msg.info.timestampNanos / 1e6),
+    headers,
+  }
+}
+
+/** Wakes the pull loop when a message settles and there is room again. */
+class Room {
+  #wake: (() => void) | undefined = undefined
+  constructor(readonly limit: number) {}
+  wait(inFlight: number, signal: AbortSignal): Promise<void> {
+    if (inFlight < this.limit || signal.aborted) return Promise.resolve()
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.#wake = undefined
+        signal.removeEventListener('abort', done)
+        resolve()
+      }
+      this.#wake = done
+      signal.addEventListener('abort', done, { once: true })
+    })
+  }
+  release(): void {
+    this.#wake?.()
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    signal.addEventListener('abort', done, { once: true })
+  })
+}
+
+/**
+ * A source reading stream `stream` through durable pull consumer `consumer` (created with an
+ * explicit ack policy when missing, unless `create: false`). Each message is acknowledged only
+ * once the pipeline delivered it, `nak`ed with back-off when it errored, `term`ed when rejected.
+ * Broker metadata is under `_nats` (see {@link JetStreamMetadata}).
+ *
+ * @example
+ * ```ts
+ * new TopologyBuilder({ acknowledgements: true })
+ *   .source('orders', jetstream({ servers: '127.0.0.1:4222', stream: 'ORDERS', consumer: 'archive' }))
+ *   .sink('archive', ['orders'], file({ path: './orders.ndjson' }))
+ * ```
+ */
+export function jetstream(options: JetStreamSourceOptions): JetStreamSource {
+  return new JetStreamPullSource(options)
+}

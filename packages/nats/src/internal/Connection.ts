@@ -1,0 +1,141 @@
+/**
+ * One NATS connection of one component: connect, follow reconnects, close.
+ *
+ * Invariant: a failed first connect (unreachable server, refused credentials) is a
+ * `ComponentError` naming the component and the servers; once connected, the client reconnects by
+ * itself with back-off (`reconnectTimeWaitMs`, with jitter) for as long as the component runs, and
+ * every drop and reconnect is counted here, in one place. `close()` is idempotent and first flushes
+ * what was written, so acks and publishes sent before it reach the server.
+ *
+ * @module
+ */
+import { ComponentError } from '@ackline/topology'
+import { connect, type NatsConnection } from '@nats-io/transport-node'
+
+/** What a component needs to connect. */
+export interface ConnectionOptions {
+  /** `host:port` or `nats://host:port`, one or several (a cluster). */
+  readonly servers: string | readonly string[]
+  readonly user?: string | undefined
+  readonly pass?: string | undefined
+  readonly token?: string | undefined
+  /** The connection's name, shown by the server (`nats server report connections`). */
+  readonly name?: string | undefined
+  /** How long the first connect may take, in ms. */
+  readonly connectTimeoutMs: number
+  /** The wait between two reconnect attempts to the same server, in ms. */
+  readonly reconnectTimeWaitMs: number
+}
+
+/** Where the connection stands: the one piece of state, changed only by the status loop. */
+export type ConnectionState = 'connected' | 'disconnected' | 'closed'
+
+/** A live connection and what happened to it. */
+export class Connection {
+  readonly nc: NatsConnection
+  #state: ConnectionState = 'connected'
+  #reconnects = 0
+  #disconnects = 0
+  #closing: Promise<void> | undefined = undefined
+
+  private constructor(nc: NatsConnection) {
+    this.nc = nc
+    void this.#follow()
+  }
+
+  /**
+   * Connects, or throws a `ComponentError` (`CONNECT_FAILED`, or `AUTH_FAILED` when the server
+   * refused the credentials) whose message names `component` and the servers.
+   */
+  static async open(component: string, options: ConnectionOptions): Promise<Connection> {
+    const servers = typeof options.servers === 'string' ? [options.servers] : [...options.servers]
+    try {
+      const nc = await connect({
+        servers,
+        ...(options.user !== undefined ? { user: options.user } : {}),
+        ...(options.pass !== undefined ? { pass: options.pass } : {}),
+        ...(options.token !== undefined ? { token: options.token } : {}),
+        ...(options.name !== undefined ? { name: options.name } : {}),
+        timeout: options.connectTimeoutMs,
+        reconnect: true,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: options.reconnectTimeWaitMs,
+        // A failed first connect is reported, not retried forever: the user sees a wrong address at start.
+        waitOnFirstConnect: false,
+      })
+      return new Connection(nc)
+    } catch (error) {
+      const text = error instanceof Error ? error.message : String(error)
+      const auth = /authori[sz]ation|authentication|permissions/i.test(text)
+      throw new ComponentError(
+        auth ? 'AUTH_FAILED' : 'CONNECT_FAILED',
+        `${auth ? 'the server refused the credentials' : 'cannot connect'} (servers ${servers.join(', ')}): ${text}`,
+        { component, field: auth ? 'user' : 'servers', cause: error },
+      )
+    }
+  }
+
+  /** Where the connection stands now. */
+  get state(): ConnectionState {
+    return this.#state
+  }
+
+  /** How many times the client reconnected after a drop. */
+  get reconnects(): number {
+    return this.#reconnects
+  }
+
+  /** How many times the connection dropped. */
+  get disconnects(): number {
+    return this.#disconnects
+  }
+
+  /**
+   * Whether the server (as of this connection's INFO) is at least `major.minor.patch`. A server
+   * older than 2.10.4 does not parse a term's reason (`+TERM <reason>`): it takes the whole
+   * frame for an ack, so the caller must send a plain `term()` there.
+   */
+  serverAtLeast(major: number, minor: number, patch: number): boolean {
+    const [a = 0, b = 0, c = 0] = (this.nc.info?.version ?? '0.0.0')
+      .split(/[.-]/)
+      .map((part) => Number.parseInt(part, 10) || 0)
+    return a !== major ? a > major : b !== minor ? b > minor : c >= patch
+  }
+
+  /** Flushes (so what was written reached the server), then closes; harmless to call twice. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      if (!this.nc.isClosed()) {
+        // A flush on a dead link would wait for the reconnect: bounded, as close must end.
+        await Promise.race([this.nc.flush().catch(() => undefined), delay(2000)])
+        await this.nc.close().catch(() => undefined)
+      }
+      this.#state = 'closed'
+    })()
+    return this.#closing
+  }
+
+  async #follow(): Promise<void> {
+    for await (const status of this.nc.status()) {
+      switch (status.type) {
+        case 'disconnect':
+          this.#disconnects++
+          this.#state = 'disconnected'
+          break
+        case 'reconnect':
+          this.#reconnects++
+          this.#state = 'connected'
+          break
+        case 'close':
+          this.#state = 'closed'
+          break
+        default:
+          break
+      }
+    }
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref())
+}

@@ -1,0 +1,25 @@
+/**
+ * The connection options every component of `@ackline/nats` declares, in one place.
+ *
+ * @module
+ */
+import { z } from 'zod'
+
+const servers = z
+  .union([z.string().min(1), z.array(z.string().min(1)).min(1)])
+  .describe('The NATS servers: `host:port` or `nats://host:port`, one or several.')
+
+/** The connection options every component of this package shares. */
+export const connectionShape = {
+  servers,
+  user: z.string().optional().describe('User name, for user/password authentication.'),
+  pass: z.string().optional().describe('Password, for user/password authentication.'),
+  token: z.string().optional().describe('Token, for token authentication.'),
+  name: z.string().optional().describe("The connection's name as the server shows it."),
+  connectTimeoutMs: z.int().min(1).default(5000).describe('How long the first connect may take, in ms.'),
+  reconnectTimeWaitMs: z
+    .int()
+    .min(0)
+    .default(1000)
+    .describe('The wait between two reconnect attempts to one server, in ms (the client adds jitter).'),
+} as const

@@ -1,0 +1,130 @@
+import { EventArray, type JsonObject, LogEvent } from '@ackline/core'
+import { jetstreamSink } from '@ackline/nats'
+import { generator } from '@ackline/sources'
+import { TopologyBuilder } from '@ackline/topology'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { NATS_HOST, NATS_PORT, NATS_URL, NatsAdmin, skipWithoutNats } from './support/natsFixture.js'
+import { TcpProxy } from './support/TcpProxy.js'
+
+const skip = await skipWithoutNats('JetStreamSink.test.ts')
+
+/** Runs generator → jetstream sink to the end; returns the batches' statuses and the sink. */
+async function runInto(
+  subject: string,
+  count: number,
+  record: (i: number) => JsonObject,
+  msgId?: (n: number) => string,
+) {
+  const sink = jetstreamSink({
+    servers: NATS_URL,
+    subject,
+    ...(msgId !== undefined ? { msgId: (event) => msgId(event.get('n') as number) } : {}),
+  })
+  const statuses: Promise<string>[] = []
+  const topology = new TopologyBuilder({ acknowledgements: true })
+    .source(
+      'gen',
+      generator({ count, batchSize: 7, record, onBatch: (receipt) => statuses.push(receipt.status) }),
+    )
+    .sink('out', ['gen'], sink)
+    .build()
+  await topology.start()
+  await topology.done
+  return { statuses: await Promise.all(statuses), sink }
+}
+
+describe.skipIf(skip)('jetstream sink against a NATS server', () => {
+  let admin: NatsAdmin
+  beforeAll(async () => {
+    admin = await NatsAdmin.open()
+  })
+  afterAll(async () => {
+    await admin?.close()
+  })
+
+  it('delivers an event only once the stream stored it: the stream holds every event, in order', async () => {
+    const stream = await admin.stream('SINK')
+    const { statuses, sink } = await runInto(`${stream}.out`, 50, (n) => ({ n, text: `event ${n}` }))
+    expect(new Set(statuses)).toEqual(new Set(['delivered']))
+    const held = await admin.contents(stream)
+    expect(held.map((m) => JSON.parse(m.data))).toEqual(
+      Array.from({ length: 50 }, (_, n) => ({ n, text: `event ${n}` })),
+    )
+    expect(sink.counters).toMatchObject({ published: 50, duplicates: 0, failed: 0, inFlight: 0 })
+  })
+
+  it('counts a PubAck marked duplicate as delivered, and the stream holds each message id once', async () => {
+    const stream = await admin.stream('DUP')
+    const { statuses, sink } = await runInto(
+      `${stream}.out`,
+      20,
+      (n) => ({ n }),
+      (n) => `id-${n % 10}`,
+    )
+    expect(new Set(statuses)).toEqual(new Set(['delivered']))
+    const held = await admin.contents(stream)
+    expect(held.map((m) => m.msgId)).toEqual(Array.from({ length: 10 }, (_, n) => `id-${n}`))
+    expect(sink.counters).toMatchObject({ published: 10, duplicates: 10 })
+  })
+
+  it("takes the message id from a jetstream source's metadata and leaves the metadata out of the payload", async () => {
+    const stream = await admin.stream('META')
+    const record = (i: number): JsonObject => ({
+      n: i % 5,
+      _nats: { stream: 'UP', streamSequence: (i % 5) + 1 },
+    })
+    const { sink } = await runInto(`${stream}.out`, 10, record)
+    const held = await admin.contents(stream)
+    expect(held.map((m) => [m.msgId, JSON.parse(m.data)])).toEqual(
+      Array.from({ length: 5 }, (_, n) => [`UP:${n + 1}`, { n }]),
+    )
+    expect(sink.counters.duplicates).toBe(5)
+  })
+
+  it('fails start when no stream captures the subject, naming the subject', async () => {
+    const sink = jetstreamSink({ servers: NATS_URL, subject: `nostream_${Date.now()}.x` })
+    await expect(sink.start()).rejects.toMatchObject({ code: 'NO_STREAM', field: 'subject' })
+  })
+
+  it('fails start on an unreachable server, naming the component and the server', async () => {
+    const sink = jetstreamSink({ servers: '127.0.0.1:1', subject: 'x', connectTimeoutMs: 1000 })
+    const error = await sink.start().then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).toMatchObject({ name: 'ComponentError', code: 'CONNECT_FAILED', component: 'jetstream' })
+    expect(String((error as Error).message)).toMatch(
+      /^jetstream \(servers\): cannot connect \(servers 127\.0\.0\.1:1\)/,
+    )
+  })
+
+  it('a publish that gets no PubAck is never delivered: errored alone without ids, the whole write retried with them', async () => {
+    const stream = await admin.stream('LOST')
+    const proxy = await TcpProxy.open(NATS_HOST, NATS_PORT)
+    const withoutIds = jetstreamSink({
+      servers: proxy.url,
+      subject: `${stream}.out`,
+      timeoutMs: 300,
+      reconnectTimeWaitMs: 50,
+    })
+    const withIds = jetstreamSink({
+      servers: proxy.url,
+      subject: `${stream}.out`,
+      timeoutMs: 300,
+      reconnectTimeWaitMs: 50,
+      msgId: (event) => `id-${event.get('n') as number}`,
+    })
+    await withoutIds.start()
+    await withIds.start()
+    await proxy.close()
+    const events = () => EventArray.of(new LogEvent({ n: 1 }), new LogEvent({ n: 2 }))
+    const result = await withoutIds.write(events())
+    expect(result).toHaveLength(2)
+    for (const entry of result ?? [])
+      expect(entry).toMatchObject({ name: 'RetryableError', code: 'RETRYABLE' })
+    await expect(withIds.write(events())).rejects.toMatchObject({ name: 'RetryableError' })
+    expect(withoutIds.counters).toMatchObject({ published: 0, failed: 2 })
+    await Promise.all([withoutIds.stop(), withIds.stop()])
+    expect((await admin.jsm.streams.info(stream)).state.messages).toBe(0)
+  })
+})

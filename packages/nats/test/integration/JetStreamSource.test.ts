@@ -1,0 +1,366 @@
+import { spawn } from 'node:child_process'
+import { createServer } from 'node:net'
+import type { DeliveryStatus, EventArray, LogEvent } from '@ackline/core'
+import { jetstream } from '@ackline/nats'
+import { memory } from '@ackline/sinks'
+import { type Sink, TopologyBuilder } from '@ackline/topology'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { NATS_URL, NatsAdmin, reachableAt, skipWithoutNats, until } from './support/natsFixture.js'
+
+const skip = await skipWithoutNats('JetStreamSource.test.ts')
+
+/** A sink whose outcome per event is a function of the record and its delivery count. */
+function scriptedSink(outcome: (n: number, deliveryCount: number) => DeliveryStatus) {
+  const seen: { n: number; deliveryCount: number; status: DeliveryStatus; redelivered: boolean }[] = []
+  const sink: Sink = {
+    kind: 'scripted',
+    async write(events: EventArray) {
+      return events.events.map((event: LogEvent) => {
+        const n = event.get('n') as number
+        const deliveryCount = event.get('_nats.deliveryCount') as number
+        const status = outcome(n, deliveryCount)
+        seen.push({ n, deliveryCount, status, redelivered: event.get('_nats.redelivered') as boolean })
+        return status
+      })
+    },
+  }
+  return { sink, seen }
+}
+
+describe.skipIf(skip)('jetstream source against a NATS server', () => {
+  let admin: NatsAdmin
+  beforeAll(async () => {
+    admin = await NatsAdmin.open()
+  })
+  afterAll(async () => {
+    await admin?.close()
+  })
+
+  it('acks what was delivered, naks what errored until it is delivered, terms what was rejected; nothing stays pending', async () => {
+    const stream = await admin.stream('E2E')
+    const consumer = 'ackline'
+    const N = 40
+    await admin.publish(
+      `${stream}.in`,
+      Array.from({ length: N }, (_, n) => JSON.stringify({ n })),
+    )
+    const terminatedSeqs: number[] = []
+    const advisories = admin.nc.subscribe(
+      `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${stream}.${consumer}`,
+      {
+        callback: (_err, msg) => {
+          terminatedSeqs.push((msg.json() as { stream_seq: number }).stream_seq)
+        },
+      },
+    )
+    const warnings: string[] = []
+    const transient = (n: number) => n % 10 === 3
+    const poison = (n: number) => n % 10 === 7
+    const { sink, seen } = scriptedSink((n, count) =>
+      poison(n) ? 'rejected' : transient(n) && count === 1 ? 'errored' : 'delivered',
+    )
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer,
+      nakInitialMs: 50,
+      batchSize: 16,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink, { retry: { attempts: 1 } })
+      .build()
+    await topology.start()
+    const rejected = Array.from({ length: N }, (_, n) => n).filter(poison)
+    const retried = Array.from({ length: N }, (_, n) => n).filter(transient)
+    await until('every message acked or terminated', () => {
+      const c = source.counters
+      return c.acked === N - rejected.length && c.terminated === rejected.length
+    })
+    await topology.stop()
+    advisories.unsubscribe()
+
+    const c = source.counters
+    expect(c).toMatchObject({
+      received: N + retried.length,
+      acked: N - rejected.length,
+      terminated: rejected.length,
+      nacked: retried.length,
+      redelivered: retried.length,
+      inFlight: 0,
+    })
+    // Delivered exactly once each, the transient ones on their second delivery.
+    const delivered = seen.filter((s) => s.status === 'delivered')
+    expect(delivered.map((s) => s.n).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: N }, (_, n) => n).filter((n) => !poison(n)),
+    )
+    for (const s of delivered) expect(s.deliveryCount).toBe(transient(s.n) ? 2 : 1)
+    expect(delivered.filter((s) => s.redelivered).map((s) => s.n)).toEqual(retried)
+    // The rejected ones were terminated (the server says so), never redelivered.
+    expect(seen.filter((s) => s.status === 'rejected').map((s) => s.n)).toEqual(rejected)
+    // The reason (which sink, which code) is told, whatever the server version reads of it.
+    expect(warnings.filter((w) => /terminated message \d+ .*rejected: out REJECTED/.test(w))).toHaveLength(
+      rejected.length,
+    )
+    await until('the terminated advisories', () => terminatedSeqs.length === rejected.length, 5000)
+    expect(terminatedSeqs.sort((a, b) => a - b)).toEqual(rejected.map((n) => n + 1))
+    // Nothing pending, nothing awaiting an ack, the ack floor at the last message.
+    const info = await admin.jsm.consumers.info(stream, consumer)
+    expect({
+      pending: info.num_pending,
+      ackPending: info.num_ack_pending,
+      floor: info.ack_floor.stream_seq,
+    }).toEqual({
+      pending: 0,
+      ackPending: 0,
+      floor: N,
+    })
+    console.log(
+      `checked: ${N} messages, ${retried.length} redelivered then acked, ${rejected.length} terminated`,
+    )
+  })
+
+  it('a payload that is not JSON is terminated with the reason, or passed raw, as invalidJson says; never dropped', async () => {
+    const payloads = ['{"n":0}', 'not json', '42', '{"n":3}']
+    for (const invalidJson of ['reject', 'raw'] as const) {
+      const stream = await admin.stream('BAD')
+      await admin.publish(`${stream}.in`, payloads)
+      const warnings: string[] = []
+      const sink = memory()
+      const source = jetstream({
+        servers: NATS_URL,
+        stream,
+        consumer: 'c',
+        invalidJson,
+        onWarning: (w) => warnings.push(w),
+      })
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('in', source)
+        .sink('out', ['in'], sink)
+        .build()
+      await topology.start()
+      await until('all four settled', () => source.counters.acked + source.counters.terminated === 4)
+      await topology.stop()
+      const fields = sink.events.map(({ _nats, ...rest }) => rest)
+      if (invalidJson === 'reject') {
+        expect(fields).toEqual([{ n: 0 }, { message: 42 }, { n: 3 }])
+        expect(source.counters).toMatchObject({ acked: 3, terminated: 1, invalid: 2 })
+        expect(warnings.join('\n')).toMatch(/terminated message 2 .*not valid JSON/)
+      } else {
+        expect(fields).toEqual([{ n: 0 }, { message: 'not json' }, { message: 42 }, { n: 3 }])
+        expect(source.counters).toMatchObject({ acked: 4, terminated: 0, invalid: 2 })
+      }
+      const info = await admin.jsm.consumers.info(stream, 'c')
+      expect([invalidJson, info.num_pending, info.num_ack_pending]).toEqual([invalidJson, 0, 0])
+    }
+  })
+
+  it('carries the broker metadata under _nats', async () => {
+    const stream = await admin.stream('META')
+    const js = (await import('@nats-io/jetstream')).jetstream(admin.nc)
+    const { headers } = await import('@nats-io/transport-node')
+    const h = headers()
+    h.append('trace', 'abc')
+    await js.publish(`${stream}.in.x`, '{"a":1}', { headers: h })
+    const sink = memory()
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await until('acked', () => source.counters.acked === 1)
+    await topology.stop()
+    expect(sink.events[0]).toMatchObject({
+      a: 1,
+      _nats: {
+        stream,
+        consumer: 'c',
+        subject: `${stream}.in.x`,
+        streamSequence: 1,
+        consumerSequence: 1,
+        deliveryCount: 1,
+        redelivered: false,
+        headers: { trace: ['abc'] },
+      },
+    })
+  })
+
+  it('a slow sink past half the AckWait causes no redelivery: the source sends working()', async () => {
+    const stream = await admin.stream('SLOW')
+    await admin.publish(`${stream}.in`, ['{"n":0}', '{"n":1}'])
+    const sink = memory({ beforeWrite: () => new Promise((resolve) => setTimeout(resolve, 1600)) })
+    // AckWait 1 s: without working() the server would redeliver twice while the sink holds the write.
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', ackWaitMs: 1000 })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await until('both acked', () => source.counters.acked === 2)
+    await topology.stop()
+    expect(source.counters.working).toBeGreaterThanOrEqual(2)
+    expect(source.counters).toMatchObject({ received: 2, redelivered: 0 })
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    expect({ redelivered: info.num_redelivered, ackPending: info.num_ack_pending }).toEqual({
+      redelivered: 0,
+      ackPending: 0,
+    })
+  })
+
+  it('refuses a consumer whose ack policy is not explicit, saying so', async () => {
+    const stream = await admin.stream('POLICY')
+    await admin.jsm.consumers.add(stream, { durable_name: 'all', ack_policy: 'all' })
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'all' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], memory())
+      .build()
+    await topology.start()
+    await expect(source.ready()).rejects.toMatchObject({ code: 'ACK_POLICY', component: 'in' })
+    await expect(source.ready()).rejects.toThrow(/ack policy 'all'; this source needs 'explicit'/)
+    await topology.stop()
+  })
+
+  it('an unreachable server fails the run with an error naming the component and the server', async () => {
+    const source = jetstream({ servers: '127.0.0.1:1', stream: 's', consumer: 'c', connectTimeoutMs: 1000 })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('orders', source)
+      .sink('out', ['orders'], memory())
+      .build()
+    await topology.start()
+    await expect(source.ready()).rejects.toThrow(
+      /^orders \(servers\): cannot connect \(servers 127\.0\.0\.1:1\)/,
+    )
+    await topology.stop()
+  })
+
+  it('a server that refuses the credentials fails the run with AUTH_FAILED naming the server', async () => {
+    const port = await freePort()
+    const server = spawn(
+      '/usr/sbin/nats-server',
+      ['-a', '127.0.0.1', '-p', String(port), '--user', 'u', '--pass', 'right'],
+      {
+        stdio: 'ignore',
+      },
+    )
+    try {
+      await until('the second server listens', () => reachableAt('127.0.0.1', port), 10_000)
+      const source = jetstream({
+        servers: `127.0.0.1:${port}`,
+        user: 'u',
+        pass: 'wrong',
+        stream: 's',
+        consumer: 'c',
+      })
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('in', source)
+        .sink('out', ['in'], memory())
+        .build()
+      await topology.start()
+      const error = await source.ready().then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(error).toMatchObject({ code: 'AUTH_FAILED', component: 'in', field: 'user' })
+      expect(String((error as Error).message)).toContain(`servers 127.0.0.1:${port}`)
+      await topology.stop()
+    } finally {
+      server.kill('SIGTERM')
+    }
+  })
+
+  it('gives up on a message that errors on every delivery at maxDeliveries: terminated, said so, not pending', async () => {
+    const stream = await admin.stream('GIVEUP')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const warnings: string[] = []
+    const { sink, seen } = scriptedSink(() => 'errored')
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'c',
+      maxDeliveries: 3,
+      nakInitialMs: 20,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink, { retry: { attempts: 1 } })
+      .build()
+    await topology.start()
+    await until('terminated', () => source.counters.terminated === 1)
+    await topology.stop()
+    expect(seen.map((s) => s.deliveryCount)).toEqual([1, 2, 3])
+    expect(source.counters).toMatchObject({ received: 3, nacked: 2, terminated: 1, acked: 0 })
+    expect(warnings.join('\n')).toMatch(/errored on each of 3 deliveries \(bound 3\)/)
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0])
+  })
+
+  it('with doubleAck, every ack is confirmed by the server before it counts', async () => {
+    const stream = await admin.stream('DOUBLE')
+    await admin.publish(
+      `${stream}.in`,
+      Array.from({ length: 20 }, (_, n) => JSON.stringify({ n })),
+    )
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', doubleAck: true })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], memory())
+      .build()
+    await topology.start()
+    await until('all acked', () => source.counters.acked === 20)
+    // Confirmed acks: the server has them now, without waiting for the stop's flush.
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    expect([info.num_pending, info.num_ack_pending, info.ack_floor.stream_seq]).toEqual([0, 0, 20])
+    await topology.stop()
+    expect(source.counters.ackUnconfirmed).toBe(0)
+  })
+
+  it("holds at most the consumer's MaxAckPending in the pipeline: back pressure reaches the server", async () => {
+    const stream = await admin.stream('PRESSURE')
+    const N = 30
+    await admin.publish(
+      `${stream}.in`,
+      Array.from({ length: N }, (_, n) => JSON.stringify({ n })),
+    )
+    let open: () => void = () => {}
+    const gate = new Promise<void>((resolve) => {
+      open = resolve
+    })
+    const sink = memory({ beforeWrite: () => gate })
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', maxAckPending: 5, batchSize: 50 })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await until('five in the pipeline', () => source.counters.inFlight === 5)
+    const held = await admin.jsm.consumers.info(stream, 'c')
+    expect({
+      received: source.counters.received,
+      ackPending: held.num_ack_pending,
+      pending: held.num_pending,
+    }).toEqual({
+      received: 5,
+      ackPending: 5,
+      pending: N - 5,
+    })
+    open()
+    await until('all acked', () => source.counters.acked === N)
+    await topology.stop()
+    expect(source.counters.received).toBe(N)
+  })
+})
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}

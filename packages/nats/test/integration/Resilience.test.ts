@@ -1,0 +1,142 @@
+import type { EventArray } from '@ackline/core'
+import { jetstream } from '@ackline/nats'
+import { type Sink, TopologyBuilder } from '@ackline/topology'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { NATS_HOST, NATS_PORT, NATS_URL, NatsAdmin, skipWithoutNats, until } from './support/natsFixture.js'
+import { TcpProxy } from './support/TcpProxy.js'
+
+const skip = await skipWithoutNats('Resilience.test.ts')
+
+/** A sink that records each `n` it delivered, optionally after a pause. */
+function recordingSink(pauseMs = 0) {
+  const delivered: number[] = []
+  const sink: Sink = {
+    kind: 'recording',
+    async write(events: EventArray) {
+      if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs))
+      for (const event of events) delivered.push(event.get('n') as number)
+      return undefined
+    },
+  }
+  return { sink, delivered }
+}
+
+async function settledAtServer(admin: NatsAdmin, stream: string, consumer: string): Promise<boolean> {
+  const info = await admin.jsm.consumers.info(stream, consumer)
+  return info.num_pending === 0 && info.num_ack_pending === 0
+}
+
+function duplicatesOf(delivered: readonly number[]): number {
+  return delivered.length - new Set(delivered).size
+}
+
+describe.skipIf(skip)('jetstream source: connection loss and competing instances', () => {
+  let admin: NatsAdmin
+  beforeAll(async () => {
+    admin = await NatsAdmin.open()
+  })
+  afterAll(async () => {
+    await admin?.close()
+  })
+
+  it('reconnects after the connection is cut mid-flow; nothing is lost, duplicates are counted', async () => {
+    const N = 300
+    const stream = await admin.stream('CUT')
+    await admin.publish(
+      `${stream}.in`,
+      Array.from({ length: N }, (_, n) => JSON.stringify({ n })),
+    )
+    const proxy = await TcpProxy.open(NATS_HOST, NATS_PORT)
+    const { sink, delivered } = recordingSink(2)
+    const source = jetstream({
+      servers: proxy.url,
+      stream,
+      consumer: 'c',
+      batchSize: 20,
+      ackWaitMs: 1500,
+      fetchExpiresMs: 1000,
+      reconnectTimeWaitMs: 100,
+      onWarning: () => {},
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    let cuts = 0
+    try {
+      await until('a first third acked', () => source.counters.acked >= N / 3)
+      proxy.cut()
+      await until('a reconnect', () => source.counters.reconnects >= 1)
+      await until('two thirds acked', () => source.counters.acked >= (2 * N) / 3)
+      proxy.cut()
+      cuts = proxy.cuts
+      await until('every message delivered', () => new Set(delivered).size === N, 30_000)
+      await until('nothing pending at the server', () => settledAtServer(admin, stream, 'c'), 30_000)
+    } finally {
+      await topology.stop()
+      await proxy.close()
+    }
+    expect(cuts).toBe(2)
+    expect(source.counters.reconnects).toBeGreaterThanOrEqual(2)
+    expect([...new Set(delivered)].sort((a, b) => a - b)).toEqual(Array.from({ length: N }, (_, n) => n))
+    console.log(
+      `checked: ${N} messages through 2 cuts, ${source.counters.reconnects} reconnects, ${duplicatesOf(delivered)} duplicate deliveries, ${source.counters.redelivered} redelivered, ${source.counters.pullErrors} failed pulls`,
+    )
+  }, 60_000)
+
+  it('two instances share one durable consumer; one dies mid-batch, the other finishes the work: zero loss', async () => {
+    const N = 400
+    const stream = await admin.stream('COMPETE')
+    await admin.publish(
+      `${stream}.in`,
+      Array.from({ length: N }, (_, n) => JSON.stringify({ n })),
+    )
+    const options = {
+      stream,
+      consumer: 'shared',
+      batchSize: 25,
+      ackWaitMs: 1500,
+      fetchExpiresMs: 1000,
+      onWarning: () => {},
+    }
+    // A goes through a proxy so the test can make it vanish without a word to the server.
+    const proxy = await TcpProxy.open(NATS_HOST, NATS_PORT)
+    const a = recordingSink(5)
+    const b = recordingSink(5)
+    const sourceA = jetstream({ ...options, servers: proxy.url })
+    const sourceB = jetstream({ ...options, servers: NATS_URL })
+    const topologyA = new TopologyBuilder({ acknowledgements: true })
+      .source('a', sourceA)
+      .sink('out', ['a'], a.sink)
+      .build()
+    const topologyB = new TopologyBuilder({ acknowledgements: true })
+      .source('b', sourceB)
+      .sink('out', ['b'], b.sink)
+      .build()
+    await topologyA.start()
+    await topologyB.start()
+    try {
+      await until(
+        'A acked some and holds more',
+        () => sourceA.counters.acked >= 40 && sourceA.counters.inFlight > 0,
+      )
+      const heldByA = sourceA.counters.inFlight
+      await proxy.close()
+      await until(
+        'every message delivered',
+        () => new Set([...a.delivered, ...b.delivered]).size === N,
+        30_000,
+      )
+      await until('nothing pending at the server', () => settledAtServer(admin, stream, 'shared'), 30_000)
+      const all = [...a.delivered, ...b.delivered]
+      expect([...new Set(all)].sort((x, y) => x - y)).toEqual(Array.from({ length: N }, (_, n) => n))
+      expect(b.delivered.length).toBeGreaterThan(0)
+      console.log(
+        `checked: ${N} messages, A delivered ${a.delivered.length} and held ${heldByA} when it died, B delivered ${b.delivered.length} (${sourceB.counters.redelivered} redelivered to B), ${duplicatesOf(all)} duplicate deliveries`,
+      )
+    } finally {
+      await Promise.all([topologyA.stop({ drainTimeoutMs: 500 }), topologyB.stop()])
+    }
+  }, 60_000)
+})

@@ -1,0 +1,72 @@
+import {
+  JetStreamSinkOptions,
+  JetStreamSourceOptions,
+  jetstream,
+  jetstreamSink,
+  natsSink,
+} from '@ackline/nats'
+import { describe, expect, it } from 'vitest'
+
+describe('options', () => {
+  it('the source needs servers, stream and consumer, and names each missing one', () => {
+    const fields = JetStreamSourceOptions.validate({}).map((issue) => issue.field)
+    expect(fields).toEqual(expect.arrayContaining(['servers', 'stream', 'consumer']))
+  })
+
+  it('a misspelt source option is reported', () => {
+    const issues = jetstream({
+      servers: 'x:4222',
+      stream: 's',
+      consumer: 'c',
+      batchsize: 5,
+    } as never).validate()
+    expect(issues.map((i) => i.field)).toContain('batchsize')
+  })
+
+  it('the source fills in defaults', () => {
+    const o = JetStreamSourceOptions.resolve({ servers: 'x', stream: 's', consumer: 'c' })
+    expect(o).toMatchObject({
+      batchSize: 100,
+      invalidJson: 'reject',
+      metadataField: '_nats',
+      doubleAck: false,
+      create: true,
+    })
+  })
+
+  it('a nak cap below the first nak delay is reported', () => {
+    const issues = jetstream({
+      servers: 'x',
+      stream: 's',
+      consumer: 'c',
+      nakInitialMs: 5000,
+      nakMaxMs: 10,
+    }).validate()
+    expect(issues.map((i) => i.field)).toEqual(['nakMaxMs'])
+  })
+
+  it('the JetStream sink needs a subject', () => {
+    expect(JetStreamSinkOptions.validate({ servers: 'x' }).map((i) => i.field)).toEqual(['subject'])
+    expect(jetstreamSink({ servers: 'x', subject: 'a.b' }).validate()).toEqual([])
+  })
+
+  it('the core NATS sink refuses to be built unless acknowledgements are said to be off', () => {
+    expect(
+      natsSink({ servers: 'x', subject: 'a' })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['acknowledgements'])
+    expect(natsSink({ servers: 'x', subject: 'a', acknowledgements: true }).validate()[0]?.message).toMatch(
+      /cannot confirm/,
+    )
+    expect(natsSink({ servers: 'x', subject: 'a', acknowledgements: false }).validate()).toEqual([])
+  })
+
+  it('options have a JSON Schema for config files', () => {
+    const schema = JetStreamSourceOptions.jsonSchema() as { properties: Record<string, unknown> }
+    expect(Object.keys(schema.properties)).toEqual(
+      expect.arrayContaining(['stream', 'consumer', 'invalidJson']),
+    )
+    expect(Object.keys(schema.properties)).not.toContain('onWarning')
+  })
+})
