@@ -14,7 +14,7 @@ import { Counters } from './internal/Counters.js'
 import { Runtime } from './internal/Runtime.js'
 import type { TopologyPlan } from './internal/TopologyPlan.js'
 import type { LifecycleEvent } from './LifecycleEvent.js'
-import type { TopologyWarning } from './TopologyBuilder.js'
+import type { TopologyWarning } from './TopologyWarning.js'
 
 /**
  * Options of {@link Topology.stop}.

@@ -4,14 +4,12 @@
  */
 import { z } from 'zod'
 import type { ConfigIssue } from '../ConfigIssue.js'
-import {
-  type ComponentDeclaration,
-  SinkOptions,
-  TopologyOptions,
-  type TopologyWarning,
-  TransformOptions,
-} from '../TopologyBuilder.js'
+import { SinkOptions } from '../SinkOptions.js'
+import type { ComponentDeclaration } from '../TopologyBuilder.js'
 import type { TopologyProblem, TopologyProblemCode } from '../TopologyError.js'
+import { TopologyOptions } from '../TopologyOptions.js'
+import type { TopologyWarning } from '../TopologyWarning.js'
+import { TransformOptions } from '../TransformOptions.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
 import { issuesOf } from './issuesOf.js'
 
