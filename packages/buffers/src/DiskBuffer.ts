@@ -23,13 +23,16 @@
  * @module
  */
 import { DiskBufferError } from './DiskBufferError.js'
+import { AckLedger } from './internal/AckLedger.js'
 import { DeadLetterSet } from './internal/DeadLetterSet.js'
 import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
 import { type Settings, settle } from './internal/DiskBufferSettings.js'
 import type { FileLike, FileSystem } from './internal/FileSystem.js'
 import { type EncodedBatch, Frame } from './internal/Frame.js'
+import { type Held, InFlightRecords } from './internal/InFlightRecords.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
 import { LockFile } from './internal/LockFile.js'
+import { ReadCursor } from './internal/ReadCursor.js'
 import { Recovery } from './internal/Recovery.js'
 import { type Segment, segmentName } from './internal/Segment.js'
 import { SegmentReader } from './internal/SegmentReader.js'
@@ -189,25 +192,6 @@ interface PendingAppend {
   readonly durable: Deferred<DurableStatus> | undefined
 }
 
-interface Held {
-  readonly payload: Buffer
-  readonly crc: number
-  readonly attempt: number
-}
-
-interface Retry extends Held {
-  readonly seq: number
-  readonly dueAt: number
-}
-
-interface Cursor {
-  segment: Segment | undefined
-  file: FileLike | undefined
-  reader: SegmentReader | undefined
-  /** The next sequence number the reader expects; anything below was seen or is missing. */
-  expected: number
-}
-
 interface Deferred<T> {
   readonly promise: Promise<T>
   readonly resolve: (value: T) => void
@@ -254,8 +238,7 @@ export class DiskBuffer {
   /** Bytes of appends not written yet. */
   #unwritten = 0
   #visibleSeq: number
-  #ackedBelow: number
-  readonly #ackedAbove = new Set<number>()
+  readonly #acks: AckLedger
   #bytesOnDisk: number
   #reserved = 0
   // Every change to files goes through this one lane, so writes, fsyncs, rolls and deletions never interleave.
@@ -271,12 +254,9 @@ export class DiskBuffer {
   #ledgerDirty = false
   /** A checkpoint is queued on the lane (at most one at a time, whatever the acknowledgement rate). */
   #ledgerQueued = false
-  /** The acknowledged position the last checkpoint saved. */
-  #checkpointedBelow: number
-  readonly #cursor: Cursor
+  readonly #cursor: ReadCursor
   #reading: Promise<unknown> = Promise.resolve()
-  readonly #inFlight = new Map<number, Held>()
-  #retries: Retry[] = []
+  readonly #inFlight: InFlightRecords
   #wakeup: Deferred<void> = deferred()
   #spaceWaiters: (() => void)[] = []
   readonly #deadLetters: DiskBuffer | undefined
@@ -313,14 +293,26 @@ export class DiskBuffer {
     this.#nextSeq = init.nextSeq
     this.#assigned = init.nextSeq
     this.#visibleSeq = init.nextSeq
-    this.#ackedBelow = init.ackedBelow
-    this.#checkpointedBelow = init.ackedBelow
+    this.#acks = new AckLedger(init.ackedBelow)
+    this.#inFlight = new InFlightRecords({ initialMs: s.retryInitialMs, maxMs: s.retryMaxMs })
     this.#bytesOnDisk = init.segments.reduce((n, seg) => n + seg.size, 0)
     this.#deadLetters = init.deadLetters
     this.#deadLettered = init.deadLettered
     this.#m.tornBytesTruncated = init.tornBytes
     const start = init.segments.findLast((seg) => seg.firstSeq <= init.ackedBelow) ?? init.segments[0]
-    this.#cursor = { segment: start, file: undefined, reader: undefined, expected: init.ackedBelow }
+    this.#cursor = new ReadCursor(
+      {
+        settings: s,
+        segments: this.#segments,
+        visibleSeq: () => this.#visibleSeq,
+        acks: this.#acks,
+        deadLettered: this.#deadLettered,
+        markAcked: (seq) => this.#markAcked(seq),
+        counters: this.#m,
+      },
+      start,
+      init.ackedBelow,
+    )
   }
 
   /**
@@ -404,7 +396,7 @@ export class DiskBuffer {
 
   /** The contiguous acknowledged prefix: every record below this sequence number was acknowledged. */
   get ackedBelow(): number {
-    return this.#ackedBelow
+    return this.#acks.below
   }
 
   /** The sequence number the next record will get. */
@@ -498,43 +490,26 @@ export class DiskBuffer {
         const wakeup = this.#wakeup.promise
         const out: StoredRecord[] = []
         const held: Held[] = []
-        if (this.#retries.length > 0) {
-          const now = Date.now()
-          const later: Retry[] = []
-          for (const retry of this.#retries) {
-            if (retry.dueAt <= now && out.length < max) {
-              out.push({ seq: retry.seq, payload: retry.payload, attempt: retry.attempt })
-              held.push(retry)
-            } else {
-              later.push(retry)
-            }
-          }
-          this.#retries = later
-        }
+        if (this.#inFlight.retryPending > 0) this.#inFlight.takeDue(Date.now(), max, out, held)
         const room = Math.min(max - out.length, this.#s.maxInFlight - this.#inFlight.size - out.length)
-        if (room > 0) await this.#readFresh(room, out, held)
+        if (room > 0) await this.#cursor.read(room, out, held)
         if (out.length > 0) {
-          for (let i = 0; i < out.length; i++) {
-            const h = held[i]!
-            this.#inFlight.set(out[i]!.seq, { payload: h.payload, crc: h.crc, attempt: h.attempt })
-          }
+          this.#inFlight.hold(out, held)
           return out
         }
         // Drained: every append written (none still behind the write lane), read, and settled.
         if (
           this.#state === 'draining' &&
           this.#assigned <= this.#visibleSeq &&
-          this.#caughtUp() &&
+          this.#cursor.caughtUp() &&
           this.#inFlight.size === 0
         ) {
           return undefined
         }
         if (!wait) return []
         let timer: NodeJS.Timeout | undefined
-        if (this.#retries.length > 0) {
-          const due = Math.min(...this.#retries.map((r) => r.dueAt))
-          timer = setTimeout(() => this.#wake(), Math.max(0, due - Date.now()))
-        }
+        const due = this.#inFlight.nextDueAt()
+        if (due !== undefined) timer = setTimeout(() => this.#wake(), Math.max(0, due - Date.now()))
         await wakeup
         if (timer !== undefined) clearTimeout(timer)
       }
@@ -545,10 +520,9 @@ export class DiskBuffer {
 
   /** Acknowledges a record: it will not be read again, and its segment may go. Idempotent. */
   ack(seq: number): void {
-    if (seq < this.#ackedBelow || seq >= this.#nextSeq || this.#ackedAbove.has(seq)) return
+    if (seq >= this.#nextSeq || this.#acks.has(seq)) return
     // A reader held back by maxInFlight may go on once one record is settled.
-    if (this.#inFlight.delete(seq) && this.#inFlight.size + 1 >= this.#s.maxInFlight) this.#wake()
-    if (this.#retries.length > 0) this.#retries = this.#retries.filter((r) => r.seq !== seq)
+    if (this.#inFlight.settle(seq) && this.#inFlight.size + 1 >= this.#s.maxInFlight) this.#wake()
     this.#m.acked++
     this.#markAcked(seq)
   }
@@ -558,12 +532,7 @@ export class DiskBuffer {
    * is handed out again after a back-off that doubles with each attempt.
    */
   nack(seq: number): void {
-    const held = this.#inFlight.get(seq)
-    if (held === undefined) return
-    this.#inFlight.delete(seq)
-    const attempt = held.attempt + 1
-    const delay = Math.min(this.#s.retryMaxMs, this.#s.retryInitialMs * 2 ** (attempt - 1))
-    this.#retries.push({ seq, payload: held.payload, crc: held.crc, attempt, dueAt: Date.now() + delay })
+    if (!this.#inFlight.nack(seq, Date.now())) return
     this.#m.redeliveries++
     this.#wake()
   }
@@ -667,7 +636,7 @@ export class DiskBuffer {
           if (items.length === 0) break
           for (const item of items) {
             if (item.kind !== 'record') continue
-            if (item.seq < this.#ackedBelow || this.#ackedAbove.has(item.seq)) continue
+            if (this.#acks.has(item.seq)) continue
             yield { seq: item.seq, payload: item.payload, attempt: 0, crc: item.crc }
           }
         }
@@ -708,7 +677,7 @@ export class DiskBuffer {
       await this.#writeLedger()
       await this.#active?.close()
       this.#active = undefined
-      await this.#closeCursor()
+      await this.#cursor.close()
     })
     await this.#deadLetters?.close()
     if (this.#s.lock) await LockFile.release(this.#s.fs, this.path)
@@ -734,11 +703,11 @@ export class DiskBuffer {
     return {
       segments: this.#segments.length,
       bytesOnDisk: this.#bytesOnDisk,
-      unackedRecords: this.#nextSeq - this.#ackedBelow - this.#ackedAbove.size,
+      unackedRecords: this.#nextSeq - this.#acks.below - this.#acks.aboveCount,
       inFlight: this.#inFlight.size,
-      retryPending: this.#retries.length,
+      retryPending: this.#inFlight.retryPending,
       ...this.#m,
-      deadLettered: dl === undefined ? 0 : dl.#nextSeq - dl.#ackedBelow - dl.#ackedAbove.size,
+      deadLettered: dl === undefined ? 0 : dl.#nextSeq - dl.#acks.below - dl.#acks.aboveCount,
     }
   }
 
@@ -970,20 +939,15 @@ export class DiskBuffer {
     // Later appends already hold the following numbers: skip these, as acknowledged (they never existed).
     this.#nextSeq = firstSeq + count
     this.#visibleSeq = this.#nextSeq
-    for (let seq = firstSeq; seq < firstSeq + count; seq++) if (seq >= this.#ackedBelow) this.#markAcked(seq)
+    for (let seq = firstSeq; seq < firstSeq + count; seq++) if (seq >= this.#acks.below) this.#markAcked(seq)
   }
 
   // ——— acknowledging and freeing space ———
 
   #markAcked(seq: number): void {
-    if (seq !== this.#ackedBelow) {
-      this.#ackedAbove.add(seq)
-      return
-    }
-    this.#ackedBelow++
-    while (this.#ackedAbove.delete(this.#ackedBelow)) this.#ackedBelow++
+    if (!this.#acks.mark(seq)) return
     this.#ledgerDirty = true
-    if (this.#ackedBelow - this.#checkpointedBelow >= this.#s.ledgerEveryAcks) this.#checkpointSoon()
+    if (this.#acks.unsaved >= this.#s.ledgerEveryAcks) this.#checkpointSoon()
     else this.#scheduleLedger()
     this.#releaseSegments()
     if (this.#spaceWaiters.length > 0) this.#reclaimActive()
@@ -992,7 +956,7 @@ export class DiskBuffer {
 
   /** Deletes every segment all of whose records are acknowledged (never the one being written). */
   #releaseSegments(): void {
-    while (this.#segments.length > 1 && this.#segments[1]!.firstSeq <= this.#ackedBelow) {
+    while (this.#segments.length > 1 && this.#segments[1]!.firstSeq <= this.#acks.below) {
       const seg = this.#segments.shift()!
       this.#ledgerDirty = true
       void this.#serial(async () => {
@@ -1011,7 +975,7 @@ export class DiskBuffer {
         seg === undefined ||
         this.#segments.length !== 1 ||
         seg.size === 0 ||
-        this.#ackedBelow < this.#nextSeq ||
+        this.#acks.below < this.#nextSeq ||
         this.#pending.length > 0
       ) {
         return
@@ -1029,19 +993,15 @@ export class DiskBuffer {
 
   async #discardAll(): Promise<void> {
     await this.#serial(async () => {
-      for (const seq of this.#inFlight.keys()) this.#ackedAbove.add(seq)
       this.#inFlight.clear()
-      this.#retries = []
-      this.#ackedAbove.clear()
-      this.#ackedBelow = this.#nextSeq
+      this.#acks.reset(this.#nextSeq)
       await this.#groupSync()
       await this.#active?.close()
       this.#active = undefined
-      await this.#closeCursor()
+      await this.#cursor.close()
       for (const seg of this.#segments.splice(0)) await this.#s.fs.unlink(`${this.path}/${seg.name}`)
       this.#bytesOnDisk = 0
-      this.#cursor.segment = undefined
-      this.#cursor.expected = this.#nextSeq
+      this.#cursor.restart(this.#nextSeq)
       await this.#writeLedger()
     })
   }
@@ -1080,11 +1040,11 @@ export class DiskBuffer {
     await this.#groupSync()
     const state: LedgerState = {
       nextSeq: this.#nextSeq,
-      ackedBelow: this.#ackedBelow,
+      ackedBelow: this.#acks.below,
       segments: this.#segments.map((seg) => seg.firstSeq),
     }
     await Ledger.write(this.#s.fs, this.path, state)
-    this.#checkpointedBelow = state.ackedBelow
+    this.#acks.saved(state.ackedBelow)
     this.#ledgerDirty = false
   }
 
@@ -1101,100 +1061,5 @@ export class DiskBuffer {
     const wakeup = this.#wakeup
     this.#wakeup = deferred()
     wakeup.resolve()
-  }
-
-  /** Whether every visible record was read. */
-  #caughtUp(): boolean {
-    const seg = this.#cursor.segment
-    if (seg !== undefined && this.#segments.includes(seg)) {
-      if (this.#cursor.reader !== undefined ? this.#cursor.reader.position < seg.visible : seg.visible > 0) {
-        return false
-      }
-      if (this.#segments.some((s) => s.firstSeq > seg.firstSeq)) return false
-      return true
-    }
-    return this.#segments.every((s) => s.firstSeq < this.#cursor.expected && s.visible === 0)
-  }
-
-  async #closeCursor(): Promise<void> {
-    const file = this.#cursor.file
-    this.#cursor.file = undefined
-    this.#cursor.reader = undefined
-    await file?.close()
-  }
-
-  async #readFresh(max: number, out: StoredRecord[], held: Held[]): Promise<void> {
-    const cursor = this.#cursor
-    const limit = out.length + max
-    while (out.length < limit) {
-      let seg = cursor.segment
-      if (seg === undefined || !this.#segments.includes(seg)) {
-        await this.#closeCursor()
-        seg = this.#segments.findLast((s) => s.firstSeq <= cursor.expected) ?? this.#segments[0]
-        cursor.segment = seg
-        if (seg === undefined) break
-      }
-      if (cursor.reader === undefined) {
-        cursor.file = await this.#s.fs.open(`${this.path}/${seg.name}`, 'read')
-        cursor.reader = new SegmentReader(cursor.file, {
-          start: 0,
-          end: seg.visible,
-          maxPayload: Math.max(this.#s.segmentBytes, seg.size),
-        })
-      }
-      const reader = cursor.reader
-      reader.setEnd(seg.visible)
-      if (reader.atEnd) {
-        // Move on only from a segment that is complete: its whole content visible, or sealed.
-        const complete = seg.sealed || seg.visible === seg.size
-        const next = this.#segments.find((s) => s.firstSeq > seg.firstSeq)
-        if (next === undefined || !complete) break
-        await this.#closeCursor()
-        cursor.segment = next
-        continue
-      }
-      const items = await reader.read(limit - out.length)
-      for (const item of items) {
-        if (item.kind !== 'record') {
-          this.#m.corruptRegions++
-          this.#m.corruptBytes += item.bytes
-          this.#s.log(
-            `disk buffer ${this.path}: checksum failure in segment ${seg.name} at offset ${item.offset}; skipped ${item.bytes} bytes`,
-          )
-          continue
-        }
-        const seq = item.seq
-        if (seq < cursor.expected) continue
-        if (seq > cursor.expected) this.#missing(cursor.expected, seq, seg.name)
-        cursor.expected = seq + 1
-        if (seq < this.#ackedBelow || this.#ackedAbove.has(seq)) continue
-        if (this.#deadLettered.claim(seq, item.crc)) {
-          // Dead-lettered before a crash that came before its acknowledgement was checkpointed.
-          this.#markAcked(seq)
-          continue
-        }
-        out.push({ seq, payload: item.payload, attempt: 0 })
-        held.push({ payload: item.payload, crc: item.crc, attempt: 0 })
-      }
-    }
-    if (cursor.expected < this.#visibleSeq && this.#caughtUp()) {
-      this.#missing(cursor.expected, this.#visibleSeq, cursor.segment?.name ?? '(none)')
-      cursor.expected = this.#visibleSeq
-    }
-  }
-
-  /** Sequence numbers `[from, to)` are not on disk (damaged, or lost unsynced): count them acknowledged. */
-  #missing(from: number, to: number, segment: string): void {
-    let lost = 0
-    for (let seq = from; seq < to; seq++) {
-      if (seq < this.#ackedBelow || this.#ackedAbove.has(seq)) continue // acknowledged, or never written
-      lost++
-      this.#markAcked(seq)
-    }
-    if (lost === 0) return
-    this.#m.recordsLost += lost
-    this.#s.log(
-      `disk buffer ${this.path}: records ${from}..${to - 1} missing before segment ${segment}; skipped`,
-    )
   }
 }
