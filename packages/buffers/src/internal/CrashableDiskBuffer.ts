@@ -6,7 +6,8 @@
  *
  * @module
  */
-import { DiskBuffer, type DiskBufferOptions } from '../DiskBuffer.js'
+import { DiskBuffer } from '../DiskBuffer.js'
+import type { DiskBufferOptions } from '../DiskBufferOptions.js'
 import { DiskBufferHooks } from './DiskBufferHooks.js'
 
 /** A disk buffer with its crash hook. */
