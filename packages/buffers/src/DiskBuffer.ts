@@ -23,11 +23,12 @@
  * @module
  */
 import { DiskBufferError } from './DiskBufferError.js'
+import type { DiskBufferOptions } from './DiskBufferOptions.js'
 import { AckLedger } from './internal/AckLedger.js'
 import { DeadLetterSet } from './internal/DeadLetterSet.js'
 import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
 import { type Settings, settle } from './internal/DiskBufferSettings.js'
-import type { FileLike, FileSystem } from './internal/FileSystem.js'
+import type { FileLike } from './internal/FileSystem.js'
 import { type EncodedBatch, Frame } from './internal/Frame.js'
 import { type Held, InFlightRecords } from './internal/InFlightRecords.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
@@ -60,55 +61,6 @@ import { SegmentReader } from './internal/SegmentReader.js'
  *     acknowledged; a caller that trusts `written` alone may.
  */
 export type SyncPolicy = 'always' | { readonly everyMs: number; readonly everyWrites: number }
-
-/** Options of {@link DiskBuffer.open}. */
-export interface DiskBufferOptions {
-  /** The buffer's directory; created if missing. One buffer per directory (it is locked). */
-  readonly path: string
-  /**
-   * The most bytes the segments may take on disk (default 1 GiB). When an append would pass it,
-   * the append waits until acknowledgements free a segment, or is refused (`whenFull: 'refuse'`).
-   * An append to an empty buffer always proceeds.
-   */
-  readonly maxBytes?: number | undefined
-  /**
-   * The largest segment file (default 128 MiB). A record never spans two segments, so no record
-   * may be larger. Stored with the buffer (`settings.json`): reopened with another value, a
-   * buffer that has segments keeps the stored one and logs a warning naming both; an empty one
-   * takes the new value.
-   */
-  readonly segmentBytes?: number | undefined
-  /** When writes are fsynced (default `'always'`); see {@link SyncPolicy}. */
-  readonly sync?: SyncPolicy | undefined
-  /** Back-off before a negatively acknowledged record is handed out again: doubles from `initialMs` up to `maxMs` (default 100 ms … 30 s). */
-  readonly retryBackoff?: { readonly initialMs: number; readonly maxMs: number } | undefined
-  /** The most records handed out by `read` and not yet settled (default 100 000); `read` waits beyond it. */
-  readonly maxInFlight?: number | undefined
-  /**
-   * How long after an acknowledgement the ledger (the checkpoint of what was acknowledged) is
-   * saved (default 1000 ms). It is also saved after `ledgerEveryAcks` acknowledgements and at
-   * close. A later checkpoint only means more redelivery after a crash, never loss: after a crash,
-   * what comes again is at most the acknowledgements not yet saved (fewer than `ledgerEveryAcks`
-   * plus those made while that checkpoint waited its turn on the write lane, and none older than
-   * `ledgerIntervalMs`), the records acknowledged above the first unacknowledged one, and the
-   * records in flight (both bounded by `maxInFlight`).
-   */
-  readonly ledgerIntervalMs?: number | undefined
-  /**
-   * Save the checkpoint as soon as this many records were acknowledged since the last one
-   * (default 1000; like Logstash's `queue.checkpoint.acks`). Lower: fewer duplicates after a
-   * crash, more checkpoint writes (each an fsync, a rename and a directory fsync, on the write lane).
-   */
-  readonly ledgerEveryAcks?: number | undefined
-  /** Where corruption and recovery are reported (default: a process warning with code `ACKLINE_DISK_BUFFER`). */
-  readonly log?: ((message: string) => void) | undefined
-  /** @internal The file system (tests substitute one that forgets unsynced writes). */
-  readonly fileSystem?: FileSystem | undefined
-  /** @internal Whether this buffer has a dead-letter queue of its own (its dead-letter queue has not). */
-  readonly deadLetters?: boolean | undefined
-  /** @internal Whether to take the directory lock (a dead-letter queue lives under its parent's). */
-  readonly lock?: boolean | undefined
-}
 
 /** Whether a written record reached the disk (`'failed'`: its fsync failed; it may be lost). */
 export type DurableStatus = 'durable' | 'failed'
@@ -858,7 +810,8 @@ export class DiskBuffer {
     const file = this.#active
     this.#syncs = this.#syncs.then(async () => {
       try {
-        if (file === undefined) throw new Error('no segment open for writing')
+        if (file === undefined)
+          throw new DiskBufferError('WRITE_FAILED', 'no segment open for writing', this.path)
         await file.datasync()
         generation.resolve('durable')
       } catch (error) {

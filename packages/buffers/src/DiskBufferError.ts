@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { ComponentError, type ConfigIssue } from '@ackline/topology'
 
 /** What went wrong. */
 export type DiskBufferErrorCode =
@@ -32,7 +33,10 @@ export type DiskBufferErrorCode =
   | 'NOT_A_DIRECTORY'
 
 /**
- * An error of a disk buffer.
+ * An error of a disk buffer: a {@link ComponentError} whose `field` names the option or field at
+ * fault, if one is, and whose `path` is the buffer's directory. The message names the directory
+ * in front (`disk buffer <path>: …`), since that is what an operator finds on disk; `component`
+ * is the id of the sink the buffer feeds when the error knows it.
  *
  * @example
  * ```ts
@@ -43,19 +47,27 @@ export type DiskBufferErrorCode =
  * }
  * ```
  */
-export class DiskBufferError extends Error {
+export class DiskBufferError extends ComponentError<DiskBufferErrorCode> {
   override readonly name = 'DiskBufferError'
 
   constructor(
     /** What went wrong. */
-    readonly code: DiskBufferErrorCode,
+    code: DiskBufferErrorCode,
     message: string,
     /** The buffer directory the error is about. */
     readonly path: string,
     /** The option or field at fault, if one is. */
-    readonly field?: string,
-    options?: { readonly cause?: unknown },
+    field?: string,
+    options?: { readonly cause?: unknown; readonly component?: string | undefined },
   ) {
-    super(`disk buffer ${path}: ${message}`, options)
+    super(code, message, { ...options, field })
+    this.message = `disk buffer ${path}: ${message}`
+  }
+
+  /** The `INVALID_OPTION` error of the first of `issues` (the schema's wording), or `undefined` when there are none. */
+  static ofIssues(issues: readonly ConfigIssue[], path: unknown): DiskBufferError | undefined {
+    const first = issues[0]
+    if (first === undefined) return undefined
+    return new DiskBufferError('INVALID_OPTION', `${first.field} ${first.message}`, String(path), first.field)
   }
 }

@@ -28,67 +28,10 @@ import {
   type JsonObject,
 } from '@ackline/core'
 import type { EdgeBuffer } from '@ackline/topology'
-import { DiskBuffer, type DiskBufferMetrics, type ReplayResult, type SyncPolicy } from './DiskBuffer.js'
+import { DiskBuffer, type DiskBufferMetrics, type ReplayResult } from './DiskBuffer.js'
 import { DiskBufferError } from './DiskBufferError.js'
+import { DiskEdgeBufferOptions } from './DiskBufferOptions.js'
 import { EventRecord } from './internal/EventRecord.js'
-import type { FileSystem } from './internal/FileSystem.js'
-
-/** Options of {@link openDiskBuffer}; in a topology, a sink's `buffer: diskBuffer({ … })` takes the same ones. */
-export interface DiskEdgeBufferOptions {
-  /** The buffer kind, as a topology config writes it; only `'disk'` (or nothing) is accepted. */
-  readonly type?: 'disk' | undefined
-  /** The buffer's directory (one per sink); created if missing and locked while open. */
-  readonly path: string
-  /** The id of the sink the buffer feeds; names the buffer's own notifiers (`<sinkId>:buffer`) and its messages. */
-  readonly sinkId: string
-  /**
-   * The most bytes the buffer may take on disk (default 1 GiB = 1073741824). When reached,
-   * `whenFull` decides: wait for the sink to catch up, or drop.
-   */
-  readonly maxBytes?: number | undefined
-  /**
-   * The largest segment file (default 128 MiB = 134217728). Space is freed a whole segment at a
-   * time; an event whose record exceeds a segment is rejected at once.
-   */
-  readonly segmentBytes?: number | undefined
-  /**
-   * What a push does when the buffer is at `maxBytes` (default `'block'`): `'block'` waits until
-   * acknowledgements free a segment (back pressure reaches the source); `'drop_newest'` settles
-   * the pushed events `rejected` at once.
-   */
-  readonly whenFull?: 'block' | 'drop_newest' | undefined
-  /**
-   * When writes are fsynced (default `'always'`): `'always'` fsyncs every push before it
-   * resolves, so nothing acknowledged is lost even to a power failure; `{ everyMs, everyWrites }`
-   * is group commit with write-behind, where a push may resolve before its write and the fsync
-   * follows within `everyMs` or `everyWrites` pushes: a process crash may lose the unwritten
-   * pushes (up to 4 MiB), a power failure everything since the last fsync, but `'on-write'`
-   * acknowledges only after the fsync, so never what was acknowledged. See `SyncPolicy`.
-   */
-  readonly sync?: SyncPolicy | undefined
-  /**
-   * When the sources' batches are settled (default `'on-delivery'`): `'on-write'` settles them
-   * `delivered` once the records are durable (Vector's `buffer.acknowledgements: true`);
-   * `'on-delivery'` only once the sink delivered them (end to end, within one process run).
-   */
-  readonly acknowledgements?: 'on-write' | 'on-delivery' | undefined
-  /** The most events one `pull` returns (default 1000). */
-  readonly maxEventsPerPull?: number | undefined
-  /** Back-off before redelivering what the sink reported `errored` (default 100 ms doubling to 30 s). */
-  readonly retryBackoff?: { readonly initialMs: number; readonly maxMs: number } | undefined
-  /**
-   * How long after an acknowledgement what was delivered is checkpointed (default 1000 ms); also
-   * after `ledgerEveryAcks` acknowledgements and at close. After a crash, at most the
-   * acknowledgements not yet checkpointed plus the in-flight window are delivered again.
-   */
-  readonly ledgerIntervalMs?: number | undefined
-  /** Checkpoint as soon as this many records were acknowledged since the last checkpoint (default 1000). */
-  readonly ledgerEveryAcks?: number | undefined
-  /** Where corruption, recovery and drops are reported (default: process warnings, code `ACKLINE_DISK_BUFFER`). */
-  readonly log?: ((message: string) => void) | undefined
-  /** @internal */
-  readonly fileSystem?: FileSystem | undefined
-}
 
 /** An event in the dead-letter queue, decoded. */
 export interface DeadLetterEvent {
@@ -339,31 +282,8 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
  * ```
  */
 export async function openDiskBuffer(options: DiskEdgeBufferOptions): Promise<DiskEdgeBuffer> {
-  if (options.type !== undefined && options.type !== 'disk') {
-    throw new DiskBufferError(
-      'INVALID_OPTION',
-      `buffer type must be 'disk', got '${options.type}'`,
-      options.path,
-      'type',
-    )
-  }
-  if (options.whenFull !== undefined && options.whenFull !== 'block' && options.whenFull !== 'drop_newest') {
-    throw new DiskBufferError(
-      'INVALID_OPTION',
-      `whenFull must be 'block' or 'drop_newest', got '${String(options.whenFull)}'`,
-      options.path,
-      'whenFull',
-    )
-  }
-  const ack = options.acknowledgements
-  if (ack !== undefined && ack !== 'on-write' && ack !== 'on-delivery') {
-    throw new DiskBufferError(
-      'INVALID_OPTION',
-      `acknowledgements must be 'on-write' or 'on-delivery', got '${String(ack)}'`,
-      options.path,
-      'acknowledgements',
-    )
-  }
+  const invalid = DiskBufferError.ofIssues(DiskEdgeBufferOptions.validate(options), options?.path)
+  if (invalid !== undefined) throw invalid
   const log =
     options.log ?? ((message: string) => process.emitWarning(message, { code: 'ACKLINE_DISK_BUFFER' }))
   const store = await DiskBuffer.open({

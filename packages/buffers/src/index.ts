@@ -16,18 +16,17 @@ export {
   type DeadLetter,
   DiskBuffer,
   type DiskBufferMetrics,
-  type DiskBufferOptions,
   type DurableStatus,
   type ReplayResult,
   type StoredRecord,
   type SyncPolicy,
 } from './DiskBuffer.js'
 export { DiskBufferError, type DiskBufferErrorCode } from './DiskBufferError.js'
-export { type DiskBufferFactory, type DiskBufferFactoryOptions, diskBuffer } from './DiskBufferFactory.js'
+export { type DiskBufferFactory, diskBuffer } from './DiskBufferFactory.js'
+export { DiskBufferFactoryOptions, DiskBufferOptions, DiskEdgeBufferOptions } from './DiskBufferOptions.js'
 export {
   type DeadLetterEvent,
   type DiskEdgeBuffer,
   type DiskEdgeBufferMetrics,
-  type DiskEdgeBufferOptions,
   openDiskBuffer,
 } from './DiskEdgeBuffer.js'

@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { diskBuffer } from '@ackline/buffers'
+import { type DiskBufferFactoryOptions, diskBuffer } from '@ackline/buffers'
 import type { DeliveryStatus, EventArray, LogEvent } from '@ackline/core'
 import { type BatchReceipt, type Sink, type Source, TopologyBuilder, TopologyError } from '@ackline/topology'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -79,6 +79,56 @@ describe('diskBuffer', () => {
         'buffer.sync.everyMs',
       ])
     }
+  })
+
+  it("reports the disk buffer's enumerated options with a bad memory buffer elsewhere, in one TopologyError", () => {
+    let thrown: unknown
+    try {
+      new TopologyBuilder({ acknowledgements: true, dataDir: dir })
+        .source('in', source([]).component)
+        .sink('archive', ['in'], sink(() => 'delivered').component, {
+          // What a JavaScript caller or a config file can hand over, whatever the types say.
+          buffer: diskBuffer({
+            whenFull: 'spill',
+            sync: 'sometimes',
+            acknowledgements: 'on-ack',
+          } as unknown as DiskBufferFactoryOptions),
+        })
+        .sink('metrics', ['in'], sink(() => 'delivered').component, {
+          buffer: { maxEvents: 100, whenFull: 'drop_oldest' as 'drop_newest' },
+        })
+        .build()
+    } catch (error) {
+      thrown = error
+    }
+    expect(thrown).toBeInstanceOf(TopologyError)
+    const problems = (thrown as TopologyError).problems.map(({ component, field, message }) => ({
+      component,
+      field,
+      message,
+    }))
+    expect(problems).toEqual([
+      {
+        component: 'archive',
+        field: 'buffer.whenFull',
+        message: 'must be "block" or "drop_newest", got "spill"',
+      },
+      {
+        component: 'archive',
+        field: 'buffer.sync',
+        message: 'must be "always" or an object, got "sometimes"',
+      },
+      {
+        component: 'archive',
+        field: 'buffer.acknowledgements',
+        message: 'must be "on-write" or "on-delivery", got "on-ack"',
+      },
+      {
+        component: 'metrics',
+        field: 'buffer.whenFull',
+        message: 'must be "block" or "drop_newest", got "drop_oldest"',
+      },
+    ])
   })
 
   it('rejects start() with a TopologyError naming the sink when the buffer cannot open', async () => {

@@ -16,76 +16,126 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse, S
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import type { BatchStatus } from '@ackline/core'
-import type { BatchFailure, BatchReceipt, ConfigIssue, Source, SourceContext } from '@ackline/topology'
+import {
+  type BatchFailure,
+  type BatchReceipt,
+  ComponentError,
+  type ComponentErrorOptions,
+  ConfigIssue,
+  defineOptions,
+  type OptionsOf,
+  type ResolvedOptionsOf,
+  type Source,
+  type SourceContext,
+} from '@ackline/topology'
+import { z } from 'zod'
 import { decodeUtf8 } from './internal/decodeUtf8.js'
 import { type HostPort, parseAddress } from './internal/parseAddress.js'
 import { formatOf, parseRecords } from './internal/parseRecords.js'
 
-/** Options of {@link httpServer}. */
-export interface HttpServerOptions {
-  /** Where to listen, as `host:port` (`'0.0.0.0:80'`, `'[::1]:8686'`; port 0 picks a free one). Default `'127.0.0.1:8686'`. */
-  readonly address?: string
-  /** The largest body accepted, in bytes; a larger one gets `413`. Default 10 MiB. */
-  readonly maxBodyBytes?: number
-  /** When set, requests must carry `Authorization: Bearer <authToken>`, else they get `401`. */
-  readonly authToken?: string
-  /** The `Retry-After` of a `503`, in seconds. Default 5. */
-  readonly retryAfterSeconds?: number
-  /**
-   * How deep arrays and objects may nest in a body (or in one NDJSON line), the outermost counting
-   * as 1: a JSON array of flat objects is 2 deep. A deeper body gets `400` `TOO_DEEP` with the
-   * limit and the position, before anything enters the pipeline. Default 64: far more than log and
-   * metric data use (Elasticsearch's mapping depth limit is 20), and far from the call-stack limit
-   * of code downstream that recurses over a value (encoders, transforms, `JSON.stringify`).
-   */
-  readonly maxDepth?: number
-  /**
-   * What a body that is not valid UTF-8 gets: `'reject'` (the default) answers `400`
-   * `MALFORMED_BODY` with the `byteOffset` of the first invalid sequence, so data is never changed
-   * silently; `'replace'` decodes it with U+FFFD in place of each invalid sequence. A leading UTF-8
-   * byte order mark is skipped either way.
-   */
-  readonly invalidUtf8?: 'reject' | 'replace'
-  /**
-   * How long a client may take to send a request's headers, in ms, from the first byte; a slower
-   * one (slowloris) gets `408` `REQUEST_TIMEOUT` and its connection closes. Default 10,000. At most
-   * `requestTimeoutMs`.
-   */
-  readonly headersTimeoutMs?: number
-  /**
-   * How long a client may take to send a whole request (headers and body), in ms; a slower one
-   * gets `408` `REQUEST_TIMEOUT` and its connection closes. The time the pipeline takes to answer
-   * does not count. Default 30,000 (a 10 MiB body at 350 KB/s).
-   */
-  readonly requestTimeoutMs?: number
-  /** How long an idle keep-alive connection stays open after a response, in ms. Default 5,000. */
-  readonly keepAliveTimeoutMs?: number
-  /**
-   * How many connections may be open at once; the server closes further ones as they arrive,
-   * without reading them (counted in `counters.connectionsDropped`). Default 1,024.
-   */
-  readonly maxConnections?: number
-  /**
-   * The most events one request may carry; a request with more gets `413` `TOO_MANY_EVENTS` and
-   * nothing enters the pipeline. Bounds the work and memory one request can claim downstream.
-   * Default 10,000.
-   */
-  readonly maxEventsPerRequest?: number
-  /**
-   * The path events are posted to (the query string is ignored). Default `'/'`. Must start with
-   * `/` and cannot be `/health`, which answers `GET` with the source's state. Every other path
-   * gets `404`.
-   */
-  readonly path?: string
-  /**
-   * What a body gets whose `Content-Type` names neither JSON (`application/json`, `*+json`) nor
-   * NDJSON (`application/x-ndjson`, `application/ndjson`, `application/jsonl`, ...), or that has
-   * none: `'sniff'` (the default) decodes it as JSON or NDJSON by its first character, because
-   * `curl -d` sends `application/x-www-form-urlencoded` and simple clients send none;
-   * `'reject'` answers `415` `UNSUPPORTED_MEDIA_TYPE` before reading the body.
-   */
-  readonly unknownContentType?: 'sniff' | 'reject'
-}
+const DEFAULT_ADDRESS = '127.0.0.1:8686'
+const HEALTH_PATH = '/health'
+const HOST_PORT = "'host:port' with a port from 0 to 65535 (like '127.0.0.1:8686')"
+const INGEST_PATH = "a path that starts with '/', holds no '?', '#' or spaces, and is not '/health'"
+const ACCEPTED_TYPES = 'application/json, application/x-ndjson'
+
+/**
+ * Options of {@link httpServer}, declared once (`validate`, `resolve`, `jsonSchema`); every option
+ * has a default. The limits protect a server on an open port (the README's HTTP section has them
+ * in a table).
+ *
+ * @example
+ * ```ts
+ * httpServer({ address: '0.0.0.0:8686', maxBodyBytes: 1 << 20, authToken: process.env.TOKEN })
+ * HttpServerOptions.validate({ address: 'localhost' }) // [{ field: 'address', message: "must be 'host:port' …, got \"localhost\"", … }]
+ * ```
+ */
+export const HttpServerOptions = defineOptions({
+  address: z
+    .string()
+    .refine((address) => parseAddress(address) !== undefined, HOST_PORT)
+    .default(DEFAULT_ADDRESS)
+    .describe("Where to listen, as `host:port` ('0.0.0.0:80', '[::1]:8686'; port 0 picks a free one)."),
+  maxBodyBytes: z
+    .int()
+    .min(1)
+    .default(10 * 1024 * 1024)
+    .describe('The largest body accepted, in bytes; a larger one gets 413 BODY_TOO_LARGE.'),
+  authToken: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('When set, requests must carry `Authorization: Bearer <authToken>`, else they get 401.'),
+  retryAfterSeconds: z.int().min(0).default(5).describe('The `Retry-After` of a 503, in seconds.'),
+  maxDepth: z
+    .int()
+    .min(1)
+    .default(64)
+    .describe(
+      // 64: far more than log and metric data use (Elasticsearch's mapping depth limit is 20), and
+      // far from the call-stack limit of code downstream that recurses over a value.
+      'How deep arrays and objects may nest in a body (or one NDJSON line), the outermost counting as 1; ' +
+        'a deeper body gets 400 TOO_DEEP with the limit and the position, before anything enters the pipeline.',
+    ),
+  invalidUtf8: z
+    .enum(['reject', 'replace'])
+    .default('reject')
+    .describe(
+      "What a body that is not valid UTF-8 gets: 'reject' answers 400 MALFORMED_BODY with the byteOffset " +
+        "of the first invalid sequence; 'replace' decodes it with U+FFFD. A leading byte order mark is skipped either way.",
+    ),
+  headersTimeoutMs: z
+    .int()
+    .min(1)
+    .default(10_000)
+    .describe(
+      'How long a client may take to send the headers, in ms (slowloris); a slower one gets 408 ' +
+        'REQUEST_TIMEOUT and its connection closes. At most requestTimeoutMs.',
+    ),
+  requestTimeoutMs: z
+    .int()
+    .min(1)
+    .default(30_000)
+    .describe(
+      'How long a client may take to send the whole request, in ms; a slower one gets 408 ' +
+        "REQUEST_TIMEOUT. The pipeline's time to answer does not count.",
+    ),
+  keepAliveTimeoutMs: z
+    .int()
+    .min(1)
+    .default(5_000)
+    .describe('How long an idle keep-alive connection stays open after a response, in ms.'),
+  maxConnections: z
+    .int()
+    .min(1)
+    .default(1024)
+    .describe(
+      'How many connections may be open at once; further ones are closed on arrival (connectionsDropped).',
+    ),
+  maxEventsPerRequest: z
+    .int()
+    .min(1)
+    .default(10_000)
+    .describe(
+      'The most events one request may carry; more gets 413 TOO_MANY_EVENTS and nothing enters the pipeline.',
+    ),
+  path: z
+    .string()
+    .refine((path) => /^\/[^?#\s]*$/.test(path) && path !== HEALTH_PATH, INGEST_PATH)
+    .default('/')
+    .describe(
+      'The path events are posted to (the query string is ignored); every other path but /health gets 404.',
+    ),
+  unknownContentType: z
+    .enum(['sniff', 'reject'])
+    .default('sniff')
+    .describe(
+      "What a body gets whose Content-Type names neither JSON nor NDJSON, or that has none: 'sniff' decodes it " +
+        "by its first character (curl -d sends application/x-www-form-urlencoded); 'reject' answers 415.",
+    ),
+})
+/** Options of {@link httpServer}, as a caller gives them. */
+export type HttpServerOptions = OptionsOf<typeof HttpServerOptions>
 
 /** What `GET /health` answers: `200` while the source runs, `503` (with `Retry-After`) once it stops. */
 export interface HttpServerHealth {
@@ -185,26 +235,6 @@ export interface HttpServerSource extends Source {
   readonly counters: HttpServerCounters
 }
 
-const DEFAULT_ADDRESS = '127.0.0.1:8686'
-const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
-const DEFAULT_MAX_DEPTH = 64
-const DEFAULT_HEADERS_TIMEOUT_MS = 10_000
-const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 5_000
-const DEFAULT_MAX_CONNECTIONS = 1024
-const DEFAULT_MAX_EVENTS_PER_REQUEST = 10_000
-const HEALTH_PATH = '/health'
-const ACCEPTED_TYPES = 'application/json, application/x-ndjson'
-/** The options that must be positive integers when given. */
-const POSITIVE_INTEGERS = [
-  'maxBodyBytes',
-  'maxDepth',
-  'headersTimeoutMs',
-  'requestTimeoutMs',
-  'keepAliveTimeoutMs',
-  'maxConnections',
-  'maxEventsPerRequest',
-] as const
 const nothing = (): void => {}
 
 /** The HTTP code for a batch status: the whole contract of this source in one place. */
@@ -214,7 +244,9 @@ class HttpServer implements HttpServerSource {
   readonly kind = 'http_server'
   readonly canAcknowledge = true
   #address: HostPort | undefined = undefined
+  /** As given, for `validate()`; the source reads {@link #resolved}, whose unset options have their defaults. */
   readonly #options: HttpServerOptions
+  readonly #resolved: ResolvedOptionsOf<typeof HttpServerOptions>
   readonly #maxBodyBytes: number
   readonly #maxDepth: number
   readonly #replaceInvalidUtf8: boolean
@@ -236,11 +268,13 @@ class HttpServer implements HttpServerSource {
 
   constructor(options: HttpServerOptions) {
     this.#options = options
-    this.#maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
-    this.#maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH
-    this.#replaceInvalidUtf8 = options.invalidUtf8 === 'replace'
-    this.#retryAfter = String(options.retryAfterSeconds ?? 5)
-    this.#tokenDigest = typeof options.authToken === 'string' ? digest(options.authToken) : undefined
+    const o = HttpServerOptions.resolve(options)
+    this.#resolved = o
+    this.#maxBodyBytes = o.maxBodyBytes
+    this.#maxDepth = o.maxDepth
+    this.#replaceInvalidUtf8 = o.invalidUtf8 === 'replace'
+    this.#retryAfter = String(o.retryAfterSeconds)
+    this.#tokenDigest = typeof o.authToken === 'string' ? digest(o.authToken) : undefined
     this.#listening = new Promise<HostPort>((resolve, reject) => {
       this.#resolveListening = resolve
       this.#rejectListening = reject
@@ -268,88 +302,47 @@ class HttpServer implements HttpServerSource {
   }
 
   validate(): readonly ConfigIssue[] {
-    const o = this.#options
-    const issues: ConfigIssue[] = []
-    if (o.address !== undefined && parseAddress(o.address) === undefined) {
-      issues.push({
-        field: 'address',
-        message: `must be 'host:port' with a port from 0 to 65535 (like '${DEFAULT_ADDRESS}'), got ${JSON.stringify(o.address)}`,
-      })
-    }
-    for (const field of POSITIVE_INTEGERS) {
-      const value = o[field]
-      if (value !== undefined && !isPositiveInteger(value))
-        issues.push({ field, message: `must be a positive integer, got ${String(value)}` })
-    }
+    const issues = HttpServerOptions.validate(this.#options)
     // Node refuses a headers timeout longer than the request timeout; checked only when both are valid.
-    const headers = o.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS
-    const whole = o.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
-    if (isPositiveInteger(headers) && isPositiveInteger(whole) && headers > whole) {
-      issues.push({
-        field: 'headersTimeoutMs',
-        message: `must be at most requestTimeoutMs (${whole}), got ${headers}`,
-      })
-    }
-    if (o.invalidUtf8 !== undefined && o.invalidUtf8 !== 'reject' && o.invalidUtf8 !== 'replace') {
-      issues.push({
-        field: 'invalidUtf8',
-        message: `must be 'reject' or 'replace', got ${JSON.stringify(o.invalidUtf8)}`,
-      })
-    }
-    if (o.path !== undefined && !(typeof o.path === 'string' && /^\/[^?#\s]*$/.test(o.path))) {
-      issues.push({
-        field: 'path',
-        message: `must start with '/' and hold no '?', '#' or spaces, got ${JSON.stringify(o.path)}`,
-      })
-    } else if (o.path === HEALTH_PATH) {
-      issues.push({ field: 'path', message: `cannot be '${HEALTH_PATH}', which answers health checks` })
-    }
-    const policy = o.unknownContentType
-    if (policy !== undefined && policy !== 'sniff' && policy !== 'reject') {
-      issues.push({
-        field: 'unknownContentType',
-        message: `must be 'sniff' or 'reject', got ${JSON.stringify(policy)}`,
-      })
-    }
-    if (o.authToken !== undefined && (typeof o.authToken !== 'string' || o.authToken === '')) {
-      issues.push({ field: 'authToken', message: 'must be a non-empty string' })
-    }
-    const retry = o.retryAfterSeconds
-    if (retry !== undefined && !(Number.isSafeInteger(retry) && retry >= 0)) {
-      issues.push({
-        field: 'retryAfterSeconds',
-        message: `must be a whole number of seconds, got ${String(retry)}`,
-      })
+    const { headersTimeoutMs, requestTimeoutMs } = this.#resolved
+    if (issues.some((i) => i.field === 'headersTimeoutMs' || i.field === 'requestTimeoutMs')) return issues
+    if (headersTimeoutMs > requestTimeoutMs) {
+      issues.push(
+        ConfigIssue.of(
+          'headersTimeoutMs',
+          `at most requestTimeoutMs (${requestTimeoutMs})`,
+          headersTimeoutMs,
+        ),
+      )
     }
     return issues
   }
 
   async run(context: SourceContext): Promise<void> {
-    const target = parseAddress(this.#options.address ?? DEFAULT_ADDRESS)
+    this.#componentId = context.id
+    const o = this.#resolved
+    const target = parseAddress(o.address)
     if (target === undefined) {
-      const error = new HttpServerError(
-        'address',
-        `cannot listen on ${JSON.stringify(this.#options.address)}`,
-      )
+      const error = new HttpServerError('address', `cannot listen on ${JSON.stringify(o.address)}`, {
+        component: context.id,
+      })
       this.#rejectListening(error)
       throw error
     }
-    this.#componentId = context.id
-    const o = this.#options
-    const headersTimeout = o.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS
-    const requestTimeout = o.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
+    const headersTimeout = o.headersTimeoutMs
+    const requestTimeout = o.requestTimeoutMs
     const server = createServer(
       {
         headersTimeout,
         requestTimeout,
-        keepAliveTimeout: o.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+        keepAliveTimeout: o.keepAliveTimeoutMs,
         // Node checks both timeouts every 30 s by default, so a limit could be overshot by that
         // much; checking at a tenth of the shorter one (within 10 ms..1 s) keeps the overshoot small.
         connectionsCheckingInterval: Math.min(1000, Math.max(10, Math.floor(headersTimeout / 10))),
       },
       (request, response) => this.#handle(request, response, context),
     )
-    server.maxConnections = o.maxConnections ?? DEFAULT_MAX_CONNECTIONS
+    server.maxConnections = o.maxConnections
     server.on('connection', (socket: Socket) => {
       this.#openConnections++
       socket.once('close', () => this.#openConnections--)
@@ -364,7 +357,7 @@ class HttpServer implements HttpServerSource {
       const failure = new HttpServerError(
         'address',
         `cannot listen on ${target.host}:${target.port}: ${(error as Error).message}`,
-        { cause: error },
+        { component: context.id, cause: error },
       )
       this.#rejectListening(failure)
       throw failure
@@ -423,8 +416,8 @@ class HttpServer implements HttpServerSource {
       this.#health(request, response, context)
       return
     }
-    if (path !== (this.#options.path ?? '/')) {
-      this.#refuse(request, response, 404, 'NOT_FOUND', `events are posted to ${this.#options.path ?? '/'}`)
+    if (path !== this.#resolved.path) {
+      this.#refuse(request, response, 404, 'NOT_FOUND', `events are posted to ${this.#resolved.path}`)
       return
     }
     if (this.#stopping) {
@@ -442,7 +435,7 @@ class HttpServer implements HttpServerSource {
       return
     }
     if (
-      this.#options.unknownContentType === 'reject' &&
+      this.#resolved.unknownContentType === 'reject' &&
       formatOf(request.headers['content-type']) === undefined
     ) {
       response.setHeader('Accept-Post', ACCEPTED_TYPES)
@@ -500,7 +493,7 @@ class HttpServer implements HttpServerSource {
       return
     }
     const events = parsed.records.length
-    const maxEvents = this.#options.maxEventsPerRequest ?? DEFAULT_MAX_EVENTS_PER_REQUEST
+    const maxEvents = this.#resolved.maxEventsPerRequest
     if (events > maxEvents) {
       this.#refuse(
         request,
@@ -616,26 +609,26 @@ class HttpServer implements HttpServerSource {
 }
 
 /**
- * The `http_server` source cannot listen (a bad or taken `address`); names the option concerned.
- * `run` and `listening()` reject with it.
+ * The `http_server` source cannot listen (a bad or taken `address`): code `HTTP_SERVER_LISTEN`, the
+ * source's component id (`http_server` when it has none yet) and the option concerned. `run` and
+ * `listening()` reject with it.
  *
  * @example
  * ```ts
- * await source.listening().catch((e) => { if (e instanceof HttpServerError) console.error(e.field, e.message) })
+ * await source.listening().catch((e) => { if (e instanceof HttpServerError) console.error(e.component, e.field, e.message) })
  * ```
  */
-export class HttpServerError extends Error {
+export class HttpServerError extends ComponentError<'HTTP_SERVER_LISTEN'> {
   override readonly name = 'HttpServerError'
-  readonly code = 'HTTP_SERVER_LISTEN'
-  readonly component = 'http_server'
+  declare readonly field: string
 
   constructor(
     /** The option concerned. */
-    readonly field: string,
+    field: string,
     message: string,
-    options?: ErrorOptions,
+    options: Omit<ComponentErrorOptions, 'field'> = {},
   ) {
-    super(`http_server (${field}): ${message}`, options)
+    super('HTTP_SERVER_LISTEN', message, { ...options, component: options.component ?? 'http_server', field })
   }
 }
 
@@ -650,10 +643,6 @@ function failureOf(receipt: BatchReceipt): BatchFailure | undefined {
   const { componentId, code, message } = failure as Record<string, unknown>
   if (typeof componentId !== 'string' || typeof code !== 'string') return undefined
   return { componentId, code, message: typeof message === 'string' ? message : '' }
-}
-
-function isPositiveInteger(value: unknown): boolean {
-  return Number.isSafeInteger(value) && (value as number) > 0
 }
 
 function digest(token: string): Buffer {

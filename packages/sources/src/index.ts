@@ -15,7 +15,7 @@ export {
   HttpServerError,
   type HttpServerErrorCode,
   type HttpServerHealth,
-  type HttpServerOptions,
+  HttpServerOptions,
   type HttpServerResponseBody,
   type HttpServerSource,
   httpServer,

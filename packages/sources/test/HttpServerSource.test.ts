@@ -1,5 +1,6 @@
 import { request as httpRequest } from 'node:http'
-import { type HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
+import { HttpServerError, HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
+import { ComponentError } from '@ackline/topology'
 import { afterEach, describe, expect, it } from 'vitest'
 import { FakeSourceContext } from './support/FakeSourceContext.js'
 import { request } from './support/HttpRequest.js'
@@ -539,7 +540,12 @@ describe('httpServer: limits of a server on an open port', () => {
       'maxEventsPerRequest',
     ])
     expect(httpServer({ headersTimeoutMs: 2000, requestTimeoutMs: 1000 }).validate()).toEqual([
-      { field: 'headersTimeoutMs', message: 'must be at most requestTimeoutMs (1000), got 2000' },
+      {
+        field: 'headersTimeoutMs',
+        expected: 'at most requestTimeoutMs (1000)',
+        got: '2000',
+        message: 'must be at most requestTimeoutMs (1000), got 2000',
+      },
     ])
   })
 })
@@ -744,6 +750,36 @@ describe('httpServer: lifecycle', () => {
     ).toEqual(['address'])
     expect(httpServer({ address: '[::1]:8686' }).validate()).toEqual([])
     expect(httpServer().validate()).toEqual([])
+  })
+
+  it('words every option problem as "must be <expected>, got <got>", misspelt options included', () => {
+    const issues = httpServer({
+      address: 'localhost',
+      maxDepth: 0,
+      invalidUtf8: 'drop' as 'reject',
+      maxBodyByte: 10,
+    } as HttpServerOptions).validate()
+    expect(issues).toEqual([
+      expect.objectContaining({
+        field: 'address',
+        message: `must be 'host:port' with a port from 0 to 65535 (like '127.0.0.1:8686'), got "localhost"`,
+      }),
+      expect.objectContaining({ field: 'maxDepth', message: 'must be a positive integer, got 0' }),
+      expect.objectContaining({ field: 'invalidUtf8', message: 'must be "reject" or "replace", got "drop"' }),
+      expect.objectContaining({ field: 'maxBodyByte', got: '10' }),
+    ])
+    expect(HttpServerOptions.jsonSchema()).toMatchObject({
+      properties: { maxBodyBytes: { default: 10485760 } },
+    })
+  })
+
+  it('rejects with an HttpServerError naming the component, the field and the code', async () => {
+    const source = httpServer({ address: 'nowhere' })
+    const context = new FakeSourceContext()
+    const error = await source.run(context).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(HttpServerError)
+    expect(error).toBeInstanceOf(ComponentError)
+    expect(error).toMatchObject({ code: 'HTTP_SERVER_LISTEN', component: context.id, field: 'address' })
     expect(httpServer().canAcknowledge).toBe(true)
   })
 })

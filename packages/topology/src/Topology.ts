@@ -14,7 +14,7 @@ import { Counters } from './internal/Counters.js'
 import { Runtime } from './internal/Runtime.js'
 import type { TopologyPlan } from './internal/TopologyPlan.js'
 import type { LifecycleEvent } from './LifecycleEvent.js'
-import type { TopologyWarning } from './TopologyBuilder.js'
+import type { TopologyWarning } from './TopologyWarning.js'
 
 /**
  * Options of {@link Topology.stop}.
@@ -162,6 +162,9 @@ export class Topology {
     runtime.drain()
     await runtime.done
     clearTimeout(deadline)
+    // A forced stop gave some buffers up without waiting: they must have closed before stop()
+    // resolves, or a restart in the same process would find a disk buffer still locked.
+    await runtime.released()
     runtime.settlePending()
     this.#finish(forced)
   }

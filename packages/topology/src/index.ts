@@ -10,6 +10,7 @@ export type { ComponentMetrics } from './ComponentMetrics.js'
 export { ConfigIssue } from './ConfigIssue.js'
 export type { EdgeBuffer, EdgeBufferContext, EdgeBufferFactory } from './EdgeBuffer.js'
 export type { ComponentErrorCode, ComponentRole, LifecycleEvent } from './LifecycleEvent.js'
+export { MemoryBufferOptions } from './MemoryBufferOptions.js'
 export {
   codeOption,
   defineOptions,
@@ -31,15 +32,12 @@ export { RejectError } from './RejectError.js'
 export { RetryableError } from './RetryableError.js'
 export { RetryPolicy } from './RetryPolicy.js'
 export type { Sink, SinkResult } from './Sink.js'
+export { SinkOptions } from './SinkOptions.js'
 export type { BatchReceipt, SendOptions, Source, SourceContext } from './Source.js'
 export { type StopOptions, Topology } from './Topology.js'
-export {
-  MemoryBufferOptions,
-  SinkOptions,
-  TopologyBuilder,
-  TopologyOptions,
-  type TopologyWarning,
-  TransformOptions,
-} from './TopologyBuilder.js'
+export { TopologyBuilder } from './TopologyBuilder.js'
 export { TopologyError, type TopologyProblem, type TopologyProblemCode } from './TopologyError.js'
+export { TopologyOptions } from './TopologyOptions.js'
+export type { TopologyWarning } from './TopologyWarning.js'
 export type { Transform, TransformContext } from './Transform.js'
+export { TransformOptions } from './TransformOptions.js'

@@ -33,6 +33,37 @@ describe('a buffer of another kind in front of a sink', () => {
     expect(await source.statuses()).toEqual(['delivered', 'rejected'])
     expect(sink.received).toEqual(records(1, 2, 3))
   })
+  it('a forced stop resolves only once the buffers it gave up on have let go of their files', async () => {
+    // A disk buffer's dispose releases its lock: stop() must not resolve before it, or a restart
+    // in the same process finds the buffer still locked.
+    const gate = new Gate()
+    const release = new Gate()
+    const buffer = queueBuffer()
+    const dispose = buffer.dispose!.bind(buffer)
+    let released = false
+    buffer.dispose = async () => {
+      await dispose()
+      await release.wait()
+      released = true
+    }
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)], { untilStopped: true }))
+      .sink('out', ['in'], testSink({ gate }), { buffer: { kind: 'queue', open: async () => buffer } })
+      .build()
+    await topology.start()
+    await vi.waitUntil(() => gate.waiting === 1)
+    let stopped = false
+    const stopping = topology.stop({ drainTimeoutMs: 10 }).then(() => {
+      stopped = true
+    })
+    await vi.waitUntil(() => buffer.disposed)
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
+    expect(stopped).toBe(false)
+    release.open()
+    await stopping
+    expect(released).toBe(true)
+    gate.open()
+  })
 })
 
 describe('back pressure', () => {

@@ -11,7 +11,8 @@
  *
  * @module
  */
-import { DiskBuffer, type DiskBufferOptions } from '../DiskBuffer.js'
+import { DiskBuffer } from '../DiskBuffer.js'
+import type { DiskBufferOptions } from '../DiskBufferOptions.js'
 import { DiskBufferHooks } from './DiskBufferHooks.js'
 import { type FileLike, type FileSystem, NodeFileSystem } from './FileSystem.js'
 

@@ -10,7 +10,8 @@
 import { EventFinalizerGroups } from '@ackline/core'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
-import type { ComponentDeclaration, MemoryBufferOptions } from '../TopologyBuilder.js'
+import type { MemoryBufferOptions } from '../MemoryBufferOptions.js'
+import type { ComponentDeclaration } from '../TopologyBuilder.js'
 import { TopologyError, type TopologyProblem } from '../TopologyError.js'
 import { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
@@ -40,6 +41,8 @@ export class Runtime {
   readonly #transformRunners: TransformRunner[] = []
   readonly #controller = new AbortController()
   #forced = false
+  /** The buffers `force()` gave up on, until they have let go of what they hold (a disk lock). */
+  readonly #discarding: Promise<unknown>[] = []
 
   private constructor(
     plan: TopologyPlan,
@@ -168,11 +171,19 @@ export class Runtime {
         const settled = buffer.force('errored')
         counters.errored += settled
         if (settled > 0) counters.failed('STOPPED', settled)
-      } else discard(buffer).catch(() => {})
+      } else this.#discarding.push(discard(buffer).catch(() => {}))
     }
     for (const runner of this.#sinkRunners) runner.force()
     for (const tracker of this.#trackers) tracker.forceAll()
     for (const decl of this.#plan.components) this.#finished(decl, true)
+  }
+
+  /**
+   * Resolves once every buffer `force()` discarded has closed, so a stop never returns while a
+   * buffer still holds its files (a disk buffer's lock). Never rejects.
+   */
+  released(): Promise<void> {
+    return Promise.all(this.#discarding).then(() => undefined)
   }
 
   /** After the drain: batches whose handles are still held somewhere are reported `errored`. */

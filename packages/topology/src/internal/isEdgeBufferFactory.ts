@@ -4,7 +4,7 @@
  * from a config file (`{ maxEvents: 1000 }`) is never mistaken for one.
  */
 import type { EdgeBufferFactory } from '../EdgeBuffer.js'
-import type { MemoryBufferOptions } from '../TopologyBuilder.js'
+import type { MemoryBufferOptions } from '../MemoryBufferOptions.js'
 
 export function isEdgeBufferFactory(
   buffer: MemoryBufferOptions | EdgeBufferFactory,

@@ -1,0 +1,50 @@
+/**
+ * The options of the whole topology, as `new TopologyBuilder(options)` takes them.
+ *
+ * Invariant: declared once as a schema, so `build()` checks them with everything else and a config
+ * file is described by the same rules (`TopologyOptions.jsonSchema()`).
+ *
+ * @module
+ */
+import { z } from 'zod'
+import { codeOption, defineOptions, type OptionsOf } from './OptionsSchema.js'
+import type { TopologyWarning } from './TopologyWarning.js'
+
+/**
+ * Options of the whole topology, declared once (see {@link defineOptions}): `build()` checks them
+ * with everything else, and `TopologyOptions.jsonSchema()` describes them for config files.
+ *
+ * @example
+ * ```ts
+ * new TopologyBuilder({ acknowledgements: true, ackTimeoutMs: 30_000, dataDir: '/var/lib/ackline' })
+ * ```
+ */
+export const TopologyOptions = defineOptions({
+  acknowledgements: z
+    .boolean()
+    .optional()
+    .describe(
+      "Whether sinks acknowledge by default (default false). A sink's own `acknowledgements` setting always wins over this, whichever way.",
+    ),
+  dataDir: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      'Directory under which durable buffers keep their files by default (a disk buffer of sink `archive` lives in `<dataDir>/archive`); given to every buffer factory.',
+    ),
+  ackTimeoutMs: z
+    .number()
+    .positive()
+    .optional()
+    .describe(
+      'Settle a batch `errored` for its source when it has not resolved this long after it was sent, in milliseconds (no timeout when unset).',
+    ),
+  onWarning: codeOption<(warning: TopologyWarning) => void>('a function')
+    .optional()
+    .describe(
+      'Called with each warning of `build()`. Defaults to `process.emitWarning` with code `ACKLINE_ACK_UNSUPPORTED`.',
+    ),
+})
+/** Options of the whole topology: see the {@link TopologyOptions} schema for each option. */
+export type TopologyOptions = OptionsOf<typeof TopologyOptions>
