@@ -17,6 +17,11 @@ import type { LogEvent } from './LogEvent.js'
 export interface BatchNotifierOptions {
   /** The id of the source that reads the batch; named in errors and leak reports. */
   readonly sourceId?: string
+  /**
+   * Keep each record's outcome (one byte per event attached, in attach order), for the receiver's
+   * `outcomes`. Off by default: a batch that does not ask pays nothing. See `RecordOutcomes`.
+   */
+  readonly outcomes?: boolean
 }
 
 /** A notifier with its receiver, as {@link BatchNotifier.create} returns them. */
@@ -48,7 +53,7 @@ export class BatchNotifier {
 
   /** Creates a notifier and the receiver that will learn its batch's status. */
   static create(options: BatchNotifierOptions = {}): BatchNotifierWithReceiver {
-    const state = new BatchState(options.sourceId)
+    const state = new BatchState(options.sourceId, options.outcomes === true)
     const notifier = new BatchNotifier(state)
     LeakDetector.watch(notifier, state)
     return { notifier, receiver: state.receiver }

@@ -9,6 +9,7 @@
 import { Observable } from 'rxjs'
 import type { BatchStatus } from './BatchStatus.js'
 import type { BatchState } from './internal/BatchState.js'
+import type { RecordOutcomes } from './RecordOutcomes.js'
 
 /**
  * Awaitable and observable final status of one batch.
@@ -51,6 +52,29 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    */
   get reason(): unknown {
     return this.#state.explanation
+  }
+
+  /**
+   * Each record's outcome, in attach order, once the batch resolved; `undefined` before, and
+   * always for a batch created without `outcomes: true`.
+   */
+  get outcomes(): RecordOutcomes | undefined {
+    return this.#state.finalOutcomes
+  }
+
+  /** Whether the batch keeps per-record outcomes (it was created with `outcomes: true`). */
+  get keepsOutcomes(): boolean {
+    return this.#state.outcomes !== undefined
+  }
+
+  /**
+   * The outcomes a source must act on when its batch is decided before it resolves (an ack
+   * timeout, or every record already recorded by an authoritative sink): records recorded or
+   * rejected as they stand, every other one `errored`. Once resolved, the final
+   * {@link outcomes}. `undefined` for a batch that keeps none.
+   */
+  outcomesNow(): RecordOutcomes | undefined {
+    return this.#state.outcomesNow()
   }
 
   /** Whether the batch has resolved. */

@@ -21,3 +21,11 @@ export { FinalizationError, type FinalizationErrorCode } from './FinalizationErr
 export { type JsonObject, type JsonPrimitive, JsonValue } from './JsonValue.js'
 export { LeakDetector, type LeakReport } from './LeakDetector.js'
 export { type EndOptions, LogEvent, type LogEventOptions } from './LogEvent.js'
+export {
+  CappedOffsetTracker,
+  type CappedOffsetTrackerOptions,
+  OffsetTracker,
+  type OffsetTrackerOptions,
+} from './OffsetTracker.js'
+export { OffsetTrackerError, type OffsetTrackerErrorCode } from './OffsetTrackerError.js'
+export { type RecordOutcome, RecordOutcomes } from './RecordOutcomes.js'

@@ -1,7 +1,8 @@
 // A property over random programs of create / attach / release / clone / merge / split / update /
 // record / regroup / end steps across several batches, checked step by step against a plain
 // model: every batch resolves exactly once, only after its last handle ended (and its source
-// released it), with the status the model folds.
+// released it), with the status the model folds; and batches that keep per-record outcomes report,
+// for each record in attach order, the outcome the model folds for it.
 import {
   BatchNotifier,
   BatchStatus,
@@ -74,12 +75,22 @@ const step: fc.Arbitrary<Step> = fc.oneof(
     }),
     weight: 4,
   },
+  {
+    arbitrary: fc.record({
+      op: fc.constant('endArray' as const),
+      handles: fc.array(index, { maxLength: 5 }),
+      status: fc.option(status, { nil: undefined }),
+    }),
+    weight: 2,
+  },
 )
 
 interface ModelSlot {
   batch: number
   count: number
   status: EventStatus
+  /** What the record's copies reported until it was recorded (never 'recorded'). */
+  outcome: EventStatus
 }
 interface ModelBatch {
   receiver: BatchStatusReceiver
@@ -99,7 +110,7 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
   const handles: ModelHandle[] = [] // live handles only
 
   for (let b = 0; b < batchCount; b++) {
-    const { notifier, receiver } = BatchNotifier.create({ sourceId: `s${b}` })
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: `s${b}`, outcomes: b % 2 === 0 })
     const model: ModelBatch = { notifier, receiver, released: false, status: 'delivered', emitted: 0 }
     receiver.asObservable().subscribe(() => model.emitted++)
     batches.push(model)
@@ -107,9 +118,14 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
 
   const resolvedInModel = (b: number) =>
     batches[b]!.released && !slots.some((s) => s.batch === b && s.count > 0)
+  const report = (id: number, next: EventStatus) => {
+    const slot = slots[id]!
+    if (slot.status !== 'recorded') slot.outcome = EventStatus.update(slot.outcome, next)
+    slot.status = EventStatus.update(slot.status, next)
+  }
   const releaseSlot = (id: number, next: EventStatus | undefined) => {
     const slot = slots[id]!
-    if (next !== undefined) slot.status = EventStatus.update(slot.status, next)
+    if (next !== undefined) report(id, next)
     slot.count--
     if (slot.count === 0)
       batches[slot.batch]!.status = BatchStatus.update(batches[slot.batch]!.status, slot.status)
@@ -128,6 +144,15 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
       const resolved = resolvedInModel(b)
       expect(batch.receiver.isResolved, `batch ${b} resolved`).toBe(resolved)
       if (resolved) expect(batch.receiver.status, `batch ${b} status`).toBe(batch.status)
+      if (resolved && b % 2 === 0) {
+        const expected = slots.filter((slot) => slot.batch === b).map((slot) => slot.outcome)
+        expect(batch.receiver.outcomes?.toArray(), `batch ${b} outcomes`).toEqual(expected)
+        // The batch's status is the worst outcome of its records.
+        const worst = expected.reduce<BatchStatus>((acc, o) => BatchStatus.update(acc, o), 'delivered')
+        expect(batch.receiver.status).toBe(worst)
+      } else if (b % 2 === 1) {
+        expect(batch.receiver.outcomes).toBeUndefined()
+      }
     })
   }
 
@@ -145,7 +170,7 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
           expect(() => batch.notifier.attach(handles[h]!.event)).toThrow(/released/)
         } else {
           batch.notifier.attach(handles[h]!.event)
-          slots.push({ batch: b, count: 1, status: 'dropped' })
+          slots.push({ batch: b, count: 1, status: 'dropped', outcome: 'dropped' })
           handles[h]!.slots.add(slots.length - 1)
         }
         break
@@ -161,7 +186,7 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
         } else {
           array.attach(batch.notifier, { release: false })
           for (const h of picked) {
-            slots.push({ batch: b, count: 1, status: 'dropped' })
+            slots.push({ batch: b, count: 1, status: 'dropped', outcome: 'dropped' })
             handles[h]!.slots.add(slots.length - 1)
           }
         }
@@ -177,7 +202,7 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
           expect(make).toThrow(/released/)
         } else {
           for (const event of make()) {
-            slots.push({ batch: b, count: 1, status: 'dropped' })
+            slots.push({ batch: b, count: 1, status: 'dropped', outcome: 'dropped' })
             handles.push({ event, slots: new Set([slots.length - 1]) })
           }
         }
@@ -227,8 +252,7 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
         const h = pick(s.handle)
         if (h === undefined) break
         handles[h]!.event.metadata.finalizers.updateStatus(s.status)
-        for (const id of handles[h]!.slots)
-          slots[id]!.status = EventStatus.update(slots[id]!.status, s.status)
+        for (const id of handles[h]!.slots) report(id, s.status)
         break
       }
       case 'record': {
@@ -258,7 +282,7 @@ function run(batchCount: number, steps: readonly Step[]): ModelBatch[] {
         handle.event.end(s.status, { authoritative: s.authoritative })
         for (const id of handle.slots) {
           if (s.authoritative && s.status !== undefined) {
-            slots[id]!.status = EventStatus.update(slots[id]!.status, s.status)
+            report(id, s.status)
             record(id)
             releaseSlot(id, undefined)
           } else {

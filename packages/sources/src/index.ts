@@ -1,6 +1,14 @@
 /**
  * @module @ackline/sources
  */
+export {
+  DEAD_LETTER_FILE,
+  type FileSource,
+  type FileSourceOptions,
+  type FileStartAt,
+  file,
+} from './FileSource.js'
+export { FileSourceError, type FileSourceErrorCode } from './FileSourceError.js'
 export { GeneratorOptions, type GeneratorSource, generator } from './GeneratorSource.js'
 export {
   type HttpServerCounters,

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { BatchStatus, EventArray, JsonObject } from '@ackline/core'
+import type { BatchStatus, EventArray, JsonObject, RecordOutcomes } from '@ackline/core'
 import type { BatchFailure } from './BatchFailure.js'
 import type { ConfigIssue } from './ConfigIssue.js'
 
@@ -30,6 +30,23 @@ export interface BatchReceipt {
    * always `undefined` for a delivered batch.
    */
   readonly failure: BatchFailure | undefined
+  /**
+   * Each record's outcome in send order (see `RecordOutcomes`), resolved together with `status`
+   * and consistent with it; `undefined` unless the batch was sent with `{ outcomes: true }`. With
+   * acknowledgements off every record is `delivered` once accepted; when the batch is decided
+   * before it resolved (ack timeout, forced stop), records not finished for good count as
+   * `errored`.
+   */
+  readonly outcomes?: Promise<RecordOutcomes> | undefined
+}
+
+/** Options of {@link SourceContext.send}. */
+export interface SendOptions {
+  /**
+   * Ask for each record's outcome (`receipt.outcomes`): one byte per record kept while the batch
+   * is in flight. Off by default; batches that do not ask pay nothing.
+   */
+  readonly outcomes?: boolean
 }
 
 /** What the runtime gives a running source. */
@@ -48,7 +65,7 @@ export interface SourceContext {
    * notifier when acknowledgements are on, and waits for room downstream (back pressure). Resolves
    * once the batch is accepted; `receipt.status` resolves when every sink settled it.
    */
-  send(records: Iterable<JsonObject>): Promise<BatchReceipt>
+  send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt>
   /**
    * Sends events the source built itself (for sources that attach notifiers of their own, such
    * as offset-tracking ones). Ownership of the handles moves downstream.

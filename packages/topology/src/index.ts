@@ -20,12 +20,20 @@ export {
   type ResolvedOptionsOf,
 } from './OptionsSchema.js'
 export { type EventSettle, type EventStep, keepIf, perEvent } from './perEvent.js'
+export {
+  type ExhaustedReason,
+  type IndexedRecord,
+  RecordRetry,
+  type RecordRetryOptions,
+  type RecordRetryResult,
+  type RetryDecision,
+} from './RecordRetry.js'
 export { RejectError } from './RejectError.js'
 export { RetryableError } from './RetryableError.js'
 export { RetryPolicy } from './RetryPolicy.js'
 export type { Sink, SinkResult } from './Sink.js'
 export { SinkOptions } from './SinkOptions.js'
-export type { BatchReceipt, Source, SourceContext } from './Source.js'
+export type { BatchReceipt, SendOptions, Source, SourceContext } from './Source.js'
 export { type StopOptions, Topology } from './Topology.js'
 export { TopologyBuilder } from './TopologyBuilder.js'
 export { TopologyError, type TopologyProblem, type TopologyProblemCode } from './TopologyError.js'

@@ -12,11 +12,16 @@
  * The one per-event fact kept is which events an authoritative sink recorded (their later
  * statuses are ignored), in a set made only for batches that have one. An event is a slot number
  * handed out by a counter: tracking an event costs no memory at all.
+ *
+ * A batch whose source asked for per-record outcomes also keeps one outcome byte per slot, folded
+ * by the event lattice on every report (a record's clones and the merged events carrying it all
+ * report on its slot); batches that did not ask keep no array and pay one `undefined` test.
  */
 import { BatchStatusReceiver } from '../BatchStatusReceiver.js'
 import { FinalizationError } from '../FinalizationError.js'
+import { RecordOutcomes } from '../RecordOutcomes.js'
 import { idOf, nextStamp } from './batchIds.js'
-import { BATCH_UPDATE, batchStatusName, DELIVERED, ERRORED } from './statusCodes.js'
+import { BATCH_UPDATE, batchStatusName, DELIVERED, ERRORED, OUTCOME_UPDATE, REJECTED } from './statusCodes.js'
 
 /** Called once when a batch with live references is found collected; set by the leak detector. */
 export type LeakHook = (state: BatchState, handles: number) => void
@@ -35,6 +40,10 @@ export class BatchState {
   resolved = false
   /** Slots an authoritative sink recorded; made on the first record. */
   recorded: Set<number> | undefined = undefined
+  /** One outcome code per slot, when the source asked for per-record outcomes (capacity may exceed `events`). */
+  outcomes: Uint8Array | undefined = undefined
+  /** The outcomes once resolved. */
+  finalOutcomes: RecordOutcomes | undefined = undefined
   /** The leak detector's group this batch is in, and its place there (see `LeakDetector`). */
   watchGroup: (BatchState | undefined)[] | undefined = undefined
   watchIndex = 0
@@ -44,8 +53,12 @@ export class BatchState {
   #id: string | undefined = undefined
   readonly receiver: BatchStatusReceiver
 
-  constructor(readonly sourceId: string | undefined) {
+  constructor(
+    readonly sourceId: string | undefined,
+    outcomes = false,
+  ) {
     nextStamp(this)
+    if (outcomes) this.outcomes = new Uint8Array(0)
     this.receiver = new BatchStatusReceiver(this)
   }
 
@@ -68,6 +81,12 @@ export class BatchState {
     const first = this.events
     this.events = first + count
     this.live += count
+    const outcomes = this.outcomes
+    if (outcomes !== undefined && outcomes.length < this.events) {
+      const grown = new Uint8Array(Math.max(this.events, outcomes.length * 2))
+      grown.set(outcomes)
+      this.outcomes = grown
+    }
     return first
   }
 
@@ -80,6 +99,8 @@ export class BatchState {
     if (this.resolved) this.#ended()
     if (this.recorded === undefined || !this.recorded.has(slot)) {
       this.status = BATCH_UPDATE[this.status * 5 + code]!
+      const outcomes = this.outcomes
+      if (outcomes !== undefined) outcomes[slot] = OUTCOME_UPDATE[outcomes[slot]! * 5 + code]!
     }
   }
 
@@ -107,11 +128,16 @@ export class BatchState {
     // The hot path of every sink: one fold and one decrement.
     if (code >= 0 && (this.recorded === undefined || !this.recorded.has(slot))) {
       this.status = BATCH_UPDATE[this.status * 5 + code]!
+      const outcomes = this.outcomes
+      if (outcomes !== undefined) outcomes[slot] = OUTCOME_UPDATE[outcomes[slot]! * 5 + code]!
     }
     if (--this.live === 0) this.finish()
   }
 
-  /** Ends one handle of each of `count` events at once, all with the same code; none was recorded. */
+  /**
+   * Ends one handle of each of `count` events at once, all with the same code; none was recorded.
+   * With per-record outcomes on, the caller folds the code into each slot first.
+   */
   releaseRun(count: number, code: number): void {
     if (code >= 0) this.status = BATCH_UPDATE[this.status * 5 + code]!
     this.live -= count
@@ -139,6 +165,14 @@ export class BatchState {
   leak(report: LeakHook): void {
     if (this.resolved) return
     this.status = BATCH_UPDATE[this.status * 5 + ERRORED]!
+    // Which records still had a live handle is not known: every record not finished for good
+    // counts as errored, so the source re-sends rather than loses it.
+    const outcomes = this.outcomes
+    if (outcomes !== undefined) {
+      for (let slot = 0; slot < this.events; slot++) {
+        if (outcomes[slot] !== REJECTED && !this.isRecorded(slot)) outcomes[slot] = ERRORED
+      }
+    }
     report(this, this.live)
     this.live = 0
     this.finish()
@@ -153,8 +187,28 @@ export class BatchState {
     )
   }
 
+  /**
+   * The outcomes as a source must be told them when its batch is decided before it resolves (an
+   * ack timeout, or every record recorded by an authoritative sink): recorded and rejected
+   * records as they stand, every other record `errored` (it may still be in flight). After the
+   * batch resolved, the final outcomes. `undefined` when the source did not ask.
+   */
+  outcomesNow(): RecordOutcomes | undefined {
+    if (this.finalOutcomes !== undefined) return this.finalOutcomes
+    const outcomes = this.outcomes
+    if (outcomes === undefined) return undefined
+    const now = new Uint8Array(this.events)
+    for (let slot = 0; slot < this.events; slot++) {
+      const code = outcomes[slot]!
+      now[slot] = code === REJECTED || this.isRecorded(slot) ? code : ERRORED
+    }
+    return new RecordOutcomes(now)
+  }
+
   private finish(): void {
     this.resolved = true
+    const outcomes = this.outcomes
+    if (outcomes !== undefined) this.finalOutcomes = new RecordOutcomes(outcomes.subarray(0, this.events))
     // Forgotten by the leak detector: nothing is left to detect.
     const group = this.watchGroup
     if (group !== undefined) {

@@ -11,6 +11,7 @@
 import type { BatchNotifier } from '../BatchNotifier.js'
 import { EventFinalizers } from '../EventFinalizers.js'
 import type { LogEvent } from '../LogEvent.js'
+import { OUTCOME_UPDATE } from './statusCodes.js'
 
 export type Ref = BatchNotifier | EventFinalizers | undefined
 
@@ -127,11 +128,13 @@ export function endRuns(events: readonly LogEvent[], code: number): void {
       const notifier = ref as BatchNotifier
       const state = notifier._state
       if (state.recorded === undefined) {
+        const outcomes = code >= 0 ? state.outcomes : undefined
         let j = i
         for (; j < n; j++) {
           const next = events[j]!.metadata
           if (next._ref !== notifier || next._slot === SET) break
           next._ref = null
+          if (outcomes !== undefined) outcomes[next._slot] = OUTCOME_UPDATE[outcomes[next._slot]! * 5 + code]!
         }
         state.releaseRun(j - i, code)
         i = j

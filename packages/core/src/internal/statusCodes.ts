@@ -5,7 +5,7 @@
 import type { BatchStatus } from '../BatchStatus.js'
 import type { DeliveryStatus, EventStatus } from '../EventStatus.js'
 import { FinalizationError } from '../FinalizationError.js'
-import { batchLattice } from './lattice.js'
+import { batchLattice, eventLattice } from './lattice.js'
 
 export const DROPPED = 0
 export const DELIVERED = 1
@@ -76,6 +76,22 @@ export const BATCH_UPDATE: Int8Array = (() => {
   for (const batch of BATCH_STATUS_NAMES) {
     for (const [e, event] of EVENT_STATUS_NAMES.entries()) {
       table[batchStatusCode(batch) * 5 + e] = batchStatusCode(batchLattice(batch, event))
+    }
+  }
+  return table
+})()
+
+/**
+ * `OUTCOME_UPDATE[record * 5 + event]`: the event lattice as a table over a record's outcome code
+ * (dropped, delivered, errored or rejected; never recorded, which is kept apart, see
+ * `BatchState.recorded`). An update to `dropped` or to `recorded` leaves the outcome as it is.
+ */
+export const OUTCOME_UPDATE: Uint8Array = (() => {
+  const table = new Uint8Array(20)
+  for (let record = DROPPED; record <= REJECTED; record++) {
+    for (const [e, event] of EVENT_STATUS_NAMES.entries()) {
+      const next = eventLattice(EVENT_STATUS_NAMES[record]!, event)
+      table[record * 5 + e] = next === undefined || next === 'recorded' ? record : eventStatusCode(next)
     }
   }
   return table

@@ -19,6 +19,7 @@ import {
   type BatchStatus,
   type BatchStatusReceiver,
   type EventStatus,
+  type RecordOutcomes,
 } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
@@ -44,6 +45,7 @@ class TrackedBatch implements BatchReceipt {
   decided: BatchStatus | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
   #resolve: ((status: BatchStatus) => void) | undefined = undefined
+  #outcomes: RecordOutcomes | undefined = undefined
 
   constructor(
     readonly receiver: BatchStatusReceiver,
@@ -69,8 +71,25 @@ class TrackedBatch implements BatchReceipt {
     return this.#promise
   }
 
+  /**
+   * Per-record outcomes, for batches that keep them: taken when the batch is decided, so they
+   * agree with the status the source is told.
+   */
+  get outcomes(): Promise<RecordOutcomes> | undefined {
+    if (!this.receiver.keepsOutcomes) return undefined
+    // The snapshot's microtask was queued before the status settled, so it has run by now.
+    return this.status.then(() => this.#outcomes ?? this.receiver.outcomesNow()!)
+  }
+
   decide(status: BatchStatus, failure: BatchFailure | undefined): void {
     this.failure = failure
+    // Taken a microtask later: an authoritative sink reports a record to the tracker just before
+    // it ends (and so records) the event, in the same synchronous call.
+    if (this.receiver.keepsOutcomes) {
+      queueMicrotask(() => {
+        this.#outcomes = this.receiver.outcomesNow()
+      })
+    }
     this.decided = status
     this.#resolve?.(status)
   }

@@ -6,8 +6,8 @@
  * says `delivered` once the batch is accepted; with them on, the receipt is decided by the
  * {@link BatchTracker}, exactly once.
  */
-import { BatchNotifier, type BatchStatus, EventArray, type JsonObject } from '@ackline/core'
-import type { BatchReceipt, Source, SourceContext } from '../Source.js'
+import { BatchNotifier, type BatchStatus, EventArray, type JsonObject, RecordOutcomes } from '@ackline/core'
+import type { BatchReceipt, SendOptions, Source, SourceContext } from '../Source.js'
 import type { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
 import type { Output } from './Output.js'
@@ -35,7 +35,7 @@ export class SourceRunner {
       id,
       acknowledgements,
       signal,
-      send: (records) => this.#send(records),
+      send: (records, options) => this.#send(records, options),
       sendEvents: (events) => {
         this.counters.received += events.length
         return this.output.send(events)
@@ -47,16 +47,22 @@ export class SourceRunner {
     return this.source.run(this.context)
   }
 
-  async #send(records: Iterable<JsonObject>): Promise<BatchReceipt> {
+  async #send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt> {
     const sourceId = this.id
     const ingestTimestamp = Date.now()
     const list = Array.isArray(records) ? (records as readonly JsonObject[]) : Array.from(records)
     this.counters.received += list.length
     if (!this.acknowledgements) {
       await this.output.send(EventArray.fromRecords(list, { sourceId, ingestTimestamp }))
-      return ACCEPTED
+      if (options?.outcomes !== true) return ACCEPTED
+      return {
+        batchId: undefined,
+        status: ACCEPTED.status,
+        failure: undefined,
+        outcomes: Promise.resolve(RecordOutcomes.all('delivered', list.length)),
+      }
     }
-    const { notifier, receiver } = BatchNotifier.create({ sourceId })
+    const { notifier, receiver } = BatchNotifier.create({ sourceId, outcomes: options?.outcomes === true })
     // The events join the batch as they are made, and the source's reference is released (the
     // records are the whole batch).
     const array = EventArray.fromRecords(list, { sourceId, ingestTimestamp, batch: notifier })

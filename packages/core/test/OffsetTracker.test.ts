@@ -1,0 +1,181 @@
+import { OffsetTracker, OffsetTrackerError } from '@ackline/core'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+
+describe('OffsetTracker', () => {
+  it('holds the checkpointer cases: track 1..4; resolve 2, 1, 4, 3', () => {
+    const tracker = new OffsetTracker<number>()
+    const tickets = [1, 2, 3, 4].map((offset) => tracker.track(offset))
+    tracker.resolve(tickets[1]!, 'delivered')
+    expect(tracker.committable()).toBeUndefined()
+    tracker.resolve(tickets[0]!, 'delivered')
+    expect(tracker.committable()).toBe(2)
+    tracker.resolve(tickets[3]!, 'delivered')
+    expect(tracker.committable()).toBe(2)
+    tracker.resolve(tickets[2]!, 'delivered')
+    expect(tracker.committable()).toBe(4)
+    expect(tracker.pending).toBe(0)
+  })
+
+  it('starts from the initial key a checkpoint restored', () => {
+    const tracker = new OffsetTracker<number>({ initial: 40 })
+    expect(tracker.committable()).toBe(40)
+    tracker.track(50)
+    expect(tracker.committable()).toBe(40)
+  })
+
+  it('does not finish an errored record until it is resolved again', () => {
+    const tracker = new OffsetTracker<string>()
+    const a = tracker.track('a')
+    const b = tracker.track('b')
+    tracker.resolve(a, 'errored')
+    tracker.resolve(b, 'delivered')
+    expect(tracker.committable()).toBeUndefined()
+    expect(tracker.errored).toBe(1)
+    expect(tracker.pending).toBe(1)
+    tracker.resolve(a, 'delivered')
+    expect(tracker.committable()).toBe('b')
+  })
+
+  it('moves past rejected records and hands their keys out once', () => {
+    const tracker = new OffsetTracker<number>()
+    const a = tracker.track(10)
+    const b = tracker.track(20)
+    tracker.resolve(b, 'rejected')
+    tracker.resolve(a, 'delivered')
+    expect(tracker.committable()).toBe(20)
+    expect(tracker.takeRejected()).toEqual([20])
+    expect(tracker.takeRejected()).toEqual([])
+  })
+
+  it('throws on a ticket resolved twice or never handed out, naming the tracker', () => {
+    const tracker = new OffsetTracker<number>({ name: 'file /var/log/a.log' })
+    const a = tracker.track(1)
+    tracker.resolve(a, 'delivered')
+    expect(() => tracker.resolve(a, 'delivered')).toThrow(OffsetTrackerError)
+    expect(() => tracker.resolve(a, 'delivered')).toThrow(/a\.log.*finished already/)
+    expect(() => tracker.resolve(7, 'delivered')).toThrow(/never handed out/)
+    expect(() => tracker.resolve(-1, 'delivered')).toThrow(/never handed out/)
+  })
+
+  it('keeps tickets valid across compactions', () => {
+    const tracker = new OffsetTracker<number>()
+    const tickets: number[] = []
+    for (let i = 0; i < 5000; i++) tickets.push(tracker.track(i))
+    for (let i = 0; i < 4000; i++) tracker.resolve(tickets[i]!, 'delivered')
+    expect(tracker.committable()).toBe(3999)
+    for (let i = 5000; i < 9000; i++) tickets.push(tracker.track(i))
+    for (let i = 8999; i >= 4000; i--) tracker.resolve(tickets[i]!, 'delivered')
+    expect(tracker.committable()).toBe(8999)
+    expect(() => tracker.resolve(tickets[10]!, 'delivered')).toThrow(/finished already/)
+  })
+
+  it('agrees with a plain model over random tracks and outcomes (property)', () => {
+    type Op = { op: 'track' } | { op: 'resolve'; pick: number; status: 'delivered' | 'errored' | 'rejected' }
+    const op = fc.oneof(
+      fc.constant<Op>({ op: 'track' }),
+      fc.record({
+        op: fc.constant('resolve' as const),
+        pick: fc.nat(),
+        status: fc.constantFrom('delivered' as const, 'errored' as const, 'rejected' as const),
+      }),
+    )
+    const seed = Number(process.env.ACKLINE_SEED ?? Date.now() % 2 ** 31)
+    console.log(`OffsetTracker property seed: ${seed}`)
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 2500, size: 'max' }), (ops) => {
+        const tracker = new OffsetTracker<number>()
+        const model: { ticket: number; state: 'pending' | 'errored' | 'finished' }[] = []
+        let rejected: number[] = []
+        let prefix = 0
+        for (const o of ops) {
+          if (o.op === 'track') {
+            model.push({ ticket: tracker.track(model.length), state: 'pending' })
+          } else {
+            const open = model.filter((r) => r.state !== 'finished')
+            if (open.length === 0) continue
+            const record = open[o.pick % open.length]!
+            tracker.resolve(record.ticket, o.status)
+            if (o.status === 'errored') record.state = 'errored'
+            else record.state = 'finished'
+            if (o.status === 'rejected') rejected.push(model.indexOf(record))
+          }
+          // Plain comparisons: an expect per step would dominate the run time.
+          while (prefix < model.length && model[prefix]!.state === 'finished') prefix++
+          const finished = model.filter((r) => r.state === 'finished').length
+          const errored = model.filter((r) => r.state === 'errored').length
+          if (
+            tracker.committable() !== (prefix === 0 ? undefined : prefix - 1) ||
+            tracker.pending !== model.length - finished ||
+            tracker.errored !== errored
+          ) {
+            throw new Error(`tracker and model disagree after ${JSON.stringify(o)} (prefix ${prefix})`)
+          }
+          if (rejected.length > 0 && o.op === 'resolve' && o.pick % 3 === 0) {
+            expect(tracker.takeRejected()).toEqual(rejected)
+            rejected = []
+          }
+        }
+      }),
+      { seed, numRuns: 25 },
+    )
+  })
+})
+
+describe('OffsetTracker.capped', () => {
+  it('waits while the cap is reached and admits in order as records finish', async () => {
+    const tracker = OffsetTracker.capped<number>({ maxPending: 2 })
+    const a = await tracker.track(1)
+    await tracker.track(2)
+    let third: number | undefined
+    const waiting = tracker.track(3).then((t) => {
+      third = t
+    })
+    await Promise.resolve()
+    expect(third).toBeUndefined()
+    expect(tracker.waiting).toBe(1)
+    tracker.resolve(a, 'delivered')
+    await waiting
+    expect(third).toBe(2)
+    expect(tracker.committable()).toBe(1)
+  })
+
+  it('always admits when nothing is pending, even a record heavier than the cap', async () => {
+    const tracker = OffsetTracker.capped<number>({ maxPending: 2 })
+    const heavy = await tracker.track(1, 5)
+    expect(tracker.pending).toBe(1)
+    let admitted = false
+    const next = tracker.track(2).then(() => {
+      admitted = true
+    })
+    await Promise.resolve()
+    expect(admitted).toBe(false)
+    tracker.resolve(heavy, 'delivered')
+    await next
+    expect(admitted).toBe(true)
+  })
+
+  it('keeps an errored record in flight', async () => {
+    const tracker = OffsetTracker.capped<number>({ maxPending: 1 })
+    const a = await tracker.track(1)
+    tracker.resolve(a, 'errored')
+    let admitted = false
+    const next = tracker.track(2).then(() => {
+      admitted = true
+    })
+    await Promise.resolve()
+    expect(admitted).toBe(false)
+    tracker.resolve(a, 'delivered')
+    await next
+    expect(admitted).toBe(true)
+  })
+
+  it('rejects waiting tracks on close, and refuses a bad cap', async () => {
+    const tracker = OffsetTracker.capped<number>({ maxPending: 1, name: 'p0' })
+    await tracker.track(1)
+    const waiting = tracker.track(2)
+    tracker.close()
+    await expect(waiting).rejects.toThrow(/p0: the tracker is closed/)
+    expect(() => OffsetTracker.capped({ maxPending: 0 })).toThrow(/maxPending must be an integer/)
+  })
+})

@@ -1,0 +1,490 @@
+/**
+ * `file`: tails files the way a log shipper does, and acknowledges like a Kafka consumer: each
+ * file's checkpoint is the offset below which every line is finished (delivered, dropped, or
+ * rejected and written to the dead-letter file), never more.
+ *
+ * Invariant: a line is skipped after a restart only if it was finished before the checkpoint
+ * that was last written; lines in flight at a crash are read again (at-least-once). Files are
+ * identified by device + inode, checked by a fingerprint of their first bytes, so a new file that
+ * reuses an inode does not resume at a stale offset. Each file has its own tracker: a slow file
+ * never holds back another's checkpoint.
+ *
+ * Scope of this version: polling (no file-system events); include patterns with wildcards in
+ * the last path segment only; rotation by rename + re-create and by copy-truncate.
+ *
+ * @module
+ */
+import { type FileHandle, open, stat, unlink } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { JsonObject } from '@ackline/core'
+import { type ConfigIssue, RecordRetry, type Source, type SourceContext } from '@ackline/topology'
+import { type Checkpoint, Checkpoints, checkpointKey } from './internal/Checkpoints.js'
+import { FileTail, fingerprintOf } from './internal/FileTail.js'
+import { hasWildcardDirectory, matchFiles } from './internal/matchFiles.js'
+
+/** Where a file never seen before starts: at its first byte, or at its current end. */
+export type FileStartAt = 'beginning' | 'end'
+
+/** Options of {@link file}. */
+export interface FileSourceOptions {
+  /** Paths to tail; the last segment may hold `*` and `?` (`/var/log/app/*.log`). */
+  readonly include: readonly string[]
+  /** Paths to leave out, with the same wildcards (`/var/log/app/debug-*.log`). Default none. */
+  readonly exclude?: readonly string[]
+  /** The directory of the checkpoint file and the dead-letter file; created when missing. */
+  readonly checkpoints: string
+  /**
+   * Where a file without a checkpoint starts, for files present at the first scan (default
+   * `'beginning'`). Files that appear later always start at their beginning: they are new.
+   */
+  readonly startAt?: FileStartAt
+  /** Lines longer than this many bytes are rejected (dead-lettered, first bytes only), never cut silently. Default 102400. */
+  readonly maxLineBytes?: number
+  /** How lines are decoded: `'utf8'` (default), `'latin1'` or `'ascii'`. */
+  readonly encoding?: 'utf8' | 'latin1' | 'ascii'
+  /** How often files are scanned for new data, in ms. Default 250. */
+  readonly pollIntervalMs?: number
+  /** How often checkpoints are written, in ms (they are also written at stop). Default 1000. */
+  readonly checkpointIntervalMs?: number
+  /** The most lines in one batch. Default 1000. */
+  readonly maxBatchLines?: number
+  /** The most batches in flight (sent, not finished) before reading waits. Default 16. */
+  readonly maxInFlightBatches?: number
+  /** Back-off between re-sends of errored lines (they are re-sent until delivered or rejected). */
+  readonly retry?: { readonly initialBackoffMs?: number; readonly maxBackoffMs?: number }
+  /**
+   * Joins lines into one record: a line matching `startPattern` starts a record, any other line
+   * is appended to the open one (after a `\n`). An open record is sent when the next one starts,
+   * or when no line joined it for `timeoutMs` (default 1000). Its offset is its first line's; the
+   * checkpoint moves past it only once it is finished.
+   */
+  readonly multiline?: { readonly startPattern: RegExp | string; readonly timeoutMs?: number }
+  /**
+   * Delete a file once every line of it is finished and it has not grown for this many ms (its
+   * checkpoint is dropped with it). Off by default: a file is never deleted with a line that is
+   * not finished (delivered, dropped, or rejected and dead-lettered).
+   */
+  readonly removeAfterIdleMs?: number
+  /** Told about what the source noticed (a truncation, an unreadable file). Default: `console.warn`. */
+  readonly onNotice?: (message: string) => void
+}
+
+/** The source {@link file} returns. */
+export interface FileSource extends Source {
+  readonly kind: 'file'
+  readonly canAcknowledge: true
+  validate(): readonly ConfigIssue[]
+}
+
+/** The name of the dead-letter file in the checkpoint directory: one JSON object per rejected line. */
+export const DEAD_LETTER_FILE = 'dead-letter.ndjson'
+
+class FileSourceImpl implements FileSource {
+  readonly kind = 'file'
+  readonly canAcknowledge = true
+  readonly #o: FileSourceOptions
+
+  constructor(options: FileSourceOptions) {
+    this.#o = options
+  }
+
+  validate(): readonly ConfigIssue[] {
+    const o = this.#o
+    const issues: ConfigIssue[] = []
+    if (!Array.isArray(o.include) || o.include.length === 0 || o.include.some((p) => typeof p !== 'string')) {
+      issues.push({ field: 'include', message: 'must be a non-empty array of path patterns' })
+    } else {
+      for (const p of o.include) {
+        if (hasWildcardDirectory(p)) {
+          issues.push({
+            field: 'include',
+            message: `wildcards are allowed in the last path segment only: ${p}`,
+          })
+        }
+      }
+    }
+    if (
+      o.exclude !== undefined &&
+      (!Array.isArray(o.exclude) || o.exclude.some((p) => typeof p !== 'string'))
+    ) {
+      issues.push({ field: 'exclude', message: 'must be an array of path patterns' })
+    }
+    if (typeof o.checkpoints !== 'string' || o.checkpoints === '') {
+      issues.push({ field: 'checkpoints', message: 'must be the path of a directory' })
+    }
+    if (o.startAt !== undefined && o.startAt !== 'beginning' && o.startAt !== 'end') {
+      issues.push({
+        field: 'startAt',
+        message: `must be 'beginning' or 'end', got ${JSON.stringify(o.startAt)}`,
+      })
+    }
+    if (o.encoding !== undefined && !['utf8', 'latin1', 'ascii'].includes(o.encoding)) {
+      issues.push({
+        field: 'encoding',
+        message: `must be 'utf8', 'latin1' or 'ascii', got ${JSON.stringify(o.encoding)}`,
+      })
+    }
+    for (const field of [
+      'maxLineBytes',
+      'pollIntervalMs',
+      'checkpointIntervalMs',
+      'maxBatchLines',
+      'maxInFlightBatches',
+    ] as const) {
+      const v = o[field]
+      if (v !== undefined && !(Number.isSafeInteger(v) && v > 0)) {
+        issues.push({ field, message: `must be a positive integer, got ${String(v)}` })
+      }
+    }
+    return issues
+  }
+
+  run(context: SourceContext): Promise<void> {
+    return new FileRun(this.#o, context).run()
+  }
+}
+
+/** One run of the source: the tails, the stored checkpoints, the dead-letter file. */
+class FileRun {
+  readonly #tails = new Map<string, FileTail>()
+  /** Files no longer read whose lines are still in flight. */
+  readonly #retired = new Map<string, FileTail>()
+  /** Checkpoints loaded for files not (or not yet) open, kept so they are written back. */
+  #stored = new Map<string, Checkpoint>()
+  readonly #checkpoints: Checkpoints
+  #deadLetter: FileHandle | undefined
+  #firstScan = true
+  #lastCheckpoint = 0
+  readonly #inFlight = new Set<Promise<void>>()
+  readonly #notice: (message: string) => void
+  readonly #maxLineBytes: number
+  readonly #encoding: 'utf8' | 'latin1' | 'ascii'
+  readonly #maxBatch: number
+  readonly #startPattern: RegExp | undefined
+
+  constructor(
+    readonly o: FileSourceOptions,
+    readonly context: SourceContext,
+  ) {
+    this.#checkpoints = new Checkpoints(o.checkpoints)
+    this.#notice = o.onNotice ?? ((m) => console.warn(m))
+    this.#maxLineBytes = o.maxLineBytes ?? 102_400
+    this.#encoding = o.encoding ?? 'utf8'
+    this.#maxBatch = o.maxBatchLines ?? 1000
+    const start = o.multiline?.startPattern
+    this.#startPattern =
+      start === undefined ? undefined : typeof start === 'string' ? new RegExp(start) : start
+  }
+
+  async run(): Promise<void> {
+    this.#stored = await this.#checkpoints.load()
+    this.#deadLetter = await open(join(this.o.checkpoints, DEAD_LETTER_FILE), 'a')
+    const signal = this.context.signal
+    try {
+      while (!signal.aborted) {
+        await this.#scan()
+        if (Date.now() - this.#lastCheckpoint >= (this.o.checkpointIntervalMs ?? 1000))
+          await this.#writeCheckpoints()
+        await sleep(this.o.pollIntervalMs ?? 250, signal)
+      }
+    } finally {
+      // Every send settles at stop (the runtime decides what is still pending); then the last
+      // checkpoint holds everything that finished.
+      await Promise.allSettled([...this.#inFlight])
+      await this.#writeCheckpoints()
+      for (const tail of this.#tails.values()) await tail.handle?.close()
+      await this.#deadLetter.close()
+    }
+  }
+
+  async #scan(): Promise<void> {
+    const paths = await matchFiles(this.o.include, this.o.exclude ?? [])
+    const seen = new Set<string>()
+    for (const path of paths) {
+      let s: Awaited<ReturnType<typeof stat>>
+      try {
+        s = await stat(path)
+      } catch {
+        continue // gone between the listing and now
+      }
+      if (!s.isFile()) continue
+      const key = checkpointKey(s.dev, s.ino)
+      seen.add(key)
+      const existing = this.#tails.get(key)
+      if (existing !== undefined) {
+        existing.path = path
+        if (await this.#sameFile(existing)) continue
+        // A new file reusing the inode of one we tailed: the old one is gone for good.
+        this.#notice(`file source: ${path} reuses the inode of a file read before; reading it from its start`)
+        await this.#retire(key, existing)
+      }
+      await this.#openTail(path, key, s.dev, s.ino, s.size)
+    }
+    this.#firstScan = false
+    for (const [key, tail] of this.#tails) {
+      if (this.context.signal.aborted) return
+      await this.#read(tail)
+      if (await this.#removeIfDone(key, tail)) continue
+      // Renamed away or deleted: what was read is all there is (the rename's new name, if
+      // included, is found by its inode next scan).
+      if (!seen.has(key)) {
+        let moved = true
+        try {
+          const s = await stat(tail.path)
+          moved = checkpointKey(s.dev, s.ino) !== key
+        } catch {}
+        if (moved) await this.#retire(key, tail)
+      }
+    }
+  }
+
+  /** Deletes a file that is finished and idle, when `removeAfterIdleMs` asks for it. */
+  async #removeIfDone(key: string, tail: FileTail): Promise<boolean> {
+    const idle = this.o.removeAfterIdleMs
+    if (idle === undefined || tail.held !== undefined || tail.tracker.pending > 0) return false
+    if (tail.committed !== tail.readOffset || Date.now() - tail.grewAt < idle) return false
+    try {
+      if ((await tail.handle!.stat()).size !== tail.readOffset) return false
+      await unlink(tail.path)
+    } catch (error) {
+      this.#notice(`file source: cannot remove ${tail.path}: ${(error as Error).message}`)
+      return false
+    }
+    await tail.handle?.close()
+    tail.handle = undefined
+    this.#tails.delete(key)
+    this.#stored.delete(key)
+    return true
+  }
+
+  async #sameFile(tail: FileTail): Promise<boolean> {
+    const fp = tail.fingerprint
+    if (fp === undefined || tail.handle === undefined) return true
+    const now = await fingerprintOf(tail.handle, fp.length).catch(() => undefined)
+    // A shorter file with the same inode was truncated, not replaced: the read notices that.
+    return now === undefined || now.length < fp.length || now.hash === fp.hash
+  }
+
+  async #openTail(path: string, key: string, dev: number, ino: number, size: number): Promise<void> {
+    let handle: FileHandle
+    try {
+      handle = await open(path, 'r')
+    } catch (error) {
+      this.#notice(`file source: cannot open ${path}: ${(error as Error).message}; retrying on the next scan`)
+      return
+    }
+    const fingerprint = await fingerprintOf(handle)
+    let offset = this.#firstScan && (this.o.startAt ?? 'beginning') === 'end' ? size : 0
+    const stored = this.#stored.get(key)
+    if (stored !== undefined) {
+      this.#stored.delete(key)
+      const match =
+        stored.fingerprint === undefined ||
+        (fingerprint !== undefined &&
+          (await fingerprintOf(handle, stored.fingerprint.length))?.hash === stored.fingerprint.hash)
+      if (!match) {
+        this.#notice(
+          `file source: ${path} is not the file its inode held at the checkpoint; reading it from its start`,
+        )
+        offset = 0
+      } else if (stored.offset > size) {
+        this.#notice(
+          `file source: ${path} is shorter than its checkpoint (${stored.offset} > ${size}): truncated; reading it from its start`,
+        )
+        offset = 0
+      } else {
+        offset = stored.offset
+      }
+    }
+    this.#tails.set(key, new FileTail(path, dev, ino, handle, offset, fingerprint, this.#maxLineBytes))
+  }
+
+  /**
+   * Stops reading a file that is gone (renamed away, deleted, replaced). Its lines in flight
+   * still settle into its tracker, and its checkpoint is written until they have; then it is
+   * kept as a stored checkpoint, since the same file may be found again under another name.
+   */
+  async #retire(key: string, tail: FileTail): Promise<void> {
+    // Nothing more can join an open multi-line record of a file that is gone: it is complete.
+    const held = tail.held
+    if (held !== undefined) {
+      tail.held = undefined
+      const ticket = tail.tracker.track(held.end)
+      await this.#send(
+        tail,
+        [{ message: held.text, file: { path: tail.path, offset: held.start } }],
+        [ticket],
+      )
+    }
+    await tail.handle?.close()
+    tail.handle = undefined
+    this.#tails.delete(key)
+    this.#retired.set(key, tail)
+    void Promise.allSettled([...tail.inFlight]).then(() => {
+      if (this.#retired.get(key) !== tail) return
+      this.#retired.delete(key)
+      this.#stored.set(key, this.#checkpointOf(tail))
+    })
+  }
+
+  async #read(tail: FileTail): Promise<void> {
+    if (tail.handle === undefined) return
+    let size: number
+    try {
+      size = (await tail.handle.stat()).size
+    } catch (error) {
+      this.#notice(`file source: cannot stat ${tail.path}: ${(error as Error).message}`)
+      return
+    }
+    if (size < tail.readOffset) {
+      this.#notice(
+        `file source: ${tail.path} was truncated (${size} < ${tail.readOffset}); reading it from its start`,
+      )
+      tail.restart()
+    }
+    if (tail.fingerprint === undefined && size > 0) tail.fingerprint = await fingerprintOf(tail.handle)
+    let records: JsonObject[] = []
+    let tickets: number[] = []
+    let overlong: { text: string; start: number; ticket: number }[] = []
+    const path = tail.path
+    const emit = (text: string, start: number, end: number) => {
+      records.push({ message: text, file: { path, offset: start } })
+      tickets.push(tail.tracker.track(end))
+    }
+    const startPattern = this.#startPattern
+    const now = Date.now()
+    const onLine = (text: string, start: number, end: number, tooLong: boolean) => {
+      if (startPattern !== undefined) {
+        const held = tail.held
+        if (!tooLong && held !== undefined && !startPattern.test(text)) {
+          held.text += `\n${text}`
+          held.end = end
+          held.at = now
+          return
+        }
+        if (held !== undefined) emit(held.text, held.start, held.end)
+        tail.held = tooLong ? undefined : { text, start, end, at: now }
+        if (!tooLong) return
+      }
+      if (tooLong) {
+        overlong.push({ text, start, ticket: tail.tracker.track(end) })
+        return
+      }
+      emit(text, start, end)
+    }
+    if (size > tail.readOffset) tail.grewAt = now
+    while (await tail.readChunk(size, this.#encoding, onLine)) {
+      if (overlong.length > 0) {
+        for (const line of overlong) {
+          await this.#deadLetterLine(
+            path,
+            line.start,
+            line.text,
+            `line longer than maxLineBytes (${this.#maxLineBytes})`,
+          )
+          tail.tracker.resolve(line.ticket, 'rejected')
+        }
+        overlong = []
+      }
+      if (records.length >= this.#maxBatch) {
+        await this.#send(tail, records, tickets)
+        records = []
+        tickets = []
+      }
+    }
+    // An open multi-line record that nothing joined for the timeout is complete.
+    const held = tail.held
+    if (held !== undefined && now - held.at >= (this.o.multiline?.timeoutMs ?? 1000)) {
+      tail.held = undefined
+      emit(held.text, held.start, held.end)
+    }
+    if (records.length > 0) await this.#send(tail, records, tickets)
+  }
+
+  async #send(tail: FileTail, records: JsonObject[], tickets: number[]): Promise<void> {
+    while (this.#inFlight.size >= (this.o.maxInFlightBatches ?? 16)) await Promise.race(this.#inFlight)
+    const tracker = tail.tracker
+    const retry = this.o.retry ?? {}
+    const done = RecordRetry.send(this.context, records, {
+      attempts: Number.POSITIVE_INFINITY,
+      initialBackoffMs: retry.initialBackoffMs ?? 100,
+      maxBackoffMs: retry.maxBackoffMs ?? 5000,
+      onRejected: async (rejected) => {
+        for (const { record, failure } of rejected) {
+          const file = record.file as { path: string; offset: number }
+          const reason =
+            failure === undefined
+              ? 'rejected'
+              : `rejected by ${failure.componentId} (${failure.code}): ${failure.message}`
+          await this.#deadLetterLine(file.path, file.offset, record.message as string, reason)
+        }
+      },
+      // Only reached at stop: the lines stay unfinished and are read again after a restart.
+      onExhausted: () => 'nack',
+    }).then((result) => {
+      for (let i = 0; i < tickets.length; i++) {
+        const outcome = result.outcomes[i]!
+        if (outcome === 'errored') continue
+        tracker.resolve(tickets[i]!, outcome === 'rejected' ? 'rejected' : 'delivered')
+      }
+    })
+    const settled = done.finally(() => {
+      this.#inFlight.delete(settled)
+      tail.inFlight.delete(settled)
+    })
+    this.#inFlight.add(settled)
+    tail.inFlight.add(settled)
+  }
+
+  async #deadLetterLine(path: string, offset: number, message: string, reason: string): Promise<void> {
+    await this.#deadLetter?.appendFile(`${JSON.stringify({ file: path, offset, reason, message })}\n`)
+  }
+
+  #checkpointOf(tail: FileTail): Checkpoint {
+    tail.tracker.takeRejected()
+    return {
+      path: tail.path,
+      dev: tail.dev,
+      ino: tail.ino,
+      fingerprint: tail.fingerprint,
+      offset: tail.committed,
+    }
+  }
+
+  async #writeCheckpoints(): Promise<void> {
+    this.#lastCheckpoint = Date.now()
+    // The dead letters of the lines a checkpoint moves past must be on disk first.
+    await this.#deadLetter?.sync()
+    const all = new Map(this.#stored)
+    for (const [key, tail] of this.#retired) all.set(key, this.#checkpointOf(tail))
+    for (const [key, tail] of this.#tails) all.set(key, this.#checkpointOf(tail))
+    await this.#checkpoints.save(all.values())
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve()
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    signal.addEventListener('abort', done, { once: true })
+  })
+}
+
+/**
+ * A source that tails files and checkpoints, per file, the offset below which every line is
+ * finished. Each line becomes `{ message, file: { path, offset } }`.
+ *
+ * @example
+ * ```ts
+ * new TopologyBuilder({ acknowledgements: true })
+ *   .source('logs', file({ include: ['/var/log/app/*.log'], checkpoints: './data/checkpoints' }))
+ * ```
+ */
+export function file(options: FileSourceOptions): FileSource {
+  return new FileSourceImpl(options)
+}

@@ -1,0 +1,33 @@
+/**
+ * The errors the file source raises when it cannot go on: a checkpoint file it cannot trust, a
+ * checkpoint directory it cannot write. Unreadable log files are not errors (they are reported
+ * and retried on the next scan).
+ *
+ * @module
+ */
+
+/** What went wrong, as a stable code. */
+export type FileSourceErrorCode = 'CORRUPT_CHECKPOINT' | 'CHECKPOINT_WRITE_FAILED'
+
+/**
+ * Raised by the file source; the message names the file concerned and how to repair it.
+ *
+ * @example
+ * ```ts
+ * topology.start().catch((e) => { if (e instanceof FileSourceError) console.error(e.message) })
+ * ```
+ */
+export class FileSourceError extends Error {
+  override readonly name = 'FileSourceError'
+
+  constructor(
+    /** Stable code. */
+    readonly code: FileSourceErrorCode,
+    /** The file concerned (a checkpoint file). */
+    readonly path: string,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(`file source: ${message}`, options)
+  }
+}

@@ -1,0 +1,150 @@
+/**
+ * One file being tailed: where it is read up to, what is finished, and the bytes of a line not
+ * complete yet.
+ *
+ * Invariant: `readOffset` only moves forward through the file as it is now (a truncation starts a
+ * new generation at 0 with a new tracker); every complete line read is tracked, in order, keyed by
+ * the offset just past its newline, so the tracker's committable key is an offset from which a
+ * restart re-reads exactly the lines that were not finished.
+ */
+import { createHash } from 'node:crypto'
+import type { FileHandle } from 'node:fs/promises'
+import { OffsetTracker } from '@ackline/core'
+import type { Fingerprint } from './Checkpoints.js'
+
+/** How many first bytes make a fingerprint, at most. */
+export const FINGERPRINT_BYTES = 256
+const CHUNK = 64 * 1024
+const NEWLINE = 0x0a
+
+/**
+ * Told of each complete line: its text without the newline (and a carriage return before it),
+ * the offset of its first byte, the offset just past its newline, and whether it was longer than
+ * the limit (then `text` holds only its first 1024 bytes).
+ */
+export type OnLine = (text: string, start: number, end: number, overlong: boolean) => void
+
+export async function fingerprintOf(
+  handle: FileHandle,
+  length = FINGERPRINT_BYTES,
+): Promise<Fingerprint | undefined> {
+  const buffer = Buffer.alloc(length)
+  const { bytesRead } = await handle.read(buffer, 0, length, 0)
+  if (bytesRead === 0) return undefined
+  return { length: bytesRead, hash: createHash('sha256').update(buffer.subarray(0, bytesRead)).digest('hex') }
+}
+
+export class FileTail {
+  tracker: OffsetTracker<number>
+  fingerprint: Fingerprint | undefined
+  /** A multi-line record still open (more lines may join it), with when it last grew. */
+  held: { text: string; start: number; end: number; at: number } | undefined = undefined
+  /** When the file last grew (ms since the epoch). */
+  grewAt = Date.now()
+  /** Sends not yet settled for this file. */
+  readonly inFlight = new Set<Promise<void>>()
+  #partial: Buffer[] = []
+  #partialBytes = 0
+  #partialStart: number
+  #overlong = false
+  readonly #buffer = Buffer.allocUnsafe(CHUNK)
+
+  constructor(
+    public path: string,
+    readonly dev: number,
+    readonly ino: number,
+    public handle: FileHandle | undefined,
+    public readOffset: number,
+    fingerprint: Fingerprint | undefined,
+    readonly maxLineBytes: number,
+  ) {
+    this.fingerprint = fingerprint
+    this.#partialStart = readOffset
+    this.tracker = new OffsetTracker<number>({ name: `file ${path}`, initial: readOffset })
+  }
+
+  /** The offset a checkpoint may store. */
+  get committed(): number {
+    return this.tracker.committable() ?? 0
+  }
+
+  /** Starts over at offset 0 (the file was truncated); what is in flight settles into the old tracker. */
+  restart(): void {
+    this.readOffset = 0
+    this.#partial = []
+    this.#partialBytes = 0
+    this.#partialStart = 0
+    this.#overlong = false
+    this.held = undefined
+    this.tracker = new OffsetTracker<number>({ name: `file ${this.path}`, initial: 0 })
+  }
+
+  /**
+   * Reads one chunk (at most 64 KiB, never past `size`), calling `onLine` for each line it
+   * completes, in order; returns false when there was nothing left to read below `size`.
+   */
+  async readChunk(size: number, encoding: BufferEncoding, onLine: OnLine): Promise<boolean> {
+    const handle = this.handle
+    if (handle === undefined || this.readOffset >= size) return false
+    const { bytesRead } = await handle.read(
+      this.#buffer,
+      0,
+      Math.min(CHUNK, size - this.readOffset),
+      this.readOffset,
+    )
+    if (bytesRead === 0) return false
+    const chunk = this.#buffer
+    const base = this.readOffset
+    this.readOffset += bytesRead
+    let from = 0
+    for (;;) {
+      const nl = chunk.indexOf(NEWLINE, from)
+      if (nl < 0 || nl >= bytesRead) {
+        this.#keep(chunk.subarray(from, bytesRead))
+        break
+      }
+      const end = base + nl + 1
+      if (this.#partialBytes === 0 && !this.#overlong) {
+        // The common case: the whole line is in this chunk; decode it in place, no copy.
+        const stop = nl > from && chunk[nl - 1] === 0x0d ? nl - 1 : nl
+        const overlong = stop - from > this.maxLineBytes
+        onLine(
+          chunk.toString(encoding, from, overlong ? Math.min(stop, from + 1024) : stop),
+          base + from,
+          end,
+          overlong,
+        )
+      } else {
+        this.#keep(chunk.subarray(from, nl))
+        let bytes =
+          this.#partial.length === 1 ? this.#partial[0]! : Buffer.concat(this.#partial, this.#partialBytes)
+        if (bytes.length > 0 && bytes[bytes.length - 1] === 0x0d) bytes = bytes.subarray(0, bytes.length - 1)
+        const overlong = this.#overlong || bytes.length > this.maxLineBytes
+        onLine(
+          bytes.toString(encoding, 0, overlong ? Math.min(1024, bytes.length) : bytes.length),
+          this.#partialStart,
+          end,
+          overlong,
+        )
+        this.#partial = []
+        this.#partialBytes = 0
+        this.#overlong = false
+      }
+      this.#partialStart = end
+      from = nl + 1
+    }
+    return true
+  }
+
+  /** Holds bytes of the current line, but never more than the limit: the rest of an overlong line is skipped. */
+  #keep(bytes: Buffer): void {
+    if (bytes.length === 0) return
+    const room = this.maxLineBytes + 2 - this.#partialBytes
+    if (room <= 0 || bytes.length > room) this.#overlong = true
+    const kept = room <= 0 ? undefined : bytes.length > room ? bytes.subarray(0, room) : bytes
+    if (kept === undefined) return
+    // Copied: the read buffer is reused for the next chunk.
+    this.#partial.push(Buffer.from(kept))
+    this.#partialBytes += kept.length
+  }
+}

@@ -1,0 +1,344 @@
+// The file source on real temp files, through real topologies: tailing, restarts from the
+// checkpoint, rotation, truncation, inode reuse, rejected and errored lines, overlong lines.
+import {
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { DeliveryStatus } from '@ackline/core'
+import { DEAD_LETTER_FILE, FileSourceError, file } from '@ackline/sources'
+import { type Sink, type SourceContext, TopologyBuilder } from '@ackline/topology'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+
+let dir: string
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'ackline-file-'))
+})
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true })
+})
+
+const lines = (...xs: string[]) => xs.map((x) => `${x}\n`).join('')
+
+/** A sink that keeps each message it was given and reports `outcome(message)`. */
+const collect = (outcome: (message: string) => DeliveryStatus = () => 'delivered') => {
+  const received: string[] = []
+  const sink: Sink & { received: string[] } = {
+    kind: 'collect',
+    received,
+    async write(events) {
+      return events.events.map((e) => {
+        const message = e.get('message') as string
+        received.push(message)
+        return outcome(message)
+      })
+    },
+  }
+  return sink
+}
+
+const start = async (options: Parameters<typeof file>[0], sink: Sink) => {
+  const notices: string[] = []
+  const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+    .source(
+      'files',
+      file({ pollIntervalMs: 10, checkpointIntervalMs: 20, onNotice: (m) => notices.push(m), ...options }),
+    )
+    .sink('out', ['files'], sink)
+    .build()
+  await topology.start()
+  return { topology, notices }
+}
+
+const checkpoint = (path: string): number | undefined => {
+  if (!existsSync(join(dir, 'cp', 'checkpoints.json'))) return undefined
+  const doc = JSON.parse(readFileSync(join(dir, 'cp', 'checkpoints.json'), 'utf8')) as {
+    files: { path: string; offset: number }[]
+  }
+  return doc.files.find((f) => f.path === path)?.offset
+}
+
+describe('file source', () => {
+  it('reads what is there and what is appended, and a restart resumes at the checkpoint', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a', 'b'))
+    const sink = collect()
+    const first = await start({ include: [join(dir, '*.log')], checkpoints: join(dir, 'cp') }, sink)
+    await vi.waitUntil(() => sink.received.length === 2)
+    appendFileSync(log, lines('c'))
+    await vi.waitUntil(() => sink.received.length === 3)
+    await first.topology.stop()
+    expect(checkpoint(log)).toBe(statSync(log).size)
+
+    appendFileSync(log, lines('d'))
+    const again = collect()
+    const second = await start({ include: [join(dir, '*.log')], checkpoints: join(dir, 'cp') }, again)
+    await vi.waitUntil(() => again.received.length === 1)
+    await second.topology.stop()
+    expect(sink.received).toEqual(['a', 'b', 'c'])
+    expect(again.received).toEqual(['d'])
+  })
+
+  it('re-sends errored lines, dead-letters rejected ones with the reason, and checkpoints past both', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('ok1', 'bad', 'flaky', 'ok2'))
+    let flaky = 0
+    const sink = collect((m) =>
+      m === 'bad' ? 'rejected' : m === 'flaky' && flaky++ === 0 ? 'errored' : 'delivered',
+    )
+    const { topology } = await start(
+      { include: [log], checkpoints: join(dir, 'cp'), retry: { initialBackoffMs: 5 } },
+      sink,
+    )
+    await vi.waitUntil(() => sink.received.filter((m) => m === 'flaky').length === 2)
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size, { timeout: 5000 })
+    await topology.stop()
+    // Only the errored line came again.
+    expect(sink.received).toEqual(['ok1', 'bad', 'flaky', 'ok2', 'flaky'])
+    const dead = readFileSync(join(dir, 'cp', DEAD_LETTER_FILE), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    expect(dead).toEqual([
+      {
+        file: log,
+        offset: 4,
+        reason: "rejected by out (REJECTED): sink 'out' (collect): the sink reported the event rejected",
+        message: 'bad',
+      },
+    ])
+  })
+
+  it('rejects a line longer than maxLineBytes into the dead-letter file instead of cutting it', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('short', 'x'.repeat(50), 'after'))
+    const sink = collect()
+    const { topology } = await start({ include: [log], checkpoints: join(dir, 'cp'), maxLineBytes: 10 }, sink)
+    await vi.waitUntil(() => sink.received.length === 2)
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+    await topology.stop()
+    expect(sink.received).toEqual(['short', 'after'])
+    const [dead] = readFileSync(join(dir, 'cp', DEAD_LETTER_FILE), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    expect(dead).toMatchObject({ file: log, offset: 6, reason: 'line longer than maxLineBytes (10)' })
+  })
+
+  it('follows a rename-and-recreate rotation without losing or repeating a line', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('1', '2'))
+    const sink = collect()
+    const { topology } = await start({ include: [log], checkpoints: join(dir, 'cp') }, sink)
+    await vi.waitUntil(() => sink.received.length === 2)
+    appendFileSync(log, lines('3'))
+    renameSync(log, join(dir, 'app.log.1'))
+    writeFileSync(log, lines('4', '5'))
+    await vi.waitUntil(() => sink.received.length >= 5)
+    await topology.stop()
+    expect(sink.received).toEqual(['1', '2', '3', '4', '5'])
+  })
+
+  it('reads a copy-truncated file from its start again, and says so', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('one', 'two', 'three'))
+    const sink = collect()
+    const { topology, notices } = await start({ include: [log], checkpoints: join(dir, 'cp') }, sink)
+    await vi.waitUntil(() => sink.received.length === 3)
+    truncateSync(log, 0)
+    appendFileSync(log, lines('new'))
+    await vi.waitUntil(() => sink.received.length === 4)
+    await topology.stop()
+    expect(sink.received).toEqual(['one', 'two', 'three', 'new'])
+    expect(notices.some((n) => n.includes('truncated'))).toBe(true)
+    expect(checkpoint(log)).toBe(4)
+  })
+
+  it('does not resume at a stale offset when the inode now holds another file', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('fresh-1', 'fresh-2'))
+    const s = statSync(log)
+    // A checkpoint left by an earlier file with the same inode and other first bytes.
+    const cp = join(dir, 'cp')
+    rmSync(cp, { recursive: true, force: true })
+    mkdirSync(cp, { recursive: true })
+    writeFileSync(
+      join(cp, 'checkpoints.json'),
+      JSON.stringify({
+        version: 1,
+        files: [
+          { path: log, dev: s.dev, ino: s.ino, fingerprint: { length: 8, hash: 'not-this-file' }, offset: 8 },
+        ],
+      }),
+    )
+    const sink = collect()
+    const { topology, notices } = await start({ include: [log], checkpoints: cp }, sink)
+    await vi.waitUntil(() => sink.received.length === 2)
+    await topology.stop()
+    expect(sink.received).toEqual(['fresh-1', 'fresh-2'])
+    expect(notices.some((n) => n.includes('not the file its inode held'))).toBe(true)
+  })
+
+  it('starts at the end of files present at the first scan with startAt end', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('old'))
+    const sink = collect()
+    const { topology } = await start({ include: [log], checkpoints: join(dir, 'cp'), startAt: 'end' }, sink)
+    await vi.waitUntil(() => checkpoint(log) !== undefined)
+    appendFileSync(log, lines('new'))
+    await vi.waitUntil(() => sink.received.length === 1)
+    await topology.stop()
+    expect(sink.received).toEqual(['new'])
+  })
+
+  it("keeps one file's checkpoint moving while another's lines keep failing", async () => {
+    const slow = join(dir, 'slow.log')
+    const fast = join(dir, 'fast.log')
+    writeFileSync(slow, lines('s1'))
+    writeFileSync(fast, lines('f1', 'f2'))
+    const sink = collect((m) => (m.startsWith('s') ? 'errored' : 'delivered'))
+    const { topology } = await start(
+      {
+        include: [join(dir, '*.log')],
+        checkpoints: join(dir, 'cp'),
+        retry: { initialBackoffMs: 5, maxBackoffMs: 20 },
+      },
+      sink,
+    )
+    await vi.waitUntil(() => checkpoint(fast) === statSync(fast).size)
+    expect(checkpoint(slow)).toBe(0)
+    await topology.stop()
+    expect(checkpoint(slow)).toBe(0)
+  })
+
+  it('joins lines into records by a start pattern, closing the last one after the timeout', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('ERROR boom', '  at a()', '  at b()', 'INFO ok', 'ERROR again', '  at c()'))
+    const sink = collect()
+    const { topology } = await start(
+      {
+        include: [log],
+        checkpoints: join(dir, 'cp'),
+        multiline: { startPattern: /^[A-Z]+ /, timeoutMs: 30 },
+      },
+      sink,
+    )
+    await vi.waitUntil(() => sink.received.length === 3)
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+    await topology.stop()
+    expect(sink.received).toEqual(['ERROR boom\n  at a()\n  at b()', 'INFO ok', 'ERROR again\n  at c()'])
+  })
+
+  it('sends the open multi-line record of a file rotated away', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('ERROR first', '  at a()'))
+    const sink = collect()
+    const { topology } = await start(
+      {
+        include: [log],
+        checkpoints: join(dir, 'cp'),
+        multiline: { startPattern: /^[A-Z]+ /, timeoutMs: 60_000 },
+      },
+      sink,
+    )
+    await vi.waitUntil(() => checkpoint(log) !== undefined)
+    renameSync(log, join(dir, 'app.log.1'))
+    writeFileSync(log, lines('INFO next'))
+    await vi.waitUntil(() => sink.received.length === 1)
+    await topology.stop()
+    expect(sink.received).toEqual(['ERROR first\n  at a()'])
+  })
+
+  it('removes a file once every line is finished and it stayed idle, never before', async () => {
+    const done = join(dir, 'done.log')
+    const failing = join(dir, 'failing.log')
+    writeFileSync(done, lines('a', 'b'))
+    writeFileSync(failing, lines('x'))
+    const sink = collect((m) => (m === 'x' ? 'errored' : 'delivered'))
+    const { topology } = await start(
+      {
+        include: [join(dir, '*.log')],
+        checkpoints: join(dir, 'cp'),
+        removeAfterIdleMs: 30,
+        retry: { initialBackoffMs: 5, maxBackoffMs: 10 },
+      },
+      sink,
+    )
+    await vi.waitUntil(() => !existsSync(done))
+    // The failing file's line is not finished: it stays, however long it is idle.
+    await vi.waitUntil(() => sink.received.filter((m) => m === 'x').length >= 3)
+    expect(existsSync(failing)).toBe(true)
+    await topology.stop()
+    expect(sink.received.filter((m) => m !== 'x')).toEqual(['a', 'b'])
+  })
+
+  it('goes on when the directory vanishes, and reads it again when it comes back', async () => {
+    const logs = join(dir, 'logs')
+    mkdirSync(logs)
+    writeFileSync(join(logs, 'a.log'), lines('before'))
+    const sink = collect()
+    const { topology } = await start({ include: [join(logs, '*.log')], checkpoints: join(dir, 'cp') }, sink)
+    await vi.waitUntil(() => sink.received.length === 1)
+    rmSync(logs, { recursive: true })
+    await vi.waitUntil(() => checkpoint(join(logs, 'a.log')) !== undefined)
+    mkdirSync(logs)
+    writeFileSync(join(logs, 'b.log'), lines('after'))
+    await vi.waitUntil(() => sink.received.length === 2)
+    await topology.stop()
+    expect(sink.received).toEqual(['before', 'after'])
+  })
+
+  it.skipIf(process.getuid?.() === 0)('reports a file it may not read and reads the others', async () => {
+    // Skipped as root: root reads a file whatever its mode.
+    const locked = join(dir, 'locked.log')
+    writeFileSync(join(dir, 'open.log'), lines('visible'))
+    writeFileSync(locked, lines('hidden'))
+    chmodSync(locked, 0)
+    const sink = collect()
+    const { topology, notices } = await start(
+      { include: [join(dir, '*.log')], checkpoints: join(dir, 'cp') },
+      sink,
+    )
+    await vi.waitUntil(() => sink.received.length === 1)
+    await vi.waitUntil(() => notices.some((n) => n.includes(`cannot open ${locked}`)))
+    await topology.stop()
+    expect(sink.received).toEqual(['visible'])
+  })
+
+  it('refuses a corrupt checkpoint file with an error naming it and the repair', async () => {
+    const cp = join(dir, 'cp')
+    mkdirSync(cp, { recursive: true })
+    writeFileSync(join(cp, 'checkpoints.json'), '{ not json')
+    const source = file({ include: [join(dir, '*.log')], checkpoints: cp })
+    const context: SourceContext = {
+      id: 'files',
+      acknowledgements: true,
+      signal: new AbortController().signal,
+      send: () => Promise.reject(new Error('unused')),
+      sendEvents: () => Promise.resolve(),
+    }
+    const run = source.run(context)
+    await expect(run).rejects.toThrow(FileSourceError)
+    await expect(run).rejects.toThrow(/checkpoints\.json is corrupt \(not JSON\)\. Repair: move it aside/)
+  })
+
+  it('reports bad options, each naming its field', () => {
+    const issues = file({
+      include: ['/a/*/b.log'],
+      checkpoints: '',
+      startAt: 'middle' as never,
+      maxLineBytes: 0,
+    }).validate()
+    expect(issues.map((i) => i.field)).toEqual(['include', 'checkpoints', 'startAt', 'maxLineBytes'])
+  })
+})

@@ -1,0 +1,177 @@
+/**
+ * Re-sending only what failed: the plumbing a source that asks for per-record outcomes would
+ * otherwise hand-write.
+ *
+ * Invariant: every record given to {@link RecordRetry.send} ends with exactly one final outcome:
+ * `delivered` or `dropped` (done), `rejected` (reported once to `onRejected`, never re-sent), or
+ * still `errored` after the last attempt (handed once to `onExhausted`, whose decision is
+ * returned). Only errored records are re-sent, each attempt after a back-off with jitter, so a
+ * sink never sees again a record that every sink finished. A record a fan-out delivered to one
+ * sink and errored at another is re-sent whole, and the healthy sink sees it twice
+ * (at-least-once).
+ *
+ * @module
+ */
+import type { JsonObject, RecordOutcome } from '@ackline/core'
+import type { BatchFailure } from './BatchFailure.js'
+import type { RetryPolicy } from './RetryPolicy.js'
+import type { SourceContext } from './Source.js'
+
+/** What a source decides for records still errored after the last attempt. */
+export type RetryDecision = 'dead_letter' | 'nack'
+
+/** Why records reached `onExhausted`: the attempts ran out, or the topology is stopping. */
+export type ExhaustedReason = 'attempts' | 'stopped'
+
+/** One record handed to a callback, with its index in the records first sent. */
+export interface IndexedRecord {
+  readonly index: number
+  readonly record: JsonObject
+  /**
+   * For a rejected record: the failure of the batch it was rejected in (`receipt.failure`), which
+   * names the component, code and message that gave that batch its status. Outcomes are kept per
+   * record but reasons per batch, so with several rejections in one batch it names the first.
+   */
+  readonly failure?: BatchFailure | undefined
+}
+
+/** Options of {@link RecordRetry.send}. */
+export interface RecordRetryOptions extends RetryPolicy {
+  /**
+   * How much of each back-off is random, 0 to 1 (default 0.5): the delay is
+   * `backoff * (1 - jitter + jitter * random())`, so sources retrying at once spread out.
+   */
+  readonly jitter?: number
+  /** Called once with the records rejected at any attempt (not called when there are none). */
+  readonly onRejected?: (records: readonly IndexedRecord[]) => void | Promise<void>
+  /**
+   * Called once with the records still errored after the last attempt (or when the signal aborts
+   * during a back-off); returns what the source does with them. Default: `'nack'`.
+   */
+  readonly onExhausted?: (
+    records: readonly IndexedRecord[],
+    reason: ExhaustedReason,
+  ) => RetryDecision | Promise<RetryDecision>
+  /** The source of randomness for the jitter (default `Math.random`); tests pass their own. */
+  readonly random?: () => number
+}
+
+/** What {@link RecordRetry.send} reports once every record has its final outcome. */
+export interface RecordRetryResult {
+  /** Each record's final outcome, in the order of the records given. */
+  readonly outcomes: readonly RecordOutcome[]
+  /** How many sends were made in all (1 when nothing errored). */
+  readonly attempts: number
+  /** The decision `onExhausted` returned, or `undefined` when no record was exhausted. */
+  readonly decision: RetryDecision | undefined
+}
+
+/** The defaults of {@link RecordRetryOptions}: five attempts, 100 ms doubling to 5 s, half jitter. */
+const DEFAULTS = { attempts: 5, initialBackoffMs: 100, maxBackoffMs: 5000, multiplier: 2, jitter: 0.5 }
+
+/**
+ * Companion of {@link RecordRetryOptions}.
+ *
+ * @example
+ * ```ts
+ * const result = await RecordRetry.send(context, records, {
+ *   attempts: 4,
+ *   onRejected: (rejected) => deadLetter.write(rejected),
+ *   onExhausted: () => 'nack',
+ * })
+ * if (result.decision === 'nack') upstream.nack(batch)
+ * else upstream.ack(batch)
+ * ```
+ */
+export const RecordRetry = {
+  defaults: DEFAULTS as Readonly<typeof DEFAULTS>,
+
+  /** The delay before attempt `attempt + 1` (1-based `attempt`), jitter applied with `random`. */
+  delayMs(options: RecordRetryOptions, attempt: number, random: number): number {
+    // Field by field: an option given as `undefined` (untyped code, a config) means its default.
+    const initial = options.initialBackoffMs ?? DEFAULTS.initialBackoffMs
+    const max = options.maxBackoffMs ?? DEFAULTS.maxBackoffMs
+    const multiplier = options.multiplier ?? DEFAULTS.multiplier
+    const backoff = Math.min(max, initial * multiplier ** (attempt - 1))
+    const jitter = Math.min(1, Math.max(0, options.jitter ?? DEFAULTS.jitter))
+    return backoff * (1 - jitter + jitter * random)
+  },
+
+  /**
+   * Sends `records` as one batch with per-record outcomes, then re-sends only the errored ones
+   * until none is left or `attempts` sends were made; reports rejected records once and hands
+   * exhausted ones to `onExhausted`. Resolves once every record has its final outcome. Waiting
+   * for a back-off ends early when `context.signal` aborts; what is still errored then goes to
+   * `onExhausted` with reason `'stopped'`.
+   */
+  async send(
+    context: SourceContext,
+    records: readonly JsonObject[],
+    options: RecordRetryOptions = {},
+  ): Promise<RecordRetryResult> {
+    const attempts = Math.max(1, Math.floor(options.attempts ?? DEFAULTS.attempts))
+    const random = options.random ?? Math.random
+    const final: RecordOutcome[] = new Array(records.length).fill('errored')
+    const rejected: IndexedRecord[] = []
+    let pending = records.map((_, i) => i)
+    let attempt = 0
+    let reason: ExhaustedReason = 'attempts'
+    while (pending.length > 0 && attempt < attempts) {
+      if (attempt > 0) {
+        const stopped = await sleep(RecordRetry.delayMs(options, attempt, random()), context.signal)
+        if (stopped) {
+          reason = 'stopped'
+          break
+        }
+      }
+      attempt++
+      // The first attempt sends the caller's array itself: no copy on the common path.
+      const batch = attempt === 1 ? records : pending.map((i) => records[i]!)
+      const receipt = await context.send(batch, { outcomes: true })
+      const outcomes = await receipt.outcomes
+      const next: number[] = []
+      for (let k = 0; k < pending.length; k++) {
+        const index = pending[k]!
+        // A receipt without outcomes (a source context that ignores the option) is taken at its
+        // batch status for every record.
+        const outcome: RecordOutcome = outcomes !== undefined ? outcomes.get(k) : await receipt.status
+        final[index] = outcome
+        switch (outcome) {
+          case 'errored':
+            next.push(index)
+            break
+          case 'rejected':
+            rejected.push({ index, record: records[index]!, failure: receipt.failure })
+            break
+          case 'delivered':
+          case 'dropped':
+            break
+        }
+      }
+      pending = next
+    }
+    if (rejected.length > 0) await options.onRejected?.(rejected)
+    let decision: RetryDecision | undefined
+    if (pending.length > 0) {
+      const exhausted = pending.map((index) => ({ index, record: records[index]! }))
+      decision = (await options.onExhausted?.(exhausted, reason)) ?? 'nack'
+    }
+    return { outcomes: final, attempts: attempt, decision }
+  },
+} as const
+
+/** Waits `ms`; resolves `true` early (and at once) when `signal` is aborted. */
+function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(true)
+  return new Promise<boolean>((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer)
+      resolve(true)
+    }
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve(false)
+    }, ms)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}

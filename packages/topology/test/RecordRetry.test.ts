@@ -1,0 +1,155 @@
+import { type JsonObject, type RecordOutcome, RecordOutcomes } from '@ackline/core'
+import { type BatchReceipt, RecordRetry, type SourceContext, TopologyBuilder } from '@ackline/topology'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { testSink } from './support/TestComponents.js'
+
+/** A context whose n-th send answers with `script[n](records)`, recording what was sent. */
+const scripted = (script: ((records: JsonObject[]) => RecordOutcome[])[]) => {
+  const sent: JsonObject[][] = []
+  const controller = new AbortController()
+  const context: SourceContext = {
+    id: 'src',
+    acknowledgements: true,
+    signal: controller.signal,
+    async send(records) {
+      const list = [...records]
+      sent.push(list)
+      const outcomes = script[sent.length - 1]!(list)
+      const status = outcomes.includes('rejected')
+        ? 'rejected'
+        : outcomes.includes('errored')
+          ? 'errored'
+          : 'delivered'
+      return {
+        batchId: `b${sent.length}`,
+        status: Promise.resolve(status),
+        failure: undefined,
+        outcomes: Promise.resolve(RecordOutcomes.of(outcomes)),
+      } satisfies BatchReceipt
+    },
+    sendEvents: () => Promise.resolve(),
+  }
+  return { context, sent, controller }
+}
+
+const recs = (...ns: number[]) => ns.map((n) => ({ n }))
+const byN = (f: (n: number) => RecordOutcome) => (records: JsonObject[]) =>
+  records.map((r) => f(r.n as number))
+
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+describe('RecordRetry.send', () => {
+  it('re-sends only the errored records, after a back-off, until they are delivered', async () => {
+    vi.useFakeTimers()
+    const { context, sent } = scripted([
+      byN((n) => (n === 2 || n === 4 ? 'errored' : 'delivered')),
+      byN((n) => (n === 4 ? 'errored' : 'delivered')),
+      byN(() => 'delivered'),
+    ])
+    const done = RecordRetry.send(context, recs(1, 2, 3, 4), { initialBackoffMs: 100, jitter: 0 })
+    await vi.advanceTimersByTimeAsync(99)
+    expect(sent).toHaveLength(1)
+    await vi.advanceTimersByTimeAsync(1)
+    expect(sent[1]).toEqual(recs(2, 4))
+    await vi.advanceTimersByTimeAsync(199)
+    expect(sent).toHaveLength(2)
+    await vi.advanceTimersByTimeAsync(1)
+    const result = await done
+    expect(sent[2]).toEqual(recs(4))
+    expect(result).toEqual({
+      outcomes: ['delivered', 'delivered', 'delivered', 'delivered'],
+      attempts: 3,
+      decision: undefined,
+    })
+  })
+
+  it('reports rejected records once and never re-sends them', async () => {
+    vi.useFakeTimers()
+    const onRejected = vi.fn()
+    const { context, sent } = scripted([
+      byN((n) => (n === 1 ? 'rejected' : n === 2 ? 'errored' : 'delivered')),
+      byN(() => 'rejected'),
+    ])
+    const done = RecordRetry.send(context, recs(1, 2, 3), { jitter: 0, onRejected })
+    await vi.runAllTimersAsync()
+    const result = await done
+    expect(sent).toEqual([recs(1, 2, 3), recs(2)])
+    expect(onRejected).toHaveBeenCalledTimes(1)
+    expect(onRejected).toHaveBeenCalledWith([
+      { index: 0, record: { n: 1 } },
+      { index: 1, record: { n: 2 } },
+    ])
+    expect(result.outcomes).toEqual(['rejected', 'rejected', 'delivered'])
+  })
+
+  it('hands what is still errored after the last attempt to the decision, and returns it', async () => {
+    vi.useFakeTimers()
+    const onExhausted = vi.fn(() => 'dead_letter' as const)
+    const { context, sent } = scripted([byN(() => 'errored'), byN(() => 'errored'), byN(() => 'errored')])
+    const done = RecordRetry.send(context, recs(1, 2), { attempts: 3, jitter: 0, onExhausted })
+    await vi.runAllTimersAsync()
+    const result = await done
+    expect(sent).toHaveLength(3)
+    expect(onExhausted).toHaveBeenCalledWith(
+      [
+        { index: 0, record: { n: 1 } },
+        { index: 1, record: { n: 2 } },
+      ],
+      'attempts',
+    )
+    expect(result.decision).toBe('dead_letter')
+    expect(result.outcomes).toEqual(['errored', 'errored'])
+  })
+
+  it('defaults the decision to nack, and stops waiting when the signal aborts', async () => {
+    vi.useFakeTimers()
+    const { context, sent, controller } = scripted([byN(() => 'errored'), byN(() => 'delivered')])
+    const onExhausted = vi.fn(() => 'nack' as const)
+    const done = RecordRetry.send(context, recs(1), { initialBackoffMs: 10_000, onExhausted })
+    await vi.advanceTimersByTimeAsync(0)
+    controller.abort()
+    const result = await done
+    expect(sent).toHaveLength(1)
+    expect(onExhausted).toHaveBeenCalledWith([{ index: 0, record: { n: 1 } }], 'stopped')
+    expect(result.decision).toBe('nack')
+  })
+
+  it('spreads the back-off by the jitter', () => {
+    const options = { initialBackoffMs: 100, multiplier: 2, maxBackoffMs: 300, jitter: 0.5 }
+    expect(RecordRetry.delayMs(options, 1, 0)).toBe(50)
+    expect(RecordRetry.delayMs(options, 1, 1)).toBe(100)
+    expect(RecordRetry.delayMs(options, 2, 0.5)).toBe(150)
+    expect(RecordRetry.delayMs(options, 5, 1)).toBe(300)
+  })
+
+  it('through a real topology: a sink that errors a record once sees only that record again', async () => {
+    let failedOnce = false
+    const sink = testSink({
+      outcome: (e) => {
+        if (e.get('n') === 2 && !failedOnce) {
+          failedOnce = true
+          return 'errored'
+        }
+        return 'delivered'
+      },
+    })
+    let result: Awaited<ReturnType<typeof RecordRetry.send>> | undefined
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', {
+        kind: 'retrying',
+        canAcknowledge: true,
+        async run(context) {
+          result = await RecordRetry.send(context, recs(1, 2, 3), { initialBackoffMs: 1 })
+        },
+      })
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(sink.received).toEqual(recs(1, 2, 3, 2))
+    expect(result?.outcomes).toEqual(['delivered', 'delivered', 'delivered'])
+    expect(result?.attempts).toBe(2)
+  })
+})
