@@ -5,7 +5,8 @@
  * Invariant: a response never claims more than the pipeline did. `200` only once every event of
  * the request was delivered (or accepted, with acknowledgements off); `503` with `Retry-After`
  * when one errored, so the client retries (at-least-once); `400` when one was rejected or the body
- * is malformed. Malformed, oversized, too slow or unauthorized requests, and requests that arrive
+ * is malformed. A client that asks (`?outcomes=1`, or the `outcomes` option) also gets each
+ * record's outcome in send order; the status code stays the batch's. Malformed, oversized, too slow or unauthorized requests, and requests that arrive
  * while the topology stops, are answered before anything enters the pipeline; no body, however
  * deep, long or badly encoded, can make the handler throw.
  *
@@ -15,7 +16,7 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
-import type { BatchStatus } from '@ackline/core'
+import type { BatchStatus, RecordOutcome, RecordOutcomes } from '@ackline/core'
 import {
   type BatchFailure,
   type BatchReceipt,
@@ -124,7 +125,7 @@ export const HttpServerOptions = defineOptions({
     .refine((path) => /^\/[^?#\s]*$/.test(path) && path !== HEALTH_PATH, INGEST_PATH)
     .default('/')
     .describe(
-      'The path events are posted to (the query string is ignored); every other path but /health gets 404.',
+      'The path events are posted to (of the query string, only `outcomes` is read); every other path but /health gets 404.',
     ),
   unknownContentType: z
     .enum(['sniff', 'reject'])
@@ -132,6 +133,14 @@ export const HttpServerOptions = defineOptions({
     .describe(
       "What a body gets whose Content-Type names neither JSON nor NDJSON, or that has none: 'sniff' decodes it " +
         "by its first character (curl -d sends application/x-www-form-urlencoded); 'reject' answers 415.",
+    ),
+  outcomes: z
+    .enum(['never', 'on-request', 'always'])
+    .default('on-request')
+    .describe(
+      "When a response lists each record's outcome (`records: [{ index, status }]`, in send order) beside " +
+        "the batch's status: 'on-request' when the ingest URL's query has `outcomes=1` (or `outcomes=true`), " +
+        "'always' for every batch, 'never' whatever the query says. The status code is the batch's either way.",
     ),
 })
 /** Options of {@link httpServer}, as a caller gives them. */
@@ -146,6 +155,17 @@ export interface HttpServerHealth {
   readonly inFlight: number
 }
 
+/**
+ * One record's outcome in a response that lists them (`HttpServerResponseBody.records`).
+ * `dropped` means a transform discarded every copy of the record without a status (a filter): the
+ * pipeline did what it was told, so for the client it is as good as `delivered`; do not resend it.
+ */
+export interface HttpServerRecordStatus {
+  /** The record's 0-based position in the request's body (array element or NDJSON line). */
+  readonly index: number
+  readonly status: RecordOutcome
+}
+
 /** The body of every response: what became of the request, as data. */
 export interface HttpServerResponseBody {
   /** The batch's status, when the request's events entered the pipeline. */
@@ -154,6 +174,13 @@ export interface HttpServerResponseBody {
   readonly events?: number
   /** The batch's id, when acknowledgements are on and the events entered the pipeline. */
   readonly batchId?: string
+  /**
+   * Each record's outcome, in send order, when the client asked (see the `outcomes` option) and
+   * the request's events entered the pipeline (never on a refusal). A client retries the
+   * `errored` ones, whatever the status code: a `400` batch may hold errored records beside its
+   * rejected ones, since `rejected` is the worse status.
+   */
+  readonly records?: readonly HttpServerRecordStatus[]
   /** Why the request was refused before entering the pipeline. */
   readonly error?: string
   /** A stable code for `error`. */
@@ -236,6 +263,8 @@ export interface HttpServerSource extends Source {
 }
 
 const nothing = (): void => {}
+
+const OUTCOMES = { outcomes: true } as const
 
 /** The HTTP code for a batch status: the whole contract of this source in one place. */
 const CODE_OF: Readonly<Record<BatchStatus, number>> = { delivered: 200, errored: 503, rejected: 400 }
@@ -411,7 +440,9 @@ class HttpServer implements HttpServerSource {
 
   #handle(request: IncomingMessage, response: ServerResponse, context: SourceContext): void {
     this.#requests++
-    const path = (request.url ?? '/').split('?', 1)[0]
+    const url = request.url ?? '/'
+    const query = url.indexOf('?')
+    const path = query < 0 ? url : url.slice(0, query)
     if (path === HEALTH_PATH) {
       this.#health(request, response, context)
       return
@@ -471,11 +502,32 @@ class HttpServer implements HttpServerSource {
     request.on('error', nothing)
     request.on('end', () => {
       if (refused) return
-      this.#accept(request, response, context, Buffer.concat(chunks, size))
+      this.#accept(request, response, context, Buffer.concat(chunks, size), this.#wantsOutcomes(url, query))
     })
   }
 
-  #accept(request: IncomingMessage, response: ServerResponse, context: SourceContext, bytes: Buffer): void {
+  /** Whether the response lists each record's outcome: the option, then (on request) the query. */
+  #wantsOutcomes(url: string, query: number): boolean {
+    switch (this.#resolved.outcomes) {
+      case 'never':
+        return false
+      case 'always':
+        return true
+      case 'on-request': {
+        if (query < 0) return false
+        const asked = new URLSearchParams(url.slice(query + 1)).get('outcomes')
+        return asked === '1' || asked === 'true'
+      }
+    }
+  }
+
+  #accept(
+    request: IncomingMessage,
+    response: ServerResponse,
+    context: SourceContext,
+    bytes: Buffer,
+    withOutcomes: boolean,
+  ): void {
     if (this.#stopping) {
       this.#refuse(request, response, 503, 'SHUTTING_DOWN', 'the source is shutting down')
       return
@@ -507,11 +559,15 @@ class HttpServer implements HttpServerSource {
     }
     if (events === 0) {
       this.#count(200)
-      this.#respond(response, 200, { status: 'delivered', events: 0 })
+      this.#respond(response, 200, {
+        status: 'delivered',
+        events: 0,
+        ...(withOutcomes ? { records: [] } : {}),
+      })
       return
     }
     // Checked and sent in one synchronous step, so a stop cannot slip in between.
-    const sending = context.send(parsed.records)
+    const sending = withOutcomes ? context.send(parsed.records, OUTCOMES) : context.send(parsed.records)
     this.#accepting.add(sending)
     this.#inFlight++
     sending
@@ -519,10 +575,12 @@ class HttpServer implements HttpServerSource {
       .then(async (receipt) => {
         const status = await receipt.status
         const failure = status === 'delivered' ? undefined : failureOf(receipt)
+        const records = withOutcomes ? recordsOf(await receipt.outcomes, events) : undefined
         const body: HttpServerResponseBody = {
           status,
           events,
           ...(receipt.batchId === undefined ? {} : { batchId: receipt.batchId }),
+          ...(records === undefined ? {} : { records }),
           ...(failure === undefined ? {} : { failure }),
         }
         if (status === 'errored') response.setHeader('Retry-After', this.#retryAfter)
@@ -645,6 +703,25 @@ function failureOf(receipt: BatchReceipt): BatchFailure | undefined {
   return { componentId, code, message: typeof message === 'string' ? message : '' }
 }
 
+/**
+ * The records' outcomes as the response lists them, or none when the receipt has none that fit
+ * (a hand-written context that ignores `{ outcomes: true }`): the batch's status cannot stand in
+ * for them, since a `rejected` batch may hold records that errored and must be retried.
+ */
+function recordsOf(
+  outcomes: RecordOutcomes | undefined,
+  events: number,
+): HttpServerRecordStatus[] | undefined {
+  if (outcomes === undefined || outcomes.length !== events) return undefined
+  const records = new Array<HttpServerRecordStatus>(events)
+  let index = 0
+  for (const status of outcomes) {
+    records[index] = { index, status }
+    index++
+  }
+  return records
+}
+
 function digest(token: string): Buffer {
   return createHash('sha256').update(token).digest()
 }
@@ -670,7 +747,8 @@ function aborted(signal: AbortSignal): Promise<void> {
  * An HTTP source: `POST` to `path` (default `/`) a JSON array of objects, one object, or NDJSON (by
  * `Content-Type`: `application/json`, `application/x-ndjson`; other types and none are sniffed,
  * or refused with `415` under `unknownContentType: 'reject'`); each request is one batch, answered
- * when the batch resolves: `200` delivered, `503` + `Retry-After` errored, `400` rejected. Bodies
+ * when the batch resolves: `200` delivered, `503` + `Retry-After` errored, `400` rejected; with
+ * `?outcomes=1` (or `outcomes: 'always'`) the body also lists each record's outcome. Bodies
  * that are malformed, not UTF-8 or nested past `maxDepth` get `400` naming where; bodies over
  * `maxBodyBytes` or `maxEventsPerRequest` `413`; clients slower than `headersTimeoutMs` /
  * `requestTimeoutMs` `408`; requests without the bearer token `401`; other paths `404`; requests

@@ -16,6 +16,7 @@ export {
   type HttpServerErrorCode,
   type HttpServerHealth,
   HttpServerOptions,
+  type HttpServerRecordStatus,
   type HttpServerResponseBody,
   type HttpServerSource,
   httpServer,

@@ -165,6 +165,50 @@ describe('httpServer: acknowledgements', () => {
   })
 })
 
+describe('httpServer: per-record outcomes', () => {
+  it('lists each record as its events ended, a clone folding into its record', async () => {
+    const { context, port } = await start()
+    const next = context.nextBatch()
+    const answer = request(port, { path: '/?outcomes=1', ...json([{ n: 0 }, { n: 1 }, { n: 2 }]) })
+    const [a, b, c] = (await next).events
+    const copy = b!.clone()
+    a!.end('delivered')
+    b!.end('delivered')
+    copy.end('errored')
+    c!.end()
+    const { status, body } = await answer
+    expect(status).toBe(503)
+    expect(body.records).toEqual([
+      { index: 0, status: 'delivered' },
+      { index: 1, status: 'errored' },
+      { index: 2, status: 'dropped' },
+    ])
+  })
+
+  it('lists no records when the context gives no outcomes, rather than guess them from the status', async () => {
+    const { context, port } = await start()
+    // A hand-written context that ignores `{ outcomes: true }`.
+    const send = context.send.bind(context)
+    context.send = (records) => send(records)
+    const next = context.nextBatch()
+    const answer = request(port, { path: '/?outcomes=1', ...json([{ n: 0 }, { n: 1 }]) })
+    const [a, b] = (await next).events
+    a!.end('errored')
+    b!.end('rejected')
+    const { status, body } = await answer
+    expect(status).toBe(400)
+    expect(body.status).toBe('rejected')
+    expect(body).not.toHaveProperty('records')
+  })
+
+  it('declares the option with its default and refuses an unknown value', () => {
+    expect(HttpServerOptions.resolve({}).outcomes).toBe('on-request')
+    expect(HttpServerOptions.validate({ outcomes: 'sometimes' as never })).toEqual([
+      expect.objectContaining({ field: 'outcomes' }),
+    ])
+  })
+})
+
 describe('httpServer: bodies', () => {
   const cases: [string, Record<string, string>, string, unknown[]][] = [
     ['a JSON array', { 'content-type': 'application/json' }, '[{"a":1},{"a":2}]', [{ a: 1 }, { a: 2 }]],

@@ -3,7 +3,7 @@
  * events): each response must be exactly what a model computes from the paths of the request's
  * events. fast-check prints the seed and the shrunk requests on failure.
  */
-import type { BatchStatus, DeliveryStatus, LogEvent } from '@ackline/core'
+import type { BatchStatus, DeliveryStatus, LogEvent, RecordOutcome } from '@ackline/core'
 import { memory } from '@ackline/sinks'
 import { type HttpServerSource, httpServer } from '@ackline/sources'
 import { type Topology, TopologyBuilder } from '@ackline/topology'
@@ -24,11 +24,13 @@ const rank: Record<BatchStatus, number> = { delivered: 0, errored: 1, rejected: 
 const worst = (statuses: readonly BatchStatus[]): BatchStatus =>
   statuses.reduce<BatchStatus>((a, b) => (rank[b] > rank[a] ? b : a), 'delivered')
 
-/** The model: a dropped event counts as delivered; a kept one takes the worst of the sinks that got it. */
+/** The model of one record: `dropped` when the filter drops it, else the worst of the sinks that got it. */
+function expectedOutcome(p: Plan): RecordOutcome {
+  return p.drop ? 'dropped' : worst(p.audit === null ? [p.primary] : [p.primary, p.audit])
+}
+/** The model of a batch: the worst of its records, a dropped one counting as delivered. */
 function expectedStatus(plans: readonly Plan[]): BatchStatus {
-  return worst(
-    plans.map((p) => (p.drop ? 'delivered' : worst(p.audit === null ? [p.primary] : [p.primary, p.audit]))),
-  )
+  return worst(plans.map((p) => (p.drop ? 'delivered' : (expectedOutcome(p) as BatchStatus))))
 }
 const CODE: Record<BatchStatus, number> = { delivered: 200, errored: 503, rejected: 400 }
 
@@ -79,14 +81,16 @@ describe('HTTP through a topology, end to end', () => {
     audit: fc.option(status, { nil: null, freq: 2 }),
   })
 
-  it('answers every request with the code of the status the model computes', async () => {
+  it('answers every request with the code of the status the model computes, and each record its outcome when asked', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(fc.array(plan, { minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 4 }),
-        async (requests) => {
+        fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }),
+        async (requests, asks) => {
           const answers = await Promise.all(
             requests.map((plans, r) =>
               request(port, {
+                path: asks[r] ? '/?outcomes=1' : '/',
                 headers: { 'content-type': 'application/x-ndjson' },
                 body: plans
                   .map((p, i) =>
@@ -109,6 +113,11 @@ describe('HTTP through a topology, end to end', () => {
               body: { status: expected, events: plans.length },
             })
             if (expected === 'errored') expect(answers[r]!.headers['retry-after']).toBeDefined()
+            if (asks[r]) {
+              expect(answers[r]!.body.records).toEqual(
+                plans.map((p, index) => ({ index, status: expectedOutcome(p) })),
+              )
+            } else expect(answers[r]!.body).not.toHaveProperty('records')
             // The failure names a sink that gave some kept event exactly the batch's status.
             const deciders = plans.flatMap((p) =>
               p.drop

@@ -3,8 +3,15 @@
  * events and (with acknowledgements on) a real `BatchNotifier`, and waits in `batches` until the
  * test plays the sinks by ending its events.
  */
-import { BatchNotifier, type BatchStatus, EventArray, type JsonObject, LogEvent } from '@ackline/core'
-import type { BatchFailure, BatchReceipt, SourceContext } from '@ackline/topology'
+import {
+  BatchNotifier,
+  type BatchStatus,
+  EventArray,
+  type JsonObject,
+  LogEvent,
+  RecordOutcomes,
+} from '@ackline/core'
+import type { BatchFailure, BatchReceipt, SendOptions, SourceContext } from '@ackline/topology'
 
 export class FakeSourceContext implements SourceContext {
   readonly id: string
@@ -34,11 +41,12 @@ export class FakeSourceContext implements SourceContext {
     this.#controller.abort()
   }
 
-  async send(records: Iterable<JsonObject>): Promise<BatchReceipt> {
+  async send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt> {
     const events = EventArray.from(
       Array.from(records, (fields) => new LogEvent(fields, { sourceId: this.id })),
     )
-    const created = BatchNotifier.maybeCreate(this.acknowledgements, { sourceId: this.id })
+    const outcomes = options?.outcomes === true
+    const created = BatchNotifier.maybeCreate(this.acknowledgements, { sourceId: this.id, outcomes })
     if (created !== undefined) events.attach(created.notifier)
     if (this.gate !== undefined) {
       try {
@@ -59,6 +67,12 @@ export class FakeSourceContext implements SourceContext {
     return {
       batchId: created?.notifier.id,
       status,
+      // As the runtime: every record delivered once accepted without acknowledgements.
+      outcomes: !outcomes
+        ? undefined
+        : receiver === undefined
+          ? Promise.resolve(RecordOutcomes.all('delivered', events.length))
+          : status.then(() => receiver.outcomes!),
       // What the topology's tracker reads: the reason the batch's ends gave, once it resolved.
       get failure() {
         return receiver?.reason as BatchFailure | undefined
