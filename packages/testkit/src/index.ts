@@ -1,0 +1,18 @@
+/**
+ * `@ackline/testkit`: test the delivery semantics of your own topologies and components — a
+ * reference model of the acknowledgement lattice, a delivery ledger, conformance suites,
+ * fast-check arbitraries and fault injection. See `docs/testing.md`.
+ *
+ * @module
+ */
+export {
+  type CopyFate,
+  DeliveryLedger,
+  type DeliveryLedgerOptions,
+  type LedgerBatch,
+  type LedgerRecord,
+  type LedgerSinkOptions,
+  type RecordKey,
+} from './DeliveryLedger.js'
+export { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryModel.js'
+export { DeliveryViolation, type DeliveryViolationCode } from './DeliveryViolation.js'
