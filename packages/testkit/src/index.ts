@@ -5,6 +5,9 @@
  *
  * @module
  */
+
+export { ConformanceError } from './ConformanceError.js'
+export type { ConformanceRule, ConformanceRunner } from './ConformanceRunner.js'
 export {
   type CopyFate,
   DeliveryLedger,
@@ -16,3 +19,4 @@ export {
 } from './DeliveryLedger.js'
 export { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryModel.js'
 export { DeliveryViolation, type DeliveryViolationCode } from './DeliveryViolation.js'
+export { checkSink, type SinkConformanceOptions, sinkConformance, sinkRules } from './SinkConformance.js'
