@@ -203,10 +203,13 @@ export class DeliveryLedger {
       ...transform,
       async process(events, context) {
         const seen = new Set<LogEvent>()
+        // Read before processing: a merged-away handle cannot be read afterwards.
+        const tags = events.events.map((event) => ledger.#tagOf(event))
         await transform.process(events, wrap(context, seen))
-        for (const event of events) {
-          if (!seen.has(event)) ledger.#recordOf(event)?.absorbedBy.push(id)
-        }
+        events.events.forEach((event, i) => {
+          const tag = tags[i]
+          if (!seen.has(event) && tag !== undefined) ledger.#records.get(tag)?.absorbedBy.push(id)
+        })
       },
       ...(transform.flush === undefined
         ? {}

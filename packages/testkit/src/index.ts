@@ -20,3 +20,9 @@ export {
 export { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryModel.js'
 export { DeliveryViolation, type DeliveryViolationCode } from './DeliveryViolation.js'
 export { checkSink, type SinkConformanceOptions, sinkConformance, sinkRules } from './SinkConformance.js'
+export {
+  checkTransform,
+  type TransformConformanceOptions,
+  transformConformance,
+  transformRules,
+} from './TransformConformance.js'
