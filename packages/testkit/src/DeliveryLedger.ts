@@ -174,12 +174,14 @@ export class DeliveryLedger {
       create: (fields, inheritFrom) => context.create(fields, inheritFrom),
       emit: (event, port) => {
         seen.add(event)
+        ledger.#retag(event)
         ledger.#hop(event, port === undefined ? id : `${id}.${port}`)
         context.emit(event, port)
       },
       emitAll: (events, port) => {
         for (const event of events) {
           seen.add(event)
+          ledger.#retag(event)
           ledger.#hop(event, port === undefined ? id : `${id}.${port}`)
         }
         context.emitAll(events, port)
@@ -205,6 +207,9 @@ export class DeliveryLedger {
         const seen = new Set<LogEvent>()
         // Read before processing: a merged-away handle cannot be read afterwards.
         const tags = events.events.map((event) => ledger.#tagOf(event))
+        events.events.forEach((event, i) => {
+          if (tags[i] !== undefined) ledger.#tags.set(event, tags[i])
+        })
         await transform.process(events, wrap(context, seen))
         events.events.forEach((event, i) => {
           const tag = tags[i]
@@ -416,6 +421,17 @@ export class DeliveryLedger {
   #recordOf(event: LogEvent): LedgerRecord | undefined {
     const tag = this.#tagOf(event)
     return tag === undefined ? undefined : this.#records.get(tag)
+  }
+
+  /**
+   * Puts the tag back on an input the transform emits with new fields (`replaceFields`). Events
+   * it builds anew (a clone with new fields, `create`) carry no tag: the ledger does not follow
+   * them, and their record is accounted for by the copies it does follow.
+   */
+  #retag(event: LogEvent): void {
+    const tag = this.#tags.get(event)
+    if (tag !== undefined && !event.isEnded && event.get(this.#field) === undefined)
+      event.set(this.#field, tag)
   }
 
   #hop(event: LogEvent, hop: string): void {
