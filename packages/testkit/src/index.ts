@@ -6,6 +6,13 @@
  * @module
  */
 
+export {
+  type BufferConformanceOptions,
+  type BufferUnderTest,
+  bufferConformance,
+  bufferRules,
+  checkBuffer,
+} from './BufferConformance.js'
 export { ConformanceError } from './ConformanceError.js'
 export type { ConformanceRule, ConformanceRunner } from './ConformanceRunner.js'
 export {
