@@ -208,6 +208,14 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
         hang('acknowledging on write'),
       )
       const owed = receivers.filter((r) => r.receiver.status === 'delivered').flatMap((r) => r.slice)
+      if (owed.length === 0) {
+        throw new ConformanceError(
+          'buffer.durable-before-acknowledged',
+          KIND,
+          'no batch was acknowledged delivered on write, so durability could not be checked',
+          'a buffer that acknowledges on write settles each stored event delivered once it is durable',
+        )
+      }
       await under.crash()
       const reopened = await under.reopen()
       await reopened.close()
