@@ -322,7 +322,9 @@ export class DeliveryLedger {
   /**
    * Every record whose source was told `delivered` (with acknowledgements on) was delivered by at
    * least one acknowledging sink, or dropped on purpose by a transform, or merged into a copy that
-   * was delivered. `LOST`.
+   * was delivered. `LOST`. A record that no acknowledging sink could see (it left on a port no
+   * sink reads, or only reached sinks with acknowledgements off) counts as lost too: use this on
+   * topologies where every record is meant to reach an acknowledging sink.
    */
   async expectNoLoss(): Promise<void> {
     await this.settled()

@@ -6,6 +6,7 @@
  * @module
  */
 
+export { Arbitraries } from './Arbitraries.js'
 export {
   type BufferConformanceOptions,
   type BufferUnderTest,
@@ -26,6 +27,17 @@ export {
 } from './DeliveryLedger.js'
 export { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryModel.js'
 export { DeliveryViolation, type DeliveryViolationCode } from './DeliveryViolation.js'
+export { describeSchedule, type FailureSchedule, faultySink, NO_FAULTS } from './FailureSchedule.js'
+export {
+  type RandomInput,
+  type RandomRun,
+  type RandomSink,
+  RandomTopology,
+  type RandomTopologyOptions,
+  type RandomTopologySpec,
+  type RandomTransform,
+  type RandomTransformKind,
+} from './RandomTopology.js'
 export { checkSink, type SinkConformanceOptions, sinkConformance, sinkRules } from './SinkConformance.js'
 export {
   checkTransform,
