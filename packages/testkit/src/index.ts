@@ -40,6 +40,13 @@ export {
 } from './RandomTopology.js'
 export { checkSink, type SinkConformanceOptions, sinkConformance, sinkRules } from './SinkConformance.js'
 export {
+  checkSource,
+  type SourceConformanceOptions,
+  type SourceUnderTest,
+  sourceConformance,
+  sourceRules,
+} from './SourceConformance.js'
+export {
   checkTransform,
   type TransformConformanceOptions,
   transformConformance,
