@@ -49,15 +49,9 @@ function queueSource(queue: Queue, flavour: Flavour): Source {
           const status = await receipt.status
           ;(status === 'delivered' ? queue.acked : queue.failed).push(...batch)
         })
+        // Broken: keeps the send in a list instead of awaiting it, so run() may return first.
         if (flavour === 'fire-and-forget') pending.push(sending)
-        else
-          await sending
-            .then(
-              () => undefined,
-              () => undefined,
-            )
-            .then(() => sending.catch(() => undefined))
-            .then(() => undefined)
+        else await sending
       }
       void pending
     },
