@@ -38,6 +38,7 @@ export {
   type RandomTransform,
   type RandomTransformKind,
 } from './RandomTopology.js'
+export { type RunTopologyOptions, runTopology } from './runTopology.js'
 export { checkSink, type SinkConformanceOptions, sinkConformance, sinkRules } from './SinkConformance.js'
 export {
   checkSource,
