@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest'
 import { main as sinkExample } from '../examples/custom-sink.js'
 import { main as sourceExample } from '../examples/custom-source.js'
 import { main as transformExample } from '../examples/custom-transform.js'
+import { main as testkitExample } from '../examples/testkit-sink.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 
@@ -29,8 +30,15 @@ describe('the component examples', () => {
     })
   })
 
+  it('testkit sink: a conforming sink passes the suite, one that ends events fails it, and the property holds', async () => {
+    const result = await testkitExample()
+    expect(result.good).toEqual([])
+    expect(result.broken).toContain('sink.never-ends-events')
+    expect(result.propertyRuns).toBe(30)
+  })
+
   it('each runs as a script and prints its result', async () => {
-    const runs = ['custom-source', 'custom-sink', 'custom-transform'].map(
+    const runs = ['custom-source', 'custom-sink', 'custom-transform', 'testkit-sink'].map(
       (name) =>
         new Promise<string>((resolve, reject) => {
           execFile(
@@ -42,9 +50,10 @@ describe('the component examples', () => {
           )
         }),
     )
-    const [source, sink, transform] = await Promise.all(runs)
+    const [source, sink, transform, testkit] = await Promise.all(runs)
     expect(JSON.parse(source!)).toEqual({ acked: [0, 1], redelivered: [2, 3] })
     expect(JSON.parse(sink!)).toEqual({ stored: 5, statuses: ['delivered', 'rejected'] })
     expect(JSON.parse(transform!).errors).toEqual([{ i: 2, level: 'error' }])
+    expect(JSON.parse(testkit!).good).toEqual([])
   }, 60_000)
 })

@@ -1,0 +1,259 @@
+/**
+ * The conformance suite of edge buffers (`EdgeBuffer` of `@ackline/topology`): what goes in comes
+ * out through `pull`, `close` drains, `pull` waits and honours its signal, and no event is
+ * acknowledged before the sink settled it — or, for a buffer that acknowledges on write, before
+ * it would survive a crash.
+ *
+ * Invariant: every rule ends whatever it pulled and disposes or closes what it opened, so a rule
+ * leaks no handle whatever the buffer does.
+ *
+ * @module
+ */
+import type { JsonObject } from '@ackline/core'
+import type { EdgeBuffer } from '@ackline/topology'
+import { ConformanceError } from './ConformanceError.js'
+import {
+  type ConformanceRule,
+  type ConformanceRunner,
+  register,
+  runRules,
+  within,
+} from './ConformanceRunner.js'
+import { batchOf, defaultRecords } from './internal/fixtures.js'
+
+/** A buffer under test, and (for the durability rule) how to crash it and open it again. */
+export interface BufferUnderTest {
+  readonly buffer: EdgeBuffer
+  /**
+   * Simulates a crash of the process holding `buffer`: whatever was not durable is lost (for a
+   * disk buffer, on a file system that can lose unsynced writes). With `reopen`, enables
+   * `buffer.durable-before-acknowledged`.
+   */
+  readonly crash?: () => Promise<void> | void
+  /** Opens the buffer again over the same storage, as the next run of the process would. */
+  readonly reopen?: () => Promise<EdgeBuffer>
+}
+
+/** Options of {@link bufferConformance} and {@link checkBuffer}. */
+export interface BufferConformanceOptions {
+  /** Records to push (default: six small log records). */
+  readonly records?: readonly JsonObject[]
+  /** Whether `pull` hands events out in push order (default true). */
+  readonly keepsOrder?: boolean
+  /**
+   * Whether the buffer tells sources `delivered` once an event is stored (a disk buffer in
+   * `acknowledgements: 'on-write'` mode) rather than when the sink settles it (default false).
+   */
+  readonly acknowledgesOnWrite?: boolean
+  /** The test runner's `describe` and `it` (default: those on `globalThis`). */
+  readonly runner?: ConformanceRunner
+  /** How long a pull may take once something is in the buffer, in milliseconds (default 5000). */
+  readonly timeoutMs?: number
+}
+
+type Subject = { readonly make: () => Promise<BufferUnderTest> } & BufferConformanceOptions
+
+const KIND = 'buffer'
+
+/** Pulls until `undefined`, ending each pulled event `status`; returns the pulled fields. */
+async function drain(buffer: EdgeBuffer, timeoutMs: number, status: 'delivered' | 'errored' = 'delivered') {
+  const out: JsonObject[] = []
+  for (;;) {
+    const next = await within(buffer.pull(), timeoutMs, () => hang('pull'))
+    if (next === undefined) return out
+    for (const event of next) out.push({ ...event.fields } as JsonObject)
+    next.end(status)
+  }
+}
+
+const hang = (what: string, code = 'buffer.hands-out-what-it-accepts') =>
+  new ConformanceError(
+    code,
+    KIND,
+    `${what} did not settle`,
+    'pull waits only while the buffer is open and empty: it resolves undefined when its signal aborts, or once closed and drained',
+  )
+
+/** A few turns of the event loop, for a buffer that settles asynchronously. */
+const turns = async (n = 5) => {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve))
+}
+
+const sameRecords = (a: readonly JsonObject[], b: readonly JsonObject[], ordered: boolean) => {
+  const key = (list: readonly JsonObject[]) => list.map((r) => JSON.stringify(r))
+  const [x, y] = [key(a), key(b)]
+  if (!ordered) {
+    x.sort()
+    y.sort()
+  }
+  return x.join('\n') === y.join('\n')
+}
+
+/** Every rule of the buffer suite, in the order they run. */
+export const bufferRules: readonly ConformanceRule<Subject>[] = [
+  {
+    id: 'buffer.hands-out-what-it-accepts',
+    title: 'hands out through pull every event pushed, then undefined once closed and drained',
+    async check(subject) {
+      const { buffer } = await subject.make()
+      const records = subject.records ?? defaultRecords()
+      const slices = [records.slice(0, 2), records.slice(2, 3), records.slice(3)]
+      const receivers = []
+      for (const slice of slices) {
+        const { events, receiver } = batchOf(slice)
+        receivers.push(receiver)
+        await buffer.push(events)
+      }
+      await buffer.close()
+      const out = await drain(buffer, subject.timeoutMs ?? 5000)
+      const again = await within(buffer.pull(), subject.timeoutMs ?? 5000, () => hang('a pull after the end'))
+      await Promise.all(receivers.map((r) => r.promise))
+      if (!sameRecords(out, records, subject.keepsOrder ?? true) || again !== undefined) {
+        throw new ConformanceError(
+          'buffer.hands-out-what-it-accepts',
+          KIND,
+          `pushed ${records.length} record(s), pulled ${JSON.stringify(out)}${again === undefined ? '' : ', and pull went on after the end'}`,
+          'every pushed event must come out of pull (in order, unless keepsOrder is false) exactly once, then pull resolves undefined',
+        )
+      }
+    },
+  },
+  {
+    id: 'buffer.never-acknowledges-before-the-sink',
+    title:
+      'leaves the status to the sink: a batch resolves only once its pulled events are ended, with their status',
+    async check(subject) {
+      if (subject.acknowledgesOnWrite === true) return
+      const { buffer } = await subject.make()
+      const { events, receiver } = batchOf(subject.records ?? defaultRecords())
+      await buffer.push(events)
+      await turns()
+      const early = receiver.isResolved
+      await buffer.close()
+      await drain(buffer, subject.timeoutMs ?? 5000, 'errored')
+      const status = await receiver.promise
+      if (early || status !== 'errored') {
+        throw new ConformanceError(
+          'buffer.never-acknowledges-before-the-sink',
+          KIND,
+          early
+            ? 'the batch resolved before any event was pulled'
+            : `the sink ended every event errored, the batch resolved '${status}'`,
+          'hand the pushed handles themselves to pull and never end them in the buffer (unless it promises durability: set acknowledgesOnWrite)',
+        )
+      }
+    },
+  },
+  {
+    id: 'buffer.pull-waits',
+    title: 'pull waits for a push, and resolves undefined on an aborted signal or at close',
+    async check(subject) {
+      const { buffer } = await subject.make()
+      const timeoutMs = subject.timeoutMs ?? 5000
+      let settled = false
+      const waiting = buffer.pull().then((next) => {
+        settled = true
+        return next
+      })
+      await turns()
+      const early = settled
+      const { events, receiver } = batchOf((subject.records ?? defaultRecords()).slice(0, 1))
+      await buffer.push(events)
+      const got = await within(waiting, timeoutMs, () =>
+        hang('a pull waiting for a push', 'buffer.pull-waits'),
+      )
+      got?.end('delivered')
+      const controller = new AbortController()
+      const aborted = buffer.pull(controller.signal)
+      controller.abort()
+      const afterAbort = await within(aborted, timeoutMs, () =>
+        hang('a pull whose signal aborted', 'buffer.pull-waits'),
+      )
+      const atClose = buffer.pull()
+      await buffer.close()
+      const afterClose = await within(atClose, timeoutMs, () =>
+        hang('a pull pending at close', 'buffer.pull-waits'),
+      )
+      await receiver.promise
+      if (early || got === undefined || afterAbort !== undefined || afterClose !== undefined) {
+        throw new ConformanceError(
+          'buffer.pull-waits',
+          KIND,
+          early
+            ? 'pull on an empty buffer resolved before any push'
+            : got === undefined
+              ? 'a waiting pull did not get the next push'
+              : 'pull did not resolve undefined after its signal aborted or the buffer closed',
+          'pull waits until an array is available; it resolves undefined when its signal aborts, or once closed and drained',
+        )
+      }
+    },
+  },
+  {
+    id: 'buffer.durable-before-acknowledged',
+    title: 'what it acknowledged on write survives a crash and comes out of the reopened buffer',
+    async check(subject) {
+      if (subject.acknowledgesOnWrite !== true) return
+      const under = await subject.make()
+      if (under.crash === undefined || under.reopen === undefined) return
+      const records = subject.records ?? defaultRecords()
+      const receivers = []
+      for (const slice of [records.slice(0, 3), records.slice(3)]) {
+        const { events, receiver } = batchOf(slice)
+        receivers.push({ receiver, slice })
+        await under.buffer.push(events)
+      }
+      // Only what the buffer acknowledged is owed after the crash.
+      await within(Promise.all(receivers.map((r) => r.receiver.promise)), subject.timeoutMs ?? 5000, () =>
+        hang('acknowledging on write'),
+      )
+      const owed = receivers.filter((r) => r.receiver.status === 'delivered').flatMap((r) => r.slice)
+      if (owed.length === 0) {
+        throw new ConformanceError(
+          'buffer.durable-before-acknowledged',
+          KIND,
+          'no batch was acknowledged delivered on write, so durability could not be checked',
+          'a buffer that acknowledges on write settles each stored event delivered once it is durable',
+        )
+      }
+      await under.crash()
+      const reopened = await under.reopen()
+      await reopened.close()
+      const out = await drain(reopened, subject.timeoutMs ?? 5000)
+      const missing = owed.filter((r) => !out.some((o) => JSON.stringify(o) === JSON.stringify(r)))
+      if (missing.length > 0) {
+        throw new ConformanceError(
+          'buffer.durable-before-acknowledged',
+          KIND,
+          `${missing.length} record(s) acknowledged delivered were gone after a crash, e.g. ${JSON.stringify(missing[0])}`,
+          'settle an event delivered on write only after its bytes are synced (fsync/fdatasync), never when the write is merely queued',
+        )
+      }
+    },
+  },
+]
+
+/**
+ * Registers the buffer suite with the test runner: one test per rule, each on a fresh buffer.
+ *
+ * @example
+ * ```ts
+ * import { describe, it } from 'vitest'
+ * bufferConformance('my buffer', async () => ({ buffer: await myFactory.open({ componentId: 'k', dataDir }) }), { runner: { describe, it } })
+ * ```
+ */
+export function bufferConformance(
+  name: string,
+  make: () => Promise<BufferUnderTest>,
+  options: BufferConformanceOptions = {},
+): void {
+  register(name, bufferRules, { ...options, make }, options.runner, (options.timeoutMs ?? 5000) * 4)
+}
+
+/** Runs the buffer suite without a test runner and returns the rules the buffer broke (none: conforms). */
+export function checkBuffer(
+  make: () => Promise<BufferUnderTest>,
+  options: BufferConformanceOptions = {},
+): Promise<ConformanceError[]> {
+  return runRules(bufferRules, { ...options, make }, KIND)
+}

@@ -1,0 +1,85 @@
+/**
+ * How a conformance suite registers its tests: with the `describe` and `it` of whatever runner the
+ * user has (vitest, jest, mocha, node:test), given or found on `globalThis`.
+ *
+ * Invariant: a rule is a plain async check that throws a {@link ConformanceError}; the runner only
+ * names it. `check*` functions run the same rules without any runner and return the failures.
+ *
+ * @module
+ */
+import { ConformanceError } from './ConformanceError.js'
+
+/** The two functions a conformance suite needs from a test runner. */
+export interface ConformanceRunner {
+  describe(name: string, body: () => void): void
+  it(name: string, body: () => Promise<void>, timeout?: number): void
+}
+
+/** One rule of a conformance suite: an id, what it means, and its check. */
+export interface ConformanceRule<Subject> {
+  /** `sink.never-ends-events`: the code of the {@link ConformanceError} it throws. */
+  readonly id: string
+  /** What a component of that kind must do, as a test's name. */
+  readonly title: string
+  /** Throws a {@link ConformanceError} when `subject` breaks the rule. */
+  check(subject: Subject): Promise<void>
+}
+
+/** `runner`, or the `describe`/`it` on `globalThis` (vitest with globals, jest, mocha). */
+export function resolveRunner(runner: ConformanceRunner | undefined): ConformanceRunner {
+  if (runner !== undefined) return runner
+  const g = globalThis as Partial<ConformanceRunner>
+  if (typeof g.describe === 'function' && typeof g.it === 'function') {
+    return { describe: g.describe.bind(globalThis), it: g.it.bind(globalThis) }
+  }
+  throw new ConformanceError(
+    'runner',
+    'conformance suite',
+    'no describe/it given and none on globalThis',
+    "pass { runner: { describe, it } } (for vitest: import { describe, it } from 'vitest')",
+  )
+}
+
+/** Registers one test per rule under `name`. */
+export function register<S>(
+  name: string,
+  rules: readonly ConformanceRule<S>[],
+  subject: S,
+  runner: ConformanceRunner | undefined,
+  timeoutMs: number,
+): void {
+  const { describe, it } = resolveRunner(runner)
+  describe(name, () => {
+    for (const rule of rules) it(`${rule.id}: ${rule.title}`, () => rule.check(subject), timeoutMs)
+  })
+}
+
+/** Runs every rule, returning the failures (a rule that throws something else is reported too). */
+export async function runRules<S>(
+  rules: readonly ConformanceRule<S>[],
+  subject: S,
+  component: string,
+): Promise<ConformanceError[]> {
+  const failures: ConformanceError[] = []
+  for (const rule of rules) {
+    try {
+      await rule.check(subject)
+    } catch (error) {
+      failures.push(
+        error instanceof ConformanceError
+          ? error
+          : new ConformanceError(rule.id, component, `the check threw: ${String(error)}`, 'see the cause'),
+      )
+    }
+  }
+  return failures
+}
+
+/** Resolves with `promise`, or rejects with a {@link ConformanceError} after `ms`. */
+export function within<T>(promise: Promise<T>, ms: number, error: () => ConformanceError): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(error()), ms)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}

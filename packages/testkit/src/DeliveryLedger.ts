@@ -1,0 +1,486 @@
+/**
+ * A delivery ledger: wraps the sources, transforms and sinks of a topology and records, for every
+ * record a source sent, every copy's fate and what the source was told; then checks delivery
+ * properties against the reference model ({@link DeliveryModel}).
+ *
+ * Invariant: the ledger only observes. It tags each record with one field (`options.field`,
+ * removed again before a wrapped sink sees the event), keeps per-event bookkeeping in weak maps,
+ * and passes every call, result and error through unchanged, so a run under the ledger is the run
+ * without it.
+ *
+ * @module
+ */
+import type { BatchStatus, DeliveryStatus, JsonObject, LogEvent } from '@ackline/core'
+import type {
+  BatchReceipt,
+  Sink,
+  Source,
+  SourceContext,
+  Transform,
+  TransformContext,
+} from '@ackline/topology'
+import { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryModel.js'
+import { DeliveryViolation } from './DeliveryViolation.js'
+import { classifyError, classifyResult } from './internal/classifyResult.js'
+
+/** Options of a {@link DeliveryLedger}. */
+export interface DeliveryLedgerOptions {
+  /** The topology's `acknowledgements` option: the default of every wrapped sink (default false). */
+  readonly acknowledgements?: boolean
+  /** The field the ledger tags records with (default `'_ledger'`); pick one your components ignore. */
+  readonly field?: string
+}
+
+/** Options of {@link DeliveryLedger.sink}: the same flags you give the builder for that sink. */
+export interface LedgerSinkOptions {
+  /** Whether the sink acknowledges (default: the ledger's `acknowledgements`). */
+  readonly acknowledgements?: boolean
+  /** Whether the sink is authoritative (default false). */
+  readonly authoritative?: boolean
+}
+
+/** One copy's fate, as the ledger saw it. */
+export interface CopyFate {
+  /** The sink that ended the copy, or the transform that dropped it. */
+  readonly component: string
+  /** `'sink'` for a write's outcome, `'drop'` for a transform's drop. */
+  readonly via: 'sink' | 'drop'
+  /** The status reported (the last attempt's, for a retried write); `undefined` for a drop without one. */
+  readonly status: DeliveryStatus | undefined
+  /** Whether that report counts (an acknowledging sink, or a drop). */
+  readonly acknowledges: boolean
+  readonly authoritative: boolean
+  /**
+   * The transforms (with the port) that had emitted the record when this copy ended, in order.
+   * It is the record's route, not this one copy's: a transform that emits one handle on two ports
+   * hands the same object on, so the ledger cannot tell the copies apart before a sink sees them.
+   */
+  readonly path: readonly string[]
+  /** The fields the sink got, without the ledger's tag. */
+  readonly fields: JsonObject | undefined
+}
+
+/** One record a source sent, with everything the ledger learned about it. */
+export interface LedgerRecord {
+  /** `source/batch/index`: the source's id, the batch's number in that source, the record's index. */
+  readonly tag: string
+  readonly source: string
+  readonly batch: number
+  readonly record: JsonObject
+  /** The copies' fates, in the order they ended. */
+  readonly fates: CopyFate[]
+  /** Transforms that neither emitted nor dropped it in the call that got it (merged, or held). */
+  readonly absorbedBy: string[]
+  /** The transforms (with the port) that emitted it, in order. */
+  readonly hops: string[]
+  /** What its source was told of its batch, once resolved. */
+  told: BatchStatus | undefined
+}
+
+/** One batch a source sent. */
+export interface LedgerBatch {
+  readonly source: string
+  readonly index: number
+  readonly receipt: BatchReceipt
+  readonly records: readonly LedgerRecord[]
+  /** What the source was told, once it resolved. */
+  told: BatchStatus | undefined
+}
+
+/** A key a record is identified by across re-sends (for at-least-once and exactly-once). */
+export type RecordKey = (record: JsonObject) => string
+
+/**
+ * Records every copy's fate; see the module header.
+ *
+ * @example
+ * ```ts
+ * const ledger = new DeliveryLedger({ acknowledgements: true })
+ * const topology = new TopologyBuilder({ acknowledgements: true })
+ *   .source('in', ledger.source('in', mySource))
+ *   .sink('db', ['in'], ledger.sink('db', mySink))
+ *   .build()
+ * await topology.start()
+ * await topology.done
+ * await ledger.expectNoLoss()
+ * await ledger.expectMatchesModel()
+ * ```
+ */
+export class DeliveryLedger {
+  /** Every batch, in the order the sources sent them. */
+  readonly batches: LedgerBatch[] = []
+  readonly #records = new Map<string, LedgerRecord>()
+  readonly #acknowledgements: boolean
+  readonly #field: string
+  readonly #tags = new WeakMap<LogEvent, string>()
+  readonly #pending: Promise<unknown>[] = []
+
+  constructor(options: DeliveryLedgerOptions = {}) {
+    this.#acknowledgements = options.acknowledgements ?? false
+    this.#field = options.field ?? '_ledger'
+  }
+
+  /** Every record, in send order. */
+  get records(): LedgerRecord[] {
+    return [...this.#records.values()]
+  }
+
+  /** Wraps a source: every record it sends through `context.send` is tagged and followed. */
+  source(id: string, source: Source): Source {
+    const ledger = this
+    return {
+      ...source,
+      kind: source.kind,
+      canAcknowledge: source.canAcknowledge,
+      run(context: SourceContext) {
+        const wrapped: SourceContext = {
+          id: context.id,
+          acknowledgements: context.acknowledgements,
+          signal: context.signal,
+          sendEvents: (events) => context.sendEvents(events),
+          send: async (records) => {
+            const index = ledger.batches.filter((b) => b.source === id).length
+            const list = [...records]
+            const entries = list.map((record, i) => ledger.#open(id, index, i, record))
+            const receipt = await context.send(
+              list.map((record, i) => ({ ...record, [ledger.#field]: entries[i]!.tag })),
+            )
+            const batch: LedgerBatch = { source: id, index, receipt, records: entries, told: undefined }
+            ledger.batches.push(batch)
+            ledger.#pending.push(
+              receipt.status.then((status) => {
+                batch.told = status
+                for (const record of entries) record.told = status
+              }),
+            )
+            return receipt
+          },
+        }
+        return source.run(wrapped)
+      },
+    }
+  }
+
+  /** Wraps a transform: records which records it emitted (on which port), dropped, or absorbed. */
+  transform<P extends string>(
+    id: string,
+    transform: Transform<P>,
+    dropStatus?: 'delivered' | 'rejected',
+  ): Transform<P> {
+    const ledger = this
+    const drops = dropStatus ?? transform.dropStatus ?? 'delivered'
+    const wrap = (context: TransformContext, seen: Set<LogEvent>): TransformContext => ({
+      id: context.id,
+      create: (fields, inheritFrom) => context.create(fields, inheritFrom),
+      emit: (event, port) => {
+        seen.add(event)
+        ledger.#retag(event)
+        ledger.#hop(event, port === undefined ? id : `${id}.${port}`)
+        context.emit(event, port)
+      },
+      emitAll: (events, port) => {
+        for (const event of events) {
+          seen.add(event)
+          ledger.#retag(event)
+          ledger.#hop(event, port === undefined ? id : `${id}.${port}`)
+        }
+        context.emitAll(events, port)
+      },
+      drop: (event) => {
+        seen.add(event)
+        const record = ledger.#recordOf(event)
+        record?.fates.push({
+          component: id,
+          via: 'drop',
+          status: drops === 'rejected' ? 'rejected' : undefined,
+          acknowledges: true,
+          authoritative: false,
+          path: [...(record?.hops ?? [])],
+          fields: undefined,
+        })
+        context.drop(event)
+      },
+    })
+    return {
+      ...transform,
+      async process(events, context) {
+        const seen = new Set<LogEvent>()
+        // Read before processing: a merged-away handle cannot be read afterwards.
+        const tags = events.events.map((event) => ledger.#tagOf(event))
+        events.events.forEach((event, i) => {
+          if (tags[i] !== undefined) ledger.#tags.set(event, tags[i])
+        })
+        await transform.process(events, wrap(context, seen))
+        events.events.forEach((event, i) => {
+          const tag = tags[i]
+          if (!seen.has(event) && tag !== undefined) ledger.#records.get(tag)?.absorbedBy.push(id)
+        })
+      },
+      ...(transform.flush === undefined
+        ? {}
+        : { flush: (context: TransformContext) => transform.flush!(wrap(context, new Set())) }),
+    }
+  }
+
+  /** Wraps a sink: records each copy's reported status (the last attempt's, for a retried write). */
+  sink(id: string, sink: Sink, options: LedgerSinkOptions = {}): Sink {
+    const ledger = this
+    const acknowledges = options.acknowledgements ?? this.#acknowledgements
+    const authoritative = options.authoritative ?? false
+    const report = (events: readonly LogEvent[], statuses: readonly DeliveryStatus[]) => {
+      events.forEach((event, i) => {
+        const record = ledger.#recordOf(event)
+        record?.fates.push({
+          component: id,
+          via: 'sink',
+          status: statuses[i],
+          acknowledges,
+          authoritative,
+          path: [...(record?.hops ?? [])],
+          fields: { ...event.fields },
+        })
+      })
+    }
+    return {
+      ...sink,
+      async write(events) {
+        for (const event of events) ledger.#untag(event)
+        let result: Awaited<ReturnType<Sink['write']>>
+        try {
+          result = await sink.write(events)
+        } catch (error) {
+          // A failed attempt: the runtime may retry; the ledger keeps the last attempt's word.
+          ledger.#forget(events.events, id)
+          report(
+            events.events,
+            events.events.map(() => classifyError(error)),
+          )
+          throw error
+        }
+        ledger.#forget(events.events, id)
+        report(events.events, classifyResult(result, events.length))
+        return result
+      },
+    }
+  }
+
+  /** Resolves once every batch sent so far has told its source its status. */
+  async settled(): Promise<void> {
+    while (this.#pending.length > 0) await Promise.all(this.#pending.splice(0))
+  }
+
+  /** The model's verdict on one record, from its copies' fates. */
+  verdict(record: LedgerRecord): RecordVerdict {
+    return DeliveryModel.record(record.fates.map(asReport))
+  }
+
+  /**
+   * Every batch told its source what the model computes from the copies' reports.
+   * Throws a {@link DeliveryViolation} (`MODEL_MISMATCH`) naming the batch and its records' copies.
+   */
+  async expectMatchesModel(): Promise<void> {
+    await this.settled()
+    for (const batch of this.batches) {
+      const expected = DeliveryModel.told(
+        batch.receipt.batchId !== undefined,
+        batch.records.map((r) => this.verdict(r)),
+      )
+      if (batch.told !== expected) {
+        throw new DeliveryViolation(
+          'MODEL_MISMATCH',
+          `batch ${batch.index} of source '${batch.source}' was told '${batch.told}', but its copies' reports make it '${expected}'`,
+          batch.records.map(describeRecord),
+          'the runtime or a wrapped component settled events other than as reported: look for a component that ends events itself, or one missing from the ledger',
+        )
+      }
+    }
+  }
+
+  /**
+   * No source was told `delivered` for a record that an acknowledging sink (or a rejecting drop)
+   * failed, unless an authoritative sink had already recorded it. `NACK_LOST`.
+   */
+  async expectNoAckWithoutDelivery(): Promise<void> {
+    await this.settled()
+    for (const batch of this.batches) {
+      if (batch.told !== 'delivered' || batch.receipt.batchId === undefined) continue
+      for (const record of batch.records) {
+        const verdict = this.verdict(record)
+        if (verdict === 'errored' || verdict === 'rejected') {
+          const culprit = record.fates.find((f) => f.acknowledges && f.status === verdict)
+          throw new DeliveryViolation(
+            'NACK_LOST',
+            `record ${record.tag} was acknowledged to source '${record.source}' although ${culprit?.component ?? 'a component'} reported it '${verdict}'`,
+            [describeRecord(record)],
+            `a source must hear '${verdict}' here; check that '${culprit?.component}' reports its failure (throw or return it) instead of swallowing it`,
+          )
+        }
+      }
+    }
+  }
+
+  /**
+   * Every record whose source was told `delivered` (with acknowledgements on) was delivered by at
+   * least one acknowledging sink, or dropped on purpose by a transform, or merged into a copy that
+   * was delivered. `LOST`. A record that no acknowledging sink could see (it left on a port no
+   * sink reads, or only reached sinks with acknowledgements off) counts as lost too: use this on
+   * topologies where every record is meant to reach an acknowledging sink.
+   */
+  async expectNoLoss(): Promise<void> {
+    await this.settled()
+    for (const batch of this.batches) {
+      if (batch.told !== 'delivered' || batch.receipt.batchId === undefined) continue
+      for (const record of batch.records) {
+        if (this.#accounted(record)) continue
+        const last = record.fates.at(-1)
+        throw new DeliveryViolation(
+          'LOST',
+          `record ${record.tag} was acknowledged to source '${record.source}' but no acknowledging sink delivered it`,
+          [describeRecord(record)],
+          last === undefined
+            ? 'no sink ever wrote it: a transform forgot it, or a sink was not wrapped by the ledger'
+            : `its last copy ended at '${last.component}' as '${last.status ?? 'no status'}': that component reported delivery it did not make`,
+        )
+      }
+    }
+  }
+
+  /**
+   * Every distinct record (by `by`, default the whole record without the tag) that any source sent
+   * was delivered at least once by an acknowledging sink, across re-sends. `NOT_DELIVERED`.
+   */
+  async expectAtLeastOnce(options: { by?: RecordKey } = {}): Promise<void> {
+    await this.settled()
+    const by = options.by ?? ((record: JsonObject) => JSON.stringify(record))
+    const groups = new Map<string, LedgerRecord[]>()
+    for (const record of this.#records.values()) {
+      const key = by(record.record)
+      groups.set(key, [...(groups.get(key) ?? []), record])
+    }
+    for (const [key, records] of groups) {
+      if (records.some((r) => this.#accounted(r))) continue
+      throw new DeliveryViolation(
+        'NOT_DELIVERED',
+        `record with key ${key} was sent ${records.length} time(s) and never delivered by an acknowledging sink`,
+        records.map(describeRecord),
+        'a source must re-send (or nack to its upstream) what was not delivered; check the source reads its receipts',
+      )
+    }
+  }
+
+  /**
+   * At least once (see {@link DeliveryLedger.expectAtLeastOnce}), and every delivered copy of one
+   * key at one sink carried the same fields, so a sink that writes idempotently by `by` ends with
+   * exactly one, correct, entry per key. `DIVERGENT_DUPLICATE`.
+   */
+  async expectExactlyOnce(options: { by: RecordKey }): Promise<void> {
+    await this.expectAtLeastOnce(options)
+    const seen = new Map<string, { fields: string; record: LedgerRecord }>()
+    for (const record of this.#records.values()) {
+      for (const fate of record.fates) {
+        if (fate.via !== 'sink' || fate.status !== 'delivered' || fate.fields === undefined) continue
+        const key = `${fate.component}\u0000${options.by(record.record)}`
+        const fields = JSON.stringify(fate.fields)
+        const before = seen.get(key)
+        if (before === undefined) seen.set(key, { fields, record })
+        else if (before.fields !== fields) {
+          throw new DeliveryViolation(
+            'DIVERGENT_DUPLICATE',
+            `sink '${fate.component}' delivered key ${options.by(record.record)} twice with different fields`,
+            [describeRecord(before.record), describeRecord(record)],
+            'an idempotent write by key needs every re-send to carry the same fields: make the transforms on this path deterministic',
+          )
+        }
+      }
+    }
+  }
+
+  /** A readable account of every record, for a failing property's message. */
+  describe(): string {
+    return this.records.map(describeRecord).join('\n')
+  }
+
+  #open(source: string, batch: number, index: number, record: JsonObject): LedgerRecord {
+    const entry: LedgerRecord = {
+      tag: `${source}/${batch}/${index}`,
+      source,
+      batch,
+      record,
+      fates: [],
+      absorbedBy: [],
+      hops: [],
+      told: undefined,
+    }
+    this.#records.set(entry.tag, entry)
+    return entry
+  }
+
+  #tagOf(event: LogEvent): string | undefined {
+    const tag = this.#tags.get(event) ?? event.get(this.#field)
+    return typeof tag === 'string' ? tag : undefined
+  }
+
+  #recordOf(event: LogEvent): LedgerRecord | undefined {
+    const tag = this.#tagOf(event)
+    return tag === undefined ? undefined : this.#records.get(tag)
+  }
+
+  /**
+   * Puts the tag back on an input the transform emits with new fields (`replaceFields`). Events
+   * it builds anew (a clone with new fields, `create`) carry no tag: the ledger does not follow
+   * them, and their record is accounted for by the copies it does follow.
+   */
+  #retag(event: LogEvent): void {
+    const tag = this.#tags.get(event)
+    if (tag !== undefined && !event.isEnded && event.get(this.#field) === undefined)
+      event.set(this.#field, tag)
+  }
+
+  #hop(event: LogEvent, hop: string): void {
+    this.#recordOf(event)?.hops.push(hop)
+  }
+
+  /** Removes the tag from the fields a sink sees, keeping it aside for the report. */
+  #untag(event: LogEvent): void {
+    const tag = this.#tagOf(event)
+    if (tag === undefined) return
+    this.#tags.set(event, tag)
+    if (event.get(this.#field) !== undefined) event.remove(this.#field)
+  }
+
+  /** Drops a failed attempt's reports at `sink`, so a retry's report replaces them. */
+  #forget(events: readonly LogEvent[], sink: string): void {
+    for (const event of events) {
+      const record = this.#recordOf(event)
+      if (record === undefined) continue
+      const i = record.fates.findLastIndex((f) => f.component === sink && f.via === 'sink')
+      if (i >= 0) record.fates.splice(i, 1)
+    }
+  }
+
+  #accounted(record: LedgerRecord): boolean {
+    if (record.fates.some((f) => f.acknowledges && (f.via === 'drop' || f.status === 'delivered')))
+      return true
+    // Merged into another event (or held for a later flush): the ledger cannot follow its fields
+    // further; the event it joined carries its batch along, so a delivered batch vouches for it.
+    // (A forgotten event is settled errored by the runtime, so its batch is not delivered.)
+    return record.absorbedBy.length > 0 && record.told === 'delivered'
+  }
+}
+
+const asReport = (fate: CopyFate): CopyReport => ({
+  status: fate.status,
+  acknowledges: fate.acknowledges,
+  authoritative: fate.authoritative,
+})
+
+/** `src/0/1 {"n":1}: in → t.a → db: delivered; in → t.b → dead: errored`. */
+function describeRecord(record: LedgerRecord): string {
+  const fates = record.fates.map(
+    (f) =>
+      `${[record.source, ...f.path, f.component].join(' → ')}${f.via === 'drop' ? ' (dropped)' : ''}: ${f.status ?? 'no status'}${f.acknowledges ? '' : ' (acknowledgements off)'}${f.authoritative ? ' (authoritative)' : ''}`,
+  )
+  const absorbed = record.absorbedBy.map((t) => `absorbed by ${t}`)
+  const all = [...fates, ...absorbed]
+  return `${record.tag} ${JSON.stringify(record.record)}: ${all.length === 0 ? 'no copy reached a sink' : all.join('; ')}`
+}

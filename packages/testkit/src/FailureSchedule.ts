@@ -1,0 +1,77 @@
+/**
+ * A failure schedule and the sink wrapper that follows it: make any sink slow, flaky or failing
+ * on a schedule, deterministically (the schedule counts calls and reads fields; no randomness).
+ *
+ * Invariant: the wrapper never ends events and never changes what the inner sink reports for a
+ * write it lets through; it only throws before the inner write, hangs before it, or turns the
+ * scheduled records' entries into `RejectError`s.
+ *
+ * @module
+ */
+import type { JsonValue } from '@ackline/core'
+import { RejectError, RetryableError, type Sink } from '@ackline/topology'
+
+/** When and how a {@link faultySink} fails. */
+export interface FailureSchedule {
+  /** Write calls (1-based, counting retries) that throw a `RetryableError` before writing. */
+  readonly errorOnCalls: readonly number[]
+  /** Records rejected (one `RejectError` entry each): those whose `field` value modulo `modulo` is 0. */
+  readonly rejectWhen?: { readonly field: string; readonly modulo: number } | undefined
+  /** How long every write waits before it runs, in milliseconds (0: none). */
+  readonly hangMs: number
+}
+
+/** No fault: the inner sink as it is. */
+export const NO_FAULTS: FailureSchedule = { errorOnCalls: [], hangMs: 0 }
+
+/** `faults` in one line: `errors on calls 2, 3; rejects n % 3 == 0; hangs 20 ms`. */
+export function describeSchedule(faults: FailureSchedule): string {
+  const parts = [
+    faults.errorOnCalls.length > 0 ? `errors on calls ${faults.errorOnCalls.join(', ')}` : undefined,
+    faults.rejectWhen === undefined
+      ? undefined
+      : `rejects ${faults.rejectWhen.field} % ${faults.rejectWhen.modulo} == 0`,
+    faults.hangMs > 0 ? `hangs ${faults.hangMs} ms` : undefined,
+  ].filter((p) => p !== undefined)
+  return parts.length === 0 ? 'no faults' : parts.join('; ')
+}
+
+const matches = (value: JsonValue | undefined, modulo: number): boolean =>
+  typeof value === 'number' && value % modulo === 0
+
+/**
+ * Wraps `sink` so it fails on `faults`. Hangs use `setTimeout`, so they follow fake timers.
+ *
+ * @example
+ * ```ts
+ * builder.sink('db', ['in'], faultySink(mySink(), { errorOnCalls: [1], hangMs: 0 }), { retry: { attempts: 3, initialBackoffMs: 0 } })
+ * ```
+ */
+export function faultySink(sink: Sink, faults: FailureSchedule): Sink & { readonly calls: number } {
+  let calls = 0
+  return {
+    ...sink,
+    kind: sink.kind,
+    get calls() {
+      return calls
+    },
+    async write(events) {
+      calls++
+      if (faults.hangMs > 0) await new Promise((resolve) => setTimeout(resolve, faults.hangMs))
+      if (faults.errorOnCalls.includes(calls)) {
+        throw new RetryableError(sink.kind, `scheduled failure on write call ${calls}`)
+      }
+      const reject = faults.rejectWhen
+      const flags = events.events.map(
+        (e) => reject !== undefined && matches(e.get(reject.field), reject.modulo),
+      )
+      const result = await sink.write(events)
+      if (!flags.includes(true)) return result
+      return events.events.map((_, i) =>
+        flags[i]
+          ? new RejectError(sink.kind, `scheduled rejection of ${reject!.field}`)
+          : (result?.[i] ?? 'delivered'),
+      )
+    },
+  }
+}

@@ -1,0 +1,431 @@
+/**
+ * Random topologies: a shrinkable description (sources, transforms, sinks, wiring, outcomes), a
+ * predictive model of what every batch resolves to, a runner that builds and runs the real
+ * topology under a {@link DeliveryLedger}, and a readable printout for counterexamples.
+ *
+ * Invariant: the description is plain data produced by fast-check combinators, so a failing
+ * property shrinks to a small topology; the model reads only the description and the lattice
+ * (through {@link DeliveryModel}), never the runtime.
+ *
+ * @module
+ */
+import type { BatchStatus, DeliveryStatus, JsonObject, LogEvent } from '@ackline/core'
+import {
+  type BatchReceipt,
+  type LifecycleEvent,
+  type Sink,
+  type Source,
+  TopologyBuilder,
+  type Transform,
+} from '@ackline/topology'
+import fc from 'fast-check'
+import { DeliveryLedger } from './DeliveryLedger.js'
+import { DeliveryModel } from './DeliveryModel.js'
+import { describeSchedule, type FailureSchedule, faultySink, NO_FAULTS } from './FailureSchedule.js'
+
+/** The transforms a random topology is made of; `user:<name>` is one of the caller's own. */
+export type RandomTransformKind = 'pass' | 'filter' | 'route' | 'merge' | `user:${string}`
+
+/** Where a component reads from: a producer (by position among sources, then transforms) and a port. */
+export interface RandomInput {
+  readonly from: number
+  readonly port: number
+}
+
+/** One transform of a random topology. */
+export interface RandomTransform {
+  readonly kind: RandomTransformKind
+  readonly inputs: readonly RandomInput[]
+  /** `filter`: drops events whose `n % 3 === rest`. */
+  readonly rest: number
+  /** `filter`: whether its drops count as `rejected`. */
+  readonly rejectDrops: boolean
+  readonly maxEvents: number
+}
+
+/** One sink of a random topology. */
+export interface RandomSink {
+  readonly inputs: readonly RandomInput[]
+  /** Its `acknowledgements` option (`undefined`: the topology's). */
+  readonly acks: boolean | undefined
+  /** What it reports for event `n`: `outcomes[n % outcomes.length]`. */
+  readonly outcomes: readonly DeliveryStatus[]
+  readonly maxEvents: number
+  /** Faults injected around it (retried writes do not change the outcome: see the model). */
+  readonly faults: FailureSchedule
+}
+
+/** A random topology, as plain data. */
+export interface RandomTopologySpec {
+  /** The topology's `acknowledgements` option. */
+  readonly global: boolean
+  /** Per source, its batches' sizes. */
+  readonly sources: readonly (readonly number[])[]
+  readonly transforms: readonly RandomTransform[]
+  readonly sinks: readonly RandomSink[]
+}
+
+/** Options of {@link RandomTopology.arbitrary}. */
+export interface RandomTopologyOptions {
+  /** Your own transforms, by name, mixed in with the built-in kinds (the model then cannot predict; use the ledger). */
+  readonly transforms?: Readonly<Record<string, () => Transform>>
+  /** Whether sinks get failure schedules (default false). Scheduled errors are retried until they pass. */
+  readonly faults?: boolean
+  readonly maxTransforms?: number
+  readonly maxSinks?: number
+}
+
+/** What {@link RandomTopology.run} observed. */
+export interface RandomRun {
+  /** Per source, each batch's status, in send order. */
+  readonly statuses: BatchStatus[][]
+  readonly receipts: BatchReceipt[][]
+  readonly facts: LifecycleEvent[]
+  readonly ledger: DeliveryLedger
+}
+
+const PORTS = ['', 'a', 'b', '_unmatched'] as const
+
+/** A token of the model: the event whose fields it carries and the events whose finalizers it holds. */
+interface Token {
+  readonly n: number
+  readonly origins: ReadonlySet<number>
+}
+
+interface Producer {
+  readonly id: string
+  readonly kind: RandomTransformKind | 'source'
+}
+
+function resolveInputs(list: readonly RandomInput[], producers: readonly Producer[]): string[] {
+  const names = new Set<string>()
+  for (const { from, port } of list) {
+    const producer = producers[from % producers.length]!
+    names.add(
+      producer.kind === 'route' ? `${producer.id}${port === 0 ? '' : `.${PORTS[port]}`}` : producer.id,
+    )
+  }
+  return [...names]
+}
+
+/** The wiring of `spec`: each transform's and sink's input names, as the builder gets them. */
+function wiring(spec: RandomTopologySpec) {
+  const producers: Producer[] = spec.sources.map((_, i) => ({ id: `src${i}`, kind: 'source' }))
+  const transformInputs = spec.transforms.map((t, i) => {
+    const inputs = resolveInputs(t.inputs, producers)
+    producers.push({ id: `t${i}`, kind: t.kind })
+    return inputs
+  })
+  const sinkInputs = spec.sinks.map((k) => resolveInputs(k.inputs, producers))
+  return { transformInputs, sinkInputs }
+}
+
+const n = (event: LogEvent): number => event.get('n') as number
+
+const builtIn = (t: RandomTransform): Transform => {
+  switch (t.kind) {
+    case 'pass':
+      return {
+        kind: 'pass',
+        process(events, context) {
+          context.emitAll(events)
+        },
+      }
+    case 'filter':
+      return {
+        kind: 'filter',
+        ...(t.rejectDrops ? { dropStatus: 'rejected' as const } : {}),
+        process(events, context) {
+          for (const e of events) n(e) % 3 === t.rest ? context.drop(e) : context.emit(e)
+        },
+      }
+    case 'route':
+      return {
+        kind: 'route',
+        outputs: ['a', 'b', '_unmatched'],
+        process(events, context) {
+          for (const e of events) {
+            if (n(e) % 2 === 0) context.emit(e, 'a')
+            if (n(e) % 3 === 0) context.emit(e, 'b')
+            if (n(e) % 2 !== 0 && n(e) % 3 !== 0) context.emit(e, '_unmatched')
+          }
+        },
+      }
+    case 'merge':
+      return {
+        kind: 'merge_pairs',
+        process(events, context) {
+          const list = events.events
+          for (let i = 0; i < list.length; i += 2) {
+            const next = list[i + 1]
+            if (next !== undefined) list[i]!.merge(next)
+            context.emit(list[i]!)
+          }
+        },
+      }
+    default:
+      throw new TypeError(`unknown built-in transform kind '${t.kind}'`)
+  }
+}
+
+const outcomeSink = (outcomes: readonly DeliveryStatus[]): Sink => ({
+  kind: 'outcome',
+  async write(events) {
+    return events.events.map((e) => outcomes[n(e) % outcomes.length]!)
+  },
+})
+
+const listSource = (batches: readonly (readonly JsonObject[])[], receipts: BatchReceipt[]): Source => ({
+  kind: 'list',
+  canAcknowledge: true,
+  async run(context) {
+    for (const batch of batches) receipts.push(await context.send(batch))
+  },
+})
+
+/**
+ * Random topologies.
+ *
+ * @example
+ * ```ts
+ * await fc.assert(fc.asyncProperty(RandomTopology.arbitrary(), async (spec) => {
+ *   const run = await RandomTopology.run(spec)
+ *   expect(run.statuses).toEqual(RandomTopology.expected(spec))
+ * }))
+ * ```
+ */
+export const RandomTopology = {
+  /** Shrinkable random topologies: 1–2 sources, up to 4 transforms, 1–2 sinks, any wiring. */
+  arbitrary(options: RandomTopologyOptions = {}): fc.Arbitrary<RandomTopologySpec> {
+    const users = Object.keys(options.transforms ?? {}).map((name) => `user:${name}` as const)
+    const inputs = fc.array(fc.record({ from: fc.nat(20), port: fc.nat(3) }), { minLength: 1, maxLength: 2 })
+    const noFaults = fc.constant<FailureSchedule>(NO_FAULTS)
+    const faults: fc.Arbitrary<FailureSchedule> =
+      options.faults === true
+        ? fc.oneof(
+            noFaults,
+            fc.record({
+              errorOnCalls: fc.uniqueArray(fc.integer({ min: 1, max: 4 }), { maxLength: 2 }),
+              rejectWhen: fc.constant(undefined),
+              hangMs: fc.constantFrom(0, 1, 5),
+            }),
+          )
+        : noFaults
+    return fc.record({
+      global: fc.boolean(),
+      sources: fc.array(fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 3 }), {
+        minLength: 1,
+        maxLength: 2,
+      }),
+      transforms: fc.array(
+        fc.record({
+          kind: fc.constantFrom<RandomTransformKind>('pass', 'filter', 'route', 'merge', ...users),
+          inputs,
+          rest: fc.nat(2),
+          rejectDrops: fc.boolean(),
+          maxEvents: fc.integer({ min: 1, max: 8 }),
+        }),
+        { maxLength: options.maxTransforms ?? 4 },
+      ),
+      sinks: fc.array(
+        fc.record({
+          inputs,
+          acks: fc.constantFrom(undefined, true, false),
+          outcomes: fc.array(
+            fc.constantFrom<DeliveryStatus>('delivered', 'delivered', 'errored', 'rejected'),
+            {
+              minLength: 5,
+              maxLength: 5,
+            },
+          ),
+          maxEvents: fc.integer({ min: 1, max: 8 }),
+          faults,
+        }),
+        { minLength: 1, maxLength: options.maxSinks ?? 2 },
+      ),
+    })
+  },
+
+  /**
+   * What every batch must resolve to, per source in send order, and whether each source
+   * acknowledges; `undefined` when the spec has a user transform (its behaviour is yours: check
+   * the run with its ledger instead).
+   */
+  expected(spec: RandomTopologySpec): { statuses: BatchStatus[][]; sourceAcks: boolean[] } | undefined {
+    if (spec.transforms.some((t) => t.kind.startsWith('user:'))) return undefined
+    const { transformInputs, sinkInputs } = wiring(spec)
+    const sinkAcks = spec.sinks.map((k) => k.acks ?? spec.global)
+    const upstream = (name: string): string[] => {
+      const id = name.split('.')[0]!
+      return id.startsWith('src') ? [id] : transformInputs[Number(id.slice(1))]!.flatMap(upstream)
+    }
+    const sourceAcks = spec.sources.map(() => false)
+    spec.sinks.forEach((_, k) => {
+      if (!sinkAcks[k]) return
+      for (const name of sinkInputs[k]!.flatMap(upstream)) sourceAcks[Number(name.slice(3))] = true
+    })
+    // Each event's copy reports, in no particular order (no sink here is authoritative).
+    const reports = new Map<number, DeliveryStatus[]>()
+    const settle = (token: Token, status: DeliveryStatus) => {
+      for (const origin of token.origins) reports.set(origin, [...(reports.get(origin) ?? []), status])
+    }
+    const outputs = new Map<string, Token[][]>()
+    const emit = (name: string, array: Token[]) => {
+      if (array.length > 0) outputs.set(name, [...(outputs.get(name) ?? []), array])
+    }
+    let counter = 0
+    const batches = spec.sources.map((sizes, i) =>
+      sizes.map((size) => {
+        const array = Array.from({ length: size }, () => counter++)
+        emit(
+          `src${i}`,
+          array.map((n) => ({ n, origins: new Set([n]) })),
+        )
+        return array
+      }),
+    )
+    spec.transforms.forEach((t, i) => {
+      const id = `t${i}`
+      for (const array of transformInputs[i]!.flatMap((name) => outputs.get(name) ?? [])) {
+        switch (t.kind) {
+          case 'pass':
+            emit(id, array)
+            break
+          case 'filter':
+            emit(
+              id,
+              array.filter((token) => {
+                const dropped = token.n % 3 === t.rest
+                if (dropped && t.rejectDrops) settle(token, 'rejected')
+                return !dropped
+              }),
+            )
+            break
+          case 'route':
+            emit(
+              `${id}.a`,
+              array.filter((x) => x.n % 2 === 0),
+            )
+            emit(
+              `${id}.b`,
+              array.filter((x) => x.n % 3 === 0),
+            )
+            emit(
+              `${id}._unmatched`,
+              array.filter((x) => x.n % 2 !== 0 && x.n % 3 !== 0),
+            )
+            break
+          case 'merge': {
+            const merged: Token[] = []
+            for (let j = 0; j < array.length; j += 2) {
+              const first = array[j]!
+              const next = array[j + 1]
+              merged.push(
+                next === undefined
+                  ? first
+                  : { n: first.n, origins: new Set([...first.origins, ...next.origins]) },
+              )
+            }
+            emit(id, merged)
+            break
+          }
+          default:
+            throw new TypeError(`unreachable: user transform '${t.kind}'`)
+        }
+      }
+    })
+    spec.sinks.forEach((k, i) => {
+      if (!sinkAcks[i]) return
+      for (const array of sinkInputs[i]!.flatMap((name) => outputs.get(name) ?? [])) {
+        for (const token of array) settle(token, k.outcomes[token.n % k.outcomes.length]!)
+      }
+    })
+    const statuses = batches.map((list, i) =>
+      list.map((events) =>
+        DeliveryModel.told(
+          sourceAcks[i]!,
+          events.map((n) =>
+            DeliveryModel.record(
+              (reports.get(n) ?? []).map((status) => ({ status, acknowledges: true, authoritative: false })),
+            ),
+          ),
+        ),
+      ),
+    )
+    return { statuses, sourceAcks }
+  },
+
+  /** Builds `spec` (every component under a ledger), runs it to the end, and returns what happened. */
+  async run(spec: RandomTopologySpec, options: RandomTopologyOptions = {}): Promise<RandomRun> {
+    const ledger = new DeliveryLedger({ acknowledgements: spec.global })
+    const { transformInputs, sinkInputs } = wiring(spec)
+    const builder = new TopologyBuilder<string>({ acknowledgements: spec.global, onWarning: () => {} })
+    let counter = 0
+    const receipts = spec.sources.map((sizes, i) => {
+      const list: BatchReceipt[] = []
+      const batches = sizes.map((size) => Array.from({ length: size }, () => ({ n: counter++ })))
+      builder.source(`src${i}`, ledger.source(`src${i}`, listSource(batches, list)))
+      return list
+    })
+    spec.transforms.forEach((t, i) => {
+      const user = t.kind.startsWith('user:') ? options.transforms?.[t.kind.slice(5)] : undefined
+      const transform = user === undefined ? builtIn(t) : user()
+      // Small channels only change timing (more blocked producers), never outcomes.
+      builder.transform(`t${i}`, transformInputs[i]!, ledger.transform(`t${i}`, transform), {
+        buffer: { maxEvents: t.maxEvents },
+      })
+    })
+    spec.sinks.forEach((k, i) => {
+      const acks = k.acks ?? spec.global
+      const sink = faultySink(outcomeSink(k.outcomes), k.faults)
+      builder.sink(`k${i}`, sinkInputs[i]!, ledger.sink(`k${i}`, sink, { acknowledgements: acks }), {
+        buffer: { maxEvents: k.maxEvents },
+        // Scheduled errors are transient: enough attempts, no backoff, so the outcome is the sink's.
+        retry: { attempts: k.faults.errorOnCalls.length + 1, initialBackoffMs: 0 },
+        ...(k.acks === undefined ? {} : { acknowledgements: k.acks }),
+      })
+    })
+    const topology = builder.build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await topology.done
+    const statuses = await Promise.all(receipts.map((list) => Promise.all(list.map((r) => r.status))))
+    await ledger.settled()
+    return { statuses, receipts, facts, ledger }
+  },
+
+  /**
+   * `spec` as a reader would draw it, one component a line, for a counterexample:
+   * ```
+   * sources: src0 batches [2, 1]
+   * t0 = filter(n % 3 == 1, drops rejected) ← src0
+   * k0 = sink(outcomes delivered,errored,…; acks on; errors on calls 1) ← t0
+   * ```
+   */
+  describe(spec: RandomTopologySpec): string {
+    const { transformInputs, sinkInputs } = wiring(spec)
+    const lines = [
+      `acknowledgements: ${spec.global ? 'on' : 'off'} (topology default)`,
+      ...spec.sources.map((sizes, i) => `src${i} = source(batches of ${sizes.join(', ')})`),
+      ...spec.transforms.map((t, i) => {
+        const what =
+          t.kind === 'filter'
+            ? `filter(drops n % 3 == ${t.rest}${t.rejectDrops ? ', as rejected' : ''})`
+            : t.kind === 'route'
+              ? 'route(a: n even, b: n % 3 == 0, _unmatched)'
+              : t.kind === 'merge'
+                ? 'merge_pairs()'
+                : t.kind === 'pass'
+                  ? 'pass()'
+                  : `${t.kind.slice(5)}()`
+        return `t${i} = ${what} ← ${transformInputs[i]!.join(', ')}`
+      }),
+      ...spec.sinks.map(
+        (k, i) =>
+          `k${i} = sink(reports ${k.outcomes.join(',')} by n % ${k.outcomes.length}; acks ${k.acks === undefined ? 'default' : k.acks ? 'on' : 'off'}; ${describeSchedule(k.faults)}) ← ${sinkInputs[i]!.join(', ')}`,
+      ),
+    ]
+    return lines.join('\n')
+  },
+} as const

@@ -1,0 +1,315 @@
+/**
+ * The conformance suite of sinks: what every sink must do for the runtime to keep its promise
+ * (each event ends exactly once, with the status the sink reported).
+ *
+ * Invariant: each rule feeds the sink events with live batch notifiers, watches what it does to
+ * them, and ends whatever the sink left live itself, as the runtime would, so a rule leaks nothing
+ * whatever the sink does.
+ *
+ * @module
+ */
+import { isDeepStrictEqual } from 'node:util'
+import type { JsonObject } from '@ackline/core'
+import type { Sink } from '@ackline/topology'
+import { TopologyBuilder } from '@ackline/topology'
+import { ConformanceError } from './ConformanceError.js'
+import {
+  type ConformanceRule,
+  type ConformanceRunner,
+  register,
+  runRules,
+  within,
+} from './ConformanceRunner.js'
+import { DeliveryLedger } from './DeliveryLedger.js'
+import { classifyError, classifyResult, isValidEntry } from './internal/classifyResult.js'
+import { batchOf, defaultRecords, listSource, runTopology } from './internal/fixtures.js'
+
+/** Options of {@link sinkConformance} and {@link checkSink}. */
+export interface SinkConformanceOptions<S extends Sink = Sink> {
+  /** Records to write (default: six small log records); the sink must be able to deliver them all. */
+  readonly records?: readonly JsonObject[]
+  /**
+   * What the sink has stored so far, as records (read back from its file, table or memory). When
+   * given, the rules `sink.written-before-resolved` and `sink.flushes-on-stop` run; without it
+   * they are skipped, since only the sink's author knows where it writes.
+   */
+  readonly read?: (sink: S) => Promise<readonly JsonObject[]> | readonly JsonObject[]
+  /** The test runner's `describe` and `it` (default: those on `globalThis`). */
+  readonly runner?: ConformanceRunner
+  /** How long `stop()` and a write may take, in milliseconds (default 5000). */
+  readonly timeoutMs?: number
+}
+
+type Subject = { readonly make: () => Sink | Promise<Sink> } & SinkConformanceOptions
+
+const kindOf = (sink: Sink): string => sink.kind
+
+/** Writes one batch and returns what the write did, ending what the sink left live. */
+async function writeOnce(sink: Sink, records: readonly JsonObject[], timeoutMs: number) {
+  const { events, receiver } = batchOf(records)
+  let outcome: { result: Awaited<ReturnType<Sink['write']>> } | { error: unknown }
+  try {
+    outcome = {
+      result: await within(
+        sink.write(events),
+        timeoutMs,
+        () =>
+          new ConformanceError(
+            'sink.write-settles',
+            kindOf(sink),
+            `write did not settle within ${timeoutMs} ms`,
+            'a write must resolve or throw; a write that waits forever blocks the sink and its sources',
+          ),
+      ),
+    }
+  } catch (error) {
+    if (error instanceof ConformanceError) throw error
+    outcome = { error }
+  }
+  const endedBySink = events.events.filter((e) => e.isEnded).length
+  // Fields are read before the suite ends the handles (an ended handle cannot be read).
+  const fields = events.events.map((e, i) => (e.isEnded ? records[i]! : ({ ...e.fields } as JsonObject)))
+  const statuses =
+    'error' in outcome
+      ? events.events.map(() => classifyError(outcome.error))
+      : classifyResult(outcome.result, events.length)
+  events.events.forEach((e, i) => {
+    if (!e.isEnded) e.end(statuses[i])
+  })
+  await receiver
+  return { outcome, endedBySink, statuses, fields }
+}
+
+const unexpected = (sink: Sink, error: unknown) =>
+  new ConformanceError(
+    'sink.delivers-good-records',
+    kindOf(sink),
+    `write threw on the suite's records: ${String(error)}`,
+    'the suite needs records the sink can deliver: pass `records` your sink accepts',
+  )
+
+async function started(subject: Subject): Promise<Sink> {
+  const sink = await subject.make()
+  await sink.start?.()
+  return sink
+}
+
+/** Every rule of the sink suite, in the order they run. */
+export const sinkRules: readonly ConformanceRule<Subject>[] = [
+  {
+    id: 'sink.never-ends-events',
+    title: 'never ends an event itself; it reports statuses and the runtime ends the events',
+    async check(subject) {
+      const sink = await started(subject)
+      const { endedBySink } = await writeOnce(
+        sink,
+        subject.records ?? defaultRecords(),
+        subject.timeoutMs ?? 5000,
+      )
+      await sink.stop?.()
+      if (endedBySink > 0) {
+        throw new ConformanceError(
+          'sink.never-ends-events',
+          kindOf(sink),
+          `${endedBySink} event(s) were already ended when write returned`,
+          'do not call event.end() or events.end() in a sink: return the statuses (or throw) and the runtime ends each event once',
+        )
+      }
+    },
+  },
+  {
+    id: 'sink.one-status-per-event',
+    title: 'reports one valid status per event: nothing, a throw, or an array as long as the input',
+    async check(subject) {
+      const sink = await started(subject)
+      const records = subject.records ?? defaultRecords()
+      for (const slice of [records, records.slice(0, 1)]) {
+        const { outcome } = await writeOnce(sink, slice, subject.timeoutMs ?? 5000)
+        if ('error' in outcome) throw unexpected(sink, outcome.error)
+        const result: unknown = outcome.result
+        if (result === undefined) continue
+        if (!Array.isArray(result) || result.length !== slice.length || !result.every(isValidEntry)) {
+          throw new ConformanceError(
+            'sink.one-status-per-event',
+            kindOf(sink),
+            `write of ${slice.length} event(s) returned ${JSON.stringify(result)}`,
+            "return nothing (all delivered) or one entry per event, in order: 'delivered', 'errored', 'rejected' or an Error",
+          )
+        }
+      }
+      await sink.stop?.()
+    },
+  },
+  {
+    id: 'sink.written-before-resolved',
+    title: 'has stored what it reported delivered by the time write resolves',
+    async check(subject) {
+      if (subject.read === undefined) return
+      const sink = await started(subject)
+      const records = subject.records ?? defaultRecords()
+      const { outcome, statuses, fields } = await writeOnce(sink, records, subject.timeoutMs ?? 5000)
+      if ('error' in outcome) throw unexpected(sink, outcome.error)
+      const stored = await subject.read(sink)
+      const missing = fields.filter((f, i) => statuses[i] === 'delivered' && !contains(stored, f))
+      await sink.stop?.()
+      if (missing.length > 0) {
+        throw new ConformanceError(
+          'sink.written-before-resolved',
+          kindOf(sink),
+          `${missing.length} record(s) reported delivered were not stored when write resolved, e.g. ${JSON.stringify(missing[0])}`,
+          'await the write (and its flush or commit) before returning: a source acknowledges upstream as soon as write resolves',
+        )
+      }
+    },
+  },
+  {
+    id: 'sink.flushes-on-stop',
+    title: 'has stored every delivered record once stop() resolves',
+    async check(subject) {
+      if (subject.read === undefined) return
+      const sink = await started(subject)
+      const records = subject.records ?? defaultRecords()
+      const delivered: JsonObject[] = []
+      for (const slice of [records.slice(0, 2), records.slice(2)]) {
+        const { statuses, fields } = await writeOnce(sink, slice, subject.timeoutMs ?? 5000)
+        fields.forEach((f, i) => {
+          if (statuses[i] === 'delivered') delivered.push(f)
+        })
+      }
+      await within(Promise.resolve(sink.stop?.()), subject.timeoutMs ?? 5000, () => stopHangs(sink))
+      const stored = await subject.read(sink)
+      const missing = delivered.filter((f) => !contains(stored, f))
+      if (missing.length > 0) {
+        throw new ConformanceError(
+          'sink.flushes-on-stop',
+          kindOf(sink),
+          `${missing.length} delivered record(s) missing after stop(), e.g. ${JSON.stringify(missing[0])}`,
+          'flush and close in stop(), and resolve it only once the data is stored',
+        )
+      }
+    },
+  },
+  {
+    id: 'sink.survives-stop-mid-write',
+    title: 'survives stop() called while a write is in flight: both settle, nothing hangs',
+    async check(subject) {
+      const sink = await started(subject)
+      const timeoutMs = subject.timeoutMs ?? 5000
+      const { events, receiver } = batchOf(subject.records ?? defaultRecords())
+      const write = Promise.resolve()
+        .then(() => sink.write(events))
+        .then(
+          (result) => classifyResult(result, events.length),
+          (error: unknown) => events.events.map(() => classifyError(error)),
+        )
+      const stop = Promise.resolve().then(() => sink.stop?.())
+      const [statuses] = await within(
+        Promise.all([write, stop.catch(() => undefined)]),
+        timeoutMs,
+        () =>
+          new ConformanceError(
+            'sink.survives-stop-mid-write',
+            kindOf(sink),
+            `write and stop() did not both settle within ${timeoutMs} ms`,
+            'let stop() wait for (or cancel) the write in flight, and make a cancelled write throw rather than hang',
+          ),
+      )
+      const ended = events.events.filter((e) => e.isEnded).length
+      events.events.forEach((e, i) => {
+        if (!e.isEnded) e.end(statuses[i])
+      })
+      await receiver
+      if (ended > 0) {
+        throw new ConformanceError(
+          'sink.never-ends-events',
+          kindOf(sink),
+          `${ended} event(s) ended by the sink during a stop`,
+          'report the status of an interrupted write (throw) instead of ending events',
+        )
+      }
+    },
+  },
+  {
+    id: 'sink.in-topology',
+    title: 'in a topology, every batch resolves with the status its writes reported',
+    async check(subject) {
+      const sink = await subject.make()
+      const records = subject.records ?? defaultRecords()
+      const ledger = new DeliveryLedger({ acknowledgements: true })
+      const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+        .source('in', ledger.source('in', listSource([records.slice(0, 3), records.slice(3)])))
+        .sink('out', ['in'], ledger.sink('out', sink), { retry: { attempts: 1 } })
+        .build()
+      const facts = await within(
+        runTopology(topology),
+        subject.timeoutMs ?? 5000,
+        () =>
+          new ConformanceError(
+            'sink.in-topology',
+            kindOf(sink),
+            'the topology did not finish',
+            'see sink.write-settles',
+          ),
+      )
+      const errors = facts.filter((f) => f.type === 'component_error')
+      if (errors.length > 0) {
+        throw new ConformanceError(
+          'sink.in-topology',
+          kindOf(sink),
+          `the runtime reported ${JSON.stringify(errors[0])}`,
+          'fix what the runtime names (an event ended twice, a bad result)',
+        )
+      }
+      try {
+        await ledger.expectMatchesModel()
+        await ledger.expectNoLoss()
+      } catch (error) {
+        throw new ConformanceError('sink.in-topology', kindOf(sink), String(error), 'see the counterexample')
+      }
+    },
+  },
+]
+
+const stopHangs = (sink: Sink) =>
+  new ConformanceError(
+    'sink.flushes-on-stop',
+    kindOf(sink),
+    'stop() did not resolve',
+    'stop() must resolve once flushed',
+  )
+
+/** Whether `stored` holds a record equal to `fields` (deeply). */
+const contains = (stored: readonly JsonObject[], fields: Readonly<JsonObject>): boolean =>
+  stored.some((s) => isDeepStrictEqual(s, fields))
+
+/**
+ * Registers the sink suite with the test runner: one test per rule, each on a fresh sink from
+ * `make`.
+ *
+ * @example
+ * ```ts
+ * import { describe, it } from 'vitest'
+ * sinkConformance('my sink', () => mySink({ path }), { read: () => readRows(path), runner: { describe, it } })
+ * ```
+ */
+export function sinkConformance<S extends Sink>(
+  name: string,
+  make: () => S | Promise<S>,
+  options: SinkConformanceOptions<S> = {},
+): void {
+  register(
+    name,
+    sinkRules,
+    { ...(options as SinkConformanceOptions), make },
+    options.runner,
+    (options.timeoutMs ?? 5000) * 4,
+  )
+}
+
+/** Runs the sink suite without a test runner and returns the rules the sink broke (none: conforms). */
+export function checkSink<S extends Sink>(
+  make: () => S | Promise<S>,
+  options: SinkConformanceOptions<S> = {},
+): Promise<ConformanceError[]> {
+  return runRules(sinkRules, { ...(options as SinkConformanceOptions), make }, 'sink')
+}

@@ -1,0 +1,283 @@
+/**
+ * The conformance suite of sources: `run` does not resolve before its batches are accepted, and
+ * the upstream hears "done" only for what was delivered (an errored batch is re-sent or failed
+ * back to the upstream).
+ *
+ * Invariant: the rules drive `run` with a scripted `SourceContext` (the suite decides when each
+ * send is accepted and what each batch resolves to), so they test the source alone, without a
+ * runtime in between.
+ *
+ * @module
+ */
+import type { BatchStatus, EventArray, JsonObject } from '@ackline/core'
+import type { BatchReceipt, Source, SourceContext } from '@ackline/topology'
+import { ConformanceError } from './ConformanceError.js'
+import {
+  type ConformanceRule,
+  type ConformanceRunner,
+  register,
+  runRules,
+  within,
+} from './ConformanceRunner.js'
+import { defaultRecords } from './internal/fixtures.js'
+
+/** A source under test, with hooks to its upstream where it has one. */
+export interface SourceUnderTest {
+  readonly source: Source
+  /** Hands records to the source's upstream (emit on an observable, post a request); omit for a source that makes its own. */
+  readonly feed?: (records: readonly JsonObject[]) => Promise<void> | void
+  /** Tells the upstream there is no more (completes the observable, ends the pipe). */
+  readonly end?: () => void
+  /**
+   * What the upstream has been told so far: records acknowledged, and records failed back (nacked,
+   * answered with an error). Enables `source.acknowledges-only-delivered`.
+   */
+  readonly upstream?: () => { readonly acked: readonly JsonObject[]; readonly failed: readonly JsonObject[] }
+}
+
+/** Options of {@link sourceConformance} and {@link checkSource}. */
+export interface SourceConformanceOptions {
+  /** Records to feed (default: six small log records). */
+  readonly records?: readonly JsonObject[]
+  /** The test runner's `describe` and `it` (default: those on `globalThis`). */
+  readonly runner?: ConformanceRunner
+  /** How long the source may take to send or to return, in milliseconds (default 5000). */
+  readonly timeoutMs?: number
+}
+
+type Subject = { readonly make: () => SourceUnderTest | Promise<SourceUnderTest> } & SourceConformanceOptions
+
+interface Sent {
+  readonly records: JsonObject[]
+  accept(): void
+  resolve(status: BatchStatus): void
+}
+
+/** A scripted context: every send waits until the test accepts it, and its status until the test resolves it. */
+function scripted(controller: AbortController) {
+  const sent: Sent[] = []
+  const waiters: (() => void)[] = []
+  let counter = 0
+  const context: SourceContext = {
+    id: 'conformance',
+    acknowledgements: true,
+    signal: controller.signal,
+    async send(records) {
+      const list = [...records].map((r) => structuredClone(r))
+      let accept!: () => void
+      let resolve!: (status: BatchStatus) => void
+      const accepted = new Promise<void>((r) => {
+        accept = r
+      })
+      const status = new Promise<BatchStatus>((r) => {
+        resolve = r
+      })
+      const batchId = `batch-${++counter}`
+      let failure: BatchReceipt['failure']
+      void status.then((s) => {
+        if (s !== 'delivered')
+          failure = { componentId: 'conformance', code: 'SCRIPTED', message: `scripted ${s}` } as never
+      })
+      sent.push({ records: list, accept, resolve })
+      for (const wake of waiters.splice(0)) wake()
+      await accepted
+      return {
+        batchId,
+        status,
+        get failure() {
+          return failure
+        },
+      }
+    },
+    async sendEvents(events: EventArray) {
+      // Own notifiers: the suite can only end them; it counts them as one sent batch.
+      const records = events.events.map((e) => ({ ...e.fields }) as JsonObject)
+      events.end('delivered')
+      sent.push({ records, accept: () => {}, resolve: () => {} })
+      for (const wake of waiters.splice(0)) wake()
+    },
+  }
+  const nextSend = (count: number): Promise<void> =>
+    sent.length >= count
+      ? Promise.resolve()
+      : new Promise<void>((r) => waiters.push(r)).then((): Promise<void> => nextSend(count))
+  return { context, sent, nextSend }
+}
+
+const turns = async (n = 10) => {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve))
+}
+
+const has = (list: readonly JsonObject[], record: JsonObject) =>
+  list.some((r) => JSON.stringify(r) === JSON.stringify(record))
+
+/** Every rule of the source suite. */
+export const sourceRules: readonly ConformanceRule<Subject>[] = [
+  {
+    id: 'source.run-waits-for-accepted',
+    title: 'does not resolve run() while a batch it sent is not yet accepted',
+    async check(subject) {
+      const under = await subject.make()
+      const kind = under.source.kind
+      const timeoutMs = subject.timeoutMs ?? 5000
+      const controller = new AbortController()
+      const { context, sent, nextSend } = scripted(controller)
+      let done = false
+      const running = under.source.run(context).then(() => {
+        done = true
+      })
+      await under.feed?.(subject.records ?? defaultRecords())
+      await within(nextSend(1), timeoutMs, () => noSend(kind, timeoutMs))
+      under.end?.()
+      controller.abort()
+      await turns()
+      const early = done
+      // Accept everything from now on, so the source can finish.
+      const pump = setInterval(() => {
+        for (const s of sent) {
+          s.accept()
+          s.resolve('delivered')
+        }
+      }, 1)
+      try {
+        await within(
+          running,
+          timeoutMs,
+          () =>
+            new ConformanceError(
+              'source.run-waits-for-accepted',
+              kind,
+              'run() did not return after the stop signal',
+              'return from run() once the signal aborts and the batch in hand is accepted',
+            ),
+        )
+      } finally {
+        clearInterval(pump)
+      }
+      if (early) {
+        throw new ConformanceError(
+          'source.run-waits-for-accepted',
+          kind,
+          'run() resolved while a batch it sent had not been accepted',
+          'await context.send(...) for every batch before returning: the runtime stops downstream components once run() returns',
+        )
+      }
+    },
+  },
+  {
+    id: 'source.acknowledges-only-delivered',
+    title: 'tells its upstream "done" only for delivered batches; re-sends or fails back an errored one',
+    async check(subject) {
+      const under = await subject.make()
+      if (under.upstream === undefined || under.feed === undefined) return
+      const kind = under.source.kind
+      const timeoutMs = subject.timeoutMs ?? 5000
+      const records = subject.records ?? defaultRecords()
+      const controller = new AbortController()
+      const { context, sent, nextSend } = scripted(controller)
+      const running = under.source.run(context)
+      // The first batch errors; every later one is delivered.
+      await under.feed(records.slice(0, 3))
+      await within(nextSend(1), timeoutMs, () => noSend(kind, timeoutMs))
+      const first = sent[0]!
+      first.accept()
+      first.resolve('errored')
+      await turns()
+      const wrongly = first.records.filter((r) => has(under.upstream!().acked, r))
+      const pump = setInterval(() => {
+        for (const s of sent.slice(1)) {
+          s.accept()
+          s.resolve('delivered')
+        }
+      }, 1)
+      try {
+        await under.feed(records.slice(3))
+        const later = records.slice(3)
+        await within(
+          (async () => {
+            while (!later.every((r) => has(under.upstream!().acked, r)))
+              await new Promise((r) => setTimeout(r, 2))
+          })(),
+          timeoutMs,
+          () =>
+            new ConformanceError(
+              'source.acknowledges-only-delivered',
+              kind,
+              `the upstream never heard "done" for delivered records, e.g. ${JSON.stringify(later[0])}`,
+              'acknowledge upstream once receipt.status resolves delivered',
+            ),
+        )
+        under.end?.()
+        controller.abort()
+        await within(
+          running,
+          timeoutMs,
+          () =>
+            new ConformanceError(
+              'source.acknowledges-only-delivered',
+              kind,
+              'run() did not return',
+              'return once the signal aborts',
+            ),
+        )
+      } finally {
+        clearInterval(pump)
+      }
+      if (wrongly.length > 0) {
+        throw new ConformanceError(
+          'source.acknowledges-only-delivered',
+          kind,
+          `the upstream heard "done" for ${wrongly.length} record(s) of an errored batch, e.g. ${JSON.stringify(wrongly[0])}`,
+          'read receipt.status and acknowledge only on delivered; on errored, re-send or nack so the upstream keeps the data',
+        )
+      }
+      const failedBack = first.records.every(
+        (r) => has(under.upstream!().failed, r) || sent.slice(1).some((s) => has(s.records, r)),
+      )
+      if (!failedBack) {
+        throw new ConformanceError(
+          'source.acknowledges-only-delivered',
+          kind,
+          'records of an errored batch were neither re-sent nor failed back to the upstream',
+          'on errored, nack (or answer with an error) so the upstream re-delivers, or send the batch again',
+        )
+      }
+    },
+  },
+]
+
+const noSend = (kind: string, ms: number) =>
+  new ConformanceError(
+    'source.sends',
+    kind,
+    `no batch was sent within ${ms} ms`,
+    'give the suite a feed hook that hands records to the source, or records a finite source makes',
+  )
+
+/**
+ * Registers the source suite with the test runner: one test per rule, each on a fresh source.
+ *
+ * @example
+ * ```ts
+ * import { describe, it } from 'vitest'
+ * sourceConformance('my queue source', () => {
+ *   const queue = new FakeQueue()
+ *   return { source: queueSource(queue), feed: (r) => queue.publish(r), end: () => queue.close(), upstream: () => queue.outcomes() }
+ * }, { runner: { describe, it } })
+ * ```
+ */
+export function sourceConformance(
+  name: string,
+  make: () => SourceUnderTest | Promise<SourceUnderTest>,
+  options: SourceConformanceOptions = {},
+): void {
+  register(name, sourceRules, { ...options, make }, options.runner, (options.timeoutMs ?? 5000) * 3)
+}
+
+/** Runs the source suite without a test runner and returns the rules the source broke (none: conforms). */
+export function checkSource(
+  make: () => SourceUnderTest | Promise<SourceUnderTest>,
+  options: SourceConformanceOptions = {},
+): Promise<ConformanceError[]> {
+  return runRules(sourceRules, { ...options, make }, 'source')
+}

@@ -1,0 +1,274 @@
+/**
+ * The conformance suite of transforms: every event handed to a transform leaves it exactly once
+ * (emitted, dropped through the context, or merged), and, where the transform says so, in order.
+ *
+ * Invariant: the direct rules call `process` (and `flush`) with a recording context on events
+ * with live notifiers, and end whatever is left, so a rule leaks nothing whatever the transform
+ * does; the topology rule runs it for real under a {@link DeliveryLedger}.
+ *
+ * @module
+ */
+import { type JsonObject, LogEvent } from '@ackline/core'
+import { TopologyBuilder, type Transform, type TransformContext } from '@ackline/topology'
+import { ConformanceError } from './ConformanceError.js'
+import {
+  type ConformanceRule,
+  type ConformanceRunner,
+  register,
+  runRules,
+  within,
+} from './ConformanceRunner.js'
+import { DeliveryLedger } from './DeliveryLedger.js'
+import { batchOf, collectSink, defaultRecords, listSource, runTopology } from './internal/fixtures.js'
+
+/** Options of {@link transformConformance} and {@link checkTransform}. */
+export interface TransformConformanceOptions {
+  /** Records to process (default: six small log records with `n`, `message`, `level`). */
+  readonly records?: readonly JsonObject[]
+  /**
+   * Whether the transform promises to keep the input order on each port (default false). When
+   * true, `transform.keeps-order` checks it.
+   */
+  readonly keepsOrder?: boolean
+  /** The test runner's `describe` and `it` (default: those on `globalThis`). */
+  readonly runner?: ConformanceRunner
+  /** How long a run may take, in milliseconds (default 5000). */
+  readonly timeoutMs?: number
+}
+
+type Subject = { readonly make: () => Transform } & TransformConformanceOptions
+
+interface Observed {
+  /** Per input index: how it left (emitted on ports, dropped, merged, ended directly). */
+  readonly emitted: Map<number, string[]>
+  readonly dropped: Set<number>
+  readonly merged: Set<number>
+  readonly endedDirectly: Set<number>
+  /** Per port, the input indices in the order they were emitted (created events count as -1). */
+  readonly order: Map<string, number[]>
+}
+
+/** Processes one array (and flushes) with a recording context; ends everything afterwards. */
+async function observe(transform: Transform, records: readonly JsonObject[]): Promise<Observed> {
+  const { events, receiver } = batchOf(records)
+  const index = new Map<LogEvent, number>(events.events.map((e, i) => [e, i]))
+  const seen: Observed = {
+    emitted: new Map(),
+    dropped: new Set(),
+    merged: new Set(),
+    endedDirectly: new Set(),
+    order: new Map(),
+  }
+  const live = new Set<LogEvent>()
+  // Ends made by the suite itself (a drop through the context, the cleanup) are not the transform's.
+  let watching = true
+  // Per-handle watches (own properties on the test's events, not the prototype): a direct end and
+  // a merge are the two ways out the context does not see.
+  for (const [event, i] of index) {
+    const end = event.end.bind(event)
+    const merge = event.merge.bind(event)
+    Object.defineProperty(event, 'end', {
+      value: (...args: Parameters<LogEvent['end']>) => {
+        if (watching) seen.endedDirectly.add(i)
+        end(...args)
+      },
+    })
+    Object.defineProperty(event, 'merge', {
+      value: (other: LogEvent) => {
+        const j = index.get(other)
+        if (j !== undefined) seen.merged.add(j)
+        return merge(other)
+      },
+    })
+  }
+  const emit = (event: LogEvent, port = '') => {
+    const i = index.get(event) ?? -1
+    if (i >= 0) seen.emitted.set(i, [...(seen.emitted.get(i) ?? []), port])
+    seen.order.set(port, [...(seen.order.get(port) ?? []), i])
+    if (!live.has(event)) live.add(event)
+    else live.add(event.clone())
+  }
+  const context: TransformContext = {
+    id: 'conformance',
+    emit,
+    emitAll: (array, port) => {
+      for (const event of array) emit(event, port)
+    },
+    drop: (event) => {
+      const i = index.get(event)
+      if (i !== undefined) seen.dropped.add(i)
+      watching = false
+      event.end()
+      watching = true
+    },
+    create: (fields, inheritFrom = []) => {
+      const created = new LogEvent(fields)
+      for (const parent of inheritFrom) created.merge(parent.clone())
+      return created
+    },
+  }
+  await transform.process(events, context)
+  await transform.flush?.(context)
+  watching = false
+  for (const event of live) if (!event.isEnded) event.end('delivered')
+  // What the transform forgot, the suite ends (as the runtime does, errored) so nothing leaks.
+  for (const event of events.events) if (!event.isEnded && !live.has(event)) event.end('errored')
+  await receiver
+  return seen
+}
+
+/** Every rule of the transform suite, in the order they run. */
+export const transformRules: readonly ConformanceRule<Subject>[] = [
+  {
+    id: 'transform.accounts-for-every-event',
+    title: 'emits, drops or merges every event it is given (by the end of process, or of flush)',
+    async check(subject) {
+      const transform = subject.make()
+      const records = subject.records ?? defaultRecords()
+      const seen = await observe(transform, records)
+      const forgotten = records
+        .map((_, i) => i)
+        .filter(
+          (i) =>
+            !seen.emitted.has(i) && !seen.dropped.has(i) && !seen.merged.has(i) && !seen.endedDirectly.has(i),
+        )
+      if (forgotten.length > 0) {
+        throw new ConformanceError(
+          'transform.accounts-for-every-event',
+          transform.kind,
+          `${forgotten.length} event(s) neither emitted, dropped nor merged, e.g. ${JSON.stringify(records[forgotten[0]!])}`,
+          'call context.emit or context.drop for every event (or merge it into one you emit); the runtime settles a forgotten event errored and reports it',
+        )
+      }
+    },
+  },
+  {
+    id: 'transform.drops-through-context',
+    title: 'discards an event with context.drop, never by ending it',
+    async check(subject) {
+      const transform = subject.make()
+      const seen = await observe(transform, subject.records ?? defaultRecords())
+      const direct = [...seen.endedDirectly].filter((i) => !seen.dropped.has(i))
+      if (direct.length > 0) {
+        throw new ConformanceError(
+          'transform.drops-through-context',
+          transform.kind,
+          `${direct.length} event(s) ended with event.end() instead of context.drop()`,
+          "use context.drop(event): it ends the event with the transform's drop status and counts the discard",
+        )
+      }
+    },
+  },
+  {
+    id: 'transform.emits-once-per-port',
+    title: 'emits one event at most once on each port',
+    async check(subject) {
+      const transform = subject.make()
+      const seen = await observe(transform, subject.records ?? defaultRecords())
+      for (const [i, ports] of seen.emitted) {
+        if (new Set(ports).size !== ports.length) {
+          throw new ConformanceError(
+            'transform.emits-once-per-port',
+            transform.kind,
+            `event ${i} was emitted ${ports.length} times on port(s) ${JSON.stringify(ports)}`,
+            'emit an event once per port; to send a second event, create() a new one or clone() it on purpose',
+          )
+        }
+      }
+    },
+  },
+  {
+    id: 'transform.keeps-order',
+    title: 'keeps the input order on each port, when it says it does',
+    async check(subject) {
+      if (subject.keepsOrder !== true) return
+      const transform = subject.make()
+      const seen = await observe(transform, subject.records ?? defaultRecords())
+      for (const [port, order] of seen.order) {
+        const inputs = order.filter((i) => i >= 0)
+        const sorted = [...inputs].sort((a, b) => a - b)
+        if (inputs.join() !== sorted.join()) {
+          throw new ConformanceError(
+            'transform.keeps-order',
+            transform.kind,
+            `port '${port || 'default'}' got inputs in the order ${inputs.join(', ')}`,
+            'emit in input order, or do not declare keepsOrder',
+          )
+        }
+      }
+    },
+  },
+  {
+    id: 'transform.in-topology',
+    title: 'in a topology, leaves no event unsettled and reports no component error',
+    async check(subject) {
+      const transform = subject.make()
+      const records = subject.records ?? defaultRecords()
+      const ledger = new DeliveryLedger({ acknowledgements: true })
+      let builder = new TopologyBuilder<string>({ acknowledgements: true, onWarning: () => {} })
+        .source('in', ledger.source('in', listSource([records.slice(0, 3), records.slice(3)])))
+        .transform('t', ['in'], ledger.transform('t', transform))
+      for (const port of ['', ...(transform.outputs ?? [])]) {
+        const id = port === '' ? 'out' : `out_${port}`
+        builder = builder.sink(id, [port === '' ? 't' : `t.${port}`], ledger.sink(id, collectSink()))
+      }
+      const facts = await within(
+        runTopology(builder.build()),
+        subject.timeoutMs ?? 5000,
+        () =>
+          new ConformanceError(
+            'transform.in-topology',
+            transform.kind,
+            'the topology did not finish',
+            'process and flush must settle',
+          ),
+      )
+      const errors = facts.filter((f) => f.type === 'component_error')
+      if (errors.length > 0) {
+        throw new ConformanceError(
+          'transform.in-topology',
+          transform.kind,
+          `the runtime reported ${JSON.stringify(errors[0])}`,
+          'fix what the runtime names (a forgotten event, an event ended twice)',
+        )
+      }
+      try {
+        await ledger.expectMatchesModel()
+        await ledger.expectNoLoss()
+      } catch (error) {
+        throw new ConformanceError(
+          'transform.in-topology',
+          transform.kind,
+          String(error),
+          'see the counterexample',
+        )
+      }
+    },
+  },
+]
+
+/**
+ * Registers the transform suite with the test runner: one test per rule, each on a fresh
+ * transform from `make`.
+ *
+ * @example
+ * ```ts
+ * import { describe, it } from 'vitest'
+ * transformConformance('redact', () => redact(), { keepsOrder: true, runner: { describe, it } })
+ * ```
+ */
+export function transformConformance(
+  name: string,
+  make: () => Transform,
+  options: TransformConformanceOptions = {},
+): void {
+  register(name, transformRules, { ...options, make }, options.runner, (options.timeoutMs ?? 5000) * 2)
+}
+
+/** Runs the transform suite without a test runner and returns the rules it broke (none: conforms). */
+export function checkTransform(
+  make: () => Transform,
+  options: TransformConformanceOptions = {},
+): Promise<ConformanceError[]> {
+  return runRules(transformRules, { ...options, make }, 'transform')
+}

@@ -1,0 +1,55 @@
+/**
+ * `@ackline/testkit`: test the delivery semantics of your own topologies and components — a
+ * reference model of the acknowledgement lattice, a delivery ledger, conformance suites,
+ * fast-check arbitraries and fault injection. See `docs/testing.md`.
+ *
+ * @module
+ */
+
+export { Arbitraries } from './Arbitraries.js'
+export {
+  type BufferConformanceOptions,
+  type BufferUnderTest,
+  bufferConformance,
+  bufferRules,
+  checkBuffer,
+} from './BufferConformance.js'
+export { ConformanceError } from './ConformanceError.js'
+export type { ConformanceRule, ConformanceRunner } from './ConformanceRunner.js'
+export {
+  type CopyFate,
+  DeliveryLedger,
+  type DeliveryLedgerOptions,
+  type LedgerBatch,
+  type LedgerRecord,
+  type LedgerSinkOptions,
+  type RecordKey,
+} from './DeliveryLedger.js'
+export { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryModel.js'
+export { DeliveryViolation, type DeliveryViolationCode } from './DeliveryViolation.js'
+export { describeSchedule, type FailureSchedule, faultySink, NO_FAULTS } from './FailureSchedule.js'
+export {
+  type RandomInput,
+  type RandomRun,
+  type RandomSink,
+  RandomTopology,
+  type RandomTopologyOptions,
+  type RandomTopologySpec,
+  type RandomTransform,
+  type RandomTransformKind,
+} from './RandomTopology.js'
+export { type RunTopologyOptions, runTopology } from './runTopology.js'
+export { checkSink, type SinkConformanceOptions, sinkConformance, sinkRules } from './SinkConformance.js'
+export {
+  checkSource,
+  type SourceConformanceOptions,
+  type SourceUnderTest,
+  sourceConformance,
+  sourceRules,
+} from './SourceConformance.js'
+export {
+  checkTransform,
+  type TransformConformanceOptions,
+  transformConformance,
+  transformRules,
+} from './TransformConformance.js'

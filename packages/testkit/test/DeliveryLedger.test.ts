@@ -1,0 +1,129 @@
+import type { DeliveryStatus, JsonObject, LogEvent } from '@ackline/core'
+import { DeliveryLedger, DeliveryViolation } from '@ackline/testkit'
+import { type Sink, type Source, TopologyBuilder, type Transform } from '@ackline/topology'
+import { describe, expect, it } from 'vitest'
+
+const source = (batches: JsonObject[][]): Source => ({
+  kind: 'list',
+  canAcknowledge: true,
+  async run(context) {
+    for (const batch of batches) await context.send(batch)
+  },
+})
+const sink = (outcome: (e: LogEvent) => DeliveryStatus = () => 'delivered'): Sink & { got: JsonObject[] } => {
+  const got: JsonObject[] = []
+  return {
+    kind: 'list',
+    got,
+    async write(events) {
+      return events.events.map((e) => {
+        got.push({ ...e.fields })
+        return outcome(e)
+      })
+    },
+  }
+}
+const n = (e: LogEvent) => e.get('n') as number
+const fanOut = (): Transform<'odd'> => ({
+  kind: 'fan',
+  outputs: ['odd'],
+  process(events, context) {
+    for (const e of events) {
+      context.emit(e)
+      if (n(e) % 2 === 1) context.emit(e, 'odd')
+    }
+  },
+})
+
+async function runWith(ledger: DeliveryLedger, a: Sink, b: Sink, transform: Transform<'odd'> = fanOut()) {
+  const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+    .source('in', ledger.source('in', source([[{ n: 0 }, { n: 1 }], [{ n: 2 }]])))
+    .transform('t', ['in'], ledger.transform('t', transform))
+    .sink('all', ['t'], ledger.sink('all', a))
+    .sink('odd', ['t.odd'], ledger.sink('odd', b))
+    .build()
+  await topology.start()
+  await topology.done
+  await ledger.settled()
+}
+
+describe('DeliveryLedger', () => {
+  it('records every copy with its path and what the source was told, and hides its tag from sinks', async () => {
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const all = sink()
+    await runWith(
+      ledger,
+      all,
+      sink((e) => (n(e) === 1 ? 'errored' : 'delivered')),
+    )
+    expect(all.got).toEqual([{ n: 0 }, { n: 1 }, { n: 2 }])
+    expect(ledger.batches.map((b) => b.told)).toEqual(['errored', 'delivered'])
+    const one = ledger.records.find((r) => r.tag === 'in/0/1')!
+    expect(one.fates.map((f) => [f.component, f.path, f.status]).sort()).toEqual([
+      ['all', ['t', 't.odd'], 'delivered'],
+      ['odd', ['t', 't.odd'], 'errored'],
+    ])
+    await ledger.expectMatchesModel()
+    await ledger.expectNoAckWithoutDelivery()
+    await ledger.expectNoLoss()
+    await expect(ledger.expectAtLeastOnce()).resolves.toBeUndefined()
+  })
+
+  it('names the record, the path and the sink when a source hears delivered for a failed copy', async () => {
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    // The 'odd' sink acknowledges in the topology, but the ledger is told it does not: the model
+    // then disagrees with what the source heard.
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', ledger.source('in', source([[{ n: 1 }]])))
+      .sink(
+        'odd',
+        ['in'],
+        ledger.sink(
+          'odd',
+          sink(() => 'rejected'),
+          { acknowledgements: true },
+        ),
+      )
+      .build()
+    await topology.start()
+    await topology.done
+    // Forge what the source heard, as a runtime that loses a nack would.
+    ledger.batches[0]!.told = 'delivered'
+    const error = await ledger.expectNoAckWithoutDelivery().catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(DeliveryViolation)
+    expect((error as DeliveryViolation).code).toBe('NACK_LOST')
+    expect((error as Error).message).toContain('in/0/0 {"n":1}: in → odd: rejected')
+    expect((error as Error).message).toContain("'odd' reports its failure")
+  })
+
+  it('reports a record lost when a transform forgets it yet its batch is delivered', async () => {
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    await runWith(ledger, sink(), sink(), {
+      kind: 'forgetful',
+      outputs: ['odd'],
+      process(events, context) {
+        for (const e of events) if (n(e) !== 2) context.emit(e)
+      },
+    })
+    // The runtime settles the forgotten event errored (and reports the bug), so nothing is lost…
+    await ledger.expectNoLoss()
+    expect(ledger.batches[1]!.told).toBe('errored')
+    // …but at least once fails for it, naming where it vanished.
+    const error = await ledger.expectAtLeastOnce({ by: (r) => String(r.n) }).catch((e: unknown) => e)
+    expect((error as DeliveryViolation).code).toBe('NOT_DELIVERED')
+    expect((error as Error).message).toContain('in/1/0 {"n":2}: absorbed by t')
+  })
+
+  it('checks exactly-once by key: duplicates must carry the same fields', async () => {
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', ledger.source('in', source([[{ id: 'a', v: 1 }], [{ id: 'a', v: 2 }]])))
+      .sink('db', ['in'], ledger.sink('db', sink()))
+      .build()
+    await topology.start()
+    await topology.done
+    await ledger.expectExactlyOnce({ by: (r) => String(r.v) })
+    const error = await ledger.expectExactlyOnce({ by: (r) => String(r.id) }).catch((e: unknown) => e)
+    expect((error as DeliveryViolation).code).toBe('DIVERGENT_DUPLICATE')
+  })
+})

@@ -1,0 +1,76 @@
+// Running a topology under fake timers: a sink that hangs and fails on a schedule, retried with a
+// long backoff, finishes in no real time once the test pumps the timers until the topology is done.
+import type { JsonObject } from '@ackline/core'
+import { DeliveryLedger, faultySink, runTopology } from '@ackline/testkit'
+import { TopologyBuilder } from '@ackline/topology'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+describe('a topology under fake timers', () => {
+  it('runs hangs and retry backoffs of minutes without waiting for them', async () => {
+    vi.useFakeTimers()
+    const stored: JsonObject[] = []
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source(
+        'in',
+        ledger.source('in', {
+          kind: 'list',
+          canAcknowledge: true,
+          async run(context) {
+            await context.send([{ n: 0 }, { n: 1 }])
+            await context.send([{ n: 2 }])
+          },
+        }),
+      )
+      .sink(
+        'slow',
+        ['in'],
+        ledger.sink(
+          'slow',
+          faultySink(
+            {
+              kind: 'store',
+              async write(events) {
+                for (const e of events) stored.push({ ...e.fields })
+                return undefined
+              },
+            },
+            { errorOnCalls: [1], hangMs: 60_000 },
+          ),
+        ),
+        { retry: { attempts: 2, initialBackoffMs: 120_000, maxBackoffMs: 120_000 } },
+      )
+      .build()
+    const started = Date.now()
+    const facts = await runTopology(topology, { advanceTimers: () => vi.runAllTimersAsync() })
+    expect(facts.filter((f) => f.type === 'batch_resolved')).toHaveLength(2)
+    expect(stored).toEqual([{ n: 0 }, { n: 1 }, { n: 2 }])
+    // Fake time moved on by three hung writes (the failed one, its retry, the second batch) and
+    // the backoff between them; real time did not.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(60_000 * 3 + 120_000)
+    await ledger.expectMatchesModel()
+    expect(ledger.batches.map((b) => b.told)).toEqual(['delivered', 'delivered'])
+  })
+
+  it('fails loudly when the topology waits on something no timer will bring', async () => {
+    vi.useFakeTimers()
+    const topology = new TopologyBuilder({ onWarning: () => {} })
+      .source('in', {
+        kind: 'until_stopped',
+        canAcknowledge: false,
+        run: (context) =>
+          new Promise<void>((resolve) => context.signal.addEventListener('abort', () => resolve())),
+      })
+      .sink('out', ['in'], { kind: 'noop', write: async () => undefined })
+      .build()
+    await expect(
+      runTopology(topology, { advanceTimers: () => vi.runAllTimersAsync(), maxRounds: 5 }),
+    ).rejects.toThrow(/still running after 5 rounds/)
+    vi.useRealTimers()
+    await topology.stop()
+  })
+})

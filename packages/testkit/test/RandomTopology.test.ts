@@ -1,0 +1,98 @@
+// Random topologies: the model and the real run agree, a user's own transform mixes in (checked by
+// the ledger), and a failing property shrinks to a small topology printed readably.
+import type { LogEvent } from '@ackline/core'
+import { Arbitraries, faultySink, RandomTopology, type RandomTopologySpec } from '@ackline/testkit'
+import type { Transform } from '@ackline/topology'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+
+const upper = (): Transform => ({
+  kind: 'upper',
+  process(events, context) {
+    for (const e of events) context.emit(e.set('seen', true))
+  },
+})
+/** A transform with a bug: it forgets every event whose `n` is 2. */
+const forgetsTwo = (): Transform => ({
+  kind: 'forgets_two',
+  process(events, context) {
+    for (const e of events) if ((e.get('n') as number) !== 2) context.emit(e)
+  },
+})
+
+describe('RandomTopology', () => {
+  it('runs as its model predicts', async () => {
+    await fc.assert(
+      fc.asyncProperty(RandomTopology.arbitrary(), async (spec) => {
+        expect((await RandomTopology.run(spec)).statuses).toEqual(RandomTopology.expected(spec)!.statuses)
+      }),
+      { numRuns: 40 },
+    )
+  })
+
+  it("mixes in the user's own transforms, checked by the ledger against the model", async () => {
+    const transforms = { upper }
+    let used = 0
+    await fc.assert(
+      fc.asyncProperty(RandomTopology.arbitrary({ transforms }), async (spec) => {
+        if (spec.transforms.some((t) => t.kind === 'user:upper')) used++
+        const { ledger, facts } = await RandomTopology.run(spec, { transforms })
+        expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
+        await ledger.expectMatchesModel()
+        await ledger.expectNoAckWithoutDelivery()
+      }),
+      { numRuns: 40, seed: 7 },
+    )
+    expect(used).toBeGreaterThan(0)
+  })
+
+  it('shrinks a failing property to a small topology, printed readably with its seed', async () => {
+    const transforms = { forgets_two: forgetsTwo }
+    const result = await fc.check(
+      fc.asyncProperty(RandomTopology.arbitrary({ transforms }), async (spec) => {
+        const { facts } = await RandomTopology.run(spec, { transforms })
+        return facts.every((f) => f.type !== 'component_error')
+      }),
+      { numRuns: 200, seed: 42 },
+    )
+    expect(result.failed).toBe(true)
+    const spec = result.counterexample![0] as RandomTopologySpec
+    // The smallest topology that shows the bug: the forgetful transform fed by one source whose
+    // records reach n = 2 (three records), and one sink.
+    expect(spec.transforms.map((t) => t.kind)).toEqual(['user:forgets_two'])
+    expect(spec.sinks).toHaveLength(1)
+    expect(spec.sources.flat().reduce((a, b) => a + b, 0)).toBe(3)
+    const printed = RandomTopology.describe(spec)
+    expect(printed).toContain('t0 = forgets_two() ← src0')
+    expect(fc.defaultReportMessage(result)).toContain('seed: 42')
+  })
+})
+
+describe('Arbitraries and faultySink', () => {
+  it('number records across batches and shrink towards no faults', () => {
+    fc.assert(
+      fc.property(Arbitraries.batches(), (batches) => {
+        expect(batches.flat().map((r) => r.n)).toEqual(batches.flat().map((_, i) => i))
+      }),
+    )
+    const [smallest] = fc.sample(Arbitraries.failureSchedule(), { numRuns: 1, seed: 1 })
+    expect(smallest).toHaveProperty('errorOnCalls')
+  })
+
+  it('a faulty sink throws on its scheduled calls, rejects its scheduled records, and never ends events', async () => {
+    const sink = faultySink(
+      { kind: 'inner', write: async () => undefined },
+      { errorOnCalls: [2], rejectWhen: { field: 'n', modulo: 2 }, hangMs: 0 },
+    )
+    const { EventArray } = await import('@ackline/core')
+    const events = EventArray.fromRecords([{ n: 1 }, { n: 2 }])
+    const first = await sink.write(events)
+    expect((first as unknown[]).map((r) => (r instanceof Error ? r.name : r))).toEqual([
+      'delivered',
+      'RejectError',
+    ])
+    await expect(sink.write(events)).rejects.toThrow(/scheduled failure on write call 2/)
+    expect(events.events.every((e: LogEvent) => !e.isEnded)).toBe(true)
+    events.end()
+  })
+})

@@ -1,0 +1,114 @@
+// The sink suite against a sink that keeps every rule, and each rule against a sink broken on
+// purpose in exactly that way (mutation-style: the rule must catch it).
+import type { JsonObject } from '@ackline/core'
+import { checkSink, sinkConformance } from '@ackline/testkit'
+import type { Sink } from '@ackline/topology'
+import { describe, expect, it } from 'vitest'
+
+interface StoreSink extends Sink {
+  readonly stored: JsonObject[]
+}
+
+const good = (): StoreSink => {
+  const stored: JsonObject[] = []
+  return {
+    kind: 'store',
+    stored,
+    async write(events) {
+      for (const e of events) stored.push({ ...e.fields })
+      return undefined
+    },
+  }
+}
+const read = (sink: StoreSink) => sink.stored
+
+sinkConformance('a sink that keeps every rule', good, { read, runner: { describe, it } })
+
+const codes = async (make: () => StoreSink) =>
+  (await checkSink(make, { read, timeoutMs: 300 })).map((f) => f.code)
+
+describe('each sink rule fails against a sink broken that way', () => {
+  it('passes a good sink', async () => {
+    expect(await codes(good)).toEqual([])
+  })
+
+  it('sink.never-ends-events: a sink that ends its events itself', async () => {
+    const sink = good()
+    const broken = {
+      ...sink,
+      write: async (events: Parameters<Sink['write']>[0]) => {
+        await sink.write(events)
+        events.end('delivered')
+        return undefined
+      },
+    }
+    const found = await checkSink(() => broken, { read: () => sink.stored })
+    expect(found.map((f) => f.code)).toContain('sink.never-ends-events')
+    expect(found[0]!.message).toMatch(/do not call event\.end\(\)/)
+  })
+
+  it('sink.written-before-resolved: a sink that resolves before it writes', async () => {
+    const make = (): StoreSink => {
+      const stored: JsonObject[] = []
+      return {
+        kind: 'lazy',
+        stored,
+        async write(events) {
+          const fields = events.events.map((e) => ({ ...e.fields }))
+          setTimeout(() => stored.push(...fields), 50)
+          return undefined
+        },
+      }
+    }
+    expect(await codes(make)).toContain('sink.written-before-resolved')
+  })
+
+  it('sink.one-status-per-event: a sink that returns one status too few', async () => {
+    const make = (): StoreSink => ({
+      ...good(),
+      write: async (events) => events.events.slice(1).map(() => 'delivered' as const),
+    })
+    expect(await codes(make)).toContain('sink.one-status-per-event')
+  })
+
+  it('sink.flushes-on-stop: a buffering sink whose stop() forgets the buffer', async () => {
+    const make = (): StoreSink => {
+      const stored: JsonObject[] = []
+      const pending: JsonObject[] = []
+      return {
+        kind: 'buffering',
+        stored,
+        async write(events) {
+          // Stores the previous batch when the next one comes: delivered too early, and lost at stop.
+          stored.push(...pending.splice(0))
+          for (const e of events) pending.push({ ...e.fields })
+          return undefined
+        },
+        async stop() {},
+      }
+    }
+    const found = await codes(make)
+    expect(found).toContain('sink.flushes-on-stop')
+    expect(found).toContain('sink.written-before-resolved')
+  })
+
+  it('sink.survives-stop-mid-write: a sink whose stop() waits for a write that never ends', async () => {
+    const make = (): StoreSink => {
+      let release: (() => void) | undefined
+      return {
+        ...good(),
+        kind: 'stuck',
+        write: () =>
+          new Promise((resolve) => {
+            release = () => resolve(undefined)
+          }),
+        stop: () =>
+          new Promise<void>(() => {
+            void release
+          }),
+      }
+    }
+    const found = await checkSink(make, { timeoutMs: 200 })
+    expect(found.map((f) => f.code)).toContain('sink.survives-stop-mid-write')
+  })
+})

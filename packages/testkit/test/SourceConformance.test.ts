@@ -1,0 +1,90 @@
+// The source suite against a queue source that keeps every rule, and each rule against a source
+// broken on purpose in exactly that way.
+import type { JsonObject } from '@ackline/core'
+import { checkSource, type SourceUnderTest, sourceConformance } from '@ackline/testkit'
+import type { Source } from '@ackline/topology'
+import { describe, expect, it } from 'vitest'
+
+/** A fake queue: records in, acks and nacks out. */
+class Queue {
+  readonly waiting: JsonObject[] = []
+  readonly acked: JsonObject[] = []
+  readonly failed: JsonObject[] = []
+  closed = false
+  #wake: (() => void) | undefined
+  publish(records: readonly JsonObject[]) {
+    this.waiting.push(...records)
+    this.#wake?.()
+  }
+  close() {
+    this.closed = true
+    this.#wake?.()
+  }
+  next(signal: AbortSignal): Promise<void> {
+    if (this.waiting.length > 0 || this.closed || signal.aborted) return Promise.resolve()
+    return new Promise((resolve) => {
+      this.#wake = resolve
+      signal.addEventListener('abort', () => resolve(), { once: true })
+    })
+  }
+}
+
+type Flavour = 'good' | 'fire-and-forget' | 'acks-on-accept'
+
+function queueSource(queue: Queue, flavour: Flavour): Source {
+  return {
+    kind: `queue_${flavour}`,
+    canAcknowledge: true,
+    async run(context) {
+      const pending: Promise<unknown>[] = []
+      while (!context.signal.aborted && !(queue.closed && queue.waiting.length === 0)) {
+        await queue.next(context.signal)
+        const batch = queue.waiting.splice(0)
+        if (batch.length === 0) continue
+        const sending = context.send(batch).then(async (receipt) => {
+          if (flavour === 'acks-on-accept') {
+            queue.acked.push(...batch)
+            return
+          }
+          const status = await receipt.status
+          ;(status === 'delivered' ? queue.acked : queue.failed).push(...batch)
+        })
+        // Broken: keeps the send in a list instead of awaiting it, so run() may return first.
+        if (flavour === 'fire-and-forget') pending.push(sending)
+        else await sending
+      }
+      void pending
+    },
+  }
+}
+
+const make = (flavour: Flavour) => (): SourceUnderTest => {
+  const queue = new Queue()
+  return {
+    source: queueSource(queue, flavour),
+    feed: (records) => queue.publish(records),
+    end: () => queue.close(),
+    upstream: () => ({ acked: queue.acked, failed: queue.failed }),
+  }
+}
+
+sourceConformance('a queue source that keeps every rule', make('good'), { runner: { describe, it } })
+
+const codes = async (flavour: Flavour) =>
+  (await checkSource(make(flavour), { timeoutMs: 500 })).map((f) => f.code)
+
+describe('each source rule fails against a source broken that way', () => {
+  it('passes the good one', async () => {
+    expect(await codes('good')).toEqual([])
+  })
+
+  it('source.run-waits-for-accepted: a source that does not await its sends', async () => {
+    expect(await codes('fire-and-forget')).toContain('source.run-waits-for-accepted')
+  })
+
+  it('source.acknowledges-only-delivered: a source that acknowledges once its batch is accepted', async () => {
+    const found = await checkSource(make('acks-on-accept'), { timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['source.acknowledges-only-delivered'])
+    expect(found[0]!.message).toMatch(/errored batch.*\n {2}fix: read receipt\.status/)
+  })
+})

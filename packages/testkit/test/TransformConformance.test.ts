@@ -1,0 +1,92 @@
+// The transform suite against a transform that keeps every rule, and each rule against a
+// transform broken on purpose in exactly that way.
+import type { LogEvent } from '@ackline/core'
+import { checkTransform, transformConformance } from '@ackline/testkit'
+import type { Transform } from '@ackline/topology'
+import { describe, expect, it } from 'vitest'
+
+const n = (e: LogEvent) => e.get('n') as number
+
+const splitErrors = (): Transform<'errors'> => ({
+  kind: 'split_errors',
+  outputs: ['errors'],
+  process(events, context) {
+    for (const e of events) {
+      if (n(e) === 0) context.drop(e)
+      else if (e.get('level') === 'error') context.emit(e, 'errors')
+      else context.emit(e)
+    }
+  },
+})
+
+transformConformance('a transform that keeps every rule', splitErrors, {
+  keepsOrder: true,
+  runner: { describe, it },
+})
+
+const codes = async (make: () => Transform, keepsOrder = false) =>
+  (await checkTransform(make, { keepsOrder })).map((f) => f.code)
+
+describe('each transform rule fails against a transform broken that way', () => {
+  it('passes a good transform, merges included', async () => {
+    expect(await codes(splitErrors, true)).toEqual([])
+    const pairs: Transform = {
+      kind: 'pairs',
+      process(events, context) {
+        const list = events.events
+        for (let i = 0; i < list.length; i += 2) {
+          if (list[i + 1] !== undefined) list[i]!.merge(list[i + 1]!)
+          context.emit(list[i]!)
+        }
+      },
+    }
+    expect(await codes(() => pairs, true)).toEqual([])
+  })
+
+  it('transform.accounts-for-every-event: a transform that forgets an event', async () => {
+    const forgetful: Transform = {
+      kind: 'forgetful',
+      process(events, context) {
+        for (const e of events) if (n(e) !== 3) context.emit(e)
+      },
+    }
+    const found = await checkTransform(() => forgetful)
+    expect(found.map((f) => f.code)).toEqual(['transform.accounts-for-every-event', 'transform.in-topology'])
+    expect(found[0]!.message).toContain('{"n":3,')
+    expect(found[1]!.message).toMatch(/component_error/)
+  })
+
+  it('transform.drops-through-context: a transform that ends what it discards', async () => {
+    const ender: Transform = {
+      kind: 'ender',
+      process(events, context) {
+        for (const e of events) n(e) === 1 ? e.end() : context.emit(e)
+      },
+    }
+    expect(await codes(() => ender)).toContain('transform.drops-through-context')
+  })
+
+  it('transform.emits-once-per-port: a transform that emits one handle twice on a port', async () => {
+    const twice: Transform = {
+      kind: 'twice',
+      process(events, context) {
+        for (const e of events) {
+          context.emit(e)
+          if (n(e) === 2) context.emit(e)
+        }
+      },
+    }
+    expect(await codes(() => twice)).toContain('transform.emits-once-per-port')
+  })
+
+  it('transform.keeps-order: a transform that reverses, when it says it keeps order', async () => {
+    const reverse: Transform = {
+      kind: 'reverse',
+      process(events, context) {
+        for (const e of [...events.events].reverse()) context.emit(e)
+      },
+    }
+    expect(await codes(() => reverse, true)).toEqual(['transform.keeps-order'])
+    expect(await codes(() => reverse, false)).toEqual([])
+  })
+})
