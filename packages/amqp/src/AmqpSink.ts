@@ -214,12 +214,14 @@ class AmqpPublisher implements AmqpSink {
         if (generation.id > 1) this.#counters.reconnects++
       },
       onLost: (_generation, error) => {
-        warn(`${COMPONENT} sink: lost the connection to the broker (${error.message}); reconnecting`)
+        if (this.#connection === connection)
+          warn(`${COMPONENT} sink: lost the connection to the broker (${error.message}); reconnecting`)
         // Confirms of the dead channel fail through amqplib's callbacks ("channel closed").
       },
     })
-    this.#connection = connection
     await connection.open()
+    // Set only once open: a loss during the first setup fails start instead of warning.
+    this.#connection = connection
   }
 
   async write(events: EventArray): Promise<SinkResult> {
