@@ -281,27 +281,33 @@ class AmqpConsumer implements AmqpSource {
       }
       held.get(generation)?.delete(delivery)
       counters.inFlight--
-      switch (action.kind) {
-        case 'ack':
-          this.#forget(message)
-          counters.acked++
-          generation.channel.ack(message)
-          return
-        case 'requeue':
-          this.#remember(message, attempt)
-          counters.nacked++
-          generation.channel.nack(message, false, true)
-          return
-        case 'deadLetter':
-          this.#forget(message)
-          counters.rejected++
-          generation.channel.nack(message, false, false)
-          return
-        case 'abandon':
-          counters.abandoned++
-          return
-        default:
-          return assertNever(action)
+      try {
+        switch (action.kind) {
+          case 'ack':
+            generation.channel.ack(message)
+            this.#forget(message)
+            counters.acked++
+            return
+          case 'requeue':
+            generation.channel.nack(message, false, true)
+            this.#remember(message, attempt)
+            counters.nacked++
+            return
+          case 'deadLetter':
+            generation.channel.nack(message, false, false)
+            this.#forget(message)
+            counters.rejected++
+            return
+          case 'abandon':
+            counters.abandoned++
+            return
+          default:
+            return assertNever(action)
+        }
+      } catch {
+        // amqplib throws on a channel it already knows closed, before our 'close' listener ran:
+        // the broker requeues the message with the channel, like any abandoned delivery.
+        counters.abandoned++
       }
     }
 
