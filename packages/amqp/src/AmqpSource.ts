@@ -56,8 +56,10 @@ export const AmqpSourceOptions = defineOptions({
   batchSize: z
     .int()
     .min(1)
-    .default(100)
-    .describe('At most this many waiting messages travel in one event array (each stays its own batch).'),
+    .optional()
+    .describe(
+      'At most this many waiting messages travel in one event array (each stays its own batch); default: prefetch.',
+    ),
   maxAttempts: z
     .int()
     .min(1)
@@ -179,9 +181,10 @@ class AmqpConsumer implements AmqpSource {
       initialDelayMs: o.retryInitialDelayMs,
       maxDelayMs: o.retryMaxDelayMs,
     }
-    if (o.prefetch < o.batchSize) {
+    const batchSize = o.batchSize ?? o.prefetch
+    if (o.prefetch < batchSize) {
       warn(
-        `${context.id}: prefetch ${o.prefetch} is smaller than batchSize ${o.batchSize}: arrays will never fill; raise prefetch to at least the batch size of the sinks downstream`,
+        `${context.id}: prefetch ${o.prefetch} is smaller than batchSize ${batchSize}: arrays never fill and the sinks downstream write smaller batches than they could; raise prefetch to at least the sinks' batch size`,
       )
     }
     const { signal } = context
@@ -342,7 +345,7 @@ class AmqpConsumer implements AmqpSource {
           wake = undefined
           continue
         }
-        const taken = pending.splice(0, o.batchSize)
+        const taken = pending.splice(0, batchSize)
         const events: LogEvent[] = []
         const receivers: [Delivery, PromiseLike<BatchStatus>][] = []
         const ingestTimestamp = Date.now()

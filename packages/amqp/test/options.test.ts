@@ -12,7 +12,6 @@ describe('amqp options', () => {
     expect(fields.sort()).toEqual(['invalidJson', 'prefetch', 'queue', 'url'])
     expect(AmqpSourceOptions.resolve({ url: 'amqp://h', queue: 'q' })).toMatchObject({
       prefetch: 100,
-      batchSize: 100,
       maxAttempts: 5,
       invalidJson: 'raw',
       metadataField: '_amqp',

@@ -13,6 +13,7 @@ import { Admin, BROKER_URL, brokerAvailable } from '../integration/broker.js'
 const available = await brokerAvailable()
 const RUNS = Number(process.env.ACKLINE_AMQP_CRASH_RUNS ?? 3)
 const MESSAGES = Number(process.env.ACKLINE_AMQP_CRASH_MESSAGES ?? 1500)
+const children = new Set<ChildProcess>()
 const child = fileURLToPath(new URL('./consumer.ts', import.meta.url))
 
 /** Spawns the consumer; resolves with it once it reported at least `acks` acks (or `until` says so). */
@@ -23,6 +24,8 @@ function runUntil(
   const proc = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', child, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   })
+  children.add(proc)
+  proc.once('exit', () => children.delete(proc))
   return new Promise((resolve, reject) => {
     let buffer = ''
     let checking = false
@@ -58,62 +61,68 @@ describe.skipIf(!available)('amqp source crash test (SIGKILL)', () => {
     dir = mkdtempSync(join(tmpdir(), 'ackline-amqp-crash-'))
   })
   afterAll(async () => {
+    // A failed or timed-out run must not leave a consumer behind.
+    for (const proc of children) proc.kill('SIGKILL')
     await admin?.close()
     rmSync(dir, { recursive: true, force: true })
   })
 
-  it(`loses nothing over ${RUNS} SIGKILLs and a final run: every message in the file at least once, the queue empty`, async () => {
-    const { queue } = await admin.queueWithDeadLetters()
-    await admin.publish(
-      queue,
-      Array.from({ length: MESSAGES }, (_, n) => ({ n })),
-      (n) => `m-${n}`,
-    )
-    const path = join(dir, 'out.ndjson')
-    const args = [BROKER_URL, queue, path]
-    const per = Math.max(1, Math.floor(MESSAGES / (RUNS + 2)))
-    const kills: number[] = []
-    for (let run = 0; run < RUNS; run++) {
-      // Kill it once it reported a number of acks that differs each run.
-      const target = per + ((run * 37) % Math.max(1, Math.floor(per / 2)))
-      const { proc, acked } = await runUntil(args, (acked) => acked >= target)
+  it(
+    `loses nothing over ${RUNS} SIGKILLs and a final run: every message in the file at least once, the queue empty`,
+    async () => {
+      const { queue } = await admin.queueWithDeadLetters()
+      await admin.publish(
+        queue,
+        Array.from({ length: MESSAGES }, (_, n) => ({ n })),
+        (n) => `m-${n}`,
+      )
+      const path = join(dir, 'out.ndjson')
+      const args = [BROKER_URL, queue, path]
+      const per = Math.max(1, Math.floor(MESSAGES / (RUNS + 2)))
+      const kills: number[] = []
+      for (let run = 0; run < RUNS; run++) {
+        // Kill it once it reported a number of acks that differs each run.
+        const target = per + ((run * 37) % Math.max(1, Math.floor(per / 2)))
+        const { proc, acked } = await runUntil(args, (acked) => acked >= target)
+        await kill(proc)
+        kills.push(acked)
+      }
+      const { proc } = await runUntil(
+        args,
+        async (acked) => acked > 0 && (await admin.messageCount(queue)) === 0,
+      )
+      // The last acks may still be on their way: give the queue time to confirm it is empty, then stop.
+      let empty = false
+      for (let i = 0; i < 200 && !empty; i++) {
+        const { messageCount, consumerCount } = await admin.channel.checkQueue(queue)
+        empty = messageCount === 0 && consumerCount === 1
+        const lines = readFileSync(path, 'utf8').trim().split('\n')
+        if (empty && new Set(lines.map((l) => (JSON.parse(l) as { n: number }).n)).size < MESSAGES)
+          empty = false
+        if (!empty) await new Promise((r) => setTimeout(r, 25))
+      }
       await kill(proc)
-      kills.push(acked)
-    }
-    const { proc } = await runUntil(
-      args,
-      async (acked) => acked > 0 && (await admin.messageCount(queue)) === 0,
-    )
-    // The last acks may still be on their way: give the queue time to confirm it is empty, then stop.
-    let empty = false
-    for (let i = 0; i < 200 && !empty; i++) {
-      const { messageCount, consumerCount } = await admin.channel.checkQueue(queue)
-      empty = messageCount === 0 && consumerCount === 1
       const lines = readFileSync(path, 'utf8').trim().split('\n')
-      if (empty && new Set(lines.map((l) => (JSON.parse(l) as { n: number }).n)).size < MESSAGES)
-        empty = false
-      if (!empty) await new Promise((r) => setTimeout(r, 25))
-    }
-    await kill(proc)
-    const lines = readFileSync(path, 'utf8').trim().split('\n')
-    const seen = new Map<number, number>()
-    for (const line of lines) {
-      const n = (JSON.parse(line) as { n: number }).n
-      seen.set(n, (seen.get(n) ?? 0) + 1)
-    }
-    const duplicates = lines.length - seen.size
-    console.log(
-      `crash test: ${RUNS} SIGKILLs after ${kills.join(', ')} reported acks; ${MESSAGES} messages, ${lines.length} lines, ${duplicates} duplicates`,
-    )
-    expect(kills).toHaveLength(RUNS)
-    for (let n = 0; n < MESSAGES; n++) expect(seen.has(n), `message ${n}`).toBe(true)
-    expect(seen.size).toBe(MESSAGES)
-    // Unacked messages of the killed consumer are requeued once its connection is gone.
-    let count = -1
-    for (let i = 0; i < 100 && count !== 0; i++) {
-      count = await admin.messageCount(queue)
-      if (count !== 0) await new Promise((r) => setTimeout(r, 50))
-    }
-    expect(count).toBe(0)
-  }, 120_000)
+      const seen = new Map<number, number>()
+      for (const line of lines) {
+        const n = (JSON.parse(line) as { n: number }).n
+        seen.set(n, (seen.get(n) ?? 0) + 1)
+      }
+      const duplicates = lines.length - seen.size
+      console.log(
+        `crash test: ${RUNS} SIGKILLs after ${kills.join(', ')} reported acks; ${MESSAGES} messages, ${lines.length} lines, ${duplicates} duplicates`,
+      )
+      expect(kills).toHaveLength(RUNS)
+      for (let n = 0; n < MESSAGES; n++) expect(seen.has(n), `message ${n}`).toBe(true)
+      expect(seen.size).toBe(MESSAGES)
+      // Unacked messages of the killed consumer are requeued once its connection is gone.
+      let count = -1
+      for (let i = 0; i < 100 && count !== 0; i++) {
+        count = await admin.messageCount(queue)
+        if (count !== 0) await new Promise((r) => setTimeout(r, 50))
+      }
+      expect(count).toBe(0)
+    },
+    60_000 + RUNS * 10_000 + MESSAGES * 10,
+  )
 })
