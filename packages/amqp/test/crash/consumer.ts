@@ -15,8 +15,13 @@ const topology = new TopologyBuilder({ acknowledgements: true })
   .sink('archive', ['rabbit'], file({ path }))
   .build()
 await topology.start()
+// The parent ends the last run with SIGTERM: a clean stop flushes the last acks before closing.
+process.once('SIGTERM', () => {
+  clearInterval(report)
+  void topology.stop()
+})
 let last = -1
-setInterval(() => {
+const report = setInterval(() => {
   const { acked } = source.counters
   if (acked !== last) {
     last = acked

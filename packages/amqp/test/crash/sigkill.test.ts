@@ -87,21 +87,27 @@ describe.skipIf(!available)('amqp source crash test (SIGKILL)', () => {
         await kill(proc)
         kills.push(acked)
       }
-      const { proc } = await runUntil(
-        args,
-        async (acked) => acked > 0 && (await admin.messageCount(queue)) === 0,
-      )
-      // The last acks may still be on their way: give the queue time to confirm it is empty, then stop.
-      let empty = false
-      for (let i = 0; i < 200 && !empty; i++) {
-        const { messageCount, consumerCount } = await admin.channel.checkQueue(queue)
-        empty = messageCount === 0 && consumerCount === 1
-        const lines = readFileSync(path, 'utf8').trim().split('\n')
-        if (empty && new Set(lines.map((l) => (JSON.parse(l) as { n: number }).n)).size < MESSAGES)
-          empty = false
-        if (!empty) await new Promise((r) => setTimeout(r, 25))
+      // The last child runs until the file holds every message and the broker holds none ready
+      // (what the program wrote and what the broker reports decide, not a sleep); then it is
+      // stopped cleanly (SIGTERM), so its last acks reach the broker before its connection closes.
+      const proc = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', child, ...args], {
+        stdio: ['ignore', 'ignore', 'inherit'],
+      })
+      children.add(proc)
+      const complete = async (): Promise<boolean> => {
+        const { messageCount } = await admin.channel.checkQueue(queue)
+        if (messageCount !== 0) return false
+        const text = readFileSync(path, 'utf8').trim()
+        const written = text === '' ? [] : text.split('\n')
+        return new Set(written.map((l) => (JSON.parse(l) as { n: number }).n)).size === MESSAGES
       }
-      await kill(proc)
+      while (!(await complete())) {
+        if (proc.exitCode !== null) throw new Error(`the last consumer exited (${proc.exitCode})`)
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      const exited = new Promise((resolve) => proc.once('exit', resolve))
+      proc.kill('SIGTERM')
+      await exited
       const lines = readFileSync(path, 'utf8').trim().split('\n')
       const seen = new Map<number, number>()
       for (const line of lines) {
