@@ -103,6 +103,29 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     expect(held.map((m) => (JSON.parse(m.content.toString()) as { i: number }).i)).toEqual([1, 2, 4, 5])
   })
 
+  it('counts an event errored when the broker nacks its message (a full queue with reject-publish)', async () => {
+    const queue = uniqueName('full')
+    admin.queues.push(queue)
+    await admin.channel.assertQueue(queue, {
+      durable: false,
+      arguments: { 'x-max-length': 3, 'x-overflow': 'reject-publish' },
+    })
+    const sink = amqpSink({ url: BROKER_URL, routingKey: queue })
+    const statuses: Promise<BatchStatus>[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source(
+        'gen',
+        generator({ count: 5, batchSize: 1, onBatch: (receipt) => statuses.push(receipt.status) }),
+      )
+      .sink('bus', ['gen'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(await Promise.all(statuses)).toEqual(['delivered', 'delivered', 'delivered', 'errored', 'errored'])
+    expect(sink.counters).toMatchObject({ published: 5, confirmed: 3, nacked: 2, returned: 0 })
+    expect(await admin.messageCount(queue)).toBe(3)
+  })
+
   it('fails start with an AmqpError when the exchange does not exist and is not declared', async () => {
     const sink = amqpSink({ url: BROKER_URL, exchange: uniqueName('missing') })
     const error = await sink.start().then(
