@@ -29,17 +29,25 @@ function runUntil(
   return new Promise((resolve, reject) => {
     let buffer = ''
     let checking = false
-    proc.once('exit', (code, signal) => reject(new Error(`consumer exited early (${code ?? signal})`)))
+    let settled = false
+    const early = (code: number | null, signal: string | null): void => {
+      settled = true
+      reject(new Error(`consumer exited early (${code ?? signal})`))
+    }
+    proc.once('exit', early)
     proc.stdout?.on('data', async (chunk: Buffer) => {
       buffer += chunk.toString()
       const lines = buffer.split('\n')
       buffer = lines.pop() ?? ''
       const last = lines.at(-1)
-      if (last === undefined || checking) return
+      // Lines keep coming after the decision: they must not touch the exit listeners the caller
+      // adds to wait for the kill.
+      if (last === undefined || checking || settled) return
       const acked = Number(last.split(' ')[1])
       checking = true
       if (await done(acked)) {
-        proc.removeAllListeners('exit')
+        settled = true
+        proc.off('exit', early)
         resolve({ proc, acked })
       }
       checking = false
