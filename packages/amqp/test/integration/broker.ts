@@ -98,8 +98,15 @@ export class Admin {
   }
 
   async close(): Promise<void> {
-    for (const queue of this.queues) await this.channel.deleteQueue(queue).catch(() => undefined)
-    for (const exchange of this.exchanges) await this.channel.deleteExchange(exchange).catch(() => undefined)
+    // A channel dies with the first failed operation: each deletion gets a fresh one.
+    const remove = async (op: (channel: Channel) => Promise<unknown>): Promise<void> => {
+      const channel = await this.model.createChannel().catch(() => undefined)
+      if (channel === undefined) return
+      await op(channel).catch(() => undefined)
+      await channel.close().catch(() => undefined)
+    }
+    for (const queue of this.queues) await remove((channel) => channel.deleteQueue(queue))
+    for (const exchange of this.exchanges) await remove((channel) => channel.deleteExchange(exchange))
     await this.model.close().catch(() => undefined)
   }
 }
