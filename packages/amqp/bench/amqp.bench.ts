@@ -4,7 +4,7 @@
 //           vs a plain amqplib consumer that JSON-parses and acks each message; same prefetch.
 //           Also ackline with batchSize 1 (one event array per message, what a source without
 //           grouping would do) to show what grouping buys.
-//   sink:   generator -> ackline amqpSink (confirms, mandatory, window 1000)
+//   sink:   generator -> ackline amqpSink (confirms, mandatory, window 1000, ACKLINE_AMQP_BENCH_SINK_BATCH per write)
 //           vs plain amqplib publishing the same JSON with confirms and a window of 1000.
 // Rounds alternate; the best round of each counts (least disturbed on a shared machine).
 // Run: pnpm bench amqp   (ACKLINE_AMQP_BENCH_MESSAGES, ACKLINE_AMQP_BENCH_ROUNDS to change sizes)
@@ -20,6 +20,8 @@ const MESSAGES = Number(process.env.ACKLINE_AMQP_BENCH_MESSAGES ?? 20_000)
 const ROUNDS = Number(process.env.ACKLINE_AMQP_BENCH_ROUNDS ?? 3)
 const PREFETCH = 200
 const WINDOW = 1000
+/** Events per write into the sink: the runtime awaits each write before the next, so each write's last confirms are a stall. */
+const SINK_BATCH = Number(process.env.ACKLINE_AMQP_BENCH_SINK_BATCH ?? 500)
 
 const record = (i: number) => ({
   timestamp: new Date(1_700_000_000_000 + i).toISOString(),
@@ -122,7 +124,7 @@ async function plainPublish(): Promise<number> {
 async function acklinePublish(): Promise<number> {
   const sink = amqpSink({ url: URL, routingKey: queue, maxInFlight: WINDOW })
   const topology = new TopologyBuilder({ acknowledgements: true })
-    .source('gen', generator({ count: MESSAGES, batchSize: 500 }))
+    .source('gen', generator({ count: MESSAGES, batchSize: SINK_BATCH }))
     .sink('out', ['gen'], sink)
     .build()
   const start = performance.now()
@@ -160,7 +162,7 @@ try {
   const pc = best(results.plainConsume)
   const pp = best(results.plainPublish)
   console.log(
-    `${MESSAGES} messages per run, prefetch ${PREFETCH}, confirm window ${WINDOW}, best of ${ROUNDS} alternating rounds\n`,
+    `${MESSAGES} messages per run, prefetch ${PREFETCH}, confirm window ${WINDOW}, ${SINK_BATCH} events per sink write, best of ${ROUNDS} alternating rounds\n`,
   )
   console.log('| what | plain amqplib msg/s | ackline msg/s | ackline / plain |')
   console.log('| ---- | ------------------- | ------------- | --------------- |')
