@@ -53,9 +53,12 @@ describe.skipIf(!available)('amqp competing consumers', () => {
       .source('b', b)
       .sink('out', ['b'], sinkB)
       .build()
+    // A first, until it hangs (decided by what it reported); B then joins while A holds its
+    // prefetch, so both consume the queue at once and A dies with messages in hand.
     await topologyA.start()
+    await vi.waitFor(() => expect(hung).toBe(true), { timeout: 15_000, interval: 5 })
     await topologyB.start()
-    await vi.waitFor(() => expect(hung).toBe(true), { timeout: 10_000, interval: 5 })
+    await vi.waitFor(() => expect(b.counters.acked).toBeGreaterThan(0), { timeout: 15_000, interval: 5 })
     const ackedByA = a.counters.acked
     // Kill A: its connection dies and never comes back; its topology is then stopped at once.
     await proxy.close()
