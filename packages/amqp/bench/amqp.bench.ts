@@ -1,0 +1,181 @@
+// Throughput of the RabbitMQ connector against plain amqplib doing the same work, side by side in
+// one run, on the local broker (RabbitMQ at 127.0.0.1:5672, or ACKLINE_AMQP_URL):
+//   source: ackline amqpSource -> blackhole (acknowledgements on, one batch notifier per message)
+//           vs a plain amqplib consumer that JSON-parses and acks each message; same prefetch.
+//           Also ackline with batchSize 1 (one event array per message, what a source without
+//           grouping would do) to show what grouping buys.
+//   sink:   generator -> ackline amqpSink (confirms, mandatory, window 1000, ACKLINE_AMQP_BENCH_SINK_BATCH per write)
+//           vs plain amqplib publishing the same JSON with confirms and a window of 1000.
+// Rounds alternate; the best round of each counts (least disturbed on a shared machine).
+// Run: pnpm bench amqp   (ACKLINE_AMQP_BENCH_MESSAGES, ACKLINE_AMQP_BENCH_ROUNDS to change sizes)
+import { randomUUID } from 'node:crypto'
+import { amqpSink, amqpSource } from '@ackline/amqp'
+import { blackhole } from '@ackline/sinks'
+import { generator } from '@ackline/sources'
+import { TopologyBuilder } from '@ackline/topology'
+import { type ConfirmChannel, connect } from 'amqplib'
+
+const URL = process.env.ACKLINE_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
+const MESSAGES = Number(process.env.ACKLINE_AMQP_BENCH_MESSAGES ?? 20_000)
+const ROUNDS = Number(process.env.ACKLINE_AMQP_BENCH_ROUNDS ?? 3)
+const PREFETCH = 200
+const WINDOW = 1000
+/** Events per write into the sink: the runtime awaits each write before the next, so each write's last confirms are a stall. */
+const SINK_BATCH = Number(process.env.ACKLINE_AMQP_BENCH_SINK_BATCH ?? 500)
+
+const record = (i: number) => ({
+  timestamp: new Date(1_700_000_000_000 + i).toISOString(),
+  level: i % 10 === 0 ? 'error' : 'info',
+  message: `request ${i} served in ${i % 97} ms`,
+  http: { method: 'POST', path: '/v1/items', status: 200, bytes: 1024 + i },
+})
+
+const admin = await connect(URL)
+const channel = (await admin.createConfirmChannel()) as ConfirmChannel
+const queue = `ackline-bench-${randomUUID().slice(0, 8)}`
+await channel.assertQueue(queue, { durable: false })
+
+/** Fills the queue with MESSAGES messages, with confirms. */
+async function fill(): Promise<void> {
+  for (let i = 0; i < MESSAGES; i++) {
+    if (!channel.publish('', queue, Buffer.from(JSON.stringify(record(i))), { messageId: `m-${i}` })) {
+      await new Promise((resolve) => channel.once('drain', resolve))
+    }
+    if (i % WINDOW === WINDOW - 1) await channel.waitForConfirms()
+  }
+  await channel.waitForConfirms()
+}
+
+async function plainConsume(): Promise<number> {
+  const model = await connect(URL)
+  const ch = await model.createChannel()
+  await ch.prefetch(PREFETCH)
+  const start = performance.now()
+  let acked = 0
+  let parsed = 0
+  await new Promise<void>((resolve) => {
+    void ch.consume(queue, (message) => {
+      if (message === null) return
+      parsed += Object.keys(JSON.parse(message.content.toString('utf8')) as object).length
+      ch.ack(message)
+      if (++acked === MESSAGES) resolve()
+    })
+  })
+  const ms = performance.now() - start
+  await model.close()
+  if (parsed === 0) throw new Error('nothing parsed')
+  return ms
+}
+
+async function acklineConsume(batchSize?: number): Promise<number> {
+  const source = amqpSource({
+    url: URL,
+    queue,
+    prefetch: PREFETCH,
+    ...(batchSize === undefined ? {} : { batchSize }),
+  })
+  const topology = new TopologyBuilder({ acknowledgements: true })
+    .source('in', source)
+    .sink('out', ['in'], blackhole())
+    .build()
+  const start = performance.now()
+  await topology.start()
+  while (source.counters.acked < MESSAGES) await new Promise((resolve) => setImmediate(resolve))
+  const ms = performance.now() - start
+  await topology.stop()
+  return ms
+}
+
+async function plainPublish(): Promise<number> {
+  const model = await connect(URL)
+  const ch = await model.createConfirmChannel()
+  const start = performance.now()
+  let inFlight = 0
+  let wake: (() => void) | undefined
+  const confirms: Promise<void>[] = []
+  for (let i = 0; i < MESSAGES; i++) {
+    while (inFlight >= WINDOW) await new Promise<void>((resolve) => (wake = resolve))
+    inFlight++
+    const body = Buffer.from(JSON.stringify({ message: `event ${i}`, index: i }))
+    confirms.push(
+      new Promise<void>((resolve, reject) => {
+        const ok = ch.publish(
+          '',
+          queue,
+          body,
+          { persistent: true, mandatory: true, messageId: `p-${i}`, contentType: 'application/json' },
+          (error) => {
+            inFlight--
+            wake?.()
+            if (error) reject(error)
+            else resolve()
+          },
+        )
+        if (!ok) confirms.push(new Promise<void>((drained) => ch.once('drain', () => drained())))
+      }),
+    )
+  }
+  await Promise.all(confirms)
+  const ms = performance.now() - start
+  await model.close()
+  return ms
+}
+
+async function acklinePublish(): Promise<number> {
+  const sink = amqpSink({ url: URL, routingKey: queue, maxInFlight: WINDOW })
+  const topology = new TopologyBuilder({ acknowledgements: true })
+    .source('gen', generator({ count: MESSAGES, batchSize: SINK_BATCH }))
+    .sink('out', ['gen'], sink)
+    .build()
+  const start = performance.now()
+  await topology.start()
+  await topology.done
+  const ms = performance.now() - start
+  if (sink.counters.confirmed !== MESSAGES) throw new Error(`confirmed ${sink.counters.confirmed}`)
+  return ms
+}
+
+const best = (xs: number[]) => Math.min(...xs)
+const rate = (ms: number) => Math.round((MESSAGES / ms) * 1000)
+
+try {
+  const results = {
+    plainConsume: [] as number[],
+    acklineConsume: [] as number[],
+    acklineConsume1: [] as number[],
+    plainPublish: [] as number[],
+    acklinePublish: [] as number[],
+  }
+  for (let round = 0; round < ROUNDS; round++) {
+    await fill()
+    results.plainConsume.push(await plainConsume())
+    await fill()
+    results.acklineConsume.push(await acklineConsume())
+    await fill()
+    results.acklineConsume1.push(await acklineConsume(1))
+    await channel.purgeQueue(queue)
+    results.plainPublish.push(await plainPublish())
+    await channel.purgeQueue(queue)
+    results.acklinePublish.push(await acklinePublish())
+    await channel.purgeQueue(queue)
+  }
+  const pc = best(results.plainConsume)
+  const pp = best(results.plainPublish)
+  console.log(
+    `${MESSAGES} messages per run, prefetch ${PREFETCH}, confirm window ${WINDOW}, ${SINK_BATCH} events per sink write, best of ${ROUNDS} alternating rounds\n`,
+  )
+  console.log('| what | plain amqplib msg/s | ackline msg/s | ackline / plain |')
+  console.log('| ---- | ------------------- | ------------- | --------------- |')
+  console.log(
+    `| consume + ack (source -> blackhole, arrays of up to prefetch) | ${rate(pc)} | ${rate(best(results.acklineConsume))} | ${(pc / best(results.acklineConsume)).toFixed(2)} |`,
+  )
+  console.log(
+    `| consume + ack (source -> blackhole, one array per message) | ${rate(pc)} | ${rate(best(results.acklineConsume1))} | ${(pc / best(results.acklineConsume1)).toFixed(2)} |`,
+  )
+  console.log(
+    `| publish with confirms (generator -> sink) | ${rate(pp)} | ${rate(best(results.acklinePublish))} | ${(pp / best(results.acklinePublish)).toFixed(2)} |`,
+  )
+} finally {
+  await channel.deleteQueue(queue)
+  await admin.close()
+}

@@ -1,0 +1,372 @@
+/**
+ * `amqp` sink: publishes each event as one JSON message with publisher confirms.
+ *
+ * Invariants:
+ * - An event is `delivered` only once the broker confirmed its message (`basic.ack`). A
+ *   `basic.nack`, or a channel or connection lost before the confirm, makes that event `errored`
+ *   (a `RetryableError` of its own: its source redelivers it); a message the broker returned as
+ *   unroutable (`mandatory`, on by default) is `rejected`, never delivered, even though the
+ *   broker confirms it afterwards.
+ * - Up to `maxInFlight` messages await their confirms at once; the write waits for room, and for
+ *   the socket to drain, instead of buffering without bound.
+ * - Every message carries a `message-id` that is the same each time the same event is published
+ *   again, so consumers can dedupe: the event's upstream id (the field `messageIdField`, by default
+ *   the id the `amqp` source read) when it has one, else `<source id>/<batch id>/<ordinal>`.
+ * - With no live connection a write throws a `RetryableError` (the runtime retries it); the
+ *   connection reconnects with back-off meanwhile.
+ *
+ * @module
+ */
+import { randomUUID } from 'node:crypto'
+import type { EventArray, JsonObject, LogEvent } from '@ackline/core'
+import {
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  RejectError,
+  RetryableError,
+  type Sink,
+  type SinkResult,
+} from '@ackline/topology'
+import type { ConfirmChannel, Message } from 'amqplib'
+import { z } from 'zod'
+import { Connection, type Generation } from './internal/Connection.js'
+
+/**
+ * Options of {@link amqpSink}: its schema (`validate`, `jsonSchema`, …).
+ *
+ * @example
+ * ```ts
+ * amqpSink({ url: 'amqp://guest:guest@127.0.0.1:5672', exchange: 'events', routingKey: 'audit' })
+ * ```
+ */
+export const AmqpSinkOptions = defineOptions({
+  url: z.string().min(1).describe('The broker, as an AMQP URL (`amqp://user:password@host:5672/vhost`).'),
+  exchange: z
+    .string()
+    .default('')
+    .describe("The exchange to publish to ('' is the default exchange, which routes by queue name)."),
+  routingKey: z.string().default('').describe('The routing key of every message.'),
+  routingKeyField: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      'A field (dotted path) whose string value is the routing key of that event; `routingKey` when absent.',
+    ),
+  mandatory: z
+    .boolean()
+    .default(true)
+    .describe('Ask the broker to return a message no queue takes; such an event is rejected, not delivered.'),
+  persistent: z
+    .boolean()
+    .default(true)
+    .describe('Publish with delivery mode 2 (kept across broker restarts).'),
+  maxInFlight: z.int().min(1).default(1000).describe('Messages awaiting their publisher confirm at once.'),
+  messageIdField: z
+    .string()
+    .min(1)
+    .default('_amqp.messageId')
+    .describe(
+      'A field (dotted path) whose string value becomes the message-id, for deduplication downstream.',
+    ),
+  omitFields: z
+    .array(z.string().min(1))
+    .default(['_amqp'])
+    .describe('Top-level fields left out of the published JSON (by default the metadata of an amqp source).'),
+  declare: z
+    .strictObject({
+      exchange: z
+        .strictObject({
+          type: z.enum(['direct', 'topic', 'fanout', 'headers']).default('direct'),
+          durable: z.boolean().default(true),
+        })
+        .optional()
+        .describe('Declare the exchange at start (else it must exist: it is checked).'),
+      queue: z
+        .strictObject({
+          name: z.string().min(1),
+          durable: z.boolean().default(true),
+          bindingKey: z.string().default(''),
+        })
+        .optional()
+        .describe('Declare a queue at start and bind it to the exchange with `bindingKey`.'),
+    })
+    .optional()
+    .describe('Declarations made (idempotently) at start and after each reconnect.'),
+  reconnectInitialDelayMs: z
+    .number()
+    .min(0)
+    .default(100)
+    .describe('The first reconnect delay; doubles per attempt.'),
+  reconnectMaxDelayMs: z.number().min(0).default(10_000).describe('The longest reconnect delay.'),
+  heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
+  onWarning: codeOption<(message: string) => void>('a function')
+    .optional()
+    .describe('Where warnings go (lost connections, failed reconnects). Default: process.emitWarning.'),
+})
+/** Options of {@link amqpSink}. */
+export type AmqpSinkOptions = OptionsOf<typeof AmqpSinkOptions>
+
+/** What the sink has done so far, live: read `sink.counters` again for newer figures. */
+export interface AmqpSinkCounters {
+  /** Messages published. */
+  readonly published: number
+  /** Messages the broker confirmed and did not return: their events are delivered. */
+  readonly confirmed: number
+  /** Messages the broker nacked, or whose channel died before the confirm: errored. */
+  readonly nacked: number
+  /** Messages returned as unroutable: rejected. */
+  readonly returned: number
+  /** Successful reconnects. */
+  readonly reconnects: number
+  /** Messages awaiting their confirm. */
+  readonly inFlight: number
+}
+
+/** The sink {@link amqpSink} returns. */
+export interface AmqpSink extends Sink {
+  readonly kind: 'amqp'
+  readonly counters: AmqpSinkCounters
+  validate(): readonly ConfigIssue[]
+  start(): Promise<void>
+  write(events: EventArray): Promise<SinkResult>
+  stop(): Promise<void>
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+type Resolved = ReturnType<typeof AmqpSinkOptions.resolve>
+
+/** A message awaiting its confirm. */
+interface Publish {
+  returned: boolean
+}
+
+const COMPONENT = 'amqp'
+
+class AmqpPublisher implements AmqpSink {
+  readonly kind = 'amqp'
+  readonly #options: AmqpSinkOptions
+  readonly #counters: Mutable<AmqpSinkCounters> = {
+    published: 0,
+    confirmed: 0,
+    nacked: 0,
+    returned: 0,
+    reconnects: 0,
+    inFlight: 0,
+  }
+  #resolved: Resolved | undefined
+  #connection: Connection<ConfirmChannel> | undefined
+  /** Messages awaiting their confirm, per generation, by message-id, in publish order. */
+  #awaiting = new WeakMap<Generation<ConfirmChannel>, Map<string, Publish[]>>()
+  /** Writers waiting for room in the window. */
+  #waiters: (() => void)[] = []
+
+  constructor(options: AmqpSinkOptions) {
+    this.#options = options
+  }
+
+  get counters(): AmqpSinkCounters {
+    return { ...this.#counters }
+  }
+
+  validate(): readonly ConfigIssue[] {
+    return AmqpSinkOptions.validate(this.#options)
+  }
+
+  async start(): Promise<void> {
+    const o = AmqpSinkOptions.resolve(this.#options)
+    this.#resolved = o
+    const warn = o.onWarning ?? ((message: string) => process.emitWarning(message, { code: 'ACKLINE_AMQP' }))
+    const connection = new Connection<ConfirmChannel>({
+      url: o.url,
+      component: COMPONENT,
+      heartbeatSeconds: o.heartbeatSeconds,
+      backoff: { initialDelayMs: o.reconnectInitialDelayMs, maxDelayMs: o.reconnectMaxDelayMs },
+      onWarning: warn,
+      openChannel: (model) => model.createConfirmChannel(),
+      setup: async (generation) => {
+        const channel = generation.channel
+        const awaiting = new Map<string, Publish[]>()
+        this.#awaiting.set(generation, awaiting)
+        channel.on('return', (message: Message) => {
+          // The broker returns an unroutable message before it confirms it: mark the oldest
+          // unconfirmed publish with that id, so its confirm reads as rejected.
+          const id = String(message.properties.messageId)
+          const entry = awaiting.get(id)?.find((publish) => !publish.returned)
+          if (entry !== undefined) entry.returned = true
+        })
+        const declared = o.declare
+        if (declared?.exchange !== undefined && o.exchange !== '') {
+          await channel.assertExchange(o.exchange, declared.exchange.type ?? 'direct', {
+            durable: declared.exchange.durable ?? true,
+          })
+        } else if (o.exchange !== '') {
+          await channel.checkExchange(o.exchange)
+        }
+        if (declared?.queue !== undefined) {
+          await channel.assertQueue(declared.queue.name, { durable: declared.queue.durable ?? true })
+          if (o.exchange !== '') {
+            await channel.bindQueue(declared.queue.name, o.exchange, declared.queue.bindingKey ?? '')
+          }
+        }
+        if (generation.id > 1) this.#counters.reconnects++
+      },
+      onLost: (_generation, error) => {
+        if (this.#connection === connection)
+          warn(`${COMPONENT} sink: lost the connection to the broker (${error.message}); reconnecting`)
+        // Confirms of the dead channel fail through amqplib's callbacks ("channel closed").
+      },
+    })
+    await connection.open()
+    // Set only once open: a loss during the first setup fails start instead of warning.
+    this.#connection = connection
+  }
+
+  async write(events: EventArray): Promise<SinkResult> {
+    const o = this.#resolved
+    const connection = this.#connection
+    if (o === undefined || connection === undefined) throw new Error('amqp sink: write before start')
+    const generation = connection.current
+    if (generation === undefined) {
+      throw new RetryableError(COMPONENT, 'not connected to the broker (reconnecting)')
+    }
+    const results: (SinkResult & unknown[])[number][] = new Array(events.length)
+    const confirms: Promise<void>[] = []
+    const ordinals = new Map<string, number>()
+    let index = 0
+    for (const event of events) {
+      const i = index++
+      let body: Buffer
+      try {
+        body = Buffer.from(JSON.stringify(omit(event.fields, o.omitFields)), 'utf8')
+      } catch (error) {
+        results[i] = error instanceof Error ? error : new TypeError(String(error))
+        continue
+      }
+      if (this.#counters.inFlight >= o.maxInFlight) await this.#room(o.maxInFlight)
+      if (!generation.live) {
+        results[i] = new RetryableError(COMPONENT, 'the connection to the broker was lost before publishing')
+        continue
+      }
+      const messageId = this.#messageId(event, o, ordinals)
+      const routingKey = routingKeyOf(event, o)
+      const publish: Publish = { returned: false }
+      const awaiting = this.#awaiting.get(generation)
+      const list = awaiting?.get(messageId)
+      if (list === undefined) awaiting?.set(messageId, [publish])
+      else list.push(publish)
+      this.#counters.inFlight++
+      this.#counters.published++
+      confirms.push(
+        new Promise<void>((resolve) => {
+          const settle = (error: unknown): void => {
+            this.#counters.inFlight--
+            const remaining = awaiting?.get(messageId)
+            if (remaining !== undefined) {
+              remaining.splice(remaining.indexOf(publish), 1)
+              if (remaining.length === 0) awaiting?.delete(messageId)
+            }
+            if (error !== null && error !== undefined) {
+              this.#counters.nacked++
+              const reason = error instanceof Error ? error.message : String(error)
+              results[i] = new RetryableError(
+                COMPONENT,
+                `the broker did not confirm message ${messageId}: ${reason}`,
+                {
+                  cause: error,
+                },
+              )
+            } else if (publish.returned) {
+              this.#counters.returned++
+              results[i] = new RejectError(
+                COMPONENT,
+                `message ${messageId} is unroutable: exchange '${o.exchange}' has no queue bound for routing key '${routingKey}'`,
+              )
+            } else {
+              this.#counters.confirmed++
+              results[i] = 'delivered'
+            }
+            this.#wakeOne()
+            resolve()
+          }
+          try {
+            const ok = generation.channel.publish(
+              o.exchange,
+              routingKey,
+              body,
+              {
+                persistent: o.persistent,
+                mandatory: o.mandatory,
+                messageId,
+                contentType: 'application/json',
+              },
+              settle,
+            )
+            if (!ok) confirms.push(new Promise<void>((drained) => generation.channel.once('drain', drained)))
+          } catch (error) {
+            // A closed channel throws synchronously; whether the callback also runs is not promised.
+            if (results[i] === undefined) settle(error)
+          }
+        }),
+      )
+    }
+    await Promise.all(confirms)
+    return results
+  }
+
+  async stop(): Promise<void> {
+    await this.#connection?.close()
+  }
+
+  #room(max: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.#waiters.push(() => {
+        if (this.#counters.inFlight < max) resolve()
+        else void this.#room(max).then(resolve)
+      })
+    })
+  }
+
+  #wakeOne(): void {
+    this.#waiters.shift()?.()
+  }
+
+  #messageId(event: LogEvent, o: Resolved, ordinals: Map<string, number>): string {
+    const upstream = event.get(o.messageIdField)
+    if (typeof upstream === 'string' && upstream !== '') return upstream
+    const metadata = event.metadata
+    const batchId = metadata.hasFinalizers ? metadata.finalizers.batchIds[0] : undefined
+    if (batchId === undefined) return randomUUID()
+    const ordinal = ordinals.get(batchId) ?? 0
+    ordinals.set(batchId, ordinal + 1)
+    return `${metadata.sourceId ?? 'unknown'}/${batchId}/${ordinal}`
+  }
+}
+
+function routingKeyOf(event: LogEvent, o: Resolved): string {
+  if (o.routingKeyField === undefined) return o.routingKey
+  const value = event.get(o.routingKeyField)
+  return typeof value === 'string' ? value : o.routingKey
+}
+
+function omit(fields: Readonly<JsonObject>, keys: readonly string[]): JsonObject {
+  if (keys.length === 0 || !keys.some((key) => key in fields)) return fields as JsonObject
+  const copy: JsonObject = { ...fields }
+  for (const key of keys) delete copy[key]
+  return copy
+}
+
+/**
+ * A RabbitMQ sink: publishes each event as a JSON message to `exchange` with `routingKey`, with
+ * publisher confirms; delivered only when confirmed, rejected when returned unroutable.
+ *
+ * @example
+ * ```ts
+ * builder.sink('bus', ['parse'], amqpSink({ url: 'amqp://guest:guest@127.0.0.1:5672', exchange: 'events', routingKey: 'parsed' }))
+ * ```
+ */
+export function amqpSink(options: AmqpSinkOptions): AmqpSink {
+  return new AmqpPublisher(options)
+}

@@ -1,0 +1,494 @@
+/**
+ * `amqp` source: consumes a RabbitMQ queue with manual acknowledgements and tells the broker, per
+ * message, what became of it.
+ *
+ * Invariants:
+ * - A message is acked only once every sink settled its event `delivered`, on the channel
+ *   generation it was delivered on; an `errored` one is held for a back-off then requeued (at most
+ *   `maxAttempts` deliveries in all, then dead-lettered); a `rejected` one is nacked without
+ *   requeue so the queue's dead-letter exchange gets it. See `internal/ackMapping.ts`.
+ * - Each message is its own batch (one batch notifier per message) even when several travel in
+ *   one event array, so one message's outcome never decides another's.
+ * - After a connection or channel loss, the deliveries of the dead generation are never acked on
+ *   the new one: they are counted `abandoned` at once (the broker requeues them itself) and
+ *   whatever their sinks report later is ignored; the source reconnects with back-off.
+ * - Prefetch bounds what is in flight: the broker sends no more than `prefetch` unsettled
+ *   messages, which is the back pressure of the whole pipeline on the queue.
+ * - A payload that is not valid JSON is passed on as a string field or dead-lettered (option
+ *   `invalidJson`), never dropped; broker metadata is under the field `metadataField` (`_amqp`).
+ *
+ * @module
+ */
+import { createHash } from 'node:crypto'
+import type { BatchStatus, BatchStatusReceiver, JsonObject, JsonValue } from '@ackline/core'
+import { BatchNotifier, EventArray, LogEvent } from '@ackline/core'
+import {
+  type ConfigIssue,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  type Source,
+  type SourceContext,
+} from '@ackline/topology'
+import type { Channel, ConsumeMessage } from 'amqplib'
+import { z } from 'zod'
+import { brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
+import { Connection, type Generation } from './internal/Connection.js'
+import { headersToJson } from './internal/headersToJson.js'
+
+/**
+ * Options of the {@link amqpSource} source: its schema (`validate`, `jsonSchema`, …).
+ *
+ * @example
+ * ```ts
+ * amqpSource({ url: 'amqp://guest:guest@127.0.0.1:5672', queue: 'orders', prefetch: 200 })
+ * ```
+ */
+export const AmqpSourceOptions = defineOptions({
+  url: z.string().min(1).describe('The broker, as an AMQP URL (`amqp://user:password@host:5672/vhost`).'),
+  queue: z.string().min(1).describe('The queue to consume; it must exist (it is checked at start).'),
+  prefetch: z
+    .int()
+    .min(1)
+    .max(65_535)
+    .default(100)
+    .describe('Unsettled messages the broker may hand this consumer at once (QoS): the back pressure.'),
+  batchSize: z
+    .int()
+    .min(1)
+    .optional()
+    .describe(
+      'At most this many waiting messages travel in one event array (each stays its own batch); default: prefetch.',
+    ),
+  maxAttempts: z
+    .int()
+    .min(1)
+    .default(5)
+    .describe('Deliveries of one message in all; when the last one is errored it is dead-lettered.'),
+  retryInitialDelayMs: z
+    .number()
+    .min(0)
+    .default(1000)
+    .describe('How long an errored message is held before its first requeue; doubles per attempt.'),
+  retryMaxDelayMs: z.number().min(0).default(30_000).describe('The longest hold before a requeue.'),
+  invalidJson: z
+    .enum(['raw', 'reject'])
+    .default('raw')
+    .describe(
+      "A payload that is not valid JSON: 'raw' passes it as the string field `message`; 'reject' dead-letters it.",
+    ),
+  metadataField: z
+    .string()
+    .min(1)
+    .default('_amqp')
+    .describe('The field that holds the broker metadata (exchange, routing key, redelivered, …).'),
+  reconnectInitialDelayMs: z
+    .number()
+    .min(0)
+    .default(100)
+    .describe('The first reconnect delay; doubles per attempt.'),
+  reconnectMaxDelayMs: z.number().min(0).default(10_000).describe('The longest reconnect delay.'),
+  heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
+  onWarning: codeOption<(message: string) => void>('a function')
+    .optional()
+    .describe(
+      'Where warnings go (reconnects, prefetch smaller than batchSize). Default: process.emitWarning.',
+    ),
+})
+/** Options of the {@link amqpSource} source. */
+export type AmqpSourceOptions = OptionsOf<typeof AmqpSourceOptions>
+
+/**
+ * What the source has done so far, live: read `source.counters` again for newer figures.
+ */
+export interface AmqpSourceCounters {
+  /** Messages the broker delivered. */
+  readonly received: number
+  /** Messages acked (every sink delivered them). */
+  readonly acked: number
+  /** Messages requeued after an errored outcome (`nack(requeue=true)`). */
+  readonly nacked: number
+  /** Messages dead-lettered (`nack(requeue=false)`): rejected, unparseable, or out of attempts. */
+  readonly rejected: number
+  /** Deliveries the broker marked redelivered. */
+  readonly redelivered: number
+  /** Deliveries of a channel that died before they were settled: the broker redelivers them. */
+  readonly abandoned: number
+  /** Payloads that were not valid JSON (passed raw or dead-lettered, per `invalidJson`). */
+  readonly invalidJson: number
+  /** Successful reconnects. */
+  readonly reconnects: number
+  /** Messages handed downstream and not yet settled with the broker. */
+  readonly inFlight: number
+}
+
+/** The source {@link amqpSource} returns. */
+export interface AmqpSource extends Source {
+  readonly kind: 'amqp'
+  readonly counters: AmqpSourceCounters
+  validate(): readonly ConfigIssue[]
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+/** One message in the source's hands. */
+interface Delivery {
+  readonly message: ConsumeMessage
+  readonly generation: Generation<Channel>
+  /** Set when its generation died: nothing is told to the broker any more. */
+  abandoned: boolean
+  /** Resolves once the delivery is settled with the broker or abandoned. */
+  done: () => void
+}
+
+/** Counts errored attempts of messages whose queue does not (classic queues have no delivery count). */
+const MAX_TRACKED_ATTEMPTS = 10_000
+
+class AmqpConsumer implements AmqpSource {
+  readonly kind = 'amqp'
+  readonly canAcknowledge = true
+  readonly #options: AmqpSourceOptions
+  readonly #counters: Mutable<AmqpSourceCounters> = {
+    received: 0,
+    acked: 0,
+    nacked: 0,
+    rejected: 0,
+    redelivered: 0,
+    abandoned: 0,
+    invalidJson: 0,
+    reconnects: 0,
+    inFlight: 0,
+  }
+  readonly #attempts = new Map<string, number>()
+
+  constructor(options: AmqpSourceOptions) {
+    this.#options = options
+  }
+
+  get counters(): AmqpSourceCounters {
+    return { ...this.#counters }
+  }
+
+  validate(): readonly ConfigIssue[] {
+    return AmqpSourceOptions.validate(this.#options)
+  }
+
+  async run(context: SourceContext): Promise<void> {
+    const o = AmqpSourceOptions.resolve(this.#options)
+    const warn = o.onWarning ?? ((message: string) => process.emitWarning(message, { code: 'ACKLINE_AMQP' }))
+    const policy: RedeliveryPolicy = {
+      maxAttempts: o.maxAttempts,
+      initialDelayMs: o.retryInitialDelayMs,
+      maxDelayMs: o.retryMaxDelayMs,
+    }
+    const batchSize = o.batchSize ?? o.prefetch
+    if (o.prefetch < batchSize) {
+      warn(
+        `${context.id}: prefetch ${o.prefetch} is smaller than batchSize ${batchSize}: arrays never fill and the sinks downstream write smaller batches than they could; raise prefetch to at least the sinks' batch size`,
+      )
+    }
+    const { signal } = context
+    const counters = this.#counters
+    const pending: Delivery[] = []
+    /** Deliveries handed downstream, per generation, until settled or abandoned. */
+    const held = new Map<Generation<Channel>, Set<Delivery>>()
+    const settling = new Set<Promise<void>>()
+    let stopping = false
+    let wake: (() => void) | undefined
+    let consumerTag: string | undefined
+    /** Whether the first connection is up: a loss before that fails `run` rather than warning. */
+    let opened = false
+
+    const connection = new Connection<Channel>({
+      url: o.url,
+      component: context.id,
+      heartbeatSeconds: o.heartbeatSeconds,
+      backoff: { initialDelayMs: o.reconnectInitialDelayMs, maxDelayMs: o.reconnectMaxDelayMs },
+      onWarning: warn,
+      openChannel: (model) => model.createChannel(),
+      setup: async (generation) => {
+        const channel = generation.channel
+        await channel.checkQueue(o.queue)
+        await channel.prefetch(o.prefetch)
+        const reply = await channel.consume(
+          o.queue,
+          (message) => {
+            if (message === null) {
+              // The server cancelled the consumer (queue deleted, node down): start over.
+              connection.drop(new Error(`the server cancelled the consumer of queue ${o.queue}`))
+              return
+            }
+            counters.received++
+            if (message.fields.redelivered) counters.redelivered++
+            if (stopping) {
+              // Arrived while the consumer was being cancelled: back to the queue at once.
+              counters.nacked++
+              channel.nack(message, false, true)
+              return
+            }
+            pending.push({ message, generation, abandoned: false, done: noop })
+            wake?.()
+          },
+          { noAck: false },
+        )
+        consumerTag = reply.consumerTag
+        if (generation.id > 1) counters.reconnects++
+      },
+      onLost: (generation, error) => {
+        if (opened) warn(`${context.id}: lost the connection to the broker (${error.message}); reconnecting`)
+        const deliveries = held.get(generation)
+        held.delete(generation)
+        for (const delivery of deliveries ?? []) {
+          delivery.abandoned = true
+          counters.abandoned++
+          counters.inFlight--
+          delivery.done()
+        }
+      },
+    })
+
+    await connection.open()
+    opened = true
+
+    /** Held errored messages wake on their timer, or all at once when the topology stops. */
+    const sleepers = new Set<() => void>()
+    signal.addEventListener(
+      'abort',
+      () => {
+        for (const wakeUp of sleepers) wakeUp()
+      },
+      { once: true },
+    )
+    const sleepFor = (ms: number): Promise<void> =>
+      new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(timer)
+          sleepers.delete(done)
+          resolve()
+        }
+        const timer = setTimeout(done, ms)
+        sleepers.add(done)
+      })
+
+    const settle = async (delivery: Delivery, status: BatchStatus): Promise<void> => {
+      if (delivery.abandoned) return
+      const { message, generation } = delivery
+      const attempt = this.#attempt(message, status)
+      let action = brokerAction(status, attempt, generation.live, policy)
+      if (action.kind === 'requeue' && action.delayMs > 0 && !signal.aborted) {
+        // Held, not requeued at once, so a failing sink does not turn the queue into a hot loop;
+        // the message keeps its prefetch slot meanwhile, which slows the consumer down too.
+        await sleepFor(action.delayMs)
+        if (delivery.abandoned) return
+        action = brokerAction(status, attempt, generation.live, policy)
+      }
+      held.get(generation)?.delete(delivery)
+      counters.inFlight--
+      try {
+        switch (action.kind) {
+          case 'ack':
+            generation.channel.ack(message)
+            this.#forget(message)
+            counters.acked++
+            return
+          case 'requeue':
+            generation.channel.nack(message, false, true)
+            this.#remember(message, attempt)
+            counters.nacked++
+            return
+          case 'deadLetter':
+            generation.channel.nack(message, false, false)
+            this.#forget(message)
+            counters.rejected++
+            return
+          case 'abandon':
+            counters.abandoned++
+            return
+          default:
+            return assertNever(action)
+        }
+      } catch {
+        // amqplib throws on a channel it already knows closed, before our 'close' listener ran:
+        // the broker requeues the message with the channel, like any abandoned delivery.
+        counters.abandoned++
+      }
+    }
+
+    const hold = (delivery: Delivery): void => {
+      const set = held.get(delivery.generation)
+      if (set === undefined) held.set(delivery.generation, new Set([delivery]))
+      else set.add(delivery)
+      counters.inFlight++
+    }
+
+    const track = (delivery: Delivery, receiver: PromiseLike<BatchStatus>): void => {
+      hold(delivery)
+      const finished = new Promise<void>((resolve) => {
+        delivery.done = resolve
+        receiver.then((status) => settle(delivery, status)).then(resolve, resolve)
+      })
+      settling.add(finished)
+      void finished.then(() => settling.delete(finished))
+    }
+
+    try {
+      while (!signal.aborted) {
+        if (pending.length === 0) {
+          await new Promise<void>((resolve) => {
+            const done = (): void => {
+              signal.removeEventListener('abort', done)
+              resolve()
+            }
+            wake = done
+            signal.addEventListener('abort', done, { once: true })
+          })
+          wake = undefined
+          continue
+        }
+        const taken = pending.splice(0, batchSize)
+        const events: LogEvent[] = []
+        const receivers: [Delivery, PromiseLike<BatchStatus>][] = []
+        const ingestTimestamp = Date.now()
+        for (const delivery of taken) {
+          if (!delivery.generation.live) {
+            counters.abandoned++
+            continue
+          }
+          const fields = this.#fields(delivery.message, o)
+          if (fields === undefined) {
+            counters.invalidJson++
+            hold(delivery)
+            await settle(delivery, 'rejected')
+            continue
+          }
+          const event = new LogEvent(fields, { sourceId: context.id, ingestTimestamp })
+          if (context.acknowledgements) {
+            const { notifier, receiver } = BatchNotifier.create({ sourceId: context.id })
+            notifier.attach(event)
+            notifier.release()
+            receivers.push([delivery, receiver as BatchStatusReceiver])
+          } else {
+            receivers.push([delivery, ACCEPTED])
+          }
+          events.push(event)
+        }
+        if (events.length === 0) continue
+        if (!context.acknowledgements) {
+          // Nothing downstream acknowledges: a message is acked once its array was accepted.
+          await context.sendEvents(EventArray.from(events))
+          for (const [delivery, receiver] of receivers) track(delivery, receiver)
+        } else {
+          for (const [delivery, receiver] of receivers) track(delivery, receiver)
+          await context.sendEvents(EventArray.from(events))
+        }
+      }
+    } finally {
+      stopping = true
+      const current = connection.current
+      if (current !== undefined && consumerTag !== undefined) {
+        await current.channel.cancel(consumerTag).catch(() => undefined)
+      }
+      // Taken from the broker, never sent downstream: straight back to the queue.
+      for (const delivery of pending.splice(0)) {
+        if (delivery.generation.live) {
+          counters.nacked++
+          delivery.generation.channel.nack(delivery.message, false, true)
+        } else counters.abandoned++
+      }
+      while (settling.size > 0) await Promise.all([...settling])
+      await connection.close()
+    }
+  }
+
+  /** The event's fields, or `undefined` when the payload must be dead-lettered as invalid JSON. */
+  #fields(message: ConsumeMessage, o: ReturnType<typeof AmqpSourceOptions.resolve>): JsonObject | undefined {
+    const text = message.content.toString('utf8')
+    let fields: JsonObject
+    try {
+      const value = JSON.parse(text) as JsonValue
+      fields =
+        typeof value === 'object' && value !== null && !Array.isArray(value) ? value : { message: value }
+    } catch {
+      if (o.invalidJson === 'reject') return undefined
+      this.#counters.invalidJson++
+      fields = { message: text }
+    }
+    const { fields: f, properties } = message
+    const metadata: JsonObject = {
+      exchange: f.exchange,
+      routingKey: f.routingKey,
+      redelivered: f.redelivered,
+      deliveryTag: f.deliveryTag,
+      queue: o.queue,
+    }
+    if (properties.messageId !== undefined) metadata.messageId = String(properties.messageId)
+    const count = deliveryCount(message)
+    if (count !== undefined) metadata.deliveryCount = count
+    if (properties.headers !== undefined && Object.keys(properties.headers).length > 0) {
+      metadata.headers = headersToJson(properties.headers)
+    }
+    fields[o.metadataField] = metadata
+    return fields
+  }
+
+  /** This delivery's number, 1 for the first: the quorum queue's count, else what this process saw. */
+  #attempt(message: ConsumeMessage, status: BatchStatus): number {
+    const count = deliveryCount(message)
+    if (count !== undefined) return count + 1
+    if (status !== 'errored' && !message.fields.redelivered) return 1
+    return (this.#attempts.get(attemptKey(message)) ?? 0) + 1
+  }
+
+  #remember(message: ConsumeMessage, attempt: number): void {
+    if (deliveryCount(message) !== undefined) return
+    const key = attemptKey(message)
+    this.#attempts.delete(key)
+    this.#attempts.set(key, attempt)
+    if (this.#attempts.size > MAX_TRACKED_ATTEMPTS) {
+      const oldest = this.#attempts.keys().next().value
+      if (oldest !== undefined) this.#attempts.delete(oldest)
+    }
+  }
+
+  #forget(message: ConsumeMessage): void {
+    if (message.fields.redelivered && deliveryCount(message) === undefined)
+      this.#attempts.delete(attemptKey(message))
+  }
+}
+
+const ACCEPTED: PromiseLike<BatchStatus> = Promise.resolve('delivered')
+
+function noop(): void {}
+
+/** The `x-delivery-count` header quorum queues set on redeliveries, if any. */
+function deliveryCount(message: ConsumeMessage): number | undefined {
+  const value = message.properties.headers?.['x-delivery-count'] as unknown
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined
+}
+
+/** What identifies a message across redeliveries: its message-id, else a hash of its body. */
+function attemptKey(message: ConsumeMessage): string {
+  const id = message.properties.messageId as unknown
+  if (typeof id === 'string' && id !== '') return `id:${id}`
+  return `sha1:${createHash('sha1').update(message.content).digest('base64')}`
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unknown broker action ${JSON.stringify(value)}`)
+}
+
+/**
+ * A RabbitMQ source: consumes `queue` with manual acknowledgements; a message is acked only once
+ * delivered, requeued after a back-off when errored (at most `maxAttempts` deliveries), and
+ * dead-lettered when rejected. Broker metadata is under `_amqp`.
+ *
+ * @example
+ * ```ts
+ * new TopologyBuilder({ acknowledgements: true })
+ *   .source('orders', amqpSource({ url: 'amqp://guest:guest@127.0.0.1:5672', queue: 'orders', prefetch: 200 }))
+ *   .sink('archive', ['orders'], file({ path: './orders.ndjson' }))
+ * ```
+ */
+export function amqpSource(options: AmqpSourceOptions): AmqpSource {
+  return new AmqpConsumer(options)
+}

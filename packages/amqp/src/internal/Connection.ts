@@ -1,0 +1,217 @@
+/**
+ * One AMQP connection with one channel, reconnected with back-off, counted in generations.
+ *
+ * Invariant: a generation is one connection and its one channel. It is live from the moment its
+ * `setup` finished until the connection or the channel closes, then dead for good; a delivery tag
+ * or a pending confirm belongs to the generation it came from and means nothing on any other, so
+ * callers check `generation.live` before acking and settle what a dead generation held without
+ * talking to the broker. After a loss the connection reconnects (exponential back-off, capped)
+ * until `close()`; only the first connection fails loudly, so a wrong URL or refused credentials
+ * fail `start`/`run` at once instead of retrying forever.
+ */
+import { type Channel, type ChannelModel, type ConfirmChannel, connect } from 'amqplib'
+import { AmqpError } from '../AmqpError.js'
+
+/** One connection + channel, as it lived. */
+export interface Generation<C extends Channel> {
+  /** 1 for the first connection, +1 for each reconnect. */
+  readonly id: number
+  readonly channel: C
+  /** Whether the connection and channel are still open: acks and publishes are only valid then. */
+  readonly live: boolean
+}
+
+/** The reconnect back-off. */
+export interface Backoff {
+  readonly initialDelayMs: number
+  readonly maxDelayMs: number
+}
+
+/** What {@link Connection} needs. */
+export interface ConnectionOptions<C extends Channel> {
+  readonly url: string
+  /** The component named in errors (its id, or its kind before it has one). */
+  readonly component: string
+  /** Opens the channel of a new connection (a plain or a confirm channel). */
+  readonly openChannel: (model: ChannelModel) => Promise<C>
+  /** Prepares a fresh channel (QoS, declarations, consumers); a throw fails that attempt. */
+  readonly setup: (generation: Generation<C>) => Promise<void>
+  /** Told once per generation that it died, before any reconnect attempt. */
+  readonly onLost: (generation: Generation<C>, error: Error) => void
+  /** Told when a reconnect attempt failed (it will try again). */
+  readonly onWarning: (message: string) => void
+  readonly backoff: Backoff
+  readonly heartbeatSeconds: number
+}
+
+/** The server part of a URL, for messages: never the password. */
+export function describeServer(url: string): string {
+  try {
+    const parsed = new URL(url)
+    const user = parsed.username === '' ? '' : `${decodeURIComponent(parsed.username)}@`
+    return `${parsed.protocol}//${user}${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}${parsed.pathname === '/' ? '' : parsed.pathname}`
+  } catch {
+    return '(unparseable url)'
+  }
+}
+
+/** The delay before reconnect attempt `attempt` (1-based): doubling from `initialDelayMs`, capped. */
+export function backoffDelay(backoff: Backoff, attempt: number): number {
+  return Math.min(backoff.maxDelayMs, backoff.initialDelayMs * 2 ** Math.min(30, attempt - 1))
+}
+
+/** `url` with its `heartbeat` query parameter set, unless the URL sets one itself. */
+function withHeartbeat(url: string, seconds: number): string {
+  try {
+    const parsed = new URL(url)
+    if (!parsed.searchParams.has('heartbeat')) parsed.searchParams.set('heartbeat', String(seconds))
+    return parsed.toString()
+  } catch {
+    return url
+  }
+}
+
+class LiveGeneration<C extends Channel> implements Generation<C> {
+  live = false
+  constructor(
+    readonly id: number,
+    readonly model: ChannelModel,
+    readonly channel: C,
+  ) {}
+}
+
+type State =
+  | { readonly tag: 'idle' }
+  | { readonly tag: 'open'; readonly generation: LiveGeneration<Channel> }
+  | { readonly tag: 'waiting'; readonly timer: NodeJS.Timeout }
+  | { readonly tag: 'closed' }
+
+/** A reconnecting connection; see the module header. */
+export class Connection<C extends Channel = Channel> {
+  readonly #options: ConnectionOptions<C>
+  #state: State = { tag: 'idle' }
+  #nextId = 1
+  /** Reconnects that succeeded. */
+  reconnects = 0
+
+  constructor(options: ConnectionOptions<C>) {
+    this.#options = options
+  }
+
+  /** The live generation, if any. */
+  get current(): Generation<C> | undefined {
+    const state = this.#state
+    return state.tag === 'open' && state.generation.live
+      ? (state.generation as unknown as Generation<C>)
+      : undefined
+  }
+
+  /**
+   * Connects for the first time. Rejects with an {@link AmqpError} (`AMQP_CONNECT_FAILED`) naming
+   * the component and the server when the broker cannot be reached, refuses the credentials, or
+   * the setup fails (a missing queue).
+   */
+  async open(): Promise<Generation<C>> {
+    if (this.#state.tag !== 'idle') throw new Error('Connection.open called twice')
+    try {
+      return await this.#attempt()
+    } catch (error) {
+      await this.close()
+      const server = describeServer(this.#options.url)
+      const reason = error instanceof Error ? error.message : String(error)
+      throw new AmqpError('AMQP_CONNECT_FAILED', `cannot connect to ${server}: ${reason}`, {
+        component: this.#options.component,
+        field: 'url',
+        cause: error,
+      })
+    }
+  }
+
+  /** Stops reconnecting and closes the live connection, if any. Idempotent. */
+  async close(): Promise<void> {
+    const state = this.#state
+    this.#state = { tag: 'closed' }
+    switch (state.tag) {
+      case 'idle':
+      case 'closed':
+        return
+      case 'waiting':
+        clearTimeout(state.timer)
+        return
+      case 'open':
+        state.generation.live = false
+        await state.generation.model.close().catch(() => undefined)
+        return
+    }
+  }
+
+  /** Cuts the live connection as if the network had (for a consumer the server cancelled). */
+  drop(reason: Error): void {
+    const state = this.#state
+    if (state.tag !== 'open') return
+    this.#lost(state.generation as unknown as LiveGeneration<C>, reason)
+    void state.generation.model.close().catch(() => undefined)
+  }
+
+  async #attempt(): Promise<Generation<C>> {
+    const { url, heartbeatSeconds, openChannel, setup } = this.#options
+    const model = await connect(withHeartbeat(url, heartbeatSeconds))
+    let generation: LiveGeneration<C> | undefined
+    try {
+      const channel = await openChannel(model)
+      generation = new LiveGeneration(this.#nextId++, model, channel)
+      const gen = generation
+      const onClose = (error?: Error): void => this.#lost(gen, error ?? new Error('connection closed'))
+      model.on('close', onClose)
+      model.on('error', () => undefined) // 'close' follows; without a listener 'error' would throw
+      channel.on('close', () => onClose(new Error('channel closed')))
+      channel.on('error', () => undefined)
+      gen.live = true
+      if (this.#state.tag === 'closed') throw new Error('closed while connecting')
+      this.#state = { tag: 'open', generation: gen as unknown as LiveGeneration<Channel> }
+      await setup(gen)
+      if (!gen.live) throw new Error('connection lost during setup')
+      return gen
+    } catch (error) {
+      if (generation !== undefined) generation.live = false
+      if (this.#state.tag === 'open') this.#state = { tag: 'idle' }
+      await model.close().catch(() => undefined)
+      throw error
+    }
+  }
+
+  #lost(generation: LiveGeneration<C>, error: Error): void {
+    if (!generation.live) return
+    generation.live = false
+    this.#options.onLost(generation, error)
+    const state = this.#state
+    if (state.tag === 'open' && state.generation === (generation as unknown as LiveGeneration<Channel>)) {
+      this.#schedule(1)
+    }
+  }
+
+  #schedule(attempt: number): void {
+    if (this.#state.tag === 'closed') return
+    const delay = backoffDelay(this.#options.backoff, attempt)
+    const timer = setTimeout(() => {
+      if (this.#state.tag !== 'waiting' || this.#state.timer !== timer) return
+      this.#state = { tag: 'idle' }
+      this.#attempt().then(
+        () => {
+          this.reconnects++
+        },
+        (error: unknown) => {
+          if (this.#state.tag === 'closed') return
+          const reason = error instanceof Error ? error.message : String(error)
+          this.#options.onWarning(
+            `${this.#options.component}: reconnect attempt ${attempt} to ${describeServer(this.#options.url)} failed: ${reason}`,
+          )
+          this.#schedule(attempt + 1)
+        },
+      )
+    }, delay)
+    this.#state = { tag: 'waiting', timer }
+  }
+}
+
+export type { ConfirmChannel }

@@ -1,0 +1,146 @@
+import { AmqpError, amqpSink } from '@ackline/amqp'
+import type { BatchStatus } from '@ackline/core'
+import { generator } from '@ackline/sources'
+import { TopologyBuilder } from '@ackline/topology'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Admin, BROKER_URL, brokerAvailable, uniqueName } from './broker.js'
+
+const available = await brokerAvailable()
+
+describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
+  let admin: Admin
+  beforeAll(async () => {
+    admin = await Admin.open()
+  })
+  afterAll(async () => {
+    await admin?.close()
+  })
+
+  it('counts an event delivered only once confirmed, and the queue holds exactly those messages with stable ids', async () => {
+    const exchange = uniqueName('ex')
+    const queue = uniqueName('sinkq')
+    admin.exchanges.push(exchange)
+    admin.queues.push(queue)
+    const sink = amqpSink({
+      url: BROKER_URL,
+      exchange,
+      routingKey: 'audit',
+      maxInFlight: 8,
+      declare: {
+        exchange: { type: 'direct', durable: false },
+        queue: { name: queue, durable: false, bindingKey: 'audit' },
+      },
+    })
+    const statuses: Promise<BatchStatus>[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source(
+        'gen',
+        generator({ count: 100, batchSize: 25, onBatch: (receipt) => statuses.push(receipt.status) }),
+      )
+      .sink('bus', ['gen'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(await Promise.all(statuses)).toEqual(['delivered', 'delivered', 'delivered', 'delivered'])
+    expect(sink.counters).toMatchObject({
+      published: 100,
+      confirmed: 100,
+      nacked: 0,
+      returned: 0,
+      inFlight: 0,
+    })
+    const held = await admin.drain(queue)
+    expect(held.map((m) => (JSON.parse(m.content.toString()) as { index: number }).index)).toEqual(
+      Array.from({ length: 100 }, (_, i) => i),
+    )
+    const ids = held.map((m) => m.properties.messageId as string)
+    expect(new Set(ids).size).toBe(100)
+    for (const id of ids) expect(id).toMatch(/^gen\/[0-9a-f-]{36}\/\d+$/)
+    expect(
+      held.every((m) => m.properties.deliveryMode === 2 && m.properties.contentType === 'application/json'),
+    ).toBe(true)
+  })
+
+  it('rejects an event whose message no queue takes (mandatory), and delivers the routable ones of the same write', async () => {
+    const exchange = uniqueName('ex')
+    const queue = uniqueName('sinkq')
+    admin.exchanges.push(exchange)
+    admin.queues.push(queue)
+    const sink = amqpSink({
+      url: BROKER_URL,
+      exchange,
+      routingKeyField: 'key',
+      declare: {
+        exchange: { type: 'direct', durable: false },
+        queue: { name: queue, durable: false, bindingKey: 'good' },
+      },
+    })
+    const statuses: Promise<BatchStatus>[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source(
+        'gen',
+        generator({
+          count: 6,
+          batchSize: 1,
+          record: (i) => ({ i, key: i % 3 === 0 ? 'nowhere' : 'good' }),
+          onBatch: (receipt) => statuses.push(receipt.status),
+        }),
+      )
+      .sink('bus', ['gen'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(await Promise.all(statuses)).toEqual([
+      'rejected',
+      'delivered',
+      'delivered',
+      'rejected',
+      'delivered',
+      'delivered',
+    ])
+    expect(sink.counters).toMatchObject({ published: 6, confirmed: 4, returned: 2 })
+    const held = await admin.drain(queue)
+    expect(held.map((m) => (JSON.parse(m.content.toString()) as { i: number }).i)).toEqual([1, 2, 4, 5])
+  })
+
+  it('counts an event errored when the broker nacks its message (a full queue with reject-publish)', async () => {
+    const queue = uniqueName('full')
+    admin.queues.push(queue)
+    await admin.channel.assertQueue(queue, {
+      durable: false,
+      arguments: { 'x-max-length': 3, 'x-overflow': 'reject-publish' },
+    })
+    const sink = amqpSink({ url: BROKER_URL, routingKey: queue })
+    const statuses: Promise<BatchStatus>[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source(
+        'gen',
+        generator({ count: 5, batchSize: 1, onBatch: (receipt) => statuses.push(receipt.status) }),
+      )
+      .sink('bus', ['gen'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(await Promise.all(statuses)).toEqual(['delivered', 'delivered', 'delivered', 'errored', 'errored'])
+    expect(sink.counters).toMatchObject({ published: 5, confirmed: 3, nacked: 2, returned: 0 })
+    expect(await admin.messageCount(queue)).toBe(3)
+  })
+
+  it('fails start with an AmqpError when the exchange does not exist and is not declared', async () => {
+    const sink = amqpSink({ url: BROKER_URL, exchange: uniqueName('missing') })
+    const error = await sink.start().then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).toBeInstanceOf(AmqpError)
+    expect((error as AmqpError).message).toMatch(/^amqp \(url\): cannot connect to .*NOT_FOUND/)
+    await sink.stop()
+  })
+
+  it('fails start naming the server when the credentials are refused', async () => {
+    const sink = amqpSink({ url: 'amqp://nobody:nope@127.0.0.1:5672' })
+    await expect(sink.start()).rejects.toThrow(
+      /amqp \(url\): cannot connect to amqp:\/\/nobody@127\.0\.0\.1:5672: .*ACCESS.REFUSED/,
+    )
+  })
+})

@@ -1,0 +1,191 @@
+import { AmqpError, type AmqpSource, amqpSource } from '@ackline/amqp'
+import type { LogEvent } from '@ackline/core'
+import { memory } from '@ackline/sinks'
+import { type LifecycleEvent, TopologyBuilder } from '@ackline/topology'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { Admin, BROKER_URL, brokerAvailable } from './broker.js'
+
+const available = await brokerAvailable()
+
+type Fate = 'ok' | 'flaky' | 'reject' | 'poison'
+const fateOf = (n: number): Fate => (['ok', 'flaky', 'reject', 'poison', 'ok'] as const)[n % 5]!
+
+describe.skipIf(!available)('amqp source against RabbitMQ', () => {
+  let admin: Admin
+  beforeAll(async () => {
+    admin = await Admin.open()
+  })
+  afterAll(async () => {
+    await admin?.close()
+  })
+
+  for (const kind of ['classic', 'quorum'] as const) {
+    it(`acks delivered, requeues errored after a back-off, dead-letters rejected and exhausted ones (${kind} queue)`, async () => {
+      const { queue, dead } = await admin.queueWithDeadLetters(kind)
+      const N = 50
+      await admin.publish(
+        queue,
+        Array.from({ length: N }, (_, n) => ({ n, fate: fateOf(n) })),
+        (n) => `m-${n}`,
+      )
+      const seen = new Map<number, number>()
+      const outcome = (event: LogEvent) => {
+        const n = event.get('n') as number
+        const times = (seen.get(n) ?? 0) + 1
+        seen.set(n, times)
+        switch (fateOf(n)) {
+          case 'ok':
+            return 'delivered' as const
+          case 'flaky':
+            return times === 1 ? ('errored' as const) : ('delivered' as const)
+          case 'reject':
+            return 'rejected' as const
+          case 'poison':
+            return 'errored' as const
+        }
+      }
+      const sink = memory({ outcome })
+      const source = amqpSource({
+        url: BROKER_URL,
+        queue,
+        prefetch: 20,
+        batchSize: 10,
+        maxAttempts: 3,
+        retryInitialDelayMs: 5,
+      })
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('rabbit', source)
+        .sink('out', ['rabbit'], sink)
+        .build()
+      await topology.start()
+      const count = (f: Fate) => Array.from({ length: N }, (_, n) => n).filter((n) => fateOf(n) === f)
+      const ok = count('ok')
+      const flaky = count('flaky')
+      const rejected = count('reject')
+      const poison = count('poison')
+      // Decided by what the source reported: every message settled with the broker.
+      await vi.waitFor(
+        () => {
+          const c = source.counters
+          expect(c.acked + c.rejected).toBe(N)
+          expect(c.inFlight).toBe(0)
+        },
+        { timeout: 15_000, interval: 20 },
+      )
+      await topology.stop()
+      const c = source.counters
+      console.log(`${kind}: counters ${JSON.stringify(c)}`)
+      expect(c.acked).toBe(ok.length + flaky.length)
+      expect(c.rejected).toBe(rejected.length + poison.length)
+      // flaky: one requeue each; poison: maxAttempts - 1 requeues each.
+      expect(c.nacked).toBe(flaky.length + poison.length * 2)
+      expect(c.redelivered).toBe(flaky.length + poison.length * 2)
+      expect(c.received).toBe(N + flaky.length + poison.length * 2)
+      expect(c.abandoned).toBe(0)
+      // Which were delivered, and which of those only on their second delivery.
+      const delivered = sink.events
+        .filter((_, i) => sink.statuses[i] === 'delivered')
+        .map((f) => f.n as number)
+        .sort((a, b) => a - b)
+      expect(delivered).toEqual([...ok, ...flaky].sort((a, b) => a - b))
+      const redeliveredThenAcked = sink.events
+        .filter(
+          (f, i) => sink.statuses[i] === 'delivered' && (f._amqp as { redelivered: boolean }).redelivered,
+        )
+        .map((f) => f.n as number)
+        .sort((a, b) => a - b)
+      expect(redeliveredThenAcked).toEqual(flaky)
+      for (const n of poison) expect(seen.get(n)).toBe(3)
+      const first = sink.events.find((f) => f.n === 0)!
+      expect(first._amqp).toMatchObject({
+        exchange: '',
+        routingKey: queue,
+        redelivered: false,
+        queue,
+        messageId: 'm-0',
+      })
+      if (kind === 'quorum') {
+        const again = sink.events.find(
+          (f) => f.n === flaky[0] && (f._amqp as { redelivered: boolean }).redelivered,
+        )!
+        expect((again._amqp as { deliveryCount: number }).deliveryCount).toBe(1)
+      }
+      // What reached the dead-letter exchange: exactly the rejected and the exhausted, each once.
+      const deadLettered = (await admin.drain(dead)).map((m) => {
+        const deaths = m.properties.headers?.['x-death'] as { reason: string }[] | undefined
+        expect(deaths?.[0]?.reason).toBe('rejected')
+        return (JSON.parse(m.content.toString()) as { n: number }).n
+      })
+      expect(deadLettered.sort((a, b) => a - b)).toEqual([...rejected, ...poison].sort((a, b) => a - b))
+      expect(await admin.messageCount(queue)).toBe(0)
+    })
+  }
+
+  it('passes a payload that is not JSON as a string field, or dead-letters it, as invalidJson says', async () => {
+    const { queue, dead } = await admin.queueWithDeadLetters()
+    await admin.publish(queue, ['not json {', { ok: true }, 'plain'])
+    const sink = memory()
+    const source = amqpSource({ url: BROKER_URL, queue })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(source.counters.acked).toBe(3), { timeout: 10_000, interval: 20 })
+    await topology.stop()
+    expect(sink.events.map((f) => f.message ?? f.ok)).toEqual(['not json {', true, 'plain'])
+    expect(source.counters.invalidJson).toBe(2)
+
+    await admin.publish(queue, ['not json {', { ok: true }])
+    const strict = amqpSource({ url: BROKER_URL, queue, invalidJson: 'reject' })
+    const sink2 = memory()
+    const topology2 = new TopologyBuilder({ acknowledgements: true })
+      .source('in', strict)
+      .sink('out', ['in'], sink2)
+      .build()
+    await topology2.start()
+    await vi.waitFor(() => expect(strict.counters.acked + strict.counters.rejected).toBe(2), {
+      timeout: 10_000,
+      interval: 20,
+    })
+    await topology2.stop()
+    expect(sink2.events.map((f) => f.ok)).toEqual([true])
+    expect(strict.counters).toMatchObject({ rejected: 1, invalidJson: 1 })
+    expect((await admin.drain(dead)).map((m) => m.content.toString())).toEqual(['not json {'])
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
+  it('fails its run with an AmqpError naming the component and the server when the credentials are refused', async () => {
+    const source: AmqpSource = amqpSource({ url: 'amqp://guest:wrong@127.0.0.1:5672', queue: 'whatever' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('orders', source)
+      .sink('out', ['orders'], memory())
+      .build()
+    const errors: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') errors.push(fact)
+    })
+    await topology.start()
+    await topology.done
+    expect(errors).toHaveLength(1)
+    const cause = (errors[0] as { cause: unknown }).cause
+    expect(cause).toBeInstanceOf(AmqpError)
+    expect((cause as AmqpError).code).toBe('AMQP_CONNECT_FAILED')
+    expect((cause as AmqpError).message).toMatch(
+      /^orders \(url\): cannot connect to amqp:\/\/guest@127\.0\.0\.1:5672: .*ACCESS.REFUSED/,
+    )
+    expect((cause as AmqpError).message).not.toContain('wrong')
+  })
+
+  it('fails its run when the queue does not exist', async () => {
+    const source = amqpSource({ url: BROKER_URL, queue: 'ackline-test-no-such-queue' })
+    const run = source.run({
+      id: 'in',
+      acknowledgements: true,
+      signal: new AbortController().signal,
+      send: () => Promise.reject(new Error('unused')),
+      sendEvents: () => Promise.resolve(),
+    })
+    await expect(run).rejects.toThrow(/in \(url\): cannot connect .*NOT_FOUND/)
+  })
+})

@@ -1,0 +1,112 @@
+// Shared by the integration, crash and bench runs: the broker's URL, whether it is reachable
+// (under CI=true an unreachable broker is an error, never a skip), unique names, and a plain
+// amqplib connection for arranging and inspecting queues.
+import { randomUUID } from 'node:crypto'
+import { type Channel, type ChannelModel, connect } from 'amqplib'
+
+export const BROKER_URL = process.env.ACKLINE_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
+
+/** Whether the broker answers; throws under CI, where a missing broker must fail the run. */
+export async function brokerAvailable(): Promise<boolean> {
+  try {
+    const model = await connect(BROKER_URL)
+    await model.close()
+    return true
+  } catch (error) {
+    const reason = `RabbitMQ is not reachable at ${BROKER_URL}: ${String(error)}`
+    if (process.env.CI === 'true') throw new Error(`${reason} (CI=true: the broker is required)`)
+    console.warn(`\n!!! SKIPPING the RabbitMQ integration tests: ${reason}\n`)
+    return false
+  }
+}
+
+/** A queue/exchange name no other run uses. */
+export function uniqueName(prefix: string): string {
+  return `ackline-test-${prefix}-${randomUUID().slice(0, 8)}`
+}
+
+/** A plain connection for the test's own declarations, publishes and checks. */
+export class Admin {
+  private constructor(
+    readonly model: ChannelModel,
+    readonly channel: Channel,
+  ) {}
+
+  static async open(): Promise<Admin> {
+    const model = await connect(BROKER_URL)
+    return new Admin(model, await model.createConfirmChannel())
+  }
+
+  readonly queues: string[] = []
+  readonly exchanges: string[] = []
+
+  /** A queue that dead-letters into a fanout exchange feeding a second queue; both deleted by close(). */
+  async queueWithDeadLetters(
+    kind: 'classic' | 'quorum' = 'classic',
+  ): Promise<{ queue: string; dead: string }> {
+    const queue = uniqueName('q')
+    const dlx = uniqueName('dlx')
+    const dead = uniqueName('dead')
+    await this.channel.assertExchange(dlx, 'fanout', { durable: false, autoDelete: false })
+    this.exchanges.push(dlx)
+    await this.channel.assertQueue(dead, { durable: kind === 'quorum' })
+    this.queues.push(dead)
+    await this.channel.bindQueue(dead, dlx, '')
+    await this.channel.assertQueue(queue, {
+      durable: kind === 'quorum',
+      arguments: {
+        'x-dead-letter-exchange': dlx,
+        ...(kind === 'quorum' ? { 'x-queue-type': 'quorum' } : {}),
+      },
+    })
+    this.queues.push(queue)
+    return { queue, dead }
+  }
+
+  /** Publishes JSON bodies (or raw strings) to a queue through the default exchange, confirmed. */
+  async publish(
+    queue: string,
+    bodies: readonly (object | string)[],
+    messageId?: (i: number) => string,
+  ): Promise<void> {
+    const channel = this.channel as import('amqplib').ConfirmChannel
+    bodies.forEach((body, i) => {
+      const content = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body))
+      const id = messageId?.(i)
+      channel.publish(
+        '',
+        queue,
+        content,
+        id === undefined ? { persistent: true } : { persistent: true, messageId: id },
+      )
+    })
+    await channel.waitForConfirms()
+  }
+
+  /** Takes every message now in `queue` (acking them). */
+  async drain(queue: string): Promise<import('amqplib').GetMessage[]> {
+    const out: import('amqplib').GetMessage[] = []
+    for (;;) {
+      const message = await this.channel.get(queue, { noAck: true })
+      if (message === false) return out
+      out.push(message)
+    }
+  }
+
+  async messageCount(queue: string): Promise<number> {
+    return (await this.channel.checkQueue(queue)).messageCount
+  }
+
+  async close(): Promise<void> {
+    // A channel dies with the first failed operation: each deletion gets a fresh one.
+    const remove = async (op: (channel: Channel) => Promise<unknown>): Promise<void> => {
+      const channel = await this.model.createChannel().catch(() => undefined)
+      if (channel === undefined) return
+      await op(channel).catch(() => undefined)
+      await channel.close().catch(() => undefined)
+    }
+    for (const queue of this.queues) await remove((channel) => channel.deleteQueue(queue))
+    for (const exchange of this.exchanges) await remove((channel) => channel.deleteExchange(exchange))
+    await this.model.close().catch(() => undefined)
+  }
+}

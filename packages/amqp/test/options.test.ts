@@ -1,0 +1,86 @@
+import { AmqpSinkOptions, AmqpSourceOptions, amqpSink, amqpSource } from '@ackline/amqp'
+import { describe, expect, it } from 'vitest'
+import { backoffDelay, describeServer } from '../src/internal/Connection.js'
+import { headersToJson } from '../src/internal/headersToJson.js'
+
+describe('amqp options', () => {
+  it('source: url and queue are required, defaults fill the rest', () => {
+    expect(amqpSource({ url: 'amqp://h', queue: 'q' }).validate()).toEqual([])
+    const fields = AmqpSourceOptions.validate({ prefetch: 0, invalidJson: 'drop' }).map(
+      (issue) => issue.field,
+    )
+    expect(fields.sort()).toEqual(['invalidJson', 'prefetch', 'queue', 'url'])
+    expect(AmqpSourceOptions.resolve({ url: 'amqp://h', queue: 'q' })).toMatchObject({
+      prefetch: 100,
+      maxAttempts: 5,
+      invalidJson: 'raw',
+      metadataField: '_amqp',
+    })
+  })
+
+  it('source: a misspelt option is reported, not ignored', () => {
+    expect(AmqpSourceOptions.validate({ url: 'amqp://h', queue: 'q', prefech: 10 }).length).toBe(1)
+  })
+
+  it('sink: mandatory and persistent default on; a bad declaration names its field', () => {
+    expect(amqpSink({ url: 'amqp://h' }).validate()).toEqual([])
+    expect(AmqpSinkOptions.resolve({ url: 'amqp://h' })).toMatchObject({
+      mandatory: true,
+      persistent: true,
+      exchange: '',
+    })
+    const issues = AmqpSinkOptions.validate({
+      url: 'amqp://h',
+      declare: { exchange: { type: 'round-robin' } },
+    })
+    expect(issues.map((issue) => issue.field)).toEqual(['declare.exchange.type'])
+  })
+
+  it('the JSON Schema leaves out the code-only onWarning', () => {
+    const schema = AmqpSourceOptions.jsonSchema() as { properties: Record<string, unknown> }
+    expect(Object.keys(schema.properties)).toContain('prefetch')
+    expect(Object.keys(schema.properties)).not.toContain('onWarning')
+  })
+})
+
+describe('Connection helpers', () => {
+  it('describes the server without the password', () => {
+    expect(describeServer('amqp://guest:secret@127.0.0.1:5672')).toBe('amqp://guest@127.0.0.1:5672')
+    expect(describeServer('amqps://u:p@mq.example/prod')).toBe('amqps://u@mq.example:5671/prod')
+    expect(describeServer('not a url')).toBe('(unparseable url)')
+  })
+
+  it('backs off reconnects exponentially up to the cap', () => {
+    const backoff = { initialDelayMs: 100, maxDelayMs: 1000 }
+    expect([1, 2, 3, 4, 5, 60].map((a) => backoffDelay(backoff, a))).toEqual([100, 200, 400, 800, 1000, 1000])
+  })
+})
+
+describe('headersToJson', () => {
+  it('keeps JSON values and turns buffers, dates and bigints into strings', () => {
+    const date = new Date(0)
+    expect(
+      headersToJson({
+        s: 'a',
+        n: 1,
+        b: true,
+        nil: null,
+        buf: Buffer.from('hi'),
+        d: date,
+        big: 10n,
+        nan: Number.NaN,
+        nested: [{ x: Buffer.from('y') }],
+      }),
+    ).toEqual({
+      s: 'a',
+      n: 1,
+      b: true,
+      nil: null,
+      buf: 'hi',
+      d: date.toISOString(),
+      big: '10',
+      nan: 'NaN',
+      nested: [{ x: 'y' }],
+    })
+  })
+})
