@@ -29,6 +29,13 @@ import { DeadLetterSet } from './internal/DeadLetterSet.js'
 import { type Deferred, deferred } from './internal/Deferred.js'
 import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
 import { type Settings, settle } from './internal/DiskBufferSettings.js'
+import {
+  type DiskBufferEvent,
+  type DiskBufferState,
+  initialState,
+  isStopped,
+  transition,
+} from './internal/DiskBufferState.js'
 import type { FileLike } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
 import { type Held, InFlightRecords } from './internal/InFlightRecords.js'
@@ -152,8 +159,8 @@ export class DiskBuffer {
   /** The buffer's directory. */
   readonly path: string
   readonly #s: Settings
-  /** `crashed`: abandoned by a simulated crash (tests only, through `DiskBufferHooks`); no file is touched again. */
-  #state: 'open' | 'draining' | 'closed' | 'crashed' = 'open'
+  /** Changed only by {@link DiskBuffer.#dispatch}: what each call may do in each state is in `internal/DiskBufferState`. */
+  #state: DiskBufferState = initialState
   readonly #segments: Segment[]
   readonly #writer: SegmentWriter
   readonly #acks: AckLedger
@@ -207,7 +214,7 @@ export class DiskBuffer {
           this.#ledgerDirty = true
         },
         wake: () => this.#wake(),
-        abandoned: () => this.#state === 'crashed',
+        abandoned: () => this.#state.kind === 'crashed',
         counters: this.#m,
       },
       { active: init.active, nextSeq: init.nextSeq },
@@ -330,7 +337,7 @@ export class DiskBuffer {
     payloads: readonly Uint8Array[],
     options: { readonly whenFull?: 'wait' | 'refuse' } = {},
   ): Promise<AppendResult> {
-    if (this.#state !== 'open') throw new DiskBufferError('CLOSED', 'append after close', this.path)
+    if (this.#state.kind !== 'open') throw new DiskBufferError('CLOSED', 'append after close', this.path)
     let bytes = 0
     for (const payload of payloads) {
       if (payload.length > this.maxRecordBytes) {
@@ -348,7 +355,7 @@ export class DiskBuffer {
     while (!this.#writer.hasRoom(bytes)) {
       if (options.whenFull === 'refuse') return { status: 'full' }
       await this.#writer.waitForSpace()
-      if (this.#state !== 'open') {
+      if (this.#state.kind !== 'open') {
         return {
           status: 'failed',
           error: new DiskBufferError('CLOSED', 'closed while waiting for space', this.path),
@@ -384,8 +391,7 @@ export class DiskBuffer {
     signal?.addEventListener('abort', onAbort)
     try {
       for (;;) {
-        if (this.#state === 'closed' || this.#state === 'crashed' || signal?.aborted === true)
-          return undefined
+        if (isStopped(this.#state) || signal?.aborted === true) return undefined
         const wakeup = this.#wakeup.promise
         const out: StoredRecord[] = []
         const held: Held[] = []
@@ -398,7 +404,7 @@ export class DiskBuffer {
         }
         // Drained: every append written (none still behind the write lane), read, and settled.
         if (
-          this.#state === 'draining' &&
+          this.#state.kind === 'draining' &&
           this.#writer.assigned <= this.#writer.visibleSeq &&
           this.#cursor.caughtUp() &&
           this.#inFlight.size === 0
@@ -557,7 +563,7 @@ export class DiskBuffer {
 
   /** No more appends; `read` hands out what is left, then resolves `undefined`. */
   endWrites(): void {
-    if (this.#state === 'open') this.#state = 'draining'
+    this.#dispatch('endWrites')
     this.#wake()
   }
 
@@ -566,8 +572,7 @@ export class DiskBuffer {
    * Records not acknowledged stay on disk for the next open. Closing twice is harmless.
    */
   async close(): Promise<void> {
-    if (this.#state === 'closed' || this.#state === 'crashed') return
-    this.#state = 'closed'
+    if (!this.#dispatch('close')) return
     this.#wake()
     this.#writer.releaseWaiters()
     await this.#writer.serial(async () => {
@@ -588,7 +593,7 @@ export class DiskBuffer {
 
   /** Stops everything without writing anything, as a crash would (tests only, through the hook). */
   #abandon(): void {
-    this.#state = 'crashed'
+    this.#dispatch('abandon')
     this.#clearTimers()
     this.#wake()
     if (this.#deadLetters !== undefined) this.#deadLetters.#abandon()
@@ -609,6 +614,14 @@ export class DiskBuffer {
     }
   }
 
+  /** The one place the state changes; whether `event` changed it. */
+  #dispatch(event: DiskBufferEvent): boolean {
+    const next = transition(this.#state, event)
+    const changed = next !== this.#state
+    this.#state = next
+    return changed
+  }
+
   // ——— acknowledging and freeing space ———
 
   #markAcked(seq: number): void {
@@ -618,7 +631,7 @@ export class DiskBuffer {
     else this.#scheduleLedger()
     this.#writer.releaseSegments()
     if (this.#writer.waitingForSpace) this.#writer.reclaimActive()
-    if (this.#state === 'draining') this.#wake()
+    if (this.#state.kind === 'draining') this.#wake()
   }
 
   async #discardAll(): Promise<void> {
@@ -636,7 +649,7 @@ export class DiskBuffer {
 
   #scheduleLedger(): void {
     if (this.#ledgerTimer !== undefined || this.#ledgerQueued) return
-    if (this.#state === 'closed' || this.#state === 'crashed') return
+    if (isStopped(this.#state)) return
     this.#ledgerTimer = setTimeout(() => {
       this.#ledgerTimer = undefined
       this.#checkpointSoon()
@@ -646,7 +659,7 @@ export class DiskBuffer {
 
   /** Queues one checkpoint on the lane, unless one is queued already (it will save the latest state). */
   #checkpointSoon(): void {
-    if (this.#ledgerQueued || this.#state === 'closed' || this.#state === 'crashed') return
+    if (this.#ledgerQueued || isStopped(this.#state)) return
     if (this.#ledgerTimer !== undefined) clearTimeout(this.#ledgerTimer)
     this.#ledgerTimer = undefined
     this.#ledgerQueued = true
