@@ -11,7 +11,7 @@ import {
   diskBuffer,
   openDiskBuffer,
 } from '@ackline/buffers'
-import { ComponentError } from '@ackline/topology'
+import { ComponentError, TopologyBuilder, TopologyError } from '@ackline/topology'
 import { afterEach, describe, expect, it } from 'vitest'
 
 const dirs: string[] = []
@@ -79,6 +79,28 @@ describe('disk buffer options', () => {
     await expect(
       DiskBuffer.open({ path, maxbytes: 10 } as unknown as Parameters<typeof DiskBuffer.open>[0]),
     ).rejects.toMatchObject({ code: 'INVALID_OPTION', field: 'maxbytes' })
+  })
+
+  it("files options that are not an object under the sink's buffer field", () => {
+    const build = () =>
+      new TopologyBuilder({ dataDir: tempDir() })
+        .source('in', { kind: 'test', canAcknowledge: true, async run() {} })
+        .sink(
+          'out',
+          ['in'],
+          {
+            kind: 'test',
+            async write() {
+              return undefined
+            },
+          },
+          { buffer: diskBuffer(5 as never) },
+        )
+        .build()
+    expect(build).toThrow(TopologyError)
+    expect(() => build()).toThrow(
+      expect.objectContaining({ problems: [expect.objectContaining({ field: 'buffer' })] }),
+    )
   })
 
   it('describes what a config file can give as JSON Schema, without the options only code can give', () => {

@@ -11,7 +11,7 @@ import { TopologyOptions } from '../TopologyOptions.js'
 import type { TopologyWarning } from '../TopologyWarning.js'
 import { TransformOptions } from '../TransformOptions.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
-import { issuesOf } from './issuesOf.js'
+import { issuesOf, WHOLE } from './issuesOf.js'
 
 /** Where events of one output port go. */
 export type PortEdges = ReadonlyMap<string, readonly string[]>
@@ -277,7 +277,9 @@ function checkOptions(
     issues = [{ field: '', message: `the ${buffer.kind} buffer's validate() threw: ${String(error)}` }]
   }
   for (const issue of issues) {
-    problem('INVALID_OPTION', decl.id, issue.field === '' ? 'buffer' : `buffer.${issue.field}`, issue.message)
+    // A buffer's options as a whole (not an object) are the `buffer` field itself.
+    const whole = issue.field === '' || issue.field === WHOLE
+    problem('INVALID_OPTION', decl.id, whole ? 'buffer' : `buffer.${issue.field}`, issue.message)
   }
 }
 
