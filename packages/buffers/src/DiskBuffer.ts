@@ -26,17 +26,26 @@ import { DiskBufferError } from './DiskBufferError.js'
 import type { DiskBufferOptions } from './DiskBufferOptions.js'
 import { AckLedger } from './internal/AckLedger.js'
 import { DeadLetterSet } from './internal/DeadLetterSet.js'
+import { type Deferred, deferred } from './internal/Deferred.js'
 import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
 import { type Settings, settle } from './internal/DiskBufferSettings.js'
+import {
+  type DiskBufferEvent,
+  type DiskBufferState,
+  initialState,
+  isStopped,
+  transition,
+} from './internal/DiskBufferState.js'
 import type { FileLike } from './internal/FileSystem.js'
-import { type EncodedBatch, Frame } from './internal/Frame.js'
+import { Frame } from './internal/Frame.js'
 import { type Held, InFlightRecords } from './internal/InFlightRecords.js'
 import { Ledger, type LedgerState } from './internal/Ledger.js'
 import { LockFile } from './internal/LockFile.js'
 import { ReadCursor } from './internal/ReadCursor.js'
 import { Recovery } from './internal/Recovery.js'
-import { type Segment, segmentName } from './internal/Segment.js'
+import type { Segment } from './internal/Segment.js'
 import { SegmentReader } from './internal/SegmentReader.js'
+import { DURABLE, SegmentWriter } from './internal/SegmentWriter.js'
 
 /**
  * When written records are fsynced, and so what an append's answer means.
@@ -133,35 +142,6 @@ export interface DiskBufferMetrics {
   readonly syncFailures: number
 }
 
-interface PendingAppend {
-  /** The records, framed with their sequence numbers (encoded in the caller's turn, off the write lane). */
-  readonly encoded: EncodedBatch
-  readonly count: number
-  readonly bytes: number
-  readonly firstSeq: number
-  readonly resolve: (result: AppendResult) => void
-  /** Set when the append was answered before its write (group commit write-behind). */
-  readonly durable: Deferred<DurableStatus> | undefined
-}
-
-interface Deferred<T> {
-  readonly promise: Promise<T>
-  readonly resolve: (value: T) => void
-}
-
-const deferred = <T>(): Deferred<T> => {
-  let resolve!: (value: T) => void
-  const promise = new Promise<T>((r) => {
-    resolve = r
-  })
-  return { promise, resolve }
-}
-
-const DURABLE: Promise<DurableStatus> = Promise.resolve('durable')
-/** With group commit, appends are answered before their write while at most this much waits to be written. */
-const MAX_GROUP = 512 // appends per write: stays under IOV_MAX (1024) buffers per writev
-const WRITE_BEHIND_BYTES = 4 * 1024 * 1024
-
 /**
  * A durable record queue in a directory.
  *
@@ -179,29 +159,11 @@ export class DiskBuffer {
   /** The buffer's directory. */
   readonly path: string
   readonly #s: Settings
-  /** `crashed`: abandoned by a simulated crash (tests only, through `DiskBufferHooks`); no file is touched again. */
-  #state: 'open' | 'draining' | 'closed' | 'crashed' = 'open'
+  /** Changed only by {@link DiskBuffer.#dispatch}: what each call may do in each state is in `internal/DiskBufferState`. */
+  #state: DiskBufferState = initialState
   readonly #segments: Segment[]
-  #active: FileLike | undefined = undefined
-  /** The next sequence number to write (everything below is in the files, or known missing). */
-  #nextSeq: number
-  /** The next sequence number to give an append (above `#nextSeq` while appends wait to be written). */
-  #assigned: number
-  /** Bytes of appends not written yet. */
-  #unwritten = 0
-  #visibleSeq: number
+  readonly #writer: SegmentWriter
   readonly #acks: AckLedger
-  #bytesOnDisk: number
-  #reserved = 0
-  // Every change to files goes through this one lane, so writes, fsyncs, rolls and deletions never interleave.
-  #lane: Promise<unknown> = Promise.resolve()
-  #pending: PendingAppend[] = []
-  #writeScheduled = false
-  #syncGeneration: Deferred<DurableStatus> | undefined = undefined
-  /** The group-commit fsyncs in flight, in order; it never rejects. */
-  #syncs: Promise<void> = Promise.resolve()
-  #writesSinceSync = 0
-  #syncTimer: NodeJS.Timeout | undefined = undefined
   #ledgerTimer: NodeJS.Timeout | undefined = undefined
   #ledgerDirty = false
   /** A checkpoint is queued on the lane (at most one at a time, whatever the acknowledgement rate). */
@@ -210,7 +172,6 @@ export class DiskBuffer {
   #reading: Promise<unknown> = Promise.resolve()
   readonly #inFlight: InFlightRecords
   #wakeup: Deferred<void> = deferred()
-  #spaceWaiters: (() => void)[] = []
   readonly #deadLetters: DiskBuffer | undefined
   /** Records of this queue found in the dead-letter queue at open: sequence number → frame checksum. */
   readonly #deadLettered: DeadLetterSet
@@ -241,13 +202,23 @@ export class DiskBuffer {
     this.#s = s
     this.path = s.path
     this.#segments = init.segments
-    this.#active = init.active
-    this.#nextSeq = init.nextSeq
-    this.#assigned = init.nextSeq
-    this.#visibleSeq = init.nextSeq
     this.#acks = new AckLedger(init.ackedBelow)
     this.#inFlight = new InFlightRecords({ initialMs: s.retryInitialMs, maxMs: s.retryMaxMs })
-    this.#bytesOnDisk = init.segments.reduce((n, seg) => n + seg.size, 0)
+    this.#writer = new SegmentWriter(
+      {
+        settings: s,
+        segments: this.#segments,
+        acks: this.#acks,
+        markAcked: (seq) => this.#markAcked(seq),
+        changed: () => {
+          this.#ledgerDirty = true
+        },
+        wake: () => this.#wake(),
+        abandoned: () => this.#state.kind === 'crashed',
+        counters: this.#m,
+      },
+      { active: init.active, nextSeq: init.nextSeq },
+    )
     this.#deadLetters = init.deadLetters
     this.#deadLettered = init.deadLettered
     this.#m.tornBytesTruncated = init.tornBytes
@@ -256,7 +227,7 @@ export class DiskBuffer {
       {
         settings: s,
         segments: this.#segments,
-        visibleSeq: () => this.#visibleSeq,
+        visibleSeq: () => this.#writer.visibleSeq,
         acks: this.#acks,
         deadLettered: this.#deadLettered,
         markAcked: (seq) => this.#markAcked(seq),
@@ -336,7 +307,7 @@ export class DiskBuffer {
       deadLettered,
     })
     // Segments wholly below the acknowledged prefix: a crash came between the ledger and the delete.
-    buffer.#releaseSegments()
+    buffer.#writer.releaseSegments()
     if (!recovered.ledgerOk) await buffer.checkpoint()
     return buffer
   }
@@ -353,7 +324,7 @@ export class DiskBuffer {
 
   /** The sequence number the next record will get. */
   get nextSeq(): number {
-    return this.#assigned
+    return this.#writer.assigned
   }
 
   /**
@@ -366,7 +337,7 @@ export class DiskBuffer {
     payloads: readonly Uint8Array[],
     options: { readonly whenFull?: 'wait' | 'refuse' } = {},
   ): Promise<AppendResult> {
-    if (this.#state !== 'open') throw new DiskBufferError('CLOSED', 'append after close', this.path)
+    if (this.#state.kind !== 'open') throw new DiskBufferError('CLOSED', 'append after close', this.path)
     let bytes = 0
     for (const payload of payloads) {
       if (payload.length > this.maxRecordBytes) {
@@ -380,35 +351,18 @@ export class DiskBuffer {
       bytes += Frame.size(payload.length)
     }
     if (payloads.length === 0)
-      return { status: 'written', firstSeq: this.#assigned, count: 0, durable: DURABLE }
-    while (!this.#hasRoom(bytes)) {
+      return { status: 'written', firstSeq: this.#writer.assigned, count: 0, durable: DURABLE }
+    while (!this.#writer.hasRoom(bytes)) {
       if (options.whenFull === 'refuse') return { status: 'full' }
-      this.#reclaimActive()
-      await new Promise<void>((resolve) => this.#spaceWaiters.push(resolve))
-      if (this.#state !== 'open') {
+      await this.#writer.waitForSpace()
+      if (this.#state.kind !== 'open') {
         return {
           status: 'failed',
           error: new DiskBufferError('CLOSED', 'closed while waiting for space', this.path),
         }
       }
     }
-    this.#reserved += bytes
-    const firstSeq = this.#assigned
-    this.#assigned += payloads.length
-    // Group commit writes behind: the caller goes on while earlier appends are being written, so
-    // encoding and writing overlap and waiting appends share one write. What matters (durable)
-    // still resolves only after the fsync; a process crash loses only what nobody was told is durable.
-    const early = this.#s.sync !== 'always' && this.#unwritten + bytes <= WRITE_BEHIND_BYTES
-    this.#unwritten += bytes
-    const encoded = Frame.encode(payloads, firstSeq)
-    return new Promise<AppendResult>((resolve) => {
-      const durable = early ? deferred<DurableStatus>() : undefined
-      this.#pending.push({ encoded, count: payloads.length, bytes, firstSeq, resolve, durable })
-      this.#scheduleWrite()
-      if (durable !== undefined) {
-        resolve({ status: 'written', firstSeq, count: payloads.length, durable: durable.promise })
-      }
-    })
+    return this.#writer.append(payloads, bytes)
   }
 
   /**
@@ -437,8 +391,7 @@ export class DiskBuffer {
     signal?.addEventListener('abort', onAbort)
     try {
       for (;;) {
-        if (this.#state === 'closed' || this.#state === 'crashed' || signal?.aborted === true)
-          return undefined
+        if (isStopped(this.#state) || signal?.aborted === true) return undefined
         const wakeup = this.#wakeup.promise
         const out: StoredRecord[] = []
         const held: Held[] = []
@@ -451,8 +404,8 @@ export class DiskBuffer {
         }
         // Drained: every append written (none still behind the write lane), read, and settled.
         if (
-          this.#state === 'draining' &&
-          this.#assigned <= this.#visibleSeq &&
+          this.#state.kind === 'draining' &&
+          this.#writer.assigned <= this.#writer.visibleSeq &&
           this.#cursor.caughtUp() &&
           this.#inFlight.size === 0
         ) {
@@ -472,7 +425,7 @@ export class DiskBuffer {
 
   /** Acknowledges a record: it will not be read again, and its segment may go. Idempotent. */
   ack(seq: number): void {
-    if (seq >= this.#nextSeq || this.#acks.has(seq)) return
+    if (seq >= this.#writer.nextSeq || this.#acks.has(seq)) return
     // A reader held back by maxInFlight may go on once one record is settled.
     if (this.#inFlight.settle(seq) && this.#inFlight.size + 1 >= this.#s.maxInFlight) this.#wake()
     this.#m.acked++
@@ -600,17 +553,17 @@ export class DiskBuffer {
 
   /** Writes the ledger now (it is otherwise written `ledgerIntervalMs` after an acknowledgement, after `ledgerEveryAcks` of them, and on close). */
   checkpoint(): Promise<void> {
-    return this.#serial(() => this.#writeLedger())
+    return this.#writer.serial(() => this.#writeLedger())
   }
 
   /** Fsyncs now whatever was written (with group commit; a no-op under `'always'`). */
   flush(): Promise<void> {
-    return this.#serial(() => this.#groupSync())
+    return this.#writer.serial(() => this.#writer.groupSync())
   }
 
   /** No more appends; `read` hands out what is left, then resolves `undefined`. */
   endWrites(): void {
-    if (this.#state === 'open') this.#state = 'draining'
+    this.#dispatch('endWrites')
     this.#wake()
   }
 
@@ -619,16 +572,14 @@ export class DiskBuffer {
    * Records not acknowledged stay on disk for the next open. Closing twice is harmless.
    */
   async close(): Promise<void> {
-    if (this.#state === 'closed' || this.#state === 'crashed') return
-    this.#state = 'closed'
+    if (!this.#dispatch('close')) return
     this.#wake()
-    for (const waiter of this.#spaceWaiters.splice(0)) waiter()
-    await this.#serial(async () => {
+    this.#writer.releaseWaiters()
+    await this.#writer.serial(async () => {
       this.#clearTimers()
-      await this.#groupSync()
+      await this.#writer.groupSync()
       await this.#writeLedger()
-      await this.#active?.close()
-      this.#active = undefined
+      await this.#writer.closeFile()
       await this.#cursor.close()
     })
     await this.#deadLetters?.close()
@@ -642,7 +593,7 @@ export class DiskBuffer {
 
   /** Stops everything without writing anything, as a crash would (tests only, through the hook). */
   #abandon(): void {
-    this.#state = 'crashed'
+    this.#dispatch('abandon')
     this.#clearTimers()
     this.#wake()
     if (this.#deadLetters !== undefined) this.#deadLetters.#abandon()
@@ -654,245 +605,21 @@ export class DiskBuffer {
     const dl = this.#deadLetters
     return {
       segments: this.#segments.length,
-      bytesOnDisk: this.#bytesOnDisk,
-      unackedRecords: this.#nextSeq - this.#acks.below - this.#acks.aboveCount,
+      bytesOnDisk: this.#writer.bytesOnDisk,
+      unackedRecords: this.#writer.nextSeq - this.#acks.below - this.#acks.aboveCount,
       inFlight: this.#inFlight.size,
       retryPending: this.#inFlight.retryPending,
       ...this.#m,
-      deadLettered: dl === undefined ? 0 : dl.#nextSeq - dl.#acks.below - dl.#acks.aboveCount,
+      deadLettered: dl === undefined ? 0 : dl.#writer.nextSeq - dl.#acks.below - dl.#acks.aboveCount,
     }
   }
 
-  // ——— writing ———
-
-  #serial<T>(job: () => Promise<T>): Promise<T> {
-    const run = this.#lane.then(() => (this.#state === 'crashed' ? (undefined as T) : job()))
-    this.#lane = run.catch(() => undefined)
-    return run
-  }
-
-  #hasRoom(bytes: number): boolean {
-    const used = this.#bytesOnDisk + this.#reserved
-    return used === 0 || used + bytes <= this.#s.maxBytes
-  }
-
-  #scheduleWrite(): void {
-    if (this.#writeScheduled) return
-    this.#writeScheduled = true
-    void this.#serial(() => this.#writeGroup())
-  }
-
-  async #writeGroup(): Promise<void> {
-    const group = this.#pending.splice(0, MAX_GROUP)
-    this.#writeScheduled = false
-    if (this.#pending.length > 0) this.#scheduleWrite()
-    if (group.length === 0 || this.#state === 'crashed') return
-    const count = group.reduce((n, p) => n + p.count, 0)
-    const groupBytes = group.reduce((n, p) => n + p.bytes, 0)
-    const firstSeq = group[0]!.firstSeq
-    this.#nextSeq = firstSeq
-    const before = { segments: this.#segments.length, activeSize: this.#segments.at(-1)?.size ?? 0 }
-    const touched: Segment[] = []
-    try {
-      // Gather the frames into one writev per segment; a record never spans two segments.
-      let seg = this.#segments.at(-1)
-      let iov: Buffer[] = []
-      let queued = 0
-      let seq = firstSeq
-      const flush = async (): Promise<void> => {
-        if (queued === 0) return
-        await this.#active!.writev(iov, seg!.size)
-        seg!.size += queued
-        this.#bytesOnDisk += queued
-        if (!touched.includes(seg!)) touched.push(seg!)
-        this.#nextSeq = seq
-        iov = []
-        queued = 0
-      }
-      for (const p of group) {
-        const { bytes, ends } = p.encoded
-        let sliceStart = 0
-        let pos = 0
-        for (const end of ends) {
-          const waiting = queued + pos - sliceStart
-          if (
-            seg === undefined ||
-            seg.sealed ||
-            this.#active === undefined ||
-            (seg.size + waiting > 0 && seg.size + waiting + end - pos > this.#s.segmentBytes)
-          ) {
-            if (pos > sliceStart) {
-              iov.push(bytes.subarray(sliceStart, pos))
-              queued += pos - sliceStart
-              sliceStart = pos
-            }
-            await flush()
-            seg = await this.#roll(seq)
-          }
-          pos = end
-          seq++
-        }
-        if (pos > sliceStart) {
-          iov.push(bytes.subarray(sliceStart, pos))
-          queued += pos - sliceStart
-        }
-      }
-      await flush()
-      if (this.#s.sync === 'always') await this.#active!.datasync()
-    } catch (error) {
-      this.#reserved -= groupBytes
-      this.#unwritten -= groupBytes
-      this.#m.writeFailures++
-      await this.#rollback(before, firstSeq, count)
-      const code = (error as NodeJS.ErrnoException).code === 'ENOSPC' ? 'NO_SPACE' : 'WRITE_FAILED'
-      const failure = new DiskBufferError(
-        code,
-        `writing ${count} record(s) failed (${(error as Error).message}); rolled back`,
-        this.path,
-        undefined,
-        { cause: error },
-      )
-      this.#s.log(failure.message)
-      for (const p of group) {
-        if (p.durable !== undefined) p.durable.resolve('failed')
-        else p.resolve({ status: 'failed', error: failure })
-      }
-      this.#wake()
-      return
-    }
-    this.#reserved -= groupBytes
-    this.#unwritten -= groupBytes
-    for (const seg of touched) seg.visible = seg.size
-    this.#visibleSeq = this.#nextSeq
-    this.#m.written += count
-    this.#ledgerDirty = true
-    const durable = this.#s.sync === 'always' ? DURABLE : this.#durablePromise()
-    for (const p of group) {
-      if (p.durable !== undefined) void durable.then(p.durable.resolve)
-      else p.resolve({ status: 'written', firstSeq: p.firstSeq, count: p.count, durable })
-    }
-    this.#wake()
-    const policy = this.#s.sync
-    if (policy !== 'always') {
-      this.#writesSinceSync += group.length
-      if (this.#writesSinceSync >= policy.everyWrites) void this.#groupSync()
-      else if (this.#syncTimer === undefined) {
-        this.#syncTimer = setTimeout(() => {
-          this.#syncTimer = undefined
-          void this.#serial(async () => {
-            void this.#groupSync()
-          })
-        }, policy.everyMs)
-        this.#syncTimer.unref()
-      }
-    }
-  }
-
-  #durablePromise(): Promise<DurableStatus> {
-    this.#syncGeneration ??= deferred()
-    return this.#syncGeneration.promise
-  }
-
-  /**
-   * Starts an fsync covering every write made so far and resolves their `durable` promises after
-   * it, without holding up the writes that follow (fdatasync and writes to one file may overlap).
-   * Resolves once this and every earlier fsync finished. Handles are closed only after `#syncs`.
-   */
-  #groupSync(): Promise<void> {
-    const generation = this.#syncGeneration
-    this.#syncGeneration = undefined
-    this.#writesSinceSync = 0
-    if (this.#syncTimer !== undefined) {
-      clearTimeout(this.#syncTimer)
-      this.#syncTimer = undefined
-    }
-    if (generation === undefined) return this.#syncs
-    const file = this.#active
-    this.#syncs = this.#syncs.then(async () => {
-      try {
-        if (file === undefined)
-          throw new DiskBufferError('WRITE_FAILED', 'no segment open for writing', this.path)
-        await file.datasync()
-        generation.resolve('durable')
-      } catch (error) {
-        this.#m.syncFailures++
-        this.#s.log(
-          `disk buffer ${this.path}: fsync failed (${(error as Error).message}); records may be lost`,
-        )
-        generation.resolve('failed')
-      }
-    })
-    return this.#syncs
-  }
-
-  async #roll(firstSeq: number): Promise<Segment> {
-    await this.#syncs
-    const old = this.#active
-    if (old !== undefined) {
-      this.#active = undefined
-      try {
-        await old.datasync()
-      } catch (error) {
-        // What the group-commit writers wrote there may be gone: never report it durable.
-        this.#syncGeneration?.resolve('failed')
-        this.#syncGeneration = undefined
-        await old.close().catch(() => undefined)
-        throw error
-      }
-      await old.close()
-    }
-    const name = segmentName(firstSeq)
-    const file = await this.#s.fs.open(`${this.path}/${name}`, 'append')
-    const segment: Segment = { firstSeq, name, size: 0, visible: 0, sealed: false }
-    this.#segments.push(segment)
-    this.#active = file
-    this.#ledgerDirty = true
-    await this.#s.fs.syncDir(this.path)
-    return segment
-  }
-
-  /** Undoes a failed write group: removes the segments it created, cuts the one it appended to. */
-  async #rollback(
-    before: { segments: number; activeSize: number },
-    firstSeq: number,
-    count: number,
-  ): Promise<void> {
-    const { fs, path } = this.#s
-    await this.#syncs
-    try {
-      while (this.#segments.length > before.segments) {
-        const seg = this.#segments.pop()!
-        this.#bytesOnDisk -= seg.size
-        await this.#active?.close().catch(() => undefined)
-        this.#active = undefined
-        await fs.unlink(`${path}/${seg.name}`)
-      }
-      const last = this.#segments.at(-1)
-      if (last !== undefined) {
-        this.#active ??= await fs.open(`${path}/${last.name}`, 'append')
-        await this.#active.truncate(before.activeSize)
-        await this.#active.datasync()
-        this.#bytesOnDisk -= last.size - before.activeSize
-        last.size = before.activeSize
-      }
-      await fs.syncDir(path)
-      if (this.#assigned === firstSeq + count) {
-        this.#nextSeq = firstSeq
-        this.#assigned = firstSeq
-        return
-      }
-    } catch (error) {
-      // The tail is unknown: seal the segment and never reuse the numbers it may hold.
-      const last = this.#segments.at(-1)
-      if (last !== undefined) last.sealed = true
-      await this.#active?.close().catch(() => undefined)
-      this.#active = undefined
-      this.#s.log(`disk buffer ${path}: rollback failed (${(error as Error).message}); segment sealed`)
-    }
-    // Later appends already hold the following numbers: skip these, as acknowledged (they never existed).
-    this.#nextSeq = firstSeq + count
-    this.#visibleSeq = this.#nextSeq
-    for (let seq = firstSeq; seq < firstSeq + count; seq++) if (seq >= this.#acks.below) this.#markAcked(seq)
+  /** The one place the state changes; whether `event` changed it. */
+  #dispatch(event: DiskBufferEvent): boolean {
+    const next = transition(this.#state, event)
+    const changed = next !== this.#state
+    this.#state = next
+    return changed
   }
 
   // ——— acknowledging and freeing space ———
@@ -902,70 +629,27 @@ export class DiskBuffer {
     this.#ledgerDirty = true
     if (this.#acks.unsaved >= this.#s.ledgerEveryAcks) this.#checkpointSoon()
     else this.#scheduleLedger()
-    this.#releaseSegments()
-    if (this.#spaceWaiters.length > 0) this.#reclaimActive()
-    if (this.#state === 'draining') this.#wake()
-  }
-
-  /** Deletes every segment all of whose records are acknowledged (never the one being written). */
-  #releaseSegments(): void {
-    while (this.#segments.length > 1 && this.#segments[1]!.firstSeq <= this.#acks.below) {
-      const seg = this.#segments.shift()!
-      this.#ledgerDirty = true
-      void this.#serial(async () => {
-        await this.#s.fs.unlink(`${this.path}/${seg.name}`)
-        this.#bytesOnDisk -= seg.size
-        this.#spaceFreed()
-      })
-    }
-  }
-
-  /** When every record is acknowledged and a writer waits for room, the segment being written goes too. */
-  #reclaimActive(): void {
-    void this.#serial(async () => {
-      const seg = this.#segments.at(-1)
-      if (
-        seg === undefined ||
-        this.#segments.length !== 1 ||
-        seg.size === 0 ||
-        this.#acks.below < this.#nextSeq ||
-        this.#pending.length > 0
-      ) {
-        return
-      }
-      await this.#groupSync()
-      this.#segments.pop()
-      await this.#active?.close()
-      this.#active = undefined
-      await this.#s.fs.unlink(`${this.path}/${seg.name}`)
-      this.#bytesOnDisk -= seg.size
-      this.#ledgerDirty = true
-      this.#spaceFreed()
-    })
+    this.#writer.releaseSegments()
+    if (this.#writer.waitingForSpace) this.#writer.reclaimActive()
+    if (this.#state.kind === 'draining') this.#wake()
   }
 
   async #discardAll(): Promise<void> {
-    await this.#serial(async () => {
+    await this.#writer.serial(async () => {
       this.#inFlight.clear()
-      this.#acks.reset(this.#nextSeq)
-      await this.#groupSync()
-      await this.#active?.close()
-      this.#active = undefined
+      this.#acks.reset(this.#writer.nextSeq)
+      await this.#writer.groupSync()
+      await this.#writer.closeFile()
       await this.#cursor.close()
-      for (const seg of this.#segments.splice(0)) await this.#s.fs.unlink(`${this.path}/${seg.name}`)
-      this.#bytesOnDisk = 0
-      this.#cursor.restart(this.#nextSeq)
+      await this.#writer.deleteAll()
+      this.#cursor.restart(this.#writer.nextSeq)
       await this.#writeLedger()
     })
   }
 
-  #spaceFreed(): void {
-    for (const waiter of this.#spaceWaiters.splice(0)) waiter()
-  }
-
   #scheduleLedger(): void {
     if (this.#ledgerTimer !== undefined || this.#ledgerQueued) return
-    if (this.#state === 'closed' || this.#state === 'crashed') return
+    if (isStopped(this.#state)) return
     this.#ledgerTimer = setTimeout(() => {
       this.#ledgerTimer = undefined
       this.#checkpointSoon()
@@ -975,24 +659,26 @@ export class DiskBuffer {
 
   /** Queues one checkpoint on the lane, unless one is queued already (it will save the latest state). */
   #checkpointSoon(): void {
-    if (this.#ledgerQueued || this.#state === 'closed' || this.#state === 'crashed') return
+    if (this.#ledgerQueued || isStopped(this.#state)) return
     if (this.#ledgerTimer !== undefined) clearTimeout(this.#ledgerTimer)
     this.#ledgerTimer = undefined
     this.#ledgerQueued = true
-    void this.#serial(async () => {
-      this.#ledgerQueued = false
-      if (this.#ledgerDirty) await this.#writeLedger()
-    }).catch((error: Error) =>
-      this.#s.log(`disk buffer ${this.path}: ledger checkpoint failed (${error.message})`),
-    )
+    void this.#writer
+      .serial(async () => {
+        this.#ledgerQueued = false
+        if (this.#ledgerDirty) await this.#writeLedger()
+      })
+      .catch((error: Error) =>
+        this.#s.log(`disk buffer ${this.path}: ledger checkpoint failed (${error.message})`),
+      )
   }
 
   async #writeLedger(): Promise<void> {
     // Never checkpoint an acknowledged position above what is durable: on open, a ledger ahead
     // of the data is taken for a ledger of other data (LEDGER_AHEAD).
-    await this.#groupSync()
+    await this.#writer.groupSync()
     const state: LedgerState = {
-      nextSeq: this.#nextSeq,
+      nextSeq: this.#writer.nextSeq,
       ackedBelow: this.#acks.below,
       segments: this.#segments.map((seg) => seg.firstSeq),
     }
@@ -1002,9 +688,8 @@ export class DiskBuffer {
   }
 
   #clearTimers(): void {
-    if (this.#syncTimer !== undefined) clearTimeout(this.#syncTimer)
+    this.#writer.stopTimer()
     if (this.#ledgerTimer !== undefined) clearTimeout(this.#ledgerTimer)
-    this.#syncTimer = undefined
     this.#ledgerTimer = undefined
   }
 

@@ -1,0 +1,450 @@
+/**
+ * The write lane of a buffer: appends framed and queued, written in groups (one `writev` per
+ * segment), fsynced by the sync policy, segments rolled at `segmentBytes`, a failed group rolled
+ * back, and finished segments deleted.
+ *
+ * Invariants: every change to the buffer's files goes through one lane ({@link SegmentWriter.serial}),
+ * so writes, fsyncs, rolls and deletions never interleave; a record becomes visible to readers only
+ * once its group is written (under `'always'`, fsynced); a `durable` promise resolves `durable` only
+ * after an fsync that started after its write; a group whose write failed leaves nothing readable
+ * behind, and its sequence numbers are reused only when no later append holds the numbers after
+ * them (otherwise they are skipped, as acknowledged); a segment is deleted only once the
+ * acknowledged prefix passed its end, and the segment being written only when everything is
+ * acknowledged and a writer waits for room.
+ *
+ * @module
+ */
+import type { AppendResult, DurableStatus } from '../DiskBuffer.js'
+import { DiskBufferError } from '../DiskBufferError.js'
+import type { AckLedger } from './AckLedger.js'
+import { type Deferred, deferred } from './Deferred.js'
+import type { Settings } from './DiskBufferSettings.js'
+import type { FileLike } from './FileSystem.js'
+import { type EncodedBatch, Frame } from './Frame.js'
+import { type Segment, segmentName } from './Segment.js'
+
+/** What the writer writes to and reports to: the buffer's segments, acknowledgements and counters. */
+export interface SegmentWriterContext {
+  readonly settings: Settings
+  /** The buffer's segment list (the same array; the writer adds, removes and grows segments in it). */
+  readonly segments: Segment[]
+  readonly acks: AckLedger
+  /** Acknowledges a sequence number a failed group will never write. */
+  readonly markAcked: (seq: number) => void
+  /** Something the ledger records changed (a record written, a segment added or deleted). */
+  readonly changed: () => void
+  /** Wakes readers (records became visible, or a write failed). */
+  readonly wake: () => void
+  /** The buffer was abandoned (a simulated crash): the lane touches no file again. */
+  readonly abandoned: () => boolean
+  readonly counters: { written: number; writeFailures: number; syncFailures: number }
+}
+
+/** Where the writer starts: what recovery found. */
+export interface SegmentWriterStart {
+  /** The last segment's file, open for appending (undefined: the next write rolls a new segment). */
+  readonly active: FileLike | undefined
+  readonly nextSeq: number
+}
+
+interface PendingAppend {
+  /** The records, framed with their sequence numbers (encoded in the caller's turn, off the write lane). */
+  readonly encoded: EncodedBatch
+  readonly count: number
+  readonly bytes: number
+  readonly firstSeq: number
+  readonly resolve: (result: AppendResult) => void
+  /** Set when the append was answered before its write (group commit write-behind). */
+  readonly durable: Deferred<DurableStatus> | undefined
+}
+
+/** The `durable` answer of records already fsynced. */
+export const DURABLE: Promise<DurableStatus> = Promise.resolve('durable')
+const MAX_GROUP = 512 // appends per write: stays under IOV_MAX (1024) buffers per writev
+/** With group commit, appends are answered before their write while at most this much waits to be written. */
+const WRITE_BEHIND_BYTES = 4 * 1024 * 1024
+
+/** Writes a buffer's records into its segment files and frees the segments once acknowledged. */
+export class SegmentWriter {
+  readonly #c: SegmentWriterContext
+  #active: FileLike | undefined
+  /** The next sequence number to write (everything below is in the files, or known missing). */
+  #nextSeq: number
+  /** The next sequence number to give an append (above `#nextSeq` while appends wait to be written). */
+  #assigned: number
+  /** Every record below this number was written and may be read. */
+  #visibleSeq: number
+  /** Bytes of appends not written yet. */
+  #unwritten = 0
+  #bytesOnDisk: number
+  #reserved = 0
+  #lane: Promise<unknown> = Promise.resolve()
+  #pending: PendingAppend[] = []
+  #writeScheduled = false
+  #syncGeneration: Deferred<DurableStatus> | undefined = undefined
+  /** The group-commit fsyncs in flight, in order; it never rejects. */
+  #syncs: Promise<void> = Promise.resolve()
+  #writesSinceSync = 0
+  #syncTimer: NodeJS.Timeout | undefined = undefined
+  #spaceWaiters: (() => void)[] = []
+
+  constructor(context: SegmentWriterContext, start: SegmentWriterStart) {
+    this.#c = context
+    this.#active = start.active
+    this.#nextSeq = start.nextSeq
+    this.#assigned = start.nextSeq
+    this.#visibleSeq = start.nextSeq
+    this.#bytesOnDisk = context.segments.reduce((n, seg) => n + seg.size, 0)
+  }
+
+  /** The next sequence number to write; every record below it is written or known missing. */
+  get nextSeq(): number {
+    return this.#nextSeq
+  }
+
+  /** The sequence number the next append gets. */
+  get assigned(): number {
+    return this.#assigned
+  }
+
+  /** Every record below this number was written and may be read. */
+  get visibleSeq(): number {
+    return this.#visibleSeq
+  }
+
+  get bytesOnDisk(): number {
+    return this.#bytesOnDisk
+  }
+
+  /** Whether an append waits for room. */
+  get waitingForSpace(): boolean {
+    return this.#spaceWaiters.length > 0
+  }
+
+  /** Runs `job` on the lane, after every job queued before it (skipped once the buffer is abandoned). */
+  serial<T>(job: () => Promise<T>): Promise<T> {
+    const run = this.#lane.then(() => (this.#c.abandoned() ? (undefined as T) : job()))
+    this.#lane = run.catch(() => undefined)
+    return run
+  }
+
+  /** Whether `bytes` more fit under `maxBytes` (an empty buffer takes any one append). */
+  hasRoom(bytes: number): boolean {
+    const used = this.#bytesOnDisk + this.#reserved
+    return used === 0 || used + bytes <= this.#c.settings.maxBytes
+  }
+
+  /** Resolves once space may have been freed (or the buffer closes: {@link SegmentWriter.releaseWaiters}). */
+  waitForSpace(): Promise<void> {
+    this.reclaimActive()
+    return new Promise<void>((resolve) => this.#spaceWaiters.push(resolve))
+  }
+
+  /** Wakes every append waiting for room. */
+  releaseWaiters(): void {
+    for (const waiter of this.#spaceWaiters.splice(0)) waiter()
+  }
+
+  /**
+   * Numbers, frames and queues `payloads` (`bytes` framed; room was checked) for the next group.
+   * Group commit writes behind: the caller goes on while earlier appends are being written, so
+   * encoding and writing overlap and waiting appends share one write. What matters (durable)
+   * still resolves only after the fsync; a process crash loses only what nobody was told is durable.
+   */
+  append(payloads: readonly Uint8Array[], bytes: number): Promise<AppendResult> {
+    this.#reserved += bytes
+    const firstSeq = this.#assigned
+    this.#assigned += payloads.length
+    const early = this.#c.settings.sync !== 'always' && this.#unwritten + bytes <= WRITE_BEHIND_BYTES
+    this.#unwritten += bytes
+    const encoded = Frame.encode(payloads, firstSeq)
+    return new Promise<AppendResult>((resolve) => {
+      const durable = early ? deferred<DurableStatus>() : undefined
+      this.#pending.push({ encoded, count: payloads.length, bytes, firstSeq, resolve, durable })
+      this.#scheduleWrite()
+      if (durable !== undefined) {
+        resolve({ status: 'written', firstSeq, count: payloads.length, durable: durable.promise })
+      }
+    })
+  }
+
+  #scheduleWrite(): void {
+    if (this.#writeScheduled) return
+    this.#writeScheduled = true
+    void this.serial(() => this.#writeGroup())
+  }
+
+  async #writeGroup(): Promise<void> {
+    const s = this.#c.settings
+    const group = this.#pending.splice(0, MAX_GROUP)
+    this.#writeScheduled = false
+    if (this.#pending.length > 0) this.#scheduleWrite()
+    if (group.length === 0 || this.#c.abandoned()) return
+    const count = group.reduce((n, p) => n + p.count, 0)
+    const groupBytes = group.reduce((n, p) => n + p.bytes, 0)
+    const firstSeq = group[0]!.firstSeq
+    this.#nextSeq = firstSeq
+    const segments = this.#c.segments
+    const before = { segments: segments.length, activeSize: segments.at(-1)?.size ?? 0 }
+    const touched: Segment[] = []
+    try {
+      // Gather the frames into one writev per segment; a record never spans two segments.
+      let seg = segments.at(-1)
+      let iov: Buffer[] = []
+      let queued = 0
+      let seq = firstSeq
+      const flush = async (): Promise<void> => {
+        if (queued === 0) return
+        await this.#active!.writev(iov, seg!.size)
+        seg!.size += queued
+        this.#bytesOnDisk += queued
+        if (!touched.includes(seg!)) touched.push(seg!)
+        this.#nextSeq = seq
+        iov = []
+        queued = 0
+      }
+      for (const p of group) {
+        const { bytes, ends } = p.encoded
+        let sliceStart = 0
+        let pos = 0
+        for (const end of ends) {
+          const waiting = queued + pos - sliceStart
+          if (
+            seg === undefined ||
+            seg.sealed ||
+            this.#active === undefined ||
+            (seg.size + waiting > 0 && seg.size + waiting + end - pos > s.segmentBytes)
+          ) {
+            if (pos > sliceStart) {
+              iov.push(bytes.subarray(sliceStart, pos))
+              queued += pos - sliceStart
+              sliceStart = pos
+            }
+            await flush()
+            seg = await this.#roll(seq)
+          }
+          pos = end
+          seq++
+        }
+        if (pos > sliceStart) {
+          iov.push(bytes.subarray(sliceStart, pos))
+          queued += pos - sliceStart
+        }
+      }
+      await flush()
+      if (s.sync === 'always') await this.#active!.datasync()
+    } catch (error) {
+      this.#reserved -= groupBytes
+      this.#unwritten -= groupBytes
+      this.#c.counters.writeFailures++
+      await this.#rollback(before, firstSeq, count)
+      const code = (error as NodeJS.ErrnoException).code === 'ENOSPC' ? 'NO_SPACE' : 'WRITE_FAILED'
+      const failure = new DiskBufferError(
+        code,
+        `writing ${count} record(s) failed (${(error as Error).message}); rolled back`,
+        s.path,
+        undefined,
+        { cause: error },
+      )
+      s.log(failure.message)
+      for (const p of group) {
+        if (p.durable !== undefined) p.durable.resolve('failed')
+        else p.resolve({ status: 'failed', error: failure })
+      }
+      this.#c.wake()
+      return
+    }
+    this.#reserved -= groupBytes
+    this.#unwritten -= groupBytes
+    for (const seg of touched) seg.visible = seg.size
+    this.#visibleSeq = this.#nextSeq
+    this.#c.counters.written += count
+    this.#c.changed()
+    const durable = s.sync === 'always' ? DURABLE : this.#durablePromise()
+    for (const p of group) {
+      if (p.durable !== undefined) void durable.then(p.durable.resolve)
+      else p.resolve({ status: 'written', firstSeq: p.firstSeq, count: p.count, durable })
+    }
+    this.#c.wake()
+    const policy = s.sync
+    if (policy !== 'always') {
+      this.#writesSinceSync += group.length
+      if (this.#writesSinceSync >= policy.everyWrites) void this.groupSync()
+      else if (this.#syncTimer === undefined) {
+        this.#syncTimer = setTimeout(() => {
+          this.#syncTimer = undefined
+          void this.serial(async () => {
+            void this.groupSync()
+          })
+        }, policy.everyMs)
+        this.#syncTimer.unref()
+      }
+    }
+  }
+
+  #durablePromise(): Promise<DurableStatus> {
+    this.#syncGeneration ??= deferred()
+    return this.#syncGeneration.promise
+  }
+
+  /**
+   * Starts an fsync covering every write made so far and resolves their `durable` promises after
+   * it, without holding up the writes that follow (fdatasync and writes to one file may overlap).
+   * Resolves once this and every earlier fsync finished. Handles are closed only after `#syncs`.
+   */
+  groupSync(): Promise<void> {
+    const generation = this.#syncGeneration
+    this.#syncGeneration = undefined
+    this.#writesSinceSync = 0
+    this.stopTimer()
+    if (generation === undefined) return this.#syncs
+    const file = this.#active
+    const { path, log } = this.#c.settings
+    this.#syncs = this.#syncs.then(async () => {
+      try {
+        if (file === undefined) throw new DiskBufferError('WRITE_FAILED', 'no segment open for writing', path)
+        await file.datasync()
+        generation.resolve('durable')
+      } catch (error) {
+        this.#c.counters.syncFailures++
+        log(`disk buffer ${path}: fsync failed (${(error as Error).message}); records may be lost`)
+        generation.resolve('failed')
+      }
+    })
+    return this.#syncs
+  }
+
+  /** Cancels the group-commit timer (close, or a simulated crash). */
+  stopTimer(): void {
+    if (this.#syncTimer !== undefined) clearTimeout(this.#syncTimer)
+    this.#syncTimer = undefined
+  }
+
+  /** Closes the segment being written (on the lane, after {@link SegmentWriter.groupSync}). */
+  async closeFile(): Promise<void> {
+    await this.#active?.close()
+    this.#active = undefined
+  }
+
+  async #roll(firstSeq: number): Promise<Segment> {
+    const { fs, path } = this.#c.settings
+    await this.#syncs
+    const old = this.#active
+    if (old !== undefined) {
+      this.#active = undefined
+      try {
+        await old.datasync()
+      } catch (error) {
+        // What the group-commit writers wrote there may be gone: never report it durable.
+        this.#syncGeneration?.resolve('failed')
+        this.#syncGeneration = undefined
+        await old.close().catch(() => undefined)
+        throw error
+      }
+      await old.close()
+    }
+    const name = segmentName(firstSeq)
+    const file = await fs.open(`${path}/${name}`, 'append')
+    const segment: Segment = { firstSeq, name, size: 0, visible: 0, sealed: false }
+    this.#c.segments.push(segment)
+    this.#active = file
+    this.#c.changed()
+    await fs.syncDir(path)
+    return segment
+  }
+
+  /** Undoes a failed write group: removes the segments it created, cuts the one it appended to. */
+  async #rollback(
+    before: { segments: number; activeSize: number },
+    firstSeq: number,
+    count: number,
+  ): Promise<void> {
+    const { fs, path, log } = this.#c.settings
+    const segments = this.#c.segments
+    await this.#syncs
+    try {
+      while (segments.length > before.segments) {
+        const seg = segments.pop()!
+        this.#bytesOnDisk -= seg.size
+        await this.#active?.close().catch(() => undefined)
+        this.#active = undefined
+        await fs.unlink(`${path}/${seg.name}`)
+      }
+      const last = segments.at(-1)
+      if (last !== undefined) {
+        this.#active ??= await fs.open(`${path}/${last.name}`, 'append')
+        await this.#active.truncate(before.activeSize)
+        await this.#active.datasync()
+        this.#bytesOnDisk -= last.size - before.activeSize
+        last.size = before.activeSize
+      }
+      await fs.syncDir(path)
+      if (this.#assigned === firstSeq + count) {
+        this.#nextSeq = firstSeq
+        this.#assigned = firstSeq
+        return
+      }
+    } catch (error) {
+      // The tail is unknown: seal the segment and never reuse the numbers it may hold.
+      const last = segments.at(-1)
+      if (last !== undefined) last.sealed = true
+      await this.#active?.close().catch(() => undefined)
+      this.#active = undefined
+      log(`disk buffer ${path}: rollback failed (${(error as Error).message}); segment sealed`)
+    }
+    // Later appends already hold the following numbers: skip these, as acknowledged (they never existed).
+    this.#nextSeq = firstSeq + count
+    this.#visibleSeq = this.#nextSeq
+    for (let seq = firstSeq; seq < firstSeq + count; seq++) {
+      if (seq >= this.#c.acks.below) this.#c.markAcked(seq)
+    }
+  }
+
+  /** Deletes every segment all of whose records are acknowledged (never the one being written). */
+  releaseSegments(): void {
+    const { fs, path } = this.#c.settings
+    const segments = this.#c.segments
+    while (segments.length > 1 && segments[1]!.firstSeq <= this.#c.acks.below) {
+      const seg = segments.shift()!
+      this.#c.changed()
+      void this.serial(async () => {
+        await fs.unlink(`${path}/${seg.name}`)
+        this.#bytesOnDisk -= seg.size
+        this.releaseWaiters()
+      })
+    }
+  }
+
+  /** When every record is acknowledged and a writer waits for room, the segment being written goes too. */
+  reclaimActive(): void {
+    const { fs, path } = this.#c.settings
+    const segments = this.#c.segments
+    void this.serial(async () => {
+      const seg = segments.at(-1)
+      if (
+        seg === undefined ||
+        segments.length !== 1 ||
+        seg.size === 0 ||
+        this.#c.acks.below < this.#nextSeq ||
+        this.#pending.length > 0
+      ) {
+        return
+      }
+      await this.groupSync()
+      segments.pop()
+      await this.#active?.close()
+      this.#active = undefined
+      await fs.unlink(`${path}/${seg.name}`)
+      this.#bytesOnDisk -= seg.size
+      this.#c.changed()
+      this.releaseWaiters()
+    })
+  }
+
+  /** Deletes every segment (on the lane, after {@link SegmentWriter.closeFile}): the queue is emptied. */
+  async deleteAll(): Promise<void> {
+    const { fs, path } = this.#c.settings
+    for (const seg of this.#c.segments.splice(0)) await fs.unlink(`${path}/${seg.name}`)
+    this.#bytesOnDisk = 0
+  }
+}
