@@ -198,8 +198,9 @@ export class TransformRunner {
     }
     try {
       for (;;) {
-        const array = await this.input.pull()
+        let array = await this.input.pull()
         if (array === undefined) break
+        array = this.input.coalesce(array) // what already waits goes in the same call
         this.counters.received += array.length
         await (this.#timer === undefined ? this.#process(array) : this.#exclusive(() => this.#process(array)))
       }
