@@ -198,9 +198,10 @@ export class TransformRunner {
     }
     try {
       for (;;) {
-        let array = await this.input.pull()
+        // Not coalesced, unlike a sink's input: a transform may act on array boundaries (pairing
+        // events within one array), so merging queued arrays would change what it emits.
+        const array = await this.input.pull()
         if (array === undefined) break
-        array = this.input.coalesce(array) // what already waits goes in the same call
         this.counters.received += array.length
         await (this.#timer === undefined ? this.#process(array) : this.#exclusive(() => this.#process(array)))
       }
