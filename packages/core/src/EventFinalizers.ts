@@ -1,9 +1,12 @@
 /**
  * The set of finalizers an event carries: one per batch it belongs to (more than one after a
- * merge). The set is immutable; a merge makes a new one.
+ * merge). The set is immutable once anyone else can see it (a clone shares it, `finalizers` hands
+ * it out); until then, the one handle that owns it grows it in place on a merge, so a `reduce`
+ * folding n events into one pays amortised O(1) per merged reference, not O(n).
  *
  * Invariant: no (batch, event) pair appears twice in a set, so merging a clone back into its
- * original notifies once.
+ * original notifies once. Membership is a linear scan while the set is small and a hashed
+ * lookup once it is not.
  *
  * @module
  */
@@ -26,10 +29,18 @@ export class EventFinalizers implements Iterable<EventFinalizer> {
   /** The set with no finalizer: what events carry when acknowledgements are off. */
   static readonly EMPTY: EventFinalizers = new EventFinalizers([], [])
 
+  /**
+   * @internal Whether exactly one handle holds this set and nobody else has seen it, so a merge
+   * may append to it in place. Cleared (for good) when the set is shared or handed out.
+   */
+  _owned = false
+  /** @internal Slots per batch, built once the set outgrows a linear scan. */
+  #index: Map<BatchNotifier, Set<number>> | undefined = undefined
+
   /** @internal */
   constructor(
-    /** @internal */ readonly _notifiers: readonly BatchNotifier[],
-    /** @internal */ readonly _slots: readonly number[],
+    /** @internal */ readonly _notifiers: BatchNotifier[],
+    /** @internal */ readonly _slots: number[],
   ) {}
 
   /** How many batches the event belongs to. */
@@ -69,9 +80,34 @@ export class EventFinalizers implements Iterable<EventFinalizer> {
 
   /** @internal Whether the set holds this (batch, event) pair. */
   _has(notifier: BatchNotifier, slot: number): boolean {
-    for (let i = 0; i < this._notifiers.length; i++) {
-      if (this._notifiers[i] === notifier && this._slots[i] === slot) return true
+    const n = this._notifiers.length
+    if (n <= LINEAR_LIMIT) {
+      for (let i = 0; i < n; i++) {
+        if (this._notifiers[i] === notifier && this._slots[i] === slot) return true
+      }
+      return false
     }
-    return false
+    if (this.#index === undefined) {
+      const index = new Map<BatchNotifier, Set<number>>()
+      for (let i = 0; i < n; i++) indexAdd(index, this._notifiers[i]!, this._slots[i]!)
+      this.#index = index
+    }
+    return this.#index.get(notifier)?.has(slot) === true
   }
+
+  /** @internal Appends a pair the set does not hold (only while `_owned`). */
+  _push(notifier: BatchNotifier, slot: number): void {
+    this._notifiers.push(notifier)
+    this._slots.push(slot)
+    if (this.#index !== undefined) indexAdd(this.#index, notifier, slot)
+  }
+}
+
+/** Up to this many pairs, a scan is cheaper than keeping an index. */
+const LINEAR_LIMIT = 8
+
+function indexAdd(index: Map<BatchNotifier, Set<number>>, notifier: BatchNotifier, slot: number): void {
+  const slots = index.get(notifier)
+  if (slots === undefined) index.set(notifier, new Set([slot]))
+  else slots.add(slot)
 }

@@ -54,6 +54,7 @@ export class EventMetadata {
   /** The event's finalizers (shared with every copy of the event). Empty when acknowledgements are off. */
   get finalizers(): EventFinalizers {
     const set = asSet(this._live('read the finalizers of'), this._slot)
+    set._owned = false // handed out: whoever holds it may keep it, so it never changes again
     if (set !== EventFinalizers.EMPTY) {
       this._ref = set
       this._slot = SET

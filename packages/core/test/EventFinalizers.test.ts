@@ -130,4 +130,31 @@ describe('merge', () => {
     clone.end('errored')
     expect(receiver.status).toBe('errored')
   })
+
+  it('a set handed out or shared by a clone never changes when its event merges more', () => {
+    const { events } = batch(4)
+    const [a, b, c, d] = events as [LogEvent, LogEvent, LogEvent, LogEvent]
+    a.merge(b)
+    const seen = a.metadata.finalizers
+    a.merge(c)
+    expect(seen.size).toBe(2)
+    expect(a.metadata.finalizers.size).toBe(3)
+    const clone = a.clone()
+    a.merge(d)
+    expect(clone.metadata.finalizers.size).toBe(3)
+    expect(a.metadata.finalizers.size).toBe(4)
+    clone.end()
+    a.end()
+  })
+
+  it('merging thousands of events keeps each pair once, and a duplicate pair still notifies once', () => {
+    const { events, receiver } = batch(3000)
+    const into = events[0]!
+    const copies = events.slice(1, 1500).map((event) => event.clone())
+    for (const event of events.slice(1)) into.merge(event)
+    for (const copy of copies) into.merge(copy) // each pair is already there: given up at once
+    expect(into.metadata.finalizers.size).toBe(3000)
+    into.end('delivered')
+    expect(receiver.status).toBe('delivered')
+  })
 })

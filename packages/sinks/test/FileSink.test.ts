@@ -194,4 +194,48 @@ describe('file', () => {
     expect(lines(path)).toEqual([{ n: 1 }, { n: 3 }])
     expect(topology.metrics().archive).toMatchObject({ rejectedEvents: 1, failures: { UNENCODABLE: 1 } })
   })
+
+  it('in a topology, arrays that queued while a write was syncing go out in one write and one fsync', async () => {
+    const path = join(dir, 'out.ndjson')
+    const proto = (await handlePrototype()) as unknown as { sync: () => Promise<void> }
+    const sync = proto.sync
+    let syncs = 0
+    let openGate = (): void => {}
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve
+    })
+    vi.spyOn(proto, 'sync').mockImplementation(async function (this: unknown) {
+      syncs++
+      await gate // the first write cannot finish before every batch has been sent
+      await sync.call(this)
+    })
+    const sink = file({ path })
+    const write = sink.write.bind(sink)
+    const written: number[] = []
+    sink.write = (events: EventArray) => {
+      written.push(events.length)
+      return write(events)
+    }
+    const receipts: BatchReceipt[] = []
+    const source: Source = {
+      kind: 'test',
+      canAcknowledge: true,
+      async run(context) {
+        for (let n = 0; n < 50; n++) receipts.push(await context.send([{ n }]))
+        openGate()
+      },
+    }
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('archive', ['in'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    expect((await Promise.all(receipts.map((r) => r.status))).every((s) => s === 'delivered')).toBe(true)
+    expect(lines(path)).toEqual(Array.from({ length: 50 }, (_, n) => ({ n })))
+    // One fsync per array the sink was handed, and the 50 batches were handed over in at most two.
+    expect(written.reduce((a, b) => a + b, 0)).toBe(50)
+    expect(written.length).toBeLessThanOrEqual(2)
+    expect(syncs).toBe(written.length)
+  })
 })

@@ -26,6 +26,7 @@ export function retainRef(ref: Ref, slot: number): void {
     return
   }
   const set = ref as EventFinalizers
+  set._owned = false // two handles share it now: a merge into either must copy
   for (let i = 0; i < set._notifiers.length; i++) set._notifiers[i]!._state.retain()
 }
 
@@ -95,21 +96,26 @@ export function asSet(ref: Ref, slot: number): EventFinalizers {
  * and `b`'s count on it is given up at once: `a` still holds it, so that never resolves anything.
  */
 export function mergeRefs(a: Ref, aSlot: number, b: Ref, bSlot: number): EventFinalizers {
-  const into = asSet(a, aSlot)
-  const from = asSet(b, bSlot)
-  const notifiers = [...into._notifiers]
-  const slots = [...into._slots]
-  for (let i = 0; i < from._notifiers.length; i++) {
-    const notifier = from._notifiers[i]!
-    const s = from._slots[i]!
-    if (into._has(notifier, s)) {
-      notifier._state.release(s, -1)
-    } else {
-      notifiers.push(notifier)
-      slots.push(s)
-    }
+  let into: EventFinalizers
+  if (aSlot === SET && (a as EventFinalizers)._owned) {
+    into = a as EventFinalizers // only this handle holds it: grow it in place
+  } else {
+    const seed = asSet(a, aSlot)
+    into = new EventFinalizers([...seed._notifiers], [...seed._slots])
+    into._owned = true
   }
-  return new EventFinalizers(notifiers, slots)
+  if (bSlot !== SET) {
+    mergePair(into, b as BatchNotifier, bSlot)
+  } else {
+    const from = b as EventFinalizers
+    for (let i = 0; i < from._notifiers.length; i++) mergePair(into, from._notifiers[i]!, from._slots[i]!)
+  }
+  return into
+}
+
+function mergePair(into: EventFinalizers, notifier: BatchNotifier, slot: number): void {
+  if (into._has(notifier, slot)) notifier._state.release(slot, -1)
+  else into._push(notifier, slot)
 }
 
 /**

@@ -6,7 +6,7 @@
  * producer. Every array pushed is handed to `pull` or settled (dropped when full, or forced at a
  * stop's deadline); none is lost.
  */
-import type { DeliveryStatus, EndOptions, EventArray } from '@ackline/core'
+import { type DeliveryStatus, type EndOptions, EventArray } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 
@@ -107,6 +107,40 @@ export class MemoryChannel implements EdgeBuffer {
         { once: true },
       )
     })
+  }
+
+  /**
+   * `first` (an array just pulled) and, taken without waiting, the arrays queued behind it while
+   * the total stays within `maxEvents`, as one array: a consumer that fell behind catches up with
+   * one call (one write, one fsync) instead of one per array. Nothing waits for more to arrive,
+   * so no latency is added; each event keeps its own finalizers, so acknowledgements are as if
+   * the arrays had been handed over one by one.
+   */
+  coalesce(first: EventArray): EventArray {
+    const queue = this.#queue
+    let head = this.#head
+    if (head >= queue.length) return first
+    const limit = this.#options.maxEvents
+    let total = first.length
+    if (total + queue[head]!.length > limit) return first
+    const events = first.events.slice()
+    do {
+      const next = queue[head]!
+      if (total + next.length > limit) break
+      const list = next.events
+      for (let i = 0; i < list.length; i++) events.push(list[i]!)
+      total += next.length
+      this.#queued -= next.length
+      queue[head++] = undefined as unknown as EventArray
+    } while (head < queue.length)
+    if (head === queue.length) {
+      this.#queue = []
+      this.#head = 0
+    } else {
+      this.#head = head
+    }
+    this.#admit()
+    return new EventArray(events)
   }
 
   close(): Promise<void> {

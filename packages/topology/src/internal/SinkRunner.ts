@@ -26,6 +26,7 @@ import { RetryableError } from '../RetryableError.js'
 import { RetryPolicy } from '../RetryPolicy.js'
 import type { Sink } from '../Sink.js'
 import type { Counters } from './Counters.js'
+import { MemoryChannel } from './MemoryChannel.js'
 
 const AUTHORITATIVE: EndOptions = { authoritative: true }
 
@@ -83,8 +84,10 @@ export class SinkRunner {
 
   async run(): Promise<void> {
     for (;;) {
-      const array = await this.buffer.pull()
+      let array = await this.buffer.pull()
       if (array === undefined) return
+      // What else already waits in memory goes in the same write (a disk buffer hands out its own).
+      if (this.buffer instanceof MemoryChannel) array = this.buffer.coalesce(array)
       this.counters.received += array.length
       await this.#write(array)
     }

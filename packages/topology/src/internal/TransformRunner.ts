@@ -140,6 +140,14 @@ export class TransformRunner {
   readonly dropped: EndOptions
   /** Input events a transform with `flush` kept for a later call. */
   readonly #held = new Set<LogEvent>()
+  /**
+   * The held set's size after its last sweep for ended events. A call only looks at the events
+   * it touched (emitted ones leave the set at once); events a call ended some other way (merged,
+   * dropped, ended) are swept out at once while the set is small, and when it has doubled since
+   * the last sweep once it is large, so holding n events costs amortised O(1) per event rather
+   * than O(n) per call.
+   */
+  #swept = 0
   #tail: Promise<void> = RESOLVED
   #timer: ReturnType<typeof setInterval> | undefined = undefined
   forced = false
@@ -190,6 +198,8 @@ export class TransformRunner {
     }
     try {
       for (;;) {
+        // Not coalesced, unlike a sink's input: a transform may act on array boundaries (pairing
+        // events within one array), so merging queued arrays would change what it emits.
         const array = await this.input.pull()
         if (array === undefined) break
         this.counters.received += array.length
@@ -221,6 +231,7 @@ export class TransformRunner {
       }
     }
     this.#held.clear()
+    this.#swept = 0
     if (leaked === 0) return
     this.counters.errored += leaked
     this.counters.failed('LEAKED_EVENTS', leaked)
@@ -327,7 +338,13 @@ export class TransformRunner {
     for (const [port, list] of context.ports) context.ports.set(port, check(list))
 
     const held = this.#held
-    for (const event of held) if (event.isEnded || emitted.has(event)) held.delete(event)
+    if (held.size > 0) {
+      for (const event of emitted) held.delete(event)
+      if (held.size <= 64 || held.size >= 2 * this.#swept) {
+        for (const event of held) if (event.isEnded) held.delete(event)
+        this.#swept = held.size
+      }
+    }
     const mayHold = this.transform.flush !== undefined && failure === undefined
     let leaked = 0
     let options: EndOptions | undefined

@@ -1,0 +1,176 @@
+// The topology beside honest peers at the batch sizes real sources produce (1, 10, 100, 1000),
+// side by side in one run (each measurement in a fresh child process, variants round-robin):
+//   generator → remap (sets one field in place) → blackhole, acknowledgements on and off;
+//   the same work on plain records (no event model at all) through a node:stream pipeline, an
+//   rxjs pipeline and an async-generator chain, each moving arrays of BATCH records as the
+//   runtime does.
+// The ratios say what the event model, the acknowledgements and the runtime cost over a bare
+// transport at each batch size. Run: pnpm bench peers
+// (ACKLINE_BENCH_ROUNDS overrides the rounds, ACKLINE_BENCH_BATCHES the sizes, e.g. "1,100").
+
+import { Readable, Transform as StreamTransform, Writable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
+import { fileURLToPath } from 'node:url'
+import type { JsonObject } from '@ackline/core'
+import { blackhole } from '@ackline/sinks'
+import { generator } from '@ackline/sources'
+import { TopologyBuilder } from '@ackline/topology'
+import { remap } from '@ackline/transforms'
+import { from, map } from 'rxjs'
+import { median, roundRobin } from '../../../bench/roundRobin.js'
+
+const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
+const BATCHES = (process.env.ACKLINE_BENCH_BATCHES ?? '1,10,100,1000').split(',').map(Number)
+/** Fewer events at small batches, so every variant runs for a comparable time. */
+const eventsFor = (batch: number): number => (batch === 1 ? 20_000 : batch === 10 ? 60_000 : 200_000)
+
+const record = (index: number): JsonObject => ({ message: 'event', index })
+
+async function topology(acknowledgements: boolean, batch: number): Promise<number> {
+  const events = eventsFor(batch)
+  const hole = blackhole()
+  const built = new TopologyBuilder<string>({ acknowledgements })
+    .source('gen', generator({ count: events, batchSize: batch, record }))
+    .transform(
+      'remap',
+      ['gen'],
+      remap((event) => {
+        event.set('seen', true)
+      }),
+    )
+    .sink('out', ['remap'], hole)
+    .build()
+  await built.start()
+  await built.done
+  if (hole.count !== events) throw new Error(`the blackhole saw ${hole.count} events`)
+  if (acknowledgements && built.metrics().gen!.ackLatencyMs.count !== Math.ceil(events / batch))
+    throw new Error('not every batch resolved')
+  return events
+}
+
+function* batches(events: number, batch: number): Generator<JsonObject[]> {
+  for (let index = 0; index < events; ) {
+    const size = Math.min(batch, events - index)
+    const list = new Array<JsonObject>(size)
+    for (let i = 0; i < size; i++) list[i] = record(index + i)
+    index += size
+    yield list
+  }
+}
+
+const setSeen = (list: JsonObject[]): JsonObject[] => {
+  for (let i = 0; i < list.length; i++) list[i]!.seen = true
+  return list
+}
+
+async function nodeStream(batch: number): Promise<number> {
+  const events = eventsFor(batch)
+  let count = 0
+  await pipeline(
+    Readable.from(batches(events, batch), { objectMode: true, highWaterMark: 1 }),
+    new StreamTransform({
+      objectMode: true,
+      highWaterMark: 1,
+      transform(list: JsonObject[], _encoding, callback) {
+        callback(null, setSeen(list))
+      },
+    }),
+    new Writable({
+      objectMode: true,
+      highWaterMark: 1,
+      write(list: JsonObject[], _encoding, callback) {
+        count += list.length
+        callback()
+      },
+    }),
+  )
+  if (count !== events) throw new Error(`node:stream saw ${count} events`)
+  return count
+}
+
+async function rxjs(batch: number): Promise<number> {
+  const events = eventsFor(batch)
+  let count = 0
+  await new Promise<void>((resolve, reject) => {
+    from(batches(events, batch))
+      .pipe(map(setSeen))
+      .subscribe({
+        next: (list) => {
+          count += list.length
+        },
+        error: reject,
+        complete: resolve,
+      })
+  })
+  if (count !== events) throw new Error(`rxjs saw ${count} events`)
+  return count
+}
+
+async function asyncGenerators(batch: number): Promise<number> {
+  const events = eventsFor(batch)
+  async function* source(): AsyncGenerator<JsonObject[]> {
+    yield* batches(events, batch)
+  }
+  async function* stage(input: AsyncIterable<JsonObject[]>): AsyncGenerator<JsonObject[]> {
+    for await (const list of input) yield setSeen(list)
+  }
+  let count = 0
+  for await (const list of stage(source())) count += list.length
+  if (count !== events) throw new Error(`the generator chain saw ${count} events`)
+  return count
+}
+
+const kinds: Record<string, (batch: number) => Promise<number>> = {
+  'ackline, acks on': (batch) => topology(true, batch),
+  'ackline, acks off': (batch) => topology(false, batch),
+  'node:stream, plain': nodeStream,
+  'rxjs, plain': rxjs,
+  'async generators, plain': asyncGenerators,
+}
+
+/** In a child: three warm-up runs, then the best of three measured runs; prints events/s. */
+async function child(variant: string): Promise<void> {
+  const at = variant.lastIndexOf('@')
+  const run = kinds[variant.slice(0, at)]
+  const batch = Number(variant.slice(at + 1))
+  if (run === undefined || !Number.isInteger(batch)) throw new Error(`no variant '${variant}'`)
+  for (let i = 0; i < 3; i++) await run(batch)
+  let best = 0
+  for (let i = 0; i < 3; i++) {
+    const start = performance.now()
+    const events = await run(batch)
+    best = Math.max(best, events / ((performance.now() - start) / 1000))
+  }
+  console.log(best)
+}
+
+function report(): void {
+  console.log(`ns per event, median of ${ROUNDS} round-robin rounds, one process per measurement\n`)
+  const names = BATCHES.flatMap((batch) => Object.keys(kinds).map((kind) => `${kind}@${batch}`))
+  const rates = roundRobin(fileURLToPath(import.meta.url), names, ROUNDS)
+  const rate = (kind: string, batch: number): number => median(rates.get(`${kind}@${batch}`)!)
+  const header = ['batch', ...Object.keys(kinds)].map((h, i) => (i === 0 ? h.padEnd(6) : h.padStart(24)))
+  console.log(header.join(''))
+  for (const batch of BATCHES) {
+    const cells = Object.keys(kinds).map((kind) => (1e9 / rate(kind, batch)).toFixed(0).padStart(24))
+    console.log(`${String(batch).padEnd(6)}${cells.join('')}`)
+  }
+  console.log('\nratios (throughput of acks on over the peer; higher is better):')
+  console.log(
+    `${'batch'.padEnd(6)}${['/ acks off', '/ node:stream', '/ rxjs', '/ async generators'].map((h) => h.padStart(20)).join('')}`,
+  )
+  for (const batch of BATCHES) {
+    const on = rate('ackline, acks on', batch)
+    const cells = ['ackline, acks off', 'node:stream, plain', 'rxjs, plain', 'async generators, plain'].map(
+      (peer) => (on / rate(peer, batch)).toFixed(2).padStart(20),
+    )
+    console.log(`${String(batch).padEnd(6)}${cells.join('')}`)
+  }
+  console.log(
+    '\ntargets: acks on / off >= 0.85 at batch 1, >= 0.90 at 10+; / node:stream >= 0.3 at 1, >= 0.5 at 100',
+  )
+}
+
+const variant = process.env.ACKLINE_BENCH_VARIANT
+if (variant === undefined) report()
+else await child(variant)
