@@ -8,11 +8,17 @@ import { TcpProxy } from './support/TcpProxy.js'
 const skip = await skipWithoutNats('Resilience.test.ts')
 
 /** A sink that records each `n` it delivered, optionally after a pause. */
-function recordingSink(pauseMs = 0) {
+/**
+ * A sink that records what it delivered. With `holdAfter`, once it delivered that many events
+ * its writes never finish, so its source is sure to hold messages when the test cuts it off
+ * (a sink that takes every queued array in one write could otherwise finish its share first).
+ */
+function recordingSink(pauseMs = 0, holdAfter = Number.POSITIVE_INFINITY) {
   const delivered: number[] = []
   const sink: Sink = {
     kind: 'recording',
     async write(events: EventArray) {
+      if (delivered.length >= holdAfter) await new Promise(() => {})
       if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs))
       for (const event of events) delivered.push(event.get('n') as number)
       return undefined
@@ -102,7 +108,7 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
     }
     // A goes through a proxy so the test can make it vanish without a word to the server.
     const proxy = await TcpProxy.open(NATS_HOST, NATS_PORT)
-    const a = recordingSink(5)
+    const a = recordingSink(5, 40)
     const b = recordingSink(5)
     const sourceA = jetstream({ ...options, servers: proxy.url })
     const sourceB = jetstream({ ...options, servers: NATS_URL })
@@ -114,13 +120,14 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       .source('b', sourceB)
       .sink('out', ['b'], b.sink)
       .build()
+    // A starts alone, so it surely gets (and holds) a share before B competes for the rest.
     await topologyA.start()
-    await topologyB.start()
     try {
       await until(
         'A acked some and holds more',
         () => sourceA.counters.acked >= 40 && sourceA.counters.inFlight > 0,
       )
+      await topologyB.start()
       const heldByA = sourceA.counters.inFlight
       await proxy.close()
       await until(
