@@ -82,8 +82,10 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     expect(c.reconnects).toBe(2)
     // Acks sent on the dying socket of the second cut may be lost: then counted and redelivered.
     expect(c.acked).toBeGreaterThanOrEqual(N)
-    // At least the array in hand at the first cut (batchSize) was abandoned, never acked.
-    expect(c.abandoned).toBeGreaterThanOrEqual(10)
+    // The array in hand at the first cut was delivered after its channel died, so its acks were
+    // abandoned. How many events it holds depends on what the sink had queued (a sink takes every
+    // queued array in one write), so only "some" is certain.
+    expect(c.abandoned).toBeGreaterThan(0)
     // Every duplicate is a redelivery of something a dead channel held.
     expect(duplicates).toBeGreaterThan(0)
     expect(duplicates).toBeLessThanOrEqual(c.redelivered)
