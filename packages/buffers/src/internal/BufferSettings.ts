@@ -11,6 +11,7 @@
  */
 import { Crc32c } from './Crc32c.js'
 import type { FileSystem } from './FileSystem.js'
+import { replaceFile } from './replaceFile.js'
 
 /** What is stored: the settings that decide how records are laid out in segments. */
 export interface StoredSettings {
@@ -65,15 +66,6 @@ export const BufferSettings = {
 
   /** Replaces the file atomically: temp file, fsync, rename, directory fsync. */
   async write(fs: FileSystem, dir: string, settings: StoredSettings): Promise<void> {
-    const temp = `${dir}/${TEMP}`
-    const file = await fs.open(temp, 'truncate')
-    try {
-      await file.writev([BufferSettings.encode(settings)], 0)
-      await file.datasync()
-    } finally {
-      await file.close()
-    }
-    await fs.rename(temp, `${dir}/${FILE}`)
-    await fs.syncDir(dir)
+    await replaceFile(fs, dir, FILE, TEMP, BufferSettings.encode(settings))
   },
 } as const

@@ -11,6 +11,7 @@
  */
 import { Crc32c } from './Crc32c.js'
 import type { FileSystem } from './FileSystem.js'
+import { replaceFile } from './replaceFile.js'
 
 /** What the ledger records. */
 export interface LedgerState {
@@ -84,15 +85,6 @@ export const Ledger = {
 
   /** Replaces the ledger atomically: temp file, fsync, rename, directory fsync. */
   async write(fs: FileSystem, dir: string, state: LedgerState): Promise<void> {
-    const temp = `${dir}/${TEMP}`
-    const file = await fs.open(temp, 'truncate')
-    try {
-      await file.writev([Ledger.encode(state)], 0)
-      await file.datasync()
-    } finally {
-      await file.close()
-    }
-    await fs.rename(temp, `${dir}/${FILE}`)
-    await fs.syncDir(dir)
+    await replaceFile(fs, dir, FILE, TEMP, Ledger.encode(state))
   },
 } as const
