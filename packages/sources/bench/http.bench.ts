@@ -1,0 +1,173 @@
+// The HTTP source beside a bare node:http server doing the same work, alternating rounds:
+//   ackline:   httpServer → blackhole sink, acknowledgements on: each request is decoded (strict
+//              UTF-8, JSON with the depth check), sent as one batch, and answered 200 with its
+//              status once the sink settled it;
+//   node:http: a server that reads the body, JSON.parses it, checks it is an array of objects and
+//              answers 200 with a small JSON body: the floor for the same exchange.
+// One load generator (a child process, so its CPU is not charged to either server's event loop)
+// sends the same requests to each in turn over keep-alive connections, CONCURRENCY at a time.
+// Printed: requests/s for each (medians) and the ratio (target >= 0.9).
+// Run: pnpm bench sources/bench/http   (ACKLINE_BENCH_REQUESTS, ACKLINE_BENCH_EVENTS,
+//      ACKLINE_BENCH_ROUNDS override the sizes)
+import { spawn } from 'node:child_process'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { blackhole } from '@ackline/sinks'
+import { httpServer } from '@ackline/sources'
+import { TopologyBuilder } from '@ackline/topology'
+
+const REQUESTS = Number(process.env.ACKLINE_BENCH_REQUESTS ?? 4000)
+const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 10) // events per request
+const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
+const CONCURRENCY = 16
+
+const body = JSON.stringify(
+  Array.from({ length: EVENTS }, (_, i) => ({
+    timestamp: new Date(1_700_000_000_000 + i).toISOString(),
+    level: 'info',
+    message: `request ${i} served`,
+    http: { method: 'POST', path: '/v1/items', status: 200 },
+  })),
+)
+
+// The load generator: posts `body` REQUESTS times to the port on its stdin line, CONCURRENCY at a
+// time, and prints the elapsed milliseconds (and a count of non-200 answers, which must be 0).
+const generator = `
+const http = require('node:http')
+const body = ${JSON.stringify(body)}
+const agent = new http.Agent({ keepAlive: true, maxSockets: ${CONCURRENCY} })
+let buffered = ''
+process.stdin.on('data', (chunk) => {
+  buffered += chunk
+  let newline
+  while ((newline = buffered.indexOf('\\n')) >= 0) {
+    const port = Number(buffered.slice(0, newline))
+    buffered = buffered.slice(newline + 1)
+    run(port)
+  }
+})
+function post(port) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/', agent,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      res.resume()
+      res.on('end', () => resolve(res.statusCode))
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+async function run(port) {
+  let next = 0, bad = 0
+  const start = performance.now()
+  async function lane() {
+    while (next < ${REQUESTS}) { next++; if ((await post(port)) !== 200) bad++ }
+  }
+  await Promise.all(Array.from({ length: ${CONCURRENCY} }, lane))
+  process.stdout.write(JSON.stringify({ ms: performance.now() - start, bad }) + '\\n')
+}
+`
+const child = spawn(process.execPath, ['-e', generator], { stdio: ['pipe', 'pipe', 'inherit'] })
+const answers: ((line: string) => void)[] = []
+let pending = ''
+child.stdout.setEncoding('utf8')
+child.stdout.on('data', (chunk: string) => {
+  pending += chunk
+  for (let newline = pending.indexOf('\n'); newline >= 0; newline = pending.indexOf('\n')) {
+    answers.shift()?.(pending.slice(0, newline))
+    pending = pending.slice(newline + 1)
+  }
+})
+
+/** Has the generator load `port`; requests/s. */
+async function load(port: number): Promise<number> {
+  const line = await new Promise<string>((resolve) => {
+    answers.push(resolve)
+    child.stdin.write(`${port}\n`)
+  })
+  const { ms, bad } = JSON.parse(line) as { ms: number; bad: number }
+  if (bad !== 0) throw new Error(`${bad} requests were not answered 200`)
+  return REQUESTS / (ms / 1000)
+}
+
+async function ackline(): Promise<number> {
+  const source = httpServer({ address: '127.0.0.1:0' })
+  const topology = new TopologyBuilder<string>({ acknowledgements: true })
+    .source('http', source)
+    .sink('out', ['http'], blackhole())
+    .build()
+  await topology.start()
+  const { port } = await source.listening()
+  try {
+    return await load(port)
+  } finally {
+    await topology.stop()
+  }
+}
+
+function bare(): Promise<Server> {
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.on('end', () => {
+      let status = 200
+      try {
+        const value: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+        if (!Array.isArray(value)) status = 400
+        else for (const v of value) if (typeof v !== 'object' || v === null || Array.isArray(v)) status = 400
+      } catch {
+        status = 400
+      }
+      const answer = JSON.stringify(
+        status === 200 ? { status: 'delivered', events: EVENTS } : { error: 'bad' },
+      )
+      res.writeHead(status, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(answer),
+      })
+      res.end(answer)
+    })
+  })
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)))
+}
+
+async function plain(): Promise<number> {
+  const server = await bare()
+  try {
+    return await load((server.address() as AddressInfo).port)
+  } finally {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  }
+}
+
+const median = (list: number[]): number => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!
+const rates = { ackline: [] as number[], plain: [] as number[] }
+for (let round = 0; round <= ROUNDS; round++) {
+  // Alternate which goes first, so drift in the machine's load hits both alike.
+  let a: number
+  let p: number
+  if (round % 2 === 0) {
+    a = await ackline()
+    p = await plain()
+  } else {
+    p = await plain()
+    a = await ackline()
+  }
+  if (round === 0) continue // warm-up
+  rates.ackline.push(a)
+  rates.plain.push(p)
+}
+child.stdin.end()
+
+const fmt = (rate: number): string => `${Math.round(rate).toLocaleString('en')} requests/s`
+console.log(
+  `${REQUESTS} requests of ${EVENTS} events (${body.length} bytes), ${CONCURRENCY} in flight, keep-alive; medians of ${ROUNDS} alternating rounds\n`,
+)
+console.log(`http source → blackhole (acks on)   ${fmt(median(rates.ackline)).padStart(20)}`)
+console.log(`bare node:http, same parse          ${fmt(median(rates.plain)).padStart(20)}`)
+console.log(
+  `\nratio ackline / node:http (median)  ${(median(rates.ackline) / median(rates.plain)).toFixed(2)}   (target >= 0.9)`,
+)
+const perRound = rates.ackline.map((a, i) => (a / rates.plain[i]!).toFixed(2)).join(', ')
+console.log(`per round: ${perRound}`)
