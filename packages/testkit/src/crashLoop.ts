@@ -68,6 +68,12 @@ export interface CrashLoopOptions {
   readonly killAfter:
     | { readonly min: number; readonly max: number }
     | ((round: number, random: () => number) => number)
+  /**
+   * Runs before each child starts (the last run's too), for input that should arrive per round:
+   * lines appended to a file, messages published. `random` is the loop's seeded generator (the
+   * kill points are drawn before the first round, so using it does not move them).
+   */
+  readonly beforeRound?: (round: number, random: () => number) => void | Promise<void>
   /** The kind of report `killAfter` counts (default `'delivered'`). */
   readonly count?: string
   /** The seed of the kill points (default: drawn from the clock, and printed). */
@@ -142,7 +148,7 @@ export class CrashLoopReport {
     )
   }
 
-  /** One line per run: how it ended, at which report count, and how many keys came again. */
+  /** One line per run: how it ended, at which report count, and (with keys) how many came again. */
   describe(): string[] {
     return this.rounds.map((r) => {
       const n = r.counts[this.count] ?? 0
@@ -152,7 +158,8 @@ export class CrashLoopReport {
           : r.ending === 'stopped'
             ? 'stopped once complete'
             : 'exited on its own'
-      return `round ${r.round}: ${how}; ${n} ${this.count} reported, ${r.repeated} of them again`
+      const again = r.keys[this.count] === undefined ? '' : `, ${r.repeated} of them again`
+      return `round ${r.round}: ${how}; ${n} ${this.count} reported${again}`
     })
   }
 }
@@ -249,6 +256,7 @@ export async function crashLoop(options: CrashLoopOptions): Promise<CrashLoopRep
     if (options.last !== false)
       plans.push({ round: options.rounds, killAfter: undefined, last: options.last ?? {} })
     for (const plan of plans) {
+      await options.beforeRound?.(plan.round, random)
       const run = await runOnce(plan, options, { seed, count, live })
       const keys = run.keys[count] ?? []
       const repeated = keys.filter((key) => seen.has(key)).length
