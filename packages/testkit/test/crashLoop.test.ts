@@ -27,9 +27,13 @@ const alive = (pid: number): boolean => {
 describe('crashLoop', () => {
   it('kills each run at the report count drawn from the seed, restarts it, and reports every round', async () => {
     const logged: string[] = []
+    const started: number[] = []
     const report = await crashLoop({
       ...counter,
       args: (round) => (round === 3 ? ['finite', '4'] : ['forever']),
+      beforeRound: (round) => {
+        started.push(round)
+      },
       rounds: 3,
       killAfter: { min: 3, max: 30 },
       seed: 12345,
@@ -51,6 +55,7 @@ describe('crashLoop', () => {
       expect(alive(r.pid)).toBe(false)
     }
     expect(new Set(report.rounds.map((r) => r.pid)).size).toBe(4)
+    expect(started).toEqual([0, 1, 2, 3])
     // The same seed draws the same kill points.
     const again = await crashLoop({
       ...counter,
