@@ -42,6 +42,7 @@ export {
   type RandomInput,
   type RandomRun,
   type RandomSink,
+  type RandomSinkKind,
   RandomTopology,
   type RandomTopologyOptions,
   type RandomTopologySpec,
