@@ -180,7 +180,7 @@ const builtIn = (t: RandomTransform): Transform => {
   }
 }
 
-const isUserSink = (k: RandomSink): boolean => k.kind !== undefined && k.kind.startsWith('user:')
+const isUserSink = (k: RandomSink): boolean => k.kind?.startsWith('user:') === true
 
 const makeSink = (k: RandomSink, options: RandomTopologyOptions): Sink => {
   if (!isUserSink(k)) return outcomeSink(k.outcomes)
