@@ -30,11 +30,12 @@ describe('the component examples', () => {
     })
   })
 
-  it('testkit sink: a conforming sink passes the suite, one that ends events fails it, and the property holds', async () => {
+  it('testkit sink: a conforming sink passes the suite, one that ends events fails it, and the properties hold (random topologies with the sink in them too)', async () => {
     const result = await testkitExample()
     expect(result.good).toEqual([])
     expect(result.broken).toContain('sink.never-ends-events')
     expect(result.propertyRuns).toBe(30)
+    expect(result.topologiesWithKv).toBeGreaterThan(0)
   })
 
   it('each runs as a script and prints its result', async () => {
