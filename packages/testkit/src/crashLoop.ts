@@ -30,8 +30,9 @@ export interface CrashProgress {
 export interface CrashLastRun {
   /**
    * Whether the pipeline is complete (all input in your sink, a queue drained), checked after each
-   * report and every `pollMs`; once true the child is sent SIGTERM and must exit cleanly. Omit it
-   * when the child finishes its input and exits with code 0 on its own.
+   * report and every `pollMs`; once true the child is sent SIGTERM and must exit cleanly. A child
+   * that exits with code 0 first passes if `until` holds then. Omit it when the child finishes its
+   * input and exits with code 0 on its own.
    */
   readonly until?: (progress: CrashProgress) => boolean | Promise<boolean>
   /** How often `until` is checked between reports, in milliseconds (default 50). */
@@ -311,8 +312,8 @@ function runOnce(
     counts: { ...counts },
     keys: Object.fromEntries(Object.entries(keys).map(([k, v]) => [k, [...v]])),
   })
-  /** running → killing (SIGKILL sent) | stopping (SIGTERM sent); failure set: killed, then rejected. */
-  let phase: 'running' | 'killing' | 'stopping' = 'running'
+  /** running → killing (SIGKILL sent) | stopping (SIGTERM sent) → closed; a failure kills, then rejects. */
+  let phase: 'running' | 'killing' | 'stopping' | 'closed' = 'running'
   let failure: CrashLoopError | undefined
   let reportedAtKill: number | undefined
   let stderrTail = ''
@@ -469,25 +470,41 @@ function runOnce(
     })
     // Whatever the child started dies with it (and lets go of the output pipes 'close' waits for).
     child.once('exit', () => killGroup(child, 'SIGKILL'))
-    // 'close' comes after the exit and after the child's output was read to its end.
-    child.once('close', (code, signal) => {
+    /** Whether `last.until` holds once the child exited on its own (it may have finished first). */
+    const holdsAtExit = async (): Promise<boolean> => {
+      if (last?.until === undefined) return true
+      try {
+        return await last.until(progress())
+      } catch (error) {
+        fail('CALLBACK_FAILED', `last.until threw: ${error instanceof Error ? error.message : String(error)}`)
+        return false
+      }
+    }
+    const closed = async (code: number | null, signal: NodeJS.Signals | null): Promise<void> => {
       const how = signal === null ? `code ${code}` : `signal ${signal}`
+      const before = phase
+      phase = 'closed'
       if (failure !== undefined) finish(failure)
-      else if (phase === 'killing') finish(undefined, 'killed')
-      else if (phase === 'stopping') {
+      else if (before === 'killing') finish(undefined, 'killed')
+      else if (before === 'stopping') {
         if (code === 0 || signal === 'SIGTERM') finish(undefined, 'stopped')
         else fail('CHILD_FAILED', `the last run exited with ${how} after SIGTERM`)
-      } else if (last !== undefined && last.until === undefined && code === 0) finish(undefined, 'exited')
-      else if (last !== undefined && last.until === undefined)
-        fail('CHILD_FAILED', `the last run exited with ${how}`)
+      } else if (last !== undefined && code === 0) {
+        if (await holdsAtExit()) finish(undefined, 'exited')
+        else
+          fail(
+            'CHILD_EXITED',
+            `the last run exited with ${how} before last.until held; it reported ${JSON.stringify(counts)}`,
+          )
+      } else if (last !== undefined) fail('CHILD_FAILED', `the last run exited with ${how}`)
       else
         fail(
           'CHILD_EXITED',
-          killAfter === undefined
-            ? `the last run exited with ${how} before last.until held; it reported ${JSON.stringify(counts)}`
-            : `the child exited with ${how} before its kill point: it reported ${counts[count] ?? 0} '${count}' of ${killAfter}`,
+          `the child exited with ${how} before its kill point: it reported ${counts[count] ?? 0} '${count}' of ${killAfter}`,
         )
       if (!settled && failure !== undefined) finish(failure)
-    })
+    }
+    // 'close' comes after the exit and after the child's output was read to its end.
+    child.once('close', (code, signal) => void closed(code, signal))
   })
 }

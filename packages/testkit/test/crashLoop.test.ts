@@ -2,6 +2,7 @@
 // fails clearly (leaving no child behind) when a child exits early or goes silent. The children
 // here are plain JavaScript speaking the line protocol, so each starts in a blink;
 // crashLoop.mutation.test.ts runs real topologies with CrashReporter.
+import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { CrashLoopError, type CrashLoopOptions, CrashReporter, crashLoop } from '@ackline/testkit'
 import { describe, expect, it } from 'vitest'
@@ -14,11 +15,15 @@ const counter = {
   log: () => {},
 } satisfies Partial<CrashLoopOptions>
 
-/** Whether process `pid` still exists. */
+/** Whether process `pid` still runs (a zombie, killed but not yet reaped, does not). */
 const alive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)
-    return true
+  } catch {
+    return false
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
   } catch {
     return false
   }
@@ -99,6 +104,18 @@ describe('crashLoop', () => {
     expect((error as Error).message).toMatch(/seed 7.*reported 3 'delivered' of 10/s)
   }, 30_000)
 
+  it('fails when the last run exits before `until` holds', async () => {
+    const error = await crashLoop({
+      ...counter,
+      args: ['finite', '3'],
+      rounds: 0,
+      killAfter: { min: 1, max: 1 },
+      last: { until: (p) => (p.counts.delivered ?? 0) >= 100 },
+    }).catch((e: unknown) => e)
+    expect((error as CrashLoopError).code).toBe('CHILD_EXITED')
+    expect((error as Error).message).toContain('before last.until held')
+  })
+
   it('fails when a child reports nothing within the bound, and kills it', async () => {
     const output: string[] = []
     const error = await crashLoop({
@@ -116,6 +133,27 @@ describe('crashLoop', () => {
     // Lines that are not reports reach onOutput.
     expect(output).toContain('some output of the pipeline that is not a report')
   }, 30_000)
+
+  it('kills what the child started along with it', async () => {
+    let grandchild = 0
+    const report = await crashLoop({
+      ...counter,
+      args: ['grandchild'],
+      rounds: 1,
+      killAfter: { min: 5, max: 5 },
+      last: false,
+      onOutput: (line) => {
+        if (line.startsWith('grandchild ')) grandchild = Number(line.slice(11))
+      },
+    })
+    expect(report.rounds[0]!.ending).toBe('killed')
+    expect(grandchild).toBeGreaterThan(0)
+    expect(alive(report.rounds[0]!.pid)).toBe(false)
+    // SIGKILL reached its group; the kernel ends it when it next schedules it (bounded wait).
+    const deadline = Date.now() + 5000
+    while (alive(grandchild) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(alive(grandchild)).toBe(false)
+  })
 
   it('rejects options it cannot run, naming the field', async () => {
     await expect(crashLoop({ rounds: 1, killAfter: { min: 1, max: 2 } })).rejects.toThrow(
