@@ -1,6 +1,6 @@
 // Random topologies: the model and the real run agree, a user's own transforms and sinks mix in
 // (checked by the ledger), and a failing property shrinks to a small topology printed readably.
-import type { LogEvent } from '@ackline/core'
+import type { DeliveryStatus, LogEvent } from '@ackline/core'
 import { Arbitraries, faultySink, RandomTopology, type RandomTopologySpec } from '@ackline/testkit'
 import type { Sink, Transform } from '@ackline/topology'
 import fc from 'fast-check'
@@ -86,7 +86,7 @@ const acksEarly = (): Sink => ({
   kind: 'acks_early',
   async write(events) {
     const statuses = events.events.map(
-      (e) => ((e.get('n') as number) % 2 === 1 ? 'errored' : 'delivered') as const,
+      (e): DeliveryStatus => ((e.get('n') as number) % 2 === 1 ? 'errored' : 'delivered'),
     )
     events.end('delivered')
     return statuses
