@@ -1,10 +1,10 @@
-// Testing a sink you wrote with @ackline/testkit: the conformance suite, then a property over
-// random batches and failure schedules, checked by the delivery ledger. The sink here upserts
+// Testing a sink you wrote with @ackline/testkit: the conformance suite, a property over random
+// batches and failure schedules checked by the delivery ledger, then random topologies around it. The sink here upserts
 // into a key-value store by `id`, so it may see a record twice and still store it once.
 // Run it: npx tsx --conditions=source examples/testkit-sink.ts
 import { pathToFileURL } from 'node:url'
 import type { JsonObject } from '@ackline/core'
-import { Arbitraries, checkSink, DeliveryLedger, faultySink } from '@ackline/testkit'
+import { Arbitraries, checkSink, DeliveryLedger, faultySink, RandomTopology } from '@ackline/testkit'
 import { type Sink, type Source, TopologyBuilder } from '@ackline/topology'
 import fc from 'fast-check'
 
@@ -39,7 +39,12 @@ const listSource = (batches: readonly JsonObject[][]): Source => ({
   },
 })
 
-export async function main(): Promise<{ good: string[]; broken: string[]; propertyRuns: number }> {
+export async function main(): Promise<{
+  good: string[]
+  broken: string[]
+  propertyRuns: number
+  topologiesWithKv: number
+}> {
   // 1. Conformance: every rule a sink must keep (read lets the suite check what was stored).
   const stores = new WeakMap<Sink, Map<string, JsonObject>>()
   const make = (factory: (s: Map<string, JsonObject>) => Sink) => () => {
@@ -79,7 +84,18 @@ export async function main(): Promise<{ good: string[]; broken: string[]; proper
     }),
     { numRuns: 30, seed: 1 },
   )
-  return { good, broken, propertyRuns }
+  // 3. Random topologies (sources, filters, routes, merges, other sinks, faults) with the sink in
+  // them: each runs clean, and every batch is told what the lattice computes from the reports.
+  let topologiesWithKv = 0
+  const sinks = { kv: () => kvSink(new Map()) }
+  await fc.assert(
+    fc.asyncProperty(RandomTopology.arbitrary({ sinks, faults: true }), async (spec) => {
+      if (spec.sinks.some((k) => k.kind === 'user:kv')) topologiesWithKv++
+      await RandomTopology.check(spec, { sinks })
+    }),
+    { numRuns: 30, seed: 1 },
+  )
+  return { good, broken, propertyRuns, topologiesWithKv }
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -1,5 +1,6 @@
-// The examples of a custom source, sink and transform (examples/custom-*.ts): each one's main(),
-// checked for what it claims to show, and each run as the script a reader would run.
+// The examples of a custom source, sink and transform (examples/custom-*.ts) and of the testkit
+// (examples/testkit-*.ts): each one's main(), checked for what it claims to show, and each run as
+// the script a reader would run.
 import { execFile } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
@@ -30,12 +31,31 @@ describe('the component examples', () => {
     })
   })
 
-  it('testkit sink: a conforming sink passes the suite, one that ends events fails it, and the property holds', async () => {
+  it('testkit sink: a conforming sink passes the suite, one that ends events fails it, and the properties hold (random topologies with the sink in them too)', async () => {
     const result = await testkitExample()
     expect(result.good).toEqual([])
     expect(result.broken).toContain('sink.never-ends-events')
     expect(result.propertyRuns).toBe(30)
+    expect(result.topologiesWithKv).toBeGreaterThan(0)
   })
+
+  it('testkit crash: run as a script, SIGKILLs its own pipeline twice at reported deliveries and loses nothing it reported', async () => {
+    // Run as the reader would (it spawns itself as the child); main() is the same code.
+    const stdout = await new Promise<string>((resolve, reject) => {
+      execFile(
+        `${root}node_modules/.bin/tsx`,
+        ['--conditions=source', 'examples/testkit-crash.ts'],
+        { cwd: root, timeout: 120_000 },
+        (error, out, stderr) =>
+          error === null ? resolve(out) : reject(new Error(`testkit-crash: ${stderr}`)),
+      )
+    })
+    const result = JSON.parse(stdout) as { kills: number; reported: number; stored: number; lost: string[] }
+    expect(result.kills).toBe(2)
+    expect(result.reported).toBeGreaterThan(0)
+    expect(result.stored).toBe(300)
+    expect(result.lost).toEqual([])
+  }, 120_000)
 
   it('each runs as a script and prints its result', async () => {
     const runs = ['custom-source', 'custom-sink', 'custom-transform', 'testkit-sink'].map(

@@ -227,7 +227,11 @@ export class DeliveryLedger {
     const ledger = this
     const acknowledges = options.acknowledgements ?? this.#acknowledgements
     const authoritative = options.authoritative ?? false
-    const report = (events: readonly LogEvent[], statuses: readonly DeliveryStatus[]) => {
+    const report = (
+      events: readonly LogEvent[],
+      statuses: readonly DeliveryStatus[],
+      fields: readonly JsonObject[],
+    ) => {
       events.forEach((event, i) => {
         const record = ledger.#recordOf(event)
         record?.fates.push({
@@ -237,7 +241,7 @@ export class DeliveryLedger {
           acknowledges,
           authoritative,
           path: [...(record?.hops ?? [])],
-          fields: { ...event.fields },
+          fields: fields[i],
         })
       })
     }
@@ -245,6 +249,8 @@ export class DeliveryLedger {
       ...sink,
       async write(events) {
         for (const event of events) ledger.#untag(event)
+        // Read before the write: a broken sink may end the events, and an ended handle cannot be read.
+        const fields = events.events.map((event) => ({ ...event.fields }))
         let result: Awaited<ReturnType<Sink['write']>>
         try {
           result = await sink.write(events)
@@ -254,11 +260,12 @@ export class DeliveryLedger {
           report(
             events.events,
             events.events.map(() => classifyError(error)),
+            fields,
           )
           throw error
         }
         ledger.#forget(events.events, id)
-        report(events.events, classifyResult(result, events.length))
+        report(events.events, classifyResult(result, events.length), fields)
         return result
       },
     }

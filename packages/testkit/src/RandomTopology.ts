@@ -1,7 +1,8 @@
 /**
  * Random topologies: a shrinkable description (sources, transforms, sinks, wiring, outcomes), a
  * predictive model of what every batch resolves to, a runner that builds and runs the real
- * topology under a {@link DeliveryLedger}, and a readable printout for counterexamples.
+ * topology under a {@link DeliveryLedger}, a check of the delivery properties, and a readable
+ * printout for counterexamples. The caller's own transforms and sinks mix in by name.
  *
  * Invariant: the description is plain data produced by fast-check combinators, so a failing
  * property shrinks to a small topology; the model reads only the description and the lattice
@@ -43,15 +44,20 @@ export interface RandomTransform {
   readonly maxEvents: number
 }
 
+/** The sinks a random topology is made of: `outcome` reports by `outcomes`; `user:<name>` is one of the caller's own. */
+export type RandomSinkKind = 'outcome' | `user:${string}`
+
 /** One sink of a random topology. */
 export interface RandomSink {
+  /** Which sink (default `'outcome'`, for specs written before user sinks existed). */
+  readonly kind?: RandomSinkKind
   readonly inputs: readonly RandomInput[]
   /** Its `acknowledgements` option (`undefined`: the topology's). */
   readonly acks: boolean | undefined
-  /** What it reports for event `n`: `outcomes[n % outcomes.length]`. */
+  /** What an `outcome` sink reports for event `n`: `outcomes[n % outcomes.length]` (a user sink ignores it). */
   readonly outcomes: readonly DeliveryStatus[]
   readonly maxEvents: number
-  /** Faults injected around it (retried writes do not change the outcome: see the model). */
+  /** Faults injected around it, user sinks included (retried writes do not change the outcome: see the model). */
   readonly faults: FailureSchedule
 }
 
@@ -69,6 +75,12 @@ export interface RandomTopologySpec {
 export interface RandomTopologyOptions {
   /** Your own transforms, by name, mixed in with the built-in kinds (the model then cannot predict; use the ledger). */
   readonly transforms?: Readonly<Record<string, () => Transform>>
+  /**
+   * Your own sinks, by name: each sink of a random topology is an `outcome` sink or one of these
+   * (a fresh one per sink per run, from the factory). The model then cannot predict statuses; the
+   * ledger checks what your sinks reported against the lattice ({@link RandomTopology.check}).
+   */
+  readonly sinks?: Readonly<Record<string, () => Sink>>
   /** Whether sinks get failure schedules (default false). Scheduled errors are retried until they pass. */
   readonly faults?: boolean
   readonly maxTransforms?: number
@@ -168,6 +180,19 @@ const builtIn = (t: RandomTransform): Transform => {
   }
 }
 
+const isUserSink = (k: RandomSink): boolean => k.kind?.startsWith('user:') === true
+
+const makeSink = (k: RandomSink, options: RandomTopologyOptions): Sink => {
+  if (!isUserSink(k)) return outcomeSink(k.outcomes)
+  const name = k.kind!.slice(5)
+  const make = options.sinks?.[name]
+  if (make === undefined)
+    throw new TypeError(
+      `RandomTopology.run: the spec has sink kind 'user:${name}', but options.sinks has no factory '${name}'`,
+    )
+  return make()
+}
+
 const outcomeSink = (outcomes: readonly DeliveryStatus[]): Sink => ({
   kind: 'outcome',
   async write(events) {
@@ -198,6 +223,7 @@ export const RandomTopology = {
   /** Shrinkable random topologies: 1–2 sources, up to 4 transforms, 1–2 sinks, any wiring. */
   arbitrary(options: RandomTopologyOptions = {}): fc.Arbitrary<RandomTopologySpec> {
     const users = Object.keys(options.transforms ?? {}).map((name) => `user:${name}` as const)
+    const userSinks = Object.keys(options.sinks ?? {}).map((name) => `user:${name}` as const)
     const inputs = fc.array(fc.record({ from: fc.nat(20), port: fc.nat(3) }), { minLength: 1, maxLength: 2 })
     const noFaults = fc.constant<FailureSchedule>(NO_FAULTS)
     const faults: fc.Arbitrary<FailureSchedule> =
@@ -229,6 +255,7 @@ export const RandomTopology = {
       ),
       sinks: fc.array(
         fc.record({
+          kind: fc.constantFrom<RandomSinkKind>('outcome', ...userSinks),
           inputs,
           acks: fc.constantFrom(undefined, true, false),
           outcomes: fc.array(
@@ -248,11 +275,12 @@ export const RandomTopology = {
 
   /**
    * What every batch must resolve to, per source in send order, and whether each source
-   * acknowledges; `undefined` when the spec has a user transform (its behaviour is yours: check
-   * the run with its ledger instead).
+   * acknowledges; `undefined` when the spec has a user transform or sink (its behaviour is yours:
+   * check the run with its ledger instead, as {@link RandomTopology.check} does).
    */
   expected(spec: RandomTopologySpec): { statuses: BatchStatus[][]; sourceAcks: boolean[] } | undefined {
     if (spec.transforms.some((t) => t.kind.startsWith('user:'))) return undefined
+    if (spec.sinks.some((k) => isUserSink(k))) return undefined
     const { transformInputs, sinkInputs } = wiring(spec)
     const sinkAcks = spec.sinks.map((k) => k.acks ?? spec.global)
     const upstream = (name: string): string[] => {
@@ -355,7 +383,11 @@ export const RandomTopology = {
     return { statuses, sourceAcks }
   },
 
-  /** Builds `spec` (every component under a ledger), runs it to the end, and returns what happened. */
+  /**
+   * Builds `spec` (every component under a ledger; `user:` kinds from `options.transforms` and
+   * `options.sinks`), runs it to the end, and returns what happened. Throws a `TypeError` when the
+   * spec names a user sink that `options.sinks` lacks.
+   */
   async run(spec: RandomTopologySpec, options: RandomTopologyOptions = {}): Promise<RandomRun> {
     const ledger = new DeliveryLedger({ acknowledgements: spec.global })
     const { transformInputs, sinkInputs } = wiring(spec)
@@ -377,7 +409,7 @@ export const RandomTopology = {
     })
     spec.sinks.forEach((k, i) => {
       const acks = k.acks ?? spec.global
-      const sink = faultySink(outcomeSink(k.outcomes), k.faults)
+      const sink = faultySink(makeSink(k, options), k.faults)
       builder.sink(`k${i}`, sinkInputs[i]!, ledger.sink(`k${i}`, sink, { acknowledgements: acks }), {
         buffer: { maxEvents: k.maxEvents },
         // Scheduled errors are transient: enough attempts, no backoff, so the outcome is the sink's.
@@ -396,11 +428,53 @@ export const RandomTopology = {
   },
 
   /**
+   * Runs `spec` (with your `transforms` and `sinks`) and checks the delivery properties: no
+   * component reported an error (other than the failed attempts the spec's schedule injects), every batch was told what the lattice computes from what the
+   * sinks reported (`expectMatchesModel`), no source heard `delivered` for a record a sink failed
+   * (`expectNoAckWithoutDelivery`), and — for a spec of built-in kinds only — the statuses
+   * {@link RandomTopology.expected} predicts. Throws an `Error` whose message starts with the
+   * topology as {@link RandomTopology.describe} prints it, then what broke; returns the run.
+   *
+   * @example
+   * ```ts
+   * const sinks = { db: () => mySink() }
+   * await fc.assert(fc.asyncProperty(RandomTopology.arbitrary({ sinks }), (spec) => RandomTopology.check(spec, { sinks })))
+   * ```
+   */
+  async check(spec: RandomTopologySpec, options: RandomTopologyOptions = {}): Promise<RandomRun> {
+    const run = await RandomTopology.run(spec, options)
+    const fail = (what: string): never => {
+      throw new Error(`RandomTopology.check failed for\n${RandomTopology.describe(spec)}\n${what}`)
+    }
+    // A failed attempt the spec's failure schedule caused is expected (it is retried until it passes).
+    const errors = run.facts.flatMap((f) =>
+      f.type === 'component_error' && !(f.code === 'WRITE_FAILED' && f.message.includes('scheduled failure'))
+        ? [`${f.component}: ${f.code}: ${f.message}`]
+        : [],
+    )
+    if (errors.length > 0) fail(`component errors:\n  ${errors.join('\n  ')}`)
+    try {
+      await run.ledger.expectMatchesModel()
+      await run.ledger.expectNoAckWithoutDelivery()
+    } catch (error) {
+      fail(error instanceof Error ? error.message : String(error))
+    }
+    const expected = RandomTopology.expected(spec)
+    if (expected !== undefined && JSON.stringify(expected.statuses) !== JSON.stringify(run.statuses))
+      fail(
+        `batch statuses ${JSON.stringify(run.statuses)}, the model predicts ${JSON.stringify(expected.statuses)}`,
+      )
+    return run
+  },
+
+  /**
    * `spec` as a reader would draw it, one component a line, for a counterexample:
    * ```
-   * sources: src0 batches [2, 1]
-   * t0 = filter(n % 3 == 1, drops rejected) ← src0
-   * k0 = sink(outcomes delivered,errored,…; acks on; errors on calls 1) ← t0
+   * acknowledgements: on (topology default)
+   * src0 = source(batches of 2, 1)
+   * t0 = filter(drops n % 3 == 1, as rejected) ← src0
+   * k0 = sink(reports delivered,errored,delivered,delivered,rejected by n % 5; acks on; errors on calls 1) ← t0
+   * k1 = my_db(acks default; no faults) ← src0
    * ```
    */
   describe(spec: RandomTopologySpec): string {
@@ -421,10 +495,13 @@ export const RandomTopology = {
                   : `${t.kind.slice(5)}()`
         return `t${i} = ${what} ← ${transformInputs[i]!.join(', ')}`
       }),
-      ...spec.sinks.map(
-        (k, i) =>
-          `k${i} = sink(reports ${k.outcomes.join(',')} by n % ${k.outcomes.length}; acks ${k.acks === undefined ? 'default' : k.acks ? 'on' : 'off'}; ${describeSchedule(k.faults)}) ← ${sinkInputs[i]!.join(', ')}`,
-      ),
+      ...spec.sinks.map((k, i) => {
+        const settings = `acks ${k.acks === undefined ? 'default' : k.acks ? 'on' : 'off'}; ${describeSchedule(k.faults)}`
+        const what = isUserSink(k)
+          ? `${k.kind!.slice(5)}(${settings})`
+          : `sink(reports ${k.outcomes.join(',')} by n % ${k.outcomes.length}; ${settings})`
+        return `k${i} = ${what} ← ${sinkInputs[i]!.join(', ')}`
+      }),
     ]
     return lines.join('\n')
   },

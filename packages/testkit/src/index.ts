@@ -1,7 +1,7 @@
 /**
  * `@ackline/testkit`: test the delivery semantics of your own topologies and components — a
  * reference model of the acknowledgement lattice, a delivery ledger, conformance suites,
- * fast-check arbitraries and fault injection. See `docs/testing.md`.
+ * fast-check arbitraries, fault injection and crash loops. See `docs/testing.md`.
  *
  * @module
  */
@@ -16,6 +16,16 @@ export {
 } from './BufferConformance.js'
 export { ConformanceError } from './ConformanceError.js'
 export type { ConformanceRule, ConformanceRunner } from './ConformanceRunner.js'
+export { CrashLoopError, type CrashLoopErrorCode } from './CrashLoopError.js'
+export { CRASH_REPORT_PREFIX, CrashReporter, type CrashReportingSinkOptions } from './CrashReporter.js'
+export {
+  type CrashLastRun,
+  type CrashLoopOptions,
+  CrashLoopReport,
+  type CrashProgress,
+  type CrashRound,
+  crashLoop,
+} from './crashLoop.js'
 export {
   type CopyFate,
   DeliveryLedger,
@@ -32,6 +42,7 @@ export {
   type RandomInput,
   type RandomRun,
   type RandomSink,
+  type RandomSinkKind,
   RandomTopology,
   type RandomTopologyOptions,
   type RandomTopologySpec,

@@ -1,9 +1,10 @@
-// The child of the crash test: consumes a queue through a topology into a file sink and prints
-// `acked <n>` each time the source's ack count changes, so the parent decides when to SIGKILL it
-// by what it reported.
+// The child of the crash test: consumes a queue through a topology into a file sink and reports
+// (CrashReporter) how many messages the source acked each time its ack count grows, so the parent
+// decides when to SIGKILL it by what it reported.
 //   node --conditions=source --import tsx consumer.ts <url> <queue> <file>
 import { amqpSource } from '@ackline/amqp'
 import { file } from '@ackline/sinks'
+import { CrashReporter } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 
 const [url, queue, path] = process.argv.slice(2)
@@ -20,12 +21,10 @@ process.once('SIGTERM', () => {
   clearInterval(report)
   void topology.stop()
 })
-let last = -1
+let last = 0
 const report = setInterval(() => {
   const { acked } = source.counters
-  if (acked !== last) {
-    last = acked
-    process.stdout.write(`acked ${acked}\n`)
-  }
+  if (acked > last) CrashReporter.report('acked', acked - last)
+  last = acked
 }, 2)
 await topology.done

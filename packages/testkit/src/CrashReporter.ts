@@ -1,0 +1,116 @@
+/**
+ * The child side of a crash loop ({@link crashLoop}): a pipeline under test tells the parent what
+ * it did — "delivered 5", "acked 3 (ids a, b, c)" — so the parent kills it at points chosen by what
+ * happened, not by a clock.
+ *
+ * Invariant: a report is one line on standard output, written synchronously before the call
+ * returns, so whatever the child reported happened before the parent read it, and a report made
+ * before a SIGKILL is either whole in the pipe or not there at all (the parent ignores a cut line).
+ * Report only what is done: a sink reports after its write resolved, a source after its upstream
+ * was told.
+ *
+ * The line protocol, for a child not written in JavaScript:
+ * `@ackline/testkit:crash <kind> <count>[ <JSON array of keys>]`, where `kind` is a word
+ * (`delivered`, `acked`) and `count` a non-negative integer to add to that kind's total.
+ *
+ * @module
+ */
+import { writeSync } from 'node:fs'
+import type { LogEvent } from '@ackline/core'
+import type { Sink } from '@ackline/topology'
+import { classifyResult } from './internal/classifyResult.js'
+
+/** The marker that starts a report line; anything before it on the line is ignored. */
+export const CRASH_REPORT_PREFIX = '@ackline/testkit:crash '
+
+const KIND = /^[A-Za-z][\w-]*$/
+
+/** Writes `text` to standard output now: a pipe may be non-blocking, so wait out `EAGAIN`. */
+function printNow(text: string): void {
+  const bytes = Buffer.from(text)
+  for (let done = 0; done < bytes.length; ) {
+    try {
+      done += writeSync(1, bytes, done)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') throw error
+    }
+  }
+}
+
+/** Options of {@link CrashReporter.sink}. */
+export interface CrashReportingSinkOptions {
+  /** The kind reported (default `'delivered'`). */
+  readonly kind?: string
+  /** The key of each delivered event, reported with the count so the parent can check it was stored. */
+  readonly key?: (event: LogEvent) => string | number
+}
+
+/**
+ * Reports progress from a child process to the {@link crashLoop} that runs it.
+ *
+ * @example
+ * ```ts
+ * // in the child (your pipeline script):
+ * builder.sink('db', ['in'], CrashReporter.sink(mySink(), { key: (e) => String(e.get('id')) }))
+ * // or by hand, after something became durable:
+ * CrashReporter.delivered(['id-1', 'id-2'])
+ * ```
+ */
+export const CrashReporter = {
+  /**
+   * Reports `what` under `kind`: a count to add, or keys (their number is added, and the parent
+   * keeps them per round). Throws a `TypeError` naming the field for a bad kind, count or key.
+   */
+  report(kind: string, what: number | readonly (string | number)[]): void {
+    if (!KIND.test(kind)) throw new TypeError(`CrashReporter: 'kind' must be a word, got '${kind}'`)
+    if (typeof what === 'number') {
+      if (!Number.isSafeInteger(what) || what < 0)
+        throw new TypeError(
+          `CrashReporter: the count of '${kind}' must be a non-negative integer, got ${what}`,
+        )
+      if (what > 0) printNow(`${CRASH_REPORT_PREFIX}${kind} ${what}\n`)
+      return
+    }
+    const keys = what.map((key) => {
+      if (typeof key !== 'string' && typeof key !== 'number')
+        throw new TypeError(
+          `CrashReporter: a key of '${kind}' must be a string or a number, got ${typeof key}`,
+        )
+      return String(key)
+    })
+    if (keys.length > 0) printNow(`${CRASH_REPORT_PREFIX}${kind} ${keys.length} ${JSON.stringify(keys)}\n`)
+  },
+
+  /** `report('delivered', what)`. */
+  delivered(what: number | readonly (string | number)[]): void {
+    CrashReporter.report('delivered', what)
+  },
+
+  /**
+   * Wraps `sink` so that, after each write resolved, it reports the events the write reported
+   * `delivered` (their keys with `options.key`). What it reports is the sink's claim; a crash loop
+   * then checks that the claim survives a SIGKILL. The wrapper changes nothing else: every call,
+   * result and error passes through.
+   */
+  sink(sink: Sink, options: CrashReportingSinkOptions = {}): Sink {
+    const kind = options.kind ?? 'delivered'
+    if (!KIND.test(kind)) throw new TypeError(`CrashReporter.sink: 'kind' must be a word, got '${kind}'`)
+    const key = options.key
+    const wrapped: Sink = {
+      kind: sink.kind,
+      async write(events) {
+        const result = await sink.write(events)
+        const statuses = classifyResult(result, events.length)
+        const delivered = events.events.filter((_, i) => statuses[i] === 'delivered')
+        CrashReporter.report(kind, key === undefined ? delivered.length : delivered.map(key))
+        return result
+      },
+    }
+    return {
+      ...wrapped,
+      ...(sink.validate === undefined ? {} : { validate: () => sink.validate!() }),
+      ...(sink.start === undefined ? {} : { start: () => sink.start!() }),
+      ...(sink.stop === undefined ? {} : { stop: () => sink.stop!() }),
+    }
+  },
+} as const

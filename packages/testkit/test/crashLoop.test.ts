@@ -1,0 +1,180 @@
+// crashLoop: kills each child at the report count it drew, restarts it, reports every round, and
+// fails clearly (leaving no child behind) when a child exits early or goes silent. The children
+// here are plain JavaScript speaking the line protocol, so each starts in a blink;
+// crashLoop.mutation.test.ts runs real topologies with CrashReporter.
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { CrashLoopError, type CrashLoopOptions, CrashReporter, crashLoop } from '@ackline/testkit'
+import { describe, expect, it } from 'vitest'
+
+const root = fileURLToPath(new URL('../../..', import.meta.url))
+const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url))
+const counter = {
+  script: fixture('counterChild.mjs'),
+  cwd: root,
+  log: () => {},
+} satisfies Partial<CrashLoopOptions>
+
+/** Whether process `pid` still runs (a zombie, killed but not yet reaped, does not). */
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+  } catch {
+    return false
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return false
+  }
+}
+
+describe('crashLoop', () => {
+  it('kills each run at the report count drawn from the seed, restarts it, and reports every round', async () => {
+    const logged: string[] = []
+    const started: number[] = []
+    const report = await crashLoop({
+      ...counter,
+      args: (round) => (round === 3 ? ['finite', '4'] : ['forever']),
+      beforeRound: (round) => {
+        started.push(round)
+      },
+      rounds: 3,
+      killAfter: { min: 3, max: 30 },
+      seed: 12345,
+      log: (line) => logged.push(line),
+    })
+    expect(report.seed).toBe(12345)
+    expect(logged[0]).toContain('seed 12345')
+    expect(report.rounds.map((r) => r.ending)).toEqual(['killed', 'killed', 'killed', 'exited'])
+    const killed = report.rounds.slice(0, 3)
+    for (const r of killed) {
+      // The child reports one at a time, so the kill was sent exactly at the drawn count…
+      expect(r.killAfter).toBeGreaterThanOrEqual(3)
+      expect(r.killAfter).toBeLessThanOrEqual(30)
+      expect(r.reportedAtKill).toBe(r.killAfter)
+      // …and what it reported before dying (never less) came from this run: a fresh process.
+      expect(r.counts.delivered).toBeGreaterThanOrEqual(r.killAfter!)
+      expect(r.keys.delivered!.every((k) => k.startsWith(`${r.round}-`))).toBe(true)
+      expect(r.checked).toBe(true)
+      expect(alive(r.pid)).toBe(false)
+    }
+    expect(new Set(report.rounds.map((r) => r.pid)).size).toBe(4)
+    expect(started).toEqual([0, 1, 2, 3])
+    // The same seed draws the same kill points.
+    const again = await crashLoop({
+      ...counter,
+      args: ['forever'],
+      rounds: 3,
+      killAfter: { min: 3, max: 30 },
+      seed: 12345,
+      last: false,
+    })
+    expect(again.rounds.map((r) => r.killAfter)).toEqual(killed.map((r) => r.killAfter))
+    // The last run finished its input: 4 keys of round 3, and an `acked` report of another kind.
+    expect(report.rounds[3]!.keys.delivered).toEqual(['3-0', '3-1', '3-2', '3-3'])
+    expect(report.rounds[3]!.counts.acked).toBe(1)
+    expect(report.keys().size).toBe(killed.reduce((n, r) => n + r.counts.delivered!, 4))
+    expect(report.describe()[0]).toMatch(/^round 0: killed at \d+ delivered \(kill point \d+\)/)
+  }, 30_000)
+
+  it('stops the last run with SIGTERM once `until` holds', async () => {
+    const report = await crashLoop({
+      ...counter,
+      args: ['forever'],
+      rounds: 1,
+      killAfter: () => 2,
+      last: { until: (p) => (p.counts.delivered ?? 0) >= 10 },
+    })
+    expect(report.rounds.map((r) => r.ending)).toEqual(['killed', 'stopped'])
+    expect(report.rounds[1]!.counts.delivered).toBeGreaterThanOrEqual(10)
+  }, 30_000)
+
+  it('fails clearly when a child exits before its kill point, naming the round, the count and the seed', async () => {
+    const error = await crashLoop({
+      ...counter,
+      args: ['exit-after', '3'],
+      rounds: 2,
+      killAfter: { min: 10, max: 10 },
+      seed: 7,
+    }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(CrashLoopError)
+    expect((error as CrashLoopError).code).toBe('CHILD_EXITED')
+    expect((error as CrashLoopError).round).toBe(0)
+    expect((error as Error).message).toMatch(/seed 7.*reported 3 'delivered' of 10/s)
+  }, 30_000)
+
+  it('fails when the last run exits before `until` holds', async () => {
+    const error = await crashLoop({
+      ...counter,
+      args: ['finite', '3'],
+      rounds: 0,
+      killAfter: { min: 1, max: 1 },
+      last: { until: (p) => (p.counts.delivered ?? 0) >= 100 },
+    }).catch((e: unknown) => e)
+    expect((error as CrashLoopError).code).toBe('CHILD_EXITED')
+    expect((error as Error).message).toContain('before last.until held')
+  })
+
+  it('fails when a child reports nothing within the bound, and kills it', async () => {
+    const output: string[] = []
+    const error = await crashLoop({
+      ...counter,
+      args: ['silent'],
+      rounds: 1,
+      killAfter: { min: 1, max: 1 },
+      stallMs: 1500,
+      onOutput: (line) => output.push(line),
+    }).catch((e: unknown) => e)
+    expect((error as CrashLoopError).code).toBe('NO_PROGRESS')
+    expect((error as Error).message).toContain('then nothing for 1500 ms')
+    expect((error as CrashLoopError).pid).toBeGreaterThan(0)
+    expect(alive((error as CrashLoopError).pid!)).toBe(false)
+    // Lines that are not reports reach onOutput.
+    expect(output).toContain('some output of the pipeline that is not a report')
+  }, 30_000)
+
+  it('kills what the child started along with it', async () => {
+    let grandchild = 0
+    const report = await crashLoop({
+      ...counter,
+      args: ['grandchild'],
+      rounds: 1,
+      killAfter: { min: 5, max: 5 },
+      last: false,
+      onOutput: (line) => {
+        if (line.startsWith('grandchild ')) grandchild = Number(line.slice(11))
+      },
+    })
+    expect(report.rounds[0]!.ending).toBe('killed')
+    expect(grandchild).toBeGreaterThan(0)
+    expect(alive(report.rounds[0]!.pid)).toBe(false)
+    // SIGKILL reached its group; the kernel ends it when it next schedules it (bounded wait).
+    const deadline = Date.now() + 5000
+    while (alive(grandchild) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(alive(grandchild)).toBe(false)
+  })
+
+  it('rejects options it cannot run, naming the field', async () => {
+    await expect(crashLoop({ rounds: 1, killAfter: { min: 1, max: 2 } })).rejects.toThrow(
+      /'script' and 'command'/,
+    )
+    await expect(crashLoop({ ...counter, rounds: 1, killAfter: { min: 0, max: 2 } })).rejects.toThrow(
+      /'killAfter'/,
+    )
+    await expect(crashLoop({ ...counter, rounds: -1, killAfter: { min: 1, max: 2 } })).rejects.toThrow(
+      /'rounds'/,
+    )
+  })
+})
+
+describe('CrashReporter', () => {
+  it('refuses a kind, count or key the protocol cannot carry, naming the field', () => {
+    expect(() => CrashReporter.report('two words', 1)).toThrow(/'kind' must be a word/)
+    expect(() => CrashReporter.report('delivered', -1)).toThrow(/count of 'delivered'/)
+    expect(() => CrashReporter.delivered([{} as unknown as string])).toThrow(/a key of 'delivered'/)
+    expect(() => CrashReporter.sink({ kind: 'x', write: async () => undefined }, { kind: '' })).toThrow(
+      /'kind'/,
+    )
+  })
+})
