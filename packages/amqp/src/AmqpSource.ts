@@ -21,7 +21,7 @@
  * @module
  */
 import { createHash } from 'node:crypto'
-import type { BatchStatus, JsonObject, JsonValue, RecordOutcome } from '@ackline/core'
+import type { JsonObject, JsonValue, RecordOutcome } from '@ackline/core'
 import { RecordOutcomes } from '@ackline/core'
 import {
   type BatchReceipt,
@@ -290,17 +290,15 @@ class AmqpConsumer implements AmqpSource {
 
     const settle = async (delivery: Delivery, outcome: RecordOutcome): Promise<void> => {
       if (delivery.abandoned) return
-      // A record a transform dropped is finished for good, like a delivered one.
-      const status: BatchStatus = outcome === 'dropped' ? 'delivered' : outcome
       const { message, generation } = delivery
-      const attempt = this.#attempt(message, status)
-      let action = brokerAction(status, attempt, generation.live, policy)
+      const attempt = this.#attempt(message, outcome)
+      let action = brokerAction(outcome, attempt, generation.live, policy)
       if (action.kind === 'requeue' && action.delayMs > 0 && !signal.aborted) {
         // Held, not requeued at once, so a failing sink does not turn the queue into a hot loop;
         // the message keeps its prefetch slot meanwhile, which slows the consumer down too.
         await sleepFor(action.delayMs)
         if (delivery.abandoned) return
-        action = brokerAction(status, attempt, generation.live, policy)
+        action = brokerAction(outcome, attempt, generation.live, policy)
       }
       held.get(generation)?.delete(delivery)
       counters.inFlight--
@@ -475,7 +473,7 @@ class AmqpConsumer implements AmqpSource {
   }
 
   /** This delivery's number, 1 for the first: the quorum queue's count, else what this process saw. */
-  #attempt(message: ConsumeMessage, status: BatchStatus): number {
+  #attempt(message: ConsumeMessage, status: RecordOutcome): number {
     const count = deliveryCount(message)
     if (count !== undefined) return count + 1
     if (status !== 'errored' && !message.fields.redelivered) return 1
