@@ -80,10 +80,11 @@ export const AmqpSourceOptions = defineOptions({
       "A payload that is not valid JSON: 'raw' passes it as the string field `message`; 'reject' dead-letters it.",
     ),
   metadataField: z
-    .string()
-    .min(1)
+    .union([z.string().min(1), z.literal(false)])
     .default('_amqp')
-    .describe('The field that holds the broker metadata (exchange, routing key, redelivered, …).'),
+    .describe(
+      'The field that holds the broker metadata (exchange, routing key, redelivered, …); false: none.',
+    ),
   reconnectInitialDelayMs: z
     .number()
     .min(0)
@@ -454,6 +455,7 @@ class AmqpConsumer implements AmqpSource {
       this.#counters.invalidJson++
       fields = { message: text }
     }
+    if (o.metadataField === false) return fields
     const { fields: f, properties } = message
     const metadata: JsonObject = {
       exchange: f.exchange,
