@@ -46,7 +46,7 @@ export interface TcpProxy {
   close(): Promise<void>
 }
 
-class Proxy implements TcpProxy {
+class RunningProxy implements TcpProxy {
   readonly host = '127.0.0.1'
   connections = 0
   cuts = 0
@@ -128,7 +128,7 @@ class Proxy implements TcpProxy {
  * ```
  */
 export async function tcpProxy(options: TcpProxyOptions): Promise<TcpProxy> {
-  let proxy: Proxy | undefined
+  let proxy: RunningProxy | undefined
   const server = createServer((client) => {
     // The listener only runs after `listen` resolved, by which time `proxy` is set.
     if (proxy === undefined) client.destroy()
@@ -146,6 +146,6 @@ export async function tcpProxy(options: TcpProxyOptions): Promise<TcpProxy> {
     server.close()
     throw new Error('tcpProxy: the listener has no TCP port')
   }
-  proxy = new Proxy(server, address.port)
+  proxy = new RunningProxy(server, address.port)
   return proxy
 }
