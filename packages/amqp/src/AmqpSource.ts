@@ -34,7 +34,7 @@ import {
 } from '@ackline/topology'
 import type { Channel, ConsumeMessage } from 'amqplib'
 import { z } from 'zod'
-import { brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
+import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
 import { Connection, type Generation } from './internal/Connection.js'
 import { headersToJson } from './internal/headersToJson.js'
 
@@ -289,18 +289,28 @@ class AmqpConsumer implements AmqpSource {
         sleepers.add(done)
       })
 
-    const settle = async (delivery: Delivery, outcome: RecordOutcome): Promise<void> => {
-      if (delivery.abandoned) return
-      const { message, generation } = delivery
-      const attempt = this.#attempt(message, outcome)
-      let action = brokerAction(outcome, attempt, generation.live, policy)
+    /**
+     * Tells the broker what became of a delivery: at once (no promise, the common path), or after
+     * the back-off of an errored one, when the returned promise resolves.
+     */
+    const settle = (delivery: Delivery, outcome: RecordOutcome): Promise<void> | undefined => {
+      if (delivery.abandoned) return undefined
+      const attempt = this.#attempt(delivery.message, outcome)
+      const action = brokerAction(outcome, attempt, delivery.generation.live, policy)
       if (action.kind === 'requeue' && action.delayMs > 0 && !signal.aborted) {
         // Held, not requeued at once, so a failing sink does not turn the queue into a hot loop;
         // the message keeps its prefetch slot meanwhile, which slows the consumer down too.
-        await sleepFor(action.delayMs)
-        if (delivery.abandoned) return
-        action = brokerAction(outcome, attempt, generation.live, policy)
+        return sleepFor(action.delayMs).then(() => {
+          if (delivery.abandoned) return
+          apply(delivery, brokerAction(outcome, attempt, delivery.generation.live, policy), attempt)
+        })
       }
+      apply(delivery, action, attempt)
+      return undefined
+    }
+
+    const apply = (delivery: Delivery, action: BrokerAction, attempt: number): void => {
+      const { message, generation } = delivery
       held.get(generation)?.delete(delivery)
       counters.inFlight--
       try {
@@ -324,7 +334,7 @@ class AmqpConsumer implements AmqpSource {
             counters.abandoned++
             return
           default:
-            return assertNever(action)
+            assertNever(action)
         }
       } catch {
         // amqplib throws on a channel it already knows closed, before our 'close' listener ran:
@@ -356,10 +366,13 @@ class AmqpConsumer implements AmqpSource {
       void outcomesOf(receipt, batch.length).then((outcomes) => {
         for (let i = 0; i < batch.length; i++) {
           const delivery = batch[i]!
-          settle(delivery, outcomes.get(i)).then(
-            () => finish(delivery),
-            () => finish(delivery),
-          )
+          const later = settle(delivery, outcomes.get(i))
+          if (later === undefined) finish(delivery)
+          else
+            later.then(
+              () => finish(delivery),
+              () => finish(delivery),
+            )
         }
       })
     }

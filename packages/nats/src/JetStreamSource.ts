@@ -456,9 +456,10 @@ class JetStreamPullSource implements JetStreamSource {
               this.#backoff(o),
               describe(outcome, r),
             )
-            applied.push(this.#apply(msg, action, o))
+            const confirming = this.#apply(msg, action, o)
+            if (confirming !== undefined) applied.push(confirming)
           }
-          await Promise.all(applied)
+          if (applied.length > 0) await Promise.all(applied)
         },
         (error: unknown) => {
           // Not accepted (the topology stopped first): give them back at once for another instance.
@@ -479,13 +480,20 @@ class JetStreamPullSource implements JetStreamSource {
     return settled
   }
 
-  async #apply(msg: JsMsg, action: JetStreamAction, o: Resolved): Promise<void> {
+  /** Tells the server; a promise only for an awaited `ackAck` (`doubleAck`), else done at once. */
+  #apply(msg: JsMsg, action: JetStreamAction, o: Resolved): Promise<void> | undefined {
     switch (action.kind) {
       case 'ack':
         if (o.doubleAck) {
-          const confirmed = await msg.ackAck().catch(() => false)
-          if (confirmed) this.#count.acked++
-          else this.#count.ackUnconfirmed++
+          return msg.ackAck().then(
+            (confirmed) => {
+              if (confirmed) this.#count.acked++
+              else this.#count.ackUnconfirmed++
+            },
+            () => {
+              this.#count.ackUnconfirmed++
+            },
+          )
         } else {
           msg.ack()
           this.#count.acked++
