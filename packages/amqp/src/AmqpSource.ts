@@ -7,8 +7,9 @@
  *   generation it was delivered on; an `errored` one is held for a back-off then requeued (at most
  *   `maxAttempts` deliveries in all, then dead-lettered); a `rejected` one is nacked without
  *   requeue so the queue's dead-letter exchange gets it. See `internal/ackMapping.ts`.
- * - Each message is its own batch (one batch notifier per message) even when several travel in
- *   one event array, so one message's outcome never decides another's.
+ * - Messages that have already arrived travel together, up to `batchSize`, as one batch sent with
+ *   per-record outcomes: each message is settled by its own record's outcome, so one message's
+ *   outcome never decides another's. The loop never waits to fill a batch.
  * - After a connection or channel loss, the deliveries of the dead generation are never acked on
  *   the new one: they are counted `abandoned` at once (the broker requeues them itself) and
  *   whatever their sinks report later is ignored; the source reconnects with back-off.
@@ -20,9 +21,10 @@
  * @module
  */
 import { createHash } from 'node:crypto'
-import type { BatchStatus, BatchStatusReceiver, JsonObject, JsonValue } from '@ackline/core'
-import { BatchNotifier, EventArray, LogEvent } from '@ackline/core'
+import type { JsonObject, JsonValue, RecordOutcome } from '@ackline/core'
+import { RecordOutcomes } from '@ackline/core'
 import {
+  type BatchReceipt,
   type ConfigIssue,
   codeOption,
   defineOptions,
@@ -32,7 +34,7 @@ import {
 } from '@ackline/topology'
 import type { Channel, ConsumeMessage } from 'amqplib'
 import { z } from 'zod'
-import { brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
+import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
 import { Connection, type Generation } from './internal/Connection.js'
 import { headersToJson } from './internal/headersToJson.js'
 
@@ -58,7 +60,7 @@ export const AmqpSourceOptions = defineOptions({
     .min(1)
     .optional()
     .describe(
-      'At most this many waiting messages travel in one event array (each stays its own batch); default: prefetch.',
+      'At most this many messages that already arrived travel in one batch (each settled by its own outcome); default: prefetch.',
     ),
   maxAttempts: z
     .int()
@@ -78,10 +80,11 @@ export const AmqpSourceOptions = defineOptions({
       "A payload that is not valid JSON: 'raw' passes it as the string field `message`; 'reject' dead-letters it.",
     ),
   metadataField: z
-    .string()
-    .min(1)
+    .union([z.string().min(1), z.literal(false)])
     .default('_amqp')
-    .describe('The field that holds the broker metadata (exchange, routing key, redelivered, …).'),
+    .describe(
+      'The field that holds the broker metadata (exchange, routing key, redelivered, …); false: none.',
+    ),
   reconnectInitialDelayMs: z
     .number()
     .min(0)
@@ -137,8 +140,24 @@ interface Delivery {
   readonly generation: Generation<Channel>
   /** Set when its generation died: nothing is told to the broker any more. */
   abandoned: boolean
-  /** Resolves once the delivery is settled with the broker or abandoned. */
-  done: () => void
+  /** Set once the delivery is settled with the broker or abandoned (see `finish`). */
+  finished: boolean
+  /** The batch it was sent in, told when the delivery is finished. */
+  batch: SentBatch | undefined
+}
+
+/** A batch handed downstream: done once each of its deliveries is settled or abandoned. */
+interface SentBatch {
+  left: number
+  readonly resolve: () => void
+}
+
+/** Marks a delivery finished (once) and resolves its batch after its last delivery. */
+function finish(delivery: Delivery): void {
+  if (delivery.finished) return
+  delivery.finished = true
+  const batch = delivery.batch
+  if (batch !== undefined && --batch.left === 0) batch.resolve()
 }
 
 /** Counts errored attempts of messages whose queue does not (classic queues have no delivery count). */
@@ -226,7 +245,7 @@ class AmqpConsumer implements AmqpSource {
               channel.nack(message, false, true)
               return
             }
-            pending.push({ message, generation, abandoned: false, done: noop })
+            pending.push({ message, generation, abandoned: false, finished: false, batch: undefined })
             wake?.()
           },
           { noAck: false },
@@ -242,7 +261,7 @@ class AmqpConsumer implements AmqpSource {
           delivery.abandoned = true
           counters.abandoned++
           counters.inFlight--
-          delivery.done()
+          finish(delivery)
         }
       },
     })
@@ -270,18 +289,28 @@ class AmqpConsumer implements AmqpSource {
         sleepers.add(done)
       })
 
-    const settle = async (delivery: Delivery, status: BatchStatus): Promise<void> => {
-      if (delivery.abandoned) return
-      const { message, generation } = delivery
-      const attempt = this.#attempt(message, status)
-      let action = brokerAction(status, attempt, generation.live, policy)
+    /**
+     * Tells the broker what became of a delivery: at once (no promise, the common path), or after
+     * the back-off of an errored one, when the returned promise resolves.
+     */
+    const settle = (delivery: Delivery, outcome: RecordOutcome): Promise<void> | undefined => {
+      if (delivery.abandoned) return undefined
+      const attempt = this.#attempt(delivery.message, outcome)
+      const action = brokerAction(outcome, attempt, delivery.generation.live, policy)
       if (action.kind === 'requeue' && action.delayMs > 0 && !signal.aborted) {
         // Held, not requeued at once, so a failing sink does not turn the queue into a hot loop;
         // the message keeps its prefetch slot meanwhile, which slows the consumer down too.
-        await sleepFor(action.delayMs)
-        if (delivery.abandoned) return
-        action = brokerAction(status, attempt, generation.live, policy)
+        return sleepFor(action.delayMs).then(() => {
+          if (delivery.abandoned) return
+          apply(delivery, brokerAction(outcome, attempt, delivery.generation.live, policy), attempt)
+        })
       }
+      apply(delivery, action, attempt)
+      return undefined
+    }
+
+    const apply = (delivery: Delivery, action: BrokerAction, attempt: number): void => {
+      const { message, generation } = delivery
       held.get(generation)?.delete(delivery)
       counters.inFlight--
       try {
@@ -305,7 +334,7 @@ class AmqpConsumer implements AmqpSource {
             counters.abandoned++
             return
           default:
-            return assertNever(action)
+            assertNever(action)
         }
       } catch {
         // amqplib throws on a channel it already knows closed, before our 'close' listener ran:
@@ -321,14 +350,31 @@ class AmqpConsumer implements AmqpSource {
       counters.inFlight++
     }
 
-    const track = (delivery: Delivery, receiver: PromiseLike<BatchStatus>): void => {
-      hold(delivery)
+    /** Settles each delivery of a sent batch by its record's outcome, once the batch resolved. */
+    const track = (batch: readonly Delivery[], receipt: BatchReceipt): void => {
       const finished = new Promise<void>((resolve) => {
-        delivery.done = resolve
-        receiver.then((status) => settle(delivery, status)).then(resolve, resolve)
+        const sent: SentBatch = { left: batch.length, resolve }
+        for (const delivery of batch) {
+          delivery.batch = sent
+          // Abandoned while the batch waited for room downstream: it is already done.
+          if (delivery.finished) sent.left--
+        }
+        if (sent.left === 0) resolve()
       })
       settling.add(finished)
       void finished.then(() => settling.delete(finished))
+      void outcomesOf(receipt, batch.length).then((outcomes) => {
+        for (let i = 0; i < batch.length; i++) {
+          const delivery = batch[i]!
+          const later = settle(delivery, outcomes.get(i))
+          if (later === undefined) finish(delivery)
+          else
+            later.then(
+              () => finish(delivery),
+              () => finish(delivery),
+            )
+        }
+      })
     }
 
     try {
@@ -345,10 +391,10 @@ class AmqpConsumer implements AmqpSource {
           wake = undefined
           continue
         }
+        // What has arrived so far, never waiting for more: a batch is as large as the backlog.
         const taken = pending.splice(0, batchSize)
-        const events: LogEvent[] = []
-        const receivers: [Delivery, PromiseLike<BatchStatus>][] = []
-        const ingestTimestamp = Date.now()
+        const batch: Delivery[] = []
+        const records: JsonObject[] = []
         for (const delivery of taken) {
           if (!delivery.generation.live) {
             counters.abandoned++
@@ -361,26 +407,35 @@ class AmqpConsumer implements AmqpSource {
             await settle(delivery, 'rejected')
             continue
           }
-          const event = new LogEvent(fields, { sourceId: context.id, ingestTimestamp })
-          if (context.acknowledgements) {
-            const { notifier, receiver } = BatchNotifier.create({ sourceId: context.id })
-            notifier.attach(event)
-            notifier.release()
-            receivers.push([delivery, receiver as BatchStatusReceiver])
-          } else {
-            receivers.push([delivery, ACCEPTED])
+          hold(delivery)
+          batch.push(delivery)
+          records.push(fields)
+        }
+        if (batch.length === 0) continue
+        let receipt: BatchReceipt
+        try {
+          receipt = await context.send(records, { outcomes: true })
+        } catch (error) {
+          // Not accepted (the topology is stopping): nobody downstream has them; back to the queue.
+          for (const delivery of batch) {
+            if (delivery.finished) continue
+            held.get(delivery.generation)?.delete(delivery)
+            counters.inFlight--
+            finish(delivery)
+            if (!delivery.generation.live) {
+              counters.abandoned++
+              continue
+            }
+            try {
+              delivery.generation.channel.nack(delivery.message, false, true)
+              counters.nacked++
+            } catch {
+              counters.abandoned++
+            }
           }
-          events.push(event)
+          throw error
         }
-        if (events.length === 0) continue
-        if (!context.acknowledgements) {
-          // Nothing downstream acknowledges: a message is acked once its array was accepted.
-          await context.sendEvents(EventArray.from(events))
-          for (const [delivery, receiver] of receivers) track(delivery, receiver)
-        } else {
-          for (const [delivery, receiver] of receivers) track(delivery, receiver)
-          await context.sendEvents(EventArray.from(events))
-        }
+        track(batch, receipt)
       }
     } finally {
       stopping = true
@@ -413,6 +468,7 @@ class AmqpConsumer implements AmqpSource {
       this.#counters.invalidJson++
       fields = { message: text }
     }
+    if (o.metadataField === false) return fields
     const { fields: f, properties } = message
     const metadata: JsonObject = {
       exchange: f.exchange,
@@ -432,7 +488,7 @@ class AmqpConsumer implements AmqpSource {
   }
 
   /** This delivery's number, 1 for the first: the quorum queue's count, else what this process saw. */
-  #attempt(message: ConsumeMessage, status: BatchStatus): number {
+  #attempt(message: ConsumeMessage, status: RecordOutcome): number {
     const count = deliveryCount(message)
     if (count !== undefined) return count + 1
     if (status !== 'errored' && !message.fields.redelivered) return 1
@@ -456,9 +512,14 @@ class AmqpConsumer implements AmqpSource {
   }
 }
 
-const ACCEPTED: PromiseLike<BatchStatus> = Promise.resolve('delivered')
-
-function noop(): void {}
+/**
+ * Each record's outcome; a context that ignores `{ outcomes: true }` (a test double, an older
+ * runtime) gives the batch status, which then stands for every record.
+ */
+async function outcomesOf(receipt: BatchReceipt, length: number): Promise<RecordOutcomes> {
+  const outcomes = await receipt.outcomes
+  return outcomes ?? RecordOutcomes.all(await receipt.status, length)
+}
 
 /** The `x-delivery-count` header quorum queues set on redeliveries, if any. */
 function deliveryCount(message: ConsumeMessage): number | undefined {

@@ -1,4 +1,4 @@
-import { BatchStatus } from '@ackline/core'
+import type { RecordOutcome } from '@ackline/core'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import {
@@ -8,13 +8,20 @@ import {
   redeliveryDelay,
 } from '../src/internal/ackMapping.js'
 
+/** Every record outcome; the `satisfies` check fails to compile when one is added to the type. */
+const OUTCOMES = ['delivered', 'dropped', 'errored', 'rejected'] as const satisfies readonly RecordOutcome[]
+type Missing = Exclude<RecordOutcome, (typeof OUTCOMES)[number]>
+const complete: Missing extends never ? true : false = true
+
 const policy: RedeliveryPolicy = { maxAttempts: 3, initialDelayMs: 100, maxDelayMs: 250 }
 
 describe('ackMapping', () => {
   // Every outcome x liveness x (first attempt, middle attempt, last attempt): the whole table.
-  const table: [BatchStatus, boolean, number, BrokerAction][] = [
+  const table: [RecordOutcome, boolean, number, BrokerAction][] = [
     ['delivered', true, 1, { kind: 'ack' }],
     ['delivered', true, 3, { kind: 'ack' }],
+    ['dropped', true, 1, { kind: 'ack' }],
+    ['dropped', false, 1, { kind: 'abandon' }],
     ['errored', true, 1, { kind: 'requeue', delayMs: 100 }],
     ['errored', true, 2, { kind: 'requeue', delayMs: 200 }],
     ['errored', true, 3, { kind: 'deadLetter', why: 'attempts-exhausted' }],
@@ -30,20 +37,22 @@ describe('ackMapping', () => {
     expect(brokerAction(status, attempt, live, policy)).toEqual(action)
   })
 
-  it('covers every batch status', () => {
-    expect(new Set(table.map(([status]) => status))).toEqual(new Set(BatchStatus.values))
+  it('covers every record outcome', () => {
+    expect(complete).toBe(true)
+    expect(new Set(table.map(([status]) => status))).toEqual(new Set(OUTCOMES))
   })
 
   it('never acks on a dead channel and never acks what was not delivered (property)', () => {
     fc.assert(
       fc.property(
-        fc.constantFrom(...BatchStatus.values),
+        fc.constantFrom(...OUTCOMES),
         fc.integer({ min: 1, max: 100 }),
         fc.boolean(),
         fc.integer({ min: 1, max: 10 }),
         (status, attempt, live, maxAttempts) => {
           const action = brokerAction(status, attempt, live, { ...policy, maxAttempts })
-          if (action.kind === 'ack') expect(live && status === 'delivered').toBe(true)
+          if (action.kind === 'ack')
+            expect(live && (status === 'delivered' || status === 'dropped')).toBe(true)
           if (!live) expect(action.kind).toBe('abandon')
           if (action.kind === 'requeue') expect(attempt).toBeLessThan(maxAttempts)
         },

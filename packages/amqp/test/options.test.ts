@@ -18,6 +18,12 @@ describe('amqp options', () => {
     })
   })
 
+  it('source: metadataField takes a field name or false (no metadata), nothing else', () => {
+    expect(amqpSource({ url: 'amqp://h', queue: 'q', metadataField: false }).validate()).toEqual([])
+    expect(AmqpSourceOptions.validate({ url: 'amqp://h', queue: 'q', metadataField: true })).toHaveLength(1)
+    expect(AmqpSourceOptions.validate({ url: 'amqp://h', queue: 'q', metadataField: '' })).toHaveLength(1)
+  })
+
   it('source: a misspelt option is reported, not ignored', () => {
     expect(AmqpSourceOptions.validate({ url: 'amqp://h', queue: 'q', prefech: 10 }).length).toBe(1)
   })

@@ -3,8 +3,9 @@
 //      batches of the same size from its own durable consumer and acks each message;
 //   2. sink: generator → jetstreamSink, against a plain loop publishing the same payloads with
 //      the same number of PubAcks awaited at once.
-// ACKLINE_BENCH_MESSAGES messages (default 20,000) of ~40 bytes; NATS at NATS_URL or
-// 127.0.0.1:4222. Run with `pnpm bench nats`.
+// ACKLINE_BENCH_MESSAGES messages (default 20,000) of ~40 bytes, ACKLINE_BENCH_ROUNDS interleaved
+// rounds (default 3; the order of plain and ackline flips each round; the summary gives the median
+// of the per-round ratios); NATS at NATS_URL or 127.0.0.1:4222. Run with `pnpm bench nats`.
 import { jetstream, jetstreamSink } from '@ackline/nats'
 import { blackhole } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
@@ -14,6 +15,7 @@ import { connect } from '@nats-io/transport-node'
 
 const servers = process.env.NATS_URL ?? '127.0.0.1:4222'
 const M = Number(process.env.ACKLINE_BENCH_MESSAGES ?? 20_000)
+const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 3)
 const BATCH = 100
 const WINDOW = 256
 const fmt = (n: number): string => Math.round(n).toLocaleString('en-US')
@@ -106,10 +108,12 @@ try {
   await plainPublish(`${source}.in`, M)
   const sinkRows: [string, number, number][] = []
   const sourceRows: [string, number, number][] = []
-  for (let round = 1; round <= 2; round++) {
-    const plain = await plainConsume(source, `plain${round}`)
+  for (let round = 1; round <= ROUNDS; round++) {
+    const plainFirst = round % 2 === 1
+    const plain = plainFirst ? await plainConsume(source, `plain${round}`) : 0
     const ours = await acklineConsume(source, `ackline${round}`)
-    sourceRows.push([`round ${round}`, ours, plain])
+    const plainAfter = plainFirst ? plain : await plainConsume(source, `plain${round}`)
+    sourceRows.push([`round ${round} (${plainFirst ? 'plain first' : 'ackline first'})`, ours, plainAfter])
     const plainSink = await newStream(`PLAIN${round}`)
     const oursSink = await newStream(`OURS${round}`)
     const p = await plainPublish(`${plainSink}.out`, M)
@@ -128,8 +132,17 @@ try {
       console.log(`| ${label} | ${fmt(ours)} | ${fmt(plain)} | ${(ours / plain).toFixed(2)} |`)
     console.log()
   }
-  table('source → blackhole, acks (one batch per message)', sourceRows)
+  table('source → blackhole, acks (batches of what a pull brought)', sourceRows)
   table('generator → jetstreamSink, PubAcks', sinkRows)
+  const median = (xs: number[]): number => {
+    const s = [...xs].sort((a, b) => a - b)
+    const mid = s.length >> 1
+    return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
+  }
+  const ratios = sourceRows.map(([, ours, plain]) => ours / plain)
+  console.log(
+    `source median ratio ${median(ratios).toFixed(2)} (range ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}) over ${ROUNDS} rounds; medians ackline ${fmt(median(sourceRows.map((r) => r[1])))} msgs/s, plain ${fmt(median(sourceRows.map((r) => r[2])))} msgs/s`,
+  )
 } finally {
   for (const stream of streams) await jsm.streams.delete(stream).catch(() => undefined)
   await nc.close()

@@ -15,12 +15,14 @@
  * - `run` returns only once every message it took was settled with the server (or the stop's
  *   deadline ended the pipeline's wait), and the connection was flushed and closed.
  *
- * Until per-record outcomes land, each message is its own batch (one `context.send` per message),
- * so each gets its own status; `rfcs/0007-nats-jetstream-connector.md` says what changes then.
+ * The messages of a pull that have already arrived travel together (up to `batchSize`) as one
+ * batch sent with per-record outcomes; each message is settled by its own record's outcome, so one
+ * message's outcome never decides another's. The source never waits to fill a batch.
  *
  * @module
  */
-import type { BatchStatus, JsonObject, JsonValue } from '@ackline/core'
+import type { JsonObject, JsonValue, RecordOutcome } from '@ackline/core'
+import { RecordOutcomes } from '@ackline/core'
 import {
   type BatchReceipt,
   ComponentError,
@@ -36,6 +38,7 @@ import {
   AckPolicy,
   type Consumer,
   type ConsumerInfo,
+  type ConsumerMessages,
   JetStreamApiError,
   type JsMsg,
   jetstream as jetstreamClient,
@@ -87,7 +90,13 @@ export const JetStreamSourceOptions = defineOptions({
     .describe(
       "An errored message is `term`ed (not `nak`ed) from this delivery on; 0 follows the consumer's MaxDeliver, or none.",
     ),
-  batchSize: z.int().min(1).default(100).describe('The most messages one pull asks for.'),
+  batchSize: z
+    .int()
+    .min(1)
+    .default(100)
+    .describe(
+      'The most messages one pull asks for, and one batch carries (what has arrived, never waited for).',
+    ),
   maxInFlight: z
     .int()
     .min(1)
@@ -285,7 +294,7 @@ class JetStreamPullSource implements JetStreamSource {
         await room.wait(this.#inFlight.size, context.signal)
         if (context.signal.aborted) break
         const want = Math.min(o.batchSize, limit - this.#inFlight.size)
-        let messages: AsyncIterable<JsMsg> & { stop(err?: Error): void }
+        let messages: ConsumerMessages
         try {
           messages = await consumer.fetch({ max_messages: want, expires: o.fetchExpiresMs })
         } catch (error) {
@@ -294,19 +303,35 @@ class JetStreamPullSource implements JetStreamSource {
         }
         const stop = (): void => messages.stop()
         context.signal.addEventListener('abort', stop, { once: true })
+        let batch: InFlight[] = []
+        let records: JsonObject[] = []
+        const flush = async (): Promise<void> => {
+          if (batch.length === 0) return
+          const settled = this.#send(batch, records, o, context, maxDeliveries, room)
+          batch = []
+          records = []
+          settling.add(settled)
+          void settled.then(() => settling.delete(settled))
+          // Wait for acceptance before taking more, so back pressure reaches the pull.
+          await settled.accepted
+        }
         try {
           for await (const msg of messages) {
-            const settled = this.#take(msg, o, context, maxDeliveries, room)
-            settling.add(settled)
-            void settled.then(() => settling.delete(settled))
-            // Wait for acceptance before the next message, so back pressure reaches the pull.
-            await settled.accepted
+            const taken = this.#take(msg, o)
+            if (taken !== undefined) {
+              batch.push(taken.entry)
+              records.push(taken.record)
+            }
+            // Send what has arrived once nothing more is waiting in the iterator: no added latency.
+            if (batch.length >= o.batchSize || messages.getPending() <= 0) await flush()
           }
         } catch (error) {
           await this.#pullFailed(error, context.signal)
         } finally {
           context.signal.removeEventListener('abort', stop)
         }
+        // Messages taken before the pull ended or failed are the server's deliveries all the same.
+        await flush()
       }
       await Promise.all(settling)
     } finally {
@@ -378,68 +403,97 @@ class JetStreamPullSource implements JetStreamSource {
     return { consumer, info }
   }
 
-  /** Sends one message into the pipeline and settles it with the server once its batch resolved. */
-  #take(
-    msg: JsMsg,
-    o: Resolved,
-    context: SourceContext,
-    maxDeliveries: number,
-    room: Room,
-  ): Promise<void> & { accepted: Promise<void> } {
+  /**
+   * Counts a message and decodes it: its in-flight entry and record, or `undefined` when it was
+   * terminated at once (a payload that cannot enter the pipeline).
+   */
+  #take(msg: JsMsg, o: Resolved): { entry: InFlight; record: JsonObject } | undefined {
     this.#count.received++
-    const deliveryCount = msg.info.deliveryCount
-    if (deliveryCount > 1) this.#count.redelivered++
+    if (msg.info.deliveryCount > 1) this.#count.redelivered++
     const record = this.#decode(msg, o)
     if (typeof record === 'string') {
       this.#count.invalid++
       this.#count.terminated++
       this.#term(msg, record)
-      const done = Promise.resolve() as Promise<void> & { accepted: Promise<void> }
-      done.accepted = done
-      return done
+      return undefined
     }
     const entry: InFlight = { msg, lastTouch: Date.now() }
+    // In flight from now on: `working()` covers it while it waits for its batch to be accepted.
     this.#inFlight.add(entry)
+    return { entry, record }
+  }
+
+  /**
+   * Sends messages as one batch with per-record outcomes and settles each with the server by its
+   * own record's outcome once the batch resolved.
+   */
+  #send(
+    batch: readonly InFlight[],
+    records: readonly JsonObject[],
+    o: Resolved,
+    context: SourceContext,
+    maxDeliveries: number,
+    room: Room,
+  ): Promise<void> & { accepted: Promise<void> } {
     let receipt: Promise<BatchReceipt>
     try {
-      receipt = context.send([record])
+      receipt = context.send(records, { outcomes: true })
     } catch (error) {
       receipt = Promise.reject(error)
     }
     const settled = receipt
       .then(
         async (r) => {
-          const status = await r.status
-          await this.#apply(
-            msg,
-            actionFor(status, deliveryCount, maxDeliveries, this.#backoff(o), describe(status, r)),
-            o,
-          )
+          const outcomes = await outcomesOf(r, batch.length)
+          const applied: Promise<void>[] = []
+          for (let i = 0; i < batch.length; i++) {
+            const { msg } = batch[i]!
+            const outcome = outcomes.get(i)
+            const action = actionFor(
+              outcome,
+              msg.info.deliveryCount,
+              maxDeliveries,
+              this.#backoff(o),
+              describe(outcome, r),
+            )
+            const confirming = this.#apply(msg, action, o)
+            if (confirming !== undefined) applied.push(confirming)
+          }
+          if (applied.length > 0) await Promise.all(applied)
         },
         (error: unknown) => {
-          // Not accepted (the topology stopped first): give it back at once for another instance.
-          this.#count.nacked++
-          msg.nak()
+          // Not accepted (the topology stopped first): give them back at once for another instance.
+          for (const { msg } of batch) {
+            this.#count.nacked++
+            msg.nak()
+          }
           this.#warn(
-            `${this.#component}: message ${msg.info.streamSequence} not accepted, given back: ${String(error)}`,
+            `${this.#component}: ${batch.length} message(s) from ${batch[0]?.msg.info.streamSequence} not accepted, given back: ${String(error)}`,
           )
         },
       )
       .finally(() => {
-        this.#inFlight.delete(entry)
+        for (const entry of batch) this.#inFlight.delete(entry)
         room.release()
       }) as Promise<void> & { accepted: Promise<void> }
     settled.accepted = receipt.then(nothing, nothing)
     return settled
   }
 
-  async #apply(msg: JsMsg, action: JetStreamAction, o: Resolved): Promise<void> {
+  /** Tells the server; a promise only for an awaited `ackAck` (`doubleAck`), else done at once. */
+  #apply(msg: JsMsg, action: JetStreamAction, o: Resolved): Promise<void> | undefined {
     switch (action.kind) {
       case 'ack':
         if (o.doubleAck) {
-          const confirmed = await msg.ackAck().catch(() => false)
-          if (confirmed) this.#count.acked++
-          else this.#count.ackUnconfirmed++
+          return msg.ackAck().then(
+            (confirmed) => {
+              if (confirmed) this.#count.acked++
+              else this.#count.ackUnconfirmed++
+            },
+            () => {
+              this.#count.ackUnconfirmed++
+            },
+          )
         } else {
           msg.ack()
           this.#count.acked++
@@ -528,9 +582,18 @@ class JetStreamPullSource implements JetStreamSource {
   }
 }
 
-/** Why a batch was not delivered, in one line. */
-function describe(status: BatchStatus, receipt: BatchReceipt): string | undefined {
-  if (status === 'delivered') return undefined
+/**
+ * Each record's outcome; a context that ignores `{ outcomes: true }` (a test double, an older
+ * runtime) gives the batch status, which then stands for every record.
+ */
+async function outcomesOf(receipt: BatchReceipt, length: number): Promise<RecordOutcomes> {
+  const outcomes = await receipt.outcomes
+  return outcomes ?? RecordOutcomes.all(await receipt.status, length)
+}
+
+/** Why a record was not delivered, in one line: its batch's first failure (reasons are per batch). */
+function describe(outcome: RecordOutcome, receipt: BatchReceipt): string | undefined {
+  if (outcome === 'delivered' || outcome === 'dropped') return undefined
   const failure = receipt.failure
   return failure === undefined ? undefined : `${failure.componentId} ${failure.code}: ${failure.message}`
 }

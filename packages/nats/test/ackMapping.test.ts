@@ -1,4 +1,4 @@
-import type { BatchStatus } from '@ackline/core'
+import type { RecordOutcome } from '@ackline/core'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { actionFor, nakDelayMs } from '../src/internal/ackMapping.js'
@@ -7,9 +7,11 @@ const backoff = { initialMs: 1000, maxMs: 60_000, multiplier: 2 }
 
 describe('ackMapping', () => {
   // Every status, below and at the delivery bound, and without a bound: the whole table.
-  const table: [BatchStatus, number, number, string][] = [
+  const table: [RecordOutcome, number, number, string][] = [
     ['delivered', 1, 0, 'ack'],
     ['delivered', 5, 5, 'ack'],
+    ['dropped', 1, 0, 'ack'],
+    ['dropped', 5, 5, 'ack'],
     ['errored', 1, 0, 'nak'],
     ['errored', 4, 5, 'nak'],
     ['errored', 5, 5, 'term'],
@@ -21,14 +23,15 @@ describe('ackMapping', () => {
     expect(actionFor(status, count, bound, backoff, 'sink X: no').kind).toBe(kind)
   })
 
-  it('acks only delivered batches', () => {
+  it('acks only delivered (or deliberately dropped) records', () => {
     fc.assert(
       fc.property(
-        fc.constantFrom<BatchStatus>('delivered', 'errored', 'rejected'),
+        fc.constantFrom<RecordOutcome>('delivered', 'dropped', 'errored', 'rejected'),
         fc.integer({ min: 1, max: 100 }),
         fc.integer({ min: 0, max: 100 }),
         (status, count, bound) =>
-          (actionFor(status, count, bound, backoff, undefined).kind === 'ack') === (status === 'delivered'),
+          (actionFor(status, count, bound, backoff, undefined).kind === 'ack') ===
+          (status === 'delivered' || status === 'dropped'),
       ),
     )
   })

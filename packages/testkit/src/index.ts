@@ -58,6 +58,7 @@ export {
   sourceConformance,
   sourceRules,
 } from './SourceConformance.js'
+export { type TcpDirection, type TcpProxy, type TcpProxyOptions, tcpProxy } from './TcpProxy.js'
 export {
   checkTransform,
   type TransformConformanceOptions,

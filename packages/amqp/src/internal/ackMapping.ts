@@ -11,11 +11,12 @@
  * | ----------- | -------- | --------------------- | ----------------------------------------------- |
  * | any         | dead     | any                   | none: the broker requeues it when the channel died (`abandon`) |
  * | `delivered` | live     | any                   | `basic.ack`                                     |
+ * | `dropped`   | live     | any                   | `basic.ack` (a transform dropped it on purpose) |
  * | `errored`   | live     | yes                   | wait the back-off, then `basic.nack(requeue=true)` |
  * | `errored`   | live     | no                    | `basic.nack(requeue=false)` (dead-letter exchange) |
  * | `rejected`  | live     | any                   | `basic.nack(requeue=false)` (dead-letter exchange) |
  */
-import type { BatchStatus } from '@ackline/core'
+import type { RecordOutcome } from '@ackline/core'
 
 /** The retry bound and back-off of errored deliveries. */
 export interface RedeliveryPolicy {
@@ -38,11 +39,11 @@ const REJECTED: BrokerAction = { kind: 'deadLetter', why: 'rejected' }
 const EXHAUSTED: BrokerAction = { kind: 'deadLetter', why: 'attempts-exhausted' }
 
 /**
- * The broker action for a delivery whose outcome is `status`, on attempt `attempt` (1 = first
+ * The broker action for a delivery whose record's outcome is `status`, on attempt `attempt` (1 = first
  * delivery), when its channel generation is `live` or not.
  */
 export function brokerAction(
-  status: BatchStatus,
+  status: RecordOutcome,
   attempt: number,
   live: boolean,
   policy: RedeliveryPolicy,
@@ -50,6 +51,7 @@ export function brokerAction(
   if (!live) return ABANDON
   switch (status) {
     case 'delivered':
+    case 'dropped':
       return ACK
     case 'errored':
       return attempt < policy.maxAttempts
@@ -68,5 +70,5 @@ export function redeliveryDelay(policy: RedeliveryPolicy, attempt: number): numb
 }
 
 function assertNever(value: never): never {
-  throw new Error(`unknown batch status ${String(value)}`)
+  throw new Error(`unknown record outcome ${String(value)}`)
 }

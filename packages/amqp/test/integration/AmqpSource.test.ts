@@ -72,9 +72,13 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
         },
         { timeout: 15_000, interval: 20 },
       )
+      // Messages that arrived together travel as one batch (each still settled by its own outcome).
+      const batches = topology.metrics().rabbit!.ackLatencyMs.count
       await topology.stop()
       const c = source.counters
-      console.log(`${kind}: counters ${JSON.stringify(c)}`)
+      console.log(`${kind}: ${batches} batches; counters ${JSON.stringify(c)}`)
+      expect(batches).toBeGreaterThan(0)
+      expect(batches).toBeLessThan(c.received)
       expect(c.acked).toBe(ok.length + flaky.length)
       expect(c.rejected).toBe(rejected.length + poison.length)
       // flaky: one requeue each; poison: maxAttempts - 1 requeues each.

@@ -1,9 +1,9 @@
 import { amqpSource } from '@ackline/amqp'
 import { memory } from '@ackline/sinks'
+import { type TcpProxy, tcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Admin, BROKER_URL, brokerAvailable } from './broker.js'
-import { TcpProxy } from './TcpProxy.js'
 
 const available = await brokerAvailable()
 
@@ -12,7 +12,7 @@ describe.skipIf(!available)('amqp competing consumers', () => {
   let proxy: TcpProxy
   beforeAll(async () => {
     admin = await Admin.open()
-    proxy = await TcpProxy.start({ host: '127.0.0.1', port: 5672 })
+    proxy = await tcpProxy({ target: { host: '127.0.0.1', port: 5672 } })
   })
   afterAll(async () => {
     await admin?.close()
@@ -27,7 +27,13 @@ describe.skipIf(!available)('amqp competing consumers', () => {
       (n) => `m-${n}`,
     )
     // A reaches the broker through the proxy, so the test can kill its connection for good.
-    const a = amqpSource({ url: proxy.url(), queue, prefetch: 30, batchSize: 10, onWarning: () => {} })
+    const a = amqpSource({
+      url: `amqp://guest:guest@${proxy.address}`,
+      queue,
+      prefetch: 30,
+      batchSize: 10,
+      onWarning: () => {},
+    })
     const b = amqpSource({ url: BROKER_URL, queue, prefetch: 30, batchSize: 10 })
     let release: () => void = () => {}
     const hang = new Promise<void>((resolve) => {

@@ -2,10 +2,10 @@ import { amqpSink, amqpSource } from '@ackline/amqp'
 import type { BatchStatus } from '@ackline/core'
 import { memory } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
+import { type TcpProxy, tcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Admin, brokerAvailable, uniqueName } from './broker.js'
-import { TcpProxy } from './TcpProxy.js'
 
 const available = await brokerAvailable()
 
@@ -14,7 +14,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
   let proxy: TcpProxy
   beforeAll(async () => {
     admin = await Admin.open()
-    proxy = await TcpProxy.start({ host: '127.0.0.1', port: 5672 })
+    proxy = await tcpProxy({ target: { host: '127.0.0.1', port: 5672 } })
   })
   afterAll(async () => {
     await proxy?.close()
@@ -31,7 +31,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     )
     const warnings: string[] = []
     const source = amqpSource({
-      url: proxy.url(),
+      url: `amqp://guest:guest@${proxy.address}`,
       queue,
       prefetch: 25,
       batchSize: 10,
@@ -102,7 +102,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     admin.queues.push(queue)
     await admin.channel.assertQueue(queue, { durable: false })
     const sink = amqpSink({
-      url: proxy.url(),
+      url: `amqp://guest:guest@${proxy.address}`,
       routingKey: queue,
       maxInFlight: 50,
       reconnectInitialDelayMs: 20,

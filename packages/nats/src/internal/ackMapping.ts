@@ -2,19 +2,20 @@
  * The one table from what became of a message in the pipeline to what the JetStream source tells
  * the server. `rfcs/0007-nats-jetstream-connector.md` prints the same table.
  *
- * | batch status | delivery count            | action                                              |
+ * | record outcome | delivery count          | action                                              |
  * | ------------ | ------------------------- | --------------------------------------------------- |
  * | `delivered`  | any                       | `ack` (or `ackAck`, awaited, with `doubleAck`)      |
+ * | `dropped`    | any                       | `ack`: a transform dropped it on purpose, it is done |
  * | `errored`    | below the delivery bound  | `nak(delay)`, delay = back-off of the delivery count |
  * | `errored`    | at the delivery bound     | `term(reason)`: gave up, said so, never silently    |
  * | `rejected`   | any                       | `term(reason)`                                      |
  * | (invalid JSON, `invalidJson: 'reject'`) | any | `term(reason)` before entering the pipeline |
  *
- * Invariant: `ack` only for `delivered`; the switch is exhaustive, so a new status fails to compile.
+ * Invariant: `ack` only for `delivered` (or `dropped`, finished on purpose); the switch is exhaustive, so a new status fails to compile.
  *
  * @module
  */
-import type { BatchStatus } from '@ackline/core'
+import type { RecordOutcome } from '@ackline/core'
 
 /** What to tell the server about one message. */
 export type JetStreamAction =
@@ -36,12 +37,12 @@ export function nakDelayMs(backoff: NakBackoff, deliveryCount: number): number {
 }
 
 /**
- * The action for a message whose batch ended `status` at delivery number `deliveryCount`.
+ * The action for a message whose record ended `status` at delivery number `deliveryCount`.
  * `maxDeliveries` bounds the deliveries of an errored message (0 or less: unbounded); `reason` is
  * why the batch was not delivered, for the term's reason.
  */
 export function actionFor(
-  status: BatchStatus,
+  status: RecordOutcome,
   deliveryCount: number,
   maxDeliveries: number,
   backoff: NakBackoff,
@@ -49,6 +50,7 @@ export function actionFor(
 ): JetStreamAction {
   switch (status) {
     case 'delivered':
+    case 'dropped':
       return { kind: 'ack' }
     case 'errored':
       if (maxDeliveries > 0 && deliveryCount >= maxDeliveries) {

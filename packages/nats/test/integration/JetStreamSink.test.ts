@@ -1,10 +1,10 @@
 import { EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import { jetstreamSink } from '@ackline/nats'
 import { generator } from '@ackline/sources'
+import { tcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { NATS_HOST, NATS_PORT, NATS_URL, NatsAdmin, skipWithoutNats } from './support/natsFixture.js'
-import { TcpProxy } from './support/TcpProxy.js'
 
 const skip = await skipWithoutNats('JetStreamSink.test.ts')
 
@@ -100,15 +100,15 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
 
   it('a publish that gets no PubAck is never delivered: errored alone without ids, the whole write retried with them', async () => {
     const stream = await admin.stream('LOST')
-    const proxy = await TcpProxy.open(NATS_HOST, NATS_PORT)
+    const proxy = await tcpProxy({ target: { host: NATS_HOST, port: NATS_PORT } })
     const withoutIds = jetstreamSink({
-      servers: proxy.url,
+      servers: proxy.address,
       subject: `${stream}.out`,
       timeoutMs: 300,
       reconnectTimeWaitMs: 50,
     })
     const withIds = jetstreamSink({
-      servers: proxy.url,
+      servers: proxy.address,
       subject: `${stream}.out`,
       timeoutMs: 300,
       reconnectTimeWaitMs: 50,

@@ -1,9 +1,9 @@
 import type { EventArray } from '@ackline/core'
 import { jetstream } from '@ackline/nats'
+import { tcpProxy } from '@ackline/testkit'
 import { type Sink, TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { NATS_HOST, NATS_PORT, NATS_URL, NatsAdmin, skipWithoutNats, until } from './support/natsFixture.js'
-import { TcpProxy } from './support/TcpProxy.js'
 
 const skip = await skipWithoutNats('Resilience.test.ts')
 
@@ -52,10 +52,10 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       `${stream}.in`,
       Array.from({ length: N }, (_, n) => JSON.stringify({ n })),
     )
-    const proxy = await TcpProxy.open(NATS_HOST, NATS_PORT)
+    const proxy = await tcpProxy({ target: { host: NATS_HOST, port: NATS_PORT } })
     const { sink, delivered } = recordingSink(2)
     const source = jetstream({
-      servers: proxy.url,
+      servers: proxy.address,
       stream,
       consumer: 'c',
       batchSize: 20,
@@ -107,10 +107,10 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       onWarning: () => {},
     }
     // A goes through a proxy so the test can make it vanish without a word to the server.
-    const proxy = await TcpProxy.open(NATS_HOST, NATS_PORT)
+    const proxy = await tcpProxy({ target: { host: NATS_HOST, port: NATS_PORT } })
     const a = recordingSink(5, 40)
     const b = recordingSink(5)
-    const sourceA = jetstream({ ...options, servers: proxy.url })
+    const sourceA = jetstream({ ...options, servers: proxy.address })
     const sourceB = jetstream({ ...options, servers: NATS_URL })
     const topologyA = new TopologyBuilder({ acknowledgements: true })
       .source('a', sourceA)

@@ -1,0 +1,151 @@
+/**
+ * Fault injection on the network: a TCP proxy a test puts between a client and a server (a
+ * broker, a database) and cuts at the moment it chooses, as a network failure would.
+ *
+ * Invariant: bytes pass through unchanged and in order in each direction; `cut()` destroys every
+ * connection open at that moment, both sides at once, and the proxy keeps accepting new
+ * connections right after (so the client can reconnect through it); `close()` cuts and stops
+ * listening for good (the client can never come back, like a dead host). Both are idempotent.
+ *
+ * @module
+ */
+import { createConnection, createServer, type Server, type Socket } from 'node:net'
+
+/** Which way bytes travel through the proxy: `'up'` from the client to the server, `'down'` back. */
+export type TcpDirection = 'up' | 'down'
+
+/** Options of {@link tcpProxy}. */
+export interface TcpProxyOptions {
+  /** The server the proxy forwards to. */
+  readonly target: { readonly host: string; readonly port: number }
+  /**
+   * Sees every chunk as it passes (it must not keep or change the buffer after returning), with
+   * the number of the connection (1 for the first accepted): for tests that observe the protocol
+   * on the wire, such as which acknowledgements a client sent. Called before the chunk is forwarded.
+   */
+  readonly onData?: (direction: TcpDirection, chunk: Buffer, connection: number) => void
+}
+
+/** A running proxy; see {@link tcpProxy}. */
+export interface TcpProxy {
+  /** The host clients connect to: always `127.0.0.1`. */
+  readonly host: string
+  /** The ephemeral port the proxy listens on. */
+  readonly port: number
+  /** `host:port`, for clients that take a server address (NATS `servers`, …). */
+  readonly address: string
+  /** Connections accepted so far. */
+  readonly connections: number
+  /** Connections open through the proxy now. */
+  readonly open: number
+  /** How many calls of `cut()` dropped at least one connection. */
+  readonly cuts: number
+  /** Destroys every connection open now (both sides); new connections are accepted again at once. */
+  cut(): void
+  /** Cuts every connection and stops listening; resolves once the listener is closed. */
+  close(): Promise<void>
+}
+
+class RunningProxy implements TcpProxy {
+  readonly host = '127.0.0.1'
+  connections = 0
+  cuts = 0
+  readonly #pairs = new Set<readonly [Socket, Socket]>()
+  #closed: Promise<void> | undefined = undefined
+
+  constructor(
+    readonly server: Server,
+    readonly port: number,
+  ) {}
+
+  get address(): string {
+    return `${this.host}:${this.port}`
+  }
+
+  get open(): number {
+    return this.#pairs.size
+  }
+
+  accept(client: Socket, options: TcpProxyOptions): void {
+    const id = ++this.connections
+    const upstream = createConnection({ host: options.target.host, port: options.target.port })
+    const pair = [client, upstream] as const
+    this.#pairs.add(pair)
+    const drop = (): void => {
+      this.#pairs.delete(pair)
+      client.destroy()
+      upstream.destroy()
+    }
+    client.on('error', drop).on('close', drop)
+    upstream.on('error', drop).on('close', drop)
+    const { onData } = options
+    if (onData === undefined) {
+      client.pipe(upstream)
+      upstream.pipe(client)
+      return
+    }
+    client.on('data', (chunk: Buffer) => {
+      onData('up', chunk, id)
+      // Back pressure as `pipe` would apply it: stop reading while the other side is full.
+      if (!upstream.write(chunk)) client.pause()
+    })
+    upstream.on('drain', () => client.resume())
+    upstream.on('data', (chunk: Buffer) => {
+      onData('down', chunk, id)
+      if (!client.write(chunk)) upstream.pause()
+    })
+    client.on('drain', () => upstream.resume())
+  }
+
+  cut(): void {
+    if (this.#pairs.size > 0) this.cuts++
+    for (const [client, upstream] of [...this.#pairs]) {
+      client.destroy()
+      upstream.destroy()
+    }
+    this.#pairs.clear()
+  }
+
+  close(): Promise<void> {
+    this.cut()
+    this.#closed ??= new Promise<void>((resolve) => this.server.close(() => resolve()))
+    return this.#closed
+  }
+}
+
+/**
+ * Starts a TCP proxy on an ephemeral port of 127.0.0.1 that forwards each connection to
+ * `target`; point the client at `proxy.port` (or `proxy.address`) and call `cut()` to simulate a
+ * network failure mid-flow. Close it when the test ends.
+ *
+ * @example
+ * ```ts
+ * const proxy = await tcpProxy({ target: { host: '127.0.0.1', port: 5672 } })
+ * const source = amqpSource({ url: `amqp://guest:guest@${proxy.address}`, queue })
+ * // … once the sink reported its first 100 records:
+ * proxy.cut() // the source loses its connection and must reconnect through the proxy
+ * await proxy.close()
+ * ```
+ */
+export async function tcpProxy(options: TcpProxyOptions): Promise<TcpProxy> {
+  let proxy: RunningProxy | undefined
+  const server = createServer((client) => {
+    // The listener only runs after `listen` resolved, by which time `proxy` is set.
+    if (proxy === undefined) client.destroy()
+    else proxy.accept(client, options)
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const address = server.address()
+  if (address === null || typeof address === 'string') {
+    server.close()
+    throw new Error('tcpProxy: the listener has no TCP port')
+  }
+  proxy = new RunningProxy(server, address.port)
+  return proxy
+}
