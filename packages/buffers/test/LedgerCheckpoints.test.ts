@@ -177,7 +177,8 @@ describe('LedgerCheckpoints', () => {
   it('a queued checkpoint that fails is logged, naming the buffer, and the next one is queued again', async () => {
     const t = setup({ ledgerEveryAcks: 1 })
     await t.fs.mkdir(PATH)
-    t.fs.fault = (op) => (op === 'rename' ? Object.assign(new Error('EIO: rename'), { code: 'EIO' }) : undefined)
+    t.fs.fault = (op) =>
+      op === 'rename' ? Object.assign(new Error('EIO: rename'), { code: 'EIO' }) : undefined
     t.ack(0)
     await t.idle()
     expect(t.logs).toEqual([`disk buffer ${PATH}: ledger checkpoint failed (EIO: rename)`])
