@@ -17,24 +17,15 @@ import type { DeadLetterSet } from './DeadLetterSet.js'
 import { type Deferred, deferred } from './Deferred.js'
 import type { Settings } from './DiskBufferSettings.js'
 import type { DiskBufferKind } from './DiskBufferState.js'
-import type { FileLike } from './FileSystem.js'
 import { InFlightRecords } from './InFlightRecords.js'
 import { LedgerCheckpoints } from './LedgerCheckpoints.js'
 import { ReadCursor } from './ReadCursor.js'
+import type { Recovered } from './Recovery.js'
 import type { Segment } from './Segment.js'
 import { SegmentWriter } from './SegmentWriter.js'
 
-/** What the parts start from: what recovery found. */
-export interface BufferStart {
-  readonly settings: Settings
-  readonly segments: Segment[]
-  /** The last segment's file, open for appending (undefined: the next write rolls a new segment). */
-  readonly active: FileLike | undefined
-  readonly nextSeq: number
-  readonly ackedBelow: number
-  /** Bytes of a torn last write cut off at open. */
-  readonly tornBytes: number
-  /** Records of this queue found in the dead-letter queue at open. */
+/** What the parts start from: what recovery found, and the records found in the dead-letter queue at open. */
+export interface BufferStart extends Omit<Recovered, 'ledgerOk'> {
   readonly deadLettered: DeadLetterSet
 }
 
