@@ -89,7 +89,10 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   readonly #whenFull: 'wait' | 'refuse'
   readonly #maxPerPull: number
   readonly #log: (message: string) => void
-  #state: 'open' | 'closing' | 'closed' = 'open'
+  /** `closing`: no more pushes, pulls drain; `closed`: the store is closing or closed (`shutDown` resolves once it is). */
+  #state:
+    | { readonly kind: 'open' | 'closing' }
+    | { readonly kind: 'closed'; readonly shutDown: Promise<void> } = { kind: 'open' }
   /** The original finalizer groups of records written in this run, by sequence number ('on-delivery'). */
   readonly #origins = new Map<number, Origin>()
   readonly #m = { droppedWhenFull: 0, rejectedTooLarge: 0, writeErrored: 0, deadLetteredThisRun: 0 }
@@ -107,7 +110,7 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   async push(events: EventArray): Promise<void> {
     const list = events.events
     const groups = EventFinalizerGroups.detach(list)
-    if (this.#state !== 'open') {
+    if (this.#state.kind !== 'open') {
       groups.endAll('errored')
       for (const event of list) event.end()
       throw new DiskBufferError('CLOSED', `push after close (sink ${this.#sinkId})`, this.store.path)
@@ -169,7 +172,7 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     for (;;) {
       const records = await this.store.read(this.#maxPerPull, { signal })
       if (records === undefined) {
-        if (this.#state === 'closing' && signal?.aborted !== true) await this.#shutDown()
+        if (this.#state.kind === 'closing' && signal?.aborted !== true) await this.#shutDown()
         return undefined
       }
       const events = []
@@ -195,14 +198,13 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   }
 
   async close(): Promise<void> {
-    if (this.#state !== 'open') return
-    this.#state = 'closing'
+    if (this.#state.kind !== 'open') return
+    this.#state = { kind: 'closing' }
     this.store.endWrites()
   }
 
-  async dispose(): Promise<void> {
-    if (this.#state === 'closed') return
-    await this.#shutDown()
+  dispose(): Promise<void> {
+    return this.#shutDown()
   }
 
   metrics(): DiskEdgeBufferMetrics {
@@ -260,12 +262,17 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     origin.groups.end(origin.index, status, reason === undefined ? undefined : { reason })
   }
 
-  async #shutDown(): Promise<void> {
-    this.#state = 'closed'
-    await this.store.close()
-    // Still on disk for the next run, but this run's batches cannot wait for it.
-    for (const origin of this.#origins.values()) origin.groups.end(origin.index, 'errored')
-    this.#origins.clear()
+  /** Closes the store, once; every caller (a draining pull, `dispose`) waits until it is closed. */
+  #shutDown(): Promise<void> {
+    if (this.#state.kind === 'closed') return this.#state.shutDown
+    const shutDown = (async () => {
+      await this.store.close()
+      // Still on disk for the next run, but this run's batches cannot wait for it.
+      for (const origin of this.#origins.values()) origin.groups.end(origin.index, 'errored')
+      this.#origins.clear()
+    })()
+    this.#state = { kind: 'closed', shutDown }
+    return shutDown
   }
 }
 

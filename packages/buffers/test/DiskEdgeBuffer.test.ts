@@ -189,6 +189,46 @@ describe('openDiskBuffer', () => {
     await buffer.dispose()
   })
 
+  it('dispose during the close a draining pull started resolves only once the store is closed and unlocked', async () => {
+    const fs = new MemoryFileSystem()
+    // Hold the last step of closing the store (releasing its lock) until the test lets it go.
+    let reached!: () => void
+    const atUnlock = new Promise<void>((resolve) => (reached = resolve))
+    let letGo!: () => void
+    const gate = new Promise<void>((resolve) => (letGo = resolve))
+    const gated: NonNullable<Parameters<typeof openDiskBufferOn>[0]['fileSystem']> = {
+      mkdir: (path) => fs.mkdir(path),
+      readdir: (path) => fs.readdir(path),
+      open: (path, mode) => fs.open(path, mode),
+      readFile: (path) => fs.readFile(path),
+      size: (path) => fs.size(path),
+      rename: (from, to) => fs.rename(from, to),
+      link: (existing, target) => fs.link(existing, target),
+      syncDir: (path) => fs.syncDir(path),
+      unlink: async (path) => {
+        if (path === '/buf/lock') {
+          reached()
+          await gate
+        }
+        return fs.unlink(path)
+      },
+    }
+    const buffer = await openDiskBufferOn({ path: '/buf', sinkId: 'out', fileSystem: gated, log: () => {} })
+    const pulled = buffer.pull()
+    await buffer.close() // empty: the pull drains at once and closes the store
+    await atUnlock
+    let disposed = false
+    const disposing = buffer.dispose().then(() => {
+      disposed = true
+    })
+    await ticks()
+    expect(disposed).toBe(false) // the store still holds its lock
+    letGo()
+    await disposing
+    expect(fs.bytes('/buf/lock')).toBeUndefined()
+    expect(await pulled).toBeUndefined()
+  })
+
   it('settles the events errored when the write fails (ENOSPC) and stays usable', async () => {
     const fs = new MemoryFileSystem()
     const buffer = await openDiskBufferOn({ path: '/buf', sinkId: 'out', fileSystem: fs, log: () => {} })
