@@ -8,9 +8,13 @@
 //                read back, each batch awaited as a source awaits it (no HTTP);
 //   http-disk    HTTP source → sink (blackhole) with a disk buffer ('on-delivery'): each request
 //                is answered once its events were read back from disk and delivered;
-//   http-memory  the same with the in-memory buffer.
+//   http-memory  the same with the in-memory buffer;
+//   store-read   the read path alone, on a buffer that already holds every record: DiskBuffer
+//                read + ack of them all (the peer of edge-read);
+//   edge-read    the same on the edge: pull, deliver each array read back, until every source
+//                batch (pushed before the clock starts) is settled.
 // Run: pnpm bench edge   (ACKLINE_BENCH_EVENTS, ACKLINE_BENCH_ROUNDS, ACKLINE_BENCH_REQUEST,
-//                         ACKLINE_BENCH_CLIENTS override the sizes)
+//                         ACKLINE_BENCH_CLIENTS override the sizes; ACKLINE_BENCH_ONLY picks variants)
 import { mkdtempSync, rmSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
@@ -85,6 +89,57 @@ async function edge(dir: string): Promise<number> {
   return rate
 }
 
+/** Fills `store` with every batch's records (not timed). */
+async function fill(push: (i: number) => Promise<void>): Promise<void> {
+  for (let i = 0; i < BATCHES; i++) await push(i)
+}
+
+async function storeRead(dir: string): Promise<number> {
+  const buffer = await DiskBuffer.open({ path: dir, sync: 'always', log: () => {} })
+  await fill(async (i) => {
+    await buffer.append(
+      Array.from({ length: REQUEST }, (_, k) =>
+        Buffer.from(JSON.stringify([fields(i * REQUEST + k), 'http', 0])),
+      ),
+    )
+  })
+  const start = performance.now()
+  let read = 0
+  while (read < BATCHES * REQUEST) {
+    const records = (await buffer.read(1000))!
+    for (const record of records) buffer.ack(record.seq)
+    read += records.length
+  }
+  const rate = read / ((performance.now() - start) / 1000)
+  await buffer.close()
+  return rate
+}
+
+async function edgeRead(dir: string): Promise<number> {
+  const buffer = await openDiskBuffer({ path: dir, sinkId: 'out', sync: 'always', log: () => {} })
+  const receivers: Promise<unknown>[] = []
+  await fill(async (i) => {
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'http' })
+    const events = Array.from(
+      { length: REQUEST },
+      (_, k) => new LogEvent(fields(i * REQUEST + k), { sourceId: 'http' }),
+    )
+    await buffer.push(new EventArray(events).attach(notifier))
+    receivers.push(receiver.promise)
+  })
+  const start = performance.now()
+  let delivered = 0
+  while (delivered < BATCHES * REQUEST) {
+    const events = (await buffer.pull())!
+    delivered += events.events.length
+    events.end('delivered')
+  }
+  await Promise.all(receivers)
+  const rate = delivered / ((performance.now() - start) / 1000)
+  await buffer.dispose()
+  return rate
+}
+
 async function http(dir: string, disk: boolean): Promise<number> {
   const source = httpServer({ address: '127.0.0.1:0' })
   const hole = blackhole()
@@ -129,6 +184,8 @@ const VARIANTS = {
   edge,
   'http-disk': (dir: string) => http(dir, true),
   'http-memory': (dir: string) => http(dir, false),
+  'store-read': storeRead,
+  'edge-read': edgeRead,
 } as const
 type Variant = keyof typeof VARIANTS
 
@@ -141,7 +198,11 @@ if (variant !== undefined) {
     rmSync(dir, { recursive: true, force: true })
   }
 } else {
-  const names = Object.keys(VARIANTS) as Variant[]
+  // ACKLINE_BENCH_ONLY=append,edge-read runs only those (append, the peer, always runs).
+  const only = process.env.ACKLINE_BENCH_ONLY?.split(',')
+  const names = (Object.keys(VARIANTS) as Variant[]).filter(
+    (name) => only === undefined || name === 'append' || only.includes(name),
+  )
   console.log(
     `${EVENTS} events, ${REQUEST} a batch (request), ${CLIENTS} batches in flight, sync 'always'; median of ${ROUNDS} interleaved rounds (min–max)\n`,
   )
@@ -155,7 +216,12 @@ if (variant !== undefined) {
       `${name.padEnd(12)} ${fmt(m).padStart(10)} events/s  (${fmt(list[0]!)}–${fmt(list.at(-1)!)})  ${(m / peer).toFixed(2)} of append`,
     )
   }
-  const disk = median(rates.get('http-disk')!)
-  const memory = median(rates.get('http-memory')!)
-  console.log(`\nhttp-disk / http-memory ${(disk / memory).toFixed(2)}`)
+  const ratio = (a: Variant, b: Variant): void => {
+    if (rates.has(a) && rates.has(b)) {
+      console.log(`${a} / ${b} ${(median(rates.get(a)!) / median(rates.get(b)!)).toFixed(2)}`)
+    }
+  }
+  console.log()
+  ratio('http-disk', 'http-memory')
+  ratio('edge-read', 'store-read')
 }
