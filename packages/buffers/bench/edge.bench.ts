@@ -94,8 +94,17 @@ async function fill(push: (i: number) => Promise<void>): Promise<void> {
   for (let i = 0; i < BATCHES; i++) await push(i)
 }
 
+/**
+ * The read variants checkpoint by time only (and not within the run), so the ledger's fsyncs do
+ * not hide the CPU the read path costs; ACKLINE_BENCH_CHECKPOINTS=1 keeps the defaults.
+ */
+const readOptions =
+  process.env.ACKLINE_BENCH_CHECKPOINTS === '1'
+    ? {}
+    : { ledgerEveryAcks: Number.MAX_SAFE_INTEGER, ledgerIntervalMs: 600_000 }
+
 async function storeRead(dir: string): Promise<number> {
-  const buffer = await DiskBuffer.open({ path: dir, sync: 'always', log: () => {} })
+  const buffer = await DiskBuffer.open({ path: dir, sync: 'always', log: () => {}, ...readOptions })
   await fill(async (i) => {
     await buffer.append(
       Array.from({ length: REQUEST }, (_, k) =>
@@ -116,7 +125,13 @@ async function storeRead(dir: string): Promise<number> {
 }
 
 async function edgeRead(dir: string): Promise<number> {
-  const buffer = await openDiskBuffer({ path: dir, sinkId: 'out', sync: 'always', log: () => {} })
+  const buffer = await openDiskBuffer({
+    path: dir,
+    sinkId: 'out',
+    sync: 'always',
+    log: () => {},
+    ...readOptions,
+  })
   const receivers: Promise<unknown>[] = []
   await fill(async (i) => {
     const { notifier, receiver } = BatchNotifier.create({ sourceId: 'http' })
