@@ -24,28 +24,25 @@
  */
 import { DiskBufferError } from './DiskBufferError.js'
 import type { DiskBufferOptions } from './DiskBufferOptions.js'
-import { AckLedger } from './internal/AckLedger.js'
+import { BufferParts, type BufferRemains, type BufferStart } from './internal/BufferParts.js'
 import { DeadLetterSet } from './internal/DeadLetterSet.js'
-import { type Deferred, deferred } from './internal/Deferred.js'
 import { DiskBufferHooks } from './internal/DiskBufferHooks.js'
 import { type Settings, settle } from './internal/DiskBufferSettings.js'
 import {
   type DiskBufferEvent,
   type DiskBufferState,
-  initialState,
-  isStopped,
+  liveOf,
+  opened,
+  remainsOf,
   transition,
 } from './internal/DiskBufferState.js'
 import type { FileLike } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
-import { type Held, InFlightRecords } from './internal/InFlightRecords.js'
-import { Ledger, type LedgerState } from './internal/Ledger.js'
+import type { Held } from './internal/InFlightRecords.js'
 import { LockFile } from './internal/LockFile.js'
-import { ReadCursor } from './internal/ReadCursor.js'
 import { Recovery } from './internal/Recovery.js'
-import type { Segment } from './internal/Segment.js'
 import { SegmentReader } from './internal/SegmentReader.js'
-import { DURABLE, SegmentWriter } from './internal/SegmentWriter.js'
+import { DURABLE } from './internal/SegmentWriter.js'
 
 /**
  * When written records are fsynced, and so what an append's answer means.
@@ -159,83 +156,18 @@ export class DiskBuffer {
   /** The buffer's directory. */
   readonly path: string
   readonly #s: Settings
-  /** Changed only by {@link DiskBuffer.#dispatch}: what each call may do in each state is in `internal/DiskBufferState`. */
-  #state: DiskBufferState = initialState
-  readonly #segments: Segment[]
-  readonly #writer: SegmentWriter
-  readonly #acks: AckLedger
-  #ledgerTimer: NodeJS.Timeout | undefined = undefined
-  #ledgerDirty = false
-  /** A checkpoint is queued on the lane (at most one at a time, whatever the acknowledgement rate). */
-  #ledgerQueued = false
-  readonly #cursor: ReadCursor
-  #reading: Promise<unknown> = Promise.resolve()
-  readonly #inFlight: InFlightRecords
-  #wakeup: Deferred<void> = deferred()
+  /**
+   * Where the buffer is in its life, with its live parts while open or draining. Changed only by
+   * {@link DiskBuffer.#dispatch}: what each call may do in each state is in `internal/DiskBufferState`.
+   */
+  #state: DiskBufferState<BufferParts, BufferRemains>
   readonly #deadLetters: DiskBuffer | undefined
-  /** Records of this queue found in the dead-letter queue at open: sequence number → frame checksum. */
-  readonly #deadLettered: DeadLetterSet
-  readonly #m = {
-    written: 0,
-    acked: 0,
-    redeliveries: 0,
-    corruptRegions: 0,
-    corruptBytes: 0,
-    recordsLost: 0,
-    tornBytesTruncated: 0,
-    writeFailures: 0,
-    syncFailures: 0,
-  }
 
-  private constructor(
-    s: Settings,
-    init: {
-      segments: Segment[]
-      active: FileLike | undefined
-      nextSeq: number
-      ackedBelow: number
-      tornBytes: number
-      deadLetters: DiskBuffer | undefined
-      deadLettered: DeadLetterSet
-    },
-  ) {
-    this.#s = s
-    this.path = s.path
-    this.#segments = init.segments
-    this.#acks = new AckLedger(init.ackedBelow)
-    this.#inFlight = new InFlightRecords({ initialMs: s.retryInitialMs, maxMs: s.retryMaxMs })
-    this.#writer = new SegmentWriter(
-      {
-        settings: s,
-        segments: this.#segments,
-        acks: this.#acks,
-        markAcked: (seq) => this.#markAcked(seq),
-        changed: () => {
-          this.#ledgerDirty = true
-        },
-        wake: () => this.#wake(),
-        abandoned: () => this.#state.kind === 'crashed',
-        counters: this.#m,
-      },
-      { active: init.active, nextSeq: init.nextSeq },
-    )
-    this.#deadLetters = init.deadLetters
-    this.#deadLettered = init.deadLettered
-    this.#m.tornBytesTruncated = init.tornBytes
-    const start = init.segments.findLast((seg) => seg.firstSeq <= init.ackedBelow) ?? init.segments[0]
-    this.#cursor = new ReadCursor(
-      {
-        settings: s,
-        segments: this.#segments,
-        visibleSeq: () => this.#writer.visibleSeq,
-        acks: this.#acks,
-        deadLettered: this.#deadLettered,
-        markAcked: (seq) => this.#markAcked(seq),
-        counters: this.#m,
-      },
-      start,
-      init.ackedBelow,
-    )
+  private constructor(start: BufferStart, deadLetters: DiskBuffer | undefined) {
+    this.#s = start.settings
+    this.path = start.settings.path
+    this.#deadLetters = deadLetters
+    this.#state = opened(new BufferParts(start, () => this.#state.kind))
   }
 
   /**
@@ -278,13 +210,12 @@ export class DiskBuffer {
 
   static async #recover(settings: Settings): Promise<DiskBuffer> {
     const recovered = await Recovery.run(settings)
-    const { settings: s, segments, active, nextSeq, ackedBelow, tornBytes } = recovered
-    const { path } = s
+    const s = recovered.settings
     let deadLetters: DiskBuffer | undefined
     const deadLettered = new DeadLetterSet()
     if (s.deadLetters) {
       deadLetters = await DiskBuffer.open({
-        path: `${path}/${DeadLetterSet.DIR}`,
+        path: `${s.path}/${DeadLetterSet.DIR}`,
         segmentBytes: s.segmentBytes,
         maxBytes: Number.MAX_SAFE_INTEGER,
         sync: 'always',
@@ -294,20 +225,10 @@ export class DiskBuffer {
         lock: false,
       })
       for await (const letter of deadLetters.deadLetterEntries()) {
-        if (letter.originalSeq >= ackedBelow) deadLettered.add(letter.originalSeq, letter.crc)
+        if (letter.originalSeq >= recovered.ackedBelow) deadLettered.add(letter.originalSeq, letter.crc)
       }
     }
-    const buffer = new DiskBuffer(s, {
-      segments,
-      active,
-      nextSeq,
-      ackedBelow,
-      tornBytes,
-      deadLetters,
-      deadLettered,
-    })
-    // Segments wholly below the acknowledged prefix: a crash came between the ledger and the delete.
-    buffer.#writer.releaseSegments()
+    const buffer = new DiskBuffer({ ...recovered, deadLettered }, deadLetters)
     if (!recovered.ledgerOk) await buffer.checkpoint()
     return buffer
   }
@@ -319,12 +240,12 @@ export class DiskBuffer {
 
   /** The contiguous acknowledged prefix: every record below this sequence number was acknowledged. */
   get ackedBelow(): number {
-    return this.#acks.below
+    return remainsOf(this.#state).ackedBelow
   }
 
   /** The sequence number the next record will get. */
   get nextSeq(): number {
-    return this.#writer.assigned
+    return remainsOf(this.#state).nextSeq
   }
 
   /**
@@ -337,7 +258,9 @@ export class DiskBuffer {
     payloads: readonly Uint8Array[],
     options: { readonly whenFull?: 'wait' | 'refuse' } = {},
   ): Promise<AppendResult> {
-    if (this.#state.kind !== 'open') throw new DiskBufferError('CLOSED', 'append after close', this.path)
+    const state = this.#state
+    if (state.kind !== 'open') throw new DiskBufferError('CLOSED', 'append after close', this.path)
+    const { writer } = state.live
     let bytes = 0
     for (const payload of payloads) {
       if (payload.length > this.maxRecordBytes) {
@@ -351,10 +274,10 @@ export class DiskBuffer {
       bytes += Frame.size(payload.length)
     }
     if (payloads.length === 0)
-      return { status: 'written', firstSeq: this.#writer.assigned, count: 0, durable: DURABLE }
-    while (!this.#writer.hasRoom(bytes)) {
+      return { status: 'written', firstSeq: writer.assigned, count: 0, durable: DURABLE }
+    while (!writer.hasRoom(bytes)) {
       if (options.whenFull === 'refuse') return { status: 'full' }
-      await this.#writer.waitForSpace()
+      await writer.waitForSpace()
       if (this.#state.kind !== 'open') {
         return {
           status: 'failed',
@@ -362,7 +285,7 @@ export class DiskBuffer {
         }
       }
     }
-    return this.#writer.append(payloads, bytes)
+    return writer.append(payloads, bytes)
   }
 
   /**
@@ -376,45 +299,48 @@ export class DiskBuffer {
     max = 1000,
     options: { readonly signal?: AbortSignal | undefined; readonly wait?: boolean | undefined } = {},
   ): Promise<StoredRecord[] | undefined> {
-    // One reader at a time: the cursor is shared.
-    const next = this.#reading.then(() => this.#read(max, options.signal, options.wait !== false))
-    this.#reading = next.catch(() => undefined)
-    return next
+    const live = liveOf(this.#state)
+    if (live === undefined) return Promise.resolve(undefined)
+    return live.oneReader(() => this.#read(live, max, options.signal, options.wait !== false))
   }
 
   async #read(
+    live: BufferParts,
     max: number,
     signal: AbortSignal | undefined,
     wait: boolean,
   ): Promise<StoredRecord[] | undefined> {
-    const onAbort = (): void => this.#wake()
+    const onAbort = (): void => live.wake()
     signal?.addEventListener('abort', onAbort)
     try {
       for (;;) {
-        if (isStopped(this.#state) || signal?.aborted === true) return undefined
-        const wakeup = this.#wakeup.promise
+        // The parts are the same object for the buffer's whole life: only whether they are live changes.
+        const state = this.#state
+        if (liveOf(state) === undefined || signal?.aborted === true) return undefined
+        const { inFlight, cursor, writer } = live
+        const wakeup = live.wakeup
         const out: StoredRecord[] = []
         const held: Held[] = []
-        if (this.#inFlight.retryPending > 0) this.#inFlight.takeDue(Date.now(), max, out, held)
-        const room = Math.min(max - out.length, this.#s.maxInFlight - this.#inFlight.size - out.length)
-        if (room > 0) await this.#cursor.read(room, out, held)
+        if (inFlight.retryPending > 0) inFlight.takeDue(Date.now(), max, out, held)
+        const room = Math.min(max - out.length, this.#s.maxInFlight - inFlight.size - out.length)
+        if (room > 0) await cursor.read(room, out, held)
         if (out.length > 0) {
-          this.#inFlight.hold(out, held)
+          inFlight.hold(out, held)
           return out
         }
         // Drained: every append written (none still behind the write lane), read, and settled.
         if (
           this.#state.kind === 'draining' &&
-          this.#writer.assigned <= this.#writer.visibleSeq &&
-          this.#cursor.caughtUp() &&
-          this.#inFlight.size === 0
+          writer.assigned <= writer.visibleSeq &&
+          cursor.caughtUp() &&
+          inFlight.size === 0
         ) {
           return undefined
         }
         if (!wait) return []
         let timer: NodeJS.Timeout | undefined
-        const due = this.#inFlight.nextDueAt()
-        if (due !== undefined) timer = setTimeout(() => this.#wake(), Math.max(0, due - Date.now()))
+        const due = inFlight.nextDueAt()
+        if (due !== undefined) timer = setTimeout(() => live.wake(), Math.max(0, due - Date.now()))
         await wakeup
         if (timer !== undefined) clearTimeout(timer)
       }
@@ -423,13 +349,17 @@ export class DiskBuffer {
     }
   }
 
-  /** Acknowledges a record: it will not be read again, and its segment may go. Idempotent. */
+  /**
+   * Acknowledges a record: it will not be read again, and its segment may go. Idempotent. Once
+   * the buffer is closed it does nothing: the record stays on disk for the next open.
+   */
   ack(seq: number): void {
-    if (seq >= this.#writer.nextSeq || this.#acks.has(seq)) return
+    const live = liveOf(this.#state)
+    if (live === undefined || seq >= live.writer.nextSeq || live.acks.has(seq)) return
     // A reader held back by maxInFlight may go on once one record is settled.
-    if (this.#inFlight.settle(seq) && this.#inFlight.size + 1 >= this.#s.maxInFlight) this.#wake()
-    this.#m.acked++
-    this.#markAcked(seq)
+    if (live.inFlight.settle(seq) && live.inFlight.size + 1 >= this.#s.maxInFlight) live.wake()
+    live.counters.acked++
+    live.markAcked(seq)
   }
 
   /**
@@ -437,18 +367,20 @@ export class DiskBuffer {
    * is handed out again after a back-off that doubles with each attempt.
    */
   nack(seq: number): void {
-    if (!this.#inFlight.nack(seq, Date.now())) return
-    this.#m.redeliveries++
-    this.#wake()
+    const live = liveOf(this.#state)
+    if (live === undefined || !live.inFlight.nack(seq, Date.now())) return
+    live.counters.redeliveries++
+    live.wake()
   }
 
   /**
    * The sink rejected the record for good: it is written (fsynced) to the dead-letter queue, then
    * acknowledged here, and never handed out again, not even after a crash in between. Reports
-   * `failed` (and leaves the record in flight, to be settled again) if the dead-letter write failed.
+   * `failed` (and leaves the record in flight, to be settled again) if the dead-letter write
+   * failed, and `unknown` if the record is not in flight (or the buffer is closed).
    */
   async deadLetter(seq: number): Promise<'dead-lettered' | 'unknown' | 'failed'> {
-    const held = this.#inFlight.get(seq)
+    const held = liveOf(this.#state)?.inFlight.get(seq)
     if (held === undefined) return 'unknown'
     const queue = this.#deadLetters
     if (queue === undefined) {
@@ -513,7 +445,7 @@ export class DiskBuffer {
     const error = await flush()
     if (error !== undefined) return { status: 'failed', error }
     await this.checkpoint()
-    await queue.#discardAll()
+    await liveOf(queue.#state)?.empty()
     return { status: 'replayed', count }
   }
 
@@ -522,7 +454,8 @@ export class DiskBuffer {
    * what was written when it started.
    */
   async *scan(): AsyncGenerator<StoredRecord & { readonly crc: number }> {
-    const segments = this.#segments.map((seg) => ({ name: seg.name, end: seg.visible }))
+    const remains = remainsOf(this.#state)
+    const segments = remains.segments.map((seg) => ({ name: seg.name, end: seg.visible }))
     for (const seg of segments) {
       let file: FileLike
       try {
@@ -541,7 +474,7 @@ export class DiskBuffer {
           if (items.length === 0) break
           for (const item of items) {
             if (item.kind !== 'record') continue
-            if (this.#acks.has(item.seq)) continue
+            if (remains.acknowledged(item.seq)) continue
             yield { seq: item.seq, payload: item.payload, attempt: 0, crc: item.crc }
           }
         }
@@ -551,20 +484,24 @@ export class DiskBuffer {
     }
   }
 
-  /** Writes the ledger now (it is otherwise written `ledgerIntervalMs` after an acknowledgement, after `ledgerEveryAcks` of them, and on close). */
-  checkpoint(): Promise<void> {
-    return this.#writer.serial(() => this.#writeLedger())
+  /**
+   * Writes the ledger now (it is otherwise written `ledgerIntervalMs` after an acknowledgement,
+   * after `ledgerEveryAcks` of them, and on close). Does nothing once the buffer is closed.
+   */
+  async checkpoint(): Promise<void> {
+    await liveOf(this.#state)?.checkpoints.now()
   }
 
-  /** Fsyncs now whatever was written (with group commit; a no-op under `'always'`). */
-  flush(): Promise<void> {
-    return this.#writer.serial(() => this.#writer.groupSync())
+  /** Fsyncs now whatever was written (with group commit; a no-op under `'always'` or once closed). */
+  async flush(): Promise<void> {
+    const live = liveOf(this.#state)
+    await live?.writer.serial(() => live.writer.groupSync())
   }
 
   /** No more appends; `read` hands out what is left, then resolves `undefined`. */
   endWrites(): void {
     this.#dispatch('endWrites')
-    this.#wake()
+    liveOf(this.#state)?.wake()
   }
 
   /**
@@ -572,15 +509,17 @@ export class DiskBuffer {
    * Records not acknowledged stay on disk for the next open. Closing twice is harmless.
    */
   async close(): Promise<void> {
-    if (!this.#dispatch('close')) return
-    this.#wake()
-    this.#writer.releaseWaiters()
-    await this.#writer.serial(async () => {
-      this.#clearTimers()
-      await this.#writer.groupSync()
-      await this.#writeLedger()
-      await this.#writer.closeFile()
-      await this.#cursor.close()
+    const live = liveOf(this.#dispatch('close'))
+    if (live === undefined) return
+    live.checkpoints.stop()
+    live.wake()
+    live.writer.releaseWaiters()
+    await live.writer.serial(async () => {
+      live.stopTimers()
+      await live.writer.groupSync()
+      await live.checkpoints.write()
+      await live.writer.closeFile()
+      await live.cursor.close()
     })
     await this.#deadLetters?.close()
     if (this.#s.lock) await LockFile.release(this.#s.fs, this.path)
@@ -593,9 +532,11 @@ export class DiskBuffer {
 
   /** Stops everything without writing anything, as a crash would (tests only, through the hook). */
   #abandon(): void {
-    this.#dispatch('abandon')
-    this.#clearTimers()
-    this.#wake()
+    const live = liveOf(this.#dispatch('abandon'))
+    if (live !== undefined) {
+      live.stopTimers()
+      live.wake()
+    }
     if (this.#deadLetters !== undefined) this.#deadLetters.#abandon()
     if (this.#s.lock) LockFile.abandon(this.#s.fs, this.path)
   }
@@ -604,100 +545,18 @@ export class DiskBuffer {
   metrics(): DiskBufferMetrics {
     const dl = this.#deadLetters
     return {
-      segments: this.#segments.length,
-      bytesOnDisk: this.#writer.bytesOnDisk,
-      unackedRecords: this.#writer.nextSeq - this.#acks.below - this.#acks.aboveCount,
-      inFlight: this.#inFlight.size,
-      retryPending: this.#inFlight.retryPending,
-      ...this.#m,
-      deadLettered: dl === undefined ? 0 : dl.#writer.nextSeq - dl.#acks.below - dl.#acks.aboveCount,
+      ...remainsOf(this.#state).metrics(),
+      deadLettered: dl === undefined ? 0 : remainsOf(dl.#state).metrics().unackedRecords,
     }
   }
 
-  /** The one place the state changes; whether `event` changed it. */
-  #dispatch(event: DiskBufferEvent): boolean {
-    const next = transition(this.#state, event)
-    const changed = next !== this.#state
-    this.#state = next
-    return changed
-  }
-
-  // ——— acknowledging and freeing space ———
-
-  #markAcked(seq: number): void {
-    if (!this.#acks.mark(seq)) return
-    this.#ledgerDirty = true
-    if (this.#acks.unsaved >= this.#s.ledgerEveryAcks) this.#checkpointSoon()
-    else this.#scheduleLedger()
-    this.#writer.releaseSegments()
-    if (this.#writer.waitingForSpace) this.#writer.reclaimActive()
-    if (this.#state.kind === 'draining') this.#wake()
-  }
-
-  async #discardAll(): Promise<void> {
-    await this.#writer.serial(async () => {
-      this.#inFlight.clear()
-      this.#acks.reset(this.#writer.nextSeq)
-      await this.#writer.groupSync()
-      await this.#writer.closeFile()
-      await this.#cursor.close()
-      await this.#writer.deleteAll()
-      this.#cursor.restart(this.#writer.nextSeq)
-      await this.#writeLedger()
-    })
-  }
-
-  #scheduleLedger(): void {
-    if (this.#ledgerTimer !== undefined || this.#ledgerQueued) return
-    if (isStopped(this.#state)) return
-    this.#ledgerTimer = setTimeout(() => {
-      this.#ledgerTimer = undefined
-      this.#checkpointSoon()
-    }, this.#s.ledgerIntervalMs)
-    this.#ledgerTimer.unref()
-  }
-
-  /** Queues one checkpoint on the lane, unless one is queued already (it will save the latest state). */
-  #checkpointSoon(): void {
-    if (this.#ledgerQueued || isStopped(this.#state)) return
-    if (this.#ledgerTimer !== undefined) clearTimeout(this.#ledgerTimer)
-    this.#ledgerTimer = undefined
-    this.#ledgerQueued = true
-    void this.#writer
-      .serial(async () => {
-        this.#ledgerQueued = false
-        if (this.#ledgerDirty) await this.#writeLedger()
-      })
-      .catch((error: Error) =>
-        this.#s.log(`disk buffer ${this.path}: ledger checkpoint failed (${error.message})`),
-      )
-  }
-
-  async #writeLedger(): Promise<void> {
-    // Never checkpoint an acknowledged position above what is durable: on open, a ledger ahead
-    // of the data is taken for a ledger of other data (LEDGER_AHEAD).
-    await this.#writer.groupSync()
-    const state: LedgerState = {
-      nextSeq: this.#writer.nextSeq,
-      ackedBelow: this.#acks.below,
-      segments: this.#segments.map((seg) => seg.firstSeq),
-    }
-    await Ledger.write(this.#s.fs, this.path, state)
-    this.#acks.saved(state.ackedBelow)
-    this.#ledgerDirty = false
-  }
-
-  #clearTimers(): void {
-    this.#writer.stopTimer()
-    if (this.#ledgerTimer !== undefined) clearTimeout(this.#ledgerTimer)
-    this.#ledgerTimer = undefined
-  }
-
-  // ——— reading ———
-
-  #wake(): void {
-    const wakeup = this.#wakeup
-    this.#wakeup = deferred()
-    wakeup.resolve()
+  /**
+   * The one place the state changes. Returns the state `event` left, or `undefined` when it
+   * changed nothing (so a caller acts only on a change, with the parts it had).
+   */
+  #dispatch(event: DiskBufferEvent): DiskBufferState<BufferParts, BufferRemains> | undefined {
+    const before = this.#state
+    this.#state = transition(before, event)
+    return this.#state === before ? undefined : before
   }
 }

@@ -9,9 +9,11 @@
  * - Every finalizer group taken off a pushed event is ended exactly once in this process run:
  *   `delivered` (durable or delivered), `rejected` (dropped when full, too large, or rejected by
  *   the sink and dead-lettered), `errored` (the write failed, or the buffer was disposed first).
- * - A record read back carries a fresh notifier of the buffer's own (source id `<sinkId>:buffer`);
- *   what the sink reports on it decides the record's fate: acknowledged, redelivered after a
- *   back-off, or dead-lettered. An `errored` record is never deleted.
+ * - The events of one pull share one fresh notifier of the buffer's own (source id
+ *   `<sinkId>:buffer`) that keeps per-record outcomes; once every one of them ended, each record's
+ *   own outcome decides its fate: acknowledged (`delivered`, or dropped without a status),
+ *   redelivered after a back-off (`errored`), or dead-lettered (`rejected`). An `errored` record
+ *   is never deleted.
  *
  * At-least-once across restarts: finalizers do not survive a process; after a restart the records
  * on disk are delivered again without them, and the sources (whose batches were never settled)
@@ -22,10 +24,11 @@
  */
 import {
   BatchNotifier,
-  type BatchStatus,
+  type BatchStatusReceiver,
   EventArray,
   EventFinalizerGroups,
   type JsonObject,
+  type LogEvent,
 } from '@ackline/core'
 import type { EdgeBuffer } from '@ackline/topology'
 import { DiskBuffer, type DiskBufferMetrics, type ReplayResult } from './DiskBuffer.js'
@@ -89,7 +92,10 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   readonly #whenFull: 'wait' | 'refuse'
   readonly #maxPerPull: number
   readonly #log: (message: string) => void
-  #state: 'open' | 'closing' | 'closed' = 'open'
+  /** `closing`: no more pushes, pulls drain; `closed`: the store is closing or closed (`shutDown` resolves once it is). */
+  #state:
+    | { readonly kind: 'open' | 'closing' }
+    | { readonly kind: 'closed'; readonly shutDown: Promise<void> } = { kind: 'open' }
   /** The original finalizer groups of records written in this run, by sequence number ('on-delivery'). */
   readonly #origins = new Map<number, Origin>()
   readonly #m = { droppedWhenFull: 0, rejectedTooLarge: 0, writeErrored: 0, deadLetteredThisRun: 0 }
@@ -107,7 +113,7 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   async push(events: EventArray): Promise<void> {
     const list = events.events
     const groups = EventFinalizerGroups.detach(list)
-    if (this.#state !== 'open') {
+    if (this.#state.kind !== 'open') {
       groups.endAll('errored')
       for (const event of list) event.end()
       throw new DiskBufferError('CLOSED', `push after close (sink ${this.#sinkId})`, this.store.path)
@@ -169,10 +175,11 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     for (;;) {
       const records = await this.store.read(this.#maxPerPull, { signal })
       if (records === undefined) {
-        if (this.#state === 'closing' && signal?.aborted !== true) await this.#shutDown()
+        if (this.#state.kind === 'closing' && signal?.aborted !== true) await this.#shutDown()
         return undefined
       }
-      const events = []
+      const events: LogEvent[] = []
+      const seqs: number[] = []
       for (const record of records) {
         const data = EventRecord.decode(record.payload)
         if (data === undefined) {
@@ -182,27 +189,27 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
           void this.#deadLetter(record.seq)
           continue
         }
-        const event = EventRecord.toEvent(data)
-        const { notifier, receiver } = BatchNotifier.create({ sourceId: this.#notifierSource })
-        notifier.attach(event)
-        notifier.release()
-        const seq = record.seq
-        void receiver.then((status) => this.#settled(seq, status, receiver.reason))
-        events.push(event)
+        events.push(EventRecord.toEvent(data))
+        seqs.push(record.seq)
       }
-      if (events.length > 0) return new EventArray(events)
+      if (events.length === 0) continue
+      // One notifier and one promise for the whole array, not one per record: each event's slot
+      // keeps its own outcome, so every record still gets its own fate.
+      const { notifier, receiver } = BatchNotifier.create({ sourceId: this.#notifierSource, outcomes: true })
+      const array = new EventArray(events).attach(notifier)
+      void receiver.then(() => this.#settled(seqs, receiver))
+      return array
     }
   }
 
   async close(): Promise<void> {
-    if (this.#state !== 'open') return
-    this.#state = 'closing'
+    if (this.#state.kind !== 'open') return
+    this.#state = { kind: 'closing' }
     this.store.endWrites()
   }
 
-  async dispose(): Promise<void> {
-    if (this.#state === 'closed') return
-    await this.#shutDown()
+  dispose(): Promise<void> {
+    return this.#shutDown()
   }
 
   metrics(): DiskEdgeBufferMetrics {
@@ -220,21 +227,28 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     return this.store.replayDeadLetters()
   }
 
-  /** `reason`: why the sink did not deliver the record, passed on to the original batches. */
-  #settled(seq: number, status: BatchStatus, reason: unknown): void {
-    switch (status) {
-      case 'delivered': {
-        this.store.ack(seq)
-        this.#endOrigin(seq, 'delivered')
-        return
+  /**
+   * Settles the records of one pull by their outcomes (`seqs[i]` is the record of slot `i`). A
+   * rejected record passes on the reason its batch has: the first rejection in the array that gave one.
+   */
+  #settled(seqs: readonly number[], receiver: BatchStatusReceiver): void {
+    const outcomes = receiver.outcomes!
+    for (let i = 0; i < seqs.length; i++) {
+      const seq = seqs[i]!
+      switch (outcomes.get(i)) {
+        case 'delivered':
+        case 'dropped':
+          this.store.ack(seq)
+          this.#endOrigin(seq, 'delivered')
+          break
+        case 'errored':
+          // Not deleted and not settled upstream: handed to the sink again after a back-off.
+          this.store.nack(seq)
+          break
+        case 'rejected':
+          void this.#deadLetter(seq, receiver.reason)
+          break
       }
-      case 'errored':
-        // Not deleted and not settled upstream: handed to the sink again after a back-off.
-        this.store.nack(seq)
-        return
-      case 'rejected':
-        void this.#deadLetter(seq, reason)
-        return
     }
   }
 
@@ -260,12 +274,17 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     origin.groups.end(origin.index, status, reason === undefined ? undefined : { reason })
   }
 
-  async #shutDown(): Promise<void> {
-    this.#state = 'closed'
-    await this.store.close()
-    // Still on disk for the next run, but this run's batches cannot wait for it.
-    for (const origin of this.#origins.values()) origin.groups.end(origin.index, 'errored')
-    this.#origins.clear()
+  /** Closes the store, once; every caller (a draining pull, `dispose`) waits until it is closed. */
+  #shutDown(): Promise<void> {
+    if (this.#state.kind === 'closed') return this.#state.shutDown
+    const shutDown = (async () => {
+      await this.store.close()
+      // Still on disk for the next run, but this run's batches cannot wait for it.
+      for (const origin of this.#origins.values()) origin.groups.end(origin.index, 'errored')
+      this.#origins.clear()
+    })()
+    this.#state = { kind: 'closed', shutDown }
+    return shutDown
   }
 }
 

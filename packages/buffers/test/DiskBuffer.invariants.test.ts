@@ -150,6 +150,30 @@ describe('DiskBuffer invariants', () => {
     await buffer.close()
   })
 
+  it('once closed, settling a record touches no file: what was not acknowledged before close is read again', async () => {
+    const { fs, open } = setup({ segmentBytes: 46 }) // two 22-byte frames a segment
+    const buffer = await open()
+    await buffer.append(records(4))
+    const got = (await buffer.read(4))!
+    buffer.ack(got[0]!.seq)
+    await buffer.close()
+    const files = fs.files(PATH).sort()
+    for (const r of got.slice(1)) buffer.ack(r.seq) // would free the first segment while open
+    buffer.nack(got[1]!.seq)
+    expect(await buffer.deadLetter(got[2]!.seq)).toBe('unknown')
+    await buffer.checkpoint()
+    await buffer.flush()
+    await ticks()
+    expect(fs.files(PATH).sort()).toEqual(files)
+    // The counters stay readable, as they were at close.
+    expect(buffer.metrics()).toMatchObject({ segments: 2, acked: 1, unackedRecords: 3, redeliveries: 0 })
+    expect(buffer.ackedBelow).toBe(1)
+    expect(await buffer.read(10)).toBeUndefined()
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['r1', 'r2', 'r3'])
+    await reopened.close()
+  })
+
   it('rejects a record larger than a segment at once with an error naming segmentBytes', async () => {
     const { open } = setup({ segmentBytes: 64 })
     const buffer = await open()

@@ -3,13 +3,18 @@
 import { describe, expect, it } from 'vitest'
 import {
   type DiskBufferEvent,
+  type DiskBufferKind,
   type DiskBufferState,
-  initialState,
-  isStopped,
+  liveOf,
+  opened,
+  remainsOf,
   transition,
 } from '../src/internal/DiskBufferState.js'
 
-type Kind = DiskBufferState['kind']
+type Kind = DiskBufferKind
+// The parts a buffer works with: one object for its whole life.
+const parts = { name: 'the live parts' }
+type State = DiskBufferState<typeof parts>
 // How to reach each state from a new buffer.
 const reach: Record<Kind, readonly DiskBufferEvent[]> = {
   open: [],
@@ -17,7 +22,7 @@ const reach: Record<Kind, readonly DiskBufferEvent[]> = {
   closed: ['close'],
   crashed: ['abandon'],
 }
-const state = (kind: Kind): DiskBufferState => reach[kind].reduce(transition, initialState)
+const state = (kind: Kind): State => reach[kind].reduce<State>(transition, opened(parts))
 
 // Every state × every event, and where it leads.
 const table: readonly [Kind, DiskBufferEvent, Kind][] = [
@@ -36,8 +41,10 @@ const table: readonly [Kind, DiskBufferEvent, Kind][] = [
 ]
 
 describe('DiskBufferState', () => {
-  it('a buffer starts open', () => {
-    expect(initialState.kind).toBe('open')
+  it('a buffer starts open, with its live parts', () => {
+    const start = opened(parts)
+    expect(start.kind).toBe('open')
+    expect(liveOf(start)).toBe(parts)
   })
 
   it.each(table)('%s + %s → %s', (from, event, to) => {
@@ -47,10 +54,14 @@ describe('DiskBufferState', () => {
     expect(after.kind).toBe(to)
     // An event that changes nothing returns the same state, so callers can tell a no-op apart.
     expect(after === before).toBe(from === to)
+    // The parts are live only while open or draining, and what remains of them is readable in every state.
+    expect(liveOf(after)).toBe(to === 'open' || to === 'draining' ? parts : undefined)
+    expect(remainsOf(after)).toBe(parts)
   })
 
-  it('closed and crashed are stopped; open and draining are not', () => {
+  it('open and draining are live; closed and crashed are stopped', () => {
     const kinds: Kind[] = ['open', 'draining', 'closed', 'crashed']
-    expect(kinds.filter((k) => isStopped(state(k)))).toEqual(['closed', 'crashed'])
+    expect(kinds.filter((k) => liveOf(state(k)) === undefined)).toEqual(['closed', 'crashed'])
+    expect(liveOf(undefined)).toBeUndefined()
   })
 })
