@@ -133,34 +133,6 @@ describe('openDiskBuffer', () => {
     expect(await buffer.pull()).toBeUndefined()
   })
 
-  it('settles each record of one pull by its own outcome once the whole array ended; a record ended without a status is acknowledged', async () => {
-    const buffer = await open(tempDir(), { retryBackoff: { initialMs: 1, maxMs: 1 } })
-    const sources = [batch(1, 0), batch(1, 1), batch(1, 2), batch(1, 3)]
-    for (const { array } of sources) await buffer.push(array)
-    const out = (await buffer.pull())!
-    expect(ns(out)).toEqual([0, 1, 2, 3])
-    // One notifier of the buffer's own for the whole array.
-    const notifiers = new Set(out.events.map((e) => [...e.metadata.finalizers][0]!.batchId))
-    expect(notifiers.size).toBe(1)
-    out.events[0]!.end() // dropped: acknowledged as delivered
-    out.events[1]!.end('errored')
-    out.events[2]!.end('rejected', { reason: 'bad record' })
-    await ticks()
-    expect(sources.map((s) => s.receiver.status)).toEqual([undefined, undefined, undefined, undefined])
-    out.events[3]!.end('delivered')
-    expect(await sources[0]!.receiver).toBe('delivered')
-    expect(await sources[2]!.receiver).toBe('rejected')
-    expect(sources[2]!.receiver.reason).toBe('bad record')
-    expect(await sources[3]!.receiver).toBe('delivered')
-    expect(sources[1]!.receiver.status).toBeUndefined() // errored: redelivered, not settled
-    const again = (await buffer.pull())!
-    expect(ns(again)).toEqual([1])
-    again.end('delivered')
-    expect(await sources[1]!.receiver).toBe('delivered')
-    expect(buffer.metrics()).toMatchObject({ redeliveries: 1, deadLettered: 1, unackedRecords: 0 })
-    await buffer.dispose()
-  })
-
   it('drop_newest: settles the pushed events rejected at once when the buffer is full', async () => {
     const buffer = await open(tempDir(), { whenFull: 'drop_newest', segmentBytes: 200, maxBytes: 200 })
     const first = batch(4)
