@@ -9,11 +9,9 @@
  * - Every finalizer group taken off a pushed event is ended exactly once in this process run:
  *   `delivered` (durable or delivered), `rejected` (dropped when full, too large, or rejected by
  *   the sink and dead-lettered), `errored` (the write failed, or the buffer was disposed first).
- * - The events of one pull share one fresh notifier of the buffer's own (source id
- *   `<sinkId>:buffer`) that keeps per-record outcomes; once every one of them ended, each record's
- *   own outcome decides its fate: acknowledged (`delivered`, or dropped without a status),
- *   redelivered after a back-off (`errored`), or dead-lettered (`rejected`). An `errored` record
- *   is never deleted.
+ * - A record read back carries a fresh notifier of the buffer's own (source id `<sinkId>:buffer`);
+ *   what the sink reports on it decides the record's fate: acknowledged, redelivered after a
+ *   back-off, or dead-lettered. An `errored` record is never deleted.
  *
  * At-least-once across restarts: finalizers do not survive a process; after a restart the records
  * on disk are delivered again without them, and the sources (whose batches were never settled)
@@ -24,11 +22,10 @@
  */
 import {
   BatchNotifier,
-  type BatchStatusReceiver,
+  type BatchStatus,
   EventArray,
   EventFinalizerGroups,
   type JsonObject,
-  type LogEvent,
 } from '@ackline/core'
 import type { EdgeBuffer } from '@ackline/topology'
 import { DiskBuffer, type DiskBufferMetrics, type ReplayResult } from './DiskBuffer.js'
@@ -178,8 +175,7 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
         if (this.#state.kind === 'closing' && signal?.aborted !== true) await this.#shutDown()
         return undefined
       }
-      const events: LogEvent[] = []
-      const seqs: number[] = []
+      const events = []
       for (const record of records) {
         const data = EventRecord.decode(record.payload)
         if (data === undefined) {
@@ -189,16 +185,15 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
           void this.#deadLetter(record.seq)
           continue
         }
-        events.push(EventRecord.toEvent(data))
-        seqs.push(record.seq)
+        const event = EventRecord.toEvent(data)
+        const { notifier, receiver } = BatchNotifier.create({ sourceId: this.#notifierSource })
+        notifier.attach(event)
+        notifier.release()
+        const seq = record.seq
+        void receiver.then((status) => this.#settled(seq, status, receiver.reason))
+        events.push(event)
       }
-      if (events.length === 0) continue
-      // One notifier and one promise for the whole array, not one per record: each event's slot
-      // keeps its own outcome, so every record still gets its own fate.
-      const { notifier, receiver } = BatchNotifier.create({ sourceId: this.#notifierSource, outcomes: true })
-      const array = new EventArray(events).attach(notifier)
-      void receiver.then(() => this.#settled(seqs, receiver))
-      return array
+      if (events.length > 0) return new EventArray(events)
     }
   }
 
@@ -227,28 +222,21 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     return this.store.replayDeadLetters()
   }
 
-  /**
-   * Settles the records of one pull by their outcomes (`seqs[i]` is the record of slot `i`). A
-   * rejected record passes on the reason its batch has: the first rejection in the array that gave one.
-   */
-  #settled(seqs: readonly number[], receiver: BatchStatusReceiver): void {
-    const outcomes = receiver.outcomes!
-    for (let i = 0; i < seqs.length; i++) {
-      const seq = seqs[i]!
-      switch (outcomes.get(i)) {
-        case 'delivered':
-        case 'dropped':
-          this.store.ack(seq)
-          this.#endOrigin(seq, 'delivered')
-          break
-        case 'errored':
-          // Not deleted and not settled upstream: handed to the sink again after a back-off.
-          this.store.nack(seq)
-          break
-        case 'rejected':
-          void this.#deadLetter(seq, receiver.reason)
-          break
+  /** `reason`: why the sink did not deliver the record, passed on to the original batches. */
+  #settled(seq: number, status: BatchStatus, reason: unknown): void {
+    switch (status) {
+      case 'delivered': {
+        this.store.ack(seq)
+        this.#endOrigin(seq, 'delivered')
+        return
       }
+      case 'errored':
+        // Not deleted and not settled upstream: handed to the sink again after a back-off.
+        this.store.nack(seq)
+        return
+      case 'rejected':
+        void this.#deadLetter(seq, reason)
+        return
     }
   }
 
