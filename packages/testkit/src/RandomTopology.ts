@@ -51,6 +51,8 @@ export interface RandomSink {
   /** What it reports for event `n`: `outcomes[n % outcomes.length]`. */
   readonly outcomes: readonly DeliveryStatus[]
   readonly maxEvents: number
+  /** Its `concurrency` option: writes pending at once (absent: 1). Outcomes do not depend on it. */
+  readonly concurrency?: number
   /** Faults injected around it (retried writes do not change the outcome: see the model). */
   readonly faults: FailureSchedule
 }
@@ -239,6 +241,7 @@ export const RandomTopology = {
             },
           ),
           maxEvents: fc.integer({ min: 1, max: 8 }),
+          concurrency: fc.integer({ min: 1, max: 3 }),
           faults,
         }),
         { minLength: 1, maxLength: options.maxSinks ?? 2 },
@@ -381,7 +384,9 @@ export const RandomTopology = {
       builder.sink(`k${i}`, sinkInputs[i]!, ledger.sink(`k${i}`, sink, { acknowledgements: acks }), {
         buffer: { maxEvents: k.maxEvents },
         // Scheduled errors are transient: enough attempts, no backoff, so the outcome is the sink's.
+        // (Each scheduled error uses a call number up, so it holds with writes in flight too.)
         retry: { attempts: k.faults.errorOnCalls.length + 1, initialBackoffMs: 0 },
+        ...(k.concurrency === undefined ? {} : { concurrency: k.concurrency }),
         ...(k.acks === undefined ? {} : { acknowledgements: k.acks }),
       })
     })
@@ -423,7 +428,7 @@ export const RandomTopology = {
       }),
       ...spec.sinks.map(
         (k, i) =>
-          `k${i} = sink(reports ${k.outcomes.join(',')} by n % ${k.outcomes.length}; acks ${k.acks === undefined ? 'default' : k.acks ? 'on' : 'off'}; ${describeSchedule(k.faults)}) ← ${sinkInputs[i]!.join(', ')}`,
+          `k${i} = sink(reports ${k.outcomes.join(',')} by n % ${k.outcomes.length}; acks ${k.acks === undefined ? 'default' : k.acks ? 'on' : 'off'}; ${k.concurrency ?? 1} write(s) in flight; ${describeSchedule(k.faults)}) ← ${sinkInputs[i]!.join(', ')}`,
       ),
     ]
     return lines.join('\n')
