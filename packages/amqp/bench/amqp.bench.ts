@@ -4,10 +4,12 @@
 //           vs a plain amqplib consumer that JSON-parses and acks each message; same prefetch.
 //           Also ackline with batchSize 1 (one event array per message, what a source without
 //           grouping would do) to show what grouping buys.
-//   sink:   generator -> ackline amqpSink (confirms, mandatory, window 1000, ACKLINE_AMQP_BENCH_SINK_BATCH per write)
+//   sink:   generator -> ackline amqpSink (confirms, mandatory, window 1000, ACKLINE_AMQP_BENCH_SINK_BATCH per write,
+//           the sink's default writes in flight), and the same with one write at a time (concurrency 1),
 //           vs plain amqplib publishing the same JSON with confirms and a window of 1000.
-// Rounds alternate; the best round of each counts (least disturbed on a shared machine).
-// Run: pnpm bench amqp   (ACKLINE_AMQP_BENCH_MESSAGES, ACKLINE_AMQP_BENCH_ROUNDS to change sizes)
+// Rounds alternate; the median round of each counts, and the spread (min–max) says how noisy it was.
+// Run: pnpm bench amqp   (ACKLINE_AMQP_BENCH_MESSAGES, ACKLINE_AMQP_BENCH_ROUNDS to change sizes;
+//      ACKLINE_AMQP_BENCH_ONLY=sink or =source to run one half)
 import { randomUUID } from 'node:crypto'
 import { amqpSink, amqpSource } from '@ackline/amqp'
 import { blackhole } from '@ackline/sinks'
@@ -20,8 +22,11 @@ const MESSAGES = Number(process.env.ACKLINE_AMQP_BENCH_MESSAGES ?? 20_000)
 const ROUNDS = Number(process.env.ACKLINE_AMQP_BENCH_ROUNDS ?? 3)
 const PREFETCH = 200
 const WINDOW = 1000
-/** Events per write into the sink: the runtime awaits each write before the next, so each write's last confirms are a stall. */
+/** Events per write into the sink: with one write at a time, each write's last confirms are a stall. */
 const SINK_BATCH = Number(process.env.ACKLINE_AMQP_BENCH_SINK_BATCH ?? 500)
+const ONLY = process.env.ACKLINE_AMQP_BENCH_ONLY
+const SOURCE = ONLY !== 'sink'
+const SINK = ONLY !== 'source'
 
 const record = (i: number) => ({
   timestamp: new Date(1_700_000_000_000 + i).toISOString(),
@@ -121,11 +126,11 @@ async function plainPublish(): Promise<number> {
   return ms
 }
 
-async function acklinePublish(): Promise<number> {
+async function acklinePublish(concurrency?: number): Promise<number> {
   const sink = amqpSink({ url: URL, routingKey: queue, maxInFlight: WINDOW })
   const topology = new TopologyBuilder({ acknowledgements: true })
     .source('gen', generator({ count: MESSAGES, batchSize: SINK_BATCH }))
-    .sink('out', ['gen'], sink)
+    .sink('out', ['gen'], sink, concurrency === undefined ? {} : { concurrency })
     .build()
   const start = performance.now()
   await topology.start()
@@ -135,8 +140,14 @@ async function acklinePublish(): Promise<number> {
   return ms
 }
 
-const best = (xs: number[]) => Math.min(...xs)
+const median = (xs: number[]) => {
+  const sorted = [...xs].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
 const rate = (ms: number) => Math.round((MESSAGES / ms) * 1000)
+/** The rates of the rounds, slowest to fastest, to show the noise. */
+const spread = (xs: number[]) => `${rate(Math.max(...xs))}–${rate(Math.min(...xs))}`
 
 try {
   const results = {
@@ -145,36 +156,60 @@ try {
     acklineConsume1: [] as number[],
     plainPublish: [] as number[],
     acklinePublish: [] as number[],
+    acklinePublish1: [] as number[],
   }
   for (let round = 0; round < ROUNDS; round++) {
-    await fill()
-    results.plainConsume.push(await plainConsume())
-    await fill()
-    results.acklineConsume.push(await acklineConsume())
-    await fill()
-    results.acklineConsume1.push(await acklineConsume(1))
-    await channel.purgeQueue(queue)
-    results.plainPublish.push(await plainPublish())
-    await channel.purgeQueue(queue)
-    results.acklinePublish.push(await acklinePublish())
-    await channel.purgeQueue(queue)
+    if (SOURCE) {
+      await fill()
+      results.plainConsume.push(await plainConsume())
+      await fill()
+      results.acklineConsume.push(await acklineConsume())
+      await fill()
+      results.acklineConsume1.push(await acklineConsume(1))
+    }
+    if (SINK) {
+      await channel.purgeQueue(queue)
+      results.plainPublish.push(await plainPublish())
+      await channel.purgeQueue(queue)
+      results.acklinePublish.push(await acklinePublish())
+      await channel.purgeQueue(queue)
+      results.acklinePublish1.push(await acklinePublish(1))
+      await channel.purgeQueue(queue)
+    }
   }
-  const pc = best(results.plainConsume)
-  const pp = best(results.plainPublish)
   console.log(
-    `${MESSAGES} messages per run, prefetch ${PREFETCH}, confirm window ${WINDOW}, ${SINK_BATCH} events per sink write, best of ${ROUNDS} alternating rounds\n`,
+    `${MESSAGES} messages per run, prefetch ${PREFETCH}, confirm window ${WINDOW}, ${SINK_BATCH} events per sink write, median of ${ROUNDS} alternating rounds (min–max msg/s in brackets)\n`,
   )
   console.log('| what | plain amqplib msg/s | ackline msg/s | ackline / plain |')
   console.log('| ---- | ------------------- | ------------- | --------------- |')
-  console.log(
-    `| consume + ack (source -> blackhole, arrays of up to prefetch) | ${rate(pc)} | ${rate(best(results.acklineConsume))} | ${(pc / best(results.acklineConsume)).toFixed(2)} |`,
-  )
-  console.log(
-    `| consume + ack (source -> blackhole, one array per message) | ${rate(pc)} | ${rate(best(results.acklineConsume1))} | ${(pc / best(results.acklineConsume1)).toFixed(2)} |`,
-  )
-  console.log(
-    `| publish with confirms (generator -> sink) | ${rate(pp)} | ${rate(best(results.acklinePublish))} | ${(pp / best(results.acklinePublish)).toFixed(2)} |`,
-  )
+  const row = (what: string, plain: number[], ours: number[]) =>
+    console.log(
+      `| ${what} | ${rate(median(plain))} (${spread(plain)}) | ${rate(median(ours))} (${spread(ours)}) | ${(median(plain) / median(ours)).toFixed(2)} |`,
+    )
+  if (SOURCE) {
+    row(
+      'consume + ack (source -> blackhole, arrays of up to prefetch)',
+      results.plainConsume,
+      results.acklineConsume,
+    )
+    row(
+      'consume + ack (source -> blackhole, one array per message)',
+      results.plainConsume,
+      results.acklineConsume1,
+    )
+  }
+  if (SINK) {
+    row(
+      'publish with confirms (generator -> sink, default writes in flight)',
+      results.plainPublish,
+      results.acklinePublish,
+    )
+    row(
+      'publish with confirms (generator -> sink, concurrency 1)',
+      results.plainPublish,
+      results.acklinePublish1,
+    )
+  }
 } finally {
   await channel.deleteQueue(queue)
   await admin.close()

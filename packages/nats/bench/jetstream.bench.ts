@@ -1,9 +1,11 @@
 // JetStream throughput, each figure beside a plain client doing the same work in the same run:
 //   1. source: jetstream → blackhole with acknowledgements, against a plain loop that fetches
 //      batches of the same size from its own durable consumer and acks each message;
-//   2. sink: generator → jetstreamSink, against a plain loop publishing the same payloads with
-//      the same number of PubAcks awaited at once.
-// ACKLINE_BENCH_MESSAGES messages (default 20,000) of ~40 bytes; NATS at NATS_URL or
+//   2. sink: generator → jetstreamSink (the sink's default writes in flight, and one write at a
+//      time), against a plain loop publishing the same payloads with the same number of PubAcks
+//      awaited at once.
+// ACKLINE_BENCH_MESSAGES messages (default 20,000) of ~40 bytes, ACKLINE_BENCH_ROUNDS interleaved
+// rounds (default 2; each row is one round, and the sink's medians follow); NATS at NATS_URL or
 // 127.0.0.1:4222. Run with `pnpm bench nats`.
 import { jetstream, jetstreamSink } from '@ackline/nats'
 import { blackhole } from '@ackline/sinks'
@@ -15,6 +17,7 @@ import { connect } from '@nats-io/transport-node'
 const servers = process.env.NATS_URL ?? '127.0.0.1:4222'
 const M = Number(process.env.ACKLINE_BENCH_MESSAGES ?? 20_000)
 const BATCH = 100
+const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 2)
 const WINDOW = 256
 const fmt = (n: number): string => Math.round(n).toLocaleString('en-US')
 const payload = (n: number): string => JSON.stringify({ n, message: `event number ${n}` })
@@ -88,11 +91,11 @@ async function acklineConsume(stream: string, name: string): Promise<number> {
 }
 
 /** generator → jetstreamSink with acknowledgements; msgs/s. */
-async function acklinePublish(subject: string, batchSize: number): Promise<number> {
+async function acklinePublish(subject: string, batchSize: number, concurrency?: number): Promise<number> {
   const sink = jetstreamSink({ servers, subject, maxInFlight: WINDOW })
   const topology = new TopologyBuilder({ acknowledgements: true })
     .source('gen', generator({ count: M, batchSize, record: (n) => ({ n, message: `event number ${n}` }) }))
-    .sink('out', ['gen'], sink)
+    .sink('out', ['gen'], sink, concurrency === undefined ? {} : { concurrency })
     .build()
   const start = performance.now()
   await topology.start()
@@ -106,7 +109,8 @@ try {
   await plainPublish(`${source}.in`, M)
   const sinkRows: [string, number, number][] = []
   const sourceRows: [string, number, number][] = []
-  for (let round = 1; round <= 2; round++) {
+  const ratios = { default: [] as number[], big: [] as number[], one: [] as number[] }
+  for (let round = 1; round <= ROUNDS; round++) {
     const plain = await plainConsume(source, `plain${round}`)
     const ours = await acklineConsume(source, `ackline${round}`)
     sourceRows.push([`round ${round}`, ours, plain])
@@ -114,12 +118,17 @@ try {
     const oursSink = await newStream(`OURS${round}`)
     const p = await plainPublish(`${plainSink}.out`, M)
     const o = await acklinePublish(`${oursSink}.out`, BATCH)
-    sinkRows.push([`round ${round}, writes of ${BATCH}`, o, p])
-    // The runtime writes one array at a time, so a write's PubAcks bound the window: a larger
-    // array keeps more publishes in flight.
+    sinkRows.push([`round ${round}, writes of ${BATCH}, default writes in flight`, o, p])
+    ratios.default.push(o / p)
     const bigSink = await newStream(`BIG${round}`)
     const big = await acklinePublish(`${bigSink}.out`, 1000)
-    sinkRows.push([`round ${round}, writes of 1000`, big, p])
+    sinkRows.push([`round ${round}, writes of 1000, default writes in flight`, big, p])
+    ratios.big.push(big / p)
+    // One write at a time (what the runtime did before writes in flight): a write's PubAcks bound the window.
+    const oneSink = await newStream(`ONE${round}`)
+    const one = await acklinePublish(`${oneSink}.out`, BATCH, 1)
+    sinkRows.push([`round ${round}, writes of ${BATCH}, concurrency 1`, one, p])
+    ratios.one.push(one / p)
   }
   const table = (title: string, rows: [string, number, number][]): void => {
     console.log(`| ${title} | ackline msgs/s | plain client msgs/s | ratio |`)
@@ -130,6 +139,18 @@ try {
   }
   table('source → blackhole, acks (one batch per message)', sourceRows)
   table('generator → jetstreamSink, PubAcks', sinkRows)
+  const median = (xs: number[]): number => {
+    const sorted = [...xs].sort((a, b) => a - b)
+    const mid = sorted.length >> 1
+    return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+  }
+  const line = (what: string, xs: number[]): string =>
+    `| ${what} | ${median(xs).toFixed(2)} | ${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)} |`
+  console.log(`| sink ratio over ${ROUNDS} rounds | median | min–max |`)
+  console.log('| --- | ---: | ---: |')
+  console.log(line(`writes of ${BATCH}, default writes in flight`, ratios.default))
+  console.log(line('writes of 1000, default writes in flight', ratios.big))
+  console.log(line(`writes of ${BATCH}, concurrency 1`, ratios.one))
 } finally {
   for (const stream of streams) await jsm.streams.delete(stream).catch(() => undefined)
   await nc.close()
