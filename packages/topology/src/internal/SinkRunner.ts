@@ -98,8 +98,12 @@ export class SinkRunner {
 
   async #runOneAtATime(): Promise<void> {
     for (;;) {
-      const array = await this.#next()
+      // Inlined rather than `await this.#next()`: an extra async hop would let more arrays queue
+      // up before the pull and change how writes coalesce compared with earlier releases.
+      let array = await this.buffer.pull()
       if (array === undefined) return
+      if (this.buffer instanceof MemoryChannel) array = this.buffer.coalesce(array)
+      this.counters.received += array.length
       await this.#write(array)
     }
   }
