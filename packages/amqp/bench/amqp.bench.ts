@@ -7,7 +7,7 @@
 //   sink:   generator -> ackline amqpSink (confirms, mandatory, window 1000, ACKLINE_AMQP_BENCH_SINK_BATCH per write,
 //           the sink's default writes in flight), and the same with one write at a time (concurrency 1),
 //           vs plain amqplib publishing the same JSON with confirms and a window of 1000.
-// Rounds alternate; the median round of each counts, and the spread (min–max) says how noisy it was.
+// Rounds alternate (the sink runs in a rotating order); the median round of each counts, and the spread (min–max) says how noisy it was.
 // Run: pnpm bench amqp   (ACKLINE_AMQP_BENCH_MESSAGES, ACKLINE_AMQP_BENCH_ROUNDS to change sizes;
 //      ACKLINE_AMQP_BENCH_ONLY=sink or =source to run one half)
 import { randomUUID } from 'node:crypto'
@@ -168,12 +168,16 @@ try {
       results.acklineConsume1.push(await acklineConsume(1))
     }
     if (SINK) {
-      await channel.purgeQueue(queue)
-      results.plainPublish.push(await plainPublish())
-      await channel.purgeQueue(queue)
-      results.acklinePublish.push(await acklinePublish())
-      await channel.purgeQueue(queue)
-      results.acklinePublish1.push(await acklinePublish(1))
+      // The order rotates each round, so no variant always runs first after a purge.
+      const runs: (() => Promise<void>)[] = [
+        async () => void results.plainPublish.push(await plainPublish()),
+        async () => void results.acklinePublish.push(await acklinePublish()),
+        async () => void results.acklinePublish1.push(await acklinePublish(1)),
+      ]
+      for (let i = 0; i < runs.length; i++) {
+        await channel.purgeQueue(queue)
+        await runs[(i + round) % runs.length]!()
+      }
       await channel.purgeQueue(queue)
     }
   }
