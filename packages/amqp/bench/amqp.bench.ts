@@ -3,12 +3,16 @@
 //   source: ackline amqpSource -> blackhole (acknowledgements on, what has arrived sent as one
 //           batch with per-record outcomes, each message acked by its own outcome)
 //           vs a plain amqplib consumer that JSON-parses and acks each message; same prefetch.
-//           Also ackline with batchSize 1 (one batch per message) to show what batching buys.
-//   sink:   generator -> ackline amqpSink (confirms, mandatory, window 1000, ACKLINE_AMQP_BENCH_SINK_BATCH per write)
+//           Also ackline with batchSize 1 (one event array per message, what a source without
+//           grouping would do) to show what grouping buys.
+//   sink:   generator -> ackline amqpSink (confirms, mandatory, window 1000, ACKLINE_AMQP_BENCH_SINK_BATCH per write,
+//           the sink's default writes in flight), and the same with one write at a time (concurrency 1),
 //           vs plain amqplib publishing the same JSON with confirms and a window of 1000.
-// Rounds interleave (the order of plain and ackline flips each round); the table gives medians,
-// and each ratio is the median of the per-round ratios (plain and ackline measured back to back).
-// Run: pnpm bench amqp   (ACKLINE_AMQP_BENCH_MESSAGES, ACKLINE_AMQP_BENCH_ROUNDS to change sizes)
+// Rounds interleave (the source's plain and ackline runs flip order each round; the sink's rotate);
+// the table gives medians with the spread of rates, and each ratio is the median of the per-round
+// ratios (plain and ackline measured back to back) with their range.
+// Run: pnpm bench amqp   (ACKLINE_AMQP_BENCH_MESSAGES, ACKLINE_AMQP_BENCH_ROUNDS to change sizes;
+//      ACKLINE_AMQP_BENCH_ONLY=sink or =source to run one half)
 import { randomUUID } from 'node:crypto'
 import { amqpSink, amqpSource } from '@ackline/amqp'
 import { blackhole } from '@ackline/sinks'
@@ -21,8 +25,11 @@ const MESSAGES = Number(process.env.ACKLINE_AMQP_BENCH_MESSAGES ?? 20_000)
 const ROUNDS = Number(process.env.ACKLINE_AMQP_BENCH_ROUNDS ?? 3)
 const PREFETCH = 200
 const WINDOW = 1000
-/** Events per write into the sink: the runtime awaits each write before the next, so each write's last confirms are a stall. */
+/** Events per write into the sink: with one write at a time, each write's last confirms are a stall. */
 const SINK_BATCH = Number(process.env.ACKLINE_AMQP_BENCH_SINK_BATCH ?? 500)
+const ONLY = process.env.ACKLINE_AMQP_BENCH_ONLY
+const SOURCE = ONLY !== 'sink'
+const SINK = ONLY !== 'source'
 
 const record = (i: number) => ({
   timestamp: new Date(1_700_000_000_000 + i).toISOString(),
@@ -124,11 +131,11 @@ async function plainPublish(): Promise<number> {
   return ms
 }
 
-async function acklinePublish(): Promise<number> {
+async function acklinePublish(concurrency?: number): Promise<number> {
   const sink = amqpSink({ url: URL, routingKey: queue, maxInFlight: WINDOW })
   const topology = new TopologyBuilder({ acknowledgements: true })
     .source('gen', generator({ count: MESSAGES, batchSize: SINK_BATCH }))
-    .sink('out', ['gen'], sink)
+    .sink('out', ['gen'], sink, concurrency === undefined ? {} : { concurrency })
     .build()
   const start = performance.now()
   await topology.start()
@@ -146,10 +153,13 @@ const median = (xs: readonly number[]) => {
 const rate = (ms: number) => Math.round((MESSAGES / ms) * 1000)
 /** The median of per-round ratios plain time / ackline time (ackline throughput over plain's). */
 const ratio = (plain: readonly number[], ours: readonly number[]) => median(plain.map((p, i) => p / ours[i]!))
-const spread = (plain: readonly number[], ours: readonly number[]) => {
+/** The range of the per-round ratios, to show the noise. */
+const ratioRange = (plain: readonly number[], ours: readonly number[]) => {
   const rs = plain.map((p, i) => p / ours[i]!)
   return `${Math.min(...rs).toFixed(2)}–${Math.max(...rs).toFixed(2)}`
 }
+/** The rates of the rounds, slowest to fastest. */
+const spread = (xs: readonly number[]) => `${rate(Math.max(...xs))}–${rate(Math.min(...xs))}`
 
 try {
   const results = {
@@ -158,40 +168,75 @@ try {
     acklineConsume1: [] as number[],
     plainPublish: [] as number[],
     acklinePublish: [] as number[],
+    acklinePublish1: [] as number[],
   }
   for (let round = 0; round < ROUNDS; round++) {
-    const plainFirst = round % 2 === 0
-    if (plainFirst) {
+    if (SOURCE) {
+      const plainFirst = round % 2 === 0
+      if (plainFirst) {
+        await fill()
+        results.plainConsume.push(await plainConsume())
+      }
       await fill()
-      results.plainConsume.push(await plainConsume())
-    }
-    await fill()
-    results.acklineConsume.push(await acklineConsume())
-    if (!plainFirst) {
+      results.acklineConsume.push(await acklineConsume())
+      if (!plainFirst) {
+        await fill()
+        results.plainConsume.push(await plainConsume())
+      }
       await fill()
-      results.plainConsume.push(await plainConsume())
+      results.acklineConsume1.push(await acklineConsume(1))
     }
-    await fill()
-    results.acklineConsume1.push(await acklineConsume(1))
-    await channel.purgeQueue(queue)
-    results.plainPublish.push(await plainPublish())
-    await channel.purgeQueue(queue)
-    results.acklinePublish.push(await acklinePublish())
-    await channel.purgeQueue(queue)
+    if (SINK) {
+      // The order rotates each round, so no variant always runs first after a purge.
+      const runs: (() => Promise<void>)[] = [
+        async () => void results.plainPublish.push(await plainPublish()),
+        async () => void results.acklinePublish.push(await acklinePublish()),
+        async () => void results.acklinePublish1.push(await acklinePublish(1)),
+      ]
+      for (let i = 0; i < runs.length; i++) {
+        await channel.purgeQueue(queue)
+        await runs[(i + round) % runs.length]!()
+      }
+      await channel.purgeQueue(queue)
+    }
   }
-  const r = results
   console.log(
-    `${MESSAGES} messages per run, prefetch ${PREFETCH}, confirm window ${WINDOW}, ${SINK_BATCH} events per sink write, medians of ${ROUNDS} interleaved rounds\n`,
+    `${MESSAGES} messages per run, prefetch ${PREFETCH}, confirm window ${WINDOW}, ${SINK_BATCH} events per sink write, medians of ${ROUNDS} interleaved rounds (min–max msg/s in brackets)\n`,
   )
-  console.log('| what | plain amqplib msg/s | ackline msg/s | ackline / plain (median) | per-round range |')
-  console.log('| ---- | ------------------- | ------------- | ------------------------ | --------------- |')
+  console.log(
+    '| what | plain amqplib msg/s | ackline msg/s | ackline / plain (median of rounds) | per-round range |',
+  )
+  console.log(
+    '| ---- | ------------------- | ------------- | ---------------------------------- | --------------- |',
+  )
   const row = (what: string, plain: number[], ours: number[]) =>
     console.log(
-      `| ${what} | ${rate(median(plain))} | ${rate(median(ours))} | ${ratio(plain, ours).toFixed(2)} | ${spread(plain, ours)} |`,
+      `| ${what} | ${rate(median(plain))} (${spread(plain)}) | ${rate(median(ours))} (${spread(ours)}) | ${ratio(plain, ours).toFixed(2)} | ${ratioRange(plain, ours)} |`,
     )
-  row('consume + ack (source -> blackhole, batches of what arrived)', r.plainConsume, r.acklineConsume)
-  row('consume + ack (source -> blackhole, batchSize 1)', r.plainConsume, r.acklineConsume1)
-  row('publish with confirms (generator -> sink)', r.plainPublish, r.acklinePublish)
+  if (SOURCE) {
+    row(
+      'consume + ack (source -> blackhole, arrays of up to prefetch)',
+      results.plainConsume,
+      results.acklineConsume,
+    )
+    row(
+      'consume + ack (source -> blackhole, one array per message)',
+      results.plainConsume,
+      results.acklineConsume1,
+    )
+  }
+  if (SINK) {
+    row(
+      'publish with confirms (generator -> sink, default writes in flight)',
+      results.plainPublish,
+      results.acklinePublish,
+    )
+    row(
+      'publish with confirms (generator -> sink, concurrency 1)',
+      results.plainPublish,
+      results.acklinePublish1,
+    )
+  }
 } finally {
   await channel.deleteQueue(queue)
   await admin.close()

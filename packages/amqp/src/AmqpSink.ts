@@ -7,18 +7,26 @@
  *   (a `RetryableError` of its own: its source redelivers it); a message the broker returned as
  *   unroutable (`mandatory`, on by default) is `rejected`, never delivered, even though the
  *   broker confirms it afterwards.
- * - Up to `maxInFlight` messages await their confirms at once; the write waits for room, and for
- *   the socket to drain, instead of buffering without bound.
- * - Every message carries a `message-id` that is the same each time the same event is published
- *   again, so consumers can dedupe: the event's upstream id (the field `messageIdField`, by default
- *   the id the `amqp` source read) when it has one, else `<source id>/<batch id>/<ordinal>`.
+ * - Up to `maxInFlight` messages await their confirms at once, across every pending write; a
+ *   write waits for room, and for the socket to drain, instead of buffering without bound.
+ * - The runtime may have {@link AMQP_SINK_CONCURRENCY} writes pending at once (the sink's
+ *   `concurrency`; a declaration's `concurrency` option overrides it), so the window does not
+ *   drain at the end of each write: while one write waits for its last confirms the next one
+ *   publishes. Writes then complete out of order, and so can the messages of different writes on
+ *   the queue; declare `concurrency: 1` where the order of messages matters.
+ * - Every message carries a `message-id`, so consumers can dedupe. It is, in this order: the
+ *   string in the field `messageIdField` when that option is set; the record's public identity
+ *   (`RecordId.of(event)`, the `_recordId` field its source set: the same on every redelivery);
+ *   the `message-id` an `amqp` source read (`_amqp.messageId`); else a unique id
+ *   (`<uuid of this sink>/<count>`), which only a record identity could make stable across a
+ *   redelivery.
  * - With no live connection a write throws a `RetryableError` (the runtime retries it); the
  *   connection reconnects with back-off meanwhile.
  *
  * @module
  */
 import { randomUUID } from 'node:crypto'
-import type { EventArray, JsonObject, LogEvent } from '@ackline/core'
+import { type EventArray, type JsonObject, type LogEvent, RecordId } from '@ackline/core'
 import {
   type ConfigIssue,
   codeOption,
@@ -67,14 +75,16 @@ export const AmqpSinkOptions = defineOptions({
   messageIdField: z
     .string()
     .min(1)
-    .default('_amqp.messageId')
+    .optional()
     .describe(
-      'A field (dotted path) whose string value becomes the message-id, for deduplication downstream.',
+      "A field (dotted path) whose string value becomes the message-id, for deduplication downstream. Default: the record's `_recordId` (`RecordId` of @ackline/core), else an amqp source's `_amqp.messageId`.",
     ),
   omitFields: z
     .array(z.string().min(1))
-    .default(['_amqp'])
-    .describe('Top-level fields left out of the published JSON (by default the metadata of an amqp source).'),
+    .default(['_amqp', RecordId.FIELD])
+    .describe(
+      'Top-level fields left out of the published JSON (by default the metadata of an amqp source and the record id, which goes out as the message-id).',
+    ),
   declare: z
     .strictObject({
       exchange: z
@@ -145,8 +155,16 @@ interface Publish {
 
 const COMPONENT = 'amqp'
 
+/**
+ * How many writes the runtime keeps pending on an {@link amqpSink} unless its declaration says
+ * otherwise (`builder.sink(id, inputs, amqpSink(…), { concurrency })`): enough that one write
+ * publishes while another waits for its confirms; the window `maxInFlight` bounds them together.
+ */
+export const AMQP_SINK_CONCURRENCY = 4
+
 class AmqpPublisher implements AmqpSink {
   readonly kind = 'amqp'
+  readonly concurrency = AMQP_SINK_CONCURRENCY
   readonly #options: AmqpSinkOptions
   readonly #counters: Mutable<AmqpSinkCounters> = {
     published: 0,
@@ -162,6 +180,9 @@ class AmqpPublisher implements AmqpSink {
   #awaiting = new WeakMap<Generation<ConfirmChannel>, Map<string, Publish[]>>()
   /** Writers waiting for room in the window. */
   #waiters: (() => void)[] = []
+  /** Message ids made for events without one: this sink's prefix and a count. */
+  readonly #idPrefix = `${randomUUID()}/`
+  #madeIds = 0
 
   constructor(options: AmqpSinkOptions) {
     this.#options = options
@@ -233,8 +254,13 @@ class AmqpPublisher implements AmqpSink {
       throw new RetryableError(COMPONENT, 'not connected to the broker (reconnecting)')
     }
     const results: (SinkResult & unknown[])[number][] = new Array(events.length)
-    const confirms: Promise<void>[] = []
-    const ordinals = new Map<string, number>()
+    const awaiting = this.#awaiting.get(generation)
+    // One promise per write, not per message: it resolves when the last confirm of the write came.
+    let unconfirmed = 0
+    let delivered = 0
+    let published = false
+    let allConfirmed: (() => void) | undefined
+    const drains: Promise<void>[] = []
     let index = 0
     for (const event of events) {
       const i = index++
@@ -250,70 +276,68 @@ class AmqpPublisher implements AmqpSink {
         results[i] = new RetryableError(COMPONENT, 'the connection to the broker was lost before publishing')
         continue
       }
-      const messageId = this.#messageId(event, o, ordinals)
+      const messageId = this.#messageId(event, o)
       const routingKey = routingKeyOf(event, o)
       const publish: Publish = { returned: false }
-      const awaiting = this.#awaiting.get(generation)
       const list = awaiting?.get(messageId)
       if (list === undefined) awaiting?.set(messageId, [publish])
       else list.push(publish)
       this.#counters.inFlight++
       this.#counters.published++
-      confirms.push(
-        new Promise<void>((resolve) => {
-          const settle = (error: unknown): void => {
-            this.#counters.inFlight--
-            const remaining = awaiting?.get(messageId)
-            if (remaining !== undefined) {
-              remaining.splice(remaining.indexOf(publish), 1)
-              if (remaining.length === 0) awaiting?.delete(messageId)
-            }
-            if (error !== null && error !== undefined) {
-              this.#counters.nacked++
-              const reason = error instanceof Error ? error.message : String(error)
-              results[i] = new RetryableError(
-                COMPONENT,
-                `the broker did not confirm message ${messageId}: ${reason}`,
-                {
-                  cause: error,
-                },
-              )
-            } else if (publish.returned) {
-              this.#counters.returned++
-              results[i] = new RejectError(
-                COMPONENT,
-                `message ${messageId} is unroutable: exchange '${o.exchange}' has no queue bound for routing key '${routingKey}'`,
-              )
-            } else {
-              this.#counters.confirmed++
-              results[i] = 'delivered'
-            }
-            this.#wakeOne()
-            resolve()
-          }
-          try {
-            const ok = generation.channel.publish(
-              o.exchange,
-              routingKey,
-              body,
-              {
-                persistent: o.persistent,
-                mandatory: o.mandatory,
-                messageId,
-                contentType: 'application/json',
-              },
-              settle,
-            )
-            if (!ok) confirms.push(new Promise<void>((drained) => generation.channel.once('drain', drained)))
-          } catch (error) {
-            // A closed channel throws synchronously; whether the callback also runs is not promised.
-            if (results[i] === undefined) settle(error)
-          }
-        }),
-      )
+      unconfirmed++
+      published = true
+      let settled = false
+      const settle = (error: unknown): void => {
+        if (settled) return
+        settled = true
+        this.#counters.inFlight--
+        const remaining = awaiting?.get(messageId)
+        if (remaining !== undefined) {
+          if (remaining.length === 1) awaiting?.delete(messageId)
+          else remaining.splice(remaining.indexOf(publish), 1)
+        }
+        if (error !== null && error !== undefined) {
+          this.#counters.nacked++
+          const reason = error instanceof Error ? error.message : String(error)
+          results[i] = new RetryableError(
+            COMPONENT,
+            `the broker did not confirm message ${messageId}: ${reason}`,
+            {
+              cause: error,
+            },
+          )
+        } else if (publish.returned) {
+          this.#counters.returned++
+          results[i] = new RejectError(
+            COMPONENT,
+            `message ${messageId} is unroutable: exchange '${o.exchange}' has no queue bound for routing key '${routingKey}'`,
+          )
+        } else {
+          this.#counters.confirmed++
+          results[i] = 'delivered'
+          delivered++
+        }
+        this.#wakeOne()
+        if (--unconfirmed === 0) allConfirmed?.()
+      }
+      try {
+        const ok = generation.channel.publish(
+          o.exchange,
+          routingKey,
+          body,
+          { persistent: o.persistent, mandatory: o.mandatory, messageId, contentType: 'application/json' },
+          settle,
+        )
+        if (!ok) drains.push(new Promise<void>((drained) => generation.channel.once('drain', drained)))
+      } catch (error) {
+        // A closed channel throws synchronously; whether the callback also runs is not promised.
+        settle(error)
+      }
     }
-    await Promise.all(confirms)
-    return results
+    if (published && unconfirmed > 0) await new Promise<void>((resolve) => (allConfirmed = resolve))
+    if (drains.length > 0) await Promise.all(drains)
+    // All delivered (the common case) is said with nothing, so the runtime ends the array at once.
+    return delivered === events.length ? undefined : results
   }
 
   async stop(): Promise<void> {
@@ -333,15 +357,21 @@ class AmqpPublisher implements AmqpSink {
     this.#waiters.shift()?.()
   }
 
-  #messageId(event: LogEvent, o: Resolved, ordinals: Map<string, number>): string {
-    const upstream = event.get(o.messageIdField)
-    if (typeof upstream === 'string' && upstream !== '') return upstream
-    const metadata = event.metadata
-    const batchId = metadata.hasFinalizers ? metadata.finalizers.batchIds[0] : undefined
-    if (batchId === undefined) return randomUUID()
-    const ordinal = ordinals.get(batchId) ?? 0
-    ordinals.set(batchId, ordinal + 1)
-    return `${metadata.sourceId ?? 'unknown'}/${batchId}/${ordinal}`
+  #messageId(event: LogEvent, o: Resolved): string {
+    if (o.messageIdField !== undefined) {
+      const own = event.get(o.messageIdField)
+      if (typeof own === 'string' && own !== '') return own
+    }
+    const id = RecordId.of(event)
+    if (id !== undefined) return id
+    const metadata = event.fields._amqp
+    if (typeof metadata === 'object' && metadata !== null && !Array.isArray(metadata)) {
+      const upstream = metadata.messageId
+      if (typeof upstream === 'string' && upstream !== '') return upstream
+    }
+    // Unique, not stable: nothing republishes this message (a write that throws has published
+    // nothing; a failed message is settled on its own and comes back, if at all, as a new event).
+    return `${this.#idPrefix}${++this.#madeIds}`
   }
 }
 

@@ -5,5 +5,11 @@
  * @module @ackline/amqp
  */
 export { AmqpError, type AmqpErrorCode } from './AmqpError.js'
-export { type AmqpSink, type AmqpSinkCounters, AmqpSinkOptions, amqpSink } from './AmqpSink.js'
+export {
+  AMQP_SINK_CONCURRENCY,
+  type AmqpSink,
+  type AmqpSinkCounters,
+  AmqpSinkOptions,
+  amqpSink,
+} from './AmqpSink.js'
 export { type AmqpSource, type AmqpSourceCounters, AmqpSourceOptions, amqpSource } from './AmqpSource.js'

@@ -28,4 +28,5 @@ export {
   type OffsetTrackerOptions,
 } from './OffsetTracker.js'
 export { OffsetTrackerError, type OffsetTrackerErrorCode } from './OffsetTrackerError.js'
+export { RecordId } from './RecordId.js'
 export { type RecordOutcome, RecordOutcomes } from './RecordOutcomes.js'

@@ -1,11 +1,13 @@
 // JetStream throughput, each figure beside a plain client doing the same work in the same run:
 //   1. source: jetstream → blackhole with acknowledgements, against a plain loop that fetches
 //      batches of the same size from its own durable consumer and acks each message;
-//   2. sink: generator → jetstreamSink, against a plain loop publishing the same payloads with
-//      the same number of PubAcks awaited at once.
+//   2. sink: generator → jetstreamSink (the sink's default writes in flight, and one write at a
+//      time), against a plain loop publishing the same payloads with the same number of PubAcks
+//      awaited at once.
 // ACKLINE_BENCH_MESSAGES messages (default 20,000) of ~40 bytes, ACKLINE_BENCH_ROUNDS interleaved
-// rounds (default 3; the order of plain and ackline flips each round; the summary gives the median
-// of the per-round ratios); NATS at NATS_URL or 127.0.0.1:4222. Run with `pnpm bench nats`.
+// rounds (default 3; the source's plain and ackline runs flip order each round, the sink's runs
+// rotate; the summaries give the median of the per-round ratios); NATS at NATS_URL or
+// 127.0.0.1:4222. Run with `pnpm bench nats`.
 import { jetstream, jetstreamSink } from '@ackline/nats'
 import { blackhole } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
@@ -90,11 +92,11 @@ async function acklineConsume(stream: string, name: string): Promise<number> {
 }
 
 /** generator → jetstreamSink with acknowledgements; msgs/s. */
-async function acklinePublish(subject: string, batchSize: number): Promise<number> {
+async function acklinePublish(subject: string, batchSize: number, concurrency?: number): Promise<number> {
   const sink = jetstreamSink({ servers, subject, maxInFlight: WINDOW })
   const topology = new TopologyBuilder({ acknowledgements: true })
     .source('gen', generator({ count: M, batchSize, record: (n) => ({ n, message: `event number ${n}` }) }))
-    .sink('out', ['gen'], sink)
+    .sink('out', ['gen'], sink, concurrency === undefined ? {} : { concurrency })
     .build()
   const start = performance.now()
   await topology.start()
@@ -108,22 +110,40 @@ try {
   await plainPublish(`${source}.in`, M)
   const sinkRows: [string, number, number][] = []
   const sourceRows: [string, number, number][] = []
+  const ratios = { default: [] as number[], big: [] as number[], one: [] as number[] }
   for (let round = 1; round <= ROUNDS; round++) {
     const plainFirst = round % 2 === 1
     const plain = plainFirst ? await plainConsume(source, `plain${round}`) : 0
     const ours = await acklineConsume(source, `ackline${round}`)
     const plainAfter = plainFirst ? plain : await plainConsume(source, `plain${round}`)
     sourceRows.push([`round ${round} (${plainFirst ? 'plain first' : 'ackline first'})`, ours, plainAfter])
-    const plainSink = await newStream(`PLAIN${round}`)
-    const oursSink = await newStream(`OURS${round}`)
-    const p = await plainPublish(`${plainSink}.out`, M)
-    const o = await acklinePublish(`${oursSink}.out`, BATCH)
-    sinkRows.push([`round ${round}, writes of ${BATCH}`, o, p])
-    // The runtime writes one array at a time, so a write's PubAcks bound the window: a larger
-    // array keeps more publishes in flight.
-    const bigSink = await newStream(`BIG${round}`)
-    const big = await acklinePublish(`${bigSink}.out`, 1000)
-    sinkRows.push([`round ${round}, writes of 1000`, big, p])
+    // The four sink runs go in a rotating order, so the plain client is not always the first.
+    let p = 0
+    let o = 0
+    let big = 0
+    let one = 0
+    const runs: (() => Promise<void>)[] = [
+      async () => {
+        p = await plainPublish(`${await newStream(`PLAIN${round}`)}.out`, M)
+      },
+      async () => {
+        o = await acklinePublish(`${await newStream(`OURS${round}`)}.out`, BATCH)
+      },
+      async () => {
+        big = await acklinePublish(`${await newStream(`BIG${round}`)}.out`, 1000)
+      },
+      // One write at a time (what the runtime did before writes in flight): a write's PubAcks bound the window.
+      async () => {
+        one = await acklinePublish(`${await newStream(`ONE${round}`)}.out`, BATCH, 1)
+      },
+    ]
+    for (let i = 0; i < runs.length; i++) await runs[(i + round) % runs.length]!()
+    sinkRows.push([`round ${round}, writes of ${BATCH}, default writes in flight`, o, p])
+    sinkRows.push([`round ${round}, writes of 1000, default writes in flight`, big, p])
+    sinkRows.push([`round ${round}, writes of ${BATCH}, concurrency 1`, one, p])
+    ratios.default.push(o / p)
+    ratios.big.push(big / p)
+    ratios.one.push(one / p)
   }
   const table = (title: string, rows: [string, number, number][]): void => {
     console.log(`| ${title} | ackline msgs/s | plain client msgs/s | ratio |`)
@@ -135,13 +155,20 @@ try {
   table('source → blackhole, acks (batches of what a pull brought)', sourceRows)
   table('generator → jetstreamSink, PubAcks', sinkRows)
   const median = (xs: number[]): number => {
-    const s = [...xs].sort((a, b) => a - b)
-    const mid = s.length >> 1
-    return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
+    const sorted = [...xs].sort((a, b) => a - b)
+    const mid = sorted.length >> 1
+    return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
   }
-  const ratios = sourceRows.map(([, ours, plain]) => ours / plain)
+  const line = (what: string, xs: number[]): string =>
+    `| ${what} | ${median(xs).toFixed(2)} | ${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)} |`
+  console.log(`| sink ratio over ${ROUNDS} rounds | median | min–max |`)
+  console.log('| --- | ---: | ---: |')
+  console.log(line(`writes of ${BATCH}, default writes in flight`, ratios.default))
+  console.log(line('writes of 1000, default writes in flight', ratios.big))
+  console.log(line(`writes of ${BATCH}, concurrency 1`, ratios.one))
+  const sourceRatios = sourceRows.map(([, ours, plain]) => ours / plain)
   console.log(
-    `source median ratio ${median(ratios).toFixed(2)} (range ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}) over ${ROUNDS} rounds; medians ackline ${fmt(median(sourceRows.map((r) => r[1])))} msgs/s, plain ${fmt(median(sourceRows.map((r) => r[2])))} msgs/s`,
+    `\nsource median ratio ${median(sourceRatios).toFixed(2)} (range ${Math.min(...sourceRatios).toFixed(2)}–${Math.max(...sourceRatios).toFixed(2)}) over ${ROUNDS} rounds; medians ackline ${fmt(median(sourceRows.map((r) => r[1])))} msgs/s, plain ${fmt(median(sourceRows.map((r) => r[2])))} msgs/s`,
   )
 } finally {
   for (const stream of streams) await jsm.streams.delete(stream).catch(() => undefined)

@@ -6,16 +6,24 @@
  * - An event is `delivered` only when its PubAck arrived, or when the PubAck says the stream
  *   already held a message with the same `Nats-Msg-Id` (a duplicate is a delivery that happened
  *   before, counted once in `counters.duplicates`).
+ * - The `Nats-Msg-Id` of an event is `msgId(event)` when that option is given, else the record's
+ *   public identity (`RecordId.of(event)`, the `_recordId` field its source set), else
+ *   `<stream>:<sequence>` of a jetstream source's `_nats` metadata, else none. The `_recordId`
+ *   field and the metadata field are left out of the payload.
  * - A timeout, a dropped connection or an error from the server never counts as delivered: with a
  *   message id on every event the whole write is retried (`RetryableError`; the ids make the
  *   retry harmless for what was stored already); without one, only the failed events report an
  *   error (`errored`), so a source redelivers those alone.
  * - An event `JSON.stringify` cannot encode fails alone (`rejected`, never retried).
- * - At most `maxInFlight` publishes await their PubAck at once.
+ * - At most `maxInFlight` publishes await their PubAck at once, across every pending write.
+ * - The runtime may have {@link JETSTREAM_SINK_CONCURRENCY} writes pending at once (the sink's
+ *   `concurrency`; a declaration's `concurrency` option overrides it), so the PubAck window does
+ *   not drain at the end of each write. Writes then complete out of order, and messages of
+ *   different writes may be stored out of order; declare `concurrency: 1` where order matters.
  *
  * @module
  */
-import type { EventArray, JsonObject, LogEvent } from '@ackline/core'
+import { type EventArray, type JsonObject, type LogEvent, RecordId } from '@ackline/core'
 import {
   ComponentError,
   type ConfigIssue,
@@ -41,7 +49,7 @@ export const JetStreamSinkOptions = defineOptions({
   msgId: codeOption<(event: LogEvent) => string | undefined>('a function')
     .optional()
     .describe(
-      'The `Nats-Msg-Id` of an event (the stream drops a second message with the same id in its duplicate window). Default: `<stream>:<sequence>` from the `_nats` metadata of an event a jetstream source read, else none.',
+      "The `Nats-Msg-Id` of an event (the stream drops a second message with the same id in its duplicate window). Default: the record's `_recordId` (`RecordId` of @ackline/core), else `<stream>:<sequence>` from the `_nats` metadata of an event a jetstream source read, else none.",
     ),
   metadataField: z
     .union([z.string().min(1), z.literal(false)])
@@ -79,18 +87,29 @@ export interface JetStreamSink extends Sink {
   readonly counters: JetStreamSinkCounters
 }
 
+/**
+ * How many writes the runtime keeps pending on a {@link jetstreamSink} unless its declaration
+ * says otherwise (`builder.sink(id, inputs, jetstreamSink(…), { concurrency })`): one write
+ * publishes while another waits for its PubAcks; `maxInFlight` bounds them together.
+ */
+export const JETSTREAM_SINK_CONCURRENCY = 4
+
 class JetStreamPublisher implements JetStreamSink {
   readonly kind = 'jetstream'
+  readonly concurrency = JETSTREAM_SINK_CONCURRENCY
   readonly #options: JetStreamSinkOptions
   readonly #o: Resolved
   #connection: Connection | undefined = undefined
   #js: JetStreamClient | undefined = undefined
   #inFlight = 0
+  /** The PubAcks awaited, shared by every pending write. */
+  readonly #window: Window
   readonly #count = { published: 0, duplicates: 0, failed: 0 }
 
   constructor(options: JetStreamSinkOptions) {
     this.#options = options
     this.#o = JetStreamSinkOptions.resolve(options)
+    this.#window = new Window(this.#o.maxInFlight)
   }
 
   get counters(): JetStreamSinkCounters {
@@ -125,8 +144,9 @@ class JetStreamPublisher implements JetStreamSink {
     const o = this.#o
     const results: (undefined | 'delivered' | Error)[] = new Array(events.length)
     let allHaveIds = true
+    let delivered = 0
     let retryable = false
-    const window = new Window(o.maxInFlight)
+    const window = this.#window
     const publishes: Promise<void>[] = []
     for (let i = 0; i < events.length; i++) {
       const event = events.events[i]!
@@ -149,6 +169,7 @@ class JetStreamPublisher implements JetStreamSink {
               if (ack.duplicate) this.#count.duplicates++
               else this.#count.published++
               results[i] = 'delivered'
+              delivered++
             },
             (error: unknown) => {
               this.#count.failed++
@@ -174,7 +195,8 @@ class JetStreamPublisher implements JetStreamSink {
       const first = results.find((r): r is Error => r instanceof RetryableError)
       throw first ?? new RetryableError('jetstream', 'a publish failed')
     }
-    return results as (Error | 'delivered')[]
+    // All delivered (the common case) is said with nothing, so the runtime ends the array at once.
+    return delivered === events.length ? undefined : (results as (Error | 'delivered')[])
   }
 
   async stop(): Promise<void> {
@@ -184,13 +206,18 @@ class JetStreamPublisher implements JetStreamSink {
   #payloadOf(event: LogEvent): JsonObject {
     const field = this.#o.metadataField
     const fields = event.fields
-    if (field === false || !(field in fields)) return fields as JsonObject
-    const { [field]: _metadata, ...rest } = fields
-    return rest
+    const hasMetadata = field !== false && field in fields
+    if (!hasMetadata && !(RecordId.FIELD in fields)) return fields as JsonObject
+    const payload: JsonObject = { ...fields }
+    if (hasMetadata) delete payload[field]
+    delete payload[RecordId.FIELD]
+    return payload
   }
 
   #idOf(event: LogEvent): string | undefined {
     if (this.#o.msgId !== undefined) return this.#o.msgId(event)
+    const id = RecordId.of(event)
+    if (id !== undefined) return id
     const field = this.#o.metadataField
     if (field === false) return undefined
     const meta = event.fields[field]

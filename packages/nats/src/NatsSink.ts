@@ -2,17 +2,17 @@
  * `nats` sink: publishes each event as JSON on a core NATS subject (no JetStream).
  *
  * Invariant: core NATS confirms nothing (a publish with no subscriber is dropped by the server
- * without a word), so this sink must never stand where an acknowledgement is expected. Its
- * `validate()` reports an issue unless it was made with `acknowledgements: false`, the user's
- * statement that they know; declare the sink with `{ acknowledgements: false }` in the builder too.
- * A write resolves once the server received the messages (a flush), which says nothing of
- * subscribers.
+ * without a word), so this sink must never stand where an acknowledgement is expected. It says
+ * `canAcknowledge: false`, and the builder refuses it (`ACK_UNSUPPORTED`, naming the sink and the
+ * field `acknowledgements`) unless its declaration says `acknowledgements: false`, the user's
+ * statement that they know. A write resolves once the server received the messages (a flush),
+ * which says nothing of subscribers.
  *
  * @module
  */
 import type { EventArray } from '@ackline/core'
 import {
-  ConfigIssue,
+  type ConfigIssue,
   defineOptions,
   type OptionsOf,
   type ResolvedOptionsOf,
@@ -29,9 +29,11 @@ export const NatsSinkOptions = defineOptions({
   ...connectionShape,
   subject: z.string().min(1).describe('The subject to publish to.'),
   acknowledgements: z
-    .boolean()
+    .literal(false)
     .optional()
-    .describe('Must be false: core NATS cannot confirm a delivery, and this says you know.'),
+    .describe(
+      'Optional, and false when given: core NATS cannot confirm a delivery. What counts is the declaration: `builder.sink(id, inputs, natsSink(…), { acknowledgements: false })`.',
+    ),
 })
 /** Options of {@link natsSink}. */
 export type NatsSinkOptions = OptionsOf<typeof NatsSinkOptions>
@@ -39,6 +41,8 @@ export type NatsSinkOptions = OptionsOf<typeof NatsSinkOptions>
 /** The sink {@link natsSink} returns. */
 export interface NatsSink extends Sink {
   readonly kind: 'nats'
+  /** Always `false`: the builder accepts this sink only when declared with `acknowledgements: false`. */
+  readonly canAcknowledge: false
   validate(): readonly ConfigIssue[]
   start(): Promise<void>
   write(events: EventArray): Promise<SinkResult>
@@ -47,6 +51,7 @@ export interface NatsSink extends Sink {
 
 class NatsPublisher implements NatsSink {
   readonly kind = 'nats'
+  readonly canAcknowledge = false
   readonly #options: NatsSinkOptions
   readonly #o: ResolvedOptionsOf<typeof NatsSinkOptions>
   #connection: Connection | undefined = undefined
@@ -57,17 +62,7 @@ class NatsPublisher implements NatsSink {
   }
 
   validate(): readonly ConfigIssue[] {
-    const issues = NatsSinkOptions.validate(this.#options)
-    if (this.#options.acknowledgements !== false) {
-      issues.push(
-        ConfigIssue.of(
-          'acknowledgements',
-          'false (core NATS cannot confirm a delivery; use jetstreamSink to acknowledge, or say acknowledgements: false here and in the sink declaration)',
-          this.#options.acknowledgements,
-        ),
-      )
-    }
-    return issues
+    return NatsSinkOptions.validate(this.#options)
   }
 
   async start(): Promise<void> {
@@ -100,14 +95,12 @@ class NatsPublisher implements NatsSink {
 }
 
 /**
- * A sink publishing each event as JSON on a core NATS subject. It confirms nothing, so it is
- * allowed only with acknowledgements off: make it with `acknowledgements: false` and declare it so.
+ * A sink publishing each event as JSON on a core NATS subject. It confirms nothing, so the builder
+ * accepts it only when declared with `acknowledgements: false`.
  *
  * @example
  * ```ts
- * builder.sink('live', ['in'], natsSink({ servers: '127.0.0.1:4222', subject: 'live', acknowledgements: false }), {
- *   acknowledgements: false,
- * })
+ * builder.sink('live', ['in'], natsSink({ servers: '127.0.0.1:4222', subject: 'live' }), { acknowledgements: false })
  * ```
  */
 export function natsSink(options: NatsSinkOptions): NatsSink {

@@ -7,6 +7,7 @@
  */
 
 export {
+  JETSTREAM_SINK_CONCURRENCY,
   type JetStreamSink,
   type JetStreamSinkCounters,
   JetStreamSinkOptions,

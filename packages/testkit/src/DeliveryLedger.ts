@@ -22,6 +22,7 @@ import type {
 import { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryModel.js'
 import { DeliveryViolation } from './DeliveryViolation.js'
 import { classifyError, classifyResult } from './internal/classifyResult.js'
+import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
 
 /** Options of a {@link DeliveryLedger}. */
 export interface DeliveryLedgerOptions {
@@ -130,6 +131,7 @@ export class DeliveryLedger {
     const ledger = this
     return {
       ...source,
+      ...forwardMembers(source, ['validate']),
       kind: source.kind,
       canAcknowledge: source.canAcknowledge,
       run(context: SourceContext) {
@@ -203,6 +205,7 @@ export class DeliveryLedger {
     })
     return {
       ...transform,
+      ...forwardMembers(transform, ['kind', 'validate', 'outputs', 'dropStatus', 'flush', 'flushIntervalMs']),
       async process(events, context) {
         const seen = new Set<LogEvent>()
         // Read before processing: a merged-away handle cannot be read afterwards.
@@ -247,6 +250,7 @@ export class DeliveryLedger {
     }
     return {
       ...sink,
+      ...forwardMembers(sink, SINK_MEMBERS),
       async write(events) {
         for (const event of events) ledger.#untag(event)
         // Read before the write: a broken sink may end the events, and an ended handle cannot be read.

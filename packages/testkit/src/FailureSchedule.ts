@@ -10,6 +10,7 @@
  */
 import type { JsonValue } from '@ackline/core'
 import { RejectError, RetryableError, type Sink } from '@ackline/topology'
+import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
 
 /** When and how a {@link faultySink} fails. */
 export interface FailureSchedule {
@@ -51,6 +52,7 @@ export function faultySink(sink: Sink, faults: FailureSchedule): Sink & { readon
   let calls = 0
   return {
     ...sink,
+    ...forwardMembers(sink, SINK_MEMBERS),
     kind: sink.kind,
     get calls() {
       return calls

@@ -57,6 +57,8 @@ export interface RandomSink {
   /** What an `outcome` sink reports for event `n`: `outcomes[n % outcomes.length]` (a user sink ignores it). */
   readonly outcomes: readonly DeliveryStatus[]
   readonly maxEvents: number
+  /** Its `concurrency` option: writes pending at once (absent: 1). Outcomes do not depend on it. */
+  readonly concurrency?: number
   /** Faults injected around it, user sinks included (retried writes do not change the outcome: see the model). */
   readonly faults: FailureSchedule
 }
@@ -266,6 +268,7 @@ export const RandomTopology = {
             },
           ),
           maxEvents: fc.integer({ min: 1, max: 8 }),
+          concurrency: fc.integer({ min: 1, max: 3 }),
           faults,
         }),
         { minLength: 1, maxLength: options.maxSinks ?? 2 },
@@ -413,7 +416,9 @@ export const RandomTopology = {
       builder.sink(`k${i}`, sinkInputs[i]!, ledger.sink(`k${i}`, sink, { acknowledgements: acks }), {
         buffer: { maxEvents: k.maxEvents },
         // Scheduled errors are transient: enough attempts, no backoff, so the outcome is the sink's.
+        // (Each scheduled error uses a call number up, so it holds with writes in flight too.)
         retry: { attempts: k.faults.errorOnCalls.length + 1, initialBackoffMs: 0 },
+        ...(k.concurrency === undefined ? {} : { concurrency: k.concurrency }),
         ...(k.acks === undefined ? {} : { acknowledgements: k.acks }),
       })
     })
@@ -496,7 +501,7 @@ export const RandomTopology = {
         return `t${i} = ${what} ← ${transformInputs[i]!.join(', ')}`
       }),
       ...spec.sinks.map((k, i) => {
-        const settings = `acks ${k.acks === undefined ? 'default' : k.acks ? 'on' : 'off'}; ${describeSchedule(k.faults)}`
+        const settings = `acks ${k.acks === undefined ? 'default' : k.acks ? 'on' : 'off'}; ${k.concurrency ?? 1} write(s) in flight; ${describeSchedule(k.faults)}`
         const what = isUserSink(k)
           ? `${k.kind!.slice(5)}(${settings})`
           : `sink(reports ${k.outcomes.join(',')} by n % ${k.outcomes.length}; ${settings})`

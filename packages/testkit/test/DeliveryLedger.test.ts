@@ -47,7 +47,46 @@ async function runWith(ledger: DeliveryLedger, a: Sink, b: Sink, transform: Tran
   await ledger.settled()
 }
 
+/** A sink written as a class: `start`, `stop` and `validate` live on its prototype, not on the instance. */
+class ClassSink implements Sink {
+  readonly kind = 'class'
+  readonly concurrency = 2
+  readonly calls: string[] = []
+  #started = false
+  validate() {
+    this.calls.push('validate')
+    return []
+  }
+  async start() {
+    this.#started = true
+    this.calls.push('start')
+  }
+  async write() {
+    if (!this.#started) throw new Error('write before start')
+    this.calls.push('write')
+    return undefined
+  }
+  async stop() {
+    this.calls.push('stop')
+  }
+}
+
 describe('DeliveryLedger', () => {
+  it('keeps the members a class sink has on its prototype (start, stop, validate) and its own concurrency', async () => {
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const inner = new ClassSink()
+    const wrapped = ledger.sink('out', inner)
+    expect(wrapped.concurrency).toBe(2)
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', ledger.source('in', source([[{ n: 1 }]])))
+      .sink('out', ['in'], wrapped)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(inner.calls).toEqual(['validate', 'start', 'write', 'stop'])
+    await ledger.expectNoLoss()
+  })
+
   it('records every copy with its path and what the source was told, and hides its tag from sinks', async () => {
     const ledger = new DeliveryLedger({ acknowledgements: true })
     const all = sink()

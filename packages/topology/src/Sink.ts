@@ -29,6 +29,19 @@
  * settled `errored`, never `delivered`. Every failure is told to the events' batches, so a source
  * learns which sink failed and why (`BatchReceipt.failure`).
  *
+ * Writes in flight: by default the runtime calls `write` again only once the previous write has
+ * ended. A sink that can overlap writes (a broker client with a window of confirms) says so with
+ * `concurrency`, and a user can override it per declaration (`SinkOptions.concurrency`); the
+ * runtime then keeps up to that many writes pending, each with its own array, retried and settled
+ * on its own by the table above. With more than one, writes may complete out of order, so a sink
+ * whose target needs order keeps the default of 1. A stop waits for every pending write; at its
+ * deadline every pending write is settled `errored` (`STOPPED`) and what it reports later is
+ * ignored.
+ *
+ * A sink that can confirm nothing (a fire-and-forget protocol) says `canAcknowledge: false`; the
+ * builder then refuses it unless its declaration says `acknowledgements: false`, so it never
+ * stands where a source waits for a confirmation (`ACK_UNSUPPORTED`).
+ *
  * @module
  */
 import type { DeliveryStatus, EventArray } from '@ackline/core'
@@ -51,6 +64,29 @@ export type SinkResult = undefined | readonly (DeliveryStatus | Error)[]
 export interface Sink {
   /** The kind of component (`"file"`, `"memory"`). */
   readonly kind: string
+  /**
+   * How many writes the runtime may have pending at once on this sink, when its declaration does
+   * not say (`SinkOptions.concurrency` wins). A positive integer; absent means 1. More than 1 only
+   * when `write` may be called again before an earlier call has ended, and the order in which
+   * writes complete does not matter to the sink's target.
+   *
+   * @example
+   * ```ts
+   * const sink: Sink = { kind: 'bus', concurrency: 4, async write(events) { await publishAll(events) } }
+   * ```
+   */
+  readonly concurrency?: number
+  /**
+   * `false` when this sink cannot confirm a delivery (it sends and forgets): the builder refuses
+   * it unless it is declared with `acknowledgements: false` (`ACK_UNSUPPORTED`, naming the sink
+   * and the field). Absent means `true`.
+   *
+   * @example
+   * ```ts
+   * builder.sink('live', ['in'], natsSink({ servers, subject: 'live' }), { acknowledgements: false })
+   * ```
+   */
+  readonly canAcknowledge?: boolean
   /** Problems in the sink's own configuration; the builder reports them with everything else. */
   validate?(): readonly ConfigIssue[]
   /**

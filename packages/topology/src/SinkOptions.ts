@@ -20,6 +20,7 @@ import { RetryPolicy } from './RetryPolicy.js'
  * ```ts
  * builder.sink('alerts', ['split.errors'], pager, { authoritative: true, retry: { attempts: 5 } })
  * builder.sink('debug', ['in'], console(), { acknowledgements: false })
+ * builder.sink('bus', ['parse'], amqpSink({ url, exchange: 'events' }), { concurrency: 8 })
  * ```
  */
 export const SinkOptions = defineOptions({
@@ -39,6 +40,13 @@ export const SinkOptions = defineOptions({
       "The buffer in front of the sink: the in-memory channel's options (the default), or, in code, a factory of another kind of buffer such as `diskBuffer({ maxBytes })` from `@ackline/buffers`.",
     ),
   retry: RetryPolicy.schema.optional().describe('How failed writes are retried.'),
+  concurrency: z
+    .int()
+    .min(1)
+    .optional()
+    .describe(
+      "The most writes pending at once; each is retried and settled on its own, so with more than one they may complete out of order. Default: the sink's own `concurrency`, else 1.",
+    ),
 })
 /** Options of a sink: see the {@link SinkOptions} schema for each option. */
 export type SinkOptions = Omit<OptionsOf<typeof SinkOptions>, 'buffer'> & {

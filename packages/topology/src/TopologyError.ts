@@ -30,6 +30,8 @@ export type TopologyProblemCode =
   | 'UNFED_SINK'
   | 'INVALID_OPTION'
   | 'INVALID_CONFIG'
+  /** A sink that cannot confirm a delivery (`canAcknowledge: false`) lacks `acknowledgements: false`. */
+  | 'ACK_UNSUPPORTED'
   /** `topology.start()`: a sink's `start()` threw (the problem's `cause` is what it threw). */
   | 'SINK_START_FAILED'
   /** `topology.start()`: the buffer in front of a component could not open. */

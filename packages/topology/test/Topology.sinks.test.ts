@@ -1,7 +1,16 @@
 // What a sink's outcomes do to its sources' batches: results, retries, the buffer in front of it
-// (back pressure, drops, another kind of buffer), and a sink that cannot start.
+// (back pressure, drops, another kind of buffer), writes in flight, a sink that cannot start, and a
+// sink that cannot acknowledge.
 
-import { type LifecycleEvent, RejectError, RetryableError, TopologyBuilder } from '@ackline/topology'
+import type { EventArray, JsonObject } from '@ackline/core'
+import {
+  type LifecycleEvent,
+  RejectError,
+  RetryableError,
+  type SinkResult,
+  TopologyBuilder,
+  TopologyError,
+} from '@ackline/topology'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { linear, n, on, records, run } from './support/Harness.js'
 import { Gate, passThrough, queueBuffer, testSink, testSource } from './support/TestComponents.js'
@@ -203,5 +212,317 @@ describe('starting sinks', () => {
       })
       .build()
     await expect(topology.start()).rejects.toThrow('no socket')
+  })
+})
+
+describe('writes in flight (concurrency)', () => {
+  /** A sink whose writes each wait for their own release, counting how many are pending at once. */
+  function overlappingSink(concurrency?: number) {
+    const releases: ((result?: SinkResult | Error) => void)[] = []
+    const started: number[][] = []
+    let pending = 0
+    let most = 0
+    let onStart: (() => void) | undefined
+    const sink = {
+      kind: 'overlapping',
+      ...(concurrency === undefined ? {} : { concurrency }),
+      get pending() {
+        return pending
+      },
+      get most() {
+        return most
+      },
+      started,
+      releases,
+      /** Resolves once `count` writes have started in all. */
+      startedAtLeast(count: number): Promise<void> {
+        if (started.length >= count) return Promise.resolve()
+        return new Promise<void>((resolve) => {
+          onStart = () => {
+            if (started.length >= count) resolve()
+          }
+        })
+      },
+      async write(events: EventArray): Promise<SinkResult> {
+        pending++
+        most = Math.max(most, pending)
+        started.push(events.events.map(n))
+        onStart?.()
+        try {
+          const result = await new Promise<SinkResult | Error>((resolve) => releases.push(resolve))
+          if (result instanceof Error) throw result
+          return result
+        } finally {
+          pending--
+        }
+      },
+    }
+    return sink
+  }
+
+  /** Lets every queued callback and timer of this turn run, so a runner that would start another write has. */
+  const settle = async (): Promise<void> => {
+    for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+  }
+
+  // One array per write: a channel of 2 events and batches of 2 records keep writes from merging.
+  const pairs = (count: number): JsonObject[][] =>
+    Array.from({ length: count }, (_, i) => records(2 * i, 2 * i + 1))
+
+  it('keeps up to `concurrency` writes pending, never more, and settles each on its own out of order', async () => {
+    const source = testSource(pairs(8))
+    const sink = overlappingSink()
+    const topology = linear(source, sink, { concurrency: 3, buffer: { maxEvents: 2 } })
+    await topology.start()
+    await sink.startedAtLeast(3)
+    await settle()
+    expect(sink.pending).toBe(3)
+    expect(topology.metrics().out!.acksInFlight).toBe(6)
+    // The third write ends first: its batch resolves while the first two are still pending.
+    let firstResolved = false
+    void source.receipts[0]!.status.then(() => {
+      firstResolved = true
+    })
+    sink.releases[2]!(undefined)
+    expect(await source.receipts[2]!.status).toBe('delivered')
+    await settle()
+    expect(firstResolved).toBe(false)
+    expect(sink.pending).toBe(3)
+    expect(sink.started).toHaveLength(4)
+    let released = 1
+    while (released < 8) {
+      await sink.startedAtLeast(Math.min(8, released + 3))
+      for (let i = 0; i < sink.releases.length; i++) if (i !== 2) sink.releases[i]!(undefined)
+      released = sink.releases.length
+      await settle()
+    }
+    await topology.done
+    expect(sink.most).toBe(3)
+    expect(sink.started).toHaveLength(8)
+    expect(sink.started.flat().sort((a, b) => a - b)).toEqual(Array.from({ length: 16 }, (_, i) => i))
+    expect(await source.statuses()).toEqual(Array(8).fill('delivered'))
+    const metrics = topology.metrics().out!
+    expect(metrics.receivedEvents).toBe(16)
+    expect(metrics.acksInFlight).toBe(0)
+  })
+
+  it("takes the sink's own `concurrency` when the declaration says none, and the declaration's over it", async () => {
+    for (const [declared, option, expected] of [
+      [4, undefined, 4],
+      [4, 2, 2],
+      [undefined, undefined, 1],
+    ] as const) {
+      const source = testSource(pairs(6))
+      const sink = overlappingSink(declared)
+      const topology = linear(source, sink, {
+        buffer: { maxEvents: 2 },
+        ...(option === undefined ? {} : { concurrency: option }),
+      })
+      await topology.start()
+      await sink.startedAtLeast(expected)
+      await settle()
+      expect(sink.pending).toBe(expected)
+      while (sink.releases.length < 6 || sink.pending > 0) {
+        for (const release of sink.releases) release(undefined)
+        await settle()
+      }
+      await topology.done
+      expect(sink.most).toBe(expected)
+      expect(await source.statuses()).toEqual(Array(6).fill('delivered'))
+    }
+  })
+
+  it('retries each write on its own and applies its per-event result, settling every event once', async () => {
+    const source = testSource(pairs(6))
+    let calls = 0
+    const attempts = new Map<number, number>()
+    const sink = testSink({
+      write: async (events) => {
+        calls++
+        const first = n(events.events[0]!)
+        const attempt = (attempts.get(first) ?? 0) + 1
+        attempts.set(first, attempt)
+        // Writes overlap: every one waits a turn, so a retry runs beside the others.
+        await new Promise((resolve) => setImmediate(resolve))
+        if (first === 2 && attempt < 3) throw new RetryableError('flaky', `attempt ${attempt}`)
+        if (first === 4) throw new RejectError('strict', 'never')
+        if (first === 6 && attempt === 1) throw new Error('once')
+        return events.events.map((event) => (n(event) === 9 ? 'rejected' : 'delivered'))
+      },
+    })
+    const topology = linear(source, sink, {
+      concurrency: 3,
+      buffer: { maxEvents: 2 },
+      retry: { attempts: 3, initialBackoffMs: 1 },
+    })
+    const facts = await run(topology)
+    expect(await source.statuses()).toEqual([
+      'delivered',
+      'delivered',
+      'rejected',
+      'delivered',
+      'rejected',
+      'delivered',
+    ])
+    expect(Object.fromEntries(attempts)).toEqual({ 0: 1, 2: 3, 4: 1, 6: 2, 8: 1, 10: 1 })
+    expect(calls).toBe(9)
+    const metrics = topology.metrics().out!
+    expect(metrics).toMatchObject({
+      receivedEvents: 12,
+      erroredEvents: 0,
+      rejectedEvents: 3,
+      acksInFlight: 0,
+    })
+    expect(metrics.failures).toEqual({ REJECTED: 3 })
+    const errors = facts.filter((f) => f.type === 'component_error')
+    expect(errors.map((f) => (f as { message: string }).message)).toHaveLength(4)
+  })
+
+  it('settles every pending write errored at the stop deadline, and ignores what they report later', async () => {
+    vi.useFakeTimers()
+    const source = testSource(pairs(5), { untilStopped: true })
+    const sink = overlappingSink()
+    let stoppedWhilePending: number | undefined
+    const withStop = Object.assign(sink, {
+      async stop() {
+        stoppedWhilePending = sink.pending
+      },
+    })
+    const topology = linear(source, withStop, { concurrency: 3, buffer: { maxEvents: 2 } })
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(sink.pending).toBe(3)
+    const stopped = topology.stop({ drainTimeoutMs: 1000 })
+    await vi.advanceTimersByTimeAsync(1000)
+    await stopped
+    expect(await source.statuses()).toEqual(Array(5).fill('errored'))
+    const failures = source.receipts.map((r) => r.failure?.code)
+    expect(failures.slice(0, 3)).toEqual(['STOPPED', 'STOPPED', 'STOPPED'])
+    const metrics = topology.metrics().out!
+    expect(metrics.acksInFlight).toBe(0)
+    expect(metrics.erroredEvents).toBe(10)
+    // The sink is stopped only once its writes have ended, even after a forced stop.
+    expect(stoppedWhilePending).toBeUndefined()
+    // The writes come back late, one delivered and one failed: nothing changes, nothing throws.
+    sink.releases[0]!(undefined)
+    sink.releases[1]!(new RetryableError('late', 'too late'))
+    sink.releases[2]!(['delivered', 'delivered'])
+    await vi.advanceTimersByTimeAsync(100)
+    expect(topology.metrics().out).toMatchObject({ erroredEvents: 10, rejectedEvents: 0, acksInFlight: 0 })
+    expect(sink.started).toHaveLength(3)
+    expect(stoppedWhilePending).toBe(0)
+  })
+
+  it('a graceful stop waits for every pending write before stopping the sink', async () => {
+    const source = testSource(pairs(3), { untilStopped: true })
+    const sink = overlappingSink()
+    let pendingAtStop: number | undefined
+    const withStop = Object.assign(sink, {
+      async stop() {
+        pendingAtStop = sink.pending
+      },
+    })
+    const topology = linear(source, withStop, { concurrency: 3, buffer: { maxEvents: 2 } })
+    await topology.start()
+    await sink.startedAtLeast(3)
+    let done = false
+    const stopped = topology.stop({ drainTimeoutMs: 60_000 }).then(() => {
+      done = true
+    })
+    sink.releases[1]!(undefined)
+    sink.releases[0]!(undefined)
+    await settle()
+    expect(done).toBe(false)
+    expect(pendingAtStop).toBeUndefined()
+    sink.releases[2]!(undefined)
+    await stopped
+    expect(pendingAtStop).toBe(0)
+    expect(await source.statuses()).toEqual(['delivered', 'delivered', 'delivered'])
+  })
+
+  it('coalesces what waits into one write when a slot frees', async () => {
+    const gate = new Gate()
+    const source = testSource([records(1), records(2), records(3), records(4), records(5)])
+    const sizes: number[] = []
+    const sink = testSink({
+      write: async (events) => {
+        sizes.push(events.length)
+        if (sizes.length <= 2) await gate.wait()
+        return undefined
+      },
+    })
+    const topology = linear(source, sink, { concurrency: 2 })
+    await topology.start()
+    while (sizes.length < 2) await settle()
+    // Both slots are taken; the rest waits in the channel and goes out in one write once one frees.
+    await settle()
+    gate.open()
+    await topology.done
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(5)
+    expect(sizes.length).toBeLessThan(5)
+    expect(await source.statuses()).toEqual(Array(5).fill('delivered'))
+  })
+})
+
+describe('sinks that cannot acknowledge, and sink members', () => {
+  const fireAndForget = () => ({ ...testSink(), kind: 'udp', canAcknowledge: false })
+
+  it('refuses a sink that cannot confirm unless its declaration says acknowledgements: false', () => {
+    for (const options of [{}, { acknowledgements: true }]) {
+      const builder = new TopologyBuilder({ ...on, acknowledgements: false })
+        .source('in', testSource([records(1)]))
+        .sink('live', ['in'], fireAndForget(), options)
+      let error: unknown
+      try {
+        builder.build()
+      } catch (caught) {
+        error = caught
+      }
+      expect(error).toBeInstanceOf(TopologyError)
+      expect((error as TopologyError).problems).toEqual([
+        expect.objectContaining({
+          code: 'ACK_UNSUPPORTED',
+          component: 'live',
+          field: 'acknowledgements',
+          message: expect.stringMatching(
+            /sink 'live' \(udp\) cannot confirm a delivery.*acknowledgements: false/,
+          ),
+        }),
+      ])
+    }
+  })
+
+  it('runs such a sink declared with acknowledgements: false, beside one that acknowledges', async () => {
+    const source = testSource([records(1, 2)])
+    const live = fireAndForget()
+    const kept = testSink({ outcome: (event) => (n(event) === 2 ? 'rejected' : 'delivered') })
+    await run(
+      new TopologyBuilder(on)
+        .source('in', source)
+        .sink('live', ['in'], live, { acknowledgements: false })
+        .sink('kept', ['in'], kept)
+        .build(),
+    )
+    expect(live.received).toEqual([{ n: 1 }, { n: 2 }])
+    expect(await source.statuses()).toEqual(['rejected'])
+  })
+
+  it('reports a bad concurrency, as an option or as the sink member, naming the field', () => {
+    let error: unknown
+    try {
+      new TopologyBuilder(on)
+        .source('in', testSource([records(1)]))
+        .sink('a', ['in'], testSink(), { concurrency: 0 })
+        .sink('b', ['in'], { ...testSink(), concurrency: 1.5 })
+        .sink('c', ['in'], { ...testSink(), canAcknowledge: 'no' as unknown as boolean })
+        .build()
+    } catch (caught) {
+      error = caught
+    }
+    expect((error as TopologyError).problems.map((p) => [p.code, p.component, p.field])).toEqual([
+      ['INVALID_OPTION', 'a', 'concurrency'],
+      ['INVALID_CONFIG', 'b', 'concurrency'],
+      ['INVALID_CONFIG', 'c', 'canAcknowledge'],
+    ])
   })
 })

@@ -1,5 +1,5 @@
 import { AmqpError, amqpSink } from '@ackline/amqp'
-import type { BatchStatus } from '@ackline/core'
+import { type BatchStatus, type JsonObject, RecordId } from '@ackline/core'
 import { generator } from '@ackline/sources'
 import { TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -16,7 +16,7 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     await admin?.close()
   })
 
-  it('counts an event delivered only once confirmed, and the queue holds exactly those messages with stable ids', async () => {
+  it('counts an event delivered only once confirmed, and the queue holds exactly those messages with distinct ids', async () => {
     const exchange = uniqueName('ex')
     const queue = uniqueName('sinkq')
     admin.exchanges.push(exchange)
@@ -50,15 +50,57 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
       inFlight: 0,
     })
     const held = await admin.drain(queue)
-    expect(held.map((m) => (JSON.parse(m.content.toString()) as { index: number }).index)).toEqual(
-      Array.from({ length: 100 }, (_, i) => i),
-    )
+    // Several writes are in flight (the sink's default concurrency): messages of different writes interleave.
+    expect(
+      held.map((m) => (JSON.parse(m.content.toString()) as { index: number }).index).sort((a, b) => a - b),
+    ).toEqual(Array.from({ length: 100 }, (_, i) => i))
+    // The generator gives no record id: each message gets a unique one.
     const ids = held.map((m) => m.properties.messageId as string)
     expect(new Set(ids).size).toBe(100)
-    for (const id of ids) expect(id).toMatch(/^gen\/[0-9a-f-]{36}\/\d+$/)
+    for (const id of ids) expect(id).toMatch(/^[0-9a-f-]{36}\/\d+$/)
     expect(
       held.every((m) => m.properties.deliveryMode === 2 && m.properties.contentType === 'application/json'),
     ).toBe(true)
+  })
+
+  it("takes the message-id from the record's identity (RecordId), else an amqp source's, else the option's field; one write at a time keeps order", async () => {
+    const queue = uniqueName('ids')
+    admin.queues.push(queue)
+    await admin.channel.assertQueue(queue, { durable: false })
+    const record = (i: number): JsonObject => {
+      const fields: JsonObject = { i, order: `o-${i}` }
+      if (i % 3 === 0) RecordId.set(fields, `rec-${i}`)
+      if (i % 3 !== 2) fields._amqp = { messageId: `up-${i}` }
+      return fields
+    }
+    const run = async (sink: ReturnType<typeof amqpSink>): Promise<[string, JsonObject][]> => {
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('gen', generator({ count: 9, batchSize: 2, record }))
+        .sink('bus', ['gen'], sink, { concurrency: 1 })
+        .build()
+      await topology.start()
+      await topology.done
+      const held = await admin.drain(queue)
+      return held.map((m) => [
+        m.properties.messageId as string,
+        JSON.parse(m.content.toString()) as JsonObject,
+      ])
+    }
+    const byDefault = await run(amqpSink({ url: BROKER_URL, routingKey: queue }))
+    expect(byDefault.map(([, body]) => body.i)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8])
+    expect(byDefault.map(([id]) => id).filter((_, i) => i % 3 !== 2)).toEqual([
+      'rec-0',
+      'up-1',
+      'rec-3',
+      'up-4',
+      'rec-6',
+      'up-7',
+    ])
+    for (const [id] of byDefault.filter((_, i) => i % 3 === 2)) expect(id).toMatch(/^[0-9a-f-]{36}\/\d+$/)
+    // The identity goes out as the message-id, not in the body; nor does the source metadata.
+    for (const [, body] of byDefault) expect(Object.keys(body).sort()).toEqual(['i', 'order'])
+    const byField = await run(amqpSink({ url: BROKER_URL, routingKey: queue, messageIdField: 'order' }))
+    expect(byField.map(([id]) => id)).toEqual(Array.from({ length: 9 }, (_, i) => `o-${i}`))
   })
 
   it('rejects an event whose message no queue takes (mandatory), and delivers the routable ones of the same write', async () => {

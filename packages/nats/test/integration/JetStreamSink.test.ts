@@ -1,4 +1,4 @@
-import { EventArray, type JsonObject, LogEvent } from '@ackline/core'
+import { EventArray, type JsonObject, LogEvent, RecordId } from '@ackline/core'
 import { jetstreamSink } from '@ackline/nats'
 import { generator } from '@ackline/sources'
 import { tcpProxy } from '@ackline/testkit'
@@ -14,6 +14,7 @@ async function runInto(
   count: number,
   record: (i: number) => JsonObject,
   msgId?: (n: number) => string,
+  concurrency?: number,
 ) {
   const sink = jetstreamSink({
     servers: NATS_URL,
@@ -26,7 +27,7 @@ async function runInto(
       'gen',
       generator({ count, batchSize: 7, record, onBatch: (receipt) => statuses.push(receipt.status) }),
     )
-    .sink('out', ['gen'], sink)
+    .sink('out', ['gen'], sink, concurrency === undefined ? {} : { concurrency })
     .build()
   await topology.start()
   await topology.done
@@ -42,13 +43,19 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     await admin?.close()
   })
 
-  it('delivers an event only once the stream stored it: the stream holds every event, in order', async () => {
+  it('delivers an event only once the stream stored it: the stream holds every event (in order with one write at a time)', async () => {
     const stream = await admin.stream('SINK')
     const { statuses, sink } = await runInto(`${stream}.out`, 50, (n) => ({ n, text: `event ${n}` }))
     expect(new Set(statuses)).toEqual(new Set(['delivered']))
     const held = await admin.contents(stream)
-    expect(held.map((m) => JSON.parse(m.data))).toEqual(
+    // Several writes are in flight (the sink's default concurrency): messages of different writes interleave.
+    expect(held.map((m) => JSON.parse(m.data) as { n: number }).sort((a, b) => a.n - b.n)).toEqual(
       Array.from({ length: 50 }, (_, n) => ({ n, text: `event ${n}` })),
+    )
+    const ordered = await admin.stream('ORDERED')
+    await runInto(`${ordered}.out`, 30, (n) => ({ n }), undefined, 1)
+    expect((await admin.contents(ordered)).map((m) => (JSON.parse(m.data) as { n: number }).n)).toEqual(
+      Array.from({ length: 30 }, (_, n) => n),
     )
     expect(sink.counters).toMatchObject({ published: 50, duplicates: 0, failed: 0, inFlight: 0 })
   })
@@ -63,7 +70,7 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     )
     expect(new Set(statuses)).toEqual(new Set(['delivered']))
     const held = await admin.contents(stream)
-    expect(held.map((m) => m.msgId)).toEqual(Array.from({ length: 10 }, (_, n) => `id-${n}`))
+    expect(held.map((m) => m.msgId).sort()).toEqual(Array.from({ length: 10 }, (_, n) => `id-${n}`))
     expect(sink.counters).toMatchObject({ published: 10, duplicates: 10 })
   })
 
@@ -79,6 +86,18 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
       Array.from({ length: 5 }, (_, n) => [`UP:${n + 1}`, { n }]),
     )
     expect(sink.counters.duplicates).toBe(5)
+  })
+
+  it("takes the message id from the record's identity (RecordId) before a jetstream source's, and leaves it out of the payload", async () => {
+    const stream = await admin.stream('RECID')
+    const record = (i: number): JsonObject =>
+      RecordId.set({ n: i % 4, _nats: { stream: 'UP', streamSequence: i + 1 } }, `rec-${i % 4}`)
+    const { sink } = await runInto(`${stream}.out`, 8, record)
+    const held = await admin.contents(stream)
+    expect(held.map((m) => [m.msgId, JSON.parse(m.data)]).sort()).toEqual(
+      Array.from({ length: 4 }, (_, n) => [`rec-${n}`, { n }]),
+    )
+    expect(sink.counters).toMatchObject({ published: 4, duplicates: 4 })
   })
 
   it('fails start when no stream captures the subject, naming the subject', async () => {

@@ -1,6 +1,6 @@
 import { natsSink } from '@ackline/nats'
 import { generator } from '@ackline/sources'
-import { TopologyBuilder } from '@ackline/topology'
+import { TopologyBuilder, TopologyError } from '@ackline/topology'
 import { connect } from '@nats-io/transport-node'
 import { describe, expect, it } from 'vitest'
 import { NATS_URL, skipWithoutNats, uniqueName, until } from './support/natsFixture.js'
@@ -8,11 +8,27 @@ import { NATS_URL, skipWithoutNats, uniqueName, until } from './support/natsFixt
 const skip = await skipWithoutNats('NatsSink.test.ts')
 
 describe('core NATS sink: allowed only with acknowledgements off', () => {
-  it('build() refuses it unless it was made with acknowledgements: false', () => {
-    const builder = new TopologyBuilder({ acknowledgements: true })
-      .source('gen', generator({ count: 1 }))
-      .sink('live', ['gen'], natsSink({ servers: NATS_URL, subject: 'x' }))
-    expect(() => builder.build()).toThrow(/acknowledgements.*core NATS cannot confirm a delivery/s)
+  it('build() refuses it unless declared with acknowledgements: false, naming the sink and the field', () => {
+    for (const declared of [{}, { acknowledgements: true }]) {
+      const builder = new TopologyBuilder({ acknowledgements: false })
+        .source('gen', generator({ count: 1 }))
+        .sink('live', ['gen'], natsSink({ servers: NATS_URL, subject: 'x' }), declared)
+      let error: unknown
+      try {
+        builder.build()
+      } catch (caught) {
+        error = caught
+      }
+      expect(error).toBeInstanceOf(TopologyError)
+      expect((error as TopologyError).problems).toEqual([
+        expect.objectContaining({
+          code: 'ACK_UNSUPPORTED',
+          component: 'live',
+          field: 'acknowledgements',
+          message: expect.stringMatching(/sink 'live' \(nats\) cannot confirm a delivery/),
+        }),
+      ])
+    }
   })
 })
 
@@ -29,7 +45,7 @@ describe.skipIf(skip)('core NATS sink against a NATS server', () => {
     await nc.flush()
     const topology = new TopologyBuilder({ acknowledgements: true })
       .source('gen', generator({ count: 30, batchSize: 10, record: (n) => ({ n }) }))
-      .sink('live', ['gen'], natsSink({ servers: NATS_URL, subject, acknowledgements: false }), {
+      .sink('live', ['gen'], natsSink({ servers: NATS_URL, subject }), {
         acknowledgements: false,
       })
       .build()

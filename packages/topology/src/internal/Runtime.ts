@@ -247,6 +247,7 @@ export class Runtime {
           this.#buffers.get(decl.id)!,
           decl.options.authoritative === true,
           decl.options.retry,
+          decl.options.concurrency ?? decl.component.concurrency ?? 1,
           counters,
           this.#emit,
           (sourceId, receiver, status, failure) => {

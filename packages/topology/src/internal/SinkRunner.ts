@@ -1,9 +1,14 @@
 /**
  * Runs one sink: pulls arrays from its buffer, writes them with the retry policy, and ends every
- * handle it handed to `write` exactly once with the status the write reported.
+ * handle it handed to `write` exactly once with the status the write reported. Up to
+ * `concurrency` writes are pending at once (1 by default: each write ends before the next
+ * starts); each is retried and settled on its own, so with more than one they may end out of
+ * order. The runner pulls the next array only when a write slot is free, so a full sink leaves
+ * what waits in its buffer (back pressure, coalescing) as with one write.
  *
- * Invariant: an array is settled once — by the write's outcome, or by `force()` at a stop's
- * deadline, whichever comes first; the later one is ignored. An authoritative sink ends its
+ * Invariant: an array is settled once — by its write's outcome, or by `force()` at a stop's
+ * deadline (which settles every pending write), whichever comes first; the later one is ignored.
+ * `run()` returns only once every write it started has ended. An authoritative sink ends its
  * handles with `{ authoritative: true }`, and tells the batch trackers what it recorded for each
  * (batch, event) it is the first to record, so a source can be told at once. Nothing a sink
  * returns or throws counts as `delivered` unless it says so in a known way: what a write reports
@@ -58,8 +63,11 @@ const DELIVERED: Outcome = { status: 'delivered', failure: undefined }
 export class SinkRunner {
   readonly #authoritative: boolean
   readonly #policy: ResolvedOptionsOf<typeof RetryPolicy>
-  #current: EventArray | undefined = undefined
-  #wake: (() => void) | undefined = undefined
+  readonly #concurrency: number
+  /** The arrays being written and not settled yet (a forced stop settles them). */
+  readonly #pending = new Set<EventArray>()
+  /** Wakes the retry back-offs that are sleeping, so a forced stop ends them at once. */
+  readonly #wakes = new Set<() => void>()
   #forced = false
 
   constructor(
@@ -68,6 +76,7 @@ export class SinkRunner {
     readonly buffer: EdgeBuffer,
     authoritative: boolean,
     retry: RetryPolicy | undefined,
+    concurrency: number,
     readonly counters: Counters,
     readonly emit: (fact: LifecycleEvent) => void,
     /** Told, for an authoritative sink, the status recorded for one event of a batch. */
@@ -80,36 +89,79 @@ export class SinkRunner {
   ) {
     this.#authoritative = authoritative
     this.#policy = RetryPolicy.resolve(retry)
+    this.#concurrency = concurrency
   }
 
-  async run(): Promise<void> {
+  run(): Promise<void> {
+    return this.#concurrency === 1 ? this.#runOneAtATime() : this.#runConcurrently()
+  }
+
+  async #runOneAtATime(): Promise<void> {
     for (;;) {
+      // Inlined rather than `await this.#next()`: an extra async hop would let more arrays queue
+      // up before the pull and change how writes coalesce compared with earlier releases.
       let array = await this.buffer.pull()
       if (array === undefined) return
-      // What else already waits in memory goes in the same write (a disk buffer hands out its own).
       if (this.buffer instanceof MemoryChannel) array = this.buffer.coalesce(array)
       this.counters.received += array.length
       await this.#write(array)
     }
   }
 
-  /** Settles the array being written `errored` now and stops retrying. */
+  async #runConcurrently(): Promise<void> {
+    let running = 0
+    let slotFreed: (() => void) | undefined
+    let failed: { readonly error: unknown } | undefined
+    let allEnded: (() => void) | undefined
+    const ended = (): void => {
+      running--
+      slotFreed?.()
+      if (running === 0) allEnded?.()
+    }
+    for (;;) {
+      while (running >= this.#concurrency) await new Promise<void>((resolve) => (slotFreed = resolve))
+      slotFreed = undefined
+      // A write that threw past its own handling is the runner's bug: stop taking more, as with one write.
+      if (failed !== undefined || this.#forced) break
+      const array = await this.#next()
+      if (array === undefined) break
+      running++
+      this.#write(array).then(ended, (error: unknown) => {
+        failed ??= { error }
+        ended()
+      })
+    }
+    if (running > 0) await new Promise<void>((resolve) => (allEnded = resolve))
+    if (failed !== undefined) throw failed.error
+  }
+
+  /** The next array to write, with what else already waits in memory; `undefined` when drained. */
+  async #next(): Promise<EventArray | undefined> {
+    let array = await this.buffer.pull()
+    if (array === undefined) return undefined
+    // What else already waits in memory goes in the same write (a disk buffer hands out its own).
+    if (this.buffer instanceof MemoryChannel) array = this.buffer.coalesce(array)
+    this.counters.received += array.length
+    return array
+  }
+
+  /** Settles every array being written `errored` now and stops retrying. */
   force(): void {
     this.#forced = true
-    const current = this.#current
-    if (current !== undefined) {
-      this.#current = undefined
-      this.#settle(current, {
+    const pending = [...this.#pending]
+    this.#pending.clear()
+    for (const array of pending) {
+      this.#settle(array, {
         status: 'errored',
         failure: this.#failure('STOPPED', 'the stop deadline passed while the write was pending'),
       })
     }
-    this.#wake?.()
+    for (const wake of [...this.#wakes]) wake()
   }
 
   async #write(array: EventArray): Promise<void> {
     this.counters.inFlight += array.length
-    this.#current = array
+    this.#pending.add(array)
     let outcome: Outcome
     for (let attempt = 1; ; attempt++) {
       try {
@@ -143,10 +195,7 @@ export class SinkRunner {
       }
     }
     // A forced stop may have settled this array while the write was pending.
-    if (this.#current === array) {
-      this.#current = undefined
-      this.#settle(array, outcome)
-    }
+    if (this.#pending.delete(array)) this.#settle(array, outcome)
   }
 
   /**
@@ -276,15 +325,13 @@ export class SinkRunner {
 
   #sleep(ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        this.#wake = undefined
-        resolve()
-      }, ms)
-      this.#wake = () => {
+      const wake = (): void => {
         clearTimeout(timer)
-        this.#wake = undefined
+        this.#wakes.delete(wake)
         resolve()
       }
+      const timer = setTimeout(wake, ms)
+      this.#wakes.add(wake)
     })
   }
 

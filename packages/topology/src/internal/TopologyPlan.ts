@@ -152,8 +152,17 @@ export function planTopology(
   // Acknowledgements: a sink's own setting wins over the global one, both ways.
   const sinkAcks = new Map<string, boolean>()
   for (const decl of byId.values()) {
-    if (decl.role === 'sink')
-      sinkAcks.set(decl.id, decl.options.acknowledgements ?? options.acknowledgements ?? false)
+    if (decl.role !== 'sink') continue
+    sinkAcks.set(decl.id, decl.options.acknowledgements ?? options.acknowledgements ?? false)
+    // Only an explicit `false` on the declaration: a topology's default may be turned on later.
+    if (decl.component.canAcknowledge === false && decl.options.acknowledgements !== false) {
+      problem(
+        'ACK_UNSUPPORTED',
+        decl.id,
+        'acknowledgements',
+        `sink '${decl.id}' (${decl.component.kind}) cannot confirm a delivery (canAcknowledge: false): declare it with acknowledgements: false, or use a sink that confirms`,
+      )
+    }
   }
   const sourceAcks = new Map<string, boolean>()
   for (const decl of byId.values()) if (decl.role === 'source') sourceAcks.set(decl.id, false)
@@ -234,6 +243,12 @@ const TransformMembers = z.looseObject({
 /** What the runtime reads from a source beyond `run`: whether to create batch notifiers for it. */
 const SourceMembers = z.looseObject({ canAcknowledge: z.boolean() })
 
+/** What the runtime reads from a sink beyond `write`: how many writes it may overlap, whether it confirms. */
+const SinkMembers = z.looseObject({
+  concurrency: z.int().min(1).optional(),
+  canAcknowledge: z.boolean().optional(),
+})
+
 function checkOptions(
   decl: ComponentDeclaration,
   options: TopologyOptions,
@@ -298,8 +313,7 @@ function checkConfig(decl: ComponentDeclaration, problems: TopologyProblem[], pr
     }
   }
   const members =
-    decl.role === 'source' ? SourceMembers : decl.role === 'transform' ? TransformMembers : undefined
-  if (members === undefined) return
+    decl.role === 'source' ? SourceMembers : decl.role === 'transform' ? TransformMembers : SinkMembers
   const reported = new Set(problems.slice(first).map((p) => p.field))
   const fresh = issuesOf(members, decl.component).filter((issue) => !reported.has(issue.field))
   reportIssues(problems, 'INVALID_CONFIG', decl.id, fresh, kind)
