@@ -12,6 +12,17 @@ import type { BatchState } from './internal/BatchState.js'
 import type { RecordOutcomes } from './RecordOutcomes.js'
 
 /**
+ * An object told when a batch resolves, for runtimes that track many batches: registering the
+ * object that tracks the batch (see {@link BatchStatusReceiver.onResolved}) costs no closure per
+ * batch. It is called as a function listener is, with the receiver that resolved.
+ */
+export interface BatchResolvedListener {
+  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void
+}
+
+type Listener = ((status: BatchStatus) => void) | BatchResolvedListener
+
+/**
  * Awaitable and observable final status of one batch.
  *
  * @example
@@ -22,17 +33,20 @@ import type { RecordOutcomes } from './RecordOutcomes.js'
  * ```
  */
 export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
+  // The receiver and the state of its batch are one object (a `BatchState`, which extends this
+  // class), so a batch costs one object less; these fields are the receiver's own.
   #status: BatchStatus | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
   #resolvePromise: ((status: BatchStatus) => void) | undefined = undefined
   /** The first listener, kept apart: one listener per batch is the common case. */
-  #listener: ((status: BatchStatus) => void) | undefined = undefined
-  #more: ((status: BatchStatus) => void)[] | undefined = undefined
-  readonly #state: BatchState
+  #listener: Listener | undefined = undefined
+  #more: Listener[] | undefined = undefined
 
-  /** @internal Use `BatchNotifier.create()`. */
-  constructor(state: BatchState) {
-    this.#state = state
+  /** @internal Use `BatchNotifier.create()`: only a batch's state is a receiver. */
+  protected constructor() {}
+
+  get #state(): BatchState {
+    return this as unknown as BatchState
   }
 
   /** The id of the batch this receiver reports on (a UUID v7; see `BatchNotifier.id`). */
@@ -51,7 +65,7 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * end with that status gave a reason. Read it once the batch resolved: it is final then.
    */
   get reason(): unknown {
-    return this.#state.explanation
+    return this.#state._explanation
   }
 
   /**
@@ -59,12 +73,12 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * always for a batch created without `outcomes: true`.
    */
   get outcomes(): RecordOutcomes | undefined {
-    return this.#state.finalOutcomes
+    return this.#state._finalOutcomes()
   }
 
   /** Whether the batch keeps per-record outcomes (it was created with `outcomes: true`). */
   get keepsOutcomes(): boolean {
-    return this.#state.outcomes !== undefined
+    return this.#state.outcomeCodes !== undefined
   }
 
   /**
@@ -74,7 +88,7 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * {@link outcomes}. `undefined` for a batch that keeps none.
    */
   outcomesNow(): RecordOutcomes | undefined {
-    return this.#state.outcomesNow()
+    return this.#state._outcomesNow()
   }
 
   /** Whether the batch has resolved. */
@@ -124,12 +138,13 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * many batches and want no promise per batch. The listener runs in the middle of someone
    * else's call, so it must be quick and must not end handles or call user code (defer such work);
    * if it throws, the error is rethrown in a microtask, as an uncaught exception, and the batch
-   * stays resolved as it was. Prefer `await receiver` elsewhere.
+   * stays resolved as it was. Prefer `await receiver` elsewhere. `listener` may be an object
+   * (a {@link BatchResolvedListener}): its `batchResolved` is called instead, with this receiver.
    */
-  onResolved(listener: (status: BatchStatus) => void): void {
+  onResolved(listener: ((status: BatchStatus) => void) | BatchResolvedListener): void {
     const status = this.#status
     if (status !== undefined) {
-      call(listener, status)
+      call(listener, status, this)
       return
     }
     if (this.#listener === undefined) this.#listener = listener
@@ -145,19 +160,20 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
     const listener = this.#listener
     if (listener !== undefined) {
       this.#listener = undefined
-      call(listener, status)
+      call(listener, status, this)
       const more = this.#more
       if (more !== undefined) {
         this.#more = undefined
-        for (let i = 0; i < more.length; i++) call(more[i]!, status)
+        for (let i = 0; i < more.length; i++) call(more[i]!, status, this)
       }
     }
   }
 }
 
-function call(listener: (status: BatchStatus) => void, status: BatchStatus): void {
+function call(listener: Listener, status: BatchStatus, receiver: BatchStatusReceiver): void {
   try {
-    listener(status)
+    if (typeof listener === 'function') listener(status)
+    else listener.batchResolved(status, receiver)
   } catch (error) {
     queueMicrotask(() => {
       throw error
