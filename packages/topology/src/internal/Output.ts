@@ -43,7 +43,9 @@ export class Output {
     let pending: Promise<void>[] | undefined
     for (let i = 0; i < n; i++) {
       const pushed = inlets[i]!.push(copies[i]!)
-      if (pushed !== RESOLVED) (pending ??= []).push(pushed)
+      if (pushed === RESOLVED) continue
+      if (pending === undefined) pending = [pushed]
+      else pending.push(pushed)
     }
     // Every consumer had room: the producer need not wait.
     if (pending === undefined) return RESOLVED

@@ -361,7 +361,8 @@ export class TransformRunner {
       const sent = this.outputs.get(port)!.send(new EventArray(list))
       if (sent === RESOLVED) continue
       if (first === RESOLVED) first = sent
-      else (more ??= [first]).push(sent)
+      else if (more === undefined) more = [first, sent]
+      else more.push(sent)
     }
     return more === undefined ? first : Promise.all(more).then(nothing)
   }
