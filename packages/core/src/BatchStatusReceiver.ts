@@ -9,6 +9,7 @@
 import { Observable } from 'rxjs'
 import type { BatchStatus } from './BatchStatus.js'
 import type { BatchState } from './internal/BatchState.js'
+import { batchStatusName } from './internal/statusCodes.js'
 import type { RecordOutcomes } from './RecordOutcomes.js'
 
 /**
@@ -34,13 +35,11 @@ type Listener = ((status: BatchStatus) => void) | BatchResolvedListener
  */
 export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
   // The receiver and the state of its batch are one object (a `BatchState`, which extends this
-  // class), so a batch costs one object less; these fields are the receiver's own.
-  #status: BatchStatus | undefined = undefined
+  // class), so a batch costs one object less; these two fields are the receiver's own (the status
+  // is the state's, the promise's resolver one more listener), as every field is paid per batch.
   #promise: Promise<BatchStatus> | undefined = undefined
-  #resolvePromise: ((status: BatchStatus) => void) | undefined = undefined
-  /** The first listener, kept apart: one listener per batch is the common case. */
-  #listener: Listener | undefined = undefined
-  #more: Listener[] | undefined = undefined
+  /** The listeners: one (the common case), or an array of several. */
+  #listeners: Listener | Listener[] | undefined = undefined
 
   /** @internal Use `BatchNotifier.create()`: only a batch's state is a receiver. */
   protected constructor() {}
@@ -56,7 +55,8 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
 
   /** The final status, or `undefined` while the batch is still in flight. */
   get status(): BatchStatus | undefined {
-    return this.#status
+    const state = this.#state
+    return state.resolved ? batchStatusName(state.code) : undefined
   }
 
   /**
@@ -93,17 +93,18 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
 
   /** Whether the batch has resolved. */
   get isResolved(): boolean {
-    return this.#status !== undefined
+    return this.#state.resolved
   }
 
   /** A promise of the final status; it never rejects. Created on first use only. */
   get promise(): Promise<BatchStatus> {
     if (this.#promise === undefined) {
+      const status = this.status
       this.#promise =
-        this.#status !== undefined
-          ? Promise.resolve(this.#status)
+        status !== undefined
+          ? Promise.resolve(status)
           : new Promise<BatchStatus>((resolve) => {
-              this.#resolvePromise = resolve
+              this.#add(resolve)
             })
     }
     return this.#promise
@@ -142,31 +143,28 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * (a {@link BatchResolvedListener}): its `batchResolved` is called instead, with this receiver.
    */
   onResolved(listener: ((status: BatchStatus) => void) | BatchResolvedListener): void {
-    const status = this.#status
+    const status = this.status
     if (status !== undefined) {
       call(listener, status, this)
       return
     }
-    if (this.#listener === undefined) this.#listener = listener
-    else if (this.#more === undefined) this.#more = [listener]
-    else this.#more.push(listener)
+    this.#add(listener)
   }
 
-  /** @internal Called once by the batch state when the batch resolves. */
+  #add(listener: Listener): void {
+    const listeners = this.#listeners
+    if (listeners === undefined) this.#listeners = listener
+    else if (Array.isArray(listeners)) listeners.push(listener)
+    else this.#listeners = [listeners, listener]
+  }
+
+  /** @internal Called once by the batch state when the batch has resolved (`status` reads it already). */
   _resolve(status: BatchStatus): void {
-    if (this.#status !== undefined) return
-    this.#status = status
-    this.#resolvePromise?.(status)
-    const listener = this.#listener
-    if (listener !== undefined) {
-      this.#listener = undefined
-      call(listener, status, this)
-      const more = this.#more
-      if (more !== undefined) {
-        this.#more = undefined
-        for (let i = 0; i < more.length; i++) call(more[i]!, status, this)
-      }
-    }
+    const listeners = this.#listeners
+    if (listeners === undefined) return
+    this.#listeners = undefined
+    if (!Array.isArray(listeners)) call(listeners, status, this)
+    else for (let i = 0; i < listeners.length; i++) call(listeners[i]!, status, this)
   }
 }
 
