@@ -35,23 +35,30 @@ export interface FactSink {
   readonly watching: () => boolean
 }
 
-/** One tracked batch, and the receipt its source holds. */
-class TrackedBatch implements BatchReceipt, BatchResolvedListener {
-  /** Neighbours in the tracker's list of pending batches, oldest first. */
-  prev: TrackedBatch | undefined = undefined
-  next: TrackedBatch | undefined = undefined
+/** The fields of a tracked batch that only some batches use. */
+class RareFields {
   timer: ReturnType<typeof setTimeout> | undefined = undefined
   /** The fold of what authoritative sinks recorded so far. */
   recorded: BatchStatus = Batch.initial
   /** The failure that explains `recorded`, as the first authoritative sink to raise it said. */
   recordedFailure: BatchFailure | undefined = undefined
+  /** The outcomes taken when the batch was decided. */
+  outcomes: RecordOutcomes | undefined = undefined
+}
+
+/** One tracked batch, and the receipt its source holds. */
+class TrackedBatch implements BatchReceipt, BatchResolvedListener {
+  /** Neighbours in the tracker's list of pending batches, oldest first. */
+  prev: TrackedBatch | undefined = undefined
+  next: TrackedBatch | undefined = undefined
+  /** What only some batches need (a timeout, authoritative records, outcomes); made on first use, as every field is paid per batch. */
+  rare: RareFields | undefined = undefined
   /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
   failure: BatchFailure | undefined = undefined
   /** What the source was told; `undefined` until then. */
   decided: BatchStatus | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
   #resolve: ((status: BatchStatus) => void) | undefined = undefined
-  #outcomes: RecordOutcomes | undefined = undefined
 
   constructor(
     readonly tracker: BatchTracker,
@@ -61,6 +68,11 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
     /** Events of the batch not recorded by an authoritative sink yet. */
     public unrecorded: number,
   ) {}
+
+  #rare(): RareFields {
+    if (this.rare === undefined) this.rare = new RareFields()
+    return this.rare
+  }
 
   /** Called by the receiver, inside the `end` that resolved the batch. */
   batchResolved(): void {
@@ -91,7 +103,7 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
   get outcomes(): Promise<RecordOutcomes> | undefined {
     if (!this.receiver.keepsOutcomes) return undefined
     // The snapshot's microtask was queued before the status settled, so it has run by now.
-    return this.status.then(() => this.#outcomes ?? this.receiver.outcomesNow()!)
+    return this.status.then(() => this.rare?.outcomes ?? this.receiver.outcomesNow()!)
   }
 
   decide(status: BatchStatus, failure: BatchFailure | undefined): void {
@@ -100,7 +112,7 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
     // it ends (and so records) the event, in the same synchronous call.
     if (this.receiver.keepsOutcomes) {
       queueMicrotask(() => {
-        this.#outcomes = this.receiver.outcomesNow()
+        this.#rare().outcomes = this.receiver.outcomesNow()
       })
     }
     this.decided = status
@@ -175,7 +187,9 @@ export class BatchTracker {
     receiver.onResolved(entry)
     if (this.ackTimeoutMs !== undefined) {
       const ms = this.ackTimeoutMs
-      entry.timer = setTimeout(
+      if (entry.rare === undefined) entry.rare = new RareFields()
+      const rare = entry.rare
+      rare.timer = setTimeout(
         () =>
           this.#finish(
             entry,
@@ -202,14 +216,16 @@ export class BatchTracker {
   recorded(receiver: BatchStatusReceiver, status: EventStatus, failure: BatchFailure | undefined): void {
     const entry = this.#byReceiver?.get(receiver)
     if (entry === undefined) return
-    const next = Batch.update(entry.recorded, status)
-    if (next !== entry.recorded) {
-      entry.recorded = next
-      entry.recordedFailure = failure
-    } else if (next !== 'delivered' && entry.recordedFailure === undefined) {
-      entry.recordedFailure = failure
+    if (entry.rare === undefined) entry.rare = new RareFields()
+    const rare = entry.rare
+    const next = Batch.update(rare.recorded, status)
+    if (next !== rare.recorded) {
+      rare.recorded = next
+      rare.recordedFailure = failure
+    } else if (next !== 'delivered' && rare.recordedFailure === undefined) {
+      rare.recordedFailure = failure
     }
-    if (--entry.unrecorded === 0) this.#finish(entry, entry.recorded, entry.recordedFailure, false)
+    if (--entry.unrecorded === 0) this.#finish(entry, rare.recorded, rare.recordedFailure, false)
   }
 
   /**
@@ -238,7 +254,8 @@ export class BatchTracker {
   #finish(entry: TrackedBatch, status: BatchStatus, reason: unknown, timedOut: boolean): void {
     if (entry.decided !== undefined) return
     this.#unlink(entry)
-    if (entry.timer !== undefined) clearTimeout(entry.timer)
+    const timer = entry.rare?.timer
+    if (timer !== undefined) clearTimeout(timer)
     const latencyMs = Date.now() - this.#epoch - entry.start
     this.counters.inFlight--
     this.counters.latency(latencyMs)
