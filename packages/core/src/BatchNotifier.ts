@@ -53,10 +53,25 @@ export class BatchNotifier {
 
   /** Creates a notifier and the receiver that will learn its batch's status. */
   static create(options: BatchNotifierOptions = {}): BatchNotifierWithReceiver {
-    const state = new BatchState(options.sourceId, options.outcomes === true)
+    const notifier = BatchNotifier.open(options.sourceId, options.outcomes === true)
+    return { notifier, receiver: notifier.receiver }
+  }
+
+  /**
+   * Creates a notifier alone; its receiver is {@link BatchNotifier.receiver}. The same as
+   * {@link BatchNotifier.create} without the object pairing the two: what a runtime that makes a
+   * batch per message uses.
+   */
+  static open(sourceId?: string, outcomes = false): BatchNotifier {
+    const state = new BatchState(sourceId, outcomes)
     const notifier = new BatchNotifier(state)
     LeakDetector.watch(notifier, state)
-    return { notifier, receiver: state.receiver }
+    return notifier
+  }
+
+  /** The receiver of this batch: what its source learns. */
+  get receiver(): BatchStatusReceiver {
+    return this._state
   }
 
   /**

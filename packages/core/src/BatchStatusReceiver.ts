@@ -9,7 +9,19 @@
 import { Observable } from 'rxjs'
 import type { BatchStatus } from './BatchStatus.js'
 import type { BatchState } from './internal/BatchState.js'
+import { batchStatusName } from './internal/statusCodes.js'
 import type { RecordOutcomes } from './RecordOutcomes.js'
+
+/**
+ * An object told when a batch resolves, for runtimes that track many batches: registering the
+ * object that tracks the batch (see {@link BatchStatusReceiver.onResolved}) costs no closure per
+ * batch. It is called as a function listener is, with the receiver that resolved.
+ */
+export interface BatchResolvedListener {
+  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void
+}
+
+type Listener = ((status: BatchStatus) => void) | BatchResolvedListener
 
 /**
  * Awaitable and observable final status of one batch.
@@ -22,17 +34,18 @@ import type { RecordOutcomes } from './RecordOutcomes.js'
  * ```
  */
 export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
-  #status: BatchStatus | undefined = undefined
+  // The receiver and the state of its batch are one object (a `BatchState`, which extends this
+  // class), so a batch costs one object less; these two fields are the receiver's own (the status
+  // is the state's, the promise's resolver one more listener), as every field is paid per batch.
   #promise: Promise<BatchStatus> | undefined = undefined
-  #resolvePromise: ((status: BatchStatus) => void) | undefined = undefined
-  /** The first listener, kept apart: one listener per batch is the common case. */
-  #listener: ((status: BatchStatus) => void) | undefined = undefined
-  #more: ((status: BatchStatus) => void)[] | undefined = undefined
-  readonly #state: BatchState
+  /** The listeners: one (the common case), or an array of several. */
+  #listeners: Listener | Listener[] | undefined = undefined
 
-  /** @internal Use `BatchNotifier.create()`. */
-  constructor(state: BatchState) {
-    this.#state = state
+  /** @internal Use `BatchNotifier.create()`: only a batch's state is a receiver. */
+  protected constructor() {}
+
+  get #state(): BatchState {
+    return this as unknown as BatchState
   }
 
   /** The id of the batch this receiver reports on (a UUID v7; see `BatchNotifier.id`). */
@@ -42,7 +55,8 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
 
   /** The final status, or `undefined` while the batch is still in flight. */
   get status(): BatchStatus | undefined {
-    return this.#status
+    const state = this.#state
+    return state.resolved ? batchStatusName(state.code) : undefined
   }
 
   /**
@@ -51,7 +65,7 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * end with that status gave a reason. Read it once the batch resolved: it is final then.
    */
   get reason(): unknown {
-    return this.#state.explanation
+    return this.#state._explanation
   }
 
   /**
@@ -59,12 +73,12 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * always for a batch created without `outcomes: true`.
    */
   get outcomes(): RecordOutcomes | undefined {
-    return this.#state.finalOutcomes
+    return this.#state._finalOutcomes()
   }
 
   /** Whether the batch keeps per-record outcomes (it was created with `outcomes: true`). */
   get keepsOutcomes(): boolean {
-    return this.#state.outcomes !== undefined
+    return this.#state.outcomeCodes !== undefined
   }
 
   /**
@@ -74,22 +88,23 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * {@link outcomes}. `undefined` for a batch that keeps none.
    */
   outcomesNow(): RecordOutcomes | undefined {
-    return this.#state.outcomesNow()
+    return this.#state._outcomesNow()
   }
 
   /** Whether the batch has resolved. */
   get isResolved(): boolean {
-    return this.#status !== undefined
+    return this.#state.resolved
   }
 
   /** A promise of the final status; it never rejects. Created on first use only. */
   get promise(): Promise<BatchStatus> {
     if (this.#promise === undefined) {
+      const status = this.status
       this.#promise =
-        this.#status !== undefined
-          ? Promise.resolve(this.#status)
+        status !== undefined
+          ? Promise.resolve(status)
           : new Promise<BatchStatus>((resolve) => {
-              this.#resolvePromise = resolve
+              this.#add(resolve)
             })
     }
     return this.#promise
@@ -124,40 +139,39 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * many batches and want no promise per batch. The listener runs in the middle of someone
    * else's call, so it must be quick and must not end handles or call user code (defer such work);
    * if it throws, the error is rethrown in a microtask, as an uncaught exception, and the batch
-   * stays resolved as it was. Prefer `await receiver` elsewhere.
+   * stays resolved as it was. Prefer `await receiver` elsewhere. `listener` may be an object
+   * (a {@link BatchResolvedListener}): its `batchResolved` is called instead, with this receiver.
    */
-  onResolved(listener: (status: BatchStatus) => void): void {
-    const status = this.#status
+  onResolved(listener: ((status: BatchStatus) => void) | BatchResolvedListener): void {
+    const status = this.status
     if (status !== undefined) {
-      call(listener, status)
+      call(listener, status, this)
       return
     }
-    if (this.#listener === undefined) this.#listener = listener
-    else if (this.#more === undefined) this.#more = [listener]
-    else this.#more.push(listener)
+    this.#add(listener)
   }
 
-  /** @internal Called once by the batch state when the batch resolves. */
+  #add(listener: Listener): void {
+    const listeners = this.#listeners
+    if (listeners === undefined) this.#listeners = listener
+    else if (Array.isArray(listeners)) listeners.push(listener)
+    else this.#listeners = [listeners, listener]
+  }
+
+  /** @internal Called once by the batch state when the batch has resolved (`status` reads it already). */
   _resolve(status: BatchStatus): void {
-    if (this.#status !== undefined) return
-    this.#status = status
-    this.#resolvePromise?.(status)
-    const listener = this.#listener
-    if (listener !== undefined) {
-      this.#listener = undefined
-      call(listener, status)
-      const more = this.#more
-      if (more !== undefined) {
-        this.#more = undefined
-        for (let i = 0; i < more.length; i++) call(more[i]!, status)
-      }
-    }
+    const listeners = this.#listeners
+    if (listeners === undefined) return
+    this.#listeners = undefined
+    if (!Array.isArray(listeners)) call(listeners, status, this)
+    else for (let i = 0; i < listeners.length; i++) call(listeners[i]!, status, this)
   }
 }
 
-function call(listener: (status: BatchStatus) => void, status: BatchStatus): void {
+function call(listener: Listener, status: BatchStatus, receiver: BatchStatusReceiver): void {
   try {
-    listener(status)
+    if (typeof listener === 'function') listener(status)
+    else listener.batchResolved(status, receiver)
   } catch (error) {
     queueMicrotask(() => {
       throw error

@@ -36,7 +36,7 @@ export class EventFinalizer {
    * them by receiver (reading `batchId` writes the batch's UUID, see `BatchNotifier.id`).
    */
   get receiver(): BatchStatusReceiver {
-    return this._notifier._state.receiver
+    return this._notifier._state
   }
 
   /** The source of that batch. */
@@ -55,6 +55,6 @@ export class EventFinalizer {
    */
   get status(): EventStatus {
     const state = this._notifier._state
-    return state.isRecorded(this._slot) ? 'recorded' : batchStatusName(state.status)
+    return state.isRecorded(this._slot) ? 'recorded' : batchStatusName(state.code)
   }
 }

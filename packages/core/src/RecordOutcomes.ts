@@ -87,7 +87,8 @@ export class RecordOutcomes implements Iterable<RecordOutcome> {
     const code = codeOf(outcome)
     const out: number[] = []
     const codes = this.#codes
-    for (let i = 0; i < codes.length; i++) if (codes[i] === code) out.push(i)
+    // The native search skips the (usually many) records with other outcomes.
+    for (let i = codes.indexOf(code); i >= 0; i = codes.indexOf(code, i + 1)) out.push(i)
     return out
   }
 

@@ -10,7 +10,7 @@
  */
 export { BatchNotifier, type BatchNotifierOptions, type BatchNotifierWithReceiver } from './BatchNotifier.js'
 export { BatchStatus } from './BatchStatus.js'
-export { BatchStatusReceiver } from './BatchStatusReceiver.js'
+export { type BatchResolvedListener, BatchStatusReceiver } from './BatchStatusReceiver.js'
 export { EventArray, type FromRecordsOptions } from './EventArray.js'
 export { EventFinalizer } from './EventFinalizer.js'
 export { EventFinalizerGroups } from './EventFinalizerGroups.js'

@@ -153,6 +153,8 @@ class FileRun {
   #stored = new Map<string, Checkpoint>()
   readonly #checkpoints: Checkpoints
   #deadLetter: FileHandle | undefined
+  /** Whether a dead letter was appended since the last sync (a checkpoint syncs the file only then). */
+  #deadLettersUnsynced = false
   #firstScan = true
   #lastCheckpoint = 0
   readonly #inFlight = new Set<Promise<void>>()
@@ -438,6 +440,7 @@ class FileRun {
 
   async #deadLetterLine(path: string, offset: number, message: string, reason: string): Promise<void> {
     await this.#deadLetter?.appendFile(`${JSON.stringify({ file: path, offset, reason, message })}\n`)
+    this.#deadLettersUnsynced = true
   }
 
   #checkpointOf(tail: FileTail): Checkpoint {
@@ -454,7 +457,10 @@ class FileRun {
   async #writeCheckpoints(): Promise<void> {
     this.#lastCheckpoint = Date.now()
     // The dead letters of the lines a checkpoint moves past must be on disk first.
-    await this.#deadLetter?.sync()
+    if (this.#deadLettersUnsynced) {
+      this.#deadLettersUnsynced = false
+      await this.#deadLetter?.sync()
+    }
     const all = new Map(this.#stored)
     for (const [key, tail] of this.#retired) all.set(key, this.#checkpointOf(tail))
     for (const [key, tail] of this.#tails) all.set(key, this.#checkpointOf(tail))

@@ -23,17 +23,51 @@ import { RecordOutcomes } from '../RecordOutcomes.js'
 import { idOf, nextStamp } from './batchIds.js'
 import { BATCH_UPDATE, batchStatusName, DELIVERED, ERRORED, OUTCOME_UPDATE, REJECTED } from './statusCodes.js'
 
+/** What a batch that keeps outcomes starts with: no slot yet (it never holds a byte, so it is shared). */
+const NO_OUTCOMES = new Uint8Array(0)
+
+/**
+ * Outcome arrays up to this many bytes are cut from a shared slab rather than allocated on their
+ * own: a typed array too large for V8 to keep in the JavaScript heap (over 64 bytes) gets a
+ * separately allocated backing store, which costs more than folding the outcomes of a batch of a
+ * thousand records. A slab is freed once every array cut from it is; a region is never reused,
+ * so a new array reads all `DROPPED` (zero).
+ */
+const SLAB_CUT_MAX = 1024
+const SLAB_BYTES = 8 * 1024
+let slab = new ArrayBuffer(SLAB_BYTES)
+let slabUsed = 0
+
+/** `n` zeroed outcome bytes. */
+function outcomeBytes(n: number): Uint8Array {
+  if (n <= 64 || n > SLAB_CUT_MAX) return new Uint8Array(n)
+  if (slabUsed + n > SLAB_BYTES) {
+    slab = new ArrayBuffer(SLAB_BYTES)
+    slabUsed = 0
+  }
+  const bytes = new Uint8Array(slab, slabUsed, n)
+  slabUsed += n
+  return bytes
+}
+
 /** Called once when a batch with live references is found collected; set by the leak detector. */
 export type LeakHook = (state: BatchState, handles: number) => void
 
-export class BatchState {
+/**
+ * The state of one batch. It is also the batch's receiver (it extends the public class), so a
+ * batch is two objects: this and its notifier. The notifier must stay a separate object: the
+ * leak detector watches notifiers, and a receiver held by the source must not keep one alive.
+ * Field names here must not clash with the receiver's public ones (`status`, `reason`, `outcomes`).
+ */
+export class BatchState extends BatchStatusReceiver {
   /** Live references: handles of its events, plus the source's until it releases. */
   live = 1
   /** Events attached so far; the next event gets this slot number. */
   events = 0
-  status = DELIVERED
+  /** The batch's status code so far. */
+  code = DELIVERED
   /** Why the batch has its status: the reason of the first end that gave it `reasonCode`. */
-  reason: unknown = undefined
+  given: unknown = undefined
   /** The status code `reason` explains; when it differs from `status`, no reason was given for it. */
   reasonCode = DELIVERED
   released = false
@@ -41,9 +75,9 @@ export class BatchState {
   /** Slots an authoritative sink recorded; made on the first record. */
   recorded: Set<number> | undefined = undefined
   /** One outcome code per slot, when the source asked for per-record outcomes (capacity may exceed `events`). */
-  outcomes: Uint8Array | undefined = undefined
-  /** The outcomes once resolved. */
-  finalOutcomes: RecordOutcomes | undefined = undefined
+  outcomeCodes: Uint8Array | undefined = undefined
+  /** The outcomes once resolved, made on first read. */
+  #final: RecordOutcomes | undefined = undefined
   /** The leak detector's group this batch is in, and its place there (see `LeakDetector`). */
   watchGroup: (BatchState | undefined)[] | undefined = undefined
   watchIndex = 0
@@ -51,15 +85,13 @@ export class BatchState {
   idMs = 0
   idSeq = 0
   #id: string | undefined = undefined
-  readonly receiver: BatchStatusReceiver
+  readonly sourceId: string | undefined
 
-  constructor(
-    readonly sourceId: string | undefined,
-    outcomes = false,
-  ) {
+  constructor(sourceId: string | undefined, outcomes = false) {
+    super()
+    this.sourceId = sourceId
     nextStamp(this)
-    if (outcomes) this.outcomes = new Uint8Array(0)
-    this.receiver = new BatchStatusReceiver(this)
+    if (outcomes) this.outcomeCodes = NO_OUTCOMES
   }
 
   /** The batch's UUID v7, written on first read from the stamp taken at creation. */
@@ -81,11 +113,14 @@ export class BatchState {
     const first = this.events
     this.events = first + count
     this.live += count
-    const outcomes = this.outcomes
+    const outcomes = this.outcomeCodes
     if (outcomes !== undefined && outcomes.length < this.events) {
-      const grown = new Uint8Array(Math.max(this.events, outcomes.length * 2))
+      // Sized exactly on the first attach (a source's whole batch at once), doubled after.
+      const grown = outcomeBytes(
+        outcomes.length === 0 ? this.events : Math.max(this.events, outcomes.length * 2),
+      )
       grown.set(outcomes)
-      this.outcomes = grown
+      this.outcomeCodes = grown
     }
     return first
   }
@@ -98,8 +133,8 @@ export class BatchState {
   update(slot: number, code: number): void {
     if (this.resolved) this.#ended()
     if (this.recorded === undefined || !this.recorded.has(slot)) {
-      this.status = BATCH_UPDATE[this.status * 5 + code]!
-      const outcomes = this.outcomes
+      this.code = BATCH_UPDATE[this.code * 5 + code]!
+      const outcomes = this.outcomeCodes
       if (outcomes !== undefined) outcomes[slot] = OUTCOME_UPDATE[outcomes[slot]! * 5 + code]!
     }
   }
@@ -111,24 +146,24 @@ export class BatchState {
    */
   explain(slot: number, code: number, reason: unknown): void {
     if (code < ERRORED || this.recorded?.has(slot) === true) return
-    const next = BATCH_UPDATE[this.status * 5 + code]!
+    const next = BATCH_UPDATE[this.code * 5 + code]!
     if (this.reasonCode !== next) {
-      this.reason = reason
+      this.given = reason
       this.reasonCode = next
     }
   }
 
   /** The reason of the batch's status, or `undefined` when none was given for it. */
-  get explanation(): unknown {
-    return this.reasonCode === this.status && this.status !== DELIVERED ? this.reason : undefined
+  get _explanation(): unknown {
+    return this.reasonCode === this.code && this.code !== DELIVERED ? this.given : undefined
   }
 
   /** Ends one handle, with a status code or without one (`code < 0`). */
   release(slot: number, code: number): void {
     // The hot path of every sink: one fold and one decrement.
     if (code >= 0 && (this.recorded === undefined || !this.recorded.has(slot))) {
-      this.status = BATCH_UPDATE[this.status * 5 + code]!
-      const outcomes = this.outcomes
+      this.code = BATCH_UPDATE[this.code * 5 + code]!
+      const outcomes = this.outcomeCodes
       if (outcomes !== undefined) outcomes[slot] = OUTCOME_UPDATE[outcomes[slot]! * 5 + code]!
     }
     if (--this.live === 0) this.finish()
@@ -139,7 +174,7 @@ export class BatchState {
    * With per-record outcomes on, the caller folds the code into each slot first.
    */
   releaseRun(count: number, code: number): void {
-    if (code >= 0) this.status = BATCH_UPDATE[this.status * 5 + code]!
+    if (code >= 0) this.code = BATCH_UPDATE[this.code * 5 + code]!
     this.live -= count
     if (this.live === 0) this.finish()
   }
@@ -164,10 +199,10 @@ export class BatchState {
   /** The leak detector found the notifier collected: settle every outstanding share as errored. */
   leak(report: LeakHook): void {
     if (this.resolved) return
-    this.status = BATCH_UPDATE[this.status * 5 + ERRORED]!
+    this.code = BATCH_UPDATE[this.code * 5 + ERRORED]!
     // Which records still had a live handle is not known: every record not finished for good
     // counts as errored, so the source re-sends rather than loses it.
-    const outcomes = this.outcomes
+    const outcomes = this.outcomeCodes
     if (outcomes !== undefined) {
       for (let slot = 0; slot < this.events; slot++) {
         if (outcomes[slot] !== REJECTED && !this.isRecorded(slot)) outcomes[slot] = ERRORED
@@ -193,9 +228,9 @@ export class BatchState {
    * records as they stand, every other record `errored` (it may still be in flight). After the
    * batch resolved, the final outcomes. `undefined` when the source did not ask.
    */
-  outcomesNow(): RecordOutcomes | undefined {
-    if (this.finalOutcomes !== undefined) return this.finalOutcomes
-    const outcomes = this.outcomes
+  _outcomesNow(): RecordOutcomes | undefined {
+    if (this.resolved) return this._finalOutcomes()
+    const outcomes = this.outcomeCodes
     if (outcomes === undefined) return undefined
     const now = new Uint8Array(this.events)
     for (let slot = 0; slot < this.events; slot++) {
@@ -205,16 +240,25 @@ export class BatchState {
     return new RecordOutcomes(now)
   }
 
+  /** The outcomes once resolved (`undefined` before, and for a batch that keeps none). */
+  _finalOutcomes(): RecordOutcomes | undefined {
+    const outcomes = this.outcomeCodes
+    if (!this.resolved || outcomes === undefined) return undefined
+    if (this.#final === undefined) {
+      const codes = outcomes.length === this.events ? outcomes : outcomes.subarray(0, this.events)
+      this.#final = new RecordOutcomes(codes)
+    }
+    return this.#final
+  }
+
   private finish(): void {
     this.resolved = true
-    const outcomes = this.outcomes
-    if (outcomes !== undefined) this.finalOutcomes = new RecordOutcomes(outcomes.subarray(0, this.events))
     // Forgotten by the leak detector: nothing is left to detect.
     const group = this.watchGroup
     if (group !== undefined) {
       group[this.watchIndex] = undefined
       this.watchGroup = undefined
     }
-    this.receiver._resolve(batchStatusName(this.status))
+    this._resolve(batchStatusName(this.code))
   }
 }

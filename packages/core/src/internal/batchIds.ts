@@ -10,6 +10,11 @@ import { v7 as uuidv7 } from 'uuid'
 
 let lastMs = Number.NEGATIVE_INFINITY
 let lastSeq = 0
+/**
+ * Stamps keep their millisecond relative to this one, taken at load: a small integer fits a field
+ * as it is, where a full epoch time (a double) would be boxed, one more object per batch.
+ */
+const EPOCH_MS = Date.now()
 
 /**
  * Stamps `state` with the next stamp: a new millisecond starts its counter at a random 31-bit
@@ -25,11 +30,11 @@ export function nextStamp(state: { idMs: number; idSeq: number }): void {
     lastSeq = (lastSeq + 1) | 0
     if (lastSeq === 0) lastMs++
   }
-  state.idMs = lastMs
+  state.idMs = lastMs - EPOCH_MS
   state.idSeq = lastSeq
 }
 
 /** The UUID v7 of a stamp. */
 export function idOf(ms: number, seq: number): string {
-  return uuidv7({ msecs: ms, seq })
+  return uuidv7({ msecs: ms + EPOCH_MS, seq })
 }

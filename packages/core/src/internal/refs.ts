@@ -134,7 +134,7 @@ export function endRuns(events: readonly LogEvent[], code: number): void {
       const notifier = ref as BatchNotifier
       const state = notifier._state
       if (state.recorded === undefined) {
-        const outcomes = code >= 0 ? state.outcomes : undefined
+        const outcomes = code >= 0 ? state.outcomeCodes : undefined
         let j = i
         for (; j < n; j++) {
           const next = events[j]!.metadata

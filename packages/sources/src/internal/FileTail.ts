@@ -47,7 +47,11 @@ export class FileTail {
   #partialBytes = 0
   #partialStart: number
   #overlong = false
-  readonly #buffer = Buffer.allocUnsafe(CHUNK)
+  /** Two read buffers: one is parsed while the next chunk is read into the other. */
+  #buffer = Buffer.allocUnsafe(CHUNK)
+  #spare = Buffer.allocUnsafe(CHUNK)
+  /** The read of the next chunk, started before the current one was parsed (see `readChunk`). */
+  #ahead: { readonly offset: number; readonly read: Promise<{ bytesRead: number }> } | undefined = undefined
 
   constructor(
     public path: string,
@@ -77,6 +81,11 @@ export class FileTail {
     this.#overlong = false
     this.held = undefined
     this.tracker = new OffsetTracker<number>({ name: `file ${this.path}`, initial: 0 })
+    // A read ahead of the old generation may still be writing into its buffer: never reuse it.
+    if (this.#ahead !== undefined) {
+      this.#ahead = undefined
+      this.#spare = Buffer.allocUnsafe(CHUNK)
+    }
   }
 
   /**
@@ -86,16 +95,31 @@ export class FileTail {
   async readChunk(size: number, encoding: BufferEncoding, onLine: OnLine): Promise<boolean> {
     const handle = this.handle
     if (handle === undefined || this.readOffset >= size) return false
-    const { bytesRead } = await handle.read(
-      this.#buffer,
-      0,
-      Math.min(CHUNK, size - this.readOffset),
-      this.readOffset,
-    )
+    const base = this.readOffset
+    // The chunk read ahead by the previous call, when it is the one wanted; else read it now.
+    const ahead = this.#ahead
+    this.#ahead = undefined
+    let bytesRead: number
+    if (ahead !== undefined && ahead.offset === base) {
+      ;({ bytesRead } = await ahead.read)
+      const read = this.#spare
+      this.#spare = this.#buffer
+      this.#buffer = read
+    } else {
+      if (ahead !== undefined)
+        await ahead.read.catch(() => {}) // its buffer is free only once it is done
+      ;({ bytesRead } = await handle.read(this.#buffer, 0, Math.min(CHUNK, size - base), base))
+    }
     if (bytesRead === 0) return false
     const chunk = this.#buffer
-    const base = this.readOffset
     this.readOffset += bytesRead
+    // Read the next chunk while this one is parsed: the read waits for a thread of the pool,
+    // and parsing does not. A failed read ahead throws when (and only if) it is used.
+    if (this.readOffset < size) {
+      const read = handle.read(this.#spare, 0, Math.min(CHUNK, size - this.readOffset), this.readOffset)
+      read.catch(() => {})
+      this.#ahead = { offset: this.readOffset, read }
+    }
     let from = 0
     for (;;) {
       const nl = chunk.indexOf(NEWLINE, from)

@@ -7,15 +7,18 @@
  * timeout nor an early report touches an event handle: the handles keep their single owners and
  * still end exactly once, later; only the source's view is decided early.
  *
- * Cost: a tracked batch is one object (it is also the source's receipt) and one map entry. The
- * receipt's promise is made only when the source reads `status`, the batch id only when someone
- * reads it, and the `batch_resolved` fact only while someone watches the lifecycle. Batches that
- * resolve are reported in one microtask per burst, not one promise each, and never inside the
- * `end` call that resolved them. A delivered batch costs nothing more for its failure: the
+ * Cost: a tracked batch is one object: it is also the source's receipt, the listener its
+ * receiver calls when it resolves (no closure), and a link in the list of pending batches (no map
+ * entry; a map by receiver is kept only for sources that feed an authoritative sink, which report
+ * by receiver). The receipt's promise is made only when the source reads `status`, the batch id
+ * only when someone reads it, and the `batch_resolved` fact only while someone watches the
+ * lifecycle. Batches that resolve are reported in one microtask per burst, not one promise each,
+ * and never inside the `end` call that resolved them. A delivered batch costs nothing more for its failure: the
  * failure is read from the receiver (or made) only for a batch that ends otherwise.
  */
 import {
   BatchStatus as Batch,
+  type BatchResolvedListener,
   type BatchStatus,
   type BatchStatusReceiver,
   type EventStatus,
@@ -32,27 +35,49 @@ export interface FactSink {
   readonly watching: () => boolean
 }
 
-/** One tracked batch, and the receipt its source holds. */
-class TrackedBatch implements BatchReceipt {
+/** The fields of a tracked batch that only some batches use. */
+class RareFields {
   timer: ReturnType<typeof setTimeout> | undefined = undefined
   /** The fold of what authoritative sinks recorded so far. */
   recorded: BatchStatus = Batch.initial
   /** The failure that explains `recorded`, as the first authoritative sink to raise it said. */
   recordedFailure: BatchFailure | undefined = undefined
+  /** The outcomes taken when the batch was decided. */
+  outcomes: RecordOutcomes | undefined = undefined
+}
+
+/** One tracked batch, and the receipt its source holds. */
+class TrackedBatch implements BatchReceipt, BatchResolvedListener {
+  /** Neighbours in the tracker's list of pending batches, oldest first. */
+  prev: TrackedBatch | undefined = undefined
+  next: TrackedBatch | undefined = undefined
+  /** What only some batches need (a timeout, authoritative records, outcomes); made on first use, as every field is paid per batch. */
+  rare: RareFields | undefined = undefined
   /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
   failure: BatchFailure | undefined = undefined
   /** What the source was told; `undefined` until then. */
   decided: BatchStatus | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
   #resolve: ((status: BatchStatus) => void) | undefined = undefined
-  #outcomes: RecordOutcomes | undefined = undefined
 
   constructor(
+    readonly tracker: BatchTracker,
     readonly receiver: BatchStatusReceiver,
+    /** When the batch started, in ms after the tracker's epoch (a small integer, not a boxed double). */
     readonly start: number,
     /** Events of the batch not recorded by an authoritative sink yet. */
     public unrecorded: number,
   ) {}
+
+  #rare(): RareFields {
+    if (this.rare === undefined) this.rare = new RareFields()
+    return this.rare
+  }
+
+  /** Called by the receiver, inside the `end` that resolved the batch. */
+  batchResolved(): void {
+    this.tracker._resolved(this)
+  }
 
   get batchId(): string {
     return this.receiver.batchId
@@ -78,7 +103,7 @@ class TrackedBatch implements BatchReceipt {
   get outcomes(): Promise<RecordOutcomes> | undefined {
     if (!this.receiver.keepsOutcomes) return undefined
     // The snapshot's microtask was queued before the status settled, so it has run by now.
-    return this.status.then(() => this.#outcomes ?? this.receiver.outcomesNow()!)
+    return this.status.then(() => this.rare?.outcomes ?? this.receiver.outcomesNow()!)
   }
 
   decide(status: BatchStatus, failure: BatchFailure | undefined): void {
@@ -87,7 +112,7 @@ class TrackedBatch implements BatchReceipt {
     // it ends (and so records) the event, in the same synchronous call.
     if (this.receiver.keepsOutcomes) {
       queueMicrotask(() => {
-        this.#outcomes = this.receiver.outcomesNow()
+        this.#rare().outcomes = this.receiver.outcomesNow()
       })
     }
     this.decided = status
@@ -96,8 +121,14 @@ class TrackedBatch implements BatchReceipt {
 }
 
 export class BatchTracker {
-  /** The pending batches, oldest first, by receiver (authoritative sinks report by receiver). */
-  readonly #pending = new Map<BatchStatusReceiver, TrackedBatch>()
+  /** The pending batches, oldest first, as a list through the batches themselves. */
+  #head: TrackedBatch | undefined = undefined
+  #tail: TrackedBatch | undefined = undefined
+  #count = 0
+  /** The pending batches by receiver, for authoritative sinks (they report by receiver); only when one is fed. */
+  readonly #byReceiver: Map<BatchStatusReceiver, TrackedBatch> | undefined
+  /** Start times are kept relative to this (see `TrackedBatch.start`). */
+  readonly #epoch = Date.now()
   /** Batches whose receivers resolved since the last flush, with their statuses. */
   #resolved: TrackedBatch[] = []
   #flushScheduled = false
@@ -122,7 +153,20 @@ export class BatchTracker {
     readonly counters: Counters,
     readonly ackTimeoutMs: number | undefined,
     readonly facts: FactSink,
-  ) {}
+    /** Whether an authoritative sink may report this source's batches (see {@link recorded}). */
+    authoritative = true,
+  ) {
+    this.#byReceiver = authoritative ? new Map() : undefined
+  }
+
+  /** @internal A tracked batch's receiver resolved: report it in the next flush. */
+  _resolved(entry: TrackedBatch): void {
+    this.#resolved.push(entry)
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true
+      queueMicrotask(this.#flush)
+    }
+  }
 
   /**
    * Tracks the batch of `events` events that `receiver` reports on, created at `start` (ms since
@@ -130,18 +174,22 @@ export class BatchTracker {
    */
   track(receiver: BatchStatusReceiver, events: number, start: number): BatchReceipt {
     this.counters.inFlight++
-    const entry = new TrackedBatch(receiver, start, events)
-    this.#pending.set(receiver, entry)
-    receiver.onResolved(() => {
-      this.#resolved.push(entry)
-      if (!this.#flushScheduled) {
-        this.#flushScheduled = true
-        queueMicrotask(this.#flush)
-      }
-    })
+    const entry = new TrackedBatch(this, receiver, start - this.#epoch, events)
+    const tail = this.#tail
+    if (tail === undefined) this.#head = entry
+    else {
+      tail.next = entry
+      entry.prev = tail
+    }
+    this.#tail = entry
+    this.#count++
+    this.#byReceiver?.set(receiver, entry)
+    receiver.onResolved(entry)
     if (this.ackTimeoutMs !== undefined) {
       const ms = this.ackTimeoutMs
-      entry.timer = setTimeout(
+      if (entry.rare === undefined) entry.rare = new RareFields()
+      const rare = entry.rare
+      rare.timer = setTimeout(
         () =>
           this.#finish(
             entry,
@@ -157,7 +205,7 @@ export class BatchTracker {
 
   /** Batches not reported yet. */
   get pending(): number {
-    return this.#pending.size
+    return this.#count
   }
 
   /**
@@ -166,16 +214,18 @@ export class BatchTracker {
    * told now, even while other copies are still on their way.
    */
   recorded(receiver: BatchStatusReceiver, status: EventStatus, failure: BatchFailure | undefined): void {
-    const entry = this.#pending.get(receiver)
+    const entry = this.#byReceiver?.get(receiver)
     if (entry === undefined) return
-    const next = Batch.update(entry.recorded, status)
-    if (next !== entry.recorded) {
-      entry.recorded = next
-      entry.recordedFailure = failure
-    } else if (next !== 'delivered' && entry.recordedFailure === undefined) {
-      entry.recordedFailure = failure
+    if (entry.rare === undefined) entry.rare = new RareFields()
+    const rare = entry.rare
+    const next = Batch.update(rare.recorded, status)
+    if (next !== rare.recorded) {
+      rare.recorded = next
+      rare.recordedFailure = failure
+    } else if (next !== 'delivered' && rare.recordedFailure === undefined) {
+      rare.recordedFailure = failure
     }
-    if (--entry.unrecorded === 0) this.#finish(entry, entry.recorded, entry.recordedFailure, false)
+    if (--entry.unrecorded === 0) this.#finish(entry, rare.recorded, rare.recordedFailure, false)
   }
 
   /**
@@ -183,7 +233,9 @@ export class BatchTracker {
    * has resolved and only the report was still queued.
    */
   forceAll(): void {
-    for (const entry of [...this.#pending.values()]) {
+    const entries: TrackedBatch[] = []
+    for (let entry = this.#head; entry !== undefined; entry = entry.next) entries.push(entry)
+    for (const entry of entries) {
       const status = entry.receiver.status
       if (status === undefined) {
         const failure = this.#failure('STOPPED', 'the topology stopped before the batch resolved')
@@ -201,9 +253,10 @@ export class BatchTracker {
    */
   #finish(entry: TrackedBatch, status: BatchStatus, reason: unknown, timedOut: boolean): void {
     if (entry.decided !== undefined) return
-    this.#pending.delete(entry.receiver)
-    if (entry.timer !== undefined) clearTimeout(entry.timer)
-    const latencyMs = Date.now() - entry.start
+    this.#unlink(entry)
+    const timer = entry.rare?.timer
+    if (timer !== undefined) clearTimeout(timer)
+    const latencyMs = Date.now() - this.#epoch - entry.start
     this.counters.inFlight--
     this.counters.latency(latencyMs)
     if (status === 'delivered') {
@@ -236,6 +289,18 @@ export class BatchTracker {
         failure,
       })
     }
+  }
+
+  #unlink(entry: TrackedBatch): void {
+    const { prev, next } = entry
+    if (prev === undefined) this.#head = next
+    else prev.next = next
+    if (next === undefined) this.#tail = prev
+    else next.prev = prev
+    entry.prev = undefined
+    entry.next = undefined
+    this.#count--
+    this.#byReceiver?.delete(entry.receiver)
   }
 
   #failure(code: string, message: string): BatchFailure {

@@ -10,7 +10,15 @@ import { type DeliveryStatus, type EndOptions, EventArray } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 
-const RESOLVED: Promise<void> = Promise.resolve()
+/**
+ * The promise every push that did not have to wait returns (and `Output.send` when each of its
+ * pushes did not): a producer that sees it knows there was room, and goes on without waiting for
+ * a microtask. Back pressure is untouched: a push that must wait returns a promise of its own.
+ */
+export const RESOLVED: Promise<void> = Promise.resolve()
+
+/** What {@link MemoryChannel.tryPull} returns when nothing is queued. */
+export const EMPTY: unique symbol = Symbol('ackline.empty')
 
 interface Blocked {
   readonly array: EventArray
@@ -81,18 +89,18 @@ export class MemoryChannel implements EdgeBuffer {
     })
   }
 
+  /**
+   * The next queued array without waiting: {@link EMPTY} when none is queued (then `pull`
+   * waits), `undefined` once the channel is closed and drained. A consumer that keeps up takes
+   * its input this way with no promise per array.
+   */
+  tryPull(): EventArray | undefined | typeof EMPTY {
+    if (this.#head < this.#queue.length) return this.#take()
+    return this.#closed ? undefined : EMPTY
+  }
+
   pull(signal?: AbortSignal): Promise<EventArray | undefined> {
-    if (this.#head < this.#queue.length) {
-      const array = this.#queue[this.#head]!
-      this.#queue[this.#head++] = undefined as unknown as EventArray
-      if (this.#head === this.#queue.length) {
-        this.#queue = []
-        this.#head = 0
-      }
-      this.#queued -= array.length
-      this.#admit()
-      return Promise.resolve(array)
-    }
+    if (this.#head < this.#queue.length) return Promise.resolve(this.#take())
     if (this.#closed || signal?.aborted === true) return Promise.resolve(undefined)
     return new Promise<EventArray | undefined>((resolve) => {
       this.#puller = resolve
@@ -107,6 +115,19 @@ export class MemoryChannel implements EdgeBuffer {
         { once: true },
       )
     })
+  }
+
+  /** Takes the head of a non-empty queue. */
+  #take(): EventArray {
+    const array = this.#queue[this.#head]!
+    this.#queue[this.#head++] = undefined as unknown as EventArray
+    if (this.#head === this.#queue.length) {
+      this.#queue = []
+      this.#head = 0
+    }
+    this.#queued -= array.length
+    this.#admit()
+    return array
   }
 
   /**

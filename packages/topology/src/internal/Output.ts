@@ -8,13 +8,13 @@
  */
 import type { EventArray } from '@ackline/core'
 import type { Counters } from './Counters.js'
+import { RESOLVED } from './MemoryChannel.js'
 
 /** Where an edge delivers: a consumer's buffer, possibly behind a settle-on-accept step. */
 export interface Inlet {
   push(array: EventArray): Promise<void>
 }
 
-const RESOLVED: Promise<void> = Promise.resolve()
 const nothing = (): void => {}
 
 export class Output {
@@ -26,6 +26,7 @@ export class Output {
     this.#counters = counters
   }
 
+  /** Sends `array` to every consumer; returns `RESOLVED` (see `MemoryChannel`) when none had to wait. */
   send(array: EventArray): Promise<void> {
     const inlets = this.#inlets
     const n = inlets.length
@@ -39,8 +40,15 @@ export class Output {
     if (n === 1) return inlets[0]!.push(array)
     const copies: EventArray[] = [array]
     for (let i = 1; i < n; i++) copies.push(array.clone())
-    const pending: Promise<void>[] = []
-    for (let i = 0; i < n; i++) pending.push(inlets[i]!.push(copies[i]!))
+    let pending: Promise<void>[] | undefined
+    for (let i = 0; i < n; i++) {
+      const pushed = inlets[i]!.push(copies[i]!)
+      if (pushed === RESOLVED) continue
+      if (pending === undefined) pending = [pushed]
+      else pending.push(pushed)
+    }
+    // Every consumer had room: the producer need not wait.
+    if (pending === undefined) return RESOLVED
     return Promise.all(pending).then(nothing)
   }
 }

@@ -10,6 +10,7 @@ import { BatchNotifier, type BatchStatus, EventArray, type JsonObject, RecordOut
 import type { BatchReceipt, SendOptions, Source, SourceContext } from '../Source.js'
 import type { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
+import { RESOLVED } from './MemoryChannel.js'
 import type { Output } from './Output.js'
 
 /** The receipt of every batch sent with acknowledgements off: delivered once accepted. */
@@ -18,6 +19,7 @@ const ACCEPTED: BatchReceipt = Object.freeze({
   status: Promise.resolve<BatchStatus>('delivered'),
   failure: undefined,
 })
+const ACCEPTED_NOW: Promise<BatchReceipt> = Promise.resolve(ACCEPTED)
 
 export class SourceRunner {
   readonly context: SourceContext
@@ -47,27 +49,38 @@ export class SourceRunner {
     return this.source.run(this.context)
   }
 
-  async #send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt> {
-    const sourceId = this.id
-    const ingestTimestamp = Date.now()
-    const list = Array.isArray(records) ? (records as readonly JsonObject[]) : Array.from(records)
-    this.counters.received += list.length
-    if (!this.acknowledgements) {
-      await this.output.send(EventArray.fromRecords(list, { sourceId, ingestTimestamp }))
-      if (options?.outcomes !== true) return ACCEPTED
-      return {
-        batchId: undefined,
-        status: ACCEPTED.status,
-        failure: undefined,
-        outcomes: Promise.resolve(RecordOutcomes.all('delivered', list.length)),
+  /**
+   * Not an async function: when every consumer has room, the batch is made, attached and queued
+   * in this call, and the only promise is the one handed back (already resolved), with no async
+   * frame. When a consumer is full, the returned promise waits for the room, as before.
+   */
+  #send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt> {
+    try {
+      const sourceId = this.id
+      const ingestTimestamp = Date.now()
+      const list = Array.isArray(records) ? (records as readonly JsonObject[]) : Array.from(records)
+      this.counters.received += list.length
+      if (!this.acknowledgements) {
+        const pushed = this.output.send(EventArray.fromRecords(list, { sourceId, ingestTimestamp }))
+        if (options?.outcomes !== true)
+          return pushed === RESOLVED ? ACCEPTED_NOW : pushed.then(() => ACCEPTED)
+        const receipt: BatchReceipt = {
+          batchId: undefined,
+          status: ACCEPTED.status,
+          failure: undefined,
+          outcomes: Promise.resolve(RecordOutcomes.all('delivered', list.length)),
+        }
+        return pushed === RESOLVED ? Promise.resolve(receipt) : pushed.then(() => receipt)
       }
+      const notifier = BatchNotifier.open(sourceId, options?.outcomes === true)
+      // The events join the batch as they are made, and the source's reference is released (the
+      // records are the whole batch).
+      const array = EventArray.fromRecords(list, { sourceId, ingestTimestamp, batch: notifier })
+      const receipt = this.tracker.track(notifier.receiver, list.length, ingestTimestamp)
+      const pushed = this.output.send(array)
+      return pushed === RESOLVED ? Promise.resolve(receipt) : pushed.then(() => receipt)
+    } catch (error) {
+      return Promise.reject(error)
     }
-    const { notifier, receiver } = BatchNotifier.create({ sourceId, outcomes: options?.outcomes === true })
-    // The events join the batch as they are made, and the source's reference is released (the
-    // records are the whole batch).
-    const array = EventArray.fromRecords(list, { sourceId, ingestTimestamp, batch: notifier })
-    const receipt = this.tracker.track(receiver, list.length, ingestTimestamp)
-    await this.output.send(array)
-    return receipt
   }
 }

@@ -16,17 +16,24 @@ import { ComponentError } from '../ComponentError.js'
 import type { ComponentErrorCode, LifecycleEvent } from '../LifecycleEvent.js'
 import type { Transform, TransformContext } from '../Transform.js'
 import type { Counters } from './Counters.js'
-import type { MemoryChannel } from './MemoryChannel.js'
+import { EMPTY, type MemoryChannel, RESOLVED } from './MemoryChannel.js'
 import type { Output } from './Output.js'
 
-const RESOLVED: Promise<void> = Promise.resolve()
 const nothing = (): void => {}
+const NO_PORTS: ReadonlyMap<string, LogEvent[]> = new Map()
+const NO_EVENTS: readonly LogEvent[] = []
 
-/** The context of one `process` or `flush` call: it only records; the runner checks afterwards. */
+/**
+ * The context of one `process` or `flush` call: it only records; the runner checks afterwards.
+ * One small object per call, because it names its call (an `emit` through it after the call
+ * returned is caught); what it records is made only when used: the named ports' map on the first
+ * emit to a named port, the default port's list on the first `emit` (a call that passes its
+ * array on whole with `emitAll` makes neither).
+ */
 class CallContext implements TransformContext {
   readonly id: string
-  readonly ports = new Map<string, LogEvent[]>()
-  readonly defaultPort: LogEvent[] = []
+  #ports: Map<string, LogEvent[]> | undefined = undefined
+  #defaultPort: LogEvent[] | undefined = undefined
   /**
    * An array passed on whole with `emitAll` while nothing else was emitted on the default port:
    * kept as it is rather than copied (the common map-like call). Anything emitted on the default
@@ -41,10 +48,31 @@ class CallContext implements TransformContext {
     this.id = runner.id
   }
 
+  /** Lists per named port, in the order first emitted to. */
+  get ports(): ReadonlyMap<string, LogEvent[]> {
+    return this.#ports ?? NO_PORTS
+  }
+
+  /** The default port's list (made on first use). */
+  get defaultPort(): LogEvent[] {
+    if (this.#defaultPort === undefined) this.#defaultPort = []
+    return this.#defaultPort
+  }
+
+  /** How many events the default port's list holds (without making it). */
+  get defaultCount(): number {
+    return this.#defaultPort === undefined ? 0 : this.#defaultPort.length
+  }
+
+  /** Replaces the list of a named port (the general check rewrites them). */
+  setPort(port: string, list: LogEvent[]): void {
+    this.#ports?.set(port, list)
+  }
+
   emit(event: LogEvent, port?: string): void {
-    let list = this.defaultPort
+    let list: LogEvent[] | undefined
     if (port !== undefined && port !== '') {
-      let named = this.ports.get(port)
+      let named = this.#ports?.get(port)
       if (named === undefined) {
         if (!this.#runner.outputs.has(port)) {
           // Settled before the throw: whoever catches it (or nobody, after the call returned),
@@ -54,10 +82,11 @@ class CallContext implements TransformContext {
         }
         if (this.#open) {
           named = []
-          this.ports.set(port, named)
+          if (this.#ports === undefined) this.#ports = new Map()
+          this.#ports.set(port, named)
         }
       }
-      if (named !== undefined) list = named
+      list = named
     }
     if (!this.#open) {
       // A call that already returned cannot pass anything on any more: settle rather than leak.
@@ -69,13 +98,13 @@ class CallContext implements TransformContext {
       return
     }
     this.unpass()
-    list.push(event)
+    ;(list ?? this.defaultPort).push(event)
   }
 
   emitAll(events: EventArray, port?: string): void {
     const list = events.events
     if ((port === undefined || port === '') && this.#open) {
-      if (this.passed === undefined && this.defaultPort.length === 0) {
+      if (this.passed === undefined && this.defaultCount === 0) {
         this.passed = events
         return
       }
@@ -94,7 +123,7 @@ class CallContext implements TransformContext {
 
   /** What was emitted on the default port, in order. */
   get emitted(): readonly LogEvent[] {
-    return this.passed !== undefined ? this.passed.events : this.defaultPort
+    return this.passed !== undefined ? this.passed.events : (this.#defaultPort ?? NO_EVENTS)
   }
 
   /** Turns a passed array into the default port's list, so more can follow it. */
@@ -200,10 +229,16 @@ export class TransformRunner {
       for (;;) {
         // Not coalesced, unlike a sink's input: a transform may act on array boundaries (pairing
         // events within one array), so merging queued arrays would change what it emits.
-        const array = await this.input.pull()
+        // What is queued is taken without a promise; only an empty channel is waited for.
+        let array = this.input.tryPull()
+        if (array === EMPTY) array = await this.input.pull()
         if (array === undefined) break
         this.counters.received += array.length
-        await (this.#timer === undefined ? this.#process(array) : this.#exclusive(() => this.#process(array)))
+        const input = array
+        const done =
+          this.#timer === undefined ? this.#process(input) : this.#exclusive(() => this.#process(input))
+        // A synchronous call whose outputs all had room returns `RESOLVED`: no frame to wait on.
+        if (done !== RESOLVED) await done
       }
     } finally {
       if (this.#timer !== undefined) clearInterval(this.#timer)
@@ -250,16 +285,24 @@ export class TransformRunner {
     return run
   }
 
-  async #process(array: EventArray): Promise<void> {
+  /**
+   * One `process` call and its check. Not an async function: a synchronous transform (the common
+   * case) is called, checked and its outputs sent within this call, and the promise returned is
+   * that of the send (`RESOLVED` when every consumer had room).
+   */
+  #process(array: EventArray): Promise<void> {
     const context = new CallContext(this)
-    let failure: unknown
+    let pending: void | Promise<void>
     try {
-      const pending = this.transform.process(array, context)
-      if (pending !== undefined) await pending
+      pending = this.transform.process(array, context)
     } catch (error) {
-      failure = error
+      return this.#finish(context, array.events, error, 'process')
     }
-    await this.#finish(context, array.events, failure, 'process')
+    if (pending === undefined) return this.#finish(context, array.events, undefined, 'process')
+    return Promise.resolve(pending).then(
+      () => this.#finish(context, array.events, undefined, 'process'),
+      (error: unknown) => this.#finish(context, array.events, error, 'process'),
+    )
   }
 
   async #flush(): Promise<void> {
@@ -275,7 +318,21 @@ export class TransformRunner {
     await this.#finish(context, [], failure, 'flush')
   }
 
-  async #finish(
+  /** Checks a call and sends what it emitted; returns the sends' promise (`RESOLVED` when none waits). */
+  #finish(
+    context: CallContext,
+    inputs: readonly LogEvent[],
+    failure: unknown,
+    step: 'process' | 'flush',
+  ): Promise<void> {
+    try {
+      return this.#check(context, inputs, failure, step)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  #check(
     context: CallContext,
     inputs: readonly LogEvent[],
     failure: unknown,
@@ -291,18 +348,23 @@ export class TransformRunner {
       context.unpass() // the general check rewrites the default port's list
       this.#reconcile(context, inputs, failure, step)
     }
-    const sends: Promise<void>[] = []
+    let first: Promise<void> = RESOLVED
+    let more: Promise<void>[] | undefined
     const passed = context.passed
     if (passed !== undefined) {
-      if (passed.length > 0) sends.push(this.outputs.get('')!.send(passed))
-    } else if (context.defaultPort.length > 0) {
-      sends.push(this.outputs.get('')!.send(new EventArray(context.defaultPort)))
+      if (passed.length > 0) first = this.outputs.get('')!.send(passed)
+    } else if (context.defaultCount > 0) {
+      first = this.outputs.get('')!.send(new EventArray(context.defaultPort))
     }
     for (const [port, list] of context.ports) {
-      if (list.length > 0) sends.push(this.outputs.get(port)!.send(new EventArray(list)))
+      if (list.length === 0) continue
+      const sent = this.outputs.get(port)!.send(new EventArray(list))
+      if (sent === RESOLVED) continue
+      if (first === RESOLVED) first = sent
+      else if (more === undefined) more = [first, sent]
+      else more.push(sent)
     }
-    if (sends.length === 1) await sends[0]
-    else if (sends.length > 1) await Promise.all(sends)
+    return more === undefined ? first : Promise.all(more).then(nothing)
   }
 
   /**
@@ -335,7 +397,7 @@ export class TransformRunner {
     const kept = check(context.defaultPort)
     context.defaultPort.length = 0
     context.defaultPort.push(...kept)
-    for (const [port, list] of context.ports) context.ports.set(port, check(list))
+    for (const [port, list] of context.ports) context.setPort(port, check(list))
 
     const held = this.#held
     if (held.size > 0) {

@@ -1,0 +1,101 @@
+// The source's send path on its own: a send with room does its work within the call; a send
+// into a full channel waits for room, exactly (issue 10). Counts and orders, never times.
+import { BatchNotifier, type BatchStatusReceiver, type EventArray } from '@ackline/core'
+import { describe, expect, it, vi } from 'vitest'
+import { BatchTracker } from '../src/internal/BatchTracker.js'
+import { Counters } from '../src/internal/Counters.js'
+import { EMPTY, MemoryChannel } from '../src/internal/MemoryChannel.js'
+import { Output } from '../src/internal/Output.js'
+import { SourceRunner } from '../src/internal/SourceRunner.js'
+import type { Source } from '../src/Source.js'
+
+const failure = { componentId: 'out', code: 'X', message: 'x' }
+
+function setup(maxEvents: number, acknowledgements = true) {
+  const channel = new MemoryChannel({
+    maxEvents,
+    whenFull: 'block',
+    droppedStatus: 'rejected',
+    droppedFailure: failure,
+    stoppedFailure: failure,
+    onDrop: () => {},
+  })
+  const counters = new Counters('source', 'test')
+  const tracker = new BatchTracker(
+    'in',
+    counters,
+    undefined,
+    { emit: () => {}, watching: () => false },
+    false,
+  )
+  const source: Source = { kind: 'test', canAcknowledge: true, run: async () => {} }
+  const output = new Output([channel], counters)
+  const runner = new SourceRunner(
+    'in',
+    source,
+    acknowledgements,
+    output,
+    counters,
+    tracker,
+    new AbortController().signal,
+  )
+  return { channel, tracker, runner }
+}
+
+/** Lets every queued microtask and the callbacks they queue run (an order, not a time). */
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+describe('SourceRunner', () => {
+  it('queues a batch within the send call when the channel has room', () => {
+    for (const acks of [true, false]) {
+      const { channel, runner } = setup(10, acks)
+      void runner.context.send([{ n: 1 }, { n: 2 }])
+      // Nothing was awaited: the events are already in the channel when send returns.
+      expect(channel.queuedEvents).toBe(2)
+      expect(channel.tryPull()).toMatchObject({ length: 2 })
+      expect(channel.tryPull()).toBe(EMPTY)
+    }
+  })
+
+  it('keeps back pressure exact: a send into a full channel resolves only once room is made', async () => {
+    const { channel, runner } = setup(2)
+    let accepted = 0
+    const sends = [1, 2, 3].map((n) => runner.context.send([{ n }]).then(() => accepted++))
+    await settle()
+    expect(channel.queuedEvents).toBe(2)
+    expect(accepted).toBe(2) // the third waits
+    const first = channel.tryPull() as EventArray
+    expect(first.events[0]!.get('n')).toBe(1)
+    await settle()
+    expect(accepted).toBe(3)
+    expect(channel.queuedEvents).toBe(2)
+    await Promise.all(sends)
+    for (let array = channel.tryPull(); array !== EMPTY && array !== undefined; array = channel.tryPull())
+      array.end('delivered')
+    first.end('delivered')
+  })
+
+  it('registers one listener per batch, and it is the receipt itself (no closure per batch)', async () => {
+    const { channel, runner, tracker } = setup(10)
+    const receivers: BatchStatusReceiver[] = []
+    const open = BatchNotifier.open
+    const spy = vi.spyOn(BatchNotifier, 'open').mockImplementation((...args) => {
+      const notifier = open(...args)
+      receivers.push(notifier.receiver)
+      vi.spyOn(notifier.receiver, 'onResolved')
+      return notifier
+    })
+    try {
+      const receipt = await runner.context.send([{ n: 1 }, { n: 2 }, { n: 3 }])
+      expect(spy).toHaveBeenCalledTimes(1) // one notifier per batch, whatever its size
+      expect(receivers[0]!.onResolved).toHaveBeenCalledTimes(1)
+      expect(receivers[0]!.onResolved).toHaveBeenCalledWith(receipt)
+      expect(tracker.pending).toBe(1)
+      ;(channel.tryPull() as EventArray).end('delivered')
+      expect(await receipt.status).toBe('delivered')
+      expect(tracker.pending).toBe(0)
+    } finally {
+      spy.mockRestore()
+    }
+  })
+})
