@@ -13,7 +13,7 @@
 // ratios (plain and ackline measured back to back) with their range.
 // Run: pnpm bench amqp   (ACKLINE_AMQP_BENCH_MESSAGES, ACKLINE_AMQP_BENCH_ROUNDS to change sizes;
 //      ACKLINE_AMQP_BENCH_ONLY=sink or =source to run one half)
-import { randomUUID } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import { amqpSink, amqpSource } from '@ackline/amqp'
 import { blackhole } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
@@ -97,6 +97,9 @@ async function acklineConsume(batchSize?: number): Promise<number> {
 }
 
 async function plainPublish(): Promise<number> {
+  // Ids of the form the sink makes for events without one (its own random prefix, a count in base
+  // 36): the broker's confirm rate depends on the id's length, so both publish the same messages.
+  const idPrefix = `${randomBytes(8).toString('base64url')}/`
   // Timed from before the connection opens to after it closed, as the topology's run is (its
   // start() connects, its done includes the sink's stop()).
   const start = performance.now()
@@ -115,7 +118,12 @@ async function plainPublish(): Promise<number> {
           '',
           queue,
           body,
-          { persistent: true, mandatory: true, messageId: `p-${i}`, contentType: 'application/json' },
+          {
+            persistent: true,
+            mandatory: true,
+            messageId: `${idPrefix}${i.toString(36)}`,
+            contentType: 'application/json',
+          },
           (error) => {
             inFlight--
             wake?.()
