@@ -24,6 +24,7 @@ import { createHash } from 'node:crypto'
 import type { JsonObject, JsonValue, RecordOutcome } from '@ackline/core'
 import { RecordOutcomes } from '@ackline/core'
 import {
+  type BatchFailure,
   type BatchReceipt,
   type ConfigIssue,
   codeOption,
@@ -32,7 +33,7 @@ import {
   type Source,
   type SourceContext,
 } from '@ackline/topology'
-import type { Channel, ConsumeMessage } from 'amqplib'
+import type { Channel, ConfirmChannel, ConsumeMessage } from 'amqplib'
 import { z } from 'zod'
 import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
 import { Connection, type Generation } from './internal/Connection.js'
@@ -73,6 +74,16 @@ export const AmqpSourceOptions = defineOptions({
     .default(1000)
     .describe('How long an errored message is held before its first requeue; doubles per attempt.'),
   retryMaxDelayMs: z.number().min(0).default(30_000).describe('The longest hold before a requeue.'),
+  deadLetterExchange: z
+    .string()
+    .optional()
+    .describe(
+      'Where a rejected message goes with its reason: republished to this exchange (its routing key and ' +
+        'properties kept, plus the headers `x-ackline-rejected-by`, `x-ackline-code`, `x-ackline-reason` and ' +
+        '`x-ackline-copy-of`, which tells a copy no queue took apart), ' +
+        'then acked once the broker confirmed the copy (a crash between the two can copy it twice). ' +
+        "Unset: nacked without requeue, so the queue's own dead-letter exchange gets it, without the reason.",
+    ),
   invalidJson: z
     .enum(['raw', 'reject'])
     .default('raw')
@@ -111,8 +122,13 @@ export interface AmqpSourceCounters {
   readonly acked: number
   /** Messages requeued after an errored outcome (`nack(requeue=true)`). */
   readonly nacked: number
-  /** Messages dead-lettered (`nack(requeue=false)`): rejected, unparseable, or out of attempts. */
+  /**
+   * Messages dead-lettered: rejected, unparseable, or out of attempts; nacked without requeue, or,
+   * with `deadLetterExchange`, republished there with their reason and acked.
+   */
   readonly rejected: number
+  /** Of `rejected`, those republished to `deadLetterExchange` with their reason (and acked). */
+  readonly deadLettered: number
   /** Deliveries the broker marked redelivered. */
   readonly redelivered: number
   /** Deliveries of a channel that died before they were settled: the broker redelivers them. */
@@ -172,6 +188,7 @@ class AmqpConsumer implements AmqpSource {
     acked: 0,
     nacked: 0,
     rejected: 0,
+    deadLettered: 0,
     redelivered: 0,
     abandoned: 0,
     invalidJson: 0,
@@ -224,7 +241,9 @@ class AmqpConsumer implements AmqpSource {
       heartbeatSeconds: o.heartbeatSeconds,
       backoff: { initialDelayMs: o.reconnectInitialDelayMs, maxDelayMs: o.reconnectMaxDelayMs },
       onWarning: warn,
-      openChannel: (model) => model.createChannel(),
+      // Confirms only where a rejected message is republished with its reason.
+      openChannel: (model) =>
+        o.deadLetterExchange === undefined ? model.createChannel() : model.createConfirmChannel(),
       setup: async (generation) => {
         const channel = generation.channel
         await channel.checkQueue(o.queue)
@@ -293,7 +312,11 @@ class AmqpConsumer implements AmqpSource {
      * Tells the broker what became of a delivery: at once (no promise, the common path), or after
      * the back-off of an errored one, when the returned promise resolves.
      */
-    const settle = (delivery: Delivery, outcome: RecordOutcome): Promise<void> | undefined => {
+    const settle = (
+      delivery: Delivery,
+      outcome: RecordOutcome,
+      failure?: BatchFailure,
+    ): Promise<void> | undefined => {
       if (delivery.abandoned) return undefined
       const attempt = this.#attempt(delivery.message, outcome)
       const action = brokerAction(outcome, attempt, delivery.generation.live, policy)
@@ -302,14 +325,19 @@ class AmqpConsumer implements AmqpSource {
         // the message keeps its prefetch slot meanwhile, which slows the consumer down too.
         return sleepFor(action.delayMs).then(() => {
           if (delivery.abandoned) return
-          apply(delivery, brokerAction(outcome, attempt, delivery.generation.live, policy), attempt)
+          apply(delivery, brokerAction(outcome, attempt, delivery.generation.live, policy), attempt, failure)
         })
       }
-      apply(delivery, action, attempt)
+      apply(delivery, action, attempt, failure)
       return undefined
     }
 
-    const apply = (delivery: Delivery, action: BrokerAction, attempt: number): void => {
+    const apply = (
+      delivery: Delivery,
+      action: BrokerAction,
+      attempt: number,
+      failure: BatchFailure | undefined,
+    ): void => {
       const { message, generation } = delivery
       held.get(generation)?.delete(delivery)
       counters.inFlight--
@@ -326,6 +354,10 @@ class AmqpConsumer implements AmqpSource {
             counters.nacked++
             return
           case 'deadLetter':
+            if (o.deadLetterExchange !== undefined) {
+              republish(delivery, o.deadLetterExchange, failure)
+              return
+            }
             generation.channel.nack(message, false, false)
             this.#forget(message)
             counters.rejected++
@@ -341,6 +373,71 @@ class AmqpConsumer implements AmqpSource {
         // the broker requeues the message with the channel, like any abandoned delivery.
         counters.abandoned++
       }
+    }
+
+    /**
+     * Copies a rejected message to the dead-letter exchange with its reason in headers, and acks
+     * the original once the broker confirmed the copy. A copy the broker refused, or could not
+     * route, leaves the original to a nack without requeue (the queue's own dead-lettering, no
+     * reason); a channel lost before the confirm leaves it unacked, so the broker redelivers it.
+     */
+    const republish = (delivery: Delivery, exchange: string, failure: BatchFailure | undefined): void => {
+      const { message, generation } = delivery
+      const channel = generation.channel as ConfirmChannel
+      const headers = {
+        ...message.properties.headers,
+        'x-ackline-rejected-by': failure?.componentId ?? context.id,
+        'x-ackline-code': failure?.code ?? 'REJECTED',
+        'x-ackline-reason': failure?.message ?? 'rejected',
+      }
+      // A copy no queue took comes back (mandatory) before its confirm; the header tells it apart.
+      const copyId = `${generation.id}:${message.fields.deliveryTag}`
+      let returned = false
+      const onReturn = (back: ConsumeMessage): void => {
+        if (back.properties.headers?.['x-ackline-copy-of'] === copyId) returned = true
+      }
+      channel.on('return', onReturn)
+      const fallBack = (): void => {
+        try {
+          channel.nack(message, false, false)
+          counters.rejected++
+        } catch {
+          counters.abandoned++
+        }
+      }
+      channel.publish(
+        exchange,
+        message.fields.routingKey,
+        message.content,
+        { ...message.properties, headers: { ...headers, 'x-ackline-copy-of': copyId }, mandatory: true },
+        (error) => {
+          channel.off('return', onReturn)
+          if (!generation.live) {
+            counters.abandoned++
+            return
+          }
+          if (error !== null && error !== undefined) {
+            warn(
+              `${context.id}: the dead-letter exchange '${exchange}' refused a copy (${String(error)}); nacking it without requeue`,
+            )
+            fallBack()
+          } else if (returned) {
+            warn(
+              `${context.id}: the dead-letter exchange '${exchange}' has no queue bound for routing key '${message.fields.routingKey}'; nacking it without requeue`,
+            )
+            fallBack()
+          } else {
+            try {
+              channel.ack(message)
+              counters.rejected++
+              counters.deadLettered++
+            } catch {
+              counters.abandoned++
+            }
+          }
+          this.#forget(message)
+        },
+      )
     }
 
     const hold = (delivery: Delivery): void => {
@@ -366,7 +463,7 @@ class AmqpConsumer implements AmqpSource {
       void outcomesOf(receipt, batch.length).then((outcomes) => {
         for (let i = 0; i < batch.length; i++) {
           const delivery = batch[i]!
-          const later = settle(delivery, outcomes.get(i))
+          const later = settle(delivery, outcomes.get(i), receipt.failure)
           if (later === undefined) finish(delivery)
           else
             later.then(
@@ -404,7 +501,11 @@ class AmqpConsumer implements AmqpSource {
           if (fields === undefined) {
             counters.invalidJson++
             hold(delivery)
-            await settle(delivery, 'rejected')
+            await settle(delivery, 'rejected', {
+              componentId: context.id,
+              code: 'INVALID_JSON',
+              message: 'the payload is not valid JSON',
+            })
             continue
           }
           hold(delivery)

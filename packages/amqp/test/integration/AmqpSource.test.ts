@@ -3,7 +3,7 @@ import type { LogEvent } from '@ackline/core'
 import { memory } from '@ackline/sinks'
 import { type LifecycleEvent, TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { Admin, BROKER_URL, brokerAvailable } from './broker.js'
+import { Admin, BROKER_URL, brokerAvailable, uniqueName } from './broker.js'
 
 const available = await brokerAvailable()
 
@@ -124,6 +124,80 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
       expect(await admin.messageCount(queue)).toBe(0)
     })
   }
+
+  it("with deadLetterExchange, republishes a rejected message there with the reason in headers and acks it; a copy no queue takes falls back to the queue's own dead-lettering", async () => {
+    // The queue's own dead-letter exchange (x-death, no reason) and a reason exchange of our own.
+    const { queue, dead } = await admin.queueWithDeadLetters()
+    const reasons = uniqueName('reasons')
+    const withReasons = uniqueName('with-reasons')
+    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
+    admin.exchanges.push(reasons)
+    await admin.channel.assertQueue(withReasons, { durable: false })
+    admin.queues.push(withReasons)
+    await admin.channel.bindQueue(withReasons, reasons, '')
+    await admin.publish(
+      queue,
+      Array.from({ length: 10 }, (_, n) => (n === 9 ? 'not json' : { n })),
+      (n) => `m-${n}`,
+    )
+    const outcome = (event: LogEvent) => ((event.get('n') as number) % 3 === 0 ? 'rejected' : 'delivered')
+    const source = amqpSource({ url: BROKER_URL, queue, deadLetterExchange: reasons, invalidJson: 'reject' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink('picky', ['rabbit'], memory({ outcome }))
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(source.counters.acked + source.counters.rejected).toBe(10), {
+      timeout: 10_000,
+      interval: 20,
+    })
+    await topology.stop()
+    expect(source.counters).toMatchObject({ acked: 6, rejected: 4, deadLettered: 4, abandoned: 0 })
+    const copies = await admin.drain(withReasons)
+    const byId = new Map(copies.map((m) => [m.properties.messageId as string, m]))
+    expect([...byId.keys()].sort()).toEqual(['m-0', 'm-3', 'm-6', 'm-9'])
+    for (const id of ['m-0', 'm-3', 'm-6']) {
+      const headers = byId.get(id)!.properties.headers!
+      expect(headers['x-ackline-rejected-by']).toBe('picky')
+      expect(headers['x-ackline-code']).toBe('REJECTED')
+      expect(typeof headers['x-ackline-reason']).toBe('string')
+      // The copy is the message as it was: its body and routing key.
+      expect(byId.get(id)!.fields.routingKey).toBe(queue)
+    }
+    expect(JSON.parse(byId.get('m-3')!.content.toString())).toEqual({ n: 3 })
+    expect(byId.get('m-9')!.properties.headers!).toMatchObject({
+      'x-ackline-rejected-by': 'rabbit',
+      'x-ackline-code': 'INVALID_JSON',
+    })
+    expect(await admin.messageCount(dead)).toBe(0)
+    expect(await admin.messageCount(queue)).toBe(0)
+
+    // An exchange that routes nowhere: the copy comes back, so the original is nacked instead and
+    // the queue's own dead-letter exchange keeps it (never lost, never acked).
+    const nowhere = uniqueName('nowhere')
+    await admin.channel.assertExchange(nowhere, 'direct', { durable: false })
+    admin.exchanges.push(nowhere)
+    await admin.publish(queue, [{ n: 0 }], () => 'lonely')
+    const warnings: string[] = []
+    const second = amqpSource({
+      url: BROKER_URL,
+      queue,
+      deadLetterExchange: nowhere,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology2 = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', second)
+      .sink('picky', ['rabbit'], memory({ outcome }))
+      .build()
+    await topology2.start()
+    await vi.waitFor(() => expect(second.counters.rejected).toBe(1), { timeout: 10_000, interval: 20 })
+    await topology2.stop()
+    expect(second.counters).toMatchObject({ acked: 0, rejected: 1, deadLettered: 0 })
+    expect(warnings.some((w) => w.includes('no queue bound'))).toBe(true)
+    const kept = await admin.drain(dead)
+    expect(kept.map((m) => m.properties.messageId)).toEqual(['lonely'])
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
 
   it('passes a payload that is not JSON as a string field, or dead-letters it, as invalidJson says', async () => {
     const { queue, dead } = await admin.queueWithDeadLetters()
