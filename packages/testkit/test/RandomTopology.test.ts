@@ -136,7 +136,9 @@ describe("RandomTopology over the user's own sinks", () => {
     expect(spec.sinks.map((k) => k.kind)).toEqual(['user:acks_early'])
     expect(spec.sources.flat().reduce((a, b) => a + b, 0)).toBe(2)
     const printed = RandomTopology.describe(spec)
-    expect(printed).toMatch(/^k0 = acks_early\(acks (on|default); \d write\(s\) in flight; no faults\) ← src\d$/m)
+    expect(printed).toMatch(
+      /^k0 = acks_early\(acks (on|default); \d write\(s\) in flight; no faults\) ← src\d$/m,
+    )
     const report = fc.defaultReportMessage(result)!
     expect(report).toContain('seed: 42')
     expect(String(result.errorInstance)).toContain('k0 = acks_early(')
