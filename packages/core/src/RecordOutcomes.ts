@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { DELIVERED, DROPPED, ERRORED, REJECTED } from './internal/statusCodes.js'
+import { recordOutcomeCode as codeOf, ERRORED, RECORD_OUTCOME_NAMES } from './internal/statusCodes.js'
 
 /**
  * The outcome of one record.
@@ -24,20 +24,7 @@ import { DELIVERED, DROPPED, ERRORED, REJECTED } from './internal/statusCodes.js
  */
 export type RecordOutcome = 'delivered' | 'errored' | 'rejected' | 'dropped'
 
-const NAMES: readonly RecordOutcome[] = ['dropped', 'delivered', 'errored', 'rejected']
-
-const codeOf = (outcome: RecordOutcome): number => {
-  switch (outcome) {
-    case 'dropped':
-      return DROPPED
-    case 'delivered':
-      return DELIVERED
-    case 'errored':
-      return ERRORED
-    case 'rejected':
-      return REJECTED
-  }
-}
+const NAMES = RECORD_OUTCOME_NAMES as readonly RecordOutcome[]
 
 /**
  * The per-record outcomes of one batch: a read-only view over one byte per record.

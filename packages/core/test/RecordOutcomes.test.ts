@@ -1,4 +1,4 @@
-import { BatchNotifier, EventArray, RecordOutcomes } from '@ackline/core'
+import { BatchNotifier, EventArray, FinalizationError, RecordOutcomes } from '@ackline/core'
 import { describe, expect, it } from 'vitest'
 
 const batchOf = (n: number, outcomes = true) => {
@@ -97,5 +97,11 @@ describe('RecordOutcomes', () => {
     expect([...all]).toEqual(['delivered', 'delivered', 'delivered'])
     expect(all.count('delivered')).toBe(3)
     expect(() => all.get(3)).toThrow(RangeError)
+  })
+
+  it('refuses an outcome that is not one (from untyped code) instead of reading it as dropped', () => {
+    expect(() => RecordOutcomes.all('bogus' as never, 2)).toThrow(FinalizationError)
+    expect(() => RecordOutcomes.all('recorded' as never, 2)).toThrow(/unknown status 'recorded'/)
+    expect(() => RecordOutcomes.all('delivered', 2).indexesOf('deliverd' as never)).toThrow(FinalizationError)
   })
 })

@@ -21,6 +21,18 @@ export const EVENT_STATUS_NAMES: readonly EventStatus[] = [
   'recorded',
 ]
 const BATCH_STATUS_NAMES: readonly BatchStatus[] = ['delivered', 'errored', 'rejected']
+/** A record's outcomes (`RecordOutcome`), by code: the event statuses below `recorded`. */
+export const RECORD_OUTCOME_NAMES: readonly string[] = EVENT_STATUS_NAMES.slice(0, RECORDED)
+
+/**
+ * The code of a record's outcome. Untyped callers can pass anything: a value that is not an
+ * outcome throws, rather than reading as `dropped` (the code an unset byte has).
+ */
+export const recordOutcomeCode = (outcome: string): number => {
+  const code = RECORD_OUTCOME_NAMES.indexOf(outcome)
+  if (code < 0) throw unknownStatus(outcome, RECORD_OUTCOME_NAMES)
+  return code
+}
 
 export const eventStatusCode = (status: EventStatus): number => {
   switch (status) {
