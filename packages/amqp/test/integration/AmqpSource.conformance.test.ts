@@ -4,10 +4,10 @@
 // TCP proxy between the source and the broker.
 import { amqpSource } from '@ackline/amqp'
 import type { JsonObject } from '@ackline/core'
-import { sourceConformance, type TcpProxy, tcpProxy } from '@ackline/testkit'
+import { sourceConformance, type TcpProxy } from '@ackline/testkit'
 import { afterAll, beforeAll, describe, it } from 'vitest'
 import { AckTap } from './AckTap.js'
-import { Admin, brokerAvailable } from './broker.js'
+import { Admin, brokerAvailable, brokerProxy } from './broker.js'
 
 const available = await brokerAvailable()
 
@@ -27,10 +27,10 @@ describe.skipIf(!available)('amqpSource conformance (real broker)', () => {
     async () => {
       const { queue } = await admin.queueWithDeadLetters()
       const tap = new AckTap()
-      const proxy = await tcpProxy({ target: { host: '127.0.0.1', port: 5672 }, onData: tap.onData })
+      const { proxy, url } = await brokerProxy(tap.onData)
       proxies.push(proxy)
       const source = amqpSource({
-        url: `amqp://guest:guest@${proxy.address}`,
+        url,
         queue,
         // An errored message comes back soon, so the suite sees it re-sent within its timeout.
         retryInitialDelayMs: 20,

@@ -2,9 +2,26 @@
 // (under CI=true an unreachable broker is an error, never a skip), unique names, and a plain
 // amqplib connection for arranging and inspecting queues.
 import { randomUUID } from 'node:crypto'
+import { type TcpProxy, type TcpProxyOptions, tcpProxy } from '@ackline/testkit'
 import { type Channel, type ChannelModel, connect } from 'amqplib'
 
 export const BROKER_URL = process.env.ACKLINE_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672'
+
+/**
+ * A TCP proxy in front of the broker at `BROKER_URL`, for tests that cut a client's connection or
+ * watch its frames, and the URL (same credentials and vhost) that reaches the broker through it.
+ */
+export async function brokerProxy(
+  onData?: TcpProxyOptions['onData'],
+): Promise<{ readonly proxy: TcpProxy; readonly url: string }> {
+  const broker = new URL(BROKER_URL)
+  const proxy = await tcpProxy({
+    target: { host: broker.hostname, port: Number(broker.port || 5672) },
+    ...(onData === undefined ? {} : { onData }),
+  })
+  const credentials = broker.username === '' ? '' : `${broker.username}:${broker.password}@`
+  return { proxy, url: `${broker.protocol}//${credentials}${proxy.address}${broker.pathname}` }
+}
 
 /** Whether the broker answers; throws under CI, where a missing broker must fail the run. */
 export async function brokerAvailable(): Promise<boolean> {

@@ -1,20 +1,22 @@
 import { amqpSource } from '@ackline/amqp'
 import { memory } from '@ackline/sinks'
-import { type TcpProxy, tcpProxy } from '@ackline/testkit'
+import type { TcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { Admin, BROKER_URL, brokerAvailable } from './broker.js'
+import { Admin, BROKER_URL, brokerAvailable, brokerProxy } from './broker.js'
 
 const available = await brokerAvailable()
 
 describe.skipIf(!available)('amqp competing consumers', () => {
   let admin: Admin
   let proxy: TcpProxy
+  let throughProxy: string
   beforeAll(async () => {
     admin = await Admin.open()
-    proxy = await tcpProxy({ target: { host: '127.0.0.1', port: 5672 } })
+    ;({ proxy, url: throughProxy } = await brokerProxy())
   })
   afterAll(async () => {
+    await proxy?.close()
     await admin?.close()
   })
 
@@ -28,7 +30,7 @@ describe.skipIf(!available)('amqp competing consumers', () => {
     )
     // A reaches the broker through the proxy, so the test can kill its connection for good.
     const a = amqpSource({
-      url: `amqp://guest:guest@${proxy.address}`,
+      url: throughProxy,
       queue,
       prefetch: 30,
       batchSize: 10,

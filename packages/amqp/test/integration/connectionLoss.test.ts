@@ -2,19 +2,20 @@ import { amqpSink, amqpSource } from '@ackline/amqp'
 import type { BatchStatus } from '@ackline/core'
 import { memory } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
-import { type TcpProxy, tcpProxy } from '@ackline/testkit'
+import type { TcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { Admin, brokerAvailable, uniqueName } from './broker.js'
+import { Admin, brokerAvailable, brokerProxy, uniqueName } from './broker.js'
 
 const available = await brokerAvailable()
 
 describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test cuts)', () => {
   let admin: Admin
   let proxy: TcpProxy
+  let throughProxy: string
   beforeAll(async () => {
     admin = await Admin.open()
-    proxy = await tcpProxy({ target: { host: '127.0.0.1', port: 5672 } })
+    ;({ proxy, url: throughProxy } = await brokerProxy())
   })
   afterAll(async () => {
     await proxy?.close()
@@ -31,7 +32,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     )
     const warnings: string[] = []
     const source = amqpSource({
-      url: `amqp://guest:guest@${proxy.address}`,
+      url: throughProxy,
       queue,
       prefetch: 25,
       batchSize: 10,
@@ -102,7 +103,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     admin.queues.push(queue)
     await admin.channel.assertQueue(queue, { durable: false })
     const sink = amqpSink({
-      url: `amqp://guest:guest@${proxy.address}`,
+      url: throughProxy,
       routingKey: queue,
       maxInFlight: 50,
       reconnectInitialDelayMs: 20,
