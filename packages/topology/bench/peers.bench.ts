@@ -12,12 +12,9 @@ import { Readable, Transform as StreamTransform, Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
 import type { JsonObject } from '@ackline/core'
-import { blackhole } from '@ackline/sinks'
-import { generator } from '@ackline/sources'
-import { TopologyBuilder } from '@ackline/topology'
-import { remap } from '@ackline/transforms'
 import { from, map } from 'rxjs'
 import { median, roundRobin } from '../../../bench/roundRobin.js'
+import { remapPipeline } from './remapPipeline.js'
 
 const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
 const BATCHES = (process.env.ACKLINE_BENCH_BATCHES ?? '1,10,100,1000').split(',').map(Number)
@@ -25,28 +22,6 @@ const BATCHES = (process.env.ACKLINE_BENCH_BATCHES ?? '1,10,100,1000').split(','
 const eventsFor = (batch: number): number => (batch === 1 ? 20_000 : batch === 10 ? 60_000 : 200_000)
 
 const record = (index: number): JsonObject => ({ message: 'event', index })
-
-async function topology(acknowledgements: boolean, batch: number): Promise<number> {
-  const events = eventsFor(batch)
-  const hole = blackhole()
-  const built = new TopologyBuilder<string>({ acknowledgements })
-    .source('gen', generator({ count: events, batchSize: batch, record }))
-    .transform(
-      'remap',
-      ['gen'],
-      remap((event) => {
-        event.set('seen', true)
-      }),
-    )
-    .sink('out', ['remap'], hole)
-    .build()
-  await built.start()
-  await built.done
-  if (hole.count !== events) throw new Error(`the blackhole saw ${hole.count} events`)
-  if (acknowledgements && built.metrics().gen!.ackLatencyMs.count !== Math.ceil(events / batch))
-    throw new Error('not every batch resolved')
-  return events
-}
 
 function* batches(events: number, batch: number): Generator<JsonObject[]> {
   for (let index = 0; index < events; ) {
@@ -121,8 +96,8 @@ async function asyncGenerators(batch: number): Promise<number> {
 }
 
 const kinds: Record<string, (batch: number) => Promise<number>> = {
-  'ackline, acks on': (batch) => topology(true, batch),
-  'ackline, acks off': (batch) => topology(false, batch),
+  'ackline, acks on': (batch) => remapPipeline(true, eventsFor(batch), batch),
+  'ackline, acks off': (batch) => remapPipeline(false, eventsFor(batch), batch),
   'node:stream, plain': nodeStream,
   'rxjs, plain': rxjs,
   'async generators, plain': asyncGenerators,

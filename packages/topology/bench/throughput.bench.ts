@@ -13,41 +13,14 @@ import { Readable, Transform as StreamTransform, Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
 import { BatchNotifier, type BatchStatusReceiver, EventArray, type JsonObject } from '@ackline/core'
-import { blackhole } from '@ackline/sinks'
-import { generator } from '@ackline/sources'
-import { TopologyBuilder } from '@ackline/topology'
-import { type RemapTransform, remap } from '@ackline/transforms'
 import { median, roundRobin } from '../../../bench/roundRobin.js'
+import { remapPipeline } from './remapPipeline.js'
 
 const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 1_000_000)
 const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
 const BATCH = 500
 
 const record = (index: number): JsonObject => ({ message: 'event', index })
-
-/** The remap: set one field on every event, in place (as the baselines do in their middle stage). */
-const setSeen = (): RemapTransform =>
-  remap((event) => {
-    event.set('seen', true)
-  })
-
-async function topology(acknowledgements: boolean, sinks: number): Promise<number> {
-  const builder = new TopologyBuilder<string>({ acknowledgements })
-    .source('gen', generator({ count: EVENTS, batchSize: BATCH, record }))
-    .transform('remap', ['gen'], setSeen())
-  const holes = Array.from({ length: sinks }, () => blackhole())
-  holes.forEach((hole, i) => {
-    builder.sink(`out${i}`, ['remap'], hole)
-  })
-  const built = builder.build()
-  await built.start()
-  await built.done
-  for (const hole of holes) if (hole.count !== EVENTS) throw new Error(`a blackhole saw ${hole.count} events`)
-  const metrics = built.metrics()
-  if (acknowledgements && metrics.gen!.ackLatencyMs.count !== EVENTS / BATCH)
-    throw new Error('not every batch resolved')
-  return EVENTS
-}
 
 function* batches(): Generator<JsonObject[]> {
   for (let index = 0; index < EVENTS; ) {
@@ -172,17 +145,17 @@ async function asyncIterators(): Promise<number> {
 }
 
 const variants: Record<string, () => Promise<number>> = {
-  'topology, acks on': () => topology(true, 1),
-  'topology, acks off': () => topology(false, 1),
+  'topology, acks on': () => remapPipeline(true, EVENTS, BATCH, 1),
+  'topology, acks off': () => remapPipeline(false, EVENTS, BATCH, 1),
   'node:stream, LogEvents + acks': () => nodeStreamEvents(true),
   'node:stream, LogEvents, no acks': () => nodeStreamEvents(false),
   'async iterators, LogEvents + acks': () => asyncIteratorEvents(true),
   'node:stream, plain records': nodeStream,
   'async iterators, plain records': asyncIterators,
-  'fan-out to 1': () => topology(true, 1),
-  'fan-out to 2': () => topology(true, 2),
-  'fan-out to 4': () => topology(true, 4),
-  'fan-out to 8': () => topology(true, 8),
+  'fan-out to 1': () => remapPipeline(true, EVENTS, BATCH, 1),
+  'fan-out to 2': () => remapPipeline(true, EVENTS, BATCH, 2),
+  'fan-out to 4': () => remapPipeline(true, EVENTS, BATCH, 4),
+  'fan-out to 8': () => remapPipeline(true, EVENTS, BATCH, 8),
 }
 
 /**
