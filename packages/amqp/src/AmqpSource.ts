@@ -229,6 +229,8 @@ class AmqpConsumer implements AmqpSource {
     /** Deliveries handed downstream, per generation, until settled or abandoned. */
     const held = new Map<Generation<Channel>, Set<Delivery>>()
     const settling = new Set<Promise<void>>()
+    /** Dead-letter copies the broker returned unroutable (`x-ackline-copy-of`), until their confirm. */
+    const returnedCopies = new Set<string>()
     let stopping = false
     let wake: (() => void) | undefined
     let consumerTag: string | undefined
@@ -246,6 +248,13 @@ class AmqpConsumer implements AmqpSource {
         o.deadLetterExchange === undefined ? model.createChannel() : model.createConfirmChannel(),
       setup: async (generation) => {
         const channel = generation.channel
+        // One listener per channel: a copy no queue took comes back (mandatory) before its confirm.
+        if (o.deadLetterExchange !== undefined) {
+          channel.on('return', (back: ConsumeMessage) => {
+            const copyOf = back.properties.headers?.['x-ackline-copy-of'] as unknown
+            if (typeof copyOf === 'string') returnedCopies.add(copyOf)
+          })
+        }
         await channel.checkQueue(o.queue)
         await channel.prefetch(o.prefetch)
         const reply = await channel.consume(
@@ -384,19 +393,15 @@ class AmqpConsumer implements AmqpSource {
     const republish = (delivery: Delivery, exchange: string, failure: BatchFailure | undefined): void => {
       const { message, generation } = delivery
       const channel = generation.channel as ConfirmChannel
+      // Tells the copy apart if the broker returns it (see `returnedCopies`).
+      const copyId = `${generation.id}:${message.fields.deliveryTag}`
       const headers = {
         ...message.properties.headers,
         'x-ackline-rejected-by': failure?.componentId ?? context.id,
         'x-ackline-code': failure?.code ?? 'REJECTED',
         'x-ackline-reason': failure?.message ?? 'rejected',
+        'x-ackline-copy-of': copyId,
       }
-      // A copy no queue took comes back (mandatory) before its confirm; the header tells it apart.
-      const copyId = `${generation.id}:${message.fields.deliveryTag}`
-      let returned = false
-      const onReturn = (back: ConsumeMessage): void => {
-        if (back.properties.headers?.['x-ackline-copy-of'] === copyId) returned = true
-      }
-      channel.on('return', onReturn)
       const fallBack = (): void => {
         try {
           channel.nack(message, false, false)
@@ -409,9 +414,9 @@ class AmqpConsumer implements AmqpSource {
         exchange,
         message.fields.routingKey,
         message.content,
-        { ...message.properties, headers: { ...headers, 'x-ackline-copy-of': copyId }, mandatory: true },
+        { ...message.properties, headers, mandatory: true },
         (error) => {
-          channel.off('return', onReturn)
+          const returned = returnedCopies.delete(copyId)
           if (!generation.live) {
             counters.abandoned++
             return
