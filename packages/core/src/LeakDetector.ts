@@ -8,9 +8,9 @@
  * written as a process warning with code `ACKLINE_LEAK`.
  *
  * Every live handle holds its notifier, so the notifier is collected only once every handle that
- * did not end is gone. Batches are watched in groups of up to 64 created one after another, so
- * a leak is found once every notifier of its group is unreachable: a batch created next to a
- * long-lived one is detected only after that one ends too.
+ * did not end is gone. Batches are watched in groups of up to 64 created one after another (and
+ * within 20 ms of each other), so a leak is found once every notifier of its group is
+ * unreachable: a batch created next to a long-lived one is detected only after that one ends too.
  *
  * @module
  */
@@ -55,10 +55,24 @@ const registry = new FinalizationRegistry<(BatchState | undefined)[]>((group) =>
   for (const state of group) if (state !== undefined) state.leak(report)
 })
 
-/** The open group's token, held weakly: an open group must not keep its own notifiers from being detected. */
-let openToken: WeakRef<object> | undefined
-let openGroup: (BatchState | undefined)[] = []
+/**
+ * How long a group stays open at most, in ms. The open group's token is held strongly (reading a
+ * weak reference on every batch costs more than the rest of the batch's bookkeeping), so a leak
+ * in the open group can be found only once the group is closed: when it is full, or this long
+ * after it was opened, whichever comes first. The timer is unreferenced (it never keeps a
+ * process alive) and is armed only while groups are being opened.
+ */
+const OPEN_GROUP_MS = 20
+/** The timer functions as the process had them when this module loaded (fake timers in tests must not hold a group open). */
+const realSetTimeout = globalThis.setTimeout
 
+let openToken: object | undefined
+let openGroup: (BatchState | undefined)[] = []
+let closing = false
+const closeOpenGroup = (): void => {
+  openToken = undefined
+  closing = false
+}
 /**
  * Observes leaks of event handles. Only detects: a program that ends every handle never sees it.
  *
@@ -83,12 +97,16 @@ export const LeakDetector = {
 
   /** @internal Starts watching a notifier whose state is `state`. */
   watch(notifier: { _watched: object | undefined }, state: BatchState): void {
-    let token = openToken?.deref()
+    let token = openToken
     if (token === undefined || openGroup.length >= GROUP_SIZE) {
       token = {}
       openGroup = []
-      openToken = new WeakRef(token)
+      openToken = token
       registry.register(token, openGroup)
+      if (!closing) {
+        closing = true
+        realSetTimeout(closeOpenGroup, OPEN_GROUP_MS).unref()
+      }
     }
     notifier._watched = token
     state.watchGroup = openGroup
