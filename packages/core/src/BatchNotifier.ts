@@ -60,10 +60,17 @@ export class BatchNotifier {
   /**
    * Creates a notifier alone; its receiver is {@link BatchNotifier.receiver}. The same as
    * {@link BatchNotifier.create} without the object pairing the two: what a runtime that makes a
-   * batch per message uses.
+   * batch per message uses. `now` is the time of creation (ms since the epoch) for a caller that
+   * has just read the clock (the ingest time of the batch's events, say): the batch's id is
+   * stamped with it instead of a clock read of its own. A value that is not a finite number, or
+   * none, reads the clock.
    */
-  static open(sourceId?: string, outcomes = false): BatchNotifier {
-    const state = new BatchState(sourceId, outcomes)
+  static open(sourceId?: string, outcomes = false, now?: number): BatchNotifier {
+    const state = new BatchState(
+      sourceId,
+      outcomes,
+      typeof now === 'number' && Number.isFinite(now) ? now : Date.now(),
+    )
     const notifier = new BatchNotifier(state)
     LeakDetector.watch(notifier, state)
     return notifier

@@ -91,6 +91,11 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
     return this.#state._outcomesNow()
   }
 
+  /** How many events were attached to the batch so far. */
+  get eventCount(): number {
+    return this.#state.events
+  }
+
   /** Whether the batch has resolved. */
   get isResolved(): boolean {
     return this.#state.resolved

@@ -53,11 +53,40 @@ function outcomeBytes(n: number): Uint8Array {
 /** Called once when a batch with live references is found collected; set by the leak detector. */
 export type LeakHook = (state: BatchState, handles: number) => void
 
+/** `BatchState.phase`: the source may still attach events. */
+const OPEN = 0
+/** `BatchState.phase`: the source released its reference; no more events may be attached. */
+const RELEASED = 1
+/** `BatchState.phase`: the batch has resolved. */
+const RESOLVED = 2
+
+/**
+ * What only some batches keep: a reason, authoritative records, per-record outcomes. Made on
+ * first use, so a batch that is delivered without any of them pays one field for all of them.
+ */
+class RareState {
+  /** Why the batch has its status: the reason of the first end that gave it `reasonCode`. */
+  given: unknown = undefined
+  /** The status code `given` explains; when it differs from the batch's, no reason was given for it. */
+  reasonCode = DELIVERED
+  /** Slots an authoritative sink recorded; made on the first record. */
+  recorded: Set<number> | undefined = undefined
+  /** One outcome code per slot, when the source asked for per-record outcomes (capacity may exceed `events`). */
+  outcomeCodes: Uint8Array | undefined = undefined
+  /** The outcomes once resolved, made on first read. */
+  final: RecordOutcomes | undefined = undefined
+}
+
 /**
  * The state of one batch. It is also the batch's receiver (it extends the public class), so a
  * batch is two objects: this and its notifier. The notifier must stay a separate object: the
  * leak detector watches notifiers, and a receiver held by the source must not keep one alive.
  * Field names here must not clash with the receiver's public ones (`status`, `reason`, `outcomes`).
+ *
+ * Every field is paid by every batch, so the state keeps only what a delivered batch needs (the
+ * count, the fold, the phase, the leak detector's place, the id's stamp); everything else waits
+ * in a {@link RareState} made on first use. The id is not kept either: it is written from the
+ * stamp, the same on every read (see `batchIds.ts`).
  */
 export class BatchState extends BatchStatusReceiver {
   /** Live references: handles of its events, plus the source's until it releases. */
@@ -66,43 +95,57 @@ export class BatchState extends BatchStatusReceiver {
   events = 0
   /** The batch's status code so far. */
   code = DELIVERED
-  /** Why the batch has its status: the reason of the first end that gave it `reasonCode`. */
-  given: unknown = undefined
-  /** The status code `reason` explains; when it differs from `status`, no reason was given for it. */
-  reasonCode = DELIVERED
-  released = false
-  resolved = false
-  /** Slots an authoritative sink recorded; made on the first record. */
-  recorded: Set<number> | undefined = undefined
-  /** One outcome code per slot, when the source asked for per-record outcomes (capacity may exceed `events`). */
-  outcomeCodes: Uint8Array | undefined = undefined
-  /** The outcomes once resolved, made on first read. */
-  #final: RecordOutcomes | undefined = undefined
+  /** {@link OPEN}, {@link RELEASED} or {@link RESOLVED}. */
+  phase = OPEN
+  /** Reason, records and outcomes, for the batches that have any (see {@link RareState}). */
+  rare: RareState | undefined = undefined
   /** The leak detector's group this batch is in, and its place there (see `LeakDetector`). */
   watchGroup: (BatchState | undefined)[] | undefined = undefined
   watchIndex = 0
   /** The creation stamp the id is written from (see `batchIds.ts`). */
   idMs = 0
   idSeq = 0
-  #id: string | undefined = undefined
   readonly sourceId: string | undefined
 
-  constructor(sourceId: string | undefined, outcomes = false) {
+  /** `now`: the time of creation (ms since the epoch) when the caller has just read the clock. */
+  constructor(sourceId: string | undefined, outcomes: boolean, now: number) {
     super()
     this.sourceId = sourceId
-    nextStamp(this)
-    if (outcomes) this.outcomeCodes = NO_OUTCOMES
+    nextStamp(this, now)
+    if (outcomes) this.#rare().outcomeCodes = NO_OUTCOMES
   }
 
-  /** The batch's UUID v7, written on first read from the stamp taken at creation. */
+  #rare(): RareState {
+    if (this.rare === undefined) this.rare = new RareState()
+    return this.rare
+  }
+
+  /** The batch's UUID v7, written from the stamp taken at creation (the same on every read). */
   get id(): string {
-    if (this.#id === undefined) this.#id = idOf(this.idMs, this.idSeq)
-    return this.#id
+    return idOf(this.idMs, this.idSeq)
+  }
+
+  get released(): boolean {
+    return this.phase !== OPEN
+  }
+
+  get resolved(): boolean {
+    return this.phase === RESOLVED
+  }
+
+  /** Slots an authoritative sink recorded, if any was. */
+  get recorded(): Set<number> | undefined {
+    return this.rare?.recorded
+  }
+
+  /** One outcome code per slot, when the source asked for per-record outcomes. */
+  get outcomeCodes(): Uint8Array | undefined {
+    return this.rare?.outcomeCodes
   }
 
   /** Adds `count` events of one live handle each; returns the slot of the first. */
   addSlots(count: number): number {
-    if (this.released) {
+    if (this.phase !== OPEN) {
       throw new FinalizationError(
         'NOTIFIER_RELEASED',
         'cannot attach a batch notifier after its source released it',
@@ -113,14 +156,14 @@ export class BatchState extends BatchStatusReceiver {
     const first = this.events
     this.events = first + count
     this.live += count
-    const outcomes = this.outcomeCodes
+    const outcomes = this.rare?.outcomeCodes
     if (outcomes !== undefined && outcomes.length < this.events) {
       // Sized exactly on the first attach (a source's whole batch at once), doubled after.
       const grown = outcomeBytes(
         outcomes.length === 0 ? this.events : Math.max(this.events, outcomes.length * 2),
       )
       grown.set(outcomes)
-      this.outcomeCodes = grown
+      this.rare!.outcomeCodes = grown
     }
     return first
   }
@@ -131,10 +174,13 @@ export class BatchState extends BatchStatusReceiver {
 
   /** Folds an event status code into the batch, unless the event was recorded. */
   update(slot: number, code: number): void {
-    if (this.resolved) this.#ended()
-    if (this.recorded === undefined || !this.recorded.has(slot)) {
+    if (this.phase === RESOLVED) this.#ended()
+    const rare = this.rare
+    if (rare === undefined) {
       this.code = BATCH_UPDATE[this.code * 5 + code]!
-      const outcomes = this.outcomeCodes
+    } else if (rare.recorded === undefined || !rare.recorded.has(slot)) {
+      this.code = BATCH_UPDATE[this.code * 5 + code]!
+      const outcomes = rare.outcomeCodes
       if (outcomes !== undefined) outcomes[slot] = OUTCOME_UPDATE[outcomes[slot]! * 5 + code]!
     }
   }
@@ -145,26 +191,35 @@ export class BatchState extends BatchStatusReceiver {
    * the ends that do not (every delivered one) pay nothing for it.
    */
   explain(slot: number, code: number, reason: unknown): void {
-    if (code < ERRORED || this.recorded?.has(slot) === true) return
+    if (code < ERRORED || this.isRecorded(slot)) return
     const next = BATCH_UPDATE[this.code * 5 + code]!
-    if (this.reasonCode !== next) {
-      this.given = reason
-      this.reasonCode = next
+    const rare = this.#rare()
+    if (rare.reasonCode !== next) {
+      rare.given = reason
+      rare.reasonCode = next
     }
   }
 
   /** The reason of the batch's status, or `undefined` when none was given for it. */
   get _explanation(): unknown {
-    return this.reasonCode === this.code && this.code !== DELIVERED ? this.given : undefined
+    const rare = this.rare
+    return rare !== undefined && rare.reasonCode === this.code && this.code !== DELIVERED
+      ? rare.given
+      : undefined
   }
 
   /** Ends one handle, with a status code or without one (`code < 0`). */
   release(slot: number, code: number): void {
     // The hot path of every sink: one fold and one decrement.
-    if (code >= 0 && (this.recorded === undefined || !this.recorded.has(slot))) {
-      this.code = BATCH_UPDATE[this.code * 5 + code]!
-      const outcomes = this.outcomeCodes
-      if (outcomes !== undefined) outcomes[slot] = OUTCOME_UPDATE[outcomes[slot]! * 5 + code]!
+    if (code >= 0) {
+      const rare = this.rare
+      if (rare === undefined) {
+        this.code = BATCH_UPDATE[this.code * 5 + code]!
+      } else if (rare.recorded === undefined || !rare.recorded.has(slot)) {
+        this.code = BATCH_UPDATE[this.code * 5 + code]!
+        const outcomes = rare.outcomeCodes
+        if (outcomes !== undefined) outcomes[slot] = OUTCOME_UPDATE[outcomes[slot]! * 5 + code]!
+      }
     }
     if (--this.live === 0) this.finish()
   }
@@ -181,28 +236,29 @@ export class BatchState extends BatchStatusReceiver {
 
   /** Marks the event recorded: what it reported so far is already in the batch; later reports are ignored. */
   record(slot: number): void {
-    if (this.resolved) this.#ended()
-    if (this.recorded === undefined) this.recorded = new Set()
-    this.recorded.add(slot)
+    if (this.phase === RESOLVED) this.#ended()
+    const rare = this.#rare()
+    if (rare.recorded === undefined) rare.recorded = new Set()
+    rare.recorded.add(slot)
   }
 
   isRecorded(slot: number): boolean {
-    return this.recorded?.has(slot) === true
+    return this.rare?.recorded?.has(slot) === true
   }
 
   releaseSource(): void {
-    if (this.released) return
-    this.released = true
+    if (this.phase !== OPEN) return
+    this.phase = RELEASED
     if (--this.live === 0) this.finish()
   }
 
   /** The leak detector found the notifier collected: settle every outstanding share as errored. */
   leak(report: LeakHook): void {
-    if (this.resolved) return
+    if (this.phase === RESOLVED) return
     this.code = BATCH_UPDATE[this.code * 5 + ERRORED]!
     // Which records still had a live handle is not known: every record not finished for good
     // counts as errored, so the source re-sends rather than loses it.
-    const outcomes = this.outcomeCodes
+    const outcomes = this.rare?.outcomeCodes
     if (outcomes !== undefined) {
       for (let slot = 0; slot < this.events; slot++) {
         if (outcomes[slot] !== REJECTED && !this.isRecorded(slot)) outcomes[slot] = ERRORED
@@ -229,8 +285,8 @@ export class BatchState extends BatchStatusReceiver {
    * batch resolved, the final outcomes. `undefined` when the source did not ask.
    */
   _outcomesNow(): RecordOutcomes | undefined {
-    if (this.resolved) return this._finalOutcomes()
-    const outcomes = this.outcomeCodes
+    if (this.phase === RESOLVED) return this._finalOutcomes()
+    const outcomes = this.rare?.outcomeCodes
     if (outcomes === undefined) return undefined
     const now = new Uint8Array(this.events)
     for (let slot = 0; slot < this.events; slot++) {
@@ -242,17 +298,18 @@ export class BatchState extends BatchStatusReceiver {
 
   /** The outcomes once resolved (`undefined` before, and for a batch that keeps none). */
   _finalOutcomes(): RecordOutcomes | undefined {
-    const outcomes = this.outcomeCodes
-    if (!this.resolved || outcomes === undefined) return undefined
-    if (this.#final === undefined) {
+    const rare = this.rare
+    const outcomes = rare?.outcomeCodes
+    if (this.phase !== RESOLVED || outcomes === undefined) return undefined
+    if (rare!.final === undefined) {
       const codes = outcomes.length === this.events ? outcomes : outcomes.subarray(0, this.events)
-      this.#final = new RecordOutcomes(codes)
+      rare!.final = new RecordOutcomes(codes)
     }
-    return this.#final
+    return rare!.final
   }
 
   private finish(): void {
-    this.resolved = true
+    this.phase = RESOLVED
     // Forgotten by the leak detector: nothing is left to detect.
     const group = this.watchGroup
     if (group !== undefined) {

@@ -133,8 +133,9 @@ export function endRuns(events: readonly LogEvent[], code: number): void {
     if (ref !== undefined && ref !== null && metadata._slot !== SET) {
       const notifier = ref as BatchNotifier
       const state = notifier._state
-      if (state.recorded === undefined) {
-        const outcomes = code >= 0 ? state.outcomeCodes : undefined
+      const rare = state.rare
+      if (rare === undefined || rare.recorded === undefined) {
+        const outcomes = code >= 0 ? rare?.outcomeCodes : undefined
         let j = i
         for (; j < n; j++) {
           const next = events[j]!.metadata
