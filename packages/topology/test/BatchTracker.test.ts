@@ -28,7 +28,7 @@ describe('BatchTracker', () => {
   it('reports a resolved batch once, in a microtask after the end that resolved it', async () => {
     const { t, facts, counters } = tracker()
     const { array, receiver } = batch(2)
-    const receipt = t.track(receiver, 2, Date.now())
+    const receipt = t.track(receiver, Date.now())
     expect(t.pending).toBe(1)
     array.end('rejected')
     expect(facts).toEqual([])
@@ -44,8 +44,8 @@ describe('BatchTracker', () => {
     const { t, facts } = tracker()
     const resolved = batch(1)
     const open = batch(1)
-    const first = t.track(resolved.receiver, 1, Date.now())
-    const second = t.track(open.receiver, 1, Date.now())
+    const first = t.track(resolved.receiver, Date.now())
+    const second = t.track(open.receiver, Date.now())
     resolved.array.end('delivered')
     t.forceAll() // before the queued report runs
     expect(await first.status).toBe('delivered')
@@ -63,7 +63,7 @@ describe('BatchTracker', () => {
   it('tells the source as soon as an authoritative sink recorded every event, and once only', async () => {
     const { t, facts } = tracker()
     const { array, receiver } = batch(2)
-    const receipt = t.track(receiver, 2, Date.now())
+    const receipt = t.track(receiver, Date.now())
     const failure = { componentId: 'sink', code: 'WRITE_FAILED', message: 'down' }
     t.recorded(receiver, 'delivered', undefined)
     t.recorded(receiver, 'errored', failure)
@@ -77,7 +77,7 @@ describe('BatchTracker', () => {
   it('builds no batch_resolved fact while nobody watches, and still decides the receipt', async () => {
     const { t, facts } = tracker({ watching: false })
     const { array, receiver } = batch(1)
-    const receipt = t.track(receiver, 1, Date.now())
+    const receipt = t.track(receiver, Date.now())
     array.end('delivered')
     expect(await receipt.status).toBe('delivered')
     expect(facts).toEqual([])

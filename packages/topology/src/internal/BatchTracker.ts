@@ -42,45 +42,60 @@ class RareFields {
   recorded: BatchStatus = Batch.initial
   /** The failure that explains `recorded`, as the first authoritative sink to raise it said. */
   recordedFailure: BatchFailure | undefined = undefined
+  /** Events of the batch not recorded by an authoritative sink yet; -1 until the first record. */
+  unrecorded = -1
   /** The outcomes taken when the batch was decided. */
   outcomes: RecordOutcomes | undefined = undefined
+  /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
+  failure: BatchFailure | undefined = undefined
+  /** Settles the receipt's promise, when the source read `status` before the batch was decided. */
+  resolve: ((status: BatchStatus) => void) | undefined = undefined
 }
 
-/** One tracked batch, and the receipt its source holds. */
+/**
+ * One tracked batch, and the receipt its source holds. Every field is paid per batch in flight,
+ * so it keeps only the list links, the decision and the receipt's promise (made when the source
+ * reads `status`); a timeout, authoritative records, outcomes, a failure and a waiting source
+ * use {@link RareFields}.
+ */
 class TrackedBatch implements BatchReceipt, BatchResolvedListener {
   /** Neighbours in the tracker's list of pending batches, oldest first. */
   prev: TrackedBatch | undefined = undefined
   next: TrackedBatch | undefined = undefined
-  /** What only some batches need (a timeout, authoritative records, outcomes); made on first use, as every field is paid per batch. */
+  /** What only some batches need; made on first use. */
   rare: RareFields | undefined = undefined
-  /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
-  failure: BatchFailure | undefined = undefined
   /** What the source was told; `undefined` until then. */
   decided: BatchStatus | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
-  #resolve: ((status: BatchStatus) => void) | undefined = undefined
 
   constructor(
     readonly tracker: BatchTracker,
     readonly receiver: BatchStatusReceiver,
-    /** When the batch started, in ms after the tracker's epoch (a small integer, not a boxed double). */
+    /**
+     * When the batch started, in ms after the tracker's epoch (a small integer, not a boxed
+     * double). Not the receiver's `createdAt`: ids never go backwards, but the clock may (a
+     * stepped clock, fake timers), and latency is measured on the clock.
+     */
     readonly start: number,
-    /** Events of the batch not recorded by an authoritative sink yet. */
-    public unrecorded: number,
   ) {}
 
-  #rare(): RareFields {
+  rareFields(): RareFields {
     if (this.rare === undefined) this.rare = new RareFields()
     return this.rare
   }
 
   /** Called by the receiver, inside the `end` that resolved the batch. */
-  batchResolved(): void {
-    this.tracker._resolved(this)
+  batchResolved(status: BatchStatus): void {
+    this.tracker._resolved(this, status)
   }
 
   get batchId(): string {
     return this.receiver.batchId
+  }
+
+  /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
+  get failure(): BatchFailure | undefined {
+    return this.rare?.failure
   }
 
   get status(): Promise<BatchStatus> {
@@ -90,7 +105,7 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
         decided !== undefined
           ? Promise.resolve(decided)
           : new Promise<BatchStatus>((resolve) => {
-              this.#resolve = resolve
+              this.rareFields().resolve = resolve
             })
     }
     return this.#promise
@@ -107,16 +122,16 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
   }
 
   decide(status: BatchStatus, failure: BatchFailure | undefined): void {
-    this.failure = failure
+    if (failure !== undefined) this.rareFields().failure = failure
     // Taken a microtask later: an authoritative sink reports a record to the tracker just before
     // it ends (and so records) the event, in the same synchronous call.
     if (this.receiver.keepsOutcomes) {
       queueMicrotask(() => {
-        this.#rare().outcomes = this.receiver.outcomesNow()
+        this.rareFields().outcomes = this.receiver.outcomesNow()
       })
     }
     this.decided = status
-    this.#resolve?.(status)
+    this.rare?.resolve?.(status)
   }
 }
 
@@ -127,11 +142,11 @@ export class BatchTracker {
   #count = 0
   /** The pending batches by receiver, for authoritative sinks (they report by receiver); only when one is fed. */
   readonly #byReceiver: Map<BatchStatusReceiver, TrackedBatch> | undefined
-  /** Start times are kept relative to this (see `TrackedBatch.start`). */
-  readonly #epoch = Date.now()
   /** Batches whose receivers resolved since the last flush, with their statuses. */
   #resolved: TrackedBatch[] = []
   #flushScheduled = false
+  /** Start times are kept relative to this (see `TrackedBatch.start`). */
+  readonly #epoch = Date.now()
   readonly #flush = (): void => {
     this.#flushScheduled = false
     const resolved = this.#resolved
@@ -160,7 +175,11 @@ export class BatchTracker {
   }
 
   /** @internal A tracked batch's receiver resolved: report it in the next flush. */
-  _resolved(entry: TrackedBatch): void {
+  _resolved(entry: TrackedBatch, status: BatchStatus): void {
+    if (!this.facts.watching()) {
+      this.#finish(entry, status, status === 'delivered' ? undefined : entry.receiver.reason, false)
+      return
+    }
     this.#resolved.push(entry)
     if (!this.#flushScheduled) {
       this.#flushScheduled = true
@@ -169,12 +188,12 @@ export class BatchTracker {
   }
 
   /**
-   * Tracks the batch of `events` events that `receiver` reports on, created at `start` (ms since
-   * the epoch); returns the receipt its source is given.
+   * Tracks the batch that `receiver` reports on (its events attached already), created at
+   * `start` (ms since the epoch); returns the receipt its source is given.
    */
-  track(receiver: BatchStatusReceiver, events: number, start: number): BatchReceipt {
+  track(receiver: BatchStatusReceiver, start: number): BatchReceipt {
     this.counters.inFlight++
-    const entry = new TrackedBatch(this, receiver, start - this.#epoch, events)
+    const entry = new TrackedBatch(this, receiver, start - this.#epoch)
     const tail = this.#tail
     if (tail === undefined) this.#head = entry
     else {
@@ -187,9 +206,7 @@ export class BatchTracker {
     receiver.onResolved(entry)
     if (this.ackTimeoutMs !== undefined) {
       const ms = this.ackTimeoutMs
-      if (entry.rare === undefined) entry.rare = new RareFields()
-      const rare = entry.rare
-      rare.timer = setTimeout(
+      entry.rareFields().timer = setTimeout(
         () =>
           this.#finish(
             entry,
@@ -216,8 +233,8 @@ export class BatchTracker {
   recorded(receiver: BatchStatusReceiver, status: EventStatus, failure: BatchFailure | undefined): void {
     const entry = this.#byReceiver?.get(receiver)
     if (entry === undefined) return
-    if (entry.rare === undefined) entry.rare = new RareFields()
-    const rare = entry.rare
+    const rare = entry.rareFields()
+    if (rare.unrecorded < 0) rare.unrecorded = receiver.eventCount
     const next = Batch.update(rare.recorded, status)
     if (next !== rare.recorded) {
       rare.recorded = next
@@ -225,7 +242,7 @@ export class BatchTracker {
     } else if (next !== 'delivered' && rare.recordedFailure === undefined) {
       rare.recordedFailure = failure
     }
-    if (--entry.unrecorded === 0) this.#finish(entry, rare.recorded, rare.recordedFailure, false)
+    if (--rare.unrecorded === 0) this.#finish(entry, rare.recorded, rare.recordedFailure, false)
   }
 
   /**

@@ -72,11 +72,11 @@ export class SourceRunner {
         }
         return pushed === RESOLVED ? Promise.resolve(receipt) : pushed.then(() => receipt)
       }
-      const notifier = BatchNotifier.open(sourceId, options?.outcomes === true)
+      const notifier = BatchNotifier.open(sourceId, options?.outcomes === true, ingestTimestamp)
       // The events join the batch as they are made, and the source's reference is released (the
       // records are the whole batch).
       const array = EventArray.fromRecords(list, { sourceId, ingestTimestamp, batch: notifier })
-      const receipt = this.tracker.track(notifier.receiver, list.length, ingestTimestamp)
+      const receipt = this.tracker.track(notifier.receiver, ingestTimestamp)
       const pushed = this.output.send(array)
       return pushed === RESOLVED ? Promise.resolve(receipt) : pushed.then(() => receipt)
     } catch (error) {
