@@ -29,9 +29,9 @@ import type { ResolvedOptionsOf } from '../OptionsSchema.js'
 import { RejectError } from '../RejectError.js'
 import { RetryableError } from '../RetryableError.js'
 import { RetryPolicy } from '../RetryPolicy.js'
-import type { Sink } from '../Sink.js'
+import type { Sink, SinkResult } from '../Sink.js'
 import type { Counters } from './Counters.js'
-import { MemoryChannel } from './MemoryChannel.js'
+import { EMPTY, MemoryChannel } from './MemoryChannel.js'
 
 const AUTHORITATIVE: EndOptions = { authoritative: true }
 
@@ -97,12 +97,14 @@ export class SinkRunner {
   }
 
   async #runOneAtATime(): Promise<void> {
+    const buffer = this.buffer
+    const memory = buffer instanceof MemoryChannel ? buffer : undefined
     for (;;) {
-      // Inlined rather than `await this.#next()`: an extra async hop would let more arrays queue
-      // up before the pull and change how writes coalesce compared with earlier releases.
-      let array = await this.buffer.pull()
+      // What is queued is taken without a promise; only an empty buffer is waited for.
+      let array = memory !== undefined ? memory.tryPull() : EMPTY
+      if (array === EMPTY) array = await buffer.pull()
       if (array === undefined) return
-      if (this.buffer instanceof MemoryChannel) array = this.buffer.coalesce(array)
+      if (memory !== undefined) array = memory.coalesce(array)
       this.counters.received += array.length
       await this.#write(array)
     }
@@ -159,12 +161,38 @@ export class SinkRunner {
     for (const wake of [...this.#wakes]) wake()
   }
 
-  async #write(array: EventArray): Promise<void> {
+  /**
+   * Writes one array. Not an async function: the first attempt is called here and settled in
+   * one reaction to the sink's promise; only a failed attempt goes on to the retry loop.
+   */
+  #write(array: EventArray): Promise<void> {
     this.counters.inFlight += array.length
     this.#pending.add(array)
+    let written: Promise<SinkResult>
+    try {
+      written = this.sink.write(array)
+    } catch (error) {
+      return this.#retry(array, error)
+    }
+    // `Promise.resolve` hands a native promise back as it is; it also takes the plain value or
+    // thenable that a sink written in JavaScript may return against the types.
+    return Promise.resolve(written).then(
+      (result: unknown) => {
+        const outcome = result === undefined ? DELIVERED : this.#perEvent(result, array.length)
+        // A forced stop may have settled this array while the write was pending.
+        if (this.#pending.delete(array)) this.#settle(array, outcome)
+      },
+      (error: unknown) => this.#retry(array, error),
+    )
+  }
+
+  /** The first attempt at writing `array` failed with `error`: classify, retry under the policy, settle. */
+  async #retry(array: EventArray, firstError: unknown): Promise<void> {
     let outcome: Outcome
     for (let attempt = 1; ; attempt++) {
       try {
+        // The first attempt was made by `#write`; its error is classified like any other.
+        if (attempt === 1) throw firstError
         const result: unknown = await this.sink.write(array)
         outcome = result === undefined ? DELIVERED : this.#perEvent(result, array.length)
         break
