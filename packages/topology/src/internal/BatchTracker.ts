@@ -12,9 +12,12 @@
  * entry; a map by receiver is kept only for sources that feed an authoritative sink, which report
  * by receiver). The receipt's promise is made only when the source reads `status`, the batch id
  * only when someone reads it, and the `batch_resolved` fact only while someone watches the
- * lifecycle. Batches that resolve are reported in one microtask per burst, not one promise each,
- * and never inside the `end` call that resolved them. A delivered batch costs nothing more for its failure: the
- * failure is read from the receiver (or made) only for a batch that ends otherwise.
+ * lifecycle. While nobody watches, a batch that resolves is decided inside the `end` that
+ * resolved it: deciding only counts, unlinks and settles the receipt's promise (whose reactions
+ * run later), so no code of anyone else's runs inside that `end`. While someone watches, the
+ * facts (the watcher's code) are emitted for the batches resolved in one microtask per burst,
+ * never inside the `end`. A delivered batch costs nothing more for its failure: the failure is
+ * read from the receiver (or made) only for a batch that ends otherwise.
  */
 import {
   BatchStatus as Batch,
