@@ -87,6 +87,22 @@ describe('BatchNotifier', () => {
     for (const notifier of notifiers) notifier.release()
   })
 
+  it('open stamps the id with the time its creator passes, and ids still never go backwards', () => {
+    const msOf = (id: string): number => Number.parseInt(id.replaceAll('-', '').slice(0, 12), 16)
+    const later = Date.now() + 60_000
+    const a = BatchNotifier.open('src', false, later)
+    expect(msOf(a.id)).toBe(later)
+    // A clock that stepped back (or a caller that read it earlier): the id borrows the last stamp's
+    // millisecond and counts on, so it still sorts after the earlier one.
+    const b = BatchNotifier.open('src', false, later - 5_000)
+    expect(msOf(b.id)).toBe(later)
+    expect(a.id < b.id).toBe(true)
+    // Not a time: the clock is read instead.
+    const c = BatchNotifier.open('src', false, Number.NaN)
+    expect(b.id < c.id).toBe(true)
+    for (const notifier of [a, b, c]) notifier.release()
+  })
+
   it('maybeCreate creates nothing when acknowledgements are off, and events then carry no finalizer', () => {
     expect(BatchNotifier.maybeCreate(false)).toBeUndefined()
     const event = new LogEvent({})
