@@ -7,6 +7,7 @@ import {
   type LifecycleEvent,
   RejectError,
   RetryableError,
+  type Sink,
   type SinkResult,
   TopologyBuilder,
   TopologyError,
@@ -128,6 +129,38 @@ describe('back pressure', () => {
 })
 
 describe('sink results and retries', () => {
+  it('reads what a write returned however it returns it: a throw, a plain value, a result that throws when read', async () => {
+    // A sink written in JavaScript may break the types (no async function here): each way is
+    // settled as if the write had returned a promise of it, and the runner goes on.
+    const throwsWhenRead = (): unknown[] => {
+      const result: unknown[] = ['delivered']
+      Object.defineProperty(result, 0, {
+        get() {
+          throw new RangeError('a result that cannot be read')
+        },
+      })
+      return result
+    }
+    const cases: { write: () => unknown; expected: string }[] = [
+      {
+        write: () => {
+          throw new RejectError('js', 'thrown synchronously')
+        },
+        expected: 'rejected',
+      },
+      { write: () => undefined, expected: 'delivered' },
+      { write: () => ['rejected'], expected: 'rejected' },
+      { write: () => Promise.resolve(throwsWhenRead()), expected: 'rejected' },
+      { write: () => throwsWhenRead(), expected: 'rejected' },
+    ]
+    for (const { write, expected } of cases) {
+      const source = testSource([records(1), records(2)])
+      const sink = { kind: 'js', write } as unknown as Sink
+      await run(linear(source, sink))
+      expect(await source.statuses()).toEqual([expected, expected])
+    }
+  })
+
   it('retries a RetryableError with backoff, then delivers', async () => {
     vi.useFakeTimers()
     let calls = 0

@@ -64,7 +64,12 @@ export class SinkRunner {
   readonly #authoritative: boolean
   readonly #policy: ResolvedOptionsOf<typeof RetryPolicy>
   readonly #concurrency: number
-  /** The arrays being written and not settled yet (a forced stop settles them). */
+  /**
+   * The arrays being written and not settled yet (a forced stop settles them): the one write of
+   * a sink that writes one at a time in a field, several in a set (a set entry hashes the array,
+   * which costs more than the rest of a small write's bookkeeping).
+   */
+  #current: EventArray | undefined = undefined
   readonly #pending = new Set<EventArray>()
   /** Wakes the retry back-offs that are sleeping, so a forced stop ends them at once. */
   readonly #wakes = new Set<() => void>()
@@ -152,6 +157,8 @@ export class SinkRunner {
     this.#forced = true
     const pending = [...this.#pending]
     this.#pending.clear()
+    if (this.#current !== undefined) pending.push(this.#current)
+    this.#current = undefined
     for (const array of pending) {
       this.#settle(array, {
         status: 'errored',
@@ -167,7 +174,8 @@ export class SinkRunner {
    */
   #write(array: EventArray): Promise<void> {
     this.counters.inFlight += array.length
-    this.#pending.add(array)
+    if (this.#concurrency === 1) this.#current = array
+    else this.#pending.add(array)
     let written: Promise<SinkResult>
     try {
       written = this.sink.write(array)
@@ -178,9 +186,16 @@ export class SinkRunner {
     // thenable that a sink written in JavaScript may return against the types.
     return Promise.resolve(written).then(
       (result: unknown) => {
-        const outcome = result === undefined ? DELIVERED : this.#perEvent(result, array.length)
+        let outcome: Outcome
+        try {
+          outcome = result === undefined ? DELIVERED : this.#perEvent(result, array.length)
+        } catch (error) {
+          // Reading the result threw (a revoked proxy, a throwing getter): classified like a
+          // write that threw, as when the read was inside the retry loop.
+          return this.#retry(array, error)
+        }
         // A forced stop may have settled this array while the write was pending.
-        if (this.#pending.delete(array)) this.#settle(array, outcome)
+        if (this.#untrack(array)) this.#settle(array, outcome)
       },
       (error: unknown) => this.#retry(array, error),
     )
@@ -223,7 +238,16 @@ export class SinkRunner {
       }
     }
     // A forced stop may have settled this array while the write was pending.
-    if (this.#pending.delete(array)) this.#settle(array, outcome)
+    if (this.#untrack(array)) this.#settle(array, outcome)
+  }
+
+  /** Forgets a write that ended; false when a forced stop settled its array already. */
+  #untrack(array: EventArray): boolean {
+    if (this.#current === array) {
+      this.#current = undefined
+      return true
+    }
+    return this.#pending.delete(array)
   }
 
   /**
