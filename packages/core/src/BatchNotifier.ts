@@ -95,8 +95,9 @@ export class BatchNotifier {
 
   /**
    * The batch's id: a UUID v7. Ids sort by creation order (the millisecond and a counter within
-   * it are taken when the batch is created); the id itself is written on first read, so a batch
-   * whose id nobody reads costs no UUID.
+   * it are taken when the batch is created); the id itself is written from them on each read (the
+   * same id every time), so a batch whose id nobody reads costs no UUID. Read it once and keep it
+   * where it is used often.
    */
   get id(): string {
     return this._state.id

@@ -13,8 +13,8 @@ import type { ConfigIssue } from './ConfigIssue.js'
 
 /**
  * What {@link SourceContext.send} returns once the batch has entered the pipeline. Its fields are
- * read on demand (the id is written, and the promise made, on first read), so read them rather
- * than spreading or serializing the receipt itself.
+ * read on demand (the id is written on each read, the promise made on the first), so read them
+ * (once, where used often) rather than spreading or serializing the receipt itself.
  */
 export interface BatchReceipt {
   /** The batch's id, or `undefined` when acknowledgements are off for this source. */

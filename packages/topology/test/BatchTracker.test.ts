@@ -1,14 +1,14 @@
 // The batch tracker on its own: what a source is told, and when.
 import { BatchNotifier, EventArray } from '@ackline/core'
-import { describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { BatchTracker } from '../src/internal/BatchTracker.js'
 import { Counters } from '../src/internal/Counters.js'
 import type { LifecycleEvent } from '../src/LifecycleEvent.js'
 
-function tracker(options: { watching?: boolean } = {}) {
+function tracker(options: { watching?: boolean; ackTimeoutMs?: number } = {}) {
   const facts: LifecycleEvent[] = []
   const counters = new Counters('source', 'test')
-  const t = new BatchTracker('src', counters, undefined, {
+  const t = new BatchTracker('src', counters, options.ackTimeoutMs, {
     emit: (fact) => facts.push(fact),
     watching: () => options.watching ?? true,
   })
@@ -25,6 +25,10 @@ function batch(n: number) {
 }
 
 describe('BatchTracker', () => {
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
   it('reports a resolved batch once, in a microtask after the end that resolved it', async () => {
     const { t, facts, counters } = tracker()
     const { array, receiver } = batch(2)
@@ -83,5 +87,47 @@ describe('BatchTracker', () => {
     expect(t.pending).toBe(0)
     expect(await receipt.status).toBe('delivered')
     expect(facts).toEqual([])
+  })
+
+  it('an empty batch, resolved before it is tracked, is decided once and leaves no ack timer behind', async () => {
+    vi.useFakeTimers()
+    const { t, counters } = tracker({ watching: false, ackTimeoutMs: 1000 })
+    const { receiver } = batch(0) // released with no event: resolved already
+    const receipt = t.track(receiver, Date.now())
+    expect(t.pending).toBe(0)
+    expect(vi.getTimerCount()).toBe(0)
+    expect(await receipt.status).toBe('delivered')
+    expect(counters.inFlight).toBe(0)
+    expect(counters.latencyCount).toBe(1)
+  })
+
+  it('a batch decided inside its end is not decided again by its timeout or a forced stop', async () => {
+    vi.useFakeTimers()
+    const { t, counters } = tracker({ watching: false, ackTimeoutMs: 1000 })
+    const { array, receiver } = batch(2)
+    const receipt = t.track(receiver, Date.now())
+    const waiting = receipt.status // read before the decision: the receipt waits for it
+    array.end('rejected')
+    expect(t.pending).toBe(0)
+    expect(vi.getTimerCount()).toBe(0) // the decision cleared the timer
+    t.forceAll()
+    await vi.advanceTimersByTimeAsync(1000)
+    expect(await waiting).toBe('rejected')
+    expect(receipt.failure?.code).toBe('UNEXPLAINED')
+    expect(counters.latencyCount).toBe(1)
+  })
+
+  it('while nobody watches, an authoritative record of every event still decides the batch at once', async () => {
+    const { t } = tracker({ watching: false })
+    const { array, receiver } = batch(3)
+    const receipt = t.track(receiver, Date.now())
+    t.recorded(receiver, 'delivered', undefined)
+    t.recorded(receiver, 'delivered', undefined)
+    expect(t.pending).toBe(1)
+    t.recorded(receiver, 'delivered', undefined)
+    expect(await receipt.status).toBe('delivered')
+    array.end('errored') // the handles end later; the source was told already
+    expect(t.pending).toBe(0)
+    expect(await receipt.status).toBe('delivered')
   })
 })

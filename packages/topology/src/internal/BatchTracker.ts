@@ -51,15 +51,13 @@ class RareFields {
   outcomes: RecordOutcomes | undefined = undefined
   /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
   failure: BatchFailure | undefined = undefined
-  /** Settles the receipt's promise, when the source read `status` before the batch was decided. */
-  resolve: ((status: BatchStatus) => void) | undefined = undefined
 }
 
 /**
  * One tracked batch, and the receipt its source holds. Every field is paid per batch in flight,
- * so it keeps only the list links, the decision and the receipt's promise (made when the source
- * reads `status`); a timeout, authoritative records, outcomes, a failure and a waiting source
- * use {@link RareFields}.
+ * so it keeps only the list links, the decision (or, before it, the resolver of a source that
+ * waits for it) and the receipt's promise (made when the source reads `status`); a timeout,
+ * authoritative records, outcomes and a failure use {@link RareFields}.
  */
 class TrackedBatch implements BatchReceipt, BatchResolvedListener {
   /** Neighbours in the tracker's list of pending batches, oldest first. */
@@ -67,8 +65,11 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
   next: TrackedBatch | undefined = undefined
   /** What only some batches need; made on first use. */
   rare: RareFields | undefined = undefined
-  /** What the source was told; `undefined` until then. */
-  decided: BatchStatus | undefined = undefined
+  /**
+   * What the source was told (a status); before that, the resolver of the receipt's promise when
+   * the source already waits for it, or `undefined`. One field for the two, as each is paid per batch.
+   */
+  #decision: BatchStatus | ((status: BatchStatus) => void) | undefined = undefined
   #promise: Promise<BatchStatus> | undefined = undefined
 
   constructor(
@@ -76,8 +77,8 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
     readonly receiver: BatchStatusReceiver,
     /**
      * When the batch started, in ms after the tracker's epoch (a small integer, not a boxed
-     * double). Not the receiver's `createdAt`: ids never go backwards, but the clock may (a
-     * stepped clock, fake timers), and latency is measured on the clock.
+     * double). Kept, not read from the batch id's stamp: stamps never go backwards,
+     * but the clock may (a stepped clock, fake timers), and latency is measured on the clock.
      */
     readonly start: number,
   ) {}
@@ -101,6 +102,12 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
     return this.rare?.failure
   }
 
+  /** What the source was told; `undefined` until then. */
+  get decided(): BatchStatus | undefined {
+    const decision = this.#decision
+    return typeof decision === 'string' ? decision : undefined
+  }
+
   get status(): Promise<BatchStatus> {
     if (this.#promise === undefined) {
       const decided = this.decided
@@ -108,7 +115,7 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
         decided !== undefined
           ? Promise.resolve(decided)
           : new Promise<BatchStatus>((resolve) => {
-              this.rareFields().resolve = resolve
+              this.#decision = resolve
             })
     }
     return this.#promise
@@ -133,8 +140,9 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
         this.rareFields().outcomes = this.receiver.outcomesNow()
       })
     }
-    this.decided = status
-    this.rare?.resolve?.(status)
+    const waiting = this.#decision
+    this.#decision = status
+    if (typeof waiting === 'function') waiting(status)
   }
 }
 
@@ -145,7 +153,7 @@ export class BatchTracker {
   #count = 0
   /** The pending batches by receiver, for authoritative sinks (they report by receiver); only when one is fed. */
   readonly #byReceiver: Map<BatchStatusReceiver, TrackedBatch> | undefined
-  /** Batches whose receivers resolved since the last flush, with their statuses. */
+  /** While someone watches the facts: batches whose receivers resolved since the last flush. */
   #resolved: TrackedBatch[] = []
   #flushScheduled = false
   /** Start times are kept relative to this (see `TrackedBatch.start`). */
@@ -177,7 +185,10 @@ export class BatchTracker {
     this.#byReceiver = authoritative ? new Map() : undefined
   }
 
-  /** @internal A tracked batch's receiver resolved: report it in the next flush. */
+  /**
+   * @internal A tracked batch's receiver resolved: decide it now while nobody watches the facts
+   * (see the module header), or report it in the next flush.
+   */
   _resolved(entry: TrackedBatch, status: BatchStatus): void {
     if (!this.facts.watching()) {
       this.#finish(entry, status, status === 'delivered' ? undefined : entry.receiver.reason, false)
@@ -207,6 +218,9 @@ export class BatchTracker {
     this.#count++
     this.#byReceiver?.set(receiver, entry)
     receiver.onResolved(entry)
+    // A receiver that had resolved already (an empty batch) calls back at once, and while nobody
+    // watches the batch is decided there: no timer for it, nothing would clear one.
+    if (entry.decided !== undefined) return entry
     if (this.ackTimeoutMs !== undefined) {
       const ms = this.ackTimeoutMs
       entry.rareFields().timer = setTimeout(
