@@ -13,6 +13,9 @@ import { BatchState } from './internal/BatchState.js'
 import { LeakDetector } from './LeakDetector.js'
 import type { LogEvent } from './LogEvent.js'
 
+/** The first millisecond a UUID v7's 48-bit time field cannot hold. */
+const MAX_UUID_MS = 2 ** 48
+
 /** Options of {@link BatchNotifier.create}. */
 export interface BatchNotifierOptions {
   /** The id of the source that reads the batch; named in errors and leak reports. */
@@ -60,16 +63,18 @@ export class BatchNotifier {
   /**
    * Creates a notifier alone; its receiver is {@link BatchNotifier.receiver}. The same as
    * {@link BatchNotifier.create} without the object pairing the two: what a runtime that makes a
-   * batch per message uses. `now` is the time of creation (ms since the epoch) for a caller that
-   * has just read the clock (the ingest time of the batch's events, say): the batch's id is
-   * stamped with it instead of a clock read of its own. A value that is not a finite number, or
-   * none, reads the clock.
+   * batch per message uses. `now` is the clock reading (`Date.now()`) a caller has just taken
+   * (the ingest time of the batch's events, say): the batch's id is stamped with it instead of a
+   * clock read of its own. Pass only such a reading, never a time taken from the data: a time
+   * ahead of the clock moves every later id of the process to that millisecond until the clock
+   * catches up (ids never go backwards). A value that is not a time in milliseconds (not an
+   * integer from 0 to 2^48 - 1, the range of a UUID v7 time), or none, reads the clock.
    */
   static open(sourceId?: string, outcomes = false, now?: number): BatchNotifier {
     const state = new BatchState(
       sourceId,
       outcomes,
-      typeof now === 'number' && Number.isFinite(now) ? now : Date.now(),
+      typeof now === 'number' && Number.isInteger(now) && now >= 0 && now < MAX_UUID_MS ? now : Date.now(),
     )
     const notifier = new BatchNotifier(state)
     LeakDetector.watch(notifier, state)

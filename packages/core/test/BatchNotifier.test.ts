@@ -89,7 +89,7 @@ describe('BatchNotifier', () => {
 
   it('open stamps the id with the time its creator passes, and ids still never go backwards', () => {
     const msOf = (id: string): number => Number.parseInt(id.replaceAll('-', '').slice(0, 12), 16)
-    const later = Date.now() + 60_000
+    const later = Date.now() + 50 // a little ahead, so that it is surely past the last stamp
     const a = BatchNotifier.open('src', false, later)
     expect(msOf(a.id)).toBe(later)
     // A clock that stepped back (or a caller that read it earlier): the id borrows the last stamp's
@@ -97,10 +97,17 @@ describe('BatchNotifier', () => {
     const b = BatchNotifier.open('src', false, later - 5_000)
     expect(msOf(b.id)).toBe(later)
     expect(a.id < b.id).toBe(true)
-    // Not a time: the clock is read instead.
-    const c = BatchNotifier.open('src', false, Number.NaN)
-    expect(b.id < c.id).toBe(true)
-    for (const notifier of [a, b, c]) notifier.release()
+    // Not a time in milliseconds: the clock is read instead.
+    const others = [Number.NaN, 1.5, -1, 2 ** 48, Date.now() * 1000].map((now) =>
+      BatchNotifier.open('src', false, now),
+    )
+    for (const notifier of others) {
+      // The clock's millisecond, or `later`'s while the clock is still behind it; never the value passed.
+      expect(msOf(notifier.id)).toBeGreaterThanOrEqual(later)
+      expect(msOf(notifier.id)).toBeLessThanOrEqual(Math.max(later, Date.now()))
+    }
+    expect([b, ...others].every((n, i, all) => i === 0 || all[i - 1]!.id < n.id)).toBe(true)
+    for (const notifier of [a, b, ...others]) notifier.release()
   })
 
   it('maybeCreate creates nothing when acknowledgements are off, and events then carry no finalizer', () => {

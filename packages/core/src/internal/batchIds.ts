@@ -8,7 +8,6 @@
  * batch whose id nobody reads costs no UUID (and no clock read of its own: the creator passes the
  * time it read for its events).
  */
-import { randomFillSync } from 'node:crypto'
 import { v7 as uuidv7 } from 'uuid'
 
 /**
@@ -16,7 +15,7 @@ import { v7 as uuidv7 } from 'uuid'
  * once, so two processes that share a millisecond and a counter value still differ, and one
  * batch's id reads the same every time.
  */
-const RANDOM = randomFillSync(new Uint8Array(16))
+const RANDOM = globalThis.crypto.getRandomValues(new Uint8Array(16))
 
 let lastMs = Number.NEGATIVE_INFINITY
 let lastSeq = 0
