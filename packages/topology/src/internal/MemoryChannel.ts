@@ -48,6 +48,10 @@ export class MemoryChannel implements EdgeBuffer {
   #puller: ((array: EventArray | undefined) => void) | undefined = undefined
   #closed = false
 
+  readonly #waitForPush = (resolve: (array: EventArray | undefined) => void): void => {
+    this.#puller = resolve
+  }
+
   constructor(options: MemoryChannelOptions) {
     this.#options = options
     this.#dropped = { reason: options.droppedFailure }
@@ -102,6 +106,9 @@ export class MemoryChannel implements EdgeBuffer {
   pull(signal?: AbortSignal): Promise<EventArray | undefined> {
     if (this.#head < this.#queue.length) return Promise.resolve(this.#take())
     if (this.#closed || signal?.aborted === true) return Promise.resolve(undefined)
+    // The runtime's consumers wait without a signal, once per array at small batches: one
+    // executor for the channel's life rather than a closure per wait.
+    if (signal === undefined) return new Promise<EventArray | undefined>(this.#waitForPush)
     return new Promise<EventArray | undefined>((resolve) => {
       this.#puller = resolve
       signal?.addEventListener(

@@ -70,6 +70,8 @@ export class SinkRunner {
    * which costs more than the rest of a small write's bookkeeping).
    */
   #current: EventArray | undefined = undefined
+  /** The array of the one write in flight of a sink that writes one at a time (kept after a forced stop settled it). */
+  #writing: EventArray | undefined = undefined
   readonly #pending = new Set<EventArray>()
   /** Wakes the retry back-offs that are sleeping, so a forced stop ends them at once. */
   readonly #wakes = new Set<() => void>()
@@ -174,8 +176,12 @@ export class SinkRunner {
    */
   #write(array: EventArray): Promise<void> {
     this.counters.inFlight += array.length
-    if (this.#concurrency === 1) this.#current = array
-    else this.#pending.add(array)
+    if (this.#concurrency === 1) {
+      this.#current = array
+      this.#writing = array
+    } else {
+      this.#pending.add(array)
+    }
     let written: Promise<SinkResult>
     try {
       written = this.sink.write(array)
@@ -183,22 +189,41 @@ export class SinkRunner {
       return this.#retry(array, error)
     }
     // `Promise.resolve` hands a native promise back as it is; it also takes the plain value or
-    // thenable that a sink written in JavaScript may return against the types.
+    // thenable that a sink written in JavaScript may return against the types. One write at a
+    // time: the array is `#current`, so the reactions are made once, not two closures per write.
+    if (this.#concurrency === 1) return Promise.resolve(written).then(this.#written, this.#failed)
     return Promise.resolve(written).then(
-      (result: unknown) => {
-        let outcome: Outcome
-        try {
-          outcome = result === undefined ? DELIVERED : this.#perEvent(result, array.length)
-        } catch (error) {
-          // Reading the result threw (a revoked proxy, a throwing getter): classified like a
-          // write that threw, as when the read was inside the retry loop.
-          return this.#retry(array, error)
-        }
-        // A forced stop may have settled this array while the write was pending.
-        if (this.#untrack(array)) this.#settle(array, outcome)
-      },
+      (result: unknown) => this.#read(array, result),
       (error: unknown) => this.#retry(array, error),
     )
+  }
+
+  /** The one write of a sink that writes one at a time returned `result`. */
+  readonly #written = (result: unknown): Promise<void> | undefined => this.#read(this.#takeWriting(), result)
+
+  /** The one write of a sink that writes one at a time threw `error`. */
+  readonly #failed = (error: unknown): Promise<void> => this.#retry(this.#takeWriting(), error)
+
+  /** The array of the write that just ended (not kept after: it would hold the array until the next write). */
+  #takeWriting(): EventArray {
+    const array = this.#writing!
+    this.#writing = undefined
+    return array
+  }
+
+  /** Reads what a write of `array` returned, and settles it (or retries, when reading throws). */
+  #read(array: EventArray, result: unknown): Promise<void> | undefined {
+    let outcome: Outcome
+    try {
+      outcome = result === undefined ? DELIVERED : this.#perEvent(result, array.length)
+    } catch (error) {
+      // Reading the result threw (a revoked proxy, a throwing getter): classified like a
+      // write that threw, as when the read was inside the retry loop.
+      return this.#retry(array, error)
+    }
+    // A forced stop may have settled this array while the write was pending.
+    if (this.#untrack(array)) this.#settle(array, outcome)
+    return undefined
   }
 
   /** The first attempt at writing `array` failed with `error`: classify, retry under the policy, settle. */
