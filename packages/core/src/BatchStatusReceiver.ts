@@ -35,9 +35,9 @@ type Listener = ((status: BatchStatus) => void) | BatchResolvedListener
  */
 export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
   // The receiver and the state of its batch are one object (a `BatchState`, which extends this
-  // class), so a batch costs one object less; these two fields are the receiver's own (the status
-  // is the state's, the promise's resolver one more listener), as every field is paid per batch.
-  #promise: Promise<BatchStatus> | undefined = undefined
+  // class), so a batch costs one object less; this field is the receiver's own (the status is
+  // the state's, the promise's resolver one more listener, the promise kept with the state's
+  // rarely used fields: a runtime listens rather than awaits), as every field is paid per batch.
   /** The listeners: one (the common case), or an array of several. */
   #listeners: Listener | Listener[] | undefined = undefined
 
@@ -103,16 +103,17 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
 
   /** A promise of the final status; it never rejects. Created on first use only. */
   get promise(): Promise<BatchStatus> {
-    if (this.#promise === undefined) {
+    const rare = this.#state._rare()
+    if (rare.promise === undefined) {
       const status = this.status
-      this.#promise =
+      rare.promise =
         status !== undefined
           ? Promise.resolve(status)
           : new Promise<BatchStatus>((resolve) => {
               this.#add(resolve)
             })
     }
-    return this.#promise
+    return rare.promise
   }
 
   // biome-ignore lint/suspicious/noThenProperty: a receiver is awaitable by design.

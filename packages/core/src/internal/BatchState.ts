@@ -17,6 +17,7 @@
  * by the event lattice on every report (a record's clones and the merged events carrying it all
  * report on its slot); batches that did not ask keep no array and pay one `undefined` test.
  */
+import type { BatchStatus } from '../BatchStatus.js'
 import { BatchStatusReceiver } from '../BatchStatusReceiver.js'
 import { FinalizationError } from '../FinalizationError.js'
 import { RecordOutcomes } from '../RecordOutcomes.js'
@@ -75,6 +76,8 @@ class RareState {
   outcomeCodes: Uint8Array | undefined = undefined
   /** The outcomes once resolved, made on first read. */
   final: RecordOutcomes | undefined = undefined
+  /** The receiver's promise, made when someone awaits the receiver itself. */
+  promise: Promise<BatchStatus> | undefined = undefined
 }
 
 /**
@@ -112,10 +115,11 @@ export class BatchState extends BatchStatusReceiver {
     super()
     this.sourceId = sourceId
     nextStamp(this, now)
-    if (outcomes) this.#rare().outcomeCodes = NO_OUTCOMES
+    if (outcomes) this._rare().outcomeCodes = NO_OUTCOMES
   }
 
-  #rare(): RareState {
+  /** The rarely used fields, made now if they were not yet. */
+  _rare(): RareState {
     if (this.rare === undefined) this.rare = new RareState()
     return this.rare
   }
@@ -193,7 +197,7 @@ export class BatchState extends BatchStatusReceiver {
   explain(slot: number, code: number, reason: unknown): void {
     if (code < ERRORED || this.isRecorded(slot)) return
     const next = BATCH_UPDATE[this.code * 5 + code]!
-    const rare = this.#rare()
+    const rare = this._rare()
     if (rare.reasonCode !== next) {
       rare.given = reason
       rare.reasonCode = next
@@ -237,7 +241,7 @@ export class BatchState extends BatchStatusReceiver {
   /** Marks the event recorded: what it reported so far is already in the batch; later reports are ignored. */
   record(slot: number): void {
     if (this.phase === RESOLVED) this.#ended()
-    const rare = this.#rare()
+    const rare = this._rare()
     if (rare.recorded === undefined) rare.recorded = new Set()
     rare.recorded.add(slot)
   }
