@@ -58,6 +58,39 @@ describe('httpServer: acknowledgements', () => {
   })
 
   it.each([
+    ['a runtime id', undefined],
+    ['an id that needs escaping', 'id "quoted" \\ \u2028 é'],
+    ['no id', null],
+    ['an id that is not a string', 42],
+  ] as const)(
+    'writes a 200 body byte for byte as the JSON of status, events and batch id, with %s',
+    async (_, id) => {
+      const { context, port } = await start()
+      if (id !== undefined) {
+        // A hand-written context whose receipts carry this id (`null`: none at all).
+        const send = context.send.bind(context)
+        context.send = async (records, options) => ({
+          ...(await send(records, options)),
+          batchId: (id === null ? undefined : id) as string,
+        })
+      }
+      context.onBatch = (batch) => batch.end('delivered')
+      const body = '[{"n":1},{"n":2}]'
+      const connection = new RawConnection(port)
+      connection.write(
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n` +
+          `Connection: close\r\n\r\n${body}`,
+      )
+      const text = await connection.closed
+      expect(text).toMatch(/^HTTP\/1\.1 200 /)
+      const answer = text.slice(text.indexOf('\r\n\r\n') + 4)
+      const batchId = id === undefined ? JSON.parse(answer).batchId : id === null ? undefined : id
+      if (id === undefined) expect(batchId).toEqual(expect.any(String))
+      expect(answer).toBe(`${JSON.stringify({ status: 'delivered', events: 2, batchId })}\n`)
+    },
+  )
+
+  it.each([
     ['rejected', 400],
     ['errored', 503],
   ] as const)(
