@@ -585,7 +585,8 @@ class HttpServer implements HttpServerSource {
   /**
    * Answers a request whose events were sent, once its batch is decided (and its records'
    * outcomes read, when asked for). A send the pipeline did not take, or a receipt that fails,
-   * is answered 503 NOT_ACCEPTED; nothing on the way throws out of here.
+   * is answered 503 NOT_ACCEPTED. One async call per request, where a chain of `then`, `catch`
+   * and `finally` made five promises and as many closures.
    */
   async #answer(
     response: ServerResponse,

@@ -806,6 +806,35 @@ describe('httpServer: lifecycle', () => {
     expect(headers.connection).toBe('close')
   })
 
+  it('returns from run only once the sends still waiting for room downstream were accepted', async () => {
+    const { context, port, run } = await start()
+    let open = (): void => {}
+    context.gate = new Promise((resolve) => {
+      open = resolve
+    })
+    const send = context.send.bind(context)
+    const sent = new Promise<void>((resolve) => {
+      context.send = (records, options) => {
+        resolve()
+        return send(records, options)
+      }
+    })
+    const answer = request(port, json([{ n: 1 }]))
+    await sent
+    context.stop()
+    let returned = false
+    void run.then(() => {
+      returned = true
+    })
+    for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve))
+    expect(returned).toBe(false)
+    const next = context.nextBatch()
+    open()
+    await run
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+  })
+
   it('rejects run and listening() when the address is taken, naming the address', async () => {
     const { port } = await start()
     const second = httpServer({ address: `127.0.0.1:${port}` })
