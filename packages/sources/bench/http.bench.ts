@@ -6,7 +6,9 @@
 //              answers 200 with a small JSON body: the floor for the same exchange.
 // One load generator (a child process, so its CPU is not charged to either server's event loop)
 // sends the same requests to each in turn over keep-alive connections, CONCURRENCY at a time.
-// Printed: requests/s for each (medians) and the ratio (target >= 0.9).
+// Printed: requests/s for each (medians) and the ratio (target >= 0.9); beside them the CPU time
+// this process spent per request while the load ran (the server's share, which the client's does
+// not blur), as that ratio moves less with the machine's other work than throughput does.
 // Run: pnpm bench sources/bench/http   (ACKLINE_BENCH_REQUESTS, ACKLINE_BENCH_EVENTS,
 //      ACKLINE_BENCH_ROUNDS override the sizes)
 import { spawn } from 'node:child_process'
@@ -16,9 +18,9 @@ import { blackhole } from '@ackline/sinks'
 import { httpServer } from '@ackline/sources'
 import { TopologyBuilder } from '@ackline/topology'
 
-const REQUESTS = Number(process.env.ACKLINE_BENCH_REQUESTS ?? 4000)
+const REQUESTS = Number(process.env.ACKLINE_BENCH_REQUESTS ?? 10_000)
 const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 10) // events per request
-const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
+const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 7)
 const CONCURRENCY = 16
 
 const body = JSON.stringify(
@@ -79,18 +81,26 @@ child.stdout.on('data', (chunk: string) => {
   }
 })
 
-/** Has the generator load `port`; requests/s. */
-async function load(port: number): Promise<number> {
+/** What one load measured: requests/s, and this process's CPU time per request in µs. */
+interface Load {
+  readonly rate: number
+  readonly cpu: number
+}
+
+/** Has the generator load `port`. */
+async function load(port: number): Promise<Load> {
+  const cpu = process.cpuUsage()
   const line = await new Promise<string>((resolve) => {
     answers.push(resolve)
     child.stdin.write(`${port}\n`)
   })
+  const { user, system } = process.cpuUsage(cpu)
   const { ms, bad } = JSON.parse(line) as { ms: number; bad: number }
   if (bad !== 0) throw new Error(`${bad} requests were not answered 200`)
-  return REQUESTS / (ms / 1000)
+  return { rate: REQUESTS / (ms / 1000), cpu: (user + system) / REQUESTS }
 }
 
-async function ackline(): Promise<number> {
+async function ackline(): Promise<Load> {
   const source = httpServer({ address: '127.0.0.1:0' })
   const topology = new TopologyBuilder<string>({ acknowledgements: true })
     .source('http', source)
@@ -131,7 +141,7 @@ function bare(): Promise<Server> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)))
 }
 
-async function plain(): Promise<number> {
+async function plain(): Promise<Load> {
   const server = await bare()
   try {
     return await load((server.address() as AddressInfo).port)
@@ -142,11 +152,11 @@ async function plain(): Promise<number> {
 }
 
 const median = (list: number[]): number => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!
-const rates = { ackline: [] as number[], plain: [] as number[] }
+const runs = { ackline: [] as Load[], plain: [] as Load[] }
 for (let round = 0; round <= ROUNDS; round++) {
   // Alternate which goes first, so drift in the machine's load hits both alike.
-  let a: number
-  let p: number
+  let a: Load
+  let p: Load
   if (round % 2 === 0) {
     a = await ackline()
     p = await plain()
@@ -155,19 +165,29 @@ for (let round = 0; round <= ROUNDS; round++) {
     a = await ackline()
   }
   if (round === 0) continue // warm-up
-  rates.ackline.push(a)
-  rates.plain.push(p)
+  runs.ackline.push(a)
+  runs.plain.push(p)
 }
 child.stdin.end()
 
+const rate = (list: Load[]): number => median(list.map((l) => l.rate))
+const cpu = (list: Load[]): number => median(list.map((l) => l.cpu))
 const fmt = (rate: number): string => `${Math.round(rate).toLocaleString('en')} requests/s`
+const us = (cpu: number): string => `${cpu.toFixed(1)} µs CPU/request`
 console.log(
   `${REQUESTS} requests of ${EVENTS} events (${body.length} bytes), ${CONCURRENCY} in flight, keep-alive; medians of ${ROUNDS} alternating rounds\n`,
 )
-console.log(`http source → blackhole (acks on)   ${fmt(median(rates.ackline)).padStart(20)}`)
-console.log(`bare node:http, same parse          ${fmt(median(rates.plain)).padStart(20)}`)
 console.log(
-  `\nratio ackline / node:http (median)  ${(median(rates.ackline) / median(rates.plain)).toFixed(2)}   (target >= 0.9)`,
+  `http source → blackhole (acks on)   ${fmt(rate(runs.ackline)).padStart(20)}   ${us(cpu(runs.ackline)).padStart(22)}`,
 )
-const perRound = rates.ackline.map((a, i) => (a / rates.plain[i]!).toFixed(2)).join(', ')
+console.log(
+  `bare node:http, same parse          ${fmt(rate(runs.plain)).padStart(20)}   ${us(cpu(runs.plain)).padStart(22)}`,
+)
+console.log(
+  `\nratio ackline / node:http (median)  ${(rate(runs.ackline) / rate(runs.plain)).toFixed(2)}   (target >= 0.9)`,
+)
+const perRound = runs.ackline.map((a, i) => (a.rate / runs.plain[i]!.rate).toFixed(2)).join(', ')
 console.log(`per round: ${perRound}`)
+console.log(
+  `server CPU per request, node:http / ackline (median)  ${(cpu(runs.plain) / cpu(runs.ackline)).toFixed(2)}`,
+)

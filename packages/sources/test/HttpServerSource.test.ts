@@ -58,6 +58,39 @@ describe('httpServer: acknowledgements', () => {
   })
 
   it.each([
+    ['a runtime id', undefined],
+    ['an id that needs escaping', 'id "quoted" \\ \u2028 é'],
+    ['no id', null],
+    ['an id that is not a string', 42],
+  ] as const)(
+    'writes a 200 body byte for byte as the JSON of status, events and batch id, with %s',
+    async (_, id) => {
+      const { context, port } = await start()
+      if (id !== undefined) {
+        // A hand-written context whose receipts carry this id (`null`: none at all).
+        const send = context.send.bind(context)
+        context.send = async (records, options) => ({
+          ...(await send(records, options)),
+          batchId: (id === null ? undefined : id) as string,
+        })
+      }
+      context.onBatch = (batch) => batch.end('delivered')
+      const body = '[{"n":1},{"n":2}]'
+      const connection = new RawConnection(port)
+      connection.write(
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n` +
+          `Connection: close\r\n\r\n${body}`,
+      )
+      const text = await connection.closed
+      expect(text).toMatch(/^HTTP\/1\.1 200 /)
+      const answer = text.slice(text.indexOf('\r\n\r\n') + 4)
+      const batchId = id === undefined ? JSON.parse(answer).batchId : id === null ? undefined : id
+      if (id === undefined) expect(batchId).toEqual(expect.any(String))
+      expect(answer).toBe(`${JSON.stringify({ status: 'delivered', events: 2, batchId })}\n`)
+    },
+  )
+
+  it.each([
     ['rejected', 400],
     ['errored', 503],
   ] as const)(
@@ -771,6 +804,35 @@ describe('httpServer: lifecycle', () => {
     const { status, headers } = await answer
     expect(status).toBe(503)
     expect(headers.connection).toBe('close')
+  })
+
+  it('returns from run only once the sends still waiting for room downstream were accepted', async () => {
+    const { context, port, run } = await start()
+    let open = (): void => {}
+    context.gate = new Promise((resolve) => {
+      open = resolve
+    })
+    const send = context.send.bind(context)
+    const sent = new Promise<void>((resolve) => {
+      context.send = (records, options) => {
+        resolve()
+        return send(records, options)
+      }
+    })
+    const answer = request(port, json([{ n: 1 }]))
+    await sent
+    context.stop()
+    let returned = false
+    void run.then(() => {
+      returned = true
+    })
+    for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve))
+    expect(returned).toBe(false)
+    const next = context.nextBatch()
+    open()
+    await run
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
   })
 
   it('rejects run and listening() when the address is taken, naming the address', async () => {

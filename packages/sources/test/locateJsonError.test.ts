@@ -53,6 +53,15 @@ describe('depthExceededAt', () => {
     expect(depthExceededAt('{"a":{"b":{}}}', 3)).toBe(-1)
   })
 
+  it('finds the container just past the limit, with as many brackets opening as the limit allows or one more', () => {
+    // At most maxDepth brackets that open clear the text without the walk; one more needs the walk.
+    expect(depthExceededAt('[{"a":[{}]}]', 4)).toBe(-1)
+    expect(depthExceededAt('[{"a":[{}]}]', 3)).toBe(7)
+    expect(depthExceededAt('[[[[{}]]]]', 4)).toBe(4)
+    expect(depthExceededAt('[{},{},{},{"a":{}}]', 3)).toBe(-1)
+    expect(depthExceededAt('[{},{},{},{"a":{"b":[]}}]', 3)).toBe(20)
+  })
+
   it('agrees with the walk on valid JSON', () => {
     fc.assert(
       fc.property(fc.json({ depthSize: 'large' }), fc.integer({ min: 1, max: 6 }), (text, limit) => {

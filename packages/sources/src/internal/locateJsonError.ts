@@ -192,6 +192,10 @@ export function locateJsonError(
  * depth, and what reads the value afterwards (encoders, transforms) may recurse.
  */
 export function depthExceededAt(text: string, maxDepth: number): number {
+  // Nesting past maxDepth takes more than maxDepth brackets that open, so a text with no more (a
+  // request of a few events) is cleared by the native search alone, without the walk.
+  const arrays = countUpTo(text, '[', maxDepth)
+  if (arrays + countUpTo(text, '{', maxDepth - arrays) <= maxDepth) return -1
   let depth = 0
   const n = text.length
   for (let i = 0; i < n; i++) {
@@ -212,6 +216,13 @@ export function depthExceededAt(text: string, maxDepth: number): number {
     } else if (c === 0x5d || c === 0x7d) depth--
   }
   return -1
+}
+
+/** How many times `text` holds `ch`, counted only up to the first past `limit`. */
+function countUpTo(text: string, ch: string, limit: number): number {
+  let count = 0
+  for (let i = text.indexOf(ch); i >= 0 && count <= limit; i = text.indexOf(ch, i + 1)) count++
+  return count
 }
 
 /** The 1-based line and column of `offset` in `text`. */

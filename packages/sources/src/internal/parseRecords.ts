@@ -39,6 +39,7 @@ const NDJSON_TYPES = new Set([
 /** The format a content type names, or `undefined` when it names neither. */
 export function formatOf(contentType: string | undefined): BodyFormat | undefined {
   if (contentType === undefined) return undefined
+  if (contentType === 'application/json') return 'json' // most requests: no split, trim or lower-casing
   const mime = contentType.split(';', 1)[0]!.trim().toLowerCase()
   if (NDJSON_TYPES.has(mime)) return 'ndjson'
   if (mime === 'application/json' || mime.endsWith('+json')) return 'json'
