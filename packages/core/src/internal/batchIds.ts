@@ -8,8 +8,6 @@
  * batch whose id nobody reads costs no UUID (and no clock read of its own: the creator passes the
  * time it read for its events).
  */
-import { v7 as uuidv7 } from 'uuid'
-
 /**
  * The random bits of every id this process writes (RFC 9562 `rand_b` below the counter): drawn
  * once, so two processes that share a millisecond and a counter value still differ, and one
@@ -44,7 +42,42 @@ export function nextStamp(state: { idMs: number; idSeq: number }, now: number): 
   state.idSeq = lastSeq
 }
 
-/** The UUID v7 of a stamp: the same for the same stamp, within this process. */
+/** Two hex digits per byte value. */
+const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'))
+/** The two random bits of the 11th byte, below the counter's last six. */
+const BYTE_10_RANDOM = RANDOM[10]! & 0x03
+/** The last five bytes, random and the same in every id of the process: written once. */
+const TAIL = HEX[RANDOM[11]!]! + HEX[RANDOM[12]!]! + HEX[RANDOM[13]!]! + HEX[RANDOM[14]!]! + HEX[RANDOM[15]!]!
+
+/**
+ * The UUID v7 of a stamp: the same for the same stamp, within this process. RFC 9562's layout:
+ * 48 bits of milliseconds, the version (7), then the 31-bit counter across `rand_a` (12 bits) and,
+ * after the variant (binary 10), the first 19 bits of `rand_b`, then the process's random bits.
+ * Written by hand from a byte table (an id is read for every answer an HTTP source gives): a
+ * general UUID library call with options cost about 280 ns, this about 80.
+ */
 export function idOf(ms: number, seq: number): string {
-  return uuidv7({ msecs: ms + EPOCH_MS, seq, random: RANDOM })
+  const t = ms + EPOCH_MS
+  // Division, not shifts, above 32 bits; `& 0xff` truncates the quotient (t is positive).
+  return (
+    HEX[(t / 0x10000000000) & 0xff]! +
+    HEX[(t / 0x100000000) & 0xff]! +
+    HEX[(t / 0x1000000) & 0xff]! +
+    HEX[(t / 0x10000) & 0xff]! +
+    '-' +
+    HEX[(t / 0x100) & 0xff]! +
+    HEX[t & 0xff]! +
+    '-' +
+    HEX[0x70 | ((seq >>> 28) & 0x0f)]! +
+    HEX[(seq >>> 20) & 0xff]! +
+    '-' +
+    HEX[0x80 | ((seq >>> 14) & 0x3f)]! +
+    HEX[(seq >>> 6) & 0xff]! +
+    '-' +
+    HEX[((seq << 2) & 0xff) | BYTE_10_RANDOM]! +
+    TAIL
+  )
 }
+
+/** @internal For the test that checks the layout against a UUID library: this process's random bytes and epoch. */
+export const _forTests = { random: RANDOM, epochMs: EPOCH_MS }
