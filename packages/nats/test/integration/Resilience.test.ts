@@ -77,6 +77,9 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       await until('two thirds acked', () => source.counters.acked >= (2 * N) / 3)
       proxy.cut()
       cuts = proxy.cuts
+      // The last third may be through before the cut lands: wait for the reconnect it causes,
+      // not only for the messages, or the stop can come first and the count below is one short.
+      await until('a second reconnect', () => source.counters.reconnects >= 2)
       await until('every message delivered', () => new Set(delivered).size === N, 30_000)
       await until('nothing pending at the server', () => settledAtServer(admin, stream, 'c'), 30_000)
     } finally {
