@@ -69,6 +69,8 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     await vi.waitFor(
       async () => {
         expect(cuts).toBe(2)
+        // The work may be through before the second cut lands: wait for its reconnect too.
+        expect(source.counters.reconnects).toBe(2)
         expect(source.counters.inFlight).toBe(0)
         expect(await admin.messageCount(queue)).toBe(0)
         const seen = new Set(sink.events.map((f) => f.n as number))
