@@ -246,9 +246,16 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   #settleHeard(): void {
     const resolved = this.#resolved
     this.#resolved = []
+    let failure: { readonly error: unknown } | undefined
     for (let i = 0; i < resolved.length; i += 3) {
-      this.#settled(resolved[i] as number, resolved[i + 1] as BatchStatus, resolved[i + 2])
+      // One record's failure (a bug) must not leave the others unsettled: it is thrown after them.
+      try {
+        this.#settled(resolved[i] as number, resolved[i + 1] as BatchStatus, resolved[i + 2])
+      } catch (error) {
+        failure ??= { error }
+      }
     }
+    if (failure !== undefined) throw failure.error
   }
 
   /** `reason`: why the sink did not deliver the record, passed on to the original batches. */
