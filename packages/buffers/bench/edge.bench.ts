@@ -13,9 +13,13 @@
 //                read + ack of them all (the peer of edge-read);
 //   edge-read    the same on the edge: pull, deliver each array read back, until every source
 //                batch (pushed before the clock starts) is settled.
+// Beside each rate, the CPU time the process spent per event over the same timed span (all its
+// threads: the main one, the file system's, the collector's), which a shared machine disturbs
+// far less than the rate: what a variant costs, where the rate says what it got.
 // Run: pnpm bench edge   (ACKLINE_BENCH_EVENTS, ACKLINE_BENCH_ROUNDS, ACKLINE_BENCH_REQUEST,
-//                         ACKLINE_BENCH_CLIENTS override the sizes; ACKLINE_BENCH_ONLY picks variants)
-import { mkdtempSync, rmSync } from 'node:fs'
+//                         ACKLINE_BENCH_CLIENTS, ACKLINE_BENCH_WARMUP override the sizes;
+//                         ACKLINE_BENCH_ONLY picks variants)
+import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -31,7 +35,28 @@ const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 20_000)
 const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
 const REQUEST = Number(process.env.ACKLINE_BENCH_REQUEST ?? 20)
 const CLIENTS = Number(process.env.ACKLINE_BENCH_CLIENTS ?? 16)
+/** Runs of the variant before the measured one, in the same process. */
+const WARMUP = Number(process.env.ACKLINE_BENCH_WARMUP ?? 1)
 const BATCHES = Math.ceil(EVENTS / REQUEST)
+
+/** CPU time (µs, every thread) at the start of the timed span; read by {@link rateSince}. */
+let cpuAtStart = process.cpuUsage()
+/** ns of CPU per event over the last timed span. */
+let cpuPerEvent = Number.NaN
+
+/** Starts a timed span: returns its start, and notes the CPU time. */
+function startClock(): number {
+  cpuAtStart = process.cpuUsage()
+  return performance.now()
+}
+
+/** Ends the span begun at `start`: events/s, and the CPU per event kept for the report. */
+function rateSince(start: number, events: number): number {
+  const seconds = (performance.now() - start) / 1000
+  const cpu = process.cpuUsage(cpuAtStart)
+  cpuPerEvent = ((cpu.user + cpu.system) * 1000) / events
+  return events / seconds
+}
 
 const fields = (n: number) => ({ message: 'a request from a client', host: 'web-1', status: 200, n })
 /** One request's body, as NDJSON. */
@@ -41,13 +66,13 @@ const body = (first: number): string =>
 /** Runs `batch(i)` for every batch, CLIENTS at a time; events/s. */
 async function clients(batch: (i: number) => Promise<void>): Promise<number> {
   let next = 0
-  const start = performance.now()
+  const start = startClock()
   await Promise.all(
     Array.from({ length: CLIENTS }, async () => {
       for (let i = next++; i < BATCHES; i = next++) await batch(i)
     }),
   )
-  return (BATCHES * REQUEST) / ((performance.now() - start) / 1000)
+  return rateSince(start, BATCHES * REQUEST)
 }
 
 async function append(dir: string): Promise<number> {
@@ -112,14 +137,14 @@ async function storeRead(dir: string): Promise<number> {
       ),
     )
   })
-  const start = performance.now()
+  const start = startClock()
   let read = 0
   while (read < BATCHES * REQUEST) {
     const records = (await buffer.read(1000))!
     for (const record of records) buffer.ack(record.seq)
     read += records.length
   }
-  const rate = read / ((performance.now() - start) / 1000)
+  const rate = rateSince(start, read)
   await buffer.close()
   return rate
 }
@@ -142,7 +167,7 @@ async function edgeRead(dir: string): Promise<number> {
     await buffer.push(new EventArray(events).attach(notifier))
     receivers.push(receiver.promise)
   })
-  const start = performance.now()
+  const start = startClock()
   let delivered = 0
   while (delivered < BATCHES * REQUEST) {
     const events = (await buffer.pull())!
@@ -150,7 +175,7 @@ async function edgeRead(dir: string): Promise<number> {
     events.end('delivered')
   }
   await Promise.all(receivers)
-  const rate = delivered / ((performance.now() - start) / 1000)
+  const rate = rateSince(start, delivered)
   await buffer.dispose()
   return rate
 }
@@ -206,9 +231,22 @@ type Variant = keyof typeof VARIANTS
 
 const variant = process.env.ACKLINE_BENCH_VARIANT as Variant | undefined
 if (variant !== undefined) {
+  // Warm-up runs first, in this process, each on a directory of its own: a fresh process would
+  // otherwise measure the compiler warming up the code more than the code.
+  for (let i = 0; i < WARMUP; i++) {
+    const warm = mkdtempSync(join(tmpdir(), 'ackline-bench-edge-'))
+    try {
+      await VARIANTS[variant](warm)
+    } finally {
+      rmSync(warm, { recursive: true, force: true })
+    }
+  }
   const dir = mkdtempSync(join(tmpdir(), 'ackline-bench-edge-'))
   try {
-    console.log(await VARIANTS[variant](dir))
+    const rate = await VARIANTS[variant](dir)
+    const cpuFile = process.env.ACKLINE_BENCH_CPU_FILE
+    if (cpuFile !== undefined) appendFileSync(cpuFile, `${variant} ${cpuPerEvent}\n`)
+    console.log(rate)
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
@@ -219,24 +257,39 @@ if (variant !== undefined) {
     (name) => only === undefined || name === 'append' || only.includes(name),
   )
   console.log(
-    `${EVENTS} events, ${REQUEST} a batch (request), ${CLIENTS} batches in flight, sync 'always'; median of ${ROUNDS} interleaved rounds (min–max)\n`,
+    `${EVENTS} events, ${REQUEST} a batch (request), ${CLIENTS} batches in flight, sync 'always'; each variant in a fresh process after ${WARMUP} warm-up run(s) there; median of ${ROUNDS} interleaved rounds (min–max)\n`,
   )
+  const cpuFile = join(mkdtempSync(join(tmpdir(), 'ackline-bench-cpu-')), 'cpu')
+  process.env.ACKLINE_BENCH_CPU_FILE = cpuFile
   const rates = roundRobin(fileURLToPath(import.meta.url), names, ROUNDS)
+  const cpus = new Map<string, number[]>()
+  for (const line of readFileSync(cpuFile, 'utf8').trim().split('\n')) {
+    const [name, ns] = line.split(' ')
+    cpus.set(
+      name!,
+      [...(cpus.get(name!) ?? []), Number(ns)].sort((a, b) => a - b),
+    )
+  }
+  rmSync(join(cpuFile, '..'), { recursive: true, force: true })
+  const cpu = (name: string): number => median(cpus.get(name)!)
   const fmt = (n: number): string => Math.round(n).toLocaleString('en-US')
   const peer = median(rates.get('append')!)
   for (const name of names) {
     const list = rates.get(name)!
     const m = median(list)
     console.log(
-      `${name.padEnd(12)} ${fmt(m).padStart(10)} events/s  (${fmt(list[0]!)}–${fmt(list.at(-1)!)})  ${(m / peer).toFixed(2)} of append`,
+      `${name.padEnd(12)} ${fmt(m).padStart(10)} events/s  (${fmt(list[0]!)}–${fmt(list.at(-1)!)})  ${(m / peer).toFixed(2)} of append   ${fmt(cpu(name)).padStart(6)} ns CPU per event`,
     )
   }
   const ratio = (a: Variant, b: Variant): void => {
     if (rates.has(a) && rates.has(b)) {
-      console.log(`${a} / ${b} ${(median(rates.get(a)!) / median(rates.get(b)!)).toFixed(2)}`)
+      const byRate = median(rates.get(a)!) / median(rates.get(b)!)
+      console.log(`${a} / ${b} ${byRate.toFixed(2)}   by CPU per event ${(cpu(b) / cpu(a)).toFixed(2)}`)
     }
   }
   console.log()
+  ratio('edge', 'append')
+  ratio('http-disk', 'append')
   ratio('http-disk', 'http-memory')
   ratio('edge-read', 'store-read')
 }

@@ -23,15 +23,18 @@
 import {
   BatchNotifier,
   type BatchStatus,
+  type BatchStatusReceiver,
   EventArray,
   EventFinalizerGroups,
   type JsonObject,
+  type LogEvent,
 } from '@ackline/core'
 import type { EdgeBuffer } from '@ackline/topology'
 import { DiskBuffer, type DiskBufferMetrics, type ReplayResult } from './DiskBuffer.js'
 import { DiskBufferError } from './DiskBufferError.js'
 import { DiskEdgeBufferOptions } from './DiskBufferOptions.js'
 import { EventRecord } from './internal/EventRecord.js'
+import { RecordOrigins } from './internal/RecordOrigins.js'
 
 /** An event in the dead-letter queue, decoded. */
 export interface DeadLetterEvent {
@@ -76,11 +79,6 @@ export interface DiskEdgeBuffer extends EdgeBuffer {
   replayDeadLetters(): Promise<ReplayResult>
 }
 
-interface Origin {
-  readonly groups: EventFinalizerGroups
-  readonly index: number
-}
-
 class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   readonly store: DiskBuffer
   readonly #sinkId: string
@@ -94,7 +92,12 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     | { readonly kind: 'open' | 'closing' }
     | { readonly kind: 'closed'; readonly shutDown: Promise<void> } = { kind: 'open' }
   /** The original finalizer groups of records written in this run, by sequence number ('on-delivery'). */
-  readonly #origins = new Map<number, Origin>()
+  readonly #origins = new RecordOrigins()
+  /**
+   * Records read back whose notifier resolved and that are not settled yet: sequence number,
+   * status, reason, three entries each. They are settled together in one microtask (see `pull`).
+   */
+  #resolved: unknown[] = []
   readonly #m = { droppedWhenFull: 0, rejectedTooLarge: 0, writeErrored: 0, deadLetteredThisRun: 0 }
 
   constructor(store: DiskBuffer, options: DiskEdgeBufferOptions, log: (message: string) => void) {
@@ -157,11 +160,12 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
           await Promise.resolve()
         } else {
           const first = result.firstSeq
-          for (let k = 0; k < index.length; k++) this.#origins.set(first + k, { groups, index: index[k]! })
+          // Usually every event was stored: then record k carries group k, and no index is kept.
+          this.#origins.add(first, index.length, groups, index.length === list.length ? undefined : index)
           // With group commit a write may still fail after push resolved: those records never come back.
           void result.durable.then((durable) => {
             if (durable === 'durable') return
-            for (let k = 0; k < index.length; k++) this.#endOrigin(first + k, 'errored')
+            for (let k = 0; k < index.length; k++) this.#origins.end(first + k, 'errored')
           })
         }
         return
@@ -175,7 +179,7 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
         if (this.#state.kind === 'closing' && signal?.aborted !== true) await this.#shutDown()
         return undefined
       }
-      const events = []
+      const events: LogEvent[] = []
       for (const record of records) {
         const data = EventRecord.decode(record.payload)
         if (data === undefined) {
@@ -186,11 +190,17 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
           continue
         }
         const event = EventRecord.toEvent(data)
-        const { notifier, receiver } = BatchNotifier.create({ sourceId: this.#notifierSource })
+        // One notifier per record, so each record is acknowledged, retried or dead-lettered as
+        // soon as the sink settled it, with its own reason. It is heard with a listener, not a
+        // promise: no promise, `then` or microtask per record (see `#heard`).
+        const notifier = BatchNotifier.open(this.#notifierSource)
         notifier.attach(event)
         notifier.release()
         const seq = record.seq
-        void receiver.then((status) => this.#settled(seq, status, receiver.reason))
+        // The listener holds the receiver, never the notifier: the leak detector must see the
+        // notifier collected if the sink loses the event.
+        const receiver = notifier.receiver
+        receiver.onResolved((status) => this.#heard(seq, status, receiver))
         events.push(event)
       }
       if (events.length > 0) return new EventArray(events)
@@ -222,12 +232,38 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     return this.store.replayDeadLetters()
   }
 
+  /**
+   * The notifier of record `seq` resolved. This runs inside whichever `end` resolved it, where no
+   * other handle may be ended, so the record is only noted here; the records noted before the
+   * next microtask (a sink ends a whole array in one call) are settled together in it.
+   */
+  #heard(seq: number, status: BatchStatus, receiver: BatchStatusReceiver): void {
+    const resolved = this.#resolved
+    if (resolved.length === 0) queueMicrotask(() => this.#settleHeard())
+    resolved.push(seq, status, status === 'delivered' ? undefined : receiver.reason)
+  }
+
+  #settleHeard(): void {
+    const resolved = this.#resolved
+    this.#resolved = []
+    let failure: { readonly error: unknown } | undefined
+    for (let i = 0; i < resolved.length; i += 3) {
+      // One record's failure (a bug) must not leave the others unsettled: it is thrown after them.
+      try {
+        this.#settled(resolved[i] as number, resolved[i + 1] as BatchStatus, resolved[i + 2])
+      } catch (error) {
+        failure ??= { error }
+      }
+    }
+    if (failure !== undefined) throw failure.error
+  }
+
   /** `reason`: why the sink did not deliver the record, passed on to the original batches. */
   #settled(seq: number, status: BatchStatus, reason: unknown): void {
     switch (status) {
       case 'delivered': {
         this.store.ack(seq)
-        this.#endOrigin(seq, 'delivered')
+        this.#origins.end(seq, 'delivered')
         return
       }
       case 'errored':
@@ -245,7 +281,7 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     switch (outcome) {
       case 'dead-lettered':
         this.#m.deadLetteredThisRun++
-        this.#endOrigin(seq, 'rejected', reason)
+        this.#origins.end(seq, 'rejected', reason === undefined ? undefined : { reason })
         return
       case 'failed':
         this.store.nack(seq)
@@ -255,21 +291,13 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     }
   }
 
-  #endOrigin(seq: number, status: 'delivered' | 'rejected' | 'errored', reason?: unknown): void {
-    const origin = this.#origins.get(seq)
-    if (origin === undefined) return
-    this.#origins.delete(seq)
-    origin.groups.end(origin.index, status, reason === undefined ? undefined : { reason })
-  }
-
   /** Closes the store, once; every caller (a draining pull, `dispose`) waits until it is closed. */
   #shutDown(): Promise<void> {
     if (this.#state.kind === 'closed') return this.#state.shutDown
     const shutDown = (async () => {
       await this.store.close()
       // Still on disk for the next run, but this run's batches cannot wait for it.
-      for (const origin of this.#origins.values()) origin.groups.end(origin.index, 'errored')
-      this.#origins.clear()
+      this.#origins.endAll('errored')
     })()
     this.#state = { kind: 'closed', shutDown }
     return shutDown

@@ -1,30 +1,41 @@
 // The file sink at batch 1 beside hand-written loops, alternating rounds in one process:
 //   generator (batches of 1) → file sink, acknowledgements on: the runtime hands the sink what
 //   queued while it was syncing as one array, so it appends and fsyncs once per such array;
-//   a loop that appends and fsyncs the same arrays (same sizes, same JSON lines): the floor for
-//   that many fsyncs;
-//   a loop that appends and fsyncs every record on its own (what batch 1 cost before coalescing).
-// Printed: events/s (medians), the ratio of the sink to each loop, and fsyncs per event.
-// Run: pnpm bench sinks/bench/file   (ACKLINE_BENCH_EVENTS and ACKLINE_BENCH_ROUNDS override the sizes)
+//   a loop that appends and fsyncs the same arrays (same sizes, same JSON lines, same open flags,
+//   one appendFile + sync per array): the floor for that many fsyncs (the target's peer);
+//   the file sink alone, written the same arrays one after another (no topology; its events are
+//   made before the clock starts): what the sink itself costs beside that loop;
+//   generator (batches of 1) → blackhole sink: the runtime at batch 1 with no disk at all, the
+//   ceiling for the first line;
+//   a loop that appends and fsyncs every record on its own (what batch 1 cost before coalescing;
+//   on fewer records, as each costs a whole fsync).
+// Every variant warms up before it is measured: a topology reaches its steady speed only after
+// tens of thousands of events, a small loop much sooner (a few thousand events and one warm-up
+// round measured the runtime's warm-up, not its cost).
+// Printed: events/s (medians), the ratios, and fsyncs per event.
+// Run: pnpm bench sinks/bench/file   (ACKLINE_BENCH_EVENTS, ACKLINE_BENCH_ROUNDS and
+//      ACKLINE_BENCH_WARMUP override the sizes)
 
 import { mkdtempSync, rmSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { EventArray, JsonObject } from '@ackline/core'
-import { file } from '@ackline/sinks'
+import { EventArray, type JsonObject } from '@ackline/core'
+import { blackhole, file } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
-import { TopologyBuilder } from '@ackline/topology'
+import { type Sink, TopologyBuilder } from '@ackline/topology'
 
-const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 3000)
-const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
+const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 20_000)
+const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 9)
+const WARMUP = Number(process.env.ACKLINE_BENCH_WARMUP ?? 3)
+/** Records of the loop that fsyncs every record (each one costs a whole fsync). */
+const EACH = Math.min(EVENTS, 2000)
 const dir = mkdtempSync(join(tmpdir(), 'ackline-file-bench-'))
 
 const record = (index: number): JsonObject => ({ message: 'event', index })
 
-/** Runs the topology; returns its events/s and the sizes of the arrays the sink was handed. */
-async function topology(path: string): Promise<{ rate: number; sizes: number[] }> {
-  const sink = file({ path })
+/** Runs generator → `sink`; returns its events/s and the sizes of the arrays the sink was handed. */
+async function topology(sink: Sink): Promise<{ rate: number; sizes: number[] }> {
   const write = sink.write.bind(sink)
   const sizes: number[] = []
   sink.write = (events: EventArray) => {
@@ -58,32 +69,67 @@ async function loop(path: string, sizes: readonly number[]): Promise<number> {
   return index / ((performance.now() - start) / 1000)
 }
 
+/** The file sink alone, written arrays of `sizes[i]` events one after another. */
+async function sinkAlone(path: string, sizes: readonly number[]): Promise<number> {
+  let index = 0
+  const arrays = sizes.map((size) =>
+    EventArray.fromRecords(Array.from({ length: size }, () => record(index++))),
+  )
+  const sink = file({ path })
+  const start = performance.now()
+  await sink.start()
+  for (const array of arrays) {
+    if ((await sink.write(array)) !== undefined) throw new Error('the sink did not deliver every event')
+  }
+  await sink.stop()
+  const rate = index / ((performance.now() - start) / 1000)
+  for (const array of arrays) array.end('delivered')
+  return rate
+}
+
 const median = (list: number[]): number => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!
 
-const rates = { sink: [] as number[], same: [] as number[], each: [] as number[] }
+const rates = {
+  sink: [] as number[],
+  same: [] as number[],
+  alone: [] as number[],
+  hole: [] as number[],
+  each: [] as number[],
+}
 const fsyncsPerEvent: number[] = []
-const ones = new Array<number>(EVENTS).fill(1)
-for (let round = 0; round <= ROUNDS; round++) {
-  const { rate, sizes } = await topology(join(dir, `sink-${round}.ndjson`))
+const ones = new Array<number>(EACH).fill(1)
+for (let round = 0; round < WARMUP + ROUNDS; round++) {
+  const { rate, sizes } = await topology(file({ path: join(dir, `sink-${round}.ndjson`) }))
   const same = await loop(join(dir, `same-${round}.ndjson`), sizes)
-  const each = await loop(join(dir, `each-${round}.ndjson`), ones)
-  if (round === 0) continue // warm-up
+  const alone = await sinkAlone(join(dir, `alone-${round}.ndjson`), sizes)
+  const hole = (await topology(blackhole())).rate
+  const each = round < WARMUP - 1 ? 0 : await loop(join(dir, `each-${round}.ndjson`), ones)
+  if (round < WARMUP) continue
   rates.sink.push(rate)
   rates.same.push(same)
+  rates.alone.push(alone)
+  rates.hole.push(hole)
   rates.each.push(each)
   fsyncsPerEvent.push(sizes.length / EVENTS)
 }
 rmSync(dir, { recursive: true, force: true })
 
 const fmt = (rate: number): string => `${Math.round(rate).toLocaleString('en')} events/s`
-console.log(`${EVENTS} events at batch 1 per run, medians of ${ROUNDS} alternating rounds in one process\n`)
+const ratio = (a: number[], b: number[]): string => (median(a) / median(b)).toFixed(2)
 console.log(
-  `file sink (topology, acks on)          ${fmt(median(rates.sink)).padStart(20)}  (${median(fsyncsPerEvent).toFixed(3)} fsyncs per event)`,
+  `${EVENTS} events at batch 1 per run, medians of ${ROUNDS} alternating rounds in one process after ${WARMUP} warm-up rounds\n`,
+)
+console.log(
+  `file sink (topology, acks on)          ${fmt(median(rates.sink)).padStart(20)}  (${median(fsyncsPerEvent).toFixed(4)} fsyncs per event)`,
 )
 console.log(`loop fsyncing the same arrays          ${fmt(median(rates.same)).padStart(20)}`)
-console.log(`loop fsyncing every record             ${fmt(median(rates.each)).padStart(20)}`)
+console.log(`file sink alone, the same arrays       ${fmt(median(rates.alone)).padStart(20)}`)
+console.log(`blackhole sink (topology, acks on)     ${fmt(median(rates.hole)).padStart(20)}`)
+console.log(`loop fsyncing every record (${EACH})    ${fmt(median(rates.each)).padStart(20)}`)
 console.log('\nratios (medians):')
+console.log(`  sink / loop, same arrays            ${ratio(rates.sink, rates.same)}   (target >= 0.8)`)
+console.log(`  sink alone / loop, same arrays      ${ratio(rates.alone, rates.same)}   (the sink's own cost)`)
 console.log(
-  `  sink / loop, same arrays     ${(median(rates.sink) / median(rates.same)).toFixed(2)}   (target >= 0.8)`,
+  `  blackhole topology / loop           ${ratio(rates.hole, rates.same)}   (what the runtime at batch 1 allows)`,
 )
-console.log(`  sink / loop, every record    ${(median(rates.sink) / median(rates.each)).toFixed(2)}`)
+console.log(`  sink / loop, every record           ${ratio(rates.sink, rates.each)}`)

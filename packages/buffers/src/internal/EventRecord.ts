@@ -24,7 +24,11 @@ export const EventRecord = {
   /** The stored data, or `undefined` when the bytes are not an event record. */
   decode(payload: Uint8Array): EventData | undefined {
     try {
-      const v = JSON.parse(Buffer.from(payload.buffer, payload.byteOffset, payload.length).toString('utf8'))
+      // Records read back are Buffers already: no view to make first.
+      const bytes = Buffer.isBuffer(payload)
+        ? payload
+        : Buffer.from(payload.buffer, payload.byteOffset, payload.length)
+      const v = JSON.parse(bytes.toString('utf8'))
       if (!Array.isArray(v) || v.length !== 3) return undefined
       const [fields, sourceId, ingestTimestamp] = v as [unknown, unknown, unknown]
       if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) return undefined

@@ -1,0 +1,119 @@
+/**
+ * The original finalizer groups of the records a disk edge buffer wrote in this process run
+ * ('on-delivery'), found by sequence number when the sink settles a record read back.
+ *
+ * Invariant: each record's group is ended at most once (a second `end` of the same record does
+ * nothing), and `endAll` ends every group not ended yet. One push is one entry (its first
+ * sequence number, its groups and which group each record has), not one per record: the records
+ * of a push have consecutive sequence numbers, so a record is found by a binary search over the
+ * pushes still waiting, and an entry is dropped once every record of it, and of every push
+ * before it, was ended.
+ *
+ * @module
+ */
+import type { EndOptions, EventFinalizerGroups } from '@ackline/core'
+
+/** The records of one push: `count` consecutive sequence numbers from `first`. */
+interface Push {
+  readonly first: number
+  readonly count: number
+  readonly groups: EventFinalizerGroups
+  /** The group of record `first + k` is `index[k]`; `undefined` when it is `k` (nothing was left out). */
+  readonly index: readonly number[] | undefined
+  /** Records whose group is not ended yet. */
+  waiting: number
+}
+
+/** Drop ended pushes from the front of the list once this many have piled up there. */
+const COMPACT_AT = 256
+
+/** The original groups of this run's records, by sequence number. */
+export class RecordOrigins {
+  /** In order of `first`; entries before `#head` are ended. */
+  #pushes: Push[] = []
+  #head = 0
+
+  /** Records whose group is not ended yet. */
+  get size(): number {
+    let n = 0
+    for (let i = this.#head; i < this.#pushes.length; i++) n += this.#pushes[i]!.waiting
+    return n
+  }
+
+  /**
+   * Notes that records `first … first + count − 1` carry the groups `index[k]` of `groups`
+   * (`index` undefined: group `k`). Pushes usually arrive in sequence order; one that does not is
+   * put in its place.
+   */
+  add(
+    first: number,
+    count: number,
+    groups: EventFinalizerGroups,
+    index: readonly number[] | undefined,
+  ): void {
+    if (count === 0) return
+    const push: Push = { first, count, groups, index, waiting: count }
+    const pushes = this.#pushes
+    let at = pushes.length
+    while (at > this.#head && pushes[at - 1]!.first > first) at--
+    if (at === pushes.length) pushes.push(push)
+    else pushes.splice(at, 0, push)
+  }
+
+  /** Ends the group of record `seq` with `status`; nothing if it is not known or already ended. */
+  end(seq: number, status: 'delivered' | 'rejected' | 'errored', options?: EndOptions): void {
+    const push = this.#find(seq)
+    if (push === undefined) return
+    const k = seq - push.first
+    const i = push.index === undefined ? k : push.index[k]!
+    if (push.groups.isConsumed(i)) return
+    push.waiting--
+    push.groups.end(i, status, options)
+    if (push.waiting === 0) this.#dropEnded()
+  }
+
+  /** Ends every group not ended yet with `status` (the buffer shut down before they were settled). */
+  endAll(status: 'delivered' | 'rejected' | 'errored'): void {
+    const pushes = this.#pushes
+    const head = this.#head
+    this.#pushes = []
+    this.#head = 0
+    for (let p = head; p < pushes.length; p++) {
+      const push = pushes[p]!
+      for (let k = 0; k < push.count; k++) {
+        const i = push.index === undefined ? k : push.index[k]!
+        if (!push.groups.isConsumed(i)) push.groups.end(i, status)
+      }
+    }
+  }
+
+  #find(seq: number): Push | undefined {
+    const pushes = this.#pushes
+    let lo = this.#head
+    let hi = pushes.length - 1
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1
+      const push = pushes[mid]!
+      if (seq < push.first) hi = mid - 1
+      else if (seq >= push.first + push.count) lo = mid + 1
+      else return push
+    }
+    return undefined
+  }
+
+  /** Moves the head past the pushes whose records are all ended, and compacts now and then. */
+  #dropEnded(): void {
+    const pushes = this.#pushes
+    let head = this.#head
+    while (head < pushes.length && pushes[head]!.waiting === 0) head++
+    if (head === pushes.length) {
+      this.#pushes = []
+      this.#head = 0
+    } else if (head >= COMPACT_AT && head * 2 >= pushes.length) {
+      this.#pushes = pushes.slice(head)
+      this.#head = 0
+    } else {
+      this.#head = head
+    }
+  }
+}
