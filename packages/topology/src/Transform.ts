@@ -13,7 +13,13 @@
 import type { EventArray, JsonObject, LogEvent } from '@ackline/core'
 import type { ConfigIssue } from './ConfigIssue.js'
 
-/** What a running transform may do with events. */
+/**
+ * What a running transform may do with events, during the call it was passed to. An `emit`
+ * through it after that call returned (from a timer, or a promise the call did not wait for) is
+ * not passed on: the event is settled `errored` and reported (`EMIT_AFTER_RETURN`). The runtime
+ * passes the same object to successive synchronous `process` calls, so a context kept from an
+ * earlier call and used inside a later synchronous one acts for the later call.
+ */
 export interface TransformContext {
   /** The transform's component id. */
   readonly id: string
@@ -45,6 +51,7 @@ export interface TransformContext {
  * ```ts
  * const upper: Transform = {
  *   kind: 'upper',
+ *   coalesce: true, // event by event: what is queued may come as one array
  *   process(events, context) {
  *     for (const event of events) context.emit(event.set('message', String(event.get('message')).toUpperCase()))
  *   },
@@ -62,6 +69,21 @@ export interface Transform<Ports extends string = string> {
    * `dropStatus` option, when given, wins over this.
    */
   readonly dropStatus?: 'delivered' | 'rejected'
+  /**
+   * `true` when what the transform emits does not depend on how its input is cut into arrays
+   * (it decides event by event, in order, as a transform built with `perEvent` or `keepIf` does).
+   * The runtime may then hand one `process` call every array already queued for it, up to its
+   * buffer's `maxEvents`, as one array, so a transform that fell behind catches up in one call.
+   * Nothing waits for more input, so no latency is added; each event keeps its own finalizers, so
+   * every source batch is acknowledged as if its array had come alone. Unset (the default), each
+   * call gets one array exactly as it was sent: a source's batch, or one call's output upstream.
+   *
+   * @example
+   * ```ts
+   * const withUser: Transform = { kind: 'with_user', coalesce: true, process: keepIf((e) => e.get('user') !== undefined) }
+   * ```
+   */
+  readonly coalesce?: boolean
   /** Problems in the transform's own configuration; the builder reports them with everything else. */
   validate?(): readonly ConfigIssue[]
   /**

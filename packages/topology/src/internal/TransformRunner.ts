@@ -24,11 +24,15 @@ const NO_PORTS: ReadonlyMap<string, LogEvent[]> = new Map()
 const NO_EVENTS: readonly LogEvent[] = []
 
 /**
- * The context of one `process` or `flush` call: it only records; the runner checks afterwards.
- * One small object per call, because it names its call (an `emit` through it after the call
- * returned is caught); what it records is made only when used: the named ports' map on the first
- * emit to a named port, the default port's list on the first `emit` (a call that passes its
- * array on whole with `emitAll` makes neither).
+ * The context of a `process` or `flush` call: it only records; the runner checks afterwards.
+ * A runner reuses one for its synchronous `process` calls, opened at the start of each and closed
+ * when it returns, so an `emit` through it between calls (a timer, a promise a call left behind)
+ * is caught. Once a `process` call returns a promise, that call keeps the shared context and every
+ * later call gets one of its own (as `flush` calls always do): an asynchronous transform's calls
+ * leave room for a late `emit` to land while the next call is open, which only a context per call
+ * can tell apart. What it records is made only when used: the named ports' map on the first emit
+ * to a named port, the default port's list on the first `emit` (a call that passes its array on
+ * whole with `emitAll` makes neither).
  */
 class CallContext implements TransformContext {
   readonly id: string
@@ -40,7 +44,7 @@ class CallContext implements TransformContext {
    * port after it is appended behind its events.
    */
   passed: EventArray | undefined = undefined
-  #open = true
+  #open = false
   readonly #runner: TransformRunner
 
   constructor(runner: TransformRunner) {
@@ -158,8 +162,25 @@ class CallContext implements TransformContext {
     return event
   }
 
+  /** Starts a call: nothing recorded yet, and emits count. */
+  open(): void {
+    this.release()
+    this.#open = true
+  }
+
+  /** Ends a call: an `emit` from now on is settled `errored` and reported. */
   close(): void {
     this.#open = false
+  }
+
+  /**
+   * Forgets what the call recorded, once it was sent (the lists now belong to their arrays), so a
+   * context kept between calls holds no events.
+   */
+  release(): void {
+    this.passed = undefined
+    this.#defaultPort = undefined
+    this.#ports?.clear()
   }
 }
 
@@ -177,6 +198,10 @@ export class TransformRunner {
    * than O(n) per call.
    */
   #swept = 0
+  /** Whether the transform takes what is queued as one array (`Transform.coalesce`). */
+  readonly #coalesce: boolean
+  /** The context of synchronous `process` calls; `undefined` once a call returned a promise. */
+  #shared: CallContext | undefined
   #tail: Promise<void> = RESOLVED
   #timer: ReturnType<typeof setInterval> | undefined = undefined
   forced = false
@@ -192,6 +217,8 @@ export class TransformRunner {
     readonly emit: (fact: LifecycleEvent) => void,
   ) {
     this.dropStatus = (dropStatus ?? transform.dropStatus) === 'rejected' ? 'rejected' : undefined
+    this.#coalesce = transform.coalesce === true
+    this.#shared = new CallContext(this)
     this.dropped = {
       reason: this.failure(
         'DROPPED',
@@ -227,12 +254,13 @@ export class TransformRunner {
     }
     try {
       for (;;) {
-        // Not coalesced, unlike a sink's input: a transform may act on array boundaries (pairing
-        // events within one array), so merging queued arrays would change what it emits.
         // What is queued is taken without a promise; only an empty channel is waited for.
         let array = this.input.tryPull()
         if (array === EMPTY) array = await this.input.pull()
         if (array === undefined) break
+        // Only a transform that says so: another may act on array boundaries (pairing events
+        // within one array), and merging what queued for it would change what it emits.
+        if (this.#coalesce) array = this.input.coalesce(array)
         this.counters.received += array.length
         const input = array
         const done =
@@ -291,7 +319,8 @@ export class TransformRunner {
    * that of the send (`RESOLVED` when every consumer had room).
    */
   #process(array: EventArray): Promise<void> {
-    const context = new CallContext(this)
+    const context = this.#shared ?? new CallContext(this)
+    context.open()
     let pending: void | Promise<void>
     try {
       pending = this.transform.process(array, context)
@@ -299,6 +328,9 @@ export class TransformRunner {
       return this.#finish(context, array.events, error, 'process')
     }
     if (pending === undefined) return this.#finish(context, array.events, undefined, 'process')
+    // While this call waits, a late `emit` through the context could land in it unnoticed if the
+    // next call had the same one: this call keeps it, and no later call gets it.
+    this.#shared = undefined
     return Promise.resolve(pending).then(
       () => this.#finish(context, array.events, undefined, 'process'),
       (error: unknown) => this.#finish(context, array.events, error, 'process'),
@@ -308,6 +340,7 @@ export class TransformRunner {
   async #flush(): Promise<void> {
     if (this.transform.flush === undefined) return
     const context = new CallContext(this)
+    context.open()
     let failure: unknown
     try {
       const pending = this.transform.flush(context)
@@ -329,6 +362,8 @@ export class TransformRunner {
       return this.#check(context, inputs, failure, step)
     } catch (error) {
       return Promise.reject(error)
+    } finally {
+      context.release()
     }
   }
 
