@@ -76,7 +76,11 @@ export interface Transform<Ports extends string = string> {
    * buffer's `maxEvents`, as one array, so a transform that fell behind catches up in one call.
    * Nothing waits for more input, so no latency is added; each event keeps its own finalizers, so
    * every source batch is acknowledged as if its array had come alone. Unset (the default), each
-   * call gets one array exactly as it was sent: a source's batch, or one call's output upstream.
+   * call gets one array exactly as its producer sent it: a source's batch, or what one call of an
+   * upstream transform emitted on that port. A transform downstream of one that coalesces may
+   * therefore see several source batches in one array: a transform that acts on array boundaries
+   * (pairing events within one array) sees them as its producers emitted them, not as sources
+   * sent them.
    *
    * @example
    * ```ts

@@ -1,6 +1,7 @@
 /**
- * Runs one transform: pulls arrays from its channel, calls `process` with a context that tracks
- * what became of each input event, and sends what was emitted, port by port.
+ * Runs one transform: pulls arrays from its channel (everything queued as one array, for a
+ * transform that declares `coalesce`), calls `process` with a context that tracks what became of
+ * each input event, and sends what was emitted, port by port.
  *
  * Invariant: a transform cannot leak a handle. After every call of a transform without `flush`,
  * each input event was emitted, dropped or merged; any other one is settled `errored` here and
