@@ -17,6 +17,7 @@ import { ComponentError } from '../ComponentError.js'
 import type { ComponentErrorCode, LifecycleEvent } from '../LifecycleEvent.js'
 import type { Transform, TransformContext } from '../Transform.js'
 import type { Counters } from './Counters.js'
+import { HeldEvents } from './HeldEvents.js'
 import { EMPTY, type MemoryChannel, RESOLVED } from './MemoryChannel.js'
 import type { Output } from './Output.js'
 
@@ -189,16 +190,11 @@ export class TransformRunner {
   readonly dropStatus: DeliveryStatus | undefined
   /** How a drop with `dropStatus: 'rejected'` explains itself to the batches. */
   readonly dropped: EndOptions
-  /** Input events a transform with `flush` kept for a later call. */
-  readonly #held = new Set<LogEvent>()
   /**
-   * The held set's size after its last sweep for ended events. A call only looks at the events
-   * it touched (emitted ones leave the set at once); events a call ended some other way (merged,
-   * dropped, ended) are swept out at once while the set is small, and when it has doubled since
-   * the last sweep once it is large, so holding n events costs amortised O(1) per event rather
-   * than O(n) per call.
+   * Input events a transform with `flush` kept for a later call. A call only looks at the events
+   * it touched, so holding n events costs amortised O(1) per event rather than O(n) per call.
    */
-  #swept = 0
+  readonly #held = new HeldEvents()
   /** Whether the transform takes what is queued as one array (`Transform.coalesce`). */
   readonly #coalesce: boolean
   /** The context of synchronous `process` calls; `undefined` once a call returned a promise. */
@@ -287,15 +283,12 @@ export class TransformRunner {
     let leaked = 0
     const message = `transform '${this.id}' still held event(s) after ${when}; they were settled errored`
     let options: EndOptions | undefined
-    for (const event of this.#held) {
-      if (!event.isEnded) {
-        options ??= { reason: this.failure('LEAKED_EVENTS', message) }
-        event.end('errored', options)
-        leaked++
-      }
+    for (const event of this.#held.live()) {
+      options ??= { reason: this.failure('LEAKED_EVENTS', message) }
+      event.end('errored', options)
+      leaked++
     }
     this.#held.clear()
-    this.#swept = 0
     if (leaked === 0) return
     this.counters.errored += leaked
     this.counters.failed('LEAKED_EVENTS', leaked)
@@ -378,7 +371,7 @@ export class TransformRunner {
     if (
       failure !== undefined ||
       context.ports.size > 0 ||
-      this.#held.size > 0 ||
+      !this.#held.isEmpty ||
       !inOrder(inputs, context.emitted)
     ) {
       context.unpass() // the general check rewrites the default port's list
@@ -436,18 +429,13 @@ export class TransformRunner {
     for (const [port, list] of context.ports) context.setPort(port, check(list))
 
     const held = this.#held
-    if (held.size > 0) {
-      for (const event of emitted) held.delete(event)
-      if (held.size <= 64 || held.size >= 2 * this.#swept) {
-        for (const event of held) if (event.isEnded) held.delete(event)
-        this.#swept = held.size
-      }
-    }
     const mayHold = this.transform.flush !== undefined && failure === undefined
     let leaked = 0
     let options: EndOptions | undefined
     for (const event of inputs) {
-      if (event.isEnded || emitted.has(event)) continue
+      if (event.isEnded) continue
+      // An input passed on in its own call was never held: only the other emitted events may be.
+      if (emitted.delete(event)) continue
       if (mayHold) {
         held.add(event)
       } else {
@@ -466,6 +454,11 @@ export class TransformRunner {
         event.end('errored', options)
         leaked++
       }
+    }
+    if (!held.isEmpty) {
+      // What else was emitted: held events leaving (or events the call made), then a compaction if due.
+      for (const event of emitted) held.leave(event)
+      held.settle()
     }
     if (leaked > 0) {
       this.counters.errored += leaked
