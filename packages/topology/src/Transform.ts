@@ -72,8 +72,9 @@ export interface Transform<Ports extends string = string> {
   /**
    * `true` when what the transform emits does not depend on how its input is cut into arrays
    * (it decides event by event, in order, as a transform built with `perEvent` or `keepIf` does).
-   * The runtime may then hand one `process` call every array already queued for it, up to its
-   * buffer's `maxEvents`, as one array, so a transform that fell behind catches up in one call.
+   * The runtime may then hand one `process` call the arrays already queued for it as one array,
+   * up to 128 events (or its buffer's `maxEvents` when that is smaller), so a transform that fell
+   * behind on small arrays catches up in a few calls.
    * Nothing waits for more input, so no latency is added; each event keeps its own finalizers, so
    * every source batch is acknowledged as if its array had come alone. Unset (the default), each
    * call gets one array exactly as its producer sent it: a source's batch, or what one call of an

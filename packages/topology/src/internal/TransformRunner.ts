@@ -22,6 +22,13 @@ import { EMPTY, type MemoryChannel, RESOLVED } from './MemoryChannel.js'
 import type { Output } from './Output.js'
 
 const nothing = (): void => {}
+/**
+ * How many events a transform's coalesced input holds at most (fewer when its buffer is smaller).
+ * Enough to spread the cost of a call over many small arrays; more would only grow the events in
+ * flight: coalescing arrays of 100 into arrays of about 400 made `holding.bench.ts`'s reduce
+ * (groups of 10, the transform the slowest stage) about 20 % slower in CPU time.
+ */
+const COALESCE_UP_TO = 128
 const NO_PORTS: ReadonlyMap<string, LogEvent[]> = new Map()
 const NO_EVENTS: readonly LogEvent[] = []
 
@@ -257,7 +264,7 @@ export class TransformRunner {
         if (array === undefined) break
         // Only a transform that says so: another may act on array boundaries (pairing events
         // within one array), and merging what queued for it would change what it emits.
-        if (this.#coalesce) array = this.input.coalesce(array)
+        if (this.#coalesce) array = this.input.coalesce(array, COALESCE_UP_TO)
         this.counters.received += array.length
         const input = array
         const done =
