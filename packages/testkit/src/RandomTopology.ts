@@ -134,13 +134,35 @@ function wiring(spec: RandomTopologySpec) {
   return { transformInputs, sinkInputs }
 }
 
+/**
+ * Per transform, whether what it emits reaches a transform that acts on array boundaries (a
+ * `merge_pairs`, or a user transform, which might), directly or through others. Such a transform
+ * must not coalesce its input: it would pass on merged arrays, and the model pairs events within
+ * the arrays as the sources sent them.
+ */
+function feedsBoundaries(spec: RandomTopologySpec, transformInputs: readonly string[][]): boolean[] {
+  const feeds = spec.transforms.map(() => false)
+  // A transform reads only from sources and earlier transforms: walk from the last one back.
+  for (let j = spec.transforms.length - 1; j >= 0; j--) {
+    const kind = spec.transforms[j]!.kind
+    if (kind !== 'merge' && !kind.startsWith('user:') && !feeds[j]) continue
+    for (const name of transformInputs[j]!) {
+      const id = name.split('.')[0]!
+      if (id.startsWith('t')) feeds[Number(id.slice(1))] = true
+    }
+  }
+  return feeds
+}
+
 const n = (event: LogEvent): number => event.get('n') as number
 
-const builtIn = (t: RandomTransform): Transform => {
+/** A built-in transform; `coalesce` for one whose output no boundary-sensitive transform reads. */
+const builtIn = (t: RandomTransform, coalesce: boolean): Transform => {
   switch (t.kind) {
     case 'pass':
       return {
         kind: 'pass',
+        coalesce,
         process(events, context) {
           context.emitAll(events)
         },
@@ -148,6 +170,7 @@ const builtIn = (t: RandomTransform): Transform => {
     case 'filter':
       return {
         kind: 'filter',
+        coalesce,
         ...(t.rejectDrops ? { dropStatus: 'rejected' as const } : {}),
         process(events, context) {
           for (const e of events) n(e) % 3 === t.rest ? context.drop(e) : context.emit(e)
@@ -156,6 +179,7 @@ const builtIn = (t: RandomTransform): Transform => {
     case 'route':
       return {
         kind: 'route',
+        coalesce,
         outputs: ['a', 'b', '_unmatched'],
         process(events, context) {
           for (const e of events) {
@@ -168,6 +192,7 @@ const builtIn = (t: RandomTransform): Transform => {
     case 'merge':
       return {
         kind: 'merge_pairs',
+        // Pairs events within one array: it must see each array as its producer emitted it.
         process(events, context) {
           const list = events.events
           for (let i = 0; i < list.length; i += 2) {
@@ -394,6 +419,7 @@ export const RandomTopology = {
   async run(spec: RandomTopologySpec, options: RandomTopologyOptions = {}): Promise<RandomRun> {
     const ledger = new DeliveryLedger({ acknowledgements: spec.global })
     const { transformInputs, sinkInputs } = wiring(spec)
+    const coalesce = feedsBoundaries(spec, transformInputs).map((feeds) => !feeds)
     const builder = new TopologyBuilder<string>({ acknowledgements: spec.global, onWarning: () => {} })
     let counter = 0
     const receipts = spec.sources.map((sizes, i) => {
@@ -404,7 +430,7 @@ export const RandomTopology = {
     })
     spec.transforms.forEach((t, i) => {
       const user = t.kind.startsWith('user:') ? options.transforms?.[t.kind.slice(5)] : undefined
-      const transform = user === undefined ? builtIn(t) : user()
+      const transform = user === undefined ? builtIn(t, coalesce[i]!) : user()
       // Small channels only change timing (more blocked producers), never outcomes.
       builder.transform(`t${i}`, transformInputs[i]!, ledger.transform(`t${i}`, transform), {
         buffer: { maxEvents: t.maxEvents },

@@ -13,7 +13,13 @@
 import type { EventArray, JsonObject, LogEvent } from '@ackline/core'
 import type { ConfigIssue } from './ConfigIssue.js'
 
-/** What a running transform may do with events. */
+/**
+ * What a running transform may do with events, during the call it was passed to. An `emit`
+ * through it after that call returned (from a timer, or a promise the call did not wait for) is
+ * not passed on: the event is settled `errored` and reported (`EMIT_AFTER_RETURN`). The runtime
+ * passes the same object to successive synchronous `process` calls, so a context kept from an
+ * earlier call and used inside a later synchronous one acts for the later call.
+ */
 export interface TransformContext {
   /** The transform's component id. */
   readonly id: string
@@ -45,6 +51,7 @@ export interface TransformContext {
  * ```ts
  * const upper: Transform = {
  *   kind: 'upper',
+ *   coalesce: true, // event by event: what is queued may come as one array
  *   process(events, context) {
  *     for (const event of events) context.emit(event.set('message', String(event.get('message')).toUpperCase()))
  *   },
@@ -62,6 +69,26 @@ export interface Transform<Ports extends string = string> {
    * `dropStatus` option, when given, wins over this.
    */
   readonly dropStatus?: 'delivered' | 'rejected'
+  /**
+   * `true` when what the transform emits does not depend on how its input is cut into arrays
+   * (it decides event by event, in order, as a transform built with `perEvent` or `keepIf` does).
+   * The runtime may then hand one `process` call the arrays already queued for it as one array,
+   * up to 128 events (or its buffer's `maxEvents` when that is smaller), so a transform that fell
+   * behind on small arrays catches up in a few calls. Nothing waits for more input, so no latency
+   * is added; each event keeps its own finalizers, so every source batch is acknowledged as if its
+   * array had come alone. Unset (the default), each
+   * call gets one array exactly as its producer sent it: a source's batch, or what one call of an
+   * upstream transform emitted on that port. A transform downstream of one that coalesces may
+   * therefore see several source batches in one array: a transform that acts on array boundaries
+   * (pairing events within one array) sees them as its producers emitted them, not as sources
+   * sent them.
+   *
+   * @example
+   * ```ts
+   * const withUser: Transform = { kind: 'with_user', coalesce: true, process: keepIf((e) => e.get('user') !== undefined) }
+   * ```
+   */
+  readonly coalesce?: boolean
   /** Problems in the transform's own configuration; the builder reports them with everything else. */
   validate?(): readonly ConfigIssue[]
   /**

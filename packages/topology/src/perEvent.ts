@@ -30,12 +30,15 @@ export type EventSettle<Result> = (event: LogEvent, result: Result, context: Tra
 /**
  * A transform's `process` (see {@link Transform}) built from its per-event logic: `step` runs on each event in order;
  * an event for which it returns `undefined` goes on unchanged, any other result goes to `settle`.
+ * What it emits does not depend on where one input array ends and the next begins, so the
+ * transform can declare `coalesce: true` (unless its `step` or `settle` looks at the array).
  *
  * @example
  * ```ts
  * // a filter: keep what has a user, drop the rest (what keepIf does)
  * const withUser: Transform = {
  *   kind: 'with_user',
+ *   coalesce: true,
  *   process: perEvent(
  *     (event) => (event.get('user') === undefined ? 'drop' : undefined),
  *     (event, _result, context) => context.drop(event),
@@ -44,6 +47,7 @@ export type EventSettle<Result> = (event: LogEvent, result: Result, context: Tra
  * // a map that edits in place and sometimes splits an event in two
  * const split: Transform = {
  *   kind: 'split',
+ *   coalesce: true,
  *   process: perEvent(
  *     (event) => {
  *       event.set('seen', true)
@@ -95,11 +99,12 @@ const REFUSED = 'refused'
 /**
  * A filter-like transform's `process`: events for which `keep` returns exactly `true` go on, every
  * other one goes to `context.drop` (the transform's `dropStatus` says what that means). The array
- * goes on whole while `keep` accepts every event.
+ * goes on whole while `keep` accepts every event. As with {@link perEvent}, the transform can
+ * declare `coalesce: true`.
  *
  * @example
  * ```ts
- * const withUser: Transform = { kind: 'with_user', process: keepIf((e) => e.get('user') !== undefined) }
+ * const withUser: Transform = { kind: 'with_user', coalesce: true, process: keepIf((e) => e.get('user') !== undefined) }
  * ```
  */
 export function keepIf(

@@ -11,7 +11,7 @@ import {
 } from '@ackline/topology'
 import { describe, expect, it, vi } from 'vitest'
 import { linear, on, records, run, through } from './support/Harness.js'
-import { testSink, testSource } from './support/TestComponents.js'
+import { Gate, testSink, testSource } from './support/TestComponents.js'
 
 describe('a sink whose start() throws', () => {
   it('makes start() reject with a TopologyError naming the sink, its kind and the cause', async () => {
@@ -191,6 +191,59 @@ describe('emits a transform makes wrongly', () => {
     expect(facts).toContainEqual(
       expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
     )
+    await topology.stop()
+  })
+
+  it('emit through a context kept from an earlier synchronous call, between calls, is caught', async () => {
+    const source = testSource([records(1), records(2)], { untilStopped: true })
+    const { kept, transform } = keeper()
+    const topology = through(source, transform, testSink())
+    const facts: unknown[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.waitFor(() => expect(kept).toHaveLength(2))
+    // The first call's context, after the second call returned.
+    const { event, context } = kept[0]!
+    context.emit(event)
+    expect(event.isEnded).toBe(true)
+    expect(await source.receipts[0]!.status).toBe('errored')
+    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'EMIT_AFTER_RETURN' })
+    expect(facts).toContainEqual(
+      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
+    )
+    await topology.stop()
+  })
+
+  it("emit through an asynchronous call's context while a later call waits is caught", async () => {
+    const source = testSource([records(1), records(2)], { untilStopped: true })
+    const gate = new Gate()
+    const kept: { event: LogEvent; context: TransformContext }[] = []
+    const topology = through(
+      source,
+      {
+        kind: 'async_keeper',
+        async process(events: EventArray, context: TransformContext) {
+          for (const event of events) kept.push({ event, context })
+          if (kept.length > 1) await gate.wait()
+        },
+        flush() {},
+      },
+      testSink(),
+    )
+    const facts: unknown[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.waitFor(() => expect(gate.waiting).toBe(1))
+    // The second call is open; the first call's context must not count as its own.
+    const { event, context } = kept[0]!
+    context.emit(event)
+    expect(event.isEnded).toBe(true)
+    expect(await source.receipts[0]!.status).toBe('errored')
+    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'EMIT_AFTER_RETURN' })
+    expect(facts).toContainEqual(
+      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
+    )
+    gate.open()
     await topology.stop()
   })
 

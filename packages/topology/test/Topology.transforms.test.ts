@@ -2,10 +2,10 @@
 // a transform does with it (emits, drops, merges, forgets, throws, holds for a flush).
 
 import { EventArray, type LogEvent } from '@ackline/core'
-import { TopologyBuilder, type Transform } from '@ackline/topology'
+import { TopologyBuilder, type Transform, type TransformContext } from '@ackline/topology'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { n, on, records, run, through } from './support/Harness.js'
-import { testSink, testSource } from './support/TestComponents.js'
+import { Gate, testSink, testSource } from './support/TestComponents.js'
 
 afterEach(() => {
   vi.useRealTimers()
@@ -272,5 +272,106 @@ describe('transforms that break the contract', () => {
     await stopped
     expect(await source.statuses()).toEqual(['errored'])
     expect(topology.metrics().t!.erroredEvents).toBe(1)
+  })
+})
+
+describe('the arrays a transform is handed', () => {
+  const batches = [records(1), records(2, 3), records(4), records(5, 6, 7), records(8)]
+
+  /**
+   * Runs `batches` through a transform that records each call's input and waits in its first call
+   * until every batch was sent, so the rest queues behind it. The sink rejects event 5.
+   */
+  const queuedBehindFirstCall = async (coalesce: boolean | undefined) => {
+    const gate = new Gate()
+    const calls: number[][] = []
+    const transform: Transform = {
+      kind: 'recorder',
+      ...(coalesce === undefined ? {} : { coalesce }),
+      async process(events, context) {
+        calls.push(events.events.map(n))
+        if (calls.length === 1) await gate.wait()
+        context.emitAll(events)
+      },
+    }
+    const source = testSource(batches)
+    const sink = testSink({ outcome: (event) => (n(event) === 5 ? 'rejected' : 'delivered') })
+    const topology = through(source, transform, sink)
+    await topology.start()
+    await vi.waitFor(() => expect(source.receipts).toHaveLength(batches.length))
+    expect(calls).toEqual([[1]])
+    gate.open()
+    await topology.done
+    expect(sink.received).toEqual(records(1, 2, 3, 4, 5, 6, 7, 8))
+    return { calls, statuses: await source.statuses(), received: topology.metrics().t!.receivedEvents }
+  }
+
+  it('a transform that declares coalesce takes every queued array in one call, and each batch is still acknowledged alone', async () => {
+    const { calls, statuses, received } = await queuedBehindFirstCall(true)
+    expect(calls).toEqual([[1], [2, 3, 4, 5, 6, 7, 8]])
+    expect(statuses).toEqual(['delivered', 'delivered', 'delivered', 'rejected', 'delivered'])
+    expect(received).toBe(8)
+  })
+
+  it('any other transform is handed each array as it was sent', async () => {
+    for (const coalesce of [undefined, false]) {
+      const { calls, statuses } = await queuedBehindFirstCall(coalesce)
+      expect(calls).toEqual([[1], [2, 3], [4], [5, 6, 7], [8]])
+      expect(statuses).toEqual(['delivered', 'delivered', 'delivered', 'rejected', 'delivered'])
+    }
+  })
+
+  it("coalesces no more than the transform's buffer holds", async () => {
+    const gate = new Gate()
+    const calls: number[][] = []
+    const source = testSource(batches)
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform(
+        't',
+        ['in'],
+        {
+          kind: 'recorder',
+          coalesce: true,
+          async process(events, context) {
+            calls.push(events.events.map(n))
+            if (calls.length === 1) await gate.wait()
+            context.emitAll(events)
+          },
+        },
+        { buffer: { maxEvents: 4 } },
+      )
+      .sink('out', ['t'], testSink())
+      .build()
+    await topology.start()
+    // [2, 3] and [4] queue (3 events); [5, 6, 7] would pass 4, so the source waits for room.
+    await vi.waitFor(() => expect(source.receipts).toHaveLength(3))
+    gate.open()
+    await topology.done
+    expect(calls.flat()).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+    expect(calls[1]).toEqual([2, 3, 4])
+    for (const call of calls) expect(call.length).toBeLessThanOrEqual(4)
+    expect(await source.statuses()).toEqual(Array(5).fill('delivered'))
+  })
+
+  it('synchronous calls are handed one context, not one each', async () => {
+    const contexts: TransformContext[] = []
+    const source = testSource([records(1), records(2), records(3)])
+    await run(
+      through(
+        source,
+        {
+          kind: 'pass',
+          process(events, context) {
+            contexts.push(context)
+            context.emitAll(events)
+          },
+        },
+        testSink(),
+      ),
+    )
+    expect(contexts).toHaveLength(3)
+    expect(new Set(contexts).size).toBe(1)
+    expect(await source.statuses()).toEqual(['delivered', 'delivered', 'delivered'])
   })
 })

@@ -39,6 +39,8 @@ export interface DedupeTransform extends DroppingTransform {
 
 class Dedupe implements DedupeTransform {
   readonly kind = 'dedupe'
+  // Event by event, in order: what queued behind an array may come in the same call.
+  readonly coalesce = true
   readonly dropStatus: DropStatus
   readonly #options: DedupeOptions
   readonly #seen: KeyedEvents<true>

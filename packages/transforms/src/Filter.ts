@@ -43,6 +43,8 @@ export interface FilterTransform extends DroppingTransform {
 export function filter(predicate: Predicate, options: FilterOptions = {}): FilterTransform {
   return {
     kind: 'filter',
+    // Event by event: what queued behind an array may come in the same call.
+    coalesce: true,
     dropStatus: options.dropStatus ?? DropStatus.default,
     validate: () => [...FilterArguments.validate({ predicate }), ...FilterOptions.validate(options)],
     // Until the first discard nothing is emitted: if every event is kept, the array goes on whole.

@@ -78,6 +78,8 @@ interface Group {
 
 class Reduce implements ReduceTransform {
   readonly kind = 'reduce'
+  // Event by event, in order: what queued behind an array may come in the same call.
+  readonly coalesce = true
   readonly flushIntervalMs: number
   readonly #options: ReduceOptions
   readonly #maxEvents: number

@@ -106,6 +106,8 @@ function emitMany(input: LogEvent, outputs: readonly RemapOutput[], context: Tra
 export function remap(fn: RemapFunction, options: RemapOptions = {}): RemapTransform {
   return {
     kind: 'remap',
+    // Event by event: what queued behind an array may come in the same call.
+    coalesce: true,
     dropStatus: options.dropStatus ?? DropStatus.default,
     validate: () => [...RemapArguments.validate({ fn }), ...RemapOptions.validate(options)],
     // While every event goes on as it is (edited in place), the array is passed on whole.

@@ -41,6 +41,8 @@ export interface SampleTransform extends DroppingTransform {
 
 class Sample implements SampleTransform {
   readonly kind = 'sample'
+  // Event by event, in order: what queued behind an array may come in the same call.
+  readonly coalesce = true
   readonly dropStatus: DropStatus
   readonly #options: SampleOptions
   readonly #rate: number

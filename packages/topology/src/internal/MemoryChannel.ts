@@ -139,16 +139,16 @@ export class MemoryChannel implements EdgeBuffer {
 
   /**
    * `first` (an array just pulled) and, taken without waiting, the arrays queued behind it while
-   * the total stays within `maxEvents`, as one array: a consumer that fell behind catches up with
-   * one call (one write, one fsync) instead of one per array. Nothing waits for more to arrive,
-   * so no latency is added; each event keeps its own finalizers, so acknowledgements are as if
-   * the arrays had been handed over one by one.
+   * the total stays within `upTo` (at most `maxEvents`, the default), as one array: a consumer
+   * that fell behind catches up with one call (one write, one fsync) instead of one per array.
+   * Nothing waits for more to arrive, so no latency is added; each event keeps its own
+   * finalizers, so acknowledgements are as if the arrays had been handed over one by one.
    */
-  coalesce(first: EventArray): EventArray {
+  coalesce(first: EventArray, upTo = this.#options.maxEvents): EventArray {
     const queue = this.#queue
     let head = this.#head
     if (head >= queue.length) return first
-    const limit = this.#options.maxEvents
+    const limit = Math.min(upTo, this.#options.maxEvents)
     let total = first.length
     if (total + queue[head]!.length > limit) return first
     const events = first.events.slice()

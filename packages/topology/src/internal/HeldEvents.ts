@@ -1,0 +1,108 @@
+/**
+ * The input events a transform with `flush` keeps across calls (a window, a reduce group), as its
+ * runner tracks them.
+ *
+ * Invariant: `live()` is exactly the events added that have neither ended nor been passed to
+ * `leave`. Holding is mostly first in, first out (a window passes on its oldest events, a reduce
+ * group its first one), so the events are kept in a queue in the order they were added, not in a
+ * hash set: an event that leaves from the front costs a comparison, and adding one costs a push.
+ * An event that leaves from elsewhere is noted in a set of leavers; events ended some other way
+ * (merged, dropped) stay in place. Both are dropped by a compaction, which runs after a call while
+ * the queue is short, and once it is long when it has doubled since the last one, when the
+ * leavers are half of it, or when its dead front is half of its array, so holding n events costs
+ * amortised O(1) per event whatever n is. Until then a leaver stays referenced here (at most as
+ * many as are held), which delays its collection (and so the leak detector's notice, should a
+ * later component drop it without ending it), never its status.
+ */
+import type { LogEvent } from '@ackline/core'
+
+/** Up to this many held events, the queue is compacted after every call. */
+const SMALL = 64
+
+export class HeldEvents {
+  /** The held events from `#head` on, in the order added; `undefined` before it. */
+  #queue: (LogEvent | undefined)[] = []
+  #head = 0
+  /** Events that left other than from the front, forgotten at the next compaction. */
+  readonly #left = new Set<LogEvent>()
+  /** How many events the queue kept at its last compaction. */
+  #compacted = 0
+
+  /** Whether nothing is held (no event was added since the last compaction left it empty). */
+  get isEmpty(): boolean {
+    return this.#head === this.#queue.length
+  }
+
+  /** How many references this keeps, dead ones included (what a compaction bounds). */
+  get slots(): number {
+    return this.#queue.length + this.#left.size
+  }
+
+  /** Holds `event`, an input the call neither passed on nor ended. */
+  add(event: LogEvent): void {
+    this.#queue.push(event)
+  }
+
+  /**
+   * Forgets `event`, which a call emitted: a held event leaving, or any other event (one of the
+   * call's own inputs, one it created), which is then forgotten at the next compaction.
+   */
+  leave(event: LogEvent): void {
+    const queue = this.#queue
+    let head = this.#head
+    // Events at the front that ended (merged, dropped) left already: step over them.
+    while (head < queue.length && queue[head]!.isEnded) queue[head++] = undefined
+    if (head < queue.length && queue[head] === event) queue[head++] = undefined
+    else this.#left.add(event)
+    this.#head = head
+  }
+
+  /** After a call: compacts when the queue is short, or once it is long, when enough of it is dead. */
+  settle(): void {
+    const queue = this.#queue
+    const size = queue.length - this.#head
+    if (
+      size <= SMALL ||
+      size >= 2 * this.#compacted ||
+      this.#left.size * 2 >= size ||
+      this.#head * 2 >= queue.length
+    ) {
+      this.#compact()
+    }
+  }
+
+  /** The events still held, in the order added (a new array). */
+  live(): LogEvent[] {
+    const queue = this.#queue
+    const left = this.#left
+    const kept: LogEvent[] = []
+    for (let i = this.#head; i < queue.length; i++) {
+      const event = queue[i]!
+      if (!event.isEnded && (left.size === 0 || !left.has(event))) kept.push(event)
+    }
+    return kept
+  }
+
+  /** Forgets every event. */
+  clear(): void {
+    this.#queue = []
+    this.#head = 0
+    this.#left.clear()
+    this.#compacted = 0
+  }
+
+  /** Moves the live events to the front of the queue, in place, and forgets the leavers. */
+  #compact(): void {
+    const queue = this.#queue
+    const left = this.#left
+    let kept = 0
+    for (let i = this.#head; i < queue.length; i++) {
+      const event = queue[i]!
+      if (!event.isEnded && (left.size === 0 || !left.has(event))) queue[kept++] = event
+    }
+    queue.length = kept
+    this.#head = 0
+    left.clear()
+    this.#compacted = kept
+  }
+}
