@@ -179,6 +179,11 @@ export class BatchState extends BatchStatusReceiver {
   /** Folds an event status code into the batch, unless the event was recorded. */
   update(slot: number, code: number): void {
     if (this.phase === RESOLVED) this.#ended()
+    this.#fold(slot, code)
+  }
+
+  /** Folds `code` into the batch and the slot's outcome, unless the slot was recorded. */
+  #fold(slot: number, code: number): void {
     const rare = this.rare
     if (rare === undefined) {
       this.code = BATCH_UPDATE[this.code * 5 + code]!
@@ -215,16 +220,7 @@ export class BatchState extends BatchStatusReceiver {
   /** Ends one handle, with a status code or without one (`code < 0`). */
   release(slot: number, code: number): void {
     // The hot path of every sink: one fold and one decrement.
-    if (code >= 0) {
-      const rare = this.rare
-      if (rare === undefined) {
-        this.code = BATCH_UPDATE[this.code * 5 + code]!
-      } else if (rare.recorded === undefined || !rare.recorded.has(slot)) {
-        this.code = BATCH_UPDATE[this.code * 5 + code]!
-        const outcomes = rare.outcomeCodes
-        if (outcomes !== undefined) outcomes[slot] = OUTCOME_UPDATE[outcomes[slot]! * 5 + code]!
-      }
-    }
+    if (code >= 0) this.#fold(slot, code)
     if (--this.live === 0) this.finish()
   }
 
