@@ -206,18 +206,27 @@ export class DeliveryLedger {
     return {
       ...transform,
       ...forwardMembers(transform, ['kind', 'validate', 'outputs', 'dropStatus', 'flush', 'flushIntervalMs']),
-      async process(events, context) {
+      // Synchronous when the transform's call is (a `synchronous` transform keeps its promise
+      // through the wrapper, so the runtime's shared context is exercised too).
+      process(events, context) {
         const seen = new Set<LogEvent>()
         // Read before processing: a merged-away handle cannot be read afterwards.
         const tags = events.events.map((event) => ledger.#tagOf(event))
         events.events.forEach((event, i) => {
           if (tags[i] !== undefined) ledger.#tags.set(event, tags[i])
         })
-        await transform.process(events, wrap(context, seen))
-        events.events.forEach((event, i) => {
-          const tag = tags[i]
-          if (!seen.has(event) && tag !== undefined) ledger.#records.get(tag)?.absorbedBy.push(id)
-        })
+        const absorbed = (): void => {
+          events.events.forEach((event, i) => {
+            const tag = tags[i]
+            if (!seen.has(event) && tag !== undefined) ledger.#records.get(tag)?.absorbedBy.push(id)
+          })
+        }
+        const pending = transform.process(events, wrap(context, seen))
+        if (pending === undefined) {
+          absorbed()
+          return undefined
+        }
+        return Promise.resolve(pending).then(absorbed)
       },
       ...(transform.flush === undefined
         ? {}

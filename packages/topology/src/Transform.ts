@@ -16,9 +16,10 @@ import type { ConfigIssue } from './ConfigIssue.js'
 /**
  * What a running transform may do with events, during the call it was passed to. An `emit`
  * through it after that call returned (from a timer, or a promise the call did not wait for) is
- * not passed on: the event is settled `errored` and reported (`EMIT_AFTER_RETURN`). The runtime
- * passes the same object to successive synchronous `process` calls, so a context kept from an
- * earlier call and used inside a later synchronous one acts for the later call.
+ * not passed on: the event is settled `errored` and reported (`EMIT_AFTER_RETURN`). For a
+ * transform that declares itself `synchronous`, the runtime passes the same object to its
+ * successive `process` calls, so a context kept from an earlier call and used during a later one
+ * would act for the later call: such a transform promises not to keep it.
  */
 export interface TransformContext {
   /** The transform's component id. */
@@ -52,6 +53,7 @@ export interface TransformContext {
  * const upper: Transform = {
  *   kind: 'upper',
  *   coalesce: true, // event by event: what is queued may come as one array
+ *   synchronous: true, // never returns a promise, never keeps the context: one context for all calls
  *   process(events, context) {
  *     for (const event of events) context.emit(event.set('message', String(event.get('message')).toUpperCase()))
  *   },
@@ -89,6 +91,16 @@ export interface Transform<Ports extends string = string> {
    * ```
    */
   readonly coalesce?: boolean
+  /**
+   * `true` when `process` never returns a promise and uses its context only during the call (no
+   * timer, no promise, nothing kept that emits later). The runtime then passes one context to
+   * every `process` call instead of making one per call. Unset (the default), each call gets its
+   * own, so an `emit` through an earlier call's context, whenever it comes, is caught
+   * (`EMIT_AFTER_RETURN`). A transform that declares it and returns a promise after all gets a
+   * context per call from then on; one that keeps its context breaks the promise, and its late
+   * emits count for whichever call is open. The built-in transforms declare it.
+   */
+  readonly synchronous?: boolean
   /** Problems in the transform's own configuration; the builder reports them with everything else. */
   validate?(): readonly ConfigIssue[]
   /**

@@ -138,12 +138,13 @@ describe('per-event results from untyped sinks', () => {
 
 describe('emits a transform makes wrongly', () => {
   /** A transform that keeps its input for a later flush, and lets a test emit it with a stale context. */
-  const keeper = () => {
+  const keeper = (synchronous?: boolean) => {
     const kept: { event: LogEvent; context: TransformContext }[] = []
     return {
       kept,
       transform: {
         kind: 'keeper',
+        ...(synchronous === undefined ? {} : { synchronous }),
         outputs: ['declared'] as const,
         process(events: EventArray, context: TransformContext) {
           for (const event of events) kept.push({ event, context })
@@ -194,25 +195,33 @@ describe('emits a transform makes wrongly', () => {
     await topology.stop()
   })
 
-  it('emit through a context kept from an earlier synchronous call, between calls, is caught', async () => {
-    const source = testSource([records(1), records(2)], { untilStopped: true })
-    const { kept, transform } = keeper()
-    const topology = through(source, transform, testSink())
-    const facts: unknown[] = []
-    topology.lifecycle.subscribe((f) => facts.push(f))
-    await topology.start()
-    await vi.waitFor(() => expect(kept).toHaveLength(2))
-    // The first call's context, after the second call returned.
-    const { event, context } = kept[0]!
-    context.emit(event)
-    expect(event.isEnded).toBe(true)
-    expect(await source.receipts[0]!.status).toBe('errored')
-    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'EMIT_AFTER_RETURN' })
-    expect(facts).toContainEqual(
-      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
-    )
-    await topology.stop()
-  })
+  it.each([
+    ['one context for every call (declared synchronous)', true],
+    ['a context per call', undefined],
+  ])(
+    'emit through a context kept from an earlier call, between calls, is caught: %s',
+    async (_, synchronous) => {
+      // (Declaring itself synchronous, this transform breaks its promise by keeping the context:
+      // between calls, the shared context is closed, so the emit is still caught.)
+      const source = testSource([records(1), records(2)], { untilStopped: true })
+      const { kept, transform } = keeper(synchronous)
+      const topology = through(source, transform, testSink())
+      const facts: unknown[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      await topology.start()
+      await vi.waitFor(() => expect(kept).toHaveLength(2))
+      // The first call's context, after the second call returned.
+      const { event, context } = kept[0]!
+      context.emit(event)
+      expect(event.isEnded).toBe(true)
+      expect(await source.receipts[0]!.status).toBe('errored')
+      expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'EMIT_AFTER_RETURN' })
+      expect(facts).toContainEqual(
+        expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
+      )
+      await topology.stop()
+    },
+  )
 
   it("emit through an asynchronous call's context while a later call waits is caught", async () => {
     const source = testSource([records(1), records(2)], { untilStopped: true })
@@ -235,6 +244,41 @@ describe('emits a transform makes wrongly', () => {
     await topology.start()
     await vi.waitFor(() => expect(gate.waiting).toBe(1))
     // The second call is open; the first call's context must not count as its own.
+    const { event, context } = kept[0]!
+    context.emit(event)
+    expect(event.isEnded).toBe(true)
+    expect(await source.receipts[0]!.status).toBe('errored')
+    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'EMIT_AFTER_RETURN' })
+    expect(facts).toContainEqual(
+      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
+    )
+    gate.open()
+    await topology.stop()
+  })
+
+  it("emit through a synchronous call's context while a later asynchronous call waits is caught", async () => {
+    // A transform whose calls are sometimes synchronous, sometimes not (it does not declare itself
+    // synchronous): the first call holds its event and returns; the second waits. An emit
+    // through the first call's context meanwhile must not count for the second.
+    const source = testSource([records(1), records(2)], { untilStopped: true })
+    const gate = new Gate()
+    const kept: { event: LogEvent; context: TransformContext }[] = []
+    const topology = through(
+      source,
+      {
+        kind: 'mixed_keeper',
+        process(events: EventArray, context: TransformContext) {
+          for (const event of events) kept.push({ event, context })
+          return kept.length > 1 ? gate.wait() : undefined
+        },
+        flush() {},
+      },
+      testSink(),
+    )
+    const facts: unknown[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.waitFor(() => expect(gate.waiting).toBe(1))
     const { event, context } = kept[0]!
     context.emit(event)
     expect(event.isEnded).toBe(true)

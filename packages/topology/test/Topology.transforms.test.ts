@@ -354,24 +354,27 @@ describe('the arrays a transform is handed', () => {
     expect(await source.statuses()).toEqual(Array(5).fill('delivered'))
   })
 
-  it('synchronous calls are handed one context, not one each', async () => {
-    const contexts: TransformContext[] = []
-    const source = testSource([records(1), records(2), records(3)])
-    await run(
-      through(
-        source,
-        {
-          kind: 'pass',
-          process(events, context) {
-            contexts.push(context)
-            context.emitAll(events)
+  it('a transform that declares itself synchronous is handed one context, any other one per call', async () => {
+    for (const synchronous of [true, false, undefined]) {
+      const contexts: TransformContext[] = []
+      const source = testSource([records(1), records(2), records(3)])
+      await run(
+        through(
+          source,
+          {
+            kind: 'pass',
+            ...(synchronous === undefined ? {} : { synchronous }),
+            process(events, context) {
+              contexts.push(context)
+              context.emitAll(events)
+            },
           },
-        },
-        testSink(),
-      ),
-    )
-    expect(contexts).toHaveLength(3)
-    expect(new Set(contexts).size).toBe(1)
-    expect(await source.statuses()).toEqual(['delivered', 'delivered', 'delivered'])
+          testSink(),
+        ),
+      )
+      expect(contexts).toHaveLength(3)
+      expect(new Set(contexts).size).toBe(synchronous === true ? 1 : 3)
+      expect(await source.statuses()).toEqual(['delivered', 'delivered', 'delivered'])
+    }
   })
 })

@@ -41,6 +41,7 @@ class Dedupe implements DedupeTransform {
   readonly kind = 'dedupe'
   // Event by event, in order: what queued behind an array may come in the same call.
   readonly coalesce = true
+  readonly synchronous = true
   readonly dropStatus: DropStatus
   readonly #options: DedupeOptions
   readonly #seen: KeyedEvents<true>

@@ -45,6 +45,7 @@ export function filter(predicate: Predicate, options: FilterOptions = {}): Filte
     kind: 'filter',
     // Event by event: what queued behind an array may come in the same call.
     coalesce: true,
+    synchronous: true,
     dropStatus: options.dropStatus ?? DropStatus.default,
     validate: () => [...FilterArguments.validate({ predicate }), ...FilterOptions.validate(options)],
     // Until the first discard nothing is emitted: if every event is kept, the array goes on whole.

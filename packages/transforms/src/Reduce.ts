@@ -80,6 +80,7 @@ class Reduce implements ReduceTransform {
   readonly kind = 'reduce'
   // Event by event, in order: what queued behind an array may come in the same call.
   readonly coalesce = true
+  readonly synchronous = true
   readonly flushIntervalMs: number
   readonly #options: ReduceOptions
   readonly #maxEvents: number

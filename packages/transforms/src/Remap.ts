@@ -108,6 +108,7 @@ export function remap(fn: RemapFunction, options: RemapOptions = {}): RemapTrans
     kind: 'remap',
     // Event by event: what queued behind an array may come in the same call.
     coalesce: true,
+    synchronous: true,
     dropStatus: options.dropStatus ?? DropStatus.default,
     validate: () => [...RemapArguments.validate({ fn }), ...RemapOptions.validate(options)],
     // While every event goes on as it is (edited in place), the array is passed on whole.

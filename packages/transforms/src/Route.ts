@@ -64,6 +64,7 @@ class Route<Name extends string> implements RouteTransform<Name> {
   readonly kind = 'route'
   // Event by event, in order: what queued behind an array may come in the same call.
   readonly coalesce = true
+  readonly synchronous = true
   readonly outputs: readonly (Name | typeof UNMATCHED)[]
   readonly #names: readonly Name[]
   readonly #predicates: readonly Predicate[]

@@ -43,6 +43,7 @@ class Sample implements SampleTransform {
   readonly kind = 'sample'
   // Event by event, in order: what queued behind an array may come in the same call.
   readonly coalesce = true
+  readonly synchronous = true
   readonly dropStatus: DropStatus
   readonly #options: SampleOptions
   readonly #rate: number

@@ -7,7 +7,9 @@
  * sequence number, its groups and which group each record has), not one per record: the records
  * of a push have consecutive sequence numbers, so a record is found by a binary search over the
  * pushes still waiting, and an entry is dropped once every record of it, and of every push
- * before it, was ended.
+ * before it, was ended. So what is kept grows with the pushes since the oldest record not ended,
+ * not with the records not ended: one record retried again and again keeps every later push's
+ * entry. That is bounded by what the buffer holds on disk, whose records the store tracks anyway.
  *
  * @module
  */

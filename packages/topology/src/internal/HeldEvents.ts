@@ -28,7 +28,11 @@ export class HeldEvents {
   /** How many events the queue kept at its last compaction. */
   #compacted = 0
 
-  /** Whether nothing is held (no event was added since the last compaction left it empty). */
+  /**
+   * Whether the queue keeps no reference at all: every event added has left from the front, or
+   * none was added since a compaction emptied it. (An event that left out of order stays until a
+   * compaction, so this may be false while nothing live is held.)
+   */
   get isEmpty(): boolean {
     return this.#head === this.#queue.length
   }

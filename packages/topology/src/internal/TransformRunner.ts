@@ -1,7 +1,8 @@
 /**
- * Runs one transform: pulls arrays from its channel (everything queued as one array, for a
- * transform that declares `coalesce`), calls `process` with a context that tracks what became of
- * each input event, and sends what was emitted, port by port.
+ * Runs one transform: pulls arrays from its channel (what is queued as one array, up to 128
+ * events or the channel's `maxEvents`, for a transform that declares `coalesce`), calls `process`
+ * with a context that tracks what became of each input event, and sends what was emitted, port by
+ * port.
  *
  * Invariant: a transform cannot leak a handle. After every call of a transform without `flush`,
  * each input event was emitted, dropped or merged; any other one is settled `errored` here and
@@ -34,12 +35,13 @@ const NO_EVENTS: readonly LogEvent[] = []
 
 /**
  * The context of a `process` or `flush` call: it only records; the runner checks afterwards.
- * A runner reuses one for its synchronous `process` calls, opened at the start of each and closed
- * when it returns, so an `emit` through it between calls (a timer, a promise a call left behind)
- * is caught. Once a `process` call returns a promise, that call keeps the shared context and every
- * later call gets one of its own (as `flush` calls always do): an asynchronous transform's calls
- * leave room for a late `emit` to land while the next call is open, which only a context per call
- * can tell apart. What it records is made only when used: the named ports' map on the first emit
+ * A runner makes one per call, unless its transform declares itself `synchronous` (it never
+ * returns a promise and never keeps its context): then one serves every `process` call, opened at
+ * the start of each and closed when it returns, so an `emit` through it between calls is still
+ * caught. Only a context per call can tell a late `emit` from an earlier call apart from one of the
+ * call that is open, which a transform that waits (or keeps its context for a timer) leaves room
+ * for. If a transform that declared itself synchronous returns a promise after all, that call
+ * keeps the shared context and every later call gets one of its own (as `flush` calls always do). What it records is made only when used: the named ports' map on the first emit
  * to a named port, the default port's list on the first `emit` (a call that passes its array on
  * whole with `emitAll` makes neither).
  */
@@ -222,7 +224,7 @@ export class TransformRunner {
   ) {
     this.dropStatus = (dropStatus ?? transform.dropStatus) === 'rejected' ? 'rejected' : undefined
     this.#coalesce = transform.coalesce === true
-    this.#shared = new CallContext(this)
+    this.#shared = transform.synchronous === true ? new CallContext(this) : undefined
     this.dropped = {
       reason: this.failure(
         'DROPPED',
