@@ -163,6 +163,7 @@ const builtIn = (t: RandomTransform, coalesce: boolean): Transform => {
       return {
         kind: 'pass',
         coalesce,
+        synchronous: true,
         process(events, context) {
           context.emitAll(events)
         },
@@ -171,6 +172,7 @@ const builtIn = (t: RandomTransform, coalesce: boolean): Transform => {
       return {
         kind: 'filter',
         coalesce,
+        synchronous: true,
         ...(t.rejectDrops ? { dropStatus: 'rejected' as const } : {}),
         process(events, context) {
           for (const e of events) n(e) % 3 === t.rest ? context.drop(e) : context.emit(e)
@@ -180,6 +182,7 @@ const builtIn = (t: RandomTransform, coalesce: boolean): Transform => {
       return {
         kind: 'route',
         coalesce,
+        synchronous: true,
         outputs: ['a', 'b', '_unmatched'],
         process(events, context) {
           for (const e of events) {
@@ -192,6 +195,7 @@ const builtIn = (t: RandomTransform, coalesce: boolean): Transform => {
     case 'merge':
       return {
         kind: 'merge_pairs',
+        synchronous: true,
         // Pairs events within one array: it must see each array as its producer emitted it.
         process(events, context) {
           const list = events.events
