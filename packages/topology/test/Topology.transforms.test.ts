@@ -354,6 +354,38 @@ describe('the arrays a transform is handed', () => {
     expect(await source.statuses()).toEqual(Array(5).fill('delivered'))
   })
 
+  it('coalesces at most 128 events into one call, however many the buffer holds', async () => {
+    const gate = new Gate()
+    const calls: number[] = []
+    const source = testSource(Array.from({ length: 300 }, (_, i) => records(i)))
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform(
+        't',
+        ['in'],
+        {
+          kind: 'recorder',
+          coalesce: true,
+          async process(events, context) {
+            calls.push(events.length)
+            if (calls.length === 1) await gate.wait()
+            context.emitAll(events)
+          },
+        },
+        { buffer: { maxEvents: 1000 } },
+      )
+      .sink('out', ['t'], testSink())
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(source.receipts).toHaveLength(300))
+    gate.open()
+    await topology.done
+    expect(calls.reduce((a, b) => a + b, 0)).toBe(300)
+    expect(Math.max(...calls)).toBe(128) // 299 queued behind the first call: 128, 128, 43
+    expect(calls).toEqual([1, 128, 128, 43])
+    expect(new Set(await source.statuses())).toEqual(new Set(['delivered']))
+  })
+
   it('a transform that declares itself synchronous is handed one context, any other one per call', async () => {
     for (const synchronous of [true, false, undefined]) {
       const contexts: TransformContext[] = []
