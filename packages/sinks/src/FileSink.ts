@@ -191,12 +191,15 @@ class NdjsonFile implements FileSink {
   }
 
   async #append(text: string): Promise<undefined> {
-    const handle = await this.#open()
+    // Opened already (the common case): no call and no wait for it.
+    const handle = this.#handle ?? (await this.#open())
     const before = this.#size
     try {
-      await handle.appendFile(text, 'utf8')
+      // Encoded once: the bytes appended are also what the size counts (no second pass).
+      const bytes = Buffer.from(text, 'utf8')
+      await handle.appendFile(bytes)
       await handle.sync()
-      this.#size = before + Buffer.byteLength(text, 'utf8')
+      this.#size = before + bytes.length
       return undefined
     } catch (error) {
       // Part of the text may be on disk: the next open cuts the file back to where it began, so
