@@ -15,6 +15,7 @@ import { defineOptions, type OptionsOf } from './OptionsSchema.js'
  * @example
  * ```ts
  * builder.transform('valid', ['in'], filter(isValid), { dropStatus: 'rejected', buffer: { maxEvents: 1000 } })
+ * builder.transform('tag', ['valid'], remap(tag), { coalesce: false }) // arrays as `valid` emitted them
  * ```
  */
 export const TransformOptions = defineOptions({
@@ -23,6 +24,12 @@ export const TransformOptions = defineOptions({
     .enum(['delivered', 'rejected'])
     .optional()
     .describe("What `context.drop` means here; wins over the transform's own `dropStatus`."),
+  coalesce: z
+    .boolean()
+    .optional()
+    .describe(
+      "Whether the transform takes what is queued for it as one array (up to 128 events); wins over the transform's own `coalesce`. `false` keeps a built-in's input as its producers sent it.",
+    ),
 })
 /** Options of a transform: see the {@link TransformOptions} schema for each option. */
 export type TransformOptions = OptionsOf<typeof TransformOptions>

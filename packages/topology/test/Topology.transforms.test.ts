@@ -282,7 +282,7 @@ describe('the arrays a transform is handed', () => {
    * Runs `batches` through a transform that records each call's input and waits in its first call
    * until every batch was sent, so the rest queues behind it. The sink rejects event 5.
    */
-  const queuedBehindFirstCall = async (coalesce: boolean | undefined) => {
+  const queuedBehindFirstCall = async (coalesce: boolean | undefined, option?: boolean) => {
     const gate = new Gate()
     const calls: number[][] = []
     const transform: Transform = {
@@ -296,7 +296,14 @@ describe('the arrays a transform is handed', () => {
     }
     const source = testSource(batches)
     const sink = testSink({ outcome: (event) => (n(event) === 5 ? 'rejected' : 'delivered') })
-    const topology = through(source, transform, sink)
+    const topology =
+      option === undefined
+        ? through(source, transform, sink)
+        : new TopologyBuilder(on)
+            .source('in', source)
+            .transform('t', ['in'], transform, { coalesce: option })
+            .sink('out', ['t'], sink)
+            .build()
     await topology.start()
     await vi.waitFor(() => expect(source.receipts).toHaveLength(batches.length))
     expect(calls).toEqual([[1]])
@@ -319,6 +326,15 @@ describe('the arrays a transform is handed', () => {
       expect(calls).toEqual([[1], [2, 3], [4], [5, 6, 7], [8]])
       expect(statuses).toEqual(['delivered', 'delivered', 'delivered', 'rejected', 'delivered'])
     }
+  })
+
+  it("the declaration's coalesce option wins over the transform's own", async () => {
+    const off = await queuedBehindFirstCall(true, false)
+    expect(off.calls).toEqual([[1], [2, 3], [4], [5, 6, 7], [8]])
+    const on = await queuedBehindFirstCall(undefined, true)
+    expect(on.calls).toEqual([[1], [2, 3, 4, 5, 6, 7, 8]])
+    for (const { statuses } of [off, on])
+      expect(statuses).toEqual(['delivered', 'delivered', 'delivered', 'rejected', 'delivered'])
   })
 
   it("coalesces no more than the transform's buffer holds", async () => {

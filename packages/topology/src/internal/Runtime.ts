@@ -234,6 +234,7 @@ export class Runtime {
           decl.id,
           decl.component,
           decl.options.dropStatus,
+          decl.options.coalesce,
           this.#buffers.get(decl.id) as MemoryChannel,
           outputs,
           counters,

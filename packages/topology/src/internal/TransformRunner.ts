@@ -204,7 +204,7 @@ export class TransformRunner {
    * it touched, so holding n events costs amortised O(1) per event rather than O(n) per call.
    */
   readonly #held = new HeldEvents()
-  /** Whether the transform takes what is queued as one array (`Transform.coalesce`). */
+  /** Whether the transform takes what is queued as one array (the `coalesce` option, else `Transform.coalesce`). */
   readonly #coalesce: boolean
   /** The context of synchronous `process` calls; `undefined` once a call returned a promise. */
   #shared: CallContext | undefined
@@ -216,6 +216,8 @@ export class TransformRunner {
     readonly id: string,
     readonly transform: Transform,
     dropStatus: 'delivered' | 'rejected' | undefined,
+    /** The declaration's `coalesce` option, which wins over the transform's own. */
+    coalesce: boolean | undefined,
     readonly input: MemoryChannel,
     /** Port (`''` for the default one) → output. */
     readonly outputs: ReadonlyMap<string, Output>,
@@ -223,7 +225,7 @@ export class TransformRunner {
     readonly emit: (fact: LifecycleEvent) => void,
   ) {
     this.dropStatus = (dropStatus ?? transform.dropStatus) === 'rejected' ? 'rejected' : undefined
-    this.#coalesce = transform.coalesce === true
+    this.#coalesce = (coalesce ?? transform.coalesce) === true
     this.#shared = transform.synchronous === true ? new CallContext(this) : undefined
     this.dropped = {
       reason: this.failure(
