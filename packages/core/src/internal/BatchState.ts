@@ -137,11 +137,6 @@ export class BatchState extends BatchStatusReceiver {
     return this.phase === RESOLVED
   }
 
-  /** Slots an authoritative sink recorded, if any was. */
-  get recorded(): Set<number> | undefined {
-    return this.rare?.recorded
-  }
-
   /** One outcome code per slot, when the source asked for per-record outcomes. */
   get outcomeCodes(): Uint8Array | undefined {
     return this.rare?.outcomeCodes

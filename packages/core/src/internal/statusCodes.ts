@@ -96,7 +96,7 @@ export const BATCH_UPDATE: Int8Array = (() => {
 /**
  * `OUTCOME_UPDATE[record * 5 + event]`: the event lattice as a table over a record's outcome code
  * (dropped, delivered, errored or rejected; never recorded, which is kept apart, see
- * `BatchState.recorded`). An update to `dropped` or to `recorded` leaves the outcome as it is.
+ * the batch state's recorded slots). An update to `dropped` or to `recorded` leaves the outcome as it is.
  */
 export const OUTCOME_UPDATE: Uint8Array = (() => {
   const table = new Uint8Array(20)
