@@ -221,6 +221,20 @@ describe('validation', () => {
     ])
   })
 
+  it("reports a transform's coalesce or synchronous that is not a boolean, rather than reading it as false", () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet)
+        .source('in', testSource([]))
+        .transform('t', ['in'], { ...passThrough(), coalesce: 'yes' as never, synchronous: 1 as never })
+        .sink('s', ['t'], testSink())
+        .build(),
+    )
+    expect(problems.map((p) => [p.code, p.component, p.field])).toEqual([
+      ['INVALID_CONFIG', 't', 'coalesce'],
+      ['INVALID_CONFIG', 't', 'synchronous'],
+    ])
+  })
+
   it('reports a misspelt option instead of ignoring it', () => {
     const problems = problemsOf(() =>
       new TopologyBuilder(quiet)

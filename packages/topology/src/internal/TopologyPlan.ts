@@ -233,11 +233,14 @@ function reportIssues(
 
 /**
  * What the runtime reads from a transform beyond `process`: an unknown `dropStatus` from untyped
- * code would otherwise count a discard as delivered.
+ * code would otherwise count a discard as delivered, and a `coalesce` or `synchronous` that is
+ * not a boolean would be read as `false` without a word.
  */
 const TransformMembers = z.looseObject({
   dropStatus: z.enum(['delivered', 'rejected']).optional(),
   flushIntervalMs: z.number().positive().optional(),
+  coalesce: z.boolean().optional(),
+  synchronous: z.boolean().optional(),
 })
 
 /** What the runtime reads from a source beyond `run`: whether to create batch notifiers for it. */
