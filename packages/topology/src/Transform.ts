@@ -78,12 +78,12 @@ export interface Transform<Ports extends string = string> {
    * up to 128 events (or its buffer's `maxEvents` when that is smaller), so a transform that fell
    * behind on small arrays catches up in a few calls. Nothing waits for more input, so no latency
    * is added; each event keeps its own finalizers, so every source batch is acknowledged as if its
-   * array had come alone. Unset (the default), each
-   * call gets one array exactly as its producer sent it: a source's batch, or what one call of an
-   * upstream transform emitted on that port. A transform downstream of one that coalesces may
-   * therefore see several source batches in one array: a transform that acts on array boundaries
-   * (pairing events within one array) sees them as its producers emitted them, not as sources
-   * sent them.
+   * array had come alone. Unset (the default), each call gets one array exactly as its producer
+   * sent it: a source's batch, or what one call of an upstream transform emitted on that port. A
+   * transform downstream of one that coalesces may therefore see several source batches in one
+   * array: a transform that acts on array boundaries (pairing events within one array) sees them
+   * as its producers emitted them, not as sources sent them. The declaration's `coalesce` option
+   * (`TransformOptions`) wins over this.
    *
    * @example
    * ```ts

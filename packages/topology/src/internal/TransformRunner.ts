@@ -38,12 +38,13 @@ const NO_EVENTS: readonly LogEvent[] = []
  * A runner makes one per call, unless its transform declares itself `synchronous` (it never
  * returns a promise and never keeps its context): then one serves every `process` call, opened at
  * the start of each and closed when it returns, so an `emit` through it between calls is still
- * caught. Only a context per call can tell a late `emit` from an earlier call apart from one of the
- * call that is open, which a transform that waits (or keeps its context for a timer) leaves room
- * for. If a transform that declared itself synchronous returns a promise after all, that call
- * keeps the shared context and every later call gets one of its own (as `flush` calls always do). What it records is made only when used: the named ports' map on the first emit
- * to a named port, the default port's list on the first `emit` (a call that passes its array on
- * whole with `emitAll` makes neither).
+ * caught. Only a context per call can tell a late `emit` from an earlier call apart from one of
+ * the call that is open, which a transform that waits (or keeps its context for a timer) leaves
+ * room for. If a transform that declared itself synchronous returns a promise after all, that
+ * call keeps the shared context and every later call gets one of its own (as `flush` calls always
+ * do). What it records is made only when used: the named ports' map on the first emit to a named
+ * port, the default port's list on the first `emit` (a call that passes its array on whole with
+ * `emitAll` makes neither).
  */
 class CallContext implements TransformContext {
   readonly id: string
