@@ -223,53 +223,33 @@ describe('emits a transform makes wrongly', () => {
     },
   )
 
-  it("emit through an asynchronous call's context while a later call waits is caught", async () => {
+  // A transform that keeps each call's context, and whose second call waits: either every call
+  // is asynchronous, or the first returns at once and only the second waits (a transform that
+  // does not declare itself synchronous). The second call is open while the first call's context
+  // is used: that emit must not count as the second call's own.
+  it.each([
+    [
+      "an asynchronous call's context",
+      (wait: () => Promise<void>, calls: number) =>
+        (async () => {
+          if (calls > 1) await wait()
+        })(),
+    ],
+    [
+      "a synchronous call's context",
+      (wait: () => Promise<void>, calls: number) => (calls > 1 ? wait() : undefined),
+    ],
+  ])('emit through %s while a later asynchronous call waits is caught', async (_, after) => {
     const source = testSource([records(1), records(2)], { untilStopped: true })
     const gate = new Gate()
     const kept: { event: LogEvent; context: TransformContext }[] = []
     const topology = through(
       source,
       {
-        kind: 'async_keeper',
-        async process(events: EventArray, context: TransformContext) {
-          for (const event of events) kept.push({ event, context })
-          if (kept.length > 1) await gate.wait()
-        },
-        flush() {},
-      },
-      testSink(),
-    )
-    const facts: unknown[] = []
-    topology.lifecycle.subscribe((f) => facts.push(f))
-    await topology.start()
-    await vi.waitFor(() => expect(gate.waiting).toBe(1))
-    // The second call is open; the first call's context must not count as its own.
-    const { event, context } = kept[0]!
-    context.emit(event)
-    expect(event.isEnded).toBe(true)
-    expect(await source.receipts[0]!.status).toBe('errored')
-    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'EMIT_AFTER_RETURN' })
-    expect(facts).toContainEqual(
-      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
-    )
-    gate.open()
-    await topology.stop()
-  })
-
-  it("emit through a synchronous call's context while a later asynchronous call waits is caught", async () => {
-    // A transform whose calls are sometimes synchronous, sometimes not (it does not declare itself
-    // synchronous): the first call holds its event and returns; the second waits. An emit
-    // through the first call's context meanwhile must not count for the second.
-    const source = testSource([records(1), records(2)], { untilStopped: true })
-    const gate = new Gate()
-    const kept: { event: LogEvent; context: TransformContext }[] = []
-    const topology = through(
-      source,
-      {
-        kind: 'mixed_keeper',
+        kind: 'keeper',
         process(events: EventArray, context: TransformContext) {
           for (const event of events) kept.push({ event, context })
-          return kept.length > 1 ? gate.wait() : undefined
+          return after(() => gate.wait(), kept.length)
         },
         flush() {},
       },
