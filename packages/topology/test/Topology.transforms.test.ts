@@ -1,7 +1,7 @@
 // The transform contract as the runtime enforces it: what becomes of every input event, whatever
 // a transform does with it (emits, drops, merges, forgets, throws, holds for a flush).
 
-import { EventArray, type LogEvent } from '@ackline/core'
+import { EventArray, type JsonObject, type LogEvent } from '@ackline/core'
 import { TopologyBuilder, type Transform, type TransformContext } from '@ackline/topology'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { n, on, records, run, through } from './support/Harness.js'
@@ -337,10 +337,15 @@ describe('the arrays a transform is handed', () => {
       expect(statuses).toEqual(['delivered', 'delivered', 'delivered', 'rejected', 'delivered'])
   })
 
-  it("coalesces no more than the transform's buffer holds", async () => {
+  /**
+   * Runs `sent` batches through a coalescing transform behind a buffer of `maxEvents`, whose first
+   * call waits until `waitFor` batches were sent (the rest queue behind it or wait for room);
+   * returns each call's input (the `n` of its events) and the sources' statuses.
+   */
+  const coalescedCalls = async (sent: JsonObject[][], maxEvents: number, waitFor: number) => {
     const gate = new Gate()
     const calls: number[][] = []
-    const source = testSource(batches)
+    const source = testSource(sent)
     const topology = new TopologyBuilder(on)
       .source('in', source)
       .transform(
@@ -355,51 +360,37 @@ describe('the arrays a transform is handed', () => {
             context.emitAll(events)
           },
         },
-        { buffer: { maxEvents: 4 } },
+        { buffer: { maxEvents } },
       )
       .sink('out', ['t'], testSink())
       .build()
     await topology.start()
-    // [2, 3] and [4] queue (3 events); [5, 6, 7] would pass 4, so the source waits for room.
-    await vi.waitFor(() => expect(source.receipts).toHaveLength(3))
+    await vi.waitFor(() => expect(source.receipts).toHaveLength(waitFor))
     gate.open()
     await topology.done
+    return { calls, statuses: await source.statuses() }
+  }
+
+  it("coalesces no more than the transform's buffer holds", async () => {
+    // [2, 3] and [4] queue (3 events); [5, 6, 7] would pass 4, so the source waits for room.
+    const { calls, statuses } = await coalescedCalls(batches, 4, 3)
     expect(calls.flat()).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
     expect(calls[1]).toEqual([2, 3, 4])
     for (const call of calls) expect(call.length).toBeLessThanOrEqual(4)
-    expect(await source.statuses()).toEqual(Array(5).fill('delivered'))
+    expect(statuses).toEqual(Array(5).fill('delivered'))
   })
 
   it('coalesces at most 128 events into one call, however many the buffer holds', async () => {
-    const gate = new Gate()
-    const calls: number[] = []
-    const source = testSource(Array.from({ length: 300 }, (_, i) => records(i)))
-    const topology = new TopologyBuilder(on)
-      .source('in', source)
-      .transform(
-        't',
-        ['in'],
-        {
-          kind: 'recorder',
-          coalesce: true,
-          async process(events, context) {
-            calls.push(events.length)
-            if (calls.length === 1) await gate.wait()
-            context.emitAll(events)
-          },
-        },
-        { buffer: { maxEvents: 1000 } },
-      )
-      .sink('out', ['t'], testSink())
-      .build()
-    await topology.start()
-    await vi.waitFor(() => expect(source.receipts).toHaveLength(300))
-    gate.open()
-    await topology.done
+    const { calls: inputs, statuses } = await coalescedCalls(
+      Array.from({ length: 300 }, (_, i) => records(i)),
+      1000,
+      300,
+    )
+    const calls = inputs.map((input) => input.length)
     expect(calls.reduce((a, b) => a + b, 0)).toBe(300)
     expect(Math.max(...calls)).toBe(128) // 299 queued behind the first call: 128, 128, 43
     expect(calls).toEqual([1, 128, 128, 43])
-    expect(new Set(await source.statuses())).toEqual(new Set(['delivered']))
+    expect(new Set(statuses)).toEqual(new Set(['delivered']))
   })
 
   it('a transform that declares itself synchronous is handed one context, any other one per call', async () => {
