@@ -22,7 +22,7 @@ import type {
 import { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryModel.js'
 import { DeliveryViolation } from './DeliveryViolation.js'
 import { classifyError, classifyResult } from './internal/classifyResult.js'
-import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
+import { forwardMembers, SINK_MEMBERS, TRANSFORM_MEMBERS } from './internal/forwardMembers.js'
 
 /** Options of a {@link DeliveryLedger}. */
 export interface DeliveryLedgerOptions {
@@ -205,7 +205,7 @@ export class DeliveryLedger {
     })
     return {
       ...transform,
-      ...forwardMembers(transform, ['kind', 'validate', 'outputs', 'dropStatus', 'flush', 'flushIntervalMs']),
+      ...forwardMembers(transform, TRANSFORM_MEMBERS),
       // Synchronous when the transform's call is (a `synchronous` transform keeps its promise
       // through the wrapper, so the runtime's shared context is exercised too).
       process(events, context) {

@@ -1,4 +1,4 @@
-import type { Sink } from '@ackline/topology'
+import type { Sink, Transform } from '@ackline/topology'
 
 /**
  * Copies the named members of a component onto a wrapper's object, methods bound to the
@@ -24,4 +24,16 @@ export const SINK_MEMBERS: readonly (keyof Sink)[] = [
   'stop',
   'concurrency',
   'canAcknowledge',
+]
+
+/** Every member of a transform the runtime reads besides `process`. */
+export const TRANSFORM_MEMBERS: readonly (keyof Transform)[] = [
+  'kind',
+  'validate',
+  'outputs',
+  'dropStatus',
+  'flush',
+  'flushIntervalMs',
+  'coalesce',
+  'synchronous',
 ]
