@@ -9,6 +9,7 @@
 import { Observable } from 'rxjs'
 import type { BatchStatus } from './BatchStatus.js'
 import type { BatchState } from './internal/BatchState.js'
+import { epochTime } from './internal/batchIds.js'
 import { batchStatusName } from './internal/statusCodes.js'
 import type { RecordOutcomes } from './RecordOutcomes.js'
 
@@ -21,7 +22,8 @@ export interface BatchResolvedListener {
   batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void
 }
 
-type Listener = ((status: BatchStatus) => void) | BatchResolvedListener
+/** @internal What a receiver tells: a function, or a {@link BatchResolvedListener}. */
+export type Listener = ((status: BatchStatus) => void) | BatchResolvedListener
 
 /**
  * Awaitable and observable final status of one batch.
@@ -35,27 +37,56 @@ type Listener = ((status: BatchStatus) => void) | BatchResolvedListener
  */
 export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
   // The receiver and the state of its batch are one object (a `BatchState`, which extends this
-  // class), so a batch costs one object less; this field is the receiver's own (the status is
-  // the state's, the promise's resolver one more listener, the promise kept with the state's
-  // rarely used fields: a runtime listens rather than awaits), as every field is paid per batch.
-  /** The listeners: one (the common case), or an array of several. */
-  #listeners: Listener | Listener[] | undefined = undefined
+  // class), so a batch costs one object less. The receiver keeps no field of its own: its
+  // listeners share a field with the state's rarely used part (the promise's resolver is one
+  // more listener, the promise kept with the rare part: a runtime listens rather than awaits),
+  // as every field is paid per batch.
 
   /** @internal Use `BatchNotifier.create()`: only a batch's state is a receiver. */
   protected constructor() {}
 
-  get #state(): BatchState {
-    return this as unknown as BatchState
+  /**
+   * Whether `listener` will be told when the batch resolves: it registered with
+   * {@link BatchStatusReceiver.onResolved} and the batch has not resolved yet (a receiver forgets
+   * its listeners once it has told them). How a runtime that listens to many batches tells its
+   * own from others' without keeping a set of them.
+   */
+  hasListener(listener: BatchResolvedListener): boolean {
+    const listeners = stateOf(this).listeners
+    return listeners === listener || (Array.isArray(listeners) && listeners.includes(listener))
+  }
+
+  /**
+   * When the batch was opened, in ms since the epoch: the clock reading its notifier was opened
+   * with (see `BatchNotifier.open`). What a batch's latency is measured from.
+   */
+  get openedAt(): number {
+    return epochTime(stateOf(this).opened)
+  }
+
+  /**
+   * One value kept with the batch for the runtime that tracks it (what it decided, a timer, a
+   * source waiting for the decision), so that runtime keeps no object of its own per batch. Core
+   * never reads it; `undefined` until set. Only the code that tracks the batch (the runtime that
+   * gave its source a receipt) may set it. It is kept with the batch's rarely used fields: a batch
+   * whose runtime never sets it pays nothing for it.
+   */
+  get tracking(): unknown {
+    return stateOf(this).rare?.tracking
+  }
+
+  set tracking(value: unknown) {
+    stateOf(this)._rare().tracking = value
   }
 
   /** The id of the batch this receiver reports on (a UUID v7; see `BatchNotifier.id`). */
   get batchId(): string {
-    return this.#state.id
+    return stateOf(this).id
   }
 
   /** The final status, or `undefined` while the batch is still in flight. */
   get status(): BatchStatus | undefined {
-    const state = this.#state
+    const state = stateOf(this)
     return state.resolved ? batchStatusName(state.code) : undefined
   }
 
@@ -65,7 +96,7 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * end with that status gave a reason. Read it once the batch resolved: it is final then.
    */
   get reason(): unknown {
-    return this.#state._explanation
+    return stateOf(this)._explanation
   }
 
   /**
@@ -73,12 +104,12 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * always for a batch created without `outcomes: true`.
    */
   get outcomes(): RecordOutcomes | undefined {
-    return this.#state._finalOutcomes()
+    return stateOf(this)._finalOutcomes()
   }
 
   /** Whether the batch keeps per-record outcomes (it was created with `outcomes: true`). */
   get keepsOutcomes(): boolean {
-    return this.#state.outcomeCodes !== undefined
+    return stateOf(this).outcomeCodes !== undefined
   }
 
   /**
@@ -88,29 +119,30 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * {@link outcomes}. `undefined` for a batch that keeps none.
    */
   outcomesNow(): RecordOutcomes | undefined {
-    return this.#state._outcomesNow()
+    return stateOf(this)._outcomesNow()
   }
 
   /** How many events were attached to the batch so far. */
   get eventCount(): number {
-    return this.#state.events
+    return stateOf(this).events
   }
 
   /** Whether the batch has resolved. */
   get isResolved(): boolean {
-    return this.#state.resolved
+    return stateOf(this).resolved
   }
 
   /** A promise of the final status; it never rejects. Created on first use only. */
   get promise(): Promise<BatchStatus> {
-    const rare = this.#state._rare()
+    const rare = stateOf(this)._rare()
     if (rare.promise === undefined) {
       const status = this.status
       rare.promise =
         status !== undefined
           ? Promise.resolve(status)
           : new Promise<BatchStatus>((resolve) => {
-              this.#add(resolve)
+              const state = stateOf(this)
+              state.listeners = added(state.listeners, resolve)
             })
     }
     return rare.promise
@@ -154,24 +186,35 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
       call(listener, status, this)
       return
     }
-    this.#add(listener)
-  }
-
-  #add(listener: Listener): void {
-    const listeners = this.#listeners
-    if (listeners === undefined) this.#listeners = listener
-    else if (Array.isArray(listeners)) listeners.push(listener)
-    else this.#listeners = [listeners, listener]
+    const state = stateOf(this)
+    state.listeners = added(state.listeners, listener)
   }
 
   /** @internal Called once by the batch state when the batch has resolved (`status` reads it already). */
   _resolve(status: BatchStatus): void {
-    const listeners = this.#listeners
+    const state = stateOf(this)
+    const listeners = state.listeners
     if (listeners === undefined) return
-    this.#listeners = undefined
+    state.listeners = undefined
     if (!Array.isArray(listeners)) call(listeners, status, this)
     else for (let i = 0; i < listeners.length; i++) call(listeners[i]!, status, this)
   }
+}
+
+/**
+ * The receiver as the batch state it is. A function, not a private accessor: a class with private
+ * methods or accessors gives each instance one more field (its brand), and this one is per batch.
+ */
+const stateOf = (receiver: BatchStatusReceiver): BatchState => receiver as unknown as BatchState
+
+/** `listeners` with `listener` added: the listener alone while it is the only one, else an array. */
+function added(listeners: Listener | Listener[] | undefined, listener: Listener): Listener | Listener[] {
+  if (listeners === undefined) return listener
+  if (Array.isArray(listeners)) {
+    listeners.push(listener)
+    return listeners
+  }
+  return [listeners, listener]
 }
 
 function call(listener: Listener, status: BatchStatus, receiver: BatchStatusReceiver): void {

@@ -15,7 +15,9 @@
  * @module
  */
 import { type Observable, Subject } from 'rxjs'
+import type { BatchStatusReceiver } from './BatchStatusReceiver.js'
 import type { BatchState } from './internal/BatchState.js'
+import { addGroup, freeGroup, GROUP_SIZE, type Group, groups } from './internal/watchGroups.js'
 
 /** One leaked batch: which source, which batch, and how many handles were never ended. */
 export interface LeakReport {
@@ -46,13 +48,26 @@ const report = (state: BatchState, handles: number): void => {
  * registration per group rather than per batch (a registration costs about as much as the rest
  * of a batch's bookkeeping, and weak cells slow every collection). The registry watches a token
  * that every notifier of the group holds, so the token is collected once every notifier of the
- * group is; its held value is the group's list of batches, from which each batch removes itself
- * when it resolves normally. What is left in the list when the token is collected leaked.
+ * group is; its held value is the group's number in a table of groups (see `watchGroups.ts`),
+ * whose list of batches each batch leaves when it resolves normally. What is left in the list
+ * when the token is collected leaked. (A batch left in its list after it resolved would be kept
+ * until its group's token is found collected: batches then outlive young collections, which costs
+ * more than the field that lets a batch leave.)
  */
-const GROUP_SIZE = 64
 
-const registry = new FinalizationRegistry<(BatchState | undefined)[]>((group) => {
-  for (const state of group) if (state !== undefined) state.leak(report)
+/**
+ * The groups whose token has not been collected: every batch not resolved yet is in one of them
+ * (its notifier is alive, or its leak is about to be reported), which is how a runtime finds the
+ * batches still pending when it must give up on them (`LeakDetector.forEachUnresolved`).
+ */
+const liveGroups = new Set<Group>()
+
+const registry = new FinalizationRegistry<number>((id) => {
+  const group = groups[id]!
+  // Leaked batches resolve (and leave the group) before the group's number is given back.
+  for (const state of group) state?.leak(report)
+  liveGroups.delete(group)
+  freeGroup(id)
 })
 
 /**
@@ -67,7 +82,11 @@ const OPEN_GROUP_MS = 20
 const realSetTimeout = globalThis.setTimeout
 
 let openToken: object | undefined
-let openGroup: (BatchState | undefined)[] = []
+let openGroup: Group = []
+/** The open group's number (see `watchGroups.ts`). */
+let openId = 0
+/** Batches in the open group so far. */
+let openCount = 0
 let closing = false
 const closeOpenGroup = (): void => {
   openToken = undefined
@@ -107,19 +126,33 @@ export const LeakDetector = {
   /** @internal Starts watching a notifier whose state is `state`. */
   watch(notifier: { _watched: object | undefined }, state: BatchState): void {
     let token = openToken
-    if (token === undefined || openGroup.length >= GROUP_SIZE) {
+    if (token === undefined || openCount >= GROUP_SIZE) {
       token = {}
-      openGroup = []
+      openGroup = new Array<BatchState | undefined>(GROUP_SIZE)
+      openId = addGroup(openGroup)
+      openCount = 0
       openToken = token
-      registry.register(token, openGroup)
+      registry.register(token, openId)
+      liveGroups.add(openGroup)
       if (!closing) {
         closing = true
         realSetTimeout(closeOpenGroup, OPEN_GROUP_MS).unref()
       }
     }
     notifier._watched = token
-    state.watchGroup = openGroup
-    state.watchIndex = openGroup.length
-    openGroup.push(state)
+    state.watch = openId * GROUP_SIZE + openCount
+    openGroup[openCount++] = state
+  },
+
+  /**
+   * Calls `visit` with the receiver of every batch of this process not resolved yet, oldest group
+   * first; `visit` may resolve batches. For a runtime that must give up on every batch it still
+   * tracks (a stop's deadline) without keeping a list of them: it costs a pass over every batch
+   * whose group is alive (resolved ones included), so it belongs on no per-batch path.
+   */
+  forEachUnresolved(visit: (receiver: BatchStatusReceiver) => void): void {
+    for (const group of [...liveGroups]) {
+      for (const state of group) if (state !== undefined && !state.resolved) visit(state)
+    }
   },
 }

@@ -97,6 +97,10 @@ describe('BatchNotifier', () => {
     const b = BatchNotifier.open('src', false, later - 5_000)
     expect(msOf(b.id)).toBe(later)
     expect(a.id < b.id).toBe(true)
+    // The time it was opened stays the clock reading passed: latency is measured from it.
+    expect(a.receiver.openedAt).toBe(later)
+    expect(b.receiver.openedAt).toBe(later - 5_000)
+    expect(b.id).toBe(b.receiver.batchId) // the same id on every read
     // Not a time in milliseconds: the clock is read instead.
     const others = [Number.NaN, 1.5, -1, 2 ** 48, Date.now() * 1000].map((now) =>
       BatchNotifier.open('src', false, now),
@@ -108,6 +112,48 @@ describe('BatchNotifier', () => {
     }
     expect([b, ...others].every((n, i, all) => i === 0 || all[i - 1]!.id < n.id)).toBe(true)
     for (const notifier of [a, b, ...others]) notifier.release()
+  })
+
+  it('openedAt keeps times far from the process start exactly (a clock set years ahead or back)', () => {
+    for (const now of [Date.now() + 3 * 365 * 86_400_000, 86_400_000]) {
+      const notifier = BatchNotifier.open('src', false, now)
+      expect(notifier.receiver.openedAt).toBe(now)
+      notifier.release()
+    }
+  })
+
+  it('hasListener tells whether a listener will be told, until the batch resolves', () => {
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    const mine = { batchResolved: () => {} }
+    const other = { batchResolved: () => {} }
+    expect(receiver.hasListener(mine)).toBe(false)
+    receiver.onResolved(mine)
+    expect(receiver.hasListener(mine)).toBe(true)
+    expect(receiver.hasListener(other)).toBe(false)
+    receiver.onResolved(() => {}) // a second listener: both are kept
+    receiver.onResolved(other)
+    expect(receiver.hasListener(mine) && receiver.hasListener(other)).toBe(true)
+    notifier.release()
+    expect(receiver.hasListener(mine)).toBe(false) // told, and forgotten
+  })
+
+  it('tracking keeps one value for the runtime, beside listeners, the reason and the promise', async () => {
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    const told: string[] = []
+    receiver.onResolved((status) => told.push(`first ${status}`))
+    expect(receiver.tracking).toBeUndefined()
+    const kept = { decided: undefined }
+    receiver.tracking = kept // made after a listener: the listener is kept
+    receiver.onResolved((status) => told.push(`second ${status}`))
+    const awaited = receiver.promise
+    const event = new LogEvent({})
+    notifier.attach(event)
+    notifier.release()
+    event.end('rejected', { reason: 'bad' })
+    expect(told).toEqual(['first rejected', 'second rejected'])
+    expect(await awaited).toBe('rejected')
+    expect(receiver.reason).toBe('bad')
+    expect(receiver.tracking).toBe(kept)
   })
 
   it('maybeCreate creates nothing when acknowledgements are off, and events then carry no finalizer', () => {

@@ -6,6 +6,8 @@ import {
   LogEvent,
 } from '@ackline/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { BatchState } from '../src/internal/BatchState.js'
+import { GROUP_SIZE, groups } from '../src/internal/watchGroups.js'
 
 const gc = (globalThis as { gc?: () => void }).gc
 
@@ -135,5 +137,59 @@ describe('LeakDetector (run with --expose-gc)', () => {
     subscription.unsubscribe()
     expect(reports.filter((r) => r.sourceId === 'tidy')).toEqual([])
     expect(receivers.every((r) => r.status === 'delivered')).toBe(true)
+  })
+})
+
+describe('LeakDetector groups', () => {
+  beforeAll(() => LeakDetector.setWarnings(false))
+  afterAll(() => LeakDetector.setWarnings(true))
+
+  it('forEachUnresolved visits every batch not resolved yet and none that resolved, oldest first', () => {
+    // 150 batches span three groups; every other one resolves.
+    const batches = Array.from({ length: 150 }, (_, i) => {
+      const { notifier, receiver } = BatchNotifier.create({ sourceId: 'visited' })
+      if (i % 2 === 0) notifier.release() // no event: resolves delivered here
+      return { notifier, receiver }
+    })
+    const visited: BatchStatusReceiver[] = []
+    LeakDetector.forEachUnresolved((receiver) => {
+      if (batches.some((b) => b.receiver === receiver)) visited.push(receiver)
+    })
+    expect(visited).toEqual(batches.filter((_, i) => i % 2 === 1).map((b) => b.receiver))
+    for (const { notifier } of batches) notifier.release()
+    let left = 0
+    LeakDetector.forEachUnresolved((receiver) => {
+      if (batches.some((b) => b.receiver === receiver)) left++
+    })
+    expect(left).toBe(0)
+  })
+
+  it('a batch that resolves leaves its group at once', () => {
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'leaving' })
+    const state = receiver as unknown as BatchState
+    const group = groups[Math.floor(state.watch / GROUP_SIZE)]!
+    const index = state.watch % GROUP_SIZE
+    expect(group[index]).toBe(state)
+    notifier.release()
+    expect(group[index]).toBeUndefined()
+    expect(state.watch).toBe(-1)
+  })
+
+  it('gives the numbers of collected groups back, and still finds leaks in groups that reuse them', async () => {
+    const sizes: number[] = []
+    for (let round = 0; round < 5; round++) {
+      // Five groups of tidy batches and one leaked batch per round, each group closed at once.
+      for (let g = 0; g < 5; g++) {
+        const { notifier } = BatchNotifier.create({ sourceId: 'tidy-round' })
+        notifier.release()
+        LeakDetector.closeGroup()
+      }
+      const receiver = leakOneOfThree(`reused-${round}`)
+      const collections = await collectUntil(() => receiver.isResolved)
+      expect(receiver.status, `round ${round} after ${collections} collections`).toBe('errored')
+      sizes.push(groups.length)
+    }
+    // The table stops growing once numbers come back: the last rounds reuse what the first freed.
+    expect(sizes[4]).toBeLessThanOrEqual(sizes[1]! + 6)
   })
 })

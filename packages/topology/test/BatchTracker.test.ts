@@ -32,7 +32,7 @@ describe('BatchTracker', () => {
   it('reports a resolved batch once, in a microtask after the end that resolved it', async () => {
     const { t, facts, counters } = tracker()
     const { array, receiver } = batch(2)
-    const receipt = t.track(receiver, Date.now())
+    const receipt = t.track(receiver)
     expect(t.pending).toBe(1)
     array.end('rejected')
     expect(facts).toEqual([])
@@ -48,8 +48,8 @@ describe('BatchTracker', () => {
     const { t, facts } = tracker()
     const resolved = batch(1)
     const open = batch(1)
-    const first = t.track(resolved.receiver, Date.now())
-    const second = t.track(open.receiver, Date.now())
+    const first = t.track(resolved.receiver)
+    const second = t.track(open.receiver)
     resolved.array.end('delivered')
     t.forceAll() // before the queued report runs
     expect(await first.status).toBe('delivered')
@@ -67,7 +67,7 @@ describe('BatchTracker', () => {
   it('tells the source as soon as an authoritative sink recorded every event, and once only', async () => {
     const { t, facts } = tracker()
     const { array, receiver } = batch(2)
-    const receipt = t.track(receiver, Date.now())
+    const receipt = t.track(receiver)
     const failure = { componentId: 'sink', code: 'WRITE_FAILED', message: 'down' }
     t.recorded(receiver, 'delivered', undefined)
     t.recorded(receiver, 'errored', failure)
@@ -81,7 +81,7 @@ describe('BatchTracker', () => {
   it('builds no batch_resolved fact while nobody watches, and decides the receipt in the end that resolved it', async () => {
     const { t, facts } = tracker({ watching: false })
     const { array, receiver } = batch(1)
-    const receipt = t.track(receiver, Date.now())
+    const receipt = t.track(receiver)
     array.end('delivered')
     // Decided inside the end: nothing of anyone else's runs there, so nothing is deferred.
     expect(t.pending).toBe(0)
@@ -93,7 +93,7 @@ describe('BatchTracker', () => {
     vi.useFakeTimers()
     const { t, counters } = tracker({ watching: false, ackTimeoutMs: 1000 })
     const { receiver } = batch(0) // released with no event: resolved already
-    const receipt = t.track(receiver, Date.now())
+    const receipt = t.track(receiver)
     expect(t.pending).toBe(0)
     expect(vi.getTimerCount()).toBe(0)
     expect(await receipt.status).toBe('delivered')
@@ -105,7 +105,7 @@ describe('BatchTracker', () => {
     vi.useFakeTimers()
     const { t, counters } = tracker({ watching: false, ackTimeoutMs: 1000 })
     const { array, receiver } = batch(2)
-    const receipt = t.track(receiver, Date.now())
+    const receipt = t.track(receiver)
     const waiting = receipt.status // read before the decision: the receipt waits for it
     array.end('rejected')
     expect(t.pending).toBe(0)
@@ -120,7 +120,7 @@ describe('BatchTracker', () => {
   it('while nobody watches, an authoritative record of every event still decides the batch at once', async () => {
     const { t } = tracker({ watching: false })
     const { array, receiver } = batch(3)
-    const receipt = t.track(receiver, Date.now())
+    const receipt = t.track(receiver)
     t.recorded(receiver, 'delivered', undefined)
     t.recorded(receiver, 'delivered', undefined)
     expect(t.pending).toBe(1)
@@ -129,5 +129,29 @@ describe('BatchTracker', () => {
     array.end('errored') // the handles end later; the source was told already
     expect(t.pending).toBe(0)
     expect(await receipt.status).toBe('delivered')
+  })
+
+  it('a forced stop gives up on its own pending batches only, found without a list of them', async () => {
+    const mine = tracker({ watching: false })
+    const theirs = tracker({ watching: false })
+    const pending = Array.from({ length: 100 }, () => batch(1)) // spans more than one leak group
+    const done = batch(1)
+    const receipts = pending.map((b) => mine.t.track(b.receiver))
+    const doneReceipt = mine.t.track(done.receiver)
+    const other = batch(1)
+    const otherReceipt = theirs.t.track(other.receiver)
+    done.array.end('delivered')
+    mine.t.forceAll()
+    expect(mine.t.pending).toBe(0)
+    expect(mine.counters.inFlight).toBe(0)
+    expect(await Promise.all(receipts.map((r) => r.status))).toEqual(pending.map(() => 'errored'))
+    expect(receipts.every((r) => r.failure?.code === 'STOPPED')).toBe(true)
+    expect(await doneReceipt.status).toBe('delivered')
+    expect(theirs.t.pending).toBe(1) // another tracker's batch is untouched
+    other.array.end('delivered')
+    expect(await otherReceipt.status).toBe('delivered')
+    for (const b of pending) b.array.end('delivered') // late ends change nothing
+    expect(await receipts[0]!.status).toBe('errored')
+    expect(mine.counters.latencyCount).toBe(101)
   })
 })

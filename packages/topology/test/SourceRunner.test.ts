@@ -21,13 +21,7 @@ function setup(maxEvents: number, acknowledgements = true) {
     onDrop: () => {},
   })
   const counters = new Counters('source', 'test')
-  const tracker = new BatchTracker(
-    'in',
-    counters,
-    undefined,
-    { emit: () => {}, watching: () => false },
-    false,
-  )
+  const tracker = new BatchTracker('in', counters, undefined, { emit: () => {}, watching: () => false })
   const source: Source = { kind: 'test', canAcknowledge: true, run: async () => {} }
   const output = new Output([channel], counters)
   const runner = new SourceRunner(
@@ -75,7 +69,7 @@ describe('SourceRunner', () => {
     first.end('delivered')
   })
 
-  it('registers one listener per batch, and it is the receipt itself (no closure per batch)', async () => {
+  it('registers one listener per batch, and it is the tracker itself (no object or closure per batch)', async () => {
     const { channel, runner, tracker } = setup(10)
     const receivers: BatchStatusReceiver[] = []
     const open = BatchNotifier.open
@@ -89,10 +83,13 @@ describe('SourceRunner', () => {
       const receipt = await runner.context.send([{ n: 1 }, { n: 2 }, { n: 3 }])
       expect(spy).toHaveBeenCalledTimes(1) // one notifier per batch, whatever its size
       expect(receivers[0]!.onResolved).toHaveBeenCalledTimes(1)
-      expect(receivers[0]!.onResolved).toHaveBeenCalledWith(receipt)
+      expect(receivers[0]!.onResolved).toHaveBeenCalledWith(tracker)
+      expect(receivers[0]!.tracking).toBeUndefined() // nothing kept beside the receiver
       expect(tracker.pending).toBe(1)
+      const status = receipt.status // the source waits: the resolver is kept with the receiver
+      expect(receivers[0]!.tracking).toBeDefined()
       ;(channel.tryPull() as EventArray).end('delivered')
-      expect(await receipt.status).toBe('delivered')
+      expect(await status).toBe('delivered')
       expect(tracker.pending).toBe(0)
     } finally {
       spy.mockRestore()

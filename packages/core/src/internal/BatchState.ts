@@ -18,11 +18,12 @@
  * report on its slot); batches that did not ask keep no array and pay one `undefined` test.
  */
 import type { BatchStatus } from '../BatchStatus.js'
-import { BatchStatusReceiver } from '../BatchStatusReceiver.js'
+import { BatchStatusReceiver, type Listener } from '../BatchStatusReceiver.js'
 import { FinalizationError } from '../FinalizationError.js'
 import { RecordOutcomes } from '../RecordOutcomes.js'
 import { idOf, nextStamp } from './batchIds.js'
 import { BATCH_UPDATE, batchStatusName, DELIVERED, ERRORED, OUTCOME_UPDATE, REJECTED } from './statusCodes.js'
+import { forget } from './watchGroups.js'
 
 /** What a batch that keeps outcomes starts with: no slot yet (it never holds a byte, so it is shared). */
 const NO_OUTCOMES = new Uint8Array(0)
@@ -54,12 +55,37 @@ function outcomeBytes(n: number): Uint8Array {
 /** Called once when a batch with live references is found collected; set by the leak detector. */
 export type LeakHook = (state: BatchState, handles: number) => void
 
-/** `BatchState.phase`: the source may still attach events. */
+/**
+ * `BatchState.flags` holds the batch's status code (bits 0–2), whether its `hook` is a
+ * {@link RareState} (bit 3, {@link HAS_RARE}), and its phase (above them), in one field since
+ * every field is paid per batch. Phase {@link OPEN}: the source may still attach events;
+ * {@link RELEASED}: the source released its reference, no more events may be attached;
+ * {@link RESOLVED}: the batch has resolved. A phase compares as `flags >= phase`.
+ */
 const OPEN = 0
-/** `BatchState.phase`: the source released its reference; no more events may be attached. */
-const RELEASED = 1
-/** `BatchState.phase`: the batch has resolved. */
-const RESOLVED = 2
+const RELEASED = 16
+const RESOLVED = 32
+const CODE_BITS = 7
+/** Set once the batch has a rare part: one bit test where an `instanceof` would cost more. */
+const HAS_RARE = 8
+
+/**
+ * `FLAGS_UPDATE[flags * 5 + event]`: {@link BATCH_UPDATE} over the status bits of `flags`, the
+ * other bits kept; one table lookup per fold, as before the two were packed.
+ */
+const FLAGS_UPDATE: Int8Array = (() => {
+  const table = new Int8Array((RESOLVED + 16) * 5)
+  for (const phase of [OPEN, RELEASED, RESOLVED]) {
+    for (const rare of [0, HAS_RARE]) {
+      for (let code = 0; code < 5; code++) {
+        for (let event = 0; event < 5; event++) {
+          table[(phase + rare + code) * 5 + event] = phase + rare + BATCH_UPDATE[code * 5 + event]!
+        }
+      }
+    }
+  }
+  return table
+})()
 
 /**
  * What only some batches keep: a reason, authoritative records, per-record outcomes. Made on
@@ -78,7 +104,19 @@ class RareState {
   final: RecordOutcomes | undefined = undefined
   /** The receiver's promise, made when someone awaits the receiver itself. */
   promise: Promise<BatchStatus> | undefined = undefined
+  /**
+   * How many ms the id's stamp is ahead of `opened`: 0 unless the clock read behind an earlier
+   * stamp, since stamps never go backwards (see `batchIds.ts`).
+   */
+  stampAhead = 0
+  /** What the runtime that tracks the batch keeps for it, beyond its receiver; core never reads it. */
+  tracking: unknown = undefined
+  /** The receiver's listeners, once the batch has a rare part (see `BatchState.hook`). */
+  listeners: Listeners = undefined
 }
+
+/** The receiver's listeners: none, one (the common case), or an array of several. */
+export type Listeners = Listener | Listener[] | undefined
 
 /**
  * The state of one batch. It is also the batch's receiver (it extends the public class), so a
@@ -86,28 +124,37 @@ class RareState {
  * leak detector watches notifiers, and a receiver held by the source must not keep one alive.
  * Field names here must not clash with the receiver's public ones (`status`, `reason`, `outcomes`).
  *
- * Every field is paid by every batch, so the state keeps only what a delivered batch needs (the
- * count, the fold, the phase, the leak detector's place, the id's stamp); everything else waits
- * in a {@link RareState} made on first use. The id is not kept either: it is written from the
- * stamp, the same on every read (see `batchIds.ts`).
+ * Every field is paid by every batch in flight (eight fields: 88 bytes with the header), so the
+ * state keeps only what a delivered batch needs: the counts, the fold and phase in one field, the
+ * listener, the time it was opened, the id's counter, its place with the leak detector and its
+ * source. Everything else waits in a {@link RareState} made on first use, which then takes the
+ * listener's field. Neither class has private
+ * methods or accessors: each class that has them costs every instance a field (its brand). The
+ * id is not kept either: it is written from the stamp, the same on every read (see
+ * `batchIds.ts`). Its place with the leak detector is one small integer (see `watchGroups.ts`).
  */
 export class BatchState extends BatchStatusReceiver {
   /** Live references: handles of its events, plus the source's until it releases. */
   live = 1
   /** Events attached so far; the next event gets this slot number. */
   events = 0
-  /** The batch's status code so far. */
-  code = DELIVERED
-  /** {@link OPEN}, {@link RELEASED} or {@link RESOLVED}. */
-  phase = OPEN
-  /** Reason, records and outcomes, for the batches that have any (see {@link RareState}). */
-  rare: RareState | undefined = undefined
-  /** The leak detector's group this batch is in, and its place there (see `LeakDetector`). */
-  watchGroup: (BatchState | undefined)[] | undefined = undefined
-  watchIndex = 0
-  /** The creation stamp the id is written from (see `batchIds.ts`). */
-  idMs = 0
+  /** The status code, whether `hook` is the rare part, and the phase (see {@link FLAGS_UPDATE}). */
+  flags = OPEN + DELIVERED
+  /**
+   * The receiver's listeners (usually one: the runtime that tracks the batch) while the batch has
+   * no rare part; once it has one, that {@link RareState}, which then keeps the listeners. One
+   * field for the two: a batch pays for each field while in flight.
+   */
+  hook: Listeners | RareState = undefined
+  /**
+   * When the batch was opened: ms after the id epoch (see `batchIds.ts`), a small integer kept
+   * unboxed; the id's millisecond is this plus `rare.stampAhead` (the receiver's `openedAt` is it since 1970).
+   */
+  opened = 0
+  /** The id's counter within its millisecond. */
   idSeq = 0
+  /** The batch's place with the leak detector (see `watchGroups.ts`); -1 when it has none. */
+  watch = -1
   readonly sourceId: string | undefined
 
   /** `now`: the time of creation (ms since the epoch) when the caller has just read the clock. */
@@ -118,23 +165,47 @@ export class BatchState extends BatchStatusReceiver {
     if (outcomes) this._rare().outcomeCodes = NO_OUTCOMES
   }
 
+  /** The batch's status code so far. */
+  get code(): number {
+    return this.flags & CODE_BITS
+  }
+
+  /** Reason, records, outcomes and what the runtime tracks, for the batches that have any (see {@link RareState}). */
+  get rare(): RareState | undefined {
+    return (this.flags & HAS_RARE) !== 0 ? (this.hook as RareState) : undefined
+  }
+
   /** The rarely used fields, made now if they were not yet. */
   _rare(): RareState {
-    if (this.rare === undefined) this.rare = new RareState()
-    return this.rare
+    if ((this.flags & HAS_RARE) !== 0) return this.hook as RareState
+    const rare = new RareState()
+    rare.listeners = this.hook as Listeners
+    this.hook = rare
+    this.flags |= HAS_RARE
+    return rare
+  }
+
+  /** The receiver's listeners. */
+  get listeners(): Listeners {
+    return (this.flags & HAS_RARE) !== 0 ? (this.hook as RareState).listeners : (this.hook as Listeners)
+  }
+
+  set listeners(listeners: Listeners) {
+    if ((this.flags & HAS_RARE) !== 0) (this.hook as RareState).listeners = listeners
+    else this.hook = listeners
   }
 
   /** The batch's UUID v7, written from the stamp taken at creation (the same on every read). */
   get id(): string {
-    return idOf(this.idMs, this.idSeq)
+    return idOf(this.opened + (this.rare?.stampAhead ?? 0), this.idSeq)
   }
 
   get released(): boolean {
-    return this.phase !== OPEN
+    return this.flags >= RELEASED
   }
 
   get resolved(): boolean {
-    return this.phase === RESOLVED
+    return this.flags >= RESOLVED
   }
 
   /** One outcome code per slot, when the source asked for per-record outcomes. */
@@ -144,7 +215,7 @@ export class BatchState extends BatchStatusReceiver {
 
   /** Adds `count` events of one live handle each; returns the slot of the first. */
   addSlots(count: number): number {
-    if (this.phase !== OPEN) {
+    if (this.flags >= RELEASED) {
       throw new FinalizationError(
         'NOTIFIER_RELEASED',
         'cannot attach a batch notifier after its source released it',
@@ -173,17 +244,17 @@ export class BatchState extends BatchStatusReceiver {
 
   /** Folds an event status code into the batch, unless the event was recorded. */
   update(slot: number, code: number): void {
-    if (this.phase === RESOLVED) this.#ended()
-    this.#fold(slot, code)
+    if (this.flags >= RESOLVED) this._ended()
+    this._fold(slot, code)
   }
 
   /** Folds `code` into the batch and the slot's outcome, unless the slot was recorded. */
-  #fold(slot: number, code: number): void {
+  _fold(slot: number, code: number): void {
     const rare = this.rare
     if (rare === undefined) {
-      this.code = BATCH_UPDATE[this.code * 5 + code]!
+      this.flags = FLAGS_UPDATE[this.flags * 5 + code]!
     } else if (rare.recorded === undefined || !rare.recorded.has(slot)) {
-      this.code = BATCH_UPDATE[this.code * 5 + code]!
+      this.flags = FLAGS_UPDATE[this.flags * 5 + code]!
       const outcomes = rare.outcomeCodes
       if (outcomes !== undefined) outcomes[slot] = OUTCOME_UPDATE[outcomes[slot]! * 5 + code]!
     }
@@ -215,7 +286,7 @@ export class BatchState extends BatchStatusReceiver {
   /** Ends one handle, with a status code or without one (`code < 0`). */
   release(slot: number, code: number): void {
     // The hot path of every sink: one fold and one decrement.
-    if (code >= 0) this.#fold(slot, code)
+    if (code >= 0) this._fold(slot, code)
     if (--this.live === 0) this.finish()
   }
 
@@ -224,14 +295,14 @@ export class BatchState extends BatchStatusReceiver {
    * With per-record outcomes on, the caller folds the code into each slot first.
    */
   releaseRun(count: number, code: number): void {
-    if (code >= 0) this.code = BATCH_UPDATE[this.code * 5 + code]!
+    if (code >= 0) this.flags = FLAGS_UPDATE[this.flags * 5 + code]!
     this.live -= count
     if (this.live === 0) this.finish()
   }
 
   /** Marks the event recorded: what it reported so far is already in the batch; later reports are ignored. */
   record(slot: number): void {
-    if (this.phase === RESOLVED) this.#ended()
+    if (this.flags >= RESOLVED) this._ended()
     const rare = this._rare()
     if (rare.recorded === undefined) rare.recorded = new Set()
     rare.recorded.add(slot)
@@ -242,15 +313,15 @@ export class BatchState extends BatchStatusReceiver {
   }
 
   releaseSource(): void {
-    if (this.phase !== OPEN) return
-    this.phase = RELEASED
+    if (this.flags >= RELEASED) return
+    this.flags += RELEASED
     if (--this.live === 0) this.finish()
   }
 
   /** The leak detector found the notifier collected: settle every outstanding share as errored. */
   leak(report: LeakHook): void {
-    if (this.phase === RESOLVED) return
-    this.code = BATCH_UPDATE[this.code * 5 + ERRORED]!
+    if (this.flags >= RESOLVED) return
+    this.flags = FLAGS_UPDATE[this.flags * 5 + ERRORED]!
     // Which records still had a live handle is not known: every record not finished for good
     // counts as errored, so the source re-sends rather than loses it.
     const outcomes = this.rare?.outcomeCodes
@@ -264,7 +335,7 @@ export class BatchState extends BatchStatusReceiver {
     this.finish()
   }
 
-  #ended(): never {
+  _ended(): never {
     throw new FinalizationError(
       'USE_AFTER_END',
       'cannot update the status of an event whose batch has resolved',
@@ -280,7 +351,7 @@ export class BatchState extends BatchStatusReceiver {
    * batch resolved, the final outcomes. `undefined` when the source did not ask.
    */
   _outcomesNow(): RecordOutcomes | undefined {
-    if (this.phase === RESOLVED) return this._finalOutcomes()
+    if (this.flags >= RESOLVED) return this._finalOutcomes()
     const outcomes = this.rare?.outcomeCodes
     if (outcomes === undefined) return undefined
     const now = new Uint8Array(this.events)
@@ -295,7 +366,7 @@ export class BatchState extends BatchStatusReceiver {
   _finalOutcomes(): RecordOutcomes | undefined {
     const rare = this.rare
     const outcomes = rare?.outcomeCodes
-    if (this.phase !== RESOLVED || outcomes === undefined) return undefined
+    if (this.flags < RESOLVED || outcomes === undefined) return undefined
     if (rare!.final === undefined) {
       const codes = outcomes.length === this.events ? outcomes : outcomes.subarray(0, this.events)
       rare!.final = new RecordOutcomes(codes)
@@ -304,13 +375,9 @@ export class BatchState extends BatchStatusReceiver {
   }
 
   private finish(): void {
-    this.phase = RESOLVED
-    // Forgotten by the leak detector: nothing is left to detect.
-    const group = this.watchGroup
-    if (group !== undefined) {
-      group[this.watchIndex] = undefined
-      this.watchGroup = undefined
-    }
-    this._resolve(batchStatusName(this.code))
+    const flags = this.flags
+    this.flags = RESOLVED + (flags & (CODE_BITS | HAS_RARE))
+    forget(this)
+    this._resolve(batchStatusName(flags & CODE_BITS))
   }
 }

@@ -7,17 +7,23 @@
  * timeout nor an early report touches an event handle: the handles keep their single owners and
  * still end exactly once, later; only the source's view is decided early.
  *
- * Cost: a tracked batch is one object: it is also the source's receipt, the listener its
- * receiver calls when it resolves (no closure), and a link in the list of pending batches (no map
- * entry; a map by receiver is kept only for sources that feed an authoritative sink, which report
- * by receiver). The receipt's promise is made only when the source reads `status`, the batch id
- * only when someone reads it, and the `batch_resolved` fact only while someone watches the
- * lifecycle. While nobody watches, a batch that resolves is decided inside the `end` that
- * resolved it: deciding only counts, unlinks and settles the receipt's promise (whose reactions
- * run later), so no code of anyone else's runs inside that `end`. While someone watches, the
- * facts (the watcher's code) are emitted for the batches resolved in one microtask per burst,
- * never inside the `end`. A delivered batch costs nothing more for its failure: the failure is
- * read from the receiver (or made) only for a batch that ends otherwise.
+ * Cost: a tracked batch costs the tracker no object of its own while in flight. The tracker is the
+ * listener every receiver calls when it resolves (one object for all batches, no closure); it
+ * counts pending batches rather than listing them, and finds them, when a stop gives up on them,
+ * among the batches core still watches (`LeakDetector.forEachUnresolved`). What a batch needs
+ * beyond its receiver (a decision made before it resolved, a failure, a timer, a source waiting
+ * on its receipt, authoritative records) is kept with the receiver, in a {@link Tracking} made on
+ * first use. The receipt is made per send and held only by the source, so a source that drops it
+ * leaves nothing behind. The receipt's promise is made only when the source reads `status`, the
+ * batch id only when someone reads it, and the `batch_resolved` fact only while someone watches
+ * the lifecycle.
+ *
+ * A batch that resolves is decided inside the `end` that resolved it: deciding only counts and
+ * settles the receipt's promise (whose reactions run later), so no code of anyone else's runs
+ * inside that `end`. While someone watches, the facts (the watcher's code) of the batches decided
+ * so are emitted in one microtask per burst, never inside the `end`; facts keep the order of the
+ * decisions. A delivered batch costs nothing more for its failure: the failure is read from the
+ * receiver (or made) only for a batch that ends otherwise.
  */
 import {
   BatchStatus as Batch,
@@ -25,6 +31,7 @@ import {
   type BatchStatus,
   type BatchStatusReceiver,
   type EventStatus,
+  LeakDetector,
   type RecordOutcomes,
 } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
@@ -38,60 +45,62 @@ export interface FactSink {
   readonly watching: () => boolean
 }
 
-/** The fields of a tracked batch that only some batches use. */
-class RareFields {
+/**
+ * What the tracker keeps for the batches that need more than their receiver: a decision made
+ * before the batch resolved (a timeout, authoritative records, a forced stop) or a failure, a
+ * timer, a source waiting on its receipt, outcomes. Kept in the receiver's `tracking`, made on
+ * first use: a batch delivered while nobody waits on it never has one.
+ */
+class Tracking {
+  /** What the source was told, once decided; a batch decided when it resolved without anything else to keep has no `Tracking`. */
+  decided: BatchStatus | undefined = undefined
+  /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
+  failure: BatchFailure | undefined = undefined
+  /** The outcomes taken when the batch was decided. */
+  outcomes: RecordOutcomes | undefined = undefined
   timer: ReturnType<typeof setTimeout> | undefined = undefined
+  /** The resolver of the receipt's promise, while its source waits for the decision. */
+  waiting: ((status: BatchStatus) => void) | undefined = undefined
   /** The fold of what authoritative sinks recorded so far. */
   recorded: BatchStatus = Batch.initial
   /** The failure that explains `recorded`, as the first authoritative sink to raise it said. */
   recordedFailure: BatchFailure | undefined = undefined
   /** Events of the batch not recorded by an authoritative sink yet; -1 until the first record. */
   unrecorded = -1
-  /** The outcomes taken when the batch was decided. */
-  outcomes: RecordOutcomes | undefined = undefined
-  /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
-  failure: BatchFailure | undefined = undefined
+}
+
+/** The receiver's tracking, if it has one. */
+const trackingOf = (receiver: BatchStatusReceiver): Tracking | undefined =>
+  receiver.tracking as Tracking | undefined
+
+/** The receiver's tracking, made now if it had none. */
+function tracking(receiver: BatchStatusReceiver): Tracking {
+  let kept = trackingOf(receiver)
+  if (kept === undefined) {
+    kept = new Tracking()
+    receiver.tracking = kept
+  }
+  return kept
 }
 
 /**
- * One tracked batch, and the receipt its source holds. Every field is paid per batch in flight,
- * so it keeps only the list links, the decision (or, before it, the resolver of a source that
- * waits for it) and the receipt's promise (made when the source reads `status`); a timeout,
- * authoritative records, outcomes and a failure use {@link RareFields}.
+ * What the source was told about the batch: the decision its tracking keeps, or else, once the
+ * receiver resolved, its status (the tracker decides every batch by the time its receiver has
+ * told it). `undefined` until then.
  */
-class TrackedBatch implements BatchReceipt, BatchResolvedListener {
-  /** Neighbours in the tracker's list of pending batches, oldest first. */
-  prev: TrackedBatch | undefined = undefined
-  next: TrackedBatch | undefined = undefined
-  /** What only some batches need; made on first use. */
-  rare: RareFields | undefined = undefined
-  /**
-   * What the source was told (a status); before that, the resolver of the receipt's promise when
-   * the source already waits for it, or `undefined`. One field for the two, as each is paid per batch.
-   */
-  #decision: BatchStatus | ((status: BatchStatus) => void) | undefined = undefined
+function decidedOf(receiver: BatchStatusReceiver): BatchStatus | undefined {
+  return trackingOf(receiver)?.decided ?? receiver.status
+}
+
+/**
+ * The receipt a source is given for a batch. Nothing of the tracker's holds it, so a source that
+ * drops it (most do) leaves only the batch's receiver and notifier in flight; everything a
+ * receipt reads is kept with the receiver.
+ */
+class Receipt implements BatchReceipt {
   #promise: Promise<BatchStatus> | undefined = undefined
 
-  constructor(
-    readonly tracker: BatchTracker,
-    readonly receiver: BatchStatusReceiver,
-    /**
-     * When the batch started, in ms after the tracker's epoch (a small integer, not a boxed
-     * double). Kept, not read from the batch id's stamp: stamps never go backwards,
-     * but the clock may (a stepped clock, fake timers), and latency is measured on the clock.
-     */
-    readonly start: number,
-  ) {}
-
-  rareFields(): RareFields {
-    if (this.rare === undefined) this.rare = new RareFields()
-    return this.rare
-  }
-
-  /** Called by the receiver, inside the `end` that resolved the batch. */
-  batchResolved(status: BatchStatus): void {
-    this.tracker._resolved(this, status)
-  }
+  constructor(readonly receiver: BatchStatusReceiver) {}
 
   get batchId(): string {
     return this.receiver.batchId
@@ -99,13 +108,12 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
 
   /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
   get failure(): BatchFailure | undefined {
-    return this.rare?.failure
+    return trackingOf(this.receiver)?.failure
   }
 
   /** What the source was told; `undefined` until then. */
   get decided(): BatchStatus | undefined {
-    const decision = this.#decision
-    return typeof decision === 'string' ? decision : undefined
+    return decidedOf(this.receiver)
   }
 
   get status(): Promise<BatchStatus> {
@@ -115,7 +123,15 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
         decided !== undefined
           ? Promise.resolve(decided)
           : new Promise<BatchStatus>((resolve) => {
-              this.#decision = resolve
+              const kept = tracking(this.receiver)
+              const before = kept.waiting
+              kept.waiting =
+                before === undefined
+                  ? resolve
+                  : (status) => {
+                      before(status)
+                      resolve(status)
+                    }
             })
     }
     return this.#promise
@@ -128,49 +144,32 @@ class TrackedBatch implements BatchReceipt, BatchResolvedListener {
   get outcomes(): Promise<RecordOutcomes> | undefined {
     if (!this.receiver.keepsOutcomes) return undefined
     // The snapshot's microtask was queued before the status settled, so it has run by now.
-    return this.status.then(() => this.rare?.outcomes ?? this.receiver.outcomesNow()!)
-  }
-
-  decide(status: BatchStatus, failure: BatchFailure | undefined): void {
-    if (failure !== undefined) this.rareFields().failure = failure
-    // Taken a microtask later: an authoritative sink reports a record to the tracker just before
-    // it ends (and so records) the event, in the same synchronous call.
-    if (this.receiver.keepsOutcomes) {
-      queueMicrotask(() => {
-        this.rareFields().outcomes = this.receiver.outcomesNow()
-      })
-    }
-    const waiting = this.#decision
-    this.#decision = status
-    if (typeof waiting === 'function') waiting(status)
+    return this.status.then(() => trackingOf(this.receiver)?.outcomes ?? this.receiver.outcomesNow()!)
   }
 }
 
-export class BatchTracker {
-  /** The pending batches, oldest first, as a list through the batches themselves. */
-  #head: TrackedBatch | undefined = undefined
-  #tail: TrackedBatch | undefined = undefined
+/** A `batch_resolved` fact waiting for the next flush, while someone watches. */
+interface QueuedFact {
+  readonly receiver: BatchStatusReceiver
+  readonly status: BatchStatus
+  readonly latencyMs: number
+  readonly failure: BatchFailure | undefined
+}
+
+export class BatchTracker implements BatchResolvedListener {
+  /** Batches not decided yet. */
   #count = 0
-  /** The pending batches by receiver, for authoritative sinks (they report by receiver); only when one is fed. */
-  readonly #byReceiver: Map<BatchStatusReceiver, TrackedBatch> | undefined
-  /** While someone watches the facts: batches whose receivers resolved since the last flush. */
-  #resolved: TrackedBatch[] = []
+  /** While someone watches: facts of batches decided inside an `end`, emitted at the next flush. */
+  #facts: QueuedFact[] = []
   #flushScheduled = false
-  /** Start times are kept relative to this (see `TrackedBatch.start`). */
-  readonly #epoch = Date.now()
   readonly #flush = (): void => {
     this.#flushScheduled = false
-    const resolved = this.#resolved
-    this.#resolved = []
-    for (let i = 0; i < resolved.length; i++) {
-      const entry = resolved[i]!
-      const receiver = entry.receiver
-      this.#finish(
-        entry,
-        receiver.status!,
-        receiver.status === 'delivered' ? undefined : receiver.reason,
-        false,
-      )
+    const facts = this.#facts
+    if (facts.length === 0) return
+    this.#facts = []
+    for (let i = 0; i < facts.length; i++) {
+      const { receiver, status, latencyMs, failure } = facts[i]!
+      this.#emit(receiver, status, latencyMs, false, failure)
     }
   }
 
@@ -179,62 +178,48 @@ export class BatchTracker {
     readonly counters: Counters,
     readonly ackTimeoutMs: number | undefined,
     readonly facts: FactSink,
-    /** Whether an authoritative sink may report this source's batches (see {@link recorded}). */
-    authoritative = true,
-  ) {
-    this.#byReceiver = authoritative ? new Map() : undefined
-  }
+  ) {}
 
   /**
-   * @internal A tracked batch's receiver resolved: decide it now while nobody watches the facts
-   * (see the module header), or report it in the next flush.
+   * @internal A tracked batch's receiver resolved, inside the `end` that resolved it: decide it
+   * now. Its fact, while someone watches, waits for a flush a microtask later (see the module
+   * header); the flush is queued before the receipt settles, so a source that awaited its
+   * receipt finds the fact emitted.
    */
-  _resolved(entry: TrackedBatch, status: BatchStatus): void {
-    if (!this.facts.watching()) {
-      this.#finish(entry, status, status === 'delivered' ? undefined : entry.receiver.reason, false)
-      return
-    }
-    this.#resolved.push(entry)
-    if (!this.#flushScheduled) {
+  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void {
+    if (this.facts.watching() && !this.#flushScheduled) {
       this.#flushScheduled = true
       queueMicrotask(this.#flush)
     }
+    this.#finish(receiver, status, status === 'delivered' ? undefined : receiver.reason, false, true)
   }
 
   /**
-   * Tracks the batch that `receiver` reports on (its events attached already), created at
-   * `start` (ms since the epoch); returns the receipt its source is given.
+   * Tracks the batch that `receiver` reports on (its events attached already); returns the
+   * receipt its source is given. The batch's latency is measured from the time its notifier was
+   * opened with.
    */
-  track(receiver: BatchStatusReceiver, start: number): BatchReceipt {
+  track(receiver: BatchStatusReceiver): BatchReceipt {
     this.counters.inFlight++
-    const entry = new TrackedBatch(this, receiver, start - this.#epoch)
-    const tail = this.#tail
-    if (tail === undefined) this.#head = entry
-    else {
-      tail.next = entry
-      entry.prev = tail
-    }
-    this.#tail = entry
     this.#count++
-    this.#byReceiver?.set(receiver, entry)
-    receiver.onResolved(entry)
-    // A receiver that had resolved already (an empty batch) calls back at once, and while nobody
-    // watches the batch is decided there: no timer for it, nothing would clear one.
-    if (entry.decided !== undefined) return entry
-    if (this.ackTimeoutMs !== undefined) {
+    receiver.onResolved(this)
+    // A receiver that had resolved already (an empty batch) called back at once and the batch is
+    // decided: no timer for it, nothing would clear one.
+    if (this.ackTimeoutMs !== undefined && decidedOf(receiver) === undefined) {
       const ms = this.ackTimeoutMs
-      entry.rareFields().timer = setTimeout(
+      tracking(receiver).timer = setTimeout(
         () =>
           this.#finish(
-            entry,
+            receiver,
             'errored',
             this.#failure('ACK_TIMEOUT', `the batch did not resolve within ackTimeoutMs (${ms} ms)`),
             true,
+            false,
           ),
         ms,
       )
     }
-    return entry
+    return new Receipt(receiver)
   }
 
   /** Batches not reported yet. */
@@ -245,96 +230,108 @@ export class BatchTracker {
   /**
    * An authoritative sink recorded `status` for one event of the batch `receiver` reports on (each
    * event once). Once every event of the batch is recorded its status is final, so the source is
-   * told now, even while other copies are still on their way.
+   * told now, even while other copies are still on their way. A batch this tracker does not track,
+   * or decided already, is ignored.
    */
   recorded(receiver: BatchStatusReceiver, status: EventStatus, failure: BatchFailure | undefined): void {
-    const entry = this.#byReceiver?.get(receiver)
-    if (entry === undefined) return
-    const rare = entry.rareFields()
-    if (rare.unrecorded < 0) rare.unrecorded = receiver.eventCount
-    const next = Batch.update(rare.recorded, status)
-    if (next !== rare.recorded) {
-      rare.recorded = next
-      rare.recordedFailure = failure
-    } else if (next !== 'delivered' && rare.recordedFailure === undefined) {
-      rare.recordedFailure = failure
+    if (!receiver.hasListener(this) || decidedOf(receiver) !== undefined) return
+    const kept = tracking(receiver)
+    if (kept.unrecorded < 0) kept.unrecorded = receiver.eventCount
+    const next = Batch.update(kept.recorded, status)
+    if (next !== kept.recorded) {
+      kept.recorded = next
+      kept.recordedFailure = failure
+    } else if (next !== 'delivered' && kept.recordedFailure === undefined) {
+      kept.recordedFailure = failure
     }
-    if (--rare.unrecorded === 0) this.#finish(entry, rare.recorded, rare.recordedFailure, false)
+    if (--kept.unrecorded === 0) this.#finish(receiver, kept.recorded, kept.recordedFailure, false, false)
   }
 
   /**
-   * Reports every pending batch now (a stop's deadline passed): `errored`, unless its receiver
-   * has resolved and only the report was still queued.
+   * Reports every pending batch now (a stop's deadline passed): `errored`. Every batch whose
+   * receiver resolved was decided already, in the `end` that resolved it.
    */
   forceAll(): void {
-    const entries: TrackedBatch[] = []
-    for (let entry = this.#head; entry !== undefined; entry = entry.next) entries.push(entry)
-    for (const entry of entries) {
-      const status = entry.receiver.status
-      if (status === undefined) {
-        const failure = this.#failure('STOPPED', 'the topology stopped before the batch resolved')
-        this.#finish(entry, 'errored', failure, true)
-      } else {
-        this.#finish(entry, status, status === 'delivered' ? undefined : entry.receiver.reason, false)
-      }
-    }
+    this.#flush()
+    if (this.#count === 0) return
+    LeakDetector.forEachUnresolved((receiver) => {
+      if (!receiver.hasListener(this) || decidedOf(receiver) !== undefined) return
+      const failure = this.#failure('STOPPED', 'the topology stopped before the batch resolved')
+      this.#finish(receiver, 'errored', failure, true, false)
+    })
   }
 
   /**
-   * Decides the batch. `reason` is what explains a status other than `delivered` (a failure made
-   * by the runtime, or whatever reason the batch's receiver kept); a batch that is not delivered
-   * always gets a failure, `UNEXPLAINED` when nothing said why.
+   * Decides the batch, once. `reason` is what explains a status other than `delivered` (a failure
+   * made by the runtime, or whatever reason the batch's receiver kept); a batch that is not
+   * delivered always gets a failure, `UNEXPLAINED` when nothing said why. `deferFact`: the
+   * decision is made inside an `end`, so its fact waits for the flush.
    */
-  #finish(entry: TrackedBatch, status: BatchStatus, reason: unknown, timedOut: boolean): void {
-    if (entry.decided !== undefined) return
-    this.#unlink(entry)
-    const timer = entry.rare?.timer
-    if (timer !== undefined) clearTimeout(timer)
-    const latencyMs = Date.now() - this.#epoch - entry.start
+  #finish(
+    receiver: BatchStatusReceiver,
+    status: BatchStatus,
+    reason: unknown,
+    timedOut: boolean,
+    deferFact: boolean,
+  ): void {
+    let kept = trackingOf(receiver)
+    if (kept?.decided !== undefined) return
+    this.#count--
+    const latencyMs = Date.now() - receiver.openedAt
     this.counters.inFlight--
     this.counters.latency(latencyMs)
-    if (status === 'delivered') {
-      entry.decide(status, undefined)
-      if (this.facts.watching()) {
-        this.facts.emit({
-          type: 'batch_resolved',
-          source: this.sourceId,
-          batchId: entry.batchId,
-          status,
-          latencyMs,
-          timedOut,
+    let failure: BatchFailure | undefined
+    if (status !== 'delivered') {
+      failure =
+        asFailure(reason) ??
+        this.#failure('UNEXPLAINED', `the batch ended ${status} and no component said why`)
+      // The source's own decisions (timeouts, stops) are counted here; the others where they were made.
+      if (failure.componentId === this.sourceId) this.counters.failed(failure.code, 1)
+    }
+    // A batch decided as its receiver resolves, delivered, with nothing else kept: its receiver's
+    // status is the decision, so nothing more is written (the common case costs no object).
+    if (kept !== undefined || failure !== undefined || !deferFact || receiver.keepsOutcomes) {
+      kept ??= tracking(receiver)
+      if (kept.timer !== undefined) clearTimeout(kept.timer)
+      kept.timer = undefined
+      kept.decided = status
+      kept.failure = failure
+      // Taken a microtask later: an authoritative sink reports a record to the tracker just before
+      // it ends (and so records) the event, in the same synchronous call.
+      if (receiver.keepsOutcomes) {
+        const snapshot = kept
+        queueMicrotask(() => {
+          snapshot.outcomes = receiver.outcomesNow()
         })
       }
-      return
+      const waiting = kept.waiting
+      kept.waiting = undefined
+      waiting?.(status)
     }
-    const failure =
-      asFailure(reason) ?? this.#failure('UNEXPLAINED', `the batch ended ${status} and no component said why`)
-    // The source's own decisions (timeouts, stops) are counted here; the others where they were made.
-    if (failure.componentId === this.sourceId) this.counters.failed(failure.code, 1)
-    entry.decide(status, failure)
-    if (this.facts.watching()) {
-      this.facts.emit({
-        type: 'batch_resolved',
-        source: this.sourceId,
-        batchId: entry.batchId,
-        status,
-        latencyMs,
-        timedOut,
-        failure,
-      })
+    if (!this.facts.watching()) return
+    if (deferFact) this.#facts.push({ receiver, status, latencyMs, failure })
+    else {
+      this.#flush() // facts keep the order of the decisions
+      this.#emit(receiver, status, latencyMs, timedOut, failure)
     }
   }
 
-  #unlink(entry: TrackedBatch): void {
-    const { prev, next } = entry
-    if (prev === undefined) this.#head = next
-    else prev.next = next
-    if (next === undefined) this.#tail = prev
-    else next.prev = prev
-    entry.prev = undefined
-    entry.next = undefined
-    this.#count--
-    this.#byReceiver?.delete(entry.receiver)
+  #emit(
+    receiver: BatchStatusReceiver,
+    status: BatchStatus,
+    latencyMs: number,
+    timedOut: boolean,
+    failure: BatchFailure | undefined,
+  ): void {
+    this.facts.emit({
+      type: 'batch_resolved',
+      source: this.sourceId,
+      batchId: receiver.batchId,
+      status,
+      latencyMs,
+      timedOut,
+      ...(failure === undefined ? {} : { failure }),
+    })
   }
 
   #failure(code: string, message: string): BatchFailure {

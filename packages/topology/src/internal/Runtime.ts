@@ -196,13 +196,10 @@ export class Runtime {
     let running: Promise<void>
     switch (decl.role) {
       case 'source': {
-        const tracker = new BatchTracker(
-          decl.id,
-          counters,
-          this.#plan.options.ackTimeoutMs,
-          { emit: this.#emit, watching: this.#watching },
-          this.#plan.components.some((d) => d.role === 'sink' && d.options.authoritative === true),
-        )
+        const tracker = new BatchTracker(decl.id, counters, this.#plan.options.ackTimeoutMs, {
+          emit: this.#emit,
+          watching: this.#watching,
+        })
         this.#trackers.push(tracker)
         this.#trackersBySource.set(decl.id, tracker)
         const runner = new SourceRunner(

@@ -76,7 +76,7 @@ export class SourceRunner {
       // The events join the batch as they are made, and the source's reference is released (the
       // records are the whole batch).
       const array = EventArray.fromRecords(list, { sourceId, ingestTimestamp, batch: notifier })
-      const receipt = this.tracker.track(notifier.receiver, ingestTimestamp)
+      const receipt = this.tracker.track(notifier.receiver)
       const pushed = this.output.send(array)
       return pushed === RESOLVED ? Promise.resolve(receipt) : pushed.then(() => receipt)
     } catch (error) {
