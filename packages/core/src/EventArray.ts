@@ -9,6 +9,7 @@
 import type { BatchNotifier } from './BatchNotifier.js'
 import { EventMetadata } from './EventMetadata.js'
 import type { DeliveryStatus } from './EventStatus.js'
+import { sinceEpoch } from './internal/epoch.js'
 import { endRuns } from './internal/refs.js'
 import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import type { JsonObject } from './JsonValue.js'
@@ -72,12 +73,12 @@ export class EventArray implements Iterable<LogEvent> {
     const n = records.length
     const events = new Array<LogEvent>(n)
     const sourceId = options.sourceId
-    const timestamp = options.ingestTimestamp ?? Date.now()
+    const ingest = sinceEpoch(options.ingestTimestamp ?? Date.now())
     const batch = options.batch
     // Fresh events cannot have ended, so nothing needs checking before the slots are taken.
     const first = batch === undefined ? 0 : batch._state.addSlots(n)
     for (let i = 0; i < n; i++) {
-      const metadata = new EventMetadata(sourceId, timestamp, batch, batch === undefined ? 0 : first + i)
+      const metadata = new EventMetadata(sourceId, ingest, batch, batch === undefined ? 0 : first + i)
       events[i] = new LogEvent(records[i]!, undefined, metadata)
     }
     if (batch !== undefined && options.release !== false) batch.release()

@@ -11,6 +11,7 @@
 import type { BatchNotifier } from './BatchNotifier.js'
 import { EventFinalizers } from './EventFinalizers.js'
 import { FinalizationError } from './FinalizationError.js'
+import { EPOCH_MS } from './internal/epoch.js'
 import { asSet, endRef, explainRef, mergeRefs, type Ref, SET } from './internal/refs.js'
 
 /**
@@ -25,19 +26,24 @@ import { asSet, endRef, explainRef, mergeRefs, type Ref, SET } from './internal/
 export class EventMetadata {
   /** The id of the source that read the event, if it said. */
   declare readonly sourceId: string | undefined
-  /** When the event entered the pipeline, in milliseconds since the epoch. */
-  declare readonly ingestTimestamp: number
+  /** @internal When the event entered the pipeline, as `epoch.ts` keeps times (unboxed); read `ingestTimestamp`. */
+  declare readonly _ingest: number
   /** @internal The handle's reference to its finalizers; `null` once the handle ended. */
   declare _ref: Ref | null
   /** @internal The slot in the batch when `_ref` is a notifier; `SET` when it is a set. */
   declare _slot: number
 
-  /** @internal */
-  constructor(sourceId: string | undefined, ingestTimestamp: number, ref: Ref = undefined, slot = 0) {
+  /** @internal `ingest`: the ingest time as `epoch.ts` keeps times (`sinceEpoch(ms)`). */
+  constructor(sourceId: string | undefined, ingest: number, ref: Ref = undefined, slot = 0) {
     this.sourceId = sourceId
-    this.ingestTimestamp = ingestTimestamp
+    this._ingest = ingest
     this._ref = ref
     this._slot = slot
+  }
+
+  /** When the event entered the pipeline, in milliseconds since the epoch. */
+  get ingestTimestamp(): number {
+    return this._ingest + EPOCH_MS
   }
 
   /** Whether the handle has ended (after which the event may not be used). */

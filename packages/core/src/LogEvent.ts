@@ -15,6 +15,7 @@
 import { EventMetadata } from './EventMetadata.js'
 import type { DeliveryStatus } from './EventStatus.js'
 import { FinalizationError } from './FinalizationError.js'
+import { sinceEpoch } from './internal/epoch.js'
 import { getPath, removePath, setPath } from './internal/FieldPath.js'
 import { retainRef } from './internal/refs.js'
 import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
@@ -69,7 +70,8 @@ export class LogEvent {
   constructor(fields: JsonObject = {}, options?: LogEventOptions, metadata?: EventMetadata) {
     this._fields = fields
     this._shared = false
-    this.metadata = metadata ?? new EventMetadata(options?.sourceId, options?.ingestTimestamp ?? Date.now())
+    this.metadata =
+      metadata ?? new EventMetadata(options?.sourceId, sinceEpoch(options?.ingestTimestamp ?? Date.now()))
   }
 
   /** The fields, read-only: change them through {@link LogEvent.set} so copies stay independent. */
@@ -126,7 +128,7 @@ export class LogEvent {
     const copy = new LogEvent(
       this._fields,
       undefined,
-      new EventMetadata(metadata.sourceId, metadata.ingestTimestamp, ref, slot),
+      new EventMetadata(metadata.sourceId, metadata._ingest, ref, slot),
     )
     this._shared = true
     copy._shared = true

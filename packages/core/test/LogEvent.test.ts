@@ -33,6 +33,19 @@ describe('LogEvent fields', () => {
     expect(Math.abs(now.metadata.ingestTimestamp - Date.now())).toBeLessThan(60_000)
   })
 
+  it('keeps every ingest timestamp exactly, near now or not, whole or not, through arrays and clones', () => {
+    // Times near the process start are kept unboxed, others as they are: the value never changes.
+    const base = Date.now()
+    const times = [base, base - 1, base + 86_400_000, 0, 1234.5, base + 0.25, -5, 2 ** 47, base - 2 ** 31]
+    for (const time of times) {
+      const event = new LogEvent({}, { ingestTimestamp: time })
+      expect(event.metadata.ingestTimestamp).toBe(time)
+      expect(event.clone().metadata.ingestTimestamp).toBe(time)
+      const [fromRecords] = EventArray.fromRecords([{}], { ingestTimestamp: time }).events
+      expect(fromRecords!.metadata.ingestTimestamp).toBe(time)
+    }
+  })
+
   it('clone_events: a clone shares finalizers but its fields are copied on write', () => {
     const { events, receiver } = tracked(1)
     const original = events[0]!

@@ -8,6 +8,8 @@
  * batch whose id nobody reads costs no UUID (and no clock read of its own: the creator passes the
  * time it read for its events).
  */
+import { EPOCH_MS, sinceEpoch } from './epoch.js'
+
 /**
  * The random bits of every id this process writes (RFC 9562 `rand_b` below the counter): drawn
  * once, so two processes that share a millisecond and a counter value still differ, and one
@@ -17,19 +19,6 @@ const RANDOM = globalThis.crypto.getRandomValues(new Uint8Array(16))
 
 let lastMs = Number.NEGATIVE_INFINITY
 let lastSeq = 0
-/**
- * Stamps keep their millisecond relative to this one, taken at load: a small integer fits a field
- * as it is, where a full epoch time (a double) would be boxed, one more object per batch.
- */
-const EPOCH_MS = Date.now()
-
-/**
- * The largest distance from the epoch kept as a small integer (2^30 ms, about 12 days): V8 keeps
- * a field unboxed only while it holds such integers (31-bit with pointer compression). A process
- * older than that, or a clock set far from the load time, keeps the same number as a double:
- * correct, 16 bytes more per batch.
- */
-const SMALL = 0x40000000
 
 /** Where a stamp goes: the batch state's fields, and its rare part for a stamp ahead of the clock. */
 export interface Stamped {
@@ -55,13 +44,11 @@ export function nextStamp(state: Stamped, now: number): void {
     if (lastSeq === 0) lastMs++
     if (lastMs !== now) state._rare().stampAhead = lastMs - now
   }
-  const opened = now - EPOCH_MS
-  // `| 0` makes the value a small integer V8 stores unboxed (a difference of doubles is a double).
-  state.opened = opened > -SMALL && opened < SMALL ? opened | 0 : opened
+  state.opened = sinceEpoch(now)
   state.idSeq = lastSeq
 }
 
-/** `opened` (ms after the epoch, as a state keeps it) as a time in ms since 1970. */
+/** `opened` (ms after the epoch, as a state keeps it; see `epoch.ts`) as a time in ms since 1970. */
 export const epochTime = (opened: number): number => opened + EPOCH_MS
 
 /** Two hex digits per byte value. */
