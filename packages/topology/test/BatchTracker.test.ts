@@ -154,4 +154,101 @@ describe('BatchTracker', () => {
     expect(await receipts[0]!.status).toBe('errored')
     expect(mine.counters.latencyCount).toBe(101)
   })
+
+  it('with an ack timeout, one timer serves every batch: each times out once, oldest first, at its own deadline', async () => {
+    vi.useFakeTimers()
+    const { t, facts, counters } = tracker({ ackTimeoutMs: 1000 })
+    const batches: ReturnType<typeof batch>[] = []
+    const receipts: ReturnType<typeof t.track>[] = []
+    for (let i = 0; i < 300; i++) {
+      const b = batch(1)
+      batches.push(b)
+      receipts.push(t.track(b.receiver))
+      if (i % 100 === 99) await vi.advanceTimersByTimeAsync(100) // three waves, 100 ms apart
+    }
+    expect(vi.getTimerCount()).toBe(1)
+    // Most batches resolve in time (enough to compact the queue more than once); some never do.
+    const late = new Set([0, 5, 150, 151, 299])
+    batches.forEach((b, i) => {
+      if (!late.has(i)) b.array.end(i % 7 === 0 ? 'rejected' : 'delivered')
+    })
+    expect(t.pending).toBe(late.size)
+    await vi.advanceTimersByTimeAsync(699) // the first wave's deadline is 1000 ms after it opened
+    expect(facts.filter((f) => f.type === 'batch_resolved' && f.timedOut)).toEqual([])
+    await vi.advanceTimersByTimeAsync(1)
+    expect(await receipts[0]!.status).toBe('errored')
+    expect(receipts[150]!.decided).toBeUndefined()
+    await vi.advanceTimersByTimeAsync(200)
+    expect(t.pending).toBe(0)
+    expect(vi.getTimerCount()).toBe(0) // nothing pending: no timer left
+    const timedOut = facts.filter((f) => f.type === 'batch_resolved' && f.timedOut)
+    expect(timedOut.map((f) => f.type === 'batch_resolved' && [f.batchId, f.latencyMs])).toEqual(
+      [0, 5, 150, 151, 299].map((i) => [receipts[i]!.batchId, 1000]),
+    )
+    for (const i of late) {
+      expect(await receipts[i]!.status).toBe('errored')
+      expect(receipts[i]!.failure?.code).toBe('ACK_TIMEOUT')
+    }
+    expect(await receipts[7]!.status).toBe('rejected')
+    expect(await receipts[1]!.status).toBe('delivered')
+    expect(counters.inFlight).toBe(0)
+    expect(counters.latencyCount).toBe(300)
+    for (const i of late) batches[i]!.array.end('delivered') // the late ends change nothing
+    expect(await receipts[0]!.status).toBe('errored')
+  })
+
+  it('with an ack timeout, a batch decided otherwise keeps no object of its own', () => {
+    vi.useFakeTimers()
+    const { t } = tracker({ watching: false, ackTimeoutMs: 1000 })
+    const kept = batch(1)
+    t.track(kept.receiver) // keeps one batch pending, so the queue stays
+    const { array, receiver } = batch(1)
+    t.track(receiver)
+    array.end('delivered')
+    expect(receiver.tracking).toBeUndefined()
+    expect(receiver.status).toBe('delivered')
+    kept.array.end('delivered')
+  })
+
+  it('drops facts queued for watchers who left before the flush', async () => {
+    let watching = true
+    const facts: LifecycleEvent[] = []
+    const t = new BatchTracker('src', new Counters('source', 'test'), undefined, {
+      emit: (fact) => facts.push(fact),
+      watching: () => watching,
+    })
+    const { array, receiver } = batch(1)
+    const receipt = t.track(receiver)
+    array.end('delivered')
+    expect(receipt.decided).toBe('delivered') // decided in the end, watched or not
+    watching = false
+    await Promise.resolve()
+    expect(facts).toEqual([])
+  })
+
+  it('a decision made outside an end first emits the facts still queued: facts keep the order of decisions', () => {
+    const { t, facts } = tracker()
+    const first = batch(1)
+    const second = batch(1)
+    const a = t.track(first.receiver)
+    const b = t.track(second.receiver)
+    first.array.end('delivered') // queued for the flush
+    t.recorded(second.receiver, 'rejected', undefined) // decides now, not inside an end
+    expect(facts.map((f) => f.type === 'batch_resolved' && f.batchId)).toEqual([a.batchId, b.batchId])
+    second.array.end('delivered')
+  })
+
+  it("ignores records of batches it does not track (another tracker's, or decided ones)", async () => {
+    const mine = tracker()
+    const theirs = tracker()
+    const { array, receiver } = batch(1)
+    const receipt = theirs.t.track(receiver)
+    mine.t.recorded(receiver, 'rejected', undefined)
+    expect(receipt.decided).toBeUndefined()
+    expect(mine.t.pending).toBe(0)
+    array.end('delivered')
+    expect(await receipt.status).toBe('delivered')
+    theirs.t.recorded(receiver, 'rejected', undefined) // decided already: ignored
+    expect(await receipt.status).toBe('delivered')
+  })
 })

@@ -11,10 +11,11 @@
  * listener every receiver calls when it resolves (one object for all batches, no closure); it
  * counts pending batches rather than listing them, and finds them, when a stop gives up on them,
  * among the batches core still watches (`LeakDetector.forEachUnresolved`). What a batch needs
- * beyond its receiver (a decision made before it resolved, a failure, a timer, a source waiting
+ * beyond its receiver (a decision made before it resolved, a failure, a source waiting
  * on its receipt, authoritative records) is kept with the receiver, in a {@link Tracking} made on
- * first use. The receipt is made per send and held only by the source, so a source that drops it
- * leaves nothing behind. The receipt's promise is made only when the source reads `status`, the
+ * first use. With an ack timeout, the tracker keeps its batches in one queue in deadline order,
+ * with one timer for the oldest (a slot per batch, not a timer per batch). The receipt is made per
+ * send and held only by the source, so a source that drops it leaves nothing behind. The receipt's promise is made only when the source reads `status`, the
  * batch id only when someone reads it, and the `batch_resolved` fact only while someone watches
  * the lifecycle.
  *
@@ -48,8 +49,10 @@ export interface FactSink {
 /**
  * What the tracker keeps for the batches that need more than their receiver: a decision made
  * before the batch resolved (a timeout, authoritative records, a forced stop) or a failure, a
- * timer, a source waiting on its receipt, outcomes. Kept in the receiver's `tracking`, made on
- * first use: a batch delivered while nobody waits on it never has one.
+ * source waiting on its receipt, outcomes. Kept in the receiver's `tracking`, made on first use:
+ * a batch delivered while nobody waits on it never has one, with an ack timeout or without (the
+ * timeouts are kept by the tracker, see `BatchTracker.#timeouts`). A batch whose source asked for
+ * per-record outcomes always has one (they are taken when it is decided).
  */
 class Tracking {
   /** What the source was told, once decided; a batch decided when it resolved without anything else to keep has no `Tracking`. */
@@ -58,7 +61,6 @@ class Tracking {
   failure: BatchFailure | undefined = undefined
   /** The outcomes taken when the batch was decided. */
   outcomes: RecordOutcomes | undefined = undefined
-  timer: ReturnType<typeof setTimeout> | undefined = undefined
   /** The resolver of the receipt's promise, while its source waits for the decision. */
   waiting: ((status: BatchStatus) => void) | undefined = undefined
   /** The fold of what authoritative sinks recorded so far. */
@@ -97,7 +99,7 @@ function decidedOf(receiver: BatchStatusReceiver): BatchStatus | undefined {
  * drops it (most do) leaves only the batch's receiver and notifier in flight; everything a
  * receipt reads is kept with the receiver.
  */
-class Receipt implements BatchReceipt {
+export class Receipt implements BatchReceipt {
   #promise: Promise<BatchStatus> | undefined = undefined
 
   constructor(readonly receiver: BatchStatusReceiver) {}
@@ -159,6 +161,22 @@ interface QueuedFact {
 export class BatchTracker implements BatchResolvedListener {
   /** Batches not decided yet. */
   #count = 0
+  /**
+   * With an ack timeout: the batches tracked, in the order they were tracked, which is the order
+   * of their deadlines (each is `openedAt + ackTimeoutMs`, and a source opens its batches one
+   * after another). One timer, for the oldest undecided batch, serves them all: a timer per batch
+   * costs an object, its list entry and about as much CPU as the rest of the batch's tracking.
+   * A batch decided otherwise stays in the queue until the queue is compacted (see
+   * {@link BatchTracker.#timeoutDecided}); the queue is dropped whenever nothing is pending.
+   */
+  #timeouts: (BatchStatusReceiver | undefined)[] | undefined = undefined
+  /** The first entry of `#timeouts` not dealt with yet. */
+  #timeoutsHead = 0
+  /** Entries of `#timeouts` decided since it was last compacted. */
+  #timeoutsDecided = 0
+  #timer: ReturnType<typeof setTimeout> | undefined = undefined
+  /** While `#expire` walks the queue: it is not compacted under it. */
+  #expiring = false
   /** While someone watches: facts of batches decided inside an `end`, emitted at the next flush. */
   #facts: QueuedFact[] = []
   #flushScheduled = false
@@ -167,6 +185,8 @@ export class BatchTracker implements BatchResolvedListener {
     const facts = this.#facts
     if (facts.length === 0) return
     this.#facts = []
+    // Whoever watched when the batches were decided may have left since: facts go to watchers only.
+    if (!this.facts.watching()) return
     for (let i = 0; i < facts.length; i++) {
       const { receiver, status, latencyMs, failure } = facts[i]!
       this.#emit(receiver, status, latencyMs, false, failure)
@@ -199,27 +219,93 @@ export class BatchTracker implements BatchResolvedListener {
    * receipt its source is given. The batch's latency is measured from the time its notifier was
    * opened with.
    */
-  track(receiver: BatchStatusReceiver): BatchReceipt {
+  track(receiver: BatchStatusReceiver): Receipt {
     this.counters.inFlight++
     this.#count++
     receiver.onResolved(this)
     // A receiver that had resolved already (an empty batch) called back at once and the batch is
-    // decided: no timer for it, nothing would clear one.
-    if (this.ackTimeoutMs !== undefined && decidedOf(receiver) === undefined) {
-      const ms = this.ackTimeoutMs
-      tracking(receiver).timer = setTimeout(
-        () =>
+    // decided: it waits for no timeout.
+    if (this.ackTimeoutMs !== undefined && decidedOf(receiver) === undefined) this.#awaitTimeout(receiver)
+    return new Receipt(receiver)
+  }
+
+  /** Queues `receiver` for its ack timeout, arming the timer when nothing else is waiting. */
+  #awaitTimeout(receiver: BatchStatusReceiver): void {
+    if (this.#timeouts === undefined) this.#timeouts = []
+    this.#timeouts.push(receiver)
+    if (this.#timer === undefined) this.#arm(receiver.openedAt + this.ackTimeoutMs! - Date.now())
+  }
+
+  #arm(delay: number): void {
+    this.#timer = setTimeout(this.#expire, Math.max(0, delay))
+  }
+
+  /**
+   * The timer fired: every batch whose deadline has passed is decided `errored`, oldest first,
+   * and the timer is armed again for the oldest batch still waiting. A deadline is checked on the
+   * clock the batch's `openedAt` was read on; a timer that fired a little early arms again.
+   */
+  readonly #expire = (): void => {
+    this.#timer = undefined
+    const queue = this.#timeouts
+    if (queue === undefined) return
+    const ms = this.ackTimeoutMs!
+    const now = Date.now()
+    this.#expiring = true
+    try {
+      while (this.#timeoutsHead < queue.length) {
+        const receiver = queue[this.#timeoutsHead]
+        if (receiver !== undefined && decidedOf(receiver) === undefined) {
+          const due = receiver.openedAt + ms
+          if (due > now) {
+            this.#arm(due - now)
+            return
+          }
           this.#finish(
             receiver,
             'errored',
             this.#failure('ACK_TIMEOUT', `the batch did not resolve within ackTimeoutMs (${ms} ms)`),
             true,
             false,
-          ),
-        ms,
-      )
+          )
+          // Deciding the last pending batch dropped the queue.
+          if (this.#timeouts === undefined) return
+        }
+        queue[this.#timeoutsHead++] = undefined
+      }
+      queue.length = 0
+      this.#timeoutsHead = 0
+    } finally {
+      this.#expiring = false
     }
-    return new Receipt(receiver)
+  }
+
+  /**
+   * A batch was decided while an ack timeout is set. Once nothing is pending, the queue and its
+   * timer go. Otherwise the queue is compacted once more than half of what it holds was decided
+   * since the last time, so it holds at most about twice the pending batches (a decided batch is
+   * not kept long) at an amortised constant cost per batch.
+   */
+  #timeoutDecided(): void {
+    if (this.#count === 0) {
+      if (this.#timer !== undefined) clearTimeout(this.#timer)
+      this.#timer = undefined
+      this.#timeouts = undefined
+      this.#timeoutsHead = 0
+      this.#timeoutsDecided = 0
+      return
+    }
+    const queue = this.#timeouts!
+    const held = queue.length - this.#timeoutsHead
+    if (++this.#timeoutsDecided * 2 <= held || held < 32 || this.#expiring) return
+    const kept: BatchStatusReceiver[] = []
+    for (let i = this.#timeoutsHead; i < queue.length; i++) {
+      const receiver = queue[i]
+      if (receiver !== undefined && decidedOf(receiver) === undefined) kept.push(receiver)
+    }
+    this.#timeouts = kept
+    this.#timeoutsHead = 0
+    this.#timeoutsDecided = 0
   }
 
   /** Batches not reported yet. */
@@ -252,12 +338,28 @@ export class BatchTracker implements BatchResolvedListener {
    * receiver resolved was decided already, in the `end` that resolved it.
    */
   forceAll(): void {
-    this.#flush()
-    if (this.#count === 0) return
+    BatchTracker.forceAll([this])
+  }
+
+  /**
+   * {@link BatchTracker.forceAll} for several trackers (a topology's sources) in one pass over the
+   * batches core still watches, rather than one pass per tracker.
+   */
+  static forceAll(trackers: readonly BatchTracker[]): void {
+    const pending = trackers.filter((tracker) => {
+      tracker.#flush()
+      return tracker.#count > 0
+    })
+    if (pending.length === 0) return
     LeakDetector.forEachUnresolved((receiver) => {
-      if (!receiver.hasListener(this) || decidedOf(receiver) !== undefined) return
-      const failure = this.#failure('STOPPED', 'the topology stopped before the batch resolved')
-      this.#finish(receiver, 'errored', failure, true, false)
+      for (const tracker of pending) {
+        if (!receiver.hasListener(tracker)) continue
+        if (decidedOf(receiver) === undefined) {
+          const failure = tracker.#failure('STOPPED', 'the topology stopped before the batch resolved')
+          tracker.#finish(receiver, 'errored', failure, true, false)
+        }
+        return
+      }
     })
   }
 
@@ -277,6 +379,7 @@ export class BatchTracker implements BatchResolvedListener {
     let kept = trackingOf(receiver)
     if (kept?.decided !== undefined) return
     this.#count--
+    if (this.#timeouts !== undefined) this.#timeoutDecided()
     const latencyMs = Date.now() - receiver.openedAt
     this.counters.inFlight--
     this.counters.latency(latencyMs)
@@ -292,8 +395,6 @@ export class BatchTracker implements BatchResolvedListener {
     // status is the decision, so nothing more is written (the common case costs no object).
     if (kept !== undefined || failure !== undefined || !deferFact || receiver.keepsOutcomes) {
       kept ??= tracking(receiver)
-      if (kept.timer !== undefined) clearTimeout(kept.timer)
-      kept.timer = undefined
       kept.decided = status
       kept.failure = failure
       // Taken a microtask later: an authoritative sink reports a record to the tracker just before

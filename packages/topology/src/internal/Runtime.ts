@@ -174,7 +174,7 @@ export class Runtime {
       } else this.#discarding.push(discard(buffer).catch(() => {}))
     }
     for (const runner of this.#sinkRunners) runner.force()
-    for (const tracker of this.#trackers) tracker.forceAll()
+    BatchTracker.forceAll(this.#trackers)
     for (const decl of this.#plan.components) this.#finished(decl, true)
   }
 
@@ -188,7 +188,7 @@ export class Runtime {
 
   /** After the drain: batches whose handles are still held somewhere are reported `errored`. */
   settlePending(): void {
-    for (const tracker of this.#trackers) tracker.forceAll()
+    BatchTracker.forceAll(this.#trackers)
   }
 
   #launch(decl: ComponentDeclaration): void {
