@@ -41,8 +41,14 @@ export class MemoryChannel implements EdgeBuffer {
   readonly #options: MemoryChannelOptions
   readonly #dropped: EndOptions
   readonly #stopped: EndOptions
-  #queue: EventArray[] = []
+  /**
+   * Queued arrays are `#queue[#head]` up to `#queue[#tail - 1]`; slots outside hold `undefined`.
+   * A drained queue starts over at slot 0 in the same array, so a channel that drains after
+   * every array (the usual case at small batches) allocates nothing per array.
+   */
+  #queue: (EventArray | undefined)[] = []
   #head = 0
+  #tail = 0
   #queued = 0
   #blocked: Blocked[] = []
   #puller: ((array: EventArray | undefined) => void) | undefined = undefined
@@ -99,12 +105,12 @@ export class MemoryChannel implements EdgeBuffer {
    * its input this way with no promise per array.
    */
   tryPull(): EventArray | undefined | typeof EMPTY {
-    if (this.#head < this.#queue.length) return this.#take()
+    if (this.#head < this.#tail) return this.#take()
     return this.#closed ? undefined : EMPTY
   }
 
   pull(signal?: AbortSignal): Promise<EventArray | undefined> {
-    if (this.#head < this.#queue.length) return Promise.resolve(this.#take())
+    if (this.#head < this.#tail) return Promise.resolve(this.#take())
     if (this.#closed || signal?.aborted === true) return Promise.resolve(undefined)
     // The runtime's consumers wait without a signal, once per array at small batches: one
     // executor for the channel's life rather than a closure per wait.
@@ -127,11 +133,8 @@ export class MemoryChannel implements EdgeBuffer {
   /** Takes the head of a non-empty queue. */
   #take(): EventArray {
     const array = this.#queue[this.#head]!
-    this.#queue[this.#head++] = undefined as unknown as EventArray
-    if (this.#head === this.#queue.length) {
-      this.#queue = []
-      this.#head = 0
-    }
+    this.#queue[this.#head++] = undefined
+    if (this.#head === this.#tail) this.#drained()
     this.#queued -= array.length
     this.#admit()
     return array
@@ -146,8 +149,9 @@ export class MemoryChannel implements EdgeBuffer {
    */
   coalesce(first: EventArray, upTo = this.#options.maxEvents): EventArray {
     const queue = this.#queue
+    const tail = this.#tail
     let head = this.#head
-    if (head >= queue.length) return first
+    if (head >= tail) return first
     const limit = Math.min(upTo, this.#options.maxEvents)
     let total = first.length
     if (total + queue[head]!.length > limit) return first
@@ -159,34 +163,31 @@ export class MemoryChannel implements EdgeBuffer {
       for (let i = 0; i < list.length; i++) events.push(list[i]!)
       total += next.length
       this.#queued -= next.length
-      queue[head++] = undefined as unknown as EventArray
-    } while (head < queue.length)
-    if (head === queue.length) {
-      this.#queue = []
-      this.#head = 0
-    } else {
-      this.#head = head
-    }
+      queue[head++] = undefined
+    } while (head < tail)
+    this.#head = head
+    if (head === tail) this.#drained()
     this.#admit()
     return new EventArray(events)
   }
 
   close(): Promise<void> {
     this.#closed = true
-    if (this.#head >= this.#queue.length && this.#blocked.length === 0) this.#wakePuller()
+    if (this.#head >= this.#tail && this.#blocked.length === 0) this.#wakePuller()
     return RESOLVED
   }
 
   /** Settles everything waiting with `status`, releases blocked producers and closes. Returns the events settled. */
   force(status: DeliveryStatus): number {
     let events = 0
-    for (let i = this.#head; i < this.#queue.length; i++) {
+    for (let i = this.#head; i < this.#tail; i++) {
       const array = this.#queue[i]!
       events += array.length
       array.end(status, this.#stopped)
     }
     this.#queue = []
     this.#head = 0
+    this.#tail = 0
     this.#queued = 0
     const blocked = this.#blocked
     this.#blocked = []
@@ -201,7 +202,7 @@ export class MemoryChannel implements EdgeBuffer {
   }
 
   #enqueue(array: EventArray): void {
-    this.#queue.push(array)
+    this.#queue[this.#tail++] = array
     this.#queued += array.length
   }
 
@@ -214,7 +215,14 @@ export class MemoryChannel implements EdgeBuffer {
       this.#enqueue(next.array)
       next.resolve()
     }
-    if (this.#closed && this.#head >= this.#queue.length) this.#wakePuller()
+    if (this.#closed && this.#head >= this.#tail) this.#wakePuller()
+  }
+
+  /** The queue is empty: start over at slot 0, in the same array unless a burst made it large. */
+  #drained(): void {
+    this.#head = 0
+    this.#tail = 0
+    if (this.#queue.length > 1024) this.#queue = []
   }
 
   #wakePuller(): void {
