@@ -11,7 +11,7 @@
 import type { BatchNotifier } from './BatchNotifier.js'
 import { EventFinalizers } from './EventFinalizers.js'
 import { FinalizationError } from './FinalizationError.js'
-import { EPOCH_MS } from './internal/epoch.js'
+import { type KeptTime, timeOf } from './internal/epoch.js'
 import { asSet, endRef, explainRef, mergeRefs, type Ref, SET } from './internal/refs.js'
 
 /**
@@ -27,14 +27,14 @@ export class EventMetadata {
   /** The id of the source that read the event, if it said. */
   declare readonly sourceId: string | undefined
   /** @internal When the event entered the pipeline, as `epoch.ts` keeps times (unboxed); read `ingestTimestamp`. */
-  declare readonly _ingest: number
+  declare readonly _ingest: KeptTime
   /** @internal The handle's reference to its finalizers; `null` once the handle ended. */
   declare _ref: Ref | null
   /** @internal The slot in the batch when `_ref` is a notifier; `SET` when it is a set. */
   declare _slot: number
 
   /** @internal `ingest`: the ingest time as `epoch.ts` keeps times (`sinceEpoch(ms)`). */
-  constructor(sourceId: string | undefined, ingest: number, ref: Ref = undefined, slot = 0) {
+  constructor(sourceId: string | undefined, ingest: KeptTime, ref: Ref = undefined, slot = 0) {
     this.sourceId = sourceId
     this._ingest = ingest
     this._ref = ref
@@ -43,7 +43,7 @@ export class EventMetadata {
 
   /** When the event entered the pipeline, in milliseconds since the epoch. */
   get ingestTimestamp(): number {
-    return this._ingest + EPOCH_MS
+    return timeOf(this._ingest)
   }
 
   /** Whether the handle has ended (after which the event may not be used). */

@@ -36,7 +36,11 @@ describe('LogEvent fields', () => {
   it('keeps every ingest timestamp exactly, near now or not, whole or not, through arrays and clones', () => {
     // Times near the process start are kept unboxed, others as they are: the value never changes.
     const base = Date.now()
-    const times = [base, base - 1, base + 86_400_000, 0, 1234.5, base + 0.25, -5, 2 ** 47, base - 2 ** 31]
+    const times = [
+      ...[base, base - 1, base + 86_400_000, 0, 1234.5, base + 0.25, -5, 2 ** 47, base - 2 ** 31],
+      // Fractions a difference from the process's epoch would round.
+      ...[0.1, 1.1, 1234.567, base + 0.1, base - 2 ** 31 + 0.3],
+    ]
     for (const time of times) {
       const event = new LogEvent({}, { ingestTimestamp: time })
       expect(event.metadata.ingestTimestamp).toBe(time)

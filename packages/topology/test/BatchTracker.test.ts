@@ -251,4 +251,67 @@ describe('BatchTracker', () => {
     theirs.t.recorded(receiver, 'rejected', undefined) // decided already: ignored
     expect(await receipt.status).toBe('delivered')
   })
+
+  it('with an ack timeout, a watcher that tracks a batch inside the expiry leaves one timer, and none once done', () => {
+    vi.useFakeTimers()
+    const retries: ReturnType<typeof batch>[] = []
+    const t: BatchTracker = new BatchTracker('src', new Counters('source', 'test'), 1000, {
+      emit: (fact) => {
+        // A watcher that sends a retry for the first batch that timed out, inside the expiry.
+        if (fact.type === 'batch_resolved' && fact.timedOut && retries.length === 0) {
+          const retry = batch(1)
+          retries.push(retry)
+          t.track(retry.receiver)
+        }
+      },
+      watching: () => true,
+    })
+    const first = batch(1)
+    t.track(first.receiver)
+    vi.advanceTimersByTime(500)
+    const second = batch(1)
+    t.track(second.receiver)
+    vi.advanceTimersByTime(500) // the first times out; the watcher tracks a retry
+    expect(retries).toHaveLength(1)
+    expect(t.pending).toBe(2)
+    expect(vi.getTimerCount()).toBe(1)
+    second.array.end('delivered')
+    retries[0]!.array.end('delivered')
+    expect(t.pending).toBe(0)
+    expect(vi.getTimerCount()).toBe(0)
+    first.array.end('delivered')
+  })
+
+  it('with an ack timeout, deadlines are on the monotonic clock: a wall clock stepped back delays none', () => {
+    vi.useFakeTimers({ now: 10_000_000 })
+    const { t } = tracker({ watching: false, ackTimeoutMs: 100 })
+    const a = batch(1)
+    t.track(a.receiver)
+    vi.setSystemTime(10_000_000 - 60_000) // the wall clock steps back a minute
+    const b = batch(1)
+    t.track(b.receiver)
+    vi.advanceTimersByTime(200)
+    expect(t.pending).toBe(0)
+    a.array.end('delivered')
+    b.array.end('delivered')
+  })
+
+  it('with an ack timeout, the queue stays bounded while every batch times out in a steady stream', () => {
+    vi.useFakeTimers()
+    const { t } = tracker({ watching: false, ackTimeoutMs: 100 })
+    const open: ReturnType<typeof batch>[] = []
+    let longest = 0
+    for (let i = 0; i < 5000; i++) {
+      const b = batch(1)
+      open.push(b)
+      t.track(b.receiver)
+      vi.advanceTimersByTime(1)
+      longest = Math.max(longest, t.timeoutQueueLength)
+    }
+    // About 100 batches wait at any time (a deadline every ms, 100 ms long): the queue holds at
+    // most about twice that, never one slot per batch ever tracked.
+    expect(t.pending).toBeLessThanOrEqual(101)
+    expect(longest).toBeLessThan(400)
+    for (const b of open) b.array.end('delivered')
+  })
 })

@@ -8,7 +8,7 @@
  * batch whose id nobody reads costs no UUID (and no clock read of its own: the creator passes the
  * time it read for its events).
  */
-import { EPOCH_MS, sinceEpoch } from './epoch.js'
+import { EPOCH_MS, msSinceEpoch } from './epoch.js'
 
 /**
  * The random bits of every id this process writes (RFC 9562 `rand_b` below the counter): drawn
@@ -47,7 +47,7 @@ export function nextStamp(state: Stamped, now: number): void {
     if (lastSeq === 0) lastMs++
     if (lastMs !== now) state._rare().stampAhead = lastMs - now
   }
-  state.opened = sinceEpoch(now)
+  state.opened = msSinceEpoch(now)
   state.idSeq = lastSeq
 }
 

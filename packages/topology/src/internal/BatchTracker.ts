@@ -162,20 +162,21 @@ export class BatchTracker implements BatchResolvedListener {
   /** Batches not decided yet. */
   #count = 0
   /**
-   * With an ack timeout: the batches tracked, in the order they were tracked, which is the order
-   * of their deadlines (each is `openedAt + ackTimeoutMs`, and a source opens its batches one
-   * after another). One timer, for the oldest undecided batch, serves them all: a timer per batch
-   * costs an object, its list entry and about as much CPU as the rest of the batch's tracking.
-   * A batch decided otherwise stays in the queue until the queue is compacted (see
-   * {@link BatchTracker.#timeoutDecided}); the queue is dropped whenever nothing is pending.
+   * With an ack timeout: the batches tracked and their deadlines, in the order they were tracked,
+   * which is the order of their deadlines (each is the time it was tracked plus `ackTimeoutMs`,
+   * on the monotonic clock `performance.now()`, which no wall-clock step moves). One timer, for
+   * the oldest undecided batch, serves them all: a timer per batch costs an object, its list
+   * entry and about as much CPU as the rest of the batch's tracking. Entries before
+   * `#timeoutsHead`, and batches decided otherwise, are dead; the queue is compacted when more
+   * than half of it is dead, and dropped whenever nothing is pending.
    */
   #timeouts: (BatchStatusReceiver | undefined)[] | undefined = undefined
+  /** `#deadlines[i]`: when `#timeouts[i]` times out, in `performance.now()` ms (unboxed doubles). */
+  #deadlines: number[] = []
   /** The first entry of `#timeouts` not dealt with yet. */
   #timeoutsHead = 0
-  /** Entries of `#timeouts` decided since it was last compacted. */
-  #timeoutsDecided = 0
   #timer: ReturnType<typeof setTimeout> | undefined = undefined
-  /** While `#expire` walks the queue: it is not compacted under it. */
+  /** While `#expire` walks the queue: it is not compacted, and no timer is armed, under it. */
   #expiring = false
   /** While someone watches: facts of batches decided inside an `end`, emitted at the next flush. */
   #facts: QueuedFact[] = []
@@ -232,35 +233,35 @@ export class BatchTracker implements BatchResolvedListener {
   /** Queues `receiver` for its ack timeout, arming the timer when nothing else is waiting. */
   #awaitTimeout(receiver: BatchStatusReceiver): void {
     if (this.#timeouts === undefined) this.#timeouts = []
+    const deadline = performance.now() + this.ackTimeoutMs!
     this.#timeouts.push(receiver)
-    if (this.#timer === undefined) this.#arm(receiver.openedAt + this.ackTimeoutMs! - Date.now())
-  }
-
-  #arm(delay: number): void {
-    this.#timer = setTimeout(this.#expire, Math.max(0, delay))
+    this.#deadlines.push(deadline)
+    if (this.#timer === undefined && !this.#expiring)
+      this.#timer = setTimeout(this.#expire, this.ackTimeoutMs!)
   }
 
   /**
-   * The timer fired: every batch whose deadline has passed is decided `errored`, oldest first,
-   * and the timer is armed again for the oldest batch still waiting. A deadline is checked on the
-   * clock the batch's `openedAt` was read on; a timer that fired a little early arms again.
+   * The timer fired: every batch whose deadline has passed is decided `errored`, oldest first;
+   * then the queue is compacted if it is mostly dead, and the timer armed for the oldest batch
+   * still waiting. What a decision runs (a lifecycle watcher's code) may track batches or stop the
+   * topology meanwhile: each entry is taken out of the queue before its batch is decided, and the
+   * queue is read again after every decision.
    */
   readonly #expire = (): void => {
     this.#timer = undefined
-    const queue = this.#timeouts
-    if (queue === undefined) return
+    const now = performance.now()
     const ms = this.ackTimeoutMs!
-    const now = Date.now()
     this.#expiring = true
     try {
-      while (this.#timeoutsHead < queue.length) {
-        const receiver = queue[this.#timeoutsHead]
+      for (;;) {
+        const queue = this.#timeouts
+        const head = this.#timeoutsHead
+        if (queue === undefined || head >= queue.length) break
+        const receiver = queue[head]
         if (receiver !== undefined && decidedOf(receiver) === undefined) {
-          const due = receiver.openedAt + ms
-          if (due > now) {
-            this.#arm(due - now)
-            return
-          }
+          if (this.#deadlines[head]! > now) break
+          queue[head] = undefined
+          this.#timeoutsHead = head + 1
           this.#finish(
             receiver,
             'errored',
@@ -268,44 +269,66 @@ export class BatchTracker implements BatchResolvedListener {
             true,
             false,
           )
-          // Deciding the last pending batch dropped the queue.
-          if (this.#timeouts === undefined) return
+        } else {
+          queue[head] = undefined
+          this.#timeoutsHead = head + 1
         }
-        queue[this.#timeoutsHead++] = undefined
       }
-      queue.length = 0
-      this.#timeoutsHead = 0
     } finally {
       this.#expiring = false
     }
+    this.#settleTimeouts()
   }
 
   /**
-   * A batch was decided while an ack timeout is set. Once nothing is pending, the queue and its
-   * timer go. Otherwise the queue is compacted once more than half of what it holds was decided
-   * since the last time, so it holds at most about twice the pending batches (a decided batch is
-   * not kept long) at an amortised constant cost per batch.
+   * After a decision or an expiry, with an ack timeout: the queue goes once nothing is pending;
+   * it is compacted when more than half of it is dead (so it holds at most about twice the
+   * pending batches, at a constant amortised cost per batch); the timer is armed for the oldest
+   * pending batch if it is not.
    */
-  #timeoutDecided(): void {
+  #settleTimeouts(): void {
+    const queue = this.#timeouts
+    if (queue === undefined || this.#expiring) return
     if (this.#count === 0) {
       if (this.#timer !== undefined) clearTimeout(this.#timer)
       this.#timer = undefined
       this.#timeouts = undefined
+      this.#deadlines = []
       this.#timeoutsHead = 0
-      this.#timeoutsDecided = 0
       return
     }
-    const queue = this.#timeouts!
-    const held = queue.length - this.#timeoutsHead
-    if (++this.#timeoutsDecided * 2 <= held || held < 32 || this.#expiring) return
-    const kept: BatchStatusReceiver[] = []
-    for (let i = this.#timeoutsHead; i < queue.length; i++) {
-      const receiver = queue[i]
-      if (receiver !== undefined && decidedOf(receiver) === undefined) kept.push(receiver)
+    // Every pending batch is in the queue: the rest of it is dead.
+    if (queue.length >= 32 && (queue.length - this.#count) * 2 > queue.length) {
+      const kept: BatchStatusReceiver[] = []
+      const deadlines: number[] = []
+      for (let i = this.#timeoutsHead; i < queue.length; i++) {
+        const receiver = queue[i]
+        if (receiver !== undefined && decidedOf(receiver) === undefined) {
+          kept.push(receiver)
+          deadlines.push(this.#deadlines[i]!)
+        }
+      }
+      this.#timeouts = kept
+      this.#deadlines = deadlines
+      this.#timeoutsHead = 0
     }
-    this.#timeouts = kept
-    this.#timeoutsHead = 0
-    this.#timeoutsDecided = 0
+    if (this.#timer !== undefined) return
+    const timeouts = this.#timeouts!
+    let head = this.#timeoutsHead
+    while (
+      head < timeouts.length &&
+      (timeouts[head] === undefined || decidedOf(timeouts[head]!) !== undefined)
+    )
+      head++
+    this.#timeoutsHead = head
+    if (head < timeouts.length) {
+      this.#timer = setTimeout(this.#expire, Math.max(0, this.#deadlines[head]! - performance.now()))
+    }
+  }
+
+  /** Slots of the ack-timeout queue, dead ones included (for tests of its bound). */
+  get timeoutQueueLength(): number {
+    return this.#timeouts === undefined ? 0 : this.#timeouts.length
   }
 
   /** Batches not reported yet. */
@@ -379,7 +402,7 @@ export class BatchTracker implements BatchResolvedListener {
     let kept = trackingOf(receiver)
     if (kept?.decided !== undefined) return
     this.#count--
-    if (this.#timeouts !== undefined) this.#timeoutDecided()
+    if (this.#timeouts !== undefined) this.#settleTimeouts()
     const latencyMs = Date.now() - receiver.openedAt
     this.counters.inFlight--
     this.counters.latency(latencyMs)

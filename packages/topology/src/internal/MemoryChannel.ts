@@ -65,6 +65,11 @@ export class MemoryChannel implements EdgeBuffer {
   }
 
   /** Events waiting in the queue (blocked producers' arrays not counted). */
+  /** Slots of the queue's array, empty ones included (for tests of its bound). */
+  get slots(): number {
+    return this.#queue.length
+  }
+
   get queuedEvents(): number {
     return this.#queued
   }
@@ -135,6 +140,7 @@ export class MemoryChannel implements EdgeBuffer {
     const array = this.#queue[this.#head]!
     this.#queue[this.#head++] = undefined
     if (this.#head === this.#tail) this.#drained()
+    else if (this.#head > 1024 && this.#head * 2 > this.#tail) this.#shiftDown()
     this.#queued -= array.length
     this.#admit()
     return array
@@ -167,6 +173,7 @@ export class MemoryChannel implements EdgeBuffer {
     } while (head < tail)
     this.#head = head
     if (head === tail) this.#drained()
+    else if (head > 1024 && head * 2 > tail) this.#shiftDown()
     this.#admit()
     return new EventArray(events)
   }
@@ -216,6 +223,20 @@ export class MemoryChannel implements EdgeBuffer {
       next.resolve()
     }
     if (this.#closed && this.#head >= this.#tail) this.#wakePuller()
+  }
+
+  /**
+   * A queue that never drains (a steady backlog) would grow a slot per array: once more than half
+   * of it (and over 1,024 slots) lies before the head, what is queued moves to the front.
+   */
+  #shiftDown(): void {
+    const queue = this.#queue
+    const head = this.#head
+    const tail = this.#tail
+    queue.copyWithin(0, head, tail)
+    queue.fill(undefined, tail - head, tail)
+    this.#head = 0
+    this.#tail = tail - head
   }
 
   /** The queue is empty: start over at slot 0, in the same array unless a burst made it large. */
