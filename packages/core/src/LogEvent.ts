@@ -175,7 +175,8 @@ export class LogEvent {
 
   /** @internal The fields, copied first if another handle may share them. */
   _own(): JsonObject {
-    this.metadata._live('write')
+    const metadata = this.metadata
+    if (metadata._ref === null) metadata._live('write') // throws: the handle has ended
     if (this._shared) {
       this._fields = JsonValue.copy(this._fields)
       this._shared = false

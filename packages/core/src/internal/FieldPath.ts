@@ -25,8 +25,11 @@ export function getPath(fields: JsonObject, path: string): JsonValue | undefined
 
 /** Sets the value at `path`, creating objects for missing segments; returns false where a segment is not a container. */
 export function setPath(fields: JsonObject, path: string, value: JsonValue): boolean {
-  // A plain key (the common case) is set without splitting the path.
-  if (!path.includes('.')) return assign(fields, path, value)
+  // A plain key (the common case) is set without splitting the path; the top level is an object.
+  if (!path.includes('.')) {
+    fields[path] = value
+    return true
+  }
   const keys = split(path)
   let container: JsonObject | JsonValue[] = fields
   for (let i = 0; i < keys.length - 1; i++) {
