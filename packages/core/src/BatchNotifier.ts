@@ -124,7 +124,7 @@ export class BatchNotifier {
    * {@link BatchNotifier.release} or on an ended event.
    */
   attach(event: LogEvent): void {
-    event.metadata._attach(this)
+    event._attach(this)
   }
 
   /**

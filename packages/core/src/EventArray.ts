@@ -7,7 +7,6 @@
  * @module
  */
 import type { BatchNotifier } from './BatchNotifier.js'
-import { EventMetadata } from './EventMetadata.js'
 import type { DeliveryStatus } from './EventStatus.js'
 import { sinceEpoch } from './internal/epoch.js'
 import { endRuns } from './internal/refs.js'
@@ -78,8 +77,14 @@ export class EventArray implements Iterable<LogEvent> {
     // Fresh events cannot have ended, so nothing needs checking before the slots are taken.
     const first = batch === undefined ? 0 : batch._state.addSlots(n)
     for (let i = 0; i < n; i++) {
-      const metadata = new EventMetadata(sourceId, ingest, batch, batch === undefined ? 0 : first + i)
-      events[i] = new LogEvent(records[i]!, undefined, metadata)
+      events[i] = new LogEvent(
+        records[i]!,
+        undefined,
+        sourceId,
+        ingest,
+        batch,
+        batch === undefined ? 0 : first + i,
+      )
     }
     if (batch !== undefined && options.release !== false) batch.release()
     return new EventArray(events)
@@ -101,15 +106,15 @@ export class EventArray implements Iterable<LogEvent> {
   attach(notifier: BatchNotifier, options: { readonly release?: boolean } = {}): this {
     const events = this.events
     // Check every handle first: a throw half-way would leave live references that no handle holds.
-    for (let i = 0; i < events.length; i++) events[i]!.metadata._live('attach a batch to')
+    for (let i = 0; i < events.length; i++) events[i]!._live('attach a batch to')
     const first = notifier._state.addSlots(events.length)
     for (let i = 0; i < events.length; i++) {
-      const metadata = events[i]!.metadata
-      if (metadata._ref === undefined) {
-        metadata._ref = notifier
-        metadata._slot = first + i
+      const event = events[i]!
+      if (event._ref === undefined) {
+        event._ref = notifier
+        event._slot = first + i
       } else {
-        metadata._put(notifier, first + i)
+        event._put(notifier, first + i)
       }
     }
     if (options.release !== false) notifier.release()
@@ -131,10 +136,10 @@ export class EventArray implements Iterable<LogEvent> {
     const reason = options.reason
     if (code >= ERRORED && reason !== undefined) {
       // Before any end: a batch that resolves inside this call must already know why.
-      for (const event of this.events) event.metadata._explain(code, reason)
+      for (const event of this.events) event._explain(code, reason)
     }
     if (options.authoritative === true) {
-      for (const event of this.events) event.metadata._end(code, true)
+      for (const event of this.events) event._end(code, true)
     } else {
       endRuns(this.events, code)
     }

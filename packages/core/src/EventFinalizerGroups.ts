@@ -46,10 +46,10 @@ export class EventFinalizerGroups {
     const slots: number[] = []
     const sourceIds: (string | undefined)[] = []
     for (const event of events) {
-      const { ref, slot } = event.metadata._take()
+      const { ref, slot } = event._take()
       refs.push(ref)
       slots.push(slot)
-      sourceIds.push(event.metadata.sourceId)
+      sourceIds.push(event._sourceId)
     }
     return new EventFinalizerGroups(refs, slots, sourceIds)
   }
@@ -73,7 +73,7 @@ export class EventFinalizerGroups {
 
   /** Puts group `index` on `event` (added to whatever finalizers the event already has). */
   attach(index: number, event: LogEvent): void {
-    event.metadata._put(this.#take(index), this.#slots[index]!)
+    event._put(this.#take(index), this.#slots[index]!)
   }
 
   /** Puts group `i` on `events[i]` for every group; the counts must match. */

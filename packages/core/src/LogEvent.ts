@@ -12,12 +12,13 @@
  * @module
  */
 
+import type { BatchNotifier } from './BatchNotifier.js'
 import { EventMetadata } from './EventMetadata.js'
 import type { DeliveryStatus } from './EventStatus.js'
 import { FinalizationError } from './FinalizationError.js'
-import { sinceEpoch } from './internal/epoch.js'
+import { type KeptTime, sinceEpoch } from './internal/epoch.js'
 import { getPath, removePath, setPath } from './internal/FieldPath.js'
-import { retainRef } from './internal/refs.js'
+import { endRef, explainRef, mergeRefs, type Ref, retainRef, SET } from './internal/refs.js'
 import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import { type JsonObject, JsonValue } from './JsonValue.js'
 
@@ -61,28 +62,69 @@ export class LogEvent {
   declare _fields: JsonObject
   /** @internal Whether `_fields` may be shared with another handle, so a write must copy it first. */
   declare _shared: boolean
-  /** The event's metadata; its finalizers are shared by every copy of the event. */
-  declare readonly metadata: EventMetadata
+  /** @internal The id of the source that read the event; read it through `metadata.sourceId`. */
+  declare readonly _sourceId: string | undefined
+  /** @internal When the event entered the pipeline, as `epoch.ts` keeps times; see `metadata.ingestTimestamp`. */
+  declare readonly _ingest: KeptTime
+  /**
+   * @internal The handle's reference to its finalizers (see `refs.ts`); `null` once the handle
+   * ended. The handle's state is kept here, not in its metadata: one object per event, not two.
+   */
+  declare _ref: Ref | null
+  /** @internal The slot in the batch when `_ref` is a notifier; `SET` when it is a set. */
+  declare _slot: number
+  /** @internal The metadata object, once someone read it. */
+  declare _metadata: EventMetadata | undefined
 
   constructor(fields?: JsonObject, options?: LogEventOptions)
-  /** @internal A clone: the caller made the metadata. */
-  constructor(fields: JsonObject, options: undefined, metadata: EventMetadata)
-  constructor(fields: JsonObject = {}, options?: LogEventOptions, metadata?: EventMetadata) {
+  /** @internal An event whose metadata values the runtime has already (an array's events, a clone). */
+  constructor(
+    fields: JsonObject,
+    options: undefined,
+    sourceId: string | undefined,
+    ingest: KeptTime,
+    ref: Ref,
+    slot: number,
+  )
+  constructor(
+    fields: JsonObject = {},
+    options?: LogEventOptions,
+    sourceId?: string,
+    ingest?: KeptTime,
+    ref?: Ref,
+    slot?: number,
+  ) {
     this._fields = fields
     this._shared = false
-    this.metadata =
-      metadata ?? new EventMetadata(options?.sourceId, sinceEpoch(options?.ingestTimestamp ?? Date.now()))
+    if (ingest === undefined) {
+      this._sourceId = options?.sourceId
+      this._ingest = sinceEpoch(options?.ingestTimestamp ?? Date.now())
+      this._ref = undefined
+      this._slot = 0
+    } else {
+      this._sourceId = sourceId
+      this._ingest = ingest
+      this._ref = ref
+      this._slot = slot!
+    }
+    this._metadata = undefined
+  }
+
+  /** The event's metadata; its finalizers are shared by every copy of the event. */
+  get metadata(): EventMetadata {
+    if (this._metadata === undefined) this._metadata = new EventMetadata(this)
+    return this._metadata
   }
 
   /** The fields, read-only: change them through {@link LogEvent.set} so copies stay independent. */
   get fields(): Readonly<JsonObject> {
-    this.metadata._live('read')
+    if (this._ref === null) this._live('read') // throws: the handle has ended
     return this._fields
   }
 
   /** Whether this handle has ended. */
   get isEnded(): boolean {
-    return this.metadata.isEnded
+    return this._ref === null
   }
 
   /** The value at a dotted path such as `"http.status"`, or `undefined`. */
@@ -97,7 +139,7 @@ export class LogEvent {
   set(path: string, value: JsonValue): this {
     if (!setPath(this._own(), path, value)) {
       throw new TypeError(
-        `cannot set '${path}' on an event from source ${this.metadata.sourceId ?? 'unknown'}: a segment on the way is not an object`,
+        `cannot set '${path}' on an event from source ${this._sourceId ?? 'unknown'}: a segment on the way is not an object`,
       )
     }
     return this
@@ -110,7 +152,7 @@ export class LogEvent {
 
   /** Replaces every field. */
   replaceFields(fields: JsonObject): this {
-    this.metadata._live('write')
+    this._live('write')
     this._fields = fields
     this._shared = false
     return this
@@ -121,15 +163,10 @@ export class LogEvent {
    * write. Each handle must end on its own; the event's batches wait for both.
    */
   clone(): LogEvent {
-    const metadata = this.metadata
-    const ref = metadata._live('clone')
-    const slot = metadata._slot
+    const ref = this._live('clone')
+    const slot = this._slot
     retainRef(ref, slot)
-    const copy = new LogEvent(
-      this._fields,
-      undefined,
-      new EventMetadata(metadata.sourceId, metadata._ingest, ref, slot),
-    )
+    const copy = new LogEvent(this._fields, undefined, this._sourceId, this._ingest, ref, slot)
     this._shared = true
     copy._shared = true
     return copy
@@ -142,12 +179,12 @@ export class LogEvent {
    */
   merge(other: LogEvent): this {
     if (other === this) {
-      throw new FinalizationError('SELF_MERGE', 'cannot merge an event into itself', this.metadata.sourceId)
+      throw new FinalizationError('SELF_MERGE', 'cannot merge an event into itself', this._sourceId)
     }
-    this.metadata._live('merge into')
-    const { ref, slot } = other.metadata._take()
-    other.metadata._consume()
-    this.metadata._put(ref, slot)
+    this._live('merge into')
+    const { ref, slot } = other._take()
+    other._consume()
+    this._put(ref, slot)
     return this
   }
 
@@ -161,11 +198,11 @@ export class LogEvent {
   end(status?: DeliveryStatus, options?: EndOptions): void {
     const code = status === undefined ? -1 : deliveryStatusCode(status)
     if (options === undefined) {
-      this.metadata._end(code, false)
+      this._end(code, false)
       return
     }
-    if (code >= ERRORED && options.reason !== undefined) this.metadata._explain(code, options.reason)
-    this.metadata._end(code, options.authoritative === true)
+    if (code >= ERRORED && options.reason !== undefined) this._explain(code, options.reason)
+    this._end(code, options.authoritative === true)
   }
 
   /** The fields, for `JSON.stringify`. */
@@ -175,12 +212,74 @@ export class LogEvent {
 
   /** @internal The fields, copied first if another handle may share them. */
   _own(): JsonObject {
-    const metadata = this.metadata
-    if (metadata._ref === null) metadata._live('write') // throws: the handle has ended
+    if (this._ref === null) this._live('write') // throws: the handle has ended
     if (this._shared) {
       this._fields = JsonValue.copy(this._fields)
       this._shared = false
     }
     return this._fields
+  }
+
+  /** @internal The reference, or a `FinalizationError` if the handle ended. */
+  _live(action: string): Ref {
+    const ref = this._ref
+    if (ref === null) {
+      throw new FinalizationError(
+        'USE_AFTER_END',
+        `cannot ${action} an event whose handle has ended`,
+        this._sourceId,
+      )
+    }
+    return ref
+  }
+
+  /** @internal Adds the event to a batch. */
+  _attach(notifier: BatchNotifier): void {
+    this._live('attach a batch to')
+    this._put(notifier, notifier._state.addSlots(1))
+  }
+
+  /** @internal Ends the handle, with a status code or without one (`code < 0`). */
+  _end(code: number, authoritative: boolean): void {
+    const ref = this._ref
+    if (ref === null) {
+      throw new FinalizationError('ALREADY_ENDED', 'an event handle was ended twice', this._sourceId)
+    }
+    this._ref = null
+    endRef(ref, this._slot, code, authoritative)
+  }
+
+  /** @internal Offers the reason of an end with `code` to the handle's batches, before the end. */
+  _explain(code: number, reason: unknown): void {
+    const ref = this._ref
+    if (ref !== null) explainRef(ref, this._slot, code, reason)
+  }
+
+  /** @internal Moves the reference out, leaving the handle live without finalizers. */
+  _take(): { ref: Ref; slot: number } {
+    const ref = this._live('detach the finalizers of')
+    const taken = { ref, slot: this._slot }
+    this._ref = undefined
+    this._slot = 0
+    return taken
+  }
+
+  /** @internal Adds a reference (moved from another handle or a group) to this handle's own. */
+  _put(ref: Ref, slot: number): void {
+    const own = this._live('attach finalizers to')
+    if (ref === undefined) return
+    if (own === undefined) {
+      this._ref = ref
+      this._slot = slot
+    } else {
+      this._ref = mergeRefs(own, this._slot, ref, slot)
+      this._slot = SET
+    }
+  }
+
+  /** @internal Consumes the handle without ending its reference (the reference was moved). */
+  _consume(): void {
+    this._live('merge')
+    this._ref = null
   }
 }

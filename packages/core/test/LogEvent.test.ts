@@ -33,6 +33,25 @@ describe('LogEvent fields', () => {
     expect(Math.abs(now.metadata.ingestTimestamp - Date.now())).toBeLessThan(60_000)
   })
 
+  it('metadata is one object per handle, made on first read, showing the handle as it is now', () => {
+    const { events, receiver } = tracked(1, 'in')
+    const event = events[0]!
+    const metadata = event.metadata
+    expect(event.metadata).toBe(metadata) // the same object on every read
+    expect(metadata.sourceId).toBe('in')
+    expect(metadata.hasFinalizers).toBe(true)
+    const copy = event.clone()
+    expect(copy.metadata).not.toBe(metadata) // a handle of its own
+    expect(copy.metadata.finalizers.batchIds).toEqual([receiver.batchId])
+    expect(copy.metadata.ingestTimestamp).toBe(metadata.ingestTimestamp)
+    event.end('delivered')
+    expect(metadata.isEnded).toBe(true)
+    expect(copy.metadata.isEnded).toBe(false)
+    expect(() => metadata.finalizers).toThrow(FinalizationError)
+    copy.end('delivered')
+    expect(receiver.status).toBe('delivered')
+  })
+
   it('keeps every ingest timestamp exactly, near now or not, whole or not, through arrays and clones', () => {
     // Times near the process start are kept unboxed, others as they are: the value never changes.
     const base = Date.now()

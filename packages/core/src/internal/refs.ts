@@ -128,9 +128,9 @@ export function endRuns(events: readonly LogEvent[], code: number): void {
   const n = events.length
   let i = 0
   while (i < n) {
-    const metadata = events[i]!.metadata
-    const ref = metadata._ref
-    if (ref !== undefined && ref !== null && metadata._slot !== SET) {
+    const event = events[i]!
+    const ref = event._ref
+    if (ref !== undefined && ref !== null && event._slot !== SET) {
       const notifier = ref as BatchNotifier
       const state = notifier._state
       const rare = state.rare
@@ -138,7 +138,7 @@ export function endRuns(events: readonly LogEvent[], code: number): void {
         const outcomes = code >= 0 ? rare?.outcomeCodes : undefined
         let j = i
         for (; j < n; j++) {
-          const next = events[j]!.metadata
+          const next = events[j]!
           if (next._ref !== notifier || next._slot === SET) break
           next._ref = null
           if (outcomes !== undefined) outcomes[next._slot] = OUTCOME_UPDATE[outcomes[next._slot]! * 5 + code]!
@@ -148,7 +148,7 @@ export function endRuns(events: readonly LogEvent[], code: number): void {
         continue
       }
     }
-    metadata._end(code, false)
+    event._end(code, false)
     i++
   }
 }
