@@ -71,8 +71,13 @@ export class EventFinalizerGroups {
     return this.#refs[index] === CONSUMED
   }
 
-  /** Puts group `index` on `event` (added to whatever finalizers the event already has). */
+  /**
+   * Puts group `index` on `event` (added to whatever finalizers the event already has). An event
+   * that has ended throws a `FinalizationError` before the group is taken: the group stays
+   * unconsumed, to be attached elsewhere or ended.
+   */
   attach(index: number, event: LogEvent): void {
+    event._live('attach finalizers to')
     event._put(this.#take(index), this.#slots[index]!)
   }
 

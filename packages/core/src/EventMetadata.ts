@@ -27,38 +27,35 @@ import type { LogEvent } from './LogEvent.js'
  * ```
  */
 export class EventMetadata {
-  /** @internal The handle whose metadata this is. */
-  readonly _event: LogEvent
+  /** The id of the source that read the event, if it said. */
+  readonly sourceId: string | undefined
+  /** When the event entered the pipeline, in milliseconds since the epoch. */
+  readonly ingestTimestamp: number
+  /** The handle whose metadata this is (private: a spread or `JSON.stringify` never shows the event). */
+  readonly #event: LogEvent
 
   /** @internal Made by the handle, on first read of `event.metadata`. */
   constructor(event: LogEvent) {
-    this._event = event
-  }
-
-  /** The id of the source that read the event, if it said. */
-  get sourceId(): string | undefined {
-    return this._event._sourceId
-  }
-
-  /** When the event entered the pipeline, in milliseconds since the epoch. */
-  get ingestTimestamp(): number {
-    return timeOf(this._event._ingest)
+    this.#event = event
+    // A handle's source and ingest time never change: kept as plain values, as they always were.
+    this.sourceId = event._sourceId
+    this.ingestTimestamp = timeOf(event._ingest)
   }
 
   /** Whether the handle has ended (after which the event may not be used). */
   get isEnded(): boolean {
-    return this._event._ref === null
+    return this.#event._ref === null
   }
 
   /** Whether the event belongs to at least one batch (acknowledgements are on for it). */
   get hasFinalizers(): boolean {
-    const ref = this._event._live('read the finalizers of')
+    const ref = this.#event._live('read the finalizers of')
     return ref !== undefined && (!(ref instanceof EventFinalizers) || ref.size > 0)
   }
 
   /** The event's finalizers (shared with every copy of the event). Empty when acknowledgements are off. */
   get finalizers(): EventFinalizers {
-    const event = this._event
+    const event = this.#event
     const set = asSet(event._live('read the finalizers of'), event._slot)
     set._owned = false // handed out: whoever holds it may keep it, so it never changes again
     if (set !== EventFinalizers.EMPTY) {

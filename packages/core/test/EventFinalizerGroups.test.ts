@@ -30,6 +30,20 @@ describe('EventFinalizerGroups', () => {
     expect(second.receiver.status).toBe('rejected')
   })
 
+  it('attaching to an ended event throws and leaves the group to attach elsewhere', () => {
+    const { array, receiver } = batch(1)
+    const groups = EventFinalizerGroups.detach(array)
+    array.end()
+    const ended = new LogEvent({})
+    ended.end()
+    expect(() => groups.attach(0, ended)).toThrow(expect.objectContaining({ code: 'USE_AFTER_END' }))
+    expect(groups.isConsumed(0)).toBe(false)
+    const live = new LogEvent({})
+    groups.attach(0, live)
+    live.end('delivered')
+    expect(receiver.status).toBe('delivered')
+  })
+
   it('ends groups directly with a status (what a buffer does on a durable write)', () => {
     const { array, receiver } = batch(3)
     const groups = EventFinalizerGroups.detach(array)

@@ -1,4 +1,4 @@
-import { BatchNotifier, EventArray, FinalizationError, LogEvent } from '@ackline/core'
+import { BatchNotifier, EventArray, FinalizationError, type JsonObject, LogEvent } from '@ackline/core'
 import { describe, expect, it } from 'vitest'
 
 const tracked = (n: number, sourceId = 'src') => {
@@ -50,6 +50,26 @@ describe('LogEvent fields', () => {
     expect(() => metadata.finalizers).toThrow(FinalizationError)
     copy.end('delivered')
     expect(receiver.status).toBe('delivered')
+  })
+
+  it('metadata reads, spreads and serializes as its values, never as the event', () => {
+    const event = new LogEvent({ secret: 'pw' }, { sourceId: 'in', ingestTimestamp: 1234 })
+    expect(JSON.parse(JSON.stringify(event.metadata))).toEqual({ sourceId: 'in', ingestTimestamp: 1234 })
+    expect({ ...event.metadata }).toEqual({ sourceId: 'in', ingestTimestamp: 1234 })
+  })
+
+  it('sets a plain key on an object, refuses one on an array, and keeps __proto__ as data', () => {
+    expect(() => new LogEvent([] as unknown as JsonObject).set('x', 1)).toThrow(TypeError)
+    const array = new LogEvent([1, 2] as unknown as JsonObject)
+    array.set('1', 5)
+    expect(array.fields).toEqual([1, 5])
+    const event = new LogEvent({ a: {} })
+    event.set('__proto__', 'value')
+    event.set('a.__proto__', 'nested')
+    expect(event.get('__proto__')).toBe('value')
+    expect(event.get('a.__proto__')).toBe('nested')
+    expect(JSON.stringify(event)).toBe('{"a":{"__proto__":"nested"},"__proto__":"value"}')
+    expect(Object.getPrototypeOf(event.fields)).toBe(Object.prototype)
   })
 
   it('keeps every ingest timestamp exactly, near now or not, whole or not, through arrays and clones', () => {

@@ -25,8 +25,8 @@ export function getPath(fields: JsonObject, path: string): JsonValue | undefined
 
 /** Sets the value at `path`, creating objects for missing segments; returns false where a segment is not a container. */
 export function setPath(fields: JsonObject, path: string, value: JsonValue): boolean {
-  // A plain key (the common case) is set without splitting the path; the top level is an object.
-  if (!path.includes('.')) {
+  // A plain key on an object (the common case) is set without splitting the path.
+  if (!path.includes('.') && path !== '__proto__' && !Array.isArray(fields)) {
     fields[path] = value
     return true
   }
@@ -64,6 +64,12 @@ function assign(container: JsonObject | JsonValue[], key: string, value: JsonVal
   if (Array.isArray(container)) {
     if (!/^\d+$/.test(key)) return false
     container[Number(key)] = value
+    return true
+  }
+  // An assignment to `__proto__` would replace the object's prototype and lose the value (JSON
+  // never shows it): it is stored as the own key it is in parsed JSON.
+  if (key === '__proto__') {
+    Object.defineProperty(container, key, { value, writable: true, enumerable: true, configurable: true })
     return true
   }
   container[key] = value
