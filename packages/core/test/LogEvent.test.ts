@@ -132,6 +132,11 @@ describe('LogEvent ownership', () => {
     ['clone', (e: LogEvent) => e.clone()],
     ['merge', (e: LogEvent) => e.merge(new LogEvent({}))],
     ['read finalizers', (e: LogEvent) => e.metadata.finalizers],
+    ['remove', (e: LogEvent) => e.remove('a')],
+    ['read fields', (e: LogEvent) => e.fields],
+    ['toJSON', (e: LogEvent) => JSON.stringify(e)],
+    ['replaceFields', (e: LogEvent) => e.replaceFields({})],
+    ['hasFinalizers', (e: LogEvent) => e.metadata.hasFinalizers],
   ])('using an ended handle (%s) throws USE_AFTER_END naming the source', (_name, use) => {
     const event = new LogEvent({ a: 0 }, { sourceId: 'files' })
     event.end()
@@ -164,6 +169,24 @@ describe('LogEvent ownership', () => {
   it('merging an event into itself throws SELF_MERGE', () => {
     const event = new LogEvent({})
     expect(() => event.merge(event)).toThrow(expect.objectContaining({ code: 'SELF_MERGE' }))
+  })
+
+  it('a finalizer set once handed out never changes, and a handle consumed by a merge shows it', () => {
+    const a = tracked(1, 'a')
+    const b = tracked(1, 'b')
+    const into = a.events[0]!
+    const handedOut = into.metadata.finalizers
+    const other = b.events[0]!
+    const otherMetadata = other.metadata
+    into.merge(other)
+    expect(handedOut.batchIds).toEqual([a.receiver.batchId]) // unchanged by the merge
+    expect(into.metadata.finalizers.batchIds).toEqual([a.receiver.batchId, b.receiver.batchId])
+    expect(otherMetadata.isEnded).toBe(true)
+    expect(() => otherMetadata.finalizers).toThrow(
+      expect.objectContaining({ code: 'USE_AFTER_END', sourceId: 'b' }),
+    )
+    into.end('delivered')
+    expect([a.receiver.status, b.receiver.status]).toEqual(['delivered', 'delivered'])
   })
 
   it('an event without finalizers takes over the finalizers of what is merged into it', () => {

@@ -314,4 +314,36 @@ describe('BatchTracker', () => {
     expect(longest).toBeLessThan(400)
     for (const b of open) b.array.end('delivered')
   })
+
+  it("a stop gives up on every tracker's pending batches in one pass, each with its own failure", async () => {
+    const a = tracker()
+    const b = tracker()
+    const pending = [batch(1), batch(1), batch(1)]
+    const receipts = [
+      a.t.track(pending[0]!.receiver),
+      b.t.track(pending[1]!.receiver),
+      a.t.track(pending[2]!.receiver),
+    ]
+    BatchTracker.forceAll([a.t, b.t])
+    expect([a.t.pending, b.t.pending]).toEqual([0, 0])
+    expect(await Promise.all(receipts.map((r) => r.status))).toEqual(['errored', 'errored', 'errored'])
+    expect(receipts.map((r) => r.failure?.code)).toEqual(['STOPPED', 'STOPPED', 'STOPPED'])
+    expect(a.facts.map((f) => f.type === 'batch_resolved' && f.batchId)).toEqual([
+      receipts[0]!.batchId,
+      receipts[2]!.batchId,
+    ])
+    expect(b.facts.map((f) => f.type === 'batch_resolved' && f.source)).toEqual(['src'])
+    for (const p of pending) p.array.end('delivered')
+  })
+
+  it('an empty batch tracked while watched, with an ack timeout, is decided at once and starts no timer', async () => {
+    vi.useFakeTimers()
+    const { t, facts } = tracker({ ackTimeoutMs: 1000 })
+    const { receiver } = batch(0)
+    const receipt = t.track(receiver)
+    expect(receipt.decided).toBe('delivered')
+    expect(vi.getTimerCount()).toBe(0)
+    await vi.advanceTimersByTimeAsync(0)
+    expect(facts).toMatchObject([{ type: 'batch_resolved', status: 'delivered', timedOut: false }])
+  })
 })
