@@ -3,20 +3,8 @@
 import { EventArray } from '@ackline/core'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { EMPTY, MemoryChannel } from '../src/internal/MemoryChannel.js'
-
-const failure = { componentId: 'out', code: 'X', message: 'x' }
-
-function channel(maxEvents: number): MemoryChannel {
-  return new MemoryChannel({
-    maxEvents,
-    whenFull: 'block',
-    droppedStatus: 'rejected',
-    droppedFailure: failure,
-    stoppedFailure: failure,
-    onDrop: () => {},
-  })
-}
+import { EMPTY } from '../src/internal/MemoryChannel.js'
+import { blockingChannel as channel } from './support/blockingChannel.js'
 
 /** An array of `n` events whose fields number them from `first`. */
 const numbered = (first: number, n: number): EventArray =>

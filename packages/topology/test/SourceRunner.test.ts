@@ -4,22 +4,14 @@ import { BatchNotifier, type BatchStatusReceiver, type EventArray } from '@ackli
 import { describe, expect, it, vi } from 'vitest'
 import { BatchTracker } from '../src/internal/BatchTracker.js'
 import { Counters } from '../src/internal/Counters.js'
-import { EMPTY, MemoryChannel } from '../src/internal/MemoryChannel.js'
+import { EMPTY } from '../src/internal/MemoryChannel.js'
 import { Output } from '../src/internal/Output.js'
 import { SourceRunner } from '../src/internal/SourceRunner.js'
 import type { Source } from '../src/Source.js'
-
-const failure = { componentId: 'out', code: 'X', message: 'x' }
+import { blockingChannel } from './support/blockingChannel.js'
 
 function setup(maxEvents: number, acknowledgements = true) {
-  const channel = new MemoryChannel({
-    maxEvents,
-    whenFull: 'block',
-    droppedStatus: 'rejected',
-    droppedFailure: failure,
-    stoppedFailure: failure,
-    onDrop: () => {},
-  })
+  const channel = blockingChannel(maxEvents)
   const counters = new Counters('source', 'test')
   const tracker = new BatchTracker('in', counters, undefined, { emit: () => {}, watching: () => false })
   const source: Source = { kind: 'test', canAcknowledge: true, run: async () => {} }
