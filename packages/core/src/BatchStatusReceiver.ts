@@ -65,7 +65,7 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
   }
 
   /**
-   * One value kept with the batch for the runtime that tracks it (what it decided, a timer, a
+   * One value kept with the batch for the runtime that tracks it (what it decided, a failure, a
    * source waiting for the decision), so that runtime keeps no object of its own per batch. Core
    * never reads it; `undefined` until set. Only the code that tracks the batch (the runtime that
    * gave its source a receipt) may set it. It is kept with the batch's rarely used fields: a batch

@@ -147,7 +147,7 @@ export class BatchState extends BatchStatusReceiver {
    */
   hook: Listeners | RareState = undefined
   /**
-   * When the batch was opened: ms after the id epoch (see `batchIds.ts`), a small integer kept
+   * When the batch was opened: ms after the epoch (see `epoch.ts`), a small integer kept
    * unboxed; the id's millisecond is this plus `rare.stampAhead` (the receiver's `openedAt` is it since 1970).
    */
   opened = 0

@@ -32,11 +32,12 @@ export interface Stamped {
  * millisecond starts its counter at a random 31-bit value (so two processes rarely share a
  * prefix); within a millisecond, or when `now` is behind the last stamp (a caller that read the
  * clock a little earlier), the counter counts up, and when it wraps the stamp borrows the next
- * millisecond, so stamps never go backwards. `opened` keeps `now` itself (what latency is
- * measured from); a stamp ahead of it keeps the difference in the rare part. So while the clock
- * is behind the last stamp (it stepped back, or a caller passed a `now` ahead of it), each batch
- * stamped has a rare part, about 100 bytes more, until the clock catches up: the price of exact
- * `openedAt` and ordered ids in a window that should not happen, rather than a field per batch.
+ * millisecond, so stamps never go backwards. `opened` keeps `now` (as ms after the epoch, see
+ * `epoch.ts`; what latency is measured from); a stamp ahead of it keeps the difference in the
+ * rare part. So while the clock is behind the last stamp (it stepped back, or a caller passed a
+ * `now` ahead of it), each batch stamped has a rare part, about 100 bytes more, until the clock
+ * catches up: the price of exact `openedAt` and ordered ids in a window that should not happen,
+ * rather than a field per batch.
  */
 export function nextStamp(state: Stamped, now: number): void {
   if (now > lastMs) {

@@ -167,8 +167,9 @@ export class BatchTracker implements BatchResolvedListener {
    * on the monotonic clock `performance.now()`, which no wall-clock step moves). One timer, for
    * the oldest undecided batch, serves them all: a timer per batch costs an object, its list
    * entry and about as much CPU as the rest of the batch's tracking. Entries before
-   * `#timeoutsHead`, and batches decided otherwise, are dead; the queue is compacted when more
-   * than half of it is dead, and dropped whenever nothing is pending.
+   * `#timeoutsHead`, and batches decided otherwise, are dead; the queue is compacted when it has
+   * at least 32 slots and more than half of them are dead, and dropped whenever nothing is
+   * pending.
    */
   #timeouts: (BatchStatusReceiver | undefined)[] | undefined = undefined
   /** `#deadlines[i]`: when `#timeouts[i]` times out, in `performance.now()` ms (unboxed doubles). */
@@ -282,9 +283,9 @@ export class BatchTracker implements BatchResolvedListener {
 
   /**
    * After a decision or an expiry, with an ack timeout: the queue goes once nothing is pending;
-   * it is compacted when more than half of it is dead (so it holds at most about twice the
-   * pending batches, at a constant amortised cost per batch); the timer is armed for the oldest
-   * pending batch if it is not.
+   * it is compacted when it has at least 32 slots and more than half of them are dead (so it
+   * holds at most about twice the pending batches, at a constant amortised cost per batch); the
+   * timer is armed for the oldest pending batch if it is not.
    */
   #settleTimeouts(): void {
     const queue = this.#timeouts

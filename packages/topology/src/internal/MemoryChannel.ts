@@ -64,12 +64,12 @@ export class MemoryChannel implements EdgeBuffer {
     this.#stopped = { reason: options.stoppedFailure }
   }
 
-  /** Events waiting in the queue (blocked producers' arrays not counted). */
   /** Slots of the queue's array, empty ones included (for tests of its bound). */
   get slots(): number {
     return this.#queue.length
   }
 
+  /** Events waiting in the queue (blocked producers' arrays not counted). */
   get queuedEvents(): number {
     return this.#queued
   }
