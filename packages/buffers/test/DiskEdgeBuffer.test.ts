@@ -32,6 +32,17 @@ function batch(n: number, from = 0): { array: EventArray; receiver: BatchStatusR
 const open = (path: string, options: Partial<DiskEdgeBufferOptions> = {}): Promise<DiskEdgeBuffer> =>
   openDiskBuffer({ path, sinkId: 'out', log: () => {}, ...options })
 
+/** A buffer that took two batches of one record (n 0 and 1) and handed both out in one pull. */
+async function twoRecordsPulled() {
+  const buffer = await open(tempDir())
+  const first = batch(1, 0)
+  const second = batch(1, 1)
+  await buffer.push(first.array)
+  await buffer.push(second.array)
+  const out = (await buffer.pull())!
+  return { buffer, first, second, out }
+}
+
 const ns = (array: EventArray | undefined): unknown[] => (array?.events ?? []).map((e) => e.get('n'))
 
 const ticks = async (n = 20): Promise<void> => {
@@ -114,12 +125,7 @@ describe('openDiskBuffer', () => {
   })
 
   it('settles each record as soon as the sink ends it, even when the rest of its pull is still out', async () => {
-    const buffer = await open(tempDir())
-    const first = batch(1, 0)
-    const second = batch(1, 1)
-    await buffer.push(first.array)
-    await buffer.push(second.array)
-    const out = (await buffer.pull())!
+    const { buffer, first, second, out } = await twoRecordsPulled()
     expect(ns(out)).toEqual([0, 1])
     out.events[1]!.end('delivered')
     expect(await second.receiver).toBe('delivered')
@@ -133,12 +139,7 @@ describe('openDiskBuffer', () => {
   })
 
   it("passes each rejected record's own reason on to its source batch", async () => {
-    const buffer = await open(tempDir())
-    const first = batch(1, 0)
-    const second = batch(1, 1)
-    await buffer.push(first.array)
-    await buffer.push(second.array)
-    const out = (await buffer.pull())!
+    const { buffer, first, second, out } = await twoRecordsPulled()
     out.events[0]!.end('rejected', { reason: 'first reason' })
     out.events[1]!.end('rejected', { reason: 'second reason' })
     expect(await first.receiver).toBe('rejected')

@@ -8,8 +8,8 @@
  */
 import { Observable } from 'rxjs'
 import type { BatchStatus } from './BatchStatus.js'
-import type { BatchState } from './internal/BatchState.js'
-import { epochTime } from './internal/batchIds.js'
+import type { BatchState, Listeners } from './internal/BatchState.js'
+import { timeOf } from './internal/epoch.js'
 import { batchStatusName } from './internal/statusCodes.js'
 import type { RecordOutcomes } from './RecordOutcomes.js'
 
@@ -61,7 +61,7 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * with (see `BatchNotifier.open`). What a batch's latency is measured from.
    */
   get openedAt(): number {
-    return epochTime(stateOf(this).opened)
+    return timeOf(stateOf(this).opened)
   }
 
   /**
@@ -208,7 +208,7 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
 const stateOf = (receiver: BatchStatusReceiver): BatchState => receiver as unknown as BatchState
 
 /** `listeners` with `listener` added: the listener alone while it is the only one, else an array. */
-function added(listeners: Listener | Listener[] | undefined, listener: Listener): Listener | Listener[] {
+function added(listeners: Listeners, listener: Listener): Listeners {
   if (listeners === undefined) return listener
   if (Array.isArray(listeners)) {
     listeners.push(listener)

@@ -3,8 +3,10 @@
 
 import type { EventArray, LogEvent } from '@ackline/core'
 import {
+  type BatchReceipt,
   ComponentError,
   type Sink,
+  type Topology,
   TopologyBuilder,
   TopologyError,
   type TransformContext,
@@ -137,6 +139,33 @@ describe('per-event results from untyped sinks', () => {
 })
 
 describe('emits a transform makes wrongly', () => {
+  /** Starts `topology`, keeping its lifecycle facts, and waits until `ready` passes. */
+  const startWatched = async (topology: Topology, ready: () => void): Promise<unknown[]> => {
+    const facts: unknown[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.waitFor(ready)
+    return facts
+  }
+
+  /**
+   * Emits a kept event through the context of the call that got it, once that call is over, and
+   * checks the emit was caught: the event settled `errored` for its source, explained and reported.
+   */
+  const expectLateEmitCaught = async (
+    { event, context }: { event: LogEvent; context: TransformContext },
+    receipt: BatchReceipt,
+    facts: unknown[],
+  ): Promise<void> => {
+    context.emit(event)
+    expect(event.isEnded).toBe(true)
+    expect(await receipt.status).toBe('errored')
+    expect(receipt.failure).toMatchObject({ componentId: 't', code: 'EMIT_AFTER_RETURN' })
+    expect(facts).toContainEqual(
+      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
+    )
+  }
+
   /** A transform that keeps its input for a later flush, and lets a test emit it with a stale context. */
   const keeper = (synchronous?: boolean) => {
     const kept: { event: LogEvent; context: TransformContext }[] = []
@@ -158,10 +187,7 @@ describe('emits a transform makes wrongly', () => {
     const source = testSource([records(1)], { untilStopped: true })
     const { kept, transform } = keeper()
     const topology = through(source, transform, testSink())
-    const facts: unknown[] = []
-    topology.lifecycle.subscribe((f) => facts.push(f))
-    await topology.start()
-    await vi.waitFor(() => expect(kept).toHaveLength(1))
+    const facts = await startWatched(topology, () => expect(kept).toHaveLength(1))
     const { event, context } = kept[0]!
     expect(() => context.emit(event, 'nope')).toThrow(ComponentError)
     expect(event.isEnded).toBe(true)
@@ -181,10 +207,7 @@ describe('emits a transform makes wrongly', () => {
       .transform('t', ['in'], transform)
       .sink('out', ['t.declared'], testSink())
       .build()
-    const facts: unknown[] = []
-    topology.lifecycle.subscribe((f) => facts.push(f))
-    await topology.start()
-    await vi.waitFor(() => expect(kept).toHaveLength(1))
+    const facts = await startWatched(topology, () => expect(kept).toHaveLength(1))
     const { event, context } = kept[0]!
     context.emit(event, 'declared')
     expect(event.isEnded).toBe(true)
@@ -206,19 +229,9 @@ describe('emits a transform makes wrongly', () => {
       const source = testSource([records(1), records(2)], { untilStopped: true })
       const { kept, transform } = keeper(synchronous)
       const topology = through(source, transform, testSink())
-      const facts: unknown[] = []
-      topology.lifecycle.subscribe((f) => facts.push(f))
-      await topology.start()
-      await vi.waitFor(() => expect(kept).toHaveLength(2))
+      const facts = await startWatched(topology, () => expect(kept).toHaveLength(2))
       // The first call's context, after the second call returned.
-      const { event, context } = kept[0]!
-      context.emit(event)
-      expect(event.isEnded).toBe(true)
-      expect(await source.receipts[0]!.status).toBe('errored')
-      expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'EMIT_AFTER_RETURN' })
-      expect(facts).toContainEqual(
-        expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
-      )
+      await expectLateEmitCaught(kept[0]!, source.receipts[0]!, facts)
       await topology.stop()
     },
   )
@@ -255,18 +268,8 @@ describe('emits a transform makes wrongly', () => {
       },
       testSink(),
     )
-    const facts: unknown[] = []
-    topology.lifecycle.subscribe((f) => facts.push(f))
-    await topology.start()
-    await vi.waitFor(() => expect(gate.waiting).toBe(1))
-    const { event, context } = kept[0]!
-    context.emit(event)
-    expect(event.isEnded).toBe(true)
-    expect(await source.receipts[0]!.status).toBe('errored')
-    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'EMIT_AFTER_RETURN' })
-    expect(facts).toContainEqual(
-      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 1 }),
-    )
+    const facts = await startWatched(topology, () => expect(gate.waiting).toBe(1))
+    await expectLateEmitCaught(kept[0]!, source.receipts[0]!, facts)
     gate.open()
     await topology.stop()
   })

@@ -128,10 +128,10 @@ export type Listeners = Listener | Listener[] | undefined
  * state keeps only what a delivered batch needs: the counts, the fold and phase in one field, the
  * listener, the time it was opened, the id's counter, its place with the leak detector and its
  * source. Everything else waits in a {@link RareState} made on first use, which then takes the
- * listener's field. Neither class has private
- * methods or accessors: each class that has them costs every instance a field (its brand). The
- * id is not kept either: it is written from the stamp, the same on every read (see
- * `batchIds.ts`). Its place with the leak detector is one small integer (see `watchGroups.ts`).
+ * listener's field. Neither class has private methods or accessors: each class that has them
+ * costs every instance a field (its brand). The id is not kept either: it is written from the
+ * stamp, the same on every read (see `batchIds.ts`). Its place with the leak detector is one
+ * small integer (see `watchGroups.ts`).
  */
 export class BatchState extends BatchStatusReceiver {
   /** Live references: handles of its events, plus the source's until it releases. */
@@ -148,7 +148,8 @@ export class BatchState extends BatchStatusReceiver {
   hook: Listeners | RareState = undefined
   /**
    * When the batch was opened: ms after the epoch (see `epoch.ts`), a small integer kept
-   * unboxed; the id's millisecond is this plus `rare.stampAhead` (the receiver's `openedAt` is it since 1970).
+   * unboxed; the id's millisecond is this plus `rare.stampAhead`. The receiver's `openedAt` is
+   * the same time since 1970.
    */
   opened = 0
   /** The id's counter within its millisecond. */

@@ -52,9 +52,6 @@ export function nextStamp(state: Stamped, now: number): void {
   state.idSeq = lastSeq
 }
 
-/** `opened` (ms after the epoch, as a state keeps it; see `epoch.ts`) as a time in ms since 1970. */
-export const epochTime = (opened: number): number => opened + EPOCH_MS
-
 /** Two hex digits per byte value. */
 const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'))
 /** The two random bits of the 11th byte, below the counter's last six. */

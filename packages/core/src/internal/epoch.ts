@@ -39,9 +39,7 @@ export type KeptTime = number | ExactTime
  * {@link timeOf}: always `time` itself.
  */
 export function sinceEpoch(time: number): KeptTime {
-  const after = time - EPOCH_MS
-  const small = after | 0
-  if (small === after && small > -SMALL && small < SMALL) return small
+  const after = msSinceEpoch(time)
   return after + EPOCH_MS === time ? after : new ExactTime(time)
 }
 

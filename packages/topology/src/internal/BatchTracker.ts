@@ -94,6 +94,10 @@ function decidedOf(receiver: BatchStatusReceiver): BatchStatus | undefined {
   return trackingOf(receiver)?.decided ?? receiver.status
 }
 
+/** Whether an entry of the ack-timeout queue still waits for its decision. */
+const stillPending = (receiver: BatchStatusReceiver | undefined): receiver is BatchStatusReceiver =>
+  receiver !== undefined && decidedOf(receiver) === undefined
+
 /**
  * The receipt a source is given for a batch. Nothing of the tracker's holds it, so a source that
  * drops it (most do) leaves only the batch's receiver and notifier in flight; everything a
@@ -124,16 +128,9 @@ export class Receipt implements BatchReceipt {
       this.#promise =
         decided !== undefined
           ? Promise.resolve(decided)
-          : new Promise<BatchStatus>((resolve) => {
-              const kept = tracking(this.receiver)
-              const before = kept.waiting
-              kept.waiting =
-                before === undefined
-                  ? resolve
-                  : (status) => {
-                      before(status)
-                      resolve(status)
-                    }
+          : // One receipt per batch, and its promise is made once: one resolver to keep.
+            new Promise<BatchStatus>((resolve) => {
+              tracking(this.receiver).waiting = resolve
             })
     }
     return this.#promise
@@ -259,10 +256,11 @@ export class BatchTracker implements BatchResolvedListener {
         const head = this.#timeoutsHead
         if (queue === undefined || head >= queue.length) break
         const receiver = queue[head]
-        if (receiver !== undefined && decidedOf(receiver) === undefined) {
-          if (this.#deadlines[head]! > now) break
-          queue[head] = undefined
-          this.#timeoutsHead = head + 1
+        const due = stillPending(receiver)
+        if (due && this.#deadlines[head]! > now) break
+        queue[head] = undefined
+        this.#timeoutsHead = head + 1
+        if (due) {
           this.#finish(
             receiver,
             'errored',
@@ -270,9 +268,6 @@ export class BatchTracker implements BatchResolvedListener {
             true,
             false,
           )
-        } else {
-          queue[head] = undefined
-          this.#timeoutsHead = head + 1
         }
       }
     } finally {
@@ -304,7 +299,7 @@ export class BatchTracker implements BatchResolvedListener {
       const deadlines: number[] = []
       for (let i = this.#timeoutsHead; i < queue.length; i++) {
         const receiver = queue[i]
-        if (receiver !== undefined && decidedOf(receiver) === undefined) {
+        if (stillPending(receiver)) {
           kept.push(receiver)
           deadlines.push(this.#deadlines[i]!)
         }
@@ -316,11 +311,7 @@ export class BatchTracker implements BatchResolvedListener {
     if (this.#timer !== undefined) return
     const timeouts = this.#timeouts!
     let head = this.#timeoutsHead
-    while (
-      head < timeouts.length &&
-      (timeouts[head] === undefined || decidedOf(timeouts[head]!) !== undefined)
-    )
-      head++
+    while (head < timeouts.length && !stillPending(timeouts[head])) head++
     this.#timeoutsHead = head
     if (head < timeouts.length) {
       this.#timer = setTimeout(this.#expire, Math.max(0, this.#deadlines[head]! - performance.now()))

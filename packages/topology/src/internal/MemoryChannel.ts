@@ -139,8 +139,7 @@ export class MemoryChannel implements EdgeBuffer {
   #take(): EventArray {
     const array = this.#queue[this.#head]!
     this.#queue[this.#head++] = undefined
-    if (this.#head === this.#tail) this.#drained()
-    else if (this.#head > 1024 && this.#head * 2 > this.#tail) this.#shiftDown()
+    this.#taken()
     this.#queued -= array.length
     this.#admit()
     return array
@@ -172,8 +171,7 @@ export class MemoryChannel implements EdgeBuffer {
       queue[head++] = undefined
     } while (head < tail)
     this.#head = head
-    if (head === tail) this.#drained()
-    else if (head > 1024 && head * 2 > tail) this.#shiftDown()
+    this.#taken()
     this.#admit()
     return new EventArray(events)
   }
@@ -226,24 +224,24 @@ export class MemoryChannel implements EdgeBuffer {
   }
 
   /**
-   * A queue that never drains (a steady backlog) would grow a slot per array: once more than half
-   * of it (and over 1,024 slots) lies before the head, what is queued moves to the front.
+   * Arrays were taken from the head. A queue that drained starts over at slot 0, in the same
+   * array unless a burst made it large. A queue that never drains (a steady backlog) would grow a
+   * slot per array: once more than half of it (and over 1,024 slots) lies before the head, what
+   * is queued moves to the front.
    */
-  #shiftDown(): void {
-    const queue = this.#queue
+  #taken(): void {
     const head = this.#head
     const tail = this.#tail
-    queue.copyWithin(0, head, tail)
-    queue.fill(undefined, tail - head, tail)
-    this.#head = 0
-    this.#tail = tail - head
-  }
-
-  /** The queue is empty: start over at slot 0, in the same array unless a burst made it large. */
-  #drained(): void {
-    this.#head = 0
-    this.#tail = 0
-    if (this.#queue.length > 1024) this.#queue = []
+    if (head === tail) {
+      this.#head = 0
+      this.#tail = 0
+      if (this.#queue.length > 1024) this.#queue = []
+    } else if (head > 1024 && head * 2 > tail) {
+      this.#queue.copyWithin(0, head, tail)
+      this.#queue.fill(undefined, tail - head, tail)
+      this.#head = 0
+      this.#tail = tail - head
+    }
   }
 
   #wakePuller(): void {
