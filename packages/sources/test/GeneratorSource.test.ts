@@ -97,6 +97,33 @@ describe('generator', () => {
     expect(records).toHaveLength(15)
   })
 
+  it('at full speed still lets a timer run and stop it (the runtime lets the event loop turn)', async () => {
+    // A cap far beyond what runs before the timer: had the timer not run, all of them would be sent.
+    const cap = 3_000_000
+    let count = 0
+    const sink: Sink = {
+      kind: 'counter',
+      write(events) {
+        count += events.length
+        return Promise.resolve(undefined)
+      },
+    }
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('gen', generator({ count: cap, batchSize: 1 }))
+      .sink('out', ['gen'], sink)
+      .build()
+    await topology.start()
+    let stoppedAt = -1
+    setTimeout(() => {
+      stoppedAt = count
+      void topology.stop()
+    }, 20)
+    await topology.done
+    expect(stoppedAt).toBeGreaterThan(0)
+    expect(count).toBeLessThan(cap)
+    expect(topology.metrics().gen!.ackLatencyMs.count).toBe(count)
+  })
+
   it('reports bad options through the builder', () => {
     expect(() =>
       new TopologyBuilder()

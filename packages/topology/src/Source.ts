@@ -63,12 +63,16 @@ export interface SourceContext {
   /**
    * Sends one batch: one event per record (this source's id, one ingest timestamp), a batch
    * notifier when acknowledgements are on, and waits for room downstream (back pressure). Resolves
-   * once the batch is accepted; `receipt.status` resolves when every sink settled it.
+   * once the batch is accepted; `receipt.status` resolves when every sink settled it. A source
+   * whose sends kept the event loop from turning for about 10 ms (no I/O of its own, room
+   * downstream) is held until it turns: its batch is queued at once, but the promise resolves
+   * after timers and I/O callbacks had their turn, so an endless source cannot starve them.
    */
   send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt>
   /**
    * Sends events the source built itself (for sources that attach notifiers of their own, such
-   * as offset-tracking ones). Ownership of the handles moves downstream.
+   * as offset-tracking ones). Ownership of the handles moves downstream. Resolves once they are
+   * accepted, and lets the event loop turn as `send` does.
    */
   sendEvents(events: EventArray): Promise<void>
 }

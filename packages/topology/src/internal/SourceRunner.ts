@@ -4,12 +4,14 @@
  *
  * Invariant: with acknowledgements off for this source, no notifier is created and the receipt
  * says `delivered` once the batch is accepted; with them on, the receipt is decided by the
- * {@link BatchTracker}, exactly once.
+ * {@link BatchTracker}, exactly once. A source that keeps the event loop from turning (sends
+ * accepted at once, no I/O of its own) is held after a slice until it turns (see `loopTurns.ts`).
  */
 import { BatchNotifier, type BatchStatus, EventArray, type JsonObject, RecordOutcomes } from '@ackline/core'
 import type { BatchReceipt, SendOptions, Source, SourceContext } from '../Source.js'
 import type { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
+import { awaitLoopTurn } from './loopTurns.js'
 import { RESOLVED } from './MemoryChannel.js'
 import type { Output } from './Output.js'
 
@@ -20,6 +22,12 @@ const ACCEPTED: BatchReceipt = Object.freeze({
   failure: undefined,
 })
 const ACCEPTED_NOW: Promise<BatchReceipt> = Promise.resolve(ACCEPTED)
+/** `sendEvents` reads no clock of its own: it asks about the event loop every this many sends. */
+const TURN_CHECK_EVERY = 8
+
+/** Settles once the batch was accepted (`pushed`) and the loop turned when it had to (`turn`). */
+const afterTurn = (pushed: Promise<void>, turn: Promise<void> | undefined): Promise<void> =>
+  turn === undefined ? pushed : pushed === RESOLVED ? turn : pushed.then(() => turn)
 
 export class SourceRunner {
   readonly context: SourceContext
@@ -40,10 +48,16 @@ export class SourceRunner {
       send: (records, options) => this.#send(records, options),
       sendEvents: (events) => {
         this.counters.received += events.length
-        return this.output.send(events)
+        const pushed = this.output.send(events)
+        if (++this.#sendsUnchecked < TURN_CHECK_EVERY) return pushed
+        this.#sendsUnchecked = 0
+        return afterTurn(pushed, awaitLoopTurn(Date.now()))
       },
     }
   }
+
+  /** Calls of `sendEvents` since it last asked about the event loop. */
+  #sendsUnchecked = 0
 
   run(): Promise<void> {
     return this.source.run(this.context)
@@ -60,17 +74,22 @@ export class SourceRunner {
       const ingestTimestamp = Date.now()
       const list = Array.isArray(records) ? (records as readonly JsonObject[]) : Array.from(records)
       this.counters.received += list.length
+      const turn = awaitLoopTurn(ingestTimestamp)
       if (!this.acknowledgements) {
         const pushed = this.output.send(EventArray.fromRecords(list, { sourceId, ingestTimestamp }))
         if (options?.outcomes !== true)
-          return pushed === RESOLVED ? ACCEPTED_NOW : pushed.then(() => ACCEPTED)
+          return pushed === RESOLVED && turn === undefined
+            ? ACCEPTED_NOW
+            : afterTurn(pushed, turn).then(() => ACCEPTED)
         const receipt: BatchReceipt = {
           batchId: undefined,
           status: ACCEPTED.status,
           failure: undefined,
           outcomes: Promise.resolve(RecordOutcomes.all('delivered', list.length)),
         }
-        return pushed === RESOLVED ? Promise.resolve(receipt) : pushed.then(() => receipt)
+        return pushed === RESOLVED && turn === undefined
+          ? Promise.resolve(receipt)
+          : afterTurn(pushed, turn).then(() => receipt)
       }
       const notifier = BatchNotifier.open(sourceId, options?.outcomes === true, ingestTimestamp)
       // The events join the batch as they are made, and the source's reference is released (the
@@ -78,7 +97,9 @@ export class SourceRunner {
       const array = EventArray.fromRecords(list, { sourceId, ingestTimestamp, batch: notifier })
       const receipt = this.tracker.track(notifier.receiver)
       const pushed = this.output.send(array)
-      return pushed === RESOLVED ? Promise.resolve(receipt) : pushed.then(() => receipt)
+      return pushed === RESOLVED && turn === undefined
+        ? Promise.resolve(receipt)
+        : afterTurn(pushed, turn).then(() => receipt)
     } catch (error) {
       return Promise.reject(error)
     }
