@@ -1,18 +1,25 @@
-// The file sink at batch 1 beside hand-written loops, alternating rounds in one process:
+// The file sink at batch 1 beside hand-written loops, each measurement in a fresh process
+// (variants round-robin, `bench/roundRobin.ts`):
 //   generator (batches of 1) → file sink, acknowledgements on: the runtime hands the sink what
-//   queued while it was syncing as one array, so it appends and fsyncs once per such array;
-//   a loop that appends and fsyncs the same arrays (same sizes, same JSON lines, same open flags,
-//   one appendFile + sync per array): the floor for that many fsyncs (the target's peer);
+//   queued while it was writing as one array, so it makes one synchronous (O_SYNC) append per
+//   such array;
+//   a loop that appends and fsyncs the same arrays (same sizes, same JSON lines, one appendFile +
+//   sync per array): the target's peer, the way the sink itself wrote before;
+//   a loop that makes one O_SYNC append per array, as the sink does now: the same durability in
+//   one system call, the fairest peer for the sink's own method;
 //   the file sink alone, written the same arrays one after another (no topology; its events are
-//   made before the clock starts): what the sink itself costs beside that loop;
+//   made before the clock starts): what the sink itself costs beside the loops;
 //   generator (batches of 1) → blackhole sink: the runtime at batch 1 with no disk at all, the
 //   ceiling for the first line;
 //   a loop that appends and fsyncs every record on its own (what batch 1 cost before coalescing;
 //   on fewer records, as each costs a whole fsync).
-// Every variant warms up before it is measured: a topology reaches its steady speed only after
-// tens of thousands of events, a small loop much sooner (a few thousand events and one warm-up
-// round measured the runtime's warm-up, not its cost).
-// Printed: events/s (medians), the ratios, and fsyncs per event.
+// The loops write the array sizes the file sink was handed in a run of the topology the child
+// makes first, untimed. Every variant warms up in its own process before it is measured: a
+// topology reaches its steady speed only after about 100,000 events (with three warm-up runs of
+// 20,000 the file sink's topology measured about a fifth slower than with six). In one process,
+// the variants slowed each other: the loops' garbage brought collections that aged the
+// topology's code, which then warmed up again in every round.
+// Printed: events/s (medians), the ratios, and appends per event (one synchronous write each).
 // Run: pnpm bench sinks/bench/file   (ACKLINE_BENCH_EVENTS, ACKLINE_BENCH_ROUNDS and
 //      ACKLINE_BENCH_WARMUP override the sizes)
 
@@ -20,17 +27,18 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { EventArray, type JsonObject } from '@ackline/core'
 import { blackhole, file } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
 import { type Sink, TopologyBuilder } from '@ackline/topology'
+import { median, roundRobin } from '../../../bench/roundRobin.js'
 
 const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 20_000)
-const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 9)
-const WARMUP = Number(process.env.ACKLINE_BENCH_WARMUP ?? 3)
+const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 7)
+const WARMUP = Number(process.env.ACKLINE_BENCH_WARMUP ?? 6)
 /** Records of the loop that fsyncs every record (each one costs a whole fsync). */
 const EACH = Math.min(EVENTS, 2000)
-const dir = mkdtempSync(join(tmpdir(), 'ackline-file-bench-'))
 
 const record = (index: number): JsonObject => ({ message: 'event', index })
 
@@ -54,16 +62,23 @@ async function topology(sink: Sink): Promise<{ rate: number; sizes: number[] }> 
   return { rate, sizes }
 }
 
-/** Appends and fsyncs one array of `sizes[i]` JSON lines per entry. */
-async function loop(path: string, sizes: readonly number[]): Promise<number> {
+/**
+ * Appends one array of `sizes[i]` JSON lines per entry, each on disk before the next: with an
+ * fsync after each append (`'fsync'`), or as one append to a file opened O_SYNC (`'osync'`).
+ */
+async function loop(
+  path: string,
+  sizes: readonly number[],
+  how: 'fsync' | 'osync' = 'fsync',
+): Promise<number> {
   const start = performance.now()
-  const handle = await open(path, 'a+')
+  const handle = await open(path, how === 'osync' ? 'as+' : 'a+')
   let index = 0
   for (const size of sizes) {
     let text = ''
     for (let i = 0; i < size; i++) text += `${JSON.stringify(record(index++))}\n`
     await handle.appendFile(text, 'utf8')
-    await handle.sync()
+    if (how === 'fsync') await handle.sync()
   }
   await handle.close()
   return index / ((performance.now() - start) / 1000)
@@ -87,49 +102,73 @@ async function sinkAlone(path: string, sizes: readonly number[]): Promise<number
   return rate
 }
 
-const median = (list: number[]): number => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!
-
-const rates = {
-  sink: [] as number[],
-  same: [] as number[],
-  alone: [] as number[],
-  hole: [] as number[],
-  each: [] as number[],
+/** The sizes of the arrays the file sink is handed at batch 1, from one untimed run. */
+async function sinkSizes(dir: string): Promise<number[]> {
+  return (await topology(file({ path: join(dir, 'sizes.ndjson') }))).sizes
 }
-const fsyncsPerEvent: number[] = []
-const ones = new Array<number>(EACH).fill(1)
-for (let round = 0; round < WARMUP + ROUNDS; round++) {
-  const { rate, sizes } = await topology(file({ path: join(dir, `sink-${round}.ndjson`) }))
-  const same = await loop(join(dir, `same-${round}.ndjson`), sizes)
-  const alone = await sinkAlone(join(dir, `alone-${round}.ndjson`), sizes)
-  const hole = (await topology(blackhole())).rate
-  const each = round < WARMUP - 1 ? 0 : await loop(join(dir, `each-${round}.ndjson`), ones)
-  if (round < WARMUP) continue
-  rates.sink.push(rate)
-  rates.same.push(same)
-  rates.alone.push(alone)
-  rates.hole.push(hole)
-  rates.each.push(each)
-  fsyncsPerEvent.push(sizes.length / EVENTS)
-}
-rmSync(dir, { recursive: true, force: true })
 
-const fmt = (rate: number): string => `${Math.round(rate).toLocaleString('en')} events/s`
-const ratio = (a: number[], b: number[]): string => (median(a) / median(b)).toFixed(2)
-console.log(
-  `${EVENTS} events at batch 1 per run, medians of ${ROUNDS} alternating rounds in one process after ${WARMUP} warm-up rounds\n`,
-)
-console.log(
-  `file sink (topology, acks on)          ${fmt(median(rates.sink)).padStart(20)}  (${median(fsyncsPerEvent).toFixed(4)} fsyncs per event)`,
-)
-console.log(`loop fsyncing the same arrays          ${fmt(median(rates.same)).padStart(20)}`)
-console.log(`file sink alone, the same arrays       ${fmt(median(rates.alone)).padStart(20)}`)
-console.log(`blackhole sink (topology, acks on)     ${fmt(median(rates.hole)).padStart(20)}`)
-console.log(`loop fsyncing every record (${EACH})    ${fmt(median(rates.each)).padStart(20)}`)
-console.log('\nratios (medians):')
-console.log(`  sink / loop, same arrays            ${ratio(rates.sink, rates.same)}   (target >= 0.8)`)
-console.log(`  sink alone / loop, same arrays      ${ratio(rates.alone, rates.same)}   (the sink's own cost)`)
-console.log(
-  `  blackhole topology / loop           ${ratio(rates.hole, rates.same)}   (what the runtime at batch 1 allows)`,
-)
-console.log(`  sink / loop, every record           ${ratio(rates.sink, rates.each)}`)
+const variants: Record<string, (dir: string, run: number) => Promise<number>> = {
+  sink: async (dir, run) => (await topology(file({ path: join(dir, `sink-${run}.ndjson`) }))).rate,
+  same: async (dir, run) => loop(join(dir, `same-${run}.ndjson`), await cachedSizes(dir)),
+  osync: async (dir, run) => loop(join(dir, `osync-${run}.ndjson`), await cachedSizes(dir), 'osync'),
+  alone: async (dir, run) => sinkAlone(join(dir, `alone-${run}.ndjson`), await cachedSizes(dir)),
+  hole: async () => (await topology(blackhole())).rate,
+  each: (dir, run) => loop(join(dir, `each-${run}.ndjson`), new Array<number>(EACH).fill(1)),
+}
+let sizesOnce: Promise<number[]> | undefined
+const cachedSizes = (dir: string): Promise<number[]> => {
+  sizesOnce ??= sinkSizes(dir)
+  return sizesOnce
+}
+
+/** In a child: warm-up runs, then the median of three measured runs; prints events/s. */
+async function child(name: string): Promise<void> {
+  const run = variants[name]
+  if (run === undefined) throw new Error(`no variant '${name}'`)
+  const dir = mkdtempSync(join(tmpdir(), 'ackline-file-bench-'))
+  try {
+    // The loop that fsyncs every record warms up on one run: each of its runs takes a second or so.
+    const warmups = name === 'each' ? 1 : WARMUP
+    for (let i = 0; i < warmups; i++) await run(dir, -1 - i)
+    const rates: number[] = []
+    for (let i = 0; i < 3; i++) rates.push(await run(dir, i))
+    console.log(median(rates.sort((a, b) => a - b)))
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+async function report(): Promise<void> {
+  const names = Object.keys(variants)
+  const rates = roundRobin(fileURLToPath(import.meta.url), names, ROUNDS)
+  const rate = (name: string): number => median(rates.get(name)!)
+  const dir = mkdtempSync(join(tmpdir(), 'ackline-file-bench-'))
+  const sizes = await sinkSizes(dir)
+  rmSync(dir, { recursive: true, force: true })
+  const fmt = (name: string): string => `${Math.round(rate(name)).toLocaleString('en')} events/s`.padStart(20)
+  const ratio = (a: string, b: string): string => (rate(a) / rate(b)).toFixed(2)
+  console.log(
+    `${EVENTS} events at batch 1 per run; medians of ${ROUNDS} rounds, each measurement in a fresh process after ${WARMUP} warm-up runs\n`,
+  )
+  console.log(
+    `file sink (topology, acks on)          ${fmt('sink')}  (${(sizes.length / EVENTS).toFixed(4)} synchronous appends per event)`,
+  )
+  console.log(`loop fsyncing the same arrays          ${fmt('same')}`)
+  console.log(`loop, O_SYNC appends, same arrays     ${fmt('osync')}`)
+  console.log(`file sink alone, the same arrays       ${fmt('alone')}`)
+  console.log(`blackhole sink (topology, acks on)     ${fmt('hole')}`)
+  console.log(`loop fsyncing every record (${EACH})    ${fmt('each')}`)
+  console.log('\nratios (medians):')
+  console.log(`  sink / loop, same arrays            ${ratio('sink', 'same')}   (target >= 0.8)`)
+  console.log(`  sink / O_SYNC loop, same arrays     ${ratio('sink', 'osync')}   (the sink's own method)`)
+  console.log(`  sink alone / loop, same arrays      ${ratio('alone', 'same')}`)
+  console.log(`  sink alone / O_SYNC loop            ${ratio('alone', 'osync')}   (the sink's own cost)`)
+  console.log(
+    `  blackhole topology / loop           ${ratio('hole', 'same')}   (what the runtime at batch 1 allows)`,
+  )
+  console.log(`  sink / loop, every record           ${ratio('sink', 'each')}`)
+}
+
+const variant = process.env.ACKLINE_BENCH_VARIANT
+if (variant === undefined) await report()
+else await child(variant)
