@@ -35,8 +35,12 @@ const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 20_000)
 const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
 const REQUEST = Number(process.env.ACKLINE_BENCH_REQUEST ?? 20)
 const CLIENTS = Number(process.env.ACKLINE_BENCH_CLIENTS ?? 16)
-/** Runs of the variant before the measured one, in the same process. */
-const WARMUP = Number(process.env.ACKLINE_BENCH_WARMUP ?? 1)
+/**
+ * Runs of the variant before the measured one, in the same process. The topologies reach their
+ * steady speed only after about 100,000 events: with one warm-up run, HTTP with the memory buffer
+ * measured 0.56 of the store's append rate, with five 0.75 (the store itself warms up too).
+ */
+const WARMUP = Number(process.env.ACKLINE_BENCH_WARMUP ?? 5)
 const BATCHES = Math.ceil(EVENTS / REQUEST)
 
 /** CPU time (µs, every thread) at the start of the timed span; read by {@link rateSince}. */
