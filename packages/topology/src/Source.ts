@@ -63,10 +63,11 @@ export interface SourceContext {
   /**
    * Sends one batch: one event per record (this source's id, one ingest timestamp), a batch
    * notifier when acknowledgements are on, and waits for room downstream (back pressure). Resolves
-   * once the batch is accepted; `receipt.status` resolves when every sink settled it. A source
-   * whose sends kept the event loop from turning for about 10 ms (no I/O of its own, room
-   * downstream) is held until it turns: its batch is queued at once, but the promise resolves
-   * after timers and I/O callbacks had their turn, so an endless source cannot starve them.
+   * once the batch is accepted; `receipt.status` resolves when every sink settled it. Sends
+   * that kept the event loop from turning for 10 to 20 ms (a source with no I/O of its own and
+   * room downstream, or long synchronous work between sends) are held until it turns: the batch
+   * is queued at once, but the promise resolves after timers and I/O callbacks had their turn, so
+   * an endless source cannot starve them.
    */
   send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt>
   /**

@@ -1,11 +1,21 @@
 // Fairness with the event loop: a source whose sends are accepted at once and that does no I/O of
 // its own must still let timers, I/O callbacks and `stop()` run. Before this, an endless such
 // source kept the process in one task for ever: a `stop()` from a timer never ran.
+import { setImmediate as realSetImmediate } from 'node:timers'
 import { EventArray, LogEvent } from '@ackline/core'
 import { type Sink, type Source, TopologyBuilder } from '@ackline/topology'
-import { describe, expect, it } from 'vitest'
-import { awaitLoopTurn, SLICE_MS } from '../src/internal/loopTurns.js'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { BatchTracker } from '../src/internal/BatchTracker.js'
+import { Counters } from '../src/internal/Counters.js'
+import { awaitLoopTurn, SENDS_PER_PROBE, SLICE_MS } from '../src/internal/loopTurns.js'
+import { Output } from '../src/internal/Output.js'
+import { SourceRunner } from '../src/internal/SourceRunner.js'
+import { blockingChannel } from './support/blockingChannel.js'
 import { quiet } from './support/Harness.js'
+
+afterEach(() => {
+  vi.useRealTimers()
+})
 
 /**
  * Sends without I/O, one record per batch and awaiting each send, until stopped; gives up after
@@ -31,18 +41,20 @@ const endless = (sendEvents = false): Source & { sent: number; stopped: boolean 
   },
 })
 
-/** A sink that delivers every write at once, counting events. */
-const counting = (): Sink & { count: number } => ({
+/** A sink that delivers every write at once, keeping each event's `n` in the order written. */
+const counting = (): Sink & { count: number; ns: number[] } => ({
   kind: 'counting',
   count: 0,
+  ns: [],
   write(events: EventArray) {
     this.count += events.length
+    for (const event of events) this.ns.push(event.get('n') as number)
     return Promise.resolve(undefined)
   },
 })
 
-/** The next turn of the event loop (after I/O callbacks and timers due). */
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
+/** The next turn of the event loop (after I/O callbacks and timers due), fake timers or not. */
+const nextTurn = () => new Promise<void>((resolve) => realSetImmediate(resolve))
 
 describe('awaitLoopTurn', () => {
   it('asks for a turn only once a slice passed since it armed its probe and the probe has not run', async () => {
@@ -65,6 +77,36 @@ describe('awaitLoopTurn', () => {
     expect(awaitLoopTurn(start + 2 * SLICE_MS)).toBeUndefined()
     expect(awaitLoopTurn(start + 3 * SLICE_MS)).toBeInstanceOf(Promise)
     await nextTurn()
+  })
+
+  it('with a clock that does not move, asks for a turn after SENDS_PER_PROBE sends', async () => {
+    await nextTurn()
+    const frozen = 3_000_000
+    expect(awaitLoopTurn(frozen)).toBeUndefined() // arms the probe
+    for (let i = 1; i < SENDS_PER_PROBE; i++) expect(awaitLoopTurn(frozen)).toBeUndefined()
+    const held = awaitLoopTurn(frozen)
+    expect(held).toBeInstanceOf(Promise)
+    await nextTurn()
+    await held
+    // The next probe is armed after as many sends again: a frozen clock never starves the loop.
+    let sends = 0
+    while (awaitLoopTurn(frozen) === undefined) sends++
+    expect(sends).toBeLessThanOrEqual(2 * SENDS_PER_PROBE)
+    await nextTurn()
+  })
+
+  it("runs its probe under fake timers: it takes node:timers' setImmediate, not the faked global", async () => {
+    await nextTurn()
+    vi.useFakeTimers() // fakes Date and the global setImmediate
+    const now = Date.now() + 60_000
+    expect(awaitLoopTurn(now)).toBeUndefined()
+    const held = awaitLoopTurn(now + SLICE_MS)!
+    let turned = false
+    void held.then(() => {
+      turned = true
+    })
+    await nextTurn() // a real turn; no fake timer was advanced
+    expect(turned).toBe(true)
   })
 
   it('takes a clock that stepped back as a slice passed, so a step cannot starve the loop', async () => {
@@ -104,10 +146,62 @@ describe('a busy source and the event loop', () => {
         expect(source.stopped).toBe(true)
         expect(source.sent).toBeGreaterThan(0)
         expect(sink.count).toBe(source.sent)
+        // Every batch arrived, once and in order, through the sends that were held for a turn.
+        expect(sink.ns.every((n, i) => n === i)).toBe(true)
         expect(ticks).toBeGreaterThan(0)
         if (acknowledgements && !sendEvents)
           expect(topology.metrics().in!.ackLatencyMs.count).toBe(source.sent)
       })
     }
   }
+})
+
+describe('a send held for a turn', () => {
+  it('queues its batch at once, keeps back pressure and order, and resolves its receipt after the turn', async () => {
+    await nextTurn()
+    vi.useFakeTimers({ toFake: ['Date'] }) // a clock the test moves; timers stay real
+    const start = Date.now() + 120_000
+    vi.setSystemTime(start)
+    const channel = blockingChannel(2)
+    const counters = new Counters('source', 'test')
+    const tracker = new BatchTracker('in', counters, undefined, { emit: () => {}, watching: () => false })
+    const source: Source = { kind: 'test', canAcknowledge: true, run: async () => {} }
+    const runner = new SourceRunner(
+      'in',
+      source,
+      true,
+      new Output([channel], counters),
+      counters,
+      tracker,
+      new AbortController().signal,
+    )
+    let accepted = 0
+    const first = runner.context.send([{ n: 1 }]).then((receipt) => {
+      accepted++
+      return receipt
+    }) // arms the probe
+    vi.setSystemTime(start + SLICE_MS)
+    const second = runner.context.send([{ n: 2 }]).then((receipt) => {
+      accepted++
+      return receipt
+    }) // due: held for the turn
+    const third = runner.context.send([{ n: 3 }]).then(() => accepted++) // held, and the channel is full
+    await Promise.resolve()
+    await Promise.resolve()
+    expect(channel.queuedEvents).toBe(2) // both batches queued at once, in order
+    expect(accepted).toBe(1) // the held send waits for the turn
+    await nextTurn()
+    expect(accepted).toBe(2) // the turn came; the third still waits for room
+    const one = channel.tryPull() as EventArray
+    const two = channel.tryPull() as EventArray
+    expect([one.events[0]!.get('n'), two.events[0]!.get('n')]).toEqual([1, 2])
+    await nextTurn()
+    expect(accepted).toBe(3)
+    const three = channel.tryPull() as EventArray
+    expect(three.events[0]!.get('n')).toBe(3)
+    for (const array of [one, two, three]) array.end('delivered')
+    expect(await (await first).status).toBe('delivered')
+    expect(await (await second).status).toBe('delivered')
+    await third
+  })
 })

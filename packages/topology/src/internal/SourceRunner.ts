@@ -22,9 +22,6 @@ const ACCEPTED: BatchReceipt = Object.freeze({
   failure: undefined,
 })
 const ACCEPTED_NOW: Promise<BatchReceipt> = Promise.resolve(ACCEPTED)
-/** `sendEvents` reads no clock of its own: it asks about the event loop every this many sends. */
-const TURN_CHECK_EVERY = 8
-
 /** Settles once the batch was accepted (`pushed`) and the loop turned when it had to (`turn`). */
 const afterTurn = (pushed: Promise<void>, turn: Promise<void> | undefined): Promise<void> =>
   turn === undefined ? pushed : pushed === RESOLVED ? turn : pushed.then(() => turn)
@@ -48,16 +45,11 @@ export class SourceRunner {
       send: (records, options) => this.#send(records, options),
       sendEvents: (events) => {
         this.counters.received += events.length
-        const pushed = this.output.send(events)
-        if (++this.#sendsUnchecked < TURN_CHECK_EVERY) return pushed
-        this.#sendsUnchecked = 0
-        return afterTurn(pushed, awaitLoopTurn(Date.now()))
+        const turn = awaitLoopTurn(Date.now())
+        return afterTurn(this.output.send(events), turn)
       },
     }
   }
-
-  /** Calls of `sendEvents` since it last asked about the event loop. */
-  #sendsUnchecked = 0
 
   run(): Promise<void> {
     return this.source.run(this.context)

@@ -1,65 +1,80 @@
 /**
- * Fairness with the event loop: a busy source lets the loop turn at least every few milliseconds.
+ * Fairness with the event loop: a busy source lets the loop turn every 10 to 20 ms.
  *
  * A pipeline moves batches in microtasks: a send that finds room downstream resolves at once, and
  * the transforms and sinks that take the batch run in microtasks too. The event loop runs no timer,
  * no I/O callback and no other task until the microtask queue is empty. So a source that does no
  * I/O of its own (a generator, a source replaying data it holds in memory) would keep the whole
  * process in one task for as long as it has data: no `stop()` from a timer, no ack timeout, no
- * file sink's completed write could run, and an endless source would never let anything else run
- * at all. I/O-driven sources (HTTP, brokers) turn the loop by themselves and never wait here.
+ * sink's completed write could run, and an endless source would never let anything else run.
  *
- * Invariant: while sends keep coming in one task, the loop turns at least once per
- * {@link SLICE_MS} of sends (about one slice, plus the sends already under way): a send made once
- * a slice has passed since the runtime last asked, and before the loop turned since, is accepted
- * as usual, but the promise its source awaits resolves only after the loop turned (in
- * `setImmediate`, after pending I/O callbacks and timers). The batch itself is queued at once, so
- * back pressure and order are unchanged.
+ * Invariant: while sends keep coming in one task, the loop turns at least once per two slices
+ * ({@link SLICE_MS} each; one slice after the runtime armed its probe, and a probe is armed at
+ * most a slice after the last one), or per {@link SENDS_PER_PROBE} sends, whichever comes first
+ * (the count is for a clock that does not move: fake timers in tests). A send made once the armed
+ * probe is due, before the loop turned, is accepted as usual, but the promise its source awaits
+ * resolves only after the loop turned (in `setImmediate`, after pending I/O callbacks and due
+ * timers). The batch itself is queued at once, so back pressure and order are unchanged.
  *
- * Cost: a comparison per send, on a clock reading the send took anyway, and one `setImmediate`
- * per slice while sends keep coming.
+ * The state is the process's: every topology's sources share one probe. An I/O-driven source
+ * (HTTP, a broker) turns the loop by itself and is held only when a slice passed with no turn:
+ * after long synchronous work of its own between sends, or while another source of the process
+ * keeps the loop busy.
+ *
+ * Cost: a comparison and a count per send, on a clock reading the send took anyway, and one
+ * `setImmediate` per slice while sends keep coming.
  */
+import { setImmediate } from 'node:timers'
 
-/** How long sends may keep the event loop from turning, in ms. */
+/** How long, in ms, after arming a probe a send waits for it if it has not run. */
 export const SLICE_MS = 10
+/** Sends after arming a probe at which a send waits for it, whatever the clock says. */
+export const SENDS_PER_PROBE = 16_384
 
-/** The process's own `setImmediate`, as it was when this module loaded: fake timers in tests must not hold a source forever. */
-const realSetImmediate = globalThis.setImmediate
+/**
+ * The probe: armed (a `setImmediate` that has not run) or not. `setImmediate` is taken from
+ * `node:timers`, which fake-timer libraries leave alone (they replace the global), so a probe
+ * always runs at the loop's next turn.
+ */
+type Probe =
+  | { readonly state: 'idle'; readonly armedAt: number; sends: number }
+  | {
+      readonly state: 'armed'
+      readonly armedAt: number
+      sends: number
+      /** Settled when the probe runs; made only when some send waits for it. */
+      turned: Promise<void> | undefined
+      wake: (() => void) | undefined
+    }
 
-/** When the runtime last armed a probe (`Date.now()`); a time ahead of the clock counts as a slice passed (the clock stepped back). */
-let armedAt = Number.NEGATIVE_INFINITY
-/** A probe (a `setImmediate`) is armed and has not run: the loop has not turned since `armedAt`. */
-let armed = false
-/** Settled when the armed probe runs; made only when some send waits for it. */
-let turned: Promise<void> | undefined
-let wake: (() => void) | undefined
+/** `sends`: sends since the probe was last armed. */
+let probe: Probe = { state: 'idle', armedAt: Number.NEGATIVE_INFINITY, sends: 0 }
 
-const probe = (): void => {
-  armed = false
-  const resolve = wake
-  turned = undefined
-  wake = undefined
-  resolve?.()
+const onTurn = (): void => {
+  if (probe.state !== 'armed') return
+  const { wake, armedAt, sends } = probe
+  probe = { state: 'idle', armedAt, sends }
+  wake?.()
 }
 
 /**
  * The runtime is about to accept a send at `now` (a `Date.now()` just read): `undefined` when the
- * source may go on at once, or a promise settled once the event loop has turned, when a slice has
- * passed without a turn (see the module header).
+ * source may go on at once, or a promise settled once the event loop has turned (see the module
+ * header). A clock that stepped back counts as a slice passed.
  */
 export function awaitLoopTurn(now: number): Promise<void> | undefined {
-  const since = now - armedAt
-  if (since < SLICE_MS && since >= 0) return undefined
-  if (!armed) {
-    armed = true
-    armedAt = now
-    realSetImmediate(probe)
+  const since = now - probe.armedAt
+  if (since < SLICE_MS && since >= 0 && ++probe.sends < SENDS_PER_PROBE) return undefined
+  if (probe.state === 'idle') {
+    setImmediate(onTurn)
+    probe = { state: 'armed', armedAt: now, sends: 0, turned: undefined, wake: undefined }
     return undefined
   }
-  if (turned === undefined) {
-    turned = new Promise<void>((resolve) => {
-      wake = resolve
+  if (probe.turned === undefined) {
+    const armed = probe
+    armed.turned = new Promise<void>((resolve) => {
+      armed.wake = resolve
     })
   }
-  return turned
+  return probe.turned
 }
