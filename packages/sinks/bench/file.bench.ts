@@ -13,17 +13,18 @@
 //   ceiling for the first line;
 //   a loop that appends and fsyncs every record on its own (what batch 1 cost before coalescing;
 //   on fewer records, as each costs a whole fsync).
-// The loops write the array sizes the file sink was handed in a run of the topology the child
-// makes first, untimed. Every variant warms up in its own process before it is measured: a
+// The loops write the array sizes the file sink was handed in the last of as many untimed runs of
+// the topology as the measured variants warm up for. Every variant warms up in its own process before it is measured: a
 // topology reaches its steady speed only after about 100,000 events (with three warm-up runs of
 // 20,000 the file sink's topology measured about a fifth slower than with six). In one process,
 // the variants slowed each other: the loops' garbage brought collections that aged the
 // topology's code, which then warmed up again in every round.
 // Printed: events/s (medians), the ratios, and appends per event (one synchronous write each).
 // Run: pnpm bench sinks/bench/file   (ACKLINE_BENCH_EVENTS, ACKLINE_BENCH_ROUNDS and
-//      ACKLINE_BENCH_WARMUP override the sizes)
+//      ACKLINE_BENCH_WARMUP override the sizes; ACKLINE_BENCH_DIR the directory, which must be
+//      on a disk: the file system is printed)
 
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, statfsSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -102,9 +103,30 @@ async function sinkAlone(path: string, sizes: readonly number[]): Promise<number
   return rate
 }
 
-/** The sizes of the arrays the file sink is handed at batch 1, from one untimed run. */
+/**
+ * The sizes of the arrays the file sink is handed at batch 1 once warm: those of its last run
+ * after as many warm-up runs as the measured variants get (untimed). A cold runtime coalesces
+ * differently, which would hand the loops other arrays than the measured sink writes.
+ */
 async function sinkSizes(dir: string): Promise<number[]> {
-  return (await topology(file({ path: join(dir, 'sizes.ndjson') }))).sizes
+  let sizes: number[] = []
+  for (let i = 0; i <= WARMUP; i++)
+    sizes = (await topology(file({ path: join(dir, `sizes-${i}.ndjson`) }))).sizes
+  return sizes
+}
+
+/** Where the files go: `ACKLINE_BENCH_DIR`, or the system's temporary directory. */
+const BASE = process.env.ACKLINE_BENCH_DIR ?? tmpdir()
+/** The file system type under {@link BASE}: tmpfs would make every sync free (and the figures meaningless). */
+function fileSystem(): string {
+  const type = statfsSync(BASE).type
+  const known: Record<number, string> = {
+    61267: 'ext2/3/4',
+    16914836: 'tmpfs',
+    1481003842: 'xfs',
+    2435016766: 'btrfs',
+  }
+  return known[type] ?? `type 0x${type.toString(16)}`
 }
 
 const variants: Record<string, (dir: string, run: number) => Promise<number>> = {
@@ -125,7 +147,7 @@ const cachedSizes = (dir: string): Promise<number[]> => {
 async function child(name: string): Promise<void> {
   const run = variants[name]
   if (run === undefined) throw new Error(`no variant '${name}'`)
-  const dir = mkdtempSync(join(tmpdir(), 'ackline-file-bench-'))
+  const dir = mkdtempSync(join(BASE, 'ackline-file-bench-'))
   try {
     // The loop that fsyncs every record warms up on one run: each of its runs takes a second or so.
     const warmups = name === 'each' ? 1 : WARMUP
@@ -142,13 +164,13 @@ async function report(): Promise<void> {
   const names = Object.keys(variants)
   const rates = roundRobin(fileURLToPath(import.meta.url), names, ROUNDS)
   const rate = (name: string): number => median(rates.get(name)!)
-  const dir = mkdtempSync(join(tmpdir(), 'ackline-file-bench-'))
+  const dir = mkdtempSync(join(BASE, 'ackline-file-bench-'))
   const sizes = await sinkSizes(dir)
   rmSync(dir, { recursive: true, force: true })
   const fmt = (name: string): string => `${Math.round(rate(name)).toLocaleString('en')} events/s`.padStart(20)
   const ratio = (a: string, b: string): string => (rate(a) / rate(b)).toFixed(2)
   console.log(
-    `${EVENTS} events at batch 1 per run; medians of ${ROUNDS} rounds, each measurement in a fresh process after ${WARMUP} warm-up runs\n`,
+    `${EVENTS} events at batch 1 per run; medians of ${ROUNDS} rounds, each measurement in a fresh process after ${WARMUP} warm-up runs; files on ${fileSystem()} (${BASE})\n`,
   )
   console.log(
     `file sink (topology, acks on)          ${fmt('sink')}  (${(sizes.length / EVENTS).toFixed(4)} synchronous appends per event)`,

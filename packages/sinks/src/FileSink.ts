@@ -3,11 +3,16 @@
  *
  * Invariants:
  * - A write resolves (the events count as delivered) only once its lines are on disk, so an
- *   acknowledged event survives a crash of the machine. The file is opened for synchronous
- *   writes (`O_SYNC`): an append returns only once its data and the file's metadata are on disk,
- *   the guarantee of an append followed by an fsync, in one system call (and one trip to the
- *   thread pool) instead of two. A failed open or write throws a `RetryableError` (the runtime
- *   retries, then settles the events `errored`), and the next write reopens the file.
+ *   acknowledged event survives a crash of the machine. On Linux the file is opened for
+ *   synchronous writes (`O_SYNC`): an append returns only once its data and the file's metadata
+ *   are on disk, the guarantee of an append followed by an fsync, in one system call (and one
+ *   trip to the thread pool) instead of two; an array of more than 512 KiB is appended in pieces
+ *   of 512 KiB (Node's `appendFile`), each on disk before the next. Elsewhere each append is
+ *   followed by an fsync (`FileHandle.sync`, which on macOS is `F_FULLFSYNC` and flushes the
+ *   drive's cache, where an `O_SYNC` write does not). A file the sink creates has its directory
+ *   fsynced too, so the file itself survives. A failed open, write or fsync throws a
+ *   `RetryableError` (the runtime retries, then settles the events `errored`), and the next
+ *   write reopens the file.
  * - Every line this sink appends starts at the beginning of a line: a file that ends in a partial
  *   line when it is opened (a power loss, a disk that filled up, another writer) gets a newline
  *   first, and what a failed append left behind is cut off (truncated back to where that append
@@ -75,6 +80,8 @@ class NdjsonFile implements FileSink {
   #size = 0
   /** Where a failed append began: the next open cuts the file back to it. */
   #cutTo: number | undefined = undefined
+  /** The file is open for synchronous writes (`O_SYNC`, Linux): no fsync after an append. */
+  #syncWrites = false
   /** The last write or stop: the next one starts after it, so blocks never interleave. */
   #tail: Promise<unknown> = RESOLVED
 
@@ -156,11 +163,22 @@ class NdjsonFile implements FileSink {
     if (this.#handle !== undefined) return this.#handle
     let handle: FileHandle | undefined
     try {
-      // Read and append: the last byte is read to see whether the file ends a line. Synchronous
-      // (`O_SYNC`): each append is on disk when it returns, with no fsync after it (the module
-      // header says why). Only a truncation, which is not a write, is fsynced.
-      handle = await open(this.path, 'as+')
+      // Read and append: the last byte is read to see whether the file ends a line. On Linux
+      // synchronous (`O_SYNC`): each append is on disk when it returns, with no fsync after it
+      // (the module header says why), and only a truncation, which is not a write, is fsynced.
+      this.#syncWrites = process.platform === 'linux'
+      handle = await open(this.path, this.#syncWrites ? 'as+' : 'a+')
       this.#size = await this.#repair(handle)
+      // Empty: created just now, most likely. Its directory entry is fsynced, or a crash of the
+      // machine could lose the file with everything appended to it.
+      // A directory that cannot be opened to sync it (no read permission) is said, not fatal.
+      if (this.#size === 0) {
+        await syncDirectory(dirname(this.path)).catch((error: unknown) => {
+          this.#warn(
+            `file sink ${this.path}: could not fsync its directory (${error instanceof Error ? error.message : String(error)}); a crash of the machine may lose the new file`,
+          )
+        })
+      }
       this.#handle = handle
       return handle
     } catch (error) {
@@ -187,6 +205,7 @@ class NdjsonFile implements FileSink {
     await handle.read(last, 0, 1, size - 1)
     if (last[0] === NEWLINE) return size
     await handle.appendFile('\n')
+    if (!this.#syncWrites) await handle.sync()
     this.#warn(
       `file sink ${this.path}: the file ended in a partial line (no newline after byte ${size}); started a new line before appending`,
     )
@@ -200,7 +219,8 @@ class NdjsonFile implements FileSink {
     try {
       // Encoded once: the bytes appended are also what the size counts (no second pass).
       const bytes = Buffer.from(text, 'utf8')
-      await handle.appendFile(bytes) // on disk once it returns: the file is opened O_SYNC
+      await handle.appendFile(bytes) // on disk once it returns where the file is opened O_SYNC
+      if (!this.#syncWrites) await handle.sync()
       this.#size = before + bytes.length
       return undefined
     } catch (error) {
@@ -217,6 +237,20 @@ class NdjsonFile implements FileSink {
   #failure(action: string, cause: unknown): RetryableError {
     const reason = cause instanceof Error ? cause.message : String(cause)
     return new RetryableError('file', `${action} ${this.path}: ${reason}`, { cause })
+  }
+}
+
+/**
+ * Fsyncs a directory, so an entry just made in it survives a crash of the machine. Windows cannot
+ * open a directory for that (and persists entries with the file's own flush): skipped there.
+ */
+async function syncDirectory(path: string): Promise<void> {
+  if (process.platform === 'win32') return
+  const directory = await open(path, 'r')
+  try {
+    await directory.sync()
+  } finally {
+    await directory.close()
   }
 }
 

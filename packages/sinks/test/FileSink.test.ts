@@ -5,6 +5,7 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
+  realpathSync,
   rmSync,
   writeFileSync,
 } from 'node:fs'
@@ -78,7 +79,7 @@ describe('file', () => {
       await sink.start()
       const fds = readdirSync('/proc/self/fd').filter((fd) => {
         try {
-          return readlinkSync(`/proc/self/fd/${fd}`) === path
+          return readlinkSync(`/proc/self/fd/${fd}`) === realpathSync(path)
         } catch {
           return false // the directory's own descriptor, gone once listed
         }
@@ -93,6 +94,51 @@ describe('file', () => {
       await sink.stop()
     },
   )
+
+  it('elsewhere than Linux, opens the file without O_SYNC and fsyncs after every append (macOS: a full fsync)', async () => {
+    const platform = Object.getOwnPropertyDescriptor(process, 'platform')!
+    Object.defineProperty(process, 'platform', { ...platform, value: 'darwin' })
+    try {
+      const path = join(dir, 'out.ndjson')
+      writeFileSync(path, '{"n":0}\n') // not empty: no directory sync to count
+      const proto = await handlePrototype()
+      const sync = proto.sync!
+      const order: string[] = []
+      vi.spyOn(proto, 'sync').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+        await sync.apply(this, args)
+        order.push('synced')
+      })
+      const sink = file({ path })
+      await sink.write(array({ n: 1 })).then(() => order.push('resolved'))
+      await sink.write(array({ n: 2 }, { n: 3 })).then(() => order.push('resolved'))
+      await sink.stop()
+      expect(order).toEqual(['synced', 'resolved', 'synced', 'resolved'])
+      expect(lines(path)).toEqual([{ n: 0 }, { n: 1 }, { n: 2 }, { n: 3 }])
+    } finally {
+      Object.defineProperty(process, 'platform', platform)
+    }
+  })
+
+  it('fsyncs the directory of a file it creates, once, and not that of a file that holds lines', async () => {
+    const proto = await handlePrototype()
+    const sync = proto.sync!
+    let syncs = 0
+    vi.spyOn(proto, 'sync').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      syncs++
+      return sync.apply(this, args)
+    })
+    const fresh = file({ path: join(dir, 'new.ndjson') })
+    await fresh.write(array({ n: 1 }))
+    await fresh.write(array({ n: 2 }))
+    await fresh.stop()
+    const linuxOrOther = process.platform === 'linux' ? 1 : 3 // elsewhere, also one per append
+    expect(syncs).toBe(linuxOrOther)
+    syncs = 0
+    const existing = file({ path: join(dir, 'new.ndjson') })
+    await existing.write(array({ n: 3 }))
+    await existing.stop()
+    expect(syncs).toBe(process.platform === 'linux' ? 0 : 1)
+  })
 
   it('resolves a write only after its append returned', async () => {
     const proto = await handlePrototype()
