@@ -256,8 +256,9 @@ async function syncDirectory(path: string): Promise<void> {
 
 /**
  * Appends every event as one JSON line to `path`; a write counts as delivered once its lines are
- * on disk (the file is opened for synchronous writes). Failures are retryable; what a failed attempt wrote is cut off before the retry, and
- * an event that cannot be encoded is rejected on its own.
+ * on disk (on Linux the file is opened for synchronous writes; elsewhere each append is fsynced).
+ * Failures are retryable; what a failed attempt wrote is cut off before the retry, and an event
+ * that cannot be encoded is rejected on its own.
  *
  * @example
  * ```ts
