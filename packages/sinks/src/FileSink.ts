@@ -170,8 +170,8 @@ class NdjsonFile implements FileSink {
       handle = await open(this.path, this.#syncWrites ? 'as+' : 'a+')
       this.#size = await this.#repair(handle)
       // Empty: created just now, most likely. Its directory entry is fsynced, or a crash of the
-      // machine could lose the file with everything appended to it.
-      // A directory that cannot be opened to sync it (no read permission) is said, not fatal.
+      // machine could lose the file with everything appended to it; a directory that cannot be
+      // opened to sync it (no read permission) is said, not fatal.
       if (this.#size === 0) {
         await syncDirectory(dirname(this.path)).catch((error: unknown) => {
           this.#warn(

@@ -1,9 +1,12 @@
 // The source's send path on its own: a send with room does its work within the call; a send
 // into a full channel waits for room, exactly (issue 10). Counts and orders, never times.
+
+import { setImmediate as realSetImmediate } from 'node:timers'
 import { BatchNotifier, type BatchStatusReceiver, type EventArray } from '@ackline/core'
-import { describe, expect, it, vi } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { BatchTracker } from '../src/internal/BatchTracker.js'
 import { Counters } from '../src/internal/Counters.js'
+import { SLICE_MS } from '../src/internal/loopTurns.js'
 import { EMPTY } from '../src/internal/MemoryChannel.js'
 import { Output } from '../src/internal/Output.js'
 import { SourceRunner } from '../src/internal/SourceRunner.js'
@@ -27,6 +30,10 @@ function setup(maxEvents: number, acknowledgements = true) {
   )
   return { channel, tracker, runner }
 }
+
+afterEach(() => {
+  vi.useRealTimers()
+})
 
 /** Lets every queued microtask and the callbacks they queue run (an order, not a time). */
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve))
@@ -86,5 +93,41 @@ describe('SourceRunner', () => {
     } finally {
       spy.mockRestore()
     }
+  })
+
+  it('a send held for a turn of the event loop queues its batch at once, keeps back pressure and order, and resolves its receipt after the turn', async () => {
+    await new Promise<void>((resolve) => realSetImmediate(resolve)) // a probe armed earlier has run
+    vi.useFakeTimers({ toFake: ['Date'] }) // a clock the test moves; timers stay real
+    const start = Date.now() + 120_000
+    vi.setSystemTime(start)
+    const { channel, runner } = setup(2)
+    let accepted = 0
+    const first = runner.context.send([{ n: 1 }]).then((receipt) => {
+      accepted++
+      return receipt
+    }) // arms the probe
+    vi.setSystemTime(start + SLICE_MS)
+    const second = runner.context.send([{ n: 2 }]).then((receipt) => {
+      accepted++
+      return receipt
+    }) // due: held for the turn
+    const third = runner.context.send([{ n: 3 }]).then(() => accepted++) // held, and the channel is full
+    await Promise.resolve()
+    await Promise.resolve()
+    expect(channel.queuedEvents).toBe(2) // both batches queued at once, in order
+    expect(accepted).toBe(1) // the held send waits for the turn
+    await settle()
+    expect(accepted).toBe(2) // the turn came; the third still waits for room
+    const one = channel.tryPull() as EventArray
+    const two = channel.tryPull() as EventArray
+    expect([one.events[0]!.get('n'), two.events[0]!.get('n')]).toEqual([1, 2])
+    await settle()
+    expect(accepted).toBe(3)
+    const three = channel.tryPull() as EventArray
+    expect(three.events[0]!.get('n')).toBe(3)
+    for (const array of [one, two, three]) array.end('delivered')
+    expect(await (await first).status).toBe('delivered')
+    expect(await (await second).status).toBe('delivered')
+    await third
   })
 })

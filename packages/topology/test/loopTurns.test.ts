@@ -5,12 +5,7 @@ import { setImmediate as realSetImmediate } from 'node:timers'
 import { EventArray, LogEvent } from '@ackline/core'
 import { type Sink, type Source, TopologyBuilder } from '@ackline/topology'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { BatchTracker } from '../src/internal/BatchTracker.js'
-import { Counters } from '../src/internal/Counters.js'
 import { awaitLoopTurn, SENDS_PER_PROBE, SLICE_MS } from '../src/internal/loopTurns.js'
-import { Output } from '../src/internal/Output.js'
-import { SourceRunner } from '../src/internal/SourceRunner.js'
-import { blockingChannel } from './support/blockingChannel.js'
 import { quiet } from './support/Harness.js'
 
 afterEach(() => {
@@ -154,54 +149,4 @@ describe('a busy source and the event loop', () => {
       })
     }
   }
-})
-
-describe('a send held for a turn', () => {
-  it('queues its batch at once, keeps back pressure and order, and resolves its receipt after the turn', async () => {
-    await nextTurn()
-    vi.useFakeTimers({ toFake: ['Date'] }) // a clock the test moves; timers stay real
-    const start = Date.now() + 120_000
-    vi.setSystemTime(start)
-    const channel = blockingChannel(2)
-    const counters = new Counters('source', 'test')
-    const tracker = new BatchTracker('in', counters, undefined, { emit: () => {}, watching: () => false })
-    const source: Source = { kind: 'test', canAcknowledge: true, run: async () => {} }
-    const runner = new SourceRunner(
-      'in',
-      source,
-      true,
-      new Output([channel], counters),
-      counters,
-      tracker,
-      new AbortController().signal,
-    )
-    let accepted = 0
-    const first = runner.context.send([{ n: 1 }]).then((receipt) => {
-      accepted++
-      return receipt
-    }) // arms the probe
-    vi.setSystemTime(start + SLICE_MS)
-    const second = runner.context.send([{ n: 2 }]).then((receipt) => {
-      accepted++
-      return receipt
-    }) // due: held for the turn
-    const third = runner.context.send([{ n: 3 }]).then(() => accepted++) // held, and the channel is full
-    await Promise.resolve()
-    await Promise.resolve()
-    expect(channel.queuedEvents).toBe(2) // both batches queued at once, in order
-    expect(accepted).toBe(1) // the held send waits for the turn
-    await nextTurn()
-    expect(accepted).toBe(2) // the turn came; the third still waits for room
-    const one = channel.tryPull() as EventArray
-    const two = channel.tryPull() as EventArray
-    expect([one.events[0]!.get('n'), two.events[0]!.get('n')]).toEqual([1, 2])
-    await nextTurn()
-    expect(accepted).toBe(3)
-    const three = channel.tryPull() as EventArray
-    expect(three.events[0]!.get('n')).toBe(3)
-    for (const array of [one, two, three]) array.end('delivered')
-    expect(await (await first).status).toBe('delivered')
-    expect(await (await second).status).toBe('delivered')
-    await third
-  })
 })
