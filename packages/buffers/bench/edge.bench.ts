@@ -8,6 +8,9 @@
 //                read back, each batch awaited as a source awaits it (no HTTP);
 //   http-disk    HTTP source → sink (blackhole) with a disk buffer ('on-delivery'): each request
 //                is answered once its events were read back from disk and delivered;
+//   http-disk-write  the same with the disk buffer acknowledging on write ('on-write'): each
+//                request is answered once its events are durable, not read back (what the wait
+//                for the read path costs);
 //   http-memory  the same with the in-memory buffer;
 //   store-read   the read path alone, on a buffer that already holds every record: DiskBuffer
 //                read + ack of them all (the peer of edge-read);
@@ -184,12 +187,16 @@ async function edgeRead(dir: string): Promise<number> {
   return rate
 }
 
-async function http(dir: string, disk: boolean): Promise<number> {
+async function http(
+  dir: string,
+  disk: boolean,
+  acknowledgements: 'on-delivery' | 'on-write' = 'on-delivery',
+): Promise<number> {
   const source = httpServer({ address: '127.0.0.1:0' })
   const hole = blackhole()
   const topology = new TopologyBuilder({ acknowledgements: true, dataDir: dir })
     .source('http', source)
-    .sink('out', ['http'], hole, disk ? { buffer: diskBuffer({ sync: 'always' }) } : {})
+    .sink('out', ['http'], hole, disk ? { buffer: diskBuffer({ sync: 'always', acknowledgements }) } : {})
     .build()
   await topology.start()
   const { port } = await source.listening()
@@ -227,6 +234,7 @@ const VARIANTS = {
   append,
   edge,
   'http-disk': (dir: string) => http(dir, true),
+  'http-disk-write': (dir: string) => http(dir, true, 'on-write'),
   'http-memory': (dir: string) => http(dir, false),
   'store-read': storeRead,
   'edge-read': edgeRead,
