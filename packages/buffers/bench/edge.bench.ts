@@ -7,7 +7,9 @@
 //   edge         openDiskBuffer push (source batches with notifiers) + pull + deliver every array
 //                read back, each batch awaited as a source awaits it (no HTTP);
 //   http-disk    HTTP source → sink (blackhole) with a disk buffer ('on-delivery'): each request
-//                is answered once its events were read back from disk and delivered;
+//                is answered once its events were read back from disk and delivered. The
+//                requests come from a load generator in a child process (bench/loadGenerator.ts,
+//                as in the HTTP source's benchmark), so the client's CPU is not the server's;
 //   http-disk-write  the same with the disk buffer acknowledging on write ('on-write'): each
 //                request is answered once its events are durable, not read back (what the wait
 //                for the read path costs);
@@ -23,7 +25,6 @@
 //                         ACKLINE_BENCH_CLIENTS, ACKLINE_BENCH_WARMUP override the sizes;
 //                         ACKLINE_BENCH_ONLY picks variants)
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { Agent, request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -32,6 +33,7 @@ import { BatchNotifier, EventArray, LogEvent } from '@ackline/core'
 import { blackhole } from '@ackline/sinks'
 import { httpServer } from '@ackline/sources'
 import { TopologyBuilder } from '@ackline/topology'
+import { type LoadGenerator, startLoadGenerator } from '../../../bench/loadGenerator.js'
 import { median, roundRobin } from '../../../bench/roundRobin.js'
 
 const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 20_000)
@@ -187,6 +189,9 @@ async function edgeRead(dir: string): Promise<number> {
   return rate
 }
 
+/** The HTTP variants' load generator (a child process), started by the first run. */
+let generator: LoadGenerator | undefined
+
 async function http(
   dir: string,
   disk: boolean,
@@ -200,31 +205,16 @@ async function http(
     .build()
   await topology.start()
   const { port } = await source.listening()
-  const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS })
-  const post = (text: string): Promise<number> =>
-    new Promise((resolve, reject) => {
-      const req = request(
-        {
-          host: '127.0.0.1',
-          port,
-          method: 'POST',
-          path: '/',
-          agent,
-          headers: { 'content-type': 'application/x-ndjson' },
-        },
-        (res) => {
-          res.resume()
-          res.on('end', () => resolve(res.statusCode ?? 0))
-        },
-      )
-      req.on('error', reject)
-      req.end(text)
-    })
-  const rate = await clients(async (i) => {
-    const status = await post(body(i * REQUEST))
-    if (status !== 200) throw new Error(`a request got ${status}`)
+  // One generator for the process: it warms up with the server, over the warm-up runs.
+  generator ??= startLoadGenerator({
+    concurrency: CLIENTS,
+    contentType: 'application/x-ndjson',
+    bodies: Array.from({ length: BATCHES }, (_, i) => body(i * REQUEST)),
   })
-  agent.destroy()
+  const { ms, bad, cpuMicros } = await generator.load(port, BATCHES)
+  if (bad !== 0) throw new Error(`${bad} requests were not answered 200`)
+  const rate = (BATCHES * REQUEST) / (ms / 1000)
+  cpuPerEvent = (cpuMicros * 1000) / (BATCHES * REQUEST)
   await topology.stop()
   if (hole.count !== BATCHES * REQUEST) throw new Error(`the blackhole saw ${hole.count} events`)
   return rate
@@ -260,6 +250,7 @@ if (variant !== undefined) {
     if (cpuFile !== undefined) appendFileSync(cpuFile, `${variant} ${cpuPerEvent}\n`)
     console.log(rate)
   } finally {
+    generator?.close()
     rmSync(dir, { recursive: true, force: true })
   }
 } else {

@@ -4,19 +4,20 @@
 //              status once the sink settled it;
 //   node:http: a server that reads the body, JSON.parses it, checks it is an array of objects and
 //              answers 200 with a small JSON body: the floor for the same exchange.
-// One load generator (a child process, so its CPU is not charged to either server's event loop)
-// sends the same requests to each in turn over keep-alive connections, CONCURRENCY at a time.
+// One load generator (bench/loadGenerator.ts: a child process, so its CPU is not charged to
+// either server's event loop) sends the same requests to each in turn over keep-alive
+// connections, CONCURRENCY at a time.
 // Printed: requests/s for each (medians) and the ratio (target >= 0.9); beside them the CPU time
 // this process spent per request while the load ran (the server's share, which the client's does
 // not blur), as that ratio moves less with the machine's other work than throughput does.
 // Run: pnpm bench sources/bench/http   (ACKLINE_BENCH_REQUESTS, ACKLINE_BENCH_EVENTS,
 //      ACKLINE_BENCH_ROUNDS override the sizes)
-import { spawn } from 'node:child_process'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { blackhole } from '@ackline/sinks'
 import { httpServer } from '@ackline/sources'
 import { TopologyBuilder } from '@ackline/topology'
+import { startLoadGenerator } from '../../../bench/loadGenerator.js'
 
 const REQUESTS = Number(process.env.ACKLINE_BENCH_REQUESTS ?? 10_000)
 const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 10) // events per request
@@ -32,53 +33,10 @@ const body = JSON.stringify(
   })),
 )
 
-// The load generator: posts `body` REQUESTS times to the port on its stdin line, CONCURRENCY at a
-// time, and prints the elapsed milliseconds (and a count of non-200 answers, which must be 0).
-const generator = `
-const http = require('node:http')
-const body = ${JSON.stringify(body)}
-const agent = new http.Agent({ keepAlive: true, maxSockets: ${CONCURRENCY} })
-let buffered = ''
-process.stdin.on('data', (chunk) => {
-  buffered += chunk
-  let newline
-  while ((newline = buffered.indexOf('\\n')) >= 0) {
-    const port = Number(buffered.slice(0, newline))
-    buffered = buffered.slice(newline + 1)
-    run(port)
-  }
-})
-function post(port) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/', agent,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume()
-      res.on('end', () => resolve(res.statusCode))
-    })
-    req.on('error', reject)
-    req.end(body)
-  })
-}
-async function run(port) {
-  let next = 0, bad = 0
-  const start = performance.now()
-  async function lane() {
-    while (next < ${REQUESTS}) { next++; if ((await post(port)) !== 200) bad++ }
-  }
-  await Promise.all(Array.from({ length: ${CONCURRENCY} }, lane))
-  process.stdout.write(JSON.stringify({ ms: performance.now() - start, bad }) + '\\n')
-}
-`
-const child = spawn(process.execPath, ['-e', generator], { stdio: ['pipe', 'pipe', 'inherit'] })
-const answers: ((line: string) => void)[] = []
-let pending = ''
-child.stdout.setEncoding('utf8')
-child.stdout.on('data', (chunk: string) => {
-  pending += chunk
-  for (let newline = pending.indexOf('\n'); newline >= 0; newline = pending.indexOf('\n')) {
-    answers.shift()?.(pending.slice(0, newline))
-    pending = pending.slice(newline + 1)
-  }
+const generator = startLoadGenerator({
+  concurrency: CONCURRENCY,
+  contentType: 'application/json',
+  bodies: [body],
 })
 
 /** What one load measured: requests/s, and this process's CPU time per request in µs. */
@@ -89,15 +47,9 @@ interface Load {
 
 /** Has the generator load `port`. */
 async function load(port: number): Promise<Load> {
-  const cpu = process.cpuUsage()
-  const line = await new Promise<string>((resolve) => {
-    answers.push(resolve)
-    child.stdin.write(`${port}\n`)
-  })
-  const { user, system } = process.cpuUsage(cpu)
-  const { ms, bad } = JSON.parse(line) as { ms: number; bad: number }
+  const { ms, bad, cpuMicros } = await generator.load(port, REQUESTS)
   if (bad !== 0) throw new Error(`${bad} requests were not answered 200`)
-  return { rate: REQUESTS / (ms / 1000), cpu: (user + system) / REQUESTS }
+  return { rate: REQUESTS / (ms / 1000), cpu: cpuMicros / REQUESTS }
 }
 
 async function ackline(): Promise<Load> {
@@ -168,7 +120,7 @@ for (let round = 0; round <= ROUNDS; round++) {
   runs.ackline.push(a)
   runs.plain.push(p)
 }
-child.stdin.end()
+generator.close()
 
 const rate = (list: Load[]): number => median(list.map((l) => l.rate))
 const cpu = (list: Load[]): number => median(list.map((l) => l.cpu))
