@@ -19,8 +19,9 @@
 //   edge-read    the same on the edge: pull, deliver each array read back, until every source
 //                batch (pushed before the clock starts) is settled.
 // Beside each rate, the CPU time the process spent per event over the same timed span (all its
-// threads: the main one, the file system's, the collector's), which a shared machine disturbs
-// far less than the rate: what a variant costs, where the rate says what it got.
+// threads: the main one, the file system's, the collector's; for the HTTP variants the server's
+// process alone), which a shared machine disturbs far less than the rate: what a variant costs,
+// where the rate says what it got.
 // Run: pnpm bench edge   (ACKLINE_BENCH_EVENTS, ACKLINE_BENCH_ROUNDS, ACKLINE_BENCH_REQUEST,
 //                         ACKLINE_BENCH_CLIENTS, ACKLINE_BENCH_WARMUP override the sizes;
 //                         ACKLINE_BENCH_ONLY picks variants)
