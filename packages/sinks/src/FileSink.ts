@@ -6,8 +6,9 @@
  *   acknowledged event survives a crash of the machine. On Linux the file is opened for
  *   synchronous writes (`O_SYNC`): an append returns only once its data and the file's metadata
  *   are on disk, the guarantee of an append followed by an fsync, in one system call (and one
- *   trip to the thread pool) instead of two; an array of more than 512 KiB is appended in pieces
- *   of 512 KiB (Node's `appendFile`), each on disk before the next. Elsewhere each append is
+ *   trip to the thread pool) instead of two; an array's lines go out in one `write` however large
+ *   (a short write, which Linux makes only when interrupted or out of space, is followed by
+ *   another for the rest). Elsewhere each append is
  *   followed by an fsync (`FileHandle.sync`, which on macOS is `F_FULLFSYNC` and flushes the
  *   drive's cache, where an `O_SYNC` write does not). A file the sink creates has its directory
  *   fsynced too, so the file itself survives. A failed open, write or fsync throws a
@@ -204,7 +205,7 @@ class NdjsonFile implements FileSink {
     const last = Buffer.alloc(1)
     await handle.read(last, 0, 1, size - 1)
     if (last[0] === NEWLINE) return size
-    await handle.appendFile('\n')
+    await writeAll(handle, Buffer.from('\n'))
     if (!this.#syncWrites) await handle.sync()
     this.#warn(
       `file sink ${this.path}: the file ended in a partial line (no newline after byte ${size}); started a new line before appending`,
@@ -219,7 +220,7 @@ class NdjsonFile implements FileSink {
     try {
       // Encoded once: the bytes appended are also what the size counts (no second pass).
       const bytes = Buffer.from(text, 'utf8')
-      await handle.appendFile(bytes) // on disk once it returns where the file is opened O_SYNC
+      await writeAll(handle, bytes) // on disk once it returns where the file is opened O_SYNC
       if (!this.#syncWrites) await handle.sync()
       this.#size = before + bytes.length
       return undefined
@@ -267,4 +268,18 @@ async function syncDirectory(path: string): Promise<void> {
  */
 export function file(options: FileSinkOptions): FileSink {
   return new NdjsonFile(options)
+}
+
+/**
+ * Appends `bytes` to a file opened for appending: one `write` of the whole block (not
+ * `appendFile`, which cuts it into 512 KiB writes, each its own flush under `O_SYNC`), then one
+ * for whatever a short write left.
+ */
+async function writeAll(handle: FileHandle, bytes: Buffer): Promise<void> {
+  let offset = 0
+  while (offset < bytes.length) {
+    const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset, null)
+    if (bytesWritten === 0) throw new Error(`wrote 0 of ${bytes.length - offset} bytes`)
+    offset += bytesWritten
+  }
 }

@@ -140,13 +140,40 @@ describe('file', () => {
     expect(syncs).toBe(process.platform === 'linux' ? 0 : 1)
   })
 
+  it('appends an array of several MiB in one write, and a short write is finished by another', async () => {
+    const proto = await handlePrototype()
+    const write = proto.write!
+    const lengths: number[] = []
+    let short = false
+    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      const [bytes, offset, length] = args as [Buffer, number, number]
+      lengths.push(length)
+      // The second array's first write is cut short, as a signal or a full disk would.
+      return write.call(this, bytes, offset, short ? ((short = false), length >> 1) : length, null)
+    })
+    const path = join(dir, 'out.ndjson')
+    const sink = file({ path })
+    const big = 'x'.repeat(1024)
+    const events = Array.from({ length: 3000 }, (_, n) => ({ n, big }))
+    await sink.write(array(...events))
+    expect(lengths).toHaveLength(1) // appendFile makes 512 KiB writes (and not through this method)
+    expect(lengths[0]).toBeGreaterThan(3_000_000)
+    short = true
+    await sink.write(array({ n: 3000 }, { n: 3001 }))
+    await sink.stop()
+    expect(lengths).toHaveLength(3)
+    expect(lengths[2]).toBe(lengths[1]! - (lengths[1]! >> 1))
+    expect(lines(path)).toEqual([...events, { n: 3000 }, { n: 3001 }])
+  })
+
   it('resolves a write only after its append returned', async () => {
     const proto = await handlePrototype()
-    const appendFile = proto.appendFile!
+    const write = proto.write!
     const order: string[] = []
-    vi.spyOn(proto, 'appendFile').mockImplementation(async function (this: unknown, ...args: unknown[]) {
-      await appendFile.apply(this, args)
+    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      const written = await write.apply(this, args)
       order.push('appended')
+      return written
     })
     const sink = file({ path: join(dir, 'out.ndjson') })
     await sink.write(array({ n: 1 })).then(() => order.push('resolved'))
@@ -229,16 +256,16 @@ describe('file', () => {
     const path = join(dir, 'out.ndjson')
     writeFileSync(path, '{"n":0}\n')
     const proto = await handlePrototype()
-    const appendFile = proto.appendFile!
+    const write = proto.write!
     let failures = 1
-    vi.spyOn(proto, 'appendFile').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
       if (failures-- > 0) {
         // Most of the block reaches the disk, then the device fails mid-line.
-        const text = args[0] as string
-        await appendFile.call(this, text.slice(0, text.length - 3))
+        const [bytes, offset, length] = args as [Buffer, number, number]
+        await write.call(this, bytes, offset, length - 3, null)
         throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' })
       }
-      return appendFile.apply(this, args)
+      return write.apply(this, args)
     })
     const warnings: string[] = []
     const sink = file({ path, onWarning: (m) => warnings.push(m) })
@@ -277,16 +304,16 @@ describe('file', () => {
   it('in a topology, arrays that queued while a write was on its way go out in one append', async () => {
     const path = join(dir, 'out.ndjson')
     const proto = await handlePrototype()
-    const appendFile = proto.appendFile!
+    const handleWrite = proto.write!
     let appends = 0
     let openGate = (): void => {}
     const gate = new Promise<void>((resolve) => {
       openGate = resolve
     })
-    vi.spyOn(proto, 'appendFile').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
       appends++
       await gate // the first write cannot finish before every batch has been sent
-      return appendFile.apply(this, args)
+      return handleWrite.apply(this, args)
     })
     const sink = file({ path })
     const write = sink.write.bind(sink)
