@@ -149,7 +149,9 @@ describe('file', () => {
       const [bytes, offset, length] = args as [Buffer, number, number]
       lengths.push(length)
       // The second array's first write is cut short, as a signal or a full disk would.
-      return write.call(this, bytes, offset, short ? ((short = false), length >> 1) : length, null)
+      const asked = short ? length >> 1 : length
+      short = false
+      return write.call(this, bytes, offset, asked, null)
     })
     const path = join(dir, 'out.ndjson')
     const sink = file({ path })
