@@ -7,8 +7,7 @@
  *   synchronous writes (`O_SYNC`): an append returns only once its data and the file's metadata
  *   are on disk, the guarantee of an append followed by an fsync, in one system call (and one
  *   trip to the thread pool) instead of two; an array's lines go out in one `write` however large
- *   (a short write, which Linux makes only when interrupted or out of space, is followed by
- *   another for the rest). Elsewhere each append is
+ *   (after a short write the rest is written, or its error thrown). Elsewhere each append is
  *   followed by an fsync (`FileHandle.sync`, which on macOS is `F_FULLFSYNC` and flushes the
  *   drive's cache, where an `O_SYNC` write does not). A file the sink creates has its directory
  *   fsynced too, so the file itself survives. A failed open, write or fsync throws a
@@ -270,15 +269,20 @@ export function file(options: FileSinkOptions): FileSink {
   return new NdjsonFile(options)
 }
 
+/** The most one `write` is asked to write: Node refuses a length over 2^31 - 1. */
+const MAX_WRITE = 0x7fff_f000
+
 /**
  * Appends `bytes` to a file opened for appending: one `write` of the whole block (not
- * `appendFile`, which cuts it into 512 KiB writes, each its own flush under `O_SYNC`), then one
- * for whatever a short write left.
+ * `appendFile`, which cuts it into 512 KiB writes, each its own flush under `O_SYNC`), then more
+ * writes for whatever a short write left (the kernel stops short only on an error such as a full
+ * disk, which the next write then throws). A write that writes nothing throws.
  */
 async function writeAll(handle: FileHandle, bytes: Buffer): Promise<void> {
   let offset = 0
   while (offset < bytes.length) {
-    const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset, null)
+    const length = Math.min(bytes.length - offset, MAX_WRITE)
+    const { bytesWritten } = await handle.write(bytes, offset, length, null)
     if (bytesWritten === 0) throw new Error(`wrote 0 of ${bytes.length - offset} bytes`)
     offset += bytesWritten
   }

@@ -158,7 +158,7 @@ describe('file', () => {
     const big = 'x'.repeat(1024)
     const events = Array.from({ length: 3000 }, (_, n) => ({ n, big }))
     await sink.write(array(...events))
-    expect(lengths).toHaveLength(1) // appendFile makes 512 KiB writes (and not through this method)
+    expect(lengths).toHaveLength(1) // one call through FileHandle.write, for the whole array
     expect(lengths[0]).toBeGreaterThan(3_000_000)
     short = true
     await sink.write(array({ n: 3000 }, { n: 3001 }))
@@ -166,6 +166,31 @@ describe('file', () => {
     expect(lengths).toHaveLength(3)
     expect(lengths[2]).toBe(lengths[1]! - (lengths[1]! >> 1))
     expect(lines(path)).toEqual([...events, { n: 3000 }, { n: 3001 }])
+  })
+
+  it('fails a write that writes nothing (rather than loop), cuts the file back, and the retry appends', async () => {
+    const path = join(dir, 'out.ndjson')
+    writeFileSync(path, '{"n":0}\n')
+    const proto = await handlePrototype()
+    const write = proto.write!
+    let calls = 0
+    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      const [bytes, offset, length] = args as [Buffer, number, number]
+      calls++
+      // Half the block is written, then the file takes nothing more.
+      if (calls === 1) return write.call(this, bytes, offset, length >> 1, null)
+      if (calls === 2) return { bytesWritten: 0, buffer: bytes }
+      return write.apply(this, args)
+    })
+    const warnings: string[] = []
+    const sink = file({ path, onWarning: (m) => warnings.push(m) })
+    const failed = await sink.write(array({ n: 1 }, { n: 2 })).catch((e: unknown) => e)
+    expect(failed).toBeInstanceOf(RetryableError)
+    expect((failed as Error).message).toContain('wrote 0 of')
+    await sink.write(array({ n: 1 }, { n: 2 }))
+    await sink.stop()
+    expect(readFileSync(path, 'utf8')).toBe('{"n":0}\n{"n":1}\n{"n":2}\n')
+    expect(warnings).toEqual([expect.stringContaining('cut off')])
   })
 
   it('resolves a write only after its append returned', async () => {
