@@ -249,29 +249,34 @@ export class DiskBuffer {
   }
 
   /**
-   * Appends records, in order. Waits while the buffer is at `maxBytes` (or, with
-   * `whenFull: 'refuse'`, reports `full` at once). A write failure is reported as `failed` and
-   * rolled back. Throws a {@link DiskBufferError} `RECORD_TOO_LARGE` for a payload over
-   * {@link DiskBuffer.maxRecordBytes} and `CLOSED` after `close()` or `endWrites()`.
+   * Appends records, in order. A payload is bytes, or a string, stored as its UTF-8 encoding (read
+   * back as those bytes); a string is encoded straight into the record's frame, without a buffer
+   * of its own. Waits while the buffer is at `maxBytes` (or, with `whenFull: 'refuse'`, reports
+   * `full` at once). A write failure is reported as `failed` and rolled back. Throws a
+   * {@link DiskBufferError} `RECORD_TOO_LARGE` for a payload over {@link DiskBuffer.maxRecordBytes}
+   * bytes and `CLOSED` after `close()` or `endWrites()`.
    */
   async append(
-    payloads: readonly Uint8Array[],
+    payloads: readonly (Uint8Array | string)[],
     options: { readonly whenFull?: 'wait' | 'refuse' } = {},
   ): Promise<AppendResult> {
     const state = this.#state
     if (state.kind !== 'open') throw new DiskBufferError('CLOSED', 'append after close', this.path)
     const { writer } = state.live
     let bytes = 0
-    for (const payload of payloads) {
-      if (payload.length > this.maxRecordBytes) {
+    const lengths = new Array<number>(payloads.length)
+    for (let i = 0; i < payloads.length; i++) {
+      const length = Frame.byteLength(payloads[i]!)
+      if (length > this.maxRecordBytes) {
         throw new DiskBufferError(
           'RECORD_TOO_LARGE',
-          `a record of ${payload.length} bytes does not fit a segment of ${this.#s.segmentBytes} bytes`,
+          `a record of ${length} bytes does not fit a segment of ${this.#s.segmentBytes} bytes`,
           this.path,
           'segmentBytes',
         )
       }
-      bytes += Frame.size(payload.length)
+      lengths[i] = length
+      bytes += Frame.size(length)
     }
     if (payloads.length === 0)
       return { status: 'written', firstSeq: writer.assigned, count: 0, durable: DURABLE }
@@ -285,7 +290,7 @@ export class DiskBuffer {
         }
       }
     }
-    return writer.append(payloads, bytes)
+    return writer.append(payloads, lengths, bytes)
   }
 
   /**

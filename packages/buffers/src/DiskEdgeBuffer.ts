@@ -118,16 +118,18 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
       for (const event of list) event.end()
       throw new DiskBufferError('CLOSED', `push after close (sink ${this.#sinkId})`, this.store.path)
     }
-    const payloads: Buffer[] = []
+    const payloads: string[] = []
     const index: number[] = []
+    const max = this.store.maxRecordBytes
     for (let i = 0; i < list.length; i++) {
       const event = list[i]!
       const payload = EventRecord.encode(event)
       event.end() // the handle carries no finalizer any more: ending it settles nothing
-      if (payload.length > this.store.maxRecordBytes) {
+      // UTF-8 takes at most 3 bytes per UTF-16 unit: most records need no count of their bytes.
+      if (payload.length * 3 > max && Buffer.byteLength(payload, 'utf8') > max) {
         this.#m.rejectedTooLarge++
         this.#log(
-          `disk buffer of sink ${this.#sinkId}: rejected an event of ${payload.length} bytes, larger than a segment (${this.store.maxRecordBytes} bytes of payload)`,
+          `disk buffer of sink ${this.#sinkId}: rejected an event of ${Buffer.byteLength(payload, 'utf8')} bytes, larger than a segment (${max} bytes of payload)`,
         )
         groups.end(i, 'rejected')
         continue

@@ -183,4 +183,22 @@ describe('DiskBuffer invariants', () => {
     expect(await buffer.append([Buffer.alloc(44)])).toMatchObject({ status: 'written' })
     await buffer.close()
   })
+
+  it('stores a string payload as its UTF-8 bytes, and measures it in bytes against a segment', async () => {
+    const { open } = setup({ segmentBytes: 64 })
+    const buffer = await open()
+    // 'é' is 2 bytes, '€' 3 and '𝄞' 4 in UTF-8: 44 bytes in all, the most a segment takes.
+    const fits = `${'é'.repeat(10)}${'€'.repeat(4)}𝄞${'a'.repeat(8)}`
+    expect(Buffer.byteLength(fits)).toBe(44)
+    expect(await buffer.append([fits, Buffer.from('raw'), ''])).toMatchObject({ status: 'written', count: 3 })
+    const error = await buffer.append([`${fits}a`]).catch((e: unknown) => e)
+    expect(error).toMatchObject({ code: 'RECORD_TOO_LARGE', field: 'segmentBytes' })
+    const read = (await buffer.read(10))!
+    expect(read.map((r) => Buffer.from(r.payload).toString('utf8'))).toEqual([fits, 'raw', ''])
+    for (const r of read) buffer.ack(r.seq)
+    await buffer.close()
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual([])
+    await reopened.close()
+  })
 })

@@ -14,11 +14,32 @@ export interface EventData {
   readonly ingestTimestamp: number
 }
 
+/** The texts of the source id and timestamp encoded last (see `EventRecord.encode`). */
+const last: { sourceId: string | undefined; sourceText: string; timestamp: number; timestampText: string } = {
+  sourceId: undefined,
+  sourceText: 'null',
+  timestamp: Number.NaN,
+  timestampText: 'null',
+}
+
 /** Encoding and decoding of event records. */
 export const EventRecord = {
-  encode(event: LogEvent): Buffer {
+  /**
+   * The record's text: the same as `JSON.stringify([fields, sourceId ?? null, ingestTimestamp])`,
+   * built from its parts, with the texts of the last source id and timestamp kept (a batch's
+   * events share them). The disk buffer writes it as UTF-8 straight into the record's frame.
+   */
+  encode(event: LogEvent): string {
     const { sourceId, ingestTimestamp } = event.metadata
-    return Buffer.from(JSON.stringify([event.fields, sourceId ?? null, ingestTimestamp]))
+    if (sourceId !== last.sourceId) {
+      last.sourceId = sourceId
+      last.sourceText = sourceId === undefined ? 'null' : JSON.stringify(sourceId)
+    }
+    if (ingestTimestamp !== last.timestamp) {
+      last.timestamp = ingestTimestamp
+      last.timestampText = JSON.stringify(ingestTimestamp)
+    }
+    return `[${JSON.stringify(event.fields)},${last.sourceText},${last.timestampText}]`
   },
 
   /** The stored data, or `undefined` when the bytes are not an event record. */

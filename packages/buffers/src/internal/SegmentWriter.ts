@@ -20,7 +20,7 @@ import type { AckLedger } from './AckLedger.js'
 import { type Deferred, deferred } from './Deferred.js'
 import type { Settings } from './DiskBufferSettings.js'
 import type { FileLike } from './FileSystem.js'
-import { type EncodedBatch, Frame } from './Frame.js'
+import { type EncodedBatch, Frame, type Payload } from './Frame.js'
 import { type Segment, segmentName } from './Segment.js'
 
 /** What the writer writes to and reports to: the buffer's segments, acknowledgements and counters. */
@@ -146,18 +146,19 @@ export class SegmentWriter {
   }
 
   /**
-   * Numbers, frames and queues `payloads` (`bytes` framed; room was checked) for the next group.
+   * Numbers, frames and queues `payloads` (`lengths` bytes each, `bytes` framed; room was checked)
+   * for the next group.
    * Group commit writes behind: the caller goes on while earlier appends are being written, so
    * encoding and writing overlap and waiting appends share one write. What matters (durable)
    * still resolves only after the fsync; a process crash loses only what nobody was told is durable.
    */
-  append(payloads: readonly Uint8Array[], bytes: number): Promise<AppendResult> {
+  append(payloads: readonly Payload[], lengths: readonly number[], bytes: number): Promise<AppendResult> {
     this.#reserved += bytes
     const firstSeq = this.#assigned
     this.#assigned += payloads.length
     const early = this.#c.settings.sync !== 'always' && this.#unwritten + bytes <= WRITE_BEHIND_BYTES
     this.#unwritten += bytes
-    const encoded = Frame.encode(payloads, firstSeq)
+    const encoded = Frame.encode(payloads, firstSeq, lengths)
     return new Promise<AppendResult>((resolve) => {
       const durable = early ? deferred<DurableStatus>() : undefined
       this.#pending.push({ encoded, count: payloads.length, bytes, firstSeq, resolve, durable })
