@@ -113,6 +113,31 @@ describe('DiskBuffer invariants', () => {
     await buffer.close()
   })
 
+  it('refuses a payload that shrank while its append waited for room, and numbers and counts nothing for it', async () => {
+    const { open } = setup({ segmentBytes: 1024, maxBytes: 50 })
+    const buffer = await open()
+    await buffer.append(records(2))
+    // A view on a resizable buffer (ES2024, in Node 20; not in this project's type library): its
+    // length follows the buffer's.
+    const Resizable = ArrayBuffer as unknown as new (
+      length: number,
+      options: { maxByteLength: number },
+    ) => ArrayBuffer & { resize(length: number): void }
+    const resizable = new Resizable(8, { maxByteLength: 8 })
+    const shrinking = new Uint8Array(resizable).fill(0x61)
+    const blocked = buffer.append([shrinking]).catch((e: unknown) => e)
+    await ticks()
+    resizable.resize(2)
+    for (const r of (await buffer.read(2))!) buffer.ack(r.seq)
+    const error = await blocked
+    expect(error).toBeInstanceOf(RangeError)
+    expect((error as Error).message).toContain('counted as 8 bytes but is 2')
+    // The next append gets the next number, and only what was written is read back.
+    expect(await buffer.append(records(1, 2))).toMatchObject({ status: 'written', firstSeq: 2 })
+    expect(await drain(buffer)).toEqual(['r2'])
+    await buffer.close()
+  })
+
   it('reclaims the segment being written when everything is acknowledged and a writer waits', async () => {
     const { open } = setup({ segmentBytes: 1024, maxBytes: 50 })
     const buffer = await open()

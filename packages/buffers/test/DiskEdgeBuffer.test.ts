@@ -256,6 +256,26 @@ describe('openDiskBuffer', () => {
     await buffer.dispose()
   })
 
+  it('measures an event against a segment in UTF-8 bytes: one too large in bytes only is rejected alone', async () => {
+    const buffer = await open(tempDir(), { segmentBytes: 100 }) // 80 bytes of payload
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src', outcomes: true })
+    // 22 '€' are 22 UTF-16 units but 66 bytes: the record is 51 units, 95 bytes.
+    const euros = new LogEvent({ t: '€'.repeat(22) })
+    // ASCII: its record is 75 bytes, over 80 only if counted 3 bytes to a unit.
+    const ascii = new LogEvent({ t: 'x'.repeat(40), n: 2 })
+    notifier.attach(euros)
+    notifier.attach(ascii)
+    notifier.release()
+    await buffer.push(EventArray.of(euros, ascii))
+    expect(buffer.metrics().rejectedTooLarge).toBe(1)
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([2])
+    out.end('delivered')
+    expect(await receiver).toBe('rejected')
+    expect(receiver.outcomes!.toArray()).toEqual(['rejected', 'delivered'])
+    await buffer.dispose()
+  })
+
   it('dispose during the close a draining pull started resolves only once the store is closed and unlocked', async () => {
     const fs = new MemoryFileSystem()
     // Hold the last step of closing the store (releasing its lock) until the test lets it go.

@@ -6,11 +6,21 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { EventRecord } from '../src/internal/EventRecord.js'
 
-const fields = fc.dictionary(fc.string(), fc.jsonValue({ maxDepth: 3 })) as fc.Arbitrary<JsonObject>
+// Any UTF-16 text, lone surrogates included: what needs escaping is escaped alike.
+const text = fc.string({ unit: 'binary' })
+const fields = fc.dictionary(
+  text,
+  fc.jsonValue({ maxDepth: 3, stringUnit: 'binary' }),
+) as fc.Arbitrary<JsonObject>
 const event = fc.record({
   fields,
-  sourceId: fc.option(fc.oneof(fc.constantFrom('http', 'amqp', 'a"quote'), fc.string()), { nil: undefined }),
-  ingestTimestamp: fc.oneof(fc.constant(1_764_510_000_000), fc.integer({ min: 0, max: 2 ** 48 })),
+  sourceId: fc.option(fc.oneof(fc.constantFrom('http', '', 'a"quote', '\u2028', '\ud800'), text), {
+    nil: undefined,
+  }),
+  ingestTimestamp: fc.oneof(
+    fc.constantFrom(1_764_510_000_000, 0, -0, 1e21, 2 ** 48 - 1),
+    fc.integer({ min: 0, max: 2 ** 48 }),
+  ),
 })
 
 describe('EventRecord', () => {
@@ -24,10 +34,11 @@ describe('EventRecord', () => {
             sourceId: e.sourceId,
             ingestTimestamp: e.ingestTimestamp,
           })
-          const text = EventRecord.encode(logEvent)
-          expect(text).toBe(JSON.stringify([e.fields, e.sourceId ?? null, e.ingestTimestamp]))
-          const data = EventRecord.decode(Buffer.from(text, 'utf8'))
-          expect(data).toEqual({ ...e, fields: JSON.parse(JSON.stringify(e.fields)) })
+          const { sourceId, ingestTimestamp } = logEvent.metadata
+          const record = EventRecord.encode(logEvent)
+          expect(record).toBe(JSON.stringify([e.fields, sourceId ?? null, ingestTimestamp]))
+          const data = EventRecord.decode(Buffer.from(record, 'utf8'))
+          expect(data).toEqual({ fields: JSON.parse(JSON.stringify(e.fields)), sourceId, ingestTimestamp })
         }
       }),
       { numRuns: 300 },

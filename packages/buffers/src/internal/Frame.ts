@@ -27,7 +27,6 @@ const u32 = (bytes: Buffer, pos: number, value: number): void => {
   bytes[pos + 3] = value >>> 24
 }
 
-/** One encoded batch: the bytes, and where each record's frame ends in them. */
 /** A record's payload: bytes, or a string stored as its UTF-8 encoding. */
 export type Payload = Uint8Array | string
 
@@ -36,6 +35,7 @@ function byteLength(payload: Payload): number {
   return typeof payload === 'string' ? Buffer.byteLength(payload, 'utf8') : payload.length
 }
 
+/** One encoded batch: the bytes, and where each record's frame ends in them. */
 export interface EncodedBatch {
   readonly bytes: Buffer
   /** `ends[i]` is the offset just after record `i`'s frame. */
@@ -79,8 +79,14 @@ export const Frame = {
       u32(bytes, pos + 8, length)
       u32(bytes, pos + 12, seq >>> 0)
       u32(bytes, pos + 16, Math.floor(seq / 0x1_0000_0000))
-      if (typeof payload === 'string') bytes.write(payload, pos + HEADER, length, 'utf8')
-      else bytes.set(payload, pos + HEADER)
+      // What is copied must be what was counted: a frame never holds bytes nobody wrote (a byte
+      // payload on a resizable buffer could shrink while its append waited for room).
+      let copied = payload.length
+      if (typeof payload === 'string') copied = bytes.write(payload, pos + HEADER, length, 'utf8')
+      else if (copied === length) bytes.set(payload, pos + HEADER)
+      if (copied !== length) {
+        throw new RangeError(`record ${seq} was counted as ${length} bytes but is ${copied} (it changed)`)
+      }
       const crc = Crc32c.of(bytes, pos + 8, pos + HEADER + length)
       u32(bytes, pos + 4, crc)
       crcs[i] = crc

@@ -153,12 +153,14 @@ export class SegmentWriter {
    * still resolves only after the fsync; a process crash loses only what nobody was told is durable.
    */
   append(payloads: readonly Payload[], lengths: readonly number[], bytes: number): Promise<AppendResult> {
-    this.#reserved += bytes
     const firstSeq = this.#assigned
+    // Framed first: a payload that no longer matches its count throws here, before anything is
+    // reserved or numbered.
+    const encoded = Frame.encode(payloads, firstSeq, lengths)
+    this.#reserved += bytes
     this.#assigned += payloads.length
     const early = this.#c.settings.sync !== 'always' && this.#unwritten + bytes <= WRITE_BEHIND_BYTES
     this.#unwritten += bytes
-    const encoded = Frame.encode(payloads, firstSeq, lengths)
     return new Promise<AppendResult>((resolve) => {
       const durable = early ? deferred<DurableStatus>() : undefined
       this.#pending.push({ encoded, count: payloads.length, bytes, firstSeq, resolve, durable })
