@@ -254,7 +254,9 @@ export class DiskBuffer {
    * of its own. Waits while the buffer is at `maxBytes` (or, with `whenFull: 'refuse'`, reports
    * `full` at once). A write failure is reported as `failed` and rolled back. Throws a
    * {@link DiskBufferError} `RECORD_TOO_LARGE` for a payload over {@link DiskBuffer.maxRecordBytes}
-   * bytes and `CLOSED` after `close()` or `endWrites()`.
+   * bytes and `CLOSED` after `close()` or `endWrites()`. The payloads must not change until the
+   * append resolves: one whose length changed while it waited for room is refused with a
+   * `RangeError`, and nothing of that append is stored.
    */
   async append(
     payloads: readonly (Uint8Array | string)[],
