@@ -14,11 +14,11 @@
 //   a loop that appends and fsyncs every record on its own (what batch 1 cost before coalescing;
 //   on fewer records, as each costs a whole fsync).
 // The loops write the array sizes the file sink was handed in the last of as many untimed runs of
-// the topology as the measured variants warm up for. Every variant warms up in its own process before it is measured: a
-// topology reaches its steady speed only after about 100,000 events (with three warm-up runs of
-// 20,000 the file sink's topology measured about a fifth slower than with six). In one process,
-// the variants slowed each other: the loops' garbage brought collections that aged the
-// topology's code, which then warmed up again in every round.
+// the topology as the measured variants warm up for. Every variant warms up in its own process
+// before it is measured: a topology reaches its steady speed only after about 100,000 events
+// (with three warm-up runs of 20,000 the file sink's topology measured about a fifth slower than
+// with six). In one process, the variants slowed each other: the loops' garbage brought
+// collections that aged the topology's code, which then warmed up again in every round.
 // Printed: events/s (medians), the ratios, and appends per event (one synchronous write each).
 // Run: pnpm bench sinks/bench/file   (ACKLINE_BENCH_EVENTS, ACKLINE_BENCH_ROUNDS and
 //      ACKLINE_BENCH_WARMUP override the sizes; ACKLINE_BENCH_DIR the directory, which must be

@@ -15,9 +15,9 @@
  * on its receipt, authoritative records) is kept with the receiver, in a {@link Tracking} made on
  * first use. With an ack timeout, the tracker keeps its batches in one queue in deadline order,
  * with one timer for the oldest (a slot per batch, not a timer per batch). The receipt is made per
- * send and held only by the source, so a source that drops it leaves nothing behind. The receipt's promise is made only when the source reads `status`, the
- * batch id only when someone reads it, and the `batch_resolved` fact only while someone watches
- * the lifecycle.
+ * send and held only by the source, so a source that drops it leaves nothing behind. The
+ * receipt's promise is made only when the source reads `status`, the batch id only when someone
+ * reads it, and the `batch_resolved` fact only while someone watches the lifecycle.
  *
  * A batch that resolves is decided inside the `end` that resolved it: deciding only counts and
  * settles the receipt's promise (whose reactions run later), so no code of anyone else's runs
