@@ -18,8 +18,12 @@ import { remapPipeline } from './remapPipeline.js'
 
 const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
 const BATCHES = (process.env.ACKLINE_BENCH_BATCHES ?? '1,10,100,1000').split(',').map(Number)
-/** Fewer events at small batches, so every variant runs for a comparable time. */
-const eventsFor = (batch: number): number => (batch === 1 ? 20_000 : batch === 10 ? 60_000 : 200_000)
+/**
+ * Fewer events at small batches, so every variant runs for a comparable time; at least 100,000
+ * a run, so that the three warm-up runs bring the topology to its steady speed (it needs about
+ * 100,000 events, RFC 0002) and a measured run lasts long enough to read (tens of ms at batch 1).
+ */
+const eventsFor = (batch: number): number => (batch <= 10 ? 100_000 : 200_000)
 
 const record = (index: number): JsonObject => ({ message: 'event', index })
 
