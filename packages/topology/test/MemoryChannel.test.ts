@@ -1,9 +1,9 @@
 // The in-memory channel on its own: order, reuse of its queue, its bound, blocked producers and a
 // forced stop. Counts and orders, never times.
-import { EventArray } from '@ackline/core'
+import { BatchNotifier, EventArray } from '@ackline/core'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { EMPTY } from '../src/internal/MemoryChannel.js'
+import { EMPTY, RESOLVED, WAKE_AT } from '../src/internal/MemoryChannel.js'
 import { blockingChannel as channel } from './support/blockingChannel.js'
 
 /** An array of `n` events whose fields number them from `first`. */
@@ -93,5 +93,137 @@ describe('MemoryChannel', () => {
     await waits[2]
     expect(admitted).toEqual([2, 3, 4])
     expect(c.tryPull()).toBeUndefined() // closed and empty
+  })
+
+  describe('a consumer waiting in pull', () => {
+    /** Ends `array` delivered and returns its numbers. */
+    const taken = (array: EventArray | undefined): number[] => {
+      if (array === undefined) return []
+      const list = numbers(array)
+      array.end('delivered')
+      return list
+    }
+
+    it('is woken once the burst that fed it is over, and coalesces the burst behind its array', async () => {
+      const c = channel(100)
+      const pulled = c.pull()
+      let woken = false
+      void pulled.then(() => (woken = true))
+      // A producer sending in microtasks, as a source whose sends find room does.
+      for (let i = 0; i < 10; i++) {
+        await c.push(numbered(i, 1))
+        expect(woken).toBe(false)
+      }
+      const first = (await pulled)!
+      expect(numbers(first)).toEqual([0]) // handed over at the first push, outside the queue
+      expect(c.queuedEvents).toBe(9)
+      expect(taken(c.coalesce(first))).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+      expect(c.queuedEvents).toBe(0)
+    })
+
+    it(`is woken without waiting for the burst's end once ${WAKE_AT} events wait, or by an array that large`, async () => {
+      const c = channel(1000)
+      let got: EventArray | undefined
+      void c.pull().then((array) => (got = array))
+      for (let i = 0; i < WAKE_AT - 1; i++) void c.push(numbered(i, 1))
+      await Promise.resolve()
+      await Promise.resolve()
+      expect(got).toBeUndefined() // the burst is not over and fewer than WAKE_AT wait
+      void c.push(numbered(WAKE_AT - 1, 1))
+      await Promise.resolve()
+      expect(numbers(got!)).toEqual([0])
+      expect(c.queuedEvents).toBe(WAKE_AT - 1)
+      expect(taken(c.coalesce(got!))).toHaveLength(WAKE_AT)
+
+      let large: EventArray | undefined
+      void c.pull().then((array) => (large = array))
+      void c.push(numbered(0, WAKE_AT))
+      await Promise.resolve()
+      expect(large?.length).toBe(WAKE_AT)
+    })
+
+    it('that finds a few events queued waits for the end of their burst; a full wake, a blocked producer or a close is taken at once', async () => {
+      const c = channel(1000)
+      void c.push(numbered(0, 1))
+      void c.push(numbered(1, 1))
+      expect(c.pullNow()).toBe(EMPTY)
+      let got: EventArray | undefined
+      void c.pull().then((array) => (got = array))
+      void c.push(numbered(2, 1))
+      await Promise.resolve()
+      await Promise.resolve()
+      expect(got).toBeUndefined()
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(taken(c.coalesce(got!))).toEqual([0, 1, 2])
+
+      for (let i = 0; i < WAKE_AT; i++) void c.push(numbered(i, 1))
+      expect(taken(c.coalesce(c.pullNow() as EventArray))).toHaveLength(WAKE_AT)
+
+      const small = channel(4) // a full channel is a full wake
+      void small.push(numbered(0, 4))
+      expect(taken(small.pullNow() as EventArray)).toEqual([0, 1, 2, 3])
+      void small.push(numbered(0, 3))
+      void small.push(numbered(3, 2)) // blocked: 3 + 2 > 4
+      expect(taken(small.pullNow() as EventArray)).toEqual([0, 1, 2])
+      expect(small.pullNow()).toBe(EMPTY) // [3, 4] admitted, and no one blocked any more
+      await small.close()
+      expect(taken(small.pullNow() as EventArray)).toEqual([3, 4])
+      expect(small.pullNow()).toBeUndefined()
+    })
+
+    it('is woken even when a fake-timer library replaced process.nextTick', async () => {
+      const original = process.nextTick
+      let faked = 0
+      // A fake that never runs what it is given, as fake timers do until the test advances them.
+      process.nextTick = (() => void faked++) as typeof process.nextTick
+      try {
+        const c = channel(100)
+        const pulled = c.pull()
+        void c.push(numbered(0, 1))
+        expect(taken(await pulled)).toEqual([0])
+      } finally {
+        process.nextTick = original
+      }
+      expect(faked).toBe(0)
+    })
+
+    it('does not count the array handed to it against maxEvents', async () => {
+      const c = channel(1)
+      const pulled = c.pull()
+      expect(c.push(numbered(0, 1))).toBe(RESOLVED) // handed over
+      expect(c.push(numbered(1, 1))).toBe(RESOLVED) // queued: the one event the channel holds
+      let admitted = false
+      void c.push(numbered(2, 1)).then(() => (admitted = true)) // waits for room
+      expect(taken(await pulled)).toEqual([0])
+      expect(admitted).toBe(false)
+      expect(taken(c.tryPull() as EventArray)).toEqual([1])
+      await Promise.resolve()
+      expect(admitted).toBe(true)
+    })
+
+    it('that stops waiting before its wake leaves its array at the head of the queue', async () => {
+      const c = channel(100)
+      const controller = new AbortController()
+      const pulled = c.pull(controller.signal)
+      void c.push(numbered(0, 1))
+      void c.push(numbered(1, 2))
+      controller.abort()
+      expect(await pulled).toBeUndefined()
+      await new Promise((resolve) => setImmediate(resolve)) // the wake has run, and handed nothing
+      expect(c.queuedEvents).toBe(3)
+      expect(taken(c.coalesce(c.tryPull() as EventArray))).toEqual([0, 1, 2])
+    })
+
+    it('is handed nothing when a forced stop came before its wake, which settles its array', async () => {
+      const c = channel(100)
+      const pulled = c.pull()
+      const notifier = BatchNotifier.open('in')
+      void c.push(EventArray.fromRecords([{ n: 0 }, { n: 1 }], { batch: notifier }))
+      void c.push(numbered(2, 1))
+      expect(c.force('errored')).toBe(3) // the handed-over array counts among what it settled
+      expect(await notifier.receiver).toBe('errored')
+      expect(await pulled).toBeUndefined()
+      expect(c.tryPull()).toBeUndefined()
+    })
   })
 })

@@ -280,21 +280,24 @@ describe('the arrays a transform is handed', () => {
 
   /**
    * Runs `batches` through a transform that records each call's input and waits in its first call
-   * until every batch was sent, so the rest queues behind it. The sink rejects event 5.
+   * until every batch was sent, so the rest queues behind it. The source sends the first batch
+   * alone and the rest once the first call has begun. The sink rejects event 5.
    */
   const queuedBehindFirstCall = async (coalesce: boolean | undefined, option?: boolean) => {
     const gate = new Gate()
     const calls: number[][] = []
+    const firstCall = new Gate()
     const transform: Transform = {
       kind: 'recorder',
       ...(coalesce === undefined ? {} : { coalesce }),
       async process(events, context) {
         calls.push(events.events.map(n))
+        firstCall.open()
         if (calls.length === 1) await gate.wait()
         context.emitAll(events)
       },
     }
-    const source = testSource(batches)
+    const source = testSource(batches, { afterSend: (sent) => (sent === 1 ? firstCall.wait() : undefined) })
     const sink = testSink({ outcome: (event) => (n(event) === 5 ? 'rejected' : 'delivered') })
     const topology =
       option === undefined
@@ -339,13 +342,15 @@ describe('the arrays a transform is handed', () => {
 
   /**
    * Runs `sent` batches through a coalescing transform behind a buffer of `maxEvents`, whose first
-   * call waits until `waitFor` batches were sent (the rest queue behind it or wait for room);
-   * returns each call's input (the `n` of its events) and the sources' statuses.
+   * call (the first batch alone: the rest are sent once it began) waits until `waitFor` batches
+   * were sent (the rest queue behind it or wait for room); returns each call's input (the `n` of
+   * its events) and the sources' statuses.
    */
   const coalescedCalls = async (sent: JsonObject[][], maxEvents: number, waitFor: number) => {
     const gate = new Gate()
     const calls: number[][] = []
-    const source = testSource(sent)
+    const firstCall = new Gate()
+    const source = testSource(sent, { afterSend: (count) => (count === 1 ? firstCall.wait() : undefined) })
     const topology = new TopologyBuilder(on)
       .source('in', source)
       .transform(
@@ -356,6 +361,7 @@ describe('the arrays a transform is handed', () => {
           coalesce: true,
           async process(events, context) {
             calls.push(events.events.map(n))
+            firstCall.open()
             if (calls.length === 1) await gate.wait()
             context.emitAll(events)
           },

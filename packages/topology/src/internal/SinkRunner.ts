@@ -107,8 +107,9 @@ export class SinkRunner {
     const buffer = this.buffer
     const memory = buffer instanceof MemoryChannel ? buffer : undefined
     for (;;) {
-      // What is queued is taken without a promise; only an empty buffer is waited for.
-      let array = memory !== undefined ? memory.tryPull() : EMPTY
+      // A wake's worth of queued input is taken without a promise; less is waited for until the
+      // burst that queued it is over (`MemoryChannel.pullNow`), so that it comes coalesced.
+      let array = memory !== undefined ? memory.pullNow() : EMPTY
       if (array === EMPTY) array = await buffer.pull()
       if (array === undefined) return
       if (memory !== undefined) array = memory.coalesce(array)

@@ -263,8 +263,9 @@ export class TransformRunner {
     }
     try {
       for (;;) {
-        // What is queued is taken without a promise; only an empty channel is waited for.
-        let array = this.input.tryPull()
+        // A wake's worth of queued input is taken without a promise; less is waited for until the
+        // burst that queued it is over (`MemoryChannel.pullNow`), so that it comes coalesced.
+        let array = this.input.pullNow()
         if (array === EMPTY) array = await this.input.pull()
         if (array === undefined) break
         // Only a transform that says so: another may act on array boundaries (pairing events

@@ -12,7 +12,12 @@ import type {
   TransformContext,
 } from '@ackline/topology'
 
-/** A source that sends the given batches in order, then (optionally) waits for the stop signal. */
+/**
+ * A source that sends the given batches in order, then (optionally) waits for the stop signal.
+ * `afterSend(sent)`, when given, is awaited after each send (`sent` batches sent so far): a test
+ * that needs a batch to reach a component before the next ones are sent waits for it there (sent
+ * in one burst, batches that queue are coalesced by a consumer that wakes after the burst).
+ */
 export interface TestSource extends Source {
   readonly receipts: BatchReceipt[]
   /** Every batch's status, in send order, once all resolved. */
@@ -23,7 +28,12 @@ export interface TestSource extends Source {
 
 export function testSource(
   batches: readonly (readonly JsonObject[])[],
-  options: { canAcknowledge?: boolean; untilStopped?: boolean; issues?: ConfigIssue[] } = {},
+  options: {
+    canAcknowledge?: boolean
+    untilStopped?: boolean
+    issues?: ConfigIssue[]
+    afterSend?: (sent: number) => Promise<void> | void
+  } = {},
 ): TestSource {
   const receipts: BatchReceipt[] = []
   return {
@@ -35,7 +45,10 @@ export function testSource(
     statuses: () => Promise.all(receipts.map((r) => r.status)),
     async run(context) {
       this.acknowledgements = context.acknowledgements
-      for (const batch of batches) receipts.push(await context.send(batch))
+      for (const batch of batches) {
+        receipts.push(await context.send(batch))
+        await options.afterSend?.(receipts.length)
+      }
       if (options.untilStopped === true && !context.signal.aborted) {
         await new Promise((resolve) => context.signal.addEventListener('abort', resolve, { once: true }))
       }
