@@ -3,7 +3,7 @@
 import { BatchNotifier, EventArray } from '@ackline/core'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { EMPTY, RESOLVED, WAKE_AT } from '../src/internal/MemoryChannel.js'
+import { EMPTY, type MemoryChannel, RESOLVED, WAKE_AT } from '../src/internal/MemoryChannel.js'
 import { blockingChannel as channel } from './support/blockingChannel.js'
 
 /** An array of `n` events whose fields number them from `first`. */
@@ -171,6 +171,32 @@ describe('MemoryChannel', () => {
       expect(small.pullNow()).toBeUndefined()
     })
 
+    it('whose wake is scheduled is handed its array at once by a second pull, a producer that finds the channel full, or a close', async () => {
+      const wakeNow = async (act: (c: MemoryChannel) => void, max = 100): Promise<number[] | undefined> => {
+        const c = channel(max)
+        let got: EventArray | undefined
+        void c.pull().then((array) => (got = array))
+        void c.push(numbered(0, 1)) // held for the consumer; its wake is scheduled
+        act(c)
+        await Promise.resolve()
+        return got === undefined ? undefined : taken(got)
+      }
+      expect(await wakeNow(() => {})).toBeUndefined() // nothing else: it waits for the burst's end
+      expect(await wakeNow((c) => void c.pull())).toEqual([0])
+      expect(await wakeNow((c) => void c.push(numbered(1, 100)))).toEqual([0]) // blocked: 100 + 100 > 100
+      expect(await wakeNow((c) => void c.close())).toEqual([0])
+    })
+
+    it('a second pull while the first one waits for its wake loses nothing', async () => {
+      const c = channel(100)
+      const first = c.pull()
+      void c.push(numbered(0, 1))
+      const second = c.pull()
+      void c.push(numbered(1, 1))
+      expect(taken(await first)).toEqual([0])
+      expect(taken(await second)).toEqual([1])
+    })
+
     it('is woken even when a fake-timer library replaced process.nextTick', async () => {
       const original = process.nextTick
       let faked = 0
@@ -224,6 +250,18 @@ describe('MemoryChannel', () => {
       expect(await notifier.receiver).toBe('errored')
       expect(await pulled).toBeUndefined()
       expect(c.tryPull()).toBeUndefined()
+    })
+
+    it('with a signal, answered by a forced stop, is not disturbed by an abort after it', async () => {
+      const c = channel(100)
+      const controller = new AbortController()
+      const pulled = c.pull(controller.signal)
+      void c.push(numbered(0, 1))
+      expect(c.force('errored')).toBe(1)
+      controller.abort() // threw inside the listener, and left the pull waiting, before the fix
+      expect(await pulled).toBeUndefined()
+      expect(c.tryPull()).toBeUndefined()
+      expect(c.queuedEvents).toBe(0)
     })
   })
 })

@@ -7,10 +7,11 @@
  * handed to `pull` or settled (dropped when full, or forced at a stop's deadline); none is lost.
  *
  * Waking: a consumer waiting for input is handed a small array (fewer than `WAKE_AT` events) only
- * once the producer's burst is over (in `process.nextTick`, still within the same task) or once
- * `WAKE_AT` events wait, whichever comes first; a consumer that finds a few events queued waits
- * the same way. What the burst queued meanwhile is there for it to coalesce. A larger array, a
- * full channel, a blocked producer or a closed channel wakes it at once.
+ * once the microtask queue has drained (in `process.nextTick`, still within the same task: the
+ * producer's burst is over) or once `WAKE_AT` events wait, whichever comes first; a consumer
+ * that coalesces and finds a few events queued (`pullNow`) waits the same way. What the burst
+ * queued meanwhile is there for it to coalesce. A larger array, a full channel, a producer that
+ * finds it full, a second `pull`, a close or a forced stop wakes it at once.
  */
 import { nextTick } from 'node:process'
 import { type DeliveryStatus, type EndOptions, EventArray } from '@ackline/core'
@@ -25,9 +26,11 @@ import type { EdgeBuffer } from '../EdgeBuffer.js'
 export const RESOLVED: Promise<void> = Promise.resolve()
 
 /**
- * How many events a waiting consumer's wake gathers at most: an array this large is handed over at
- * once, as are smaller ones once this many wait. Coalescing many small arrays saves a consumer's
- * call per array; gathering more only grows what is in flight (more objects alive across young
+ * How many events wake a waiting consumer before its producer's burst is over: an array this large
+ * is handed over at once, as are smaller ones once this many wait (the consumer then coalesces
+ * what is queued, up to its own bound: 128 events for a transform, `maxEvents` for a sink).
+ * Coalescing many small arrays saves a consumer's call per array; gathering more only grows what
+ * is in flight (more objects alive across young
  * collections, colder caches). Woken only at the end of each burst, a generator → remap →
  * blackhole topology at batch 100 took about 25 % more time per event than with this bound, and
  * at batch 1 a bound of 512 was slower than 128 too (alternating runs, RFC 0002).
@@ -77,20 +80,23 @@ export class MemoryChannel implements EdgeBuffer {
   /** Events that wake a waiting consumer at once: `WAKE_AT`, or `maxEvents` when smaller (a full channel). */
   readonly #wakeAt: number
   /**
-   * Hands a waiting consumer what was queued for it. It runs in `process.nextTick`, which Node
-   * runs once the microtask queue is empty: a producer that sends in microtasks (a source whose
-   * sends find room, an upstream component working through a coalesced array) has finished its
-   * burst by then, so a consumer that coalesces takes the burst as one array where it used to
-   * wake once per array. It runs within the same task, before any timer or I/O callback, so no
-   * latency is added. `nextTick` is taken from `node:process` at load: a fake-timer library that
-   * replaces `process.nextTick` cannot stall the pipeline.
+   * Hands a waiting consumer the array held for it (`#waking` and `#handoff` are set and cleared
+   * together). Scheduled in `process.nextTick`, which Node runs once the microtask queue is
+   * empty: a producer that sends in microtasks (a source whose sends find room, an upstream
+   * component working through a coalesced array) has finished its burst by then, so a consumer
+   * that coalesces takes the burst as one array where it used to wake once per array. It runs
+   * within the same task, before any timer or I/O callback: the wait is for code already queued
+   * to run, never for a timer or more input. Called earlier when the wait should end at once (see
+   * the module header); the scheduled call then finds nothing to do. `nextTick` is taken from
+   * `node:process` at load: a fake-timer library that replaces `process.nextTick` cannot stall
+   * the pipeline.
    */
   readonly #wake = (): void => {
     const puller = this.#waking
     const array = this.#handoff
     this.#waking = undefined
     this.#handoff = undefined
-    if (puller !== undefined) puller(array) // `undefined` once a forced stop settled the array
+    if (puller !== undefined) puller(array)
   }
 
   /**
@@ -98,6 +104,8 @@ export class MemoryChannel implements EdgeBuffer {
    * `#ripe`), for the end of the burst that queued them, holding the head of the queue.
    */
   readonly #waitForPush = (resolve: (array: EventArray | undefined) => void): void => {
+    // A second pull while a wake is scheduled: the first waiter is handed its array now.
+    if (this.#waking !== undefined) this.#wake()
     if (this.#head < this.#tail) {
       this.#waking = resolve
       this.#handoff = this.#take()
@@ -161,6 +169,8 @@ export class MemoryChannel implements EdgeBuffer {
       if (this.#waking !== undefined && this.#queued + this.#handoff!.length >= this.#wakeAt) this.#wake()
       return RESOLVED
     }
+    // Full: a consumer whose wake is scheduled is handed its array now.
+    if (this.#waking !== undefined) this.#wake()
     if (this.#options.whenFull === 'drop_newest') {
       array.end(this.#options.droppedStatus, this.#dropped)
       this.#options.onDrop(array.length, this.#options.droppedStatus)
@@ -258,6 +268,7 @@ export class MemoryChannel implements EdgeBuffer {
 
   close(): Promise<void> {
     this.#closed = true
+    if (this.#waking !== undefined) this.#wake()
     if (this.#head >= this.#tail && this.#blocked.length === 0) this.#wakePuller()
     return RESOLVED
   }
@@ -275,11 +286,15 @@ export class MemoryChannel implements EdgeBuffer {
     this.#tail = 0
     this.#queued = 0
     const handoff = this.#handoff
+    const waking = this.#waking
     if (handoff !== undefined) {
-      // Not handed over yet: settled here, and the consumer's wake hands it nothing.
+      // Not handed over yet: settled here, and its consumer is told the channel is over now
+      // (the wake scheduled for it finds nothing to do).
       this.#handoff = undefined
+      this.#waking = undefined
       events += handoff.length
       handoff.end(status, this.#stopped)
+      waking?.(undefined)
     }
     const blocked = this.#blocked
     this.#blocked = []

@@ -263,9 +263,10 @@ export class TransformRunner {
     }
     try {
       for (;;) {
-        // A wake's worth of queued input is taken without a promise; less is waited for until the
-        // burst that queued it is over (`MemoryChannel.pullNow`), so that it comes coalesced.
-        let array = this.input.pullNow()
+        // Queued input is taken without a promise. A transform that coalesces takes less than a
+        // wake's worth only once the burst that queued it is over (`MemoryChannel.pullNow`), so
+        // that it comes coalesced; one that does not would gain nothing by waiting.
+        let array = this.#coalesce ? this.input.pullNow() : this.input.tryPull()
         if (array === EMPTY) array = await this.input.pull()
         if (array === undefined) break
         // Only a transform that says so: another may act on array boundaries (pairing events
