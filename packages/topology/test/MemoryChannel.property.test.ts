@@ -57,7 +57,9 @@ async function scenario(maxEvents: number, dropNewest: boolean, ops: readonly Op
       droppedStatus: 'rejected',
       droppedFailure: failure,
       stoppedFailure: failure,
-      onDrop: (events) => void (dropped += events),
+      onDrop: (events) => {
+        dropped += events
+      },
     })
     let next = 0
     const pushed: LogEvent[] = []
