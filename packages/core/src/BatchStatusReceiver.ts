@@ -9,6 +9,7 @@
 import { Observable } from 'rxjs'
 import type { BatchStatus } from './BatchStatus.js'
 import type { BatchState, Listeners } from './internal/BatchState.js'
+import { endClockNow } from './internal/endClock.js'
 import { timeOf } from './internal/epoch.js'
 import { batchStatusName } from './internal/statusCodes.js'
 import type { RecordOutcomes } from './RecordOutcomes.js'
@@ -19,7 +20,11 @@ import type { RecordOutcomes } from './RecordOutcomes.js'
  * batch. It is called as a function listener is, with the receiver that resolved.
  */
 export interface BatchResolvedListener {
-  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void
+  /**
+   * `now` is `Date.now()` as read when the batch resolved; the batches that resolve inside one
+   * `EventArray.end` call (a sink ending a coalesced array of many batches) share one reading.
+   */
+  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver, now: number): void
 }
 
 /** @internal What a receiver tells: a function, or a {@link BatchResolvedListener}. */
@@ -220,7 +225,7 @@ function added(listeners: Listeners, listener: Listener): Listeners {
 function call(listener: Listener, status: BatchStatus, receiver: BatchStatusReceiver): void {
   try {
     if (typeof listener === 'function') listener(status)
-    else listener.batchResolved(status, receiver)
+    else listener.batchResolved(status, receiver, endClockNow())
   } catch (error) {
     queueMicrotask(() => {
       throw error

@@ -1,7 +1,13 @@
-import { BatchNotifier, EventArray, FinalizationError, LogEvent } from '@ackline/core'
+import {
+  BatchNotifier,
+  type BatchResolvedListener,
+  EventArray,
+  FinalizationError,
+  LogEvent,
+} from '@ackline/core'
 import { firstValueFrom, toArray } from 'rxjs'
 import { validate, version } from 'uuid'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 
 const events = (n: number) => Array.from({ length: n }, (_, i) => new LogEvent({ i }, { sourceId: 'src' }))
 
@@ -135,6 +141,51 @@ describe('BatchNotifier', () => {
     expect(receiver.hasListener(mine) && receiver.hasListener(other)).toBe(true)
     notifier.release()
     expect(receiver.hasListener(mine)).toBe(false) // told, and forgotten
+  })
+
+  it("a listener object is told the clock reading, one for all the batches one array's end resolves", () => {
+    let clock = 1_000
+    const reads = vi.spyOn(Date, 'now').mockImplementation(() => ++clock)
+    try {
+      const told: [string, number][] = []
+      const names = new Map<object, string>()
+      const listener: BatchResolvedListener = {
+        batchResolved: (_status, receiver, now) => {
+          told.push([names.get(receiver)!, now])
+        },
+      }
+      const batch = (sourceId: string, size: number) => {
+        const notifier = BatchNotifier.open(sourceId, false, 0)
+        names.set(notifier.receiver, sourceId)
+        notifier.receiver.onResolved(listener)
+        return EventArray.fromRecords(
+          Array.from({ length: size }, () => ({})),
+          { sourceId, batch: notifier },
+        )
+      }
+      const merged = [batch('a', 2), batch('b', 1), batch('c', 3)].flatMap((array) => array.events)
+      const before = reads.mock.calls.length
+      new EventArray(merged).end('delivered')
+      expect(reads.mock.calls.length - before).toBe(1) // one reading for three batches
+      expect(told).toEqual([
+        ['a', clock],
+        ['b', clock],
+        ['c', clock],
+      ])
+      // The reading is forgotten once the call is over: the next end reads the clock again,
+      // and so does an end outside an array's (one event's own handle).
+      new EventArray(batch('d', 2).events).end('delivered')
+      const dAt = clock
+      const single = batch('e', 1).events[0]!
+      single.end('delivered')
+      expect(told.slice(3)).toEqual([
+        ['d', dAt],
+        ['e', clock],
+      ])
+      expect(clock).toBeGreaterThan(dAt)
+    } finally {
+      reads.mockRestore()
+    }
   })
 
   it('tracking keeps one value for the runtime, beside listeners, the reason and the promise', async () => {

@@ -11,6 +11,7 @@
 import type { BatchNotifier } from '../BatchNotifier.js'
 import { EventFinalizers } from '../EventFinalizers.js'
 import type { LogEvent } from '../LogEvent.js'
+import { enterEnd, leaveEnd } from './endClock.js'
 import { OUTCOME_UPDATE } from './statusCodes.js'
 
 export type Ref = BatchNotifier | EventFinalizers | undefined
@@ -125,6 +126,15 @@ function mergePair(into: EventFinalizers, notifier: BatchNotifier, slot: number)
  * `end` would, after every handle before it has ended.
  */
 export function endRuns(events: readonly LogEvent[], code: number): void {
+  enterEnd()
+  try {
+    endEach(events, code)
+  } finally {
+    leaveEnd()
+  }
+}
+
+function endEach(events: readonly LogEvent[], code: number): void {
   const n = events.length
   let i = 0
   while (i < n) {

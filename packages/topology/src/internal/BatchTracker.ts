@@ -205,12 +205,12 @@ export class BatchTracker implements BatchResolvedListener {
    * header); the flush is queued before the receipt settles, so a source that awaited its
    * receipt finds the fact emitted.
    */
-  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void {
+  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver, now: number): void {
     if (this.facts.watching() && !this.#flushScheduled) {
       this.#flushScheduled = true
       queueMicrotask(this.#flush)
     }
-    this.#finish(receiver, status, status === 'delivered' ? undefined : receiver.reason, false, true)
+    this.#finish(receiver, status, status === 'delivered' ? undefined : receiver.reason, false, true, now)
   }
 
   /**
@@ -382,7 +382,9 @@ export class BatchTracker implements BatchResolvedListener {
    * Decides the batch, once. `reason` is what explains a status other than `delivered` (a failure
    * made by the runtime, or whatever reason the batch's receiver kept); a batch that is not
    * delivered always gets a failure, `UNEXPLAINED` when nothing said why. `deferFact`: the
-   * decision is made inside an `end`, so its fact waits for the flush.
+   * decision is made inside an `end`, so its fact waits for the flush. `now`: the clock reading
+   * its latency is measured to (the one its receiver resolved with, shared by the batches one
+   * `end` resolved).
    */
   #finish(
     receiver: BatchStatusReceiver,
@@ -390,12 +392,13 @@ export class BatchTracker implements BatchResolvedListener {
     reason: unknown,
     timedOut: boolean,
     deferFact: boolean,
+    now = Date.now(),
   ): void {
     let kept = trackingOf(receiver)
     if (kept?.decided !== undefined) return
     this.#count--
     if (this.#timeouts !== undefined) this.#settleTimeouts()
-    const latencyMs = Date.now() - receiver.openedAt
+    const latencyMs = now - receiver.openedAt
     this.counters.inFlight--
     this.counters.latency(latencyMs)
     let failure: BatchFailure | undefined
