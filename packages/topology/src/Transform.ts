@@ -76,9 +76,11 @@ export interface Transform<Ports extends string = string> {
    * (it decides event by event, in order, as a transform built with `perEvent` or `keepIf` does).
    * The runtime may then hand one `process` call the arrays already queued for it as one array,
    * up to 128 events (or its buffer's `maxEvents` when that is smaller), so a transform that fell
-   * behind on small arrays catches up in a few calls. Nothing waits for more input, so no latency
-   * is added; each event keeps its own finalizers, so every source batch is acknowledged as if its
-   * array had come alone. Unset (the default), each call gets one array exactly as its producer
+   * behind on small arrays catches up in a few calls. A waiting transform that declares it is
+   * also woken only once the burst that fed it is over (when the microtask queue has drained,
+   * within the same task) or 128 events wait, so small arrays sent in one burst reach it in one
+   * call. Nothing waits for a timer or for more input; each event keeps its own finalizers, so
+   * every source batch is acknowledged as if its array had come alone. Unset (the default), each call gets one array exactly as its producer
    * sent it: a source's batch, or what one call of an upstream transform emitted on that port. A
    * transform downstream of one that coalesces may therefore see several source batches in one
    * array: a transform that acts on array boundaries (pairing events within one array) sees them
