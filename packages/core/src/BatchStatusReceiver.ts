@@ -21,8 +21,13 @@ import type { RecordOutcomes } from './RecordOutcomes.js'
  */
 export interface BatchResolvedListener {
   /**
-   * `now` is `Date.now()` as read when the batch resolved; the batches that resolve inside one
-   * `EventArray.end` call (a sink ending a coalesced array of many batches) share one reading.
+   * `now` is a clock reading (`Date.now()`) for the batch's resolution, never earlier than the
+   * batch was opened (`receiver.openedAt`), unless the clock stepped back: inside an
+   * `EventArray.end` call that ends handles by runs (not `authoritative`), every batch it resolves
+   * shares the reading taken at the first one, including batches resolved by code a listener
+   * runs meanwhile (one opened after that reading gets a reading of its own); elsewhere the
+   * clock is read for the batch alone. A listener registered on a receiver that had resolved
+   * already is told at once, with the time of registration.
    */
   batchResolved(status: BatchStatus, receiver: BatchStatusReceiver, now: number): void
 }
@@ -225,7 +230,12 @@ function added(listeners: Listeners, listener: Listener): Listeners {
 function call(listener: Listener, status: BatchStatus, receiver: BatchStatusReceiver): void {
   try {
     if (typeof listener === 'function') listener(status)
-    else listener.batchResolved(status, receiver, endClockNow())
+    else {
+      let now = endClockNow()
+      // A batch opened after the shared reading (by code a listener ran inside the same end).
+      if (now < receiver.openedAt) now = Date.now()
+      listener.batchResolved(status, receiver, now)
+    }
   } catch (error) {
     queueMicrotask(() => {
       throw error

@@ -188,6 +188,45 @@ describe('BatchNotifier', () => {
     }
   })
 
+  it("the shared reading is never earlier than a batch's opening, and is forgotten after an end that throws", () => {
+    let clock = 1_000
+    const reads = vi.spyOn(Date, 'now').mockImplementation(() => ++clock)
+    try {
+      const told: { opened: number; now: number }[] = []
+      const listener: BatchResolvedListener = {
+        batchResolved: (_status, receiver, now) => {
+          told.push({ opened: receiver.openedAt, now })
+        },
+      }
+      const single = (openedAt = Date.now()): LogEvent => {
+        const notifier = BatchNotifier.open('in', false, openedAt) // opened now, as the runtime does
+        notifier.receiver.onResolved(listener)
+        return EventArray.fromRecords([{}], { sourceId: 'in', ingestTimestamp: 0, batch: notifier })
+          .events[0]!
+      }
+      // A function listener that, inside the end, opens a batch and ends it: that batch was opened
+      // after the reading the end shares.
+      const outer = BatchNotifier.open('in', false, Date.now())
+      outer.receiver.onResolved(listener)
+      outer.receiver.onResolved(() => single().end('delivered'))
+      const event = EventArray.fromRecords([{}], { sourceId: 'in', ingestTimestamp: 0, batch: outer }).events
+      new EventArray(event).end('delivered')
+      expect(told).toHaveLength(2)
+      for (const { opened, now } of told) expect(now).toBeGreaterThanOrEqual(opened)
+
+      // An end that throws (an ended handle in the array) still forgets its reading.
+      const ended = single()
+      ended.end('delivered')
+      const before = single()
+      expect(() => new EventArray([before, ended]).end('delivered')).toThrow()
+      const shared = told.at(-1)!.now
+      single(0).end('delivered') // opened long before: a stale reading would not be read again
+      expect(told.at(-1)!.now).toBeGreaterThan(shared)
+    } finally {
+      reads.mockRestore()
+    }
+  })
+
   it('tracking keeps one value for the runtime, beside listeners, the reason and the promise', async () => {
     const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
     const told: string[] = []

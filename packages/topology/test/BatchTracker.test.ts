@@ -89,6 +89,23 @@ describe('BatchTracker', () => {
     expect(facts).toEqual([])
   })
 
+  it("measures the latency of the batches one array's end resolves from one clock reading", () => {
+    const { t, counters } = tracker({ watching: false })
+    const batches = [batch(1), batch(2), batch(1)]
+    for (const { receiver } of batches) t.track(receiver)
+    const opened = batches.map(({ receiver }) => receiver.openedAt)
+    let clock = Math.max(...opened) + 100
+    const reads = vi.spyOn(Date, 'now').mockImplementation(() => (clock += 7))
+    try {
+      new EventArray(batches.flatMap(({ array }) => array.events)).end('delivered')
+    } finally {
+      reads.mockRestore()
+    }
+    expect(counters.latencyCount).toBe(3)
+    // One reading (clock, after its one step) for all three: a reading per batch would add 7 and 14.
+    expect(counters.latencySum).toBe(opened.reduce((sum, at) => sum + (clock - at), 0))
+  })
+
   it('an empty batch, resolved before it is tracked, is decided once and leaves no ack timer behind', async () => {
     vi.useFakeTimers()
     const { t, counters } = tracker({ watching: false, ackTimeoutMs: 1000 })

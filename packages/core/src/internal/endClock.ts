@@ -6,7 +6,9 @@
  *
  * Invariant: a reading is shared only while an `endRuns` call is on the stack (nested calls share
  * the outermost one's); outside one, {@link endClockNow} reads the clock. So a reading is never
- * older than the synchronous call that resolved the batch.
+ * older than the synchronous call that resolved the batch. A batch opened after the reading (by
+ * code a listener ran inside the call) would see it as earlier than its opening: the receiver
+ * that tells a listener reads the clock again then (`BatchStatusReceiver`).
  */
 
 let depth = 0
