@@ -80,12 +80,12 @@ export interface Transform<Ports extends string = string> {
    * also woken only once the burst that fed it is over (when the microtask queue has drained,
    * within the same task) or 128 events wait, so small arrays sent in one burst reach it in one
    * call. Nothing waits for a timer or for more input; each event keeps its own finalizers, so
-   * every source batch is acknowledged as if its array had come alone. Unset (the default), each call gets one array exactly as its producer
-   * sent it: a source's batch, or what one call of an upstream transform emitted on that port. A
-   * transform downstream of one that coalesces may therefore see several source batches in one
-   * array: a transform that acts on array boundaries (pairing events within one array) sees them
-   * as its producers emitted them, not as sources sent them. The declaration's `coalesce` option
-   * (`TransformOptions`) wins over this.
+   * every source batch is acknowledged as if its array had come alone. Unset (the default), each
+   * call gets one array exactly as its producer sent it: a source's batch, or what one call of an
+   * upstream transform emitted on that port. A transform downstream of one that coalesces may
+   * therefore see several source batches in one array: a transform that acts on array boundaries
+   * (pairing events within one array) sees them as its producers emitted them, not as sources
+   * sent them. The declaration's `coalesce` option (`TransformOptions`) wins over this.
    *
    * @example
    * ```ts

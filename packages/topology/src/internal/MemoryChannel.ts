@@ -30,10 +30,10 @@ export const RESOLVED: Promise<void> = Promise.resolve()
  * is handed over at once, as are smaller ones once this many wait (the consumer then coalesces
  * what is queued, up to its own bound: 128 events for a transform, `maxEvents` for a sink).
  * Coalescing many small arrays saves a consumer's call per array; gathering more only grows what
- * is in flight (more objects alive across young
- * collections, colder caches). Woken only at the end of each burst, a generator → remap →
- * blackhole topology at batch 100 took about 25 % more time per event than with this bound, and
- * at batch 1 a bound of 512 was slower than 128 too (alternating runs, RFC 0002).
+ * is in flight (more objects alive across young collections, colder caches). Woken only at the
+ * end of each burst, a generator → remap → blackhole topology at batch 100 took about 25 % more
+ * time per event than with this bound, and at batch 1 a bound of 512 was slower than 128 too
+ * (alternating runs, RFC 0002).
  */
 export const WAKE_AT = 128
 
