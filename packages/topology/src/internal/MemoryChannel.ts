@@ -106,11 +106,15 @@ export class MemoryChannel implements EdgeBuffer {
   readonly #waitForPush = (resolve: (array: EventArray | undefined) => void): void => {
     // A second pull while a wake is scheduled: the first waiter is handed its array now.
     if (this.#waking !== undefined) this.#wake()
-    if (this.#head < this.#tail) {
-      this.#waking = resolve
-      this.#handoff = this.#take()
-      nextTick(this.#wake)
-    } else this.#puller = resolve
+    if (this.#head < this.#tail) this.#hold(resolve, this.#take())
+    else this.#puller = resolve
+  }
+
+  /** Holds `array` for `consumer`, and schedules its wake for when the burst is over. */
+  #hold(consumer: (array: EventArray | undefined) => void, array: EventArray): void {
+    this.#waking = consumer
+    this.#handoff = array
+    nextTick(this.#wake)
   }
 
   /**
@@ -156,9 +160,7 @@ export class MemoryChannel implements EdgeBuffer {
       // A small array: handed to the consumer as before, but the consumer is woken only once the
       // producer's burst is over or WAKE_AT events wait (see `#wake`); what the burst queues
       // meanwhile is there for it to coalesce.
-      this.#waking = puller
-      this.#handoff = array
-      nextTick(this.#wake)
+      this.#hold(puller, array)
       return RESOLVED
     }
     if (
