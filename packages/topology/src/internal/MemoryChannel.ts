@@ -14,7 +14,7 @@
  * finds it full, a second `pull`, a close or a forced stop wakes it at once.
  */
 import { nextTick } from 'node:process'
-import { type DeliveryStatus, type EndOptions, EventArray } from '@ackline/core'
+import { type DeliveryStatus, type EndOptions, EventArray, type LogEvent } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 
@@ -36,6 +36,14 @@ export const RESOLVED: Promise<void> = Promise.resolve()
  * (alternating runs, RFC 0002).
  */
 export const WAKE_AT = 128
+
+/**
+ * Coalescing arrays of this many events or more on average is done with one native
+ * `Array.prototype.concat` (about 0.7 ns per event at batch 100, against 4 for a copy loop);
+ * smaller ones (batch 1 to 15) are copied in a loop into an array of the final size, as `concat`
+ * costs about as much per array as a loop does per event.
+ */
+const COPY_AT = 16
 
 /** What {@link MemoryChannel.tryPull} returns when nothing is queued. */
 export const EMPTY: unique symbol = Symbol('ackline.empty')
@@ -247,22 +255,33 @@ export class MemoryChannel implements EdgeBuffer {
   coalesce(first: EventArray, upTo = this.#options.maxEvents): EventArray {
     const queue = this.#queue
     const tail = this.#tail
-    let head = this.#head
-    if (head >= tail) return first
+    const head = this.#head
     const limit = Math.min(upTo, this.#options.maxEvents)
     let total = first.length
-    if (total + queue[head]!.length > limit) return first
-    const events = first.events.slice()
-    do {
-      const next = queue[head]!
-      if (total + next.length > limit) break
-      const list = next.events
-      for (let i = 0; i < list.length; i++) events.push(list[i]!)
-      total += next.length
-      this.#queued -= next.length
-      queue[head++] = undefined
-    } while (head < tail)
-    this.#head = head
+    let end = head
+    while (end < tail && total + queue[end]!.length <= limit) total += queue[end++]!.length
+    if (end === head) return first
+    const taken = end - head
+    let events: LogEvent[]
+    if (total >= COPY_AT * (taken + 1)) {
+      // Large arrays: one native copy of them all (a few hundred ns per array taken).
+      const lists = new Array<readonly LogEvent[]>(taken)
+      for (let k = 0; k < taken; k++) lists[k] = queue[head + k]!.events
+      events = first.events.concat(...lists)
+    } else {
+      // Many small arrays: one array of the final size, filled in a loop.
+      events = new Array<LogEvent>(total)
+      const own = first.events
+      let j = 0
+      for (let i = 0; i < own.length; i++) events[j++] = own[i]!
+      for (let k = head; k < end; k++) {
+        const list = queue[k]!.events
+        for (let i = 0; i < list.length; i++) events[j++] = list[i]!
+      }
+    }
+    for (let k = head; k < end; k++) queue[k] = undefined
+    this.#queued -= total - first.length
+    this.#head = end
     this.#taken()
     this.#admit()
     return new EventArray(events)
