@@ -72,6 +72,27 @@ describe('LogEvent fields', () => {
     expect(Object.getPrototypeOf(event.fields)).toBe(Object.prototype)
   })
 
+  // Paths are read and set faster when they repeat (FieldPath keeps the last plain key): what came
+  // before must never change what a path means.
+  it('treats a path the same whatever paths were set or read before it', () => {
+    const event = new LogEvent({})
+    event.set('x', 1)
+    event.set('__proto__', 1)
+    event.set('__proto__', 2)
+    event.set('x', 3)
+    expect(event.get('x')).toBe(3)
+    event.set(['__', 'proto', '__'].join(''), 4) // built at run time: not the constant's string
+    event.set('n', {})
+    event.set('n.m', 5)
+    expect(event.get('n.m')).toBe(5)
+    event.set('n', { m: 6 })
+    expect(event.get('n.m')).toBe(6)
+    expect(event.get('__proto__')).toBe(4)
+    expect(event.get('x.y')).toBeUndefined()
+    expect(JSON.stringify(event)).toBe('{"x":3,"__proto__":4,"n":{"m":6}}')
+    expect(Object.getPrototypeOf(event.fields)).toBe(Object.prototype)
+  })
+
   it('keeps every ingest timestamp exactly, near now or not, whole or not, through arrays and clones', () => {
     // Times near the process start are kept unboxed, others as they are: the value never changes.
     const base = Date.now()
