@@ -62,7 +62,10 @@ export interface SourceContext {
   readonly signal: AbortSignal
   /**
    * Sends one batch: one event per record (this source's id, one ingest timestamp), a batch
-   * notifier when acknowledgements are on, and waits for room downstream (back pressure). Resolves
+   * notifier when acknowledgements are on, and waits for room downstream (back pressure). The
+   * ingest timestamp is the clock read at this send or at an earlier send of the same burst (sends
+   * back to back, with no turn of the event loop or drained microtask queue between them): one
+   * reading serves at most 16 sends of fewer than 256 events in all (RFC 0002). Resolves
    * once the batch is accepted; `receipt.status` resolves when every sink settled it. Sends
    * that kept the event loop from turning for 10 to 20 ms (a source with no I/O of its own and
    * room downstream, or long synchronous work between sends) are held until it turns: the batch

@@ -1,6 +1,7 @@
 // The source's send path on its own: a send with room does its work within the call; a send
 // into a full channel waits for room, exactly (issue 10). Counts and orders, never times.
 
+import { nextTick } from 'node:process'
 import { setImmediate as realSetImmediate } from 'node:timers'
 import { BatchNotifier, type BatchStatusReceiver, type EventArray } from '@ackline/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
@@ -10,6 +11,7 @@ import { SLICE_MS } from '../src/internal/loopTurns.js'
 import { EMPTY } from '../src/internal/MemoryChannel.js'
 import { Output } from '../src/internal/Output.js'
 import { SourceRunner } from '../src/internal/SourceRunner.js'
+import { EVENTS_PER_READING, SENDS_PER_READING } from '../src/internal/sendClock.js'
 import type { Source } from '../src/Source.js'
 import { blockingChannel } from './support/blockingChannel.js'
 
@@ -95,6 +97,77 @@ describe('SourceRunner', () => {
     }
   })
 
+  describe('the send clock', () => {
+    /** Lets the burst end, so no reading is held (what ran before may have held one). */
+    const newBurst = () => new Promise<void>((resolve) => nextTick(resolve))
+    /** A clock that moves 1 ms at every reading, and counts them. */
+    const movingClock = () => {
+      let now = Date.now() + 1_000_000
+      return vi.spyOn(Date, 'now').mockImplementation(() => ++now)
+    }
+    const stampsOf = (channel: ReturnType<typeof setup>['channel']): number[] => {
+      const stamps: number[] = []
+      for (let array = channel.tryPull(); array !== EMPTY && array !== undefined; array = channel.tryPull()) {
+        for (const event of array.events) stamps.push(event.metadata.ingestTimestamp)
+        array.end('delivered')
+      }
+      return stamps
+    }
+
+    it('shares one reading among at most SENDS_PER_READING sends of one burst, for batches and their notifiers', async () => {
+      const { channel, runner } = setup(1000)
+      const opened: number[] = []
+      const open = BatchNotifier.open
+      const spy = vi.spyOn(BatchNotifier, 'open').mockImplementation((...args) => {
+        opened.push(args[2]!)
+        return open(...args)
+      })
+      await newBurst()
+      const clock = movingClock()
+      try {
+        const count = SENDS_PER_READING * 2 + 1
+        for (let i = 0; i < count; i++) await runner.context.send([{ n: i }])
+        expect(clock).toHaveBeenCalledTimes(3)
+        const stamps = stampsOf(channel)
+        expect(stamps).toHaveLength(count)
+        // Readings taken in order, each serving the sends that follow it; never a later time first.
+        const first = stamps[0]!
+        expect(stamps).toEqual(
+          Array.from({ length: count }, (_, i) => first + Math.floor(i / SENDS_PER_READING)),
+        )
+        expect(opened).toEqual(stamps) // the batch opened at its ingest time
+      } finally {
+        clock.mockRestore()
+        spy.mockRestore()
+      }
+    })
+
+    it('reads the clock again in the next burst, and after EVENTS_PER_READING events', async () => {
+      const { channel, runner } = setup(10_000, false)
+      await newBurst()
+      const clock = movingClock()
+      try {
+        await runner.context.send([{ n: 0 }])
+        await runner.context.send([{ n: 1 }]) // same burst: shares the reading
+        await newBurst() // the burst is over
+        await runner.context.send([{ n: 2 }]) // reads again
+        // With the send before it, one event short of the bound: shares the reading.
+        const big = Array.from({ length: EVENTS_PER_READING - 2 }, (_, i) => ({ n: 3 + i }))
+        await runner.context.send(big)
+        await runner.context.send([{ n: 0 }]) // would make EVENTS_PER_READING: reads again
+        expect(clock).toHaveBeenCalledTimes(3)
+        const stamps = stampsOf(channel)
+        const t = stamps[0]!
+        expect(stamps.slice(0, 3)).toEqual([t, t, t + 1])
+        expect(new Set(stamps.slice(3, -1))).toEqual(new Set([t + 1]))
+        expect(stamps).toHaveLength(3 + EVENTS_PER_READING - 2 + 1)
+        expect(stamps.at(-1)).toBe(t + 2)
+      } finally {
+        clock.mockRestore()
+      }
+    })
+  })
+
   it('a send held for a turn of the event loop queues its batch at once, keeps back pressure and order, and resolves its receipt after the turn', async () => {
     await new Promise<void>((resolve) => realSetImmediate(resolve)) // a probe armed earlier has run
     vi.useFakeTimers({ toFake: ['Date'] }) // a clock the test moves; timers stay real
@@ -107,6 +180,9 @@ describe('SourceRunner', () => {
       return receipt
     }) // arms the probe
     vi.setSystemTime(start + SLICE_MS)
+    // The sends of one burst share a clock reading (sendClock.ts): the next send must come in a
+    // burst of its own to read the moved clock (a tick, not a turn of the loop).
+    await new Promise<void>((resolve) => nextTick(resolve))
     const second = runner.context.send([{ n: 2 }]).then((receipt) => {
       accepted++
       return receipt

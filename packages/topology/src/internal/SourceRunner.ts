@@ -14,6 +14,7 @@ import type { Counters } from './Counters.js'
 import { awaitLoopTurn } from './loopTurns.js'
 import { RESOLVED } from './MemoryChannel.js'
 import type { Output } from './Output.js'
+import { sendClockNow } from './sendClock.js'
 
 /** The receipt of every batch sent with acknowledgements off: delivered once accepted. */
 const ACCEPTED: BatchReceipt = Object.freeze({
@@ -45,7 +46,7 @@ export class SourceRunner {
       send: (records, options) => this.#send(records, options),
       sendEvents: (events) => {
         this.counters.received += events.length
-        const turn = awaitLoopTurn(Date.now())
+        const turn = awaitLoopTurn(sendClockNow(events.length))
         return afterTurn(this.output.send(events), turn)
       },
     }
@@ -63,8 +64,8 @@ export class SourceRunner {
   #send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt> {
     try {
       const sourceId = this.id
-      const ingestTimestamp = Date.now()
       const list = Array.isArray(records) ? (records as readonly JsonObject[]) : Array.from(records)
+      const ingestTimestamp = sendClockNow(list.length)
       this.counters.received += list.length
       const turn = awaitLoopTurn(ingestTimestamp)
       if (!this.acknowledgements) {

@@ -11,7 +11,9 @@
  * Invariant: while sends keep coming in one task, the loop turns at least once per two slices
  * ({@link SLICE_MS} each; one slice after the runtime armed its probe, and a probe is armed at
  * most a slice after the last one), or per {@link SENDS_PER_PROBE} sends, whichever comes first
- * (the count is for a clock that does not move: fake timers in tests). A send made once the armed
+ * (the count is for a clock that does not move: fake timers in tests), as read by the sends'
+ * shared clock (`sendClock.ts`: a reading serves at most 16 sends of one burst, so the probe may
+ * see a slice end up to 15 sends late). A send made once the armed
  * probe is due, before the loop turned, is accepted as usual, but the promise its source awaits
  * resolves only after the loop turned (in `setImmediate`, after pending I/O callbacks and due
  * timers). The batch itself is queued at once, so back pressure and order are unchanged.
@@ -21,7 +23,7 @@
  * after long synchronous work of its own between sends, or while another source of the process
  * keeps the loop busy.
  *
- * Cost: a comparison and a count per send, on a clock reading the send took anyway, and one
+ * Cost: a comparison and a count per send, on the clock reading the send stamps its batch with, and one
  * `setImmediate` per slice while sends keep coming.
  */
 import { setImmediate } from 'node:timers'
