@@ -4,6 +4,9 @@
 //   the same work on plain records (no event model at all) through a node:stream pipeline, an
 //   rxjs pipeline and an async-generator chain, each moving arrays of BATCH records as the
 //   runtime does.
+// Beside them, the floor the event model sets: the same node:stream pipeline moving ackline events
+// with batch notifiers (made with `EventArray.fromRecords`, a field set with `event.set`, ended
+// `delivered`), with no runtime at all.
 // The ratios say what the event model, the acknowledgements and the runtime cost over a bare
 // transport at each batch size. Run: pnpm bench peers
 // (ACKLINE_BENCH_ROUNDS overrides the rounds, ACKLINE_BENCH_BATCHES the sizes, e.g. "1,100").
@@ -11,7 +14,7 @@
 import { Readable, Transform as StreamTransform, Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
-import type { JsonObject } from '@ackline/core'
+import { BatchNotifier, type BatchStatusReceiver, EventArray, type JsonObject } from '@ackline/core'
 import { from, map } from 'rxjs'
 import { median, roundRobin } from '../../../bench/roundRobin.js'
 import { remapPipeline } from './remapPipeline.js'
@@ -67,6 +70,49 @@ async function nodeStream(batch: number): Promise<number> {
   return count
 }
 
+/**
+ * node:stream moving ackline events made as a source makes them, one notifier per batch, each
+ * event set and ended `delivered` as the topology's remap and blackhole do; checks every batch
+ * resolved `delivered`.
+ */
+async function nodeStreamEvents(batch: number): Promise<number> {
+  const events = eventsFor(batch)
+  const receivers: BatchStatusReceiver[] = []
+  function* arrays(): Generator<EventArray> {
+    for (const records of batches(events, batch)) {
+      const notifier = BatchNotifier.open('gen', false, Date.now())
+      receivers.push(notifier.receiver)
+      yield EventArray.fromRecords(records, { sourceId: 'gen', batch: notifier })
+    }
+  }
+  let count = 0
+  await pipeline(
+    Readable.from(arrays(), { objectMode: true, highWaterMark: 1 }),
+    new StreamTransform({
+      objectMode: true,
+      highWaterMark: 1,
+      transform(array: EventArray, _encoding, callback) {
+        const list = array.events
+        for (let i = 0; i < list.length; i++) list[i]!.set('seen', true)
+        callback(null, array)
+      },
+    }),
+    new Writable({
+      objectMode: true,
+      highWaterMark: 1,
+      write(array: EventArray, _encoding, callback) {
+        count += array.length
+        array.end('delivered')
+        callback()
+      },
+    }),
+  )
+  if (count !== events) throw new Error(`node:stream saw ${count} events`)
+  if (receivers.some((receiver) => receiver.status !== 'delivered'))
+    throw new Error('a batch did not resolve')
+  return count
+}
+
 async function rxjs(batch: number): Promise<number> {
   const events = eventsFor(batch)
   let count = 0
@@ -103,6 +149,7 @@ const kinds: Record<string, (batch: number) => Promise<number>> = {
   'ackline, acks on': (batch) => remapPipeline(true, eventsFor(batch), batch),
   'ackline, acks off': (batch) => remapPipeline(false, eventsFor(batch), batch),
   'node:stream, plain': nodeStream,
+  'node:stream, events': nodeStreamEvents,
   'rxjs, plain': rxjs,
   'async generators, plain': asyncGenerators,
 }
@@ -136,17 +183,22 @@ function report(): void {
   }
   console.log('\nratios (throughput of acks on over the peer; higher is better):')
   console.log(
-    `${'batch'.padEnd(6)}${['/ acks off', '/ node:stream', '/ rxjs', '/ async generators'].map((h) => h.padStart(20)).join('')}`,
+    `${'batch'.padEnd(6)}${['/ acks off', '/ node:stream', '/ rxjs', '/ async generators', 'events / node:stream'].map((h) => h.padStart(22)).join('')}`,
   )
   for (const batch of BATCHES) {
     const on = rate('ackline, acks on', batch)
     const cells = ['ackline, acks off', 'node:stream, plain', 'rxjs, plain', 'async generators, plain'].map(
-      (peer) => (on / rate(peer, batch)).toFixed(2).padStart(20),
+      (peer) => (on / rate(peer, batch)).toFixed(2).padStart(22),
     )
-    console.log(`${String(batch).padEnd(6)}${cells.join('')}`)
+    // The floor: the event model alone (no runtime) over the plain transport.
+    const floor = rate('node:stream, events', batch) / rate('node:stream, plain', batch)
+    console.log(`${String(batch).padEnd(6)}${cells.join('')}${floor.toFixed(2).padStart(22)}`)
   }
   console.log(
     '\ntargets: acks on / off >= 0.85 at batch 1, >= 0.90 at 10+; / node:stream >= 0.3 at 1, >= 0.5 at 100',
+  )
+  console.log(
+    "'events / node:stream': node:stream moving ackline events with notifiers (no runtime) over the same with plain records",
   )
 }
 
