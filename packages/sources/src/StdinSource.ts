@@ -68,7 +68,8 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
   const sendLines = async (lines: string[]): Promise<void> => {
     for (let from = 0; from < lines.length; from += maxLines) {
       const records = lines.slice(from, from + maxLines).map((line) => toRecord(line, text))
-      await context.send(records)
+      // Standard input has no upstream to tell: the receipt would go unread.
+      await context.send(records, { receipt: false })
     }
   }
   try {

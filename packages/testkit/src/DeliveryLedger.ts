@@ -140,12 +140,14 @@ export class DeliveryLedger {
           acknowledgements: context.acknowledgements,
           signal: context.signal,
           sendEvents: (events) => context.sendEvents(events),
-          send: async (records) => {
+          send: async (records, options) => {
             const index = ledger.batches.filter((b) => b.source === id).length
             const list = [...records]
             const entries = list.map((record, i) => ledger.#open(id, index, i, record))
+            // The source's options go through (outcomes), but the ledger reads every receipt.
             const receipt = await context.send(
               list.map((record, i) => ({ ...record, [ledger.#field]: entries[i]!.tag })),
+              options === undefined ? undefined : { ...options, receipt: true },
             )
             const batch: LedgerBatch = { source: id, index, receipt, records: entries, told: undefined }
             ledger.batches.push(batch)

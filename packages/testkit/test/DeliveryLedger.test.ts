@@ -87,6 +87,38 @@ describe('DeliveryLedger', () => {
     await ledger.expectNoLoss()
   })
 
+  it("passes a source's send options through (outcomes), and keeps a receipt even when the source wants none", async () => {
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const told: unknown[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source(
+        'in',
+        ledger.source('in', {
+          kind: 'list',
+          canAcknowledge: true,
+          async run(context) {
+            const receipt = await context.send([{ n: 1 }, { n: 2 }], { outcomes: true })
+            told.push((await receipt.outcomes)?.toArray())
+            await context.send([{ n: 3 }], { receipt: false })
+          },
+        }),
+      )
+      .sink(
+        'out',
+        ['in'],
+        ledger.sink(
+          'out',
+          sink((e) => (n(e) === 2 ? 'rejected' : 'delivered')),
+        ),
+      )
+      .build()
+    await topology.start()
+    await topology.done
+    await ledger.settled()
+    expect(told).toEqual([['delivered', 'rejected']])
+    expect(ledger.batches.map((b) => b.told)).toEqual(['rejected', 'delivered'])
+  })
+
   it('records every copy with its path and what the source was told, and hides its tag from sinks', async () => {
     const ledger = new DeliveryLedger({ acknowledgements: true })
     const all = sink()

@@ -40,13 +40,50 @@ export interface BatchReceipt {
   readonly outcomes?: Promise<RecordOutcomes> | undefined
 }
 
+const unread = (member: string): never => {
+  throw new TypeError(
+    `receipt.${member}: the batch was sent with { receipt: false }, so no receipt was kept for it`,
+  )
+}
+
+/**
+ * What `send` resolves to for a batch sent with `{ receipt: false }`: one object for every such
+ * batch, whose members throw a `TypeError` when read (there is no receipt to read from).
+ */
+export const NO_RECEIPT: BatchReceipt = Object.freeze({
+  get batchId(): string | undefined {
+    return unread('batchId')
+  },
+  get status(): Promise<BatchStatus> {
+    return unread('status')
+  },
+  get failure(): BatchFailure | undefined {
+    return unread('failure')
+  },
+  get outcomes(): Promise<RecordOutcomes> | undefined {
+    return unread('outcomes')
+  },
+})
+
 /** Options of {@link SourceContext.send}. */
 export interface SendOptions {
   /**
    * Ask for each record's outcome (`receipt.outcomes`): one byte per record kept while the batch
-   * is in flight. Off by default; batches that do not ask pay nothing.
+   * is in flight. Off by default; batches that do not ask pay nothing. Needs the receipt: a send
+   * with `receipt: false` and `outcomes: true` is refused (its promise rejects with a
+   * `TypeError`).
    */
   readonly outcomes?: boolean
+  /**
+   * `false` for a source that will not read the batch's receipt (it has no upstream to tell, as
+   * a generator or stdin): no receipt and no promise of its own are made for the batch, and
+   * `send` resolves, once the batch is accepted, to {@link NO_RECEIPT}, shared by every such
+   * send, which throws a `TypeError` when read. The batch is tracked as any other: its
+   * acknowledgement still comes back, and is counted, timed, timed out and reported as a
+   * `batch_resolved` fact. Default `true`. A context that keeps receipts anyway (a test double)
+   * may ignore it.
+   */
+  readonly receipt?: boolean
 }
 
 /** What the runtime gives a running source. */

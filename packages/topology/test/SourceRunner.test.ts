@@ -12,7 +12,7 @@ import { EMPTY } from '../src/internal/MemoryChannel.js'
 import { Output } from '../src/internal/Output.js'
 import { SourceRunner } from '../src/internal/SourceRunner.js'
 import { EVENTS_PER_READING, SENDS_PER_READING } from '../src/internal/sendClock.js'
-import type { Source } from '../src/Source.js'
+import { NO_RECEIPT, type Source } from '../src/Source.js'
 import { blockingChannel } from './support/blockingChannel.js'
 
 function setup(maxEvents: number, acknowledgements = true) {
@@ -95,6 +95,61 @@ describe('SourceRunner', () => {
     } finally {
       spy.mockRestore()
     }
+  })
+
+  describe('a send with { receipt: false }', () => {
+    it('makes no receipt, yet the batch is tracked, timed and decided as any other', async () => {
+      const { channel, runner, tracker } = setup(10)
+      const receivers: BatchStatusReceiver[] = []
+      const open = BatchNotifier.open
+      const spy = vi.spyOn(BatchNotifier, 'open').mockImplementation((...args) => {
+        const notifier = open(...args)
+        receivers.push(notifier.receiver)
+        return notifier
+      })
+      try {
+        const receipt = await runner.context.send([{ n: 1 }, { n: 2 }], { receipt: false })
+        expect(receipt).toBe(NO_RECEIPT)
+        expect(() => receipt.status).toThrow(/receipt: false/)
+        expect(() => receipt.batchId).toThrow(TypeError)
+        expect(receivers[0]!.hasListener(tracker)).toBe(true) // tracked all the same
+        expect(receivers[0]!.tracking).toBeUndefined()
+        expect(tracker.pending).toBe(1)
+        ;(channel.tryPull() as EventArray).end('rejected')
+        expect(tracker.pending).toBe(0)
+        expect(receivers[0]!.status).toBe('rejected')
+        expect(runner.counters.snapshot().ackLatencyMs.count).toBe(1)
+      } finally {
+        spy.mockRestore()
+      }
+    })
+
+    it('keeps back pressure: resolves only once the batch is accepted, acks on or off', async () => {
+      for (const acks of [true, false]) {
+        const { channel, runner } = setup(1, acks)
+        let accepted = 0
+        const first = runner.context.send([{ n: 1 }], { receipt: false }).then(() => accepted++)
+        const second = runner.context.send([{ n: 2 }], { receipt: false }).then((r) => {
+          accepted++
+          return r
+        })
+        await settle()
+        expect(accepted).toBe(1) // the second waits for room
+        ;(channel.tryPull() as EventArray).end('delivered')
+        await settle()
+        expect(await second).toBe(NO_RECEIPT)
+        await first
+        ;(channel.tryPull() as EventArray).end('delivered')
+      }
+    })
+
+    it('refuses outcomes without a receipt, naming the source, and sends nothing', async () => {
+      const { channel, runner } = setup(10)
+      await expect(runner.context.send([{ n: 1 }], { receipt: false, outcomes: true })).rejects.toThrow(
+        /source 'in'.*outcomes: true needs its receipt/,
+      )
+      expect(channel.queuedEvents).toBe(0)
+    })
   })
 
   describe('the send clock', () => {

@@ -219,13 +219,21 @@ export class BatchTracker implements BatchResolvedListener {
    * opened with.
    */
   track(receiver: BatchStatusReceiver): Receipt {
+    this.follow(receiver)
+    return new Receipt(receiver)
+  }
+
+  /**
+   * Tracks the batch as {@link BatchTracker.track} does, for a source that will not read its
+   * receipt (`send(records, { receipt: false })`): no receipt is made.
+   */
+  follow(receiver: BatchStatusReceiver): void {
     this.counters.inFlight++
     this.#count++
     receiver.onResolved(this)
     // A receiver that had resolved already (an empty batch) called back at once and the batch is
     // decided: it waits for no timeout.
     if (this.ackTimeoutMs !== undefined && decidedOf(receiver) === undefined) this.#awaitTimeout(receiver)
-    return new Receipt(receiver)
   }
 
   /** Queues `receiver` for its ack timeout, arming the timer when nothing else is waiting. */

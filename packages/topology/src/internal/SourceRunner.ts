@@ -8,7 +8,13 @@
  * accepted at once, no I/O of its own) is held after a slice until it turns (see `loopTurns.ts`).
  */
 import { BatchNotifier, type BatchStatus, EventArray, type JsonObject, RecordOutcomes } from '@ackline/core'
-import type { BatchReceipt, SendOptions, Source, SourceContext } from '../Source.js'
+import {
+  type BatchReceipt,
+  NO_RECEIPT,
+  type SendOptions,
+  type Source,
+  type SourceContext,
+} from '../Source.js'
 import type { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
 import { awaitLoopTurn } from './loopTurns.js'
@@ -23,6 +29,9 @@ const ACCEPTED: BatchReceipt = Object.freeze({
   failure: undefined,
 })
 const ACCEPTED_NOW: Promise<BatchReceipt> = Promise.resolve(ACCEPTED)
+/** What a send with `{ receipt: false }` resolves to when it did not wait. */
+const UNREAD_NOW: Promise<BatchReceipt> = Promise.resolve(NO_RECEIPT)
+const unread = (): BatchReceipt => NO_RECEIPT
 /** Settles once the batch was accepted (`pushed`) and the loop turned when it had to (`turn`). */
 const afterTurn = (pushed: Promise<void>, turn: Promise<void> | undefined): Promise<void> =>
   turn === undefined ? pushed : pushed === RESOLVED ? turn : pushed.then(() => turn)
@@ -63,6 +72,12 @@ export class SourceRunner {
    */
   #send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt> {
     try {
+      const quiet = options?.receipt === false
+      if (quiet && options.outcomes === true) {
+        throw new TypeError(
+          `source '${this.id}': a send with outcomes: true needs its receipt (it was sent with receipt: false)`,
+        )
+      }
       const sourceId = this.id
       const list = Array.isArray(records) ? (records as readonly JsonObject[]) : Array.from(records)
       const ingestTimestamp = sendClockNow(list.length)
@@ -70,6 +85,8 @@ export class SourceRunner {
       const turn = awaitLoopTurn(ingestTimestamp)
       if (!this.acknowledgements) {
         const pushed = this.output.send(EventArray.fromRecords(list, { sourceId, ingestTimestamp }))
+        if (quiet)
+          return pushed === RESOLVED && turn === undefined ? UNREAD_NOW : afterTurn(pushed, turn).then(unread)
         if (options?.outcomes !== true)
           return pushed === RESOLVED && turn === undefined
             ? ACCEPTED_NOW
@@ -88,6 +105,11 @@ export class SourceRunner {
       // The events join the batch as they are made, and the source's reference is released (the
       // records are the whole batch).
       const array = EventArray.fromRecords(list, { sourceId, ingestTimestamp, batch: notifier })
+      if (quiet) {
+        this.tracker.follow(notifier.receiver)
+        const pushed = this.output.send(array)
+        return pushed === RESOLVED && turn === undefined ? UNREAD_NOW : afterTurn(pushed, turn).then(unread)
+      }
       const receipt = this.tracker.track(notifier.receiver)
       const pushed = this.output.send(array)
       return pushed === RESOLVED && turn === undefined
