@@ -55,6 +55,20 @@ describe('MemoryChannel', () => {
     )
   })
 
+  it('coalesces more arrays than one call takes as arguments (a sink with millions of maxEvents)', () => {
+    // The same array pushed again and again: the channel only copies references, and this keeps
+    // the test small while the count of arrays passes V8's limit on a call's arguments (~125,000).
+    const c = channel(10_000_000)
+    const array = numbered(0, 16)
+    for (let i = 0; i < 140_001; i++) void c.push(array)
+    const first = c.tryPull() as EventArray
+    const all = c.coalesce(first)
+    expect(all.length).toBe(140_001 * 16)
+    expect(all.events[16 * 140_000 + 15]).toBe(array.events[15])
+    expect(c.queuedEvents).toBe(0)
+    array.end('delivered')
+  })
+
   it('reuses its queue after each drain, and lets a burst that grew it go', () => {
     const c = channel(1_000_000)
     for (let i = 0; i < 1000; i++) {

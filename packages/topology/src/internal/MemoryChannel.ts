@@ -44,6 +44,12 @@ export const WAKE_AT = 128
  * costs about as much per array as a loop does per event.
  */
 const COPY_AT = 16
+/**
+ * At most this many arrays are passed to one `concat` (one argument each): V8 refuses a call of
+ * about 125,000 arguments, which a sink whose `maxEvents` is in the millions could reach. More
+ * are copied in the loop.
+ */
+const CONCAT_MAX = 4096
 
 /** What {@link MemoryChannel.tryPull} returns when nothing is queued. */
 export const EMPTY: unique symbol = Symbol('ackline.empty')
@@ -263,7 +269,7 @@ export class MemoryChannel implements EdgeBuffer {
     if (end === head) return first
     const taken = end - head
     let events: LogEvent[]
-    if (total >= COPY_AT * (taken + 1)) {
+    if (total >= COPY_AT * (taken + 1) && taken <= CONCAT_MAX) {
       // Large arrays: one native copy of them all (a few hundred ns per array taken).
       const lists = new Array<readonly LogEvent[]>(taken)
       for (let k = 0; k < taken; k++) lists[k] = queue[head + k]!.events
