@@ -2,6 +2,7 @@ import type { BatchStatus, JsonObject } from '@ackline/core'
 import { generator } from '@ackline/sources'
 import { type Sink, TopologyBuilder } from '@ackline/topology'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { FakeSourceContext } from './support/FakeSourceContext.js'
 
 /** A sink that keeps fields and array sizes, and errors the events `fail` picks. */
 const recorder = (fail: (record: JsonObject) => boolean = () => false) => {
@@ -122,6 +123,19 @@ describe('generator', () => {
     expect(stoppedAt).toBeGreaterThan(0)
     expect(count).toBeLessThan(cap)
     expect(topology.metrics().gen!.ackLatencyMs.count).toBe(count)
+  })
+
+  it('asks for no receipt unless onBatch reads it', async () => {
+    const quiet = new FakeSourceContext()
+    quiet.onBatch = (batch) => batch.end('delivered')
+    await generator({ count: 4, batchSize: 2 }).run(quiet)
+    expect(quiet.sendOptions).toEqual([{ receipt: false }, { receipt: false }])
+    const told = new FakeSourceContext()
+    told.onBatch = (batch) => batch.end('delivered')
+    const statuses: Promise<BatchStatus>[] = []
+    await generator({ count: 4, batchSize: 2, onBatch: (receipt) => statuses.push(receipt.status) }).run(told)
+    expect(told.sendOptions).toEqual([undefined, undefined])
+    expect(await Promise.all(statuses)).toEqual(['delivered', 'delivered'])
   })
 
   it('reports bad options through the builder', () => {

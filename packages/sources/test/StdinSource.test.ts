@@ -21,6 +21,13 @@ describe('stdin', () => {
     ])
   })
 
+  it('asks for no receipt: standard input has no upstream to tell', async () => {
+    const context = new FakeSourceContext({ acknowledgements: true })
+    context.onBatch = (batch) => batch.end('delivered')
+    await stdin({ input: Readable.from(['a\nb\n'], { objectMode: false }), maxBatchLines: 1 }).run(context)
+    expect(context.sendOptions).toEqual([{ receipt: false }, { receipt: false }])
+  })
+
   it("keeps every line as a message with format 'text'", async () => {
     expect((await runOn(['{"a":1}\n'], { format: 'text' })).flat()).toEqual([{ message: '{"a":1}' }])
   })

@@ -11,13 +11,14 @@
  * @module
  */
 import type { BatchStatus, DeliveryStatus, JsonObject, LogEvent } from '@ackline/core'
-import type {
-  BatchReceipt,
-  Sink,
-  Source,
-  SourceContext,
-  Transform,
-  TransformContext,
+import {
+  type BatchReceipt,
+  NO_RECEIPT,
+  type Sink,
+  type Source,
+  type SourceContext,
+  type Transform,
+  type TransformContext,
 } from '@ackline/topology'
 import { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryModel.js'
 import { DeliveryViolation } from './DeliveryViolation.js'
@@ -141,10 +142,18 @@ export class DeliveryLedger {
           signal: context.signal,
           sendEvents: (events) => context.sendEvents(events),
           send: async (records, options) => {
+            const quiet = options?.receipt === false
+            if (quiet && options.outcomes === true) {
+              // Refused as the runtime refuses it, before anything is recorded.
+              throw new TypeError(
+                `source '${context.id}': a send with outcomes: true needs its receipt (it was sent with receipt: false)`,
+              )
+            }
             const index = ledger.batches.filter((b) => b.source === id).length
             const list = [...records]
             const entries = list.map((record, i) => ledger.#open(id, index, i, record))
-            // The source's options go through (outcomes), but the ledger reads every receipt.
+            // The source's options go through (outcomes), but the ledger reads every receipt: it
+            // asks for it, and hands the source what the source asked for (`NO_RECEIPT` or it).
             const receipt = await context.send(
               list.map((record, i) => ({ ...record, [ledger.#field]: entries[i]!.tag })),
               options === undefined ? undefined : { ...options, receipt: true },
@@ -157,7 +166,7 @@ export class DeliveryLedger {
                 for (const record of entries) record.told = status
               }),
             )
-            return receipt
+            return quiet ? NO_RECEIPT : receipt
           },
         }
         return source.run(wrapped)

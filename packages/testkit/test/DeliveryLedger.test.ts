@@ -1,6 +1,6 @@
 import type { DeliveryStatus, JsonObject, LogEvent } from '@ackline/core'
 import { DeliveryLedger, DeliveryViolation } from '@ackline/testkit'
-import { type Sink, type Source, TopologyBuilder, type Transform } from '@ackline/topology'
+import { NO_RECEIPT, type Sink, type Source, TopologyBuilder, type Transform } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
 const source = (batches: JsonObject[][]): Source => ({
@@ -87,7 +87,7 @@ describe('DeliveryLedger', () => {
     await ledger.expectNoLoss()
   })
 
-  it("passes a source's send options through (outcomes), and keeps a receipt even when the source wants none", async () => {
+  it("passes a source's send options through, keeps a receipt for itself, and answers the source as the runtime does", async () => {
     const ledger = new DeliveryLedger({ acknowledgements: true })
     const told: unknown[] = []
     const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
@@ -99,7 +99,11 @@ describe('DeliveryLedger', () => {
           async run(context) {
             const receipt = await context.send([{ n: 1 }, { n: 2 }], { outcomes: true })
             told.push((await receipt.outcomes)?.toArray())
-            await context.send([{ n: 3 }], { receipt: false })
+            // As the runtime does: no receipt for a source that wants none, and no outcomes without one.
+            told.push(await context.send([{ n: 3 }], { receipt: false }))
+            await context
+              .send([{ n: 4 }], { receipt: false, outcomes: true })
+              .catch((e: Error) => told.push(e.message))
           },
         }),
       )
@@ -115,8 +119,12 @@ describe('DeliveryLedger', () => {
     await topology.start()
     await topology.done
     await ledger.settled()
-    expect(told).toEqual([['delivered', 'rejected']])
-    expect(ledger.batches.map((b) => b.told)).toEqual(['rejected', 'delivered'])
+    expect(told).toEqual([
+      ['delivered', 'rejected'],
+      NO_RECEIPT,
+      "source 'in': a send with outcomes: true needs its receipt (it was sent with receipt: false)",
+    ])
+    expect(ledger.batches.map((b) => b.told)).toEqual(['rejected', 'delivered']) // the refused one is not recorded
   })
 
   it('records every copy with its path and what the source was told, and hides its tag from sinks', async () => {

@@ -81,7 +81,10 @@ export interface SendOptions {
    * send, which throws a `TypeError` when read. The batch is tracked as any other: its
    * acknowledgement still comes back, and is counted, timed, timed out and reported as a
    * `batch_resolved` fact. Default `true`. A context that keeps receipts anyway (a test double)
-   * may ignore it.
+   * may ignore it. A context that wraps another and reads the receipts (to log or count what
+   * sources are told) must ask for them itself, `{ ...options, receipt: true }`, and hand its
+   * source `NO_RECEIPT` when the source asked for none, as the testkit's `DeliveryLedger` does:
+   * `generator()` without `onBatch` and `stdin()` send with `receipt: false`.
    */
   readonly receipt?: boolean
 }

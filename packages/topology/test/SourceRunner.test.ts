@@ -143,6 +143,32 @@ describe('SourceRunner', () => {
       }
     })
 
+    it('is held for a turn of the event loop as any other send, acks on or off', async () => {
+      for (const acks of [true, false]) {
+        await new Promise<void>((resolve) => realSetImmediate(resolve)) // a probe armed earlier has run
+        vi.useFakeTimers({ toFake: ['Date'] }) // a clock the test moves; timers stay real
+        // Far from the probe's last arming (the other round's): the first send arms it anew.
+        const start = Date.now() + (acks ? 120_000 : 240_000)
+        vi.setSystemTime(start)
+        const { channel, runner } = setup(10, acks)
+        let accepted = 0
+        await runner.context.send([{ n: 1 }], { receipt: false }) // arms the probe
+        vi.setSystemTime(start + SLICE_MS)
+        await new Promise<void>((resolve) => nextTick(resolve)) // a new burst reads the moved clock
+        const held = runner.context.send([{ n: 2 }], { receipt: false }).then(() => accepted++)
+        await Promise.resolve()
+        await Promise.resolve()
+        expect(channel.queuedEvents).toBe(2) // queued at once
+        expect(accepted).toBe(0) // but the source waits for the turn
+        await settle()
+        expect(accepted).toBe(1)
+        await held
+        for (let a = channel.tryPull(); a !== EMPTY && a !== undefined; a = channel.tryPull())
+          a.end('delivered')
+        vi.useRealTimers()
+      }
+    })
+
     it('refuses outcomes without a receipt, naming the source, and sends nothing', async () => {
       const { channel, runner } = setup(10)
       await expect(runner.context.send([{ n: 1 }], { receipt: false, outcomes: true })).rejects.toThrow(
@@ -155,6 +181,8 @@ describe('SourceRunner', () => {
   describe('the send clock', () => {
     /** Lets the burst end, so no reading is held (what ran before may have held one). */
     const newBurst = () => new Promise<void>((resolve) => nextTick(resolve))
+    /** Lets the loop turn first, so no probe armed before holds a send (and splits a burst). */
+    const quietLoop = () => new Promise<void>((resolve) => realSetImmediate(resolve))
     /** A clock that moves 1 ms at every reading, and counts them. */
     const movingClock = () => {
       let now = Date.now() + 1_000_000
@@ -177,6 +205,7 @@ describe('SourceRunner', () => {
         opened.push(args[2]!)
         return open(...args)
       })
+      await quietLoop()
       await newBurst()
       const clock = movingClock()
       try {
@@ -199,6 +228,7 @@ describe('SourceRunner', () => {
 
     it('reads the clock again in the next burst, and after EVENTS_PER_READING events', async () => {
       const { channel, runner } = setup(10_000, false)
+      await quietLoop()
       await newBurst()
       const clock = movingClock()
       try {

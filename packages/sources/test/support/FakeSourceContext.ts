@@ -19,6 +19,8 @@ export class FakeSourceContext implements SourceContext {
   readonly #controller = new AbortController()
   /** Every batch sent, in order. */
   readonly batches: EventArray[] = []
+  /** The options of every send, in order. */
+  readonly sendOptions: (SendOptions | undefined)[] = []
   /** The fields of every batch, as sent (the events themselves may have ended since). */
   readonly #records: JsonObject[][] = []
   readonly #waiting: ((batch: EventArray) => void)[] = []
@@ -42,6 +44,7 @@ export class FakeSourceContext implements SourceContext {
   }
 
   async send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt> {
+    this.sendOptions.push(options)
     const events = EventArray.from(
       Array.from(records, (fields) => new LogEvent(fields, { sourceId: this.id })),
     )

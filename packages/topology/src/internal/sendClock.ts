@@ -10,16 +10,19 @@
  *
  * Invariant: a reading serves at most {@link SENDS_PER_READING} sends of fewer than
  * {@link EVENTS_PER_READING} events in all (a send of more reads the clock for itself alone), all
- * within the burst in which it was taken: it is forgotten in `process.nextTick`, which Node runs once the
- * microtask queue is empty, before any timer or I/O callback. So an ingest timestamp is never
- * later than its send and never earlier than the burst's first send that read the clock; it
- * lags the send by at most the time the 15 sends before it in the same burst took, with whatever
- * the source did between them without letting the microtask queue drain. A source that waits for
- * I/O between sends (an HTTP request, a broker's message) reads the clock for each.
+ * within the burst in which it was taken: each reading schedules its own forgetting in
+ * `process.nextTick`, which Node runs before any timer or I/O callback (once the microtask queue
+ * has drained when the reading was taken in a microtask, as a source's sends after the first
+ * are; before that task's microtasks when it was taken in the task's own code, which only makes
+ * the burst shorter). So an ingest timestamp is never later than its send; it lags the send by at
+ * most the time the 15 sends before it in the same burst took, with whatever the source did
+ * between them without letting the microtask queue drain. A source that waits for I/O between
+ * sends (an HTTP request, a broker's message) reads the clock for each.
  *
- * `nextTick` is taken from `node:process`, which fake-timer libraries leave alone, so a reading
- * never outlives its burst under fake timers either (a test that moves a fake clock between
- * two sends of one burst sees the first reading for both).
+ * `nextTick` is bound when this module loads (an ESM import of `node:process`), so a fake-timer
+ * library installed later cannot take it over: a test that moves a fake clock between two sends
+ * of one burst sees the first reading for both. Were a forgetting lost all the same, the next
+ * reading schedules its own: no reading serves more than its 16 sends.
  *
  * @module
  */
@@ -48,10 +51,11 @@ export function sendClockNow(size: number): number {
     sends++
     events += size
     if (sends < SENDS_PER_READING && events < EVENTS_PER_READING) return reading
-  } else {
-    held = true
-    nextTick(forget)
   }
+  // Each reading is forgotten in a tick of its own: an earlier tick that never ran (a fake
+  // `nextTick` dropped it) cannot keep this one for longer than its sends.
+  held = true
+  nextTick(forget)
   sends = 0
   events = size
   reading = Date.now()
