@@ -37,6 +37,21 @@ afterEach(() => {
   vi.useRealTimers()
 })
 
+/** Spies on `BatchNotifier.open`: the receivers it made and the times it was opened with. */
+function spyOnOpen(onEach?: (notifier: BatchNotifier) => void) {
+  const receivers: BatchStatusReceiver[] = []
+  const opened: (number | undefined)[] = []
+  const open = BatchNotifier.open
+  const spy = vi.spyOn(BatchNotifier, 'open').mockImplementation((...args) => {
+    const notifier = open(...args)
+    receivers.push(notifier.receiver)
+    opened.push(args[2])
+    onEach?.(notifier)
+    return notifier
+  })
+  return { spy, receivers, opened }
+}
+
 /** Lets every queued microtask and the callbacks they queue run (an order, not a time). */
 const settle = () => new Promise<void>((resolve) => setImmediate(resolve))
 
@@ -72,14 +87,7 @@ describe('SourceRunner', () => {
 
   it('registers one listener per batch, and it is the tracker itself (no object or closure per batch)', async () => {
     const { channel, runner, tracker } = setup(10)
-    const receivers: BatchStatusReceiver[] = []
-    const open = BatchNotifier.open
-    const spy = vi.spyOn(BatchNotifier, 'open').mockImplementation((...args) => {
-      const notifier = open(...args)
-      receivers.push(notifier.receiver)
-      vi.spyOn(notifier.receiver, 'onResolved')
-      return notifier
-    })
+    const { spy, receivers } = spyOnOpen((notifier) => vi.spyOn(notifier.receiver, 'onResolved'))
     try {
       const receipt = await runner.context.send([{ n: 1 }, { n: 2 }, { n: 3 }])
       expect(spy).toHaveBeenCalledTimes(1) // one notifier per batch, whatever its size
@@ -100,13 +108,7 @@ describe('SourceRunner', () => {
   describe('a send with { receipt: false }', () => {
     it('makes no receipt, yet the batch is tracked, timed and decided as any other', async () => {
       const { channel, runner, tracker } = setup(10)
-      const receivers: BatchStatusReceiver[] = []
-      const open = BatchNotifier.open
-      const spy = vi.spyOn(BatchNotifier, 'open').mockImplementation((...args) => {
-        const notifier = open(...args)
-        receivers.push(notifier.receiver)
-        return notifier
-      })
+      const { spy, receivers } = spyOnOpen()
       try {
         const receipt = await runner.context.send([{ n: 1 }, { n: 2 }], { receipt: false })
         expect(receipt).toBe(NO_RECEIPT)
@@ -199,12 +201,7 @@ describe('SourceRunner', () => {
 
     it('shares one reading among at most SENDS_PER_READING sends of one burst, for batches and their notifiers', async () => {
       const { channel, runner } = setup(1000)
-      const opened: number[] = []
-      const open = BatchNotifier.open
-      const spy = vi.spyOn(BatchNotifier, 'open').mockImplementation((...args) => {
-        opened.push(args[2]!)
-        return open(...args)
-      })
+      const { spy, opened } = spyOnOpen()
       await quietLoop()
       await newBurst()
       const clock = movingClock()
