@@ -14,10 +14,10 @@ const child = (value: JsonValue | undefined, key: string): JsonValue | undefined
 }
 
 /**
- * The last path found to be a plain key (no dot, not `__proto__`). A program reads and sets a few
- * paths over and over, each usually the same string constant: comparing with the last one costs a
- * pointer comparison where a search for a dot costs a call (about 5 ns a `set` in a topology at
- * batch 100).
+ * The last path found to be a plain key (no dot, not `__proto__`). A transform sets or reads the
+ * same path for every event of an array, usually one string constant: comparing with the last one
+ * is then a comparison of two references, where a search for a dot is a call (about 5 ns a `set`
+ * in a micro-benchmark). Calls that alternate between paths search as before.
  */
 let lastPlain = ''
 
