@@ -93,6 +93,20 @@ describe('LogEvent fields', () => {
     expect(Object.getPrototypeOf(event.fields)).toBe(Object.prototype)
   })
 
+  // Plain keys are set through one of a few stores chosen per path, and at most 1024 paths are
+  // remembered: past that, and across events, every key still lands where it was set.
+  it('sets every key where it was asked, however many paths the program uses', () => {
+    const keys = Array.from({ length: 1100 }, (_, i) => `k${i}`)
+    const one = new LogEvent({})
+    const other = new LogEvent({})
+    for (const [i, key] of keys.entries()) {
+      one.set(key, i)
+      other.set(key, -i)
+    }
+    expect(Object.keys(one.fields)).toEqual(keys)
+    expect(keys.every((key, i) => one.get(key) === i && other.get(key) === -i)).toBe(true)
+  })
+
   it('keeps every ingest timestamp exactly, near now or not, whole or not, through arrays and clones', () => {
     // Times near the process start are kept unboxed, others as they are: the value never changes.
     const base = Date.now()
