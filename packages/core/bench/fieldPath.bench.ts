@@ -1,6 +1,7 @@
 // What `event.set(path, value)` costs on top of making the event, in a program that sets one
-// path and in one that sets eight (the store that adds the property then sees eight keys, as a
-// pipeline with a few transforms does), beside a plain object's `record.seen = true`:
+// path and in one that sets eight (the keyed store that adds the property then sees more than
+// one key and goes megamorphic, as in any pipeline that sets a few fields), beside a plain
+// object's `record.seen = true`:
 //   make:              EventArray.fromRecords of batches of 100 records, nothing set
 //   set, one path:     the same, then `event.set('seen', true)` on each
 //   set, eight paths:  the same, after seven other paths were set on other events

@@ -93,8 +93,7 @@ describe('LogEvent fields', () => {
     expect(Object.getPrototypeOf(event.fields)).toBe(Object.prototype)
   })
 
-  // Plain keys are set through one of a few stores chosen per path, and at most 1024 paths are
-  // remembered: past that, and across events, every key still lands where it was set.
+  // Whatever FieldPath remembers of the paths a program used, every key lands where it was set.
   it('sets every key where it was asked, however many paths the program uses', () => {
     const keys = Array.from({ length: 1100 }, (_, i) => `k${i}`)
     const one = new LogEvent({})

@@ -29,66 +29,6 @@ function isPlainKey(path: string): boolean {
   return true
 }
 
-/** Stores `value` under the plain key `key` of the object `o`. */
-type Store = (o: JsonObject, key: string, value: JsonValue) => void
-
-/**
- * Eight copies of one store, each a function literal of its own, so that each has an inline
- * cache of its own. One store through which a program sets every path it uses sees many keys
- * and goes megamorphic, and adding a property through a megamorphic store took about 20 ns more
- * than a plain `o.key = v` in a micro-benchmark with eight paths; with a copy per path, about 10.
- * Each new plain path is given the next copy (round robin), and keeps it.
- */
-const STORES: readonly Store[] = [
-  (o, k, v) => {
-    o[k] = v
-  },
-  (o, k, v) => {
-    o[k] = v
-  },
-  (o, k, v) => {
-    o[k] = v
-  },
-  (o, k, v) => {
-    o[k] = v
-  },
-  (o, k, v) => {
-    o[k] = v
-  },
-  (o, k, v) => {
-    o[k] = v
-  },
-  (o, k, v) => {
-    o[k] = v
-  },
-  (o, k, v) => {
-    o[k] = v
-  },
-]
-/**
- * The copy each plain path was given. At most this many paths are remembered (a program that
- * builds keys from its data would grow the map for ever); later ones share the first copy.
- */
-const MAX_STORED_PATHS = 1024
-const storeOf = new Map<string, Store>()
-/** The last path set through a store, and its store (a transform sets one path for every event). */
-let lastStored = ''
-let lastStore: Store = STORES[0]!
-
-/** The store of a plain key, or `undefined` when `path` is not one. */
-function storeFor(path: string): Store | undefined {
-  if (path === lastStored) return lastStore
-  if (!isPlainKey(path)) return undefined
-  let store = storeOf.get(path)
-  if (store === undefined) {
-    store = STORES[storeOf.size % STORES.length]!
-    if (storeOf.size < MAX_STORED_PATHS) storeOf.set(path, store)
-  }
-  lastStored = path
-  lastStore = store
-  return store
-}
-
 export function getPath(fields: JsonObject, path: string): JsonValue | undefined {
   if (isPlainKey(path)) return Object.hasOwn(fields, path) ? fields[path] : undefined
   let value: JsonValue | undefined = fields
@@ -102,12 +42,9 @@ export function getPath(fields: JsonObject, path: string): JsonValue | undefined
 /** Sets the value at `path`, creating objects for missing segments; returns false where a segment is not a container. */
 export function setPath(fields: JsonObject, path: string, value: JsonValue): boolean {
   // A plain key on an object (the common case) is set without splitting the path.
-  if (!Array.isArray(fields)) {
-    const store = storeFor(path)
-    if (store !== undefined) {
-      store(fields, path, value)
-      return true
-    }
+  if (isPlainKey(path) && !Array.isArray(fields)) {
+    fields[path] = value
+    return true
   }
   const keys = split(path)
   let container: JsonObject | JsonValue[] = fields
