@@ -270,7 +270,7 @@ export class MemoryChannel implements EdgeBuffer {
     const taken = end - head
     let events: LogEvent[]
     if (total >= COPY_AT * (taken + 1) && taken <= CONCAT_MAX) {
-      // Large arrays: one native copy of them all (a few hundred ns per array taken).
+      // Large arrays: one native copy of them all (see COPY_AT).
       const lists = new Array<readonly LogEvent[]>(taken)
       for (let k = 0; k < taken; k++) lists[k] = queue[head + k]!.events
       events = first.events.concat(...lists)

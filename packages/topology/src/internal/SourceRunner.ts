@@ -35,6 +35,9 @@ const unread = (): BatchReceipt => NO_RECEIPT
 /** Settles once the batch was accepted (`pushed`) and the loop turned when it had to (`turn`). */
 const afterTurn = (pushed: Promise<void>, turn: Promise<void> | undefined): Promise<void> =>
   turn === undefined ? pushed : pushed === RESOLVED ? turn : pushed.then(() => turn)
+/** What a send with `{ receipt: false }` returns: `NO_RECEIPT` once accepted (as `afterTurn`). */
+const unreadAfter = (pushed: Promise<void>, turn: Promise<void> | undefined): Promise<BatchReceipt> =>
+  pushed === RESOLVED && turn === undefined ? UNREAD_NOW : afterTurn(pushed, turn).then(unread)
 
 export class SourceRunner {
   readonly context: SourceContext
@@ -85,8 +88,7 @@ export class SourceRunner {
       const turn = awaitLoopTurn(ingestTimestamp)
       if (!this.acknowledgements) {
         const pushed = this.output.send(EventArray.fromRecords(list, { sourceId, ingestTimestamp }))
-        if (quiet)
-          return pushed === RESOLVED && turn === undefined ? UNREAD_NOW : afterTurn(pushed, turn).then(unread)
+        if (quiet) return unreadAfter(pushed, turn)
         if (options?.outcomes !== true)
           return pushed === RESOLVED && turn === undefined
             ? ACCEPTED_NOW
@@ -107,8 +109,7 @@ export class SourceRunner {
       const array = EventArray.fromRecords(list, { sourceId, ingestTimestamp, batch: notifier })
       if (quiet) {
         this.tracker.follow(notifier.receiver)
-        const pushed = this.output.send(array)
-        return pushed === RESOLVED && turn === undefined ? UNREAD_NOW : afterTurn(pushed, turn).then(unread)
+        return unreadAfter(this.output.send(array), turn)
       }
       const receipt = this.tracker.track(notifier.receiver)
       const pushed = this.output.send(array)
