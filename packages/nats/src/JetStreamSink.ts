@@ -14,7 +14,10 @@
  *   message id on every event the whole write is retried (`RetryableError`; the ids make the
  *   retry harmless for what was stored already); without one, only the failed events report an
  *   error (`errored`), so a source redelivers those alone.
- * - An event `JSON.stringify` cannot encode fails alone (`rejected`, never retried).
+ * - An event that can never be published fails alone (`rejected`, never retried), before it is
+ *   published: one `JSON.stringify` cannot encode, one whose message (payload and headers) is over
+ *   the server's `max_payload`, one whose message id is not a valid header value (a CR or LF). Its
+ *   batch-mates are published and settled by their own PubAcks.
  * - At most `maxInFlight` publishes await their PubAck at once, across every pending write.
  * - The runtime may have {@link JETSTREAM_SINK_CONCURRENCY} writes pending at once (the sink's
  *   `concurrency`; a declaration's `concurrency` option overrides it), so the PubAck window does
@@ -30,15 +33,23 @@ import {
   codeOption,
   defineOptions,
   type OptionsOf,
+  RejectError,
   type ResolvedOptionsOf,
   RetryableError,
   type Sink,
   type SinkResult,
 } from '@ackline/topology'
-import { type JetStreamClient, jetstream as jetstreamClient, jetstreamManager } from '@nats-io/jetstream'
+import {
+  type JetStreamClient,
+  jetstream as jetstreamClient,
+  jetstreamManager,
+  PubHeaders,
+} from '@nats-io/jetstream'
+import { MsgHdrsImpl } from '@nats-io/transport-node'
 import { z } from 'zod'
 import { Connection } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
+import { tooLarge } from './internal/tooLarge.js'
 
 /** Options of {@link jetstreamSink}: its schema (`validate`, `jsonSchema`, …). */
 export const JetStreamSinkOptions = defineOptions({
@@ -148,22 +159,34 @@ class JetStreamPublisher implements JetStreamSink {
     let retryable = false
     const window = this.#window
     const publishes: Promise<void>[] = []
+    const maxPayload = this.#connection?.maxPayload
     for (let i = 0; i < events.length; i++) {
       const event = events.events[i]!
-      let payload: string
+      let payload: Uint8Array
       try {
-        payload = JSON.stringify(this.#payloadOf(event))
+        payload = utf8.encode(JSON.stringify(this.#payloadOf(event)))
       } catch (error) {
         results[i] = error instanceof Error ? error : new TypeError(String(error))
         continue
       }
       const id = this.#idOf(event)
+      const hdrs = headersOf(id)
+      if (hdrs instanceof Error) {
+        results[i] = hdrs
+        continue
+      }
+      // Headers as the client will send them: the server's limit counts them with the payload.
+      const refused = tooLarge('jetstream', o.subject, payload.length + hdrs.encode().length, maxPayload)
+      if (refused !== undefined) {
+        results[i] = refused
+        continue
+      }
       if (id === undefined) allHaveIds = false
       await window.acquire()
       this.#inFlight++
       publishes.push(
         js
-          .publish(o.subject, payload, { timeout: o.timeoutMs, ...(id !== undefined ? { msgID: id } : {}) })
+          .publish(o.subject, payload, { timeout: o.timeoutMs, headers: hdrs })
           .then(
             (ack) => {
               if (ack.duplicate) this.#count.duplicates++
@@ -247,6 +270,28 @@ class Window {
     const next = this.#waiting.shift()
     if (next !== undefined) next()
     else this.#free++
+  }
+}
+
+const utf8 = new TextEncoder()
+
+/** The headers of a message with id `id` (`Nats-Msg-Id`), or why it cannot carry that id. */
+function headersOf(id: string | undefined): MsgHdrsImpl | RejectError {
+  // The implementation, not the `MsgHdrs` interface: its `encode()` is the size the client sends.
+  const hdrs = new MsgHdrsImpl()
+  if (id === undefined) return hdrs
+  try {
+    hdrs.set(PubHeaders.MsgIdHdr, id)
+    return hdrs
+  } catch (error) {
+    return new RejectError(
+      'jetstream',
+      `the event's Nats-Msg-Id is not a valid header value: ${messageOf(error)}`,
+      {
+        field: 'msgId',
+        cause: error,
+      },
+    )
   }
 }
 

@@ -5,6 +5,9 @@
  * Invariants:
  * - A message is `ack`ed only when its batch resolved `delivered`; `errored` is `nak`ed with a
  *   back-off delay, `rejected` is `term`ed with the reason (the table in `internal/ackMapping.ts`).
+ *   A batch the pipeline refused to accept is settled as `errored` (back-off, then `term` at
+ *   `maxDeliveries`), so a refusal that recurs never loops hot; only at a stop are its messages
+ *   given back at once (plain `nak`), for another instance to take.
  *   A message is never dropped silently: one whose payload is not JSON either enters the
  *   pipeline as a raw string field or is `term`ed with a reason (`invalidJson`).
  * - While a message is in the pipeline past half its consumer's AckWait, the source sends
@@ -462,13 +465,33 @@ class JetStreamPullSource implements JetStreamSource {
           if (applied.length > 0) await Promise.all(applied)
         },
         (error: unknown) => {
-          // Not accepted (the topology stopped first): give them back at once for another instance.
+          const first = `${batch.length} message(s) from ${batch[0]?.msg.info.streamSequence}`
+          if (context.signal.aborted) {
+            // Not accepted because the topology stopped first: give them back at once for another instance.
+            for (const { msg } of batch) {
+              this.#count.nacked++
+              msg.nak()
+            }
+            this.#warn(`${this.#component}: ${first} not accepted (stopping), given back: ${String(error)}`)
+            return
+          }
+          // Refused while running (a buffer that cannot take them): it may recur on every delivery,
+          // so they back off as an errored record does, and are never redelivered in a hot loop.
+          const reason = `not accepted by the pipeline: ${String(error)}`
+          const delays: number[] = []
           for (const { msg } of batch) {
-            this.#count.nacked++
-            msg.nak()
+            const action = actionFor(
+              'errored',
+              msg.info.deliveryCount,
+              maxDeliveries,
+              this.#backoff(o),
+              reason,
+            )
+            if (action.kind === 'nak') delays.push(action.delayMs)
+            this.#apply(msg, action, o)
           }
           this.#warn(
-            `${this.#component}: ${batch.length} message(s) from ${batch[0]?.msg.info.streamSequence} not accepted, given back: ${String(error)}`,
+            `${this.#component}: ${first} not accepted: ${String(error)}; ${delays.length} given back with a back-off of ${delays.length > 0 ? Math.min(...delays) : 0} ms or more`,
           )
         },
       )

@@ -6,7 +6,8 @@
  * `canAcknowledge: false`, and the builder refuses it (`ACK_UNSUPPORTED`, naming the sink and the
  * field `acknowledgements`) unless its declaration says `acknowledgements: false`, the user's
  * statement that they know. A write resolves once the server received the messages (a flush),
- * which says nothing of subscribers.
+ * which says nothing of subscribers. An event that can never be published (one `JSON.stringify`
+ * cannot encode, or one over the server's `max_payload`) is `rejected` alone, before publishing.
  *
  * @module
  */
@@ -23,6 +24,7 @@ import {
 import { z } from 'zod'
 import { Connection } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
+import { tooLarge } from './internal/tooLarge.js'
 
 /** Options of {@link natsSink}: its schema (`validate`, `jsonSchema`, …). */
 export const NatsSinkOptions = defineOptions({
@@ -72,10 +74,24 @@ class NatsPublisher implements NatsSink {
   async write(events: EventArray): Promise<SinkResult> {
     const connection = this.#connection
     if (connection === undefined) throw new RetryableError('nats', 'not started')
+    const subject = this.#o.subject
+    const maxPayload = connection.maxPayload
     const results: ('delivered' | Error)[] = []
     for (const event of events) {
+      let payload: Uint8Array
       try {
-        connection.nc.publish(this.#o.subject, JSON.stringify(event.fields))
+        payload = utf8.encode(JSON.stringify(event.fields))
+      } catch (error) {
+        results.push(error instanceof Error ? error : new TypeError(String(error)))
+        continue
+      }
+      const refused = tooLarge('nats', subject, payload.length, maxPayload)
+      if (refused !== undefined) {
+        results.push(refused)
+        continue
+      }
+      try {
+        connection.nc.publish(subject, payload)
         results.push('delivered')
       } catch (error) {
         results.push(error instanceof Error ? error : new TypeError(String(error)))
@@ -93,6 +109,8 @@ class NatsPublisher implements NatsSink {
     await this.#connection?.close()
   }
 }
+
+const utf8 = new TextEncoder()
 
 /**
  * A sink publishing each event as JSON on a core NATS subject. It confirms nothing, so the builder

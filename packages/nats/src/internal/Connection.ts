@@ -91,6 +91,15 @@ export class Connection {
   }
 
   /**
+   * The most bytes one message (payload and headers) may carry on the server this connection is
+   * on now (its INFO's `max_payload`); `undefined` before the first INFO. A reconnect to another
+   * server of a cluster may change it, so read it where it is used.
+   */
+  get maxPayload(): number | undefined {
+    return this.nc.info?.max_payload
+  }
+
+  /**
    * Whether the server (as of this connection's INFO) is at least `major.minor.patch`. A server
    * older than 2.10.4 does not parse a term's reason (`+TERM <reason>`): it takes the whole
    * frame for an ack, so the caller must send a plain `term()` there.

@@ -3,6 +3,7 @@ import { jetstreamSink } from '@ackline/nats'
 import { generator } from '@ackline/sources'
 import { tcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
+import { MsgHdrsImpl } from '@nats-io/transport-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { NATS_HOST, NATS_PORT, NATS_URL, NatsAdmin, skipWithoutNats } from './support/natsFixture.js'
 
@@ -98,6 +99,54 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
       Array.from({ length: 4 }, (_, n) => [`rec-${n}`, { n }]),
     )
     expect(sink.counters).toMatchObject({ published: 4, duplicates: 4 })
+  })
+
+  it('an event that can never be published (over max_payload, or an invalid message id) is rejected alone; its batch-mates are delivered, not retried', async () => {
+    const stream = await admin.stream('BIG')
+    const max = admin.nc.info?.max_payload
+    expect(max).toBeGreaterThan(0)
+    const sink = jetstreamSink({
+      servers: NATS_URL,
+      subject: `${stream}.out`,
+      msgId: (event) => (event.get('n') === 5 ? 'id\r\n5' : `id-${event.get('n') as number}`),
+    })
+    await sink.start()
+    // The server's limit counts the headers with the payload: pad a message to exactly `bytes`.
+    const sized = (n: number, bytes: number) => {
+      const id = new MsgHdrsImpl()
+      id.set('Nats-Msg-Id', `id-${n}`)
+      const overhead = JSON.stringify({ n, pad: '' }).length + id.encode().length
+      return new LogEvent({ n, pad: 'x'.repeat(bytes - overhead) })
+    }
+    const result = await sink.write(
+      EventArray.of(
+        new LogEvent({ n: 1 }),
+        sized(2, max! + 1),
+        new LogEvent({ n: 3 }),
+        sized(4, max!),
+        new LogEvent({ n: 5 }),
+      ),
+    )
+    expect(result?.map((entry) => (entry instanceof Error ? entry.name : entry))).toEqual([
+      'delivered',
+      'RejectError',
+      'delivered',
+      'delivered',
+      'RejectError',
+    ])
+    expect(result?.[1]).toMatchObject({
+      code: 'REJECTED',
+      component: 'jetstream',
+      message: `jetstream: the event's message is ${max! + 1} bytes, over the server's max_payload of ${max} bytes: not published to '${stream}.out'`,
+    })
+    expect(result?.[4]).toMatchObject({ code: 'REJECTED', component: 'jetstream', field: 'msgId' })
+    expect(sink.counters).toMatchObject({ published: 3, failed: 0, inFlight: 0 })
+    await sink.stop()
+    const held = await admin.contents(stream)
+    expect(held.map((m) => m.msgId)).toEqual(['id-1', 'id-3', 'id-4'])
+    console.log(
+      `checked: max_payload ${max}: a message of exactly ${max} bytes delivered, ${max! + 1} rejected`,
+    )
   })
 
   it('fails start when no stream captures the subject, naming the subject', async () => {

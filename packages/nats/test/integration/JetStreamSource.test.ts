@@ -3,7 +3,7 @@ import { createServer } from 'node:net'
 import type { DeliveryStatus, EventArray, LogEvent } from '@ackline/core'
 import { jetstream } from '@ackline/nats'
 import { memory } from '@ackline/sinks'
-import { type Sink, TopologyBuilder } from '@ackline/topology'
+import { type EdgeBufferFactory, type Sink, TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { NATS_URL, NatsAdmin, reachableAt, skipWithoutNats, until } from './support/natsFixture.js'
 
@@ -25,6 +25,43 @@ function scriptedSink(outcome: (n: number, deliveryCount: number) => DeliverySta
     },
   }
   return { sink, seen }
+}
+
+/**
+ * A buffer in front of a sink that refuses every push, as a buffer refuses events it cannot store:
+ * it ends them `errored` and rejects, so the source's `send` rejects. Each push is a delivery the
+ * program reported (its delivery count, and when). With `hold`, a push waits for `release()`
+ * before it refuses.
+ */
+function refusingBuffer(options: { hold?: boolean } = {}) {
+  const pushes: { deliveryCount: number; at: number }[] = []
+  let release = (): void => {}
+  let closed = (): void => {}
+  const closing = new Promise<void>((resolve) => {
+    closed = resolve
+  })
+  const factory: EdgeBufferFactory = {
+    kind: 'refusing',
+    async open() {
+      return {
+        async push(events: EventArray) {
+          for (const event of events)
+            pushes.push({ deliveryCount: event.get('_nats.deliveryCount') as number, at: Date.now() })
+          if (options.hold === true)
+            await new Promise<void>((resolve) => {
+              release = resolve
+            })
+          events.end('errored')
+          throw new Error('refusing buffer: cannot store these events')
+        },
+        pull: () => closing.then(() => undefined),
+        async close() {
+          closed()
+        },
+      }
+    },
+  }
+  return { factory, pushes, release: () => release() }
 }
 
 describe.skipIf(skip)('jetstream source against a NATS server', () => {
@@ -300,6 +337,85 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     expect(warnings.join('\n')).toMatch(/errored on each of 3 deliveries \(bound 3\)/)
     const info = await admin.jsm.consumers.info(stream, 'c')
     expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0])
+  })
+
+  it('a batch the pipeline does not accept is given back with the back-off, never in a hot loop, and terminated at maxDeliveries', async () => {
+    const stream = await admin.stream('REFUSED')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const warnings: string[] = []
+    const buffer = refusingBuffer()
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'c',
+      nakInitialMs: 200,
+      nakMultiplier: 2,
+      maxDeliveries: 4,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source)
+      .sink('out', ['in'], memory(), { buffer: buffer.factory })
+      .build()
+    await topology.start()
+    await until('four deliveries reported', () => buffer.pushes.length >= 4, 10_000)
+    // Each redelivery came only after its nak's delay: 200, 400, 800 ms (a little slack for clocks).
+    const gaps = buffer.pushes.slice(1, 4).map((push, i) => push.at - buffer.pushes[i]!.at)
+    expect(gaps.map((gap, i) => gap >= 200 * 2 ** i - 20)).toEqual([true, true, true])
+    await until('terminated at maxDeliveries', () => source.counters.terminated === 1, 5000)
+    await topology.stop()
+    expect(buffer.pushes.map((push) => push.deliveryCount)).toEqual([1, 2, 3, 4])
+    expect(source.counters).toMatchObject({ received: 4, nacked: 3, terminated: 1, acked: 0, inFlight: 0 })
+    const said = warnings.join('\n')
+    expect(said).toMatch(
+      /in: 1 message\(s\) from 1 not accepted: Error: refusing buffer: cannot store these events; 1 given back with a back-off of 200 ms or more/,
+    )
+    expect(said).toMatch(
+      /errored on each of 4 deliveries \(bound 4\): not accepted by the pipeline: Error: refusing buffer/,
+    )
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0])
+    console.log(
+      `checked: deliveries ${gaps.map((gap) => `${gap} ms`).join(', ')} apart (naks of 200, 400, 800 ms), then terminated`,
+    )
+  })
+
+  it('a batch not accepted because the topology stopped is given back at once, for another instance', async () => {
+    const stream = await admin.stream('STOPPED')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const warnings: string[] = []
+    const buffer = refusingBuffer({ hold: true })
+    // A back-off would hold the message for a minute: the next instance gets it at once only if it was not one.
+    const first = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'c',
+      nakInitialMs: 60_000,
+      onWarning: (w) => warnings.push(w),
+    })
+    const stopped = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', first)
+      .sink('out', ['in'], memory(), { buffer: buffer.factory })
+      .build()
+    await stopped.start()
+    await until('the first instance sent the message', () => buffer.pushes.length === 1)
+    // stop() aborts the source's signal before it returns; the held send is refused after that.
+    const stopping = stopped.stop({ drainTimeoutMs: 5000 })
+    buffer.release()
+    await stopping
+    expect(first.counters).toMatchObject({ received: 1, nacked: 1, terminated: 0 })
+    expect(warnings.join('\n')).toMatch(/in: 1 message\(s\) from 1 not accepted \(stopping\), given back/)
+    const sink = memory()
+    const second = jetstream({ servers: NATS_URL, stream, consumer: 'c' })
+    const next = new TopologyBuilder({ acknowledgements: true })
+      .source('in', second)
+      .sink('out', ['in'], sink)
+      .build()
+    await next.start()
+    await until('the next instance delivered it', () => second.counters.acked === 1, 10_000)
+    await next.stop()
+    // (The delivery count is the server's to tell: a 2.9 server counts a given-back delivery again or not.)
+    expect(sink.events.map((event) => event._nats)).toMatchObject([{ streamSequence: 1 }])
   })
 
   it('with doubleAck, every ack is confirmed by the server before it counts', async () => {

@@ -1,3 +1,4 @@
+import { EventArray, LogEvent } from '@ackline/core'
 import { natsSink } from '@ackline/nats'
 import { generator } from '@ackline/sources'
 import { TopologyBuilder, TopologyError } from '@ackline/topology'
@@ -53,6 +54,39 @@ describe.skipIf(skip)('core NATS sink against a NATS server', () => {
     await topology.done
     await until('the subscriber got all 30', () => got.length === 30, 5000)
     expect(got).toEqual(Array.from({ length: 30 }, (_, n) => n))
+    await nc.close()
+  })
+
+  it('an event over the server max_payload is rejected alone, naming the size and the limit; its batch-mates are published', async () => {
+    const subject = uniqueName('big')
+    const nc = await connect({ servers: NATS_URL })
+    const got: number[] = []
+    nc.subscribe(subject, {
+      callback: (_err, msg) => {
+        got.push((msg.json() as { n: number }).n)
+      },
+    })
+    await nc.flush()
+    const max = nc.info?.max_payload
+    expect(max).toBeGreaterThan(0)
+    const sink = natsSink({ servers: NATS_URL, subject })
+    await sink.start()
+    const big = new LogEvent({ n: 2, pad: 'x'.repeat(max!) })
+    const bytes = JSON.stringify(big.fields).length
+    const result = await sink.write(EventArray.of(new LogEvent({ n: 1 }), big, new LogEvent({ n: 3 })))
+    expect(result?.map((entry) => (entry instanceof Error ? entry.name : entry))).toEqual([
+      'delivered',
+      'RejectError',
+      'delivered',
+    ])
+    expect(result?.[1]).toMatchObject({
+      code: 'REJECTED',
+      component: 'nats',
+      message: `nats: the event's message is ${bytes} bytes, over the server's max_payload of ${max} bytes: not published to '${subject}'`,
+    })
+    await until('the subscriber got the other two', () => got.length === 2, 5000)
+    expect(got).toEqual([1, 3])
+    await sink.stop()
     await nc.close()
   })
 })
