@@ -16,8 +16,8 @@
  */
 import { type FileHandle, open, stat, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { JsonObject } from '@ackline/core'
-import { type ConfigIssue, RecordRetry, type Source, type SourceContext } from '@ackline/topology'
+import type { JsonObject, RecordOutcome } from '@ackline/core'
+import { ConfigIssue, RecordRetry, type Source, type SourceContext } from '@ackline/topology'
 import { type Checkpoint, Checkpoints, checkpointKey } from './internal/Checkpoints.js'
 import { FileTail, fingerprintOf } from './internal/FileTail.js'
 import { hasWildcardDirectory, matchFiles } from './internal/matchFiles.js'
@@ -50,13 +50,21 @@ export interface FileSourceOptions {
   readonly maxBatchLines?: number
   /** The most batches in flight (sent, not finished) before reading waits. Default 16. */
   readonly maxInFlightBatches?: number
-  /** Back-off between re-sends of errored lines (they are re-sent until delivered or rejected). */
+  /**
+   * Back-off between re-sends of errored lines (they are re-sent until delivered or rejected), of
+   * lines the pipeline did not accept (its `send` failed: they are sent again, and reported), and
+   * between attempts to write a rejected line to a dead-letter file that cannot be written (a
+   * full disk: the line stays unfinished meanwhile, and each failure is reported).
+   */
   readonly retry?: { readonly initialBackoffMs?: number; readonly maxBackoffMs?: number }
   /**
    * Joins lines into one record: a line matching `startPattern` starts a record, any other line
    * is appended to the open one (after a `\n`). An open record is sent when the next one starts,
    * or when no line joined it for `timeoutMs` (default 1000). Its offset is its first line's; the
-   * checkpoint moves past it only once it is finished.
+   * checkpoint moves past it only once it is finished. A string is compiled with `new RegExp`
+   * (`validate()` reports one that does not compile). Each line is tested on its own, from its
+   * first character: the `g` and `y` flags keep no position from one line to the next (so `y`
+   * anchors the pattern at the start of the line).
    */
   readonly multiline?: { readonly startPattern: RegExp | string; readonly timeoutMs?: number }
   /**
@@ -65,7 +73,10 @@ export interface FileSourceOptions {
    * not finished (delivered, dropped, or rejected and dead-lettered).
    */
   readonly removeAfterIdleMs?: number
-  /** Told about what the source noticed (a truncation, an unreadable file). Default: `console.warn`. */
+  /**
+   * Told about what the source noticed (a truncation, an unreadable file, a dead-letter file it
+   * cannot write, lines the pipeline did not accept). Default: `console.warn`.
+   */
   readonly onNotice?: (message: string) => void
 }
 
@@ -124,6 +135,10 @@ class FileSourceImpl implements FileSource {
         message: `must be 'utf8', 'latin1' or 'ascii', got ${JSON.stringify(o.encoding)}`,
       })
     }
+    if (o.multiline !== undefined) {
+      const issue = startPatternIssue(o.multiline?.startPattern)
+      if (issue !== undefined) issues.push(issue)
+    }
     for (const field of [
       'maxLineBytes',
       'pollIntervalMs',
@@ -139,8 +154,9 @@ class FileSourceImpl implements FileSource {
     return issues
   }
 
-  run(context: SourceContext): Promise<void> {
-    return new FileRun(this.#o, context).run()
+  async run(context: SourceContext): Promise<void> {
+    // Async: options `validate()` refuses (a start pattern that does not compile) reject the run, not throw.
+    await new FileRun(this.#o, context).run()
   }
 }
 
@@ -174,8 +190,11 @@ class FileRun {
     this.#encoding = o.encoding ?? 'utf8'
     this.#maxBatch = o.maxBatchLines ?? 1000
     const start = o.multiline?.startPattern
-    this.#startPattern =
-      start === undefined ? undefined : typeof start === 'string' ? new RegExp(start) : start
+    const issue = start === undefined ? undefined : startPatternIssue(start)
+    if (issue !== undefined)
+      throw new TypeError(`file source '${context.id}': ${issue.field} ${issue.message}`)
+    // A copy: `lastIndex` is reset before each test, and the caller's object is not ours to move.
+    this.#startPattern = start === undefined ? undefined : new RegExp(start)
   }
 
   async run(): Promise<void> {
@@ -358,6 +377,8 @@ class FileRun {
     const onLine = (text: string, start: number, end: number, tooLong: boolean) => {
       if (startPattern !== undefined) {
         const held = tail.held
+        // A `g` or `y` pattern would go on from where it matched the line before.
+        startPattern.lastIndex = 0
         if (!tooLong && held !== undefined && !startPattern.test(text)) {
           held.text += `\n${text}`
           held.end = end
@@ -377,14 +398,16 @@ class FileRun {
     if (size > tail.readOffset) tail.grewAt = now
     while (await tail.readChunk(size, this.#encoding, onLine)) {
       if (overlong.length > 0) {
+        const tracker = tail.tracker
         for (const line of overlong) {
-          await this.#deadLetterLine(
+          // Not written only when the topology stopped first: the line stays unfinished.
+          const written = await this.#deadLetterLine(
             path,
             line.start,
             line.text,
             `line longer than maxLineBytes (${this.#maxLineBytes})`,
           )
-          tail.tracker.resolve(line.ticket, 'rejected')
+          if (written) tracker.resolve(line.ticket, 'rejected')
         }
         overlong = []
       }
@@ -405,32 +428,7 @@ class FileRun {
 
   async #send(tail: FileTail, records: JsonObject[], tickets: number[]): Promise<void> {
     while (this.#inFlight.size >= (this.o.maxInFlightBatches ?? 16)) await Promise.race(this.#inFlight)
-    const tracker = tail.tracker
-    const retry = this.o.retry ?? {}
-    const done = RecordRetry.send(this.context, records, {
-      attempts: Number.POSITIVE_INFINITY,
-      initialBackoffMs: retry.initialBackoffMs ?? 100,
-      maxBackoffMs: retry.maxBackoffMs ?? 5000,
-      onRejected: async (rejected) => {
-        for (const { record, failure } of rejected) {
-          const file = record.file as { path: string; offset: number }
-          const reason =
-            failure === undefined
-              ? 'rejected'
-              : `rejected by ${failure.componentId} (${failure.code}): ${failure.message}`
-          await this.#deadLetterLine(file.path, file.offset, record.message as string, reason)
-        }
-      },
-      // Only reached at stop: the lines stay unfinished and are read again after a restart.
-      onExhausted: () => 'nack',
-    }).then((result) => {
-      for (let i = 0; i < tickets.length; i++) {
-        const outcome = result.outcomes[i]!
-        if (outcome === 'errored') continue
-        tracker.resolve(tickets[i]!, outcome === 'rejected' ? 'rejected' : 'delivered')
-      }
-    })
-    const settled = done.finally(() => {
+    const settled = this.#deliver(tail.tracker, records, tickets).finally(() => {
       this.#inFlight.delete(settled)
       tail.inFlight.delete(settled)
     })
@@ -438,9 +436,102 @@ class FileRun {
     tail.inFlight.add(settled)
   }
 
-  async #deadLetterLine(path: string, offset: number, message: string, reason: string): Promise<void> {
-    await this.#deadLetter?.appendFile(`${JSON.stringify({ file: path, offset, reason, message })}\n`)
-    this.#deadLettersUnsynced = true
+  /** The back-off of {@link FileSourceOptions.retry}, as `RecordRetry` takes it. */
+  get #retry(): { attempts: number; initialBackoffMs: number; maxBackoffMs: number } {
+    const retry = this.o.retry ?? {}
+    return {
+      attempts: Number.POSITIVE_INFINITY,
+      initialBackoffMs: retry.initialBackoffMs ?? 100,
+      maxBackoffMs: retry.maxBackoffMs ?? 5000,
+    }
+  }
+
+  /**
+   * Sends lines until each one is finished, or the topology stops: what is not finished then
+   * stays so, and is read again after a restart. Never rejects: a send the pipeline does not
+   * accept is reported and made again after a back-off, as an errored line is.
+   */
+  async #deliver(tracker: FileTail['tracker'], records: JsonObject[], tickets: number[]): Promise<void> {
+    const policy = this.#retry
+    for (let refusals = 1; ; refusals++) {
+      // Rejected lines the dead-letter file did not take (the topology stopped first).
+      const unwritten = new Set<number>()
+      let outcomes: readonly RecordOutcome[]
+      try {
+        ;({ outcomes } = await RecordRetry.send(this.context, records, {
+          ...policy,
+          onRejected: async (rejected) => {
+            for (const { index, record, failure } of rejected) {
+              const file = record.file as { path: string; offset: number }
+              const reason =
+                failure === undefined
+                  ? 'rejected'
+                  : `rejected by ${failure.componentId} (${failure.code}): ${failure.message}`
+              if (!(await this.#deadLetterLine(file.path, file.offset, record.message as string, reason)))
+                unwritten.add(index)
+            }
+          },
+          // Only reached at stop: the lines stay unfinished and are read again after a restart.
+          onExhausted: () => 'nack',
+        }))
+      } catch (error) {
+        // Not accepted: which lines a sink finished before is unknown, so all are sent again
+        // (at-least-once), or left unfinished at stop.
+        const first = records[0]!.file as { path: string; offset: number }
+        const what = `${records.length} line(s) of ${first.path} from offset ${first.offset}`
+        const stopped = this.context.signal.aborted
+        const wait = RecordRetry.delayMs(policy, refusals, Math.random())
+        this.#notice(
+          `file source '${this.context.id}': the pipeline did not accept ${what}: ${String(error)}; ${
+            stopped
+              ? 'they stay unfinished and are read again after a restart'
+              : `sending them again in ${Math.round(wait)} ms`
+          }`,
+        )
+        if (stopped) return
+        await sleep(wait, this.context.signal)
+        if (this.context.signal.aborted) return
+        continue
+      }
+      for (let i = 0; i < tickets.length; i++) {
+        const outcome = outcomes[i]
+        if (outcome === 'errored' || unwritten.has(i)) continue
+        tracker.resolve(tickets[i]!, outcome === 'rejected' ? 'rejected' : 'delivered')
+      }
+      return
+    }
+  }
+
+  /**
+   * Appends a rejected line to the dead-letter file. A write that fails (a full disk) is reported
+   * and tried again after a back-off, the line unfinished meanwhile; resolves `false`, the line
+   * not written, only when the topology stopped first.
+   */
+  async #deadLetterLine(path: string, offset: number, message: string, reason: string): Promise<boolean> {
+    const entry = `${JSON.stringify({ file: path, offset, reason, message })}\n`
+    const signal = this.context.signal
+    const source = `file source '${this.context.id}'`
+    for (let failures = 1; ; failures++) {
+      try {
+        await this.#deadLetter?.appendFile(entry)
+        this.#deadLettersUnsynced = true
+        return true
+      } catch (error) {
+        if (!signal.aborted) {
+          const wait = RecordRetry.delayMs(this.#retry, failures, Math.random())
+          this.#notice(
+            `${source}: cannot write the dead-letter file ${join(this.o.checkpoints, DEAD_LETTER_FILE)} for the line of ${path} at offset ${offset}: ${(error as Error).message}; the line stays unfinished, trying again in ${Math.round(wait)} ms`,
+          )
+          await sleep(wait, signal)
+        }
+        if (signal.aborted) {
+          this.#notice(
+            `${source}: the topology stopped before the line of ${path} at offset ${offset} was dead-lettered; it stays unfinished and is read again after a restart`,
+          )
+          return false
+        }
+      }
+    }
   }
 
   #checkpointOf(tail: FileTail): Checkpoint {
@@ -465,6 +556,20 @@ class FileRun {
     for (const [key, tail] of this.#retired) all.set(key, this.#checkpointOf(tail))
     for (const [key, tail] of this.#tails) all.set(key, this.#checkpointOf(tail))
     await this.#checkpoints.save(all.values())
+  }
+}
+
+/** Why `startPattern` cannot be used, or `undefined` when it can. */
+function startPatternIssue(start: unknown): ConfigIssue | undefined {
+  const field = 'multiline.startPattern'
+  if (start instanceof RegExp) return undefined
+  if (typeof start !== 'string') return ConfigIssue.of(field, 'a regular expression or its source', start)
+  try {
+    new RegExp(start)
+    return undefined
+  } catch (error) {
+    const issue = ConfigIssue.of(field, 'a valid regular expression', start)
+    return { ...issue, message: `${issue.message}: ${(error as Error).message}` }
   }
 }
 

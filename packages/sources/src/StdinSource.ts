@@ -4,7 +4,9 @@
  *
  * Invariant: every complete line becomes exactly one event, in order, and lines that arrived
  * together travel as one batch (at most `maxBatchLines`). A pipe cannot be asked to send data
- * again, so this source cannot acknowledge: the builder warns when an acknowledging sink reads it.
+ * again, so this source cannot acknowledge: the builder warns when an acknowledging sink reads it,
+ * and a batch the pipeline does not accept (its send fails) is reported and sent again after a
+ * back-off, reading no further meanwhile, until it is accepted or the topology stops.
  *
  * @module
  */
@@ -15,6 +17,7 @@ import {
   codeOption,
   defineOptions,
   type OptionsOf,
+  RecordRetry,
   type Source,
   type SourceContext,
 } from '@ackline/topology'
@@ -39,6 +42,11 @@ export const StdinOptions = defineOptions({
       '`auto`: a line that is a JSON object is that object, others are `{ message }`; `text`: always `{ message }`.',
     ),
   maxBatchLines: z.int().min(1).default(1000).describe('The most lines in one batch.'),
+  onWarning: codeOption<(message: string) => void>('a function')
+    .optional()
+    .describe(
+      'Where warnings go (a batch the pipeline did not accept, sent again after a back-off). Default: process.emitWarning.',
+    ),
 })
 /** Options of {@link stdin}. */
 export type StdinOptions = OptionsOf<typeof StdinOptions>
@@ -65,11 +73,37 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
       })
   })
   let rest = ''
+  const warn = options.onWarning ?? ((message: string) => process.emitWarning(message))
+  /** Lines sent so far: how refused lines are named in warnings. */
+  let sent = 0
+  /** Sends one batch until it is accepted; false when the topology stopped first. */
+  const sendBatch = async (records: JsonObject[]): Promise<boolean> => {
+    for (let refusals = 1; ; refusals++) {
+      try {
+        // Standard input has no upstream to tell: the receipt would go unread.
+        await context.send(records, { receipt: false })
+        sent += records.length
+        return true
+      } catch (error) {
+        // The lines cannot be read again: keep them, and the rest of the input, until accepted.
+        const stopped = context.signal.aborted
+        const wait = RecordRetry.delayMs({}, refusals, Math.random())
+        const lines = `${records.length} line(s) (records ${sent + 1} to ${sent + records.length} of the input)`
+        warn(
+          `stdin source '${context.id}': the pipeline did not accept ${lines}: ${String(error)}; ${
+            stopped
+              ? 'the topology stopped, they are not sent'
+              : `sending them again in ${Math.round(wait)} ms`
+          }`,
+        )
+        if (stopped || (await sleep(wait, context.signal))) return false
+      }
+    }
+  }
   const sendLines = async (lines: string[]): Promise<void> => {
     for (let from = 0; from < lines.length; from += maxLines) {
       const records = lines.slice(from, from + maxLines).map((line) => toRecord(line, text))
-      // Standard input has no upstream to tell: the receipt would go unread.
-      await context.send(records, { receipt: false })
+      if (!(await sendBatch(records))) return
     }
   }
   try {
@@ -81,6 +115,7 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
       rest = lines.pop()!
       const complete = lines.map(stripCr).filter((line) => line !== '')
       if (complete.length > 0) await sendLines(complete)
+      if (context.signal.aborted) break
     }
   } finally {
     // Stops the stream. `return` is not awaited: with a read still pending (a stop while the input
@@ -90,6 +125,22 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
   }
   const last = stripCr(rest + decoder.end())
   if (last !== '' && !context.signal.aborted) await sendLines([last])
+}
+
+/** Waits `ms`; resolves `true` early when `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(true)
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer)
+      resolve(true)
+    }
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve(false)
+    }, ms)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
 }
 
 const stripCr = (line: string): string => (line.endsWith('\r') ? line.slice(0, -1) : line)
@@ -109,7 +160,9 @@ function toRecord(line: string, text: boolean): JsonObject {
 /**
  * Reads standard input (or `options.input`) line by line: JSON-object lines become those objects,
  * other lines `{ message: line }`. It cannot acknowledge (`canAcknowledge: false`); it returns at
- * the end of the input or when the topology stops.
+ * the end of the input or when the topology stops. A batch the pipeline does not accept is
+ * reported to `onWarning` and sent again after a back-off (100 ms doubling to 5 s), so no line
+ * is skipped; it may reach a sink twice when a fan-out took it at one consumer and not another.
  *
  * @example
  * ```ts

@@ -1,6 +1,6 @@
 import { PassThrough, Readable } from 'node:stream'
 import { stdin } from '@ackline/sources'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { FakeSourceContext } from './support/FakeSourceContext.js'
 
 const runOn = async (chunks: (string | Buffer)[], options: Parameters<typeof stdin>[0] = {}) => {
@@ -68,13 +68,47 @@ describe('stdin', () => {
     expect(input.destroyed).toBe(true)
   })
 
+  it('sends a batch the pipeline did not accept again after a back-off, reads on, and says so', async () => {
+    const context = new FakeSourceContext({ id: 'in', acknowledgements: false })
+    const accept = context.send.bind(context)
+    let refusals = 2
+    context.send = (records, options) => {
+      const list = [...records]
+      return list.some((r) => r.n === 2) && refusals-- > 0
+        ? Promise.reject(new RangeError('Maximum call stack size exceeded'))
+        : accept(list, options)
+    }
+    const warnings: string[] = []
+    const input = Readable.from(['{"n":1}\n{"n":2}\n', '{"n":3}\n'], { objectMode: false })
+    await stdin({ input, maxBatchLines: 1, onWarning: (m) => warnings.push(m) }).run(context)
+    expect(context.records()).toEqual([[{ n: 1 }], [{ n: 2 }], [{ n: 3 }]])
+    expect(warnings).toHaveLength(2)
+    expect(warnings[0]).toMatch(
+      /^stdin source 'in': the pipeline did not accept 1 line\(s\) \(records 2 to 2 of the input\): RangeError: Maximum call stack size exceeded; sending them again in \d+ ms$/,
+    )
+  })
+
+  it('stops sending a batch the pipeline never accepts when the topology stops', async () => {
+    const context = new FakeSourceContext({ id: 'in', acknowledgements: false })
+    context.send = () => Promise.reject(new Error('refused'))
+    const warnings: string[] = []
+    const input = new PassThrough()
+    const run = stdin({ input, onWarning: (m) => warnings.push(m) }).run(context)
+    input.write('one\n')
+    await vi.waitUntil(() => warnings.length === 1)
+    context.stop()
+    await run
+    expect(input.destroyed).toBe(true)
+    expect(warnings).toHaveLength(1)
+  })
+
   it('cannot acknowledge, and reports bad options by field', () => {
     expect(stdin().canAcknowledge).toBe(false)
     expect(
-      stdin({ format: 'xml' as never, maxBatchLines: 0, input: {} as never })
+      stdin({ format: 'xml' as never, maxBatchLines: 0, input: {} as never, onWarning: 'log' as never })
         .validate()
         .map((i) => i.field),
-    ).toEqual(['input', 'format', 'maxBatchLines'])
+    ).toEqual(['input', 'format', 'maxBatchLines', 'onWarning'])
     expect(stdin({ maxBatchLines: 2.5 }).validate()[0]!.message).toBe('must be a positive integer, got 2.5')
     expect(stdin({ input: new PassThrough() }).validate()).toEqual([])
   })

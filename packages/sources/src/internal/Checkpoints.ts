@@ -9,6 +9,7 @@
 import { mkdir, open, readFile, rename } from 'node:fs/promises'
 import { join } from 'node:path'
 import { FileSourceError } from '../FileSourceError.js'
+import { FINGERPRINT_BYTES } from './FileTail.js'
 
 /** The first bytes of a file, hashed: tells a file from a later one that reuses its inode. */
 export interface Fingerprint {
@@ -80,6 +81,10 @@ export class Checkpoints {
         (fp != null && (!Number.isSafeInteger(fp.length) || typeof fp.hash !== 'string'))
       ) {
         corrupt(`entry ${i} is not { path, dev, ino, fingerprint, offset }`)
+      }
+      // A fingerprint covers 1 to FINGERPRINT_BYTES first bytes; any other length is not one this source wrote.
+      if (fp != null && (fp.length! < 1 || fp.length! > FINGERPRINT_BYTES)) {
+        corrupt(`entry ${i} has a fingerprint length of ${fp.length}, not 1 to ${FINGERPRINT_BYTES}`)
       }
       out.set(checkpointKey(e.dev!, e.ino!), {
         path: e.path!,

@@ -10,6 +10,7 @@ import {
   renameSync,
   rmSync,
   statSync,
+  symlinkSync,
   truncateSync,
   writeFileSync,
 } from 'node:fs'
@@ -19,6 +20,7 @@ import type { DeliveryStatus } from '@ackline/core'
 import { DEAD_LETTER_FILE, FileSourceError, file } from '@ackline/sources'
 import { type Sink, type SourceContext, TopologyBuilder } from '@ackline/topology'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { FakeSourceContext } from '../support/FakeSourceContext.js'
 
 let dir: string
 beforeEach(() => {
@@ -58,6 +60,21 @@ const start = async (options: Parameters<typeof file>[0], sink: Sink) => {
     .build()
   await topology.start()
   return { topology, notices }
+}
+
+/** Runs `body`, then fails if a promise rejection went unhandled meanwhile (it would crash a process). */
+const withoutUnhandledRejections = async (body: () => Promise<void>) => {
+  const unhandled: unknown[] = []
+  const onUnhandled = (reason: unknown) => unhandled.push(reason)
+  process.on('unhandledRejection', onUnhandled)
+  try {
+    await body()
+    // A rejection is reported unhandled after the microtasks of its turn.
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  } finally {
+    process.off('unhandledRejection', onUnhandled)
+  }
+  expect(unhandled.map(String)).toEqual([])
 }
 
 const checkpoint = (path: string): number | undefined => {
@@ -133,6 +150,173 @@ describe('file source', () => {
       .split('\n')
       .map((l) => JSON.parse(l))
     expect(dead).toMatchObject({ file: log, offset: 6, reason: 'line longer than maxLineBytes (10)' })
+  })
+
+  it('keeps a rejected line unfinished while the dead-letter file cannot be written, and dead-letters it after a restart', async () => {
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    // Every write to /dev/full fails with ENOSPC: a full disk.
+    symlinkSync('/dev/full', join(cp, DEAD_LETTER_FILE))
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('bad', 'ok1'))
+    await withoutUnhandledRejections(async () => {
+      const sink = collect((m) => (m === 'bad' ? 'rejected' : 'delivered'))
+      const { topology, notices } = await start(
+        { include: [log], checkpoints: cp, retry: { initialBackoffMs: 5, maxBackoffMs: 20 } },
+        sink,
+      )
+      const failed = () => notices.filter((n) => n.includes('cannot write the dead-letter file'))
+      // Tried again and again, and the source reads on meanwhile.
+      await vi.waitUntil(() => failed().length >= 3)
+      appendFileSync(log, lines('ok2'))
+      await vi.waitUntil(() => sink.received.includes('ok2'))
+      await vi.waitUntil(() => checkpoint(log) !== undefined)
+      await topology.stop()
+      expect(failed()[0]).toMatch(
+        `file source 'files': cannot write the dead-letter file ${join(cp, DEAD_LETTER_FILE)} for the line of ${log} at offset 0: ENOSPC: no space left on device, write; the line stays unfinished, trying again in `,
+      )
+      expect(failed()[0]).toMatch(/ in \d+ ms$/)
+      // The line was neither dead-lettered nor delivered: the checkpoint stays before it.
+      expect(checkpoint(log)).toBe(0)
+    })
+    // Space again: the restart reads the line again and dead-letters it.
+    rmSync(join(cp, DEAD_LETTER_FILE))
+    const again = collect((m) => (m === 'bad' ? 'rejected' : 'delivered'))
+    const second = await start({ include: [log], checkpoints: cp }, again)
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+    await second.topology.stop()
+    expect(again.received).toEqual(['bad', 'ok1', 'ok2'])
+    expect(JSON.parse(readFileSync(join(cp, DEAD_LETTER_FILE), 'utf8'))).toMatchObject({
+      file: log,
+      offset: 0,
+    })
+  })
+
+  it('leaves a rejected line unfinished when a forced stop ends the dead-letter retries', async () => {
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    symlinkSync('/dev/full', join(cp, DEAD_LETTER_FILE))
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('bad'))
+    let release!: () => void
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    // A sink still writing at the deadline: the stop is forced.
+    let writing = false
+    const sink: Sink = {
+      kind: 'hold',
+      async write(events) {
+        const messages = events.events.map((e) => e.get('message'))
+        if (messages.includes('hang')) {
+          writing = true
+          await held
+        }
+        return messages.map((m) => (m === 'bad' ? 'rejected' : 'delivered'))
+      },
+    }
+    await withoutUnhandledRejections(async () => {
+      const { topology, notices } = await start(
+        { include: [log], checkpoints: cp, retry: { initialBackoffMs: 5, maxBackoffMs: 20 } },
+        sink,
+      )
+      let forced: boolean | undefined
+      topology.lifecycle.subscribe((e) => {
+        if (e.type === 'topology_stopped') forced = e.forced
+      })
+      await vi.waitUntil(() => notices.some((n) => n.includes('cannot write the dead-letter file')))
+      appendFileSync(log, lines('hang'))
+      await vi.waitUntil(() => writing)
+      await topology.stop({ drainTimeoutMs: 50 })
+      release()
+      expect(forced).toBe(true)
+      await vi.waitUntil(() =>
+        notices.some(
+          (n) =>
+            n.includes('stopped before the line of') &&
+            n.endsWith('it stays unfinished and is read again after a restart'),
+        ),
+      )
+      await vi.waitUntil(() => checkpoint(log) !== undefined)
+      expect(checkpoint(log)).toBe(0)
+    })
+  })
+
+  it('sends lines again after a back-off when the pipeline does not accept them, and says so', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a', 'b', 'c'))
+    const context = new FakeSourceContext({ id: 'files' })
+    context.onBatch = (batch) => batch.end('delivered')
+    const accept = context.send.bind(context)
+    let refusals = 2
+    context.send = (records, options) =>
+      refusals-- > 0 ? Promise.reject(new RangeError('cannot encode the event')) : accept(records, options)
+    const notices: string[] = []
+    await withoutUnhandledRejections(async () => {
+      const run = file({
+        include: [log],
+        checkpoints: join(dir, 'cp'),
+        pollIntervalMs: 10,
+        checkpointIntervalMs: 20,
+        retry: { initialBackoffMs: 5, maxBackoffMs: 20 },
+        onNotice: (m) => notices.push(m),
+      }).run(context)
+      await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+      context.stop()
+      await run
+    })
+    expect(
+      context
+        .records()
+        .flat()
+        .map((r) => r.message),
+    ).toEqual(['a', 'b', 'c'])
+    expect(notices).toHaveLength(2)
+    expect(notices[0]).toMatch(
+      new RegExp(
+        `^file source 'files': the pipeline did not accept 3 line\\(s\\) of ${log} from offset 0: RangeError: cannot encode the event; sending them again in \\d+ ms$`,
+      ),
+    )
+  })
+
+  it('keeps the checkpoint before lines the pipeline never accepts, and stops when asked', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a'))
+    const context = new FakeSourceContext({ id: 'files' })
+    context.onBatch = (batch) => batch.end('delivered')
+    const accept = context.send.bind(context)
+    context.send = (records, options) => {
+      const list = [...records]
+      return list.some((r) => r.message === 'never')
+        ? Promise.reject(new Error('refused'))
+        : accept(list, options)
+    }
+    const notices: string[] = []
+    await withoutUnhandledRejections(async () => {
+      const run = file({
+        include: [log],
+        checkpoints: join(dir, 'cp'),
+        pollIntervalMs: 10,
+        checkpointIntervalMs: 20,
+        retry: { initialBackoffMs: 5, maxBackoffMs: 20 },
+        onNotice: (m) => notices.push(m),
+      }).run(context)
+      await vi.waitUntil(() => context.records().length === 1)
+      appendFileSync(log, lines('never'))
+      await vi.waitUntil(() => notices.length >= 3)
+      appendFileSync(log, lines('c'))
+      await vi.waitUntil(() => context.records().length === 2)
+      context.stop()
+      await run
+    })
+    expect(
+      context
+        .records()
+        .flat()
+        .map((r) => r.message),
+    ).toEqual(['a', 'c'])
+    // Past 'a', before 'never': a restart reads 'never' (and 'c') again.
+    expect(checkpoint(log)).toBe(2)
   })
 
   it('follows a rename-and-recreate rotation without losing or repeating a line', async () => {
@@ -239,6 +423,22 @@ describe('file source', () => {
     expect(sink.received).toEqual(['ERROR boom\n  at a()\n  at b()', 'INFO ok', 'ERROR again\n  at c()'])
   })
 
+  it('tests each line on its own with a g or y start pattern (y anchors it at the line start)', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('1 a', '2 b', '  at 3', '4 c', '5 d'))
+    for (const startPattern of [/^\d/g, /\d/y]) {
+      rmSync(join(dir, 'cp'), { recursive: true, force: true })
+      const sink = collect()
+      const { topology } = await start(
+        { include: [log], checkpoints: join(dir, 'cp'), multiline: { startPattern, timeoutMs: 10 } },
+        sink,
+      )
+      await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+      await topology.stop()
+      expect(sink.received).toEqual(['1 a', '2 b\n  at 3', '4 c', '5 d'])
+    }
+  })
+
   it('sends the open multi-line record of a file rotated away', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('ERROR first', '  at a()'))
@@ -330,6 +530,73 @@ describe('file source', () => {
     const run = source.run(context)
     await expect(run).rejects.toThrow(FileSourceError)
     await expect(run).rejects.toThrow(/checkpoints\.json is corrupt \(not JSON\)\. Repair: move it aside/)
+  })
+
+  it('refuses a checkpoint whose fingerprint length is not 1 to 256 bytes as corrupt', async () => {
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a', 'b'))
+    const s = statSync(log)
+    for (const length of [-1, 0, 257, 2 ** 40]) {
+      writeFileSync(
+        join(cp, 'checkpoints.json'),
+        JSON.stringify({
+          version: 1,
+          files: [{ path: log, dev: s.dev, ino: s.ino, fingerprint: { length, hash: 'x' }, offset: 2 }],
+        }),
+      )
+      const context = new FakeSourceContext({ id: 'files' })
+      context.onBatch = (batch) => batch.end('delivered')
+      const run = file({ include: [log], checkpoints: cp, pollIntervalMs: 10, onNotice: () => {} }).run(
+        context,
+      )
+      const error = await run.then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(error).toBeInstanceOf(FileSourceError)
+      expect(error).toMatchObject({ code: 'CORRUPT_CHECKPOINT', path: join(cp, 'checkpoints.json') })
+      expect((error as Error).message).toContain(
+        `(entry 0 has a fingerprint length of ${length}, not 1 to 256). Repair: move it aside`,
+      )
+      expect(context.batches).toEqual([])
+    }
+  })
+
+  it('reports a multiline startPattern that is not a valid regular expression, and run() rejects it', async () => {
+    const options = { include: [join(dir, '*.log')], checkpoints: join(dir, 'cp') }
+    expect(file({ ...options, multiline: { startPattern: '(' } }).validate()).toEqual([
+      {
+        field: 'multiline.startPattern',
+        expected: 'a valid regular expression',
+        got: '"("',
+        message:
+          'must be a valid regular expression, got "(": Invalid regular expression: /(/: Unterminated group',
+      },
+    ])
+    expect(
+      file({ ...options, multiline: { startPattern: 3 as never } })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['multiline.startPattern'])
+    expect(file({ ...options, multiline: { startPattern: '^\\d' } }).validate()).toEqual([])
+    // Without the builder's validate(), run() rejects (it does not throw) with the same words.
+    const context = new FakeSourceContext({ id: 'files' })
+    let run: Promise<void> | undefined
+    expect(() => {
+      run = file({ ...options, multiline: { startPattern: '(' } }).run(context)
+    }).not.toThrow()
+    await expect(run).rejects.toThrow(
+      `file source 'files': multiline.startPattern must be a valid regular expression, got "(": Invalid regular expression`,
+    )
+    // Through a topology, the builder refuses it naming the source and the field.
+    expect(() =>
+      new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+        .source('files', file({ ...options, multiline: { startPattern: '(' } }))
+        .sink('out', ['files'], collect())
+        .build(),
+    ).toThrow(/files \(multiline\.startPattern\): .*must be a valid regular expression/)
   })
 
   it('reports bad options, each naming its field', () => {
