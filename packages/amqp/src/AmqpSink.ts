@@ -6,9 +6,11 @@
  *   `basic.nack`, or a channel or connection lost before the confirm, makes that event `errored`
  *   (a `RetryableError` of its own: its source redelivers it); a message the broker returned as
  *   unroutable (`mandatory`, on by default) is `rejected`, never delivered, even though the
- *   broker confirms it afterwards.
+ *   broker confirms it afterwards; so is one amqplib cannot encode (a routing key or message-id
+ *   over AMQP's 255 bytes), which is never published.
  * - Up to `maxInFlight` messages await their confirms at once, across every pending write; a
- *   write waits for room, and for the socket to drain, instead of buffering without bound.
+ *   write waits for room, and for the socket to drain, instead of buffering without bound; a
+ *   channel that closes meanwhile ends the wait (its unconfirmed events are `errored`).
  * - The runtime may have {@link AMQP_SINK_CONCURRENCY} writes pending at once (the sink's
  *   `concurrency`; a declaration's `concurrency` option overrides it), so the window does not
  *   drain at the end of each write: while one write waits for its last confirms the next one
@@ -129,6 +131,11 @@ export interface AmqpSinkCounters {
   readonly nacked: number
   /** Messages returned as unroutable: rejected. */
   readonly returned: number
+  /**
+   * Events whose message amqplib could not encode (a routing key or message-id over 255 bytes):
+   * never published, rejected.
+   */
+  readonly unencodable: number
   /** Successful reconnects. */
   readonly reconnects: number
   /** Messages awaiting their confirm. */
@@ -171,6 +178,7 @@ class AmqpPublisher implements AmqpSink {
     confirmed: 0,
     nacked: 0,
     returned: 0,
+    unencodable: 0,
     reconnects: 0,
     inFlight: 0,
   }
@@ -264,7 +272,8 @@ class AmqpPublisher implements AmqpSink {
     let delivered = 0
     let published = false
     let allConfirmed: (() => void) | undefined
-    const drains: Promise<void>[] = []
+    /** The socket's next 'drain' once a publish found it full, or the channel's close. */
+    let draining: Promise<void> | undefined
     let index = 0
     for (const event of events) {
       const i = index++
@@ -283,13 +292,6 @@ class AmqpPublisher implements AmqpSink {
       const messageId = this.#messageId(event, o)
       const routingKey = routingKeyOf(event, o)
       const publish: Publish = { returned: false }
-      const list = awaiting?.get(messageId)
-      if (list === undefined) awaiting?.set(messageId, [publish])
-      else list.push(publish)
-      this.#counters.inFlight++
-      this.#counters.published++
-      unconfirmed++
-      published = true
       let settled = false
       const settle = (error: unknown): void => {
         if (settled) return
@@ -324,22 +326,39 @@ class AmqpPublisher implements AmqpSink {
         this.#wakeOne()
         if (--unconfirmed === 0) allConfirmed?.()
       }
+      let ok: boolean
       try {
-        const ok = generation.channel.publish(
+        ok = generation.channel.publish(
           o.exchange,
           routingKey,
           body,
           { persistent: o.persistent, mandatory: o.mandatory, messageId, contentType: 'application/json' },
           settle,
         )
-        if (!ok) drains.push(new Promise<void>((drained) => generation.channel.once('drain', drained)))
       } catch (error) {
-        // A closed channel throws synchronously; whether the callback also runs is not promised.
-        settle(error)
+        // amqplib validates and encodes a message before sending any of it, and registers its
+        // confirm only after: a throw published nothing and no confirm will come.
+        results[i] = unpublished(error, messageId)
+        if (results[i] instanceof RejectError) this.#counters.unencodable++
+        else this.#counters.nacked++
+        continue
+      }
+      // Counted once sent: the broker's return and confirm can only come after this turn.
+      const list = awaiting?.get(messageId)
+      if (list === undefined) awaiting?.set(messageId, [publish])
+      else list.push(publish)
+      this.#counters.inFlight++
+      this.#counters.published++
+      unconfirmed++
+      published = true
+      if (!ok && draining === undefined) {
+        draining = drainedOrClosed(generation.channel).then(() => {
+          draining = undefined
+        })
       }
     }
     if (published && unconfirmed > 0) await new Promise<void>((resolve) => (allConfirmed = resolve))
-    if (drains.length > 0) await Promise.all(drains)
+    if (draining !== undefined) await draining
     // All delivered (the common case) is said with nothing, so the runtime ends the array at once.
     return delivered === events.length ? undefined : results
   }
@@ -377,6 +396,42 @@ class AmqpPublisher implements AmqpSink {
     // nothing; a failed message is settled on its own and comes back, if at all, as a new event).
     return `${this.#idPrefix}${(++this.#madeIds).toString(36)}`
   }
+}
+
+/**
+ * Waits for the channel's socket to drain, or for the channel to close (a lost connection never
+ * drains; its confirms have then failed already), so a write never waits for ever.
+ */
+function drainedOrClosed(channel: ConfirmChannel): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): void => {
+      channel.off('drain', done)
+      channel.off('close', done)
+      resolve()
+    }
+    channel.on('drain', done)
+    channel.on('close', done)
+  })
+}
+
+/**
+ * The result of an event whose publish threw: amqplib's `TypeError` or `RangeError` says the
+ * message cannot be encoded (a routing key or message-id over 255 bytes), which no retry changes,
+ * so it is rejected; anything else (a channel closed meanwhile) is retried.
+ */
+function unpublished(error: unknown, messageId: string): Error {
+  const reason = error instanceof Error ? error.message : String(error)
+  const id = messageId.length > 64 ? `${messageId.slice(0, 64)}…` : messageId
+  if (error instanceof TypeError || error instanceof RangeError) {
+    return new RejectError(
+      COMPONENT,
+      `message ${id} cannot be encoded, and no retry would change that: ${reason}`,
+      {
+        cause: error,
+      },
+    )
+  }
+  return new RetryableError(COMPONENT, `message ${id} was not published: ${reason}`, { cause: error })
 }
 
 function routingKeyOf(event: LogEvent, o: Resolved): string {

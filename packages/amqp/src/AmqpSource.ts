@@ -17,6 +17,13 @@
  *   messages, which is the back pressure of the whole pipeline on the queue.
  * - A payload that is not valid JSON is passed on as a string field or dead-lettered (option
  *   `invalidJson`), never dropped; broker metadata is under the field `metadataField` (`_amqp`).
+ * - A batch the runtime did not accept (`send` rejected while the topology is not stopping: an
+ *   event a buffer downstream cannot store) is sent again one message at a time; a message
+ *   refused alone is `errored`, code `SEND_FAILED`, with a warning: held for the back-off, then
+ *   requeued, dead-lettered once out of attempts. The source keeps consuming; only a stop ends it.
+ * - With `deadLetterExchange`, copies are published on the consuming channel, and a copy the
+ *   broker refuses (a 404, a 403) closes that channel: an ack or requeue is therefore sent only
+ *   while no copy awaits its confirm, so the broker never drops one that was counted.
  *
  * @module
  */
@@ -35,9 +42,17 @@ import {
 } from '@ackline/topology'
 import type { Channel, ConfirmChannel, ConsumeMessage } from 'amqplib'
 import { z } from 'zod'
+import { AmqpError } from './AmqpError.js'
 import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
 import { Connection, type Generation } from './internal/Connection.js'
 import { headersToJson } from './internal/headersToJson.js'
+
+/**
+ * The longest value, in bytes of UTF-8, of an `x-ackline-*` header on a dead-letter copy: a longer
+ * one (a sink's 200 KB rejection reason) is cut and ends in '…', so the copy's headers always fit
+ * the frame amqplib encodes them in.
+ */
+const ACKLINE_HEADER_MAX_BYTES = 1024
 
 /**
  * Options of the {@link amqpSource} source: its schema (`validate`, `jsonSchema`, …).
@@ -80,8 +95,11 @@ export const AmqpSourceOptions = defineOptions({
     .describe(
       'Where a rejected message goes with its reason: republished to this exchange (its routing key and ' +
         'properties kept, plus the headers `x-ackline-rejected-by`, `x-ackline-code`, `x-ackline-reason` and ' +
-        '`x-ackline-copy-of`, which tells a copy no queue took apart), ' +
+        '`x-ackline-copy-of`, which tells a copy no queue took apart; each `x-ackline-*` value is cut to ' +
+        `${ACKLINE_HEADER_MAX_BYTES} bytes of UTF-8, ending in '…'), ` +
         'then acked once the broker confirmed the copy (a crash between the two can copy it twice). ' +
+        'It must exist: it is checked at start (`AMQP_DECLARATION_FAILED`). A copy that cannot be ' +
+        'encoded or that the broker refuses or cannot route leaves the original to a nack without requeue. ' +
         "Unset: nacked without requeue, so the queue's own dead-letter exchange gets it, without the reason.",
     ),
   invalidJson: z
@@ -176,6 +194,13 @@ function finish(delivery: Delivery): void {
   if (batch !== undefined && --batch.left === 0) batch.resolve()
 }
 
+/** The dead-letter copies of one channel generation that await their confirm. */
+interface CopyGate {
+  pending: number
+  /** Told when `pending` falls to 0. */
+  readonly waiting: (() => void)[]
+}
+
 /** Counts errored attempts of messages whose queue does not (classic queues have no delivery count). */
 const MAX_TRACKED_ATTEMPTS = 10_000
 
@@ -256,6 +281,19 @@ class AmqpConsumer implements AmqpSource {
           })
         }
         await channel.checkQueue(o.queue)
+        if (o.deadLetterExchange !== undefined) {
+          // Checked before consuming: a copy sent to a missing exchange would close the channel
+          // (404) and the rejected message would come back for ever.
+          const exchange = o.deadLetterExchange
+          await channel.checkExchange(exchange).catch((error: unknown) => {
+            const reason = error instanceof Error ? error.message : String(error)
+            throw new AmqpError(
+              'AMQP_DECLARATION_FAILED',
+              `the dead-letter exchange '${exchange}' cannot be used: ${reason}`,
+              { component: context.id, field: 'deadLetterExchange', cause: error },
+            )
+          })
+        }
         await channel.prefetch(o.prefetch)
         const reply = await channel.consume(
           o.queue,
@@ -317,6 +355,27 @@ class AmqpConsumer implements AmqpSource {
         sleepers.add(done)
       })
 
+    /** Dead-letter copies awaiting their confirm, per generation, and what waits for the last one. */
+    const copyGates = new WeakMap<Generation<Channel>, CopyGate>()
+    const gateOf = (generation: Generation<Channel>): CopyGate => {
+      let gate = copyGates.get(generation)
+      if (gate === undefined) {
+        gate = { pending: 0, waiting: [] }
+        copyGates.set(generation, gate)
+      }
+      return gate
+    }
+    /** Resolves once no copy awaits its confirm on `generation`; `undefined` when none does now. */
+    const copiesConfirmed = (generation: Generation<Channel>): Promise<void> | undefined => {
+      if (o.deadLetterExchange === undefined) return undefined // no copies: the ack path stays as it was
+      const gate = copyGates.get(generation)
+      if (gate === undefined || gate.pending === 0) return undefined
+      return new Promise<void>((resolve) => gate.waiting.push(resolve))
+    }
+    const copySettled = (gate: CopyGate): void => {
+      if (--gate.pending === 0) for (const resolve of gate.waiting.splice(0)) resolve()
+    }
+
     /**
      * Tells the broker what became of a delivery: at once (no promise, the common path), or after
      * the back-off of an errored one, when the returned promise resolves.
@@ -332,10 +391,27 @@ class AmqpConsumer implements AmqpSource {
       if (action.kind === 'requeue' && action.delayMs > 0 && !signal.aborted) {
         // Held, not requeued at once, so a failing sink does not turn the queue into a hot loop;
         // the message keeps its prefetch slot meanwhile, which slows the consumer down too.
-        return sleepFor(action.delayMs).then(() => {
-          if (delivery.abandoned) return
-          apply(delivery, brokerAction(outcome, attempt, delivery.generation.live, policy), attempt, failure)
-        })
+        return sleepFor(action.delayMs).then(() => tell(delivery, outcome, attempt, failure))
+      }
+      return tell(delivery, outcome, attempt, failure)
+    }
+
+    /**
+     * Applies the broker action for a delivery now, or, for an ack or a requeue, once no
+     * dead-letter copy awaits its confirm on its channel: a refused copy closes the channel, and
+     * the broker drops whatever was sent after it (see the module header).
+     */
+    const tell = (
+      delivery: Delivery,
+      outcome: RecordOutcome,
+      attempt: number,
+      failure: BatchFailure | undefined,
+    ): Promise<void> | undefined => {
+      if (delivery.abandoned) return undefined
+      const action = brokerAction(outcome, attempt, delivery.generation.live, policy)
+      if (action.kind === 'ack' || action.kind === 'requeue') {
+        const confirmed = copiesConfirmed(delivery.generation)
+        if (confirmed !== undefined) return confirmed.then(() => tell(delivery, outcome, attempt, failure))
       }
       apply(delivery, action, attempt, failure)
       return undefined
@@ -386,9 +462,10 @@ class AmqpConsumer implements AmqpSource {
 
     /**
      * Copies a rejected message to the dead-letter exchange with its reason in headers, and acks
-     * the original once the broker confirmed the copy. A copy the broker refused, or could not
-     * route, leaves the original to a nack without requeue (the queue's own dead-lettering, no
-     * reason); a channel lost before the confirm leaves it unacked, so the broker redelivers it.
+     * the original once the broker confirmed the copy. A copy that cannot be encoded, that the
+     * broker refused, or that it could not route leaves the original to a nack without requeue
+     * (the queue's own dead-lettering, no reason); a channel lost before the confirm leaves it
+     * unacked, so the broker redelivers it.
      */
     const republish = (delivery: Delivery, exchange: string, failure: BatchFailure | undefined): void => {
       const { message, generation } = delivery
@@ -397,52 +474,77 @@ class AmqpConsumer implements AmqpSource {
       const copyId = `${generation.id}:${message.fields.deliveryTag}`
       const headers = {
         ...message.properties.headers,
-        'x-ackline-rejected-by': failure?.componentId ?? context.id,
-        'x-ackline-code': failure?.code ?? 'REJECTED',
-        'x-ackline-reason': failure?.message ?? 'rejected',
+        'x-ackline-rejected-by': capped(failure?.componentId ?? context.id),
+        'x-ackline-code': capped(failure?.code ?? 'REJECTED'),
+        'x-ackline-reason': capped(failure?.message ?? 'rejected'),
         'x-ackline-copy-of': copyId,
+      }
+      /** Tells the broker about the original once every copy sent before is confirmed. */
+      const thenTell = (tellBroker: () => void): void => {
+        const confirmed = copiesConfirmed(generation)
+        if (confirmed === undefined) tellBroker()
+        else void confirmed.then(tellBroker)
       }
       const fallBack = (): void => {
         try {
+          if (!generation.live) throw new Error('channel closed')
           channel.nack(message, false, false)
           counters.rejected++
         } catch {
           counters.abandoned++
         }
       }
-      channel.publish(
-        exchange,
-        message.fields.routingKey,
-        message.content,
-        { ...message.properties, headers, mandatory: true },
-        (error) => {
-          const returned = returnedCopies.delete(copyId)
-          if (!generation.live) {
-            counters.abandoned++
-            return
-          }
-          if (error !== null && error !== undefined) {
-            warn(
-              `${context.id}: the dead-letter exchange '${exchange}' refused a copy (${String(error)}); nacking it without requeue`,
-            )
-            fallBack()
-          } else if (returned) {
-            warn(
-              `${context.id}: the dead-letter exchange '${exchange}' has no queue bound for routing key '${message.fields.routingKey}'; nacking it without requeue`,
-            )
-            fallBack()
-          } else {
-            try {
-              channel.ack(message)
-              counters.rejected++
-              counters.deadLettered++
-            } catch {
+      const gate = gateOf(generation)
+      gate.pending++
+      try {
+        channel.publish(
+          exchange,
+          message.fields.routingKey,
+          message.content,
+          { ...message.properties, headers, mandatory: true },
+          (error) => {
+            const returned = returnedCopies.delete(copyId)
+            copySettled(gate)
+            if (!generation.live) {
               counters.abandoned++
+              return
             }
-          }
-          this.#forget(message)
-        },
-      )
+            if (error !== null && error !== undefined) {
+              warn(
+                `${context.id}: the dead-letter exchange '${exchange}' refused a copy (${String(error)}); nacking it without requeue`,
+              )
+              thenTell(fallBack)
+            } else if (returned) {
+              warn(
+                `${context.id}: the dead-letter exchange '${exchange}' has no queue bound for routing key '${message.fields.routingKey}'; nacking it without requeue`,
+              )
+              thenTell(fallBack)
+            } else {
+              thenTell(() => {
+                try {
+                  if (!generation.live) throw new Error('channel closed')
+                  channel.ack(message)
+                  counters.rejected++
+                  counters.deadLettered++
+                } catch {
+                  counters.abandoned++
+                }
+              })
+            }
+            this.#forget(message)
+          },
+        )
+      } catch (error) {
+        // amqplib encodes the whole copy before writing any of it (headers too large for its
+        // buffer, a closed channel), so nothing was sent and no confirm will come.
+        copySettled(gate)
+        const reason = error instanceof Error ? error.message : String(error)
+        warn(
+          `${context.id}: cannot publish a copy to the dead-letter exchange '${exchange}' (${reason}); nacking it without requeue`,
+        )
+        thenTell(fallBack)
+        this.#forget(message)
+      }
     }
 
     const hold = (delivery: Delivery): void => {
@@ -477,6 +579,63 @@ class AmqpConsumer implements AmqpSource {
             )
         }
       })
+    }
+
+    /**
+     * Sends a batch and tracks its outcomes. A batch the pipeline did not accept while running (a
+     * buffer downstream could not store one of its events) is sent again one message at a time,
+     * so only the culprit fails: a message refused alone is `errored` (see `notAccepted`), held,
+     * requeued and in the end dead-lettered like any other, instead of stopping the source and
+     * failing it again after a restart. Refused because the topology is stopping: the messages go
+     * back to the queue and the error is thrown on.
+     */
+    const send = async (batch: readonly Delivery[], records: readonly JsonObject[]): Promise<void> => {
+      let receipt: BatchReceipt
+      try {
+        receipt = await context.send(records, { outcomes: true })
+      } catch (error) {
+        if (signal.aborted) {
+          requeueUnsent(batch)
+          throw error
+        }
+        if (batch.length > 1) {
+          for (let i = 0; i < batch.length; i++) {
+            try {
+              await send([batch[i]!], [records[i]!])
+            } catch (stopped) {
+              requeueUnsent(batch.slice(i + 1))
+              throw stopped
+            }
+          }
+          return
+        }
+        const reason = error instanceof Error ? error.message : String(error)
+        warn(
+          `${context.id}: the pipeline did not accept message ${batch[0]!.message.fields.deliveryTag} (${reason}); requeueing it after the back-off`,
+        )
+        receipt = notAccepted(context.id, reason)
+      }
+      track(batch, receipt)
+    }
+
+    /** Deliveries taken for a batch the pipeline never accepted: back to the queue at once. */
+    const requeueUnsent = (batch: readonly Delivery[]): void => {
+      for (const delivery of batch) {
+        if (delivery.finished) continue
+        held.get(delivery.generation)?.delete(delivery)
+        counters.inFlight--
+        finish(delivery)
+        if (!delivery.generation.live) {
+          counters.abandoned++
+          continue
+        }
+        try {
+          delivery.generation.channel.nack(delivery.message, false, true)
+          counters.nacked++
+        } catch {
+          counters.abandoned++
+        }
+      }
     }
 
     try {
@@ -518,30 +677,7 @@ class AmqpConsumer implements AmqpSource {
           records.push(fields)
         }
         if (batch.length === 0) continue
-        let receipt: BatchReceipt
-        try {
-          receipt = await context.send(records, { outcomes: true })
-        } catch (error) {
-          // Not accepted (the topology is stopping): nobody downstream has them; back to the queue.
-          for (const delivery of batch) {
-            if (delivery.finished) continue
-            held.get(delivery.generation)?.delete(delivery)
-            counters.inFlight--
-            finish(delivery)
-            if (!delivery.generation.live) {
-              counters.abandoned++
-              continue
-            }
-            try {
-              delivery.generation.channel.nack(delivery.message, false, true)
-              counters.nacked++
-            } catch {
-              counters.abandoned++
-            }
-          }
-          throw error
-        }
-        track(batch, receipt)
+        await send(batch, records)
       }
     } finally {
       stopping = true
@@ -627,6 +763,16 @@ async function outcomesOf(receipt: BatchReceipt, length: number): Promise<Record
   return outcomes ?? RecordOutcomes.all(await receipt.status, length)
 }
 
+/** The receipt of a one-message batch `send` refused: `errored`, code `SEND_FAILED`. */
+function notAccepted(componentId: string, reason: string): BatchReceipt {
+  return {
+    batchId: undefined,
+    status: Promise.resolve('errored'),
+    failure: { componentId, code: 'SEND_FAILED', message: `the pipeline did not accept it: ${reason}` },
+    outcomes: Promise.resolve(RecordOutcomes.all('errored', 1)),
+  }
+}
+
 /** The `x-delivery-count` header quorum queues set on redeliveries, if any. */
 function deliveryCount(message: ConsumeMessage): number | undefined {
   const value = message.properties.headers?.['x-delivery-count'] as unknown
@@ -638,6 +784,16 @@ function attemptKey(message: ConsumeMessage): string {
   const id = message.properties.messageId as unknown
   if (typeof id === 'string' && id !== '') return `id:${id}`
   return `sha1:${createHash('sha1').update(message.content).digest('base64')}`
+}
+
+/** `value` cut to {@link ACKLINE_HEADER_MAX_BYTES} bytes of UTF-8 (ending in '…'), never mid-character. */
+function capped(value: string): string {
+  if (Buffer.byteLength(value, 'utf8') <= ACKLINE_HEADER_MAX_BYTES) return value
+  const bytes = Buffer.from(value, 'utf8')
+  // '…' is 3 bytes; step back over continuation bytes (10xxxxxx) to a character's first byte.
+  let end = ACKLINE_HEADER_MAX_BYTES - 3
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--
+  return `${bytes.subarray(0, end).toString('utf8')}…`
 }
 
 function assertNever(value: never): never {

@@ -109,7 +109,7 @@ export class Connection<C extends Channel = Channel> {
   /**
    * Connects for the first time. Rejects with an {@link AmqpError} (`AMQP_CONNECT_FAILED`) naming
    * the component and the server when the broker cannot be reached, refuses the credentials, or
-   * the setup fails (a missing queue).
+   * the setup fails (a missing queue); an `AmqpError` the setup throws itself is passed on as it is.
    */
   async open(): Promise<Generation<C>> {
     if (this.#state.tag !== 'idle') throw new Error('Connection.open called twice')
@@ -117,6 +117,8 @@ export class Connection<C extends Channel = Channel> {
       return await this.#attempt()
     } catch (error) {
       await this.close()
+      // A setup that names what is wrong (a missing dead-letter exchange) is passed on as it is.
+      if (error instanceof AmqpError) throw error
       const server = describeServer(this.#options.url)
       const reason = error instanceof Error ? error.message : String(error)
       throw new AmqpError('AMQP_CONNECT_FAILED', `cannot connect to ${server}: ${reason}`, {
@@ -164,8 +166,13 @@ export class Connection<C extends Channel = Channel> {
       const onClose = (error?: Error): void => this.#lost(gen, error ?? new Error('connection closed'))
       model.on('close', onClose)
       model.on('error', () => undefined) // 'close' follows; without a listener 'error' would throw
-      channel.on('close', () => onClose(new Error('channel closed')))
-      channel.on('error', () => undefined)
+      // A channel the broker closed says why only in its 'error' (a 404 NOT_FOUND on a publish to
+      // a missing exchange), which comes just before its 'close': keep it for the warning.
+      let channelError: Error | undefined
+      channel.on('error', (error: Error) => {
+        channelError = error
+      })
+      channel.on('close', () => onClose(channelError ?? new Error('channel closed')))
       gen.live = true
       if (this.#state.tag === 'closed') throw new Error('closed while connecting')
       this.#state = { tag: 'open', generation: gen as unknown as LiveGeneration<Channel> }

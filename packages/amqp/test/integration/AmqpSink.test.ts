@@ -1,7 +1,7 @@
 import { AmqpError, amqpSink } from '@ackline/amqp'
-import { type BatchStatus, type JsonObject, RecordId } from '@ackline/core'
+import { type BatchStatus, EventArray, type JsonObject, LogEvent, RecordId } from '@ackline/core'
 import { generator } from '@ackline/sources'
-import { TopologyBuilder } from '@ackline/topology'
+import { RejectError, TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Admin, BROKER_URL, brokerAvailable, uniqueName } from './broker.js'
 
@@ -144,6 +144,49 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     expect(sink.counters).toMatchObject({ published: 6, confirmed: 4, returned: 2 })
     const held = await admin.drain(queue)
     expect(held.map((m) => (JSON.parse(m.content.toString()) as { i: number }).i)).toEqual([1, 2, 4, 5])
+  })
+
+  it('rejects an event whose routing key or message-id is longer than 255 bytes (it cannot be encoded), and delivers the others of the same write', async () => {
+    const queue = uniqueName('long')
+    admin.queues.push(queue)
+    await admin.channel.assertQueue(queue, { durable: false })
+    const sink = amqpSink({ url: BROKER_URL, routingKey: queue, routingKeyField: 'rk', messageIdField: 'id' })
+    await sink.start()
+    try {
+      const result = await sink.write(
+        new EventArray([
+          new LogEvent({ n: 0, rk: queue }),
+          new LogEvent({ n: 1, rk: 'k'.repeat(300) }),
+          new LogEvent({ n: 2, id: 'i'.repeat(300) }),
+          new LogEvent({ n: 3 }),
+        ]),
+      )
+      const results = result as unknown[]
+      expect(results[0]).toBe('delivered')
+      expect(results[3]).toBe('delivered')
+      for (const [i, field] of [
+        [1, 'routingKey'],
+        [2, 'messageId'],
+      ] as const) {
+        expect(results[i]).toBeInstanceOf(RejectError)
+        expect((results[i] as RejectError).message).toMatch(
+          new RegExp(
+            `^amqp: message .* cannot be encoded, and no retry would change that: .*'${field}'.*255`,
+          ),
+        )
+      }
+      expect(sink.counters).toMatchObject({
+        published: 2,
+        confirmed: 2,
+        unencodable: 2,
+        nacked: 0,
+        inFlight: 0,
+      })
+      const held = await admin.drain(queue)
+      expect(held.map((m) => (JSON.parse(m.content.toString()) as { n: number }).n)).toEqual([0, 3])
+    } finally {
+      await sink.stop()
+    }
   })
 
   it('counts an event errored when the broker nacks its message (a full queue with reject-publish)', async () => {

@@ -1,7 +1,14 @@
 import { AmqpError, type AmqpSource, amqpSource } from '@ackline/amqp'
-import type { LogEvent } from '@ackline/core'
+import { type JsonObject, type LogEvent, RecordOutcomes } from '@ackline/core'
 import { memory } from '@ackline/sinks'
-import { type LifecycleEvent, TopologyBuilder } from '@ackline/topology'
+import {
+  type BatchReceipt,
+  type LifecycleEvent,
+  RejectError,
+  type Sink,
+  type SourceContext,
+  TopologyBuilder,
+} from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Admin, BROKER_URL, brokerAvailable, uniqueName } from './broker.js'
 
@@ -197,6 +204,227 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     const kept = await admin.drain(dead)
     expect(kept.map((m) => m.properties.messageId)).toEqual(['lonely'])
     expect(await admin.messageCount(queue)).toBe(0)
+  })
+
+  it('keeps consuming when the pipeline does not accept a batch: only the message it refuses is requeued after the back-off, then dead-lettered', async () => {
+    const { queue, dead } = await admin.queueWithDeadLetters()
+    await admin.publish(queue, [{ n: 1 }, { n: 2, poison: true }, { n: 3 }], (n) => `m-${n}`)
+    // A pipeline whose buffer cannot store the poison (a disk buffer and an event nested too
+    // deep): its send rejects, while the topology is not stopping.
+    const accepted: JsonObject[] = []
+    const refusals: string[] = []
+    const delivered = (length: number): BatchReceipt => ({
+      batchId: undefined,
+      status: Promise.resolve('delivered'),
+      failure: undefined,
+      outcomes: Promise.resolve(RecordOutcomes.all('delivered', length)),
+    })
+    const controller = new AbortController()
+    const context: SourceContext = {
+      id: 'rabbit',
+      acknowledgements: true,
+      signal: controller.signal,
+      send: async (records) => {
+        const list = [...records]
+        if (list.some((r) => r.poison === true)) {
+          refusals.push(list.map((r) => r.n).join(','))
+          throw new RangeError('cannot encode an event nested too deep')
+        }
+        accepted.push(...list)
+        return delivered(list.length)
+      },
+      sendEvents: () => Promise.resolve(),
+    }
+    const warnings: string[] = []
+    const source = amqpSource({
+      url: BROKER_URL,
+      queue,
+      maxAttempts: 2,
+      retryInitialDelayMs: 20,
+      onWarning: (w) => warnings.push(w),
+    })
+    let ended: unknown = 'running'
+    const run = source.run(context).then(
+      () => (ended = 'returned'),
+      (error: unknown) => (ended = error),
+    )
+    await vi.waitFor(() => expect(source.counters).toMatchObject({ acked: 2, rejected: 1, inFlight: 0 }), {
+      timeout: 10_000,
+      interval: 20,
+    })
+    // Something published after the refused message still flows.
+    await admin.publish(queue, [{ n: 4 }], () => 'm-4')
+    await vi.waitFor(() => expect(source.counters.acked).toBe(3), { timeout: 10_000, interval: 20 })
+    expect(ended).toBe('running')
+    controller.abort()
+    await run
+    console.log(`refused sends: ${JSON.stringify(refusals)}; counters ${JSON.stringify(source.counters)}`)
+    expect(ended).toBe('returned')
+    expect(accepted.map((r) => r.n).sort()).toEqual([1, 3, 4])
+    // The first batch held all three; it was sent again one message at a time, and the poison
+    // was refused on each of its maxAttempts deliveries.
+    expect(refusals[0]).toBe('1,2,3')
+    expect(refusals.slice(1)).toEqual(['2', '2'])
+    expect(source.counters).toMatchObject({ acked: 3, nacked: 1, rejected: 1, abandoned: 0 })
+    expect(warnings.filter((w) => w.includes('did not accept')).length).toBe(2)
+    expect(warnings[0]).toMatch(
+      /^rabbit: the pipeline did not accept message \d+ \(cannot encode an event nested too deep\)/,
+    )
+    const deadLettered = await admin.drain(dead)
+    expect(deadLettered.map((m) => m.properties.messageId)).toEqual(['m-1'])
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
+  it('with deadLetterExchange, cuts a long rejection reason to 1024 bytes and dead-letters each message once (prefetch 1 never stalls)', async () => {
+    const { queue, dead } = await admin.queueWithDeadLetters()
+    const reasons = uniqueName('reasons')
+    const withReasons = uniqueName('with-reasons')
+    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
+    admin.exchanges.push(reasons)
+    await admin.channel.assertQueue(withReasons, { durable: false })
+    admin.queues.push(withReasons)
+    await admin.channel.bindQueue(withReasons, reasons, '')
+    await admin.publish(queue, [{ n: 0 }, { n: 1 }], (n) => `m-${n}`)
+    // 200 KB of a two-byte character: the cut must not split one.
+    const picky: Sink = {
+      kind: 'picky',
+      async write(events) {
+        return events.events.map(() => new RejectError('picky', `invalid: ${'é'.repeat(100_000)}`))
+      },
+    }
+    const source = amqpSource({ url: BROKER_URL, queue, deadLetterExchange: reasons, prefetch: 1 })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink('picky', ['rabbit'], picky)
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(source.counters.rejected).toBe(2), { timeout: 10_000, interval: 20 })
+    await topology.stop()
+    expect(source.counters).toMatchObject({ rejected: 2, deadLettered: 2, abandoned: 0, redelivered: 0 })
+    const copies = await admin.drain(withReasons)
+    expect(copies.map((m) => m.properties.messageId).sort()).toEqual(['m-0', 'm-1'])
+    for (const copy of copies) {
+      const reason = String(copy.properties.headers!['x-ackline-reason'])
+      expect(Buffer.byteLength(reason)).toBeLessThanOrEqual(1024)
+      expect(reason).toMatch(/^sink 'picky' .*invalid: (é)+…$/)
+    }
+    expect(await admin.messageCount(dead)).toBe(0)
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
+  it('with deadLetterExchange, a copy amqplib cannot encode (headers too large) leaves the message to a nack without requeue, never unacked', async () => {
+    const { queue, dead } = await admin.queueWithDeadLetters()
+    const reasons = uniqueName('reasons')
+    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
+    admin.exchanges.push(reasons)
+    // Headers that just fit amqplib's 64 KiB encoding buffer, until the copy adds its own.
+    const channel = admin.channel as import('amqplib').ConfirmChannel
+    for (const n of [0, 1]) {
+      channel.publish('', queue, Buffer.from(JSON.stringify({ n })), {
+        messageId: `m-${n}`,
+        headers: { big: 'z'.repeat(65_450) },
+      })
+    }
+    await channel.waitForConfirms()
+    const warnings: string[] = []
+    const source = amqpSource({
+      url: BROKER_URL,
+      queue,
+      deadLetterExchange: reasons,
+      prefetch: 1,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink('picky', ['rabbit'], memory({ outcome: () => 'rejected' }))
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(source.counters.rejected).toBe(2), { timeout: 10_000, interval: 20 })
+    await topology.stop()
+    expect(source.counters).toMatchObject({ rejected: 2, deadLettered: 0, abandoned: 0, redelivered: 0 })
+    expect(warnings).toHaveLength(2)
+    expect(warnings[0]).toMatch(
+      /^rabbit: cannot publish a copy to the dead-letter exchange '.*' \(.*\); nacking it without requeue$/,
+    )
+    const kept = await admin.drain(dead)
+    expect(kept.map((m) => m.properties.messageId).sort()).toEqual(['m-0', 'm-1'])
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
+  it('fails its run with an AmqpError naming the source and deadLetterExchange when that exchange does not exist, before consuming anything', async () => {
+    const { queue } = await admin.queueWithDeadLetters()
+    await admin.publish(queue, [{ n: 0 }])
+    const missing = uniqueName('missing-exchange')
+    const source = amqpSource({ url: BROKER_URL, queue, deadLetterExchange: missing })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
+      .build()
+    const errors: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') errors.push(fact)
+    })
+    await topology.start()
+    await topology.done
+    expect(errors).toHaveLength(1)
+    const cause = (errors[0] as { cause: unknown }).cause as AmqpError
+    expect(cause).toBeInstanceOf(AmqpError)
+    expect(cause.code).toBe('AMQP_DECLARATION_FAILED')
+    expect(cause.field).toBe('deadLetterExchange')
+    expect(cause.message).toMatch(
+      new RegExp(
+        `^rabbit \\(deadLetterExchange\\): the dead-letter exchange '${missing}' cannot be used: .*NOT_FOUND`,
+      ),
+    )
+    expect(source.counters.received).toBe(0)
+    expect(await admin.messageCount(queue)).toBe(1)
+  })
+
+  it('a copy the broker refuses (its exchange deleted meanwhile) closes the channel: the warning says why, and no ack sent after the copy is counted', async () => {
+    const { queue } = await admin.queueWithDeadLetters()
+    const reasons = uniqueName('reasons')
+    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
+    admin.exchanges.push(reasons)
+    const warnings: string[] = []
+    const source = amqpSource({
+      url: BROKER_URL,
+      queue,
+      deadLetterExchange: reasons,
+      reconnectInitialDelayMs: 50,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink(
+        'out',
+        ['rabbit'],
+        memory({ outcome: (e: LogEvent) => (e.get('bad') === true ? 'rejected' : 'delivered') }),
+      )
+      .build()
+    await topology.start()
+    // Consuming (the exchange was there at start) before the exchange goes.
+    await admin.publish(queue, [{ n: -1 }])
+    await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 10_000, interval: 20 })
+    await admin.channel.deleteExchange(reasons)
+    // One batch: the copy of the first goes out before the ack of the second.
+    await admin.publish(queue, [{ n: 0, bad: true }, { n: 1 }])
+    await vi.waitFor(() => expect(warnings.some((w) => w.includes('reconnect attempt 2'))).toBe(true), {
+      timeout: 10_000,
+      interval: 20,
+    })
+    await topology.stop()
+    console.log(
+      `refused copy: counters ${JSON.stringify(source.counters)}; warnings ${JSON.stringify(warnings)}`,
+    )
+    expect(
+      warnings.some((w) => /^rabbit: lost the connection to the broker \(.*404.*NOT_FOUND/.test(w)),
+    ).toBe(true)
+    expect(warnings.some((w) => /reconnect attempt 1 .* failed: rabbit \(deadLetterExchange\)/.test(w))).toBe(
+      true,
+    )
+    // The broker dropped what followed the refused copy: nothing was acked, and both are back.
+    expect(source.counters).toMatchObject({ received: 3, acked: 1, rejected: 0, inFlight: 0 })
+    expect(await admin.messageCount(queue)).toBe(2)
   })
 
   it('passes a payload that is not JSON as a string field, or dead-letters it, as invalidJson says', async () => {

@@ -2,6 +2,7 @@
 // (under CI=true an unreachable broker is an error, never a skip), unique names, and a plain
 // amqplib connection for arranging and inspecting queues.
 import { randomUUID } from 'node:crypto'
+import { createConnection, createServer, type Socket } from 'node:net'
 import { type TcpProxy, type TcpProxyOptions, tcpProxy } from '@ackline/testkit'
 import { type Channel, type ChannelModel, connect } from 'amqplib'
 
@@ -21,6 +22,61 @@ export async function brokerProxy(
   })
   const credentials = broker.username === '' ? '' : `${broker.username}:${broker.password}@`
   return { proxy, url: `${broker.protocol}//${credentials}${proxy.address}${broker.pathname}` }
+}
+
+/** A TCP proxy in front of the broker that can stop forwarding its clients' bytes (a stalled network). */
+export interface StallingProxy {
+  /** The URL (same credentials and vhost) that reaches the broker through the proxy. */
+  readonly url: string
+  /** Stops reading from every client: their sockets fill up and stop draining. */
+  stall(): void
+  /** Destroys every connection open now (both sides). */
+  cut(): void
+  close(): Promise<void>
+}
+
+/** A {@link StallingProxy} in front of the broker at `BROKER_URL`. */
+export async function stallingBrokerProxy(): Promise<StallingProxy> {
+  const broker = new URL(BROKER_URL)
+  const pairs = new Set<readonly [Socket, Socket]>()
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: broker.hostname, port: Number(broker.port || 5672) })
+    const pair = [client, upstream] as const
+    pairs.add(pair)
+    const drop = (): void => {
+      pairs.delete(pair)
+      client.destroy()
+      upstream.destroy()
+    }
+    client.on('error', drop).on('close', drop)
+    upstream.on('error', drop).on('close', drop)
+    client.pipe(upstream)
+    upstream.pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  const credentials = broker.username === '' ? '' : `${broker.username}:${broker.password}@`
+  const cut = (): void => {
+    for (const [client, upstream] of pairs) {
+      client.destroy()
+      upstream.destroy()
+    }
+    pairs.clear()
+  }
+  return {
+    url: `${broker.protocol}//${credentials}127.0.0.1:${port}${broker.pathname}`,
+    stall() {
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream)
+        client.pause()
+      }
+    },
+    cut,
+    close() {
+      cut()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
 }
 
 /** Whether the broker answers; throws under CI, where a missing broker must fail the run. */

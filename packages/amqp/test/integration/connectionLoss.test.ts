@@ -1,11 +1,11 @@
 import { amqpSink, amqpSource } from '@ackline/amqp'
-import type { BatchStatus } from '@ackline/core'
+import { type BatchStatus, EventArray, LogEvent } from '@ackline/core'
 import { memory } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
 import type { TcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { Admin, brokerAvailable, brokerProxy, uniqueName } from './broker.js'
+import { Admin, brokerAvailable, brokerProxy, stallingBrokerProxy, uniqueName } from './broker.js'
 
 const available = await brokerAvailable()
 
@@ -146,5 +146,44 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       for (let i = batch.first; i < batch.first + batch.size; i++) expect(inQueue.has(i)).toBe(true)
     }
     expect(settled.every((s) => s.status !== 'rejected')).toBe(true)
+  })
+
+  it('sink: a write waiting for the socket to drain settles errored once the connection is lost', async () => {
+    const queue = uniqueName('drain')
+    admin.queues.push(queue)
+    await admin.channel.assertQueue(queue, { durable: false })
+    const stalling = await stallingBrokerProxy()
+    const sink = amqpSink({
+      url: stalling.url,
+      routingKey: queue,
+      maxInFlight: 5000,
+      // No reconnect during the test: the write must settle on the loss alone.
+      reconnectInitialDelayMs: 60_000,
+      onWarning: () => {},
+    })
+    await sink.start()
+    try {
+      stalling.stall()
+      const body = 'x'.repeat(8 * 1024)
+      const events = new EventArray(Array.from({ length: 3000 }, (_, n) => new LogEvent({ n, body })))
+      let settled = false
+      const writing = sink.write(events).finally(() => {
+        settled = true
+      })
+      // 24 MB through a socket nobody reads: the write waits for it to drain.
+      await vi.waitFor(() => expect(sink.counters.published).toBe(3000), { timeout: 10_000, interval: 10 })
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      expect(settled).toBe(false)
+      stalling.cut()
+      await vi.waitFor(() => expect(settled).toBe(true), { timeout: 5000, interval: 10 })
+      const results = (await writing) as unknown[]
+      console.log(`drain then loss: counters ${JSON.stringify(sink.counters)}`)
+      expect(results).toHaveLength(3000)
+      expect(results.every((r) => r instanceof Error && r.name === 'RetryableError')).toBe(true)
+      expect(sink.counters).toMatchObject({ confirmed: 0, nacked: 3000, inFlight: 0 })
+    } finally {
+      await sink.stop()
+      await stalling.close()
+    }
   })
 })
