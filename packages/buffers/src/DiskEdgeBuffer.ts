@@ -7,8 +7,9 @@
  *   `acknowledgements: 'on-write'`, once its record is durable under the sync policy; with
  *   `'on-delivery'`, once the sink delivered the record read back from disk.
  * - Every finalizer group taken off a pushed event is ended exactly once in this process run:
- *   `delivered` (durable or delivered), `rejected` (dropped when full, too large, or rejected by
- *   the sink and dead-lettered), `errored` (the write failed, or the buffer was disposed first).
+ *   `delivered` (durable or delivered), `rejected` (dropped when full, too large, not encodable
+ *   as JSON, or rejected by the sink and dead-lettered), `errored` (the write failed, or the
+ *   buffer was disposed first).
  * - A record read back carries a fresh notifier of the buffer's own (source id `<sinkId>:buffer`);
  *   what the sink reports on it decides the record's fate: acknowledged, redelivered after a
  *   back-off, or dead-lettered. An `errored` record is never deleted.
@@ -29,8 +30,8 @@ import {
   type JsonObject,
   type LogEvent,
 } from '@ackline/core'
-import type { EdgeBuffer } from '@ackline/topology'
-import { DiskBuffer, type DiskBufferMetrics, type ReplayResult } from './DiskBuffer.js'
+import type { BatchFailure, EdgeBuffer } from '@ackline/topology'
+import { type AppendResult, DiskBuffer, type DiskBufferMetrics, type ReplayResult } from './DiskBuffer.js'
 import { DiskBufferError } from './DiskBufferError.js'
 import { DiskEdgeBufferOptions } from './DiskBufferOptions.js'
 import { EventRecord } from './internal/EventRecord.js'
@@ -51,6 +52,11 @@ export interface DiskEdgeBufferMetrics extends DiskBufferMetrics {
   readonly droppedWhenFull: number
   /** Events settled `rejected` because their record could not fit a segment. */
   readonly rejectedTooLarge: number
+  /**
+   * Events settled `rejected` because their fields cannot be written as JSON (nested too deep, a
+   * BigInt, a cycle); the reason they carry is a `BatchFailure` of code `UNENCODABLE`.
+   */
+  readonly rejectedUnencodable: number
   /** Events settled `errored` because their write failed. */
   readonly writeErrored: number
   /** Records the sink rejected that were moved to the dead-letter queue in this run. */
@@ -98,7 +104,13 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
    * status, reason, three entries each. They are settled together in one microtask (see `pull`).
    */
   #resolved: unknown[] = []
-  readonly #m = { droppedWhenFull: 0, rejectedTooLarge: 0, writeErrored: 0, deadLetteredThisRun: 0 }
+  readonly #m = {
+    droppedWhenFull: 0,
+    rejectedTooLarge: 0,
+    rejectedUnencodable: 0,
+    writeErrored: 0,
+    deadLetteredThisRun: 0,
+  }
 
   constructor(store: DiskBuffer, options: DiskEdgeBufferOptions, log: (message: string) => void) {
     this.store = store
@@ -120,28 +132,38 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
     }
     const payloads: string[] = []
     const index: number[] = []
-    const max = this.store.maxRecordBytes
-    for (let i = 0; i < list.length; i++) {
-      const event = list[i]!
-      const payload = EventRecord.encode(event)
-      event.end() // the handle carries no finalizer any more: ending it settles nothing
-      // UTF-8 takes at most 3 bytes per UTF-16 unit: most records need no count of their bytes.
-      if (payload.length * 3 > max && Buffer.byteLength(payload, 'utf8') > max) {
-        this.#m.rejectedTooLarge++
-        this.#log(
-          `disk buffer of sink ${this.#sinkId}: rejected an event of ${Buffer.byteLength(payload, 'utf8')} bytes, larger than a segment (${max} bytes of payload)`,
-        )
-        groups.end(i, 'rejected')
-        continue
+    let result: AppendResult
+    try {
+      const max = this.store.maxRecordBytes
+      for (let i = 0; i < list.length; i++) {
+        const event = list[i]!
+        const payload = this.#encode(event)
+        event.end() // the handle carries no finalizer any more: ending it settles nothing
+        if (typeof payload !== 'string') {
+          this.#m.rejectedUnencodable++
+          groups.end(i, 'rejected', { reason: payload })
+          this.#log(payload.message)
+          continue
+        }
+        // UTF-8 takes at most 3 bytes per UTF-16 unit: most records need no count of their bytes.
+        if (payload.length * 3 > max && Buffer.byteLength(payload, 'utf8') > max) {
+          this.#m.rejectedTooLarge++
+          groups.end(i, 'rejected')
+          this.#log(
+            `disk buffer of sink ${this.#sinkId}: rejected an event of ${Buffer.byteLength(payload, 'utf8')} bytes, larger than a segment (${max} bytes of payload)`,
+          )
+          continue
+        }
+        payloads.push(payload)
+        index.push(i)
       }
-      payloads.push(payload)
-      index.push(i)
-    }
-    if (payloads.length === 0) return
-    const result = await this.store.append(payloads, { whenFull: this.#whenFull }).catch((error: unknown) => {
-      for (const i of index) groups.end(i, 'errored')
+      if (payloads.length === 0) return
+      result = await this.store.append(payloads, { whenFull: this.#whenFull })
+    } catch (error) {
+      // Until the append answered, only this call holds the groups: none may stay detached.
+      groups.endAll('errored')
       throw error
-    })
+    }
     switch (result.status) {
       case 'full':
         this.#m.droppedWhenFull += index.length
@@ -171,6 +193,24 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
           })
         }
         return
+    }
+  }
+
+  /**
+   * The event's record, or the failure (code `UNENCODABLE`, as a sink's) that explains why it has
+   * none: its finalizers are detached already, so a throw here would leave them unsettled.
+   */
+  #encode(event: LogEvent): string | BatchFailure {
+    try {
+      return EventRecord.encode(event)
+    } catch (error) {
+      // JSON.stringify throws on a BigInt, a cycle, or nesting deeper than its recursion goes.
+      const cause = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+      return {
+        componentId: this.#sinkId,
+        code: 'UNENCODABLE',
+        message: `disk buffer of sink ${this.#sinkId}: rejected an event whose fields cannot be written as JSON (${cause})`,
+      }
     }
   }
 

@@ -5,7 +5,7 @@ import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { BufferCheck, DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
-import { CrashableDiskBuffer, drain, Ledger, PATH, setup } from './fixtures/MemoryBuffer.js'
+import { CrashableDiskBuffer, drain, Frame, Ledger, PATH, setup } from './fixtures/MemoryBuffer.js'
 import type { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const record = (i: number): Buffer => Buffer.from(`record-${i}`) // 8 bytes for i < 10: 28-byte frames
@@ -69,6 +69,54 @@ describe('DiskBuffer recovery', () => {
     const reopened = await open()
     expect(await drain(reopened)).toEqual(['record-0', 'record-2', 'record-3', 'record-4'])
     expect(reopened.metrics().corruptRegions).toBe(1)
+    await reopened.close()
+  })
+
+  it("reads on at once past a frame numbered far ahead (another buffer's): the gap counts as lost, as one range", async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(2).map((s) => Buffer.from(s)))
+    await buffer.close()
+    const segment = `${PATH}/00000000000000000000.seg`
+    const foreign = Frame.encode([Buffer.from('foreign')], 20_000_000).bytes
+    fs.put(segment, Buffer.concat([fs.bytes(segment)!, foreign]))
+    const reopened = await open()
+    // Records 0 and 1 are still in flight when the gap is found: the prefix cannot pass it yet.
+    const got = (await reopened.read(10))!
+    expect(got.map((r) => r.seq)).toEqual([0, 1, 20_000_000])
+    expect(reopened.metrics()).toMatchObject({ recordsLost: 19_999_998, unackedRecords: 3 })
+    expect(logs).toContain(
+      `disk buffer ${PATH}: records 2..19999999 missing before segment 00000000000000000000.seg; skipped`,
+    )
+    for (const r of got) reopened.ack(r.seq)
+    expect(reopened.ackedBelow).toBe(20_000_001)
+    const next = await reopened.append([Buffer.from('next')])
+    expect(next).toMatchObject({ status: 'written', firstSeq: 20_000_001 })
+    expect(await drain(reopened)).toEqual(['next'])
+    await reopened.close()
+    const again = await open()
+    expect(await drain(again)).toEqual([])
+    await again.close()
+  })
+
+  it('reads on at once into a segment copied from another buffer whose numbers lie far ahead', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(2).map((s) => Buffer.from(s)))
+    await buffer.close()
+    const copied = Frame.encode([Buffer.from('copied-0'), Buffer.from('copied-1')], 30_000_000).bytes
+    fs.put(`${PATH}/00000000000030000000.seg`, copied)
+    const reopened = await open()
+    const first = (await reopened.read(2))!
+    expect(first.map((r) => r.seq)).toEqual([0, 1])
+    const second = (await reopened.read(10))!
+    expect(second.map((r) => r.seq)).toEqual([30_000_000, 30_000_001])
+    expect(reopened.metrics().recordsLost).toBe(29_999_998)
+    expect(logs).toContain(
+      `disk buffer ${PATH}: records 2..29999999 missing before segment 00000000000030000000.seg; skipped`,
+    )
+    for (const r of [...second, ...first]) reopened.ack(r.seq)
+    expect(reopened.ackedBelow).toBe(30_000_002)
     await reopened.close()
   })
 

@@ -3,7 +3,14 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type DiskEdgeBuffer, type DiskEdgeBufferOptions, openDiskBuffer } from '@ackline/buffers'
-import { BatchNotifier, type BatchStatusReceiver, EventArray, LeakDetector, LogEvent } from '@ackline/core'
+import {
+  BatchNotifier,
+  type BatchStatusReceiver,
+  EventArray,
+  type JsonObject,
+  LeakDetector,
+  LogEvent,
+} from '@ackline/core'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { EdgeBuffer } from '../../topology/src/EdgeBuffer.js'
 import { openDiskBufferOn } from './fixtures/MemoryBuffer.js'
@@ -273,6 +280,57 @@ describe('openDiskBuffer', () => {
     out.end('delivered')
     expect(await receiver).toBe('rejected')
     expect(receiver.outcomes!.toArray()).toEqual(['rejected', 'delivered'])
+    await buffer.dispose()
+  })
+
+  it('rejects an event JSON cannot write (nested too deep, a BigInt, a cycle) with the reason, and stores the rest of the batch', async () => {
+    const logs: string[] = []
+    const buffer = await open(tempDir(), { log: (m) => logs.push(m) })
+    let deep: JsonObject = { leaf: 1 }
+    for (let i = 0; i < 20_000; i++) deep = { a: deep } // deeper than JSON.stringify recurses
+    const cycle: Record<string, unknown> = { n: 'cycle' }
+    cycle.self = cycle
+    const fields = [{ n: 0 }, deep, { n: 1n }, cycle, { n: 4 }] as unknown as JsonObject[]
+    const sent = fields.map((f) => {
+      const event = new LogEvent(f)
+      const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+      notifier.attach(event)
+      notifier.release()
+      return { event, receiver }
+    })
+    await buffer.push(EventArray.of(...sent.map((s) => s.event)))
+    const refused = sent.slice(1, 4).map((s) => s.receiver)
+    expect(await Promise.all(refused)).toEqual(['rejected', 'rejected', 'rejected'])
+    for (const receiver of refused) {
+      expect(receiver.reason).toMatchObject({ componentId: 'out', code: 'UNENCODABLE' })
+    }
+    expect((refused[0]!.reason as { message: string }).message).toContain('sink out')
+    expect((refused[0]!.reason as { message: string }).message).toContain('RangeError')
+    expect((refused[1]!.reason as { message: string }).message).toContain('BigInt')
+    expect((refused[2]!.reason as { message: string }).message).toContain('circular')
+    expect(logs.filter((m) => m.includes('cannot be written as JSON'))).toHaveLength(3)
+    expect(buffer.metrics().rejectedUnencodable).toBe(3)
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([0, 4])
+    out.end('delivered')
+    expect([await sent[0]!.receiver, await sent[4]!.receiver]).toEqual(['delivered', 'delivered'])
+    await buffer.dispose()
+  })
+
+  it('settles every batch of a push whose log throws: none is left waiting for the leak detector', async () => {
+    const buffer = await open(tempDir(), {
+      segmentBytes: 100,
+      log: () => {
+        throw new Error('log broken')
+      },
+    })
+    const big = batch(1)
+    big.array.events[0]!.set('text', 'x'.repeat(200))
+    const after = batch(2, 1)
+    const events = EventArray.of(...big.array.events, ...after.array.events)
+    await expect(buffer.push(events)).rejects.toThrow('log broken')
+    expect(await big.receiver).toBe('rejected')
+    expect(await after.receiver).toBe('errored')
     await buffer.dispose()
   })
 

@@ -112,6 +112,7 @@ export class BufferParts implements BufferRemains {
         acks: this.acks,
         deadLettered: start.deadLettered,
         markAcked: (seq) => this.markAcked(seq),
+        markRangeAcked: (from, to) => this.markRangeAcked(from, to),
         counters: this.counters,
       },
       first,
@@ -165,7 +166,19 @@ export class BufferParts implements BufferRemains {
 
   /** Marks `seq` acknowledged; when that advances the prefix, frees what it can and checkpoints. */
   markAcked(seq: number): void {
-    if (!this.acks.mark(seq)) return
+    if (this.acks.mark(seq)) this.#advanced()
+  }
+
+  /** Marks `[from, to)` acknowledged as {@link BufferParts.markAcked} does; returns how many were not before. */
+  markRangeAcked(from: number, to: number): number {
+    const below = this.acks.below
+    const marked = this.acks.markRange(from, to)
+    if (this.acks.below > below) this.#advanced()
+    return marked
+  }
+
+  /** The prefix advanced: frees what it can and checkpoints. */
+  #advanced(): void {
     this.checkpoints.advanced()
     this.writer.releaseSegments()
     if (this.writer.waitingForSpace) this.writer.reclaimActive()

@@ -4,8 +4,9 @@
  * Invariants: it only reads what a segment makes visible (whole writes; under `'always'`, fsynced
  * ones), moves to the next segment only from a complete one (all written bytes visible, or
  * sealed), hands out each record not acknowledged once per process run in sequence order, and
- * counts a gap in the numbers (damage, or writes lost before their fsync) as acknowledged, logged
- * and counted, so the acknowledged prefix can pass it.
+ * counts a gap in the numbers (damage, writes lost before their fsync, a frame numbered far
+ * ahead) as acknowledged, logged and counted, so the acknowledged prefix can pass it; a gap costs
+ * the same whatever its length.
  *
  * @module
  */
@@ -27,8 +28,10 @@ export interface ReadCursorContext {
   readonly visibleSeq: () => number
   readonly acks: AckLedger
   readonly deadLettered: DeadLetterSet
-  /** Acknowledges a record the cursor found needs no delivery (missing, or dead-lettered before a crash). */
+  /** Acknowledges a record the cursor found needs no delivery (dead-lettered before a crash). */
   readonly markAcked: (seq: number) => void
+  /** Acknowledges numbers `[from, to)` found missing, however many; returns how many were not acknowledged. */
+  readonly markRangeAcked: (from: number, to: number) => number
   readonly counters: { corruptRegions: number; corruptBytes: number; recordsLost: number }
 }
 
@@ -141,15 +144,15 @@ export class ReadCursor {
     }
   }
 
-  /** Sequence numbers `[from, to)` are not on disk (damaged, or lost unsynced): count them acknowledged. */
+  /**
+   * Sequence numbers `[from, to)` are not on disk (damaged, lost unsynced, or a frame numbered far
+   * ahead, such as one of another buffer's segments): count them acknowledged, as one range, so a
+   * jump of any length costs the same.
+   */
   #missing(from: number, to: number, segment: string): void {
     const { path, log } = this.#c.settings
-    let lost = 0
-    for (let seq = from; seq < to; seq++) {
-      if (this.#c.acks.has(seq)) continue // acknowledged, or never written
-      lost++
-      this.#c.markAcked(seq)
-    }
+    // Those acknowledged already (or never written, like a failed append's) are not counted lost.
+    const lost = this.#c.markRangeAcked(from, to)
     if (lost === 0) return
     this.#c.counters.recordsLost += lost
     log(`disk buffer ${path}: records ${from}..${to - 1} missing before segment ${segment}; skipped`)
