@@ -81,6 +81,16 @@ export class BatchNotifier {
     return notifier
   }
 
+  /**
+   * @internal A notifier for `state`, which is watched through `watched` (a block's token, see
+   * `slots.ts`): whoever holds the notifier keeps the token.
+   */
+  static _adopt(state: BatchState, watched: object): BatchNotifier {
+    const notifier = new BatchNotifier(state)
+    notifier._watched = watched
+    return notifier
+  }
+
   /** The receiver of this batch: what its source learns. */
   get receiver(): BatchStatusReceiver {
     return this._state

@@ -12,9 +12,11 @@
  *
  * @module
  */
+
 import { EventFinalizers } from './EventFinalizers.js'
 import { timeOf } from './internal/epoch.js'
 import { asSet, SET } from './internal/refs.js'
+import { SlotChunk } from './internal/slots.js'
 import type { LogEvent } from './LogEvent.js'
 
 /**
@@ -49,6 +51,8 @@ export class EventMetadata {
 
   /** Whether the event belongs to at least one batch (acknowledgements are on for it). */
   get hasFinalizers(): boolean {
+    // A batch kept as a slot has finalizers; asking must not make its state.
+    if (this.#event._ref instanceof SlotChunk) return true
     const ref = this.#event._live('read the finalizers of')
     return ref !== undefined && (!(ref instanceof EventFinalizers) || ref.size > 0)
   }

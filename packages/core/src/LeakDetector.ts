@@ -17,6 +17,7 @@
 import { type Observable, Subject } from 'rxjs'
 import type { BatchStatusReceiver } from './BatchStatusReceiver.js'
 import type { BatchState } from './internal/BatchState.js'
+import { closeFillingBlocks, forEachUnresolvedSlot, setSlotLeakReport } from './internal/slots.js'
 import { addGroup, freeGroup, GROUP_SIZE, type Group, groups } from './internal/watchGroups.js'
 
 /** One leaked batch: which source, which batch, and how many handles were never ended. */
@@ -33,10 +34,14 @@ let warnings = true
 
 const report = (state: BatchState, handles: number): void => {
   leakedHandles += handles
-  const leak: LeakReport = { sourceId: state.sourceId, batchId: state.id, handles }
+  warn({ sourceId: state.sourceId, batchId: state.id, handles })
+}
+
+/** Writes the process warning for `leak` (unless turned off) and tells the subscribers. */
+function warn(leak: LeakReport): void {
   if (warnings) {
     process.emitWarning(
-      `${handles} event handle(s) of batch ${state.id} from source ${state.sourceId ?? 'unknown'} were garbage collected without having ended; settled as errored`,
+      `${leak.handles} event handle(s) of batch ${leak.batchId} from source ${leak.sourceId ?? 'unknown'} were garbage collected without having ended; settled as errored`,
       { code: 'ACKLINE_LEAK' },
     )
   }
@@ -91,6 +96,7 @@ let closing = false
 const closeOpenGroup = (): void => {
   openToken = undefined
   closing = false
+  closeFillingBlocks()
 }
 /**
  * Observes leaks of event handles. Only detects: a program that ends every handle never sees it.
@@ -115,12 +121,14 @@ export const LeakDetector = {
   },
 
   /**
-   * Closes the group of batches being filled now, as if its 20 ms had passed: a leak in it can
-   * then be found at the next collection. For tests that force collections (`--expose-gc`) and
+   * Closes the group of batches being filled now (and every source's block of slot batches, see
+   * `SlotBatches`), as if its 20 ms had passed: a leak in it can then be found at the next
+   * collection. For tests that force collections (`--expose-gc`) and
    * must not wait on the clock; a running program never needs it.
    */
   closeGroup(): void {
     openToken = undefined
+    closeFillingBlocks()
   },
 
   /** @internal Starts watching a notifier whose state is `state`. */
@@ -154,5 +162,20 @@ export const LeakDetector = {
     for (const group of [...liveGroups]) {
       for (const state of group) if (state !== undefined && !state.resolved) visit(state)
     }
+    // Batches kept as slots (`SlotBatches`) get a receiver made for them here.
+    forEachUnresolvedSlot(visit)
+  },
+
+  /** @internal Arms the open group's closing timer (a block of slot batches was opened). */
+  _arm(): void {
+    if (!closing) {
+      closing = true
+      realSetTimeout(closeOpenGroup, OPEN_GROUP_MS).unref()
+    }
   },
 }
+
+setSlotLeakReport((sourceId, batchId, handles) => {
+  leakedHandles += handles
+  warn({ sourceId, batchId, handles })
+}, report)

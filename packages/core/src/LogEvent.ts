@@ -12,13 +12,14 @@
  * @module
  */
 
-import type { BatchNotifier } from './BatchNotifier.js'
+import { BatchNotifier } from './BatchNotifier.js'
 import { EventMetadata } from './EventMetadata.js'
 import type { DeliveryStatus } from './EventStatus.js'
 import { FinalizationError } from './FinalizationError.js'
 import { type KeptTime, sinceEpoch } from './internal/epoch.js'
 import { getPath, removePath, setPath } from './internal/FieldPath.js'
 import { endRef, explainRef, mergeRefs, type Ref, retainRef, SET } from './internal/refs.js'
+import { INDEX_BITS, INDEX_MASK, notifierOf, SlotChunk } from './internal/slots.js'
 import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import { type JsonObject, JsonValue } from './JsonValue.js'
 
@@ -70,7 +71,7 @@ export class LogEvent {
    * @internal The handle's reference to its finalizers (see `refs.ts`); `null` once the handle
    * ended. The handle's state is kept here, not in its metadata: one object per event, not two.
    */
-  declare _ref: Ref | null
+  declare _ref: Ref | SlotChunk | null
   /** @internal The slot in the batch when `_ref` is a notifier; `SET` when it is a set. */
   declare _slot: number
   /** @internal The metadata object, once someone read it. */
@@ -83,7 +84,7 @@ export class LogEvent {
     options: undefined,
     sourceId: string | undefined,
     ingest: KeptTime,
-    ref: Ref,
+    ref: Ref | SlotChunk,
     slot: number,
   )
   constructor(
@@ -91,7 +92,7 @@ export class LogEvent {
     options?: LogEventOptions,
     sourceId?: string,
     ingest?: KeptTime,
-    ref?: Ref,
+    ref?: Ref | SlotChunk,
     slot?: number,
   ) {
     this._fields = fields
@@ -163,9 +164,15 @@ export class LogEvent {
    * write. Each handle must end on its own; the event's batches wait for both.
    */
   clone(): LogEvent {
-    const ref = this._live('clone')
-    const slot = this._slot
-    retainRef(ref, slot)
+    let ref: Ref | SlotChunk | null = this._ref
+    let slot = this._slot
+    if (ref instanceof SlotChunk && !ref._block.isMaterialized(slot & INDEX_MASK)) {
+      ref._block.retain(slot & INDEX_MASK)
+    } else {
+      ref = this._live('clone')
+      slot = this._slot
+      retainRef(ref, slot)
+    }
     const copy = new LogEvent(this._fields, undefined, this._sourceId, this._ingest, ref, slot)
     this._shared = true
     copy._shared = true
@@ -220,7 +227,10 @@ export class LogEvent {
     return this._fields
   }
 
-  /** @internal The reference, or a `FinalizationError` if the handle ended. */
+  /**
+   * @internal The reference, or a `FinalizationError` if the handle ended. A handle holding its
+   * block's token (a batch kept as a slot) is moved to its batch's notifier first.
+   */
   _live(action: string): Ref {
     const ref = this._ref
     if (ref === null) {
@@ -230,7 +240,18 @@ export class LogEvent {
         this._sourceId,
       )
     }
-    return ref
+    return ref instanceof SlotChunk ? this._unslot(ref) : ref
+  }
+
+  /**
+   * @internal Moves this handle from its block's token to its batch's notifier, making the
+   * batch's state if it has none yet (see `slots.ts`): what every operation but counting needs.
+   */
+  _unslot(chunk: SlotChunk): BatchNotifier {
+    const notifier = notifierOf(chunk, this._slot, BatchNotifier._adopt)
+    this._ref = notifier
+    this._slot = this._slot >>> INDEX_BITS
+    return notifier
   }
 
   /** @internal Adds the event to a batch. */
@@ -241,9 +262,18 @@ export class LogEvent {
 
   /** @internal Ends the handle, with a status code or without one (`code < 0`). */
   _end(code: number, authoritative: boolean): void {
-    const ref = this._ref
+    let ref = this._ref
     if (ref === null) {
       throw new FinalizationError('ALREADY_ENDED', 'an event handle was ended twice', this._sourceId)
+    }
+    if (ref instanceof SlotChunk) {
+      const index = this._slot & INDEX_MASK
+      if (!authoritative && !ref._block.isMaterialized(index)) {
+        this._ref = null
+        ref._block.release(index, 1, code)
+        return
+      }
+      ref = this._unslot(ref)
     }
     this._ref = null
     endRef(ref, this._slot, code, authoritative)
@@ -251,8 +281,10 @@ export class LogEvent {
 
   /** @internal Offers the reason of an end with `code` to the handle's batches, before the end. */
   _explain(code: number, reason: unknown): void {
-    const ref = this._ref
-    if (ref !== null) explainRef(ref, this._slot, code, reason)
+    let ref = this._ref
+    if (ref === null) return
+    if (ref instanceof SlotChunk) ref = this._unslot(ref)
+    explainRef(ref, this._slot, code, reason)
   }
 
   /** @internal Moves the reference out, leaving the handle live without finalizers. */

@@ -30,3 +30,4 @@ export {
 export { OffsetTrackerError, type OffsetTrackerErrorCode } from './OffsetTrackerError.js'
 export { RecordId } from './RecordId.js'
 export { type RecordOutcome, RecordOutcomes } from './RecordOutcomes.js'
+export { SlotBatches, type SlotBatchOwner, type SlotBlock } from './SlotBatches.js'

@@ -8,8 +8,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { BatchState } from '../src/internal/BatchState.js'
 import { GROUP_SIZE, groups } from '../src/internal/watchGroups.js'
-
-const gc = (globalThis as { gc?: () => void }).gc
+import { collectProvably, collectUntil, gc } from './support/collect.js'
 
 // Builds a batch of three events in a function of its own so that nothing on the test's stack
 // keeps the leaked handle (or the notifier) reachable.
@@ -30,47 +29,6 @@ function forgetToRelease(sourceId: string): BatchStatusReceiver {
   notifier.attach(event)
   event.end('delivered')
   return receiver
-}
-
-// One turn of the event loop: FinalizationRegistry callbacks run as tasks of their own after a
-// collection, never within the `gc()` call.
-const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
-
-/** How many collections a test may run before it gives up: far more than a leak ever needs. */
-const MAX_COLLECTIONS = 200
-
-/**
- * Collects garbage, turn after turn, until `done()` or MAX_COLLECTIONS; decides by what the program
- * reports, never by elapsed time. Returns how many collections ran.
- */
-async function collectUntil(done: () => boolean): Promise<number> {
-  let collections = 0
-  while (!done() && collections < MAX_COLLECTIONS) {
-    // The group being filled is held until it closes (when full, or 20 ms after it opened):
-    // closed here so that no test depends on the clock.
-    LeakDetector.closeGroup()
-    gc!()
-    collections++
-    await nextTurn()
-  }
-  return collections
-}
-
-/**
- * Runs collections until one provably happened and its finalization callbacks were delivered: a
- * sentinel object, unreachable from here on, was collected and its registry called back. A
- * negative assertion made after this cannot pass merely because no collection ran.
- */
-async function collectProvably(): Promise<void> {
-  let collected = false
-  const sentinel = new FinalizationRegistry<string>(() => {
-    collected = true
-  })
-  ;(() => sentinel.register({}, 'sentinel'))()
-  const collections = await collectUntil(() => collected)
-  expect(collected, `no collection observed after ${collections} gc() calls`).toBe(true)
-  // The detector's callbacks from the same collection may run in a task of their own.
-  await nextTurn()
 }
 
 describe('LeakDetector (run with --expose-gc)', () => {

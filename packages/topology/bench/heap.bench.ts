@@ -5,7 +5,8 @@
 //     large enough that no collection runs meanwhile (checked: a run in which one ran is
 //     repeated). Unlike a time, this count does not depend on the load of the machine.
 //   retained per in-flight event: the heap held by IN_FLIGHT events sent by a source and queued
-//     in front of a sink whose write has not returned yet, after a forced collection.
+//     in front of a sink whose write has not returned yet, after a forced collection; with acks
+//     on, also for a source that asks for no receipt (`quiet`: its batches are slots, RFC 0009).
 // At batch 1 and 100. Run: pnpm bench heap   (ACKLINE_BENCH_ROUNDS overrides the rounds)
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
@@ -55,7 +56,7 @@ async function allocatedPerBatch(acknowledgements: boolean, batch: number): Prom
 }
 
 /** Heap retained per event while IN_FLIGHT events wait in front of a sink that does not return. */
-async function retainedPerEvent(acknowledgements: boolean, batch: number): Promise<number> {
+async function retainedPerEvent(acknowledgements: boolean, batch: number, receipt = true): Promise<number> {
   const gc = (globalThis as { gc?: () => void }).gc!
   let release!: () => void
   const held = new Promise<void>((resolve) => {
@@ -72,7 +73,7 @@ async function retainedPerEvent(acknowledgements: boolean, batch: number): Promi
       for (let index = 0; index < IN_FLIGHT; index += batch) {
         const records: JsonObject[] = []
         for (let i = index; i < index + batch; i++) records.push(record(i))
-        await context.send(records)
+        await context.send(records, receipt ? undefined : { receipt: false })
       }
       sent()
     },
@@ -101,9 +102,10 @@ async function retainedPerEvent(acknowledgements: boolean, batch: number): Promi
   return (after - before) / IN_FLIGHT
 }
 
-const variants = BATCHES.flatMap((batch) =>
-  ['on', 'off'].flatMap((acks) => [`allocated ${acks}@${batch}`, `retained ${acks}@${batch}`]),
-)
+const variants = BATCHES.flatMap((batch) => [
+  ...['on', 'off'].flatMap((acks) => [`allocated ${acks}@${batch}`, `retained ${acks}@${batch}`]),
+  `retained quiet@${batch}`,
+])
 
 async function child(variant: string): Promise<void> {
   const [what, rest] = variant.split(' ') as [string, string]
@@ -118,8 +120,9 @@ async function child(variant: string): Promise<void> {
     }
     throw new Error('a collection ran during every count')
   }
-  await retainedPerEvent(acks === 'on', Number(batch)) // warm-up
-  console.log(await retainedPerEvent(acks === 'on', Number(batch)))
+  const retained = () => retainedPerEvent(acks !== 'off', Number(batch), acks !== 'quiet')
+  await retained() // warm-up
+  console.log(await retained())
 }
 
 function report(): void {
@@ -145,18 +148,21 @@ function report(): void {
   const get = (name: string) => median(results.get(name)!)
   console.log(`bytes, median of ${ROUNDS} rounds, one process per measurement\n`)
   console.log(
-    `${'batch'.padEnd(6)}${['allocated/batch on', 'off', 'on - off', 'retained/event on', 'off', 'on - off'].map((h) => h.padStart(19)).join('')}`,
+    `${'batch'.padEnd(6)}${['allocated/batch on', 'off', 'on - off', 'retained/event on', 'off', 'on - off', 'quiet - off'].map((h) => h.padStart(19)).join('')}`,
   )
   for (const batch of BATCHES) {
     const aOn = get(`allocated on@${batch}`)
     const aOff = get(`allocated off@${batch}`)
     const rOn = get(`retained on@${batch}`)
     const rOff = get(`retained off@${batch}`)
-    const cells = [aOn, aOff, aOn - aOff, rOn, rOff, rOn - rOff].map((v) => v.toFixed(0).padStart(19))
+    const rQuiet = get(`retained quiet@${batch}`)
+    const cells = [aOn, aOff, aOn - aOff, rOn, rOff, rOn - rOff, rQuiet - rOff].map((v) =>
+      v.toFixed(0).padStart(19),
+    )
     console.log(`${String(batch).padEnd(6)}${cells.join('')}`)
   }
   console.log(
-    '\ntargets: retained per in-flight event, acks on - off: <= 150 B at batch 1, <= 48 B at batch 100',
+    "\ntargets: retained per in-flight event, acks on - off: <= 150 B at batch 1, <= 48 B at batch 100\n'quiet': acks on, the source asks for no receipt (its batches are slots, RFC 0009)",
   )
 }
 

@@ -1,5 +1,5 @@
 // The batch tracker on its own: what a source is told, and when.
-import { BatchNotifier, EventArray } from '@ackline/core'
+import { BatchNotifier, EventArray, SlotBatches } from '@ackline/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { BatchTracker } from '../src/internal/BatchTracker.js'
 import { Counters } from '../src/internal/Counters.js'
@@ -362,5 +362,53 @@ describe('BatchTracker', () => {
     expect(vi.getTimerCount()).toBe(0)
     await vi.advanceTimersByTimeAsync(0)
     expect(facts).toMatchObject([{ type: 'batch_resolved', status: 'delivered', timedOut: false }])
+  })
+
+  describe('batches kept as slots (RFC 0009)', () => {
+    it('reports each once, in a microtask, with its id and latency, and counts failures without a reason', async () => {
+      const { t, facts, counters } = tracker()
+      const slots = new SlotBatches('src', t)
+      const arrays = [0, 1, 2].map((i) => slots.fromRecords([{ i }, { i }], Date.now()))
+      for (let i = 0; i < 3; i++) t.followSlot()
+      expect(t.pending).toBe(3)
+      arrays[0]!.end('delivered')
+      arrays[1]!.end('errored')
+      arrays[2]!.events[0]!.end('rejected', { reason: { componentId: 'out', code: 'BAD', message: 'no' } })
+      expect(facts).toEqual([]) // facts wait for a microtask, never inside the end
+      arrays[2]!.events[1]!.end('delivered')
+      await Promise.resolve()
+      expect(t.pending).toBe(0)
+      expect(counters.inFlight).toBe(0)
+      expect(counters.latencyCount).toBe(3)
+      const resolved = facts.filter((f) => f.type === 'batch_resolved')
+      expect(resolved.map((f) => [f.status, f.failure?.code])).toEqual([
+        ['delivered', undefined],
+        ['errored', 'UNEXPLAINED'],
+        ['rejected', 'BAD'],
+      ])
+      expect(new Set(resolved.map((f) => f.batchId)).size).toBe(3)
+      expect(Object.fromEntries(counters.failures ?? [])).toEqual({ UNEXPLAINED: 1 })
+    })
+
+    it('gives up on the pending ones at a forced stop, once, and ignores their later ends', async () => {
+      const { t, facts, counters } = tracker()
+      const slots = new SlotBatches('src', t)
+      const done = slots.fromRecords([{ i: 0 }], Date.now())
+      const pending = [1, 2].map((i) => slots.fromRecords([{ i }], Date.now()))
+      for (let i = 0; i < 3; i++) t.followSlot()
+      done.end('delivered')
+      t.forceAll()
+      expect(t.pending).toBe(0)
+      expect(counters.inFlight).toBe(0)
+      for (const array of pending) array.end('delivered') // late: nothing changes
+      await Promise.resolve()
+      const resolved = facts.filter((f) => f.type === 'batch_resolved')
+      expect(resolved.map((f) => [f.status, f.failure?.code, f.timedOut])).toEqual([
+        ['delivered', undefined, false],
+        ['errored', 'STOPPED', true],
+        ['errored', 'STOPPED', true],
+      ])
+      expect(Object.fromEntries(counters.failures ?? [])).toEqual({ STOPPED: 2 })
+    })
   })
 })

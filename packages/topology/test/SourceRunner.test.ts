@@ -15,10 +15,10 @@ import { EVENTS_PER_READING, SENDS_PER_READING } from '../src/internal/sendClock
 import { NO_RECEIPT, type Source } from '../src/Source.js'
 import { blockingChannel } from './support/blockingChannel.js'
 
-function setup(maxEvents: number, acknowledgements = true) {
+function setup(maxEvents: number, acknowledgements = true, ackTimeoutMs?: number) {
   const channel = blockingChannel(maxEvents)
   const counters = new Counters('source', 'test')
-  const tracker = new BatchTracker('in', counters, undefined, { emit: () => {}, watching: () => false })
+  const tracker = new BatchTracker('in', counters, ackTimeoutMs, { emit: () => {}, watching: () => false })
   const source: Source = { kind: 'test', canAcknowledge: true, run: async () => {} }
   const output = new Output([channel], counters)
   const runner = new SourceRunner(
@@ -106,23 +106,42 @@ describe('SourceRunner', () => {
   })
 
   describe('a send with { receipt: false }', () => {
-    it('makes no receipt, yet the batch is tracked, timed and decided as any other', async () => {
+    it('makes no receipt and no notifier (a slot, RFC 0009), yet the batch is tracked, timed and decided as any other', async () => {
       const { channel, runner, tracker } = setup(10)
-      const { spy, receivers } = spyOnOpen()
+      const { spy } = spyOnOpen()
       try {
         const receipt = await runner.context.send([{ n: 1 }, { n: 2 }], { receipt: false })
         expect(receipt).toBe(NO_RECEIPT)
         expect(() => receipt.status).toThrow(/receipt: false/)
         expect(() => receipt.batchId).toThrow(TypeError)
-        expect(receivers[0]!.hasListener(tracker)).toBe(true) // tracked all the same
-        expect(receivers[0]!.tracking).toBeUndefined()
-        expect(tracker.pending).toBe(1)
-        ;(channel.tryPull() as EventArray).end('rejected')
+        expect(spy).not.toHaveBeenCalled() // no notifier, no state
+        expect(tracker.pending).toBe(1) // tracked all the same
+        const array = channel.tryPull() as EventArray
+        expect(array.events[0]!.metadata.hasFinalizers).toBe(true)
+        array.end('rejected')
         expect(tracker.pending).toBe(0)
-        expect(receivers[0]!.status).toBe('rejected')
-        expect(runner.counters.snapshot().ackLatencyMs.count).toBe(1)
+        const snapshot = runner.counters.snapshot()
+        expect(snapshot.ackLatencyMs.count).toBe(1)
+        expect(snapshot.acksInFlight).toBe(0)
       } finally {
         spy.mockRestore()
+      }
+    })
+
+    it('opens a notifier when the source has an ack timeout (its queue keeps receivers)', async () => {
+      const { channel, runner, tracker } = setup(10, true, 60_000)
+      const { spy, receivers } = spyOnOpen()
+      try {
+        await runner.context.send([{ n: 1 }], { receipt: false })
+        expect(spy).toHaveBeenCalledTimes(1)
+        expect(receivers[0]!.hasListener(tracker)).toBe(true)
+        expect(tracker.timeoutQueueLength).toBe(1)
+        ;(channel.tryPull() as EventArray).end('delivered')
+        expect(tracker.pending).toBe(0)
+        expect(receivers[0]!.status).toBe('delivered')
+      } finally {
+        spy.mockRestore()
+        tracker.forceAll()
       }
     })
 

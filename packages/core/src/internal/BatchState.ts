@@ -158,12 +158,40 @@ export class BatchState extends BatchStatusReceiver {
   watch = -1
   readonly sourceId: string | undefined
 
-  /** `now`: the time of creation (ms since the epoch) when the caller has just read the clock. */
+  /**
+   * `now`: the time of creation (ms since the epoch) when the caller has just read the clock; -1
+   * for a state whose stamp the caller sets ({@link BatchState._restore}).
+   */
   constructor(sourceId: string | undefined, outcomes: boolean, now: number) {
     super()
     this.sourceId = sourceId
-    nextStamp(this, now)
+    if (now >= 0) nextStamp(this, now)
     if (outcomes) this._rare().outcomeCodes = NO_OUTCOMES
+  }
+
+  /**
+   * The state of a batch kept as a slot until now (see `slots.ts`): released by its source, with
+   * the slot's stamp (`opened`, ms after the epoch; `idSeq`; `ahead`, how far the id's millisecond
+   * is ahead of `opened`), its events, live references and status code. Not in the leak
+   * detector's groups: its block's token is watched instead.
+   */
+  static _restore(
+    sourceId: string | undefined,
+    opened: number,
+    idSeq: number,
+    ahead: number,
+    events: number,
+    live: number,
+    code: number,
+  ): BatchState {
+    const state = new BatchState(sourceId, false, -1)
+    state.opened = opened
+    state.idSeq = idSeq
+    if (ahead !== 0) state._rare().stampAhead = ahead
+    state.events = events
+    state.live = live
+    state.flags = RELEASED + code
+    return state
   }
 
   /** The batch's status code so far. */

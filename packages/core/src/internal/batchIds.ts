@@ -40,17 +40,29 @@ export interface Stamped {
  * rather than a field per batch.
  */
 export function nextStamp(state: Stamped, now: number): void {
+  state.idSeq = nextSeq(now)
+  if (lastMs !== now) state._rare().stampAhead = lastMs - now
+  state.opened = msSinceEpoch(now)
+}
+
+/**
+ * The counter of the next stamp, for a batch created at `now` (as {@link nextStamp}, which a
+ * caller without a `Stamped` object uses through this); the stamp's millisecond is then
+ * {@link lastStampMs}, `now` unless the clock is behind the last stamp.
+ */
+export function nextSeq(now: number): number {
   if (now > lastMs) {
     lastMs = now
     lastSeq = Math.floor(Math.random() * 0x80000000)
   } else {
     lastSeq = (lastSeq + 1) | 0
     if (lastSeq === 0) lastMs++
-    if (lastMs !== now) state._rare().stampAhead = lastMs - now
   }
-  state.opened = msSinceEpoch(now)
-  state.idSeq = lastSeq
+  return lastSeq
 }
+
+/** The millisecond of the last stamp taken (see {@link nextSeq}). */
+export const lastStampMs = (): number => lastMs
 
 /** Two hex digits per byte value. */
 const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'))

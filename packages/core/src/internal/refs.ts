@@ -12,6 +12,7 @@ import type { BatchNotifier } from '../BatchNotifier.js'
 import { EventFinalizers } from '../EventFinalizers.js'
 import type { LogEvent } from '../LogEvent.js'
 import { enterEnd, leaveEnd } from './endClock.js'
+import { INDEX_MASK, SlotChunk } from './slots.js'
 import { OUTCOME_UPDATE } from './statusCodes.js'
 
 export type Ref = BatchNotifier | EventFinalizers | undefined
@@ -140,6 +141,24 @@ function endEach(events: readonly LogEvent[], code: number): void {
   while (i < n) {
     const event = events[i]!
     const ref = event._ref
+    if (ref instanceof SlotChunk) {
+      // A run of events of one batch kept as a slot: one count down; its state's path once it has one.
+      const block = ref._block
+      const index = event._slot & INDEX_MASK
+      if (block.isMaterialized(index)) {
+        event._unslot(ref)
+        continue // the same event again, now holding the notifier
+      }
+      let j = i
+      for (; j < n; j++) {
+        const next = events[j]!
+        if (next._ref !== ref || (next._slot & INDEX_MASK) !== index) break
+        next._ref = null
+      }
+      block.release(index, j - i, code)
+      i = j
+      continue
+    }
     if (ref !== undefined && ref !== null && event._slot !== SET) {
       const notifier = ref as BatchNotifier
       const state = notifier._state

@@ -34,6 +34,8 @@ import {
   type EventStatus,
   LeakDetector,
   type RecordOutcomes,
+  type SlotBatchOwner,
+  type SlotBlock,
 } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
@@ -149,13 +151,13 @@ export class Receipt implements BatchReceipt {
 
 /** A `batch_resolved` fact waiting for the next flush, while someone watches. */
 interface QueuedFact {
-  readonly receiver: BatchStatusReceiver
+  readonly batchId: string
   readonly status: BatchStatus
   readonly latencyMs: number
   readonly failure: BatchFailure | undefined
 }
 
-export class BatchTracker implements BatchResolvedListener {
+export class BatchTracker implements BatchResolvedListener, SlotBatchOwner {
   /** Batches not decided yet. */
   #count = 0
   /**
@@ -187,8 +189,8 @@ export class BatchTracker implements BatchResolvedListener {
     // Whoever watched when the batches were decided may have left since: facts go to watchers only.
     if (!this.facts.watching()) return
     for (let i = 0; i < facts.length; i++) {
-      const { receiver, status, latencyMs, failure } = facts[i]!
-      this.#emit(receiver, status, latencyMs, false, failure)
+      const { batchId, status, latencyMs, failure } = facts[i]!
+      this.#emit(batchId, status, latencyMs, false, failure)
     }
   }
 
@@ -227,6 +229,39 @@ export class BatchTracker implements BatchResolvedListener {
    * Tracks the batch as {@link BatchTracker.track} does, for a source that will not read its
    * receipt (`send(records, { receipt: false })`): no receipt is made.
    */
+  /**
+   * Starts tracking a batch kept as a slot (`SlotBatches`, with this tracker as its owner): it is
+   * counted now, and decided in {@link BatchTracker.slotResolved}, or as any batch once it has a
+   * receiver. Only for sources without an ack timeout: the timeout queue keeps receivers.
+   */
+  followSlot(): void {
+    this.counters.inFlight++
+    this.#count++
+  }
+
+  /**
+   * A batch kept as a slot resolved (see {@link BatchTracker.followSlot}): decided as a batch
+   * resolving with nothing kept is in `#finish`, with its id read now for the fact.
+   */
+  slotResolved(status: BatchStatus, openedAt: number, now: number, block: SlotBlock, index: number): void {
+    const watching = this.facts.watching()
+    if (watching && !this.#flushScheduled) {
+      this.#flushScheduled = true
+      queueMicrotask(this.#flush)
+    }
+    this.#count--
+    const latencyMs = now - openedAt
+    this.counters.inFlight--
+    this.counters.latency(latencyMs)
+    let failure: BatchFailure | undefined
+    if (status !== 'delivered') {
+      // No reason: an end with one gives the batch a state first, and so a receiver.
+      failure = this.#failure('UNEXPLAINED', `the batch ended ${status} and no component said why`)
+      this.counters.failed(failure.code, 1)
+    }
+    if (watching) this.#facts.push({ batchId: block.batchId(index), status, latencyMs, failure })
+  }
+
   follow(receiver: BatchStatusReceiver): void {
     this.counters.inFlight++
     this.#count++
@@ -436,15 +471,15 @@ export class BatchTracker implements BatchResolvedListener {
       waiting?.(status)
     }
     if (!this.facts.watching()) return
-    if (deferFact) this.#facts.push({ receiver, status, latencyMs, failure })
+    if (deferFact) this.#facts.push({ batchId: receiver.batchId, status, latencyMs, failure })
     else {
       this.#flush() // facts keep the order of the decisions
-      this.#emit(receiver, status, latencyMs, timedOut, failure)
+      this.#emit(receiver.batchId, status, latencyMs, timedOut, failure)
     }
   }
 
   #emit(
-    receiver: BatchStatusReceiver,
+    batchId: string,
     status: BatchStatus,
     latencyMs: number,
     timedOut: boolean,
@@ -453,7 +488,7 @@ export class BatchTracker implements BatchResolvedListener {
     this.facts.emit({
       type: 'batch_resolved',
       source: this.sourceId,
-      batchId: receiver.batchId,
+      batchId,
       status,
       latencyMs,
       timedOut,

@@ -7,7 +7,14 @@
  * {@link BatchTracker}, exactly once. A source that keeps the event loop from turning (sends
  * accepted at once, no I/O of its own) is held after a slice until it turns (see `loopTurns.ts`).
  */
-import { BatchNotifier, type BatchStatus, EventArray, type JsonObject, RecordOutcomes } from '@ackline/core'
+import {
+  BatchNotifier,
+  type BatchStatus,
+  EventArray,
+  type JsonObject,
+  RecordOutcomes,
+  SlotBatches,
+} from '@ackline/core'
 import {
   type BatchReceipt,
   NO_RECEIPT,
@@ -68,6 +75,9 @@ export class SourceRunner {
     return this.source.run(this.context)
   }
 
+  /** The source's batches sent with `receipt: false`, kept as slots (RFC 0009); made on the first. */
+  #slots: SlotBatches | undefined = undefined
+
   /**
    * Not an async function: when every consumer has room, the batch is made, attached and queued
    * in this call, and the only promise is the one handed back (already resolved), with no async
@@ -102,6 +112,19 @@ export class SourceRunner {
         return pushed === RESOLVED && turn === undefined
           ? Promise.resolve(receipt)
           : afterTurn(pushed, turn).then(() => receipt)
+      }
+      if (
+        quiet &&
+        this.tracker.ackTimeoutMs === undefined &&
+        list.length >= 1 &&
+        list.length <= SlotBatches.MAX_EVENTS
+      ) {
+        // Nobody reads this batch's receipt and no timeout needs it: a slot, not two objects.
+        if (this.#slots === undefined) this.#slots = new SlotBatches(sourceId, this.tracker)
+        const slots = this.#slots
+        const array = slots.fromRecords(list, ingestTimestamp)
+        this.tracker.followSlot()
+        return unreadAfter(this.output.send(array), turn)
       }
       const notifier = BatchNotifier.open(sourceId, options?.outcomes === true, ingestTimestamp)
       // The events join the batch as they are made, and the source's reference is released (the

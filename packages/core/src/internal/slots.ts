@@ -1,0 +1,362 @@
+/**
+ * Batches kept as slots of a block of numbers, not as objects (RFC 0009, proposal A′): what a
+ * runtime's batches cost when nobody asked for their receipt.
+ *
+ * A block holds {@link CHUNK} batches of one source, {@link STRIDE} numbers each. Events refer to
+ * a small token, a {@link SlotChunk}, and carry their batch's index in the block (and their own
+ * slot in the batch) in `LogEvent._slot`. The token is what the garbage collector is watched
+ * for, as the notifiers' shared token is today (`LeakDetector.ts`): it is collected once no
+ * event, group or notifier of its batches holds it, and then every batch of it not yet resolved
+ * leaked. The block itself must never refer to its token (the registry keeps the block's number,
+ * and `blocks` keeps the block), or the token could never be collected.
+ *
+ * A batch that needs more than counting (a reason, an authoritative record, a merge, a detach,
+ * a receiver, the runtime's forced stop) is *materialized*: a `BatchState` is made from its slot,
+ * with the same id, opening time, events, live count and status, and from then on the state is
+ * the batch; events still holding the token are moved to the state's notifier as they are next
+ * touched. Its listeners are the block's owner and the block itself.
+ *
+ * Invariants:
+ * - a slot's live count is exact while the slot is not materialized, and unused after;
+ * - a block is reused only once every batch of it has resolved and no event holds its token
+ *   (a full block: when its last batch resolves, since a resolved batch has no live handle; a
+ *   block closed early: when its token is found collected), with a new generation, so a late
+ *   finalization callback of the old token is ignored;
+ * - the owner hears of each batch once: `slotResolved` for a batch that resolved as a slot, its
+ *   `batchResolved` (as any batch's listener) for a materialized one.
+ */
+import type { BatchNotifier } from '../BatchNotifier.js'
+import type { BatchStatus } from '../BatchStatus.js'
+import type { BatchResolvedListener, BatchStatusReceiver } from '../BatchStatusReceiver.js'
+import { BatchState } from './BatchState.js'
+import { idOf, lastStampMs, nextSeq } from './batchIds.js'
+import { endClockNow } from './endClock.js'
+import { EPOCH_MS } from './epoch.js'
+import { BATCH_UPDATE, batchStatusName, DELIVERED, ERRORED } from './statusCodes.js'
+
+/** Batches per block. A power of two: an event's slot keeps its batch's index in the low bits. */
+export const CHUNK = 64
+/** `LogEvent._slot & INDEX_MASK` is the batch's index in its block; `>>> INDEX_BITS` the event's slot. */
+export const INDEX_MASK = CHUNK - 1
+export const INDEX_BITS = 6
+/** The most events a slot batch may have (its events' slots stay small integers). */
+export const MAX_SLOT_EVENTS = 2 ** 24
+
+/** The numbers of one batch: live references, flags, opened (ms after the epoch), id counter, events, stamp ahead. */
+const STRIDE = 6
+const LIVE = 0
+const FLAGS = 1
+const OPENED = 2
+const SEQ = 3
+const EVENTS = 4
+const AHEAD = 5
+/** `FLAGS`: the status code in bits 0–2, then these. */
+const CODE_BITS = 7
+const MATERIALIZED = 8
+const FINISHED = 16
+
+/** Told what became of the batches of a block: the runtime that tracks them. */
+export interface SlotOwner extends BatchResolvedListener {
+  /**
+   * A batch resolved as a slot. `openedAt` is when it was opened (ms since 1970), `now` the end
+   * clock's reading; `block.batchId(index)` gives its id during this call (the slot may be reused
+   * after). Must be quick, and must not end handles or call user code.
+   */
+  slotResolved(status: BatchStatus, openedAt: number, now: number, block: SlotBlock, index: number): void
+}
+
+/** Every block made, by number; a block is never dropped, only reused. */
+const blocks: SlotBlock[] = []
+/** Blocks free to reuse. */
+const free: SlotBlock[] = []
+/** Blocks in use (handed to a source and not yet reused): what `forEachUnresolvedSlot` walks. */
+const inUse = new Set<SlotBlock>()
+
+/** One generation of a block, as the registry keeps it: number × 2^20 + generation. */
+const GENERATIONS = 0x100000
+
+/** What a leak is reported through; set by the leak detector (it owns the report). */
+export type SlotLeakReport = (sourceId: string | undefined, batchId: string, handles: number) => void
+let reportLeak: SlotLeakReport = () => {}
+/** Called once by the leak detector with its report. */
+export function setSlotLeakReport(
+  report: SlotLeakReport,
+  stateReport: (state: BatchState, handles: number) => void,
+): void {
+  reportLeak = report
+  reportStateLeak = stateReport
+}
+let reportStateLeak: (state: BatchState, handles: number) => void = () => {}
+
+const registry = new FinalizationRegistry<number>((held) => {
+  const block = blocks[Math.floor(held / GENERATIONS)]
+  if (block === undefined || block.gen !== held % GENERATIONS || block.owner === undefined) return
+  block._leaked()
+})
+
+/** An owner's exception is rethrown in a microtask, as a batch's listeners' are: the end that resolved the batch goes on. */
+function rethrowLater(error: unknown): void {
+  queueMicrotask(() => {
+    throw error
+  })
+}
+
+/** The listener a materialized batch's state gets besides the owner: it tells the block. */
+class SlotHook implements BatchResolvedListener {
+  constructor(
+    readonly block: SlotBlock,
+    readonly gen: number,
+    readonly index: number,
+  ) {}
+
+  batchResolved(): void {
+    if (this.block.gen === this.gen) this.block._finished(this.index)
+  }
+}
+
+/** The batches of one source, by slot: see the module's comment. */
+export class SlotBlock {
+  /** This block's number in `blocks`. */
+  readonly id: number
+  /** Bumped each time the block is reused. */
+  gen = 0
+  /** Slots handed out in this generation. */
+  used = 0
+  /** Slots whose batch resolved in this generation. */
+  finished = 0
+  owner: SlotOwner | undefined = undefined
+  sourceId: string | undefined = undefined
+  /** {@link STRIDE} numbers per slot. */
+  readonly slots: number[]
+  /**
+   * The states of materialized batches, by index; made on the first. (Their notifiers are kept by
+   * the token, never here: a notifier holds the token.)
+   */
+  states: (BatchState | undefined)[] | undefined = undefined
+
+  constructor() {
+    const slots = new Array<number>(CHUNK * STRIDE)
+    for (let i = 0; i < slots.length; i++) slots[i] = 0
+    this.slots = slots
+    this.id = blocks.length
+    blocks.push(this)
+  }
+
+  /** The batch's id (a UUID v7, as a notifier's), written from its stamp. */
+  batchId(index: number): string {
+    const at = index * STRIDE
+    return idOf(this.slots[at + OPENED]! + this.slots[at + AHEAD]!, this.slots[at + SEQ]!)
+  }
+
+  /** Whether the batch at `index` is kept by a state now. */
+  isMaterialized(index: number): boolean {
+    return (this.slots[index * STRIDE + FLAGS]! & MATERIALIZED) !== 0
+  }
+
+  /** One more live reference (a clone) to the batch at `index`, which is not materialized. */
+  retain(index: number): void {
+    this.slots[index * STRIDE + LIVE]!++
+  }
+
+  /**
+   * Ends `count` references of the batch at `index` (not materialized), all with `code` (or
+   * none, `code < 0`).
+   */
+  release(index: number, count: number, code: number): void {
+    const slots = this.slots
+    const at = index * STRIDE
+    if (code >= 0) {
+      const flags = slots[at + FLAGS]!
+      slots[at + FLAGS] = (flags & ~CODE_BITS) | BATCH_UPDATE[(flags & CODE_BITS) * 5 + code]!
+    }
+    const live = slots[at + LIVE]! - count
+    slots[at + LIVE] = live
+    if (live === 0) this.#resolve(index)
+  }
+
+  #resolve(index: number): void {
+    const slots = this.slots
+    const at = index * STRIDE
+    const flags = slots[at + FLAGS]!
+    const owner = this.owner!
+    const openedAt = slots[at + OPENED]! + EPOCH_MS
+    let now = endClockNow()
+    if (now < openedAt) now = Date.now()
+    try {
+      owner.slotResolved(batchStatusName(flags & CODE_BITS), openedAt, now, this, index)
+    } catch (error) {
+      rethrowLater(error)
+    }
+    this._finished(index)
+  }
+
+  /** The batch at `index` resolved (as a slot, or its state did). */
+  _finished(index: number): void {
+    this.slots[index * STRIDE + FLAGS]! |= FINISHED
+    if (++this.finished === CHUNK) recycle(this)
+  }
+
+  /**
+   * The state of the batch at `index`, made now if it is not yet (see the module's comment). The
+   * batch must not have resolved.
+   */
+  stateOf(index: number): BatchState {
+    if (this.states === undefined) this.states = new Array<BatchState | undefined>(CHUNK)
+    const states = this.states
+    let state = states[index]
+    if (state === undefined) {
+      const slots = this.slots
+      const at = index * STRIDE
+      state = BatchState._restore(
+        this.sourceId,
+        slots[at + OPENED]!,
+        slots[at + SEQ]!,
+        slots[at + AHEAD]!,
+        slots[at + EVENTS]!,
+        slots[at + LIVE]!,
+        slots[at + FLAGS]! & CODE_BITS,
+      )
+      state.listeners = [this.owner!, new SlotHook(this, this.gen, index)]
+      slots[at + FLAGS]! |= MATERIALIZED
+      states[index] = state
+    }
+    return state
+  }
+
+  /** Every batch of the block not resolved yet was leaked: its token was collected. */
+  _leaked(): void {
+    const slots = this.slots
+    for (let index = 0; index < this.used; index++) {
+      const at = index * STRIDE
+      const flags = slots[at + FLAGS]!
+      if ((flags & FINISHED) !== 0) continue
+      if ((flags & MATERIALIZED) !== 0) {
+        this.states![index]!.leak(reportStateLeak)
+        continue
+      }
+      const handles = slots[at + LIVE]!
+      reportLeak(this.sourceId, this.batchId(index), handles)
+      slots[at + LIVE] = 0
+      slots[at + FLAGS] = (flags & ~CODE_BITS) | BATCH_UPDATE[(flags & CODE_BITS) * 5 + ERRORED]!
+      this.#resolve(index)
+    }
+    // A block closed before it was full is reused only now; a full one was when its last batch resolved.
+    if (this.owner !== undefined && this.finished === this.used) recycle(this)
+  }
+}
+
+function recycle(block: SlotBlock): void {
+  block.gen = (block.gen + 1) % GENERATIONS
+  block.used = 0
+  block.finished = 0
+  block.owner = undefined
+  block.sourceId = undefined
+  block.states = undefined
+  inUse.delete(block)
+  free.push(block)
+}
+
+/** The token events of a block's batches hold: the garbage collector's view of the block. */
+export class SlotChunk {
+  /**
+   * The notifiers of the block's materialized batches, by index, made when an event holding the
+   * token is moved to one. Kept here, not by the block: each holds the token.
+   */
+  _notifiers: (BatchNotifier | undefined)[] | undefined = undefined
+
+  constructor(readonly _block: SlotBlock) {}
+}
+
+/** The openers whose block is being filled (their token held), until the open group closes. */
+const filling = new Set<SlotOpener>()
+
+/**
+ * Closes every block being filled, with the leak detector's open group (when full, 20 ms after it
+ * opened, or `LeakDetector.closeGroup()`): its opener lets go of the token, so a leak in it can be
+ * found as soon as one among notifiers could. The next batch opens a new block.
+ */
+export function closeFillingBlocks(): void {
+  for (const opener of filling) opener.chunk = undefined
+  filling.clear()
+}
+
+/** Opens slot batches for one source, one block at a time. */
+export class SlotOpener {
+  /** The token of the block being filled; `undefined` once it closed. */
+  chunk: SlotChunk | undefined = undefined
+  block: SlotBlock | undefined = undefined
+  #gen = 0
+
+  /** `arm` (the leak detector's) makes sure a block being filled closes in time. */
+  constructor(
+    readonly sourceId: string | undefined,
+    readonly owner: SlotOwner,
+    readonly arm: () => void,
+  ) {}
+
+  /**
+   * Opens a batch of `events` events (none of which is the source's own reference) at `now` (ms
+   * since 1970), which is `opened` ms after the epoch (`msSinceEpoch(now)`, which the caller has
+   * for its events); returns the batch's index in the block.
+   */
+  open(events: number, now: number, opened: number): number {
+    let block = this.block
+    if (this.chunk === undefined || block === undefined || block.used === CHUNK || block.gen !== this.#gen) {
+      block = free.pop() ?? new SlotBlock()
+      block.owner = this.owner
+      block.sourceId = this.sourceId
+      inUse.add(block)
+      this.block = block
+      this.#gen = block.gen
+      const chunk = new SlotChunk(block)
+      this.chunk = chunk
+      registry.register(chunk, block.id * GENERATIONS + block.gen)
+      filling.add(this)
+      this.arm()
+    }
+    const index = block.used++
+    const slots = block.slots
+    const at = index * STRIDE
+    slots[at + LIVE] = events
+    slots[at + FLAGS] = DELIVERED
+    slots[at + OPENED] = opened
+    slots[at + SEQ] = nextSeq(now)
+    slots[at + EVENTS] = events
+    slots[at + AHEAD] = lastStampMs() - now
+    return index
+  }
+}
+
+/** The notifier an event holding `chunk` with slot `slot` moves to (see the module's comment). */
+export function notifierOf(
+  chunk: SlotChunk,
+  slot: number,
+  adopt: (state: BatchState, watched: object) => BatchNotifier,
+): BatchNotifier {
+  const block = chunk._block
+  const index = slot & INDEX_MASK
+  if (chunk._notifiers === undefined) chunk._notifiers = new Array<BatchNotifier | undefined>(CHUNK)
+  const notifiers = chunk._notifiers
+  let notifier = notifiers[index]
+  if (notifier === undefined) {
+    // The notifier holds the token: whoever keeps it (a group, a finalizer) keeps the block's
+    // batches watched, as an event holding the token would.
+    notifier = adopt(block.stateOf(index), chunk)
+    notifiers[index] = notifier
+  }
+  return notifier
+}
+
+/**
+ * Calls `visit` with the receiver of every slot batch not resolved yet, materializing it: for
+ * `LeakDetector.forEachUnresolved`.
+ */
+export function forEachUnresolvedSlot(visit: (receiver: BatchStatusReceiver) => void): void {
+  for (const block of [...inUse]) {
+    const gen = block.gen
+    for (let index = 0; index < block.used && block.gen === gen; index++) {
+      const flags = block.slots[index * STRIDE + FLAGS]!
+      if ((flags & FINISHED) === 0) visit(block.stateOf(index))
+    }
+  }
+}

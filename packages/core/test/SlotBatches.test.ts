@@ -1,0 +1,359 @@
+// Batches kept as slots (RFC 0009) against the same programs run on batches with notifiers: the
+// same statuses, reasons, and order of resolution, whatever a program does to the events (clone,
+// merge, detach, authoritative ends, reasons, arrays ended in runs, reading finalizers, joining
+// other batches); leaks are found through the block's token; the runtime's forced stop finds them.
+import {
+  BatchNotifier,
+  type BatchStatus,
+  type BatchStatusReceiver,
+  type DeliveryStatus,
+  EventArray,
+  EventFinalizerGroups,
+  type JsonObject,
+  LeakDetector,
+  type LeakReport,
+  LogEvent,
+  SlotBatches,
+  type SlotBatchOwner,
+  type SlotBlock,
+} from '@ackline/core'
+import fc from 'fast-check'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { collectProvably, collectUntil, gc } from './support/collect.js'
+
+interface Told {
+  readonly id: string
+  readonly status: BatchStatus
+  readonly reason: unknown
+  readonly via: 'slot' | 'state'
+}
+
+/** Records what a runtime owning slot batches is told, in order. */
+class Owner implements SlotBatchOwner {
+  readonly told: Told[] = []
+  readonly opened: number[] = []
+
+  slotResolved(status: BatchStatus, openedAt: number, _now: number, block: SlotBlock, index: number): void {
+    this.told.push({ id: block.batchId(index), status, reason: undefined, via: 'slot' })
+    this.opened.push(openedAt)
+  }
+
+  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void {
+    this.told.push({ id: receiver.batchId, status, reason: receiver.reason, via: 'state' })
+    this.opened.push(receiver.openedAt)
+  }
+}
+
+type Op =
+  | { t: 'end'; h: number; status: number; reason: boolean; authoritative: boolean }
+  | { t: 'clone'; h: number }
+  | { t: 'merge'; h: number; g: number }
+  | { t: 'detachEnd'; h: number; status: number; reason: boolean }
+  | { t: 'detachAttach'; h: number }
+  | { t: 'finalizers'; h: number }
+  | { t: 'update'; h: number; status: number }
+  | { t: 'join'; h: number }
+  | { t: 'run'; h: number; n: number; status: number }
+
+const STATUSES: (DeliveryStatus | undefined)[] = [undefined, 'delivered', 'errored', 'rejected']
+const h = fc.nat(40)
+const st = fc.nat(3)
+const op: fc.Arbitrary<Op> = fc.oneof(
+  {
+    arbitrary: fc.record({
+      t: fc.constant('end' as const),
+      h,
+      status: st,
+      reason: fc.boolean(),
+      authoritative: fc.boolean(),
+    }),
+    weight: 6,
+  },
+  { arbitrary: fc.record({ t: fc.constant('clone' as const), h }), weight: 3 },
+  { arbitrary: fc.record({ t: fc.constant('merge' as const), h, g: h }), weight: 2 },
+  {
+    arbitrary: fc.record({ t: fc.constant('detachEnd' as const), h, status: st, reason: fc.boolean() }),
+    weight: 1,
+  },
+  { arbitrary: fc.record({ t: fc.constant('detachAttach' as const), h }), weight: 1 },
+  { arbitrary: fc.record({ t: fc.constant('finalizers' as const), h }), weight: 1 },
+  {
+    arbitrary: fc.record({ t: fc.constant('update' as const), h, status: fc.integer({ min: 1, max: 3 }) }),
+    weight: 1,
+  },
+  { arbitrary: fc.record({ t: fc.constant('join' as const), h }), weight: 1 },
+  {
+    arbitrary: fc.record({
+      t: fc.constant('run' as const),
+      h,
+      n: fc.integer({ min: 1, max: 6 }),
+      status: st,
+    }),
+    weight: 4,
+  },
+)
+
+/** What became of a program's batches: (batch number, status, reason) in the order they resolved. */
+type Outcome = [string, BatchStatus, unknown][]
+
+/**
+ * Runs `ops` on events of `sizes.length` batches made by `make`, then ends every handle left,
+ * `delivered`, in runs. `join` adds a handle to one more batch, made with a notifier in both
+ * worlds (`extra<n>`).
+ */
+function run(
+  sizes: number[],
+  ops: Op[],
+  make: (records: JsonObject[]) => EventArray,
+  told: () => Outcome,
+  onExtra: (name: string, receiver: BatchStatusReceiver) => void,
+): Outcome {
+  const handles: LogEvent[] = []
+  sizes.forEach((size, b) => {
+    handles.push(...make(Array.from({ length: size }, (_, i) => ({ b, i }))).events)
+  })
+  let extras = 0
+  const reasonFor = (k: number) => ({ componentId: 'sink', code: `C${k}`, message: `reason ${k}` })
+  ops.forEach((o, k) => {
+    if (handles.length === 0) return
+    const at = o.h % handles.length
+    const event = handles[at]!
+    switch (o.t) {
+      case 'end': {
+        const status = STATUSES[o.status]
+        const options = {
+          ...(o.reason ? { reason: reasonFor(k) } : {}),
+          ...(o.authoritative ? { authoritative: true } : {}),
+        }
+        event.end(status, o.reason || o.authoritative ? options : undefined)
+        handles.splice(at, 1)
+        break
+      }
+      case 'clone':
+        handles.push(event.clone())
+        break
+      case 'merge': {
+        const from = o.g % handles.length
+        if (from === at) break
+        event.merge(handles[from]!)
+        handles.splice(from, 1)
+        break
+      }
+      case 'detachEnd': {
+        const groups = EventFinalizerGroups.detach([event])
+        groups.end(0, STATUSES[o.status], o.reason ? { reason: reasonFor(k) } : {})
+        event.end() // the handle itself now carries nothing
+        handles.splice(at, 1)
+        break
+      }
+      case 'detachAttach': {
+        const groups = EventFinalizerGroups.detach([event])
+        const moved = new LogEvent({ moved: k })
+        groups.attach(0, moved)
+        event.end()
+        handles[at] = moved
+        break
+      }
+      case 'finalizers':
+        event.metadata.finalizers.size
+        break
+      case 'update':
+        event.metadata.finalizers.updateStatus(STATUSES[o.status]!)
+        break
+      case 'join': {
+        const { notifier, receiver } = BatchNotifier.create({ sourceId: 'extra' })
+        onExtra(`extra${extras++}`, receiver)
+        notifier.attach(event)
+        notifier.release()
+        break
+      }
+      case 'run': {
+        const list = handles.splice(at, Math.min(o.n, handles.length - at))
+        new EventArray(list).end(STATUSES[o.status])
+        break
+      }
+    }
+  })
+  new EventArray(handles.splice(0)).end('delivered')
+  return told()
+}
+
+describe('SlotBatches', () => {
+  it('resolves as batches with notifiers do, whatever a program does to the events', () => {
+    const via = { slot: 0, state: 0 }
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 5 }),
+        fc.array(op, { maxLength: 30 }),
+        (sizes, ops) => {
+          // With notifiers: each batch's status and reason, as its receiver resolves.
+          const byNotifier: Outcome = []
+          let made = 0
+          const listen = (name: string, receiver: BatchStatusReceiver) =>
+            receiver.onResolved((status) => byNotifier.push([name, status, receiver.reason]))
+          const withNotifiers = run(
+            sizes,
+            ops,
+            (records) => {
+              const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+              listen(`b${made++}`, receiver)
+              return EventArray.fromRecords(records, { sourceId: 'src', batch: notifier })
+            },
+            () => byNotifier,
+            listen,
+          )
+
+          // As slots: the owner's reports and the extra batches' in one log, in order; a slot
+          // batch is named by the rank of its id (ids sort by creation).
+          const owner = new Owner()
+          const log: [string, BatchStatus, unknown][] = []
+          const ownerTold = owner.told.push.bind(owner.told)
+          owner.told.push = (...told: Told[]) => {
+            for (const t of told) log.push([t.id, t.status, t.reason])
+            return ownerTold(...told)
+          }
+          const slots = new SlotBatches('src', owner)
+          const asSlots = run(
+            sizes,
+            ops,
+            (records) => slots.fromRecords(records, Date.now()),
+            () => {
+              const ids = owner.told.map((t) => t.id).sort()
+              return log.map(([key, status, reason]) => [
+                key.startsWith('extra') ? key : `b${ids.indexOf(key)}`,
+                status,
+                reason,
+              ])
+            },
+            (name, receiver) => receiver.onResolved((status) => log.push([name, status, receiver.reason])),
+          )
+          expect(owner.told.length).toBe(sizes.length) // each slot batch told exactly once
+          expect(new Set(owner.told.map((t) => t.id)).size).toBe(sizes.length)
+          expect(asSlots).toEqual(withNotifiers)
+          for (const t of owner.told) via[t.via]++
+        },
+      ),
+      { numRuns: 300 },
+    )
+    // Both ways a slot batch can end were taken, many times.
+    expect(via.slot).toBeGreaterThan(100)
+    expect(via.state).toBeGreaterThan(100)
+  })
+})
+
+describe('SlotBatches and the leak detector (run with --expose-gc)', () => {
+  const leaks: LeakReport[] = []
+  let subscription: { unsubscribe(): void } | undefined
+  beforeAll(() => {
+    LeakDetector.setWarnings(false)
+    subscription = LeakDetector.leaks.subscribe((leak) => leaks.push(leak))
+  })
+  afterAll(() => {
+    subscription?.unsubscribe()
+    LeakDetector.setWarnings(true)
+  })
+
+  it('is run with --expose-gc', () => {
+    expect(gc).toBeTypeOf('function')
+  })
+
+  // In functions of their own, so nothing on the test's stack keeps a handle reachable.
+  function leakOneOfTwo(slots: SlotBatches): void {
+    const { events } = slots.fromRecords([{ n: 1 }, { n: 2 }], Date.now())
+    events[0]!.end('delivered')
+  }
+  function leakMaterialized(slots: SlotBatches): void {
+    const { events } = slots.fromRecords([{ n: 1 }, { n: 2 }], Date.now())
+    events[0]!.end('errored', { reason: 'first' }) // the batch gets a state
+  }
+
+  it('finds a slot batch whose handle was collected, reports it and settles it errored', async () => {
+    const owner = new Owner()
+    const slots = new SlotBatches('leaky', owner)
+    leakOneOfTwo(slots)
+    leakMaterialized(slots)
+    const collections = await collectUntil(() => owner.told.length === 2)
+    expect(owner.told, `after ${collections} collections`).toHaveLength(2)
+    const mine = leaks.filter((leak) => leak.sourceId === 'leaky')
+    expect(mine.map((leak) => leak.handles)).toEqual([1, 1])
+    expect(owner.told.map((t) => [t.status, t.via]).sort()).toEqual([
+      ['errored', 'slot'],
+      ['errored', 'state'],
+    ])
+    expect(mine.map((leak) => leak.batchId).sort()).toEqual(owner.told.map((t) => t.id).sort())
+  })
+
+  it('reports no leak while a handle, a detached group or a notifier still holds the block', async () => {
+    const owner = new Owner()
+    // Two sources: two blocks, one held by a handle, the other only by a detached group.
+    const kept = new SlotBatches('held', owner).fromRecords([{ n: 1 }], Date.now()).events[0]!
+    const groups = (() => {
+      const { events } = new SlotBatches('held', owner).fromRecords([{ n: 2 }], Date.now())
+      return EventFinalizerGroups.detach(events) // the event itself is dropped
+    })()
+    const before = leaks.length
+    await collectProvably()
+    await collectProvably()
+    expect(leaks.length).toBe(before)
+    expect(owner.told).toHaveLength(0)
+    groups.end(0, 'rejected')
+    kept.end('delivered')
+    expect(owner.told.map((t) => t.status).sort()).toEqual(['delivered', 'rejected'])
+  })
+
+  it('hands the runtime a receiver for every slot batch not resolved (forEachUnresolved)', () => {
+    const owner = new Owner()
+    const slots = new SlotBatches('stopping', owner)
+    const first = slots.fromRecords([{ n: 1 }, { n: 2 }], Date.now())
+    const second = slots.fromRecords([{ n: 3 }], Date.now())
+    first.end('delivered')
+    const seen: BatchStatusReceiver[] = []
+    LeakDetector.forEachUnresolved((receiver) => {
+      if (receiver.hasListener(owner)) seen.push(receiver)
+    })
+    expect(seen).toHaveLength(1)
+    expect(seen[0]!.status).toBeUndefined()
+    expect(seen[0]!.eventCount).toBe(1)
+    expect(seen[0]!.hasListener(owner)).toBe(true)
+    second.end('rejected')
+    expect(seen[0]!.status).toBe('rejected')
+    // Told once each: the first as a slot, the second through its receiver, with the id it had.
+    expect(owner.told.map((t) => t.via)).toEqual(['slot', 'state'])
+    expect(owner.told[1]!.id).toBe(seen[0]!.batchId)
+  })
+})
+
+describe('SlotBatches over many blocks', () => {
+  it('tells each batch once, with its own id and opening time, as blocks fill and are reused', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 300 }), fc.integer(), (count, seed) => {
+        const owner = new Owner()
+        const slots = new SlotBatches('many', owner)
+        const arrays: EventArray[] = []
+        const started = Date.now()
+        for (let i = 0; i < count; i++) arrays.push(slots.fromRecords([{ i }, { i }], Date.now()))
+        // End in a shuffled order, each array's two events on their own.
+        let state = seed
+        for (let i = arrays.length - 1; i > 0; i--) {
+          state = (state * 1103515245 + 12345) & 0x7fffffff
+          const j = state % (i + 1)
+          ;[arrays[i], arrays[j]] = [arrays[j]!, arrays[i]!]
+        }
+        for (const array of arrays) {
+          array.events[0]!.end('delivered')
+          array.events[1]!.end('delivered')
+        }
+        expect(owner.told).toHaveLength(count)
+        expect(new Set(owner.told.map((t) => t.id)).size).toBe(count)
+        expect(owner.told.every((t) => t.status === 'delivered' && t.via === 'slot')).toBe(true)
+        expect(owner.opened.every((at) => at >= started && at <= Date.now())).toBe(true)
+      }),
+      { numRuns: 40 },
+    )
+  })
+
+  it('refuses an empty batch and one over its size, naming the bound', () => {
+    const slots = new SlotBatches('bounds', new Owner())
+    expect(() => slots.fromRecords([], Date.now())).toThrow(/1 to 16777215 records, not 0/)
+  })
+})
