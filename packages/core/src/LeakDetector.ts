@@ -153,10 +153,12 @@ export const LeakDetector = {
   },
 
   /**
-   * Calls `visit` with the receiver of every batch of this process not resolved yet, oldest group
-   * first; `visit` may resolve batches. For a runtime that must give up on every batch it still
-   * tracks (a stop's deadline) without keeping a list of them: it costs a pass over every batch
-   * whose group is alive (resolved ones included), so it belongs on no per-batch path.
+   * Calls `visit` with the receiver of every batch of this process not resolved yet: those with
+   * notifiers oldest group first, then those kept as slots (`SlotBatches`), each given a receiver
+   * (a `BatchState`) for the visit, which it keeps. `visit` may resolve batches. For a runtime
+   * that must give up on every batch it still tracks (a stop's deadline) without keeping a list of
+   * them: it costs a pass over every batch whose group or block is alive (resolved ones included),
+   * so it belongs on no per-batch path.
    */
   forEachUnresolved(visit: (receiver: BatchStatusReceiver) => void): void {
     for (const group of [...liveGroups]) {

@@ -72,7 +72,11 @@ export class LogEvent {
    * ended. The handle's state is kept here, not in its metadata: one object per event, not two.
    */
   declare _ref: Ref | SlotChunk | null
-  /** @internal The slot in the batch when `_ref` is a notifier; `SET` when it is a set. */
+  /**
+   * @internal The slot in the batch when `_ref` is a notifier; `SET` when it is a set; when it is
+   * a block's token (a batch kept as a slot), the batch's index in the block in the low
+   * `INDEX_BITS` bits and the event's slot in the batch above them (see `slots.ts`).
+   */
   declare _slot: number
   /** @internal The metadata object, once someone read it. */
   declare _metadata: EventMetadata | undefined

@@ -1,19 +1,21 @@
 /**
  * A source's batches kept as slots of a shared block of numbers instead of a notifier and a
- * state each (RFC 0009): for a runtime that sends batches whose receipt nobody reads.
+ * state each (RFC 0009): for a runtime whose batches keep no per-record outcomes. What the
+ * runtime keeps for a batch (a receipt) it passes as the batch's `tracking`.
  *
  * A batch made here behaves as one made with a `BatchNotifier`, released at once: the same
  * statuses, the same fold, the same leak detection (its events hold a token shared by the
  * block's 64 batches, which the leak detector watches as it watches notifiers' tokens). What
  * differs is only what the runtime is told: {@link SlotBatchOwner.slotResolved} with the status,
  * where a notifier's listener would get a receiver. A batch that needs more than counting (a
- * reason, an authoritative record, a merge, a detach, a receipt, `LeakDetector.forEachUnresolved`)
+ * reason, an authoritative record, a merge, a detach, `LeakDetector.forEachUnresolved`)
  * gets a state made from its slot, and from then on is an ordinary batch whose listener is the
  * owner (`batchResolved`).
  *
  * @module
  */
 import { EventArray } from './EventArray.js'
+import { idOf } from './internal/batchIds.js'
 import { msSinceEpoch, sinceEpoch } from './internal/epoch.js'
 import { CHUNK, MAX_SLOT_EVENTS, type SlotBlock, SlotOpener, type SlotOwner } from './internal/slots.js'
 import type { JsonObject } from './JsonValue.js'
@@ -33,6 +35,9 @@ export type SlotBatchOwner = SlotOwner
  */
 export type { SlotBlock }
 
+/** The first millisecond a UUID v7's 48-bit time field cannot hold. */
+const MAX_UUID_MS = 2 ** 48
+
 /** The batches of one source, as slots. */
 export class SlotBatches {
   /** The most records one batch may have; a runtime sends larger ones with a notifier. */
@@ -48,25 +53,47 @@ export class SlotBatches {
     this.#opener = new SlotOpener(sourceId, owner, LeakDetector._arm)
   }
 
+  /** The id a batch stamped with `ms` (after the epoch) and `seq` has: see {@link SlotBatches.lastIdMs}. */
+  static idOf(ms: number, seq: number): string {
+    return idOf(ms, seq)
+  }
+
+  /** The id's millisecond (after the epoch) of the batch made last; with `lastIdSeq`, its id. */
+  get lastIdMs(): number {
+    const block = this.#opener.block!
+    return block.idMs(block.used - 1)
+  }
+
+  /** The id's counter of the batch made last. */
+  get lastIdSeq(): number {
+    const block = this.#opener.block!
+    return block.idSeq(block.used - 1)
+  }
+
   /**
    * Makes one batch of `records` (1 to {@link SlotBatches.MAX_EVENTS} of them; a `RangeError`
    * otherwise): an array of new events, each of the batch, ingested at `ingestTimestamp` (a
-   * clock reading, ms since 1970; it also stamps the batch's id). The source holds no reference:
-   * the batch resolves when every handle of its events has ended.
+   * clock reading the caller has just taken, ms since 1970; it also stamps the batch's id, so
+   * never a time taken from the data; a value that is not an integer from 0 to 2^48 - 1 reads
+   * the clock instead). The source holds no reference:
+   * the batch resolves when every handle of its events has ended. `tracking` is what the owner
+   * keeps for the batch (`block.trackingOf(index)` in `slotResolved`), and becomes the batch's
+   * receiver's `tracking` if it gets a receiver; it must not refer to the events (whose token it would keep).
    */
-  fromRecords(records: readonly JsonObject[], ingestTimestamp: number): EventArray {
+  fromRecords(records: readonly JsonObject[], ingestTimestamp: number, tracking?: unknown): EventArray {
     const n = records.length
     if (n < 1 || n > SlotBatches.MAX_EVENTS) {
       throw new RangeError(`a slot batch has 1 to ${SlotBatches.MAX_EVENTS} records, not ${n}`)
     }
+    // As `BatchNotifier.open`: a value that is not a clock reading in a UUID v7's range reads the clock.
+    const now =
+      Number.isInteger(ingestTimestamp) && ingestTimestamp >= 0 && ingestTimestamp < MAX_UUID_MS
+        ? ingestTimestamp
+        : Date.now()
     const opener = this.#opener
-    const ingest = sinceEpoch(ingestTimestamp)
+    const ingest = sinceEpoch(now)
     // A time the epoch's small integers cannot hold exactly is kept as an object (see `epoch.ts`).
-    const index = opener.open(
-      n,
-      ingestTimestamp,
-      typeof ingest === 'number' ? ingest : msSinceEpoch(ingestTimestamp),
-    )
+    const index = opener.open(n, now, typeof ingest === 'number' ? ingest : msSinceEpoch(now), tracking)
     const chunk = opener.chunk!
     const sourceId = this.sourceId
     const events = new Array<LogEvent>(n)

@@ -18,7 +18,7 @@ import {
   type SlotBlock,
 } from '@ackline/core'
 import fc from 'fast-check'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { collectProvably, collectUntil, gc } from './support/collect.js'
 
 interface Told {
@@ -301,6 +301,30 @@ describe('SlotBatches and the leak detector (run with --expose-gc)', () => {
     expect(owner.told.map((t) => t.status).sort()).toEqual(['delivered', 'rejected'])
   })
 
+  it('ignores the token of an earlier generation of a block, collected after the block was reused', async () => {
+    const owner = new Owner()
+    const slots = new SlotBatches('reused', owner)
+    // Generation g: a batch whose finalizers someone keeps after its event ended (they hold the
+    // token of g), then the rest of the block, all ended: the block is full, resolved and reused.
+    const first = slots.fromRecords([{ n: 0 }], Date.now()).events[0]!
+    let kept: unknown = first.metadata.finalizers
+    first.end('delivered')
+    for (let i = 1; i < 64; i++) slots.fromRecords([{ n: i }], Date.now()).end('delivered')
+    expect(owner.told).toHaveLength(64)
+    // The next generation (the pooled block again, most likely), with a batch still live.
+    const live = slots.fromRecords([{ n: 64 }], Date.now()).events[0]!
+    const before = leaks.filter((leak) => leak.sourceId === 'reused').length
+    kept = undefined
+    void kept
+    await collectProvably()
+    await collectProvably()
+    expect(leaks.filter((leak) => leak.sourceId === 'reused').length).toBe(before)
+    expect(owner.told).toHaveLength(64) // the live batch was not settled
+    live.end('delivered')
+    expect(owner.told).toHaveLength(65)
+    expect(owner.told.at(-1)!.status).toBe('delivered')
+  })
+
   it('hands the runtime a receiver for every slot batch not resolved (forEachUnresolved)', () => {
     const owner = new Owner()
     const slots = new SlotBatches('stopping', owner)
@@ -355,5 +379,64 @@ describe('SlotBatches over many blocks', () => {
   it('refuses an empty batch and one over its size, naming the bound', () => {
     const slots = new SlotBatches('bounds', new Owner())
     expect(() => slots.fromRecords([], Date.now())).toThrow(/1 to 16777215 records, not 0/)
+  })
+})
+
+describe('SlotBatches ids and owners', () => {
+  const msOf = (uuid: string): number => Number.parseInt(uuid.replace(/-/g, '').slice(0, 12), 16)
+
+  it('keeps a batch id stamped ahead of its opening time when the batch gets a state', () => {
+    const owner = new Owner()
+    const slots = new SlotBatches('ahead', owner)
+    const t = Date.now()
+    slots.fromRecords([{ a: 1 }], t + 50).end() // the stamps move 50 ms ahead of the clock
+    const asSlot = slots.fromRecords([{ a: 2 }], t) // stamped ahead of its opening time
+    asSlot.end()
+    const asState = slots.fromRecords([{ a: 3 }], t)
+    const receiver = [...asState.events[0]!.metadata.finalizers][0]!.receiver // gets a state
+    const id = receiver.batchId
+    asState.end()
+    expect(msOf(owner.told[1]!.id)).toBe(t + 50)
+    expect(msOf(id)).toBe(t + 50)
+    expect(owner.told[2]!.id).toBe(id) // what the owner is told is the id the state had
+    expect(id > owner.told[1]!.id).toBe(true) // in creation order
+    expect(receiver.openedAt).toBe(t) // the opening time is the batch's own
+  })
+
+  it('reads the clock for an ingest time that is not a clock reading', () => {
+    const owner = new Owner()
+    const slots = new SlotBatches('odd', owner)
+    const before = Date.now()
+    for (const odd of [Number.NaN, 1.5, -1, 2 ** 48]) slots.fromRecords([{ odd }], odd).end()
+    expect(owner.told).toHaveLength(4)
+    for (const t of owner.told) expect(msOf(t.id)).toBeGreaterThanOrEqual(before)
+    expect(owner.opened.every((at) => at >= before && at <= Date.now())).toBe(true)
+  })
+
+  it('goes on when its owner throws: the error is rethrown later, the batch still counts as finished', () => {
+    const rethrown: (() => void)[] = []
+    const spy = vi.spyOn(globalThis, 'queueMicrotask').mockImplementation((task) => {
+      rethrown.push(task)
+    })
+    try {
+      let calls = 0
+      const owner = new Owner()
+      const throwing = Object.assign(Object.create(owner) as Owner, {
+        slotResolved(...args: Parameters<Owner['slotResolved']>) {
+          calls++
+          owner.slotResolved(...args)
+          throw new Error('owner failed')
+        },
+      })
+      const slots = new SlotBatches('throws', throwing)
+      // More than a block: the blocks fill, finish and are reused although every call threw.
+      for (let i = 0; i < 70; i++) slots.fromRecords([{ i }], Date.now()).end('delivered')
+      expect(calls).toBe(70)
+      expect(owner.told).toHaveLength(70)
+      expect(rethrown).toHaveLength(70)
+      expect(() => rethrown[0]!()).toThrow('owner failed')
+    } finally {
+      spy.mockRestore()
+    }
   })
 })

@@ -84,9 +84,10 @@ export interface SendOptions {
    * may ignore it. A context that wraps another and reads the receipts (to log or count what
    * sources are told) must ask for them itself, `{ ...options, receipt: true }`, and hand its
    * source `NO_RECEIPT` when the source asked for none, as the testkit's `DeliveryLedger` does:
-   * `generator()` without `onBatch` and `stdin()` send with `receipt: false`. Without an ack
-   * timeout, such a batch is kept as a slot of its source (RFC 0009): no notifier and no state
-   * are made for it unless a component needs one, which changes its cost, not its behaviour.
+   * `generator()` without `onBatch` and `stdin()` send with `receipt: false`. (Without an ack
+   * timeout or outcomes, every batch is kept as a slot of its source, RFC 0009: no notifier and
+   * no state are made for it unless a component needs one, which changes its cost, not its
+   * behaviour; with `receipt: false` its slot is then all it is.)
    */
   readonly receipt?: boolean
 }

@@ -5,7 +5,7 @@ import { nextTick } from 'node:process'
 import { setImmediate as realSetImmediate } from 'node:timers'
 import { BatchNotifier, type BatchStatusReceiver, type EventArray } from '@ackline/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { BatchTracker } from '../src/internal/BatchTracker.js'
+import { BatchTracker, SlotReceipt } from '../src/internal/BatchTracker.js'
 import { Counters } from '../src/internal/Counters.js'
 import { SLICE_MS } from '../src/internal/loopTurns.js'
 import { EMPTY } from '../src/internal/MemoryChannel.js'
@@ -85,8 +85,9 @@ describe('SourceRunner', () => {
     first.end('delivered')
   })
 
-  it('registers one listener per batch, and it is the tracker itself (no object or closure per batch)', async () => {
-    const { channel, runner, tracker } = setup(10)
+  it('registers one listener per batch with a notifier, and it is the tracker itself (no object or closure per batch)', async () => {
+    // An ack timeout keeps the notifier (its queue keeps receivers); without one, see the next test.
+    const { channel, runner, tracker } = setup(10, true, 60_000)
     const { spy, receivers } = spyOnOpen((notifier) => vi.spyOn(notifier.receiver, 'onResolved'))
     try {
       const receipt = await runner.context.send([{ n: 1 }, { n: 2 }, { n: 3 }])
@@ -100,6 +101,36 @@ describe('SourceRunner', () => {
       ;(channel.tryPull() as EventArray).end('delivered')
       expect(await status).toBe('delivered')
       expect(tracker.pending).toBe(0)
+    } finally {
+      spy.mockRestore()
+      tracker.forceAll()
+    }
+  })
+
+  it('keeps a batch whose receipt is read as a slot (RFC 0009): the receipt is its one object, decided as any', async () => {
+    const { channel, runner, tracker } = setup(10)
+    const { spy } = spyOnOpen()
+    try {
+      const delivered = await runner.context.send([{ n: 1 }, { n: 2 }])
+      const rejected = await runner.context.send([{ n: 3 }])
+      expect(spy).not.toHaveBeenCalled() // no notifier, no state
+      expect(delivered).toBeInstanceOf(SlotReceipt)
+      expect(tracker.pending).toBe(2)
+      expect(delivered.batchId).toMatch(
+        /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+      )
+      expect(delivered.batchId! < rejected.batchId!).toBe(true) // ids sort by creation
+      const status = delivered.status // the source waits before the batch resolves
+      ;(channel.tryPull() as EventArray).end('delivered')
+      const [event] = (channel.tryPull() as EventArray).events
+      const reason = { componentId: 'out', code: 'BAD', message: 'no' }
+      event!.end('rejected', { reason }) // a reason: the batch gets a state, the receipt is its tracking
+      expect(await status).toBe('delivered')
+      expect(await rejected.status).toBe('rejected') // read after it resolved
+      expect(rejected.failure).toEqual(reason)
+      expect(delivered.failure).toBeUndefined()
+      expect(tracker.pending).toBe(0)
+      expect(runner.counters.snapshot().ackLatencyMs.count).toBe(2)
     } finally {
       spy.mockRestore()
     }
@@ -218,7 +249,7 @@ describe('SourceRunner', () => {
       return stamps
     }
 
-    it('shares one reading among at most SENDS_PER_READING sends of one burst, for batches and their notifiers', async () => {
+    it('shares one reading among at most SENDS_PER_READING sends of one burst, for batches and their ids', async () => {
       const { channel, runner } = setup(1000)
       const { spy, opened } = spyOnOpen()
       await quietLoop()
@@ -226,7 +257,12 @@ describe('SourceRunner', () => {
       const clock = movingClock()
       try {
         const count = SENDS_PER_READING * 2 + 1
-        for (let i = 0; i < count; i++) await runner.context.send([{ n: i }])
+        const ids: string[] = []
+        for (let i = 0; i < count; i++) {
+          // Every other send keeps its notifier (outcomes): both kinds of batch are stamped so.
+          const receipt = await runner.context.send([{ n: i }], i % 2 === 0 ? { outcomes: true } : {})
+          ids.push(receipt.batchId!)
+        }
         expect(clock).toHaveBeenCalledTimes(3)
         const stamps = stampsOf(channel)
         expect(stamps).toHaveLength(count)
@@ -235,7 +271,9 @@ describe('SourceRunner', () => {
         expect(stamps).toEqual(
           Array.from({ length: count }, (_, i) => first + Math.floor(i / SENDS_PER_READING)),
         )
-        expect(opened).toEqual(stamps) // the batch opened at its ingest time
+        // Each batch opened at its ingest time: its notifier's, and its id's millisecond.
+        expect(opened).toEqual(stamps.filter((_, i) => i % 2 === 0))
+        expect(ids.map((id) => Number.parseInt(id.replace(/-/g, '').slice(0, 12), 16))).toEqual(stamps)
       } finally {
         clock.mockRestore()
         spy.mockRestore()

@@ -6,6 +6,7 @@ import type { EventArray, LogEvent } from '@ackline/core'
 import {
   type LifecycleEvent,
   RejectError,
+  type SendOptions,
   type Sink,
   type Source,
   type SourceContext,
@@ -14,8 +15,12 @@ import {
 import { describe, expect, it } from 'vitest'
 import { on } from './support/Harness.js'
 
-/** Sends `count` batches of `size` records without asking for receipts, then waits for the stop. */
-function quietSource(count: number, size: number, receipt = false): Source & { sent: number } {
+/** Sends `count` batches of `size` records (by default without asking for receipts), then waits for the stop. */
+function quietSource(
+  count: number,
+  size: number,
+  options: SendOptions = { receipt: false },
+): Source & { sent: number } {
   const source = {
     kind: 'quiet',
     canAcknowledge: true,
@@ -24,7 +29,7 @@ function quietSource(count: number, size: number, receipt = false): Source & { s
       for (let b = 0; b < count; b++) {
         await context.send(
           Array.from({ length: size }, (_, i) => ({ b, i })),
-          { receipt },
+          options,
         )
         source.sent++
       }
@@ -94,10 +99,11 @@ describe('batches sent without a receipt (slots)', () => {
     expect(topology.metrics().in).toMatchObject({ acksInFlight: 0 })
   })
 
-  it('are decided at a forced stop as batches with receipts are, once, and what their sinks report later is ignored', async () => {
+  it('are decided at a forced stop as batches with notifiers are, once, and what their sinks report later is ignored', async () => {
     const outcomes: unknown[] = []
-    for (const receipt of [false, true]) {
-      const source = quietSource(3, 2, receipt)
+    // A slot without a receipt, a slot with one, a notifier (outcomes keep it).
+    for (const options of [{ receipt: false }, {}, { outcomes: true }]) {
+      const source = quietSource(3, 2, options)
       const sink = holdingSink()
       const topology = new TopologyBuilder(on).source('in', source).sink('out', ['in'], sink).build()
       const facts: LifecycleEvent[] = []
@@ -118,6 +124,7 @@ describe('batches sent without a receipt (slots)', () => {
       expect(topology.metrics().in).toEqual(metrics)
       outcomes.push([stopped, metrics.failures, topology.metrics().out!.failures])
     }
-    expect(outcomes[0]).toEqual(outcomes[1])
+    expect(outcomes[0]).toEqual(outcomes[2])
+    expect(outcomes[1]).toEqual(outcomes[2])
   })
 })

@@ -185,12 +185,12 @@ export class BatchState extends BatchStatusReceiver {
     code: number,
   ): BatchState {
     const state = new BatchState(sourceId, false, -1)
+    state.flags = RELEASED + code // first: the rare part's bit is set below, if it is made
     state.opened = opened
     state.idSeq = idSeq
     if (ahead !== 0) state._rare().stampAhead = ahead
     state.events = events
     state.live = live
-    state.flags = RELEASED + code
     return state
   }
 

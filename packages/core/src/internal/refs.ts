@@ -5,8 +5,10 @@
  * `BatchNotifier` plus a slot number (the compact form every event starts with: no object per
  * event), or an `EventFinalizers` set (after a merge, or once someone asked for the set), marked by
  * the slot number {@link SET}. Holding a reference means holding one live reference on every batch
- * it names. The slot number, not `instanceof`, tells the forms apart: it keeps the hot path free of
- * type checks.
+ * it names. The slot number, not `instanceof`, tells those forms apart: it keeps the hot path free
+ * of type checks. A handle may also hold a block's token (`SlotChunk`, a batch kept as a slot,
+ * see `slots.ts`); `LogEvent` moves it to its batch's notifier before any of these operations, so
+ * only `endEach`, which counts runs of such handles down on the block, ever sees one.
  */
 import type { BatchNotifier } from '../BatchNotifier.js'
 import { EventFinalizers } from '../EventFinalizers.js'

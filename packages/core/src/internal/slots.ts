@@ -7,8 +7,8 @@
  * slot in the batch) in `LogEvent._slot`. The token is what the garbage collector is watched
  * for, as the notifiers' shared token is today (`LeakDetector.ts`): it is collected once no
  * event, group or notifier of its batches holds it, and then every batch of it not yet resolved
- * leaked. The block itself must never refer to its token (the registry keeps the block's number,
- * and `blocks` keeps the block), or the token could never be collected.
+ * leaked. The block itself must never refer to its token (the registry keeps the block and the
+ * generation, see `Generation`), or the token could never be collected.
  *
  * A batch that needs more than counting (a reason, an authoritative record, a merge, a detach,
  * a receiver, the runtime's forced stop) is *materialized*: a `BatchState` is made from its slot,
@@ -65,15 +65,10 @@ export interface SlotOwner extends BatchResolvedListener {
   slotResolved(status: BatchStatus, openedAt: number, now: number, block: SlotBlock, index: number): void
 }
 
-/** Every block made, by number; a block is never dropped, only reused. */
-const blocks: SlotBlock[] = []
 /** Blocks free to reuse. */
 const free: SlotBlock[] = []
 /** Blocks in use (handed to a source and not yet reused): what `forEachUnresolvedSlot` walks. */
 const inUse = new Set<SlotBlock>()
-
-/** One generation of a block, as the registry keeps it: number × 2^20 + generation. */
-const GENERATIONS = 0x100000
 
 /** What a leak is reported through; set by the leak detector (it owns the report). */
 export type SlotLeakReport = (sourceId: string | undefined, batchId: string, handles: number) => void
@@ -88,9 +83,21 @@ export function setSlotLeakReport(
 }
 let reportStateLeak: (state: BatchState, handles: number) => void = () => {}
 
-const registry = new FinalizationRegistry<number>((held) => {
-  const block = blocks[Math.floor(held / GENERATIONS)]
-  if (block === undefined || block.gen !== held % GENERATIONS || block.owner === undefined) return
+/**
+ * One generation of a block, as the registry keeps it for the generation's token: an object of
+ * its own (one per 64 batches), so generations never wrap. A number packing the block and a
+ * generation counted modulo some bound would let a token kept alive long enough (by a notifier
+ * someone holds) be taken, once collected, for the token of the generation in use.
+ */
+class Generation {
+  constructor(
+    readonly block: SlotBlock,
+    readonly gen: number,
+  ) {}
+}
+
+const registry = new FinalizationRegistry<Generation>(({ block, gen }) => {
+  if (block.gen !== gen || block.owner === undefined) return // resolved and reused since
   block._leaked()
 })
 
@@ -116,8 +123,6 @@ class SlotHook implements BatchResolvedListener {
 
 /** The batches of one source, by slot: see the module's comment. */
 export class SlotBlock {
-  /** This block's number in `blocks`. */
-  readonly id: number
   /** Bumped each time the block is reused. */
   gen = 0
   /** Slots handed out in this generation. */
@@ -133,19 +138,38 @@ export class SlotBlock {
    * the token, never here: a notifier holds the token.)
    */
   states: (BatchState | undefined)[] | undefined = undefined
+  /**
+   * What the owner keeps for a batch beside its slot (a receipt), by index, for the batches it
+   * gave one; made on the first. A materialized batch's state gets it as its `tracking`. It must
+   * not refer to the token.
+   */
+  tracked: unknown[] | undefined = undefined
 
   constructor() {
     const slots = new Array<number>(CHUNK * STRIDE)
     for (let i = 0; i < slots.length; i++) slots[i] = 0
     this.slots = slots
-    this.id = blocks.length
-    blocks.push(this)
   }
 
   /** The batch's id (a UUID v7, as a notifier's), written from its stamp. */
   batchId(index: number): string {
     const at = index * STRIDE
     return idOf(this.slots[at + OPENED]! + this.slots[at + AHEAD]!, this.slots[at + SEQ]!)
+  }
+
+  /** The id's millisecond (after the epoch) of the batch at `index`; with {@link SlotBlock.idSeq}, its id. */
+  idMs(index: number): number {
+    return this.slots[index * STRIDE + OPENED]! + this.slots[index * STRIDE + AHEAD]!
+  }
+
+  /** The id's counter of the batch at `index`. */
+  idSeq(index: number): number {
+    return this.slots[index * STRIDE + SEQ]!
+  }
+
+  /** What the owner keeps for the batch at `index` (see {@link SlotBlock.tracked}). */
+  trackingOf(index: number): unknown {
+    return this.tracked?.[index]
   }
 
   /** Whether the batch at `index` is kept by a state now. */
@@ -217,6 +241,8 @@ export class SlotBlock {
         slots[at + FLAGS]! & CODE_BITS,
       )
       state.listeners = [this.owner!, new SlotHook(this, this.gen, index)]
+      const tracking = this.tracked?.[index]
+      if (tracking !== undefined) state.tracking = tracking
       slots[at + FLAGS]! |= MATERIALIZED
       states[index] = state
     }
@@ -246,12 +272,13 @@ export class SlotBlock {
 }
 
 function recycle(block: SlotBlock): void {
-  block.gen = (block.gen + 1) % GENERATIONS
+  block.gen++ // a double: exact far beyond any count of reuses
   block.used = 0
   block.finished = 0
   block.owner = undefined
   block.sourceId = undefined
   block.states = undefined
+  block.tracked = undefined
   inUse.delete(block)
   free.push(block)
 }
@@ -299,7 +326,7 @@ export class SlotOpener {
    * since 1970), which is `opened` ms after the epoch (`msSinceEpoch(now)`, which the caller has
    * for its events); returns the batch's index in the block.
    */
-  open(events: number, now: number, opened: number): number {
+  open(events: number, now: number, opened: number, tracking: unknown): number {
     let block = this.block
     if (this.chunk === undefined || block === undefined || block.used === CHUNK || block.gen !== this.#gen) {
       block = free.pop() ?? new SlotBlock()
@@ -310,7 +337,7 @@ export class SlotOpener {
       this.#gen = block.gen
       const chunk = new SlotChunk(block)
       this.chunk = chunk
-      registry.register(chunk, block.id * GENERATIONS + block.gen)
+      registry.register(chunk, new Generation(block, block.gen))
       filling.add(this)
       this.arm()
     }
@@ -323,6 +350,10 @@ export class SlotOpener {
     slots[at + SEQ] = nextSeq(now)
     slots[at + EVENTS] = events
     slots[at + AHEAD] = lastStampMs() - now
+    if (tracking !== undefined) {
+      if (block.tracked === undefined) block.tracked = new Array<unknown>(CHUNK)
+      block.tracked[index] = tracking
+    }
     return index
   }
 }

@@ -34,6 +34,7 @@ import {
   type EventStatus,
   LeakDetector,
   type RecordOutcomes,
+  SlotBatches,
   type SlotBatchOwner,
   type SlotBlock,
 } from '@ackline/core'
@@ -62,7 +63,7 @@ class Tracking {
   /** What the source was told was the failure; `undefined` when delivered or not decided yet. */
   failure: BatchFailure | undefined = undefined
   /** The outcomes taken when the batch was decided. */
-  outcomes: RecordOutcomes | undefined = undefined
+  taken: RecordOutcomes | undefined = undefined
   /** The resolver of the receipt's promise, while its source waits for the decision. */
   waiting: ((status: BatchStatus) => void) | undefined = undefined
   /** The fold of what authoritative sinks recorded so far. */
@@ -71,6 +72,41 @@ class Tracking {
   recordedFailure: BatchFailure | undefined = undefined
   /** Events of the batch not recorded by an authoritative sink yet; -1 until the first record. */
   unrecorded = -1
+}
+
+/**
+ * The receipt of a batch kept as a slot (RFC 0009), which is also its tracking: the tracker
+ * decides it in `slotResolved`, or, once the batch got a receiver (a reason, a record, a forced
+ * stop), through that receiver, whose `tracking` it then is. So a slot batch with a receipt is
+ * this one object (and the promise of its status, once the source waits on it), where a batch
+ * with a notifier is a notifier, a state, a receipt and a tracking. Never has outcomes: a send
+ * that asks for them keeps its notifier.
+ */
+export class SlotReceipt extends Tracking implements BatchReceipt {
+  /** The id's millisecond after the epoch and its counter, set by the runner once the batch is made. */
+  idMs = 0
+  idSeq = 0
+  #promise: Promise<BatchStatus> | undefined = undefined
+
+  get batchId(): string {
+    return SlotBatches.idOf(this.idMs, this.idSeq)
+  }
+
+  get status(): Promise<BatchStatus> {
+    if (this.#promise === undefined) this.#promise = statusOf(this.decided, () => this)
+    return this.#promise
+  }
+}
+
+/**
+ * The promise of a receipt's status: `decided` at once, or, while undecided, resolved by the
+ * tracker through the `waiting` of the tracking `keep` gives (made only then).
+ */
+function statusOf(decided: BatchStatus | undefined, keep: () => Tracking): Promise<BatchStatus> {
+  if (decided !== undefined) return Promise.resolve(decided)
+  return new Promise<BatchStatus>((resolve) => {
+    keep().waiting = resolve
+  })
 }
 
 /** The receiver's tracking, if it has one. */
@@ -125,16 +161,8 @@ export class Receipt implements BatchReceipt {
   }
 
   get status(): Promise<BatchStatus> {
-    if (this.#promise === undefined) {
-      const decided = this.decided
-      this.#promise =
-        decided !== undefined
-          ? Promise.resolve(decided)
-          : // One receipt per batch, and its promise is made once: one resolver to keep.
-            new Promise<BatchStatus>((resolve) => {
-              tracking(this.receiver).waiting = resolve
-            })
-    }
+    // One receipt per batch, and its promise is made once: one resolver to keep.
+    if (this.#promise === undefined) this.#promise = statusOf(this.decided, () => tracking(this.receiver))
     return this.#promise
   }
 
@@ -145,7 +173,7 @@ export class Receipt implements BatchReceipt {
   get outcomes(): Promise<RecordOutcomes> | undefined {
     if (!this.receiver.keepsOutcomes) return undefined
     // The snapshot's microtask was queued before the status settled, so it has run by now.
-    return this.status.then(() => trackingOf(this.receiver)?.outcomes ?? this.receiver.outcomesNow()!)
+    return this.status.then(() => trackingOf(this.receiver)?.taken ?? this.receiver.outcomesNow()!)
   }
 }
 
@@ -226,10 +254,6 @@ export class BatchTracker implements BatchResolvedListener, SlotBatchOwner {
   }
 
   /**
-   * Tracks the batch as {@link BatchTracker.track} does, for a source that will not read its
-   * receipt (`send(records, { receipt: false })`): no receipt is made.
-   */
-  /**
    * Starts tracking a batch kept as a slot (`SlotBatches`, with this tracker as its owner): it is
    * counted now, and decided in {@link BatchTracker.slotResolved}, or as any batch once it has a
    * receiver. Only for sources without an ack timeout: the timeout queue keeps receivers.
@@ -259,9 +283,21 @@ export class BatchTracker implements BatchResolvedListener, SlotBatchOwner {
       failure = this.#failure('UNEXPLAINED', `the batch ended ${status} and no component said why`)
       this.counters.failed(failure.code, 1)
     }
+    const receipt = block.trackingOf(index) as SlotReceipt | undefined
+    if (receipt !== undefined) {
+      receipt.decided = status
+      receipt.failure = failure
+      const waiting = receipt.waiting
+      receipt.waiting = undefined
+      waiting?.(status)
+    }
     if (watching) this.#facts.push({ batchId: block.batchId(index), status, latencyMs, failure })
   }
 
+  /**
+   * Tracks the batch as {@link BatchTracker.track} does, for a source that will not read its
+   * receipt (`send(records, { receipt: false })`): no receipt is made.
+   */
   follow(receiver: BatchStatusReceiver): void {
     this.counters.inFlight++
     this.#count++
@@ -463,7 +499,7 @@ export class BatchTracker implements BatchResolvedListener, SlotBatchOwner {
       if (receiver.keepsOutcomes) {
         const snapshot = kept
         queueMicrotask(() => {
-          snapshot.outcomes = receiver.outcomesNow()
+          snapshot.taken = receiver.outcomesNow()
         })
       }
       const waiting = kept.waiting

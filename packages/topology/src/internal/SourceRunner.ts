@@ -22,7 +22,7 @@ import {
   type Source,
   type SourceContext,
 } from '../Source.js'
-import type { BatchTracker } from './BatchTracker.js'
+import { type BatchTracker, SlotReceipt } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
 import { awaitLoopTurn } from './loopTurns.js'
 import { RESOLVED } from './MemoryChannel.js'
@@ -125,6 +125,25 @@ export class SourceRunner {
         const array = slots.fromRecords(list, ingestTimestamp)
         this.tracker.followSlot()
         return unreadAfter(this.output.send(array), turn)
+      }
+      if (
+        options?.outcomes !== true &&
+        this.tracker.ackTimeoutMs === undefined &&
+        list.length >= 1 &&
+        list.length <= SlotBatches.MAX_EVENTS
+      ) {
+        // A receipt without outcomes or a timeout: a slot, whose receipt is its only object.
+        if (this.#slots === undefined) this.#slots = new SlotBatches(sourceId, this.tracker)
+        const slots = this.#slots
+        const receipt = new SlotReceipt()
+        const array = slots.fromRecords(list, ingestTimestamp, receipt)
+        receipt.idMs = slots.lastIdMs
+        receipt.idSeq = slots.lastIdSeq
+        this.tracker.followSlot()
+        const pushed = this.output.send(array)
+        return pushed === RESOLVED && turn === undefined
+          ? Promise.resolve<BatchReceipt>(receipt)
+          : afterTurn(pushed, turn).then(() => receipt)
       }
       const notifier = BatchNotifier.open(sourceId, options?.outcomes === true, ingestTimestamp)
       // The events join the batch as they are made, and the source's reference is released (the
