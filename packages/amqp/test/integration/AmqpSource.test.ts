@@ -423,7 +423,9 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
       true,
     )
     // The broker dropped what followed the refused copy: nothing was acked, and both are back.
-    expect(source.counters).toMatchObject({ received: 3, acked: 1, rejected: 0, inFlight: 0 })
+    // (The second message may or may not have reached this consumer before the channel closed.)
+    expect(source.counters).toMatchObject({ acked: 1, rejected: 0, inFlight: 0 })
+    expect(source.counters.received).toBeGreaterThanOrEqual(2)
     expect(await admin.messageCount(queue)).toBe(2)
   })
 
