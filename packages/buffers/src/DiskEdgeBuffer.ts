@@ -10,7 +10,7 @@
  *   `delivered` (durable or delivered), `rejected` (dropped when full, too large, not encodable
  *   as JSON, or rejected by the sink and dead-lettered), `errored` (the write failed, or the
  *   buffer was disposed first).
- * - A record read back carries a fresh notifier of the buffer's own (source id `<sinkId>:buffer`);
+ * - A record read back is a fresh batch of the buffer's own (source id `<sinkId>:buffer`);
  *   what the sink reports on it decides the record's fate: acknowledged, redelivered after a
  *   back-off, or dead-lettered. An `errored` record is never deleted.
  *
@@ -22,13 +22,13 @@
  * @module
  */
 import {
-  BatchNotifier,
   type BatchStatus,
   type BatchStatusReceiver,
   EventArray,
   EventFinalizerGroups,
   type JsonObject,
   type LogEvent,
+  SlotBatches,
 } from '@ackline/core'
 import type { BatchFailure, EdgeBuffer } from '@ackline/topology'
 import { type AppendResult, DiskBuffer, type DiskBufferMetrics, type ReplayResult } from './DiskBuffer.js'
@@ -70,7 +70,7 @@ export interface DiskEdgeBuffer extends EdgeBuffer {
    * when full and blocking, once there is room. The handles are consumed.
    */
   push(events: EventArray): Promise<void>
-  /** The next events for the sink, each with a fresh notifier; `undefined` once closed and drained, or on abort. */
+  /** The next events for the sink, each a fresh batch of its own; `undefined` once closed and drained, or on abort. */
   pull(signal?: AbortSignal): Promise<EventArray | undefined>
   /** No more pushes; `pull` drains what is left, then returns `undefined` and the files are closed. */
   close(): Promise<void>
@@ -88,7 +88,11 @@ export interface DiskEdgeBuffer extends EdgeBuffer {
 class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   readonly store: DiskBuffer
   readonly #sinkId: string
-  readonly #notifierSource: string
+  /**
+   * The batches of records read back: one per record, kept as slots (RFC 0009), each with its
+   * sequence number as its tracking; their source id is `<sinkId>:buffer`.
+   */
+  readonly #readBack: SlotBatches
   readonly #onWrite: boolean
   readonly #whenFull: 'wait' | 'refuse'
   readonly #maxPerPull: number
@@ -100,7 +104,7 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   /** The original finalizer groups of records written in this run, by sequence number ('on-delivery'). */
   readonly #origins = new RecordOrigins()
   /**
-   * Records read back whose notifier resolved and that are not settled yet: sequence number,
+   * Records read back whose batch resolved and that are not settled yet: sequence number,
    * status, reason, three entries each. They are settled together in one microtask (see `pull`).
    */
   #resolved: unknown[] = []
@@ -115,7 +119,12 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   constructor(store: DiskBuffer, options: DiskEdgeBufferOptions, log: (message: string) => void) {
     this.store = store
     this.#sinkId = options.sinkId
-    this.#notifierSource = `${options.sinkId}:buffer`
+    this.#readBack = new SlotBatches(`${options.sinkId}:buffer`, {
+      slotResolved: (status, _openedAt, _now, block, index) =>
+        this.#heard(block.trackingOf(index) as number, status, undefined),
+      // A record's batch that got a state (its sink gave a reason, say): the reason is on it.
+      batchResolved: (status, receiver) => this.#heard(receiver.tracking as number, status, receiver),
+    })
     this.#onWrite = options.acknowledgements === 'on-write'
     this.#whenFull = options.whenFull === 'drop_newest' ? 'refuse' : 'wait'
     this.#maxPerPull = options.maxEventsPerPull ?? 1000
@@ -222,6 +231,7 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
         return undefined
       }
       const events: LogEvent[] = []
+      const now = Date.now()
       for (const record of records) {
         const data = EventRecord.decode(record.payload)
         if (data === undefined) {
@@ -232,17 +242,10 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
           continue
         }
         const event = EventRecord.toEvent(data)
-        // One notifier per record, so each record is acknowledged, retried or dead-lettered as
-        // soon as the sink settled it, with its own reason. It is heard with a listener, not a
-        // promise: no promise, `then` or microtask per record (see `#heard`).
-        const notifier = BatchNotifier.open(this.#notifierSource)
-        notifier.attach(event)
-        notifier.release()
-        const seq = record.seq
-        // The listener holds the receiver, never the notifier: the leak detector must see the
-        // notifier collected if the sink loses the event.
-        const receiver = notifier.receiver
-        receiver.onResolved((status) => this.#heard(seq, status, receiver))
+        // One batch per record, so each record is acknowledged, retried or dead-lettered as soon
+        // as the sink settled it, with its own reason. A slot: no notifier, state, listener or
+        // promise per record; the leak detector still sees a record the sink loses.
+        this.#readBack.adopt(event, now, record.seq)
         events.push(event)
       }
       if (events.length > 0) return new EventArray(events)
@@ -275,14 +278,14 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   }
 
   /**
-   * The notifier of record `seq` resolved. This runs inside whichever `end` resolved it, where no
+   * The batch of record `seq` resolved. This runs inside whichever `end` resolved it, where no
    * other handle may be ended, so the record is only noted here; the records noted before the
    * next microtask (a sink ends a whole array in one call) are settled together in it.
    */
-  #heard(seq: number, status: BatchStatus, receiver: BatchStatusReceiver): void {
+  #heard(seq: number, status: BatchStatus, receiver: BatchStatusReceiver | undefined): void {
     const resolved = this.#resolved
     if (resolved.length === 0) queueMicrotask(() => this.#settleHeard())
-    resolved.push(seq, status, status === 'delivered' ? undefined : receiver.reason)
+    resolved.push(seq, status, status === 'delivered' ? undefined : receiver?.reason)
   }
 
   #settleHeard(): void {

@@ -15,6 +15,7 @@
  * @module
  */
 import { EventArray } from './EventArray.js'
+import { FinalizationError } from './FinalizationError.js'
 import { idOf } from './internal/batchIds.js'
 import { msSinceEpoch, sinceEpoch } from './internal/epoch.js'
 import { CHUNK, MAX_SLOT_EVENTS, type SlotBlock, SlotOpener, type SlotOwner } from './internal/slots.js'
@@ -68,6 +69,34 @@ export class SlotBatches {
   get lastIdSeq(): number {
     const block = this.#opener.block!
     return block.idSeq(block.used - 1)
+  }
+
+  /**
+   * Makes `event`, a live handle without finalizers (a new one, say, read back from storage with
+   * its own source id and ingest time), the one event of a new batch opened at `now` (a clock
+   * reading the caller has just taken; otherwise the clock is read). The event is attached and
+   * the source's reference released, as `BatchNotifier.open` + `attach` + `release` would do;
+   * `tracking` as in {@link SlotBatches.fromRecords}. Throws a `FinalizationError` for an event
+   * that ended, a `TypeError` for one that already has finalizers.
+   */
+  adopt(event: LogEvent, now: number, tracking?: unknown): void {
+    if (event._ref === null) {
+      throw new FinalizationError(
+        'USE_AFTER_END',
+        'cannot make a batch of an event whose handle has ended',
+        event._sourceId,
+      )
+    }
+    if (event._ref !== undefined) {
+      throw new TypeError(
+        `cannot make a slot batch of an event from source ${event._sourceId ?? 'unknown'} that already has finalizers`,
+      )
+    }
+    const at = Number.isInteger(now) && now >= 0 && now < MAX_UUID_MS ? now : Date.now()
+    const opener = this.#opener
+    const index = opener.open(1, at, msSinceEpoch(at), tracking)
+    event._ref = opener.chunk!
+    event._slot = index
   }
 
   /**

@@ -440,3 +440,48 @@ describe('SlotBatches ids and owners', () => {
     }
   })
 })
+
+describe('SlotBatches.adopt', () => {
+  it("makes a fresh event the one event of a new batch, keeping the event's own source and ingest time", () => {
+    const owner = new Owner()
+    const slots = new SlotBatches('out:buffer', owner)
+    const read = new LogEvent({ n: 1 }, { sourceId: 'http', ingestTimestamp: 1_700_000_000_000 })
+    const other = new LogEvent({ n: 2 }, { sourceId: 'http' })
+    slots.adopt(read, Date.now(), 41)
+    slots.adopt(other, Date.now(), 42)
+    expect(read.metadata.sourceId).toBe('http')
+    expect(read.metadata.ingestTimestamp).toBe(1_700_000_000_000)
+    expect(read.metadata.hasFinalizers).toBe(true)
+    other.end('rejected', { reason: 'bad' }) // a reason: its batch gets a state, tracking kept
+    read.end('errored')
+    expect(owner.told.map((t) => [t.status, t.via, t.reason])).toEqual([
+      ['rejected', 'state', 'bad'],
+      ['errored', 'slot', undefined],
+    ])
+  })
+
+  it("hands the owner each batch's tracking, as a slot and through the state it may get", () => {
+    const tracked: unknown[] = []
+    const slots = new SlotBatches('out:buffer', {
+      slotResolved: (_status, _openedAt, _now, block, index) => tracked.push(block.trackingOf(index)),
+      batchResolved: (_status, receiver) => tracked.push(receiver.tracking),
+    })
+    const events = [0, 1, 2].map((n) => new LogEvent({ n }))
+    for (const [n, event] of events.entries()) slots.adopt(event, Date.now(), n === 2 ? 0 : 100 + n)
+    events[1]!.end('rejected', { reason: 'why' }) // through its state
+    events[0]!.end('delivered')
+    events[2]!.end('delivered') // a tracking of 0 is kept too
+    expect(tracked).toEqual([101, 100, 0])
+  })
+
+  it('refuses an ended event and one that already has finalizers', () => {
+    const slots = new SlotBatches('out:buffer', new Owner())
+    const ended = new LogEvent({})
+    ended.end()
+    expect(() => slots.adopt(ended, Date.now())).toThrow(/handle has ended/)
+    const attached = new LogEvent({})
+    slots.adopt(attached, Date.now())
+    expect(() => slots.adopt(attached, Date.now())).toThrow(TypeError)
+    attached.end()
+  })
+})
