@@ -267,6 +267,11 @@ export class LogEvent {
   /** @internal Ends the handle, with a status code or without one (`code < 0`). */
   _end(code: number, authoritative: boolean): void {
     let ref = this._ref
+    if (ref === undefined) {
+      // No finalizers (acknowledgements off): ending only ends the handle.
+      this._ref = null
+      return
+    }
     if (ref === null) {
       throw new FinalizationError('ALREADY_ENDED', 'an event handle was ended twice', this._sourceId)
     }

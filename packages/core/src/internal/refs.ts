@@ -143,6 +143,12 @@ function endEach(events: readonly LogEvent[], code: number): void {
   while (i < n) {
     const event = events[i]!
     const ref = event._ref
+    if (ref === undefined) {
+      // No finalizers (acknowledgements off): ending only ends the handle.
+      event._ref = null
+      i++
+      continue
+    }
     if (ref instanceof SlotChunk) {
       // A run of events of one batch kept as a slot: one count down; its state's path once it has one.
       const block = ref._block
