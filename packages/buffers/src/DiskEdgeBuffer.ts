@@ -157,10 +157,9 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
         // UTF-8 takes at most 3 bytes per UTF-16 unit: most records need no count of their bytes.
         if (payload.length * 3 > max && Buffer.byteLength(payload, 'utf8') > max) {
           this.#m.rejectedTooLarge++
-          groups.end(i, 'rejected')
-          this.#log(
-            `disk buffer of sink ${this.#sinkId}: rejected an event of ${Buffer.byteLength(payload, 'utf8')} bytes, larger than a segment (${max} bytes of payload)`,
-          )
+          const message = `disk buffer of sink ${this.#sinkId}: rejected an event of ${Buffer.byteLength(payload, 'utf8')} bytes, larger than a segment (${max} bytes of payload)`
+          groups.end(i, 'rejected', { reason: this.#failure('RECORD_TOO_LARGE', message) })
+          this.#log(message)
           continue
         }
         payloads.push(payload)
@@ -174,14 +173,24 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
       throw error
     }
     switch (result.status) {
-      case 'full':
+      case 'full': {
         this.#m.droppedWhenFull += index.length
-        for (const i of index) groups.end(i, 'rejected')
+        const reason = this.#failure(
+          'BUFFER_FULL',
+          `the disk buffer of sink ${this.#sinkId} was full and dropped the events (whenFull: 'drop_newest')`,
+        )
+        for (const i of index) groups.end(i, 'rejected', { reason })
         return
-      case 'failed':
+      }
+      case 'failed': {
         this.#m.writeErrored += index.length
-        for (const i of index) groups.end(i, 'errored')
+        const reason = this.#failure(
+          'WRITE_FAILED',
+          `the disk buffer of sink ${this.#sinkId} could not write the events: ${result.error.message}`,
+        )
+        for (const i of index) groups.end(i, 'errored', { reason })
         return
+      }
       case 'written':
         if (this.#onWrite) {
           const settle = (durable: 'durable' | 'failed'): void => {
@@ -203,6 +212,11 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
         }
         return
     }
+  }
+
+  /** Why the buffer settled events itself (what their sources' receipts report as the failure). */
+  #failure(code: string, message: string): BatchFailure {
+    return { componentId: this.#sinkId, code, message }
   }
 
   /**

@@ -215,6 +215,8 @@ describe('openDiskBuffer', () => {
     await buffer.push(dropped.array)
     expect(await dropped.receiver).toBe('rejected')
     expect(buffer.metrics().droppedWhenFull).toBe(4)
+    // Said why, naming the sink, as a full memory buffer does (not UNEXPLAINED).
+    expect(dropped.receiver.reason).toMatchObject({ componentId: 'out', code: 'BUFFER_FULL' })
     const out = (await buffer.pull())!
     expect(ns(out)).toEqual([0, 1, 2, 3])
     out.end('delivered')
@@ -256,6 +258,11 @@ describe('openDiskBuffer', () => {
     await buffer.push(EventArray.of(big, small))
     expect(await receiver).toBe('rejected')
     expect(buffer.metrics().rejectedTooLarge).toBe(1)
+    expect(receiver.reason).toMatchObject({
+      componentId: 'out',
+      code: 'RECORD_TOO_LARGE',
+      message: expect.stringContaining('larger than a segment'),
+    })
     const out = (await buffer.pull())!
     expect(ns(out)).toEqual([1])
     out.end('delivered')
@@ -382,6 +389,7 @@ describe('openDiskBuffer', () => {
     await buffer.push(failed.array)
     expect(await failed.receiver).toBe('errored')
     expect(buffer.metrics().writeErrored).toBe(2)
+    expect(failed.receiver.reason).toMatchObject({ componentId: 'out', code: 'WRITE_FAILED' })
     fs.capacity = Number.POSITIVE_INFINITY
     const ok = batch(1, 7)
     await buffer.push(ok.array)

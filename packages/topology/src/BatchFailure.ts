@@ -21,7 +21,8 @@
  * - `BAD_RESULT`: a sink's write returned something that is not one known status per event;
  * - `LEAKED_EVENTS`, `PROCESS_FAILED`: a transform lost track of events, or threw (`errored`);
  * - `DROPPED`: a transform dropped the event with `dropStatus: 'rejected'`;
- * - `BUFFER_FULL`: a full `drop_newest` buffer dropped it;
+ * - `BUFFER_FULL`: a full `drop_newest` buffer dropped it (in memory, or on disk);
+ * - `RECORD_TOO_LARGE`: a disk buffer could not store it, larger than a segment (`rejected`);
  * - `ACK_TIMEOUT`: the topology's `ackTimeoutMs` passed first (`errored`);
  * - `STOPPED`: the topology stopped (or a stop's deadline passed) before the batch resolved;
  * - `UNEXPLAINED`: no component said why (a leaked handle, or code that ended an event with a
