@@ -19,6 +19,8 @@ import {
 } from '@ackline/core'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { closeFillingBlocks, SlotOpener, type SlotOwner } from '../src/internal/slots.js'
+import { DELIVERED as DELIVERED_CODE } from '../src/internal/statusCodes.js'
 import { collectProvably, collectUntil, gc } from './support/collect.js'
 
 interface Told {
@@ -483,5 +485,33 @@ describe('SlotBatches.adopt', () => {
     slots.adopt(attached, Date.now())
     expect(() => slots.adopt(attached, Date.now())).toThrow(TypeError)
     attached.end()
+  })
+})
+
+describe('SlotBatches blocks of a slow source', () => {
+  it('reuses a block closed early as soon as its batches resolved, not after a full collection', () => {
+    const owner = new Owner()
+    // The internal opener, with the test's owner (typed against the public build's `SlotBlock`).
+    const opener = new SlotOpener('slow', owner as unknown as SlotOwner, () => {})
+    const seen = new Set<unknown>()
+    // A slow source: every batch finds its block closed (20 ms passed), and ends before the next.
+    for (let i = 0; i < 500; i++) {
+      const index = opener.open(1, Date.now(), 0, undefined)
+      seen.add(opener.block!)
+      closeFillingBlocks()
+      opener.block!.release(index, 1, DELIVERED_CODE)
+    }
+    expect(owner.told).toHaveLength(500)
+    expect(seen.size).toBeLessThanOrEqual(2) // the same pooled block, again and again
+    // A block still in use when closed is reused once its last batch resolves, not before.
+    const first = opener.open(1, Date.now(), 0, undefined)
+    const block = opener.block!
+    const gen = block.gen
+    const second = opener.open(1, Date.now(), 0, undefined)
+    closeFillingBlocks()
+    block.release(first, 1, DELIVERED_CODE)
+    expect(block.gen).toBe(gen) // one batch left
+    block.release(second, 1, DELIVERED_CODE)
+    expect(block.gen).toBe(gen + 1)
   })
 })

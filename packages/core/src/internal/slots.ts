@@ -129,6 +129,13 @@ export class SlotBlock {
   used = 0
   /** Slots whose batch resolved in this generation. */
   finished = 0
+  /**
+   * Whether the block takes no more batches in this generation though it is not full: its opener
+   * closed it (20 ms, `closeGroup()`). A slow source closes a block after a batch or two; such a
+   * block is reused as soon as its batches resolved, not when its token is found collected (a
+   * full collection later), so blocks do not pile up between full collections.
+   */
+  closed = false
   owner: SlotOwner | undefined = undefined
   sourceId: string | undefined = undefined
   /** {@link STRIDE} numbers per slot. */
@@ -214,10 +221,13 @@ export class SlotBlock {
     this._finished(index)
   }
 
-  /** The batch at `index` resolved (as a slot, or its state did). */
+  /**
+   * The batch at `index` resolved (as a slot, or its state did). Once every batch of a block
+   * that takes no more (full, or closed) has, no live handle holds its token: it is reused at once.
+   */
   _finished(index: number): void {
     this.slots[index * STRIDE + FLAGS]! |= FINISHED
-    if (++this.finished === CHUNK) recycle(this)
+    if (++this.finished === this.used && (this.used === CHUNK || this.closed)) recycle(this)
   }
 
   /**
@@ -266,7 +276,8 @@ export class SlotBlock {
       slots[at + FLAGS] = (flags & ~CODE_BITS) | BATCH_UPDATE[(flags & CODE_BITS) * 5 + ERRORED]!
       this.#resolve(index)
     }
-    // A block closed before it was full is reused only now; a full one was when its last batch resolved.
+    // Reused now if `_finished` did not already (a block whose opener was dropped while filling it
+    // was never closed).
     if (this.owner !== undefined && this.finished === this.used) recycle(this)
   }
 }
@@ -275,6 +286,7 @@ function recycle(block: SlotBlock): void {
   block.gen++ // a double: exact far beyond any count of reuses
   block.used = 0
   block.finished = 0
+  block.closed = false
   block.owner = undefined
   block.sourceId = undefined
   block.states = undefined
@@ -303,7 +315,7 @@ const filling = new Set<SlotOpener>()
  * found as soon as one among notifiers could. The next batch opens a new block.
  */
 export function closeFillingBlocks(): void {
-  for (const opener of filling) opener.chunk = undefined
+  for (const opener of filling) opener._close()
   filling.clear()
 }
 
@@ -313,6 +325,15 @@ export class SlotOpener {
   chunk: SlotChunk | undefined = undefined
   block: SlotBlock | undefined = undefined
   #gen = 0
+
+  /** Closes the block being filled (see {@link closeFillingBlocks}), reusing it if it is done. */
+  _close(): void {
+    this.chunk = undefined
+    const block = this.block
+    if (block === undefined || block.gen !== this.#gen) return // reused already
+    block.closed = true
+    if (block.finished === block.used) recycle(block)
+  }
 
   /** `arm` (the leak detector's) makes sure a block being filled closes in time. */
   constructor(
