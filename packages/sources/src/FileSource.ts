@@ -19,6 +19,7 @@ import { join } from 'node:path'
 import type { JsonObject, RecordOutcome } from '@ackline/core'
 import { ConfigIssue, RecordRetry, type Source, type SourceContext } from '@ackline/topology'
 import { type Checkpoint, Checkpoints, checkpointKey } from './internal/Checkpoints.js'
+import { DeadLetterFile } from './internal/DeadLetterFile.js'
 import { FileTail, fingerprintOf } from './internal/FileTail.js'
 import { hasWildcardDirectory, matchFiles } from './internal/matchFiles.js'
 
@@ -46,15 +47,25 @@ export interface FileSourceOptions {
   readonly pollIntervalMs?: number
   /** How often checkpoints are written, in ms (they are also written at stop). Default 1000. */
   readonly checkpointIntervalMs?: number
-  /** The most lines in one batch. Default 1000. */
+  /**
+   * The most records in one batch (a multi-line record counts as one), however many lines one
+   * read brings. Default 1000.
+   */
   readonly maxBatchLines?: number
-  /** The most batches in flight (sent, not finished) before reading waits. Default 16. */
+  /**
+   * The most batches in flight (sent, not finished) before reading waits, for all files together.
+   * A batch whose rejected lines wait for the dead-letter file stays in flight (and so do overlong
+   * lines waiting for it): while that file cannot be written (a full disk), reading goes on until
+   * this many are in flight, then reading of every file waits until it can be written again, or
+   * the topology stops. Default 16.
+   */
   readonly maxInFlightBatches?: number
   /**
    * Back-off between re-sends of errored lines (they are re-sent until delivered or rejected), of
    * lines the pipeline did not accept (its `send` failed: they are sent again, and reported), and
    * between attempts to write a rejected line to a dead-letter file that cannot be written (a
-   * full disk: the line stays unfinished meanwhile, and each failure is reported).
+   * full disk: the line stays unfinished meanwhile, other lines are read on, and each failure is
+   * reported). A write that failed part-way is cut away before the next one.
    */
   readonly retry?: { readonly initialBackoffMs?: number; readonly maxBackoffMs?: number }
   /**
@@ -87,7 +98,10 @@ export interface FileSource extends Source {
   validate(): readonly ConfigIssue[]
 }
 
-/** The name of the dead-letter file in the checkpoint directory: one JSON object per rejected line. */
+/**
+ * The name of the dead-letter file in the checkpoint directory: one JSON object per rejected line
+ * (`{ file, offset, reason, message }`), each line whole (a write that fails part-way is cut away).
+ */
 export const DEAD_LETTER_FILE = 'dead-letter.ndjson'
 
 class FileSourceImpl implements FileSource {
@@ -168,7 +182,7 @@ class FileRun {
   /** Checkpoints loaded for files not (or not yet) open, kept so they are written back. */
   #stored = new Map<string, Checkpoint>()
   readonly #checkpoints: Checkpoints
-  #deadLetter: FileHandle | undefined
+  #deadLetter: DeadLetterFile | undefined
   /** Whether a dead letter was appended since the last sync (a checkpoint syncs the file only then). */
   #deadLettersUnsynced = false
   #firstScan = true
@@ -199,7 +213,7 @@ class FileRun {
 
   async run(): Promise<void> {
     this.#stored = await this.#checkpoints.load()
-    this.#deadLetter = await open(join(this.o.checkpoints, DEAD_LETTER_FILE), 'a')
+    this.#deadLetter = await DeadLetterFile.open(join(this.o.checkpoints, DEAD_LETTER_FILE))
     const signal = this.context.signal
     try {
       while (!signal.aborted) {
@@ -398,23 +412,18 @@ class FileRun {
     if (size > tail.readOffset) tail.grewAt = now
     while (await tail.readChunk(size, this.#encoding, onLine)) {
       if (overlong.length > 0) {
-        const tracker = tail.tracker
-        for (const line of overlong) {
-          // Not written only when the topology stopped first: the line stays unfinished.
-          const written = await this.#deadLetterLine(
-            path,
-            line.start,
-            line.text,
-            `line longer than maxLineBytes (${this.#maxLineBytes})`,
-          )
-          if (written) tracker.resolve(line.ticket, 'rejected')
-        }
+        await this.#rejectOverlong(tail, overlong)
         overlong = []
       }
-      if (records.length >= this.#maxBatch) {
-        await this.#send(tail, records, tickets)
-        records = []
-        tickets = []
+      // One chunk of short lines holds many batches: send each full one, keep the rest for the next chunk.
+      let sent = 0
+      for (; records.length - sent >= this.#maxBatch; sent += this.#maxBatch) {
+        const upTo = sent + this.#maxBatch
+        await this.#send(tail, records.slice(sent, upTo), tickets.slice(sent, upTo))
+      }
+      if (sent > 0) {
+        records = records.slice(sent)
+        tickets = tickets.slice(sent)
       }
     }
     // An open multi-line record that nothing joined for the timeout is complete.
@@ -427,8 +436,30 @@ class FileRun {
   }
 
   async #send(tail: FileTail, records: JsonObject[], tickets: number[]): Promise<void> {
+    const tracker = tail.tracker
+    await this.#startInFlight(tail, () => this.#deliver(tracker, records, tickets))
+  }
+
+  /**
+   * Dead-letters lines longer than `maxLineBytes` in flight, as a send: reading goes on (this
+   * file's and the others') while a dead-letter file that cannot be written is tried again.
+   */
+  async #rejectOverlong(tail: FileTail, lines: readonly { text: string; start: number; ticket: number }[]) {
+    const { tracker, path } = tail
+    const reason = `line longer than maxLineBytes (${this.#maxLineBytes})`
+    await this.#startInFlight(tail, async () => {
+      for (const line of lines) {
+        // Not written only when the topology stopped first: the line stays unfinished.
+        if (await this.#deadLetterLine(path, line.start, line.text, reason))
+          tracker.resolve(line.ticket, 'rejected')
+      }
+    })
+  }
+
+  /** Starts `work` (which never rejects) once fewer than `maxInFlightBatches` are in flight, and tracks it until it settles. */
+  async #startInFlight(tail: FileTail, work: () => Promise<void>): Promise<void> {
     while (this.#inFlight.size >= (this.o.maxInFlightBatches ?? 16)) await Promise.race(this.#inFlight)
-    const settled = this.#deliver(tail.tracker, records, tickets).finally(() => {
+    const settled = work().finally(() => {
       this.#inFlight.delete(settled)
       tail.inFlight.delete(settled)
     })
@@ -513,7 +544,7 @@ class FileRun {
     const source = `file source '${this.context.id}'`
     for (let failures = 1; ; failures++) {
       try {
-        await this.#deadLetter?.appendFile(entry)
+        await this.#deadLetter?.append(entry)
         this.#deadLettersUnsynced = true
         return true
       } catch (error) {

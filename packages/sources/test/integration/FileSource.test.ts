@@ -1,5 +1,6 @@
 // The file source on real temp files, through real topologies: tailing, restarts from the
 // checkpoint, rotation, truncation, inode reuse, rejected and errored lines, overlong lines.
+import { spawn } from 'node:child_process'
 import {
   appendFileSync,
   chmodSync,
@@ -16,6 +17,7 @@ import {
 } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { DeliveryStatus } from '@ackline/core'
 import { DEAD_LETTER_FILE, FileSourceError, file } from '@ackline/sources'
 import { type Sink, type SourceContext, TopologyBuilder } from '@ackline/topology'
@@ -136,6 +138,34 @@ describe('file source', () => {
     ])
   })
 
+  it('never puts more than maxBatchLines records in one batch, however many lines a read brings', async () => {
+    const log = join(dir, 'app.log')
+    // Short lines: one 64 KiB read holds all of them.
+    const all = Array.from({ length: 200 }, (_, i) => `L${i}`)
+    writeFileSync(log, lines(...all))
+    const context = new FakeSourceContext({ id: 'files' })
+    context.onBatch = (batch) => batch.end('delivered')
+    const run = file({
+      include: [log],
+      checkpoints: join(dir, 'cp'),
+      pollIntervalMs: 10,
+      checkpointIntervalMs: 20,
+      maxBatchLines: 3,
+      onNotice: () => {},
+    }).run(context)
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+    context.stop()
+    await run
+    const sizes = context.records().map((batch) => batch.length)
+    expect(Math.max(...sizes)).toBe(3)
+    expect(
+      context
+        .records()
+        .flat()
+        .map((r) => r.message),
+    ).toEqual(all)
+  })
+
   it('rejects a line longer than maxLineBytes into the dead-letter file instead of cutting it', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('short', 'x'.repeat(50), 'after'))
@@ -191,6 +221,92 @@ describe('file source', () => {
       offset: 0,
     })
   })
+
+  it('reads on, in this file and the others, while an overlong line waits for the dead-letter file', async () => {
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    symlinkSync('/dev/full', join(cp, DEAD_LETTER_FILE))
+    const a = join(dir, 'a.log')
+    const b = join(dir, 'b.log')
+    writeFileSync(a, lines('x'.repeat(50), 'a1'))
+    writeFileSync(b, lines('b1'))
+    await withoutUnhandledRejections(async () => {
+      const sink = collect()
+      const { topology, notices } = await start(
+        {
+          include: [join(dir, '*.log')],
+          checkpoints: cp,
+          maxLineBytes: 10,
+          retry: { initialBackoffMs: 5, maxBackoffMs: 20 },
+        },
+        sink,
+      )
+      const failed = () => notices.filter((n) => n.includes('cannot write the dead-letter file'))
+      await vi.waitUntil(() => failed().length >= 3)
+      appendFileSync(a, lines('a2'))
+      appendFileSync(b, lines('b2'))
+      await vi.waitUntil(() => sink.received.length === 4)
+      await vi.waitUntil(() => checkpoint(b) === statSync(b).size)
+      await topology.stop()
+      expect([...sink.received].sort()).toEqual(['a1', 'a2', 'b1', 'b2'])
+      expect(failed()[0]).toContain(`for the line of ${a} at offset 0: ENOSPC`)
+      // Neither dead-lettered nor delivered: the checkpoint of its file stays before it.
+      expect(checkpoint(a)).toBe(0)
+    })
+  })
+
+  it('undoes a dead-letter write that failed part-way, so the file holds whole entries only', async () => {
+    const cp = join(dir, 'cp')
+    const log = join(dir, 'app.log')
+    const big = 'b'.repeat(4000)
+    writeFileSync(log, lines('small', big))
+    // A child under a file size limit (`ulimit -f 2`: 1 or 2 KiB, by shell): the write of the big
+    // line's entry stops part-way (EFBIG), as one does on a disk that fills up meanwhile.
+    const child = spawn(
+      'sh',
+      [
+        '-c',
+        'ulimit -f 2 && exec "$0" "$@"',
+        process.execPath,
+        '--conditions=source',
+        '--import',
+        'tsx',
+        fileURLToPath(new URL('./deadLetterChild.ts', import.meta.url)),
+        log,
+        cp,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    )
+    let output = ''
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      output += text
+    })
+    const exited = new Promise<unknown>((resolve) =>
+      child.on('exit', (code, signal) => resolve({ code, signal })),
+    )
+    const failures = () => output.split('\n').filter((line) => line.includes('EFBIG: file too large')).length
+    try {
+      await vi.waitUntil(() => child.exitCode !== null || failures() >= 3, { timeout: 20_000 })
+    } finally {
+      child.kill('SIGTERM')
+    }
+    expect(await exited).toEqual({ code: 0, signal: null })
+    const entries = () => readFileSync(join(cp, DEAD_LETTER_FILE), 'utf8')
+    // Each failed write was undone: the small line's entry, whole, and nothing after it.
+    expect(entries()).toMatch(/^\{[^\n]*"message":"small"\}\n$/)
+    // Without the limit, a restart reads the big line again and dead-letters it on a line of its own.
+    const sink = collect(() => 'rejected')
+    const { topology } = await start({ include: [log], checkpoints: cp }, sink)
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+    await topology.stop()
+    expect(sink.received).toEqual([big])
+    expect(
+      entries()
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line).message),
+    ).toEqual(['small', big])
+  }, 30_000)
 
   it('leaves a rejected line unfinished when a forced stop ends the dead-letter retries', async () => {
     const cp = join(dir, 'cp')
