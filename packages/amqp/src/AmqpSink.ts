@@ -250,6 +250,7 @@ class AmqpPublisher implements AmqpSink {
         if (this.#connection === connection)
           warn(`${COMPONENT} sink: lost the connection to the broker (${error.message}); reconnecting`)
         // Confirms of the dead channel fail through amqplib's callbacks ("channel closed").
+        return undefined
       },
     })
     await connection.open()

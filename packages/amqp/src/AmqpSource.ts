@@ -23,7 +23,10 @@
  *   requeued, dead-lettered once out of attempts. The source keeps consuming; only a stop ends it.
  * - With `deadLetterExchange`, copies are published on the consuming channel, and a copy the
  *   broker refuses (a 404, a 403) closes that channel: an ack or requeue is therefore sent only
- *   while no copy awaits its confirm, so the broker never drops one that was counted.
+ *   while no copy awaits its confirm, so the broker never drops one that was counted. Such a
+ *   refusal is a configuration error, never a hot loop: it is warned naming the field and the
+ *   broker's reason, refusals in a row back off the reconnects like failed attempts, and a message
+ *   whose copy was in flight is nacked without requeue when it comes back, so it leaves the queue.
  *
  * @module
  */
@@ -44,7 +47,7 @@ import type { Channel, ConfirmChannel, ConsumeMessage } from 'amqplib'
 import { z } from 'zod'
 import { AmqpError } from './AmqpError.js'
 import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
-import { Connection, type Generation } from './internal/Connection.js'
+import { backoffDelay, Connection, type Generation } from './internal/Connection.js'
 import { headersToJson } from './internal/headersToJson.js'
 
 /**
@@ -100,6 +103,10 @@ export const AmqpSourceOptions = defineOptions({
         'then acked once the broker confirmed the copy (a crash between the two can copy it twice). ' +
         'It must exist: it is checked at start (`AMQP_DECLARATION_FAILED`). A copy that cannot be ' +
         'encoded or that the broker refuses or cannot route leaves the original to a nack without requeue. ' +
+        'A copy the broker refuses (403 ACCESS_REFUSED: no write permission, an internal exchange; 404) ' +
+        'closes the channel: the source warns, reconnects with the reconnect back-off (doubling while ' +
+        'refusals follow each other), and nacks the message without requeue when it comes back (told apart ' +
+        'by its message-id, else its body). ' +
         "Unset: nacked without requeue, so the queue's own dead-letter exchange gets it, without the reason.",
     ),
   invalidJson: z
@@ -199,9 +206,27 @@ interface CopyGate {
   pending: number
   /** Told when `pending` falls to 0. */
   readonly waiting: (() => void)[]
+  /** The broker's error when it closed this channel over a copy (see {@link refusedCopy}). */
+  refusal: Error | undefined
 }
 
-/** Counts errored attempts of messages whose queue does not (classic queues have no delivery count). */
+/**
+ * Whether a channel error is the broker refusing a `basic.publish` (class 60, method 40) with 403
+ * ACCESS_REFUSED or 404 NOT_FOUND: on the source's channel only dead-letter copies are published.
+ */
+function refusedCopy(error: Error): boolean {
+  const { code, classId, methodId } = error as Error & {
+    code?: unknown
+    classId?: unknown
+    methodId?: unknown
+  }
+  return (code === 403 || code === 404) && classId === 60 && methodId === 40
+}
+
+/**
+ * Counts errored attempts of messages whose queue does not (classic queues have no delivery count);
+ * also bounds the messages remembered for a refused dead-letter copy.
+ */
 const MAX_TRACKED_ATTEMPTS = 10_000
 
 class AmqpConsumer implements AmqpSource {
@@ -261,6 +286,28 @@ class AmqpConsumer implements AmqpSource {
     let consumerTag: string | undefined
     /** Whether the first connection is up: a loss before that fails `run` rather than warning. */
     let opened = false
+    /** Dead-letter copies awaiting their confirm, per generation, and what waits for the last one. */
+    const copyGates = new WeakMap<Generation<Channel>, CopyGate>()
+    const gateOf = (generation: Generation<Channel>): CopyGate => {
+      let gate = copyGates.get(generation)
+      if (gate === undefined) {
+        gate = { pending: 0, waiting: [], refusal: undefined }
+        copyGates.set(generation, gate)
+      }
+      return gate
+    }
+    /**
+     * Messages (`attemptKey`) whose copy was in flight when the broker refused one: nacked without
+     * requeue when they come back, so a refusing exchange cannot keep them in the queue for ever.
+     * A message without message-id is known by its body, so another one with the same body, also
+     * rejected, may take that nack instead of a copy: only the route of a dead-letter can change.
+     */
+    const refusedCopies = new Set<string>()
+    /** Refusals with no confirmed copy between them: the reconnect attempt the next one counts as. */
+    let refusalsInARow = 0
+    /** Whether `message` came back after its copy was refused; forgets it either way. */
+    const copyWasRefused = (message: ConsumeMessage): boolean =>
+      refusedCopies.size > 0 && message.fields.redelivered && refusedCopies.delete(attemptKey(message))
 
     const connection = new Connection<Channel>({
       url: o.url,
@@ -278,6 +325,10 @@ class AmqpConsumer implements AmqpSource {
           channel.on('return', (back: ConsumeMessage) => {
             const copyOf = back.properties.headers?.['x-ackline-copy-of'] as unknown
             if (typeof copyOf === 'string') returnedCopies.add(copyOf)
+          })
+          // Emitted before the 'close' that fails the copies in flight, so their callbacks know.
+          channel.on('error', (error: Error) => {
+            if (refusedCopy(error)) gateOf(generation).refusal = error
           })
         }
         await channel.checkQueue(o.queue)
@@ -320,7 +371,19 @@ class AmqpConsumer implements AmqpSource {
         if (generation.id > 1) counters.reconnects++
       },
       onLost: (generation, error) => {
-        if (opened) warn(`${context.id}: lost the connection to the broker (${error.message}); reconnecting`)
+        const refusal = copyGates.get(generation)?.refusal
+        if (refusal !== undefined) refusalsInARow++
+        if (refusal !== undefined && opened) {
+          const delay = backoffDelay(
+            { initialDelayMs: o.reconnectInitialDelayMs, maxDelayMs: o.reconnectMaxDelayMs },
+            refusalsInARow,
+          )
+          warn(
+            `${context.id} (deadLetterExchange): the broker refused a copy to the dead-letter exchange '${o.deadLetterExchange}' and closed the channel (${refusal.message}); fix the option or the user's permissions. The messages whose copy was refused are nacked without requeue (the queue's own dead-letter exchange) when they come back; reconnecting in ${delay} ms (refusal ${refusalsInARow} in a row)`,
+          )
+        } else if (opened) {
+          warn(`${context.id}: lost the connection to the broker (${error.message}); reconnecting`)
+        }
         const deliveries = held.get(generation)
         held.delete(generation)
         for (const delivery of deliveries ?? []) {
@@ -329,6 +392,8 @@ class AmqpConsumer implements AmqpSource {
           counters.inFlight--
           finish(delivery)
         }
+        // Back off like failed attempts: the next rejected message may well be refused again.
+        return refusal === undefined ? undefined : refusalsInARow
       },
     })
 
@@ -355,16 +420,6 @@ class AmqpConsumer implements AmqpSource {
         sleepers.add(done)
       })
 
-    /** Dead-letter copies awaiting their confirm, per generation, and what waits for the last one. */
-    const copyGates = new WeakMap<Generation<Channel>, CopyGate>()
-    const gateOf = (generation: Generation<Channel>): CopyGate => {
-      let gate = copyGates.get(generation)
-      if (gate === undefined) {
-        gate = { pending: 0, waiting: [] }
-        copyGates.set(generation, gate)
-      }
-      return gate
-    }
     /** Resolves once no copy awaits its confirm on `generation`; `undefined` when none does now. */
     const copiesConfirmed = (generation: Generation<Channel>): Promise<void> | undefined => {
       if (o.deadLetterExchange === undefined) return undefined // no copies: the ack path stays as it was
@@ -431,6 +486,7 @@ class AmqpConsumer implements AmqpSource {
           case 'ack':
             generation.channel.ack(message)
             this.#forget(message)
+            copyWasRefused(message)
             counters.acked++
             return
           case 'requeue':
@@ -439,7 +495,7 @@ class AmqpConsumer implements AmqpSource {
             counters.nacked++
             return
           case 'deadLetter':
-            if (o.deadLetterExchange !== undefined) {
+            if (o.deadLetterExchange !== undefined && !copyWasRefused(message)) {
               republish(delivery, o.deadLetterExchange, failure)
               return
             }
@@ -505,6 +561,17 @@ class AmqpConsumer implements AmqpSource {
           (error) => {
             const returned = returnedCopies.delete(copyId)
             copySettled(gate)
+            if (error !== null && error !== undefined && gate.refusal !== undefined) {
+              // The broker closed the channel over this copy or one before it: the original comes
+              // back, and then leaves by a nack (see `refusedCopies`, and the warning of `onLost`).
+              refusedCopies.add(attemptKey(message))
+              if (refusedCopies.size > MAX_TRACKED_ATTEMPTS) {
+                const oldest = refusedCopies.values().next().value
+                if (oldest !== undefined) refusedCopies.delete(oldest)
+              }
+              counters.abandoned++
+              return
+            }
             if (!generation.live) {
               counters.abandoned++
               return
@@ -520,6 +587,7 @@ class AmqpConsumer implements AmqpSource {
               )
               thenTell(fallBack)
             } else {
+              refusalsInARow = 0
               thenTell(() => {
                 try {
                   if (!generation.live) throw new Error('channel closed')

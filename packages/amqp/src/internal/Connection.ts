@@ -6,8 +6,9 @@
  * or a pending confirm belongs to the generation it came from and means nothing on any other, so
  * callers check `generation.live` before acking and settle what a dead generation held without
  * talking to the broker. After a loss the connection reconnects (exponential back-off, capped)
- * until `close()`; only the first connection fails loudly, so a wrong URL or refused credentials
- * fail `start`/`run` at once instead of retrying forever.
+ * until `close()` (a caller may make a loss count as a later attempt, see `onLost`); only the first
+ * connection fails loudly, so a wrong URL or refused credentials fail `start`/`run` at once
+ * instead of retrying forever.
  */
 import { type Channel, type ChannelModel, type ConfirmChannel, connect } from 'amqplib'
 import { AmqpError } from '../AmqpError.js'
@@ -36,8 +37,13 @@ export interface ConnectionOptions<C extends Channel> {
   readonly openChannel: (model: ChannelModel) => Promise<C>
   /** Prepares a fresh channel (QoS, declarations, consumers); a throw fails that attempt. */
   readonly setup: (generation: Generation<C>) => Promise<void>
-  /** Told once per generation that it died, before any reconnect attempt. */
-  readonly onLost: (generation: Generation<C>, error: Error) => void
+  /**
+   * Told once per generation that it died, before any reconnect attempt. It may return the attempt
+   * the reconnect counts as (default 1: after `initialDelayMs`): a caller that knows the loss will
+   * recur as soon as it reconnects (the broker refused what it published) returns a higher one, so
+   * the reconnects back off instead of looping.
+   */
+  readonly onLost: (generation: Generation<C>, error: Error) => number | undefined
   /** Told when a reconnect attempt failed (it will try again). */
   readonly onWarning: (message: string) => void
   readonly backoff: Backoff
@@ -190,10 +196,10 @@ export class Connection<C extends Channel = Channel> {
   #lost(generation: LiveGeneration<C>, error: Error): void {
     if (!generation.live) return
     generation.live = false
-    this.#options.onLost(generation, error)
+    const attempt = this.#options.onLost(generation, error) ?? 1
     const state = this.#state
     if (state.tag === 'open' && state.generation === (generation as unknown as LiveGeneration<Channel>)) {
-      this.#schedule(1)
+      this.#schedule(Math.max(1, attempt))
     }
   }
 

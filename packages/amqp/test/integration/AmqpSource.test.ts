@@ -417,7 +417,11 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
       `refused copy: counters ${JSON.stringify(source.counters)}; warnings ${JSON.stringify(warnings)}`,
     )
     expect(
-      warnings.some((w) => /^rabbit: lost the connection to the broker \(.*404.*NOT_FOUND/.test(w)),
+      warnings.some((w) =>
+        /^rabbit \(deadLetterExchange\): the broker refused a copy to the dead-letter exchange '.*' and closed the channel \(.*404.*NOT_FOUND/.test(
+          w,
+        ),
+      ),
     ).toBe(true)
     expect(warnings.some((w) => /reconnect attempt 1 .* failed: rabbit \(deadLetterExchange\)/.test(w))).toBe(
       true,
@@ -427,6 +431,104 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(source.counters).toMatchObject({ acked: 1, rejected: 0, inFlight: 0 })
     expect(source.counters.received).toBeGreaterThanOrEqual(2)
     expect(await admin.messageCount(queue)).toBe(2)
+  })
+
+  it("with deadLetterExchange refusing copies (403), backs off reconnects and sends each refused message to the queue's own dead-letter exchange when it comes back, never looping", async () => {
+    const { queue, dead } = await admin.queueWithDeadLetters()
+    // An internal exchange exists (the start-time check passes) but refuses every publish: 403.
+    const internal = uniqueName('internal')
+    await admin.channel.assertExchange(internal, 'fanout', { durable: false, internal: true })
+    admin.exchanges.push(internal)
+    // Prefetch 1: each bad message is refused on its own, so the refusals come in a row. m-2 has
+    // no message-id: it is told apart by its body.
+    const bodies = [0, 1, 2, 3, 4, 5].map((n) => ({ n, bad: n % 2 === 0 }))
+    await admin.publish(queue, bodies, (n) => (n === 2 ? undefined : `m-${n}`))
+    const warnings: { at: number; text: string }[] = []
+    const source = amqpSource({
+      url: BROKER_URL,
+      queue,
+      prefetch: 1,
+      deadLetterExchange: internal,
+      reconnectInitialDelayMs: 100,
+      reconnectMaxDelayMs: 250,
+      onWarning: (text) => warnings.push({ at: performance.now(), text }),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink(
+        'out',
+        ['rabbit'],
+        memory({ outcome: (e: LogEvent) => (e.get('bad') === true ? 'rejected' : 'delivered') }),
+      )
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(source.counters.acked + source.counters.rejected).toBe(6), {
+      timeout: 10_000,
+      interval: 20,
+    })
+    await topology.stop()
+    console.log(
+      `refused copies: counters ${JSON.stringify(source.counters)}; warnings ${JSON.stringify(warnings)}`,
+    )
+    // Each bad message was refused once, came back once and left: 3 reconnects, 9 deliveries.
+    expect(source.counters).toMatchObject({
+      received: 9,
+      redelivered: 3,
+      reconnects: 3,
+      acked: 3,
+      rejected: 3,
+      deadLettered: 0,
+      inFlight: 0,
+    })
+    const refusals = warnings.filter((w) => w.text.includes('refused a copy'))
+    expect(refusals).toHaveLength(3)
+    for (const refusal of refusals) {
+      expect(refusal.text).toMatch(
+        new RegExp(
+          `^rabbit \\(deadLetterExchange\\): the broker refused a copy to the dead-letter exchange '${internal}' and closed the channel \\(.*403.*ACCESS.REFUSED.*\\)`,
+        ),
+      )
+    }
+    // Refusals in a row back off like failed reconnects: 100, 200, then capped at 250 ms.
+    expect(refusals.map((w) => /reconnecting in (\d+) ms/.exec(w.text)?.[1])).toEqual(['100', '200', '250'])
+    expect(refusals[1]!.at - refusals[0]!.at).toBeGreaterThanOrEqual(100 - 5)
+    expect(refusals[2]!.at - refusals[1]!.at).toBeGreaterThanOrEqual(200 - 5)
+    // Nothing acked that the broker dropped: the good ones are gone from the queue, acked once
+    // each; the bad ones are in the queue's own dead-letter queue.
+    expect(await admin.messageCount(queue)).toBe(0)
+    const kept = await admin.drain(dead)
+    expect(kept.map((m) => JSON.parse(m.content.toString()).n).sort()).toEqual([0, 2, 4])
+
+    // A larger prefetch: acks held behind the refused copy die with the channel, uncounted, and
+    // those messages are acked once they come back.
+    await admin.publish(queue, [{ n: 6, bad: true }, { n: 7 }, { n: 8 }], (n) => `m-${n + 6}`)
+    const warnings2: string[] = []
+    const second = amqpSource({
+      url: BROKER_URL,
+      queue,
+      deadLetterExchange: internal,
+      reconnectInitialDelayMs: 100,
+      onWarning: (text) => warnings2.push(text),
+    })
+    const topology2 = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', second)
+      .sink(
+        'out',
+        ['rabbit'],
+        memory({ outcome: (e: LogEvent) => (e.get('bad') === true ? 'rejected' : 'delivered') }),
+      )
+      .build()
+    await topology2.start()
+    await vi.waitFor(() => expect(second.counters.acked + second.counters.rejected).toBe(3), {
+      timeout: 10_000,
+      interval: 20,
+    })
+    await topology2.stop()
+    console.log(`refused copies, prefetch 100: counters ${JSON.stringify(second.counters)}`)
+    expect(second.counters).toMatchObject({ acked: 2, rejected: 1, deadLettered: 0, reconnects: 1 })
+    expect(warnings2.filter((w) => w.includes('refused a copy'))).toHaveLength(1)
+    expect(await admin.messageCount(queue)).toBe(0)
+    expect((await admin.drain(dead)).map((m) => m.properties.messageId)).toEqual(['m-6'])
   })
 
   it('passes a payload that is not JSON as a string field, or dead-letters it, as invalidJson says', async () => {

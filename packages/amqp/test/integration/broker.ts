@@ -136,11 +136,14 @@ export class Admin {
     return { queue, dead }
   }
 
-  /** Publishes JSON bodies (or raw strings) to a queue through the default exchange, confirmed. */
+  /**
+   * Publishes JSON bodies (or raw strings) to a queue through the default exchange, confirmed;
+   * `messageId` names them (`undefined`: that one has none).
+   */
   async publish(
     queue: string,
     bodies: readonly (object | string)[],
-    messageId?: (i: number) => string,
+    messageId?: (i: number) => string | undefined,
   ): Promise<void> {
     const channel = this.channel as import('amqplib').ConfirmChannel
     bodies.forEach((body, i) => {
