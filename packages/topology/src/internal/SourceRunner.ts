@@ -114,27 +114,20 @@ export class SourceRunner {
           : afterTurn(pushed, turn).then(() => receipt)
       }
       if (
-        quiet &&
-        this.tracker.ackTimeoutMs === undefined &&
-        list.length >= 1 &&
-        list.length <= SlotBatches.MAX_EVENTS
-      ) {
-        // Nobody reads this batch's receipt and no timeout needs it: a slot, not two objects.
-        if (this.#slots === undefined) this.#slots = new SlotBatches(sourceId, this.tracker)
-        const slots = this.#slots
-        const array = slots.fromRecords(list, ingestTimestamp)
-        this.tracker.followSlot()
-        return unreadAfter(this.output.send(array), turn)
-      }
-      if (
         options?.outcomes !== true &&
         this.tracker.ackTimeoutMs === undefined &&
         list.length >= 1 &&
         list.length <= SlotBatches.MAX_EVENTS
       ) {
-        // A receipt without outcomes or a timeout: a slot, whose receipt is its only object.
+        // Without outcomes or an ack timeout (whose queue keeps receivers) the batch is a slot of
+        // the source (RFC 0009): no notifier, no state; a kept receipt is its one object.
         if (this.#slots === undefined) this.#slots = new SlotBatches(sourceId, this.tracker)
         const slots = this.#slots
+        if (quiet) {
+          const array = slots.fromRecords(list, ingestTimestamp)
+          this.tracker.followSlot()
+          return unreadAfter(this.output.send(array), turn)
+        }
         const receipt = new SlotReceipt()
         const array = slots.fromRecords(list, ingestTimestamp, receipt)
         receipt.idMs = slots.lastIdMs
