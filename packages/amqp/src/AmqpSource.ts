@@ -308,6 +308,9 @@ class AmqpConsumer implements AmqpSource {
     /** Whether `message` came back after its copy was refused; forgets it either way. */
     const copyWasRefused = (message: ConsumeMessage): boolean =>
       refusedCopies.size > 0 && message.fields.redelivered && refusedCopies.delete(attemptKey(message))
+    /** Whether `message` came back after its copy was refused (see `copyWasRefused`), keeping it. */
+    const refusedBefore = (message: ConsumeMessage): boolean =>
+      refusedCopies.size > 0 && message.fields.redelivered && refusedCopies.has(attemptKey(message))
 
     const connection = new Connection<Channel>({
       url: o.url,
@@ -464,7 +467,12 @@ class AmqpConsumer implements AmqpSource {
     ): Promise<void> | undefined => {
       if (delivery.abandoned) return undefined
       const action = brokerAction(outcome, attempt, delivery.generation.live, policy)
-      if (action.kind === 'ack' || action.kind === 'requeue') {
+      // A message whose copy was refused before is nacked, not copied: that nack waits too.
+      if (
+        action.kind === 'ack' ||
+        action.kind === 'requeue' ||
+        (action.kind === 'deadLetter' && refusedBefore(delivery.message))
+      ) {
         const confirmed = copiesConfirmed(delivery.generation)
         if (confirmed !== undefined) return confirmed.then(() => tell(delivery, outcome, attempt, failure))
       }

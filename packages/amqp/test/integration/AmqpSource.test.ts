@@ -9,6 +9,7 @@ import {
   type SourceContext,
   TopologyBuilder,
 } from '@ackline/topology'
+import type { ConfirmChannel } from 'amqplib'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Admin, BROKER_URL, brokerAvailable, uniqueName } from './broker.js'
 
@@ -564,6 +565,70 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect((await admin.drain(dead)).map((m) => m.content.toString())).toEqual(['not json {'])
     expect(await admin.messageCount(queue)).toBe(0)
   })
+
+  it('holds the nack of a message whose copy was refused behind the copies still awaiting their confirm', async () => {
+    // A message comes back after its copy was refused, and in the same batch, before it, a new
+    // rejected message is copied again (and refused again): the first one's nack must wait for
+    // that copy's confirm, or the broker drops it with the channel while it is counted.
+    const queue = uniqueName('prio')
+    const dlx = uniqueName('dlx')
+    const dead = uniqueName('dead')
+    await admin.channel.assertExchange(dlx, 'fanout', { durable: false })
+    admin.exchanges.push(dlx)
+    await admin.channel.assertQueue(dead, { durable: false })
+    admin.queues.push(dead)
+    await admin.channel.bindQueue(dead, dlx, '')
+    await admin.channel.assertQueue(queue, {
+      durable: false,
+      arguments: { 'x-dead-letter-exchange': dlx, 'x-max-priority': 10 },
+    })
+    admin.queues.push(queue)
+    const internal = uniqueName('internal') // exists, so it passes the start check; refuses publishes
+    await admin.channel.assertExchange(internal, 'fanout', { durable: false, internal: true })
+    admin.exchanges.push(internal)
+    const channel = admin.channel as ConfirmChannel
+    const publish = async (n: string, priority: number) => {
+      channel.publish('', queue, Buffer.from(JSON.stringify({ n, bad: true })), {
+        messageId: `m-${n}`,
+        priority,
+      })
+      await channel.waitForConfirms()
+    }
+    await publish('A', 0)
+    const warnings: string[] = []
+    const source = amqpSource({
+      url: BROKER_URL,
+      queue,
+      prefetch: 2,
+      batchSize: 2,
+      deadLetterExchange: internal,
+      reconnectInitialDelayMs: 800,
+      reconnectMaxDelayMs: 800,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(warnings.some((w) => w.includes('refused a copy'))).toBe(true), {
+      timeout: 10_000,
+      interval: 20,
+    })
+    await publish('C', 9) // delivered before A when the source reconnects (higher priority)
+    await vi.waitFor(
+      async () => {
+        expect(await admin.messageCount(dead)).toBe(2)
+        expect(await admin.messageCount(queue)).toBe(0)
+        expect(source.counters.inFlight).toBe(0)
+      },
+      { timeout: 15_000, interval: 50 },
+    )
+    await topology.stop()
+    // Each message was refused once, then left by a nack the broker kept: two of each.
+    expect(warnings.filter((w) => w.includes('refused a copy'))).toHaveLength(2)
+    expect(source.counters.rejected).toBe(2)
+  }, 30_000)
 
   it('fails its run with an AmqpError naming the component and the server when the credentials are refused', async () => {
     const source: AmqpSource = amqpSource({ url: 'amqp://guest:wrong@127.0.0.1:5672', queue: 'whatever' })
