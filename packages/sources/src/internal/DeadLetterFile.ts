@@ -5,7 +5,8 @@
  * time; one that fails part-way (a short write, then a full disk) is undone by truncating the file
  * back to the length it had before, and while that truncation has not succeeded no other entry is
  * appended (the next append tries it first). So a reader never sees a piece of an entry followed
- * by a whole one.
+ * by a whole one. A piece left at the end by an earlier process (killed mid-append) is cut away
+ * when the file is opened, and a file shorter than expected (emptied by hand) is taken as it is.
  */
 import { type FileHandle, open } from 'node:fs/promises'
 
@@ -23,11 +24,14 @@ export class DeadLetterFile {
     this.#length = length
   }
 
-  /** Opens (creates) the file at `path` for appending. */
+  /** Opens (creates) the file at `path` for appending; cuts away a piece of an entry at its end. */
   static async open(path: string): Promise<DeadLetterFile> {
-    const handle = await open(path, 'a')
+    const handle = await open(path, 'a+')
     try {
-      return new DeadLetterFile(handle, (await handle.stat()).size)
+      const size = (await handle.stat()).size
+      const whole = await wholeLength(handle, size)
+      if (whole < size) await handle.truncate(whole)
+      return new DeadLetterFile(handle, whole)
     } catch (error) {
       await handle.close()
       throw error
@@ -59,7 +63,10 @@ export class DeadLetterFile {
   }
 
   async #cutBack(): Promise<void> {
-    await this.#handle.truncate(this.#length)
+    // Never longer than the file is: one emptied meanwhile is not grown back with zeros.
+    const size = (await this.#handle.stat()).size
+    if (size > this.#length) await this.#handle.truncate(this.#length)
+    else this.#length = size
     this.#torn = false
   }
 
@@ -73,4 +80,17 @@ export class DeadLetterFile {
     await this.#queue
     await this.#handle.close()
   }
+}
+
+/** The length of the whole lines of a file of `size` bytes: up to and with its last newline. */
+async function wholeLength(handle: FileHandle, size: number): Promise<number> {
+  const chunk = Buffer.alloc(64 * 1024)
+  for (let end = size; end > 0; ) {
+    const start = Math.max(0, end - chunk.length)
+    const { bytesRead } = await handle.read(chunk, 0, end - start, start)
+    const at = chunk.subarray(0, bytesRead).lastIndexOf(0x0a)
+    if (at >= 0) return start + at + 1
+    end = start
+  }
+  return 0
 }
