@@ -194,8 +194,11 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
       case 'written':
         if (this.#onWrite) {
           const settle = (durable: 'durable' | 'failed'): void => {
-            const status = durable === 'durable' ? 'delivered' : 'errored'
-            for (const i of index) groups.end(i, status)
+            if (durable === 'durable') for (const i of index) groups.end(i, 'delivered')
+            else {
+              const reason = this.#notDurable()
+              for (const i of index) groups.end(i, 'errored', { reason })
+            }
           }
           // Under sync 'always' the promise is already resolved: settle before push returns.
           void result.durable.then(settle)
@@ -207,11 +210,20 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
           // With group commit a write may still fail after push resolved: those records never come back.
           void result.durable.then((durable) => {
             if (durable === 'durable') return
-            for (let k = 0; k < index.length; k++) this.#origins.end(first + k, 'errored')
+            const reason = this.#notDurable()
+            for (let k = 0; k < index.length; k++) this.#origins.end(first + k, 'errored', { reason })
           })
         }
         return
     }
+  }
+
+  /** Why events written, but not made durable (their write or fsync failed after push), are errored. */
+  #notDurable(): BatchFailure {
+    return this.#failure(
+      'WRITE_FAILED',
+      `the disk buffer of sink ${this.#sinkId} could not make the events durable (their write or fsync failed)`,
+    )
   }
 
   /** Why the buffer settled events itself (what their sources' receipts report as the failure). */

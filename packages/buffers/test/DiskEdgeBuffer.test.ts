@@ -115,6 +115,27 @@ describe('openDiskBuffer', () => {
     await buffer.dispose()
   })
 
+  it('on write: a batch whose group fsync fails is settled errored, saying why (WRITE_FAILED, the sink)', async () => {
+    const fs = new MemoryFileSystem()
+    const buffer = await openDiskBufferOn({
+      path: '/buf',
+      sinkId: 'out',
+      fileSystem: fs,
+      log: () => {},
+      acknowledgements: 'on-write',
+      sync: { everyMs: 60_000, everyWrites: 2 },
+    })
+    const first = batch(1)
+    await buffer.push(first.array) // written, not yet durable: the group fsync comes with the next
+    fs.fault = (op) =>
+      op === 'datasync' ? Object.assign(new Error('EIO: i/o error'), { code: 'EIO' }) : undefined
+    await buffer.push(batch(1, 1).array)
+    expect(await first.receiver).toBe('errored')
+    expect(first.receiver.reason).toMatchObject({ componentId: 'out', code: 'WRITE_FAILED' })
+    fs.fault = undefined
+    await buffer.dispose()
+  })
+
   it('redelivers what the sink reported errored after a back-off, and does not settle the source meanwhile', async () => {
     const buffer = await open(tempDir(), { retryBackoff: { initialMs: 1, maxMs: 1 } })
     const { array, receiver } = batch(2)
