@@ -10,11 +10,9 @@
  */
 import type { BatchStatusReceiver } from './BatchStatusReceiver.js'
 import { BatchState } from './internal/BatchState.js'
+import { stampTime } from './internal/batchIds.js'
 import { LeakDetector } from './LeakDetector.js'
 import type { LogEvent } from './LogEvent.js'
-
-/** The first millisecond a UUID v7's 48-bit time field cannot hold. */
-const MAX_UUID_MS = 2 ** 48
 
 /** Options of {@link BatchNotifier.create}. */
 export interface BatchNotifierOptions {
@@ -71,11 +69,7 @@ export class BatchNotifier {
    * integer from 0 to 2^48 - 1, the range of a UUID v7 time), or none, reads the clock.
    */
   static open(sourceId?: string, outcomes = false, now?: number): BatchNotifier {
-    const state = new BatchState(
-      sourceId,
-      outcomes,
-      typeof now === 'number' && Number.isInteger(now) && now >= 0 && now < MAX_UUID_MS ? now : Date.now(),
-    )
+    const state = new BatchState(sourceId, outcomes, stampTime(now))
     const notifier = new BatchNotifier(state)
     LeakDetector.watch(notifier, state)
     return notifier

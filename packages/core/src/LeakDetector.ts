@@ -32,13 +32,10 @@ const subject = new Subject<LeakReport>()
 let leakedHandles = 0
 let warnings = true
 
-const report = (state: BatchState, handles: number): void => {
+/** Counts a leak, writes its process warning (unless turned off) and tells the subscribers. */
+function reportLeak(sourceId: string | undefined, batchId: string, handles: number): void {
   leakedHandles += handles
-  warn({ sourceId: state.sourceId, batchId: state.id, handles })
-}
-
-/** Writes the process warning for `leak` (unless turned off) and tells the subscribers. */
-function warn(leak: LeakReport): void {
+  const leak: LeakReport = { sourceId, batchId, handles }
   if (warnings) {
     process.emitWarning(
       `${leak.handles} event handle(s) of batch ${leak.batchId} from source ${leak.sourceId ?? 'unknown'} were garbage collected without having ended; settled as errored`,
@@ -47,6 +44,8 @@ function warn(leak: LeakReport): void {
   }
   subject.next(leak)
 }
+
+const report = (state: BatchState, handles: number): void => reportLeak(state.sourceId, state.id, handles)
 
 /**
  * Batches are watched in groups of up to {@link GROUP_SIZE} created one after another, with one
@@ -142,10 +141,7 @@ export const LeakDetector = {
       openToken = token
       registry.register(token, openId)
       liveGroups.add(openGroup)
-      if (!closing) {
-        closing = true
-        realSetTimeout(closeOpenGroup, OPEN_GROUP_MS).unref()
-      }
+      LeakDetector._arm()
     }
     notifier._watched = token
     state.watch = openId * GROUP_SIZE + openCount
@@ -177,7 +173,4 @@ export const LeakDetector = {
   },
 }
 
-setSlotLeakReport((sourceId, batchId, handles) => {
-  leakedHandles += handles
-  warn({ sourceId, batchId, handles })
-}, report)
+setSlotLeakReport(reportLeak, report)

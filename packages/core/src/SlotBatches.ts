@@ -16,7 +16,7 @@
  */
 import { EventArray } from './EventArray.js'
 import { FinalizationError } from './FinalizationError.js'
-import { idOf } from './internal/batchIds.js'
+import { idOf, stampTime } from './internal/batchIds.js'
 import { msSinceEpoch, sinceEpoch } from './internal/epoch.js'
 import { CHUNK, MAX_SLOT_EVENTS, type SlotBlock, SlotOpener, type SlotOwner } from './internal/slots.js'
 import type { JsonObject } from './JsonValue.js'
@@ -35,9 +35,6 @@ export type SlotBatchOwner = SlotOwner
  * reads the batch's id during that call (the slot is reused later). Opaque otherwise.
  */
 export type { SlotBlock }
-
-/** The first millisecond a UUID v7's 48-bit time field cannot hold. */
-const MAX_UUID_MS = 2 ** 48
 
 /** The batches of one source, as slots. */
 export class SlotBatches {
@@ -92,7 +89,7 @@ export class SlotBatches {
         `cannot make a slot batch of an event from source ${event._sourceId ?? 'unknown'} that already has finalizers`,
       )
     }
-    const at = Number.isInteger(now) && now >= 0 && now < MAX_UUID_MS ? now : Date.now()
+    const at = stampTime(now)
     const opener = this.#opener
     const index = opener.open(1, at, msSinceEpoch(at), tracking)
     event._ref = opener.chunk!
@@ -115,10 +112,7 @@ export class SlotBatches {
       throw new RangeError(`a slot batch has 1 to ${SlotBatches.MAX_EVENTS} records, not ${n}`)
     }
     // As `BatchNotifier.open`: a value that is not a clock reading in a UUID v7's range reads the clock.
-    const now =
-      Number.isInteger(ingestTimestamp) && ingestTimestamp >= 0 && ingestTimestamp < MAX_UUID_MS
-        ? ingestTimestamp
-        : Date.now()
+    const now = stampTime(ingestTimestamp)
     const opener = this.#opener
     const ingest = sinceEpoch(now)
     // A time the epoch's small integers cannot hold exactly is kept as an object (see `epoch.ts`).

@@ -437,9 +437,7 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
   it("with deadLetterExchange refusing copies (403), backs off reconnects and sends each refused message to the queue's own dead-letter exchange when it comes back, never looping", async () => {
     const { queue, dead } = await admin.queueWithDeadLetters()
     // An internal exchange exists (the start-time check passes) but refuses every publish: 403.
-    const internal = uniqueName('internal')
-    await admin.channel.assertExchange(internal, 'fanout', { durable: false, internal: true })
-    admin.exchanges.push(internal)
+    const internal = await admin.refusingExchange()
     // Prefetch 1: each bad message is refused on its own, so the refusals come in a row. m-2 has
     // no message-id: it is told apart by its body.
     const bodies = [0, 1, 2, 3, 4, 5].map((n) => ({ n, bad: n % 2 === 0 }))
@@ -570,22 +568,8 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     // A message comes back after its copy was refused, and in the same batch, before it, a new
     // rejected message is copied again (and refused again): the first one's nack must wait for
     // that copy's confirm, or the broker drops it with the channel while it is counted.
-    const queue = uniqueName('prio')
-    const dlx = uniqueName('dlx')
-    const dead = uniqueName('dead')
-    await admin.channel.assertExchange(dlx, 'fanout', { durable: false })
-    admin.exchanges.push(dlx)
-    await admin.channel.assertQueue(dead, { durable: false })
-    admin.queues.push(dead)
-    await admin.channel.bindQueue(dead, dlx, '')
-    await admin.channel.assertQueue(queue, {
-      durable: false,
-      arguments: { 'x-dead-letter-exchange': dlx, 'x-max-priority': 10 },
-    })
-    admin.queues.push(queue)
-    const internal = uniqueName('internal') // exists, so it passes the start check; refuses publishes
-    await admin.channel.assertExchange(internal, 'fanout', { durable: false, internal: true })
-    admin.exchanges.push(internal)
+    const { queue, dead } = await admin.queueWithDeadLetters('classic', { 'x-max-priority': 10 })
+    const internal = await admin.refusingExchange()
     const channel = admin.channel as ConfirmChannel
     const publish = async (n: string, priority: number) => {
       channel.publish('', queue, Buffer.from(JSON.stringify({ n, bad: true })), {

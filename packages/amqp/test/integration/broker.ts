@@ -116,6 +116,8 @@ export class Admin {
   /** A queue that dead-letters into a fanout exchange feeding a second queue; both deleted by close(). */
   async queueWithDeadLetters(
     kind: 'classic' | 'quorum' = 'classic',
+    /** More queue arguments (`x-max-priority`, say). */
+    extra: Record<string, unknown> = {},
   ): Promise<{ queue: string; dead: string }> {
     const queue = uniqueName('q')
     const dlx = uniqueName('dlx')
@@ -130,10 +132,22 @@ export class Admin {
       arguments: {
         'x-dead-letter-exchange': dlx,
         ...(kind === 'quorum' ? { 'x-queue-type': 'quorum' } : {}),
+        ...extra,
       },
     })
     this.queues.push(queue)
     return { queue, dead }
+  }
+
+  /**
+   * An exchange that exists (so a source's start-time check passes) but refuses every publish with
+   * 403 ACCESS_REFUSED: an `internal` one. Deleted with the others.
+   */
+  async refusingExchange(): Promise<string> {
+    const name = uniqueName('internal')
+    await this.channel.assertExchange(name, 'fanout', { durable: false, internal: true })
+    this.exchanges.push(name)
+    return name
   }
 
   /**

@@ -20,6 +20,17 @@ const RANDOM = globalThis.crypto.getRandomValues(new Uint8Array(16))
 let lastMs = Number.NEGATIVE_INFINITY
 let lastSeq = 0
 
+/** The first millisecond a UUID v7's 48-bit time field cannot hold. */
+const MAX_UUID_MS = 2 ** 48
+
+/**
+ * `now` when it is a clock reading a stamp can take (an integer from 0 to 2^48 - 1, a UUID v7's
+ * time), else the clock read now: what a caller's reading goes through before it stamps a batch.
+ */
+export function stampTime(now: number | undefined): number {
+  return typeof now === 'number' && Number.isInteger(now) && now >= 0 && now < MAX_UUID_MS ? now : Date.now()
+}
+
 /** Where a stamp goes: the batch state's fields, and its rare part for a stamp ahead of the clock. */
 export interface Stamped {
   opened: number

@@ -167,7 +167,7 @@ function endEach(events: readonly LogEvent[], code: number): void {
       i = j
       continue
     }
-    if (ref !== undefined && ref !== null && event._slot !== SET) {
+    if (ref !== null && event._slot !== SET) {
       const notifier = ref as BatchNotifier
       const state = notifier._state
       const rare = state.rare
