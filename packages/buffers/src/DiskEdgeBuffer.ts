@@ -14,6 +14,9 @@
  *   what the sink reports on it decides the record's fate: acknowledged, redelivered after a
  *   back-off, or dead-lettered. An `errored` record is never deleted.
  *
+ * Events read back are what JSON made of them: a number that is not finite comes back `null`, a
+ * member whose value is `undefined` comes back absent (RFC 0003, back pressure and limits).
+ *
  * At-least-once across restarts: finalizers do not survive a process; after a restart the records
  * on disk are delivered again without them, and the sources (whose batches were never settled)
  * resend what they did not get acknowledged. Records acknowledged above the first unacknowledged

@@ -345,6 +345,22 @@ describe('openDiskBuffer', () => {
     await buffer.dispose()
   })
 
+  it('stores fields as JSON writes them: a number that is not finite comes back null, an undefined member absent (documented, RFC 0003)', async () => {
+    const buffer = await open(tempDir())
+    // Untyped code (or arithmetic: 0 / 0) can put these in fields; the in-memory buffer keeps them.
+    const fields = { n: 0, nan: Number.NaN, inf: -Infinity, gone: undefined, list: [undefined, 1] }
+    const event = new LogEvent(fields as unknown as JsonObject)
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    notifier.attach(event)
+    notifier.release()
+    await buffer.push(EventArray.of(event))
+    const out = (await buffer.pull())!
+    expect(out.events[0]!.fields).toStrictEqual({ n: 0, nan: null, inf: null, list: [null, 1] })
+    out.end('delivered')
+    expect(await receiver).toBe('delivered')
+    await buffer.dispose()
+  })
+
   it('settles every batch of a push whose log throws: none is left waiting for the leak detector', async () => {
     const buffer = await open(tempDir(), {
       segmentBytes: 100,
