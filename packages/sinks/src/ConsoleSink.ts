@@ -1,21 +1,34 @@
 /**
  * `console`: a sink that prints each event as one line.
  *
- * Invariant: a write resolves only once its lines were handed to the stream (waiting for `drain`
- * when the stream is full), so events are settled `delivered` only once written.
+ * Invariants:
+ * - A write resolves only once the stream has taken its lines (its write callback said so, which
+ *   waits while the stream is full), so events are settled `delivered` only once written. A
+ *   stream that fails the write, errors or closes before that (a closed pipe: `EPIPE`, when stdout
+ *   is piped into `head -1`) makes the write throw a `RetryableError` naming the stream, so the
+ *   events are retried, then settled `errored`.
+ * - A stream's `error` event never crashes the process: the sink listens to it for the stream's
+ *   whole life (Node emits it after the failed write's callback, so a listener for the write alone
+ *   would come too late), and what failed is reported by the writes.
+ * - An event the format cannot represent (a `BigInt`, a cycle, a value nested too deep for
+ *   `JSON.stringify`, a `toJSON()` that returns nothing) fails alone: the others are printed, and
+ *   the write reports that event's encoding error in its place, which the runtime settles
+ *   `rejected`.
  *
  * @module
  */
-import type { EventArray } from '@ackline/core'
+import type { DeliveryStatus, EventArray } from '@ackline/core'
 import {
   type ConfigIssue,
   codeOption,
   defineOptions,
   type OptionsOf,
+  RetryableError,
   type Sink,
   type SinkResult,
 } from '@ackline/topology'
 import { z } from 'zod'
+import { jsonLine } from './internal/jsonLine.js'
 
 /**
  * Options of {@link console}: its schema (`validate`, `jsonSchema`, …).
@@ -26,12 +39,16 @@ import { z } from 'zod'
  * ```
  */
 export const ConsoleSinkOptions = defineOptions({
-  stream: codeOption<NodeJS.WritableStream>(
-    'a writable stream',
-    (value) => typeof (value as { write?: unknown } | null)?.write === 'function',
-  )
+  stream: codeOption<NodeJS.WritableStream>('a writable stream', (value) => {
+    const stream = value as { write?: unknown; on?: unknown; off?: unknown } | null
+    return (
+      typeof stream?.write === 'function' &&
+      typeof stream.on === 'function' &&
+      typeof stream.off === 'function'
+    )
+  })
     .optional()
-    .describe('Where lines go (default `process.stdout`).'),
+    .describe('Where lines go (default `process.stdout`): a Node.js writable stream.'),
   format: z
     .enum(['json', 'text'])
     .default('json')
@@ -70,14 +87,67 @@ class Console implements ConsoleSink {
     const stream = this.#options.stream ?? process.stdout
     const text = this.#options.format === 'text'
     let out = ''
-    for (const event of events) {
+    let results: (DeliveryStatus | Error)[] | undefined
+    for (let i = 0; i < events.length; i++) {
+      const event = events.events[i]!
       const message = text ? event.get('message') : undefined
-      out += `${typeof message === 'string' ? message : JSON.stringify(event.fields)}\n`
+      try {
+        out += typeof message === 'string' ? `${message}\n` : jsonLine(event.fields)
+        results?.push('delivered')
+      } catch (error) {
+        // The first event that cannot be encoded: the ones before it were delivered.
+        results ??= new Array<DeliveryStatus | Error>(i).fill('delivered')
+        results.push(error instanceof Error ? error : new TypeError(String(error)))
+      }
     }
-    if (!stream.write(out)) await new Promise<void>((resolve) => stream.once('drain', resolve))
-    return undefined
+    if (out !== '') await this.#print(stream, out)
+    return results
+  }
+
+  /** Hands `out` to `stream`; resolves once the stream has taken it, throws if it fails first. */
+  #print(stream: NodeJS.WritableStream, out: string): Promise<void> {
+    watch(stream)
+    return new Promise<void>((resolve, reject) => {
+      const done = (error?: unknown): void => {
+        stream.off('error', done)
+        stream.off('close', closed)
+        if (error === undefined || error === null) resolve()
+        else reject(this.#failure(stream, error))
+      }
+      const closed = (): void => done(new Error('the stream closed before it took the lines'))
+      stream.on('error', done)
+      stream.on('close', closed)
+      try {
+        stream.write(out, done)
+      } catch (error) {
+        done(error)
+      }
+    })
+  }
+
+  #failure(stream: NodeJS.WritableStream, cause: unknown): RetryableError {
+    const name = stream === process.stdout ? 'stdout' : stream === process.stderr ? 'stderr' : 'its stream'
+    const reason = cause instanceof Error ? cause.message : String(cause)
+    return new RetryableError('console', `cannot write to ${name}: ${reason}`, { cause, field: 'stream' })
   }
 }
+
+/** The streams a console sink listens to for `error` (once each, however many sinks share one). */
+const watched = new WeakSet<NodeJS.WritableStream>()
+
+/**
+ * Keeps an `error` listener on `stream` for good: without one, the `error` event Node emits after
+ * a failed write (a closed pipe) would crash the process, and it comes after the write's callback,
+ * when a listener for that write alone is gone. The failure itself reaches the sink through the
+ * callback (or through the listeners of a write still waiting).
+ */
+function watch(stream: NodeJS.WritableStream): void {
+  if (watched.has(stream)) return
+  watched.add(stream)
+  stream.on('error', ignore)
+}
+
+const ignore = (): void => {}
 
 /**
  * A sink that prints events, one line each, to stdout or the given stream.

@@ -18,13 +18,17 @@
  *   first, and what a failed append left behind is cut off (truncated back to where that append
  *   began) before the next one. Both are said in a warning.
  * - Writes never interleave: each array's lines are appended as one contiguous block.
+ * - A file removed while the sink holds it open fails the append that finds it gone (its lines
+ *   would go with the unlinked file), and the retry creates the file anew. A file renamed (rotated)
+ *   while open keeps receiving the lines: they are not lost, and the sink does not follow the path.
  * - An event the format cannot represent (a `BigInt`, a cycle, a value nested too deep for
- *   `JSON.stringify`) fails alone: the others are written, and the write reports that event's
- *   encoding error in its place, which the runtime settles `rejected`.
+ *   `JSON.stringify`, a `toJSON()` that returns nothing) fails alone: the others are written, and
+ *   the write reports that event's encoding error in its place, which the runtime settles
+ *   `rejected`.
  *
  * @module
  */
-import { statSync } from 'node:fs'
+import { fstatSync, statSync } from 'node:fs'
 import { type FileHandle, open } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import type { EventArray } from '@ackline/core'
@@ -38,6 +42,7 @@ import {
   type SinkResult,
 } from '@ackline/topology'
 import { z } from 'zod'
+import { jsonLine } from './internal/jsonLine.js'
 
 /** Options of {@link file}: its schema (`validate`, `jsonSchema`, …). */
 export const FileSinkOptions = defineOptions({
@@ -97,12 +102,20 @@ class NdjsonFile implements FileSink {
     if (issues.length > 0) return issues
     // What the schema cannot know: the file system as it is when the topology is built.
     const path = this.#options.path
-    const dirStat = statSync(dirname(this.path), { throwIfNoEntry: false })
-    if (dirStat?.isDirectory() !== true) {
-      return [ConfigIssue.of('path', 'a file path in an existing directory', path)]
-    }
-    if (statSync(this.path, { throwIfNoEntry: false })?.isDirectory() === true) {
-      return [ConfigIssue.of('path', 'a file path, not a directory', path)]
+    try {
+      const dirStat = statSync(dirname(this.path), { throwIfNoEntry: false })
+      if (dirStat?.isDirectory() !== true) {
+        return [ConfigIssue.of('path', 'a file path in an existing directory', path)]
+      }
+      if (statSync(this.path, { throwIfNoEntry: false })?.isDirectory() === true) {
+        return [ConfigIssue.of('path', 'a file path, not a directory', path)]
+      }
+    } catch (error) {
+      // Not a missing entry (that is `undefined` above) but a path no open can take: a parent that
+      // is a file (ENOTDIR), a name too long, a loop of links. Reported by field, never thrown.
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'ENOTDIR') return [ConfigIssue.of('path', 'a file path in an existing directory', path)]
+      return [ConfigIssue.of('path', `a file path the file system accepts (${code ?? String(error)})`, path)]
     }
     return []
   }
@@ -117,7 +130,7 @@ class NdjsonFile implements FileSink {
     if (events.length === 0) return Promise.resolve(undefined)
     let text = ''
     try {
-      for (const event of events) text += JSON.stringify(event.fields) + '\n'
+      for (const event of events) text += jsonLine(event.fields)
     } catch {
       return this.#writeEach(events)
     }
@@ -141,7 +154,7 @@ class NdjsonFile implements FileSink {
     let text = ''
     for (const event of events) {
       try {
-        text += JSON.stringify(event.fields) + '\n'
+        text += jsonLine(event.fields)
         results.push('delivered')
       } catch (error) {
         results.push(error instanceof Error ? error : new TypeError(String(error)))
@@ -222,7 +235,6 @@ class NdjsonFile implements FileSink {
       await writeAll(handle, bytes) // on disk once it returns where the file is opened O_SYNC
       if (!this.#syncWrites) await handle.sync()
       this.#size = before + bytes.length
-      return undefined
     } catch (error) {
       // Part of the text may be on disk: the next open cuts the file back to where it began, so
       // the retry does not glue its first line onto a fragment. Reopen then: the handle may be
@@ -232,6 +244,17 @@ class NdjsonFile implements FileSink {
       await handle.close().catch(() => undefined)
       throw this.#failure('cannot append to', error)
     }
+    // A file removed while open (no link left) took the lines into an inode no one can read and
+    // that goes with the handle: reported delivered, they would be lost. The append failed, then;
+    // the retry reopens the path, which makes a new file. Nothing is cut off (the file now at the
+    // path, if any, is not the one appended to). `fstatSync` of an open descriptor reads the
+    // inode the kernel holds: no trip to the thread pool on the hot path.
+    if (fstatSync(handle.fd).nlink === 0) {
+      this.#handle = undefined
+      await handle.close().catch(() => undefined)
+      throw this.#failure('cannot append to', new Error('the file was removed while the sink had it open'))
+    }
+    return undefined
   }
 
   #failure(action: string, cause: unknown): RetryableError {

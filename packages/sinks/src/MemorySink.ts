@@ -2,12 +2,15 @@
  * `memory`: a sink that keeps what it is given, for tests, and can be told which events fail.
  *
  * Invariant: it reports one status per event, in order — `outcome(event)` when given, else
- * `delivered` — and keeps the fields of every event it was given, in arrival order.
+ * `delivered` — and keeps the fields of every event it was given, in arrival order. An `outcome`
+ * that throws fails that event alone (`errored`, with the error naming `outcome`); `statuses`
+ * always says what the write reported.
  *
  * @module
  */
 import type { DeliveryStatus, EventArray, JsonObject, LogEvent } from '@ackline/core'
 import {
+  ComponentError,
   type ConfigIssue,
   codeOption,
   defineOptions,
@@ -76,16 +79,32 @@ class Memory implements MemorySink {
     const { beforeWrite, outcome } = this.#options
     if (beforeWrite !== undefined) await beforeWrite(events)
     this.writes++
-    const result: DeliveryStatus[] = []
+    const result: (DeliveryStatus | Error)[] = []
     for (const event of events) {
-      const status = outcome?.(event) ?? 'delivered'
+      let status: DeliveryStatus
+      let entry: DeliveryStatus | Error
+      try {
+        status = outcome?.(event) ?? 'delivered'
+        entry = status
+      } catch (cause) {
+        // A throwing callback fails its event alone: thrown out of the write, it would be retried,
+        // and the events before it recorded twice, as `delivered` where they were not.
+        status = 'errored'
+        entry = new ComponentError('OUTCOME_THREW', `outcome threw: ${messageOf(cause)}`, {
+          component: 'memory',
+          field: 'outcome',
+          cause,
+        })
+      }
       this.events.push(event.fields)
       this.statuses.push(status)
-      result.push(status)
+      result.push(entry)
     }
     return result
   }
 }
+
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 /**
  * A sink that keeps every event's fields; `outcome` chooses events to report `errored` or

@@ -1,6 +1,9 @@
-import { PassThrough } from 'node:stream'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { PassThrough, Writable } from 'node:stream'
+import { EventArray, LogEvent } from '@ackline/core'
 import { console } from '@ackline/sinks'
-import { TopologyBuilder } from '@ackline/topology'
+import { RetryableError, TopologyBuilder } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
 const print = async (format: 'json' | 'text' | undefined) => {
@@ -46,6 +49,84 @@ describe('console', () => {
     expect(console({ stream: 'stdout' as never }).validate()).toMatchObject([
       { field: 'stream', message: 'must be a writable stream, got "stdout"' },
     ])
+    // A write function alone is not a stream: the sink needs its events to see a failed write.
+    expect(console({ stream: { write: () => true } as never }).validate()).toMatchObject([
+      { field: 'stream', message: expect.stringMatching(/^must be a writable stream/) },
+    ])
     expect(console({ stream: process.stderr }).validate()).toEqual([])
+  })
+
+  it('settles events errored, and does not crash, when stdout is a pipe whose reader went away (EPIPE)', async () => {
+    const script = new URL('./fixtures/consoleToClosedPipe.ts', import.meta.url).pathname
+    const root = new URL('../../..', import.meta.url).pathname
+    const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', script], {
+      cwd: root,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString()
+    })
+    const [first] = (await once(child.stdout, 'data')) as [Buffer]
+    expect(first.toString()).toBe('{"n":1}\n')
+    child.stdout.destroy() // what `| head -1` does after its line
+    child.stdin.write('next\n')
+    const [code, signal] = (await once(child, 'exit')) as [number | null, string | null]
+    expect({ code, signal, stderr }).toEqual({
+      code: 0,
+      signal: null,
+      stderr: 'status delivered -\nstatus errored WRITE_FAILED\ndone\n',
+    })
+  })
+
+  it('throws a RetryableError naming the stream when the stream fails the write', async () => {
+    const stream = new Writable({
+      write: (_chunk, _encoding, callback) => callback(new Error('disk on fire')),
+    })
+    const failed = await console({ stream })
+      .write(EventArray.from([new LogEvent({ n: 1 })]))
+      .catch((error: unknown) => error)
+    expect(failed).toBeInstanceOf(RetryableError)
+    expect(failed).toMatchObject({
+      field: 'stream',
+      message: 'console (stream): cannot write to its stream: disk on fire',
+    })
+    // The stream is destroyed now: a later write fails too, rather than wait for a 'drain' that never comes.
+    await expect(console({ stream }).write(EventArray.from([new LogEvent({ n: 2 })]))).rejects.toThrow(
+      /cannot write to its stream: .*destroyed/,
+    )
+  })
+
+  it('throws, rather than hang, when the stream closes while it is full', async () => {
+    const stream = new Writable({ highWaterMark: 1, write: () => {} }) // never takes a chunk
+    const write = console({ stream }).write(EventArray.from([new LogEvent({ n: 1 })]))
+    stream.destroy()
+    await expect(write).rejects.toThrow(/console \(stream\): cannot write to its stream/)
+  })
+
+  it('prints the events it can encode and reports each one it cannot by its own error', async () => {
+    const stream = new PassThrough()
+    let out = ''
+    stream.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+    })
+    const cyclic: Record<string, unknown> = {}
+    cyclic.self = cyclic
+    const events = EventArray.from([
+      new LogEvent({ n: 1 }),
+      new LogEvent({ n: 2, big: 10n } as never),
+      new LogEvent({ n: 3 }),
+      new LogEvent({ n: 4, cyclic } as never),
+      new LogEvent({ toJSON: () => undefined } as never), // would print the line `undefined`
+    ])
+    const result = await console({ stream }).write(events)
+    expect(result).toEqual([
+      'delivered',
+      expect.any(TypeError),
+      'delivered',
+      expect.any(TypeError),
+      expect.any(TypeError),
+    ])
+    expect(out).toBe('{"n":1}\n{"n":3}\n')
   })
 })

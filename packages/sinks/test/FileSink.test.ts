@@ -220,6 +220,22 @@ describe('file', () => {
     expect(lines(path)).toEqual([{ n: 2 }])
   })
 
+  it('fails the append that finds its file removed, and the retry recreates the file with the lines', async () => {
+    const path = join(dir, 'out.ndjson')
+    const sink = file({ path })
+    await sink.start()
+    await sink.write(array({ n: 1 }))
+    rmSync(path) // what `rm` or a careless clean-up does while the sink holds the file open
+    const failed = await sink.write(array({ n: 2 })).catch((error: unknown) => error)
+    expect(failed).toBeInstanceOf(RetryableError)
+    expect((failed as Error).message).toMatch(
+      /cannot append to .*: the file was removed while the sink had it open/,
+    )
+    expect(await sink.write(array({ n: 2 }))).toBeUndefined() // the runtime's retry
+    await sink.stop()
+    expect(lines(path)).toEqual([{ n: 2 }])
+  })
+
   it('reports a bad path by field', () => {
     expect(file({ path: '' }).validate()).toEqual([
       {
@@ -239,12 +255,38 @@ describe('file', () => {
     expect(file({ path: dir }).validate()[0]?.message).toBe(
       `must be a file path, not a directory, got ${JSON.stringify(dir)}`,
     )
+    // A parent that is a file, a name longer than the file system takes: issues, not a throw.
+    writeFileSync(join(dir, 'plain'), '')
+    const underFile = join(dir, 'plain', 'sub', 'x.ndjson')
+    expect(file({ path: underFile }).validate()).toMatchObject([
+      {
+        field: 'path',
+        message: `must be a file path in an existing directory, got ${JSON.stringify(underFile)}`,
+      },
+    ])
+    expect(file({ path: join(dir, 'a'.repeat(300), 'x.ndjson') }).validate()).toMatchObject([
+      { field: 'path', expected: 'a file path the file system accepts (ENAMETOOLONG)' },
+    ])
+    expect(file({ path: join(dir, 'a'.repeat(300)) }).validate()).toMatchObject([
+      { field: 'path', expected: 'a file path the file system accepts (ENAMETOOLONG)' },
+    ])
     expect(
       file({} as never)
         .validate()
         .map((i) => i.field),
     ).toEqual(['path'])
     expect(file({ path: join(dir, 'ok.ndjson') }).validate()).toEqual([])
+  })
+
+  it('rejects an event whose fields encode as no JSON (a toJSON() returning undefined), not write the line "undefined"', async () => {
+    const path = join(dir, 'out.ndjson')
+    const sink = file({ path })
+    const result = await sink.write(
+      EventArray.from([new LogEvent({ n: 1 }), new LogEvent({ toJSON: () => undefined } as never)]),
+    )
+    await sink.stop()
+    expect(result).toEqual(['delivered', expect.any(TypeError)])
+    expect(readFileSync(path, 'utf8')).toBe('{"n":1}\n')
   })
 
   it('writes the events it can encode and reports each one it cannot by its own error', async () => {

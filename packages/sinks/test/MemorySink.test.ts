@@ -37,6 +37,27 @@ describe('memory', () => {
     expect(sink.writes).toBe(3)
   })
 
+  it('settles errored, alone and once, an event whose outcome throws', async () => {
+    const { source, statuses } = batches([[{ n: 1 }, { n: 2 }, { n: 3 }]])
+    const sink = memory({
+      outcome: (e) => {
+        if (e.get('n') === 2) throw new Error('no status for 2')
+        return 'delivered'
+      },
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source)
+      .sink('out', ['in'], sink, { retry: { attempts: 3, initialBackoffMs: 1 } })
+      .build()
+    await topology.start()
+    await topology.done
+    expect(await statuses()).toEqual(['errored'])
+    // One write, each event recorded once, with what was reported for it.
+    expect(sink.writes).toBe(1)
+    expect(sink.events).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }])
+    expect(sink.statuses).toEqual(['delivered', 'errored', 'delivered'])
+  })
+
   it('waits for beforeWrite', async () => {
     const { source, statuses } = batches([[{ n: 1 }]])
     let release!: () => void

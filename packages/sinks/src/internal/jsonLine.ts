@@ -1,0 +1,26 @@
+/**
+ * One event's fields as one line of NDJSON, the encoding the file and console sinks share.
+ *
+ * Invariant: what it returns is one JSON text and its newline, nothing else; what cannot be that
+ * throws, as `JSON.stringify` itself does for a `BigInt` or a cycle (`TypeError`) and for a value
+ * nested too deep (`RangeError`), which the runtime settles `rejected` for that event alone.
+ *
+ * @module
+ */
+
+/**
+ * `fields` as a JSON line. Throws a `TypeError` also for fields that encode as no JSON at all (a
+ * `toJSON()` that returns `undefined`, which `JSON.stringify` answers with `undefined`, and which
+ * would otherwise be written as the line `undefined`).
+ *
+ * @example
+ * ```ts
+ * jsonLine({ n: 1 }) // '{"n":1}\n'
+ * ```
+ */
+export function jsonLine(fields: unknown): string {
+  const json: string | undefined = JSON.stringify(fields)
+  if (json === undefined)
+    throw new TypeError("the event's fields encode as no JSON value (a toJSON() that returned undefined?)")
+  return `${json}\n`
+}
