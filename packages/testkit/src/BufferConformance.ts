@@ -15,6 +15,7 @@ import { ConformanceError } from './ConformanceError.js'
 import {
   type ConformanceRule,
   type ConformanceRunner,
+  callWithin,
   register,
   runRules,
   within,
@@ -95,7 +96,13 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
     id: 'buffer.hands-out-what-it-accepts',
     title: 'hands out through pull every event pushed, then undefined once closed and drained',
     async check(subject) {
-      const { buffer } = await subject.make()
+      const { buffer } = await callWithin(
+        subject.make,
+        subject.timeoutMs ?? 5000,
+        'buffer.settles',
+        'buffer',
+        'make()',
+      )
       const records = subject.records ?? defaultRecords()
       const slices = [records.slice(0, 2), records.slice(2, 3), records.slice(3)]
       const receivers = []
@@ -124,7 +131,13 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       'leaves the status to the sink: a batch resolves only once its pulled events are ended, with their status',
     async check(subject) {
       if (subject.acknowledgesOnWrite === true) return
-      const { buffer } = await subject.make()
+      const { buffer } = await callWithin(
+        subject.make,
+        subject.timeoutMs ?? 5000,
+        'buffer.settles',
+        'buffer',
+        'make()',
+      )
       const { events, receiver } = batchOf(subject.records ?? defaultRecords())
       await buffer.push(events)
       await turns()
@@ -148,7 +161,13 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
     id: 'buffer.pull-waits',
     title: 'pull waits for a push, and resolves undefined on an aborted signal or at close',
     async check(subject) {
-      const { buffer } = await subject.make()
+      const { buffer } = await callWithin(
+        subject.make,
+        subject.timeoutMs ?? 5000,
+        'buffer.settles',
+        'buffer',
+        'make()',
+      )
       const timeoutMs = subject.timeoutMs ?? 5000
       let settled = false
       const waiting = buffer.pull().then((next) => {
@@ -194,7 +213,13 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
     title: 'what it acknowledged on write survives a crash and comes out of the reopened buffer',
     async check(subject) {
       if (subject.acknowledgesOnWrite !== true) return
-      const under = await subject.make()
+      const under = await callWithin(
+        subject.make,
+        subject.timeoutMs ?? 5000,
+        'buffer.settles',
+        'buffer',
+        'make()',
+      )
       if (under.crash === undefined || under.reopen === undefined) return
       const records = subject.records ?? defaultRecords()
       const receivers = []

@@ -25,7 +25,9 @@ export class ConformanceError extends Error {
     observed: string,
     /** How to fix the component. */
     readonly fix: string,
+    /** `cause`: what the component threw, when the rule failed on a throw. */
+    options?: ErrorOptions,
   ) {
-    super(`${code} (${component}): ${observed}\n  fix: ${fix}`)
+    super(`${code} (${component}): ${observed}\n  fix: ${fix}`, options)
   }
 }

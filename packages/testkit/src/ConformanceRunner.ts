@@ -68,7 +68,9 @@ export async function runRules<S>(
       failures.push(
         error instanceof ConformanceError
           ? error
-          : new ConformanceError(rule.id, component, `the check threw: ${String(error)}`, 'see the cause'),
+          : new ConformanceError(rule.id, component, `the check threw: ${String(error)}`, 'see the cause', {
+              cause: error,
+            }),
       )
     }
   }
@@ -82,4 +84,29 @@ export function within<T>(promise: Promise<T>, ms: number, error: () => Conforma
     timer = setTimeout(() => reject(error()), ms)
   })
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}
+
+/**
+ * What `call` (a step of the user's code: a factory, `start`, `stop`, a hook) returns, or a
+ * {@link ConformanceError} `code` naming `step` when it does not settle within `ms`: the rule
+ * fails, it never waits forever (the `check*` functions have no runner's timeout to end them).
+ */
+export function callWithin<T>(
+  call: () => T | PromiseLike<T>,
+  ms: number,
+  code: string,
+  component: string,
+  step: string,
+): Promise<T> {
+  return within(
+    Promise.resolve().then(call),
+    ms,
+    () =>
+      new ConformanceError(
+        code,
+        component,
+        `${step} did not settle within ${ms} ms`,
+        `${step} must resolve or throw; one that waits forever stalls the components around it`,
+      ),
+  )
 }

@@ -69,6 +69,9 @@ export function faultySink(sink: Sink, faults: FailureSchedule): Sink & { readon
       )
       const result = await sink.write(events)
       if (!flags.includes(true)) return result
+      // A malformed result is passed on as it is, for the runtime to settle errored (BAD_RESULT):
+      // filling its gaps with `delivered` would hide the inner sink's bug behind a wrong ack.
+      if (result !== undefined && (!Array.isArray(result) || result.length !== events.length)) return result
       return events.events.map((_, i) =>
         flags[i]
           ? new RejectError(sink.kind, `scheduled rejection of ${reject!.field}`)

@@ -221,7 +221,21 @@ const makeSink = (k: RandomSink, options: RandomTopologyOptions): Sink => {
     throw new TypeError(
       `RandomTopology.run: the spec has sink kind 'user:${name}', but options.sinks has no factory '${name}'`,
     )
-  return make()
+  return fromFactory(make, `options.sinks.${name}`)
+}
+
+/** What a factory of the caller's returns; a throw is rethrown naming the factory, with it as the cause. */
+function fromFactory<T>(make: () => T, name: string): T {
+  try {
+    return make()
+  } catch (cause) {
+    throw new Error(
+      `RandomTopology.run: ${name}() threw: ${cause instanceof Error ? cause.message : String(cause)}`,
+      {
+        cause,
+      },
+    )
+  }
 }
 
 const outcomeSink = (outcomes: readonly DeliveryStatus[]): Sink => ({
@@ -418,7 +432,8 @@ export const RandomTopology = {
   /**
    * Builds `spec` (every component under a ledger; `user:` kinds from `options.transforms` and
    * `options.sinks`), runs it to the end, and returns what happened. Throws a `TypeError` when the
-   * spec names a user sink that `options.sinks` lacks.
+   * spec names a user transform or sink that `options.transforms` or `options.sinks` lacks, and an
+   * `Error` naming the factory (its `cause` what was thrown) when one of those factories throws.
    */
   async run(spec: RandomTopologySpec, options: RandomTopologyOptions = {}): Promise<RandomRun> {
     const ledger = new DeliveryLedger({ acknowledgements: spec.global })
@@ -433,8 +448,14 @@ export const RandomTopology = {
       return list
     })
     spec.transforms.forEach((t, i) => {
-      const user = t.kind.startsWith('user:') ? options.transforms?.[t.kind.slice(5)] : undefined
-      const transform = user === undefined ? builtIn(t, coalesce[i]!) : user()
+      const name = t.kind.startsWith('user:') ? t.kind.slice(5) : undefined
+      const user = name === undefined ? undefined : options.transforms?.[name]
+      if (name !== undefined && user === undefined)
+        throw new TypeError(
+          `RandomTopology.run: the spec has transform kind 'user:${name}', but options.transforms has no factory '${name}'`,
+        )
+      const transform =
+        user === undefined ? builtIn(t, coalesce[i]!) : fromFactory(user, `options.transforms.${name}`)
       // Small channels only change timing (more blocked producers), never outcomes.
       builder.transform(`t${i}`, transformInputs[i]!, ledger.transform(`t${i}`, transform), {
         buffer: { maxEvents: t.maxEvents },

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { isDeepStrictEqual } from 'node:util'
+import { inspect, isDeepStrictEqual } from 'node:util'
 import type { JsonObject } from '@ackline/core'
 import type { Sink } from '@ackline/topology'
 import { TopologyBuilder } from '@ackline/topology'
@@ -16,6 +16,7 @@ import { ConformanceError } from './ConformanceError.js'
 import {
   type ConformanceRule,
   type ConformanceRunner,
+  callWithin,
   register,
   runRules,
   within,
@@ -88,11 +89,23 @@ const unexpected = (sink: Sink, error: unknown) =>
     'the suite needs records the sink can deliver: pass `records` your sink accepts',
   )
 
+/** `call` (a step of the user's code: `make`, `start`, `stop`, `read`), failing the rule (`sink.settles`) if it hangs. */
+const step = <T>(subject: Subject, name: string, kind: string, call: () => T | Promise<T>): Promise<T> =>
+  callWithin(call, subject.timeoutMs ?? 5000, 'sink.settles', kind, name)
+
 async function started(subject: Subject): Promise<Sink> {
-  const sink = await subject.make()
-  await sink.start?.()
+  const sink = await step(subject, 'make()', 'sink', subject.make)
+  await step(subject, 'start()', kindOf(sink), () => sink.start?.())
   return sink
 }
+
+/** Stops `sink`, failing the rule when stop() does not settle in time. */
+const stopped = (subject: Subject, sink: Sink): Promise<void> =>
+  step(subject, 'stop()', kindOf(sink), () => sink.stop?.())
+
+/** What the sink stored, failing the rule when `read` does not settle in time. */
+const storedBy = (subject: Subject, sink: Sink): Promise<readonly JsonObject[]> =>
+  step(subject, 'the `read` option', kindOf(sink), () => subject.read!(sink))
 
 /** Every rule of the sink suite, in the order they run. */
 export const sinkRules: readonly ConformanceRule<Subject>[] = [
@@ -106,7 +119,7 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
         subject.records ?? defaultRecords(),
         subject.timeoutMs ?? 5000,
       )
-      await sink.stop?.()
+      await stopped(subject, sink)
       if (endedBySink > 0) {
         throw new ConformanceError(
           'sink.never-ends-events',
@@ -132,12 +145,12 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
           throw new ConformanceError(
             'sink.one-status-per-event',
             kindOf(sink),
-            `write of ${slice.length} event(s) returned ${JSON.stringify(result)}`,
+            `write of ${slice.length} event(s) returned ${inspect(result, { depth: 2, breakLength: Number.POSITIVE_INFINITY })}`,
             "return nothing (all delivered) or one entry per event, in order: 'delivered', 'errored', 'rejected' or an Error",
           )
         }
       }
-      await sink.stop?.()
+      await stopped(subject, sink)
     },
   },
   {
@@ -149,9 +162,9 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
       const records = subject.records ?? defaultRecords()
       const { outcome, statuses, fields } = await writeOnce(sink, records, subject.timeoutMs ?? 5000)
       if ('error' in outcome) throw unexpected(sink, outcome.error)
-      const stored = await subject.read(sink)
+      const stored = await storedBy(subject, sink)
       const missing = fields.filter((f, i) => statuses[i] === 'delivered' && !contains(stored, f))
-      await sink.stop?.()
+      await stopped(subject, sink)
       if (missing.length > 0) {
         throw new ConformanceError(
           'sink.written-before-resolved',
@@ -176,8 +189,12 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
           if (statuses[i] === 'delivered') delivered.push(f)
         })
       }
-      await within(Promise.resolve(sink.stop?.()), subject.timeoutMs ?? 5000, () => stopHangs(sink))
-      const stored = await subject.read(sink)
+      await within(
+        Promise.resolve().then(() => sink.stop?.()),
+        subject.timeoutMs ?? 5000,
+        () => stopHangs(sink),
+      )
+      const stored = await storedBy(subject, sink)
       const missing = delivered.filter((f) => !contains(stored, f))
       if (missing.length > 0) {
         throw new ConformanceError(
@@ -233,7 +250,7 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
     id: 'sink.in-topology',
     title: 'in a topology, every batch resolves with the status its writes reported',
     async check(subject) {
-      const sink = await subject.make()
+      const sink = await step(subject, 'make()', 'sink', subject.make)
       const records = subject.records ?? defaultRecords()
       const ledger = new DeliveryLedger({ acknowledgements: true })
       const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })

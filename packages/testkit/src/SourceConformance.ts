@@ -15,6 +15,7 @@ import { ConformanceError } from './ConformanceError.js'
 import {
   type ConformanceRule,
   type ConformanceRunner,
+  callWithin,
   register,
   runRules,
   within,
@@ -111,23 +112,69 @@ const turns = async (n = 10) => {
 const has = (list: readonly JsonObject[], record: JsonObject) =>
   list.some((r) => JSON.stringify(r) === JSON.stringify(record))
 
+/**
+ * Runs `source` without ever leaving its rejection unhandled (a `checkSource` script would crash
+ * on it): `running` always resolves; `threw()` says whether run() threw, and what. `started`
+ * resolves at `nextSend(count)`, and rejects with a {@link ConformanceError} (`source.run-throws`,
+ * the error as its `cause`) if run() throws first.
+ */
+function launch(source: Source, context: SourceContext) {
+  let failed: { readonly error: unknown } | undefined
+  const running = Promise.resolve()
+    .then(() => source.run(context))
+    .then(
+      () => undefined,
+      (error: unknown) => {
+        failed = { error }
+      },
+    )
+  const threw = (): ConformanceError | undefined =>
+    failed === undefined
+      ? undefined
+      : new ConformanceError(
+          'source.run-throws',
+          source.kind,
+          `run() threw: ${failed.error instanceof Error ? failed.error.message : String(failed.error)}`,
+          'the suite needs a source that runs: check `make`, the `feed` hook and the records (the cause is what run() threw)',
+          { cause: failed.error },
+        )
+  /** Resolves once `sent` resolves; rejects at once if run() throws first (and waits on if it just returns). */
+  const before = <T>(sent: Promise<T>): Promise<T> =>
+    Promise.race([
+      sent,
+      running.then(() => {
+        const error = threw()
+        if (error !== undefined) throw error
+        return new Promise<never>(() => {})
+      }),
+    ])
+  return { running, threw, before }
+}
+
 /** Every rule of the source suite. */
 export const sourceRules: readonly ConformanceRule<Subject>[] = [
   {
     id: 'source.run-waits-for-accepted',
     title: 'does not resolve run() while a batch it sent is not yet accepted',
     async check(subject) {
-      const under = await subject.make()
-      const kind = under.source.kind
       const timeoutMs = subject.timeoutMs ?? 5000
+      const under = await callWithin(subject.make, timeoutMs, 'source.settles', 'source', 'make()')
+      const kind = under.source.kind
       const controller = new AbortController()
       const { context, sent, nextSend } = scripted(controller)
       let done = false
-      const running = under.source.run(context).then(() => {
+      const run = launch(under.source, context)
+      const running = run.running.then(() => {
         done = true
       })
-      await under.feed?.(subject.records ?? defaultRecords())
-      await within(nextSend(1), timeoutMs, () => noSend(kind, timeoutMs))
+      await callWithin(
+        () => under.feed?.(subject.records ?? defaultRecords()),
+        timeoutMs,
+        'source.settles',
+        kind,
+        'feed()',
+      )
+      await within(run.before(nextSend(1)), timeoutMs, () => noSend(kind, timeoutMs))
       under.end?.()
       controller.abort()
       await turns()
@@ -154,6 +201,8 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
       } finally {
         clearInterval(pump)
       }
+      const threw = run.threw()
+      if (threw !== undefined) throw threw
       if (early) {
         throw new ConformanceError(
           'source.run-waits-for-accepted',
@@ -168,17 +217,21 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
     id: 'source.acknowledges-only-delivered',
     title: 'tells its upstream "done" only for delivered batches; re-sends or fails back an errored one',
     async check(subject) {
-      const under = await subject.make()
+      const timeoutMs = subject.timeoutMs ?? 5000
+      const under = await callWithin(subject.make, timeoutMs, 'source.settles', 'source', 'make()')
       if (under.upstream === undefined || under.feed === undefined) return
       const kind = under.source.kind
-      const timeoutMs = subject.timeoutMs ?? 5000
+      const feed = under.feed
+      const fed = (records: readonly JsonObject[]) =>
+        callWithin(() => feed(records), timeoutMs, 'source.settles', kind, 'feed()')
       const records = subject.records ?? defaultRecords()
       const controller = new AbortController()
       const { context, sent, nextSend } = scripted(controller)
-      const running = under.source.run(context)
+      const run = launch(under.source, context)
+      const running = run.running
       // The first batch errors; every later one is delivered.
-      await under.feed(records.slice(0, 3))
-      await within(nextSend(1), timeoutMs, () => noSend(kind, timeoutMs))
+      await fed(records.slice(0, 3))
+      await within(run.before(nextSend(1)), timeoutMs, () => noSend(kind, timeoutMs))
       const first = sent[0]!
       first.accept()
       first.resolve('errored')
@@ -191,7 +244,7 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
         }
       }, 1)
       try {
-        await under.feed(records.slice(3))
+        await fed(records.slice(3))
         const later = records.slice(3)
         await within(
           (async () => {
@@ -223,6 +276,8 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
       } finally {
         clearInterval(pump)
       }
+      const threw = run.threw()
+      if (threw !== undefined) throw threw
       if (wrongly.length > 0) {
         throw new ConformanceError(
           'source.acknowledges-only-delivered',

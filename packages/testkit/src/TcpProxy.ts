@@ -6,6 +6,8 @@
  * connection open at that moment, both sides at once, and the proxy keeps accepting new
  * connections right after (so the client can reconnect through it); `close()` cuts and stops
  * listening for good (the client can never come back, like a dead host). Both are idempotent.
+ * An `onData` that throws never crashes the test process: its connection is dropped, the error is
+ * kept in `error`, and `close()` rejects with it.
  *
  * @module
  */
@@ -22,6 +24,8 @@ export interface TcpProxyOptions {
    * Sees every chunk as it passes (it must not keep or change the buffer after returning), with
    * the number of the connection (1 for the first accepted): for tests that observe the protocol
    * on the wire, such as which acknowledgements a client sent. Called before the chunk is forwarded.
+   * If it throws, that connection is dropped (both sides, as by `cut()`), and the proxy's `error`
+   * and `close()` report it.
    */
   readonly onData?: (direction: TcpDirection, chunk: Buffer, connection: number) => void
 }
@@ -40,9 +44,14 @@ export interface TcpProxy {
   readonly open: number
   /** How many calls of `cut()` dropped at least one connection. */
   readonly cuts: number
+  /** The first error `onData` threw (its `cause`), whose connection was dropped; `undefined` if none. */
+  readonly error: Error | undefined
   /** Destroys every connection open now (both sides); new connections are accepted again at once. */
   cut(): void
-  /** Cuts every connection and stops listening; resolves once the listener is closed. */
+  /**
+   * Cuts every connection and stops listening; resolves once the listener is closed, or rejects
+   * then with `error` when `onData` threw.
+   */
   close(): Promise<void>
 }
 
@@ -50,6 +59,7 @@ class RunningProxy implements TcpProxy {
   readonly host = '127.0.0.1'
   connections = 0
   cuts = 0
+  error: Error | undefined = undefined
   readonly #pairs = new Set<readonly [Socket, Socket]>()
   #closed: Promise<void> | undefined = undefined
 
@@ -84,14 +94,26 @@ class RunningProxy implements TcpProxy {
       upstream.pipe(client)
       return
     }
+    // Called from a socket's 'data' event, where a throw would be an uncaught exception.
+    const seen = (direction: TcpDirection, chunk: Buffer): boolean => {
+      try {
+        onData(direction, chunk, id)
+        return true
+      } catch (cause) {
+        const reason = cause instanceof Error ? cause.message : String(cause)
+        this.error ??= new Error(`tcpProxy: onData threw on connection ${id}: ${reason}`, { cause })
+        drop()
+        return false
+      }
+    }
     client.on('data', (chunk: Buffer) => {
-      onData('up', chunk, id)
+      if (!seen('up', chunk)) return
       // Back pressure as `pipe` would apply it: stop reading while the other side is full.
       if (!upstream.write(chunk)) client.pause()
     })
     upstream.on('drain', () => client.resume())
     upstream.on('data', (chunk: Buffer) => {
-      onData('down', chunk, id)
+      if (!seen('down', chunk)) return
       if (!client.write(chunk)) upstream.pause()
     })
     client.on('drain', () => upstream.resume())
@@ -109,7 +131,9 @@ class RunningProxy implements TcpProxy {
   close(): Promise<void> {
     this.cut()
     this.#closed ??= new Promise<void>((resolve) => this.server.close(() => resolve()))
-    return this.#closed
+    return this.#closed.then(() => {
+      if (this.error !== undefined) throw this.error
+    })
   }
 }
 

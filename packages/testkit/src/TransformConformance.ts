@@ -14,6 +14,7 @@ import { ConformanceError } from './ConformanceError.js'
 import {
   type ConformanceRule,
   type ConformanceRunner,
+  callWithin,
   register,
   runRules,
   within,
@@ -49,7 +50,11 @@ interface Observed {
 }
 
 /** Processes one array (and flushes) with a recording context; ends everything afterwards. */
-async function observe(transform: Transform, records: readonly JsonObject[]): Promise<Observed> {
+async function observe(
+  transform: Transform,
+  records: readonly JsonObject[],
+  timeoutMs: number,
+): Promise<Observed> {
   const { events, receiver } = batchOf(records)
   const index = new Map<LogEvent, number>(events.events.map((e, i) => [e, i]))
   const seen: Observed = {
@@ -107,8 +112,21 @@ async function observe(transform: Transform, records: readonly JsonObject[]): Pr
       return created
     },
   }
-  await transform.process(events, context)
-  await transform.flush?.(context)
+  // A `process` or `flush` that never settles fails the rule (checkTransform has no runner's timeout).
+  await callWithin(
+    () => transform.process(events, context),
+    timeoutMs,
+    'transform.settles',
+    transform.kind,
+    'process()',
+  )
+  await callWithin(
+    () => transform.flush?.(context),
+    timeoutMs,
+    'transform.settles',
+    transform.kind,
+    'flush()',
+  )
   watching = false
   for (const event of live) if (!event.isEnded) event.end('delivered')
   // What the transform forgot, the suite ends (as the runtime does, errored) so nothing leaks.
@@ -125,7 +143,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     async check(subject) {
       const transform = subject.make()
       const records = subject.records ?? defaultRecords()
-      const seen = await observe(transform, records)
+      const seen = await observe(transform, records, subject.timeoutMs ?? 5000)
       const forgotten = records
         .map((_, i) => i)
         .filter(
@@ -147,7 +165,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     title: 'discards an event with context.drop, never by ending it',
     async check(subject) {
       const transform = subject.make()
-      const seen = await observe(transform, subject.records ?? defaultRecords())
+      const seen = await observe(transform, subject.records ?? defaultRecords(), subject.timeoutMs ?? 5000)
       const direct = [...seen.endedDirectly].filter((i) => !seen.dropped.has(i))
       if (direct.length > 0) {
         throw new ConformanceError(
@@ -164,7 +182,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     title: 'emits one event at most once on each port',
     async check(subject) {
       const transform = subject.make()
-      const seen = await observe(transform, subject.records ?? defaultRecords())
+      const seen = await observe(transform, subject.records ?? defaultRecords(), subject.timeoutMs ?? 5000)
       for (const [i, ports] of seen.emitted) {
         if (new Set(ports).size !== ports.length) {
           throw new ConformanceError(
@@ -183,7 +201,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     async check(subject) {
       if (subject.keepsOrder !== true) return
       const transform = subject.make()
-      const seen = await observe(transform, subject.records ?? defaultRecords())
+      const seen = await observe(transform, subject.records ?? defaultRecords(), subject.timeoutMs ?? 5000)
       for (const [port, order] of seen.order) {
         const inputs = order.filter((i) => i >= 0)
         const sorted = [...inputs].sort((a, b) => a - b)

@@ -35,9 +35,12 @@ export interface CrashLastRun {
    * input and exits with code 0 on its own.
    */
   readonly until?: (progress: CrashProgress) => boolean | Promise<boolean>
-  /** How often `until` is checked between reports, in milliseconds (default 50). */
+  /** How often `until` is checked between reports, in milliseconds (default 50; at most 2^31 - 1). */
   readonly pollMs?: number
-  /** The bound on the whole last run, in milliseconds (default 60 000): past it the loop fails. */
+  /**
+   * The bound on the whole last run, in milliseconds (default 60 000; at most 2^31 - 1, what a
+   * timer holds): past it the loop fails.
+   */
   readonly timeoutMs?: number
 }
 
@@ -81,7 +84,8 @@ export interface CrashLoopOptions {
   readonly seed?: number
   /**
    * A killed round fails (`NO_PROGRESS`) when its child reports nothing (of any kind) for this long
-   * before reaching its kill point, counted from its start, in milliseconds (default 30 000).
+   * before reaching its kill point, counted from its start, in milliseconds (default 30 000; at
+   * most 2^31 - 1, what a timer holds).
    */
   readonly stallMs?: number
   /** The last run (default `{}`: the child must exit with code 0 on its own); `false`: none. */
@@ -195,7 +199,23 @@ function validate(options: CrashLoopOptions): void {
     if (value !== undefined && (!Number.isFinite(value) || value < 0))
       throw new RangeError(`crashLoop: '${field}' must be a non-negative number, got ${value}`)
   }
+  // Node fires a timer set past 2^31 - 1 ms at once (with a warning): a bound that large would
+  // fail every round at its start, so it is refused here.
+  const delays = [
+    ['stallMs', options.stallMs],
+    ['last.timeoutMs', options.last === false ? undefined : options.last?.timeoutMs],
+    ['last.pollMs', options.last === false ? undefined : options.last?.pollMs],
+  ] as const
+  for (const [field, value] of delays) {
+    if (value !== undefined && !(typeof value === 'number' && value >= 0 && value <= MAX_TIMER_MS))
+      throw new RangeError(
+        `crashLoop: '${field}' must be a number of milliseconds from 0 to ${MAX_TIMER_MS}, got ${value}`,
+      )
+  }
 }
+
+/** The longest delay `setTimeout` keeps (2^31 - 1 ms, about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1
 
 interface RunPlan {
   readonly round: number

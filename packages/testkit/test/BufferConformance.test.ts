@@ -117,4 +117,11 @@ describe('each buffer rule fails against a buffer broken that way', () => {
   it('buffer.pull-waits: a buffer whose pull ignores its signal', async () => {
     expect(await codes(async () => ({ buffer: queue({ ignoreAbort: true }) }))).toEqual(['buffer.pull-waits'])
   })
+
+  it('buffer.settles: a make() that never settles fails every rule, not waits forever', async () => {
+    const found = await checkBuffer(() => new Promise<never>(() => {}), { timeoutMs: 100 })
+    expect(new Set(found.map((f) => f.message.split('\n')[0]))).toEqual(
+      new Set(['buffer.settles (buffer): make() did not settle within 100 ms']),
+    )
+  })
 })

@@ -1,7 +1,7 @@
 // Random topologies: the model and the real run agree, a user's own transforms and sinks mix in
 // (checked by the ledger), and a failing property shrinks to a small topology printed readably.
 import type { DeliveryStatus, LogEvent } from '@ackline/core'
-import { Arbitraries, faultySink, RandomTopology, type RandomTopologySpec } from '@ackline/testkit'
+import { Arbitraries, faultySink, NO_FAULTS, RandomTopology, type RandomTopologySpec } from '@ackline/testkit'
 import type { Sink, Transform } from '@ackline/topology'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
@@ -152,6 +152,67 @@ describe("RandomTopology over the user's own sinks", () => {
     await expect(RandomTopology.run(spec!)).rejects.toThrow(
       /sink kind 'user:store', but options.sinks has no factory 'store'/,
     )
+  })
+})
+
+describe('RandomTopology given factories that fail', () => {
+  const spec = (kinds: { transform?: `user:${string}`; sink?: `user:${string}` }): RandomTopologySpec =>
+    ({
+      global: true,
+      sources: [[1]],
+      transforms:
+        kinds.transform === undefined
+          ? []
+          : [
+              {
+                kind: kinds.transform,
+                inputs: [{ from: 0, port: 0 }],
+                rest: 0,
+                rejectDrops: false,
+                maxEvents: 4,
+              },
+            ],
+      sinks: [
+        {
+          kind: kinds.sink ?? 'outcome',
+          inputs: [{ from: 0, port: 0 }],
+          outcomes: ['delivered'],
+          acks: undefined,
+          maxEvents: 4,
+          faults: NO_FAULTS,
+        },
+      ],
+    }) as RandomTopologySpec
+
+  it('names a sink factory that throws, with what it threw as the cause', async () => {
+    const boom = new Error('no connection')
+    const failed = await RandomTopology.run(spec({ sink: 'user:db' }), {
+      sinks: {
+        db: () => {
+          throw boom
+        },
+      },
+    }).then(
+      () => new Error('ran'),
+      (error: unknown) => error as Error,
+    )
+    expect(failed.message).toBe('RandomTopology.run: options.sinks.db() threw: no connection')
+    expect(failed.cause).toBe(boom)
+  })
+
+  it('names a user transform the options do not provide, and one whose factory throws', async () => {
+    await expect(RandomTopology.run(spec({ transform: 'user:clean' }))).rejects.toThrow(
+      "RandomTopology.run: the spec has transform kind 'user:clean', but options.transforms has no factory 'clean'",
+    )
+    await expect(
+      RandomTopology.run(spec({ transform: 'user:clean' }), {
+        transforms: {
+          clean: () => {
+            throw new Error('bad config')
+          },
+        },
+      }),
+    ).rejects.toThrow('RandomTopology.run: options.transforms.clean() threw: bad config')
   })
 })
 

@@ -1,7 +1,7 @@
 // The sink suite against a sink that keeps every rule, and each rule against a sink broken on
 // purpose in exactly that way (mutation-style: the rule must catch it).
 import type { JsonObject } from '@ackline/core'
-import { checkSink, sinkConformance } from '@ackline/testkit'
+import { ConformanceError, checkSink, sinkConformance } from '@ackline/testkit'
 import type { Sink } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
@@ -110,5 +110,45 @@ describe('each sink rule fails against a sink broken that way', () => {
     }
     const found = await checkSink(make, { timeoutMs: 200 })
     expect(found.map((f) => f.code)).toContain('sink.survives-stop-mid-write')
+  })
+
+  it('sink.settles: a make(), start(), stop() or read that never settles fails the rules, not waits forever', async () => {
+    const never = <T>() => new Promise<T>(() => {})
+    const settles = async (make: () => StoreSink | Promise<StoreSink>, options = {}) =>
+      (await checkSink(make, { read, timeoutMs: 100, ...options })).filter((f) => f.code === 'sink.settles')
+    expect((await settles(() => never<StoreSink>()))[0]?.message).toMatch(
+      /^sink\.settles \(sink\): make\(\) did not settle within 100 ms/,
+    )
+    expect((await settles(() => ({ ...good(), start: never })))[0]?.message).toMatch(
+      /\(store\): start\(\) did not settle/,
+    )
+    expect((await settles(() => ({ ...good(), stop: never })))[0]?.message).toMatch(
+      /\(store\): stop\(\) did not settle/,
+    )
+    expect((await settles(good, { read: never }))[0]?.message).toMatch(/the `read` option did not settle/)
+  })
+
+  it('a factory that throws fails each rule with a ConformanceError whose cause is what it threw', async () => {
+    const boom = new Error('factory boom')
+    const found = await checkSink(
+      () => {
+        throw boom
+      },
+      { read },
+    )
+    expect(found.length).toBeGreaterThan(0)
+    for (const failure of found) {
+      expect(failure).toBeInstanceOf(ConformanceError)
+      expect(failure.message).toMatch(/the check threw: Error: factory boom/)
+      expect(failure.cause).toBe(boom)
+    }
+  })
+
+  it('sink.one-status-per-event: describes a result JSON cannot print (a BigInt)', async () => {
+    const make = (): StoreSink => ({ ...good(), write: async () => [1n] as never })
+    const found = await checkSink(make, { timeoutMs: 300 })
+    expect(found.find((f) => f.code === 'sink.one-status-per-event')?.message).toMatch(
+      /write of 6 event\(s\) returned \[ 1n \]/,
+    )
   })
 })

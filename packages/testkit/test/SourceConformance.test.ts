@@ -87,4 +87,50 @@ describe('each source rule fails against a source broken that way', () => {
     expect(found.map((f) => f.code)).toEqual(['source.acknowledges-only-delivered'])
     expect(found[0]!.message).toMatch(/errored batch.*\n {2}fix: read receipt\.status/)
   })
+
+  it('source.run-throws: a run() that rejects is reported with its cause, never left an unhandled rejection', async () => {
+    const boom = new Error('cannot connect')
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const found = await checkSource(
+        () => ({
+          source: {
+            kind: 'broken',
+            canAcknowledge: true,
+            run: async () => {
+              throw boom
+            },
+          },
+          feed: () => {},
+          upstream: () => ({ acked: [], failed: [] }),
+        }),
+        { timeoutMs: 5000 },
+      )
+      expect(found.map((f) => [f.code, f.message.split('\n')[0], f.cause])).toEqual([
+        ['source.run-throws', 'source.run-throws (broken): run() threw: cannot connect', boom],
+        ['source.run-throws', 'source.run-throws (broken): run() threw: cannot connect', boom],
+      ])
+      // A rejection is reported as unhandled once a turn passes without a handler: give it those turns.
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+  })
+
+  it('source.settles: a make() or feed() that never settles fails the rules, not waits forever', async () => {
+    const never = () => new Promise<never>(() => {})
+    const made = await checkSource(never, { timeoutMs: 100 })
+    expect(made.map((f) => f.message.split('\n')[0])).toEqual([
+      'source.settles (source): make() did not settle within 100 ms',
+      'source.settles (source): make() did not settle within 100 ms',
+    ])
+    const fed = await checkSource(() => ({ ...make('good')(), feed: never }), { timeoutMs: 100 })
+    expect(fed.map((f) => f.message.split('\n')[0])).toEqual([
+      'source.settles (queue_good): feed() did not settle within 100 ms',
+      'source.settles (queue_good): feed() did not settle within 100 ms',
+    ])
+  })
 })

@@ -112,4 +112,22 @@ describe('tcpProxy', () => {
       await proxy.close()
     }
   })
+
+  it('drops the connection whose onData throws, and reports the error from close(), not as an uncaught exception', async () => {
+    const boom = new Error('tap broke')
+    const proxy = await tcpProxy({
+      target: { host: '127.0.0.1', port: echoPort },
+      onData: () => {
+        throw boom
+      },
+    })
+    const socket = createConnection({ host: '127.0.0.1', port: proxy.port })
+    socket.on('error', () => {})
+    socket.write('hello')
+    await closed(socket)
+    expect(proxy.error?.message).toBe('tcpProxy: onData threw on connection 1: tap broke')
+    expect(proxy.error?.cause).toBe(boom)
+    expect(proxy.open).toBe(0)
+    await expect(proxy.close()).rejects.toBe(proxy.error)
+  })
 })

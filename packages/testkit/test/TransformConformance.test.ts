@@ -89,4 +89,16 @@ describe('each transform rule fails against a transform broken that way', () => 
     expect(await codes(() => reverse, true)).toEqual(['transform.keeps-order'])
     expect(await codes(() => reverse, false)).toEqual([])
   })
+
+  it('transform.settles: a process() or flush() that never settles fails the rules, not waits forever', async () => {
+    const never = () => new Promise<void>(() => {})
+    const found = await checkTransform(() => ({ kind: 'stuck', process: never }), { timeoutMs: 100 })
+    expect(found.map((f) => f.message)).toContain(
+      'transform.settles (stuck): process() did not settle within 100 ms\n  fix: process() must resolve or throw; one that waits forever stalls the components around it',
+    )
+    const flush = await checkTransform(() => ({ ...splitErrors(), kind: 'stuck_flush', flush: never }), {
+      timeoutMs: 100,
+    })
+    expect(flush.map((f) => f.code)).toContain('transform.settles')
+  })
 })

@@ -166,6 +166,21 @@ describe('crashLoop', () => {
       /'rounds'/,
     )
   })
+
+  it('refuses a bound past what a timer holds (it would fire at once and fail the round), naming the field', async () => {
+    const bad = [
+      [{ stallMs: 3e9 }, 'stallMs'],
+      [{ last: { timeoutMs: 2 ** 31 } }, 'last.timeoutMs'],
+      [{ last: { timeoutMs: Number.NaN } }, 'last.timeoutMs'],
+      [{ last: { pollMs: -1 } }, 'last.pollMs'],
+      [{ last: { pollMs: '50' as unknown as number } }, 'last.pollMs'],
+    ] as const
+    for (const [options, field] of bad) {
+      await expect(
+        crashLoop({ ...counter, rounds: 1, killAfter: { min: 1, max: 2 }, ...options }),
+      ).rejects.toThrow(`crashLoop: '${field}' must be a number of milliseconds from 0 to 2147483647`)
+    }
+  })
 })
 
 describe('CrashReporter', () => {

@@ -1,0 +1,21 @@
+import { EventArray, LogEvent } from '@ackline/core'
+import { faultySink } from '@ackline/testkit'
+import { RejectError, type Sink } from '@ackline/topology'
+import { describe, expect, it } from 'vitest'
+
+const events = () => EventArray.from([new LogEvent({ n: 2 }), new LogEvent({ n: 3 })])
+const rejectEven = { errorOnCalls: [], hangMs: 0, rejectWhen: { field: 'n', modulo: 2 } }
+
+describe('faultySink', () => {
+  it('turns the scheduled records into RejectErrors and keeps what the inner sink reported for the rest', async () => {
+    const inner: Sink = { kind: 'inner', write: async () => ['delivered', 'errored'] }
+    expect(await faultySink(inner, rejectEven).write(events())).toEqual([expect.any(RejectError), 'errored'])
+  })
+
+  it('passes a malformed inner result on as it is, never filled in with delivered', async () => {
+    for (const malformed of [42, ['delivered'], 'delivered']) {
+      const inner: Sink = { kind: 'inner', write: async () => malformed as never }
+      expect(await faultySink(inner, rejectEven).write(events())).toBe(malformed)
+    }
+  })
+})
