@@ -3,13 +3,16 @@
  *
  * Invariant: it sends exactly `count` events (or runs until stopped when `count` is unset), in
  * batches of `batchSize`, never faster than `ratePerSecond` when set, and returns only once every
- * batch it sent was accepted downstream.
+ * batch it sent was accepted downstream. A `record` function that throws or returns something
+ * other than a JSON object stops it with a `ComponentError` naming the field, before that batch
+ * is sent.
  *
  * @module
  */
 import type { JsonObject } from '@ackline/core'
 import {
   type BatchReceipt,
+  ComponentError,
   type ConfigIssue,
   codeOption,
   defineOptions,
@@ -41,7 +44,9 @@ export const GeneratorOptions = defineOptions({
     .describe('At most this many events per second; as fast as back pressure allows when unset.'),
   record: codeOption<(index: number) => JsonObject>('a function')
     .optional()
-    .describe("The record of event number `index` (default `{ message: 'event <index>', index }`)."),
+    .describe(
+      "The record of event number `index` (default `{ message: 'event <index>', index }`); it must return a JSON object.",
+    ),
   onBatch: codeOption<(receipt: BatchReceipt, firstIndex: number, size: number) => void>('a function')
     .optional()
     .describe(
@@ -73,7 +78,7 @@ const defaultRecord = (index: number): JsonObject => ({ message: `event ${index}
 /** Sends the events, as the module header says. */
 async function run(options: GeneratorOptions, context: SourceContext): Promise<void> {
   const { count = Number.POSITIVE_INFINITY, batchSize = 100, ratePerSecond, onBatch } = options
-  const record = options.record ?? defaultRecord
+  const record = options.record === undefined ? defaultRecord : checked(options.record, context.id)
   const { signal } = context
   const start = Date.now()
   let index = 0
@@ -89,6 +94,33 @@ async function run(options: GeneratorOptions, context: SourceContext): Promise<v
     if (onBatch === undefined) await context.send(records, NO_RECEIPT_WANTED)
     else onBatch(await context.send(records), index, size)
     index += size
+  }
+}
+
+/**
+ * The user's record function, made to fail loudly: an event's fields must be an object, and a
+ * throw or another value (from untyped code) would otherwise surface downstream, far from its cause.
+ */
+function checked(record: (index: number) => JsonObject, id: string): (index: number) => JsonObject {
+  return (index) => {
+    let fields: unknown
+    try {
+      fields = record(index)
+    } catch (error) {
+      throw new ComponentError('RECORD_FAILED', `record(${index}) threw: ${String(error)}`, {
+        component: id,
+        field: 'record',
+        cause: error,
+      })
+    }
+    if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) {
+      const got = Array.isArray(fields) ? 'an array' : fields === null ? 'null' : typeof fields
+      throw new ComponentError('RECORD_FAILED', `record(${index}) must return a JSON object, got ${got}`, {
+        component: id,
+        field: 'record',
+      })
+    }
+    return fields as JsonObject
   }
 }
 

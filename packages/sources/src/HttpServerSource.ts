@@ -215,7 +215,8 @@ export interface HttpServerResponseBody {
  * - `401` `UNAUTHORIZED`; `404` `NOT_FOUND`; `405` `METHOD_NOT_ALLOWED`;
  * - `408` `REQUEST_TIMEOUT` (past `headersTimeoutMs` or `requestTimeoutMs`);
  * - `413`: `BODY_TOO_LARGE` (past `maxBodyBytes`), `TOO_MANY_EVENTS` (past `maxEventsPerRequest`);
- * - `415` `UNSUPPORTED_MEDIA_TYPE`; `431` `HEADERS_TOO_LARGE`;
+ * - `415` `UNSUPPORTED_MEDIA_TYPE` (a `Content-Encoding` such as gzip, or a type refused under
+ *   `unknownContentType: 'reject'`); `431` `HEADERS_TOO_LARGE`;
  * - `503` with `Retry-After`: `SHUTTING_DOWN`, `NOT_ACCEPTED` (the pipeline did not take the batch).
  */
 export type HttpServerErrorCode =
@@ -298,6 +299,11 @@ class HttpServer implements HttpServerSource {
   #accepting = 0
   /** Set while `run` waits for {@link #accepting} to reach 0. */
   #drained: (() => void) | undefined = undefined
+  /**
+   * Per connection, the responses not yet written: a request Node parsed whole may already have
+   * its events in the pipeline, so an error later on its connection must not answer in its place.
+   */
+  readonly #unanswered = new WeakMap<Duplex, Set<ServerResponse>>()
 
   constructor(options: HttpServerOptions) {
     this.#options = options
@@ -378,6 +384,7 @@ class HttpServer implements HttpServerSource {
     server.maxConnections = o.maxConnections
     server.on('connection', (socket: Socket) => {
       this.#openConnections++
+      this.#unanswered.set(socket, new Set())
       socket.once('close', () => this.#openConnections--)
     })
     server.on('drop', () => this.#connectionsDropped++)
@@ -414,10 +421,18 @@ class HttpServer implements HttpServerSource {
   /**
    * A connection failed outside any handler: a timeout (Node's checker found the headers or the
    * body late), a request Node could not parse, or a client that went away. Answered here, as
-   * data like every other refusal, when nothing was written on the connection yet.
+   * data like every other refusal, when nothing was written on the connection yet and no request
+   * received whole awaits its answer there (bytes after a body: the client would read this answer
+   * as that request's). Otherwise the connection closes without one: such a request is stopped
+   * before it enters the pipeline, or keeps its real status there and the client sends it again.
    */
   #clientError(error: NodeJS.ErrnoException, socket: Duplex): void {
-    if (!socket.writable || (socket as Socket).bytesWritten > 0 || error.code === 'ECONNRESET') {
+    if (
+      !socket.writable ||
+      (socket as Socket).bytesWritten > 0 ||
+      error.code === 'ECONNRESET' ||
+      this.#stopUnanswered(socket)
+    ) {
       socket.destroy()
       return
     }
@@ -435,6 +450,20 @@ class HttpServer implements HttpServerSource {
     )
   }
 
+  /**
+   * Stops every request received whole on `socket` that has no answer yet, and says whether there
+   * was one. One whose body's end is still to be read is not sent: it must not be after this.
+   */
+  #stopUnanswered(socket: Duplex): boolean {
+    let stopped = false
+    for (const response of this.#unanswered.get(socket) ?? []) {
+      if (!response.req.complete) continue
+      stopped = true
+      response.req.destroy()
+    }
+    return stopped
+  }
+
   #count(status: number, code?: HttpServerErrorCode): void {
     this.#responses[status] = (this.#responses[status] ?? 0) + 1
     if (code !== undefined) this.#refused[code] = (this.#refused[code] ?? 0) + 1
@@ -447,6 +476,7 @@ class HttpServer implements HttpServerSource {
 
   #handle(request: IncomingMessage, response: ServerResponse, context: SourceContext): void {
     this.#requests++
+    this.#unanswered.get(request.socket)?.add(response)
     const url = request.url ?? '/'
     const query = url.indexOf('?')
     const path = query < 0 ? url : url.slice(0, query)
@@ -486,6 +516,19 @@ class HttpServer implements HttpServerSource {
       )
       return
     }
+    const encoding = request.headers['content-encoding']
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      // Read as it is, a compressed body would be refused as "not UTF-8", which names the wrong cause.
+      response.setHeader('Accept-Encoding', 'identity')
+      this.#refuse(
+        request,
+        response,
+        415,
+        'UNSUPPORTED_MEDIA_TYPE',
+        `the body is sent with Content-Encoding ${JSON.stringify(encoding)}; only uncompressed bodies are accepted`,
+      )
+      return
+    }
     const declared = Number(request.headers['content-length'] ?? 0)
     if (declared > this.#maxBodyBytes) {
       this.#tooLarge(request, response)
@@ -508,7 +551,7 @@ class HttpServer implements HttpServerSource {
     })
     request.on('error', nothing)
     request.on('end', () => {
-      if (refused) return
+      if (refused || request.destroyed) return
       // A body that came in one chunk (most do) is read where it lies, not copied.
       const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)
       this.#accept(request, response, context, bytes, this.#wantsOutcomes(url, query))
@@ -697,6 +740,7 @@ class HttpServer implements HttpServerSource {
 
   /** Writes a response whose body is `text`, unless one was written already or the client left. */
   #send(response: ServerResponse, code: number, text: string): void {
+    this.#unanswered.get(response.req.socket)?.delete(response)
     if (response.headersSent || response.destroyed) return
     if (this.#stopping) response.setHeader('Connection', 'close')
     response.writeHead(code, {
@@ -800,8 +844,8 @@ function aborted(signal: AbortSignal): Promise<void> {
  * or refused with `415` under `unknownContentType: 'reject'`); each request is one batch, answered
  * when the batch resolves: `200` delivered, `503` + `Retry-After` errored, `400` rejected; with
  * `?outcomes=1` (or `outcomes: 'always'`) the body also lists each record's outcome. Bodies
- * that are malformed, not UTF-8 or nested past `maxDepth` get `400` naming where; bodies over
- * `maxBodyBytes` or `maxEventsPerRequest` `413`; clients slower than `headersTimeoutMs` /
+ * that are malformed, not UTF-8 or nested past `maxDepth` get `400` naming where; compressed ones
+ * (a `Content-Encoding`) `415`; bodies over `maxBodyBytes` or `maxEventsPerRequest` `413`; clients slower than `headersTimeoutMs` /
  * `requestTimeoutMs` `408`; requests without the bearer token `401`; other paths `404`; requests
  * during shutdown `503`. `GET /health` answers `200` while running, `503` while stopping. Every
  * refusal names its `code` and the source's `componentId`; none lets anything into the pipeline.

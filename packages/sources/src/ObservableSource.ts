@@ -4,12 +4,15 @@
  *
  * Invariant: every record the Observable emitted is acknowledged exactly once: with its batch's
  * status once the batch resolved, or `errored` when the topology stopped before the record could
- * be sent (so its producer may send it again).
+ * be sent or the pipeline did not accept its batch (so its producer may send it again). An `onAck`
+ * that throws is reported to `onWarning` and changes nothing else: the other records are still
+ * acknowledged, and `acks` still completes.
  *
  * @module
  */
 import type { BatchStatus, JsonObject } from '@ackline/core'
 import {
+  type BatchReceipt,
   type ConfigIssue,
   codeOption,
   defineOptions,
@@ -52,6 +55,11 @@ export const ObservableSourceOptions = defineOptions({
   onAck: codeOption<(ack: RecordAck) => void>('a function')
     .optional()
     .describe('Told what became of each record.'),
+  onWarning: codeOption<(message: string) => void>('a function')
+    .optional()
+    .describe(
+      'Where warnings go (an onAck that threw). Default: process.emitWarning with code ACKLINE_OBSERVABLE.',
+    ),
 })
 /** Options of {@link fromObservable}; `onAck` sees records of the Observable's type `R`. */
 export type ObservableSourceOptions<R extends JsonObject = JsonObject> = Omit<
@@ -136,25 +144,56 @@ class FromObservable<R extends JsonObject> implements ObservableSource<R> {
           continue
         }
         const batch = pending.splice(0, batchSize)
-        const receipt = await context.send(batch)
+        let receipt: BatchReceipt
+        try {
+          receipt = await context.send(batch)
+        } catch (error) {
+          // Not accepted: the records never entered the pipeline, so they are errored like unsent ones.
+          for (const record of batch) this.#ack(context.id, { record, status: 'errored', batchId: undefined })
+          throw error
+        }
+        const { batchId } = receipt
         acked.push(
-          receipt.status.then((status) => {
-            for (const record of batch) this.#ack({ record, status, batchId: receipt.batchId })
-          }),
+          receipt.status.then(
+            (status) => {
+              for (const record of batch) this.#ack(context.id, { record, status, batchId })
+            },
+            () => {
+              for (const record of batch) this.#ack(context.id, { record, status: 'errored', batchId })
+            },
+          ),
         )
       }
     } finally {
       subscription.unsubscribe()
       context.signal.removeEventListener('abort', onAbort)
       // Records received but never sent: their producer must not take them as delivered.
-      for (const record of pending.splice(0)) this.#ack({ record, status: 'errored', batchId: undefined })
+      for (const record of pending.splice(0))
+        this.#ack(context.id, { record, status: 'errored', batchId: undefined })
       Promise.all(acked).then(() => this.#subject.complete())
     }
     if (failure !== undefined) throw failure.error
   }
 
-  #ack(ack: RecordAck<R>): void {
-    this.#options.onAck?.(ack)
+  /**
+   * Gives one record its ack. A throwing `onAck` is the caller's bug, reported and contained: the
+   * ack still reaches `acks`, and no rejection escapes (the acks of later batches run in a promise).
+   */
+  #ack(id: string, ack: RecordAck<R>): void {
+    try {
+      this.#options.onAck?.(ack)
+    } catch (error) {
+      const warn =
+        this.#options.onWarning ??
+        ((message: string) => process.emitWarning(message, { code: 'ACKLINE_OBSERVABLE' }))
+      try {
+        warn(
+          `observable source '${id}' (onAck): threw on a record acknowledged ${ack.status}: ${String(error)}`,
+        )
+      } catch {
+        // A throwing onWarning has nowhere left to report to; the ack below must still be given.
+      }
+    }
     this.#subject.next(ack)
   }
 }

@@ -1,6 +1,7 @@
 /**
  * `stdin`: a source that reads newline-delimited records from standard input (or any readable
- * stream): a line holding a JSON object becomes that object, any other line `{ message: line }`.
+ * stream): a line holding a JSON object becomes that object, any other line `{ message: line }`
+ * (a JSON object nested deeper than `maxDepth` too: code downstream may recurse over a value).
  *
  * Invariant: every complete line becomes exactly one event, in order, and lines that arrived
  * together travel as one batch (at most `maxBatchLines`). A pipe cannot be asked to send data
@@ -22,6 +23,7 @@ import {
   type SourceContext,
 } from '@ackline/topology'
 import { z } from 'zod'
+import { depthExceededAt } from './internal/locateJsonError.js'
 
 const format = z.enum(['auto', 'text'])
 
@@ -32,7 +34,10 @@ export type StdinFormat = z.infer<typeof format>
 export const StdinOptions = defineOptions({
   input: codeOption<NodeJS.ReadableStream>(
     'a readable stream',
-    (value) => typeof (value as { on?: unknown } | null)?.on === 'function',
+    // Read with `for await`, so an emitter that is not async-iterable would fail only once running.
+    (value) =>
+      typeof (value as { on?: unknown } | null)?.on === 'function' &&
+      typeof (value as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === 'function',
   )
     .optional()
     .describe('The stream to read; `process.stdin` by default (tests inject their own).'),
@@ -42,6 +47,10 @@ export const StdinOptions = defineOptions({
       '`auto`: a line that is a JSON object is that object, others are `{ message }`; `text`: always `{ message }`.',
     ),
   maxBatchLines: z.int().min(1).default(1000).describe('The most lines in one batch.'),
+  maxDepth: z.int().min(1).default(64).describe(
+    // As the HTTP source's: far from the call-stack limit of code downstream that recurses.
+    'How deep arrays and objects may nest in a JSON line, the outermost counting as 1; a deeper line is kept as text (`{ message }`).',
+  ),
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(
@@ -63,6 +72,7 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
   const input = options.input ?? process.stdin
   const text = options.format === 'text'
   const maxLines = options.maxBatchLines ?? 1000
+  const maxDepth = options.maxDepth ?? 64
   const decoder = new StringDecoder('utf8')
   const iterator = (input as AsyncIterable<Buffer | string>)[Symbol.asyncIterator]()
   const stop = new Promise<IteratorResult<Buffer | string>>((resolve) => {
@@ -72,7 +82,8 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
         once: true,
       })
   })
-  let rest = ''
+  /** The pieces of the line still open (no newline yet), joined only once it ends. */
+  let open: string[] = []
   const warn = options.onWarning ?? ((message: string) => process.emitWarning(message))
   /** Lines sent so far: how refused lines are named in warnings. */
   let sent = 0
@@ -102,7 +113,7 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
   }
   const sendLines = async (lines: string[]): Promise<void> => {
     for (let from = 0; from < lines.length; from += maxLines) {
-      const records = lines.slice(from, from + maxLines).map((line) => toRecord(line, text))
+      const records = lines.slice(from, from + maxLines).map((line) => toRecord(line, text, maxDepth))
       if (!(await sendBatch(records))) return
     }
   }
@@ -110,9 +121,17 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
     for (;;) {
       const next = await Promise.race([iterator.next(), stop])
       if (next.done === true) break
-      const chunk = rest + (typeof next.value === 'string' ? next.value : decoder.write(next.value))
-      const lines = chunk.split('\n')
-      rest = lines.pop()!
+      const piece = typeof next.value === 'string' ? next.value : decoder.write(next.value)
+      // Only the new piece is searched: rescanning a long open line on every chunk made reading a
+      // line of n chunks take n² time.
+      const end = piece.lastIndexOf('\n')
+      if (end < 0) {
+        if (piece !== '') open.push(piece)
+        continue
+      }
+      open.push(piece.slice(0, end))
+      const lines = open.join('').split('\n')
+      open = end + 1 < piece.length ? [piece.slice(end + 1)] : []
       const complete = lines.map(stripCr).filter((line) => line !== '')
       if (complete.length > 0) await sendLines(complete)
       if (context.signal.aborted) break
@@ -123,7 +142,7 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
     iterator.return?.().catch(() => {})
     if (context.signal.aborted) (input as { destroy?: () => void }).destroy?.()
   }
-  const last = stripCr(rest + decoder.end())
+  const last = stripCr(open.join('') + decoder.end())
   if (last !== '' && !context.signal.aborted) await sendLines([last])
 }
 
@@ -145,11 +164,17 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
 
 const stripCr = (line: string): string => (line.endsWith('\r') ? line.slice(0, -1) : line)
 
-function toRecord(line: string, text: boolean): JsonObject {
+function toRecord(line: string, text: boolean, maxDepth: number): JsonObject {
   if (!text && line.startsWith('{')) {
     try {
       const value = JSON.parse(line) as JsonValue
-      if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value
+      if (
+        typeof value === 'object' &&
+        value !== null &&
+        !Array.isArray(value) &&
+        depthExceededAt(line, maxDepth) < 0
+      )
+        return value
     } catch {
       // Not JSON: the line is a message like any other.
     }
@@ -158,9 +183,9 @@ function toRecord(line: string, text: boolean): JsonObject {
 }
 
 /**
- * Reads standard input (or `options.input`) line by line: JSON-object lines become those objects,
- * other lines `{ message: line }`. It cannot acknowledge (`canAcknowledge: false`); it returns at
- * the end of the input or when the topology stops. A batch the pipeline does not accept is
+ * Reads standard input (or `options.input`) line by line: JSON-object lines (nested at most
+ * `maxDepth` deep) become those objects, other lines `{ message: line }`. It cannot acknowledge
+ * (`canAcknowledge: false`); it returns at the end of the input or when the topology stops. A batch the pipeline does not accept is
  * reported to `onWarning` and sent again after a back-off (100 ms doubling to 5 s), so no line
  * is skipped; it may reach a sink twice when a fan-out took it at one consumer and not another.
  *

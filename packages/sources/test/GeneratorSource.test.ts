@@ -1,6 +1,6 @@
 import type { BatchStatus, JsonObject } from '@ackline/core'
 import { generator } from '@ackline/sources'
-import { type Sink, TopologyBuilder } from '@ackline/topology'
+import { type LifecycleEvent, type Sink, TopologyBuilder } from '@ackline/topology'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { FakeSourceContext } from './support/FakeSourceContext.js'
 
@@ -136,6 +136,40 @@ describe('generator', () => {
     await generator({ count: 4, batchSize: 2, onBatch: (receipt) => statuses.push(receipt.status) }).run(told)
     expect(told.sendOptions).toEqual([undefined, undefined])
     expect(await Promise.all(statuses)).toEqual(['delivered', 'delivered'])
+  })
+
+  it('stops with an error naming the record field when record throws or returns no object, sending nothing of that batch', async () => {
+    const cases: [(i: number) => unknown, string][] = [
+      [
+        (i) => {
+          if (i === 3) throw new Error('no record 3')
+          return { i }
+        },
+        'gen (record): record(3) threw: Error: no record 3',
+      ],
+      [(i) => (i === 3 ? null : { i }), 'gen (record): record(3) must return a JSON object, got null'],
+      [(i) => (i === 3 ? [i] : { i }), 'gen (record): record(3) must return a JSON object, got an array'],
+      [(i) => (i === 3 ? i : { i }), 'gen (record): record(3) must return a JSON object, got number'],
+    ]
+    for (const [record, message] of cases) {
+      const { sink, records } = recorder()
+      const facts: LifecycleEvent[] = []
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('gen', generator({ count: 6, batchSize: 2, record: record as never }))
+        .sink('out', ['gen'], sink)
+        .build()
+      topology.lifecycle.subscribe((fact) => facts.push(fact))
+      await topology.start()
+      await topology.done
+      expect(records).toEqual([{ i: 0 }, { i: 1 }])
+      const error = facts.find((fact) => fact.type === 'component_error')
+      expect(error).toMatchObject({ component: 'gen', code: 'RUN_FAILED' })
+      expect((error as { cause: unknown }).cause).toMatchObject({
+        code: 'RECORD_FAILED',
+        field: 'record',
+        message,
+      })
+    }
   })
 
   it('reports bad options through the builder', () => {

@@ -1,4 +1,5 @@
 import { request as httpRequest } from 'node:http'
+import { deflateSync, gzipSync } from 'node:zlib'
 import { HttpServerError, HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
 import { ComponentError } from '@ackline/topology'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -452,6 +453,29 @@ describe('httpServer: text encoding', () => {
     expect(context.batches).toEqual([])
   })
 
+  it('answers a compressed body 415 naming its Content-Encoding, rather than as text that is not UTF-8', async () => {
+    const { context, port } = await start({ invalidUtf8: 'replace' })
+    for (const [encoding, compress] of [
+      ['gzip', gzipSync],
+      ['deflate', deflateSync],
+    ] as const) {
+      const answer = await request(port, {
+        headers: { 'content-type': 'application/json', 'content-encoding': encoding },
+        body: compress('[{"a":1}]'),
+      })
+      expect(answer.status).toBe(415)
+      expect(answer.headers['accept-encoding']).toBe('identity')
+      expect(answer.body).toMatchObject({
+        code: 'UNSUPPORTED_MEDIA_TYPE',
+        error: `the body is sent with Content-Encoding "${encoding}"; only uncompressed bodies are accepted`,
+      })
+    }
+    context.onBatch = (batch) => batch.end('delivered')
+    const identity = { 'content-type': 'application/json', 'content-encoding': 'identity' }
+    expect((await request(port, { headers: identity, body: '[{"a":1}]' })).status).toBe(200)
+    expect(context.records()).toEqual([[{ a: 1 }]])
+  })
+
   it("replaces invalid bytes with U+FFFD when invalidUtf8 is 'replace'", async () => {
     const { context, port } = await start({ invalidUtf8: 'replace' })
     const next = context.nextBatch()
@@ -588,6 +612,37 @@ describe('httpServer: limits of a server on an open port', () => {
       body: { code: 'BAD_REQUEST' },
     })
     expect(source.counters.refused.BAD_REQUEST).toBe(1)
+  })
+
+  const post =
+    'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]'
+
+  it('never answers 400 in place of a request in the pipeline when its connection then sends garbage', async () => {
+    const { source, context, port } = await start()
+    const client = await open(port)
+    const next = context.nextBatch()
+    client.write(post)
+    const batch = await next
+    client.write('HELLO\r\n\r\n')
+    // The client would read a 400 as this request's answer and not send it again.
+    expect(await client.closed).toBe('')
+    batch.end('errored')
+    expect(source.counters.refused.BAD_REQUEST).toBeUndefined()
+  })
+
+  it('lets nothing of a request into the pipeline when garbage follows its body at once, and closes', async () => {
+    const { source, context, port } = await start()
+    const client = await open(port)
+    client.write(`${post}HELLO\r\n\r\n`)
+    expect(await client.closed).toBe('')
+    expect(context.batches).toEqual([])
+    // The source still serves others.
+    const next = context.nextBatch()
+    const answer = request(port, json([{ n: 1 }]))
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
+    expect(context.batches).toHaveLength(1)
+    expect(source.counters.refused.BAD_REQUEST).toBeUndefined()
   })
 
   it('answers headers past the size limit with 431 HEADERS_TOO_LARGE', async () => {

@@ -3,6 +3,7 @@ import { fromObservable, type RecordAck } from '@ackline/sources'
 import { type LifecycleEvent, type Sink, TopologyBuilder } from '@ackline/topology'
 import { from, lastValueFrom, Subject, throwError, toArray } from 'rxjs'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { FakeSourceContext } from './support/FakeSourceContext.js'
 
 const failing = (fail: (record: JsonObject) => 'delivered' | 'errored' | 'rejected'): Sink => ({
   kind: 'outcomes',
@@ -88,6 +89,67 @@ describe('fromObservable', () => {
       code: 'RUN_FAILED',
       message: expect.stringContaining('upstream broke'),
     })
+  })
+
+  it('acknowledges the records of a batch the pipeline did not accept as errored', async () => {
+    const context = new FakeSourceContext()
+    let refuse = (_error: Error): void => {}
+    context.gate = new Promise((_resolve, reject) => {
+      refuse = reject
+    })
+    const records = new Subject<JsonObject>()
+    const acks: RecordAck[] = []
+    const run = fromObservable(records, { batchSize: 1, onAck: (a) => acks.push(a) }).run(context)
+    const sending = new Promise<void>((resolve) => {
+      const send = context.send.bind(context)
+      context.send = (batch, options) => {
+        resolve()
+        return send(batch, options)
+      }
+    })
+    records.next({ n: 1 })
+    records.next({ n: 2 })
+    await sending
+    refuse(new Error('not accepted'))
+    await expect(run).rejects.toThrow('not accepted')
+    expect(acks.map((a) => [a.record.n, a.status]).sort()).toEqual([
+      [1, 'errored'],
+      [2, 'errored'],
+    ])
+  })
+
+  it('reports an onAck that throws as a warning, and still acknowledges every record and completes acks', async () => {
+    const warnings: string[] = []
+    const called: number[] = []
+    const source = fromObservable(from([{ n: 1 }, { n: 2 }, { n: 3 }]), {
+      batchSize: 2,
+      onAck: ({ record }) => {
+        called.push(record.n as number)
+        throw new Error('onAck broke')
+      },
+      onWarning: (message) => warnings.push(message),
+    })
+    const acks = lastValueFrom(source.acks.pipe(toArray()))
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink(
+        'out',
+        ['in'],
+        failing(() => 'delivered'),
+      )
+      .build()
+    await topology.start()
+    await topology.done
+    expect((await acks).map((a) => [a.record.n, a.status])).toEqual([
+      [1, 'delivered'],
+      [2, 'delivered'],
+      [3, 'delivered'],
+    ])
+    expect(called).toEqual([1, 2, 3])
+    expect(warnings).toHaveLength(3)
+    expect(warnings[0]).toBe(
+      "observable source 'in' (onAck): threw on a record acknowledged delivered: Error: onAck broke",
+    )
   })
 
   it('reports bad options by field, the callback included', () => {

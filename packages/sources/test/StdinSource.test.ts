@@ -1,5 +1,7 @@
+import { EventEmitter } from 'node:events'
 import { PassThrough, Readable } from 'node:stream'
 import { stdin } from '@ackline/sources'
+import { type LifecycleEvent, perEvent, type Sink, TopologyBuilder, type Transform } from '@ackline/topology'
 import { describe, expect, it, vi } from 'vitest'
 import { FakeSourceContext } from './support/FakeSourceContext.js'
 
@@ -43,6 +45,58 @@ describe('stdin', () => {
       '\nlast',
     ])
     expect(records.flat()).toEqual([{ message: 'hello' }, { message: 'price: €' }, { message: 'last' }])
+  })
+
+  it('reads a line of many chunks in time linear in its length (64 MiB in 1024 chunks)', async () => {
+    // Rescanning the open line on every chunk took minutes here (past the suite's timeout); one
+    // scan of each chunk takes well under a second.
+    const chunk = Buffer.alloc(64 * 1024, 'x')
+    const chunks = [...Array.from({ length: 1024 }, () => chunk), Buffer.from('\nnext\n')]
+    const records = (await runOn(chunks)).flat()
+    expect(records.map((r) => (r.message as string).length)).toEqual([64 * 1024 * 1024, 4])
+  })
+
+  it('keeps a JSON line nested deeper than maxDepth as text, and takes one exactly maxDepth deep', async () => {
+    const deep = `{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}`
+    const atLimit = `{"a":${'['.repeat(3)}${']'.repeat(3)}}`
+    const records = (await runOn([`${deep}\n${atLimit}\n`], { maxDepth: 4 })).flat()
+    expect(records).toEqual([{ message: deep }, { a: [[[]]] }])
+    expect((await runOn([`{"a":${'['.repeat(64)}${']'.repeat(64)}}\n`])).flat()[0]).toHaveProperty('message')
+  })
+
+  it('lets a line of 100 000 nested arrays through a fan-out whose transform edits it, as text', async () => {
+    const deep = `{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}`
+    const facts: LifecycleEvent[] = []
+    const seen: Record<string, unknown[]> = { edited: [], plain: [] }
+    const keep = (name: string): Sink => ({
+      kind: 'keep',
+      async write(events) {
+        for (const event of events.events) seen[name]!.push(event.fields)
+        return events.events.map(() => 'delivered' as const)
+      },
+    })
+    // Setting a field copies the shared fields first (copy on write), recursively.
+    const edit: Transform = {
+      kind: 'edit',
+      process: perEvent(
+        (event) => {
+          event.set('edited', true)
+          return undefined
+        },
+        () => {},
+      ),
+    }
+    const topology = new TopologyBuilder()
+      .source('in', stdin({ input: Readable.from([`${deep}\n`]) }))
+      .transform('edit', ['in'], edit)
+      .sink('edited', ['edit'], keep('edited'))
+      .sink('plain', ['in'], keep('plain'))
+      .build()
+    topology.lifecycle.subscribe((fact) => facts.push(fact))
+    await topology.start()
+    await topology.done
+    expect(facts.filter((fact) => fact.type === 'component_error')).toEqual([])
+    expect(seen).toEqual({ edited: [{ message: deep, edited: true }], plain: [{ message: deep }] })
   })
 
   it('sends the lines of one chunk as one batch, at most maxBatchLines each', async () => {
@@ -111,5 +165,10 @@ describe('stdin', () => {
     ).toEqual(['input', 'format', 'maxBatchLines', 'onWarning'])
     expect(stdin({ maxBatchLines: 2.5 }).validate()[0]!.message).toBe('must be a positive integer, got 2.5')
     expect(stdin({ input: new PassThrough() }).validate()).toEqual([])
+    expect(
+      stdin({ input: new EventEmitter() as never })
+        .validate()
+        .map((i) => i.message),
+    ).toEqual(['must be a readable stream, got an instance of EventEmitter'])
   })
 })
