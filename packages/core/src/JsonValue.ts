@@ -25,7 +25,7 @@ export interface JsonObject {
  * ```
  */
 export const JsonValue = {
-  /** A deep copy of a JSON value. */
+  /** A deep copy of a JSON value; an own `__proto__` key is copied as data, as JSON.parse made it. */
   copy<T extends JsonValue>(value: T): T {
     return copyValue(value) as T
   },
@@ -35,6 +35,17 @@ function copyValue(value: JsonValue): JsonValue {
   if (typeof value !== 'object' || value === null) return value
   if (Array.isArray(value)) return value.map(copyValue)
   const out: JsonObject = {}
-  for (const key in value) out[key] = copyValue(value[key]!)
+  for (const key in value) {
+    // Parsed JSON has `__proto__` as an own key; assigned, it would become the copy's prototype
+    // (the field lost, its members showing through). Defined, it stays the data it is.
+    if (key === '__proto__') {
+      Object.defineProperty(out, key, {
+        value: copyValue(value[key]!),
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      })
+    } else out[key] = copyValue(value[key]!)
+  }
   return out
 }

@@ -72,6 +72,24 @@ describe('LogEvent fields', () => {
     expect(Object.getPrototypeOf(event.fields)).toBe(Object.prototype)
   })
 
+  it('copies a parsed __proto__ key on write as the data it is, never as the copy\'s prototype', () => {
+    // What any HTTP body or stdin line can carry: JSON.parse makes `__proto__` an own key.
+    const event = new LogEvent(JSON.parse('{"__proto__":{"admin":true},"user":"x","a":{"__proto__":[1]}}'))
+    const copy = event.clone()
+    copy.set('seen', true) // the clone's first write copies the fields
+    for (const fields of [copy.fields, event.fields]) {
+      expect(Object.getPrototypeOf(fields)).toBe(Object.prototype)
+      expect('admin' in fields).toBe(false)
+      expect(Object.hasOwn(fields, '__proto__')).toBe(true)
+    }
+    expect(Object.getPrototypeOf(copy.get('a'))).toBe(Object.prototype)
+    expect(copy.get('__proto__')).toEqual({ admin: true })
+    expect(copy.get('a.__proto__')).toEqual([1])
+    expect(JSON.stringify(copy)).toBe('{"__proto__":{"admin":true},"user":"x","a":{"__proto__":[1]},"seen":true}')
+    copy.end()
+    event.end()
+  })
+
   // Paths are read and set faster when they repeat (FieldPath keeps the last plain key): what came
   // before must never change what a path means.
   it('treats a path the same whatever paths were set or read before it', () => {
