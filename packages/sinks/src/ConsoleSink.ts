@@ -106,17 +106,14 @@ class Console implements ConsoleSink {
 
   /** Hands `out` to `stream`; resolves once the stream has taken it, throws if it fails first. */
   #print(stream: NodeJS.WritableStream, out: string): Promise<void> {
-    watch(stream)
+    const pending = writesTo(stream)
     return new Promise<void>((resolve, reject) => {
       const done = (error?: unknown): void => {
-        stream.off('error', done)
-        stream.off('close', closed)
+        if (!pending.delete(done)) return // settled already (the stream failed, then called back)
         if (error === undefined || error === null) resolve()
         else reject(this.#failure(stream, error))
       }
-      const closed = (): void => done(new Error('the stream closed before it took the lines'))
-      stream.on('error', done)
-      stream.on('close', closed)
+      pending.add(done)
       try {
         stream.write(out, done)
       } catch (error) {
@@ -132,22 +129,30 @@ class Console implements ConsoleSink {
   }
 }
 
-/** The streams a console sink listens to for `error` (once each, however many sinks share one). */
-const watched = new WeakSet<NodeJS.WritableStream>()
+/** Per stream a console sink wrote to: the writes still waiting for it to take their lines. */
+const waiting = new WeakMap<NodeJS.WritableStream, Set<(error?: unknown) => void>>()
 
 /**
- * Keeps an `error` listener on `stream` for good: without one, the `error` event Node emits after
- * a failed write (a closed pipe) would crash the process, and it comes after the write's callback,
- * when a listener for that write alone is gone. The failure itself reaches the sink through the
- * callback (or through the listeners of a write still waiting).
+ * The writes waiting on `stream`, listening to the stream once for good (however many sinks and
+ * writes share it, so no listener piles up per write): without an `error` listener, the `error`
+ * Node emits after a failed write (a closed pipe) would crash the process, and it comes after the
+ * write's callback. An `error` or a `close` fails every write still waiting.
  */
-function watch(stream: NodeJS.WritableStream): void {
-  if (watched.has(stream)) return
-  watched.add(stream)
-  stream.on('error', ignore)
+function writesTo(stream: NodeJS.WritableStream): Set<(error?: unknown) => void> {
+  let pending = waiting.get(stream)
+  if (pending === undefined) {
+    const writes = new Set<(error?: unknown) => void>()
+    pending = writes
+    waiting.set(stream, writes)
+    stream.on('error', (error: unknown) => {
+      for (const done of [...writes]) done(error)
+    })
+    stream.on('close', () => {
+      for (const done of [...writes]) done(new Error('the stream closed before it took the lines'))
+    })
+  }
+  return pending
 }
-
-const ignore = (): void => {}
 
 /**
  * A sink that prints events, one line each, to stdout or the given stream.

@@ -104,6 +104,36 @@ describe('console', () => {
     await expect(write).rejects.toThrow(/console \(stream\): cannot write to its stream/)
   })
 
+  it('listens to a stream once however many writes wait on it, and fails every waiting write when it closes', async () => {
+    const taken: (() => void)[] = []
+    // Takes a chunk only when the test says so: every write waits.
+    const stream = new Writable({
+      highWaterMark: 1,
+      write: (_chunk, _encoding, callback) => {
+        taken.push(callback)
+      },
+    })
+    const sink = console({ stream })
+    const writes = Array.from({ length: 20 }, (_, n) => sink.write(EventArray.from([new LogEvent({ n })])))
+    expect(stream.listenerCount('error')).toBe(1)
+    expect(stream.listenerCount('close')).toBe(1)
+    let settled = 0
+    for (const write of writes)
+      void write.then(
+        () => settled++,
+        () => settled++,
+      )
+    // The stream takes the first chunk: that write, and only it, resolves.
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    expect(taken).toHaveLength(1)
+    taken.shift()!()
+    await expect(writes[0]).resolves.toBeUndefined()
+    expect(settled).toBe(1)
+    stream.destroy()
+    const rest = await Promise.allSettled(writes.slice(1))
+    expect(rest.map((r) => r.status)).toEqual(Array(19).fill('rejected'))
+  })
+
   it('prints the events it can encode and reports each one it cannot by its own error', async () => {
     const stream = new PassThrough()
     let out = ''
