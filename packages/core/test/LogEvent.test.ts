@@ -72,7 +72,7 @@ describe('LogEvent fields', () => {
     expect(Object.getPrototypeOf(event.fields)).toBe(Object.prototype)
   })
 
-  it('copies a parsed __proto__ key on write as the data it is, never as the copy\'s prototype', () => {
+  it("copies a parsed __proto__ key on write as the data it is, never as the copy's prototype", () => {
     // What any HTTP body or stdin line can carry: JSON.parse makes `__proto__` an own key.
     const event = new LogEvent(JSON.parse('{"__proto__":{"admin":true},"user":"x","a":{"__proto__":[1]}}'))
     const copy = event.clone()
@@ -85,7 +85,9 @@ describe('LogEvent fields', () => {
     expect(Object.getPrototypeOf(copy.get('a'))).toBe(Object.prototype)
     expect(copy.get('__proto__')).toEqual({ admin: true })
     expect(copy.get('a.__proto__')).toEqual([1])
-    expect(JSON.stringify(copy)).toBe('{"__proto__":{"admin":true},"user":"x","a":{"__proto__":[1]},"seen":true}')
+    expect(JSON.stringify(copy)).toBe(
+      '{"__proto__":{"admin":true},"user":"x","a":{"__proto__":[1]},"seen":true}',
+    )
     copy.end()
     event.end()
   })
