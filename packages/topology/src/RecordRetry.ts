@@ -14,6 +14,9 @@
  */
 import type { JsonObject, RecordOutcome } from '@ackline/core'
 import type { BatchFailure } from './BatchFailure.js'
+import { ComponentError } from './ComponentError.js'
+import { ConfigIssue } from './ConfigIssue.js'
+import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 import type { RetryPolicy } from './RetryPolicy.js'
 import type { SourceContext } from './Source.js'
 
@@ -86,7 +89,10 @@ const DEFAULTS = { attempts: 5, initialBackoffMs: 100, maxBackoffMs: 5000, multi
 export const RecordRetry = {
   defaults: DEFAULTS as Readonly<typeof DEFAULTS>,
 
-  /** The delay before attempt `attempt + 1` (1-based `attempt`), jitter applied with `random`. */
+  /**
+   * The delay before attempt `attempt + 1` (1-based `attempt`), jitter applied with `random`; at
+   * most 2^31 - 1 ms, the longest a timer waits (a longer delay would fire after 1 ms).
+   */
   delayMs(options: RecordRetryOptions, attempt: number, random: number): number {
     // Field by field: an option given as `undefined` (untyped code, a config) means its default.
     const initial = options.initialBackoffMs ?? DEFAULTS.initialBackoffMs
@@ -94,7 +100,7 @@ export const RecordRetry = {
     const multiplier = options.multiplier ?? DEFAULTS.multiplier
     const backoff = Math.min(max, initial * multiplier ** (attempt - 1))
     const jitter = Math.min(1, Math.max(0, options.jitter ?? DEFAULTS.jitter))
-    return backoff * (1 - jitter + jitter * random)
+    return Math.min(MAX_TIMER_MS, backoff * (1 - jitter + jitter * random))
   },
 
   /**
@@ -102,13 +108,16 @@ export const RecordRetry = {
    * until none is left or `attempts` sends were made; reports rejected records once and hands
    * exhausted ones to `onExhausted`. Resolves once every record has its final outcome. Waiting
    * for a back-off ends early when `context.signal` aborts; what is still errored then goes to
-   * `onExhausted` with reason `'stopped'`.
+   * `onExhausted` with reason `'stopped'`. Options out of their range (`attempts: NaN`, a
+   * `jitter` above 1, a string from a config) make it reject, before anything is sent, with a
+   * `ComponentError` (`INVALID_OPTION`) naming the source and the field.
    */
   async send(
     context: SourceContext,
     records: readonly JsonObject[],
     options: RecordRetryOptions = {},
   ): Promise<RecordRetryResult> {
+    checkOptions(context.id, options)
     const attempts = Math.max(1, Math.floor(options.attempts ?? DEFAULTS.attempts))
     const random = options.random ?? Math.random
     const final: RecordOutcome[] = new Array(records.length).fill('errored')
@@ -159,6 +168,31 @@ export const RecordRetry = {
     return { outcomes: final, attempts: attempt, decision }
   },
 } as const
+
+/**
+ * Throws the first problem of `options`: unchecked, `attempts: NaN` would send nothing and hand
+ * every record to `onExhausted`, and a `NaN` delay would retry after 1 ms.
+ */
+function checkOptions(sourceId: string, options: RecordRetryOptions): void {
+  // By hand, not by `RetryPolicy`'s schema: `attempts: Infinity` (until done) is valid here, and
+  // delays are capped by `delayMs`.
+  const rules: readonly [keyof RecordRetryOptions, string, (value: number) => boolean][] = [
+    ['attempts', 'a number of 1 or more (Infinity: until every record is done)', (v) => v >= 1],
+    ['initialBackoffMs', 'a number of 0 or more', (v) => v >= 0],
+    ['maxBackoffMs', 'a number of 0 or more', (v) => v >= 0],
+    ['multiplier', 'a number of 1 or more', (v) => v >= 1],
+    ['jitter', 'a number from 0 to 1', (v) => v >= 0 && v <= 1],
+  ]
+  for (const [field, expected, holds] of rules) {
+    const value: unknown = options[field]
+    if (value === undefined || (typeof value === 'number' && holds(value))) continue
+    const issue = ConfigIssue.of(field, expected, value)
+    throw new ComponentError('INVALID_OPTION', `RecordRetry.send: ${issue.message}`, {
+      component: sourceId,
+      field,
+    })
+  }
+}
 
 /** Waits `ms`; resolves `true` early (and at once) when `signal` is aborted. */
 function sleep(ms: number, signal: AbortSignal): Promise<boolean> {

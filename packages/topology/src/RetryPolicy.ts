@@ -8,6 +8,7 @@
  * @module
  */
 import { z } from 'zod'
+import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 import { defineOptions, type OptionsOf, type ResolvedOptionsOf } from './OptionsSchema.js'
 
 const RetryPolicyOptions = defineOptions({
@@ -24,8 +25,12 @@ const RetryPolicyOptions = defineOptions({
   maxBackoffMs: z
     .number()
     .min(0)
+    // Longer than a timer can wait (`MAX_TIMER_MS`): the retry would come after 1 ms instead.
+    .max(MAX_TIMER_MS)
     .default(5000)
-    .describe('The longest delay between two attempts, in milliseconds.'),
+    .describe(
+      'The longest delay between two attempts, in milliseconds, at most 2147483647 (about 24.8 days, the longest a timer waits).',
+    ),
   multiplier: z.number().min(1).default(2).describe('What each delay is multiplied by for the next one.'),
 })
 

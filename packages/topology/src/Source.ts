@@ -137,7 +137,9 @@ export interface Source {
   validate?(): readonly ConfigIssue[]
   /**
    * Runs until the context's signal aborts (or the source runs out, for finite sources). Must
-   * not resolve before every batch it sent is accepted.
+   * not resolve before every batch it sent is accepted. If it throws (at once, or by rejecting),
+   * the runtime reports `RUN_FAILED` naming the source, and the source counts as finished: what
+   * it feeds drains and closes as after any other source.
    */
   run(context: SourceContext): Promise<void>
 }

@@ -11,6 +11,7 @@ import { type Observable, Subject } from 'rxjs'
 import { ComponentError } from './ComponentError.js'
 import type { ComponentMetrics } from './ComponentMetrics.js'
 import { Counters } from './internal/Counters.js'
+import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 import { Runtime } from './internal/Runtime.js'
 import type { TopologyPlan } from './internal/TopologyPlan.js'
 import type { LifecycleEvent } from './LifecycleEvent.js'
@@ -27,7 +28,9 @@ import type { TopologyWarning } from './TopologyWarning.js'
 export interface StopOptions {
   /**
    * How long in-flight events may take to drain through transforms and sinks, in milliseconds
-   * (default 30 000). After it, what is still unsettled is settled `errored`.
+   * (default 30 000). After it, what is still unsettled is settled `errored`. `Infinity` (or any
+   * value of 2^31 - 1 ms or more, longer than a timer can wait) means no deadline: the stop waits
+   * for the drain. Anything but a number of 0 or more makes `stop()` reject (`INVALID_OPTION`).
    */
   readonly drainTimeoutMs?: number
 }
@@ -91,9 +94,8 @@ export class Topology {
 
   /** A snapshot of every component's counters, by component id. */
   metrics(): Readonly<Record<string, ComponentMetrics>> {
-    const out: Record<string, ComponentMetrics> = {}
-    for (const [id, counters] of this.#counters) out[id] = counters.snapshot()
-    return out
+    // Defined, not assigned: a component named `__proto__` is a key like any other.
+    return Object.fromEntries([...this.#counters].map(([id, counters]) => [id, counters.snapshot()]))
   }
 
   /**
@@ -128,9 +130,20 @@ export class Topology {
 
   /**
    * Stops the sources, lets in-flight events drain up to `drainTimeoutMs`, then settles what is
-   * left `errored`. A second call while stopping stops at once. Resolves once stopped.
+   * left `errored`. A second call while stopping stops at once. Resolves once stopped. Rejects
+   * with a `ComponentError` (`INVALID_OPTION`, field `drainTimeoutMs`), changing nothing, when
+   * `drainTimeoutMs` is not a number of 0 or more (`NaN`, negative, a string from a config).
    */
   async stop(options: StopOptions = {}): Promise<void> {
+    const drainTimeoutMs: unknown = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS
+    // Unchecked, `NaN` or a string would arm a 1 ms timer: a forced stop that errors what was in flight.
+    if (typeof drainTimeoutMs !== 'number' || !(drainTimeoutMs >= 0)) {
+      throw new ComponentError(
+        'INVALID_OPTION',
+        `must be a number of milliseconds, 0 or more (Infinity: no deadline), got ${typeof drainTimeoutMs === 'string' ? `'${drainTimeoutMs}'` : String(drainTimeoutMs)}`,
+        { field: 'drainTimeoutMs' },
+      )
+    }
     const phase = this.#phase
     switch (phase.name) {
       case 'built':
@@ -141,7 +154,7 @@ export class Topology {
         return this.stop(options)
       case 'running': {
         const { runtime } = phase
-        const stopped = this.#drain(runtime, options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS)
+        const stopped = this.#drain(runtime, drainTimeoutMs)
         this.#transition({ name: 'stopping', runtime, stopped })
         return stopped
       }
@@ -155,13 +168,17 @@ export class Topology {
 
   async #drain(runtime: Runtime, drainTimeoutMs: number): Promise<void> {
     let forced = false
-    const deadline = setTimeout(() => {
-      forced = true
-      runtime.force()
-    }, drainTimeoutMs)
+    // A timer would fire a longer delay after 1 ms (see `MAX_TIMER_MS`): such a stop has no deadline.
+    const deadline =
+      drainTimeoutMs >= MAX_TIMER_MS
+        ? undefined
+        : setTimeout(() => {
+            forced = true
+            runtime.force()
+          }, drainTimeoutMs)
     runtime.drain()
     await runtime.done
-    clearTimeout(deadline)
+    if (deadline !== undefined) clearTimeout(deadline)
     // A forced stop gave some buffers up without waiting: they must have closed before stop()
     // resolves, or a restart in the same process would find a disk buffer still locked.
     await runtime.released()

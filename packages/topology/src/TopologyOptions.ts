@@ -7,6 +7,7 @@
  * @module
  */
 import { z } from 'zod'
+import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 import { codeOption, defineOptions, type OptionsOf } from './OptionsSchema.js'
 import type { TopologyWarning } from './TopologyWarning.js'
 
@@ -36,9 +37,11 @@ export const TopologyOptions = defineOptions({
   ackTimeoutMs: z
     .number()
     .positive()
+    // Longer than a timer can wait (`MAX_TIMER_MS`): it would fire after 1 ms, again and again.
+    .max(MAX_TIMER_MS)
     .optional()
     .describe(
-      'Settle a batch `errored` for its source when it has not resolved this long after it was sent, in milliseconds (no timeout when unset).',
+      'Settle a batch `errored` for its source when it has not resolved this long after it was sent, in milliseconds, at most 2147483647 (about 24.8 days, the longest a timer waits); no timeout when unset.',
     ),
   onWarning: codeOption<(warning: TopologyWarning) => void>('a function')
     .optional()

@@ -27,19 +27,26 @@ export interface TransformContext {
   /**
    * Passes an event on, to the default output or to a named port. Ownership moves downstream.
    * Emitting the same handle again (on another port) sends a clone of it, as it is when the call
-   * returns, so one event can go to several ports without the transform cloning it.
+   * returns, so one event can go to several ports without the transform cloning it. Given
+   * anything but a `LogEvent` (from untyped code), it throws a `ComponentError` with code
+   * `NOT_AN_EVENT`, and the call fails as any throwing call does.
    */
   emit(event: LogEvent, port?: string): void
   /**
    * Passes every event of `events` on, in order, as `emit` would one by one, in one call: the
-   * cheap way for a transform that edits events in place and passes the array on.
+   * cheap way for a transform that edits events in place and passes the array on. Given anything
+   * but an `EventArray`, it throws as `emit` does.
    */
   emitAll(events: EventArray, port?: string): void
   /** Discards an event: ends it per the transform's drop status, and counts the discard. */
   drop(event: LogEvent): void
   /**
    * A brand-new event that inherits the finalizers of `inheritFrom` (shared, as a clone would):
-   * its sources wait for it too. The events in `inheritFrom` stay owned by the caller.
+   * its sources wait for it too. The events in `inheritFrom` stay owned by the caller. The new
+   * event is checked after the call as an input is: one the call neither emitted nor ended is
+   * settled `errored` and reported (`LEAKED_EVENTS`), or, for a transform with `flush`, held
+   * until a later call emits it. If a parent cannot be cloned (it has ended), `create` throws and
+   * makes nothing.
    */
   create(fields: JsonObject, inheritFrom?: readonly LogEvent[]): LogEvent
 }
@@ -112,7 +119,9 @@ export interface Transform<Ports extends string = string> {
   process(events: EventArray, context: TransformContext): void | Promise<void>
   /**
    * Emits whatever the transform still holds (a `reduce` window). Called on a timer when
-   * `flushIntervalMs` is set, and once when the topology stops.
+   * `flushIntervalMs` is set, and once when the topology stops. Calls never overlap: a tick that
+   * comes while a timed flush already waits its turn (behind a slow `process` or `flush`) is
+   * skipped, so a flush slower than its interval does not pile calls up.
    */
   flush?(context: TransformContext): void | Promise<void>
   /** How often to call `flush`, in milliseconds; no timer when unset. */

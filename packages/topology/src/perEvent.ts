@@ -12,6 +12,7 @@
  * @module
  */
 import type { EventArray, LogEvent } from '@ackline/core'
+import { ComponentError } from './ComponentError.js'
 import type { Transform, TransformContext } from './Transform.js'
 
 /**
@@ -100,7 +101,9 @@ const REFUSED = 'refused'
  * A filter-like transform's `process`: events for which `keep` returns exactly `true` go on, every
  * other one goes to `context.drop` (the transform's `dropStatus` says what that means). The array
  * goes on whole while `keep` accepts every event. As with {@link perEvent}, the transform can
- * declare `coalesce: true`.
+ * declare `coalesce: true`. A `keep` that returns a promise (an `async` predicate, from untyped
+ * code) throws a `ComponentError` with code `BAD_RESULT` rather than drop every event: its answer
+ * is not known yet, and the runtime settles the events `errored` and reports the failure.
  *
  * @example
  * ```ts
@@ -111,7 +114,30 @@ export function keepIf(
   keep: (event: LogEvent) => boolean,
 ): (events: EventArray, context: TransformContext) => void {
   return perEvent(
-    (event) => (keep(event) === true ? undefined : REFUSED),
+    (event) => {
+      const answer: unknown = keep(event)
+      if (answer === true) return undefined
+      if (isThenable(answer)) throw pendingAnswer()
+      return REFUSED
+    },
     (event, _refused, context) => context.drop(event),
+  )
+}
+
+/** Whether `value` is a promise (or any thenable). */
+function isThenable(value: unknown): boolean {
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function'
+  )
+}
+
+/** What {@link keepIf} throws for a predicate that returned a promise. */
+function pendingAnswer(): ComponentError<'BAD_RESULT'> {
+  return new ComponentError(
+    'BAD_RESULT',
+    'the predicate returned a promise (an async function?): it must return true or false at once',
+    { field: 'predicate' },
   )
 }

@@ -230,9 +230,9 @@ describe('a third-party component', () => {
         code: 'INVALID_OPTION',
         component: '(topology)',
         field: 'ackTimeoutMs',
-        expected: 'a positive number',
+        expected: 'a positive number of at most 2147483647',
         got: '-5',
-        message: 'must be a positive number, got -5',
+        message: 'must be a positive number of at most 2147483647, got -5',
       },
       {
         code: 'INVALID_CONFIG',

@@ -116,6 +116,40 @@ describe('RecordRetry.send', () => {
     expect(result.decision).toBe('nack')
   })
 
+  it.each([
+    [{ attempts: Number.NaN }, 'attempts'],
+    [{ attempts: '3' }, 'attempts'],
+    [{ initialBackoffMs: -1 }, 'initialBackoffMs'],
+    [{ multiplier: 0.5 }, 'multiplier'],
+    [{ jitter: Number.NaN }, 'jitter'],
+    [{ jitter: 2 }, 'jitter'],
+  ])('rejects %o naming the source and the field, before sending anything', async (options, field) => {
+    const { context, sent } = scripted([byN(() => 'delivered')])
+    await expect(RecordRetry.send(context, recs(1), options as never)).rejects.toMatchObject({
+      name: 'ComponentError',
+      code: 'INVALID_OPTION',
+      component: 'src',
+      field,
+    })
+    expect(sent).toEqual([])
+  })
+
+  it('takes options given as undefined for their defaults, and Infinity attempts', async () => {
+    const { context, sent } = scripted([byN(() => 'delivered'), byN(() => 'delivered')])
+    // As untyped code (or a config with unset keys) gives them.
+    const unset = { attempts: undefined, jitter: undefined } as never
+    const result = await RecordRetry.send(context, recs(1), unset)
+    expect(result.outcomes).toEqual(['delivered'])
+    const forever = await RecordRetry.send(context, recs(2), { attempts: Number.POSITIVE_INFINITY })
+    expect(forever.outcomes).toEqual(['delivered'])
+    expect(sent).toEqual([recs(1), recs(2)])
+  })
+
+  it('never waits longer than a timer can (a longer delay would fire after 1 ms)', () => {
+    const options = { initialBackoffMs: 1000, multiplier: 10, maxBackoffMs: Number.MAX_VALUE, jitter: 0 }
+    expect(RecordRetry.delayMs(options, 20, 0)).toBe(2_147_483_647)
+  })
+
   it('spreads the back-off by the jitter', () => {
     const options = { initialBackoffMs: 100, multiplier: 2, maxBackoffMs: 300, jitter: 0.5 }
     expect(RecordRetry.delayMs(options, 1, 0)).toBe(50)

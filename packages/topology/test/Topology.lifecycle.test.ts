@@ -81,6 +81,34 @@ describe('ack timeout', () => {
   })
 })
 
+describe('sources that fail', () => {
+  const fails = (): Promise<void> => {
+    throw new Error('no such file')
+  }
+  it.each([
+    ['throws before returning a promise', fails, ['RUN_FAILED']],
+    ['rejects', async () => fails(), ['RUN_FAILED']],
+    ['returns no promise (untyped code)', () => undefined, []],
+  ])('reports a source whose run() %s, and stops what it fed', async (_, runSource, codes) => {
+    const other = testSource([records(1)])
+    const sink = testSink()
+    const topology = new TopologyBuilder(on)
+      .source('broken', { kind: 'broken', canAcknowledge: true, run: runSource as never })
+      .source('fine', other)
+      .sink('out', ['broken', 'fine'], sink)
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await topology.done
+    expect(await other.statuses()).toEqual(['delivered'])
+    expect(sink.received).toEqual(records(1))
+    const failed = facts.filter((f) => f.type === 'component_error')
+    expect(failed.map((f) => [f.component, f.code])).toEqual(codes.map((code) => ['broken', code]))
+    expect(facts.at(-1)).toEqual({ type: 'topology_stopped', forced: false })
+  })
+})
+
 describe('metrics', () => {
   it('counts per component and tracks acks in flight', async () => {
     const gate = new Gate()
@@ -182,4 +210,49 @@ describe('edge cases of the runtime', () => {
     gate.open()
     await topology.done
   })
+})
+
+describe('the drain deadline', () => {
+  it.each([Number.POSITIVE_INFINITY, 3_000_000_000])(
+    'waits for the drain without a deadline when drainTimeoutMs is %d (longer than a timer can wait)',
+    async (drainTimeoutMs) => {
+      vi.useFakeTimers()
+      const gate = new Gate()
+      const source = testSource([records(1)], { untilStopped: true })
+      const topology = linear(source, testSink({ gate }))
+      const facts: LifecycleEvent[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      await topology.start()
+      await vi.advanceTimersByTimeAsync(0)
+      const stopped = topology.stop({ drainTimeoutMs })
+      // A day passes: a timer armed with the delay would have fired after 1 ms.
+      await vi.advanceTimersByTimeAsync(86_400_000)
+      expect(facts.some((f) => f.type === 'topology_stopped')).toBe(false)
+      gate.open()
+      await vi.advanceTimersByTimeAsync(0)
+      await stopped
+      expect(await source.statuses()).toEqual(['delivered'])
+      expect(facts.at(-1)).toEqual({ type: 'topology_stopped', forced: false })
+    },
+  )
+
+  it.each([Number.NaN, -1, '5000'])(
+    'rejects stop() naming drainTimeoutMs when it is %s, and keeps running',
+    async (drainTimeoutMs) => {
+      const gate = new Gate()
+      const source = testSource([records(1)], { untilStopped: true })
+      const sink = testSink({ gate })
+      const topology = linear(source, sink)
+      await topology.start()
+      await expect(topology.stop({ drainTimeoutMs: drainTimeoutMs as number })).rejects.toMatchObject({
+        name: 'ComponentError',
+        code: 'INVALID_OPTION',
+        field: 'drainTimeoutMs',
+        message: expect.stringContaining('drainTimeoutMs: must be a number of milliseconds'),
+      })
+      gate.open()
+      await topology.stop()
+      expect(await source.statuses()).toEqual(['delivered'])
+    },
+  )
 })

@@ -1,8 +1,13 @@
 // The transform contract as the runtime enforces it: what becomes of every input event, whatever
 // a transform does with it (emits, drops, merges, forgets, throws, holds for a flush).
 
-import { EventArray, type JsonObject, type LogEvent } from '@ackline/core'
-import { TopologyBuilder, type Transform, type TransformContext } from '@ackline/topology'
+import { type BatchStatus, EventArray, type JsonObject, type LogEvent } from '@ackline/core'
+import {
+  type LifecycleEvent,
+  TopologyBuilder,
+  type Transform,
+  type TransformContext,
+} from '@ackline/topology'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { n, on, records, run, through } from './support/Harness.js'
 import { Gate, testSink, testSource } from './support/TestComponents.js'
@@ -190,6 +195,50 @@ describe('user transforms', () => {
     expect(await b.statuses()).toEqual(['errored'])
   })
 
+  it.each([
+    [
+      'throws after create, before emitting',
+      (events: EventArray, context: TransformContext) => {
+        context.create({ total: events.length }, events.events)
+        throw new Error('lookup failed')
+      },
+      ['PROCESS_FAILED', 'LEAKED_EVENTS'],
+    ],
+    [
+      'forgets an event it created',
+      (events: EventArray, context: TransformContext) => {
+        context.create({ total: events.length }, events.events)
+        context.emitAll(events)
+      },
+      ['LEAKED_EVENTS'],
+    ],
+    [
+      'creates from a parent it already dropped',
+      (events: EventArray, context: TransformContext) => {
+        const [first, second] = events.events
+        context.drop(second!)
+        context.create({ pair: true }, [first!, second!])
+      },
+      ['PROCESS_FAILED'],
+    ],
+  ])('settles errored the clones inside a created event when the call %s', async (_, process, codes) => {
+    // Left live inside an event nobody ends, the clones would hold the batch up for good.
+    const source = testSource([records(1, 2)])
+    const sink = testSink()
+    const topology = through(source, { kind: 'creator', process }, sink)
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    let decidedBeforeEnd: BatchStatus | undefined
+    topology.lifecycle.subscribe((f) => {
+      if (f.type === 'batch_resolved' && !f.timedOut) decidedBeforeEnd = f.status
+    })
+    await topology.start()
+    await topology.done
+    expect(decidedBeforeEnd).toBe('errored')
+    expect(await source.statuses()).toEqual(['errored'])
+    expect(facts.filter((f) => f.type === 'component_error').map((f) => f.code)).toEqual(codes)
+  })
+
   it('flushes on its timer and at stop', async () => {
     vi.useFakeTimers()
     const held: LogEvent[] = []
@@ -224,6 +273,40 @@ describe('user transforms', () => {
   })
 })
 
+describe('slow flushes', () => {
+  it('queues at most one timed flush behind a flush that takes longer than the interval', async () => {
+    vi.useFakeTimers()
+    const gate = new Gate()
+    let flushes = 0
+    const slow: Transform = {
+      kind: 'slow_flush',
+      flushIntervalMs: 10,
+      process(events, context) {
+        context.emitAll(events)
+      },
+      async flush() {
+        flushes++
+        await gate.wait()
+      },
+    }
+    const source = testSource([records(1)], { untilStopped: true })
+    const sink = testSink()
+    const topology = through(source, slow, sink)
+    await topology.start()
+    // The first flush waits on the gate while 100 intervals pass.
+    await vi.advanceTimersByTimeAsync(1000)
+    expect(flushes).toBe(1)
+    gate.open()
+    await vi.advanceTimersByTimeAsync(0)
+    // The one tick kept while it waited runs; the rest were not piled up behind it.
+    expect(flushes).toBe(2)
+    const stopped = topology.stop()
+    await vi.advanceTimersByTimeAsync(0)
+    await stopped
+    expect(await source.statuses()).toEqual(['delivered'])
+  })
+})
+
 describe('transforms that break the contract', () => {
   it('reports an emit on an undeclared port as a failed call and settles the event errored', async () => {
     const source = testSource([records(1)])
@@ -244,6 +327,63 @@ describe('transforms that break the contract', () => {
       code: 'PROCESS_FAILED',
       message: expect.stringContaining("port 'nope'"),
     })
+  })
+
+  it.each([
+    ['emit', (_events: EventArray, context: TransformContext) => context.emit(undefined as never)],
+    ['emitAll', (events: EventArray, context: TransformContext) => context.emitAll(events.events as never)],
+  ])(
+    'fails the call, not the runner, when %s is given something else than events',
+    async (member, misuse) => {
+      // Untyped code: the first batch's call passes on something else than events; the second's is fine.
+      const source = testSource([records(1), records(2)])
+      const sink = testSink()
+      const facts = await run(
+        through(
+          source,
+          {
+            kind: 'untyped',
+            process(events, context) {
+              if (n(events.events[0]!) === 1) misuse(events, context)
+              else context.emitAll(events)
+            },
+          },
+          sink,
+        ),
+      )
+      expect(await source.statuses()).toEqual(['errored', 'delivered'])
+      expect(sink.received).toEqual(records(2))
+      expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+        {
+          component: 't',
+          code: 'PROCESS_FAILED',
+          events: 1,
+          message: expect.stringContaining(`t (${member}): context.${member} takes`),
+        },
+      ])
+    },
+  )
+
+  it('passes on a call that emitted one event twice among more than a spread can take', async () => {
+    const many = Array.from({ length: 200_000 }, (_, i) => ({ n: i }))
+    const source = testSource([many])
+    const sink = testSink()
+    const facts = await run(
+      new TopologyBuilder(on)
+        .source('in', source)
+        .transform('t', ['in'], {
+          kind: 'twice',
+          process(events, context) {
+            context.emitAll(events)
+            context.emit(events.events[0]!)
+          },
+        })
+        .sink('out', ['t'], sink, { buffer: { maxEvents: 250_000 } })
+        .build(),
+    )
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
+    expect(await source.statuses()).toEqual(['delivered'])
+    expect(sink.received.length).toBe(200_001)
   })
 
   it('settles errored what a flushing transform still holds after its last flush', async () => {

@@ -214,11 +214,92 @@ describe('validation', () => {
         code: 'INVALID_CONFIG',
         component: 'u',
         field: 'flushIntervalMs',
-        expected: 'a positive number',
+        expected: 'a positive number of at most 2147483647',
         got: '0',
-        message: 'pass: must be a positive number, got 0',
+        message: 'pass: must be a positive number of at most 2147483647, got 0',
       },
     ])
+  })
+
+  it.each([
+    [
+      'a sink that is undefined',
+      (b: TopologyBuilder<string>) => b.sink('out', ['in'], undefined as never),
+      [['INVALID_CONFIG', 'out', 'sink']],
+    ],
+    [
+      'an id that is a number',
+      (b: TopologyBuilder<string>) => b.sink(5 as never, ['in'], testSink()),
+      [['INVALID_ID', '5', 'id']],
+    ],
+    [
+      'inputs given as a string',
+      (b: TopologyBuilder<string>) => b.sink('out', 'in' as never, testSink()),
+      [['UNKNOWN_INPUT', 'out', 'inputs']],
+    ],
+    [
+      'an input that is a number',
+      (b: TopologyBuilder<string>) => b.sink('out', ['in', 5 as never], testSink()),
+      [['UNKNOWN_INPUT', 'out', 'inputs[1]']],
+    ],
+    [
+      'options that are null',
+      (b: TopologyBuilder<string>) => b.sink('out', ['in'], testSink(), null as never),
+      [['INVALID_OPTION', 'out', '(options)']],
+    ],
+    [
+      'a sink without write',
+      (b: TopologyBuilder<string>) => b.sink('out', ['in'], { kind: 'half' } as never),
+      [['INVALID_CONFIG', 'out', 'write']],
+    ],
+    [
+      'a transform without process, and outputs given as a string',
+      (b: TopologyBuilder<string>) =>
+        b.transform('t', ['in'], { kind: 'half', outputs: 'ab' } as never).sink('out', ['t'], testSink()),
+      [
+        ['INVALID_CONFIG', 't', 'process'],
+        ['INVALID_CONFIG', 't', 'outputs'],
+      ],
+    ],
+  ])('reports %s from untyped code as a problem naming the component and field', (_, declare, expected) => {
+    const builder = new TopologyBuilder<string>(quiet).source('in', testSource([]))
+    const problems = problemsOf(() => declare(builder).build())
+    expect(problems.map((p) => [p.code, p.component, p.field])).toEqual(expected)
+  })
+
+  it('reports topology options that are not an object', () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder(null as never).source('in', testSource([])).sink('out', ['in'], testSink()).build(),
+    )
+    expect(problems.map((p) => [p.code, p.component, p.field])).toEqual([
+      ['INVALID_OPTION', '(topology)', '(options)'],
+    ])
+  })
+
+  it('keeps the metrics of a component named __proto__ as its own key', async () => {
+    const topology = new TopologyBuilder(quiet)
+      .source('__proto__', testSource([]))
+      .sink('out', ['__proto__'], testSink())
+      .build()
+    const metrics = topology.metrics()
+    expect(Object.keys(metrics)).toEqual(['__proto__', 'out'])
+    expect(Object.getPrototypeOf(metrics)).toBe(Object.prototype)
+  })
+
+  it('reports a delay longer than a timer can wait, which would fire after 1 ms', () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder({ ...quiet, ackTimeoutMs: 3_000_000_000 })
+        .source('in', testSource([]))
+        .transform('t', ['in'], { ...passThrough(), flush() {}, flushIntervalMs: Number.POSITIVE_INFINITY })
+        .sink('s', ['t'], testSink(), { retry: { maxBackoffMs: 2 ** 31 } })
+        .build(),
+    )
+    expect(problems.map((p) => [p.code, p.component, p.field, p.got])).toEqual([
+      ['INVALID_OPTION', '(topology)', 'ackTimeoutMs', '3000000000'],
+      ['INVALID_CONFIG', 't', 'flushIntervalMs', 'Infinity'],
+      ['INVALID_OPTION', 's', 'retry.maxBackoffMs', '2147483648'],
+    ])
+    expect(problems[0]!.message).toContain('2147483647')
   })
 
   it("reports a transform's coalesce or synchronous that is not a boolean, rather than reading it as false", () => {

@@ -71,8 +71,17 @@ export class SourceRunner {
     }
   }
 
+  /**
+   * Runs the source. Never throws: a `run` that throws at once (one that is not `async`) rejects
+   * instead, and one that returns no promise (untyped code) has finished, so the runtime reports
+   * the failure and closes what the source feeds rather than be left half-launched.
+   */
   run(): Promise<void> {
-    return this.source.run(this.context)
+    try {
+      return Promise.resolve(this.source.run(this.context))
+    } catch (error) {
+      return Promise.reject(error)
+    }
   }
 
   /** The source's batches sent with `receipt: false`, kept as slots (RFC 0009); made on the first. */

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod'
 import type { ConfigIssue } from '../ConfigIssue.js'
+import { codeOption } from '../OptionsSchema.js'
 import { SinkOptions } from '../SinkOptions.js'
 import type { ComponentDeclaration } from '../TopologyBuilder.js'
 import type { TopologyProblem, TopologyProblemCode } from '../TopologyError.js'
@@ -12,6 +13,7 @@ import type { TopologyWarning } from '../TopologyWarning.js'
 import { TransformOptions } from '../TransformOptions.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
 import { issuesOf, WHOLE } from './issuesOf.js'
+import { MAX_TIMER_MS } from './maxTimerMs.js'
 
 /** Where events of one output port go. */
 export type PortEdges = ReadonlyMap<string, readonly string[]>
@@ -51,6 +53,12 @@ export function planTopology(
   }
 
   reportIssues(problems, 'INVALID_OPTION', TOPOLOGY, TopologyOptions.validate(options))
+  // Declarations from untyped code that the checks below could not even read (an id that is no
+  // string, a component or options that are no object): reported alone, as the rest would be noise.
+  if (!isObject(options)) return { plan: undefined, problems, warnings: [] }
+  for (const decl of declarations) checkShape(decl, problem)
+  if (problems.length > 0 && problems.some((p) => p.component !== TOPOLOGY))
+    return { plan: undefined, problems, warnings: [] }
 
   const byId = new Map<string, ComponentDeclaration>()
   for (const decl of declarations) {
@@ -237,20 +245,84 @@ function reportIssues(
  * not a boolean would be read as `false` without a word.
  */
 const TransformMembers = z.looseObject({
+  kind: z.string(),
+  process: codeOption<unknown>('a function'),
+  flush: codeOption<unknown>('a function').optional(),
+  outputs: z.array(z.string().min(1)).optional(),
   dropStatus: z.enum(['delivered', 'rejected']).optional(),
-  flushIntervalMs: z.number().positive().optional(),
+  // Longer than a timer can wait: `setInterval` would flush every millisecond instead.
+  flushIntervalMs: z.number().positive().max(MAX_TIMER_MS).optional(),
   coalesce: z.boolean().optional(),
   synchronous: z.boolean().optional(),
 })
 
-/** What the runtime reads from a source beyond `run`: whether to create batch notifiers for it. */
-const SourceMembers = z.looseObject({ canAcknowledge: z.boolean() })
+/** What the runtime reads from a source: `run`, and whether to create batch notifiers for it. */
+const SourceMembers = z.looseObject({
+  kind: z.string(),
+  run: codeOption<unknown>('a function'),
+  canAcknowledge: z.boolean(),
+})
 
-/** What the runtime reads from a sink beyond `write`: how many writes it may overlap, whether it confirms. */
+/** What the runtime reads from a sink: `write` and its hooks, how many writes it may overlap, whether it confirms. */
 const SinkMembers = z.looseObject({
+  kind: z.string(),
+  write: codeOption<unknown>('a function'),
+  start: codeOption<unknown>('a function').optional(),
+  stop: codeOption<unknown>('a function').optional(),
   concurrency: z.int().min(1).optional(),
   canAcknowledge: z.boolean().optional(),
 })
+
+/** Whether `value` can be read as an object (a component, a declaration's options). */
+function isObject(value: unknown): value is object {
+  return typeof value === 'object' && value !== null
+}
+
+/** What `value` is, in a message about a declaration from untyped code. */
+function shown(value: unknown): string {
+  if (typeof value === 'string') return `'${value.length > 40 ? `${value.slice(0, 40)}…` : value}'`
+  if (Array.isArray(value)) return 'an array'
+  return value === null || typeof value !== 'object' ? String(value) : 'an object'
+}
+
+/**
+ * Checks what the rest of the planning reads without looking: the id is a string, the component
+ * and the options are objects, the inputs an array of strings.
+ */
+function checkShape(decl: ComponentDeclaration, problem: Report): void {
+  const id: unknown = decl.id
+  const component = typeof id === 'string' ? id : shown(id)
+  if (typeof id !== 'string')
+    problem('INVALID_ID', component, 'id', `an id must be a string, got ${shown(id)}`)
+  if (!isObject(decl.component))
+    problem(
+      'INVALID_CONFIG',
+      component,
+      decl.role,
+      `must be a ${decl.role} object, got ${shown(decl.component)}`,
+    )
+  if (decl.role !== 'source' && !isObject(decl.options))
+    problem('INVALID_OPTION', component, WHOLE, `must be an object, got ${shown(decl.options)}`)
+  const inputs: unknown = decl.inputs
+  if (!Array.isArray(inputs)) {
+    problem(
+      'UNKNOWN_INPUT',
+      component,
+      'inputs',
+      `must be an array of inputs (component ids), got ${shown(inputs)}`,
+    )
+    return
+  }
+  inputs.forEach((input: unknown, i) => {
+    if (typeof input !== 'string')
+      problem(
+        'UNKNOWN_INPUT',
+        component,
+        `inputs[${i}]`,
+        `an input must be a string (a component id, or id.port), got ${shown(input)}`,
+      )
+  })
+}
 
 function checkOptions(
   decl: ComponentDeclaration,

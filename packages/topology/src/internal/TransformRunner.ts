@@ -8,9 +8,11 @@
  * each input event was emitted, dropped or merged; any other one is settled `errored` here and
  * reported. A transform with `flush` may keep events across calls (a reduce window): they are
  * tracked as held until a later call emits, drops or merges them, and whatever is still held
- * after the last flush at stop (or at a forced stop) is settled `errored` and reported. An
- * emitted handle is owned by the output from then on; one that the transform ended after
- * emitting it is not passed on (and reported). `process` and `flush` never run at the same time.
+ * after the last flush at stop (or at a forced stop) is settled `errored` and reported. An event
+ * the call made with `create` is checked as an input is, so the clones of its parents it holds
+ * never outlive the call unnoticed. An emitted handle is owned by the output from then on; one
+ * that the transform ended after emitting it is not passed on (and reported). `process` and
+ * `flush` never run at the same time.
  */
 import { type DeliveryStatus, type EndOptions, EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
@@ -56,6 +58,8 @@ class CallContext implements TransformContext {
    * port after it is appended behind its events.
    */
   passed: EventArray | undefined = undefined
+  /** The events `create` made during the call, checked afterwards as its inputs are; made on the first. */
+  created: LogEvent[] | undefined = undefined
   #open = false
   readonly #runner: TransformRunner
 
@@ -86,6 +90,8 @@ class CallContext implements TransformContext {
   }
 
   emit(event: LogEvent, port?: string): void {
+    // Untyped code may hand anything here; taken in, it would break the check after the call.
+    if (!(event instanceof LogEvent)) throw notAnEvent(this.id, 'emit', event)
     let list: LogEvent[] | undefined
     if (port !== undefined && port !== '') {
       let named = this.#ports?.get(port)
@@ -118,6 +124,7 @@ class CallContext implements TransformContext {
   }
 
   emitAll(events: EventArray, port?: string): void {
+    if (!(events instanceof EventArray)) throw notAnEvent(this.id, 'emitAll', events)
     const list = events.events
     if ((port === undefined || port === '') && this.#open) {
       if (this.passed === undefined && this.defaultCount === 0) {
@@ -169,8 +176,20 @@ class CallContext implements TransformContext {
   }
 
   create(fields: JsonObject, inheritFrom: readonly LogEvent[] = []): LogEvent {
-    const event = new LogEvent(fields, { sourceId: inheritFrom[0]?.metadata.sourceId })
-    for (const parent of inheritFrom) event.merge(parent.clone())
+    // Every clone is made before the event: a parent that cannot be cloned (ended, or not an
+    // event) throws with no clone left inside an event nobody will end, which would hold its
+    // batch up for good.
+    const clones: LogEvent[] = []
+    try {
+      for (const parent of inheritFrom) clones.push(parent.clone())
+    } catch (error) {
+      for (const clone of clones) clone.end()
+      throw error
+    }
+    const event = new LogEvent(fields, { sourceId: clones[0]?.metadata.sourceId })
+    for (const clone of clones) event.merge(clone)
+    if (this.created === undefined) this.created = [event]
+    else this.created.push(event)
     return event
   }
 
@@ -193,6 +212,7 @@ class CallContext implements TransformContext {
     this.passed = undefined
     this.#defaultPort = undefined
     this.#ports?.clear()
+    this.created = undefined
   }
 }
 
@@ -211,6 +231,8 @@ export class TransformRunner {
   #shared: CallContext | undefined
   #tail: Promise<void> = RESOLVED
   #timer: ReturnType<typeof setInterval> | undefined = undefined
+  /** Whether a timed flush is queued and has not started yet. */
+  #flushWaiting = false
   forced = false
 
   constructor(
@@ -258,7 +280,14 @@ export class TransformRunner {
     const interval = this.transform.flushIntervalMs
     if (this.transform.flush !== undefined && interval !== undefined) {
       this.#timer = setInterval(() => {
-        this.#exclusive(() => this.#flush()).catch(nothing)
+        // A flush slower than the interval: ticks while one waits to run are one flush, not a
+        // queue that grows without bound and keeps `process` waiting behind it.
+        if (this.#flushWaiting) return
+        this.#flushWaiting = true
+        this.#exclusive(() => {
+          this.#flushWaiting = false
+          return this.#flush()
+        }).catch(nothing)
       }, interval)
     }
     try {
@@ -386,6 +415,7 @@ export class TransformRunner {
       failure !== undefined ||
       context.ports.size > 0 ||
       !this.#held.isEmpty ||
+      context.created !== undefined ||
       !inOrder(inputs, context.emitted)
     ) {
       context.unpass() // the general check rewrites the default port's list
@@ -438,8 +468,10 @@ export class TransformRunner {
       return out
     }
     const kept = check(context.defaultPort)
-    context.defaultPort.length = 0
-    context.defaultPort.push(...kept)
+    // A loop, not `push(...kept)`: a spread of more than about 100 000 events overflows the stack.
+    const defaultPort = context.defaultPort
+    defaultPort.length = kept.length
+    for (let i = 0; i < kept.length; i++) defaultPort[i] = kept[i]!
     for (const [port, list] of context.ports) context.setPort(port, check(list))
 
     const held = this.#held
@@ -469,6 +501,23 @@ export class TransformRunner {
         leaked++
       }
     }
+    // An event the call made and neither passed on nor ended holds clones of its parents: kept
+    // like an input (a transform with `flush` may emit it later), or settled, never left live.
+    let strays = 0
+    for (const event of context.created ?? NO_EVENTS) {
+      if (event.isEnded || emitted.has(event)) continue
+      if (mayHold) {
+        held.add(event)
+      } else {
+        event.end('errored', {
+          reason: this.failure(
+            'LEAKED_EVENTS',
+            `transform '${this.id}' made an event with create() in ${step}() and neither emitted nor ended it`,
+          ),
+        })
+        strays++
+      }
+    }
     if (!held.isEmpty) {
       // What else was emitted: held events leaving (or events the call made), then a compaction if due.
       for (const event of emitted) held.leave(event)
@@ -494,6 +543,17 @@ export class TransformRunner {
         code: 'LEAKED_EVENTS',
         message: `transform '${this.id}' returned from ${step}() without emitting, dropping or merging ${leaked} input event(s); they were settled errored`,
         events: leaked,
+      })
+    }
+    if (strays > 0) {
+      this.counters.errored += strays
+      this.counters.failed('LEAKED_EVENTS', strays)
+      this.emit({
+        type: 'component_error',
+        component: this.id,
+        code: 'LEAKED_EVENTS',
+        message: `transform '${this.id}' made ${strays} event(s) with create() in ${step}() and neither emitted nor ended them; they were settled errored`,
+        events: strays,
       })
     }
     if (endedAfterEmit > 0) {
@@ -533,6 +593,26 @@ function inOrder(inputs: readonly LogEvent[], emitted: readonly LogEvent[]): boo
 
 function undeclaredPort(port: string): string {
   return `emitted on port '${port}', which it does not declare`
+}
+
+/**
+ * What `emit` or `emitAll` throws for something that is not a `LogEvent` (an `EventArray`), as
+ * untyped code may pass: the call then fails as any throwing call does, and its inputs are settled.
+ */
+function notAnEvent(id: string, member: 'emit' | 'emitAll', value: unknown): ComponentError<'NOT_AN_EVENT'> {
+  const expected = member === 'emit' ? 'a LogEvent' : 'an EventArray'
+  const got =
+    value === null
+      ? 'null'
+      : Array.isArray(value)
+        ? 'an array'
+        : typeof value === 'object'
+          ? 'another object'
+          : typeof value
+  return new ComponentError('NOT_AN_EVENT', `context.${member} takes ${expected}, got ${got}`, {
+    component: id,
+    field: member,
+  })
 }
 
 /** What `emit` throws for a port the transform does not declare (after settling the events). */

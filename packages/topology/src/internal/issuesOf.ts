@@ -251,6 +251,9 @@ function bounded(
       return positive
     if (min === 0 && exMin === undefined) return nonNegative
   }
+  // A positive number with an upper bound (a delay a timer can wait): `a positive number of at most …`.
+  if (exMin === 0 && min === undefined && max !== undefined && exMax === undefined)
+    return `${positive} of at most ${max}`
   if (min !== undefined && max !== undefined) return `${base} from ${min} to ${max}`
   const bounds: string[] = []
   if (min !== undefined) bounds.push(`of at least ${min}`)
