@@ -13,7 +13,12 @@ import { codeOption, defineOptions, keepIf, type OptionsOf } from '@ackline/topo
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
 
-/** Decides whether an event goes on. It must not end, emit or keep the event. */
+/**
+ * Decides whether an event goes on: `true`, or anything else for no. It must not end, emit or
+ * keep the event, and it answers at once: one that returns a promise (an `async` function, from
+ * untyped code) fails the call with a `ComponentError` (`BAD_RESULT`), and the runtime settles
+ * the event `errored`, rather than take the promise for a no.
+ */
 export type Predicate = (event: LogEvent) => boolean
 
 /** Options of {@link filter}: its schema (`validate`, `jsonSchema`, …). */

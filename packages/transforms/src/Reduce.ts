@@ -42,7 +42,15 @@ export const ReduceOptions = defineOptions({
     .optional()
     .describe('Field paths whose values make the group key; no paths means one group for everything.'),
   maxEvents: z.int().min(1).default(100).describe('A group closes once it holds this many events.'),
-  windowMs: z.int().min(1).default(5000).describe('Every this many milliseconds, every open group closes.'),
+  windowMs: z
+    .int()
+    .min(1)
+    // The longest a timer waits (2^31 - 1 ms): a longer window would close every millisecond.
+    .max(2_147_483_647)
+    .default(5000)
+    .describe(
+      'Every this many milliseconds, every open group closes; at most 2147483647 (about 24.8 days, the longest a timer waits).',
+    ),
   maxGroups: z
     .int()
     .min(1)

@@ -9,9 +9,17 @@
  * @module
  */
 import { type JsonObject, LogEvent } from '@ackline/core'
-import { codeOption, defineOptions, type OptionsOf, perEvent, type TransformContext } from '@ackline/topology'
+import {
+  ComponentError,
+  codeOption,
+  defineOptions,
+  type OptionsOf,
+  perEvent,
+  type TransformContext,
+} from '@ackline/topology'
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
+import { isThenable } from './internal/isThenable.js'
 
 /** One output of a remap function: an event handle, or the fields of a new event. */
 export type RemapOutput = LogEvent | JsonObject
@@ -21,8 +29,14 @@ export type RemapOutput = LogEvent | JsonObject
  * - `undefined` (nothing): the input goes on as it is (after whatever the function changed in it);
  * - `null` or `[]`: no output, the input is dropped;
  * - a `LogEvent`: the input, or a handle the function derived from it (`input.clone()`);
- * - a fields object: the input goes on with these fields instead of its own;
+ * - a fields object (a plain object): the input goes on with these fields instead of its own;
  * - an array of the above: one output each, in order.
+ *
+ * Anything else (a promise, as an `async` function returns; a number; a `Map`; `null` or
+ * `undefined` inside an array) is a bug in the function: the call throws a `ComponentError`
+ * with code `BAD_RESULT` naming the transform and `fn`, before the event has any output, and the
+ * runtime settles the event `errored` and reports it, rather than pass on fields no sink can
+ * write (a promise serializes as `{}`).
  */
 export type RemapResult = undefined | null | RemapOutput | readonly RemapOutput[]
 
@@ -61,8 +75,55 @@ function emitResult(
   else if (result instanceof LogEvent) {
     context.emit(result)
     input.end()
-  } else if (Array.isArray(result)) emitMany(input, result as readonly RemapOutput[], context)
-  else context.emit(input.replaceFields(result as JsonObject))
+  } else if (Array.isArray(result)) {
+    const outputs = result as readonly unknown[]
+    // Checked before anything is emitted: a bad output leaves the input untouched for the runtime.
+    for (let i = 0; i < outputs.length; i++) {
+      const output = outputs[i]
+      if (!(output instanceof LogEvent) && !isFields(output)) {
+        const error = badResult(context.id, output, i)
+        // The handles the function derived (clones) reach no one else: ended here, or their
+        // batch would wait for them forever.
+        const reason = { componentId: context.id, code: 'BAD_RESULT', message: error.message }
+        for (const other of outputs)
+          if (other instanceof LogEvent && other !== input && !other.isEnded) other.end('errored', { reason })
+        throw error
+      }
+    }
+    emitMany(input, outputs as readonly RemapOutput[], context)
+  } else if (isFields(result)) context.emit(input.replaceFields(result))
+  else throw badResult(context.id, result, undefined)
+}
+
+/** Whether `value` is a fields object: a plain object (not a promise, a `Map`, a class instance). */
+function isFields(value: unknown): value is JsonObject {
+  if (typeof value !== 'object' || value === null) return false
+  const prototype = Object.getPrototypeOf(value)
+  return prototype === Object.prototype || prototype === null
+}
+
+/** The name of the class `value` was made by, when it says. */
+function constructorName(value: object): string | undefined {
+  const maker: unknown = (value as { constructor?: unknown }).constructor
+  return typeof maker === 'function' && maker.name !== '' ? maker.name : undefined
+}
+
+/** What a remap throws for a result (or the output at `index` of one) that is none of {@link RemapResult}. */
+function badResult(id: string, value: unknown, index: number | undefined): ComponentError<'BAD_RESULT'> {
+  const what =
+    value === null || value === undefined
+      ? String(value)
+      : typeof value !== 'object'
+        ? `a ${typeof value}`
+        : isThenable(value)
+          ? 'a promise (an async function?)'
+          : `a ${constructorName(value) ?? 'non-plain'} object`
+  const where = index === undefined ? 'returned' : `returned an array whose output ${index} is`
+  return new ComponentError(
+    'BAD_RESULT',
+    `the remap function ${where} ${what}; expected undefined, null, a LogEvent, a fields object or an array of them`,
+    { component: id, field: 'fn' },
+  )
 }
 
 /**

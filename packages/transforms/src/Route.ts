@@ -11,6 +11,7 @@
  */
 import type { EventArray } from '@ackline/core'
 import {
+  ComponentError,
   type ConfigIssue,
   codeOption,
   defineOptions,
@@ -19,6 +20,7 @@ import {
 } from '@ackline/topology'
 import { z } from 'zod'
 import type { Predicate } from './Filter.js'
+import { isThenable } from './internal/isThenable.js'
 
 /**
  * The port of events that no route accepted; read it as `'<id>._unmatched'`.
@@ -93,7 +95,10 @@ class Route<Name extends string> implements RouteTransform<Name> {
       // Evaluate every predicate before emitting: once emitted, the event is no longer ours to read.
       let last = -1
       for (let r = 0; r < predicates.length; r++) {
-        const hit = predicates[r]!(event) === true
+        const answer: unknown = predicates[r]!(event)
+        const hit = answer === true
+        // An async predicate's answer is not known yet: not a miss that sends the event to `_unmatched`.
+        if (!hit && isThenable(answer)) throw pendingAnswer(context.id, names[r]!)
         matched[r] = hit ? 1 : 0
         if (hit) last = r
       }
@@ -122,4 +127,13 @@ class Route<Name extends string> implements RouteTransform<Name> {
  */
 export function route<const Name extends string>(routes: Routes<Name>): RouteTransform<Name> {
   return new Route<Name>(routes)
+}
+
+/** What a route throws for a predicate that returned a promise (an `async` one, from untyped code). */
+function pendingAnswer(id: string, name: string): ComponentError<'BAD_RESULT'> {
+  return new ComponentError(
+    'BAD_RESULT',
+    `the predicate of route '${name}' returned a promise (an async function?): it must return true or false at once`,
+    { component: id, field: `routes.${name}` },
+  )
 }

@@ -34,6 +34,16 @@ describe('dedupe', () => {
     expect(ctx.dropped).toHaveLength(1)
   })
 
+  it('keeps an event whose fields differ only where a NUL in a string could pass for the separator', () => {
+    // Crafted input: without a bound on each string, both keys would read 's' 'x' NUL 's' 'y' NUL 'u'.
+    const t = dedupe({ fields: ['a', 'b'] })
+    const { events } = testBatch([{ a: 'x\u0000sy' }, { a: 'x', b: 'y\u0000u' }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.dropped).toEqual([])
+    expect(ctx.on()).toHaveLength(2)
+  })
+
   it('remembers at most cacheSize keys, forgetting the least recently seen', () => {
     const t = dedupe({ fields: ['id'], cacheSize: 2 })
     const ctx = FakeTransformContext.for(t)

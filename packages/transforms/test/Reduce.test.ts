@@ -130,4 +130,11 @@ describe('reduce', () => {
     )
     expect(reduce({ groupBy: ['id'], merge: { n: 'sum' } }).validate()).toEqual([])
   })
+
+  it('reports a window longer than a timer can wait, which would close every millisecond', () => {
+    expect(reduce({ windowMs: 3_000_000_000 }).validate()).toMatchObject([
+      { field: 'windowMs', got: '3000000000', message: expect.stringContaining('2147483647') },
+    ])
+    expect(reduce({ windowMs: 2_147_483_647 }).validate()).toEqual([])
+  })
 })

@@ -1,3 +1,5 @@
+import type { LogEvent } from '@ackline/core'
+import { ComponentError } from '@ackline/topology'
 import { remap } from '@ackline/transforms'
 import { describe, expect, it } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
@@ -123,6 +125,32 @@ describe('remap', () => {
     t.process(events, ctx)
     ctx.settle()
     expect(await receiver).toBe('rejected')
+  })
+
+  it.each([
+    ['a promise', async () => ({ n: 2 })],
+    ['a number', () => 5],
+    ['a Map', () => new Map([['n', 2]])],
+    ['an array holding undefined', (e: LogEvent) => [e.clone(), undefined]],
+  ])('fails the call naming the transform and fn when the function returns %s', async (_, fn) => {
+    const t = remap(fn as never)
+    const { events, receiver } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    let thrown: unknown
+    try {
+      t.process(events, ctx)
+    } catch (error) {
+      thrown = error
+    }
+    expect(thrown).toBeInstanceOf(ComponentError)
+    expect(thrown).toMatchObject({ code: 'BAD_RESULT', component: 'under_test', field: 'fn' })
+    // Nothing went on; the input is left to the runtime, which settles it errored, and no clone
+    // the function made is left to hold the batch up.
+    expect(ctx.emitted).toEqual([])
+    const input = events.events[0]!
+    expect(input.isEnded).toBe(false)
+    input.end('errored')
+    expect(await receiver).toBe('errored')
   })
 
   it('reports bad options by field', () => {

@@ -15,6 +15,17 @@ describe('route', () => {
     expectTypeOf(route(routes).outputs).toEqualTypeOf<readonly ('errors' | 'audit' | '_unmatched')[]>()
   })
 
+  it('fails the call naming the route when its predicate returns a promise, leaving the event to the runtime', () => {
+    const t = route({ slow: (async () => true) as never })
+    const { events } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    expect(() => t.process(events, ctx)).toThrow(
+      expect.objectContaining({ code: 'BAD_RESULT', component: 'under_test', field: 'routes.slow' }),
+    )
+    expect(ctx.emitted).toEqual([])
+    expect(events.events[0]!.isEnded).toBe(false)
+  })
+
   it('sends an event to the one route that matches', () => {
     const t = route(routes)
     const { events } = testBatch([{ level: 'error', n: 1 }])

@@ -16,13 +16,21 @@ export function valueKey(value: JsonValue | undefined): string {
   return 'j' + JSON.stringify(value)
 }
 
+/**
+ * The key of one value among several: a string's length goes before it, so a NUL inside it (which
+ * event data may hold) cannot pass for the separator and make two different events one key.
+ */
+function partKey(value: JsonValue | undefined): string {
+  return typeof value === 'string' ? `s${value.length}:${value}` : valueKey(value)
+}
+
 /** The key of `event` by `paths`; one path costs one string, no array. */
 export function fieldKey(event: LogEvent, paths: readonly string[]): string {
   if (paths.length === 1) return valueKey(event.get(paths[0]!))
   let key = ''
   for (let i = 0; i < paths.length; i++) {
-    // A NUL cannot end a tagged string key ambiguously: JSON text never holds a raw NUL.
-    key += (i === 0 ? '' : SEPARATOR) + valueKey(event.get(paths[i]!))
+    // Each part ends unambiguously: JSON text never holds a raw NUL, and a string has its length.
+    key += (i === 0 ? '' : SEPARATOR) + partKey(event.get(paths[i]!))
   }
   return key
 }

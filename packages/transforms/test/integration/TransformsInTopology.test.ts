@@ -5,8 +5,8 @@
 import type { BatchStatus, JsonObject } from '@ackline/core'
 import { type MemorySink, memory } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
-import { type Topology, TopologyBuilder } from '@ackline/topology'
-import { dedupe, filter, reduce, route, sample } from '@ackline/transforms'
+import { type LifecycleEvent, type Topology, TopologyBuilder } from '@ackline/topology'
+import { dedupe, filter, reduce, remap, route, sample } from '@ackline/transforms'
 import { describe, expect, it } from 'vitest'
 
 /** A generator over `records` in batches of `batchSize`, and the statuses of its batches, in order. */
@@ -31,6 +31,39 @@ async function runToEnd(topology: Topology): Promise<void> {
 const fields = (sink: MemorySink) => sink.events.map((e) => ({ ...e }))
 
 describe('transforms in a topology', () => {
+  it.each([
+    ['filter', 'an async predicate', () => filter((async () => true) as never)],
+    ['route', 'an async predicate', () => route({ kept: (async () => true) as never })],
+    // Its promise is no fields: delivered, it would reach the sink as {}.
+    [
+      'remap',
+      'an async function',
+      () =>
+        remap((async (e: { get(path: string): unknown }) => ({ n: e.get('n'), enriched: true })) as never),
+    ],
+  ])(
+    '%s: %s errors the batch instead of discarding or delivering what it did not decide',
+    async (_, _what, make) => {
+      const { gen, statuses } = source([{ n: 1 }, { n: 2 }], 2)
+      const out = memory()
+      const transform = make()
+      const input = transform.kind === 'route' ? 'pick.kept' : 'pick'
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('in', gen)
+        .transform('pick', ['in'], transform)
+        .sink('out', [input], out)
+        .build()
+      const facts: LifecycleEvent[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      await runToEnd(topology)
+      expect(await statuses()).toEqual(['errored'])
+      expect(out.events).toEqual([])
+      expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+        { component: 'pick', code: 'PROCESS_FAILED', message: expect.stringContaining('a promise') },
+      ])
+    },
+  )
+
   it("filter: the runtime settles discards with the transform's own dropStatus", async () => {
     const { gen, statuses } = source([{ ok: true }, { ok: false }, { ok: true }, { ok: true }], 2)
     const out = memory()
