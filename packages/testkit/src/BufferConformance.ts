@@ -90,19 +90,17 @@ const sameRecords = (a: readonly JsonObject[], b: readonly JsonObject[], ordered
   return x.join('\n') === y.join('\n')
 }
 
+/** What `make` gives, failing the rule (`buffer.settles`) when it does not settle within the timeout. */
+const made = (subject: Subject) =>
+  callWithin(subject.make, subject.timeoutMs ?? 5000, 'buffer.settles', 'buffer', 'make()')
+
 /** Every rule of the buffer suite, in the order they run. */
 export const bufferRules: readonly ConformanceRule<Subject>[] = [
   {
     id: 'buffer.hands-out-what-it-accepts',
     title: 'hands out through pull every event pushed, then undefined once closed and drained',
     async check(subject) {
-      const { buffer } = await callWithin(
-        subject.make,
-        subject.timeoutMs ?? 5000,
-        'buffer.settles',
-        'buffer',
-        'make()',
-      )
+      const { buffer } = await made(subject)
       const records = subject.records ?? defaultRecords()
       const slices = [records.slice(0, 2), records.slice(2, 3), records.slice(3)]
       const receivers = []
@@ -131,13 +129,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       'leaves the status to the sink: a batch resolves only once its pulled events are ended, with their status',
     async check(subject) {
       if (subject.acknowledgesOnWrite === true) return
-      const { buffer } = await callWithin(
-        subject.make,
-        subject.timeoutMs ?? 5000,
-        'buffer.settles',
-        'buffer',
-        'make()',
-      )
+      const { buffer } = await made(subject)
       const { events, receiver } = batchOf(subject.records ?? defaultRecords())
       await buffer.push(events)
       await turns()
@@ -161,13 +153,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
     id: 'buffer.pull-waits',
     title: 'pull waits for a push, and resolves undefined on an aborted signal or at close',
     async check(subject) {
-      const { buffer } = await callWithin(
-        subject.make,
-        subject.timeoutMs ?? 5000,
-        'buffer.settles',
-        'buffer',
-        'make()',
-      )
+      const { buffer } = await made(subject)
       const timeoutMs = subject.timeoutMs ?? 5000
       let settled = false
       const waiting = buffer.pull().then((next) => {
@@ -213,13 +199,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
     title: 'what it acknowledged on write survives a crash and comes out of the reopened buffer',
     async check(subject) {
       if (subject.acknowledgesOnWrite !== true) return
-      const under = await callWithin(
-        subject.make,
-        subject.timeoutMs ?? 5000,
-        'buffer.settles',
-        'buffer',
-        'make()',
-      )
+      const under = await made(subject)
       if (under.crash === undefined || under.reopen === undefined) return
       const records = subject.records ?? defaultRecords()
       const receivers = []
