@@ -113,7 +113,9 @@ export interface SourceContext {
    * that kept the event loop from turning for 10 to 20 ms (a source with no I/O of its own and
    * room downstream, or long synchronous work between sends) are held until it turns: the batch
    * is queued at once, but the promise resolves after timers and I/O callbacks had their turn, so
-   * an endless source cannot starve them.
+   * an endless source cannot starve them. A record that is not a JSON object (`null`, a number,
+   * an array, as untyped code may send) makes the promise reject with a `TypeError` naming the
+   * source and the record's index, and nothing of the batch is sent.
    */
   send(records: Iterable<JsonObject>, options?: SendOptions): Promise<BatchReceipt>
   /**

@@ -3,7 +3,7 @@
 
 import { nextTick } from 'node:process'
 import { setImmediate as realSetImmediate } from 'node:timers'
-import { BatchNotifier, type BatchStatusReceiver, type EventArray } from '@ackline/core'
+import { BatchNotifier, type BatchStatusReceiver, type EventArray, type JsonObject } from '@ackline/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { BatchTracker, SlotReceipt } from '../src/internal/BatchTracker.js'
 import { Counters } from '../src/internal/Counters.js'
@@ -229,6 +229,26 @@ describe('SourceRunner', () => {
       expect(channel.queuedEvents).toBe(0)
     })
   })
+
+  it.each([
+    ['null', null],
+    ['a number', 5],
+    ['an array', [1]],
+    ['a string', 'text'],
+  ])(
+    'refuses a send with a record that is %s, naming the source and the index, and sends nothing, acks on or off',
+    async (what, bad) => {
+      for (const acknowledgements of [true, false]) {
+        const { channel, runner } = setup(10, acknowledgements)
+        const records = [{ n: 1 }, bad] as unknown as JsonObject[]
+        await expect(runner.context.send(records)).rejects.toThrow(
+          new TypeError(`source 'in': record 1 of a send is ${what}; a record must be a JSON object`),
+        )
+        await expect(runner.context.send(records, { receipt: false })).rejects.toThrow(TypeError)
+        expect(channel.queuedEvents).toBe(0)
+      }
+    },
+  )
 
   describe('the send clock', () => {
     /** Lets the burst end, so no reading is held (what ran before may have held one). */

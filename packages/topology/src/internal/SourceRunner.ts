@@ -102,6 +102,13 @@ export class SourceRunner {
       }
       const sourceId = this.id
       const list = Array.isArray(records) ? (records as readonly JsonObject[]) : Array.from(records)
+      // Before any batch is made: one of these as an event's fields fails far from its cause.
+      for (let i = 0; i < list.length; i++) {
+        const record: unknown = list[i]
+        if (typeof record !== 'object' || record === null || Array.isArray(record)) {
+          throw notARecord(this.id, i, record)
+        }
+      }
       const ingestTimestamp = sendClockNow(list.length)
       this.counters.received += list.length
       const turn = awaitLoopTurn(ingestTimestamp)
@@ -164,4 +171,10 @@ export class SourceRunner {
       return Promise.reject(error)
     }
   }
+}
+
+/** What `send` rejects with for a record that is no JSON object. */
+function notARecord(id: string, index: number, record: unknown): TypeError {
+  const got = record === null ? 'null' : Array.isArray(record) ? 'an array' : `a ${typeof record}`
+  return new TypeError(`source '${id}': record ${index} of a send is ${got}; a record must be a JSON object`)
 }
