@@ -37,7 +37,14 @@ export interface StopOptions {
 
 type Phase =
   | { readonly name: 'built' }
-  | { readonly name: 'starting'; readonly started: Promise<void> }
+  | {
+      readonly name: 'starting'
+      readonly started: Promise<void>
+      /** Makes the start give up waiting (see `Runtime.open`). */
+      readonly abandon: () => void
+      /** Whether a stop() came while starting (a second one gives up at once). */
+      stopAsked: boolean
+    }
   | { readonly name: 'running'; readonly runtime: Runtime }
   | { readonly name: 'stopping'; readonly runtime: Runtime; readonly stopped: Promise<void> }
   | { readonly name: 'stopped' }
@@ -60,7 +67,10 @@ const DEFAULT_DRAIN_TIMEOUT_MS = 30_000
 export class Topology {
   /** Facts about the run: components started and stopped, batches resolved, component errors. */
   readonly lifecycle: Observable<LifecycleEvent>
-  /** Resolves once every component has stopped (finite sources ran out and all drained, or a stop). */
+  /**
+   * Resolves once every component has stopped (finite sources ran out and all drained, or a
+   * stop), or once a `start()` failed (nothing runs then).
+   */
   readonly done: Promise<void>
   readonly #subject = new Subject<LifecycleEvent>()
   readonly #plan: TopologyPlan
@@ -111,26 +121,41 @@ export class Topology {
         `a topology runs once: start() was called while it is ${this.#phase.name}`,
       )
     }
+    let abandon!: () => void
+    const abandoned = new Promise<void>((resolve) => {
+      abandon = resolve
+    })
     const started = (async () => {
       const emit = (fact: LifecycleEvent): void => this.#subject.next(fact)
       let runtime: Runtime
       try {
-        runtime = await Runtime.open(this.#plan, this.#counters, emit, () => this.#subject.observed)
+        runtime = await Runtime.open(
+          this.#plan,
+          this.#counters,
+          emit,
+          () => this.#subject.observed,
+          abandoned,
+        )
       } catch (error) {
-        this.#transition({ name: 'stopped' })
+        // Nothing runs: `done` resolves, or whoever awaits it after a failed start waits for ever.
+        this.#finish(false)
         throw error
       }
       this.#transition({ name: 'running', runtime })
       runtime.done.then(() => this.#ranOut(runtime))
       runtime.launch()
     })()
-    this.#transition({ name: 'starting', started })
+    this.#transition({ name: 'starting', started, abandon, stopAsked: false })
     return started
   }
 
   /**
    * Stops the sources, lets in-flight events drain up to `drainTimeoutMs`, then settles what is
-   * left `errored`. A second call while stopping stops at once. Resolves once stopped. Rejects
+   * left `errored`. A second call while stopping stops at once. Called while `start()` is still
+   * opening buffers or starting sinks, it waits for the start up to `drainTimeoutMs` (a second call:
+   * not at all), then gives it up: `start()` rejects with a `TopologyError` whose problems are
+   * `STOPPED_WHILE_STARTING`, what did start is stopped and closed, and what starts later is
+   * stopped and closed then. Resolves once stopped. Rejects
    * with a `ComponentError` (`INVALID_OPTION`, field `drainTimeoutMs`), changing nothing, when
    * `drainTimeoutMs` is not a number of 0 or more (`NaN`, negative, a string from a config).
    */
@@ -149,9 +174,20 @@ export class Topology {
       case 'built':
         this.#finish(false)
         return
-      case 'starting':
+      case 'starting': {
+        // The start may wait on a host that does not answer (a sink's start()): it is given up
+        // after `drainTimeoutMs`, or at once by a second stop(), and start() then rejects with
+        // `STOPPED_WHILE_STARTING`. A start that finishes in time is stopped as a running one.
+        if (phase.stopAsked) phase.abandon()
+        else {
+          phase.stopAsked = true
+          const deadline =
+            drainTimeoutMs >= MAX_TIMER_MS ? undefined : setTimeout(phase.abandon, drainTimeoutMs)
+          if (deadline !== undefined) void phase.started.catch(() => {}).then(() => clearTimeout(deadline))
+        }
         await phase.started.catch(() => {})
         return this.stop(options)
+      }
       case 'running': {
         const { runtime } = phase
         const stopped = this.#drain(runtime, drainTimeoutMs)

@@ -36,6 +36,11 @@ export type TopologyProblemCode =
   | 'SINK_START_FAILED'
   /** `topology.start()`: the buffer in front of a component could not open. */
   | 'BUFFER_OPEN_FAILED'
+  /**
+   * `topology.start()`: `stop()` gave up waiting for a sink's `start()` or a buffer's opening (past
+   * its `drainTimeoutMs`, or at a second `stop()`); what finishes later is stopped or closed again.
+   */
+  | 'STOPPED_WHILE_STARTING'
 
 /**
  * One problem: the component concerned, the field of its declaration or config, and what is wrong.

@@ -13,7 +13,7 @@ import {
 } from '@ackline/topology'
 import { describe, expect, it, vi } from 'vitest'
 import { linear, on, records, run, through } from './support/Harness.js'
-import { Gate, testSink, testSource } from './support/TestComponents.js'
+import { Gate, queueBuffer, testSink, testSource } from './support/TestComponents.js'
 
 describe('a sink whose start() throws', () => {
   it('makes start() reject with a TopologyError naming the sink, its kind and the cause', async () => {
@@ -64,6 +64,124 @@ describe('a sink whose start() throws', () => {
       name: 'TopologyError',
       problems: [{ code: 'SINK_START_FAILED', component: 'out' }],
     })
+  })
+})
+
+describe('a stop while start() waits on a sink or a buffer that does not answer', () => {
+  /** A sink whose start() waits for `gate` and that notes its start and stop. */
+  const hanging = (gate: Gate, log: string[], name: string): Sink => ({
+    kind: 'remote',
+    start: async () => {
+      await gate.wait()
+      log.push(`${name} started`)
+    },
+    stop: async () => {
+      log.push(`${name} stopped`)
+    },
+    write: async () => undefined,
+  })
+
+  it('a second stop() gives the start up: start() rejects naming the sink, done resolves, and the sink is stopped once its start finishes', async () => {
+    const gate = new Gate()
+    const log: string[] = []
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('db', ['in'], hanging(gate, log, 'db'))
+      .sink('ok', ['in'], hanging(new Gate(), log, 'ok'))
+      .build()
+    // 'ok' never finishes either; 'db' will, after the give-up.
+    const starting = topology.start().catch((e: unknown) => e)
+    await new Promise((resolve) => setImmediate(resolve))
+    const first = topology.stop({ drainTimeoutMs: Number.POSITIVE_INFINITY }) // waits for the start
+    const second = topology.stop() // gives it up at once
+    const error = await starting
+    expect(error).toBeInstanceOf(TopologyError)
+    expect((error as TopologyError).problems).toMatchObject([
+      { code: 'STOPPED_WHILE_STARTING', component: 'db', field: 'start' },
+      { code: 'STOPPED_WHILE_STARTING', component: 'ok', field: 'start' },
+    ])
+    expect((error as Error).message).toContain("sink 'db' (remote) had not finished start()")
+    await Promise.all([first, second])
+    await topology.done
+    expect(log).toEqual([])
+    gate.open() // the start that hung finishes now: nothing will write to it, so it is stopped
+    await vi.waitFor(() => expect(log).toEqual(['db started', 'db stopped']))
+  })
+
+  it('a stop() whose drainTimeoutMs passes gives the start up too, and stops the sinks that did start', async () => {
+    const log: string[] = []
+    const quick = new Gate()
+    quick.open()
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('fast', ['in'], hanging(quick, log, 'fast'))
+      .sink('slow', ['in'], hanging(new Gate(), log, 'slow'))
+      .build()
+    const starting = topology.start().catch((e: unknown) => e)
+    await vi.waitFor(() => expect(log).toEqual(['fast started']))
+    await topology.stop({ drainTimeoutMs: 0 })
+    expect(await starting).toMatchObject({
+      problems: [{ code: 'STOPPED_WHILE_STARTING', component: 'slow' }],
+    })
+    expect(log).toEqual(['fast started', 'fast stopped'])
+  })
+
+  it('a buffer that never opens is given up, and closed if it opens later; no sink is started', async () => {
+    const opened = new Gate()
+    const log: string[] = []
+    let disposed = false
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('out', ['in'], hanging(opened, log, 'out'), {
+        buffer: {
+          kind: 'remote_queue',
+          open: async () => {
+            await opened.wait()
+            const buffer = queueBuffer()
+            buffer.dispose = async () => {
+              disposed = true
+            }
+            return buffer
+          },
+        },
+      })
+      .build()
+    const starting = topology.start().catch((e: unknown) => e)
+    await topology.stop({ drainTimeoutMs: 0 })
+    expect(await starting).toMatchObject({
+      problems: [{ code: 'STOPPED_WHILE_STARTING', component: 'out', field: 'buffer' }],
+    })
+    opened.open()
+    await vi.waitFor(() => expect(disposed).toBe(true))
+    expect(log).toEqual([])
+  })
+
+  it('a start that finishes while the stop waits runs, and is then stopped as a running topology is', async () => {
+    const gate = new Gate()
+    const log: string[] = []
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)], { untilStopped: true }))
+      .sink('db', ['in'], hanging(gate, log, 'db'))
+      .build()
+    const starting = topology.start()
+    const stopping = topology.stop({ drainTimeoutMs: Number.POSITIVE_INFINITY })
+    gate.open()
+    await starting
+    await stopping
+    expect(log).toEqual(['db started', 'db stopped'])
+  })
+
+  it('done resolves after a start() that failed, so nothing waits on it for ever', async () => {
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([]))
+      .sink('db', ['in'], {
+        kind: 'postgres',
+        start: () => Promise.reject(new Error('refused')),
+        write: async () => undefined,
+      })
+      .build()
+    await expect(topology.start()).rejects.toBeInstanceOf(TopologyError)
+    await topology.done
   })
 })
 

@@ -66,27 +66,43 @@ export class Runtime {
    * could not open (`BUFFER_OPEN_FAILED`) or, once the buffers are open, every sink whose
    * `start()` threw (`SINK_START_FAILED`), with its kind and the cause; what was opened or started
    * is given up again first. Facts go to `emit`; `watching` says whether anyone listens (facts
-   * made per batch are built only then).
+   * made per batch are built only then). Once `abandoned` resolves (a stop gave up on the start),
+   * it stops waiting: it rejects with `STOPPED_WHILE_STARTING` for each buffer still opening or
+   * sink still starting, after stopping and closing what did, and stops or closes the others
+   * once they have.
    */
   static async open(
     plan: TopologyPlan,
     counters: ReadonlyMap<string, Counters>,
     emit: (fact: LifecycleEvent) => void,
     watching: () => boolean,
+    abandoned: Promise<void> = NEVER,
   ): Promise<Runtime> {
     const buffers = new Map<string, EdgeBuffer>()
     const problems: TopologyProblem[] = []
+    /** Set once `abandoned` resolved first: what opens or starts after that is closed or stopped again. */
+    let gaveUp = false
+    /** The components whose buffer is still opening, or whose sink is still starting. */
+    const pending = new Map<string, string>()
     const opening: Promise<void>[] = []
     for (const decl of plan.components) {
       if (decl.role === 'source') continue
       const options = decl.options.buffer
       if (options !== undefined && isEdgeBufferFactory(options)) {
         const context = { componentId: decl.id, dataDir: plan.options.dataDir }
+        pending.set(
+          decl.id,
+          `the ${options.kind} buffer in front of ${decl.role} '${decl.id}' had not opened`,
+        )
         opening.push(
           (async () => {
             try {
-              buffers.set(decl.id, await options.open(context))
+              const buffer = await options.open(context)
+              pending.delete(decl.id)
+              if (gaveUp) await discard(buffer)
+              else buffers.set(decl.id, buffer)
             } catch (error) {
+              pending.delete(decl.id)
               problems.push({
                 code: 'BUFFER_OPEN_FAILED',
                 component: decl.id,
@@ -101,27 +117,55 @@ export class Runtime {
       }
       buffers.set(decl.id, memoryChannel(decl.id, options, counters.get(decl.id)!))
     }
-    await Promise.all(opening)
-    if (problems.length === 0) {
-      const sinks = plan.components.filter((d) => d.role === 'sink')
-      const started = await Promise.allSettled(sinks.map(async (d) => d.component.start?.()))
-      started.forEach((outcome, i) => {
-        if (outcome.status === 'fulfilled') return
-        const sink = sinks[i]!
-        problems.push({
-          code: 'SINK_START_FAILED',
-          component: sink.id,
-          field: 'start',
-          message: `sink '${sink.id}' (${sink.component.kind}) failed to start: ${messageOf(outcome.reason)}`,
-          cause: outcome.reason,
-        })
+    // A stop that gives up (a buffer or a sink's start() that waits on a host that does not answer)
+    // ends the wait; what is still opening or starting is closed or stopped when it finishes.
+    const giveUp = abandoned.then(() => {
+      gaveUp = true
+    })
+    const whenGivenUp = giveUp.then(() => undefined)
+    await Promise.race([Promise.all(opening), whenGivenUp])
+    const sinks = plan.components.filter((d) => d.role === 'sink')
+    if (problems.length === 0 && !gaveUp) {
+      /** Sinks whose start() finished before the stop gave up: stopped again then. */
+      const startedInTime: (typeof sinks)[number][] = []
+      const starting = sinks.map(async (d) => {
+        pending.set(d.id, `sink '${d.id}' (${d.component.kind}) had not finished start()`)
+        try {
+          await d.component.start?.()
+        } finally {
+          pending.delete(d.id)
+        }
+        if (gaveUp) await d.component.stop?.()
+        else startedInTime.push(d)
       })
-      if (problems.length > 0) {
-        // The sinks that did start are stopped again: nothing will write to them.
-        await Promise.allSettled(
-          sinks.filter((_, i) => started[i]!.status === 'fulfilled').map(async (d) => d.component.stop?.()),
-        )
+      // `allSettled` handles every start's rejection, also those that come after a give-up.
+      const started = await Promise.race([Promise.allSettled(starting), whenGivenUp])
+      if (started === undefined) {
+        await Promise.allSettled(startedInTime.map(async (d) => d.component.stop?.()))
+      } else {
+        started.forEach((outcome, i) => {
+          if (outcome.status === 'fulfilled') return
+          const sink = sinks[i]!
+          problems.push({
+            code: 'SINK_START_FAILED',
+            component: sink.id,
+            field: 'start',
+            message: `sink '${sink.id}' (${sink.component.kind}) failed to start: ${messageOf(outcome.reason)}`,
+            cause: outcome.reason,
+          })
+        })
+        if (problems.length > 0) {
+          // The sinks that did start are stopped again: nothing will write to them.
+          await Promise.allSettled(
+            sinks.filter((_, i) => started[i]!.status === 'fulfilled').map(async (d) => d.component.stop?.()),
+          )
+        }
       }
+    }
+    if (gaveUp && problems.length === 0) {
+      // Stopped while starting: whatever stage it reached, the topology does not run.
+      for (const [component, what] of pending) problems.push(stoppedWhileStarting(component, what))
+      if (problems.length === 0) problems.push(stoppedWhileStarting(sinks[0]!.id, 'nothing was left waiting'))
     }
     if (problems.length > 0) {
       await Promise.allSettled([...buffers.values()].map(discard))
@@ -325,6 +369,19 @@ export class Runtime {
 }
 
 /** Gives a buffer up without draining it: its `dispose` (it settles what waits `errored`), else `close`. */
+/** The problem of a component still opening or starting when the stop gave up on it. */
+function stoppedWhileStarting(component: string, what: string): TopologyProblem {
+  return {
+    code: 'STOPPED_WHILE_STARTING',
+    component,
+    field: what.startsWith('sink') ? 'start' : 'buffer',
+    message: `the topology was stopped while starting: ${what}; it is stopped or closed once it has`,
+  }
+}
+
+/** A promise that never settles: the default of nothing to give up on. */
+const NEVER = new Promise<void>(() => {})
+
 function discard(buffer: EdgeBuffer): Promise<void> {
   return buffer.dispose?.() ?? buffer.close()
 }
