@@ -155,7 +155,8 @@ export class Topology {
    * opening buffers or starting sinks, it waits for the start up to `drainTimeoutMs` (a second call:
    * not at all), then gives it up: `start()` rejects with a `TopologyError` whose problems are
    * `STOPPED_WHILE_STARTING`, what did start is stopped and closed, and what starts later is
-   * stopped and closed then. Resolves once stopped. Rejects
+   * stopped and closed then (a buffer that opens late holds its files until then). A start that
+   * finishes in time drains with what is left of `drainTimeoutMs`. Resolves once stopped. Rejects
    * with a `ComponentError` (`INVALID_OPTION`, field `drainTimeoutMs`), changing nothing, when
    * `drainTimeoutMs` is not a number of 0 or more (`NaN`, negative, a string from a config).
    */
@@ -177,7 +178,9 @@ export class Topology {
       case 'starting': {
         // The start may wait on a host that does not answer (a sink's start()): it is given up
         // after `drainTimeoutMs`, or at once by a second stop(), and start() then rejects with
-        // `STOPPED_WHILE_STARTING`. A start that finishes in time is stopped as a running one.
+        // `STOPPED_WHILE_STARTING`. A start that finishes in time is stopped as a running one,
+        // with what is left of `drainTimeoutMs` for its drain.
+        const began = Date.now()
         if (phase.stopAsked) phase.abandon()
         else {
           phase.stopAsked = true
@@ -186,7 +189,7 @@ export class Topology {
           if (deadline !== undefined) void phase.started.catch(() => {}).then(() => clearTimeout(deadline))
         }
         await phase.started.catch(() => {})
-        return this.stop(options)
+        return this.stop({ drainTimeoutMs: Math.max(0, drainTimeoutMs - (Date.now() - began)) })
       }
       case 'running': {
         const { runtime } = phase

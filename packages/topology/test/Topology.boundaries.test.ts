@@ -171,6 +171,75 @@ describe('a stop while start() waits on a sink or a buffer that does not answer'
     expect(log).toEqual(['db started', 'db stopped'])
   })
 
+  it('a sink whose start() finishes just as the stop gives up is stopped once, whatever the microtask it lands in', async () => {
+    for (let k = 0; k < 30; k++) {
+      const log: string[] = []
+      let release!: () => void
+      const sink: Sink = {
+        kind: 'remote',
+        start: () =>
+          new Promise<void>((resolve) => {
+            release = resolve
+          }),
+        stop: async () => {
+          log.push('stopped')
+        },
+        write: async () => undefined,
+      }
+      const topology = new TopologyBuilder(on)
+        .source('in', testSource([records(1)]))
+        .sink('db', ['in'], sink)
+        .build()
+      const starting = topology.start().catch((e: unknown) => e)
+      await new Promise((resolve) => setImmediate(resolve))
+      const first = topology.stop({ drainTimeoutMs: Number.POSITIVE_INFINITY })
+      for (let i = 0; i < k; i++) await Promise.resolve()
+      release()
+      const second = topology.stop()
+      const outcome = await starting
+      await Promise.all([first, second])
+      await topology.done
+      // Given up (the start rejects naming the sink) or run and stopped: either way stopped once.
+      if (outcome !== undefined) {
+        expect(outcome).toMatchObject({ problems: [{ code: 'STOPPED_WHILE_STARTING', component: 'db' }] })
+      }
+      await vi.waitFor(() => expect(log).toEqual(['stopped']))
+    }
+  })
+
+  it('two stops of a topology without a sink, while it starts, stop it cleanly', async () => {
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)], { untilStopped: true }))
+      .transform('t', ['in'], { kind: 'pass', process: (events, context) => context.emitAll(events) })
+      .build()
+    const starting = topology.start()
+    await Promise.all([topology.stop(), topology.stop()])
+    await starting // nothing was pending: it started, and was stopped
+    await topology.done
+  })
+
+  it('the error start() rejects with does not change when a buffer it gave up on fails later', async () => {
+    let fail!: (error: Error) => void
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('out', ['in'], testSink(), {
+        buffer: {
+          kind: 'remote_queue',
+          open: () =>
+            new Promise((_, reject) => {
+              fail = reject
+            }),
+        },
+      })
+      .build()
+    const starting = topology.start().catch((e: unknown) => e)
+    await topology.stop({ drainTimeoutMs: 0 })
+    const error = (await starting) as TopologyError
+    fail(new Error('connection refused'))
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(error.problems.map((p) => p.code)).toEqual(['STOPPED_WHILE_STARTING'])
+  })
+
   it('done resolves after a start() that failed, so nothing waits on it for ever', async () => {
     const topology = new TopologyBuilder(on)
       .source('in', testSource([]))

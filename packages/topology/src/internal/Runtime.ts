@@ -80,10 +80,18 @@ export class Runtime {
   ): Promise<Runtime> {
     const buffers = new Map<string, EdgeBuffer>()
     const problems: TopologyProblem[] = []
-    /** Set once `abandoned` resolved first: what opens or starts after that is closed or stopped again. */
-    let gaveUp = false
     /** The components whose buffer is still opening, or whose sink is still starting. */
     const pending = new Map<string, string>()
+    /**
+     * Whether the start was given up: set only when `abandoned` resolved while something was still
+     * pending. What opens or starts after that is closed or stopped again as it does; a start that
+     * had nothing left pending when asked goes on (the stop then stops it as a running one).
+     */
+    let gaveUp = false
+    let asked = false
+    const whenAsked = abandoned.then(() => {
+      asked = true
+    })
     const opening: Promise<void>[] = []
     for (const decl of plan.components) {
       if (decl.role === 'source') continue
@@ -96,13 +104,13 @@ export class Runtime {
         )
         opening.push(
           (async () => {
+            let buffer: EdgeBuffer
             try {
-              const buffer = await options.open(context)
-              pending.delete(decl.id)
-              if (gaveUp) await discard(buffer)
-              else buffers.set(decl.id, buffer)
+              buffer = await options.open(context)
             } catch (error) {
               pending.delete(decl.id)
+              // After a give-up the start has already failed, with the problems it had then.
+              if (gaveUp) return
               problems.push({
                 code: 'BUFFER_OPEN_FAILED',
                 component: decl.id,
@@ -110,23 +118,26 @@ export class Runtime {
                 message: `the ${options.kind} buffer in front of ${decl.role} '${decl.id}' (${decl.component.kind}) could not open: ${messageOf(error)}`,
                 cause: error,
               })
+              return
             }
+            pending.delete(decl.id)
+            if (gaveUp) await discard(buffer).catch(() => {})
+            else buffers.set(decl.id, buffer)
           })(),
         )
         continue
       }
       buffers.set(decl.id, memoryChannel(decl.id, options, counters.get(decl.id)!))
     }
-    // A stop that gives up (a buffer or a sink's start() that waits on a host that does not answer)
-    // ends the wait; what is still opening or starting is closed or stopped when it finishes.
-    const giveUp = abandoned.then(() => {
-      gaveUp = true
-    })
-    const whenGivenUp = giveUp.then(() => undefined)
-    await Promise.race([Promise.all(opening), whenGivenUp])
-    const sinks = plan.components.filter((d) => d.role === 'sink')
+    // A stop may give up on the start (a buffer or a sink's start() waiting on a host that does
+    // not answer): each wait below ends when it is asked to, and gives up if something is pending.
+    const allOpen = Promise.all(opening)
+    await Promise.race([allOpen, whenAsked])
+    if (asked && pending.size > 0) gaveUp = true
+    else await allOpen
     if (problems.length === 0 && !gaveUp) {
-      /** Sinks whose start() finished before the stop gave up: stopped again then. */
+      const sinks = plan.components.filter((d) => d.role === 'sink')
+      /** Sinks whose start() finished before a give-up: stopped again by it. */
       const startedInTime: (typeof sinks)[number][] = []
       const starting = sinks.map(async (d) => {
         pending.set(d.id, `sink '${d.id}' (${d.component.kind}) had not finished start()`)
@@ -139,10 +150,13 @@ export class Runtime {
         else startedInTime.push(d)
       })
       // `allSettled` handles every start's rejection, also those that come after a give-up.
-      const started = await Promise.race([Promise.allSettled(starting), whenGivenUp])
-      if (started === undefined) {
+      const settled = Promise.allSettled(starting)
+      await Promise.race([settled, whenAsked])
+      if (asked && pending.size > 0) {
+        gaveUp = true
         await Promise.allSettled(startedInTime.map(async (d) => d.component.stop?.()))
       } else {
+        const started = await settled
         started.forEach((outcome, i) => {
           if (outcome.status === 'fulfilled') return
           const sink = sinks[i]!
@@ -162,16 +176,16 @@ export class Runtime {
         }
       }
     }
-    if (gaveUp && problems.length === 0) {
-      // Stopped while starting: whatever stage it reached, the topology does not run.
+    if (gaveUp) {
+      // Stopped while starting: the topology does not run. The problems the start had so far stay.
       for (const [component, what] of pending) problems.push(stoppedWhileStarting(component, what))
-      if (problems.length === 0) problems.push(stoppedWhileStarting(sinks[0]!.id, 'nothing was left waiting'))
     }
     if (problems.length > 0) {
       await Promise.allSettled([...buffers.values()].map(discard))
       const order = new Map(plan.components.map((d, i) => [d.id, i]))
       problems.sort((a, b) => order.get(a.component)! - order.get(b.component)!)
-      throw new TopologyError(problems, { cause: problems[0]!.cause })
+      // A copy: what finishes after a give-up must not change the error already thrown.
+      throw new TopologyError([...problems], { cause: problems[0]!.cause })
     }
     return new Runtime(plan, counters, emit, watching, buffers)
   }
