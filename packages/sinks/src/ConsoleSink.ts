@@ -2,8 +2,10 @@
  * `console`: a sink that prints each event as one line.
  *
  * Invariants:
- * - A write resolves only once the stream has taken its lines (its write callback said so, which
- *   waits while the stream is full), so events are settled `delivered` only once written. A
+ * - A write resolves only once the stream has taken its lines (a Node.js Writable's write callback
+ *   said so, which waits while the stream is full; a stream that is no Writable, such as the
+ *   sonic-boom of `pino.destination()`: its `write` returned true, or it emitted `drain`), so
+ *   events are settled `delivered` only once written. A
  *   stream that fails the write, errors or closes before that (a closed pipe: `EPIPE`, when stdout
  *   is piped into `head -1`) makes the write throw a `RetryableError` naming the stream, so the
  *   events are retried, then settled `errored`.
@@ -40,15 +42,13 @@ import { jsonLine } from './internal/jsonLine.js'
  */
 export const ConsoleSinkOptions = defineOptions({
   stream: codeOption<NodeJS.WritableStream>('a writable stream', (value) => {
-    const stream = value as { write?: unknown; on?: unknown; off?: unknown } | null
-    return (
-      typeof stream?.write === 'function' &&
-      typeof stream.on === 'function' &&
-      typeof stream.off === 'function'
-    )
+    const stream = value as { write?: unknown; on?: unknown } | null
+    return typeof stream?.write === 'function' && typeof stream.on === 'function'
   })
     .optional()
-    .describe('Where lines go (default `process.stdout`): a Node.js writable stream.'),
+    .describe(
+      'Where lines go (default `process.stdout`): a Node.js writable stream, or any object with `write` and `on` that emits `drain` and `error` as one does (sonic-boom).',
+    ),
   format: z
     .enum(['json', 'text'])
     .default('json')
@@ -115,7 +115,12 @@ class Console implements ConsoleSink {
       }
       pending.add(done)
       try {
-        stream.write(out, done)
+        if (callsBack(stream)) stream.write(out, done)
+        // A stream that is no Node.js Writable (sonic-boom, which `pino.destination()` returns)
+        // may never call a write's callback: it has taken the lines once `write` says so, or at
+        // its next `drain`.
+        else if (stream.write(out)) done()
+        else drainOf(stream).add(done)
       } catch (error) {
         done(error)
       }
@@ -131,6 +136,12 @@ class Console implements ConsoleSink {
 
 /** Per stream a console sink wrote to: the writes still waiting for it to take their lines. */
 const waiting = new WeakMap<NodeJS.WritableStream, Set<(error?: unknown) => void>>()
+/** Per stream that is no Node.js Writable: the writes that wait for its next `drain`. */
+const draining = new WeakMap<NodeJS.WritableStream, Set<(error?: unknown) => void>>()
+
+/** Whether `stream` is a Node.js Writable, whose `write` calls its callback once it took the chunk. */
+const callsBack = (stream: NodeJS.WritableStream): boolean =>
+  typeof (stream as { writableLength?: unknown }).writableLength === 'number'
 
 /**
  * The writes waiting on `stream`, listening to the stream once for good (however many sinks and
@@ -152,6 +163,22 @@ function writesTo(stream: NodeJS.WritableStream): Set<(error?: unknown) => void>
     })
   }
   return pending
+}
+
+/** The writes waiting for `stream`'s next `drain` (one listener per stream, as {@link writesTo}). */
+function drainOf(stream: NodeJS.WritableStream): Set<(error?: unknown) => void> {
+  let drains = draining.get(stream)
+  if (drains === undefined) {
+    const waiters = new Set<(error?: unknown) => void>()
+    drains = waiters
+    draining.set(stream, waiters)
+    stream.on('drain', () => {
+      const all = [...waiters]
+      waiters.clear()
+      for (const done of all) done()
+    })
+  }
+  return drains
 }
 
 /**

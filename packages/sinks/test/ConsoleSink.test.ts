@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { once } from 'node:events'
+import { EventEmitter, once } from 'node:events'
 import { PassThrough, Writable } from 'node:stream'
 import { EventArray, LogEvent } from '@ackline/core'
 import { console } from '@ackline/sinks'
@@ -132,6 +132,37 @@ describe('console', () => {
     stream.destroy()
     const rest = await Promise.allSettled(writes.slice(1))
     expect(rest.map((r) => r.status)).toEqual(Array(19).fill('rejected'))
+  })
+
+  it('writes to a stream that is no Node.js Writable and never calls back (sonic-boom, as pino.destination() returns): taken once write() says so, or at drain', async () => {
+    class SonicBoomLike extends EventEmitter {
+      lines: string[] = []
+      full = false
+      write(data: string): boolean {
+        this.lines.push(data)
+        return !this.full
+      }
+    }
+    const stream = new SonicBoomLike()
+    const sink = console({ stream: stream as never })
+    expect(sink.validate?.()).toEqual([])
+    await expect(sink.write(EventArray.from([new LogEvent({ n: 1 })]))).resolves.toBeUndefined()
+    stream.full = true
+    let settled = false
+    const waiting = sink.write(EventArray.from([new LogEvent({ n: 2 })])).then(() => {
+      settled = true
+    })
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    expect(settled).toBe(false) // full: it waits for drain
+    stream.full = false
+    stream.emit('drain')
+    await waiting
+    stream.full = true
+    // Full from this write on: it waits for a drain that never comes, and the stream's error fails it.
+    const stuck = sink.write(EventArray.from([new LogEvent({ n: 3 })]))
+    stream.emit('error', new Error('EBADF'))
+    await expect(stuck).rejects.toThrow(/cannot write to its stream: EBADF/)
+    expect(stream.lines).toEqual(['{"n":1}\n', '{"n":2}\n', '{"n":3}\n'])
   })
 
   it('prints the events it can encode and reports each one it cannot by its own error', async () => {
