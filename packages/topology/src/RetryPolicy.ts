@@ -25,11 +25,9 @@ const RetryPolicyOptions = defineOptions({
   maxBackoffMs: z
     .number()
     .min(0)
-    // Longer than a timer can wait (`MAX_TIMER_MS`): the retry would come after 1 ms instead.
-    .max(MAX_TIMER_MS)
     .default(5000)
     .describe(
-      'The longest delay between two attempts, in milliseconds, at most 2147483647 (about 24.8 days, the longest a timer waits).',
+      'The longest delay between two attempts, in milliseconds; whatever it says, a delay is never longer than 2147483647 ms (about 24.8 days, the longest a timer waits).',
     ),
   multiplier: z.number().min(1).default(2).describe('What each delay is multiplied by for the next one.'),
 })
@@ -54,9 +52,12 @@ export type RetryPolicy = OptionsOf<typeof RetryPolicyOptions>
 export const RetryPolicy = {
   ...RetryPolicyOptions,
 
-  /** The delay after failed attempt number `attempt` (1-based) and before the next one. */
+  /**
+   * The delay after failed attempt number `attempt` (1-based) and before the next one; at most
+   * 2^31 - 1 ms, the longest a timer waits (a longer delay would fire after 1 ms).
+   */
   backoffMs(policy: RetryPolicy | undefined, attempt: number): number {
     const p: ResolvedOptionsOf<typeof RetryPolicyOptions> = RetryPolicyOptions.resolve(policy)
-    return Math.min(p.maxBackoffMs, p.initialBackoffMs * p.multiplier ** (attempt - 1))
+    return Math.min(MAX_TIMER_MS, p.maxBackoffMs, p.initialBackoffMs * p.multiplier ** (attempt - 1))
   },
 } as const

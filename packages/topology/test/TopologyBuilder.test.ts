@@ -1,4 +1,5 @@
 import {
+  RetryPolicy,
   SinkOptions,
   TopologyBuilder,
   TopologyError,
@@ -291,15 +292,26 @@ describe('validation', () => {
       new TopologyBuilder({ ...quiet, ackTimeoutMs: 3_000_000_000 })
         .source('in', testSource([]))
         .transform('t', ['in'], { ...passThrough(), flush() {}, flushIntervalMs: Number.POSITIVE_INFINITY })
-        .sink('s', ['t'], testSink(), { retry: { maxBackoffMs: 2 ** 31 } })
+        .sink('s', ['t'], testSink())
         .build(),
     )
     expect(problems.map((p) => [p.code, p.component, p.field, p.got])).toEqual([
       ['INVALID_OPTION', '(topology)', 'ackTimeoutMs', '3000000000'],
       ['INVALID_CONFIG', 't', 'flushIntervalMs', 'Infinity'],
-      ['INVALID_OPTION', 's', 'retry.maxBackoffMs', '2147483648'],
     ])
     expect(problems[0]!.message).toContain('2147483647')
+  })
+
+  it('takes a retry cap past what a timer can wait (a cap, not a delay), and never waits longer than a timer can', () => {
+    expect(() =>
+      new TopologyBuilder(quiet)
+        .source('in', testSource([]))
+        .sink('s', ['in'], testSink(), { retry: { attempts: 40, maxBackoffMs: Number.MAX_VALUE } })
+        .build(),
+    ).not.toThrow()
+    const policy = { attempts: 40, initialBackoffMs: 100, maxBackoffMs: Number.MAX_VALUE, multiplier: 2 }
+    expect(RetryPolicy.backoffMs(policy, 5)).toBe(1600)
+    expect(RetryPolicy.backoffMs(policy, 39)).toBe(2_147_483_647)
   })
 
   it("reports a transform's coalesce or synchronous that is not a boolean, rather than reading it as false", () => {
