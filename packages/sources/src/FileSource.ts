@@ -165,6 +165,7 @@ class FileSourceImpl implements FileSource {
         issues.push({ field, message: `must be a positive integer, got ${String(v)}` })
       }
     }
+    issues.push(...retryIssues(o.retry))
     return issues
   }
 
@@ -172,6 +173,24 @@ class FileSourceImpl implements FileSource {
     // Async: options `validate()` refuses (a start pattern that does not compile) reject the run, not throw.
     await new FileRun(this.#o, context).run()
   }
+}
+
+/**
+ * What is wrong with `retry`: checked here, since a back-off `RecordRetry.send` refuses would
+ * make every send fail, and the lines be sent again for ever.
+ */
+function retryIssues(retry: unknown): ConfigIssue[] {
+  if (retry === undefined) return []
+  if (typeof retry !== 'object' || retry === null || Array.isArray(retry)) {
+    return [ConfigIssue.of('retry', 'an object ({ initialBackoffMs, maxBackoffMs })', retry)]
+  }
+  const issues: ConfigIssue[] = []
+  for (const key of ['initialBackoffMs', 'maxBackoffMs'] as const) {
+    const v: unknown = (retry as Record<string, unknown>)[key]
+    if (v !== undefined && !(typeof v === 'number' && v >= 0))
+      issues.push(ConfigIssue.of(`retry.${key}`, 'a number of milliseconds, 0 or more', v))
+  }
+  return issues
 }
 
 /** One run of the source: the tails, the stored checkpoints, the dead-letter file. */
@@ -207,6 +226,10 @@ class FileRun {
     const issue = start === undefined ? undefined : startPatternIssue(start)
     if (issue !== undefined)
       throw new TypeError(`file source '${context.id}': ${issue.field} ${issue.message}`)
+    // A back-off `RecordRetry.send` refuses would fail every send, and the lines go round for ever.
+    const [retry] = retryIssues(o.retry)
+    if (retry !== undefined)
+      throw new TypeError(`file source '${context.id}': ${retry.field} ${retry.message}`)
     // A copy: `lastIndex` is reset before each test, and the caller's object is not ours to move.
     this.#startPattern = start === undefined ? undefined : new RegExp(start)
   }

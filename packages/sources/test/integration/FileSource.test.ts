@@ -680,6 +680,24 @@ describe('file source', () => {
     }
   })
 
+  it.each([
+    ['a string', { initialBackoffMs: '250' }, 'retry.initialBackoffMs'],
+    ['a negative number', { maxBackoffMs: -1 }, 'retry.maxBackoffMs'],
+    ['no object', 5, 'retry'],
+  ])(
+    'reports a retry back-off that is %s, and run() rejects it rather than resend for ever',
+    async (_, retry, field) => {
+      const options = { include: [join(dir, '*.log')], checkpoints: join(dir, 'cp'), retry: retry as never }
+      expect(
+        file(options)
+          .validate()
+          .map((i) => i.field),
+      ).toEqual([field])
+      const run = file(options).run(new FakeSourceContext({ id: 'files' }))
+      await expect(run).rejects.toThrow(`file source 'files': ${field} must be`)
+    },
+  )
+
   it('reports a multiline startPattern that is not a valid regular expression, and run() rejects it', async () => {
     const options = { include: [join(dir, '*.log')], checkpoints: join(dir, 'cp') }
     expect(file({ ...options, multiline: { startPattern: '(' } }).validate()).toEqual([
