@@ -121,9 +121,23 @@ export class EventArray implements Iterable<LogEvent> {
     return this
   }
 
-  /** Clones every event: a second array of handles on the same finalizers. */
+  /**
+   * Clones every event: a second array of handles on the same finalizers. An ended handle throws
+   * as `LogEvent.clone` does, and the clones made before it are ended (without a status) first,
+   * so no batch waits for a handle nobody holds.
+   */
   clone(): EventArray {
-    return new EventArray(this.events.map((event) => event.clone()))
+    const events = this.events
+    const copies = new Array<LogEvent>(events.length)
+    let i = 0
+    try {
+      for (; i < events.length; i++) copies[i] = events[i]!.clone()
+    } catch (error) {
+      // Undone here rather than checked before: a pass over every handle would cost each fan-out.
+      for (let j = 0; j < i; j++) copies[j]!._end(-1, false)
+      throw error
+    }
+    return new EventArray(copies)
   }
 
   /** Ends every event with the same status (or none). See {@link LogEvent.end}. */

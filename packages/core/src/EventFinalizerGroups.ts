@@ -39,17 +39,27 @@ export class EventFinalizerGroups {
 
   /**
    * Takes the finalizers off every event, one group per event. The events stay live handles
-   * without finalizers (ending them then settles nothing).
+   * without finalizers (ending them then settles nothing). An ended event throws a
+   * `FinalizationError` (`USE_AFTER_END`), and the events before it get their finalizers back.
    */
   static detach(events: Iterable<LogEvent>): EventFinalizerGroups {
     const refs: Ref[] = []
     const slots: number[] = []
     const sourceIds: (string | undefined)[] = []
-    for (const event of events) {
-      const { ref, slot } = event._take()
-      refs.push(ref)
-      slots.push(slot)
-      sourceIds.push(event._sourceId)
+    const taken: LogEvent[] = []
+    try {
+      for (const event of events) {
+        const { ref, slot } = event._take()
+        taken.push(event)
+        refs.push(ref)
+        slots.push(slot)
+        sourceIds.push(event._sourceId)
+      }
+    } catch (error) {
+      // Otherwise the finalizers taken so far would be held by nobody: their batches would wait
+      // for good, and the events' ends would settle nothing.
+      for (let i = 0; i < taken.length; i++) taken[i]!._put(refs[i], slots[i]!)
+      throw error
     }
     return new EventFinalizerGroups(refs, slots, sourceIds)
   }
@@ -74,7 +84,8 @@ export class EventFinalizerGroups {
   /**
    * Puts group `index` on `event` (added to whatever finalizers the event already has). An event
    * that has ended throws a `FinalizationError` before the group is taken: the group stays
-   * unconsumed, to be attached elsewhere or ended.
+   * unconsumed, to be attached elsewhere or ended. An `index` that is not one of the groups' (not
+   * a whole number, or out of range) throws a `RangeError`.
    */
   attach(index: number, event: LogEvent): void {
     event._live('attach finalizers to')
@@ -93,7 +104,8 @@ export class EventFinalizerGroups {
   /**
    * Ends group `index` as its event's handle would end: with a status, or without one. With
    * `authoritative`, the status is sent to the batches now and later ones are ignored; `reason`
-   * is kept as `LogEvent.end` keeps it.
+   * is kept as `LogEvent.end` keeps it. An `index` that is not one of the groups' throws a
+   * `RangeError`, as in {@link attach}.
    */
   end(index: number, status?: DeliveryStatus, options: EndOptions = {}): void {
     const code = status === undefined ? -1 : deliveryStatusCode(status)
@@ -109,7 +121,9 @@ export class EventFinalizerGroups {
   }
 
   #take(index: number): Ref {
-    if (index < 0 || index >= this.#refs.length) {
+    // Not an integer (0.5, NaN): `#refs[index]` would read no group and mark none consumed, so
+    // the call would do nothing and the real group would keep its batch waiting.
+    if (!Number.isInteger(index) || index < 0 || index >= this.#refs.length) {
       throw new RangeError(`finalizer group ${index} does not exist (there are ${this.#refs.length})`)
     }
     const ref = this.#refs[index]

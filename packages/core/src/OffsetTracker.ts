@@ -88,9 +88,14 @@ export class OffsetTracker<K> {
   /**
    * Tracks the next record in read order; `key` is what {@link committable} returns once this
    * record and all before it are finished (the offset after the record, for a byte stream).
-   * `weight` counts towards {@link pendingWeight} (default 1). Returns the record's ticket.
+   * `weight` counts towards {@link pendingWeight} (default 1); a weight that is not a finite
+   * number of at least 0 (from untyped code) throws an {@link OffsetTrackerError} `INVALID_WEIGHT`
+   * and tracks nothing. Returns the record's ticket.
    */
   track(key: K, weight = 1): number {
+    // Only an unusual weight is checked: a NaN would make `pendingWeight` NaN for good, and a
+    // capped tracker would then never admit another record.
+    if (weight !== 1) checkWeight(this.#name, weight)
     const index = this.#keys.length
     this.#keys.push(key)
     if (index >= this.#states.length) {
@@ -113,7 +118,8 @@ export class OffsetTracker<K> {
    * Records the outcome of the record with `ticket`. `delivered` and `rejected` finish it (a
    * rejected key is queued for {@link takeRejected}); `errored` leaves it unfinished, to be
    * resolved again once retried. Resolving a finished record, or a ticket never handed out, throws
-   * an {@link OffsetTrackerError}.
+   * an {@link OffsetTrackerError}; so does a status that is none of the three (from untyped code),
+   * with code `INVALID_STATUS`, and the record stays as it was.
    */
   resolve(ticket: number, status: DeliveryStatus): void {
     const index = ticket - this.#base
@@ -135,6 +141,12 @@ export class OffsetTracker<K> {
         break
       case 'delivered':
         break
+      default:
+        // Finishing the record would let the checkpoint pass a record nobody delivered.
+        throw new OffsetTrackerError(
+          'INVALID_STATUS',
+          `${this.#name}: ticket ${ticket} resolved with status ${String(status)}: expected 'delivered', 'errored' or 'rejected'`,
+        )
     }
     this.#states[index] = FINISHED
     this.#pendingCount--
@@ -230,11 +242,21 @@ export class CappedOffsetTracker<K> {
   /**
    * Tracks the next record once admitting it keeps the weight in flight within `maxPending`, or
    * at once when nothing is in flight; resolves with its ticket. Records are admitted in the
-   * order `track` was called. After {@link close} it rejects with an `OffsetTrackerError`.
+   * order `track` was called. After {@link close} it rejects with an `OffsetTrackerError`, and
+   * with one coded `INVALID_WEIGHT` for a weight that is not a finite number of at least 0.
    */
   track(key: K, weight = 1): Promise<number> {
     if (this.#closed) {
       return Promise.reject(new OffsetTrackerError('CLOSED', `${this.#name}: the tracker is closed`))
+    }
+    // Checked before queueing: the inner tracker would throw only when admitting it, inside the
+    // `resolve` of another record.
+    if (weight !== 1) {
+      try {
+        checkWeight(this.#name, weight)
+      } catch (error) {
+        return Promise.reject(error)
+      }
     }
     if (this.#waiting.length === 0 && this.#admits(weight)) {
       return Promise.resolve(this.#inner.track(key, weight))
@@ -286,5 +308,14 @@ export class CappedOffsetTracker<K> {
   #admits(weight: number): boolean {
     const pending = this.#inner.pendingWeight
     return pending === 0 || pending + weight <= this.#max
+  }
+}
+
+function checkWeight(name: string, weight: number): void {
+  if (typeof weight !== 'number' || !Number.isFinite(weight) || weight < 0) {
+    throw new OffsetTrackerError(
+      'INVALID_WEIGHT',
+      `${name}: weight must be a finite number of at least 0, got ${String(weight)}`,
+    )
   }
 }

@@ -1,12 +1,19 @@
 /**
  * The error an {@link OffsetTracker} throws: always a programming error of its caller (a ticket
- * resolved twice, a ticket it never handed out, a bad cap), never a delivery outcome.
+ * resolved twice, a ticket it never handed out, an unknown status, a bad weight or cap), never a
+ * delivery outcome.
  *
  * @module
  */
 
 /** What went wrong, as a stable code. */
-export type OffsetTrackerErrorCode = 'UNKNOWN_TICKET' | 'ALREADY_FINISHED' | 'INVALID_OPTION' | 'CLOSED'
+export type OffsetTrackerErrorCode =
+  | 'UNKNOWN_TICKET'
+  | 'ALREADY_FINISHED'
+  | 'INVALID_STATUS'
+  | 'INVALID_WEIGHT'
+  | 'INVALID_OPTION'
+  | 'CLOSED'
 
 /**
  * Thrown by an offset tracker on a broken rule; the message names the tracker (its `name` option)

@@ -1,4 +1,11 @@
-import { BatchNotifier, EventArray, FinalizationError, LogEvent } from '@ackline/core'
+import {
+  BatchNotifier,
+  type BatchStatus,
+  EventArray,
+  FinalizationError,
+  LogEvent,
+  SlotBatches,
+} from '@ackline/core'
 import { describe, expect, it } from 'vitest'
 
 const events = (n: number) => Array.from({ length: n }, (_, i) => new LogEvent({ i }, { sourceId: 'src' }))
@@ -89,6 +96,31 @@ describe('EventArray', () => {
     const array = EventArray.from(events(2))
     expect(() => array.attach(notifier)).toThrow(expect.objectContaining({ code: 'NOTIFIER_RELEASED' }))
     expect(array.events.some((e) => e.metadata.hasFinalizers)).toBe(false)
+  })
+
+  it('clone of an array with an ended event throws and leaves no clone holding the batch', () => {
+    const { notifier, receiver } = BatchNotifier.create()
+    const array = EventArray.from(events(3)).attach(notifier)
+    array.events[2]!.end('delivered')
+    expect(() => array.clone()).toThrow(expect.objectContaining({ code: 'USE_AFTER_END' }))
+    array.events[0]!.end('delivered')
+    array.events[1]!.end('delivered')
+    // The clones of the first two events, made before the throw, no longer keep it waiting.
+    expect(receiver.status).toBe('delivered')
+  })
+
+  it('clone of an array of a slot batch with an ended event throws and leaves the batch to resolve', () => {
+    const told: BatchStatus[] = []
+    const slots = new SlotBatches('src', {
+      slotResolved: (status) => told.push(status),
+      batchResolved: (status) => told.push(status),
+    })
+    const array = slots.fromRecords([{ i: 0 }, { i: 1 }, { i: 2 }], Date.now())
+    array.events[1]!.end('errored')
+    expect(() => array.clone()).toThrow(expect.objectContaining({ code: 'USE_AFTER_END' }))
+    array.events[0]!.end('delivered')
+    array.events[2]!.end('delivered')
+    expect(told).toEqual(['errored'])
   })
 
   it('end settles every event with one status, and twice throws', () => {

@@ -30,6 +30,18 @@ describe('EventFinalizerGroups', () => {
     expect(second.receiver.status).toBe('rejected')
   })
 
+  it('detaching an array with an ended event throws and gives the events before it their finalizers back', () => {
+    const { array, receiver } = batch(3)
+    array.events[1]!.end('delivered')
+    expect(() => EventFinalizerGroups.detach(array)).toThrow(
+      expect.objectContaining({ code: 'USE_AFTER_END' }),
+    )
+    expect(array.events[0]!.metadata.finalizers.size).toBe(1)
+    array.events[0]!.end('errored')
+    array.events[2]!.end('delivered')
+    expect(receiver.status).toBe('errored')
+  })
+
   it('attaching to an ended event throws and leaves the group to attach elsewhere', () => {
     const { array, receiver } = batch(1)
     const groups = EventFinalizerGroups.detach(array)
@@ -62,6 +74,20 @@ describe('EventFinalizerGroups', () => {
     expect(() => groups.attach(0, new LogEvent({}))).toThrow(
       expect.objectContaining({ code: 'GROUP_CONSUMED', sourceId: 'src' }),
     )
+  })
+
+  it('refuses an index that is not a whole number, instead of silently consuming nothing', () => {
+    const { array, receiver } = batch(1)
+    const groups = EventFinalizerGroups.detach(array)
+    array.end()
+    for (const index of [0.5, Number.NaN, -1, 1]) {
+      expect(() => groups.end(index, 'delivered')).toThrow(RangeError)
+      expect(() => groups.attach(index, new LogEvent({}))).toThrow(RangeError)
+    }
+    expect(groups.remaining).toBe(1)
+    expect(receiver.status).toBeUndefined()
+    groups.end(0, 'delivered')
+    expect(receiver.status).toBe('delivered')
   })
 
   it('refuses to attach to a different number of events', () => {

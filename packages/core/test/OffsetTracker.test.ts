@@ -58,6 +58,43 @@ describe('OffsetTracker', () => {
     expect(() => tracker.resolve(-1, 'delivered')).toThrow(/never handed out/)
   })
 
+  it('refuses a status that is none of the three and leaves the record unfinished', () => {
+    const tracker = new OffsetTracker<number>({ name: 'file a.log' })
+    const ticket = tracker.track(100)
+    for (const status of ['ok', undefined, null, 'dropped', 1]) {
+      let error: unknown
+      try {
+        tracker.resolve(ticket, status as never)
+      } catch (e) {
+        error = e
+      }
+      expect(error).toBeInstanceOf(OffsetTrackerError)
+      expect((error as OffsetTrackerError).code).toBe('INVALID_STATUS')
+      expect((error as Error).message).toMatch(/^file a\.log: ticket 0 resolved with status/)
+    }
+    // The checkpoint must not pass a record nobody delivered.
+    expect(tracker.committable()).toBeUndefined()
+    expect(tracker.pending).toBe(1)
+    expect(tracker.takeRejected()).toEqual([])
+    tracker.resolve(ticket, 'delivered')
+    expect(tracker.committable()).toBe(100)
+  })
+
+  it('refuses a weight that is not a finite number of at least 0, tracking nothing', () => {
+    const tracker = new OffsetTracker<number>({ name: 'p1' })
+    for (const weight of [Number.NaN, -1, Number.POSITIVE_INFINITY, '2', null]) {
+      expect(() => tracker.track(1, weight as never)).toThrow(
+        expect.objectContaining({ code: 'INVALID_WEIGHT', message: expect.stringMatching(/^p1: weight/) }),
+      )
+    }
+    expect(tracker.pending).toBe(0)
+    expect(tracker.pendingWeight).toBe(0)
+    const ticket = tracker.track(1, 0)
+    expect(tracker.pendingWeight).toBe(0)
+    tracker.resolve(ticket, 'delivered')
+    expect(tracker.committable()).toBe(1)
+  })
+
   it('keeps tickets valid across compactions', () => {
     const tracker = new OffsetTracker<number>()
     const tickets: number[] = []
@@ -168,6 +205,23 @@ describe('OffsetTracker.capped', () => {
     tracker.resolve(a, 'delivered')
     await next
     expect(admitted).toBe(true)
+  })
+
+  it('refuses a bad weight at once, so the cap keeps admitting (a NaN weight once blocked it for good)', async () => {
+    const tracker = OffsetTracker.capped<number>({ maxPending: 2, name: 'p2' })
+    await expect(tracker.track(1, Number.NaN)).rejects.toMatchObject({ code: 'INVALID_WEIGHT' })
+    const a = await tracker.track(1)
+    await expect(tracker.track(2, -5)).rejects.toMatchObject({ code: 'INVALID_WEIGHT' })
+    // A bad weight behind a full cap is refused too, not queued to throw inside a later resolve.
+    const b = await tracker.track(2)
+    await expect(tracker.track(3, '1' as never)).rejects.toMatchObject({ code: 'INVALID_WEIGHT' })
+    expect(tracker.waiting).toBe(0)
+    const c = tracker.track(3)
+    tracker.resolve(a, 'delivered')
+    tracker.resolve(b, 'delivered')
+    tracker.resolve(await c, 'delivered')
+    expect(tracker.committable()).toBe(3)
+    expect(tracker.pending).toBe(0)
   })
 
   it('rejects waiting tracks on close, and refuses a bad cap', async () => {
