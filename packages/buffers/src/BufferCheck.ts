@@ -102,6 +102,19 @@ async function checkSegment(
   }
 }
 
+/**
+ * What `step` gives, or its error with `file` in front of the message when the message does not
+ * name it (`EISDIR: illegal operation on a directory, read` says nothing of which entry is one).
+ */
+async function about<T>(file: string, step: Promise<T>): Promise<T> {
+  try {
+    return await step
+  } catch (error) {
+    if (error instanceof Error && !error.message.includes(file)) error.message = `${file}: ${error.message}`
+    throw error
+  }
+}
+
 /** Rewrites a segment with only its valid frames: temp file, fsync, rename, directory fsync. */
 async function rewriteSegment(fs: FileSystem, path: string, name: string): Promise<void> {
   const source = await fs.open(`${path}/${name}`, 'read')
@@ -130,7 +143,9 @@ async function rewriteSegment(fs: FileSystem, path: string, name: string): Promi
 }
 
 /**
- * Checks a buffer directory, and with `repair` fixes what it can.
+ * Checks a buffer directory, and with `repair` fixes what it can. An entry it cannot read (a
+ * directory where the lock, the ledger or a segment belongs) rejects with the system error, the
+ * entry's path in its message.
  *
  * @example
  * ```ts
@@ -158,7 +173,7 @@ export const BufferCheck = {
     const notes: string[] = []
     const repairs: string[] = []
     const names = (await fs.readdir(path)).sort()
-    const read = await LockFile.read(fs, path)
+    const read = await about(`${path}/lock`, LockFile.read(fs, path))
     const holder = read === 'unreadable' ? undefined : read
     const lock = holder === undefined ? undefined : { holder, live: LockFile.isLive(fs, holder, path) }
     const elsewhere = holder !== undefined && holder.hostname !== hostname()
@@ -176,7 +191,7 @@ export const BufferCheck = {
     } else if (lock !== undefined) {
       problems.push(`stale lock of process ${holder!.pid} on ${holder!.hostname}`)
     }
-    const guard = await LockFile.guardHolder(fs, path)
+    const guard = await about(`${path}/${LockFile.GUARD}`, LockFile.guardHolder(fs, path))
     const guardLive = guard !== undefined && guard !== 'unreadable' && LockFile.isLive(fs, guard, path)
     if (guardLive) {
       problems.push(`the lock is being taken over by live process ${guard.pid} on ${guard.hostname}`)
@@ -216,11 +231,11 @@ export const BufferCheck = {
           `${Ledger.TEMP} left by a crash between writing and renaming the ledger (the old ledger is used)`,
         )
         if (canRepair) {
-          await fs.unlink(`${path}/${Ledger.TEMP}`)
+          await about(`${path}/${Ledger.TEMP}`, fs.unlink(`${path}/${Ledger.TEMP}`))
           repairs.push(`removed ${Ledger.TEMP}`)
         }
       }
-      const ledger = await Ledger.read(fs, path)
+      const ledger = await about(`${path}/ledger.json`, Ledger.read(fs, path))
       if (ledger.status === 'missing') {
         // Normal after a crash that came before the first checkpoint: open rebuilds it by scanning.
         notes.push(
@@ -235,7 +250,7 @@ export const BufferCheck = {
       let ledgerAhead = false
       let lastSeq = -1
       for (const name of segNames) {
-        const seg = await checkSegment(fs, path, name, ackedBelow)
+        const seg = await about(`${path}/${name}`, checkSegment(fs, path, name, ackedBelow))
         const { validEnd, ...check } = seg
         segments.push(check)
         if (seg.lastSeq !== undefined) lastSeq = Math.max(lastSeq, seg.lastSeq)

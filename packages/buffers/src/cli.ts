@@ -7,7 +7,9 @@
  * such a lock first, for an operator who knows its process is gone.
  *
  * Exit status: 0 when the buffer is clean (after repair, when repairing), 1 when problems remain,
- * 2 on a usage error.
+ * 2 on a usage error, or when the check could not run or its report could not be printed (a
+ * standard output closed early, as by `| head -1`: the report is lost, so success is not claimed).
+ * A repair that ran is complete even then.
  *
  * @module
  */
@@ -46,9 +48,21 @@ async function main(argv: readonly string[]): Promise<number> {
   return 1
 }
 
+// A reader that goes away (`| head -1`) fails the writes with EPIPE, emitted on the stream: with
+// no listener that is an uncaught exception and a stack trace.
+let outputLost = false
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (outputLost) return
+  outputLost = true
+  process.exitCode = 2
+  console.error(
+    `ackline-buffer: cannot print the report: standard output failed (${error.code ?? error.message})`,
+  )
+})
+
 main(process.argv.slice(2)).then(
   (code) => {
-    process.exitCode = code
+    process.exitCode = outputLost ? 2 : code
   },
   (error: unknown) => {
     console.error(`ackline-buffer: ${(error as Error).message}`)

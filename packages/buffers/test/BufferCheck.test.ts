@@ -1,8 +1,12 @@
 // The `ackline-buffer` command: a read-only check, and `--repair`.
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import {
   appendFileSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -208,6 +212,57 @@ describe('ackline-buffer', () => {
     const missing = runCli(join(tmpdir(), 'ackline-no-such-buffer'))
     expect(missing.code).toBe(2)
     expect(missing.out).toContain('is not a directory')
+  })
+
+  it('exits 2 with one line, not a stack trace, when its standard output is a pipe closed early (EPIPE)', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', cli, path], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    // The reader goes away before the command has loaded, as `| head -c0` would.
+    child.stdout.destroy()
+    let err = ''
+    child.stderr.on('data', (chunk: Buffer) => {
+      err += chunk.toString()
+    })
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+    expect(err).toBe('ackline-buffer: cannot print the report: standard output failed (EPIPE)\n')
+    expect(code).toBe(2)
+  })
+
+  it.runIf(existsSync('/dev/full'))(
+    'exits 2 with one line when its standard output cannot be written (ENOSPC)',
+    async () => {
+      const path = tempDir()
+      await makeBuffer(path)
+      const full = openSync('/dev/full', 'w')
+      try {
+        const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', cli, path], {
+          cwd: root,
+          encoding: 'utf8',
+          stdio: ['ignore', full, 'pipe'],
+        })
+        expect(r.stderr).toBe('ackline-buffer: cannot print the report: standard output failed (ENOSPC)\n')
+        expect(r.status).toBe(2)
+      } finally {
+        closeSync(full)
+      }
+    },
+  )
+
+  it('names the entry it cannot read (a directory where a file belongs), and the command exits 2 with it', async () => {
+    for (const entry of ['lock', 'lock.takeover', 'ledger.json', '00000000000000000000.seg']) {
+      const path = tempDir()
+      mkdirSync(join(path, entry))
+      await expect(BufferCheck.run(path)).rejects.toThrow(`${path}/${entry}: EISDIR`)
+    }
+    const path = tempDir()
+    mkdirSync(join(path, 'ledger.json'))
+    const { code, out } = runCli(path)
+    expect(out).toBe(`ackline-buffer: ${path}/ledger.json: EISDIR: illegal operation on a directory, read\n`)
+    expect(code).toBe(2)
   })
 
   it('reports a ledger whose acknowledged position lies past the records on disk, and exits 1', async () => {
