@@ -180,7 +180,7 @@ export class Topology {
         // after `drainTimeoutMs`, or at once by a second stop(), and start() then rejects with
         // `STOPPED_WHILE_STARTING`. A start that finishes in time is stopped as a running one,
         // with what is left of `drainTimeoutMs` for its drain.
-        const began = Date.now()
+        const began = performance.now()
         if (phase.stopAsked) phase.abandon()
         else {
           phase.stopAsked = true
@@ -189,7 +189,7 @@ export class Topology {
           if (deadline !== undefined) void phase.started.catch(() => {}).then(() => clearTimeout(deadline))
         }
         await phase.started.catch(() => {})
-        return this.stop({ drainTimeoutMs: Math.max(0, drainTimeoutMs - (Date.now() - began)) })
+        return this.stop({ drainTimeoutMs: Math.max(0, drainTimeoutMs - (performance.now() - began)) })
       }
       case 'running': {
         const { runtime } = phase

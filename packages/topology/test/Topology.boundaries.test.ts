@@ -240,6 +240,98 @@ describe('a stop while start() waits on a sink or a buffer that does not answer'
     expect(error.problems.map((p) => p.code)).toEqual(['STOPPED_WHILE_STARTING'])
   })
 
+  it.each([
+    [
+      'a second stop()',
+      async (topology: Topology) => {
+        const first = topology.stop({ drainTimeoutMs: Number.POSITIVE_INFINITY })
+        await new Promise((resolve) => setImmediate(resolve))
+        return Promise.all([first, topology.stop()])
+      },
+    ],
+    [
+      'a stop() whose drainTimeoutMs passes',
+      async (topology: Topology) => {
+        await new Promise((resolve) => setImmediate(resolve))
+        return topology.stop({ drainTimeoutMs: 0 })
+      },
+    ],
+  ])(
+    'a start given up by %s stays given up when a sink finishes starting while the others are stopped: each sink is stopped once and never written to',
+    async (_, stop) => {
+      const log: string[] = []
+      const slow = new Gate()
+      const fast: Sink = {
+        kind: 'fast',
+        start: async () => {
+          log.push('fast started')
+        },
+        stop: async () => {
+          // The slow sink's host answers while this one is being stopped.
+          log.push('fast stopped')
+          slow.open()
+          for (let i = 0; i < 5; i++) await Promise.resolve()
+        },
+        write: async () => {
+          log.push('write')
+          return undefined
+        },
+      }
+      const remote: Sink = {
+        kind: 'remote',
+        start: async () => {
+          await slow.wait()
+          log.push('slow started')
+        },
+        stop: async () => {
+          log.push('slow stopped')
+        },
+        write: async () => {
+          log.push('write')
+          return undefined
+        },
+      }
+      const topology = new TopologyBuilder(on)
+        .source('in', testSource([records(1)], { untilStopped: true }))
+        .sink('fast', ['in'], fast)
+        .sink('slow', ['in'], remote)
+        .build()
+      const starting = topology.start().then(
+        () => 'resolved',
+        (e: TopologyError) => e.problems.map((p) => `${p.code} ${p.component}`),
+      )
+      await stop(topology)
+      expect(await starting).toEqual(['STOPPED_WHILE_STARTING slow'])
+      await topology.done
+      await vi.waitFor(() => expect(log).toContain('slow stopped'))
+      expect(log).toEqual(['fast started', 'fast stopped', 'slow started', 'slow stopped'])
+    },
+  )
+
+  it('a sink whose start() failed before the give-up is reported too (SINK_START_FAILED), as a buffer that failed is', async () => {
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('db', ['in'], {
+        kind: 'postgres',
+        start: () => Promise.reject(new Error('ECONNREFUSED')),
+        write: async () => undefined,
+      })
+      .sink('slow', ['in'], {
+        kind: 'remote',
+        start: () => new Promise<void>(() => {}),
+        write: async () => undefined,
+      })
+      .build()
+    const starting = topology.start().catch((e: unknown) => e)
+    await new Promise((resolve) => setImmediate(resolve))
+    await topology.stop({ drainTimeoutMs: 0 })
+    const error = (await starting) as TopologyError
+    expect(error.problems.map((p) => [p.code, p.component])).toEqual([
+      ['SINK_START_FAILED', 'db'],
+      ['STOPPED_WHILE_STARTING', 'slow'],
+    ])
+  })
+
   it('done resolves after a start() that failed, so nothing waits on it for ever', async () => {
     const topology = new TopologyBuilder(on)
       .source('in', testSource([]))

@@ -11,6 +11,7 @@ import { EventFinalizerGroups } from '@ackline/core'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
 import type { MemoryBufferOptions } from '../MemoryBufferOptions.js'
+import type { Sink } from '../Sink.js'
 import type { ComponentDeclaration } from '../TopologyBuilder.js'
 import { TopologyError, type TopologyProblem } from '../TopologyError.js'
 import { BatchTracker } from './BatchTracker.js'
@@ -88,6 +89,14 @@ export class Runtime {
      * had nothing left pending when asked goes on (the stop then stops it as a running one).
      */
     let gaveUp = false
+    /**
+     * Gives the start up while something is pending: its problems are taken now, in the same step,
+     * so what finishes during the stops and closes that follow cannot make the start succeed.
+     */
+    const giveUp = (): void => {
+      gaveUp = true
+      for (const [component, what] of pending) problems.push(stoppedWhileStarting(component, what))
+    }
     let asked = false
     const whenAsked = abandoned.then(() => {
       asked = true
@@ -133,52 +142,52 @@ export class Runtime {
     // not answer): each wait below ends when it is asked to, and gives up if something is pending.
     const allOpen = Promise.all(opening)
     await Promise.race([allOpen, whenAsked])
-    if (asked && pending.size > 0) gaveUp = true
+    if (asked && pending.size > 0) giveUp()
     else await allOpen
     if (problems.length === 0 && !gaveUp) {
       const sinks = plan.components.filter((d) => d.role === 'sink')
       /** Sinks whose start() finished before a give-up: stopped again by it. */
       const startedInTime: (typeof sinks)[number][] = []
+      /** What the starts that failed before a give-up threw, by sink. */
+      const failed = new Map<string, unknown>()
       const starting = sinks.map(async (d) => {
         pending.set(d.id, `sink '${d.id}' (${d.component.kind}) had not finished start()`)
         try {
           await d.component.start?.()
-        } finally {
+        } catch (error) {
           pending.delete(d.id)
+          if (!gaveUp) failed.set(d.id, error)
+          return
         }
-        if (gaveUp) await d.component.stop?.()
+        pending.delete(d.id)
+        if (gaveUp) await stopSink(d.component)
         else startedInTime.push(d)
       })
-      // `allSettled` handles every start's rejection, also those that come after a give-up.
-      const settled = Promise.allSettled(starting)
-      await Promise.race([settled, whenAsked])
-      if (asked && pending.size > 0) {
-        gaveUp = true
-        await Promise.allSettled(startedInTime.map(async (d) => d.component.stop?.()))
-      } else {
-        const started = await settled
-        started.forEach((outcome, i) => {
-          if (outcome.status === 'fulfilled') return
-          const sink = sinks[i]!
+      const allStarted = Promise.all(starting) // never rejects: each start's failure is kept
+      await Promise.race([allStarted, whenAsked])
+      const startFailures = (): void => {
+        for (const sink of sinks) {
+          if (!failed.has(sink.id)) continue
+          const cause = failed.get(sink.id)
           problems.push({
             code: 'SINK_START_FAILED',
             component: sink.id,
             field: 'start',
-            message: `sink '${sink.id}' (${sink.component.kind}) failed to start: ${messageOf(outcome.reason)}`,
-            cause: outcome.reason,
+            message: `sink '${sink.id}' (${sink.component.kind}) failed to start: ${messageOf(cause)}`,
+            cause,
           })
-        })
-        if (problems.length > 0) {
-          // The sinks that did start are stopped again: nothing will write to them.
-          await Promise.allSettled(
-            sinks.filter((_, i) => started[i]!.status === 'fulfilled').map(async (d) => d.component.stop?.()),
-          )
         }
       }
-    }
-    if (gaveUp) {
-      // Stopped while starting: the topology does not run. The problems the start had so far stay.
-      for (const [component, what] of pending) problems.push(stoppedWhileStarting(component, what))
+      if (asked && pending.size > 0) {
+        startFailures()
+        giveUp()
+      } else {
+        await allStarted
+        startFailures()
+      }
+      // The sinks that did start are stopped again when the topology will not run: nothing will
+      // write to them. (One that finishes its start after a give-up stops itself, above.)
+      if (problems.length > 0) await Promise.all(startedInTime.map((d) => stopSink(d.component)))
     }
     if (problems.length > 0) {
       await Promise.allSettled([...buffers.values()].map(discard))
@@ -391,6 +400,13 @@ function stoppedWhileStarting(component: string, what: string): TopologyProblem 
     field: what.startsWith('sink') ? 'start' : 'buffer',
     message: `the topology was stopped while starting: ${what}; it is stopped or closed once it has`,
   }
+}
+
+/** Stops a sink the topology will not run; what its stop() throws is of no use to anyone then. */
+async function stopSink(sink: Sink): Promise<void> {
+  try {
+    await sink.stop?.()
+  } catch {}
 }
 
 /** A promise that never settles: the default of nothing to give up on. */
