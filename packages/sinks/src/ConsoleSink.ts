@@ -4,7 +4,8 @@
  * Invariants:
  * - A write resolves only once the stream has taken its lines (a Node.js Writable's write callback
  *   said so, which waits while the stream is full; a stream that is no Writable, such as the
- *   sonic-boom of `pino.destination()`: its `write` returned true, or it emitted `drain`), so
+ *   sonic-boom of `pino.destination()`: its `write` returned true and it emitted no `drop`, or it
+ *   emitted `drain`), so
  *   events are settled `delivered` only once written. A
  *   stream that fails the write, errors or closes before that (a closed pipe: `EPIPE`, when stdout
  *   is piped into `head -1`) makes the write throw a `RetryableError` naming the stream, so the
@@ -110,17 +111,25 @@ class Console implements ConsoleSink {
     return new Promise<void>((resolve, reject) => {
       const done = (error?: unknown): void => {
         if (!pending.delete(done)) return // settled already (the stream failed, then called back)
+        draining.get(stream)?.delete(done)
         if (error === undefined || error === null) resolve()
         else reject(this.#failure(stream, error))
       }
       pending.add(done)
       try {
         if (callsBack(stream)) stream.write(out, done)
-        // A stream that is no Node.js Writable (sonic-boom, which `pino.destination()` returns)
-        // may never call a write's callback: it has taken the lines once `write` says so, or at
-        // its next `drain`.
-        else if (stream.write(out)) done()
-        else drainOf(stream).add(done)
+        else {
+          // A stream that is no Node.js Writable (sonic-boom, which `pino.destination()` returns)
+          // may never call a write's callback: it has taken the lines once `write` says so, or at
+          // its next `drain`, unless it dropped them (sonic-boom past its `maxLength` emits `drop`
+          // from within `write`, and still returns true).
+          const drops = dropsOf(stream)
+          const before = drops.count
+          const room = stream.write(out)
+          if (drops.count !== before) done(new Error('the stream dropped the lines (past its maxLength?)'))
+          else if (room) done()
+          else drainOf(stream).add(done)
+        }
       } catch (error) {
         done(error)
       }
@@ -163,6 +172,23 @@ function writesTo(stream: NodeJS.WritableStream): Set<(error?: unknown) => void>
     })
   }
   return pending
+}
+
+/** Per stream that is no Node.js Writable: how many times it emitted `drop` (one listener each). */
+const dropping = new WeakMap<NodeJS.WritableStream, { count: number }>()
+
+/** The `drop` count of `stream`, listening to it once for good. */
+function dropsOf(stream: NodeJS.WritableStream): { count: number } {
+  let drops = dropping.get(stream)
+  if (drops === undefined) {
+    const counter = { count: 0 }
+    drops = counter
+    dropping.set(stream, counter)
+    stream.on('drop', () => {
+      counter.count++
+    })
+  }
+  return drops
 }
 
 /** The writes waiting for `stream`'s next `drain` (one listener per stream, as {@link writesTo}). */

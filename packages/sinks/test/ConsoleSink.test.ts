@@ -163,6 +163,15 @@ describe('console', () => {
     stream.emit('error', new Error('EBADF'))
     await expect(stuck).rejects.toThrow(/cannot write to its stream: EBADF/)
     expect(stream.lines).toEqual(['{"n":1}\n', '{"n":2}\n', '{"n":3}\n'])
+    // sonic-boom past its maxLength emits `drop` from within write() and still returns true.
+    stream.full = false
+    stream.write = (data: string): boolean => {
+      stream.emit('drop', data)
+      return true
+    }
+    await expect(sink.write(EventArray.from([new LogEvent({ n: 4 })]))).rejects.toThrow(
+      /cannot write to its stream: the stream dropped the lines/,
+    )
   })
 
   it('prints the events it can encode and reports each one it cannot by its own error', async () => {
