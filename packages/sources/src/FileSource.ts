@@ -180,8 +180,9 @@ class FileSourceImpl implements FileSource {
  * make every send fail, and the lines be sent again for ever.
  */
 function retryIssues(retry: unknown): ConfigIssue[] {
-  if (retry === undefined) return []
-  if (typeof retry !== 'object' || retry === null || Array.isArray(retry)) {
+  // `null`: an empty key in a config file, which means the defaults (as at run time).
+  if (retry === undefined || retry === null) return []
+  if (typeof retry !== 'object' || Array.isArray(retry)) {
     return [ConfigIssue.of('retry', 'an object ({ initialBackoffMs, maxBackoffMs })', retry)]
   }
   const issues: ConfigIssue[] = []

@@ -695,6 +695,8 @@ describe('file source', () => {
       ).toEqual([field])
       const run = file(options).run(new FakeSourceContext({ id: 'files' }))
       await expect(run).rejects.toThrow(`file source 'files': ${field} must be`)
+      // An empty key in a config file means the defaults.
+      expect(file({ ...options, retry: null as never }).validate()).toEqual([])
     },
   )
 
