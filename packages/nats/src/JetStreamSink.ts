@@ -16,8 +16,9 @@
  *   error (`errored`), so a source redelivers those alone.
  * - An event that can never be published fails alone (`rejected`, never retried), before it is
  *   published: one `JSON.stringify` cannot encode, one whose message (payload and headers) is over
- *   the server's `max_payload`, one whose message id is not a valid header value (a CR or LF). Its
- *   batch-mates are published and settled by their own PubAcks.
+ *   the server's `max_payload`, one whose message id is not a valid header value (a CR or LF), one
+ *   whose `msgId` threw or returned neither a string nor `undefined`. Its batch-mates are
+ *   published and settled by their own PubAcks.
  * - At most `maxInFlight` publishes await their PubAck at once, across every pending write.
  * - The runtime may have {@link JETSTREAM_SINK_CONCURRENCY} writes pending at once (the sink's
  *   `concurrency`; a declaration's `concurrency` option overrides it), so the PubAck window does
@@ -170,6 +171,10 @@ class JetStreamPublisher implements JetStreamSink {
         continue
       }
       const id = this.#idOf(event)
+      if (id instanceof RejectError) {
+        results[i] = id
+        continue
+      }
       const hdrs = headersOf(id)
       if (hdrs instanceof Error) {
         results[i] = hdrs
@@ -237,8 +242,32 @@ class JetStreamPublisher implements JetStreamSink {
     return payload
   }
 
-  #idOf(event: LogEvent): string | undefined {
-    if (this.#o.msgId !== undefined) return this.#o.msgId(event)
+  /**
+   * The message id of `event`, or why it has none it can be published with: a `msgId` that throws
+   * or returns something other than a string or `undefined` (untyped JS) fails that event alone.
+   * An empty id is no id (the server ignores an empty `Nats-Msg-Id`).
+   */
+  #idOf(event: LogEvent): string | undefined | RejectError {
+    const msgId = this.#o.msgId
+    if (msgId !== undefined) {
+      let id: unknown
+      try {
+        id = msgId(event)
+      } catch (error) {
+        return new RejectError('jetstream', `msgId threw: ${messageOf(error)}`, {
+          field: 'msgId',
+          cause: error,
+        })
+      }
+      if (id === undefined || id === '') return undefined
+      if (typeof id !== 'string')
+        return new RejectError(
+          'jetstream',
+          `msgId returned ${id === null ? 'null' : typeof id}, not a string or undefined`,
+          { field: 'msgId' },
+        )
+      return id
+    }
     const id = RecordId.of(event)
     if (id !== undefined) return id
     const field = this.#o.metadataField

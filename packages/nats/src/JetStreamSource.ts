@@ -8,10 +8,13 @@
  *   A batch the pipeline refused to accept is settled as `errored` (back-off, then `term` at
  *   `maxDeliveries`), so a refusal that recurs never loops hot; only at a stop are its messages
  *   given back at once (plain `nak`), for another instance to take.
- *   A message is never dropped silently: one whose payload is not JSON either enters the
+ *   A message is never dropped silently: one whose payload is not JSON (or not UTF-8) either enters the
  *   pipeline as a raw string field or is `term`ed with a reason (`invalidJson`).
  * - While a message is in the pipeline past half its consumer's AckWait, the source sends
- *   `working()` so the server does not redeliver it (no duplicate from a slow sink).
+ *   `working()` so the server does not redeliver it (no duplicate from a slow sink). Should the
+ *   server redeliver it anyway (the AckWait passed while the connection was down), the copy does
+ *   not enter the pipeline again: the message is settled once, through its newest delivery.
+ * - A user `onWarning` that throws or rejects stops nothing (see `#warn`).
  * - At most `min(maxInFlight, consumer MaxAckPending)` messages are in the pipeline at once: the
  *   source pulls no more until some settle (back pressure), and the server's MaxAckPending bounds
  *   the messages all instances sharing the consumer hold.
@@ -43,6 +46,7 @@ import {
   type ConsumerInfo,
   type ConsumerMessages,
   JetStreamApiError,
+  type JetStreamManager,
   type JsMsg,
   jetstream as jetstreamClient,
   jetstreamManager,
@@ -127,7 +131,7 @@ export const JetStreamSourceOptions = defineOptions({
     .enum(['reject', 'raw'])
     .default('reject')
     .describe(
-      "A payload that is not a JSON object: 'reject' terms it with the reason; 'raw' sends it as a string in `rawField`. A JSON value that is not an object goes to `rawField` either way.",
+      "A payload that is not a JSON object: 'reject' terms it with the reason; 'raw' sends it as a string in `rawField`. A JSON value that is not an object goes to `rawField` either way. A payload that is not UTF-8 counts as invalid JSON ('raw': its bad bytes become U+FFFD).",
     ),
   rawField: z.string().min(1).default('message').describe('The field a raw or non-object payload goes to.'),
   metadataField: z
@@ -204,18 +208,25 @@ export interface JetStreamSource extends Source {
   readonly counters: JetStreamSourceCounters
   /**
    * Resolves once connected and bound to the consumer; rejects with the `ComponentError` that
-   * failed the run (`CONNECT_FAILED`, `AUTH_FAILED`, `NO_CONSUMER`, `ACK_POLICY`).
+   * failed the run (`CONNECT_FAILED`, also when JetStream does not answer; `AUTH_FAILED`;
+   * `NO_CONSUMER`, also when the server refuses to create it; `ACK_POLICY`; `NOT_PULL`).
    */
   ready(): Promise<void>
 }
 
 interface InFlight {
-  readonly msg: JsMsg
+  /**
+   * The newest delivery of the message: a redelivery of a message still in the pipeline takes
+   * this place instead of entering the pipeline again, so the settlement goes to it.
+   */
+  msg: JsMsg
   /** When the last signal (delivery or `working()`) reset the server's AckWait clock. */
   lastTouch: number
 }
 
 const nothing = (): void => {}
+/** Throws on bytes that are not UTF-8, where `msg.string()` would put U+FFFD in silently. */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
 
 class JetStreamPullSource implements JetStreamSource {
   readonly kind = 'jetstream'
@@ -223,7 +234,8 @@ class JetStreamPullSource implements JetStreamSource {
   readonly #options: JetStreamSourceOptions
   #component = 'jetstream'
   #connection: Connection | undefined = undefined
-  readonly #inFlight = new Set<InFlight>()
+  /** The messages in the pipeline, by stream sequence (a consumer reads one stream). */
+  readonly #inFlight = new Map<number, InFlight>()
   /** Whether the server reads a term's reason (2.10.4+); before, the reason goes to a warning only. */
   #termReasons = false
   readonly #count = {
@@ -345,7 +357,17 @@ class JetStreamPullSource implements JetStreamSource {
 
   async #bind(connection: Connection, o: Resolved): Promise<{ consumer: Consumer; info: ConsumerInfo }> {
     const js = jetstreamClient(connection.nc)
-    const jsm = await jetstreamManager(connection.nc)
+    let jsm: JetStreamManager
+    try {
+      jsm = await jetstreamManager(connection.nc)
+    } catch (error) {
+      // JetStream not enabled, or the server went away between the connect and this first request.
+      throw new ComponentError(
+        'CONNECT_FAILED',
+        `JetStream did not answer (servers ${serversOf(o.servers)}): ${String(error)}`,
+        { component: this.#component, field: 'servers', cause: error },
+      )
+    }
     let info: ConsumerInfo
     try {
       info = await jsm.consumers.info(o.stream, o.consumer)
@@ -375,14 +397,24 @@ class JetStreamPullSource implements JetStreamSource {
           },
         )
       }
-      info = await jsm.consumers.add(o.stream, {
-        durable_name: o.consumer,
-        ack_policy: AckPolicy.Explicit,
-        ack_wait: o.ackWaitMs * 1e6,
-        max_ack_pending: o.maxAckPending,
-        max_deliver: o.maxDeliver,
-        ...(o.filterSubject !== undefined ? { filter_subject: o.filterSubject } : {}),
-      })
+      try {
+        info = await jsm.consumers.add(o.stream, {
+          durable_name: o.consumer,
+          ack_policy: AckPolicy.Explicit,
+          ack_wait: o.ackWaitMs * 1e6,
+          max_ack_pending: o.maxAckPending,
+          max_deliver: o.maxDeliver,
+          ...(o.filterSubject !== undefined ? { filter_subject: o.filterSubject } : {}),
+        })
+      } catch (error) {
+        // The server refused the settings (a filter subject outside the stream, a limit): name them.
+        const filter = /filter/i.test(String(error)) && o.filterSubject !== undefined
+        throw new ComponentError(
+          'NO_CONSUMER',
+          `cannot create consumer '${o.consumer}' of stream '${o.stream}'${filter ? ` with filterSubject '${o.filterSubject}'` : ''}: ${String(error)}`,
+          { component: this.#component, field: filter ? 'filterSubject' : 'consumer', cause: error },
+        )
+      }
     }
     if (info.config.ack_policy !== AckPolicy.Explicit) {
       // `all` would acknowledge messages still in the pipeline; `none` acknowledges nothing.
@@ -402,13 +434,23 @@ class JetStreamPullSource implements JetStreamSource {
         },
       )
     }
-    const consumer = await js.consumers.get(o.stream, o.consumer)
+    let consumer: Consumer
+    try {
+      consumer = await js.consumers.get(o.stream, o.consumer)
+    } catch (error) {
+      throw new ComponentError(
+        'NO_CONSUMER',
+        `cannot read consumer '${o.consumer}' of stream '${o.stream}': ${String(error)}`,
+        { component: this.#component, field: 'consumer', cause: error },
+      )
+    }
     return { consumer, info }
   }
 
   /**
    * Counts a message and decodes it: its in-flight entry and record, or `undefined` when it was
-   * terminated at once (a payload that cannot enter the pipeline).
+   * terminated at once (a payload that cannot enter the pipeline) or is a redelivery of a message
+   * still in the pipeline (which then settles through this delivery).
    */
   #take(msg: JsMsg, o: Resolved): { entry: InFlight; record: JsonObject } | undefined {
     this.#count.received++
@@ -420,9 +462,18 @@ class JetStreamPullSource implements JetStreamSource {
       this.#term(msg, record)
       return undefined
     }
+    const holding = this.#inFlight.get(msg.info.streamSequence)
+    if (holding !== undefined) {
+      // The server redelivered a message the pipeline still holds (its AckWait passed while
+      // working() could not reach the server, a dropped connection): the copy in the pipeline
+      // stands for it, settled once, through this newest delivery.
+      holding.msg = msg
+      holding.lastTouch = Date.now()
+      return undefined
+    }
     const entry: InFlight = { msg, lastTouch: Date.now() }
     // In flight from now on: `working()` covers it while it waits for its batch to be accepted.
-    this.#inFlight.add(entry)
+    this.#inFlight.set(msg.info.streamSequence, entry)
     return { entry, record }
   }
 
@@ -450,7 +501,7 @@ class JetStreamPullSource implements JetStreamSource {
           const outcomes = await outcomesOf(r, batch.length)
           const applied: Promise<void>[] = []
           for (let i = 0; i < batch.length; i++) {
-            const { msg } = batch[i]!
+            const msg = this.#release(batch[i]!)
             const outcome = outcomes.get(i)
             const action = actionFor(
               outcome,
@@ -468,9 +519,9 @@ class JetStreamPullSource implements JetStreamSource {
           const first = `${batch.length} message(s) from ${batch[0]?.msg.info.streamSequence}`
           if (context.signal.aborted) {
             // Not accepted because the topology stopped first: give them back at once for another instance.
-            for (const { msg } of batch) {
+            for (const entry of batch) {
               this.#count.nacked++
-              msg.nak()
+              this.#release(entry).nak()
             }
             this.#warn(`${this.#component}: ${first} not accepted (stopping), given back: ${String(error)}`)
             return
@@ -479,7 +530,8 @@ class JetStreamPullSource implements JetStreamSource {
           // so they back off as an errored record does, and are never redelivered in a hot loop.
           const reason = `not accepted by the pipeline: ${String(error)}`
           const delays: number[] = []
-          for (const { msg } of batch) {
+          for (const entry of batch) {
+            const msg = this.#release(entry)
             const action = actionFor(
               'errored',
               msg.info.deliveryCount,
@@ -496,11 +548,22 @@ class JetStreamPullSource implements JetStreamSource {
         },
       )
       .finally(() => {
-        for (const entry of batch) this.#inFlight.delete(entry)
+        for (const entry of batch) this.#release(entry)
         room.release()
       }) as Promise<void> & { accepted: Promise<void> }
     settled.accepted = receipt.then(nothing, nothing)
     return settled
+  }
+
+  /**
+   * Takes a message out of the pipeline as it is settled, returning its newest delivery: a
+   * redelivery arriving after this point is a new delivery (the settlement may not have reached
+   * the server), not one to fold into this entry.
+   */
+  #release(entry: InFlight): JsMsg {
+    const seq = entry.msg.info.streamSequence
+    if (this.#inFlight.get(seq) === entry) this.#inFlight.delete(seq)
+    return entry.msg
   }
 
   /** Tells the server; a promise only for an awaited `ackAck` (`doubleAck`), else done at once. */
@@ -547,11 +610,21 @@ class JetStreamPullSource implements JetStreamSource {
 
   /** The record of a message, or why it cannot enter the pipeline. */
   #decode(msg: JsMsg, o: Resolved): JsonObject | string {
-    const text = msg.string()
+    let text: string
+    let utf8 = true
+    try {
+      text = strictUtf8.decode(msg.data)
+    } catch {
+      // Decoding with U+FFFD in place of the bad bytes would alter the payload without a word.
+      utf8 = false
+      text = msg.string()
+    }
+    if (!utf8 && o.invalidJson !== 'raw') return "payload is not valid UTF-8; invalidJson is 'reject'"
     let record: JsonObject
     let parsed: unknown
     let ok = true
     try {
+      if (!utf8) throw new SyntaxError('payload is not valid UTF-8')
       parsed = JSON.parse(text)
     } catch (error) {
       ok = false
@@ -580,7 +653,7 @@ class JetStreamPullSource implements JetStreamSource {
   /** Sends `working()` for every message in the pipeline past half its AckWait since the last signal. */
   #touchSlow(ackWaitMs: number): void {
     const now = Date.now()
-    for (const entry of this.#inFlight) {
+    for (const entry of this.#inFlight.values()) {
       if (now - entry.lastTouch >= ackWaitMs / 2) {
         entry.msg.working()
         entry.lastTouch = now
@@ -598,11 +671,31 @@ class JetStreamPullSource implements JetStreamSource {
     await sleep(Math.max(100, JetStreamSourceOptions.resolve(this.#options).reconnectTimeWaitMs), signal)
   }
 
+  /**
+   * Reports a warning. A user `onWarning` that throws or rejects never reaches the caller: warnings
+   * are said in the middle of settling a batch or of the pull loop, which must go on. Its failure
+   * and the warning then go to `process.emitWarning`.
+   */
   #warn(message: string): void {
     const onWarning = this.#options.onWarning
-    if (onWarning !== undefined) onWarning(message)
-    else process.emitWarning(message, { code: 'ACKLINE_NATS' })
+    if (onWarning === undefined) {
+      process.emitWarning(message, { code: 'ACKLINE_NATS' })
+      return
+    }
+    const fallBack = (error: unknown): void =>
+      process.emitWarning(`${message} (onWarning failed: ${String(error)})`, { code: 'ACKLINE_NATS' })
+    try {
+      // Untyped JS may pass an async function: its rejection must not be unhandled either.
+      const returned: unknown = onWarning(message)
+      if (returned instanceof Promise) returned.catch(fallBack)
+    } catch (error) {
+      fallBack(error)
+    }
   }
+}
+
+function serversOf(servers: string | readonly string[]): string {
+  return typeof servers === 'string' ? servers : servers.join(', ')
 }
 
 /**
@@ -622,8 +715,11 @@ function describe(outcome: RecordOutcome, receipt: BatchReceipt): string | undef
 }
 
 function metadataOf(msg: JsMsg, consumer: string): JetStreamMetadata {
-  const headers: Record<string, string[]> = {}
-  if (msg.headers !== undefined) for (const [name, values] of msg.headers) headers[name] = [...values]
+  // Own fields, not assignments: a header named `__proto__` would set the prototype instead.
+  const headers: Record<string, string[]> =
+    msg.headers === undefined
+      ? {}
+      : Object.fromEntries(Array.from(msg.headers, ([name, values]) => [name, [...values]]))
   return {
     stream: msg.info.stream,
     consumer,

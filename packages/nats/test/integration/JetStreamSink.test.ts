@@ -149,6 +149,49 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     )
   })
 
+  it('an event whose msgId throws or returns a non-string (untyped JS) is rejected alone, naming the field; its batch-mates are delivered', async () => {
+    const stream = await admin.stream('MSGID')
+    const sink = jetstreamSink({
+      servers: NATS_URL,
+      subject: `${stream}.out`,
+      msgId: ((event: LogEvent) => {
+        const n = event.get('n')
+        if (n === 2) throw new Error('no id for 2')
+        if (n === 3) return 3
+        return n === 4 ? '' : `id-${n as number}`
+      }) as (event: LogEvent) => string,
+    })
+    await sink.start()
+    const result = await sink.write(
+      EventArray.of(
+        new LogEvent({ n: 1 }),
+        new LogEvent({ n: 2 }),
+        new LogEvent({ n: 3 }),
+        new LogEvent({ n: 4 }),
+      ),
+    )
+    await sink.stop()
+    expect(result?.map((entry) => (entry instanceof Error ? entry.name : entry))).toEqual([
+      'delivered',
+      'RejectError',
+      'RejectError',
+      'delivered',
+    ])
+    expect(result?.[1]).toMatchObject({
+      code: 'REJECTED',
+      field: 'msgId',
+      message: 'jetstream (msgId): msgId threw: no id for 2',
+    })
+    expect(result?.[2]).toMatchObject({ code: 'REJECTED', field: 'msgId' })
+    expect(result?.[2]).toHaveProperty('message', expect.stringMatching(/msgId returned number/))
+    // An empty id is no id: the message is stored without one.
+    const held = await admin.contents(stream)
+    expect(held.map((m) => [JSON.parse(m.data).n, m.msgId])).toEqual([
+      [1, 'id-1'],
+      [4, undefined],
+    ])
+  })
+
   it('fails start when no stream captures the subject, naming the subject', async () => {
     const sink = jetstreamSink({ servers: NATS_URL, subject: `nostream_${Date.now()}.x` })
     await expect(sink.start()).rejects.toMatchObject({ code: 'NO_STREAM', field: 'subject' })

@@ -4,6 +4,7 @@ import type { DeliveryStatus, EventArray, LogEvent } from '@ackline/core'
 import { jetstream } from '@ackline/nats'
 import { memory } from '@ackline/sinks'
 import { type EdgeBufferFactory, type Sink, TopologyBuilder } from '@ackline/topology'
+import { jetstream as jetstreamClient } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { NATS_URL, NatsAdmin, reachableAt, skipWithoutNats, until } from './support/natsFixture.js'
 
@@ -197,6 +198,86 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     }
   })
 
+  it('a payload that is not UTF-8 is invalid: terminated with the reason, never passed on with its bytes replaced', async () => {
+    const stream = await admin.stream('UTF8')
+    // `{"a":"<0xff>"}`: JSON in shape, but 0xff is no UTF-8; a lenient decoder makes it "\uFFFD".
+    const js = jetstreamClient(admin.nc)
+    await js.publish(`${stream}.in`, new Uint8Array([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]))
+    await js.publish(`${stream}.in`, JSON.stringify({ a: 'é' }))
+    const warnings: string[] = []
+    const sink = memory()
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', onWarning: (w) => warnings.push(w) })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await until('both settled', () => source.counters.acked + source.counters.terminated === 2)
+    await topology.stop()
+    expect(sink.events.map(({ _nats, ...rest }) => rest)).toEqual([{ a: 'é' }])
+    expect(source.counters).toMatchObject({ acked: 1, terminated: 1, invalid: 1 })
+    expect(warnings.join('\n')).toMatch(/terminated message 1 .*not valid UTF-8/)
+  })
+
+  it('an onWarning that throws or rejects never stops the source: the next messages are consumed and settled', async () => {
+    const stream = await admin.stream('WARN')
+    await admin.publish(`${stream}.in`, ['not json', JSON.stringify({ n: 1 }), 'not json either'])
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason)
+    }
+    process.on('unhandledRejection', onUnhandled)
+    const sink = memory()
+    let calls = 0
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'c',
+      // Untyped JS: every other call is an async function's rejection.
+      onWarning: ((w: string) => {
+        calls++
+        if (calls % 2 === 0) return Promise.reject(new Error(`onWarning rejected on: ${w}`))
+        throw new Error(`onWarning threw on: ${w}`)
+      }) as (w: string) => void,
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    try {
+      await topology.start()
+      await until('all three settled', () => source.counters.acked + source.counters.terminated === 3)
+      await topology.stop()
+      // A macrotask: a rejection left unhandled would have been reported by now.
+      await new Promise((resolve) => setImmediate(resolve))
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+    expect(sink.events.map(({ _nats, ...rest }) => rest)).toEqual([{ n: 1 }])
+    expect(source.counters).toMatchObject({ acked: 1, terminated: 2, pullErrors: 0 })
+    expect(calls).toBe(2)
+    expect(unhandled).toEqual([])
+  })
+
+  it('a consumer the server refuses to create fails the run naming the component and the field', async () => {
+    const stream = await admin.stream('FILTER')
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', filterSubject: 'elsewhere.>' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], memory())
+      .build()
+    await topology.start()
+    await expect(source.ready()).rejects.toMatchObject({
+      code: 'NO_CONSUMER',
+      component: 'in',
+      field: 'filterSubject',
+    })
+    await expect(source.ready()).rejects.toThrow(
+      /cannot create consumer 'c' of stream '.*' with filterSubject 'elsewhere\.>': .*filter subject/,
+    )
+    await topology.stop()
+  })
+
   it('carries the broker metadata under _nats', async () => {
     const stream = await admin.stream('META')
     const js = (await import('@nats-io/jetstream')).jetstream(admin.nc)
@@ -226,6 +307,31 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
         headers: { trace: ['abc'] },
       },
     })
+  })
+
+  it('keeps every header in the metadata, one named __proto__ too (as an own field, the prototype untouched)', async () => {
+    const stream = await admin.stream('PROTO')
+    const { headers } = await import('@nats-io/transport-node')
+    const h = headers()
+    h.set('__proto__', 'x')
+    h.append('Multi', 'a')
+    h.append('Multi', 'b')
+    await jetstreamClient(admin.nc).publish(`${stream}.in`, '{"a":1}', { headers: h })
+    const sink = memory()
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await until('acked', () => source.counters.acked === 1)
+    await topology.stop()
+    const metadata = sink.events[0]?._nats as { headers: object }
+    expect(Object.getPrototypeOf(metadata.headers)).toBe(Object.prototype)
+    expect(Object.entries(metadata.headers)).toEqual([
+      ['__proto__', ['x']],
+      ['Multi', ['a', 'b']],
+    ])
   })
 
   it('a slow sink past half the AckWait causes no redelivery: the source sends working()', async () => {

@@ -94,6 +94,93 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
     )
   }, 60_000)
 
+  it('a redelivery of a message still in the pipeline (AckWait passed while the connection was down) is not sent again: delivered once, acked once', async () => {
+    const stream = await admin.stream('INFLIGHT')
+    await admin.publish(`${stream}.in`, [JSON.stringify({ n: 1 })])
+    const proxy = await tcpProxy({ target: { host: NATS_HOST, port: NATS_PORT } })
+    const seen: { n: number; deliveryCount: number }[] = []
+    let release = (): void => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    // Holds its first write, so the message is in the pipeline when the connection is cut.
+    const sink: Sink = {
+      kind: 'holding',
+      async write(events: EventArray) {
+        for (const event of events)
+          seen.push({
+            n: event.get('n') as number,
+            deliveryCount: event.get('_nats.deliveryCount') as number,
+          })
+        await held
+        return undefined
+      },
+    }
+    const source = jetstream({
+      servers: proxy.address,
+      stream,
+      consumer: 'c',
+      ackWaitMs: 500,
+      fetchExpiresMs: 1000,
+      // The reconnect comes after the AckWait passed at the server, so working() could not stop the redelivery.
+      reconnectTimeWaitMs: 1500,
+      onWarning: () => {},
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    try {
+      await until('the message in the sink', () => seen.length === 1)
+      proxy.cut()
+      await until('a reconnect', () => source.counters.reconnects >= 1)
+      await until(
+        'the server redelivered the message in the pipeline',
+        () => source.counters.redelivered >= 1,
+      )
+      release()
+      await until('nothing pending at the server', () => settledAtServer(admin, stream, 'c'))
+    } finally {
+      release()
+      await topology.stop()
+      await proxy.close()
+    }
+    expect(seen).toEqual([{ n: 1, deliveryCount: 1 }])
+    expect(source.counters).toMatchObject({ received: 2, redelivered: 1, acked: 1, nacked: 0, inFlight: 0 })
+  }, 30_000)
+
+  it('a server that goes away between the connect and the first JetStream request fails the run naming the component and the servers', async () => {
+    const stream = await admin.stream('BIND')
+    // Drops the connection as the client asks for JetStream (its first request after the connect).
+    const proxy = await tcpProxy({
+      target: { host: NATS_HOST, port: NATS_PORT },
+      onData: (direction, chunk) => {
+        if (direction === 'up' && chunk.toString('latin1').includes('PUB $JS.API.INFO'))
+          throw new Error('cut at the JetStream request')
+      },
+    })
+    const source = jetstream({ servers: proxy.address, stream, consumer: 'c', onWarning: () => {} })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], recordingSink().sink)
+      .build()
+    await topology.start()
+    try {
+      await expect(source.ready()).rejects.toMatchObject({
+        code: 'CONNECT_FAILED',
+        component: 'in',
+        field: 'servers',
+      })
+      await expect(source.ready()).rejects.toThrow(`JetStream did not answer (servers ${proxy.address})`)
+    } finally {
+      await topology.stop()
+      await proxy.close().catch(() => undefined)
+    }
+    // The cut happened where it was meant to (onData threw there).
+    expect(proxy.error).toBeDefined()
+  }, 30_000)
+
   it('two instances share one durable consumer; one dies mid-batch, the other finishes the work: zero loss', async () => {
     const N = 400
     const stream = await admin.stream('COMPETE')
