@@ -42,6 +42,7 @@ import {
 import type { ConfirmChannel, Message } from 'amqplib'
 import { z } from 'zod'
 import { Connection, type Generation } from './internal/Connection.js'
+import { warningsTo } from './internal/warnings.js'
 
 /**
  * Options of {@link amqpSink}: its schema (`validate`, `jsonSchema`, …).
@@ -114,9 +115,19 @@ export const AmqpSinkOptions = defineOptions({
     .describe('The first reconnect delay; doubles per attempt.'),
   reconnectMaxDelayMs: z.number().min(0).default(10_000).describe('The longest reconnect delay.'),
   heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
+  connectTimeoutMs: z
+    .number()
+    .min(1)
+    .max(2_147_483_647)
+    .default(10_000)
+    .describe(
+      'How long a connect attempt (TCP, TLS, AMQP handshake) may wait for the server before it fails (the first one fails start, a later one is retried with back-off).',
+    ),
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
-    .describe('Where warnings go (lost connections, failed reconnects). Default: process.emitWarning.'),
+    .describe(
+      'Where warnings go (lost connections, failed reconnects). Default: process.emitWarning, which also gets a warning this function threw on (or rejected, if async).',
+    ),
 })
 /** Options of {@link amqpSink}. */
 export type AmqpSinkOptions = OptionsOf<typeof AmqpSinkOptions>
@@ -184,7 +195,10 @@ class AmqpPublisher implements AmqpSink {
   }
   #resolved: Resolved | undefined
   #connection: Connection<ConfirmChannel> | undefined
-  /** Messages awaiting their confirm, per generation, by message-id, in publish order. */
+  /**
+   * Messages awaiting their confirm, per generation, by {@link returnKey} (exchange, routing key and
+   * message-id), in publish order.
+   */
   #awaiting = new WeakMap<Generation<ConfirmChannel>, Map<string, Publish[]>>()
   /** Writers waiting for room in the window. */
   #waiters: (() => void)[] = []
@@ -211,11 +225,12 @@ class AmqpPublisher implements AmqpSink {
   async start(): Promise<void> {
     const o = AmqpSinkOptions.resolve(this.#options)
     this.#resolved = o
-    const warn = o.onWarning ?? ((message: string) => process.emitWarning(message, { code: 'ACKLINE_AMQP' }))
+    const warn = warningsTo(o.onWarning, `${COMPONENT} sink`, 'ACKLINE_AMQP')
     const connection = new Connection<ConfirmChannel>({
       url: o.url,
       component: COMPONENT,
       heartbeatSeconds: o.heartbeatSeconds,
+      connectTimeoutMs: o.connectTimeoutMs,
       backoff: { initialDelayMs: o.reconnectInitialDelayMs, maxDelayMs: o.reconnectMaxDelayMs },
       onWarning: warn,
       openChannel: (model) => model.createConfirmChannel(),
@@ -225,9 +240,12 @@ class AmqpPublisher implements AmqpSink {
         this.#awaiting.set(generation, awaiting)
         channel.on('return', (message: Message) => {
           // The broker returns an unroutable message before it confirms it: mark the oldest
-          // unconfirmed publish with that id, so its confirm reads as rejected.
-          const id = String(message.properties.messageId)
-          const entry = awaiting.get(id)?.find((publish) => !publish.returned)
+          // unconfirmed publish with that id and route, so its confirm reads as rejected. The id
+          // alone is not enough: ids from `messageIdField` (or upstream) may repeat, and a routable
+          // message with the same id may still await its confirm (a durable queue's fsync).
+          const { exchange, routingKey } = message.fields
+          const key = returnKey(exchange, routingKey, String(message.properties.messageId))
+          const entry = awaiting.get(key)?.find((publish) => !publish.returned)
           if (entry !== undefined) entry.returned = true
         })
         const declared = o.declare
@@ -292,15 +310,16 @@ class AmqpPublisher implements AmqpSink {
       }
       const messageId = this.#messageId(event, o)
       const routingKey = routingKeyOf(event, o)
+      const key = returnKey(o.exchange, routingKey, messageId)
       const publish: Publish = { returned: false }
       let settled = false
       const settle = (error: unknown): void => {
         if (settled) return
         settled = true
         this.#counters.inFlight--
-        const remaining = awaiting?.get(messageId)
+        const remaining = awaiting?.get(key)
         if (remaining !== undefined) {
-          if (remaining.length === 1) awaiting?.delete(messageId)
+          if (remaining.length === 1) awaiting?.delete(key)
           else remaining.splice(remaining.indexOf(publish), 1)
         }
         if (error !== null && error !== undefined) {
@@ -345,8 +364,8 @@ class AmqpPublisher implements AmqpSink {
         continue
       }
       // Counted once sent: the broker's return and confirm can only come after this turn.
-      const list = awaiting?.get(messageId)
-      if (list === undefined) awaiting?.set(messageId, [publish])
+      const list = awaiting?.get(key)
+      if (list === undefined) awaiting?.set(key, [publish])
       else list.push(publish)
       this.#counters.inFlight++
       this.#counters.published++
@@ -433,6 +452,11 @@ function unpublished(error: unknown, messageId: string): Error {
     )
   }
   return new RetryableError(COMPONENT, `message ${id} was not published: ${reason}`, { cause: error })
+}
+
+/** What tells a returned message's publish apart: its exchange, routing key and message-id. */
+function returnKey(exchange: string, routingKey: string, messageId: string): string {
+  return `${exchange}\u0000${routingKey}\u0000${messageId}`
 }
 
 function routingKeyOf(event: LogEvent, o: Resolved): string {

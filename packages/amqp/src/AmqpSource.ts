@@ -49,6 +49,7 @@ import { AmqpError } from './AmqpError.js'
 import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
 import { backoffDelay, Connection, type Generation } from './internal/Connection.js'
 import { headersToJson } from './internal/headersToJson.js'
+import { warningsTo } from './internal/warnings.js'
 
 /**
  * The longest value, in bytes of UTF-8, of an `x-ackline-*` header on a dead-letter copy: a longer
@@ -128,10 +129,18 @@ export const AmqpSourceOptions = defineOptions({
     .describe('The first reconnect delay; doubles per attempt.'),
   reconnectMaxDelayMs: z.number().min(0).default(10_000).describe('The longest reconnect delay.'),
   heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
+  connectTimeoutMs: z
+    .number()
+    .min(1)
+    .max(2_147_483_647)
+    .default(10_000)
+    .describe(
+      'How long a connect attempt (TCP, TLS, AMQP handshake) may wait for the server before it fails (the first one fails the run, a later one is retried with back-off).',
+    ),
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(
-      'Where warnings go (reconnects, prefetch smaller than batchSize). Default: process.emitWarning.',
+      'Where warnings go (reconnects, prefetch smaller than batchSize). Default: process.emitWarning, which also gets a warning this function threw on (or rejected, if async).',
     ),
 })
 /** Options of the {@link amqpSource} source. */
@@ -224,8 +233,9 @@ function refusedCopy(error: Error): boolean {
 }
 
 /**
- * Counts errored attempts of messages whose queue does not (classic queues have no delivery count);
- * also bounds the messages remembered for a refused dead-letter copy.
+ * Errored attempts counted in process, of at most this many messages (classic queues have no
+ * delivery count, and one a message brought along from a quorum queue is stale); also bounds the
+ * messages remembered for a refused dead-letter copy.
  */
 const MAX_TRACKED_ATTEMPTS = 10_000
 
@@ -261,7 +271,7 @@ class AmqpConsumer implements AmqpSource {
 
   async run(context: SourceContext): Promise<void> {
     const o = AmqpSourceOptions.resolve(this.#options)
-    const warn = o.onWarning ?? ((message: string) => process.emitWarning(message, { code: 'ACKLINE_AMQP' }))
+    const warn = warningsTo(o.onWarning, context.id, 'ACKLINE_AMQP')
     const policy: RedeliveryPolicy = {
       maxAttempts: o.maxAttempts,
       initialDelayMs: o.retryInitialDelayMs,
@@ -316,6 +326,7 @@ class AmqpConsumer implements AmqpSource {
       url: o.url,
       component: context.id,
       heartbeatSeconds: o.heartbeatSeconds,
+      connectTimeoutMs: o.connectTimeoutMs,
       backoff: { initialDelayMs: o.reconnectInitialDelayMs, maxDelayMs: o.reconnectMaxDelayMs },
       onWarning: warn,
       // Confirms only where a rejected message is republished with its reason.
@@ -400,7 +411,24 @@ class AmqpConsumer implements AmqpSource {
       },
     })
 
-    await connection.open()
+    // A stop while the first connect is pending (a server that accepts and never answers) ends the
+    // run at once: the attempt, closed meanwhile, fails on its own (connectTimeoutMs) and is ignored.
+    const opening = connection.open()
+    let onAbort: (() => void) | undefined
+    const stopped = new Promise<'stopped'>((resolve) => {
+      onAbort = () => resolve('stopped')
+      if (signal.aborted) onAbort()
+      else signal.addEventListener('abort', onAbort, { once: true })
+    })
+    try {
+      if ((await Promise.race([opening, stopped])) === 'stopped') {
+        opening.catch(() => undefined)
+        await connection.close()
+        return
+      }
+    } finally {
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
+    }
     opened = true
 
     /** Held errored messages wake on their timer, or all at once when the topology stops. */
@@ -805,16 +833,19 @@ class AmqpConsumer implements AmqpSource {
     return fields
   }
 
-  /** This delivery's number, 1 for the first: the quorum queue's count, else what this process saw. */
+  /**
+   * This delivery's number, 1 for the first: the larger of the quorum queue's count and what this
+   * process saw. Never the header alone: a message dead-lettered or shovelled from a quorum queue
+   * into a classic one keeps an `x-delivery-count` that no redelivery changes any more, and taken
+   * as the count it kept an errored message requeued for ever, never out of attempts.
+   */
   #attempt(message: ConsumeMessage, status: RecordOutcome): number {
-    const count = deliveryCount(message)
-    if (count !== undefined) return count + 1
-    if (status !== 'errored' && !message.fields.redelivered) return 1
-    return (this.#attempts.get(attemptKey(message)) ?? 0) + 1
+    const count = deliveryCount(message) ?? 0
+    if (status !== 'errored' && !message.fields.redelivered) return count + 1
+    return Math.max(count, this.#attempts.get(attemptKey(message)) ?? 0) + 1
   }
 
   #remember(message: ConsumeMessage, attempt: number): void {
-    if (deliveryCount(message) !== undefined) return
     const key = attemptKey(message)
     this.#attempts.delete(key)
     this.#attempts.set(key, attempt)
@@ -825,8 +856,7 @@ class AmqpConsumer implements AmqpSource {
   }
 
   #forget(message: ConsumeMessage): void {
-    if (message.fields.redelivered && deliveryCount(message) === undefined)
-      this.#attempts.delete(attemptKey(message))
+    if (message.fields.redelivered) this.#attempts.delete(attemptKey(message))
   }
 }
 

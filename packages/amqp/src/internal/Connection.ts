@@ -48,6 +48,12 @@ export interface ConnectionOptions<C extends Channel> {
   readonly onWarning: (message: string) => void
   readonly backoff: Backoff
   readonly heartbeatSeconds: number
+  /**
+   * How long a connect attempt (TCP, TLS and the AMQP handshake) may go without the server
+   * answering before it fails: a server that accepts the connection and never speaks (a proxy
+   * with no backend) must fail the attempt, not hang it for ever.
+   */
+  readonly connectTimeoutMs: number
 }
 
 /** The server part of a URL, for messages: never the password. */
@@ -162,8 +168,19 @@ export class Connection<C extends Channel = Channel> {
   }
 
   async #attempt(): Promise<Generation<C>> {
-    const { url, heartbeatSeconds, openChannel, setup } = this.#options
-    const model = await connect(withHeartbeat(url, heartbeatSeconds))
+    const { url, heartbeatSeconds, connectTimeoutMs, openChannel, setup } = this.#options
+    const model = await connect(withHeartbeat(url, heartbeatSeconds), { timeout: connectTimeoutMs }).catch(
+      (error: unknown) => {
+        // amqplib's own words for its socket timeout: say which option set it.
+        if (error instanceof Error && error.message === 'connect ETIMEDOUT') {
+          throw new Error(
+            `the server did not complete the AMQP handshake within ${connectTimeoutMs} ms (connectTimeoutMs)`,
+            { cause: error },
+          )
+        }
+        throw error
+      },
+    )
     let generation: LiveGeneration<C> | undefined
     try {
       const channel = await openChannel(model)

@@ -146,6 +146,47 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     expect(held.map((m) => (JSON.parse(m.content.toString()) as { i: number }).i)).toEqual([1, 2, 4, 5])
   })
 
+  it('tells a returned message from a routable one with the same message-id still awaiting its confirm', async () => {
+    // messageIdField on a field that repeats (several events per order), routed by another field:
+    // the broker returns the unroutable one while the routable ones before it, persistent on a
+    // durable queue, still await their confirms. Matched by id alone, the return used to mark the
+    // oldest of those: a routable event was rejected and the unroutable one counted delivered (lost).
+    const exchange = uniqueName('ex')
+    const queue = uniqueName('sameid')
+    admin.exchanges.push(exchange)
+    admin.queues.push(queue)
+    const sink = amqpSink({
+      url: BROKER_URL,
+      exchange,
+      routingKeyField: 'key',
+      messageIdField: 'order',
+      declare: {
+        exchange: { type: 'direct', durable: false },
+        queue: { name: queue, durable: true, bindingKey: 'good' },
+      },
+    })
+    await sink.start()
+    try {
+      const pad = 'x'.repeat(10_000)
+      const routable = Array.from(
+        { length: 200 },
+        (_, n) => new LogEvent({ order: 'o-1', key: 'good', n, pad }),
+      )
+      const result = await sink.write(
+        EventArray.from([...routable, new LogEvent({ order: 'o-1', key: 'nowhere', n: 200 })]),
+      )
+      expect(Array.isArray(result)).toBe(true)
+      const statuses = (result as unknown[]).map((r) =>
+        r === 'delivered' ? r : (r as Error).constructor.name,
+      )
+      expect(statuses).toEqual([...Array.from({ length: 200 }, () => 'delivered'), 'RejectError'])
+      expect(sink.counters).toMatchObject({ published: 201, confirmed: 200, returned: 1 })
+      expect(await admin.messageCount(queue)).toBe(200)
+    } finally {
+      await sink.stop()
+    }
+  })
+
   it('rejects an event whose routing key or message-id is longer than 255 bytes (it cannot be encoded), and delivers the others of the same write', async () => {
     const queue = uniqueName('long')
     admin.queues.push(queue)

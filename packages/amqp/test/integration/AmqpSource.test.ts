@@ -133,6 +133,36 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     })
   }
 
+  it('bounds the attempts of a message on a classic queue that carries a stale x-delivery-count (dead-lettered from a quorum queue)', async () => {
+    // A message dead-lettered or shovelled from a quorum queue keeps its x-delivery-count, which a
+    // classic queue never updates: taken as the count, it kept an always-errored message requeued
+    // for ever (hundreds of requeues a second with a short back-off), never dead-lettered.
+    const { queue, dead } = await admin.queueWithDeadLetters('classic')
+    const channel = admin.channel as ConfirmChannel
+    channel.publish('', queue, Buffer.from('{"n":1}'), {
+      messageId: 'm-1',
+      headers: { 'x-delivery-count': 1 },
+    })
+    await channel.waitForConfirms()
+    const source = amqpSource({ url: BROKER_URL, queue, maxAttempts: 3, retryInitialDelayMs: 0 })
+    const sink = memory({ outcome: () => 'errored' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    try {
+      await vi.waitFor(() => expect(source.counters.rejected).toBe(1), { timeout: 10_000, interval: 5 })
+    } finally {
+      await topology.stop()
+    }
+    // The header counts one earlier delivery; this process counts its own: 2 + 1 = maxAttempts.
+    expect(source.counters).toMatchObject({ received: 2, nacked: 1, rejected: 1, acked: 0, inFlight: 0 })
+    expect(sink.events.map((e) => (e._amqp as { deliveryCount?: number }).deliveryCount)).toEqual([1, 1])
+    expect((await admin.drain(dead)).map((m) => m.content.toString())).toEqual(['{"n":1}'])
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
   it("with deadLetterExchange, republishes a rejected message there with the reason in headers and acks it; a copy no queue takes falls back to the queue's own dead-lettering", async () => {
     // The queue's own dead-letter exchange (x-death, no reason) and a reason exchange of our own.
     const { queue, dead } = await admin.queueWithDeadLetters()

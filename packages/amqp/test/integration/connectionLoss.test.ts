@@ -1,11 +1,12 @@
-import { amqpSink, amqpSource } from '@ackline/amqp'
+import { createConnection, createServer, type Server, type Socket } from 'node:net'
+import { AmqpError, amqpSink, amqpSource } from '@ackline/amqp'
 import { type BatchStatus, EventArray, LogEvent } from '@ackline/core'
 import { memory } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
 import type { TcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { Admin, brokerAvailable, brokerProxy, stallingBrokerProxy, uniqueName } from './broker.js'
+import { Admin, BROKER_URL, brokerAvailable, brokerProxy, stallingBrokerProxy, uniqueName } from './broker.js'
 
 const available = await brokerAvailable()
 
@@ -186,4 +187,186 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       await stalling.close()
     }
   })
+
+  it('source and sink: an onWarning that throws, or returns a promise that rejects, neither crashes nor stops the reconnect', async () => {
+    // The warning about a lost connection is given from amqplib's 'close' handler: a throw there
+    // used to be an uncaught exception, and it cut short the reconnect (the source and the sink
+    // stayed disconnected for good, and the topology's stop hung).
+    const { queue } = await admin.queueWithDeadLetters()
+    const { proxy: own, url } = await brokerProxy()
+    const warned: string[] = []
+    const fallbacks: string[] = []
+    const onProcessWarning = (warning: Error): void => {
+      fallbacks.push(warning.message)
+    }
+    process.on('warning', onProcessWarning)
+    const source = amqpSource({
+      url,
+      queue,
+      reconnectInitialDelayMs: 10,
+      onWarning: (message) => {
+        warned.push(message)
+        throw new Error('the logger is down')
+      },
+    })
+    const sink = amqpSink({
+      url,
+      routingKey: queue,
+      reconnectInitialDelayMs: 10,
+      // Untyped code may pass an async function.
+      onWarning: (async (message: string) => {
+        warned.push(message)
+        throw new Error('the async logger is down')
+      }) as unknown as (message: string) => void,
+    })
+    const out = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], out)
+      .build()
+    try {
+      await topology.start()
+      await sink.start()
+      await admin.publish(queue, [{ n: 1 }])
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+      own.cut()
+      await vi.waitFor(
+        () => {
+          expect(source.counters.reconnects).toBe(1)
+          expect(sink.counters.reconnects).toBe(1)
+        },
+        { timeout: 5000, interval: 5 },
+      )
+      expect(warned.filter((w) => w.includes('lost the connection'))).toHaveLength(2)
+      // What the callback could not take went to process.emitWarning, with why.
+      await vi.waitFor(
+        () => expect(fallbacks.filter((w) => w.includes('the onWarning of'))).toHaveLength(2),
+        {
+          timeout: 5000,
+          interval: 5,
+        },
+      )
+      expect(await sink.write(EventArray.of(new LogEvent({ n: 2 })))).toBeUndefined()
+      await vi.waitFor(() => expect(out.events.map((e) => e.n)).toContain(2), { timeout: 5000, interval: 5 })
+      // The ack of 1 may have died with the cut: 1 again is a duplicate, never a loss.
+      expect(new Set(out.events.map((e) => e.n))).toEqual(new Set([1, 2]))
+    } finally {
+      process.off('warning', onProcessWarning)
+      await topology.stop()
+      await sink.stop()
+      await own.close()
+    }
+  })
+
+  it('source: a stop while the first connect gets no answer (a server that accepts and never speaks) ends the run at once', async () => {
+    const silent = await silentServer()
+    try {
+      const stop = new AbortController()
+      // The default connect timeout (10 s) is longer than the test's: only the stop can end the run.
+      const source = amqpSource({ url: `amqp://guest:guest@${silent.address}`, queue: 'unused' })
+      const run = source.run({
+        id: 'in',
+        acknowledgements: true,
+        signal: stop.signal,
+        send: () => Promise.reject(new Error('unused')),
+        sendEvents: () => Promise.resolve(),
+      })
+      await silent.accepted
+      stop.abort()
+      await expect(run).resolves.toBeUndefined()
+    } finally {
+      await silent.close()
+    }
+  })
+
+  it('sink: start fails naming connectTimeoutMs when the server accepts and never answers', async () => {
+    const silent = await silentServer()
+    try {
+      const sink = amqpSink({ url: `amqp://guest:secret@${silent.address}`, connectTimeoutMs: 200 })
+      const error: unknown = await sink.start().catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(AmqpError)
+      expect((error as AmqpError).code).toBe('AMQP_CONNECT_FAILED')
+      expect((error as AmqpError).message).toMatch(
+        /cannot connect to amqp:\/\/guest@127\.0\.0\.1:\d+: the server did not complete the AMQP handshake within 200 ms \(connectTimeoutMs\)/,
+      )
+      expect((error as AmqpError).message).not.toContain('secret')
+    } finally {
+      await silent.close()
+    }
+  })
+
+  it('source: a reconnect attempt the server never answers fails after connectTimeoutMs and the next one reconnects', async () => {
+    const { queue } = await admin.queueWithDeadLetters()
+    // Forwards to the broker, except the one connection after the cut, which it holds without a word.
+    const broker = new URL(BROKER_URL)
+    const open = new Set<Socket>()
+    let connections = 0
+    const server: Server = createServer((client) => {
+      open.add(client)
+      client.on('close', () => open.delete(client)).on('error', () => undefined)
+      if (++connections === 2) return
+      const upstream = createConnection({ host: broker.hostname, port: Number(broker.port || 5672) })
+      open.add(upstream)
+      upstream.on('close', () => open.delete(upstream)).on('error', () => client.destroy())
+      client.on('close', () => upstream.destroy())
+      upstream.on('close', () => client.destroy())
+      client.pipe(upstream)
+      upstream.pipe(client)
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const { port } = server.address() as { port: number }
+    const warnings: string[] = []
+    const source = amqpSource({
+      url: `${broker.protocol}//${broker.username}:${broker.password}@127.0.0.1:${port}${broker.pathname}`,
+      queue,
+      reconnectInitialDelayMs: 10,
+      connectTimeoutMs: 200,
+      onWarning: (message) => warnings.push(message),
+    })
+    const out = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], out)
+      .build()
+    try {
+      await topology.start()
+      await admin.publish(queue, [{ n: 1 }])
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+      for (const socket of open) socket.destroy()
+      await vi.waitFor(() => expect(source.counters.reconnects).toBe(1), { timeout: 10_000, interval: 10 })
+      expect(connections).toBe(3)
+      expect(
+        warnings.some((w) => /reconnect attempt 1 .* failed: .*within 200 ms \(connectTimeoutMs\)/.test(w)),
+      ).toBe(true)
+      await admin.publish(queue, [{ n: 2 }])
+      await vi.waitFor(() => expect(source.counters.acked).toBe(2), { timeout: 5000, interval: 5 })
+      expect(out.events.map((e) => e.n)).toEqual([1, 2])
+    } finally {
+      await topology.stop()
+      for (const socket of open) socket.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  })
 })
+
+/** A TCP server that accepts connections and never says a word (a proxy with no backend). */
+async function silentServer(): Promise<{ address: string; accepted: Promise<void>; close(): Promise<void> }> {
+  const sockets = new Set<Socket>()
+  let accepted!: () => void
+  const first = new Promise<void>((resolve) => (accepted = resolve))
+  const server = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('error', () => undefined)
+    accepted()
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  return {
+    address: `127.0.0.1:${port}`,
+    accepted: first,
+    close: () => {
+      for (const socket of sockets) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * The `onWarning` option made safe to call from anywhere: amqplib's event handlers, timers, the
+ * paths that settle deliveries.
+ *
+ * Invariant: the returned function never throws and never leaves a rejected promise behind. A
+ * user's `onWarning` that throws (or, from untyped code, returns a promise that rejects) must not
+ * become an uncaught exception inside a socket's 'close' handler, nor cut short what follows the
+ * warning (a reconnect, an ack): the warning then goes to `process.emitWarning`, with what the
+ * callback threw.
+ */
+
+/** `onWarning`, or `process.emitWarning` with `code` when unset, wrapped so it cannot throw. */
+export function warningsTo(
+  onWarning: ((message: string) => void) | undefined,
+  component: string,
+  code: string,
+): (message: string) => void {
+  const emit = (message: string): void => {
+    try {
+      process.emitWarning(message, { code })
+    } catch {
+      // Nowhere left to report to; what follows the warning must still run.
+    }
+  }
+  const fallBack = (message: string, error: unknown): void =>
+    emit(`${message} (the onWarning of ${component} failed on it: ${String(error)})`)
+  if (onWarning === undefined) return emit
+  return (message) => {
+    try {
+      const result: unknown = onWarning(message)
+      if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function') {
+        ;(result as PromiseLike<unknown>).then(undefined, (error: unknown) => fallBack(message, error))
+      }
+    } catch (error) {
+      fallBack(message, error)
+    }
+  }
+}
