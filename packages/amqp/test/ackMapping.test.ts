@@ -65,4 +65,9 @@ describe('ackMapping', () => {
     const p = { maxAttempts: 10, initialDelayMs: 10, maxDelayMs: 75 }
     expect([1, 2, 3, 4, 5].map((a) => redeliveryDelay(p, a))).toEqual([10, 20, 40, 75, 75])
   })
+
+  it('never holds a message longer than a timer waits (a longer delay would fire after 1 ms: a requeue loop)', () => {
+    const p = { maxAttempts: 10, initialDelayMs: 3e9, maxDelayMs: 1e12 }
+    expect(redeliveryDelay(p, 1)).toBe(2_147_483_647)
+  })
 })

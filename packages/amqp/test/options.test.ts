@@ -60,6 +60,11 @@ describe('Connection helpers', () => {
     const backoff = { initialDelayMs: 100, maxDelayMs: 1000 }
     expect([1, 2, 3, 4, 5, 60].map((a) => backoffDelay(backoff, a))).toEqual([100, 200, 400, 800, 1000, 1000])
   })
+
+  it('never backs off longer than a timer waits (a longer delay would fire after 1 ms: a reconnect loop)', () => {
+    const backoff = { initialDelayMs: 3e9, maxDelayMs: 1e12 }
+    expect(backoffDelay(backoff, 1)).toBe(2_147_483_647)
+  })
 })
 
 describe('headersToJson', () => {

@@ -12,6 +12,7 @@
  */
 import { type Channel, type ChannelModel, type ConfirmChannel, connect } from 'amqplib'
 import { AmqpError } from '../AmqpError.js'
+import { MAX_TIMER_MS } from './ackMapping.js'
 
 /** One connection + channel, as it lived. */
 export interface Generation<C extends Channel> {
@@ -67,9 +68,10 @@ export function describeServer(url: string): string {
   }
 }
 
-/** The delay before reconnect attempt `attempt` (1-based): doubling from `initialDelayMs`, capped. */
+/** The delay before reconnect attempt `attempt` (1-based): doubling from `initialDelayMs`, capped by `maxDelayMs` and by the longest a timer waits. */
 export function backoffDelay(backoff: Backoff, attempt: number): number {
-  return Math.min(backoff.maxDelayMs, backoff.initialDelayMs * 2 ** Math.min(30, attempt - 1))
+  // Never longer than a timer waits: a longer delay would fire after 1 ms, a reconnect loop.
+  return Math.min(MAX_TIMER_MS, backoff.maxDelayMs, backoff.initialDelayMs * 2 ** Math.min(30, attempt - 1))
 }
 
 /** `url` with its `heartbeat` query parameter set, unless the URL sets one itself. */

@@ -64,9 +64,19 @@ export function brokerAction(
   }
 }
 
-/** The back-off before requeueing attempt `attempt`: doubling from `initialDelayMs`, capped. */
+/** The longest delay a Node.js timer keeps (2^31 - 1 ms): a longer one would fire after 1 ms. */
+export const MAX_TIMER_MS = 2_147_483_647
+
+/**
+ * The back-off before requeueing attempt `attempt`: doubling from `initialDelayMs`, capped by
+ * `maxDelayMs` and by the longest a timer waits.
+ */
 export function redeliveryDelay(policy: RedeliveryPolicy, attempt: number): number {
-  return Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** Math.min(30, Math.max(0, attempt - 1)))
+  return Math.min(
+    MAX_TIMER_MS,
+    policy.maxDelayMs,
+    policy.initialDelayMs * 2 ** Math.min(30, Math.max(0, attempt - 1)),
+  )
 }
 
 function assertNever(value: never): never {
