@@ -885,11 +885,13 @@ function deliveryCount(message: ConsumeMessage): number | undefined {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined
 }
 
-/** What identifies a message across redeliveries: its message-id, else a hash of its body. */
+/** What identifies a message across redeliveries: its message-id (when it has one) and a hash of its body. */
 function attemptKey(message: ConsumeMessage): string {
   const id = message.properties.messageId as unknown
-  if (typeof id === 'string' && id !== '') return `id:${id}`
-  return `sha1:${createHash('sha1').update(message.content).digest('base64')}`
+  const body = createHash('sha1').update(message.content).digest('base64')
+  // The body too, with an id: ids may repeat (a `messageIdField`, an upstream id), and two messages
+  // sharing a key share an attempt count, which would give one of them fewer than `maxAttempts`.
+  return typeof id === 'string' && id !== '' ? `id:${id}/sha1:${body}` : `sha1:${body}`
 }
 
 /** `value` cut to {@link ACKLINE_HEADER_MAX_BYTES} bytes of UTF-8 (ending in '…'), never mid-character. */

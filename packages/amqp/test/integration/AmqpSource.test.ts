@@ -163,6 +163,40 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(queue)).toBe(0)
   })
 
+  it('gives each of two messages that share a message-id its own maxAttempts on a quorum queue', async () => {
+    // Ids may repeat (a messageIdField, an upstream id): a count kept by id alone let one message's
+    // errors count against the other, which was dead-lettered an attempt early.
+    const { queue, dead } = await admin.queueWithDeadLetters('quorum')
+    await admin.publish(queue, [{ n: 0 }, { n: 1 }], () => 'same-id')
+    const seen = new Map<number, number>()
+    const sink = memory({
+      outcome: (event) => {
+        const n = event.get('n') as number
+        seen.set(n, (seen.get(n) ?? 0) + 1)
+        return 'errored'
+      },
+    })
+    const source = amqpSource({
+      url: BROKER_URL,
+      queue,
+      prefetch: 10,
+      maxAttempts: 3,
+      retryInitialDelayMs: 0,
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    try {
+      await vi.waitFor(() => expect(source.counters.rejected).toBe(2), { timeout: 15_000, interval: 10 })
+    } finally {
+      await topology.stop()
+    }
+    expect([seen.get(0), seen.get(1)]).toEqual([3, 3])
+    expect(await admin.drain(dead)).toHaveLength(2)
+  })
+
   it("with deadLetterExchange, republishes a rejected message there with the reason in headers and acks it; a copy no queue takes falls back to the queue's own dead-lettering", async () => {
     // The queue's own dead-letter exchange (x-death, no reason) and a reason exchange of our own.
     const { queue, dead } = await admin.queueWithDeadLetters()
