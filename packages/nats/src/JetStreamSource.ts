@@ -463,7 +463,7 @@ class JetStreamPullSource implements JetStreamSource {
       return undefined
     }
     const holding = this.#inFlight.get(msg.info.streamSequence)
-    if (holding !== undefined) {
+    if (holding !== undefined && isRedeliveryOf(msg, holding.msg)) {
       // The server redelivered a message the pipeline still holds (its AckWait passed while
       // working() could not reach the server, a dropped connection): the copy in the pipeline
       // stands for it, settled once, through this newest delivery.
@@ -471,6 +471,8 @@ class JetStreamPullSource implements JetStreamSource {
       holding.lastTouch = Date.now()
       return undefined
     }
+    // Otherwise a new message, even under a sequence the pipeline holds (a stream deleted and made
+    // again numbers from 1): it goes in, and the held entry settles on its own (see `#release`).
     const entry: InFlight = { msg, lastTouch: Date.now() }
     // In flight from now on: `working()` covers it while it waits for its batch to be accepted.
     this.#inFlight.set(msg.info.streamSequence, entry)
@@ -692,6 +694,18 @@ class JetStreamPullSource implements JetStreamSource {
       fallBack(error)
     }
   }
+}
+
+/**
+ * Whether `msg` is a later delivery of the message `held` is one of: the same stream, sequence and
+ * stored time, delivered more times. A new message that only shares the sequence is not.
+ */
+function isRedeliveryOf(msg: JsMsg, held: JsMsg): boolean {
+  return (
+    msg.info.stream === held.info.stream &&
+    msg.info.timestampNanos === held.info.timestampNanos &&
+    msg.info.deliveryCount > held.info.deliveryCount
+  )
 }
 
 function serversOf(servers: string | readonly string[]): string {

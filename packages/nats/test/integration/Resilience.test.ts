@@ -2,6 +2,7 @@ import type { EventArray } from '@ackline/core'
 import { jetstream } from '@ackline/nats'
 import { tcpProxy } from '@ackline/testkit'
 import { type Sink, TopologyBuilder } from '@ackline/topology'
+import { AckPolicy } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { NATS_HOST, NATS_PORT, NATS_URL, NatsAdmin, skipWithoutNats, until } from './support/natsFixture.js'
 
@@ -148,6 +149,53 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
     }
     expect(seen).toEqual([{ n: 1, deliveryCount: 1 }])
     expect(source.counters).toMatchObject({ received: 2, redelivered: 1, acked: 1, nacked: 0, inFlight: 0 })
+  }, 30_000)
+
+  it('a new message under a sequence still in the pipeline (its stream deleted and made again) is delivered, not taken for a redelivery', async () => {
+    const stream = await admin.stream('REUSE')
+    await admin.publish(`${stream}.in`, [JSON.stringify({ n: 1 })])
+    const seen: number[] = []
+    let release = (): void => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    // Holds its first write, so message 1 (sequence 1) is in the pipeline when the stream is made again.
+    let writes = 0
+    const sink: Sink = {
+      kind: 'holding',
+      async write(events: EventArray) {
+        for (const event of events) seen.push(event.get('n') as number)
+        if (writes++ === 0) await held
+        return undefined
+      },
+    }
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'c',
+      fetchExpiresMs: 1000,
+      onWarning: () => {},
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    try {
+      await until('message 1 in the sink', () => seen.length === 1)
+      await admin.jsm.streams.delete(stream)
+      await admin.jsm.streams.add({ name: stream, subjects: [`${stream}.>`] })
+      await admin.jsm.consumers.add(stream, { durable_name: 'c', ack_policy: AckPolicy.Explicit })
+      await admin.publish(`${stream}.in`, [JSON.stringify({ n: 2 })]) // sequence 1 of the new stream
+      await until('the new message pulled', () => source.counters.received >= 2)
+      release()
+      await until('message 2 delivered', () => seen.includes(2))
+      await until('nothing pending at the server', () => settledAtServer(admin, stream, 'c'))
+    } finally {
+      release()
+      await topology.stop()
+    }
+    expect(seen).toEqual([1, 2])
   }, 30_000)
 
   it('a server that goes away between the connect and the first JetStream request fails the run naming the component and the servers', async () => {
