@@ -38,11 +38,11 @@ import {
   RetryableError,
   type Sink,
   type SinkResult,
+  warningsTo,
 } from '@ackline/topology'
 import type { ConfirmChannel, Message } from 'amqplib'
 import { z } from 'zod'
-import { Connection, type Generation } from './internal/Connection.js'
-import { warningsTo } from './internal/warnings.js'
+import { Connection, connectionOptions, type Generation } from './internal/Connection.js'
 
 /**
  * Options of {@link amqpSink}: its schema (`validate`, `jsonSchema`, …).
@@ -108,21 +108,7 @@ export const AmqpSinkOptions = defineOptions({
     })
     .optional()
     .describe('Declarations made (idempotently) at start and after each reconnect.'),
-  reconnectInitialDelayMs: z
-    .number()
-    .min(0)
-    .default(100)
-    .describe('The first reconnect delay; doubles per attempt.'),
-  reconnectMaxDelayMs: z.number().min(0).default(10_000).describe('The longest reconnect delay.'),
-  heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
-  connectTimeoutMs: z
-    .number()
-    .min(1)
-    .max(2_147_483_647)
-    .default(10_000)
-    .describe(
-      'How long a connect attempt (TCP, TLS, AMQP handshake) may wait for the server before it fails (the first one fails start, a later one is retried with back-off).',
-    ),
+  ...connectionOptions,
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(

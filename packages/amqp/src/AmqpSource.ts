@@ -42,14 +42,14 @@ import {
   type OptionsOf,
   type Source,
   type SourceContext,
+  warningsTo,
 } from '@ackline/topology'
 import type { Channel, ConfirmChannel, ConsumeMessage } from 'amqplib'
 import { z } from 'zod'
 import { AmqpError } from './AmqpError.js'
 import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
-import { backoffDelay, Connection, type Generation } from './internal/Connection.js'
+import { backoffDelay, Connection, connectionOptions, type Generation } from './internal/Connection.js'
 import { headersToJson } from './internal/headersToJson.js'
-import { warningsTo } from './internal/warnings.js'
 
 /**
  * The longest value, in bytes of UTF-8, of an `x-ackline-*` header on a dead-letter copy: a longer
@@ -122,21 +122,7 @@ export const AmqpSourceOptions = defineOptions({
     .describe(
       'The field that holds the broker metadata (exchange, routing key, redelivered, …); false: none.',
     ),
-  reconnectInitialDelayMs: z
-    .number()
-    .min(0)
-    .default(100)
-    .describe('The first reconnect delay; doubles per attempt.'),
-  reconnectMaxDelayMs: z.number().min(0).default(10_000).describe('The longest reconnect delay.'),
-  heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
-  connectTimeoutMs: z
-    .number()
-    .min(1)
-    .max(2_147_483_647)
-    .default(10_000)
-    .describe(
-      'How long a connect attempt (TCP, TLS, AMQP handshake) may wait for the server before it fails (the first one fails the run, a later one is retried with back-off).',
-    ),
+  ...connectionOptions,
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(

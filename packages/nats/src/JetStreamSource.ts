@@ -39,6 +39,7 @@ import {
   type ResolvedOptionsOf,
   type Source,
   type SourceContext,
+  warningsTo,
 } from '@ackline/topology'
 import {
   AckPolicy,
@@ -233,6 +234,7 @@ class JetStreamPullSource implements JetStreamSource {
   readonly canAcknowledge = true
   readonly #options: JetStreamSourceOptions
   #component = 'jetstream'
+  #warnTo: ((message: string) => void) | undefined = undefined
   #connection: Connection | undefined = undefined
   /** The messages in the pipeline, by stream sequence (a consumer reads one stream). */
   readonly #inFlight = new Map<number, InFlight>()
@@ -674,25 +676,13 @@ class JetStreamPullSource implements JetStreamSource {
   }
 
   /**
-   * Reports a warning. A user `onWarning` that throws or rejects never reaches the caller: warnings
-   * are said in the middle of settling a batch or of the pull loop, which must go on. Its failure
-   * and the warning then go to `process.emitWarning`.
+   * Reports a warning. A user `onWarning` that throws or rejects never reaches the caller:
+   * warnings are said in the middle of settling a batch or of the pull loop, which must go on
+   * (`warningsTo`).
    */
   #warn(message: string): void {
-    const onWarning = this.#options.onWarning
-    if (onWarning === undefined) {
-      process.emitWarning(message, { code: 'ACKLINE_NATS' })
-      return
-    }
-    const fallBack = (error: unknown): void =>
-      process.emitWarning(`${message} (onWarning failed: ${String(error)})`, { code: 'ACKLINE_NATS' })
-    try {
-      // Untyped JS may pass an async function: its rejection must not be unhandled either.
-      const returned: unknown = onWarning(message)
-      if (returned instanceof Promise) returned.catch(fallBack)
-    } catch (error) {
-      fallBack(error)
-    }
+    this.#warnTo ??= warningsTo(this.#options.onWarning, this.#component, 'ACKLINE_NATS')
+    this.#warnTo(message)
   }
 }
 

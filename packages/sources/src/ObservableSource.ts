@@ -19,6 +19,7 @@ import {
   type OptionsOf,
   type Source,
   type SourceContext,
+  warningsTo,
 } from '@ackline/topology'
 import { type Observable, Subject } from 'rxjs'
 import { z } from 'zod'
@@ -183,16 +184,11 @@ class FromObservable<R extends JsonObject> implements ObservableSource<R> {
     try {
       this.#options.onAck?.(ack)
     } catch (error) {
-      const warn =
-        this.#options.onWarning ??
-        ((message: string) => process.emitWarning(message, { code: 'ACKLINE_OBSERVABLE' }))
-      try {
-        warn(
-          `observable source '${id}' (onAck): threw on a record acknowledged ${ack.status}: ${String(error)}`,
-        )
-      } catch {
-        // A throwing onWarning has nowhere left to report to; the ack below must still be given.
-      }
+      warningsTo(
+        this.#options.onWarning,
+        id,
+        'ACKLINE_OBSERVABLE',
+      )(`observable source '${id}' (onAck): threw on a record acknowledged ${ack.status}: ${String(error)}`)
     }
     this.#subject.next(ack)
   }

@@ -11,8 +11,28 @@
  * instead of retrying forever.
  */
 import { type Channel, type ChannelModel, type ConfirmChannel, connect } from 'amqplib'
+import { z } from 'zod'
 import { AmqpError } from '../AmqpError.js'
 import { MAX_TIMER_MS } from './ackMapping.js'
+
+/** The options of the connection the source and the sink share: spread into both schemas. */
+export const connectionOptions = {
+  reconnectInitialDelayMs: z
+    .number()
+    .min(0)
+    .default(100)
+    .describe('The first reconnect delay; doubles per attempt.'),
+  reconnectMaxDelayMs: z.number().min(0).default(10_000).describe('The longest reconnect delay.'),
+  heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
+  connectTimeoutMs: z
+    .number()
+    .min(1)
+    .max(MAX_TIMER_MS)
+    .default(10_000)
+    .describe(
+      "How long a connect attempt (TCP, TLS, AMQP handshake) may wait for the server before it fails (the first one fails the source's run or the sink's start, a later one is retried with back-off).",
+    ),
+} as const
 
 /** One connection + channel, as it lived. */
 export interface Generation<C extends Channel> {

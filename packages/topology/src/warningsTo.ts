@@ -1,6 +1,7 @@
 /**
- * The `onWarning` option made safe to call from anywhere: amqplib's event handlers, timers, the
- * paths that settle deliveries.
+ * The `onWarning` option of a component made safe to call from anywhere: a client library's event
+ * handlers, timers, the paths that settle deliveries (the AMQP and NATS connectors, the observable
+ * source use it; a connector of your own can too).
  *
  * Invariant: the returned function never throws and never leaves a rejected promise behind. A
  * user's `onWarning` that throws (or, from untyped code, returns a promise that rejects) must not
@@ -9,7 +10,16 @@
  * callback threw.
  */
 
-/** `onWarning`, or `process.emitWarning` with `code` when unset, wrapped so it cannot throw. */
+/**
+ * `onWarning`, or `process.emitWarning` with `code` when unset, wrapped so it cannot throw.
+ * `component` names the component in the fallback warning.
+ *
+ * @example
+ * ```ts
+ * const warn = warningsTo(options.onWarning, context.id, 'ACKLINE_MY_SOURCE')
+ * warn('lost the connection; reconnecting') // never throws, whatever onWarning does
+ * ```
+ */
 export function warningsTo(
   onWarning: ((message: string) => void) | undefined,
   component: string,
