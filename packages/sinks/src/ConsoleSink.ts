@@ -107,15 +107,15 @@ class Console implements ConsoleSink {
 
   /** Hands `out` to `stream`; resolves once the stream has taken it, throws if it fails first. */
   #print(stream: NodeJS.WritableStream, out: string): Promise<void> {
-    const pending = writesTo(stream)
+    const state = watch(stream)
     return new Promise<void>((resolve, reject) => {
       const done = (error?: unknown): void => {
-        if (!pending.delete(done)) return // settled already (the stream failed, then called back)
-        draining.get(stream)?.delete(done)
+        if (!state.writes.delete(done)) return // settled already (the stream failed, then called back)
+        state.drains.delete(done)
         if (error === undefined || error === null) resolve()
         else reject(this.#failure(stream, error))
       }
-      pending.add(done)
+      state.writes.add(done)
       try {
         if (callsBack(stream)) stream.write(out, done)
         else {
@@ -123,12 +123,11 @@ class Console implements ConsoleSink {
           // may never call a write's callback: it has taken the lines once `write` says so, or at
           // its next `drain`, unless it dropped them (sonic-boom past its `maxLength` emits `drop`
           // from within `write`, and still returns true).
-          const drops = dropsOf(stream)
-          const before = drops.count
+          const before = state.drops
           const room = stream.write(out)
-          if (drops.count !== before) done(new Error('the stream dropped the lines (past its maxLength?)'))
+          if (state.drops !== before) done(new Error('the stream dropped the lines (past its maxLength?)'))
           else if (room) done()
-          else drainOf(stream).add(done)
+          else state.drains.add(done)
         }
       } catch (error) {
         done(error)
@@ -143,68 +142,49 @@ class Console implements ConsoleSink {
   }
 }
 
-/** Per stream a console sink wrote to: the writes still waiting for it to take their lines. */
-const waiting = new WeakMap<NodeJS.WritableStream, Set<(error?: unknown) => void>>()
-/** Per stream that is no Node.js Writable: the writes that wait for its next `drain`. */
-const draining = new WeakMap<NodeJS.WritableStream, Set<(error?: unknown) => void>>()
-
 /** Whether `stream` is a Node.js Writable, whose `write` calls its callback once it took the chunk. */
 const callsBack = (stream: NodeJS.WritableStream): boolean =>
   typeof (stream as { writableLength?: unknown }).writableLength === 'number'
 
+/** What a console sink keeps of a stream it wrote to, and hears from it. */
+interface Watched {
+  /** The writes still waiting for the stream to take their lines. */
+  readonly writes: Set<(error?: unknown) => void>
+  /** The writes, to a stream that is no Node.js Writable, waiting for its next `drain`. */
+  readonly drains: Set<(error?: unknown) => void>
+  /** How many times the stream emitted `drop` (sonic-boom past its `maxLength`). */
+  drops: number
+}
+
+const watched = new WeakMap<NodeJS.WritableStream, Watched>()
+
 /**
- * The writes waiting on `stream`, listening to the stream once for good (however many sinks and
- * writes share it, so no listener piles up per write): without an `error` listener, the `error`
- * Node emits after a failed write (a closed pipe) would crash the process, and it comes after the
- * write's callback. An `error` or a `close` fails every write still waiting.
+ * What the sinks keep of `stream`, listening to it once for good (however many sinks and writes
+ * share it, so no listener piles up per write). Without an `error` listener, the `error` Node
+ * emits after a failed write (a closed pipe) would crash the process, and it comes after the
+ * write's callback. An `error` or a `close` fails every write still waiting; a `drain` settles
+ * those waiting for it.
  */
-function writesTo(stream: NodeJS.WritableStream): Set<(error?: unknown) => void> {
-  let pending = waiting.get(stream)
-  if (pending === undefined) {
-    const writes = new Set<(error?: unknown) => void>()
-    pending = writes
-    waiting.set(stream, writes)
-    stream.on('error', (error: unknown) => {
-      for (const done of [...writes]) done(error)
-    })
-    stream.on('close', () => {
-      for (const done of [...writes]) done(new Error('the stream closed before it took the lines'))
-    })
-  }
-  return pending
-}
-
-/** Per stream that is no Node.js Writable: how many times it emitted `drop` (one listener each). */
-const dropping = new WeakMap<NodeJS.WritableStream, { count: number }>()
-
-/** The `drop` count of `stream`, listening to it once for good. */
-function dropsOf(stream: NodeJS.WritableStream): { count: number } {
-  let drops = dropping.get(stream)
-  if (drops === undefined) {
-    const counter = { count: 0 }
-    drops = counter
-    dropping.set(stream, counter)
-    stream.on('drop', () => {
-      counter.count++
-    })
-  }
-  return drops
-}
-
-/** The writes waiting for `stream`'s next `drain` (one listener per stream, as {@link writesTo}). */
-function drainOf(stream: NodeJS.WritableStream): Set<(error?: unknown) => void> {
-  let drains = draining.get(stream)
-  if (drains === undefined) {
-    const waiters = new Set<(error?: unknown) => void>()
-    drains = waiters
-    draining.set(stream, waiters)
-    stream.on('drain', () => {
-      const all = [...waiters]
-      waiters.clear()
-      for (const done of all) done()
-    })
-  }
-  return drains
+function watch(stream: NodeJS.WritableStream): Watched {
+  const known = watched.get(stream)
+  if (known !== undefined) return known
+  const state: Watched = { writes: new Set(), drains: new Set(), drops: 0 }
+  watched.set(stream, state)
+  stream.on('error', (error: unknown) => {
+    for (const done of [...state.writes]) done(error)
+  })
+  stream.on('close', () => {
+    for (const done of [...state.writes]) done(new Error('the stream closed before it took the lines'))
+  })
+  stream.on('drain', () => {
+    const waiting = [...state.drains]
+    state.drains.clear()
+    for (const done of waiting) done()
+  })
+  stream.on('drop', () => {
+    state.drops++
+  })
+  return state
 }
 
 /**
