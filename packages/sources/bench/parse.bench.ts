@@ -32,7 +32,7 @@ function safe(body: Buffer, format: 'json' | 'ndjson'): void {
   const text = decodeUtf8(body, false)
   if (!text.ok) throw new Error('bench body is not UTF-8')
   const parsed = parseRecords(text.text, format, 64)
-  if (!parsed.ok) throw new Error(parsed.message)
+  if (!parsed.ok) throw new Error(parsed.code)
   sink += parsed.records.length
 }
 

@@ -118,7 +118,8 @@ export const HttpServerOptions = defineOptions({
     .min(1)
     .default(10_000)
     .describe(
-      'The most events one request may carry; more gets 413 TOO_MANY_EVENTS and nothing enters the pipeline.',
+      'The most events one request may carry; more gets 413 TOO_MANY_EVENTS and nothing enters the pipeline. ' +
+        'The events are counted before any is parsed, so such a body costs what its bytes cost, not what its events would.',
     ),
   path: z
     .string()
@@ -590,25 +591,30 @@ class HttpServer implements HttpServerSource {
       this.#refuse(request, response, 400, 'MALFORMED_BODY', message, { byteOffset: body.byteOffset })
       return
     }
-    const parsed = parseRecords(body.text, formatOf(request.headers['content-type']), this.#maxDepth)
+    const maxEvents = this.#resolved.maxEventsPerRequest
+    const parsed = parseRecords(
+      body.text,
+      formatOf(request.headers['content-type']),
+      this.#maxDepth,
+      maxEvents,
+    )
     if (!parsed.ok) {
+      if (parsed.code === 'TOO_MANY_RECORDS') {
+        this.#refuse(
+          request,
+          response,
+          413,
+          'TOO_MANY_EVENTS',
+          `the body holds ${parsed.records} events, more than maxEventsPerRequest (${maxEvents})`,
+          { events: parsed.records, limit: maxEvents },
+        )
+        return
+      }
       const { ok: _, code, message, ...where } = parsed
       this.#refuse(request, response, 400, code, message, where)
       return
     }
     const events = parsed.records.length
-    const maxEvents = this.#resolved.maxEventsPerRequest
-    if (events > maxEvents) {
-      this.#refuse(
-        request,
-        response,
-        413,
-        'TOO_MANY_EVENTS',
-        `the body holds ${events} events, more than maxEventsPerRequest (${maxEvents})`,
-        { events, limit: maxEvents },
-      )
-      return
-    }
     if (events === 0) {
       this.#count(200)
       this.#respond(response, 200, {

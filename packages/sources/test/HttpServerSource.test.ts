@@ -603,6 +603,59 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(context.batches).toEqual([])
   })
 
+  it.each([
+    ['NDJSON', 'application/x-ndjson', Array.from({ length: 5000 }, () => '{"n":1}').join('\n')],
+    ['a JSON array', 'application/json', `[${Array.from({ length: 5000 }, () => '{"n":1}').join(',')}]`],
+    ['NDJSON sniffed', undefined, Array.from({ length: 5000 }, () => '{"n":1}').join('\n')],
+  ])('refuses %s of too many events before parsing a single one', async (_, type, body) => {
+    const { context, port } = await start({ maxEventsPerRequest: 2 })
+    const parsed: string[] = []
+    const parse = JSON.parse
+    // Every text the source parses; the test's own client parses the answer, which is not a record.
+    JSON.parse = ((text: string, reviver?: never) => {
+      if (typeof text === 'string' && text.startsWith('{"n"')) parsed.push(text)
+      if (typeof text === 'string' && text.startsWith('[{"n"')) parsed.push(text)
+      return parse(text, reviver)
+    }) as typeof JSON.parse
+    let answer: Awaited<ReturnType<typeof request>>
+    try {
+      answer = await request(port, { headers: type === undefined ? {} : { 'content-type': type }, body })
+    } finally {
+      JSON.parse = parse
+    }
+    expect(answer.status).toBe(413)
+    expect(answer.body).toMatchObject({ code: 'TOO_MANY_EVENTS', events: 5000, limit: 2 })
+    expect(parsed).toEqual([])
+    expect(context.batches).toEqual([])
+  })
+
+  it('refuses NDJSON sent as application/json as malformed, not as too many events', async () => {
+    const { context, port } = await start({ maxEventsPerRequest: 2 })
+    const body = Array.from({ length: 5 }, (_, n) => JSON.stringify({ n })).join('\n')
+    const answer = await request(port, { headers: { 'content-type': 'application/json' }, body })
+    expect(answer.status).toBe(400)
+    expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', line: 2 })
+    expect(context.batches).toEqual([])
+  })
+
+  it.each([
+    ['objects nested in each event', 'application/json', '[{"a":{"b":{"c":{}}}},{"d":[{},{}]}]', 2],
+    ['braces inside strings', 'application/x-ndjson', '{"m":"{{{{ \\" {{{"}\n{"m":"}}}{{{"}', 2],
+    ['one object over several lines, sniffed', undefined, '{\n "a": {"b": {}},\n "c": [{}, {}]\n}', 1],
+  ])(
+    'counts only the events, not every brace, against maxEventsPerRequest: %s',
+    async (_, type, body, events) => {
+      const { context, port } = await start({ maxEventsPerRequest: 2 })
+      context.onBatch = (batch) => batch.end('delivered')
+      const answer = await request(port, {
+        headers: type === undefined ? {} : { 'content-type': type },
+        body,
+      })
+      expect(answer.status).toBe(200)
+      expect(context.batches.map((batch) => batch.length)).toEqual([events])
+    },
+  )
+
   it('answers a request that is not HTTP with 400 BAD_REQUEST', async () => {
     const { source, port } = await start()
     const garbage = await open(port)

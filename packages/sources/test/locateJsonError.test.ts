@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { depthExceededAt, locateJsonError } from '../src/internal/locateJsonError.js'
+import { depthExceededAt, locateJsonError, objectsAt } from '../src/internal/locateJsonError.js'
 
 const parses = (text: string): boolean => {
   try {
@@ -69,6 +69,32 @@ describe('depthExceededAt', () => {
         expect(depthExceededAt(text, limit)).toBe(at === undefined ? -1 : at.offset)
       }),
       { numRuns: 300 },
+    )
+  })
+})
+
+describe('objectsAt', () => {
+  // Objects whose strings hold braces, brackets, quotes and backslashes, nested objects and arrays.
+  const record = fc.dictionary(
+    fc.string({ unit: fc.constantFrom('{', '}', '[', ']', '"', '\\', 'a', ' ') }),
+    fc.jsonValue({ maxDepth: 4 }),
+  )
+
+  it('counts the elements of a JSON array of objects, and the lines of NDJSON', () => {
+    fc.assert(
+      fc.property(fc.array(record, { maxLength: 20 }), (records) => {
+        expect(objectsAt(JSON.stringify(records), 1)).toBe(records.length)
+        expect(objectsAt(JSON.stringify(records, null, 2), 1)).toBe(records.length)
+        expect(objectsAt(records.map((r) => JSON.stringify(r)).join('\n'), 0)).toBe(records.length)
+      }),
+    )
+  })
+
+  it('counts one object spread over several lines as one', () => {
+    fc.assert(
+      fc.property(record, (r) => {
+        expect(objectsAt(JSON.stringify(r, null, 2), 0)).toBe(1)
+      }),
     )
   })
 })
