@@ -41,6 +41,8 @@ import {
   type SinkResult,
 } from '@ackline/topology'
 import {
+  JetStreamApiCodes,
+  JetStreamApiError,
   type JetStreamClient,
   jetstream as jetstreamClient,
   jetstreamManager,
@@ -48,7 +50,7 @@ import {
 } from '@nats-io/jetstream'
 import { MsgHdrsImpl } from '@nats-io/transport-node'
 import { z } from 'zod'
-import { Connection } from './internal/Connection.js'
+import { Connection, serversOf } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
 import { tooLarge } from './internal/tooLarge.js'
 
@@ -56,7 +58,13 @@ import { tooLarge } from './internal/tooLarge.js'
 export const JetStreamSinkOptions = defineOptions({
   ...connectionShape,
   subject: z.string().min(1).describe('The subject to publish to; a stream must capture it.'),
-  timeoutMs: z.int().min(1).default(5000).describe('How long to wait for one PubAck, in ms.'),
+  timeoutMs: z
+    .int()
+    .min(1)
+    .default(5000)
+    .describe(
+      "How long to wait for one PubAck, and at start for JetStream's answer to the stream lookup, in ms.",
+    ),
   maxInFlight: z.int().min(1).default(256).describe('The most publishes awaiting their PubAck at once.'),
   msgId: codeOption<(event: LogEvent) => string | undefined>('a function')
     .optional()
@@ -136,15 +144,24 @@ class JetStreamPublisher implements JetStreamSink {
     const o = this.#o
     const connection = await Connection.open('jetstream', o)
     try {
-      const jsm = await jetstreamManager(connection.nc)
+      const jsm = await jetstreamManager(connection.nc, { timeout: o.timeoutMs })
       await jsm.streams.find(o.subject)
     } catch (error) {
       await connection.close()
-      throw new ComponentError('NO_STREAM', `no stream captures subject '${o.subject}': ${String(error)}`, {
-        component: 'jetstream',
-        field: 'subject',
-        cause: error,
-      })
+      // Only the server's answer that no stream matches means the subject is wrong; JetStream
+      // not enabled, a request that timed out or a connection lost on the way is the servers'.
+      if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) {
+        throw new ComponentError('NO_STREAM', `no stream captures subject '${o.subject}': ${String(error)}`, {
+          component: 'jetstream',
+          field: 'subject',
+          cause: error,
+        })
+      }
+      throw new ComponentError(
+        'CONNECT_FAILED',
+        `JetStream did not answer the lookup of the stream for subject '${o.subject}' (servers ${serversOf(o.servers)}): ${String(error)}`,
+        { component: 'jetstream', field: 'servers', cause: error },
+      )
     }
     this.#connection = connection
     this.#js = jetstreamClient(connection.nc)

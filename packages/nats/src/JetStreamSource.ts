@@ -54,7 +54,7 @@ import {
 } from '@nats-io/jetstream'
 import { z } from 'zod'
 import { actionFor, type JetStreamAction } from './internal/ackMapping.js'
-import { Connection } from './internal/Connection.js'
+import { Connection, serversOf } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
 
 /**
@@ -696,10 +696,6 @@ function isRedeliveryOf(msg: JsMsg, held: JsMsg): boolean {
     msg.info.timestampNanos === held.info.timestampNanos &&
     msg.info.deliveryCount > held.info.deliveryCount
   )
-}
-
-function serversOf(servers: string | readonly string[]): string {
-  return typeof servers === 'string' ? servers : servers.join(', ')
 }
 
 /**

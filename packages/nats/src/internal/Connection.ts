@@ -148,3 +148,8 @@ export class Connection {
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref())
 }
+
+/** The servers as a message names them (`a:4222, b:4222`). */
+export function serversOf(servers: string | readonly string[]): string {
+  return typeof servers === 'string' ? servers : servers.join(', ')
+}

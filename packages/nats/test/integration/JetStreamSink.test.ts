@@ -197,6 +197,36 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     await expect(sink.start()).rejects.toMatchObject({ code: 'NO_STREAM', field: 'subject' })
   })
 
+  it.each([
+    ['asks for JetStream', 'PUB $JS.API.INFO'],
+    ['looks up the stream', 'PUB $JS.API.STREAM.NAMES'],
+  ])(
+    'fails start naming the servers, not the subject, when the connection is lost as it %s',
+    async (_, request) => {
+      const stream = await admin.stream('LOOKUP')
+      const proxy = await tcpProxy({
+        target: { host: NATS_HOST, port: NATS_PORT },
+        onData: (direction, chunk) => {
+          if (direction === 'up' && chunk.toString('latin1').includes(request)) throw new Error('cut')
+        },
+      })
+      try {
+        const sink = jetstreamSink({ servers: proxy.address, subject: `${stream}.x`, timeoutMs: 500 })
+        const error = await sink.start().then(
+          () => undefined,
+          (e: unknown) => e,
+        )
+        expect(error).toMatchObject({ code: 'CONNECT_FAILED', component: 'jetstream', field: 'servers' })
+        expect(String((error as Error).message)).toContain(`(servers ${proxy.address})`)
+        // The cut happened where it was meant to (onData threw there).
+        expect(proxy.error).toBeDefined()
+      } finally {
+        await proxy.close().catch(() => undefined)
+      }
+    },
+    30_000,
+  )
+
   it('fails start on an unreachable server, naming the component and the server', async () => {
     const sink = jetstreamSink({ servers: '127.0.0.1:1', subject: 'x', connectTimeoutMs: 1000 })
     const error = await sink.start().then(
