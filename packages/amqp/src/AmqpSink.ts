@@ -8,6 +8,11 @@
  *   unroutable (`mandatory`, on by default) is `rejected`, never delivered, even though the
  *   broker confirms it afterwards; so is one amqplib cannot encode (a routing key or message-id
  *   over AMQP's 255 bytes), which is never published.
+ * - An event whose JSON is larger than `maxMessageBytes` (128 MiB, RabbitMQ's default
+ *   `max_message_size`) is `rejected` and never published: the broker would close the channel on
+ *   it, erroring every message in flight on that channel, and a retry would do it again for ever.
+ *   When the broker closes a channel for a message over a smaller limit of its own, the sink takes
+ *   that limit for the rest of its run, so the retry rejects the event instead of looping.
  * - Up to `maxInFlight` messages await their confirms at once, across every pending write; a
  *   write waits for room, and for the socket to drain, instead of buffering without bound; a
  *   channel that closes meanwhile ends the wait (its unconfirmed events are `errored`).
@@ -44,6 +49,9 @@ import type { ConfirmChannel, Message } from 'amqplib'
 import { z } from 'zod'
 import { Connection, connectionOptions, type Generation } from './internal/Connection.js'
 
+/** RabbitMQ's default `max_message_size`: 128 MiB. */
+const MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+
 /**
  * Options of {@link amqpSink}: its schema (`validate`, `jsonSchema`, …).
  *
@@ -75,6 +83,13 @@ export const AmqpSinkOptions = defineOptions({
     .default(true)
     .describe('Publish with delivery mode 2 (kept across broker restarts).'),
   maxInFlight: z.int().min(1).default(1000).describe('Messages awaiting their publisher confirm at once.'),
+  maxMessageBytes: z
+    .int()
+    .min(1)
+    .default(MAX_MESSAGE_BYTES)
+    .describe(
+      "The largest message body published, in bytes (default 128 MiB, RabbitMQ's default `max_message_size`): a larger event is rejected, never published. A broker that closes a channel for a message over its own smaller limit lowers this to that limit for the rest of the run.",
+    ),
   messageIdField: z
     .string()
     .min(1)
@@ -128,6 +143,8 @@ export interface AmqpSinkCounters {
   readonly nacked: number
   /** Messages returned as unroutable: rejected. */
   readonly returned: number
+  /** Events larger than `maxMessageBytes` (or the broker's own limit, once it told it): never published, rejected. */
+  readonly tooLarge: number
   /**
    * Events whose message amqplib could not encode (a routing key or message-id over 255 bytes):
    * never published, rejected.
@@ -175,6 +192,7 @@ class AmqpPublisher implements AmqpSink {
     confirmed: 0,
     nacked: 0,
     returned: 0,
+    tooLarge: 0,
     unencodable: 0,
     reconnects: 0,
     inFlight: 0,
@@ -194,6 +212,10 @@ class AmqpPublisher implements AmqpSink {
    * the id (a 37-character UUID prefix halved it against `p-<n>` on RabbitMQ 3.10, `pnpm bench amqp`).
    */
   readonly #idPrefix = `${randomBytes(8).toString('base64url')}/`
+  /** The largest body published: `maxMessageBytes`, or the broker's limit once a channel closed on it. */
+  #maxBytes = MAX_MESSAGE_BYTES
+  /** Where {@link #maxBytes} comes from, for the reason a rejected event carries. */
+  #maxBytesFrom = 'maxMessageBytes'
   #madeIds = 0
 
   constructor(options: AmqpSinkOptions) {
@@ -211,6 +233,7 @@ class AmqpPublisher implements AmqpSink {
   async start(): Promise<void> {
     const o = AmqpSinkOptions.resolve(this.#options)
     this.#resolved = o
+    this.#maxBytes = o.maxMessageBytes
     const warn = warningsTo(o.onWarning, `${COMPONENT} sink`, 'ACKLINE_AMQP')
     const connection = new Connection<ConfirmChannel>({
       url: o.url,
@@ -253,6 +276,14 @@ class AmqpPublisher implements AmqpSink {
       onLost: (_generation, error) => {
         if (this.#connection === connection)
           warn(`${COMPONENT} sink: lost the connection to the broker (${error.message}); reconnecting`)
+        const brokerMax = brokerMaxMessageSize(error)
+        if (brokerMax !== undefined && brokerMax < this.#maxBytes) {
+          this.#maxBytes = brokerMax
+          this.#maxBytesFrom = "the broker's max_message_size"
+          warn(
+            `${COMPONENT} sink: the broker takes messages of at most ${brokerMax} bytes (its max_message_size); larger events are rejected from now on`,
+          )
+        }
         // Confirms of the dead channel fail through amqplib's callbacks ("channel closed").
         return undefined
       },
@@ -287,6 +318,14 @@ class AmqpPublisher implements AmqpSink {
         body = Buffer.from(JSON.stringify(omit(event.fields, o.omitFields)), 'utf8')
       } catch (error) {
         results[i] = error instanceof Error ? error : new TypeError(String(error))
+        continue
+      }
+      if (body.length > this.#maxBytes) {
+        this.#counters.tooLarge++
+        results[i] = new RejectError(
+          COMPONENT,
+          `the event's message is ${body.length} bytes, more than ${this.#maxBytes} (${this.#maxBytesFrom}): the broker would close the channel on it`,
+        )
         continue
       }
       if (this.#counters.inFlight >= o.maxInFlight) await this.#room(o.maxInFlight)
@@ -402,6 +441,15 @@ class AmqpPublisher implements AmqpSink {
     // nothing; a failed message is settled on its own and comes back, if at all, as a new event).
     return `${this.#idPrefix}${(++this.#madeIds).toString(36)}`
   }
+}
+
+/**
+ * The limit a broker named when it closed a channel for a message over its `max_message_size`
+ * (RabbitMQ: `406 PRECONDITION_FAILED - message size N is larger than configured max size M`).
+ */
+function brokerMaxMessageSize(error: Error): number | undefined {
+  const match = /message size \d+ is larger than configured max size (\d+)/.exec(error.message)
+  return match === null ? undefined : Number(match[1])
 }
 
 /**

@@ -230,6 +230,75 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     }
   })
 
+  it('rejects an event larger than maxMessageBytes without publishing it, and delivers the others of the same write', async () => {
+    const queue = uniqueName('big')
+    admin.queues.push(queue)
+    await admin.channel.assertQueue(queue, { durable: false })
+    const sink = amqpSink({ url: BROKER_URL, routingKey: queue, maxMessageBytes: 100 })
+    await sink.start()
+    try {
+      const results = (await sink.write(
+        new EventArray([
+          new LogEvent({ n: 0 }),
+          new LogEvent({ n: 1, pad: 'x'.repeat(100) }),
+          new LogEvent({ n: 2 }),
+        ]),
+      )) as unknown[]
+      expect(results[0]).toBe('delivered')
+      expect(results[2]).toBe('delivered')
+      expect(results[1]).toBeInstanceOf(RejectError)
+      expect((results[1] as Error).message).toBe(
+        "amqp: the event's message is 116 bytes, more than 100 (maxMessageBytes): the broker would close the channel on it",
+      )
+      expect(sink.counters).toMatchObject({ published: 2, confirmed: 2, tooLarge: 1, nacked: 0 })
+      const held = await admin.drain(queue)
+      expect(held.map((m) => (JSON.parse(m.content.toString()) as { n: number }).n)).toEqual([0, 2])
+    } finally {
+      await sink.stop()
+    }
+  })
+
+  it("takes the broker's max_message_size once the broker closes the channel on a larger message: the retry rejects that event instead of looping, and the events beside it are delivered", async () => {
+    const queue = uniqueName('huge')
+    admin.queues.push(queue)
+    await admin.channel.assertQueue(queue, { durable: false })
+    // RabbitMQ's default max_message_size is 128 MiB: a limit of our own above it lets the broker decide.
+    const brokerMax = 128 * 1024 * 1024
+    const warnings: string[] = []
+    const sink = amqpSink({
+      url: BROKER_URL,
+      routingKey: queue,
+      maxMessageBytes: 2 * brokerMax,
+      reconnectInitialDelayMs: 10,
+      onWarning: (message) => warnings.push(message),
+    })
+    const records = [{ n: 0 }, { n: 1, pad: 'x'.repeat(brokerMax) }, { n: 2 }]
+    // A source that resends its batch while it comes back errored, as a broker's redelivery does.
+    const statuses: BatchStatus[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', {
+        kind: 'resending',
+        canAcknowledge: true,
+        async run(context) {
+          do statuses.push(await (await context.send(records)).status)
+          while (statuses.at(-1) === 'errored' && statuses.length < 10)
+        },
+      })
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    // The first attempt: the broker closed the channel on the large message, and the one
+    // published after it went with it; the second: the large event is rejected, the rest delivered.
+    expect(statuses).toEqual(['errored', 'rejected'])
+    expect(sink.counters.tooLarge).toBe(1)
+    expect(warnings.some((w) => w.includes(`at most ${brokerMax} bytes`))).toBe(true)
+    const held = await admin.drain(queue)
+    expect(new Set(held.map((m) => (JSON.parse(m.content.toString()) as { n: number }).n))).toEqual(
+      new Set([0, 2]),
+    )
+  }, 60_000)
+
   it('counts an event errored when the broker nacks its message (a full queue with reject-publish)', async () => {
     const queue = uniqueName('full')
     admin.queues.push(queue)
