@@ -320,7 +320,8 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       url: `${broker.protocol}//${broker.username}:${broker.password}@127.0.0.1:${port}${broker.pathname}`,
       queue,
       reconnectInitialDelayMs: 10,
-      connectTimeoutMs: 200,
+      // Long enough that a loaded machine completes a handshake the proxy forwards within it.
+      connectTimeoutMs: 1000,
       onWarning: (message) => warnings.push(message),
     })
     const out = memory()
@@ -334,13 +335,15 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
       for (const socket of open) socket.destroy()
       await vi.waitFor(() => expect(source.counters.reconnects).toBe(1), { timeout: 10_000, interval: 10 })
-      expect(connections).toBe(3)
+      expect(connections).toBeGreaterThanOrEqual(3)
       expect(
-        warnings.some((w) => /reconnect attempt 1 .* failed: .*within 200 ms \(connectTimeoutMs\)/.test(w)),
+        warnings.some((w) => /reconnect attempt 1 .* failed: .*within 1000 ms \(connectTimeoutMs\)/.test(w)),
       ).toBe(true)
       await admin.publish(queue, [{ n: 2 }])
-      await vi.waitFor(() => expect(source.counters.acked).toBe(2), { timeout: 5000, interval: 5 })
-      expect(out.events.map((e) => e.n)).toEqual([1, 2])
+      // An ack is not confirmed: one the cut took before the broker read it has n 1 delivered
+      // again after the reconnect (at least once), so wait for n 2 itself, not for two acks.
+      await vi.waitFor(() => expect(out.events.map((e) => e.n)).toContain(2), { timeout: 5000, interval: 5 })
+      expect(new Set(out.events.map((e) => e.n))).toEqual(new Set([1, 2]))
     } finally {
       await topology.stop()
       for (const socket of open) socket.destroy()
