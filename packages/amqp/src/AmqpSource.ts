@@ -15,8 +15,8 @@
  *   whatever their sinks report later is ignored; the source reconnects with back-off.
  * - Prefetch bounds what is in flight: the broker sends no more than `prefetch` unsettled
  *   messages, which is the back pressure of the whole pipeline on the queue.
- * - A payload that is not valid JSON is passed on as a string field or dead-lettered (option
- *   `invalidJson`), never dropped; broker metadata is under the field `metadataField` (`_amqp`).
+ * - A payload that is not valid JSON, or not valid UTF-8, is passed on as a string field or
+ *   dead-lettered (option `invalidJson`), never dropped, and never decoded into altered fields; broker metadata is under the field `metadataField` (`_amqp`).
  * - A batch the runtime did not accept (`send` rejected while the topology is not stopping: an
  *   event a buffer downstream cannot store) is sent again one message at a time; a message
  *   refused alone is `errored`, code `SEND_FAILED`, with a warning: held for the back-off, then
@@ -30,6 +30,7 @@
  *
  * @module
  */
+import { isUtf8 } from 'node:buffer'
 import { createHash } from 'node:crypto'
 import type { JsonObject, JsonValue, RecordOutcome } from '@ackline/core'
 import { RecordOutcomes } from '@ackline/core'
@@ -114,7 +115,8 @@ export const AmqpSourceOptions = defineOptions({
     .enum(['raw', 'reject'])
     .default('raw')
     .describe(
-      "A payload that is not valid JSON: 'raw' passes it as the string field `message`; 'reject' dead-letters it.",
+      "A payload that is not valid JSON: 'raw' passes it as the string field `message`; 'reject' dead-letters it. " +
+        "A payload that is not valid UTF-8 counts as invalid JSON ('raw': its bad bytes become U+FFFD in `message`).",
     ),
   metadataField: z
     .union([z.string().min(1), z.literal(false)])
@@ -153,7 +155,7 @@ export interface AmqpSourceCounters {
   readonly redelivered: number
   /** Deliveries of a channel that died before they were settled: the broker redelivers them. */
   readonly abandoned: number
-  /** Payloads that were not valid JSON (passed raw or dead-lettered, per `invalidJson`). */
+  /** Payloads that were not valid JSON or not UTF-8 (passed raw or dead-lettered, per `invalidJson`). */
   readonly invalidJson: number
   /** Successful reconnects. */
   readonly reconnects: number
@@ -752,13 +754,13 @@ class AmqpConsumer implements AmqpSource {
             continue
           }
           const fields = this.#fields(delivery.message, o)
-          if (fields === undefined) {
+          if (typeof fields === 'string') {
             counters.invalidJson++
             hold(delivery)
             await settle(delivery, 'rejected', {
               componentId: context.id,
               code: 'INVALID_JSON',
-              message: 'the payload is not valid JSON',
+              message: fields,
             })
             continue
           }
@@ -787,16 +789,25 @@ class AmqpConsumer implements AmqpSource {
     }
   }
 
-  /** The event's fields, or `undefined` when the payload must be dead-lettered as invalid JSON. */
-  #fields(message: ConsumeMessage, o: ReturnType<typeof AmqpSourceOptions.resolve>): JsonObject | undefined {
+  /**
+   * The event's fields, or why the payload must be dead-lettered as invalid JSON. A payload that is
+   * not UTF-8 is invalid whatever it parses to: decoded, its bad bytes would become U+FFFD inside
+   * fields that look whole.
+   */
+  #fields(message: ConsumeMessage, o: ReturnType<typeof AmqpSourceOptions.resolve>): JsonObject | string {
+    const utf8 = isUtf8(message.content)
     const text = message.content.toString('utf8')
-    let fields: JsonObject
-    try {
-      const value = JSON.parse(text) as JsonValue
-      fields =
-        typeof value === 'object' && value !== null && !Array.isArray(value) ? value : { message: value }
-    } catch {
-      if (o.invalidJson === 'reject') return undefined
+    let fields: JsonObject | undefined
+    if (utf8) {
+      try {
+        const value = JSON.parse(text) as JsonValue
+        fields =
+          typeof value === 'object' && value !== null && !Array.isArray(value) ? value : { message: value }
+      } catch {}
+    }
+    if (fields === undefined) {
+      if (o.invalidJson === 'reject')
+        return utf8 ? 'the payload is not valid JSON' : 'the payload is not valid UTF-8'
       this.#counters.invalidJson++
       fields = { message: text }
     }

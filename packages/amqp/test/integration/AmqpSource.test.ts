@@ -594,6 +594,53 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect((await admin.drain(dead)).map((m) => m.properties.messageId)).toEqual(['m-6'])
   })
 
+  it('takes a payload that is not UTF-8 for invalid JSON: passed raw with U+FFFD, or dead-lettered with the reason, never parsed into altered fields', async () => {
+    const { queue, dead } = await admin.queueWithDeadLetters()
+    // {"a":"<0xff>"}: JSON once its bad byte is replaced, which would hide the damage in a field.
+    const broken = Buffer.concat([Buffer.from('{"a":"'), Buffer.from([0xff]), Buffer.from('"}')])
+    admin.channel.sendToQueue(queue, broken)
+    admin.channel.sendToQueue(queue, Buffer.from('{"ok":true}'))
+    const sink = memory()
+    const source = amqpSource({ url: BROKER_URL, queue })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(source.counters.acked).toBe(2), { timeout: 10_000, interval: 20 })
+    await topology.stop()
+    expect(sink.events.map((f) => f.message ?? f.ok)).toEqual(['{"a":"\uFFFD"}', true])
+    expect(source.counters.invalidJson).toBe(1)
+
+    admin.channel.sendToQueue(queue, broken)
+    const reasons = uniqueName('reasons')
+    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
+    admin.exchanges.push(reasons)
+    const withReasons = uniqueName('withreasons')
+    await admin.channel.assertQueue(withReasons, { durable: false })
+    admin.queues.push(withReasons)
+    await admin.channel.bindQueue(withReasons, reasons, '')
+    const strict = amqpSource({ url: BROKER_URL, queue, invalidJson: 'reject', deadLetterExchange: reasons })
+    const sink2 = memory()
+    const topology2 = new TopologyBuilder({ acknowledgements: true })
+      .source('in', strict)
+      .sink('out', ['in'], sink2)
+      .build()
+    await topology2.start()
+    await vi.waitFor(() => expect(strict.counters.rejected).toBe(1), { timeout: 10_000, interval: 20 })
+    await topology2.stop()
+    expect(sink2.events).toEqual([])
+    const [copy, ...more] = await admin.drain(withReasons)
+    expect(more).toEqual([])
+    expect(copy!.content.equals(broken)).toBe(true)
+    expect(copy!.properties.headers).toMatchObject({
+      'x-ackline-code': 'INVALID_JSON',
+      'x-ackline-reason': 'the payload is not valid UTF-8',
+    })
+    expect(await admin.messageCount(queue)).toBe(0)
+    expect(await admin.messageCount(dead)).toBe(0)
+  })
+
   it('passes a payload that is not JSON as a string field, or dead-letters it, as invalidJson says', async () => {
     const { queue, dead } = await admin.queueWithDeadLetters()
     await admin.publish(queue, ['not json {', { ok: true }, 'plain'])
