@@ -119,7 +119,7 @@ export const HttpServerOptions = defineOptions({
     .default(10_000)
     .describe(
       'The most events one request may carry; more gets 413 TOO_MANY_EVENTS and nothing enters the pipeline. ' +
-        'The events are counted before any is parsed, so such a body costs what its bytes cost, not what its events would.',
+        'The events are counted before any is parsed: such a body is refused without making its events.',
     ),
   path: z
     .string()

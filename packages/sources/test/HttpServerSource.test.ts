@@ -629,6 +629,15 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(context.batches).toEqual([])
   })
 
+  it('finds a body too deep by the walk that counted its events (more braces than maxEventsPerRequest)', async () => {
+    const { context, port } = await start({ maxEventsPerRequest: 2, maxDepth: 3 })
+    const answer = await request(port, json([{ a: { b: { c: {} } } }, { d: 1 }]))
+    expect(answer.status).toBe(400)
+    // '[{"a":{"b":{': the third brace is the fourth level.
+    expect(answer.body).toMatchObject({ code: 'TOO_DEEP', position: 11, limit: 3 })
+    expect(context.batches).toEqual([])
+  })
+
   it('refuses NDJSON sent as application/json as malformed, not as too many events', async () => {
     const { context, port } = await start({ maxEventsPerRequest: 2 })
     const body = Array.from({ length: 5 }, (_, n) => JSON.stringify({ n })).join('\n')

@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { depthExceededAt, locateJsonError, objectsAt } from '../src/internal/locateJsonError.js'
+import { depthExceededAt, locateJsonError, scanRecords } from '../src/internal/locateJsonError.js'
 
 const parses = (text: string): boolean => {
   try {
@@ -73,19 +73,20 @@ describe('depthExceededAt', () => {
   })
 })
 
-describe('objectsAt', () => {
+describe('scanRecords', () => {
   // Objects whose strings hold braces, brackets, quotes and backslashes, nested objects and arrays.
   const record = fc.dictionary(
     fc.string({ unit: fc.constantFrom('{', '}', '[', ']', '"', '\\', 'a', ' ') }),
     fc.jsonValue({ maxDepth: 4 }),
   )
+  const records = (text: string, level: number): number => scanRecords(text, level, 64).records
 
   it('counts the elements of a JSON array of objects, and the lines of NDJSON', () => {
     fc.assert(
-      fc.property(fc.array(record, { maxLength: 20 }), (records) => {
-        expect(objectsAt(JSON.stringify(records), 1)).toBe(records.length)
-        expect(objectsAt(JSON.stringify(records, null, 2), 1)).toBe(records.length)
-        expect(objectsAt(records.map((r) => JSON.stringify(r)).join('\n'), 0)).toBe(records.length)
+      fc.property(fc.array(record, { maxLength: 20 }), (list) => {
+        expect(records(JSON.stringify(list), 1)).toBe(list.length)
+        expect(records(JSON.stringify(list, null, 2), 1)).toBe(list.length)
+        expect(records(list.map((r) => JSON.stringify(r)).join('\n'), 0)).toBe(list.length)
       }),
     )
   })
@@ -93,8 +94,24 @@ describe('objectsAt', () => {
   it('counts one object spread over several lines as one', () => {
     fc.assert(
       fc.property(record, (r) => {
-        expect(objectsAt(JSON.stringify(r, null, 2), 0)).toBe(1)
+        expect(records(JSON.stringify(r, null, 2), 0)).toBe(1)
       }),
+    )
+  })
+
+  it('finds where nesting passes maxDepth exactly where depthExceededAt does, on any text', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.json({ depthSize: 'large' }),
+          fc.string({ unit: fc.constantFrom('{', '}', '[', ']', '"', '\\', 'a', ',', ':') }),
+        ),
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: 0, max: 2 }),
+        (text, limit, level) => {
+          expect(scanRecords(text, level, limit).deepAt).toBe(depthExceededAt(text, limit))
+        },
+      ),
     )
   })
 })

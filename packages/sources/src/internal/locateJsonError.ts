@@ -218,34 +218,50 @@ export function depthExceededAt(text: string, maxDepth: number): number {
   return -1
 }
 
+/** What {@link scanRecords} found. */
+export interface RecordScan {
+  /** How many objects open at the records' level. */
+  readonly records: number
+  /** Where nesting first passes `maxDepth`, as {@link depthExceededAt} says, or -1. */
+  readonly deepAt: number
+}
+
 /**
- * How many objects open at nesting `depth` in `text`, strings skipped: at 0 the top-level values
- * that are objects (one JSON object, or NDJSON's lines), at 1 the objects that are elements of a
- * top-level array. Exact for valid JSON and NDJSON; for a malformed text, an estimate. Linear, and
- * allocates nothing: it runs before `JSON.parse` to refuse a body with too many records before a
- * single one is made.
+ * One walk over `text`, strings skipped, that counts the objects opening at nesting `level` (0:
+ * the top-level values that are objects, one JSON object or NDJSON's lines; 1: the objects that
+ * are elements of a top-level array) and finds where nesting first passes `maxDepth` (exactly
+ * {@link depthExceededAt}'s answer, so a caller that has this need not walk again). Exact for
+ * valid JSON and NDJSON; for a malformed text the count is an estimate. Allocates nothing but
+ * its answer: it runs before `JSON.parse`, to refuse a body of too many records before a single
+ * one is made.
  */
-export function objectsAt(text: string, depth: number): number {
-  let objects = 0
-  let level = 0
+export function scanRecords(text: string, level: number, maxDepth: number): RecordScan {
+  let records = 0
+  let deepAt = -1
+  let depth = 0
   const n = text.length
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i)
     if (c === 0x22) {
+      let closed = false
       for (;;) {
         const quote = text.indexOf('"', i + 1)
-        if (quote < 0) return objects
+        if (quote < 0) break
         let backslashes = 0
         while (text.charCodeAt(quote - 1 - backslashes) === 0x5c) backslashes++
         i = quote
-        if (backslashes % 2 === 0) break
+        if (backslashes % 2 === 0) {
+          closed = true
+          break
+        }
       }
-    } else if (c === 0x7b) {
-      if (level++ === depth) objects++
-    } else if (c === 0x5b) level++
-    else if (c === 0x5d || c === 0x7d) level--
+      if (!closed) break
+    } else if (c === 0x7b || c === 0x5b) {
+      if (c === 0x7b && depth === level) records++
+      if (++depth > maxDepth && deepAt < 0) deepAt = i
+    } else if (c === 0x5d || c === 0x7d) depth--
   }
-  return objects
+  return { records, deepAt }
 }
 
 /** How many times `text` holds `ch`, counted only up to the first past `limit`. */

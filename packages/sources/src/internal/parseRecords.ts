@@ -7,10 +7,11 @@
  * body, however deep or large, makes decoding throw: `JSON.parse` is iterative in V8, locating an
  * error is iterative, and nesting past `maxDepth` is refused (`TOO_DEEP`) before anything
  * downstream, which may recurse, sees it. A body with more records than allowed is refused before
- * any is parsed, so its size in bytes, not its count of records, bounds what it costs.
+ * any is parsed: none of its records is made. (Values nested inside records are not counted: a
+ * body of one record holding a million empty objects is parsed, as JSON allows.)
  */
 import type { JsonObject, JsonValue } from '@ackline/core'
-import { countUpTo, depthExceededAt, locateJsonError, objectsAt, position } from './locateJsonError.js'
+import { countUpTo, depthExceededAt, locateJsonError, position, scanRecords } from './locateJsonError.js'
 
 /** How the body is laid out. */
 export type BodyFormat = 'json' | 'ndjson'
@@ -75,35 +76,47 @@ export function parseRecords(
 ): ParsedRecords {
   const start = body.search(/\S/)
   if (start < 0) return { ok: true, records: [] }
-  // Every record is an object, so it opens a brace: a body with no more braces than `maxRecords`
-  // (any request of ordinary size) is cleared by the native search alone, without the walk; one
-  // shorter than `maxRecords` cannot hold that many braces, and is not searched at all.
-  // A JSON body that is not an array holds one record at most: it is left to the parse, which
-  // refuses a body of several values as malformed.
+  // NDJSON holds a record per line that is not blank: a body of no more lines than `maxRecords`
+  // is cleared by the native search for newlines alone, and the lines are counted, not walked.
+  // Otherwise every record is an object, so it opens a brace: a body with no more braces than
+  // `maxRecords` (any request of ordinary size) is cleared by the native search alone, without
+  // the walk; one shorter than `maxRecords` cannot hold that many of either, and is not searched
+  // at all. A JSON body that is not an array holds one record at most: it is left to the parse,
+  // which refuses a body of several values as malformed. The walk also finds where the body nests
+  // too deep, so the body is not walked again after the parse.
   const array = body[start] === '[' && format !== 'ndjson'
-  if (
-    (array || format !== 'json') &&
-    body.length > maxRecords &&
-    countUpTo(body, '{', maxRecords) > maxRecords
-  ) {
-    const records = objectsAt(body, array ? 1 : 0)
-    if (records > maxRecords) return { ok: false, code: 'TOO_MANY_RECORDS', records }
+  let deepAt: number | undefined
+  if (body.length > maxRecords) {
+    if (format === 'ndjson') {
+      if (countUpTo(body, '\n', maxRecords) >= maxRecords) {
+        const records = linesNotBlank(body)
+        if (records > maxRecords) return { ok: false, code: 'TOO_MANY_RECORDS', records }
+      }
+    } else if ((array || format === undefined) && countUpTo(body, '{', maxRecords) > maxRecords) {
+      const scan = scanRecords(body, array ? 1 : 0, maxDepth)
+      if (scan.records > maxRecords) return { ok: false, code: 'TOO_MANY_RECORDS', records: scan.records }
+      deepAt = scan.deepAt
+    }
   }
-  if (format === 'json') return parseJson(body, maxDepth)
-  if (format === 'ndjson') return parseNdjson(body, maxDepth)
-  if (body[start] === '[') return parseJson(body, maxDepth)
+  if (format === 'json') return parseJson(body, maxDepth, deepAt)
+  if (format === 'ndjson') return parseNdjson(body, maxDepth, undefined)
+  if (body[start] === '[') return parseJson(body, maxDepth, deepAt)
   // One object spread over several lines is JSON; one object per line is NDJSON. A body too deep
   // as a whole is refused as such: reading it line by line would not make it shallower.
-  const whole = parseJson(body, maxDepth)
-  return whole.ok || whole.code === 'TOO_DEEP' ? whole : parseNdjson(body, maxDepth)
+  const whole = parseJson(body, maxDepth, deepAt)
+  return whole.ok || whole.code === 'TOO_DEEP' ? whole : parseNdjson(body, maxDepth, deepAt)
 }
 
-/** Parses one JSON text that starts at `base` in `body` (the whole body, or one NDJSON line). */
+/**
+ * Parses one JSON text that starts at `base` in `body` (the whole body, or one NDJSON line);
+ * `deepAt` is `depthExceededAt(text, maxDepth)` when a walk already found it.
+ */
 function parseValue(
   body: string,
   text: string,
   base: number,
   maxDepth: number,
+  deepAt?: number,
 ): { ok: true; value: JsonValue } | ParseFailure {
   let value: JsonValue
   try {
@@ -113,7 +126,7 @@ function parseValue(
     if (at === undefined) return { ok: false, code: 'MALFORMED_BODY', message: 'malformed JSON' }
     return failure(body, base + at.offset, at.kind === 'depth' ? maxDepth : undefined, at.reason)
   }
-  const deep = depthExceededAt(text, maxDepth)
+  const deep = deepAt ?? depthExceededAt(text, maxDepth)
   if (deep >= 0) return failure(body, base + deep, maxDepth, `nesting deeper than ${maxDepth}`)
   return { ok: true, value }
 }
@@ -141,8 +154,8 @@ function failure(body: string, offset: number, limit: number | undefined, reason
       }
 }
 
-function parseJson(body: string, maxDepth: number): ParsedRecords {
-  const parsed = parseValue(body, body, 0, maxDepth)
+function parseJson(body: string, maxDepth: number, deepAt: number | undefined): ParsedRecords {
+  const parsed = parseValue(body, body, 0, maxDepth, deepAt)
   if (!parsed.ok) return parsed
   const value = parsed.value
   if (isObject(value)) return { ok: true, records: [value] }
@@ -159,7 +172,25 @@ function parseJson(body: string, maxDepth: number): ParsedRecords {
   return { ok: true, records: value as JsonObject[] }
 }
 
-function parseNdjson(body: string, maxDepth: number): ParsedRecords {
+/**
+ * `deepAt`, when a walk over the whole body found it, is where nesting first passes `maxDepth`:
+ * the lines before it that parse are balanced, so that is in the first line too deep, and no line
+ * is walked again.
+ */
+/** How many lines of `body` are not blank (as `parseNdjson` splits and trims them). */
+function linesNotBlank(body: string): number {
+  let count = 0
+  for (let lineStart = 0; lineStart <= body.length; ) {
+    const newline = body.indexOf('\n', lineStart)
+    const lineEnd = newline < 0 ? body.length : newline
+    // A record's line starts with its brace: only another line is sliced and trimmed.
+    if (body.charCodeAt(lineStart) === 0x7b || body.slice(lineStart, lineEnd).trim() !== '') count++
+    lineStart = lineEnd + 1
+  }
+  return count
+}
+
+function parseNdjson(body: string, maxDepth: number, deepAt: number | undefined): ParsedRecords {
   const records: JsonObject[] = []
   let lineStart = 0
   for (let n = 1; lineStart <= body.length; n++) {
@@ -170,7 +201,8 @@ function parseNdjson(body: string, maxDepth: number): ParsedRecords {
     const base = lineStart
     lineStart = lineEnd + 1
     if (line.trim() === '') continue
-    const parsed = parseValue(body, line, base, maxDepth)
+    const deep = deepAt === undefined ? undefined : deepAt >= base && deepAt < end ? deepAt - base : -1
+    const parsed = parseValue(body, line, base, maxDepth, deep)
     if (!parsed.ok) return parsed
     if (!isObject(parsed.value))
       return { ok: false, code: 'MALFORMED_BODY', message: `line ${n} is not a JSON object` }

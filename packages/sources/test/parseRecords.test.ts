@@ -1,0 +1,68 @@
+/**
+ * `parseRecords` with a limit on records must answer what it answers without one, but for a body
+ * over the limit: the walk that counts records before the parse, and finds the depth for it, may
+ * change when a body is refused, never what a body within the limit gets. Internal module:
+ * imported by path.
+ */
+import fc from 'fast-check'
+import { expect, it } from 'vitest'
+import { parseRecords } from '../src/internal/parseRecords.js'
+
+const text = fc.string({
+  unit: fc.constantFrom('{', '}', '[', ']', '"', '\\', 'a', ' ', '\n', '\r', '\u2028', 'é', '😀'),
+})
+const value: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
+  v: fc.oneof(
+    { depthSize: 'small' },
+    fc.constant(null),
+    fc.integer(),
+    text,
+    fc.array(tie('v'), { maxLength: 3 }),
+    fc.dictionary(text, tie('v'), { maxKeys: 3 }),
+  ),
+})).v
+const record = fc.dictionary(text, value, { maxKeys: 4 })
+const space = fc.constantFrom('', ' ', '\t', '\n', '\r\n', '\n\n', ' \r\n ')
+const body = fc.oneof(
+  // A JSON array, compact or pretty, with space around it.
+  fc
+    .tuple(fc.array(record, { maxLength: 12 }), fc.boolean(), space, space)
+    .map(
+      ([records, pretty, before, after]) =>
+        before + JSON.stringify(records, null, pretty ? 2 : undefined) + after,
+    ),
+  // NDJSON, with \n or \r\n and blank lines.
+  fc
+    .tuple(fc.array(fc.tuple(record, space), { maxLength: 12 }), fc.constantFrom('\n', '\r\n'))
+    .map(([lines, eol]) => lines.map(([r, w]) => JSON.stringify(r) + w).join(eol)),
+  // One object over several lines.
+  record.map((r) => JSON.stringify(r, null, 2)),
+  // Any JSON value.
+  value.map((v) => JSON.stringify(v)),
+  // Bracket soup.
+  fc.string({
+    unit: fc.constantFrom('{', '}', '[', ']', '"', '\\', ',', ':', '1', ' ', '\n'),
+    maxLength: 60,
+  }),
+)
+
+it('answers a body within the limit what it answers without a limit, and counts one over it exactly', () => {
+  fc.assert(
+    fc.property(
+      body,
+      fc.constantFrom<'json' | 'ndjson' | undefined>('json', 'ndjson', undefined),
+      fc.integer({ min: 1, max: 8 }),
+      fc.integer({ min: 1, max: 6 }),
+      (text, format, max, maxDepth) => {
+        const unlimited = parseRecords(text, format, maxDepth)
+        const limited = parseRecords(text, format, maxDepth, max)
+        if (unlimited.ok && unlimited.records.length > max)
+          expect(limited).toEqual({ ok: false, code: 'TOO_MANY_RECORDS', records: unlimited.records.length })
+        else if (limited.ok || limited.code !== 'TOO_MANY_RECORDS') expect(limited).toEqual(unlimited)
+        // Else a body that does not decode, refused for its count (an estimate) before its syntax.
+        else expect(unlimited.ok).toBe(false)
+      },
+    ),
+    { numRuns: 5000 },
+  )
+})
