@@ -235,6 +235,10 @@ export class Connection<C extends Channel = Channel> {
   #lost(generation: LiveGeneration<C>, error: Error): void {
     if (!generation.live) return
     generation.live = false
+    // The broker may have closed the channel alone (a 404 on a publish, a 406 on a message over
+    // its max_message_size): the connection under it is closed too, or every such close would
+    // leave one open, heartbeating, for the life of the process.
+    void generation.model.close().catch(() => undefined)
     const attempt = this.#options.onLost(generation, error) ?? 1
     const state = this.#state
     if (state.tag === 'open' && state.generation === (generation as unknown as LiveGeneration<Channel>)) {
