@@ -8,7 +8,7 @@
  *   unroutable (`mandatory`, on by default) is `rejected`, never delivered, even though the
  *   broker confirms it afterwards; so is one amqplib cannot encode (a routing key or message-id
  *   over AMQP's 255 bytes), which is never published.
- * - An event whose JSON is larger than `maxMessageBytes` (128 MiB, RabbitMQ's default
+ * - An event whose JSON is larger than `maxMessageBytes` (16 MiB, RabbitMQ 4's default
  *   `max_message_size`) is `rejected` and never published: the broker would close the channel on
  *   it, erroring every message in flight on that channel, and a retry would do it again for ever.
  *   When the broker closes a channel for a message over a smaller limit of its own, the sink takes
@@ -47,10 +47,11 @@ import {
 } from '@ackline/topology'
 import type { ConfirmChannel, Message } from 'amqplib'
 import { z } from 'zod'
+import { brokerMaxMessageSize } from './internal/brokerMaxMessageSize.js'
 import { Connection, connectionOptions, type Generation } from './internal/Connection.js'
 
-/** RabbitMQ's default `max_message_size`: 128 MiB. */
-const MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+/** RabbitMQ 4's default `max_message_size`: 16 MiB (RabbitMQ 3.8 to 3.13: 128 MiB). */
+const MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 /**
  * Options of {@link amqpSink}: its schema (`validate`, `jsonSchema`, …).
@@ -88,7 +89,7 @@ export const AmqpSinkOptions = defineOptions({
     .min(1)
     .default(MAX_MESSAGE_BYTES)
     .describe(
-      "The largest message body published, in bytes (default 128 MiB, RabbitMQ's default `max_message_size`): a larger event is rejected, never published. A broker that closes a channel for a message over its own smaller limit lowers this to that limit for the rest of the run.",
+      "The largest message body published, in bytes (default 16 MiB, RabbitMQ 4's default `max_message_size`; 3.x defaults to 128 MiB): a larger event is rejected, never published. A broker that closes a channel for a message over its own smaller limit lowers this to that limit for the rest of the run.",
     ),
   messageIdField: z
     .string()
@@ -234,6 +235,7 @@ class AmqpPublisher implements AmqpSink {
     const o = AmqpSinkOptions.resolve(this.#options)
     this.#resolved = o
     this.#maxBytes = o.maxMessageBytes
+    this.#maxBytesFrom = 'maxMessageBytes'
     const warn = warningsTo(o.onWarning, `${COMPONENT} sink`, 'ACKLINE_AMQP')
     const connection = new Connection<ConfirmChannel>({
       url: o.url,
@@ -441,15 +443,6 @@ class AmqpPublisher implements AmqpSink {
     // nothing; a failed message is settled on its own and comes back, if at all, as a new event).
     return `${this.#idPrefix}${(++this.#madeIds).toString(36)}`
   }
-}
-
-/**
- * The limit a broker named when it closed a channel for a message over its `max_message_size`
- * (RabbitMQ: `406 PRECONDITION_FAILED - message size N is larger than configured max size M`).
- */
-function brokerMaxMessageSize(error: Error): number | undefined {
-  const match = /message size \d+ is larger than configured max size (\d+)/.exec(error.message)
-  return match === null ? undefined : Number(match[1])
 }
 
 /**

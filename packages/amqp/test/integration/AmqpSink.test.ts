@@ -1,8 +1,9 @@
+import { Socket } from 'node:net'
 import { AmqpError, amqpSink } from '@ackline/amqp'
 import { type BatchStatus, EventArray, type JsonObject, LogEvent, RecordId } from '@ackline/core'
 import { generator } from '@ackline/sources'
 import { RejectError, TopologyBuilder } from '@ackline/topology'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Admin, BROKER_URL, brokerAvailable, uniqueName } from './broker.js'
 
 const available = await brokerAvailable()
@@ -262,7 +263,8 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     const queue = uniqueName('huge')
     admin.queues.push(queue)
     await admin.channel.assertQueue(queue, { durable: false })
-    // RabbitMQ's default max_message_size is 128 MiB: a limit of our own above it lets the broker decide.
+    // The broker here (RabbitMQ 3.10) keeps 3.x's default max_message_size, 128 MiB: a limit of
+    // our own above it lets the broker decide.
     const brokerMax = 128 * 1024 * 1024
     const warnings: string[] = []
     const sink = amqpSink({
@@ -298,6 +300,40 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
       new Set([0, 2]),
     )
   }, 60_000)
+
+  it('closes the connection under a channel the broker closed, so a reconnect leaves none open', async () => {
+    const exchange = uniqueName('gone')
+    admin.exchanges.push(exchange)
+    /** This process's open sockets to the broker. */
+    const sockets = (): number =>
+      (process as unknown as { _getActiveHandles(): unknown[] })
+        ._getActiveHandles()
+        .filter(
+          (h) =>
+            h instanceof Socket && !h.destroyed && h.remotePort === Number(new URL(BROKER_URL).port || 5672),
+        ).length
+    const before = sockets()
+    const sink = amqpSink({
+      url: BROKER_URL,
+      exchange,
+      declare: { exchange: { type: 'fanout', durable: false } },
+      reconnectInitialDelayMs: 10,
+      onWarning: () => {},
+    })
+    await sink.start()
+    try {
+      expect(sockets()).toBe(before + 1)
+      // A publish to an exchange that is gone: the broker closes the channel (404), not the connection.
+      await admin.channel.deleteExchange(exchange)
+      const [result] = (await sink.write(new EventArray([new LogEvent({ n: 1 })]))) as unknown[]
+      expect((result as Error).message).toMatch(/the broker did not confirm message/)
+      await vi.waitFor(() => expect(sink.counters.reconnects).toBe(1), { timeout: 10_000, interval: 10 })
+      await vi.waitFor(() => expect(sockets()).toBe(before + 1), { timeout: 5000, interval: 10 })
+    } finally {
+      await sink.stop()
+    }
+    await vi.waitFor(() => expect(sockets()).toBe(before), { timeout: 5000, interval: 10 })
+  })
 
   it('counts an event errored when the broker nacks its message (a full queue with reject-publish)', async () => {
     const queue = uniqueName('full')
