@@ -50,8 +50,9 @@ import {
 } from '@nats-io/jetstream'
 import { MsgHdrsImpl } from '@nats-io/transport-node'
 import { z } from 'zod'
-import { Connection, serversOf } from './internal/Connection.js'
+import { Connection } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
+import { jetstreamUnavailable } from './internal/jetstreamUnavailable.js'
 import { tooLarge } from './internal/tooLarge.js'
 
 /** Options of {@link jetstreamSink}: its schema (`validate`, `jsonSchema`, …). */
@@ -149,7 +150,8 @@ class JetStreamPublisher implements JetStreamSink {
     } catch (error) {
       await connection.close()
       // Only the server's answer that no stream matches means the subject is wrong; JetStream
-      // not enabled, a request that timed out or a connection lost on the way is the servers'.
+      // not enabled, a request that timed out, a connection lost on the way or a user not allowed
+      // the lookup is the servers' or the user's.
       if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) {
         throw new ComponentError('NO_STREAM', `no stream captures subject '${o.subject}': ${String(error)}`, {
           component: 'jetstream',
@@ -157,10 +159,22 @@ class JetStreamPublisher implements JetStreamSink {
           cause: error,
         })
       }
-      throw new ComponentError(
-        'CONNECT_FAILED',
-        `JetStream did not answer the lookup of the stream for subject '${o.subject}' (servers ${serversOf(o.servers)}): ${String(error)}`,
-        { component: 'jetstream', field: 'servers', cause: error },
+      throw (
+        jetstreamUnavailable(
+          'jetstream',
+          o.servers,
+          `the lookup of the stream for subject '${o.subject}'`,
+          error,
+        ) ??
+        new ComponentError(
+          'NO_STREAM',
+          `cannot look up the stream for subject '${o.subject}': ${String(error)}`,
+          {
+            component: 'jetstream',
+            field: 'subject',
+            cause: error,
+          },
+        )
       )
     }
     this.#connection = connection

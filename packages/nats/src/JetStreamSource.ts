@@ -56,6 +56,7 @@ import { z } from 'zod'
 import { actionFor, type JetStreamAction } from './internal/ackMapping.js'
 import { Connection, serversOf } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
+import { jetstreamUnavailable } from './internal/jetstreamUnavailable.js'
 
 /**
  * Options of {@link jetstream}: its schema (`validate`, `jsonSchema`, …).
@@ -115,6 +116,13 @@ export const JetStreamSourceOptions = defineOptions({
     .min(1000)
     .default(5000)
     .describe('How long one pull waits for messages on an idle stream, in ms.'),
+  apiTimeoutMs: z
+    .int()
+    .min(1)
+    .default(5000)
+    .describe(
+      "How long to wait for each of JetStream's answers when the source binds its consumer (reading or creating it), in ms.",
+    ),
   nakInitialMs: z
     .int()
     .min(0)
@@ -361,19 +369,29 @@ class JetStreamPullSource implements JetStreamSource {
     const js = jetstreamClient(connection.nc)
     let jsm: JetStreamManager
     try {
-      jsm = await jetstreamManager(connection.nc)
+      jsm = await jetstreamManager(connection.nc, { timeout: o.apiTimeoutMs })
     } catch (error) {
       // JetStream not enabled, or the server went away between the connect and this first request.
-      throw new ComponentError(
-        'CONNECT_FAILED',
-        `JetStream did not answer (servers ${serversOf(o.servers)}): ${String(error)}`,
-        { component: this.#component, field: 'servers', cause: error },
+      throw (
+        jetstreamUnavailable(this.#component, o.servers, '', error) ??
+        new ComponentError(
+          'CONNECT_FAILED',
+          `JetStream did not answer (servers ${serversOf(o.servers)}): ${String(error)}`,
+          { component: this.#component, field: 'servers', cause: error },
+        )
       )
     }
     let info: ConsumerInfo
     try {
       info = await jsm.consumers.info(o.stream, o.consumer)
     } catch (error) {
+      const unavailable = jetstreamUnavailable(
+        this.#component,
+        o.servers,
+        `the request for consumer '${o.consumer}' of stream '${o.stream}'`,
+        error,
+      )
+      if (unavailable !== undefined) throw unavailable
       const missing = error instanceof JetStreamApiError && (error.code === 10014 || error.code === 10059)
       if (!missing) {
         throw new ComponentError(
@@ -409,6 +427,13 @@ class JetStreamPullSource implements JetStreamSource {
           ...(o.filterSubject !== undefined ? { filter_subject: o.filterSubject } : {}),
         })
       } catch (error) {
+        const unavailable = jetstreamUnavailable(
+          this.#component,
+          o.servers,
+          `the creation of consumer '${o.consumer}' of stream '${o.stream}'`,
+          error,
+        )
+        if (unavailable !== undefined) throw unavailable
         // The server refused the settings (a filter subject outside the stream, a limit): name them.
         const filter = /filter/i.test(String(error)) && o.filterSubject !== undefined
         throw new ComponentError(
