@@ -50,10 +50,13 @@ import {
 } from '@nats-io/jetstream'
 import { MsgHdrsImpl } from '@nats-io/transport-node'
 import { z } from 'zod'
-import { Connection } from './internal/Connection.js'
+import { Connection, serversOf } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
 import { jetstreamUnavailable } from './internal/jetstreamUnavailable.js'
 import { tooLarge } from './internal/tooLarge.js'
+
+/** The longest delay a timer holds (2^31 − 1 ms, about 24.8 days): a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647
 
 /** Options of {@link jetstreamSink}: its schema (`validate`, `jsonSchema`, …). */
 export const JetStreamSinkOptions = defineOptions({
@@ -62,9 +65,10 @@ export const JetStreamSinkOptions = defineOptions({
   timeoutMs: z
     .int()
     .min(1)
+    .max(MAX_TIMER_MS)
     .default(5000)
     .describe(
-      "How long to wait for one PubAck, and at start for JetStream's answer to the stream lookup, in ms.",
+      "How long to wait for one PubAck, and at start for each of JetStream's answers to the stream lookup (two requests), in ms.",
     ),
   maxInFlight: z.int().min(1).default(256).describe('The most publishes awaiting their PubAck at once.'),
   msgId: codeOption<(event: LogEvent) => string | undefined>('a function')
@@ -159,21 +163,13 @@ class JetStreamPublisher implements JetStreamSink {
           cause: error,
         })
       }
+      const what = `the lookup of the stream for subject '${o.subject}'`
       throw (
-        jetstreamUnavailable(
-          'jetstream',
-          o.servers,
-          `the lookup of the stream for subject '${o.subject}'`,
-          error,
-        ) ??
+        jetstreamUnavailable('jetstream', o.servers, what, error) ??
         new ComponentError(
-          'NO_STREAM',
-          `cannot look up the stream for subject '${o.subject}': ${String(error)}`,
-          {
-            component: 'jetstream',
-            field: 'subject',
-            cause: error,
-          },
+          'CONNECT_FAILED',
+          `JetStream refused ${what} (servers ${serversOf(o.servers)}): ${String(error)}`,
+          { component: 'jetstream', field: 'servers', cause: error },
         )
       )
     }

@@ -59,6 +59,16 @@ import { connectionShape } from './internal/connectionShape.js'
 import { jetstreamUnavailable } from './internal/jetstreamUnavailable.js'
 
 /**
+ * A stream or consumer name: what the client and the `nats` CLI accept (no `.`, `*`, `>`, `/`, `\\`
+ * or white space), so a bad one is refused at build, naming the field, not at bind.
+ */
+const natsName = () =>
+  z
+    .string()
+    .min(1)
+    .refine((name) => !/[.*>/\\\s]/.test(name), "cannot contain '.', '*', '>', '/', '\\' or white space")
+
+/**
  * Options of {@link jetstream}: its schema (`validate`, `jsonSchema`, …).
  *
  * @example
@@ -68,8 +78,8 @@ import { jetstreamUnavailable } from './internal/jetstreamUnavailable.js'
  */
 export const JetStreamSourceOptions = defineOptions({
   ...connectionShape,
-  stream: z.string().min(1).describe('The stream to read.'),
-  consumer: z.string().min(1).describe('The durable pull consumer to read through (bound, or created).'),
+  stream: natsName().describe('The stream to read.'),
+  consumer: natsName().describe('The durable pull consumer to read through (bound, or created).'),
   create: z
     .boolean()
     .default(true)
@@ -119,6 +129,7 @@ export const JetStreamSourceOptions = defineOptions({
   apiTimeoutMs: z
     .int()
     .min(1)
+    .max(2_147_483_647)
     .default(5000)
     .describe(
       "How long to wait for each of JetStream's answers when the source binds its consumer (reading or creating it), in ms.",
@@ -366,7 +377,7 @@ class JetStreamPullSource implements JetStreamSource {
   }
 
   async #bind(connection: Connection, o: Resolved): Promise<{ consumer: Consumer; info: ConsumerInfo }> {
-    const js = jetstreamClient(connection.nc)
+    const js = jetstreamClient(connection.nc, { timeout: o.apiTimeoutMs })
     let jsm: JetStreamManager
     try {
       jsm = await jetstreamManager(connection.nc, { timeout: o.apiTimeoutMs })
@@ -465,6 +476,13 @@ class JetStreamPullSource implements JetStreamSource {
     try {
       consumer = await js.consumers.get(o.stream, o.consumer)
     } catch (error) {
+      const unavailable = jetstreamUnavailable(
+        this.#component,
+        o.servers,
+        `the request for consumer '${o.consumer}' of stream '${o.stream}'`,
+        error,
+      )
+      if (unavailable !== undefined) throw unavailable
       throw new ComponentError(
         'NO_CONSUMER',
         `cannot read consumer '${o.consumer}' of stream '${o.stream}': ${String(error)}`,

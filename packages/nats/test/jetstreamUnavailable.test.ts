@@ -16,6 +16,25 @@ describe('jetstreamUnavailable', () => {
     expect(jetstreamUnavailable('in', 'a:4222', 'the request for consumer', answer)).toBeUndefined()
   })
 
+  it('leaves a name the client refuses to the caller, who names its field', () => {
+    const refused = named('InvalidNameError', "durable name ('bad.name') cannot contain '.'")
+    expect(jetstreamUnavailable('in', 'a:4222', 'the request for consumer', refused)).toBeUndefined()
+  })
+
+  it('names the servers for JetStream unavailable (an answer of status 503)', () => {
+    const unavailable = new JetStreamApiError({
+      err_code: 10008,
+      code: 503,
+      description: 'JetStream system temporarily unavailable',
+    })
+    expect(jetstreamUnavailable('in', 'a:4222', "the request for consumer 'c'", unavailable)).toMatchObject({
+      code: 'CONNECT_FAILED',
+      field: 'servers',
+      message:
+        "in (servers): JetStream is unavailable for the request for consumer 'c' (servers a:4222): JetStreamApiError: JetStream system temporarily unavailable",
+    })
+  })
+
   it.each([
     [
       'a request with no answer',
@@ -29,7 +48,7 @@ describe('jetstreamUnavailable', () => {
       named('JetStreamNotEnabled', 'jetstream is not enabled'),
       'CONNECT_FAILED',
       'servers',
-      'in (servers): JetStream is not enabled on the server (servers a:4222, b:4222): JetStreamNotEnabled: jetstream is not enabled',
+      "in (servers): JetStream is not enabled, on the server or for this user's account (servers a:4222, b:4222): JetStreamNotEnabled: jetstream is not enabled",
     ],
     [
       'a user not allowed the request',

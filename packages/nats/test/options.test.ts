@@ -23,6 +23,30 @@ describe('options', () => {
     expect(issues.map((i) => i.field)).toContain('batchsize')
   })
 
+  it.each(['bad.name', 'has space', 'a*', 'a>', 'a/b', 'a\\b'])(
+    'a stream or consumer name the client would refuse (%s) is reported at build, by its field',
+    (name) => {
+      const stream = JetStreamSourceOptions.validate({ servers: 'x', stream: name, consumer: 'c' })
+      expect(stream).toMatchObject([
+        { field: 'stream', message: expect.stringContaining("cannot contain '.'") },
+      ])
+      const consumer = JetStreamSourceOptions.validate({ servers: 'x', stream: 's', consumer: name })
+      expect(consumer.map((i) => i.field)).toEqual(['consumer'])
+    },
+  )
+
+  it('timeouts longer than a timer holds are reported', () => {
+    const source = JetStreamSourceOptions.validate({
+      servers: 'x',
+      stream: 's',
+      consumer: 'c',
+      apiTimeoutMs: 2 ** 31,
+    })
+    expect(source.map((i) => i.field)).toEqual(['apiTimeoutMs'])
+    const sink = JetStreamSinkOptions.validate({ servers: 'x', subject: 'y', timeoutMs: 2 ** 31 })
+    expect(sink.map((i) => i.field)).toEqual(['timeoutMs'])
+  })
+
   it('the source fills in defaults', () => {
     const o = JetStreamSourceOptions.resolve({ servers: 'x', stream: 's', consumer: 'c' })
     expect(o).toMatchObject({

@@ -229,43 +229,57 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
     expect(proxy.error).toBeDefined()
   }, 30_000)
 
-  it('a consumer lookup that gets no answer fails the run naming the servers after apiTimeoutMs, not the consumer', async () => {
-    const stream = await admin.stream('LOOKUP')
-    // Drops the connection as the client asks for the consumer: the request is never answered.
-    const proxy = await tcpProxy({
-      target: { host: NATS_HOST, port: NATS_PORT },
-      onData: (direction, chunk) => {
-        if (direction === 'up' && chunk.toString('latin1').includes('PUB $JS.API.CONSUMER.INFO'))
-          throw new Error('cut at the consumer request')
-      },
-    })
-    const source = jetstream({
-      servers: proxy.address,
-      stream,
-      consumer: 'c',
-      apiTimeoutMs: 300,
-      onWarning: () => {},
-    })
-    const topology = new TopologyBuilder({ acknowledgements: true })
-      .source('in', source)
-      .sink('out', ['in'], recordingSink().sink)
-      .build()
-    await topology.start()
-    try {
-      await expect(source.ready()).rejects.toMatchObject({
-        code: 'CONNECT_FAILED',
-        component: 'in',
-        field: 'servers',
+  it.each([
+    ['its first look', 1],
+    ['its second look (once bound, for the consumer it reads through)', 2],
+  ])(
+    'a consumer lookup that gets no answer (%s) fails the run naming the servers after apiTimeoutMs, not the consumer',
+    async (_, cutAt) => {
+      const stream = await admin.stream('LOOKUP')
+      await admin.jsm.consumers.add(stream, { durable_name: 'c', ack_policy: AckPolicy.Explicit })
+      // Drops the connection as the client asks for the consumer the cutAt-th time: that request
+      // is never answered.
+      let asked = 0
+      const proxy = await tcpProxy({
+        target: { host: NATS_HOST, port: NATS_PORT },
+        onData: (direction, chunk) => {
+          if (
+            direction === 'up' &&
+            chunk.toString('latin1').includes('PUB $JS.API.CONSUMER.INFO') &&
+            ++asked === cutAt
+          )
+            throw new Error('cut at the consumer request')
+        },
       })
-      await expect(source.ready()).rejects.toThrow(
-        `JetStream did not answer the request for consumer 'c' of stream '${stream}' (servers ${proxy.address})`,
-      )
-    } finally {
-      await topology.stop()
-      await proxy.close().catch(() => undefined)
-    }
-    expect(proxy.error).toBeDefined()
-  }, 30_000)
+      const source = jetstream({
+        servers: proxy.address,
+        stream,
+        consumer: 'c',
+        apiTimeoutMs: 300,
+        onWarning: () => {},
+      })
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('in', source)
+        .sink('out', ['in'], recordingSink().sink)
+        .build()
+      await topology.start()
+      try {
+        await expect(source.ready()).rejects.toMatchObject({
+          code: 'CONNECT_FAILED',
+          component: 'in',
+          field: 'servers',
+        })
+        await expect(source.ready()).rejects.toThrow(
+          `JetStream did not answer the request for consumer 'c' of stream '${stream}' (servers ${proxy.address})`,
+        )
+      } finally {
+        await topology.stop()
+        await proxy.close().catch(() => undefined)
+      }
+      expect(proxy.error).toBeDefined()
+    },
+    30_000,
+  )
 
   it('two instances share one durable consumer; one dies mid-batch, the other finishes the work: zero loss', async () => {
     const N = 400
