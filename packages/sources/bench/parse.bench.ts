@@ -3,7 +3,7 @@
 //             with as many events as its limit (maxEventsPerRequest): each event holds one more
 //             object, so the JSON body has more braces than the limit and is walked once to count
 //             its events before the parse (the walk also finds the depth, which is then not
-//             walked again); the NDJSON body's newlines are counted
+//             walked again); NDJSON is parsed line by line up to the limit, with no walk first
 //   baseline: Buffer#toString + JSON.parse, what decoding cost before the checks (for NDJSON
 //             the same per line), with the same "array of objects" checks
 // Bodies: 1,000 log-like events (~230 bytes each), as a JSON array and as NDJSON.

@@ -604,10 +604,11 @@ describe('httpServer: limits of a server on an open port', () => {
   })
 
   it.each([
-    ['NDJSON', 'application/x-ndjson', Array.from({ length: 5000 }, () => '{"n":1}').join('\n')],
-    ['a JSON array', 'application/json', `[${Array.from({ length: 5000 }, () => '{"n":1}').join(',')}]`],
-    ['NDJSON sniffed', undefined, Array.from({ length: 5000 }, () => '{"n":1}').join('\n')],
-  ])('refuses %s of too many events before parsing a single one', async (_, type, body) => {
+    // Line by line, up to the limit: a malformed line within it is found as such.
+    ['NDJSON', 'application/x-ndjson', Array.from({ length: 5000 }, () => '{"n":1}').join('\n'), 2],
+    ['a JSON array', 'application/json', `[${Array.from({ length: 5000 }, () => '{"n":1}').join(',')}]`, 0],
+    ['NDJSON sniffed', undefined, Array.from({ length: 5000 }, () => '{"n":1}').join('\n'), 0],
+  ])('refuses %s of too many events, parsing no more events than the limit', async (_, type, body, most) => {
     const { context, port } = await start({ maxEventsPerRequest: 2 })
     const parsed: string[] = []
     const parse = JSON.parse
@@ -625,16 +626,25 @@ describe('httpServer: limits of a server on an open port', () => {
     }
     expect(answer.status).toBe(413)
     expect(answer.body).toMatchObject({ code: 'TOO_MANY_EVENTS', events: 5000, limit: 2 })
-    expect(parsed).toEqual([])
+    expect(parsed.length).toBe(most)
     expect(context.batches).toEqual([])
   })
 
-  it('finds a body too deep by the walk that counted its events (more braces than maxEventsPerRequest)', async () => {
+  it('answers TOO_DEEP, where it is, for a body with more braces than maxEventsPerRequest', async () => {
     const { context, port } = await start({ maxEventsPerRequest: 2, maxDepth: 3 })
     const answer = await request(port, json([{ a: { b: { c: {} } } }, { d: 1 }]))
     expect(answer.status).toBe(400)
     // '[{"a":{"b":{': the third brace is the fourth level.
     expect(answer.body).toMatchObject({ code: 'TOO_DEEP', position: 11, limit: 3 })
+    expect(context.batches).toEqual([])
+  })
+
+  it('refuses JSON sent as application/x-ndjson as malformed at its first line, however many lines it has', async () => {
+    const { context, port } = await start({ maxEventsPerRequest: 2 })
+    const body = JSON.stringify([{ n: 1 }, { n: 2 }, { n: 3 }], null, 2)
+    const answer = await request(port, { headers: { 'content-type': 'application/x-ndjson' }, body })
+    expect(answer.status).toBe(400)
+    expect(answer.body).toMatchObject({ code: 'MALFORMED_BODY', line: 1 })
     expect(context.batches).toEqual([])
   })
 

@@ -76,35 +76,32 @@ export function parseRecords(
 ): ParsedRecords {
   const start = body.search(/\S/)
   if (start < 0) return { ok: true, records: [] }
-  // NDJSON holds a record per line that is not blank: a body of no more lines than `maxRecords`
-  // is cleared by the native search for newlines alone, and the lines are counted, not walked.
-  // Otherwise every record is an object, so it opens a brace: a body with no more braces than
+  // NDJSON is parsed line by line and stops at the line past `maxRecords` (then only counts the
+  // lines left), so it is not searched first, and a malformed line within the limit is found as
+  // such. Otherwise every record is an object, so it opens a brace: a body with no more braces than
   // `maxRecords` (any request of ordinary size) is cleared by the native search alone, without
-  // the walk; one shorter than `maxRecords` cannot hold that many of either, and is not searched
+  // the walk; one shorter than `maxRecords` cannot hold that many braces, and is not searched
   // at all. A JSON body that is not an array holds one record at most: it is left to the parse,
   // which refuses a body of several values as malformed. The walk also finds where the body nests
   // too deep, so the body is not walked again after the parse.
   const array = body[start] === '[' && format !== 'ndjson'
   let deepAt: number | undefined
-  if (body.length > maxRecords) {
-    if (format === 'ndjson') {
-      if (countUpTo(body, '\n', maxRecords) >= maxRecords) {
-        const records = linesNotBlank(body)
-        if (records > maxRecords) return { ok: false, code: 'TOO_MANY_RECORDS', records }
-      }
-    } else if ((array || format === undefined) && countUpTo(body, '{', maxRecords) > maxRecords) {
-      const scan = scanRecords(body, array ? 1 : 0, maxDepth)
-      if (scan.records > maxRecords) return { ok: false, code: 'TOO_MANY_RECORDS', records: scan.records }
-      deepAt = scan.deepAt
-    }
+  if (
+    (array || format === undefined) &&
+    body.length > maxRecords &&
+    countUpTo(body, '{', maxRecords) > maxRecords
+  ) {
+    const scan = scanRecords(body, array ? 1 : 0, maxDepth)
+    if (scan.records > maxRecords) return { ok: false, code: 'TOO_MANY_RECORDS', records: scan.records }
+    deepAt = scan.deepAt
   }
   if (format === 'json') return parseJson(body, maxDepth, deepAt)
-  if (format === 'ndjson') return parseNdjson(body, maxDepth, undefined)
+  if (format === 'ndjson') return parseNdjson(body, maxDepth, undefined, maxRecords)
   if (body[start] === '[') return parseJson(body, maxDepth, deepAt)
   // One object spread over several lines is JSON; one object per line is NDJSON. A body too deep
   // as a whole is refused as such: reading it line by line would not make it shallower.
   const whole = parseJson(body, maxDepth, deepAt)
-  return whole.ok || whole.code === 'TOO_DEEP' ? whole : parseNdjson(body, maxDepth, deepAt)
+  return whole.ok || whole.code === 'TOO_DEEP' ? whole : parseNdjson(body, maxDepth, deepAt, maxRecords)
 }
 
 /**
@@ -172,15 +169,10 @@ function parseJson(body: string, maxDepth: number, deepAt: number | undefined): 
   return { ok: true, records: value as JsonObject[] }
 }
 
-/**
- * `deepAt`, when a walk over the whole body found it, is where nesting first passes `maxDepth`:
- * the lines before it that parse are balanced, so that is in the first line too deep, and no line
- * is walked again.
- */
-/** How many lines of `body` are not blank (as `parseNdjson` splits and trims them). */
-function linesNotBlank(body: string): number {
+/** How many lines of `body` from `from` on are not blank (as `parseNdjson` splits and trims them). */
+function linesNotBlank(body: string, from: number): number {
   let count = 0
-  for (let lineStart = 0; lineStart <= body.length; ) {
+  for (let lineStart = from; lineStart <= body.length; ) {
     const newline = body.indexOf('\n', lineStart)
     const lineEnd = newline < 0 ? body.length : newline
     // A record's line starts with its brace: only another line is sliced and trimmed.
@@ -190,7 +182,18 @@ function linesNotBlank(body: string): number {
   return count
 }
 
-function parseNdjson(body: string, maxDepth: number, deepAt: number | undefined): ParsedRecords {
+/**
+ * Parses NDJSON line by line, up to `maxRecords` records: at the next line that is not blank it
+ * stops, and counts the lines left. `deepAt`, when a walk over the whole body found it, is where
+ * nesting first passes `maxDepth`: the lines before it that parse are balanced, so that is in the
+ * first line too deep, and no line is walked again.
+ */
+function parseNdjson(
+  body: string,
+  maxDepth: number,
+  deepAt: number | undefined,
+  maxRecords: number,
+): ParsedRecords {
   const records: JsonObject[] = []
   let lineStart = 0
   for (let n = 1; lineStart <= body.length; n++) {
@@ -201,6 +204,8 @@ function parseNdjson(body: string, maxDepth: number, deepAt: number | undefined)
     const base = lineStart
     lineStart = lineEnd + 1
     if (line.trim() === '') continue
+    if (records.length === maxRecords)
+      return { ok: false, code: 'TOO_MANY_RECORDS', records: maxRecords + linesNotBlank(body, base) }
     const deep = deepAt === undefined ? undefined : deepAt >= base && deepAt < end ? deepAt - base : -1
     const parsed = parseValue(body, line, base, maxDepth, deep)
     if (!parsed.ok) return parsed
