@@ -15,8 +15,11 @@
  *   whatever their sinks report later is ignored; the source reconnects with back-off.
  * - Prefetch bounds what is in flight: the broker sends no more than `prefetch` unsettled
  *   messages, which is the back pressure of the whole pipeline on the queue.
- * - A payload that is not valid JSON, or not valid UTF-8, is passed on as a string field or
- *   dead-lettered (option `invalidJson`), never dropped, and never decoded into altered fields; broker metadata is under the field `metadataField` (`_amqp`).
+ * - A payload that is not valid JSON, or not valid UTF-8, is passed on as the string field
+ *   `message` or dead-lettered (option `invalidJson`), never dropped; a payload that is not UTF-8
+ *   is never parsed into fields (its bad bytes would hide there as U+FFFD). A leading UTF-8 byte
+ *   order mark is skipped, as the HTTP and NATS sources do. Broker metadata is under the field
+ *   `metadataField` (`_amqp`).
  * - A batch the runtime did not accept (`send` rejected while the topology is not stopping: an
  *   event a buffer downstream cannot store) is sent again one message at a time; a message
  *   refused alone is `errored`, code `SEND_FAILED`, with a warning: held for the back-off, then
@@ -795,8 +798,10 @@ class AmqpConsumer implements AmqpSource {
    * fields that look whole.
    */
   #fields(message: ConsumeMessage, o: ReturnType<typeof AmqpSourceOptions.resolve>): JsonObject | string {
-    const utf8 = isUtf8(message.content)
-    const text = message.content.toString('utf8')
+    const bom = message.content[0] === 0xef && message.content[1] === 0xbb && message.content[2] === 0xbf
+    const content = bom ? message.content.subarray(3) : message.content
+    const utf8 = isUtf8(content)
+    const text = content.toString('utf8')
     let fields: JsonObject | undefined
     if (utf8) {
       try {

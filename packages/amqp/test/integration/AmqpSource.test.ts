@@ -641,6 +641,23 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(dead)).toBe(0)
   })
 
+  it('skips a leading UTF-8 byte order mark, as the HTTP and NATS sources do', async () => {
+    const { queue } = await admin.queueWithDeadLetters()
+    admin.channel.sendToQueue(queue, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"a":1}')]))
+    admin.channel.sendToQueue(queue, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('plain')]))
+    const sink = memory()
+    const source = amqpSource({ url: BROKER_URL, queue, metadataField: false })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(source.counters.acked).toBe(2), { timeout: 10_000, interval: 20 })
+    await topology.stop()
+    expect(sink.events).toEqual([{ a: 1 }, { message: 'plain' }])
+    expect(source.counters.invalidJson).toBe(1)
+  })
+
   it('passes a payload that is not JSON as a string field, or dead-letters it, as invalidJson says', async () => {
     const { queue, dead } = await admin.queueWithDeadLetters()
     await admin.publish(queue, ['not json {', { ok: true }, 'plain'])
