@@ -275,8 +275,8 @@ class AmqpPublisher implements AmqpSink {
         }
         if (generation.id > 1) this.#counters.reconnects++
       },
-      onLost: (_generation, error) => {
-        if (this.#connection === connection)
+      onLost: (_generation, error, duringSetup) => {
+        if (this.#connection === connection && !duringSetup)
           warn(`${COMPONENT} sink: lost the connection to the broker (${error.message}); reconnecting`)
         const brokerMax = brokerMaxMessageSize(error)
         if (brokerMax !== undefined && brokerMax < this.#maxBytes) {

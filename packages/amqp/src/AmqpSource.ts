@@ -375,7 +375,7 @@ class AmqpConsumer implements AmqpSource {
         consumerTag = reply.consumerTag
         if (generation.id > 1) counters.reconnects++
       },
-      onLost: (generation, error) => {
+      onLost: (generation, error, duringSetup) => {
         const refusal = copyGates.get(generation)?.refusal
         if (refusal !== undefined) refusalsInARow++
         if (refusal !== undefined && opened) {
@@ -386,7 +386,7 @@ class AmqpConsumer implements AmqpSource {
           warn(
             `${context.id} (deadLetterExchange): the broker refused a copy to the dead-letter exchange '${o.deadLetterExchange}' and closed the channel (${refusal.message}); fix the option or the user's permissions. The messages whose copy was refused are nacked without requeue (the queue's own dead-letter exchange) when they come back; reconnecting in ${delay} ms (refusal ${refusalsInARow} in a row)`,
           )
-        } else if (opened) {
+        } else if (opened && !duringSetup) {
           warn(`${context.id}: lost the connection to the broker (${error.message}); reconnecting`)
         }
         const deliveries = held.get(generation)

@@ -2,7 +2,9 @@
  * One AMQP connection with one channel, reconnected with back-off, counted in generations.
  *
  * Invariant: a generation is one connection and its one channel. It is live from the moment its
- * `setup` finished until the connection or the channel closes, then dead for good; a delivery tag
+ * channel opened (a consumer's first deliveries may come while `setup` runs) until the connection
+ * or the channel closes, then dead for good; a loss during `setup` fails that attempt, and is
+ * reported once, as the attempt's failure, not also as a loss. A delivery tag
  * or a pending confirm belongs to the generation it came from and means nothing on any other, so
  * callers check `generation.live` before acking and settle what a dead generation held without
  * talking to the broker. After a loss the connection reconnects (exponential back-off, capped)
@@ -62,9 +64,11 @@ export interface ConnectionOptions<C extends Channel> {
    * Told once per generation that it died, before any reconnect attempt. It may return the attempt
    * the reconnect counts as (default 1: after `initialDelayMs`): a caller that knows the loss will
    * recur as soon as it reconnects (the broker refused what it published) returns a higher one, so
-   * the reconnects back off instead of looping.
+   * the reconnects back off instead of looping. `duringSetup`: the loss came while `setup` ran;
+   * that attempt then fails and is reported (and retried) as such, so the caller should settle
+   * what the generation held but not warn of the loss as well.
    */
-  readonly onLost: (generation: Generation<C>, error: Error) => number | undefined
+  readonly onLost: (generation: Generation<C>, error: Error, duringSetup: boolean) => number | undefined
   /** Told when a reconnect attempt failed (it will try again). */
   readonly onWarning: (message: string) => void
   readonly backoff: Backoff
@@ -107,6 +111,8 @@ function withHeartbeat(url: string, seconds: number): string {
 
 class LiveGeneration<C extends Channel> implements Generation<C> {
   live = false
+  /** Whether its `setup` still runs: a loss meanwhile is the attempt's failure, not a loss to report. */
+  settingUp = true
   constructor(
     readonly id: number,
     readonly model: ChannelModel,
@@ -222,6 +228,7 @@ export class Connection<C extends Channel = Channel> {
       if (this.#state.tag === 'closed') throw new Error('closed while connecting')
       this.#state = { tag: 'open', generation: gen as unknown as LiveGeneration<Channel> }
       await setup(gen)
+      gen.settingUp = false
       if (!gen.live) throw new Error('connection lost during setup')
       return gen
     } catch (error) {
@@ -239,7 +246,10 @@ export class Connection<C extends Channel = Channel> {
     // its max_message_size): the connection under it is closed too, or every such close would
     // leave one open, heartbeating, for the life of the process.
     void generation.model.close().catch(() => undefined)
-    const attempt = this.#options.onLost(generation, error) ?? 1
+    const attempt = this.#options.onLost(generation, error, generation.settingUp) ?? 1
+    // During setup the attempt fails (its awaits reject, or the check after it throws), and that
+    // failure is what gets reported and retried.
+    if (generation.settingUp) return
     const state = this.#state
     if (state.tag === 'open' && state.generation === (generation as unknown as LiveGeneration<Channel>)) {
       this.#schedule(Math.max(1, attempt))

@@ -335,6 +335,33 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     await vi.waitFor(() => expect(sockets()).toBe(before), { timeout: 5000, interval: 10 })
   })
 
+  it('warns once per failed reconnect when the setup fails (the exchange is gone), not also of a loss', async () => {
+    const exchange = uniqueName('vanishing')
+    await admin.channel.assertExchange(exchange, 'fanout', { durable: false })
+    admin.exchanges.push(exchange)
+    const warnings: string[] = []
+    // No declaration: every setup checks the exchange, and fails on a 404 once it is gone.
+    const sink = amqpSink({
+      url: BROKER_URL,
+      exchange,
+      reconnectInitialDelayMs: 10,
+      reconnectMaxDelayMs: 20,
+      onWarning: (message) => warnings.push(message),
+    })
+    await sink.start()
+    try {
+      await admin.channel.deleteExchange(exchange)
+      await sink.write(new EventArray([new LogEvent({ n: 1 })]))
+      const failed = (): number => warnings.filter((w) => /reconnect attempt \d+ .* failed/.test(w)).length
+      await vi.waitFor(() => expect(failed()).toBeGreaterThanOrEqual(3), { timeout: 10_000, interval: 10 })
+      // The publish's loss, once; then each attempt's failure, once.
+      expect(warnings.filter((w) => w.includes('lost the connection'))).toHaveLength(1)
+      expect(warnings.filter((w) => /reconnect attempt 1 .* failed: .*NOT_FOUND/.test(w))).toHaveLength(1)
+    } finally {
+      await sink.stop()
+    }
+  })
+
   it('counts an event errored when the broker nacks its message (a full queue with reject-publish)', async () => {
     const queue = uniqueName('full')
     admin.queues.push(queue)
