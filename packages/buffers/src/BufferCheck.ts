@@ -10,10 +10,12 @@
  * @module
  */
 import { hostname } from 'node:os'
+import { BufferSettings } from './internal/BufferSettings.js'
 import { type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
 import { Ledger, type LedgerRead } from './internal/Ledger.js'
 import { LockFile, type LockHolder } from './internal/LockFile.js'
+import { SEGMENT_NAME, segmentFirstSeq } from './internal/Segment.js'
 import { SegmentReader } from './internal/SegmentReader.js'
 
 /** What was found in one segment file. */
@@ -53,8 +55,6 @@ export interface BufferCheckReport {
   /** What `repair` changed, one sentence each. */
   readonly repairs: readonly string[]
 }
-
-const SEGMENT = /^\d{20}\.seg$/
 
 async function checkSegment(
   fs: FileSystem,
@@ -243,7 +243,19 @@ export const BufferCheck = {
         )
       }
       if (ledger.status === 'corrupt') problems.push(`ledger corrupt (${ledger.reason})`)
-      const segNames = names.filter((n) => SEGMENT.test(n))
+      // Read as opening reads it: an entry opening fails on is named here, not found clean.
+      const settings = await about(`${path}/${BufferSettings.FILE}`, BufferSettings.read(fs, path))
+      if (settings.status === 'corrupt') {
+        notes.push(
+          `${BufferSettings.FILE} is damaged (${settings.reason}): opening stores the segment size of its options in its place (records are read whatever their size)`,
+        )
+      }
+      const segNames = names.filter((n) => segmentFirstSeq(n) !== undefined)
+      for (const name of names.filter((n) => SEGMENT_NAME.test(n) && segmentFirstSeq(n) === undefined)) {
+        problems.push(
+          `${name} is named like a segment, but its number is past 2^53: not a segment of this buffer (opening leaves it alone; remove it)`,
+        )
+      }
       const firstOnDisk = segNames.length > 0 ? Number(segNames[0]!.slice(0, 20)) : 0
       const ackedBelow = ledger.status === 'ok' ? ledger.ledger.ackedBelow : firstOnDisk
       const segments: SegmentCheck[] = []

@@ -40,6 +40,7 @@ import type { FileLike } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
 import type { Held } from './internal/InFlightRecords.js'
 import { LockFile } from './internal/LockFile.js'
+import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 import { Recovery } from './internal/Recovery.js'
 import { SegmentReader } from './internal/SegmentReader.js'
 import { DURABLE } from './internal/SegmentWriter.js'
@@ -162,6 +163,8 @@ export class DiskBuffer {
    */
   #state: DiskBufferState<BufferParts, BufferRemains>
   readonly #deadLetters: DiskBuffer | undefined
+  /** The last replay of the dead letters (one at a time); it never rejects. */
+  #replaying: Promise<unknown> = Promise.resolve()
 
   private constructor(start: BufferStart, deadLetters: DiskBuffer | undefined) {
     this.#s = start.settings
@@ -208,28 +211,41 @@ export class DiskBuffer {
     }
   }
 
+  /** Recovers the directory and opens its parts; whatever it opened is closed again if it fails. */
   static async #recover(settings: Settings): Promise<DiskBuffer> {
     const recovered = await Recovery.run(settings)
     const s = recovered.settings
     let deadLetters: DiskBuffer | undefined
     const deadLettered = new DeadLetterSet()
-    if (s.deadLetters) {
-      deadLetters = await DiskBuffer.open({
-        path: `${s.path}/${DeadLetterSet.DIR}`,
-        segmentBytes: s.segmentBytes,
-        maxBytes: Number.MAX_SAFE_INTEGER,
-        sync: 'always',
-        log: s.log,
-        fileSystem: s.fs,
-        deadLetters: false,
-        lock: false,
-      })
-      for await (const letter of deadLetters.deadLetterEntries()) {
-        if (letter.originalSeq >= recovered.ackedBelow) deadLettered.add(letter.originalSeq, letter.crc)
+    try {
+      if (s.deadLetters) {
+        deadLetters = await DiskBuffer.open({
+          path: `${s.path}/${DeadLetterSet.DIR}`,
+          segmentBytes: s.segmentBytes,
+          maxBytes: Number.MAX_SAFE_INTEGER,
+          sync: 'always',
+          log: s.log,
+          fileSystem: s.fs,
+          deadLetters: false,
+          lock: false,
+        })
+        for await (const letter of deadLetters.deadLetterEntries()) {
+          if (letter.originalSeq >= recovered.ackedBelow) deadLettered.add(letter.originalSeq, letter.crc)
+        }
       }
+    } catch (error) {
+      await recovered.active?.close().catch(() => undefined)
+      await deadLetters?.close().catch(() => undefined)
+      throw error
     }
     const buffer = new DiskBuffer({ ...recovered, deadLettered }, deadLetters)
-    if (!recovered.ledgerOk) await buffer.checkpoint()
+    try {
+      if (!recovered.ledgerOk) await buffer.checkpoint()
+    } catch (error) {
+      // Its files (and those of its dead-letter queue) are closed; the lock goes with the open that failed.
+      await buffer.close().catch(() => undefined)
+      throw error
+    }
     return buffer
   }
 
@@ -258,9 +274,18 @@ export class DiskBuffer {
    * append resolves: one whose length changed while it waited for room is refused with a
    * `RangeError`, and nothing of that append is stored.
    */
-  async append(
+  append(
     payloads: readonly (Uint8Array | string)[],
     options: { readonly whenFull?: 'wait' | 'refuse' } = {},
+  ): Promise<AppendResult> {
+    return this.#append(payloads, options.whenFull, this.maxRecordBytes)
+  }
+
+  /** {@link DiskBuffer.append}, refusing payloads over `maxRecord` bytes. */
+  async #append(
+    payloads: readonly (Uint8Array | string)[],
+    whenFull: 'wait' | 'refuse' | undefined,
+    maxRecord: number,
   ): Promise<AppendResult> {
     const state = this.#state
     if (state.kind !== 'open') throw new DiskBufferError('CLOSED', 'append after close', this.path)
@@ -269,10 +294,10 @@ export class DiskBuffer {
     const lengths = new Array<number>(payloads.length)
     for (let i = 0; i < payloads.length; i++) {
       const length = Frame.byteLength(payloads[i]!)
-      if (length > this.maxRecordBytes) {
+      if (length > maxRecord) {
         throw new DiskBufferError(
           'RECORD_TOO_LARGE',
-          `a record of ${length} bytes does not fit a segment of ${this.#s.segmentBytes} bytes`,
+          `a record of ${length} bytes does not fit ${maxRecord === this.maxRecordBytes ? `a segment of ${this.#s.segmentBytes} bytes` : `a frame (at most ${maxRecord} bytes)`}`,
           this.path,
           'segmentBytes',
         )
@@ -283,7 +308,7 @@ export class DiskBuffer {
     if (payloads.length === 0)
       return { status: 'written', firstSeq: writer.assigned, count: 0, durable: DURABLE }
     while (!writer.hasRoom(bytes)) {
-      if (options.whenFull === 'refuse') return { status: 'full' }
+      if (whenFull === 'refuse') return { status: 'full' }
       await writer.waitForSpace()
       if (this.#state.kind !== 'open') {
         return {
@@ -297,8 +322,10 @@ export class DiskBuffer {
 
   /**
    * Up to `max` records to deliver: records whose redelivery back-off has passed first, then new
-   * ones in order. Waits until there is one. Resolves `undefined` once the buffer is closed, or
-   * after `endWrites()` once every record was read and none is in flight, or when `signal` aborts.
+   * ones in order, never more than `maxInFlight` unsettled (handed out, or waiting for their
+   * redelivery after a `nack`). Waits until there is one. Resolves `undefined` once the buffer is
+   * closed, or after `endWrites()` once every record was read and none is in flight, or when
+   * `signal` aborts.
    * With `wait: false` it resolves `[]` at once instead of waiting. Each record must be settled
    * with `ack`, `nack` or `deadLetter`.
    */
@@ -308,7 +335,23 @@ export class DiskBuffer {
   ): Promise<StoredRecord[] | undefined> {
     const live = liveOf(this.#state)
     if (live === undefined) return Promise.resolve(undefined)
-    return live.oneReader(() => this.#read(live, max, options.signal, options.wait !== false))
+    const { signal } = options
+    let started = false
+    const read = live.oneReader(() => {
+      started = true
+      return this.#read(live, max, signal, options.wait !== false)
+    })
+    if (signal === undefined) return read
+    // A read waiting behind another hears its abort at once. One that started hears it itself:
+    // it may have taken records, which must be handed to its caller, not dropped.
+    return new Promise((resolve, reject) => {
+      const onAbort = (): void => {
+        if (!started) resolve(undefined)
+      }
+      if (signal.aborted) onAbort()
+      else signal.addEventListener('abort', onAbort, { once: true })
+      read.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
+    })
   }
 
   async #read(
@@ -329,7 +372,8 @@ export class DiskBuffer {
         const out: StoredRecord[] = []
         const held: Held[] = []
         if (inFlight.retryPending > 0) inFlight.takeDue(Date.now(), max, out, held)
-        const room = Math.min(max - out.length, this.#s.maxInFlight - inFlight.size - out.length)
+        // Records waiting for their retry count too: a failing sink must not pull the backlog into memory.
+        const room = Math.min(max - out.length, this.#s.maxInFlight - inFlight.unsettled - out.length)
         if (room > 0) await cursor.read(room, out, held)
         if (out.length > 0) {
           inFlight.hold(out, held)
@@ -347,7 +391,9 @@ export class DiskBuffer {
         if (!wait) return []
         let timer: NodeJS.Timeout | undefined
         const due = inFlight.nextDueAt()
-        if (due !== undefined) timer = setTimeout(() => live.wake(), Math.max(0, due - Date.now()))
+        // A longer wait than a timer keeps is waited out in several (a longer one fires after 1 ms).
+        const delay = due === undefined ? undefined : Math.min(MAX_TIMER_MS, Math.max(0, due - Date.now()))
+        if (delay !== undefined) timer = setTimeout(() => live.wake(), delay)
         await wakeup
         if (timer !== undefined) clearTimeout(timer)
       }
@@ -364,7 +410,7 @@ export class DiskBuffer {
     const live = liveOf(this.#state)
     if (live === undefined || seq >= live.writer.nextSeq || live.acks.has(seq)) return
     // A reader held back by maxInFlight may go on once one record is settled.
-    if (live.inFlight.settle(seq) && live.inFlight.size + 1 >= this.#s.maxInFlight) live.wake()
+    if (live.inFlight.settle(seq) && live.inFlight.unsettled + 1 >= this.#s.maxInFlight) live.wake()
     live.counters.acked++
     live.markAcked(seq)
   }
@@ -398,7 +444,11 @@ export class DiskBuffer {
         'deadLetters',
       )
     }
-    const written = await queue.append([DeadLetterSet.encode(seq, held.crc, held.payload)])
+    // A dead letter is the record and a header, so the largest record's is longer than a segment
+    // of the dead-letter queue allows: it gets a segment of its own (reading is bounded by the
+    // file, not by segmentBytes).
+    const letter = DeadLetterSet.encode(seq, held.crc, held.payload)
+    const written = await queue.#append([letter], 'wait', Frame.MAX_PAYLOAD_BYTES)
     if (written.status !== 'written' || (await written.durable) !== 'durable') {
       this.#s.log(`disk buffer ${this.path}: could not dead-letter record ${seq}; it stays in the queue`)
       return 'failed'
@@ -423,13 +473,24 @@ export class DiskBuffer {
   }
 
   /**
-   * Moves every dead letter back into the queue (as new records, fsynced), then empties the
-   * dead-letter queue. A crash in between may leave a record in both (at-least-once).
+   * Moves every dead letter back into the queue (as new records, fsynced), then removes from the
+   * dead-letter queue what it moved, batch by batch: a record dead-lettered while a replay runs
+   * stays there, and a replay that failed half-way leaves there only what it did not move. A
+   * replay asked for while one runs starts after it. A crash in between may leave a record in
+   * both (at-least-once).
    */
-  async replayDeadLetters(): Promise<ReplayResult> {
+  replayDeadLetters(): Promise<ReplayResult> {
+    const run = this.#replaying.then(() => this.#replay())
+    this.#replaying = run.catch(() => undefined)
+    return run
+  }
+
+  async #replay(): Promise<ReplayResult> {
     const queue = this.#deadLetters
     if (queue === undefined) return { status: 'replayed', count: 0 }
     let batch: Uint8Array[] = []
+    /** The dead-letter queue's sequence numbers of the records in `batch`. */
+    let letters: number[] = []
     let count = 0
     const flush = async (): Promise<DiskBufferError | undefined> => {
       if (batch.length === 0) return undefined
@@ -439,10 +500,14 @@ export class DiskBuffer {
       if (written.status === 'written' && (await written.durable) !== 'durable') {
         return new DiskBufferError('WRITE_FAILED', 'fsync failed while replaying dead letters', this.path)
       }
+      // Back in the queue for good: these (and only these) leave the dead-letter queue.
+      for (const seq of letters) queue.ack(seq)
+      letters = []
       return undefined
     }
-    for await (const letter of this.deadLetters()) {
+    for await (const letter of queue.deadLetterEntries()) {
       batch.push(letter.payload)
+      letters.push(letter.seq)
       count++
       if (batch.length >= 1000) {
         const error = await flush()
@@ -452,7 +517,9 @@ export class DiskBuffer {
     const error = await flush()
     if (error !== undefined) return { status: 'failed', error }
     await this.checkpoint()
-    await liveOf(queue.#state)?.empty()
+    // Its last segment goes too once everything in it was replayed (and nothing came meanwhile).
+    liveOf(queue.#state)?.writer.reclaimActive()
+    await queue.checkpoint()
     return { status: 'replayed', count }
   }
 
@@ -514,6 +581,11 @@ export class DiskBuffer {
   /**
    * Finishes pending writes, fsyncs, writes the ledger, closes the files and releases the lock.
    * Records not acknowledged stay on disk for the next open. Closing twice is harmless.
+   *
+   * Every step is taken even if one before it failed, so the lock is always released and the
+   * buffer can be opened again. A ledger that cannot be written (a full disk) is logged, not
+   * thrown: it is only a hint, and the next open redelivers from the last one saved. A file that
+   * fails to close is thrown once everything else was released (several: an `AggregateError`).
    */
   async close(): Promise<void> {
     const live = liveOf(this.#dispatch('close'))
@@ -521,15 +593,31 @@ export class DiskBuffer {
     live.checkpoints.stop()
     live.wake()
     live.writer.releaseWaiters()
+    // A read loading records from a segment goes on to its end: its file is closed after it.
+    await live.readsEnded()
+    const errors: unknown[] = []
+    const step = (run: () => Promise<void>): Promise<void> =>
+      run().catch((error: unknown) => void errors.push(error))
     await live.writer.serial(async () => {
       live.stopTimers()
+      await live.writer.finish()
       await live.writer.groupSync()
-      await live.checkpoints.write()
-      await live.writer.closeFile()
-      await live.cursor.close()
+      await live.checkpoints
+        .write()
+        .catch((error: Error) =>
+          this.#s.log(
+            `disk buffer ${this.path}: ledger checkpoint at close failed (${error.message}); the next open redelivers from the last checkpoint saved`,
+          ),
+        )
+      await step(() => live.writer.closeFile())
+      await step(() => live.cursor.close())
     })
-    await this.#deadLetters?.close()
-    if (this.#s.lock) await LockFile.release(this.#s.fs, this.path)
+    const deadLetters = this.#deadLetters
+    if (deadLetters !== undefined) await step(() => deadLetters.close())
+    if (this.#s.lock) await step(() => LockFile.release(this.#s.fs, this.path))
+    if (errors.length === 1) throw errors[0]
+    if (errors.length > 1)
+      throw new AggregateError(errors, `disk buffer ${this.path}: ${errors.length} files failed to close`)
   }
 
   static {

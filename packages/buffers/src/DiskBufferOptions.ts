@@ -14,6 +14,7 @@ import { codeOption, defineOptions, type OptionsOf } from '@ackline/topology'
 import { z } from 'zod'
 import type { FileSystem } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
+import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 
 /** The options the store and the edge buffer share, each with its rule and its default. */
 const shared = {
@@ -36,7 +37,12 @@ const shared = {
     .union([
       z.literal('always'),
       z.strictObject({
-        everyMs: z.number().min(0).describe('Fsync at least this often, in ms.'),
+        everyMs: z
+          .number()
+          .min(0)
+          // Longer than a timer can wait: it would fire after 1 ms, after every write.
+          .max(MAX_TIMER_MS)
+          .describe('Fsync at least this often, in ms (at most 2147483647, the longest a timer waits).'),
         everyWrites: z.int().min(1).describe('Fsync after this many appends.'),
       }),
     ])
@@ -48,14 +54,16 @@ const shared = {
     .strictObject({ initialMs: z.number().min(0), maxMs: z.number().min(0) })
     .default({ initialMs: 100, maxMs: 30_000 })
     .describe(
-      'Back-off before a negatively acknowledged record is handed out again: doubles from `initialMs` up to `maxMs`.',
+      'Back-off before a negatively acknowledged record is handed out again: doubles from `initialMs` up to `maxMs` (a longer wait than 2147483647 ms, the longest a timer waits, is waited out in several).',
     ),
   ledgerIntervalMs: z
     .number()
     .min(0)
+    // Longer than a timer can wait: it would fire after 1 ms, after every acknowledgement.
+    .max(MAX_TIMER_MS)
     .default(1000)
     .describe(
-      'How long after an acknowledgement the checkpoint of what was acknowledged (the ledger) is saved; also after `ledgerEveryAcks` acknowledgements and at close. A later checkpoint only means more redelivery after a crash, never loss: what comes again is at most the acknowledgements not yet saved (fewer than `ledgerEveryAcks` plus those made while that checkpoint waited its turn on the write lane, none older than `ledgerIntervalMs`), the records acknowledged above the first unacknowledged one, and the records in flight (both bounded by `maxInFlight`).',
+      'How long after an acknowledgement the checkpoint of what was acknowledged (the ledger) is saved (at most 2147483647 ms, the longest a timer waits); also after `ledgerEveryAcks` acknowledgements and at close. A later checkpoint only means more redelivery after a crash, never loss: what comes again is at most the acknowledgements not yet saved (fewer than `ledgerEveryAcks` plus those made while that checkpoint waited its turn on the write lane, none older than `ledgerIntervalMs`), the records acknowledged above the first unacknowledged one, and the records in flight (both bounded by `maxInFlight`).',
     ),
   ledgerEveryAcks: z
     .int()
@@ -131,7 +139,9 @@ export const DiskBufferOptions = defineOptions({
     .int()
     .min(1)
     .default(100_000)
-    .describe('The most records handed out by `read` and not yet settled; `read` waits beyond it.'),
+    .describe(
+      'The most records handed out by `read` and not yet settled (those waiting for their redelivery after a `nack` included); `read` waits beyond it.',
+    ),
   fileSystem,
   /** Internal: whether this buffer has a dead-letter queue of its own (its dead-letter queue has not). */
   deadLetters: codeOption<boolean>('a boolean', (value) => typeof value === 'boolean').optional(),

@@ -15,7 +15,8 @@
  *   back-off, or dead-lettered. An `errored` record is never deleted.
  *
  * Events read back are what JSON made of them: a number that is not finite comes back `null`, a
- * member whose value is `undefined` comes back absent (RFC 0003, back pressure and limits).
+ * member whose value is `undefined` comes back absent, and an ingest timestamp that is not a
+ * finite number comes back `NaN` (RFC 0003, back pressure and limits).
  *
  * At-least-once across restarts: finalizers do not survive a process; after a restart the records
  * on disk are delivered again without them, and the sources (whose batches were never settled)
@@ -369,9 +370,13 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
   #shutDown(): Promise<void> {
     if (this.#state.kind === 'closed') return this.#state.shutDown
     const shutDown = (async () => {
-      await this.store.close()
-      // Still on disk for the next run, but this run's batches cannot wait for it.
-      this.#origins.endAll('errored')
+      try {
+        await this.store.close()
+      } finally {
+        // Still on disk for the next run, but this run's batches cannot wait for it (nor for a
+        // file that failed to close).
+        this.#origins.endAll('errored')
+      }
     })()
     this.#state = { kind: 'closed', shutDown }
     return shutDown

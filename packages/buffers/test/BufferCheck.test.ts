@@ -265,6 +265,19 @@ describe('ackline-buffer', () => {
     expect(code).toBe(2)
   })
 
+  it('reads settings.json too: names it when it is a directory (opening fails on it), notes it when damaged', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    rmSync(join(path, 'settings.json'))
+    mkdirSync(join(path, 'settings.json'))
+    await expect(BufferCheck.run(path)).rejects.toThrow(`${path}/settings.json: EISDIR`)
+    rmSync(join(path, 'settings.json'), { recursive: true })
+    writeFileSync(join(path, 'settings.json'), '{"version":1,"segmentBytes":')
+    const report = await BufferCheck.run(path)
+    expect(report.problems).toEqual([])
+    expect(report.notes).toContainEqual(expect.stringContaining('settings.json is damaged'))
+  })
+
   it('reports a ledger whose acknowledged position lies past the records on disk, and exits 1', async () => {
     const path = tempDir()
     await makeBuffer(path)

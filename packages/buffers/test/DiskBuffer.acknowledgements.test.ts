@@ -98,6 +98,58 @@ describe('DiskBuffer acknowledgements', () => {
     await buffer.close()
   })
 
+  it('waits out a back-off longer than a timer can (30 days) in timers of at most 2^31 - 1 ms, not in a loop of 1 ms ones', async () => {
+    const days30 = 30 * 24 * 3_600_000
+    const { open } = setup({ retryBackoff: { initialMs: days30, maxMs: days30 } })
+    const buffer = await open()
+    await buffer.append(records(1))
+    const timers = vi.spyOn(globalThis, 'setTimeout')
+    try {
+      buffer.nack((await buffer.read(1))![0]!.seq)
+      const waiting = buffer.read(1)
+      await new Promise((resolve) => setImmediate(resolve)) // it got to the wait
+      const delays = timers.mock.calls.map((call) => call[1] ?? 0)
+      expect(delays.length).toBeGreaterThan(0)
+      expect(delays.every((ms) => ms <= 2_147_483_647)).toBe(true)
+      await buffer.close()
+      expect(await waiting).toBeUndefined()
+    } finally {
+      timers.mockRestore()
+    }
+  })
+
+  it('counts records waiting for redelivery against maxInFlight: a failing sink does not pull the backlog into memory', async () => {
+    const { open } = setup({ maxInFlight: 2, retryBackoff: { initialMs: 60_000, maxMs: 60_000 } })
+    const buffer = await open()
+    await buffer.append(records(4))
+    const got = (await buffer.read(10))!
+    expect(got.map((r) => text(r.payload))).toEqual(['r0', 'r1'])
+    for (const r of got) buffer.nack(r.seq)
+    expect(await buffer.read(10, { wait: false })).toEqual([]) // both still unsettled
+    const next = buffer.read(10)
+    buffer.ack(got[0]!.seq) // settled while waiting for its retry: room for one
+    expect((await next)!.map((r) => text(r.payload))).toEqual(['r2'])
+    expect(buffer.metrics()).toMatchObject({ inFlight: 1, retryPending: 1 })
+    await buffer.close()
+  })
+
+  it('reads on while more records wait for redelivery than a call can take as arguments', async () => {
+    const n = 150_000
+    const { open } = setup({
+      segmentBytes: 16 << 20,
+      maxInFlight: n,
+      retryBackoff: { initialMs: 60_000, maxMs: 60_000 },
+    })
+    const buffer = await open()
+    await buffer.append(Array.from({ length: n }, () => 'x'))
+    for (const r of (await buffer.read(n))!) buffer.nack(r.seq)
+    const waiting = buffer.read(10) // waits for the first retry to be due
+    await new Promise((resolve) => setImmediate(resolve)) // it got to the wait
+    expect(buffer.metrics().retryPending).toBe(n)
+    await buffer.close()
+    expect(await waiting).toBeUndefined()
+  })
+
   it('moves a rejected record to the dead-letter queue, acknowledges it, and never redelivers it', async () => {
     const { open } = setup()
     const buffer = await open()
@@ -113,6 +165,27 @@ describe('DiskBuffer acknowledgements', () => {
     expect(letters.map((l) => [l.originalSeq, text(l.payload)])).toEqual([[1, 'r1']])
     expect(await drain(buffer)).toEqual([])
     await buffer.close()
+  })
+
+  it('dead-letters a record as large as a segment allows (its dead letter is longer by its header)', async () => {
+    const { open } = setup({ segmentBytes: 1024 })
+    const buffer = await open()
+    const largest = Buffer.alloc(buffer.maxRecordBytes, 'x')
+    await buffer.append([Buffer.from('small'), largest])
+    const got = (await buffer.read(2))!
+    expect(await buffer.deadLetter(got[0]!.seq)).toBe('dead-lettered')
+    expect(await buffer.deadLetter(got[1]!.seq)).toBe('dead-lettered')
+    await buffer.close()
+    const reopened = await open()
+    const letters = []
+    for await (const letter of reopened.deadLetters()) letters.push(letter)
+    expect(letters.map((l) => [l.originalSeq, l.payload.length])).toEqual([
+      [0, 5],
+      [1, largest.length],
+    ])
+    expect(Buffer.from(letters[1]!.payload).equals(largest)).toBe(true)
+    expect(await drain(reopened)).toEqual([])
+    await reopened.close()
   })
 
   it('does not redeliver a dead-lettered record after a crash that came before its acknowledgement was checkpointed', async () => {
@@ -143,6 +216,41 @@ describe('DiskBuffer acknowledgements', () => {
     expect(reopened.metrics().deadLettered).toBe(0)
     expect(await drain(reopened)).toEqual(['r0', 'r1'])
     await reopened.close()
+  })
+
+  it('keeps a record dead-lettered while a replay runs: only what was replayed leaves the dead-letter queue', async () => {
+    const { open } = setup()
+    const buffer = await open()
+    await buffer.append(records(2))
+    const got = (await buffer.read(2))!
+    await buffer.deadLetter(got[0]!.seq)
+    const replay = buffer.replayDeadLetters()
+    const rejected = buffer.deadLetter(got[1]!.seq) // the sink rejects another one meanwhile
+    expect(await replay).toEqual({ status: 'replayed', count: 1 })
+    expect(await rejected).toBe('dead-lettered')
+    const letters: string[] = []
+    for await (const letter of buffer.deadLetters()) letters.push(text(letter.payload))
+    expect(letters).toEqual(['r1'])
+    expect(buffer.metrics().deadLettered).toBe(1)
+    await buffer.close()
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['r0'])
+    expect(reopened.metrics().deadLettered).toBe(1)
+    await reopened.close()
+  })
+
+  it('replays each dead letter once when two replays are asked for at once', async () => {
+    const { open } = setup()
+    const buffer = await open()
+    await buffer.append(records(2))
+    for (const r of (await buffer.read(2))!) await buffer.deadLetter(r.seq)
+    const both = await Promise.all([buffer.replayDeadLetters(), buffer.replayDeadLetters()])
+    expect(both).toEqual([
+      { status: 'replayed', count: 2 },
+      { status: 'replayed', count: 0 },
+    ])
+    expect(await drain(buffer)).toEqual(['r0', 'r1'])
+    await buffer.close()
   })
 })
 

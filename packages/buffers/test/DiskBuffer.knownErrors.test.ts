@@ -1,12 +1,19 @@
 // Known errors: a full disk, failing fsyncs and rollbacks, bad options, use after close.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { describe, expect, it } from 'vitest'
-import { CrashableDiskBuffer, drain, PATH, records, setup } from './fixtures/MemoryBuffer.js'
-import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+import { CrashableDiskBuffer, drain, Ledger, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
+import {
+  type FileLike,
+  type FileSystem,
+  MemoryFileSystem,
+  type OpenMode,
+} from './fixtures/MemoryFileSystem.js'
 
+const enospc = (): NodeJS.ErrnoException =>
+  Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
 const eio = (): NodeJS.ErrnoException => Object.assign(new Error('EIO: i/o error'), { code: 'EIO' })
 
 describe('DiskBuffer known errors', () => {
@@ -71,6 +78,20 @@ describe('DiskBuffer known errors', () => {
     await buffer.close()
   })
 
+  it('lets an append waiting for room go on once a failed write gave its room back', async () => {
+    const { fs, open } = setup({ maxBytes: 30 }) // room for one 25-byte frame
+    const buffer = await open()
+    let failures = 1
+    fs.fault = (op, path) => (op === 'write' && path.endsWith('.seg') && failures-- > 0 ? eio() : undefined)
+    const first = buffer.append([Buffer.from('first')])
+    const second = buffer.append([Buffer.from('again')]) // waits: the first holds the room
+    expect((await first).status).toBe('failed')
+    // Nothing is left to acknowledge, so only the failed write's room can let it go on.
+    expect(await second).toMatchObject({ status: 'written', firstSeq: 0 })
+    expect(await drain(buffer)).toEqual(['again'])
+    await buffer.close()
+  })
+
   it("reports a failed group-commit fsync on the writes' durable promise", async () => {
     const { fs, open } = setup({ sync: { everyMs: 60_000, everyWrites: 100 } })
     const buffer = await open()
@@ -116,6 +137,176 @@ describe('DiskBuffer known errors', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
+  })
+
+  it('closes, unlocks and can be opened again when the disk is full at close (the checkpoint that failed is logged)', async () => {
+    // One file system object for both opens, as NodeFileSystem is for a process: its lock is
+    // the one the second open must find released.
+    const fs = new MemoryFileSystem()
+    const logs: string[] = []
+    const options = { path: PATH, fileSystem: fs, log: (m: string) => logs.push(m) }
+    const buffer = await DiskBuffer.open(options)
+    await buffer.append(records(2))
+    fs.fault = (op, path) => (op === 'open' && path.includes('ledger') ? enospc() : undefined)
+    await buffer.close()
+    expect(logs.some((m) => m.includes('checkpoint') && m.includes('ENOSPC'))).toBe(true)
+    expect(fs.files(PATH)).not.toContain(`${PATH}/lock`)
+    fs.fault = undefined
+    const reopened = await DiskBuffer.open(options)
+    const got = await reopened.read(10, { wait: false })
+    expect(got?.map((r) => Buffer.from(r.payload).toString())).toEqual(['r0', 'r1'])
+    await reopened.close()
+  })
+
+  it('leaves no file open and the directory unlocked when opening fails half-way (a full disk, a torn tail it cannot cut)', async () => {
+    const fs = new MemoryFileSystem()
+    const options = { path: PATH, fileSystem: fs, log: () => {} }
+    const buffer = await DiskBuffer.open(options)
+    await buffer.append(records(2))
+    await buffer.close()
+    for (const failing of [
+      `${PATH}/ledger.json.tmp`, // the ledger, rebuilt at open since it is missing
+      `${PATH}/dead-letter/settings.json.tmp`, // the dead-letter queue's first settings
+    ]) {
+      await fs.unlink(`${PATH}/ledger.json`)
+      for (const file of fs.files(`${PATH}/dead-letter`)) await fs.unlink(file)
+      fs.fault = (op, path) => (op === 'open' && path === failing ? enospc() : undefined)
+      await expect(DiskBuffer.open(options)).rejects.toMatchObject({ code: 'ENOSPC' })
+      expect(fs.openFiles).toBe(0)
+      fs.fault = undefined
+      const reopened = await DiskBuffer.open(options)
+      await reopened.close()
+      expect(fs.openFiles).toBe(0)
+    }
+    // A torn tail that cannot be cut.
+    const segment = `${PATH}/00000000000000000000.seg`
+    fs.put(segment, Buffer.concat([fs.bytes(segment)!, Buffer.from('torn')]))
+    fs.fault = (op) => (op === 'truncate' ? eio() : undefined)
+    await expect(DiskBuffer.open(options)).rejects.toMatchObject({ code: 'EIO' })
+    expect(fs.openFiles).toBe(0)
+    fs.fault = undefined
+    await (await DiskBuffer.open(options)).close()
+  })
+
+  it('writes every append made before close, then closes every file: none is written or left open after', async () => {
+    for (const sync of ['always', { everyMs: 60_000, everyWrites: 1000 }] as const) {
+      const { fs, open } = setup({ sync, segmentBytes: 1 << 20 })
+      const buffer = await open()
+      // More appends than one write takes (512): the rest wait for the next write on the lane.
+      const appends = Array.from({ length: 600 }, (_, i) => buffer.append(records(1, i)))
+      await buffer.close()
+      expect(fs.openFiles).toBe(0)
+      const read = await Ledger.read(fs, PATH)
+      expect(read).toMatchObject({ status: 'ok', ledger: { nextSeq: 600, segments: [0] } })
+      const results = await Promise.all(appends)
+      expect(results.every((r) => r.status === 'written')).toBe(true)
+      expect(await Promise.all(results.map((r) => (r.status === 'written' ? r.durable : r.status)))).toEqual(
+        Array(600).fill('durable'),
+      )
+      expect(fs.openFiles).toBe(0)
+      const reopened = await open()
+      expect(await drain(reopened)).toHaveLength(600)
+      await reopened.close()
+    }
+  })
+
+  it('names the entry that is a directory where a file belongs (ledger, settings, lock, a segment)', async () => {
+    for (const entry of ['ledger.json', 'settings.json', 'lock', '00000000000000000000.seg']) {
+      const path = mkdtempSync(join(tmpdir(), 'ackline-entry-'))
+      try {
+        const buffer = await DiskBuffer.open({ path, segmentBytes: 60, log: () => {} })
+        await buffer.append(records(4)) // 22-byte frames, two a segment: segments 0 and 2
+        await buffer.close()
+        rmSync(join(path, entry), { force: true })
+        mkdirSync(join(path, entry))
+        const error = await DiskBuffer.open({ path, segmentBytes: 60, log: () => {} }).then(
+          async (opened) => {
+            // A segment is opened when it is read.
+            const failed = await opened.read(10).then(
+              () => undefined,
+              (e: unknown) => e,
+            )
+            await opened.close()
+            return failed
+          },
+          (e: unknown) => e,
+        )
+        expect((error as Error).message).toContain(join(path, entry))
+      } finally {
+        rmSync(path, { recursive: true, force: true })
+      }
+    }
+  })
+
+  it('hands out the records a read took before a segment failed to open, and reads on once it opens', async () => {
+    const { fs, open } = setup({ segmentBytes: 60 }) // two 22-byte frames a segment
+    const buffer = await open()
+    await buffer.append(records(4)) // r0 r1 in segment 0, r2 r3 in segment 2
+    const second = `${PATH}/00000000000000000002.seg`
+    fs.fault = (op, path) => (op === 'open' && path === second ? eio() : undefined)
+    const first = await buffer.read(10)
+    expect(first?.map((r) => text(r.payload))).toEqual(['r0', 'r1'])
+    await expect(buffer.read(10, { wait: false })).rejects.toMatchObject({ code: 'EIO' })
+    fs.fault = undefined
+    expect((await buffer.read(10))?.map((r) => text(r.payload))).toEqual(['r2', 'r3'])
+    for (const r of first ?? []) buffer.ack(r.seq)
+    await buffer.close()
+  })
+
+  it('hands out the records a read took before a load of their segment failed, and reads on after', async () => {
+    const { fs, open } = setup({ segmentBytes: 4 << 20 })
+    const buffer = await open()
+    // More than one load (1 MiB) holds: the second record needs a load of its own.
+    const large = [Buffer.alloc(700_000, 'a'), Buffer.alloc(700_000, 'b')]
+    await buffer.append(large)
+    let reads = 0
+    fs.fault = (op) => (op === 'read' && ++reads >= 2 ? eio() : undefined) // from the second load on
+    const first = await buffer.read(10)
+    expect(first?.map((r) => r.payload[0])).toEqual([0x61])
+    fs.fault = undefined
+    expect((await buffer.read(10))?.map((r) => r.payload[0])).toEqual([0x62])
+    await buffer.close()
+  })
+
+  it('lets a read that is loading records finish before close closes its file', async () => {
+    const fs = new MemoryFileSystem()
+    let reached!: () => void
+    const atDisk = new Promise<void>((resolve) => (reached = resolve))
+    let letGo!: () => void
+    const slowDisk = new Promise<void>((resolve) => (letGo = resolve))
+    // The reader's loads of the segment wait until let go (a slow disk).
+    const slow: FileSystem = {
+      mkdir: (path) => fs.mkdir(path),
+      readdir: (path) => fs.readdir(path),
+      readFile: (path) => fs.readFile(path),
+      size: (path) => fs.size(path),
+      rename: (from, to) => fs.rename(from, to),
+      link: (existing, target) => fs.link(existing, target),
+      unlink: (path) => fs.unlink(path),
+      syncDir: (path) => fs.syncDir(path),
+      open: async (path: string, mode: OpenMode): Promise<FileLike> => {
+        const file = await fs.open(path, mode)
+        if (mode !== 'read' || !path.endsWith('.seg')) return file
+        return {
+          ...file,
+          read: async (buffer, offset, length, position) => {
+            reached()
+            await slowDisk
+            return file.read(buffer, offset, length, position)
+          },
+        }
+      },
+    }
+    const buffer = await DiskBuffer.open({ path: PATH, fileSystem: slow, log: () => {} })
+    await buffer.append(records(2))
+    const reading = buffer.read(10)
+    await atDisk // the read is loading the segment
+    const closing = buffer.close()
+    await new Promise((resolve) => setImmediate(resolve)) // everything not waiting for the disk ran
+    letGo()
+    expect((await reading)?.length).toBe(2)
+    await closing
+    expect(fs.openFiles).toBe(0)
   })
 
   it('throws CLOSED on an append after close, and close twice is harmless', async () => {

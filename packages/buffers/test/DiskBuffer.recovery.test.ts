@@ -1,8 +1,8 @@
 // Recovery: what `DiskBuffer.open` does with what a crash or damage left in the directory.
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { BufferCheck, DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
 import { CrashableDiskBuffer, drain, Frame, Ledger, PATH, setup } from './fixtures/MemoryBuffer.js'
@@ -117,6 +117,39 @@ describe('DiskBuffer recovery', () => {
     )
     for (const r of [...second, ...first]) reopened.ack(r.seq)
     expect(reopened.ackedBelow).toBe(30_000_002)
+    await reopened.close()
+  })
+
+  it('leaves alone a file named like a segment whose number is past 2^53 (no sequence number can reach it), and says so', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(2).map((s) => Buffer.from(s)))
+    await buffer.close()
+    const stray = `${PATH}/99999999999999999999.seg`
+    fs.put(stray, Buffer.alloc(0))
+    const reopened = await open()
+    expect(logs.some((m) => m.includes('99999999999999999999.seg') && m.includes('not a segment'))).toBe(true)
+    expect(await reopened.append([Buffer.from('next')])).toMatchObject({ status: 'written', firstSeq: 2 })
+    expect(await drain(reopened)).toEqual([...range(2), 'next'])
+    await reopened.close()
+    expect(fs.bytes(stray)).toEqual(Buffer.alloc(0))
+    const report = await BufferCheck.run(PATH, { fileSystem: fs })
+    expect(report.problems.some((p) => p.includes('99999999999999999999.seg'))).toBe(true)
+  })
+
+  it('takes a frame numbered past 2^53 for damage: the numbers after it stay exact', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(2).map((s) => Buffer.from(s)))
+    await buffer.close()
+    const segment = `${PATH}/00000000000000000000.seg`
+    const beyond = Frame.encode([Buffer.from('beyond')], 2 ** 53).bytes
+    fs.put(segment, Buffer.concat([fs.bytes(segment)!, beyond]))
+    const reopened = await open()
+    expect(reopened.metrics().tornBytesTruncated).toBe(beyond.length)
+    expect(logs.some((m) => m.includes('torn write'))).toBe(true)
+    expect(await reopened.append([Buffer.from('next')])).toMatchObject({ status: 'written', firstSeq: 2 })
+    expect(await drain(reopened)).toEqual([...range(2), 'next'])
     await reopened.close()
   })
 
@@ -328,6 +361,18 @@ describe('DiskBuffer lock', () => {
     await expect(DiskBuffer.open({ path })).rejects.toMatchObject({ code: 'LOCKED' })
     await buffer.close()
     const again = await DiskBuffer.open({ path })
+    await again.close()
+  })
+
+  it('refuses a second open of the same directory spelled another way, and keeps the first lock', async () => {
+    const path = tempDir()
+    const buffer = await DiskBuffer.open({ path })
+    for (const other of [`${path}/`, `${path}/.`, relative(process.cwd(), path)]) {
+      await expect(DiskBuffer.open({ path: other })).rejects.toMatchObject({ code: 'LOCKED' })
+    }
+    expect(existsSync(join(path, 'lock'))).toBe(true)
+    await buffer.close()
+    const again = await DiskBuffer.open({ path: `${path}/` })
     await again.close()
   })
 

@@ -71,6 +71,17 @@ describe('disk buffer options', () => {
     },
   )
 
+  it('refuses a ledger interval or a group-commit interval longer than a timer can wait (2^31 - 1 ms)', () => {
+    const longest = 2_147_483_647
+    for (const [options, field] of [
+      [{ ledgerIntervalMs: longest + 1 }, 'ledgerIntervalMs'],
+      [{ sync: { everyMs: 30 * 24 * 3_600_000, everyWrites: 10 } }, 'sync.everyMs'],
+    ] as const) {
+      expect(DiskBufferFactoryOptions.validate(options)).toEqual([expect.objectContaining({ field })])
+    }
+    expect(DiskBufferFactoryOptions.validate({ ledgerIntervalMs: longest })).toEqual([])
+  })
+
   it('reports a misspelt option rather than ignoring it', async () => {
     expect(DiskBufferFactoryOptions.validate({ whenfull: 'block' })).toEqual([
       expect.objectContaining({ field: 'whenfull' }),

@@ -136,6 +136,39 @@ describe('openDiskBuffer', () => {
     await buffer.dispose()
   })
 
+  it('on delivery with group commit: a batch stored under the numbers of a failed write is settled when delivered', async () => {
+    const fs = new MemoryFileSystem()
+    const buffer = await openDiskBufferOn({
+      path: '/buf',
+      sinkId: 'out',
+      fileSystem: fs,
+      log: () => {},
+      sync: { everyMs: 60_000, everyWrites: 100 },
+    })
+    const first = batch(1, 0)
+    await buffer.push(first.array) // record 0, waiting for the sink
+    await buffer.store.flush() // written
+    let failures = 1
+    fs.fault = (op) =>
+      op === 'write' && failures-- > 0
+        ? Object.assign(new Error('EIO: i/o error'), { code: 'EIO' })
+        : undefined
+    const failed = batch(1, 1)
+    await buffer.push(failed.array) // answered before its write, which fails: record 1 never was
+    expect(await failed.receiver).toBe('errored')
+    const third = batch(1, 2)
+    await buffer.push(third.array) // gets number 1 again
+    expect(buffer.store.nextSeq).toBe(2)
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([0, 2])
+    out.events[1]!.end('delivered') // the sink delivers the third batch's event first
+    await ticks()
+    expect(third.receiver.status).toBe('delivered')
+    out.events[0]!.end('delivered')
+    expect(await first.receiver).toBe('delivered')
+    await buffer.dispose()
+  })
+
   it('redelivers what the sink reported errored after a back-off, and does not settle the source meanwhile', async () => {
     const buffer = await open(tempDir(), { retryBackoff: { initialMs: 1, maxMs: 1 } })
     const { array, receiver } = batch(2)
@@ -361,6 +394,22 @@ describe('openDiskBuffer', () => {
     await buffer.dispose()
   })
 
+  it('delivers an event whose ingest timestamp is not a number (a source parsed a bad date): it comes back NaN, not dead-lettered', async () => {
+    const buffer = await open(tempDir())
+    const events = [Number.NaN, Infinity].map(
+      (t, n) => new LogEvent({ n }, { sourceId: 'src', ingestTimestamp: t }), // as Date.parse('garbage') gives
+    )
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    await buffer.push(new EventArray(events).attach(notifier))
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([0, 1])
+    expect(out.events.map((e) => e.metadata.ingestTimestamp)).toEqual([Number.NaN, Number.NaN])
+    out.end('delivered')
+    expect(await receiver).toBe('delivered')
+    expect(buffer.metrics().deadLettered).toBe(0)
+    await buffer.dispose()
+  })
+
   it('settles every batch of a push whose log throws: none is left waiting for the leak detector', async () => {
     const buffer = await open(tempDir(), {
       segmentBytes: 100,
@@ -437,6 +486,18 @@ describe('openDiskBuffer', () => {
     await buffer.dispose()
   })
 
+  it('dispose settles the waiting batches errored and releases the lock even when a file fails to close', async () => {
+    const fs = new MemoryFileSystem()
+    const buffer = await openDiskBufferOn({ path: '/buf', sinkId: 'out', fileSystem: fs, log: () => {} })
+    const { array, receiver } = batch(2)
+    await buffer.push(array)
+    fs.fault = (op) =>
+      op === 'close' ? Object.assign(new Error('EIO: i/o error'), { code: 'EIO' }) : undefined
+    await expect(buffer.dispose()).rejects.toMatchObject({ code: 'EIO' })
+    expect(await receiver).toBe('errored')
+    expect(fs.bytes('/buf/lock')).toBeUndefined()
+  })
+
   it('after a restart delivers the records again with fresh notifiers; the old batches were settled errored on dispose', async () => {
     const path = tempDir()
     const buffer = await open(path)
@@ -486,6 +547,18 @@ describe('openDiskBuffer', () => {
     const pending = buffer.pull(controller.signal)
     controller.abort()
     expect(await pending).toBeUndefined()
+    await buffer.dispose()
+  })
+
+  it('pull resolves undefined when its signal aborts while it waits behind another pull, which goes on', async () => {
+    const buffer = await open(tempDir())
+    const first = buffer.pull() // waits for a record
+    const controller = new AbortController()
+    const second = buffer.pull(controller.signal) // waits for the first
+    controller.abort()
+    expect(await second).toBeUndefined()
+    await buffer.push(batch(1).array)
+    expect(ns(await first)).toEqual([0])
     await buffer.dispose()
   })
 

@@ -157,6 +157,11 @@ export class BufferParts implements BufferRemains {
     wakeup.resolve()
   }
 
+  /** Resolves once every read started so far has ended (they end soon once the buffer stopped). */
+  readsEnded(): Promise<unknown> {
+    return this.#reading
+  }
+
   /** Runs `read` after every read started before it. */
   oneReader<T>(read: () => Promise<T>): Promise<T> {
     const next = this.#reading.then(read)
@@ -189,19 +194,5 @@ export class BufferParts implements BufferRemains {
   stopTimers(): void {
     this.writer.stopTimer()
     this.checkpoints.stop()
-  }
-
-  /** Deletes every record and segment and starts the queue over at the next sequence number. */
-  empty(): Promise<void> {
-    return this.writer.serial(async () => {
-      this.inFlight.clear()
-      this.acks.reset(this.writer.nextSeq)
-      await this.writer.groupSync()
-      await this.writer.closeFile()
-      await this.cursor.close()
-      await this.writer.deleteAll()
-      this.cursor.restart(this.writer.nextSeq)
-      await this.checkpoints.write()
-    })
   }
 }

@@ -53,11 +53,13 @@ export const EventRecord = {
       if (!Array.isArray(v) || v.length !== 3) return undefined
       const [fields, sourceId, ingestTimestamp] = v as [unknown, unknown, unknown]
       if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) return undefined
-      if (typeof ingestTimestamp !== 'number') return undefined
+      if (typeof ingestTimestamp !== 'number' && ingestTimestamp !== null) return undefined
       return {
         fields: fields as JsonObject,
         sourceId: typeof sourceId === 'string' ? sourceId : undefined,
-        ingestTimestamp,
+        // JSON writes a timestamp that is not a finite number (NaN from a date that did not parse,
+        // say) as null: it comes back NaN, and the event is delivered, not taken for garbage.
+        ingestTimestamp: ingestTimestamp ?? Number.NaN,
       }
     } catch {
       return undefined

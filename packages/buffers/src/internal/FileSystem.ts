@@ -55,8 +55,20 @@ const FLAGS: Record<OpenMode, number> = {
   truncate: constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC,
 }
 
+/**
+ * `error` with `path` in front of its message when the message does not name it (`EISDIR: illegal
+ * operation on a directory, read` says nothing of which entry is one).
+ */
+const naming = (error: unknown, path: string): unknown => {
+  if (error instanceof Error && !error.message.includes(path)) error.message = `${path}: ${error.message}`
+  return error
+}
+
 class NodeFile implements FileLike {
-  constructor(readonly handle: FileHandle) {}
+  constructor(
+    readonly handle: FileHandle,
+    readonly path: string,
+  ) {}
   async writev(buffers: readonly Uint8Array[], position: number): Promise<number> {
     let written = 0
     let pending = buffers as Uint8Array[]
@@ -72,7 +84,11 @@ class NodeFile implements FileLike {
     }
   }
   async read(buffer: Uint8Array, offset: number, length: number, position: number): Promise<number> {
-    return (await this.handle.read(buffer, offset, length, position)).bytesRead
+    try {
+      return (await this.handle.read(buffer, offset, length, position)).bytesRead
+    } catch (error) {
+      throw naming(error, this.path)
+    }
   }
   datasync(): Promise<void> {
     return this.handle.datasync()
@@ -104,14 +120,14 @@ export const NodeFileSystem: FileSystem = {
     }
   },
   async open(path, mode) {
-    return new NodeFile(await open(path, FLAGS[mode], 0o644))
+    return new NodeFile(await open(path, FLAGS[mode], 0o644), path)
   },
   async readFile(path) {
     try {
       return await readFile(path)
     } catch (error) {
       if (isMissing(error)) return undefined
-      throw error
+      throw naming(error, path)
     }
   },
   async size(path) {

@@ -9,8 +9,9 @@
  * offset 20 payload
  * ```
  *
- * Invariant: a frame is valid only if its magic, length and checksum all agree; the checksum
- * covers the length and the sequence number, so a damaged header is caught like a damaged payload.
+ * Invariant: a frame is valid only if its magic, length and checksum all agree and its sequence
+ * number is below 2^53; the checksum covers the length and the sequence number, so a damaged
+ * header is caught like a damaged payload.
  *
  * @module
  */
@@ -19,6 +20,8 @@ import { Crc32c } from './Crc32c.js'
 const MAGIC = 0x4c4b4341
 const HEADER = 20
 const MAGIC_BYTES = Buffer.from([0x41, 0x43, 0x4b, 0x4c])
+/** The high 32 bits of the largest sequence number, 2^53 − 1. */
+const MAX_SEQ_HIGH = 0x1f_ffff
 
 const u32 = (bytes: Buffer, pos: number, value: number): void => {
   bytes[pos] = value
@@ -48,6 +51,8 @@ export interface EncodedBatch {
 export const Frame = {
   HEADER_BYTES: HEADER,
   MAGIC_BYTES,
+  /** The largest payload the length field can hold. */
+  MAX_PAYLOAD_BYTES: 0xffff_ffff,
 
   /** The bytes a payload of `length` bytes takes on disk. */
   size(length: number): number {
@@ -119,9 +124,13 @@ export const Frame = {
     return bytes.readUInt32LE(pos + 4)
   },
 
-  /** Whether the whole frame at `pos` (header and payload in `bytes`) checks out. */
+  /**
+   * Whether the whole frame at `pos` (header and payload in `bytes`) checks out: its checksum, and
+   * a sequence number below 2^53 (past it, numbers cannot be told apart: another tool's frame).
+   */
   verify(bytes: Buffer, pos: number): boolean {
     const length = bytes.readUInt32LE(pos + 8)
+    if (bytes.readUInt32LE(pos + 16) > MAX_SEQ_HIGH) return false
     return Crc32c.of(bytes, pos + 8, pos + HEADER + length) === bytes.readUInt32LE(pos + 4)
   },
 } as const

@@ -45,6 +45,11 @@ export class InFlightRecords {
     return this.#retries.length
   }
 
+  /** Records not settled: handed out, or waiting to be handed out again (what `maxInFlight` bounds). */
+  get unsettled(): number {
+    return this.#held.size + this.#retries.length
+  }
+
   /** The record `seq`, if it is in flight. */
   get(seq: number): Held | undefined {
     return this.#held.get(seq)
@@ -71,11 +76,13 @@ export class InFlightRecords {
     for (let i = 0; i < out.length; i++) this.#held.set(out[i]!.seq, held[i]!)
   }
 
-  /** Forgets `seq` for good (acknowledged); returns whether it was in flight. */
+  /** Forgets `seq` for good (acknowledged); returns whether it was unsettled (in flight or waiting for a retry). */
   settle(seq: number): boolean {
-    const was = this.#held.delete(seq)
-    if (this.#retries.length > 0) this.#retries = this.#retries.filter((r) => r.seq !== seq)
-    return was
+    // A record is in at most one of the two: one handed out is not searched for among the retries.
+    if (this.#held.delete(seq)) return true
+    const before = this.#retries.length
+    if (before > 0) this.#retries = this.#retries.filter((r) => r.seq !== seq)
+    return this.#retries.length < before
   }
 
   /** Schedules the in-flight record `seq` for redelivery after its back-off; `false` if it is not in flight. */
@@ -91,12 +98,9 @@ export class InFlightRecords {
 
   /** When the next retry is due, if one waits. */
   nextDueAt(): number | undefined {
-    return this.#retries.length === 0 ? undefined : Math.min(...this.#retries.map((r) => r.dueAt))
-  }
-
-  /** Forgets everything (the queue was emptied). */
-  clear(): void {
-    this.#held.clear()
-    this.#retries = []
+    // A loop, not Math.min(...): more retries than a call takes arguments would overflow the stack.
+    let due: number | undefined
+    for (const retry of this.#retries) if (due === undefined || retry.dueAt < due) due = retry.dueAt
+    return due
   }
 }

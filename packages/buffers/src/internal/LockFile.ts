@@ -22,6 +22,7 @@
  * @module
  */
 import { hostname } from 'node:os'
+import { resolve } from 'node:path'
 import { DiskBufferError } from '../DiskBufferError.js'
 import type { FileSystem, OpenMode } from './FileSystem.js'
 
@@ -48,6 +49,11 @@ const setOn = (map: WeakMap<FileSystem, Set<string>>, fs: FileSystem): Set<strin
   return set
 }
 const heldOn = (fs: FileSystem): Set<string> => setOn(held, fs)
+/**
+ * How the sets above name a directory: `/a/b`, `/a/b/` and `b` (from `/a`) are one directory, and
+ * one lock (symbolic links are not followed).
+ */
+const keyOf = (dir: string): string => resolve(dir)
 
 const alive = (pid: number): boolean => {
   try {
@@ -167,7 +173,7 @@ export const LockFile = {
   /** Whether `holder` still holds the lock of `dir` (is alive and, if it is us, has it open). */
   isLive(fs: FileSystem, holder: LockHolder, dir: string): boolean {
     if (holder.hostname !== hostname()) return true // cannot check another host: assume live
-    if (holder.pid === process.pid) return heldOn(fs).has(dir)
+    if (holder.pid === process.pid) return heldOn(fs).has(keyOf(dir))
     return alive(holder.pid)
   },
 
@@ -177,26 +183,27 @@ export const LockFile = {
    */
   async acquire(fs: FileSystem, dir: string): Promise<{ readonly tookOverFrom: LockHolder | undefined }> {
     const heldHere = heldOn(fs)
-    if (heldHere.has(dir)) {
+    const key = keyOf(dir)
+    if (heldHere.has(key)) {
       throw new DiskBufferError('LOCKED', `already open in this process (pid ${process.pid})`, dir)
     }
     const busy = setOn(acquiring, fs)
-    if (busy.has(dir)) {
+    if (busy.has(key)) {
       throw new DiskBufferError('LOCKED', `already being opened in this process (pid ${process.pid})`, dir)
     }
-    busy.add(dir)
+    busy.add(key)
     try {
       const tookOverFrom = await take(fs, dir)
-      heldHere.add(dir)
+      heldHere.add(key)
       return { tookOverFrom }
     } finally {
-      busy.delete(dir)
+      busy.delete(key)
     }
   },
 
   /** Releases the lock of `dir` and removes the file. Releasing twice is harmless. */
   async release(fs: FileSystem, dir: string): Promise<void> {
-    if (!heldOn(fs).delete(dir)) return
+    if (!heldOn(fs).delete(keyOf(dir))) return
     await fs.unlink(`${dir}/${FILE}`)
   },
 
@@ -212,7 +219,7 @@ export const LockFile = {
 
   /** Forgets the lock without removing the file, as a crashed process would (for tests). */
   abandon(fs: FileSystem, dir: string): void {
-    heldOn(fs).delete(dir)
+    heldOn(fs).delete(keyOf(dir))
   },
 } as const
 

@@ -53,12 +53,6 @@ export class ReadCursor {
     this.#at = { segment: start, file: undefined, reader: undefined, expected }
   }
 
-  /** Starts over at `expected` (the queue was emptied); call after {@link ReadCursor.close}. */
-  restart(expected: number): void {
-    this.#at.segment = undefined
-    this.#at.expected = expected
-  }
-
   /** Whether every visible record was read. */
   caughtUp(): boolean {
     const seg = this.#at.segment
@@ -84,6 +78,20 @@ export class ReadCursor {
    * counting and logging damage and skipping (as acknowledged) the numbers found missing.
    */
   async read(max: number, out: StoredRecord[], held: Held[]): Promise<void> {
+    const taken = out.length
+    try {
+      await this.#take(max, out, held)
+    } catch (error) {
+      if (out.length === taken) throw error
+      // The cursor moved past what it took: those records are handed out now, or this run would
+      // never deliver them (nor free their segment). The next read starts where this one failed.
+      this.#c.settings.log(
+        `disk buffer ${this.#c.settings.path}: reading failed (${(error as Error).message}) after ${out.length - taken} record(s); handing those out`,
+      )
+    }
+  }
+
+  async #take(max: number, out: StoredRecord[], held: Held[]): Promise<void> {
     const cursor = this.#at
     const { fs, path, segmentBytes, log } = this.#c.settings
     const limit = out.length + max

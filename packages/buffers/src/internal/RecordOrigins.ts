@@ -10,6 +10,8 @@
  * before it, was ended. So what is kept grows with the pushes since the oldest record not ended,
  * not with the records not ended: one record retried again and again keeps every later push's
  * entry. That is bounded by what the buffer holds on disk, whose records the store tracks anyway.
+ * A number is held by one push at a time: numbers a failed write gave back (all its records ended)
+ * leave that push when a later push gets them.
  *
  * @module
  */
@@ -25,6 +27,10 @@ interface Push {
   /** Records whose group is not ended yet. */
   waiting: number
 }
+
+/** Whether `push` holds any of the numbers `first … first + count − 1`. */
+const overlaps = (push: Push, first: number, count: number): boolean =>
+  push.first < first + count && first < push.first + push.count
 
 /** Drop ended pushes from the front of the list once this many have piled up there. */
 const COMPACT_AT = 256
@@ -58,8 +64,16 @@ export class RecordOrigins {
     const pushes = this.#pushes
     let at = pushes.length
     while (at > this.#head && pushes[at - 1]!.first > first) at--
-    if (at === pushes.length) pushes.push(push)
-    else pushes.splice(at, 0, push)
+    // Numbers a failed write gave back (group commit: its pushes were answered, then all ended
+    // errored) are given again: the ended pushes that held them go, or a record would be looked
+    // up in one of them and its new group never ended.
+    let from = at
+    while (from > this.#head && overlaps(pushes[from - 1]!, first, count) && pushes[from - 1]!.waiting === 0)
+      from--
+    let to = at
+    while (to < pushes.length && overlaps(pushes[to]!, first, count) && pushes[to]!.waiting === 0) to++
+    if (from === to && to === pushes.length) pushes.push(push)
+    else pushes.splice(from, to - from, push)
   }
 
   /** Ends the group of record `seq` with `status`; nothing if it is not known or already ended. */

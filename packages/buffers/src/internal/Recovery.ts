@@ -15,7 +15,7 @@ import { BufferSettings } from './BufferSettings.js'
 import type { Settings } from './DiskBufferSettings.js'
 import type { FileLike } from './FileSystem.js'
 import { Ledger } from './Ledger.js'
-import { SEGMENT_NAME, type Segment, segmentName } from './Segment.js'
+import { SEGMENT_NAME, type Segment, segmentFirstSeq, segmentName } from './Segment.js'
 import { SegmentReader } from './SegmentReader.js'
 
 /** Where a recovered queue stands. */
@@ -76,10 +76,17 @@ export const Recovery = {
     const ledger = await Ledger.read(fs, path)
     const segments: Segment[] = []
     for (const name of names.sort()) {
-      const match = SEGMENT_NAME.exec(name)
-      if (match === null) continue
+      if (!SEGMENT_NAME.test(name)) continue
+      const firstSeq = segmentFirstSeq(name)
+      if (firstSeq === undefined) {
+        // Taken for a segment, its number would stop the sequence numbers growing (2^53 + 1 is 2^53).
+        s.log(
+          `disk buffer ${path}: ${name} is not a segment of this buffer (its number is past 2^53); left alone`,
+        )
+        continue
+      }
       const size = (await fs.size(`${path}/${name}`)) ?? 0
-      segments.push({ firstSeq: Number(match[1]), name, size, visible: size, sealed: false })
+      segments.push({ firstSeq, name, size, visible: size, sealed: false })
     }
     if (ledger.status === 'ok') {
       for (const first of ledger.ledger.segments) {
@@ -96,35 +103,41 @@ export const Recovery = {
     const last = segments.at(-1)
     if (last !== undefined) {
       active = await fs.open(`${path}/${last.name}`, 'append')
-      const reader = new SegmentReader(active, {
-        start: 0,
-        end: last.size,
-        // Bounded by the file, not the option: a record longer than today's segmentBytes is not torn.
-        maxPayload: Math.max(s.segmentBytes, last.size),
-        chunkBytes: 8 << 20,
-        payloads: false,
-      })
-      let validEnd = 0
-      for (;;) {
-        const items = await reader.read(4096)
-        if (items.length === 0) break
-        for (const item of items) {
-          if (item.kind === 'record') {
-            lastSeq = Math.max(lastSeq, item.seq)
-            validEnd = item.offset + item.size
-          } else if (item.kind === 'torn') {
-            tornBytes = item.bytes
+      // A file read or cut that fails leaves no handle open behind the error.
+      try {
+        const reader = new SegmentReader(active, {
+          start: 0,
+          end: last.size,
+          // Bounded by the file, not the option: a record longer than today's segmentBytes is not torn.
+          maxPayload: Math.max(s.segmentBytes, last.size),
+          chunkBytes: 8 << 20,
+          payloads: false,
+        })
+        let validEnd = 0
+        for (;;) {
+          const items = await reader.read(4096)
+          if (items.length === 0) break
+          for (const item of items) {
+            if (item.kind === 'record') {
+              lastSeq = Math.max(lastSeq, item.seq)
+              validEnd = item.offset + item.size
+            } else if (item.kind === 'torn') {
+              tornBytes = item.bytes
+            }
           }
         }
-      }
-      if (tornBytes > 0) {
-        s.log(
-          `disk buffer ${path}: cut a torn write of ${tornBytes} bytes off segment ${last.name} at offset ${validEnd}`,
-        )
-        await active.truncate(validEnd)
-        await active.datasync()
-        last.size = validEnd
-        last.visible = validEnd
+        if (tornBytes > 0) {
+          s.log(
+            `disk buffer ${path}: cut a torn write of ${tornBytes} bytes off segment ${last.name} at offset ${validEnd}`,
+          )
+          await active.truncate(validEnd)
+          await active.datasync()
+          last.size = validEnd
+          last.visible = validEnd
+        }
+      } catch (error) {
+        await active.close().catch(() => undefined)
+        throw error
       }
     }
     const known = ledger.status === 'ok' ? ledger.ledger : undefined

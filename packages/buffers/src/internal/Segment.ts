@@ -23,5 +23,15 @@ export interface Segment {
 /** The names of segment files: the first sequence number, twenty digits, then `.seg`. */
 export const SEGMENT_NAME = /^(\d{20})\.seg$/
 
+/**
+ * The first sequence number a segment file's name gives, or `undefined` when the name is not a
+ * segment's, or names a number past 2^53 (no sequence number reaches it: not this buffer's).
+ */
+export const segmentFirstSeq = (name: string): number | undefined => {
+  const match = SEGMENT_NAME.exec(name)
+  const first = match === null ? Number.NaN : Number(match[1])
+  return Number.isSafeInteger(first) ? first : undefined
+}
+
 /** The file name of the segment whose first sequence number is `firstSeq`. */
 export const segmentName = (firstSeq: number): string => `${String(firstSeq).padStart(20, '0')}.seg`

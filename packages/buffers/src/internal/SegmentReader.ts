@@ -73,9 +73,22 @@ export class SegmentReader {
     return this.#pos >= this.#end
   }
 
-  /** Up to `max` items; fewer (or none) only at the end. */
+  /**
+   * Up to `max` items; fewer (or none) only at the end, or when a read of the file failed after
+   * some: those are returned, and the failure comes again from the next call (`position` is still
+   * the frame it could not load). A failure before any item is thrown.
+   */
   async read(max: number): Promise<SegmentItem[]> {
     const out: SegmentItem[] = []
+    try {
+      await this.#readInto(out, max)
+    } catch (error) {
+      if (out.length === 0) throw error
+    }
+    return out
+  }
+
+  async #readInto(out: SegmentItem[], max: number): Promise<void> {
     while (out.length < max && this.#pos < this.#end) {
       const pos = this.#pos
       // Synchronous while the frame is in the buffer: no promise per record.
@@ -104,7 +117,6 @@ export class SegmentReader {
         this.#pos = next
       }
     }
-    return out
   }
 
   /**

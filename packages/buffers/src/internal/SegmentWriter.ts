@@ -171,6 +171,14 @@ export class SegmentWriter {
     })
   }
 
+  /**
+   * Writes every append still waiting (on the lane, at close): a write takes at most 512 appends
+   * and queues the next on the lane, where it would come after the close.
+   */
+  async finish(): Promise<void> {
+    while (this.#pending.length > 0 && !this.#c.abandoned()) await this.#writeGroup()
+  }
+
   #scheduleWrite(): void {
     if (this.#writeScheduled) return
     this.#writeScheduled = true
@@ -255,6 +263,9 @@ export class SegmentWriter {
         else p.resolve({ status: 'failed', error: failure })
       }
       this.#c.wake()
+      // The group's room is free again: an append waiting for it may go on (no acknowledgement
+      // may ever come to wake it, when the buffer holds nothing else).
+      this.releaseWaiters()
       return
     }
     this.#reserved -= groupBytes
@@ -442,12 +453,5 @@ export class SegmentWriter {
       this.#c.changed()
       this.releaseWaiters()
     })
-  }
-
-  /** Deletes every segment (on the lane, after {@link SegmentWriter.closeFile}): the queue is emptied. */
-  async deleteAll(): Promise<void> {
-    const { fs, path } = this.#c.settings
-    for (const seg of this.#c.segments.splice(0)) await fs.unlink(`${path}/${seg.name}`)
-    this.#bytesOnDisk = 0
   }
 }
