@@ -279,7 +279,7 @@ export class LogEvent {
       const index = this._slot & INDEX_MASK
       if (!authoritative && !ref._block.isMaterialized(index)) {
         this._ref = null
-        ref._block.release(index, 1, code)
+        ref._block.release(index, 1, code, ref)
         return
       }
       ref = this._unslot(ref)

@@ -327,6 +327,57 @@ describe('SlotBatches and the leak detector (run with --expose-gc)', () => {
     expect(owner.told.at(-1)!.status).toBe('delivered')
   })
 
+  /** What an event holds for its finalizers (internal: the public build's types omit it). */
+  const tokenOf = (event: LogEvent): unknown => (event as unknown as { _ref: unknown })._ref
+
+  /**
+   * Fills and resolves one block of `slots` (64 batches, each ended at once); when `materialize`,
+   * its first batch gets a state (an end with a reason). Returns whether the next batch opened
+   * holds the same token as the block's batches did (without keeping either).
+   */
+  function nextBatchKeepsToken(slots: SlotBatches, materialize: boolean): boolean {
+    const first = slots.fromRecords([{ n: 0 }], Date.now())
+    const token = tokenOf(first.events[0]!)
+    if (materialize) first.end('errored', { reason: 'why' })
+    else first.end('delivered')
+    for (let i = 1; i < 64; i++) slots.fromRecords([{ n: i }], Date.now()).end('delivered')
+    const next = slots.fromRecords([{ n: 64 }], Date.now())
+    const same = tokenOf(next.events[0]!) === token
+    next.end('delivered')
+    return same
+  }
+
+  // In a function of its own, so nothing on the test's stack keeps the token reachable.
+  function leakInReusedBlock(slots: SlotBatches): boolean {
+    const first = slots.fromRecords([{ n: 0 }], Date.now())
+    const token = tokenOf(first.events[0]!)
+    first.end('delivered')
+    for (let i = 1; i < 64; i++) slots.fromRecords([{ n: i }], Date.now()).end('delivered')
+    // The block is full and resolved: the next batch takes it again, with the same token.
+    const { events } = slots.fromRecords([{ n: 64 }, { n: 65 }], Date.now())
+    events[0]!.end('delivered')
+    return tokenOf(events[1]!) === token
+  }
+
+  it('reuses a resolved block with its token, and finds a leak in its next generation', async () => {
+    const owner = new Owner()
+    const slots = new SlotBatches('same-token', owner)
+    expect(leakInReusedBlock(slots)).toBe(true)
+    LeakDetector.closeGroup() // the opener lets go of the token
+    const collections = await collectUntil(() => owner.told.length === 65)
+    expect(owner.told, `after ${collections} collections`).toHaveLength(65)
+    const mine = leaks.filter((leak) => leak.sourceId === 'same-token')
+    expect(mine.map((leak) => leak.handles)).toEqual([1])
+    expect(owner.told.at(-1)).toMatchObject({ status: 'errored', via: 'slot', id: mine[0]!.batchId })
+  })
+
+  it('gives a block a new token once a batch of it got a state (a notifier may hold the old one)', () => {
+    const owner = new Owner()
+    expect(nextBatchKeepsToken(new SlotBatches('plain', owner), false)).toBe(true)
+    expect(nextBatchKeepsToken(new SlotBatches('stated', owner), true)).toBe(false)
+    expect(owner.told).toHaveLength(130)
+  })
+
   it('hands the runtime a receiver for every slot batch not resolved (forEachUnresolved)', () => {
     const owner = new Owner()
     const slots = new SlotBatches('stopping', owner)

@@ -14,7 +14,7 @@ import type { BatchNotifier } from '../BatchNotifier.js'
 import { EventFinalizers } from '../EventFinalizers.js'
 import type { LogEvent } from '../LogEvent.js'
 import { enterEnd, leaveEnd } from './endClock.js'
-import { INDEX_MASK, SlotChunk } from './slots.js'
+import { SlotChunk } from './slots.js'
 import { OUTCOME_UPDATE } from './statusCodes.js'
 
 export type Ref = BatchNotifier | EventFinalizers | undefined
@@ -150,20 +150,10 @@ function endEach(events: readonly LogEvent[], code: number): void {
       continue
     }
     if (ref instanceof SlotChunk) {
-      // A run of events of one batch kept as a slot: one count down; its state's path once it has one.
-      const block = ref._block
-      const index = event._slot & INDEX_MASK
-      if (block.isMaterialized(index)) {
-        event._unslot(ref)
-        continue // the same event again, now holding the notifier
-      }
-      let j = i
-      for (; j < n; j++) {
-        const next = events[j]!
-        if (next._ref !== ref || (next._slot & INDEX_MASK) !== index) break
-        next._ref = null
-      }
-      block.release(index, j - i, code)
+      // Events of batches kept as slots, as long as they hold this block's token: counted down
+      // on the block, run by run; a batch's state's path once it has one.
+      const j = ref._block._endRuns(events, i, code, ref)
+      if (j === i) event._unslot(ref) // then the same event again, now holding the notifier
       i = j
       continue
     }

@@ -22,12 +22,17 @@
  *   (a full block: when its last batch resolves, since a resolved batch has no live handle; a
  *   block closed early: when its token is found collected), with a new generation, so a late
  *   finalization callback of the old token is ignored;
+ * - a block keeps its token when it is reused only if no batch of the generation that ended got
+ *   a state (so no notifier holds the token, and every handle that held it has ended): the token
+ *   stays registered, its generation object moves on with the block's, and no token, generation
+ *   object or registration is made per 64 batches (`recycle`);
  * - the owner hears of each batch once: `slotResolved` for a batch that resolved as a slot, its
  *   `batchResolved` (as any batch's listener) for a materialized one.
  */
 import type { BatchNotifier } from '../BatchNotifier.js'
 import type { BatchStatus } from '../BatchStatus.js'
 import type { BatchResolvedListener, BatchStatusReceiver } from '../BatchStatusReceiver.js'
+import type { LogEvent } from '../LogEvent.js'
 import { BatchState } from './BatchState.js'
 import { idOf, lastStampMs, nextSeq } from './batchIds.js'
 import { endClockNow } from './endClock.js'
@@ -67,6 +72,11 @@ export interface SlotOwner extends BatchResolvedListener {
 
 /** Blocks free to reuse. */
 const free: SlotBlock[] = []
+/**
+ * `freeTokens[i]`: the token `free[i]` may be reused with (its last generation's, which nothing
+ * else refers to), or `undefined` when that block needs a new one (see `recycle`).
+ */
+const freeTokens: (SlotChunk | undefined)[] = []
 /** Blocks in use (handed to a source and not yet reused): what `forEachUnresolvedSlot` walks. */
 const inUse = new Set<SlotBlock>()
 
@@ -92,7 +102,8 @@ let reportStateLeak: (state: BatchState, handles: number) => void = () => {}
 class Generation {
   constructor(
     readonly block: SlotBlock,
-    readonly gen: number,
+    /** Moved on only when the block is reused with this same token (see `recycle`). */
+    public gen: number,
   ) {}
 }
 
@@ -117,7 +128,7 @@ class SlotHook implements BatchResolvedListener {
   ) {}
 
   batchResolved(): void {
-    if (this.block.gen === this.gen) this.block._finished(this.index)
+    if (this.block.gen === this.gen) this.block._finished(this.index, undefined)
   }
 }
 
@@ -125,6 +136,8 @@ class SlotHook implements BatchResolvedListener {
 export class SlotBlock {
   /** Bumped each time the block is reused. */
   gen = 0
+  /** What the registry keeps for the block's current token (never the token itself). */
+  generation: Generation | undefined = undefined
   /** Slots handed out in this generation. */
   used = 0
   /** Slots whose batch resolved in this generation. */
@@ -191,9 +204,10 @@ export class SlotBlock {
 
   /**
    * Ends `count` references of the batch at `index` (not materialized), all with `code` (or
-   * none, `code < 0`).
+   * none, `code < 0`). `token` is the token the ended handles held (the block's current one):
+   * given, the block may keep it when it is reused (see `recycle`).
    */
-  release(index: number, count: number, code: number): void {
+  release(index: number, count: number, code: number, token?: SlotChunk): void {
     const slots = this.slots
     const at = index * STRIDE
     if (code >= 0) {
@@ -202,32 +216,82 @@ export class SlotBlock {
     }
     const live = slots[at + LIVE]! - count
     slots[at + LIVE] = live
-    if (live === 0) this.#resolve(index)
+    if (live === 0) this.#resolve(index, token)
   }
 
-  #resolve(index: number): void {
+  /**
+   * Ends every handle from `events[from]` on (which holds `token`, this block's current token) for
+   * as long as they hold `token` and their batch has no state, all with `code`: each run of one
+   * batch's events is one count down, and batch after batch of the block is one loop (a coalesced
+   * array of small batches). Returns the index of the first event it did not end (`from` when that
+   * event's batch has a state).
+   */
+  _endRuns(events: readonly LogEvent[], from: number, code: number, token: SlotChunk): number {
     const slots = this.slots
-    const at = index * STRIDE
-    const flags = slots[at + FLAGS]!
+    const n = events.length
+    // The end clock's reading (one per `endRuns` call), read when the first batch resolves.
+    let now = -1
+    let j = from
+    let event = events[j]!
+    for (;;) {
+      const index = event._slot & INDEX_MASK
+      const at = index * STRIDE
+      let flags = slots[at + FLAGS]!
+      if ((flags & MATERIALIZED) !== 0) break
+      event._ref = null
+      let k = j + 1
+      let next: LogEvent | undefined
+      for (; k < n; k++) {
+        next = events[k]!
+        if (next._ref !== token || (next._slot & INDEX_MASK) !== index) break
+        next._ref = null
+      }
+      // The fold is idempotent: a status the batch has already (delivered, most often) changes nothing.
+      if (code >= 0 && (flags & CODE_BITS) !== code) {
+        flags = (flags & ~CODE_BITS) | BATCH_UPDATE[(flags & CODE_BITS) * 5 + code]!
+        slots[at + FLAGS] = flags
+      }
+      const live = slots[at + LIVE]! - (k - j)
+      slots[at + LIVE] = live
+      if (live === 0) {
+        if (now < 0) now = endClockNow()
+        this.#told(index, flags, now, token)
+      }
+      j = k
+      if (k === n || next!._ref !== token) break
+      event = next!
+    }
+    return j
+  }
+
+  /** `token`: the block's current token, when the caller has it (it may then be reused with the block). */
+  #resolve(index: number, token: SlotChunk | undefined): void {
+    this.#told(index, this.slots[index * STRIDE + FLAGS]!, endClockNow(), token)
+  }
+
+  /**
+   * Tells the owner that the batch at `index` resolved (`flags` its flags, `now` the end clock's
+   * reading, or the clock's when the batch opened after it), then counts it finished.
+   */
+  #told(index: number, flags: number, now: number, token: SlotChunk | undefined): void {
     const owner = this.owner!
-    const openedAt = slots[at + OPENED]! + EPOCH_MS
-    let now = endClockNow()
+    const openedAt = this.slots[index * STRIDE + OPENED]! + EPOCH_MS
     if (now < openedAt) now = Date.now()
     try {
       owner.slotResolved(batchStatusName(flags & CODE_BITS), openedAt, now, this, index)
     } catch (error) {
       rethrowLater(error)
     }
-    this._finished(index)
+    this._finished(index, token)
   }
 
   /**
    * The batch at `index` resolved (as a slot, or its state did). Once every batch of a block
    * that takes no more (full, or closed) has, no live handle holds its token: it is reused at once.
    */
-  _finished(index: number): void {
+  _finished(index: number, token: SlotChunk | undefined): void {
     this.slots[index * STRIDE + FLAGS]! |= FINISHED
-    if (++this.finished === this.used && (this.used === CHUNK || this.closed)) recycle(this)
+    if (++this.finished === this.used && (this.used === CHUNK || this.closed)) recycle(this, token)
   }
 
   /**
@@ -274,15 +338,26 @@ export class SlotBlock {
       reportLeak(this.sourceId, this.batchId(index), handles)
       slots[at + LIVE] = 0
       slots[at + FLAGS] = (flags & ~CODE_BITS) | BATCH_UPDATE[(flags & CODE_BITS) * 5 + ERRORED]!
-      this.#resolve(index)
+      this.#resolve(index, undefined)
     }
     // Reused now if `_finished` did not already (a block whose opener was dropped while filling it
     // was never closed).
-    if (this.owner !== undefined && this.finished === this.used) recycle(this)
+    if (this.owner !== undefined && this.finished === this.used) recycle(this, undefined)
   }
 }
 
-function recycle(block: SlotBlock): void {
+/**
+ * Frees `block`, every batch of which resolved. `token` is its current token when the caller
+ * has it: the block is then reused with it, with no new token, registration or generation
+ * object, when no batch of this generation got a state. Then nothing refers to the token but
+ * handles that ended (whose references are cleared) and an opener that let go of it or will
+ * not use it again: no notifier was made for it, and every handle that held it ended, since a
+ * slot's count is exact. Otherwise (a notifier may hold the token, or the token was collected)
+ * the next use gets a new token and a new generation object, and a late callback of the old
+ * token is ignored as before.
+ */
+function recycle(block: SlotBlock, token: SlotChunk | undefined): void {
+  const reusable = token !== undefined && block.states === undefined && token._block === block
   block.gen++ // a double: exact far beyond any count of reuses
   block.used = 0
   block.finished = 0
@@ -293,6 +368,7 @@ function recycle(block: SlotBlock): void {
   block.tracked = undefined
   inUse.delete(block)
   free.push(block)
+  freeTokens.push(reusable ? token : undefined)
 }
 
 /** The token events of a block's batches hold: the garbage collector's view of the block. */
@@ -325,14 +401,22 @@ export class SlotOpener {
   chunk: SlotChunk | undefined = undefined
   block: SlotBlock | undefined = undefined
   #gen = 0
+  /**
+   * Batches the block being filled still takes: 0 once it is full or closed, when the next batch
+   * takes a new block. While it is above 0 the block is this opener's (not full, not closed, so
+   * not reused, and its token is held by `chunk`, so not found leaked): one test per batch.
+   */
+  #room = 0
 
   /** Closes the block being filled (see {@link closeFillingBlocks}), reusing it if it is done. */
   _close(): void {
+    const token = this.chunk
     this.chunk = undefined
+    this.#room = 0
     const block = this.block
     if (block === undefined || block.gen !== this.#gen) return // reused already
     block.closed = true
-    if (block.finished === block.used) recycle(block)
+    if (block.finished === block.used) recycle(block, token)
   }
 
   /** `arm` (the leak detector's) makes sure a block being filled closes in time. */
@@ -348,20 +432,9 @@ export class SlotOpener {
    * for its events); returns the batch's index in the block.
    */
   open(events: number, now: number, opened: number, tracking: unknown): number {
-    let block = this.block
-    if (this.chunk === undefined || block === undefined || block.used === CHUNK || block.gen !== this.#gen) {
-      block = free.pop() ?? new SlotBlock()
-      block.owner = this.owner
-      block.sourceId = this.sourceId
-      inUse.add(block)
-      this.block = block
-      this.#gen = block.gen
-      const chunk = new SlotChunk(block)
-      this.chunk = chunk
-      registry.register(chunk, new Generation(block, block.gen))
-      filling.add(this)
-      this.arm()
-    }
+    if (this.#room === 0) this.#take()
+    this.#room--
+    const block = this.block!
     const index = block.used++
     const slots = block.slots
     const at = index * STRIDE
@@ -376,6 +449,30 @@ export class SlotOpener {
       block.tracked[index] = tracking
     }
     return index
+  }
+
+  /** Takes a block to fill: a free one (with its token, when it can keep it; see `recycle`) or a new one. */
+  #take(): void {
+    let chunk = freeTokens.pop()
+    let block = free.pop()
+    if (block === undefined) block = new SlotBlock()
+    block.owner = this.owner
+    block.sourceId = this.sourceId
+    inUse.add(block)
+    this.block = block
+    this.#gen = block.gen
+    this.#room = CHUNK
+    if (chunk === undefined) {
+      chunk = new SlotChunk(block)
+      block.generation = new Generation(block, block.gen)
+      registry.register(chunk, block.generation)
+    } else {
+      // Reused with its block (see `recycle`): still registered, for this generation now.
+      block.generation!.gen = block.gen
+    }
+    this.chunk = chunk
+    filling.add(this)
+    this.arm()
   }
 }
 
