@@ -376,6 +376,12 @@ class JetStreamPullSource implements JetStreamSource {
     }
   }
 
+  /** Throws the servers' or the user's failure (`jetstreamUnavailable`) of `what`, if `error` is one. */
+  #throwIfUnavailable(o: Resolved, what: string, error: unknown): void {
+    const unavailable = jetstreamUnavailable(this.#component, o.servers, what, error)
+    if (unavailable !== undefined) throw unavailable
+  }
+
   async #bind(connection: Connection, o: Resolved): Promise<{ consumer: Consumer; info: ConsumerInfo }> {
     const js = jetstreamClient(connection.nc, { timeout: o.apiTimeoutMs })
     let jsm: JetStreamManager
@@ -396,13 +402,7 @@ class JetStreamPullSource implements JetStreamSource {
     try {
       info = await jsm.consumers.info(o.stream, o.consumer)
     } catch (error) {
-      const unavailable = jetstreamUnavailable(
-        this.#component,
-        o.servers,
-        `the request for consumer '${o.consumer}' of stream '${o.stream}'`,
-        error,
-      )
-      if (unavailable !== undefined) throw unavailable
+      this.#throwIfUnavailable(o, `the request for consumer '${o.consumer}' of stream '${o.stream}'`, error)
       const missing = error instanceof JetStreamApiError && (error.code === 10014 || error.code === 10059)
       if (!missing) {
         throw new ComponentError(
@@ -438,13 +438,7 @@ class JetStreamPullSource implements JetStreamSource {
           ...(o.filterSubject !== undefined ? { filter_subject: o.filterSubject } : {}),
         })
       } catch (error) {
-        const unavailable = jetstreamUnavailable(
-          this.#component,
-          o.servers,
-          `the creation of consumer '${o.consumer}' of stream '${o.stream}'`,
-          error,
-        )
-        if (unavailable !== undefined) throw unavailable
+        this.#throwIfUnavailable(o, `the creation of consumer '${o.consumer}' of stream '${o.stream}'`, error)
         // The server refused the settings (a filter subject outside the stream, a limit): name them.
         const filter = /filter/i.test(String(error)) && o.filterSubject !== undefined
         throw new ComponentError(
@@ -476,13 +470,7 @@ class JetStreamPullSource implements JetStreamSource {
     try {
       consumer = await js.consumers.get(o.stream, o.consumer)
     } catch (error) {
-      const unavailable = jetstreamUnavailable(
-        this.#component,
-        o.servers,
-        `the request for consumer '${o.consumer}' of stream '${o.stream}'`,
-        error,
-      )
-      if (unavailable !== undefined) throw unavailable
+      this.#throwIfUnavailable(o, `the request for consumer '${o.consumer}' of stream '${o.stream}'`, error)
       throw new ComponentError(
         'NO_CONSUMER',
         `cannot read consumer '${o.consumer}' of stream '${o.stream}': ${String(error)}`,
