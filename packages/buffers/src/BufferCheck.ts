@@ -173,9 +173,11 @@ export const BufferCheck = {
     const notes: string[] = []
     const repairs: string[] = []
     const names = (await fs.readdir(path)).sort()
+    // The lock's name for the directory, as a buffer opening it uses (a symbolic link resolved).
+    const lockDir = await LockFile.canonical(fs, path)
     const read = await about(`${path}/lock`, LockFile.read(fs, path))
     const holder = read === 'unreadable' ? undefined : read
-    const lock = holder === undefined ? undefined : { holder, live: LockFile.isLive(fs, holder, path) }
+    const lock = holder === undefined ? undefined : { holder, live: LockFile.isLive(fs, holder, lockDir) }
     const elsewhere = holder !== undefined && holder.hostname !== hostname()
     let locked = false
     if (read === 'unreadable') {
@@ -192,7 +194,7 @@ export const BufferCheck = {
       problems.push(`stale lock of process ${holder!.pid} on ${holder!.hostname}`)
     }
     const guard = await about(`${path}/${LockFile.GUARD}`, LockFile.guardHolder(fs, path))
-    const guardLive = guard !== undefined && guard !== 'unreadable' && LockFile.isLive(fs, guard, path)
+    const guardLive = guard !== undefined && guard !== 'unreadable' && LockFile.isLive(fs, guard, lockDir)
     if (guardLive) {
       problems.push(`the lock is being taken over by live process ${guard.pid} on ${guard.hostname}`)
     } else if (guard !== undefined) {
@@ -221,7 +223,7 @@ export const BufferCheck = {
       if (lock !== undefined) repairs.push(`took over the stale lock of process ${holder!.pid}`)
     }
     if (canRepair) {
-      await LockFile.acquire(fs, path)
+      await LockFile.acquire(fs, lockDir)
       locked = true
     }
     try {
@@ -346,7 +348,7 @@ export const BufferCheck = {
         repairs,
       }
     } finally {
-      if (locked) await LockFile.release(fs, path)
+      if (locked) await LockFile.release(fs, lockDir)
     }
   },
 

@@ -163,12 +163,17 @@ export class DiskBuffer {
    */
   #state: DiskBufferState<BufferParts, BufferRemains>
   readonly #deadLetters: DiskBuffer | undefined
+  /** The directory as the lock names it ({@link LockFile.canonical}); set by `open`. */
+  #lockDir: string
+  /** The first `close()`, which every later call waits for. */
+  #closing: Promise<void> | undefined = undefined
   /** The last replay of the dead letters (one at a time); it never rejects. */
   #replaying: Promise<unknown> = Promise.resolve()
 
   private constructor(start: BufferStart, deadLetters: DiskBuffer | undefined) {
     this.#s = start.settings
     this.path = start.settings.path
+    this.#lockDir = start.settings.path
     this.#deadLetters = deadLetters
     this.#state = opened(new BufferParts(start, () => this.#state.kind))
   }
@@ -195,8 +200,10 @@ export class DiskBuffer {
         { cause: error },
       )
     }
+    // The lock's name for the directory: one for every spelling of it, a symbolic link included.
+    const lockDir = s.lock ? await LockFile.canonical(fs, path) : path
     if (s.lock) {
-      const { tookOverFrom } = await LockFile.acquire(fs, path)
+      const { tookOverFrom } = await LockFile.acquire(fs, lockDir)
       if (tookOverFrom !== undefined) {
         s.log(
           `disk buffer ${path}: took over the stale lock of process ${tookOverFrom.pid} on ${tookOverFrom.hostname}`,
@@ -204,15 +211,15 @@ export class DiskBuffer {
       }
     }
     try {
-      return await DiskBuffer.#recover(s)
+      return await DiskBuffer.#recover(s, lockDir)
     } catch (error) {
-      if (s.lock) await LockFile.release(fs, path)
+      if (s.lock) await LockFile.release(fs, lockDir)
       throw error
     }
   }
 
   /** Recovers the directory and opens its parts; whatever it opened is closed again if it fails. */
-  static async #recover(settings: Settings): Promise<DiskBuffer> {
+  static async #recover(settings: Settings, lockDir: string): Promise<DiskBuffer> {
     const recovered = await Recovery.run(settings)
     const s = recovered.settings
     let deadLetters: DiskBuffer | undefined
@@ -239,6 +246,7 @@ export class DiskBuffer {
       throw error
     }
     const buffer = new DiskBuffer({ ...recovered, deadLettered }, deadLetters)
+    buffer.#lockDir = lockDir
     try {
       if (!recovered.ledgerOk) await buffer.checkpoint()
     } catch (error) {
@@ -325,7 +333,8 @@ export class DiskBuffer {
    * ones in order, never more than `maxInFlight` unsettled (handed out, or waiting for their
    * redelivery after a `nack`). Waits until there is one. Resolves `undefined` once the buffer is
    * closed, or after `endWrites()` once every record was read and none is in flight, or when
-   * `signal` aborts.
+   * `signal` aborts before the read took records (records it took are handed out even so, and
+   * must be settled: dropped, they would stay in flight for the run).
    * With `wait: false` it resolves `[]` at once instead of waiting. Each record must be settled
    * with `ack`, `nack` or `deadLetter`.
    */
@@ -374,7 +383,19 @@ export class DiskBuffer {
         if (inFlight.retryPending > 0) inFlight.takeDue(Date.now(), max, out, held)
         // Records waiting for their retry count too: a failing sink must not pull the backlog into memory.
         const room = Math.min(max - out.length, this.#s.maxInFlight - inFlight.unsettled - out.length)
-        if (room > 0) await cursor.read(room, out, held)
+        if (room > 0) {
+          try {
+            await cursor.read(room, out, held)
+          } catch (error) {
+            // Retries taken above are handed out, not dropped with the error (they left the
+            // retries, and nothing else would hand them out again in this run); the next read
+            // meets the error again, where the cursor stopped.
+            if (out.length === 0) throw error
+            this.#s.log(
+              `disk buffer ${this.path}: reading failed (${(error as Error).message}); handing out the ${out.length} record(s) due for redelivery`,
+            )
+          }
+        }
         if (out.length > 0) {
           inFlight.hold(out, held)
           return out
@@ -492,16 +513,40 @@ export class DiskBuffer {
     /** The dead-letter queue's sequence numbers of the records in `batch`. */
     let letters: number[] = []
     let count = 0
+    /**
+     * The first number of the dead-letter queue not yet settled by this replay. Numbers the scan
+     * skips below a letter it moved hold no letter that can ever be replayed (missing after a
+     * failed write or a crash, or damaged): they are settled with the letters around them, or the
+     * queue's acknowledged prefix would stop at them, and every restart would replay again the
+     * letters above them (acknowledgements above the prefix are not saved).
+     */
+    let from = liveOf(queue.#state)?.ackedBelow ?? 0
     const flush = async (): Promise<DiskBufferError | undefined> => {
       if (batch.length === 0) return undefined
-      const written = await this.append(batch)
+      let written: AppendResult
+      try {
+        written = await this.append(batch)
+      } catch (error) {
+        // Closed meanwhile (or a record too large for today's segments): a failed replay, whose
+        // letters stay in the dead-letter queue, not a throw.
+        if (error instanceof DiskBufferError) return error
+        throw error
+      }
       batch = []
       if (written.status === 'failed') return written.error
       if (written.status === 'written' && (await written.durable) !== 'durable') {
         return new DiskBufferError('WRITE_FAILED', 'fsync failed while replaying dead letters', this.path)
       }
-      // Back in the queue for good: these (and only these) leave the dead-letter queue.
-      for (const seq of letters) queue.ack(seq)
+      // Back in the queue for good: these (and only these, with the numbers between them that
+      // hold no letter) leave the dead-letter queue.
+      const to = letters.at(-1)! + 1
+      const settled = liveOf(queue.#state)?.markRangeAcked(from, to) ?? 0
+      if (settled > letters.length) {
+        this.#s.log(
+          `disk buffer ${this.path}: ${settled - letters.length} number(s) of the dead-letter queue below ${to} hold no readable letter (missing or damaged); settled with the replayed ones`,
+        )
+      }
+      from = to
       letters = []
       return undefined
     }
@@ -580,14 +625,20 @@ export class DiskBuffer {
 
   /**
    * Finishes pending writes, fsyncs, writes the ledger, closes the files and releases the lock.
-   * Records not acknowledged stay on disk for the next open. Closing twice is harmless.
+   * Records not acknowledged stay on disk for the next open. Closing twice is harmless: every
+   * call resolves (or rejects) with the first, once it finished.
    *
    * Every step is taken even if one before it failed, so the lock is always released and the
    * buffer can be opened again. A ledger that cannot be written (a full disk) is logged, not
    * thrown: it is only a hint, and the next open redelivers from the last one saved. A file that
    * fails to close is thrown once everything else was released (several: an `AggregateError`).
    */
-  async close(): Promise<void> {
+  close(): Promise<void> {
+    this.#closing ??= this.#close()
+    return this.#closing
+  }
+
+  async #close(): Promise<void> {
     const live = liveOf(this.#dispatch('close'))
     if (live === undefined) return
     live.checkpoints.stop()
@@ -614,7 +665,7 @@ export class DiskBuffer {
     })
     const deadLetters = this.#deadLetters
     if (deadLetters !== undefined) await step(() => deadLetters.close())
-    if (this.#s.lock) await step(() => LockFile.release(this.#s.fs, this.path))
+    if (this.#s.lock) await step(() => LockFile.release(this.#s.fs, this.#lockDir))
     if (errors.length === 1) throw errors[0]
     if (errors.length > 1)
       throw new AggregateError(errors, `disk buffer ${this.path}: ${errors.length} files failed to close`)
@@ -633,7 +684,7 @@ export class DiskBuffer {
       live.wake()
     }
     if (this.#deadLetters !== undefined) this.#deadLetters.#abandon()
-    if (this.#s.lock) LockFile.abandon(this.#s.fs, this.path)
+    if (this.#s.lock) LockFile.abandon(this.#s.fs, this.#lockDir)
   }
 
   /** A snapshot of the counters. */

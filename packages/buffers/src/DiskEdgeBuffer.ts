@@ -74,7 +74,11 @@ export interface DiskEdgeBuffer extends EdgeBuffer {
    * when full and blocking, once there is room. The handles are consumed.
    */
   push(events: EventArray): Promise<void>
-  /** The next events for the sink, each a fresh batch of its own; `undefined` once closed and drained, or on abort. */
+  /**
+   * The next events for the sink, each a fresh batch of its own; `undefined` once closed and
+   * drained, or on an abort that came before the pull took records (events it took are handed out
+   * even so, and must be ended).
+   */
   pull(signal?: AbortSignal): Promise<EventArray | undefined>
   /** No more pushes; `pull` drains what is left, then returns `undefined` and the files are closed. */
   close(): Promise<void>

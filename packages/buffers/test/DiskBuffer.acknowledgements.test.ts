@@ -239,6 +239,26 @@ describe('DiskBuffer acknowledgements', () => {
     await reopened.close()
   })
 
+  it('replays a dead letter once across restarts when a damaged letter below it could not be replayed', async () => {
+    const { fs, open } = setup()
+    const buffer = await open()
+    await buffer.append(records(3))
+    for (const r of (await buffer.read(3))!) await buffer.deadLetter(r.seq)
+    // The second letter's payload is damaged: it can never be replayed.
+    const first = (fs as MemoryFileSystem).bytes(`${PATH}/dead-letter/00000000000000000000.seg`)!.length / 3
+    ;(fs as MemoryFileSystem).flip(`${PATH}/dead-letter/00000000000000000000.seg`, first + 30)
+    expect(await buffer.replayDeadLetters()).toEqual({ status: 'replayed', count: 2 })
+    await buffer.close()
+    for (let restart = 0; restart < 2; restart++) {
+      const again = await open()
+      expect(await again.replayDeadLetters()).toEqual({ status: 'replayed', count: 0 })
+      await again.close()
+    }
+    const last = await open()
+    expect(await drain(last)).toEqual(['r0', 'r2'])
+    await last.close()
+  })
+
   it('replays each dead letter once when two replays are asked for at once', async () => {
     const { open } = setup()
     const buffer = await open()

@@ -253,6 +253,23 @@ describe('DiskBuffer known errors', () => {
     await buffer.close()
   })
 
+  it('hands out the records due for redelivery when the read then fails on a segment, and reads on once it opens', async () => {
+    const { fs, open } = setup({ segmentBytes: 60, retryBackoff: { initialMs: 0, maxMs: 0 } })
+    const buffer = await open()
+    await buffer.append(records(4)) // r0 r1 in segment 0, r2 r3 in segment 2
+    const first = (await buffer.read(2))!
+    buffer.ack(first[1]!.seq)
+    buffer.nack(first[0]!.seq) // r0: due again at once
+    fs.fault = (op, path) =>
+      op === 'open' && path === `${PATH}/00000000000000000002.seg` ? eio() : undefined
+    expect((await buffer.read(10))?.map((r) => text(r.payload))).toEqual(['r0'])
+    await expect(buffer.read(10, { wait: false })).rejects.toMatchObject({ code: 'EIO' })
+    fs.fault = undefined
+    expect((await buffer.read(10))?.map((r) => text(r.payload))).toEqual(['r2', 'r3'])
+    expect(buffer.metrics()).toMatchObject({ inFlight: 3, retryPending: 0 })
+    await buffer.close()
+  })
+
   it('hands out the records a read took before a load of their segment failed, and reads on after', async () => {
     const { fs, open } = setup({ segmentBytes: 4 << 20 })
     const buffer = await open()

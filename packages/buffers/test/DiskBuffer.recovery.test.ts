@@ -1,6 +1,6 @@
 // Recovery: what `DiskBuffer.open` does with what a crash or damage left in the directory.
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { BufferCheck, DiskBuffer, DiskBufferError } from '@ackline/buffers'
@@ -364,15 +364,28 @@ describe('DiskBuffer lock', () => {
     await again.close()
   })
 
-  it('refuses a second open of the same directory spelled another way, and keeps the first lock', async () => {
+  it('refuses a second open of the same directory spelled another way, a symbolic link included, and keeps the first lock', async () => {
     const path = tempDir()
+    const link = `${tempDir()}/link`
+    symlinkSync(path, link)
     const buffer = await DiskBuffer.open({ path })
-    for (const other of [`${path}/`, `${path}/.`, relative(process.cwd(), path)]) {
+    for (const other of [`${path}/`, `${path}/.`, relative(process.cwd(), path), link, `${link}/`]) {
       await expect(DiskBuffer.open({ path: other })).rejects.toMatchObject({ code: 'LOCKED' })
     }
     expect(existsSync(join(path, 'lock'))).toBe(true)
     await buffer.close()
     const again = await DiskBuffer.open({ path: `${path}/` })
+    await again.close()
+  })
+
+  it('resolves a second close only once the first released the lock', async () => {
+    const path = tempDir()
+    const buffer = await DiskBuffer.open({ path })
+    await buffer.append([Buffer.from('a')])
+    void buffer.close()
+    await buffer.close()
+    // The lock is released: the directory opens again at once.
+    const again = await DiskBuffer.open({ path })
     await again.close()
   })
 

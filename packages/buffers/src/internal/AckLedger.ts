@@ -98,14 +98,6 @@ export class AckLedger {
     this.#saved = position
   }
 
-  /** Everything below `nextSeq` acknowledged (the queue was emptied). */
-  reset(nextSeq: number): void {
-    this.#above.clear()
-    this.#ranges = []
-    this.#inRanges = 0
-    this.#below = nextSeq
-  }
-
   /** Moves the prefix over the acknowledgements that now follow it. */
   #advance(): void {
     for (;;) {

@@ -9,7 +9,18 @@
  * @module
  */
 import { constants } from 'node:fs'
-import { type FileHandle, link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises'
+import {
+  type FileHandle,
+  link,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  realpath,
+  rename,
+  stat,
+  unlink,
+} from 'node:fs/promises'
 
 /** An open file. Positions are absolute; the buffer never relies on a file offset. */
 export interface FileLike {
@@ -46,6 +57,11 @@ export interface FileSystem {
   unlink(path: string): Promise<void>
   /** Makes the directory's entries (creations, renames, removals) durable. */
   syncDir(path: string): Promise<void>
+  /**
+   * The path with symbolic links resolved (the directory's one name), for the in-process lock:
+   * optional, a file system without links (a test's, in memory) leaves it out.
+   */
+  realpath?(path: string): Promise<string>
 }
 
 const FLAGS: Record<OpenMode, number> = {
@@ -140,6 +156,7 @@ export const NodeFileSystem: FileSystem = {
   },
   rename,
   link,
+  realpath,
   async unlink(path) {
     try {
       await unlink(path)

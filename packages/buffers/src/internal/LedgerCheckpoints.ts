@@ -1,7 +1,7 @@
 /**
  * When a buffer writes its ledger: `ledgerIntervalMs` after the acknowledged prefix advanced, at
  * once (queued on the write lane) once `ledgerEveryAcks` advances are unsaved, and whenever asked
- * (`checkpoint()`, close, emptying the queue).
+ * (`checkpoint()`, close, a replay of the dead letters).
  *
  * Invariants: at most one scheduled checkpoint waits on the lane at a time, whatever the
  * acknowledgement rate (it saves the state as it is when it runs); a scheduled checkpoint writes

@@ -51,7 +51,8 @@ const setOn = (map: WeakMap<FileSystem, Set<string>>, fs: FileSystem): Set<strin
 const heldOn = (fs: FileSystem): Set<string> => setOn(held, fs)
 /**
  * How the sets above name a directory: `/a/b`, `/a/b/` and `b` (from `/a`) are one directory, and
- * one lock (symbolic links are not followed).
+ * one lock. Callers pass the directory as {@link LockFile.canonical} names it, so a symbolic link
+ * to it is the same directory too.
  */
 const keyOf = (dir: string): string => resolve(dir)
 
@@ -146,10 +147,29 @@ async function takeGuard(fs: FileSystem, dir: string, body: Uint8Array): Promise
   }
 }
 
-/** Acquiring and releasing the directory lock. */
+/**
+ * Acquiring and releasing the directory lock. Every function takes the directory as
+ * {@link LockFile.canonical} gives it (an existing directory's one name), so that two spellings of
+ * one directory, a symbolic link included, are one lock in this process.
+ */
 export const LockFile = {
   FILE,
   GUARD,
+
+  /**
+   * The one name of the existing directory `dir`: links resolved where the file system can
+   * (`realpath`), else the path made absolute. Two spellings of a directory, one through a
+   * symbolic link, would otherwise both be opened in one process, each taking the other's lock
+   * for a stale one of its own: two writers numbering records from the same place.
+   */
+  async canonical(fs: FileSystem, dir: string): Promise<string> {
+    if (fs.realpath === undefined) return resolve(dir)
+    try {
+      return await fs.realpath(dir)
+    } catch {
+      return resolve(dir)
+    }
+  },
 
   /** What the lock file of `dir` says, if anything. */
   async holder(fs: FileSystem, dir: string): Promise<LockHolder | undefined> {
