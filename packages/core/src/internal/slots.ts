@@ -19,9 +19,9 @@
  * Invariants:
  * - a slot's live count is exact while the slot is not materialized, and unused after;
  * - a block is reused only once every batch of it has resolved and no event holds its token
- *   (a full block: when its last batch resolves, since a resolved batch has no live handle; a
- *   block closed early: when its token is found collected), with a new generation, so a late
- *   finalization callback of the old token is ignored;
+ *   (a full block, or one closed early: when its last batch resolves, since a resolved batch has
+ *   no live handle; a batch lost by a buggy sink resolves when its token is found collected), with
+ *   a new generation, so a late finalization callback of a token given up is ignored;
  * - a block keeps its token when it is reused only if no batch of the generation that ended got
  *   a state (so no notifier holds the token, and every handle that held it has ended): the token
  *   stays registered, its generation object moves on with the block's, and no token, generation
@@ -94,10 +94,12 @@ export function setSlotLeakReport(
 let reportStateLeak: (state: BatchState, handles: number) => void = () => {}
 
 /**
- * One generation of a block, as the registry keeps it for the generation's token: an object of
- * its own (one per 64 batches), so generations never wrap. A number packing the block and a
+ * The generation of a block a token stands for, as the registry keeps it for the token: an
+ * object of its own per token, so generations never wrap. A number packing the block and a
  * generation counted modulo some bound would let a token kept alive long enough (by a notifier
- * someone holds) be taken, once collected, for the token of the generation in use.
+ * someone holds) be taken, once collected, for the token of the generation in use. A token
+ * reused with its block (`recycle`) has its object's `gen` moved on; a token given up keeps its
+ * object at its last generation, so its late callback is ignored.
  */
 class Generation {
   constructor(
