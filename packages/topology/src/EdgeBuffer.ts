@@ -28,6 +28,10 @@ export interface EdgeBuffer {
   /**
    * Accepts an array of events; ownership of the handles moves into the buffer. Resolves once
    * accepted: when the buffer is full it waits (back pressure) or settles them, per its policy.
+   * Rejecting (or throwing) means it refused them (a disk buffer settles them `errored` first): a
+   * source's `send` rejects with the error; pushed by a transform, the runtime settles `errored`
+   * whatever handle of the array is still live, reports `WRITE_FAILED` naming the sink, and the
+   * transform goes on.
    */
   push(events: EventArray): Promise<void>
   /**

@@ -121,7 +121,9 @@ export interface SourceContext {
   /**
    * Sends events the source built itself (for sources that attach notifiers of their own, such
    * as offset-tracking ones). Ownership of the handles moves downstream. Resolves once they are
-   * accepted, and lets the event loop turn as `send` does.
+   * accepted, and lets the event loop turn as `send` does. Given anything but an `EventArray` (a
+   * plain array of events, from untyped code), the promise rejects with a `TypeError` naming the
+   * source, and nothing is sent.
    */
   sendEvents(events: EventArray): Promise<void>
 }

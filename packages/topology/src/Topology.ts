@@ -14,6 +14,7 @@ import { Counters } from './internal/Counters.js'
 import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 import { Runtime } from './internal/Runtime.js'
 import type { TopologyPlan } from './internal/TopologyPlan.js'
+import { textOf } from './internal/textOf.js'
 import type { LifecycleEvent } from './LifecycleEvent.js'
 import type { TopologyWarning } from './TopologyWarning.js'
 
@@ -166,7 +167,7 @@ export class Topology {
     if (typeof drainTimeoutMs !== 'number' || !(drainTimeoutMs >= 0)) {
       throw new ComponentError(
         'INVALID_OPTION',
-        `must be a number of milliseconds, 0 or more (Infinity: no deadline), got ${typeof drainTimeoutMs === 'string' ? `'${drainTimeoutMs}'` : String(drainTimeoutMs)}`,
+        `must be a number of milliseconds, 0 or more (Infinity: no deadline), got ${typeof drainTimeoutMs === 'string' ? `'${drainTimeoutMs}'` : textOf(drainTimeoutMs)}`,
         { field: 'drainTimeoutMs' },
       )
     }

@@ -5,9 +5,11 @@
  * Invariant: every event of the input array reaches the context exactly once and in order,
  * either passed on as it is or handed to the transform's `settle`; while every event so far goes
  * on as it is, nothing is emitted, and if all of them do, the array is passed on whole with one
- * `emitAll` (the runtime then sends it downstream without copying it). When `step` throws, the
- * events before the throwing one have been passed on, in order, and the runtime settles the rest
- * `errored` and reports the failure, as it does for any transform that throws.
+ * `emitAll` (the runtime then sends it downstream without copying it). When `step` (or
+ * `settle`) throws for an event, that event is left as it is, the others are decided as usual,
+ * and the call then throws the first error: the runtime settles the events left `errored` and
+ * reports the failure, as it does for any transform that throws. So one event's failure touches
+ * no other event, however the input was cut into arrays (a coalesced call holds several batches).
  *
  * @module
  */
@@ -71,26 +73,50 @@ export function perEvent<Result>(
     const n = list.length
     let i = 0
     let result: Result | undefined
+    let failed: { readonly error: unknown } | undefined
     try {
       for (; i < n; i++) {
         result = step(list[i]!)
         if (result !== undefined) break
       }
-    } finally {
-      // Stopped early (another result, or a throw): what went on as it was is emitted now, in order.
-      if (i < n) for (let j = 0; j < i; j++) context.emit(list[j]!)
+    } catch (error) {
+      failed = { error }
     }
     if (i === n) {
       context.emitAll(events)
       return
     }
-    settle(list[i]!, result!, context)
+    // Stopped early (another result, or a throw): what went on as it was is emitted now, in order.
+    for (let j = 0; j < i; j++) context.emit(list[j]!)
+    // An event whose step or settle throws is left for the runtime to settle; the others are
+    // decided as if it had come alone (a coalesced call holds other batches' events too).
+    if (failed === undefined) failed = settleOne(settle, list[i]!, result!, context)
     for (i++; i < n; i++) {
       const event = list[i]!
-      const next = step(event)
-      if (next === undefined) context.emit(event)
-      else settle(event, next, context)
+      try {
+        const next = step(event)
+        if (next === undefined) context.emit(event)
+        else settle(event, next, context)
+      } catch (error) {
+        failed ??= { error }
+      }
     }
+    if (failed !== undefined) throw failed.error
+  }
+}
+
+/** `settle` for one event; what it threw, if it did. */
+function settleOne<Result>(
+  settle: EventSettle<Result>,
+  event: LogEvent,
+  result: Result,
+  context: TransformContext,
+): { readonly error: unknown } | undefined {
+  try {
+    settle(event, result, context)
+    return undefined
+  } catch (error) {
+    return { error }
   }
 }
 
@@ -117,11 +143,24 @@ export function keepIf(
     (event) => {
       const answer: unknown = keep(event)
       if (answer === true) return undefined
-      if (isThenable(answer)) throw pendingAnswer()
+      if (isThenable(answer)) {
+        // Refused, the promise is awaited by nobody: its rejection must not go unhandled.
+        ignoreRejection(answer)
+        throw pendingAnswer()
+      }
       return REFUSED
     },
     (event, _refused, context) => context.drop(event),
   )
+}
+
+/** Handles the rejection of a refused promise (an unhandled one ends a Node.js process); never throws. */
+function ignoreRejection(thenable: unknown): void {
+  try {
+    ;(thenable as PromiseLike<unknown>).then(undefined, () => {})
+  } catch {
+    // A `then` that throws has no rejection to leave unhandled.
+  }
 }
 
 /** Whether `value` is a promise (or any thenable). */

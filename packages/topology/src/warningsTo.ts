@@ -9,6 +9,7 @@
  * warning (a reconnect, an ack): the warning then goes to `process.emitWarning`, with what the
  * callback threw.
  */
+import { textOf } from './internal/textOf.js'
 
 /**
  * `onWarning`, or `process.emitWarning` with `code` when unset, wrapped so it cannot throw.
@@ -33,7 +34,7 @@ export function warningsTo(
     }
   }
   const fallBack = (message: string, error: unknown): void =>
-    emit(`${message} (the onWarning of ${component} failed on it: ${String(error)})`)
+    emit(`${message} (the onWarning of ${component} failed on it: ${textOf(error)})`)
   if (onWarning === undefined) return emit
   return (message) => {
     try {

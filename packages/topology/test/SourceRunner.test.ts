@@ -3,7 +3,13 @@
 
 import { nextTick } from 'node:process'
 import { setImmediate as realSetImmediate } from 'node:timers'
-import { BatchNotifier, type BatchStatusReceiver, type EventArray, type JsonObject } from '@ackline/core'
+import {
+  BatchNotifier,
+  type BatchStatusReceiver,
+  type EventArray,
+  type JsonObject,
+  LogEvent,
+} from '@ackline/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { BatchTracker, SlotReceipt } from '../src/internal/BatchTracker.js'
 import { Counters } from '../src/internal/Counters.js'
@@ -247,6 +253,22 @@ describe('SourceRunner', () => {
         await expect(runner.context.send(records, { receipt: false })).rejects.toThrow(TypeError)
         expect(channel.queuedEvents).toBe(0)
       }
+    },
+  )
+
+  it.each([
+    ['an array', () => [new LogEvent({ n: 1 }, { sourceId: 'in' })]],
+    ['undefined', () => undefined],
+    ['a string', () => 'text'],
+  ])(
+    'refuses sendEvents given %s instead of an EventArray, naming the source, and sends nothing',
+    async (what, make) => {
+      const { channel, runner } = setup(10)
+      // Taken in, it reached the sink as an array without events, and the sink runner failed on it.
+      await expect(runner.context.sendEvents(make() as unknown as EventArray)).rejects.toThrow(
+        new TypeError(`source 'in': sendEvents takes an EventArray, got ${what}`),
+      )
+      expect(channel.queuedEvents).toBe(0)
     },
   )
 

@@ -1,9 +1,9 @@
 // What a source is told about why a batch was not delivered: the receipt's `failure`, the
 // `batch_resolved` fact, and the per-component `failures` counters.
 
-import { RejectError, RetryableError, TopologyBuilder } from '@ackline/topology'
+import { RejectError, RetryableError, TopologyBuilder, type Transform } from '@ackline/topology'
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { linear, n, on, records, run } from './support/Harness.js'
+import { linear, n, on, records, run, through } from './support/Harness.js'
 import { Gate, keepIf, passThrough, testSink, testSource } from './support/TestComponents.js'
 
 afterEach(() => {
@@ -146,5 +146,61 @@ describe('BatchReceipt.failure', () => {
     expect(source.receipts[0]!.failure).toMatchObject({ componentId: 'pager', code: 'REJECTED' })
     gate.open()
     await topology.done
+  })
+})
+
+describe('a thrown value without a string form (Object.create(null))', () => {
+  // `String(value)` throws for such a value: a message built from it in a catch block once
+  // killed the runner, so every later event waited in its buffer and was errored at the stop.
+  const bare = (): unknown => Object.create(null)
+  /** Three batches, each sent once the one before it resolved. */
+  const oneByOne = () => {
+    const source: ReturnType<typeof testSource> = testSource([records(1), records(2), records(3)], {
+      afterSend: async (sent) => {
+        await source.receipts[sent - 1]!.status
+      },
+    })
+    return source
+  }
+
+  it('fails the write that threw it, and the sink goes on writing', async () => {
+    const source = oneByOne()
+    let writes = 0
+    const sink = testSink({
+      write: async () => {
+        if (writes++ === 0) throw bare()
+        return undefined
+      },
+    })
+    const facts = await run(linear(source, sink, { retry: { attempts: 1 } }))
+    expect(await source.statuses()).toEqual(['errored', 'delivered', 'delivered'])
+    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 'out', code: 'WRITE_FAILED' })
+    const errors = facts.filter((f) => f.type === 'component_error')
+    expect(errors.map((f) => f.code)).toEqual(['WRITE_FAILED'])
+  })
+
+  it('fails the transform call that threw it, and the transform goes on', async () => {
+    const source = oneByOne()
+    let calls = 0
+    const transform: Transform = {
+      kind: 'odd',
+      process(events, context) {
+        if (calls++ === 0) throw bare()
+        context.emitAll(events)
+      },
+    }
+    const facts = await run(through(source, transform, testSink()))
+    expect(await source.statuses()).toEqual(['errored', 'delivered', 'delivered'])
+    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'PROCESS_FAILED' })
+    const errors = facts.filter((f) => f.type === 'component_error')
+    expect(errors.map((f) => f.code)).toEqual(['PROCESS_FAILED'])
+  })
+
+  it('is reported as RUN_FAILED when a source run() rejects with it', async () => {
+    const facts = await run(
+      linear({ kind: 'odd', canAcknowledge: true, run: async () => Promise.reject(bare()) }, testSink()),
+    )
+    const errors = facts.filter((f) => f.type === 'component_error')
+    expect(errors.map((f) => [f.component, f.code])).toEqual([['in', 'RUN_FAILED']])
   })
 })

@@ -82,6 +82,71 @@ describe('a buffer of another kind in front of a sink', () => {
     expect(released).toBe(true)
     gate.open()
   })
+
+  it("whose push rejects makes a source's send reject with the error, so a source that can give the events back does", async () => {
+    const buffer = queueBuffer()
+    buffer.push = async (events) => {
+      events.end('errored')
+      throw new Error('append failed')
+    }
+    let sent: unknown
+    const facts = await run(
+      new TopologyBuilder(on)
+        .source('in', {
+          kind: 'broker',
+          canAcknowledge: true,
+          async run(context) {
+            sent = await context.send(records(1)).catch((error: unknown) => error)
+          },
+        })
+        .sink('out', ['in'], testSink(), { buffer: { kind: 'queue', open: async () => buffer } })
+        .build(),
+    )
+    expect(sent).toEqual(new Error('append failed'))
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
+  })
+
+  it.each([
+    ['settles what it refused, then rejects', true],
+    ['rejects and leaves the events live', false],
+  ])(
+    'whose push %s (a disk buffer whose append threw) fails those events only: the transform feeding it goes on',
+    async (_, settles) => {
+      // The rejection reached the transform runner, which stopped: every later event waited in
+      // its channel until the stop (for ever, for a source waiting on its receipts).
+      const buffer = queueBuffer()
+      const push = buffer.push.bind(buffer)
+      let pushes = 0
+      buffer.push = async (events) => {
+        if (pushes++ > 0) return push(events)
+        if (settles) events.end('errored')
+        throw new Error('append failed')
+      }
+      const source: TestSource = testSource([records(1), records(2), records(3)], {
+        afterSend: async (sent) => {
+          await source.receipts[sent - 1]!.status
+        },
+      })
+      const sink = testSink()
+      const facts = await run(
+        new TopologyBuilder(on)
+          .source('in', source)
+          .transform('t', ['in'], passThrough())
+          .sink('out', ['t'], sink, { buffer: { kind: 'queue', open: async () => buffer } })
+          .build(),
+      )
+      expect(await source.statuses()).toEqual(['errored', 'delivered', 'delivered'])
+      expect(sink.received).toEqual(records(2, 3))
+      expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+        {
+          component: 'out',
+          code: 'WRITE_FAILED',
+          events: 1,
+          message: expect.stringContaining('append failed'),
+        },
+      ])
+    },
+  )
 })
 
 describe('back pressure', () => {

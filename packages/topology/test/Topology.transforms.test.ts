@@ -4,6 +4,7 @@
 import { type BatchStatus, EventArray, type JsonObject, type LogEvent } from '@ackline/core'
 import {
   type LifecycleEvent,
+  perEvent,
   TopologyBuilder,
   type Transform,
   type TransformContext,
@@ -194,6 +195,37 @@ describe('user transforms', () => {
     expect(await a.statuses()).toEqual(['errored'])
     expect(await b.statuses()).toEqual(['errored'])
   })
+
+  it.each([
+    ['null', null],
+    ['an array', [{ n: 1 }]],
+    ['a string', 'text'],
+  ])(
+    'fails a call whose create() is given %s as fields, instead of passing on an event no sink can read',
+    async (what, fields) => {
+      // Taken in, the event reached the sink with those fields (a file sink writes `null`) and was delivered.
+      const source = testSource([records(1)])
+      const sink = testSink()
+      let thrown: unknown
+      const transform: Transform = {
+        kind: 'creator',
+        process(events, context) {
+          try {
+            context.emit(context.create(fields as never, events.events))
+          } catch (error) {
+            thrown = error
+            throw error
+          }
+        },
+      }
+      const facts = await run(through(source, transform, sink))
+      expect(thrown).toMatchObject({ code: 'NOT_FIELDS', component: 't', field: 'create' })
+      expect((thrown as Error).message).toContain(`got ${what}`)
+      expect(await source.statuses()).toEqual(['errored'])
+      expect(sink.received).toEqual([])
+      expect(facts.filter((f) => f.type === 'component_error').map((f) => f.code)).toEqual(['PROCESS_FAILED'])
+    },
+  )
 
   it.each([
     [
@@ -413,6 +445,40 @@ describe('transforms that break the contract', () => {
     expect(await source.statuses()).toEqual(['errored'])
     expect(topology.metrics().t!.erroredEvents).toBe(1)
   })
+
+  it('settles errored at a forced stop what a transform keeps from a call that returns after it', async () => {
+    // Kept after the forced stop had settled what was held, they were never ended at all.
+    const gate = new Gate()
+    const entered = new Gate()
+    const kept: LogEvent[] = []
+    const source = testSource([records(1, 2)], { untilStopped: true })
+    const topology = through(
+      source,
+      {
+        kind: 'hoarder',
+        async process(events) {
+          kept.push(...events.events)
+          entered.open()
+          await gate.wait()
+        },
+        flush() {},
+      },
+      testSink(),
+    )
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await entered.wait()
+    await topology.stop({ drainTimeoutMs: 0 })
+    expect(await source.statuses()).toEqual(['errored'])
+    gate.open()
+    // Lets the call's promise and the check after it run (an order, not a time).
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    expect(kept.map((e) => e.isEnded)).toEqual([true, true])
+    expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+      { component: 't', code: 'LEAKED_EVENTS', events: 2 },
+    ])
+  })
 })
 
 describe('the arrays a transform is handed', () => {
@@ -478,6 +544,48 @@ describe('the arrays a transform is handed', () => {
     expect(on.calls).toEqual([[1], [2, 3, 4, 5, 6, 7, 8]])
     for (const { statuses } of [off, on])
       expect(statuses).toEqual(['delivered', 'delivered', 'delivered', 'rejected', 'delivered'])
+  })
+
+  it('a perEvent transform whose step throws for one batch errors that batch only, coalesced or not', async () => {
+    // A throw used to leave every later event of the call to be settled errored: with coalescing,
+    // the events of other batches (of other sources, in a fan-in) that happened to share the call.
+    for (const coalesce of [true, false]) {
+      const gate = new Gate()
+      const firstCall = new Gate()
+      const calls: number[][] = []
+      const step = perEvent(
+        (event) => {
+          if (n(event) === 4) throw new Error('cannot parse 4')
+          return undefined
+        },
+        () => {},
+      )
+      const transform: Transform = {
+        kind: 'parse',
+        coalesce,
+        async process(events, context) {
+          calls.push(events.events.map(n))
+          firstCall.open()
+          if (calls.length === 1) await gate.wait()
+          step(events, context)
+        },
+      }
+      const source = testSource(batches, { afterSend: (sent) => (sent === 1 ? firstCall.wait() : undefined) })
+      const sink = testSink()
+      const topology = through(source, transform, sink)
+      const facts: LifecycleEvent[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      await topology.start()
+      await vi.waitFor(() => expect(source.receipts).toHaveLength(batches.length))
+      gate.open()
+      await topology.done
+      expect(calls.length).toBe(coalesce ? 2 : 5)
+      expect(await source.statuses()).toEqual(['delivered', 'delivered', 'errored', 'delivered', 'delivered'])
+      expect(sink.received).toEqual(records(1, 2, 3, 5, 6, 7, 8))
+      expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+        { component: 't', code: 'PROCESS_FAILED', events: 1 },
+      ])
+    }
   })
 
   /**

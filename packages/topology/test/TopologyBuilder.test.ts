@@ -470,3 +470,18 @@ describe('acknowledgement propagation', () => {
     expect(await unacked.statuses()).toEqual(['delivered'])
   })
 })
+
+describe('a validate() that throws a value without a string form', () => {
+  it('is reported as INVALID_CONFIG naming the component, not thrown on', () => {
+    const sink = {
+      ...testSink(),
+      validate: () => {
+        throw Object.create(null)
+      },
+    }
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet).source('in', testSource([])).sink('out', ['in'], sink).build(),
+    )
+    expect(brief(problems)).toEqual(['INVALID_CONFIG out (validate)'])
+  })
+})

@@ -57,17 +57,21 @@ describe('perEvent', () => {
     expect(settled).toEqual(['even 4', 'even 6'])
   })
 
-  it('emits what went on before a step that throws, and lets the throw through', () => {
+  it('leaves an event whose step or settle throws for the runtime, decides the others, then throws the first error', () => {
     const { calls, context } = recorder()
     const process = perEvent(
       (event) => {
         if (n(event) === 3) throw new Error('boom')
-        return undefined
+        return n(event) % 2 === 0 ? 'even' : undefined
       },
-      () => {},
+      (event, _even, ctx) => {
+        if (n(event) === 4) throw new Error('late')
+        ctx.drop(event)
+      },
     )
-    expect(() => process(batch(1, 2, 3, 4), context)).toThrow('boom')
-    expect(calls).toEqual(['emit 1', 'emit 2'])
+    // Coalesced, one call may hold several batches: one event's failure must not touch the others.
+    expect(() => process(batch(1, 2, 3, 4, 5, 6), context)).toThrow('boom')
+    expect(calls).toEqual(['emit 1', 'drop 2', 'emit 5', 'drop 6'])
   })
 
   it('hands every event to the context exactly once, in order, whatever the verdicts', () => {

@@ -37,4 +37,19 @@ describe('warningsTo', () => {
       'second (the onWarning of in failed on it: Error: later)',
     ])
   })
+
+  it('never throws when onWarning throws a value without a string form (Object.create(null))', () => {
+    const emit = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    const throwing = warningsTo(
+      () => {
+        throw Object.create(null)
+      },
+      'in',
+      'ACKLINE_TEST',
+    )
+    expect(() => throwing('first')).not.toThrow()
+    expect(emit.mock.calls.map(([message]) => message)).toEqual([
+      'first (the onWarning of in failed on it: a value that cannot be converted to a string)',
+    ])
+  })
 })

@@ -17,7 +17,8 @@ import { DropStatus } from './DropStatus.js'
  * Decides whether an event goes on: `true`, or anything else for no. It must not end, emit or
  * keep the event, and it answers at once: one that returns a promise (an `async` function, from
  * untyped code) fails the call with a `ComponentError` (`BAD_RESULT`), and the runtime settles
- * the event `errored`, rather than take the promise for a no.
+ * the event `errored`, rather than take the promise for a no (the promise's rejection, if it
+ * rejects, is handled: it never becomes an unhandled rejection).
  */
 export type Predicate = (event: LogEvent) => boolean
 

@@ -23,7 +23,8 @@ import { KeyedEvents } from './internal/KeyedEvents.js'
 
 /**
  * How a field of the merged event combines the values of the group's events (events that lack the
- * field are skipped):
+ * field are skipped). A merged value whose path runs through a value that is not an object in the
+ * group's first event (`a.b` where its `a` is `5`) is left out: that event's fields stay as they are.
  * - `first`: the first value (what every field not listed does);
  * - `last`: the last value;
  * - `sum`, `min`, `max`: over the numeric values;
@@ -151,13 +152,23 @@ class Reduce implements ReduceTransform {
     }
   }
 
-  /** Writes the merged values into the group's event and returns it. */
+  /**
+   * Writes the merged values into the group's event and returns it. Never throws: a throw here
+   * would fail the call with the group half closed (a flush would emit its earlier groups again).
+   */
   #close(group: Group): LogEvent {
     const fields = this.#fields
     for (let f = 0; f < fields.length; f++) {
       const value = group.values[f]
-      // A copy: values may be objects still shared with clones of the merged events.
-      if (value !== undefined) group.event.set(fields[f]!, JsonValue.copy(value))
+      if (value === undefined) continue
+      try {
+        // A copy: values may be objects still shared with clones of the merged events.
+        group.event.set(fields[f]!, JsonValue.copy(value))
+      } catch (error) {
+        // The path runs through a value that is not an object in the first event (`a` is 5 for
+        // `a.b`): the merged value has no place there, the first event's value stays.
+        if (!(error instanceof TypeError)) throw error
+      }
     }
     return group.event
   }

@@ -19,6 +19,7 @@ import {
 } from '@ackline/topology'
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
+import { ignoreRejection } from './internal/ignoreRejection.js'
 import { isThenable } from './internal/isThenable.js'
 
 /** One output of a remap function: an event handle, or the fields of a new event. */
@@ -36,7 +37,8 @@ export type RemapOutput = LogEvent | JsonObject
  * `undefined` inside an array) is a bug in the function: the call throws a `ComponentError`
  * with code `BAD_RESULT` naming the transform and `fn`, before the event has any output, and the
  * runtime settles the event `errored` and reports it, rather than pass on fields no sink can
- * write (a promise serializes as `{}`).
+ * write (a promise serializes as `{}`). A refused promise that rejects is handled, never left an
+ * unhandled rejection.
  */
 export type RemapResult = undefined | null | RemapOutput | readonly RemapOutput[]
 
@@ -85,14 +87,21 @@ function emitResult(
         // The handles the function derived (clones) reach no one else: ended here, or their
         // batch would wait for them forever.
         const reason = { componentId: context.id, code: 'BAD_RESULT', message: error.message }
-        for (const other of outputs)
-          if (other instanceof LogEvent && other !== input && !other.isEnded) other.end('errored', { reason })
+        for (const other of outputs) {
+          if (other instanceof LogEvent) {
+            if (other !== input && !other.isEnded) other.end('errored', { reason })
+          } else if (isThenable(other)) ignoreRejection(other)
+        }
         throw error
       }
     }
     emitMany(input, outputs as readonly RemapOutput[], context)
   } else if (isFields(result)) context.emit(input.replaceFields(result))
-  else throw badResult(context.id, result, undefined)
+  else {
+    // Refused, a promise is awaited by nobody: its rejection must not go unhandled.
+    if (isThenable(result)) ignoreRejection(result)
+    throw badResult(context.id, result, undefined)
+  }
 }
 
 /** Whether `value` is a fields object: a plain object (not a promise, a `Map`, a class instance). */

@@ -5,7 +5,8 @@
  * Invariant: an event matched by k routes leaves on k ports, as k handles on the same finalizers
  * (k - 1 clones plus the original), so its sources wait for every consumer of every matched
  * port; an event matched by none leaves on `_unmatched` once. Nothing is discarded here: what a
- * port nobody reads means is the runtime's business.
+ * port nobody reads means is the runtime's business. An event whose predicate throws leaves on no
+ * port: the call throws once the others are routed, and the runtime settles it `errored`.
  *
  * @module
  */
@@ -20,6 +21,7 @@ import {
 } from '@ackline/topology'
 import { z } from 'zod'
 import type { Predicate } from './Filter.js'
+import { ignoreRejection } from './internal/ignoreRejection.js'
 import { isThenable } from './internal/isThenable.js'
 
 /**
@@ -90,17 +92,28 @@ class Route<Name extends string> implements RouteTransform<Name> {
     const names = this.#names
     const predicates = this.#predicates
     const matched = this.#matched
+    // An event whose predicate throws is left for the runtime to settle, and the call throws the
+    // first error once every other event is routed: one call may hold several batches (coalesced).
+    let failed: { readonly error: unknown } | undefined
     for (let e = 0; e < list.length; e++) {
       const event = list[e]!
       // Evaluate every predicate before emitting: once emitted, the event is no longer ours to read.
       let last = -1
-      for (let r = 0; r < predicates.length; r++) {
-        const answer: unknown = predicates[r]!(event)
-        const hit = answer === true
-        // An async predicate's answer is not known yet: not a miss that sends the event to `_unmatched`.
-        if (!hit && isThenable(answer)) throw pendingAnswer(context.id, names[r]!)
-        matched[r] = hit ? 1 : 0
-        if (hit) last = r
+      try {
+        for (let r = 0; r < predicates.length; r++) {
+          const answer: unknown = predicates[r]!(event)
+          const hit = answer === true
+          // An async predicate's answer is not known yet: not a miss that sends the event to `_unmatched`.
+          if (!hit && isThenable(answer)) {
+            ignoreRejection(answer)
+            throw pendingAnswer(context.id, names[r]!)
+          }
+          matched[r] = hit ? 1 : 0
+          if (hit) last = r
+        }
+      } catch (error) {
+        failed ??= { error }
+        continue
       }
       if (last < 0) {
         context.emit(event, UNMATCHED)
@@ -109,6 +122,7 @@ class Route<Name extends string> implements RouteTransform<Name> {
       for (let r = 0; r < last; r++) if (matched[r] === 1) context.emit(event.clone(), names[r])
       context.emit(event, names[last])
     }
+    if (failed !== undefined) throw failed.error
   }
 }
 

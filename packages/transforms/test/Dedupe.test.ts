@@ -44,6 +44,17 @@ describe('dedupe', () => {
     expect(ctx.on()).toHaveLength(2)
   })
 
+  it('keeps an event whose fields have no JSON form (a BigInt, a cycle), and goes on with the rest', () => {
+    const cycle: Record<string, unknown> = {}
+    cycle.self = cycle
+    const t = dedupe({ fields: ['id'] })
+    const { events } = testBatch([{ id: 5n }, { id: cycle }, { id: 'a' }, { id: 'a' }] as never)
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.on()).toEqual(events.events.slice(0, 3))
+    expect(ctx.dropped).toEqual([events.events[3]])
+  })
+
   it('remembers at most cacheSize keys, forgetting the least recently seen', () => {
     const t = dedupe({ fields: ['id'], cacheSize: 2 })
     const ctx = FakeTransformContext.for(t)

@@ -137,4 +137,63 @@ describe('reduce', () => {
     ])
     expect(reduce({ windowMs: 2_147_483_647 }).validate()).toEqual([])
   })
+
+  describe('a merged value whose path runs through a value that is not an object (a.b where a is 5)', () => {
+    // Writing it threw from process or flush: the call failed with the group half closed, so
+    // unrelated events were settled errored and a flush that failed emitted its groups again later.
+    const merge = { 'a.b': 'sum' } as const
+
+    it('is left out when a full group closes: the first event keeps its value, and the call goes on', async () => {
+      const t = reduce({ groupBy: ['k'], maxEvents: 2, merge })
+      const batch = testBatch([
+        { k: 1, a: 5 },
+        { k: 1, a: { b: 3 } },
+        { k: 2, a: { b: 1 } },
+        { k: 2, a: { b: 2 } },
+      ])
+      const ctx = new FakeTransformContext()
+      t.process(batch.events, ctx)
+      expect(ctx.fieldsOn()).toEqual([
+        { k: 1, a: 5 },
+        { k: 2, a: { b: 3 } },
+      ])
+      expect(everyHandleLeft(batch.events, ctx.emitted)).toBe(true)
+      ctx.settle()
+      expect(await batch.receiver).toBe('delivered')
+    })
+
+    it('is left out when a flush closes the group, and every group leaves once', () => {
+      const t = reduce({ groupBy: ['k'], merge })
+      const batch = testBatch([
+        { k: 1, a: { b: 1 } },
+        { k: 2, a: 5 },
+        { k: 2, a: { b: 1 } },
+        { k: 3, a: { b: 2 } },
+      ])
+      const ctx = new FakeTransformContext()
+      t.process(batch.events, ctx)
+      t.flush(ctx)
+      t.flush(ctx) // throws 'emitted the same handle twice' if a group is still open
+      expect(ctx.fieldsOn()).toEqual([
+        { k: 1, a: { b: 1 } },
+        { k: 2, a: 5 },
+        { k: 3, a: { b: 2 } },
+      ])
+      expect(t.openGroups).toBe(0)
+      expect(everyHandleLeft(batch.events, ctx.emitted)).toBe(true)
+    })
+  })
+
+  it('keeps an event whose key has no JSON form (a BigInt, from a source) in a group of its own, and the others merging', () => {
+    // Its key threw: the call failed with the first event of an open group settled errored by the
+    // runtime, and every later event of that group failed on merging into it.
+    const t = reduce({ groupBy: ['id'] })
+    const batch = testBatch([{ id: 'a', n: 1 }, { id: 5n, n: 2 } as never, { id: 'a', n: 3 }])
+    const ctx = new FakeTransformContext()
+    t.process(batch.events, ctx)
+    expect(t.openGroups).toBe(2)
+    t.flush(ctx)
+    expect(ctx.fieldsOn().map((f) => f.n)).toEqual([1, 2])
+    expect(everyHandleLeft(batch.events, ctx.emitted)).toBe(true)
+  })
 })

@@ -26,6 +26,24 @@ describe('route', () => {
     expect(events.events[0]!.isEnded).toBe(false)
   })
 
+  it('routes every other event when a predicate throws for one, leaving that one to the runtime', () => {
+    // One call may hold several batches (route coalesces): one event's failure must touch no other.
+    const t = route({
+      errors: (e) => {
+        if (e.get('n') === 2) throw new Error('bad event')
+        return e.get('level') === 'error'
+      },
+    })
+    const { events } = testBatch([{ n: 1, level: 'error' }, { n: 2 }, { n: 3 }])
+    const ctx = FakeTransformContext.for(t)
+    expect(() => t.process(events, ctx)).toThrow('bad event')
+    expect(ctx.emitted.map((e) => [e.event.get('n'), e.port])).toEqual([
+      [1, 'errors'],
+      [3, UNMATCHED],
+    ])
+    expect(events.events[1]!.isEnded).toBe(false)
+  })
+
   it('sends an event to the one route that matches', () => {
     const t = route(routes)
     const { events } = testBatch([{ level: 'error', n: 1 }])

@@ -7,7 +7,8 @@
  * pending, so nothing unsettled is ever acknowledged. The runtime knows buffers only by the
  * `EdgeBuffer` contract: the in-memory channel is its own; any other kind comes from a factory.
  */
-import { EventFinalizerGroups } from '@ackline/core'
+import { type EventArray, EventFinalizerGroups } from '@ackline/core'
+import type { BatchFailure } from '../BatchFailure.js'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
 import type { MemoryBufferOptions } from '../MemoryBufferOptions.js'
@@ -17,12 +18,13 @@ import { TopologyError, type TopologyProblem } from '../TopologyError.js'
 import { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
-import { MemoryChannel } from './MemoryChannel.js'
+import { MemoryChannel, RESOLVED } from './MemoryChannel.js'
 import { type Inlet, Output } from './Output.js'
 import { SinkRunner } from './SinkRunner.js'
 import { SourceRunner } from './SourceRunner.js'
 import type { TopologyPlan } from './TopologyPlan.js'
 import { TransformRunner } from './TransformRunner.js'
+import { textOf } from './textOf.js'
 
 const DEFAULT_MAX_EVENTS = 500
 
@@ -283,7 +285,7 @@ export class Runtime {
             type: 'component_error',
             component: decl.id,
             code: 'RUN_FAILED',
-            message: `source '${decl.id}' (${decl.component.kind}) failed: ${String(error)}`,
+            message: `source '${decl.id}' (${decl.component.kind}) failed: ${textOf(error)}`,
             events: 0,
             cause: error,
           })
@@ -291,9 +293,9 @@ export class Runtime {
         break
       }
       case 'transform': {
-        const outputs = new Map<string, Output>([['', this.#output(decl.id, '', counters)]])
+        const outputs = new Map<string, Output>([['', this.#output(decl.id, '', counters, true)]])
         for (const port of decl.component.outputs ?? [])
-          outputs.set(port, this.#output(decl.id, port, counters))
+          outputs.set(port, this.#output(decl.id, port, counters, true))
         const runner = new TransformRunner(
           decl.id,
           decl.component,
@@ -335,7 +337,7 @@ export class Runtime {
           type: 'component_error',
           component: decl.id,
           code: decl.role === 'sink' ? 'WRITE_FAILED' : 'PROCESS_FAILED',
-          message: `${decl.role} '${decl.id}' (${decl.component.kind}) stopped on an error: ${String(error)}`,
+          message: `${decl.role} '${decl.id}' (${decl.component.kind}) stopped on an error: ${textOf(error)}`,
           events: 0,
           cause: error,
         })
@@ -344,26 +346,74 @@ export class Runtime {
     )
   }
 
-  /** The output of port `port` of `producerId`: an inlet per consumer reading that port. */
-  #output(producerId: string, port: string, counters: Counters): Output {
+  /**
+   * The output of port `port` of `producerId`: an inlet per consumer reading that port. A
+   * transform's (`fromTransform`) takes a buffer's refusal itself (see `#refusable`).
+   */
+  #output(producerId: string, port: string, counters: Counters, fromTransform = false): Output {
     const consumers = this.#plan.edges.get(producerId)?.get(port) ?? []
     return new Output(
-      consumers.map((id) => this.#inlet(id)),
+      consumers.map((id) => this.#inlet(id, fromTransform)),
       counters,
     )
   }
 
-  #inlet(consumerId: string): Inlet {
+  #inlet(consumerId: string, fromTransform: boolean): Inlet {
     const buffer = this.#buffers.get(consumerId)!
     const plan = this.#plan
     const settleOnAccept =
       plan.sinkAcks.get(consumerId) === false && plan.sinkCarriesFinalizers.get(consumerId) === true
-    if (!settleOnAccept) return buffer
+    // A source's send rejects with what a buffer refused (a source that can give it back, as a
+    // broker's, does); a transform cannot, and is not stopped by it.
+    const inlet =
+      fromTransform && !(buffer instanceof MemoryChannel) ? this.#refusable(consumerId, buffer) : buffer
+    if (!settleOnAccept) return inlet
     // A sink without acknowledgements must not hold its sources up: its copy counts as delivered once accepted.
     return {
       push(array) {
         EventFinalizerGroups.detach(array.events).endAll('delivered')
-        return buffer.push(array)
+        return inlet.push(array)
+      },
+    }
+  }
+
+  /**
+   * A buffer of another kind fed by a transform, whose push may reject (a disk buffer whose append
+   * threw): what it refused is failed here, and the transform goes on with its next array. Passed
+   * on, the rejection stopped the transform, and every later event waited in front of it.
+   */
+  #refusable(consumerId: string, buffer: EdgeBuffer): Inlet {
+    const refused = (array: EventArray, error: unknown): void => {
+      const message = `the buffer in front of sink '${consumerId}' refused ${array.length} event(s): ${messageOf(error)}`
+      const reason: BatchFailure = { componentId: consumerId, code: 'WRITE_FAILED', message }
+      let live = 0
+      for (const event of array.events) {
+        if (event.isEnded) continue
+        event.end('errored', { reason })
+        live++
+      }
+      const counters = this.#counters.get(consumerId)!
+      counters.errored += live
+      if (live > 0) counters.failed('WRITE_FAILED', live)
+      this.#emit({
+        type: 'component_error',
+        component: consumerId,
+        code: 'WRITE_FAILED',
+        message,
+        events: array.length,
+        cause: error,
+      })
+    }
+    return {
+      push(array) {
+        let pushed: Promise<void>
+        try {
+          pushed = buffer.push(array)
+        } catch (error) {
+          refused(array, error)
+          return RESOLVED
+        }
+        return Promise.resolve(pushed).then(undefined, (error: unknown) => refused(array, error))
       },
     }
   }
@@ -417,7 +467,7 @@ function discard(buffer: EdgeBuffer): Promise<void> {
 }
 
 function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
+  return error instanceof Error ? textOf(error.message) : textOf(error)
 }
 
 /** The in-memory channel in front of `id`, counting what it drops on `consumer`. */

@@ -32,6 +32,7 @@ import { RetryPolicy } from '../RetryPolicy.js'
 import type { Sink, SinkResult } from '../Sink.js'
 import type { Counters } from './Counters.js'
 import { EMPTY, MemoryChannel } from './MemoryChannel.js'
+import { textOf } from './textOf.js'
 
 const AUTHORITATIVE: EndOptions = { authoritative: true }
 
@@ -247,7 +248,7 @@ export class SinkRunner {
           break
         }
         const last = attempt >= this.#policy.attempts || this.#forced
-        const message = `attempt ${attempt} of ${this.#policy.attempts} failed${last ? '' : ', will retry'}: ${String(error)}`
+        const message = `attempt ${attempt} of ${this.#policy.attempts} failed${last ? '' : ', will retry'}: ${textOf(error)}`
         this.#report('WRITE_FAILED', message, array.length, error)
         if (last) {
           outcome = { status: 'errored', failure: this.#failure('WRITE_FAILED', message) }
@@ -426,7 +427,7 @@ export class SinkRunner {
 }
 
 function messageOf(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+  return error instanceof Error ? `${textOf(error.name)}: ${textOf(error.message)}` : textOf(error)
 }
 
 /** A value from untyped code, for a message: short, and never throwing. */

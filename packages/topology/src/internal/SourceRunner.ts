@@ -64,6 +64,8 @@ export class SourceRunner {
       signal,
       send: (records, options) => this.#send(records, options),
       sendEvents: (events) => {
+        // Untyped code may pass a plain array of events: taken in, it failed the consumer that read it.
+        if (!(events instanceof EventArray)) return Promise.reject(notAnEventArray(id, events))
         this.counters.received += events.length
         const turn = awaitLoopTurn(sendClockNow(events.length))
         return afterTurn(this.output.send(events), turn)
@@ -171,6 +173,19 @@ export class SourceRunner {
       return Promise.reject(error)
     }
   }
+}
+
+/** What `sendEvents` rejects with for anything but an `EventArray`. */
+function notAnEventArray(id: string, value: unknown): TypeError {
+  const got =
+    value === null || value === undefined
+      ? String(value)
+      : Array.isArray(value)
+        ? 'an array'
+        : typeof value === 'object'
+          ? 'another object'
+          : `a ${typeof value}`
+  return new TypeError(`source '${id}': sendEvents takes an EventArray, got ${got}`)
 }
 
 /** What `send` rejects with for a record that is no JSON object. */

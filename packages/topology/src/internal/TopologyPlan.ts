@@ -14,6 +14,7 @@ import { TransformOptions } from '../TransformOptions.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
 import { issuesOf, WHOLE } from './issuesOf.js'
 import { MAX_TIMER_MS } from './maxTimerMs.js'
+import { textOf } from './textOf.js'
 
 /** Where events of one output port go. */
 export type PortEdges = ReadonlyMap<string, readonly string[]>
@@ -341,7 +342,7 @@ function checkOptions(
         'INVALID_OPTION',
         decl.id,
         'buffer.type',
-        `buffer type '${String(type)}' is not built in: only the in-memory channel is given by options; other kinds are factories (a disk buffer: buffer: diskBuffer({ … }) from @ackline/buffers)`,
+        `buffer type '${textOf(type)}' is not built in: only the in-memory channel is given by options; other kinds are factories (a disk buffer: buffer: diskBuffer({ … }) from @ackline/buffers)`,
       )
       reportIssues(problems, 'INVALID_OPTION', decl.id, own.validate({ ...decl.options, buffer: undefined }))
       return
@@ -364,7 +365,7 @@ function checkOptions(
   try {
     issues = buffer.validate?.({ componentId: decl.id, dataDir: options.dataDir }) ?? []
   } catch (error) {
-    issues = [{ field: '', message: `the ${buffer.kind} buffer's validate() threw: ${String(error)}` }]
+    issues = [{ field: '', message: `the ${buffer.kind} buffer's validate() threw: ${textOf(error)}` }]
   }
   for (const issue of issues) {
     // A buffer's options as a whole (not an object) are the `buffer` field itself.
@@ -384,7 +385,7 @@ function checkConfig(decl: ComponentDeclaration, problems: TopologyProblem[], pr
     try {
       reportIssues(problems, 'INVALID_CONFIG', decl.id, decl.component.validate(), kind)
     } catch (error) {
-      problem('INVALID_CONFIG', decl.id, '(validate)', `${kind}: validate() threw: ${String(error)}`)
+      problem('INVALID_CONFIG', decl.id, '(validate)', `${kind}: validate() threw: ${textOf(error)}`)
     }
   }
   const members =

@@ -23,6 +23,7 @@ import type { Counters } from './Counters.js'
 import { HeldEvents } from './HeldEvents.js'
 import { EMPTY, type MemoryChannel, RESOLVED } from './MemoryChannel.js'
 import type { Output } from './Output.js'
+import { textOf } from './textOf.js'
 
 const nothing = (): void => {}
 /**
@@ -176,6 +177,10 @@ class CallContext implements TransformContext {
   }
 
   create(fields: JsonObject, inheritFrom: readonly LogEvent[] = []): LogEvent {
+    // Untyped code may hand anything here: as an event's fields it would fail far from its cause,
+    // or reach a sink that writes it as it is (`null`) and be delivered.
+    if (typeof fields !== 'object' || fields === null || Array.isArray(fields))
+      throw notFields(this.id, fields)
     // Every clone is made before the event: a parent that cannot be cloned (ended, or not an
     // event) throws with no clone left inside an event nobody will end, which would hold its
     // batch up for good.
@@ -490,7 +495,7 @@ export class TransformRunner {
             failure !== undefined
               ? this.failure(
                   'PROCESS_FAILED',
-                  `transform '${this.id}' threw in ${step}(): ${String(failure)}`,
+                  `transform '${this.id}' threw in ${step}(): ${textOf(failure)}`,
                 )
               : this.failure(
                   'LEAKED_EVENTS',
@@ -522,6 +527,9 @@ export class TransformRunner {
       // What else was emitted: held events leaving (or events the call made), then a compaction if due.
       for (const event of emitted) held.leave(event)
       held.settle()
+      // A call that returns after a forced stop: nothing will call the transform again to emit
+      // what it kept, and the stop has settled what was held before.
+      if (this.forced) this.#settleHeld('the forced stop')
     }
     if (leaked > 0) {
       this.counters.errored += leaked
@@ -532,7 +540,7 @@ export class TransformRunner {
         type: 'component_error',
         component: this.id,
         code: 'PROCESS_FAILED',
-        message: `transform '${this.id}' threw in ${step}(): ${String(failure)}; ${leaked} unhandled input event(s) settled errored`,
+        message: `transform '${this.id}' threw in ${step}(): ${textOf(failure)}; ${leaked} unhandled input event(s) settled errored`,
         events: leaked,
         cause: failure,
       })
@@ -612,6 +620,20 @@ function notAnEvent(id: string, member: 'emit' | 'emitAll', value: unknown): Com
   return new ComponentError('NOT_AN_EVENT', `context.${member} takes ${expected}, got ${got}`, {
     component: id,
     field: member,
+  })
+}
+
+/** What `create` throws for fields that are not a JSON object, as untyped code may pass (nothing is made). */
+function notFields(id: string, value: unknown): ComponentError<'NOT_FIELDS'> {
+  const got =
+    value === null || value === undefined
+      ? String(value)
+      : Array.isArray(value)
+        ? 'an array'
+        : `a ${typeof value}`
+  return new ComponentError('NOT_FIELDS', `context.create takes a JSON object as fields, got ${got}`, {
+    component: id,
+    field: 'create',
   })
 }
 

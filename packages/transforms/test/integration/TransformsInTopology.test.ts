@@ -64,6 +64,38 @@ describe('transforms in a topology', () => {
     },
   )
 
+  it.each([
+    ['filter', () => filter((async () => Promise.reject(new Error('lookup failed'))) as never)],
+    ['route', () => route({ kept: (async () => Promise.reject(new Error('lookup failed'))) as never })],
+    ['remap', () => remap((async () => Promise.reject(new Error('lookup failed'))) as never)],
+    ['remap', () => remap((() => [Promise.reject(new Error('lookup failed'))]) as never)],
+  ])(
+    '%s: a promise it refuses that rejects is handled, not left an unhandled rejection (which ends the process)',
+    async (_, make) => {
+      const unhandled: unknown[] = []
+      const onUnhandled = (reason: unknown): void => {
+        unhandled.push(reason)
+      }
+      process.on('unhandledRejection', onUnhandled)
+      try {
+        const { gen, statuses } = source([{ n: 1 }, { n: 2 }], 2)
+        const transform = make()
+        const topology = new TopologyBuilder({ acknowledgements: true })
+          .source('in', gen)
+          .transform('pick', ['in'], transform)
+          .sink('out', [transform.kind === 'route' ? 'pick.kept' : 'pick'], memory())
+          .build()
+        await runToEnd(topology)
+        expect(await statuses()).toEqual(['errored'])
+        // Node reports an unhandled rejection once the microtask queue has drained: a turn later.
+        await new Promise<void>((resolve) => setImmediate(resolve))
+        expect(unhandled).toEqual([])
+      } finally {
+        process.off('unhandledRejection', onUnhandled)
+      }
+    },
+  )
+
   it("filter: the runtime settles discards with the transform's own dropStatus", async () => {
     const { gen, statuses } = source([{ ok: true }, { ok: false }, { ok: true }, { ok: true }], 2)
     const out = memory()
@@ -141,5 +173,33 @@ describe('transforms in a topology', () => {
     await runToEnd(topology)
     expect(fields(out).map((f) => f.id)).toEqual([1, 3])
     expect(await statuses()).toEqual(['delivered', 'delivered'])
+  })
+
+  it('reduce: a merge path it cannot write in one group leaves the other groups and batches delivered', async () => {
+    const { gen, statuses } = source(
+      [
+        { k: 1, a: { b: 1 } },
+        { k: 2, a: 5 },
+        { k: 2, a: { b: 1 } },
+        { k: 3, a: { b: 2 } },
+      ],
+      1,
+    )
+    const out = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', gen)
+      .transform('sum', ['in'], reduce({ groupBy: ['k'], merge: { 'a.b': 'sum' } }))
+      .sink('out', ['sum'], out)
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await runToEnd(topology)
+    expect(await statuses()).toEqual(['delivered', 'delivered', 'delivered', 'delivered'])
+    expect(fields(out)).toEqual([
+      { k: 1, a: { b: 1 } },
+      { k: 2, a: 5 },
+      { k: 3, a: { b: 2 } },
+    ])
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
   })
 })
