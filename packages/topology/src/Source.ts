@@ -123,7 +123,7 @@ export interface SourceContext {
    * as offset-tracking ones). Ownership of the handles moves downstream. Resolves once they are
    * accepted, and lets the event loop turn as `send` does. Given anything but an `EventArray` (a
    * plain array of events, from untyped code), the promise rejects with a `TypeError` naming the
-   * source, and nothing is sent.
+   * source, and nothing is sent: the events are still the caller's, to end.
    */
   sendEvents(events: EventArray): Promise<void>
 }

@@ -46,8 +46,9 @@ export interface TransformContext {
    * event is checked after the call as an input is: one the call neither emitted nor ended is
    * settled `errored` and reported (`LEAKED_EVENTS`), or, for a transform with `flush`, held
    * until a later call emits it. If a parent cannot be cloned (it has ended), `create` throws and
-   * makes nothing; given `fields` that are not a JSON object (`null`, an array, a string, from
-   * untyped code), it throws a `ComponentError` with code `NOT_FIELDS` and makes nothing.
+   * makes nothing; given `fields` that are not a plain JSON object (`null`, an array, a string, a
+   * `Map`, a promise, a class instance: what untyped code may pass), it throws a `ComponentError`
+   * with code `NOT_FIELDS` and makes nothing.
    */
   create(fields: JsonObject, inheritFrom?: readonly LogEvent[]): LogEvent
 }

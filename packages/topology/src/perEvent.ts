@@ -6,7 +6,8 @@
  * either passed on as it is or handed to the transform's `settle`; while every event so far goes
  * on as it is, nothing is emitted, and if all of them do, the array is passed on whole with one
  * `emitAll` (the runtime then sends it downstream without copying it). When `step` (or
- * `settle`) throws for an event, that event is left as it is, the others are decided as usual,
+ * `settle`) throws for an event, that event is left as it is (unless `settle` emitted or ended it
+ * before it threw: then it goes as it was sent), the others are decided as usual,
  * and the call then throws the first error: the runtime settles the events left `errored` and
  * reports the failure, as it does for any transform that throws. So one event's failure touches
  * no other event, however the input was cut into arrays (a coalesced call holds several batches).

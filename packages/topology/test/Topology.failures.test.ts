@@ -196,6 +196,27 @@ describe('a thrown value without a string form (Object.create(null))', () => {
     expect(errors.map((f) => f.code)).toEqual(['PROCESS_FAILED'])
   })
 
+  it.each([
+    ['throws undefined', false],
+    ['throws undefined, with a flush (its event was held until the last flush)', true],
+  ])('a transform call that %s fails as PROCESS_FAILED, not as LEAKED_EVENTS', async (_, withFlush) => {
+    const source = oneByOne()
+    let calls = 0
+    const transform: Transform = {
+      kind: 'odd',
+      process(events, context) {
+        if (calls++ === 0) throw undefined
+        context.emitAll(events)
+      },
+      ...(withFlush ? { flush() {} } : {}),
+    }
+    const facts = await run(through(source, transform, testSink()))
+    expect(await source.statuses()).toEqual(['errored', 'delivered', 'delivered'])
+    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'PROCESS_FAILED' })
+    const errors = facts.filter((f) => f.type === 'component_error')
+    expect(errors.map((f) => f.code)).toEqual(['PROCESS_FAILED'])
+  })
+
   it('is reported as RUN_FAILED when a source run() rejects with it', async () => {
     const facts = await run(
       linear({ kind: 'odd', canAcknowledge: true, run: async () => Promise.reject(bare()) }, testSink()),

@@ -9,6 +9,7 @@ import {
   RetryableError,
   type Sink,
   type SinkResult,
+  type SourceContext,
   TopologyBuilder,
   TopologyError,
   type Transform,
@@ -106,12 +107,24 @@ describe('a buffer of another kind in front of a sink', () => {
     expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
   })
 
+  /** An error whose `message` getter throws (reading it in a catch block stopped the transform). */
+  const mute = (): Error => {
+    const error = new Error('unused')
+    Object.defineProperty(error, 'message', {
+      get() {
+        throw new Error('no message')
+      },
+    })
+    return error
+  }
+
   it.each([
-    ['settles what it refused, then rejects', true],
-    ['rejects and leaves the events live', false],
+    ['settles what it refused, then rejects', true, () => new Error('append failed'), 'append failed'],
+    ['rejects and leaves the events live', false, () => new Error('append failed'), 'append failed'],
+    ['rejects with an error whose message getter throws', false, mute, 'cannot be converted'],
   ])(
     'whose push %s (a disk buffer whose append threw) fails those events only: the transform feeding it goes on',
-    async (_, settles) => {
+    async (_, settles, error, said) => {
       // The rejection reached the transform runner, which stopped: every later event waited in
       // its channel until the stop (for ever, for a source waiting on its receipts).
       const buffer = queueBuffer()
@@ -120,7 +133,7 @@ describe('a buffer of another kind in front of a sink', () => {
       buffer.push = async (events) => {
         if (pushes++ > 0) return push(events)
         if (settles) events.end('errored')
-        throw new Error('append failed')
+        throw error()
       }
       const source: TestSource = testSource([records(1), records(2), records(3)], {
         afterSend: async (sent) => {
@@ -128,25 +141,56 @@ describe('a buffer of another kind in front of a sink', () => {
         },
       })
       const sink = testSink()
-      const facts = await run(
-        new TopologyBuilder(on)
-          .source('in', source)
-          .transform('t', ['in'], passThrough())
-          .sink('out', ['t'], sink, { buffer: { kind: 'queue', open: async () => buffer } })
-          .build(),
-      )
+      const topology = new TopologyBuilder(on)
+        .source('in', source)
+        .transform('t', ['in'], passThrough())
+        .sink('out', ['t'], sink, { buffer: { kind: 'queue', open: async () => buffer } })
+        .build()
+      const facts = await run(topology)
       expect(await source.statuses()).toEqual(['errored', 'delivered', 'delivered'])
       expect(sink.received).toEqual(records(2, 3))
       expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
-        {
-          component: 'out',
-          code: 'WRITE_FAILED',
-          events: 1,
-          message: expect.stringContaining('append failed'),
-        },
+        { component: 'out', code: 'WRITE_FAILED', events: 1, message: expect.stringContaining(said) },
       ])
+      // Counted whether the buffer settled the events itself or left them to the runtime.
+      expect(topology.metrics().out).toMatchObject({ erroredEvents: 1, failures: { WRITE_FAILED: 1 } })
     },
   )
+})
+
+describe('a buffer whose push throws instead of rejecting', () => {
+  it("fails the source's send, and the other consumers still get their copies: nothing waits for ever", async () => {
+    // The throw left the fan-out half done: the sinks after it got nothing, and the refused
+    // copy was never ended, so the batch stayed in flight until the stop.
+    const buffer = queueBuffer()
+    buffer.push = () => {
+      throw new Error('refused at once')
+    }
+    let refused: unknown
+    const source = {
+      kind: 'once',
+      canAcknowledge: true,
+      async run(context: SourceContext) {
+        await context.send([{ n: 1 }]).catch((error: unknown) => {
+          refused = error
+        })
+      },
+    }
+    const b = testSink()
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .sink('a', ['in'], testSink(), { buffer: { kind: 'queue', open: async () => buffer } })
+      .sink('b', ['in'], b)
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(b.received).toEqual([{ n: 1 }]), { timeout: 5000, interval: 5 })
+    await vi.waitFor(() => expect(topology.metrics().in!.acksInFlight).toBe(0), {
+      timeout: 5000,
+      interval: 5,
+    })
+    expect(String(refused)).toContain('refused at once')
+    await topology.stop()
+  })
 })
 
 describe('back pressure', () => {

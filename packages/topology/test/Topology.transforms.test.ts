@@ -200,6 +200,8 @@ describe('user transforms', () => {
     ['null', null],
     ['an array', [{ n: 1 }]],
     ['a string', 'text'],
+    ['a Map', new Map([['n', 1]])],
+    ['a Promise', Promise.resolve({ n: 1 })],
   ])(
     'fails a call whose create() is given %s as fields, instead of passing on an event no sink can read',
     async (what, fields) => {

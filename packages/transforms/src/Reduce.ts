@@ -122,8 +122,10 @@ class Reduce implements ReduceTransform {
   }
 
   flush(context: TransformContext): void {
-    for (const group of this.#groups.values()) context.emit(this.#close(group))
-    this.#groups.clear()
+    // Each group leaves the map before it is closed: a close that throws (a frozen record) fails
+    // the flush with the groups before it emitted once, not kept to be emitted again.
+    for (let group = this.#groups.shift(); group !== undefined; group = this.#groups.shift())
+      context.emit(this.#close(group))
   }
 
   #add(event: LogEvent, context: TransformContext): void {
@@ -153,21 +155,26 @@ class Reduce implements ReduceTransform {
   }
 
   /**
-   * Writes the merged values into the group's event and returns it. Never throws: a throw here
-   * would fail the call with the group half closed (a flush would emit its earlier groups again).
+   * Writes the merged values into the group's event and returns it. A merged value whose path is
+   * blocked in the first event is left out (see {@link MergeStrategy}); any other failure (a
+   * frozen record, a cycle) throws, and fails the call loudly.
    */
   #close(group: Group): LogEvent {
     const fields = this.#fields
     for (let f = 0; f < fields.length; f++) {
       const value = group.values[f]
       if (value === undefined) continue
+      // A copy: values may be objects still shared with clones of the merged events (a cycle
+      // throws here, loudly, as any failure but the one below).
+      const copy = JsonValue.copy(value)
       try {
-        // A copy: values may be objects still shared with clones of the merged events.
-        group.event.set(fields[f]!, JsonValue.copy(value))
+        group.event.set(fields[f]!, copy)
       } catch (error) {
         // The path runs through a value that is not an object in the first event (`a` is 5 for
-        // `a.b`): the merged value has no place there, the first event's value stays.
-        if (!(error instanceof TypeError)) throw error
+        // `a.b`): the merged value has no place there, the first event's value stays. Only that
+        // refusal of `set` (its own words) is taken so: a frozen record, say, fails the call.
+        if (!(error instanceof TypeError && error.message.startsWith(`cannot set '${fields[f]!}'`)))
+          throw error
       }
     }
     return group.event

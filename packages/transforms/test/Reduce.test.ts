@@ -182,6 +182,23 @@ describe('reduce', () => {
       expect(t.openGroups).toBe(0)
       expect(everyHandleLeft(batch.events, ctx.emitted)).toBe(true)
     })
+
+    it('leaves out only that: a merged value that cannot be written for another reason (a frozen record) fails the call', () => {
+      const t = reduce({ groupBy: ['k'], maxEvents: 2, merge: { n: 'sum' } })
+      const batch = testBatch([Object.freeze({ k: 1, n: 1 }), Object.freeze({ k: 1, n: 2 })])
+      expect(() => t.process(batch.events, new FakeTransformContext())).toThrow(TypeError)
+    })
+
+    it('emits each group once even when a flush fails on a later one', () => {
+      const t = reduce({ groupBy: ['k'], merge: { n: 'sum' } })
+      const batch = testBatch([{ k: 1, n: 1 }, Object.freeze({ k: 2, n: 1 }), { k: 2, n: 2 }, { k: 3, n: 1 }])
+      const ctx = new FakeTransformContext()
+      t.process(batch.events, ctx)
+      expect(() => t.flush(ctx)).toThrow(TypeError) // group 2's first event is frozen
+      t.flush(ctx) // throws 'emitted the same handle twice' if group 1 were still open
+      expect(ctx.fieldsOn().map((f) => f.k)).toEqual([1, 3])
+      expect(t.openGroups).toBe(0)
+    })
   })
 
   it('keeps an event whose key has no JSON form (a BigInt, from a source) in a group of its own, and the others merging', () => {

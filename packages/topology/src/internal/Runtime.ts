@@ -386,15 +386,12 @@ export class Runtime {
     const refused = (array: EventArray, error: unknown): void => {
       const message = `the buffer in front of sink '${consumerId}' refused ${array.length} event(s): ${messageOf(error)}`
       const reason: BatchFailure = { componentId: consumerId, code: 'WRITE_FAILED', message }
-      let live = 0
-      for (const event of array.events) {
-        if (event.isEnded) continue
-        event.end('errored', { reason })
-        live++
-      }
+      // Each refused event ends errored: here, or by the buffer before it refused (a disk buffer
+      // settles what it could not store); counted either way.
+      for (const event of array.events) if (!event.isEnded) event.end('errored', { reason })
       const counters = this.#counters.get(consumerId)!
-      counters.errored += live
-      if (live > 0) counters.failed('WRITE_FAILED', live)
+      counters.errored += array.length
+      if (array.length > 0) counters.failed('WRITE_FAILED', array.length)
       this.#emit({
         type: 'component_error',
         component: consumerId,
@@ -467,7 +464,11 @@ function discard(buffer: EdgeBuffer): Promise<void> {
 }
 
 function messageOf(error: unknown): string {
-  return error instanceof Error ? textOf(error.message) : textOf(error)
+  try {
+    return error instanceof Error ? textOf(error.message) : textOf(error)
+  } catch {
+    return textOf(error) // a `message` getter that throws
+  }
 }
 
 /** The in-memory channel in front of `id`, counting what it drops on `consumer`. */

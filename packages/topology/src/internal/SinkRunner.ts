@@ -427,7 +427,11 @@ export class SinkRunner {
 }
 
 function messageOf(error: unknown): string {
-  return error instanceof Error ? `${textOf(error.name)}: ${textOf(error.message)}` : textOf(error)
+  try {
+    return error instanceof Error ? `${textOf(error.name)}: ${textOf(error.message)}` : textOf(error)
+  } catch {
+    return textOf(error) // a `name` or `message` getter that throws
+  }
 }
 
 /** A value from untyped code, for a message: short, and never throwing. */

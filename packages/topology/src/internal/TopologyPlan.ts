@@ -233,7 +233,7 @@ function reportIssues(
       code,
       component,
       field: issue.field,
-      message: kind === undefined ? issue.message : `${kind}: ${issue.message}`,
+      message: kind === undefined ? issue.message : `${textOf(kind)}: ${issue.message}`,
       ...(issue.expected === undefined ? {} : { expected: issue.expected }),
       ...(issue.got === undefined ? {} : { got: issue.got }),
     })

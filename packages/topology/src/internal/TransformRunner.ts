@@ -179,8 +179,7 @@ class CallContext implements TransformContext {
   create(fields: JsonObject, inheritFrom: readonly LogEvent[] = []): LogEvent {
     // Untyped code may hand anything here: as an event's fields it would fail far from its cause,
     // or reach a sink that writes it as it is (`null`) and be delivered.
-    if (typeof fields !== 'object' || fields === null || Array.isArray(fields))
-      throw notFields(this.id, fields)
+    if (!isPlainObject(fields)) throw notFields(this.id, fields)
     // Every clone is made before the event: a parent that cannot be cloned (ended, or not an
     // event) throws with no clone left inside an event nobody will end, which would hold its
     // batch up for good.
@@ -367,7 +366,7 @@ export class TransformRunner {
     try {
       pending = this.transform.process(array, context)
     } catch (error) {
-      return this.#finish(context, array.events, error, 'process')
+      return this.#finish(context, array.events, thrown(error), 'process')
     }
     if (pending === undefined) return this.#finish(context, array.events, undefined, 'process')
     // While this call waits, a late `emit` through the context could land in it unnoticed if the
@@ -375,7 +374,7 @@ export class TransformRunner {
     this.#shared = undefined
     return Promise.resolve(pending).then(
       () => this.#finish(context, array.events, undefined, 'process'),
-      (error: unknown) => this.#finish(context, array.events, error, 'process'),
+      (error: unknown) => this.#finish(context, array.events, thrown(error), 'process'),
     )
   }
 
@@ -388,7 +387,7 @@ export class TransformRunner {
       const pending = this.transform.flush(context)
       if (pending !== undefined) await pending
     } catch (error) {
-      failure = error
+      failure = thrown(error)
     }
     await this.#finish(context, [], failure, 'flush')
   }
@@ -623,14 +622,36 @@ function notAnEvent(id: string, member: 'emit' | 'emitAll', value: unknown): Com
   })
 }
 
+/**
+ * What a call threw, as its failure: `undefined` (`throw undefined`, `Promise.reject()`) stands
+ * for no failure in the checks, so it becomes an error that says so.
+ */
+function thrown(error: unknown): unknown {
+  return error === undefined ? new Error('undefined (thrown or rejected with no value)') : error
+}
+
+/**
+ * Whether `value` is a plain object (made by `{}`, `JSON.parse` or `Object.create(null)`): not a
+ * `Map`, a promise or a class instance, which a sink would write as `{}`.
+ */
+function isPlainObject(value: unknown): value is JsonObject {
+  if (typeof value !== 'object' || value === null) return false
+  const prototype: unknown = Object.getPrototypeOf(value)
+  return prototype === Object.prototype || prototype === null
+}
+
 /** What `create` throws for fields that are not a JSON object, as untyped code may pass (nothing is made). */
 function notFields(id: string, value: unknown): ComponentError<'NOT_FIELDS'> {
+  const maker: unknown =
+    typeof value === 'object' && value !== null ? (value as { constructor?: unknown }).constructor : undefined
   const got =
     value === null || value === undefined
       ? String(value)
       : Array.isArray(value)
         ? 'an array'
-        : `a ${typeof value}`
+        : typeof maker === 'function' && typeof maker.name === 'string' && maker.name !== ''
+          ? `a ${maker.name}`
+          : `a ${typeof value}`
   return new ComponentError('NOT_FIELDS', `context.create takes a JSON object as fields, got ${got}`, {
     component: id,
     field: 'create',

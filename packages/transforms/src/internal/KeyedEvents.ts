@@ -68,4 +68,13 @@ export class KeyedEvents<V> {
   clear(): void {
     this.#entries.clear()
   }
+
+  /** Removes and returns the oldest value, if any. */
+  shift(): V | undefined {
+    const entries = this.#entries
+    const first = entries.entries().next()
+    if (first.done === true) return undefined
+    entries.delete(first.value[0])
+    return first.value[1]
+  }
 }
