@@ -179,6 +179,27 @@ describe('a thrown value without a string form (Object.create(null))', () => {
     expect(errors.map((f) => f.code)).toEqual(['WRITE_FAILED'])
   })
 
+  it('rejects the write that threw a RejectError whose message getter throws, and the sink goes on', async () => {
+    const source = oneByOne()
+    let writes = 0
+    const sink = testSink({
+      write: async () => {
+        if (writes++ === 0) {
+          const error = new RejectError('out', 'unused')
+          Object.defineProperty(error, 'message', {
+            get() {
+              throw new Error('no message')
+            },
+          })
+          throw error
+        }
+        return undefined
+      },
+    })
+    await run(linear(source, sink))
+    expect(await source.statuses()).toEqual(['rejected', 'delivered', 'delivered'])
+  })
+
   it('fails the transform call that threw it, and the transform goes on', async () => {
     const source = oneByOne()
     let calls = 0

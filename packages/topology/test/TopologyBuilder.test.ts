@@ -484,4 +484,16 @@ describe('a validate() that throws a value without a string form', () => {
     )
     expect(brief(problems)).toEqual(['INVALID_CONFIG out (validate)'])
   })
+
+  it('reports the issues of a component whose kind is a Symbol (untyped code), not a TypeError', () => {
+    const sink = {
+      ...testSink(),
+      kind: Symbol('odd') as unknown as string,
+      validate: () => [{ field: 'x', message: 'bad' }],
+    }
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet).source('in', testSource([])).sink('out', ['in'], sink).build(),
+    )
+    expect(problems.map((p) => p.message)).toContainEqual(expect.stringContaining('Symbol(odd): bad'))
+  })
 })
