@@ -3,182 +3,20 @@
 // merge, detach, authoritative ends, reasons, arrays ended in runs, reading finalizers, joining
 // other batches); leaks are found through the block's token; the runtime's forced stop finds them.
 import {
-  BatchNotifier,
-  type BatchStatus,
   type BatchStatusReceiver,
-  type DeliveryStatus,
-  EventArray,
+  type EventArray,
   EventFinalizerGroups,
-  type JsonObject,
   LeakDetector,
   type LeakReport,
   LogEvent,
   SlotBatches,
-  type SlotBatchOwner,
-  type SlotBlock,
 } from '@ackline/core'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { closeFillingBlocks, SlotOpener, type SlotOwner } from '../src/internal/slots.js'
 import { DELIVERED as DELIVERED_CODE } from '../src/internal/statusCodes.js'
 import { collectProvably, collectUntil, gc } from './support/collect.js'
-
-interface Told {
-  readonly id: string
-  readonly status: BatchStatus
-  readonly reason: unknown
-  readonly via: 'slot' | 'state'
-}
-
-/** Records what a runtime owning slot batches is told, in order. */
-class Owner implements SlotBatchOwner {
-  readonly told: Told[] = []
-  readonly opened: number[] = []
-
-  slotResolved(status: BatchStatus, openedAt: number, _now: number, block: SlotBlock, index: number): void {
-    this.told.push({ id: block.batchId(index), status, reason: undefined, via: 'slot' })
-    this.opened.push(openedAt)
-  }
-
-  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void {
-    this.told.push({ id: receiver.batchId, status, reason: receiver.reason, via: 'state' })
-    this.opened.push(receiver.openedAt)
-  }
-}
-
-type Op =
-  | { t: 'end'; h: number; status: number; reason: boolean; authoritative: boolean }
-  | { t: 'clone'; h: number }
-  | { t: 'merge'; h: number; g: number }
-  | { t: 'detachEnd'; h: number; status: number; reason: boolean }
-  | { t: 'detachAttach'; h: number }
-  | { t: 'finalizers'; h: number }
-  | { t: 'update'; h: number; status: number }
-  | { t: 'join'; h: number }
-  | { t: 'run'; h: number; n: number; status: number }
-
-const STATUSES: (DeliveryStatus | undefined)[] = [undefined, 'delivered', 'errored', 'rejected']
-const h = fc.nat(40)
-const st = fc.nat(3)
-const op: fc.Arbitrary<Op> = fc.oneof(
-  {
-    arbitrary: fc.record({
-      t: fc.constant('end' as const),
-      h,
-      status: st,
-      reason: fc.boolean(),
-      authoritative: fc.boolean(),
-    }),
-    weight: 6,
-  },
-  { arbitrary: fc.record({ t: fc.constant('clone' as const), h }), weight: 3 },
-  { arbitrary: fc.record({ t: fc.constant('merge' as const), h, g: h }), weight: 2 },
-  {
-    arbitrary: fc.record({ t: fc.constant('detachEnd' as const), h, status: st, reason: fc.boolean() }),
-    weight: 1,
-  },
-  { arbitrary: fc.record({ t: fc.constant('detachAttach' as const), h }), weight: 1 },
-  { arbitrary: fc.record({ t: fc.constant('finalizers' as const), h }), weight: 1 },
-  {
-    arbitrary: fc.record({ t: fc.constant('update' as const), h, status: fc.integer({ min: 1, max: 3 }) }),
-    weight: 1,
-  },
-  { arbitrary: fc.record({ t: fc.constant('join' as const), h }), weight: 1 },
-  {
-    arbitrary: fc.record({
-      t: fc.constant('run' as const),
-      h,
-      n: fc.integer({ min: 1, max: 6 }),
-      status: st,
-    }),
-    weight: 4,
-  },
-)
-
-/** What became of a program's batches: (batch number, status, reason) in the order they resolved. */
-type Outcome = [string, BatchStatus, unknown][]
-
-/**
- * Runs `ops` on events of `sizes.length` batches made by `make`, then ends every handle left,
- * `delivered`, in runs. `join` adds a handle to one more batch, made with a notifier in both
- * worlds (`extra<n>`).
- */
-function run(
-  sizes: number[],
-  ops: Op[],
-  make: (records: JsonObject[]) => EventArray,
-  told: () => Outcome,
-  onExtra: (name: string, receiver: BatchStatusReceiver) => void,
-): Outcome {
-  const handles: LogEvent[] = []
-  sizes.forEach((size, b) => {
-    handles.push(...make(Array.from({ length: size }, (_, i) => ({ b, i }))).events)
-  })
-  let extras = 0
-  const reasonFor = (k: number) => ({ componentId: 'sink', code: `C${k}`, message: `reason ${k}` })
-  ops.forEach((o, k) => {
-    if (handles.length === 0) return
-    const at = o.h % handles.length
-    const event = handles[at]!
-    switch (o.t) {
-      case 'end': {
-        const status = STATUSES[o.status]
-        const options = {
-          ...(o.reason ? { reason: reasonFor(k) } : {}),
-          ...(o.authoritative ? { authoritative: true } : {}),
-        }
-        event.end(status, o.reason || o.authoritative ? options : undefined)
-        handles.splice(at, 1)
-        break
-      }
-      case 'clone':
-        handles.push(event.clone())
-        break
-      case 'merge': {
-        const from = o.g % handles.length
-        if (from === at) break
-        event.merge(handles[from]!)
-        handles.splice(from, 1)
-        break
-      }
-      case 'detachEnd': {
-        const groups = EventFinalizerGroups.detach([event])
-        groups.end(0, STATUSES[o.status], o.reason ? { reason: reasonFor(k) } : {})
-        event.end() // the handle itself now carries nothing
-        handles.splice(at, 1)
-        break
-      }
-      case 'detachAttach': {
-        const groups = EventFinalizerGroups.detach([event])
-        const moved = new LogEvent({ moved: k })
-        groups.attach(0, moved)
-        event.end()
-        handles[at] = moved
-        break
-      }
-      case 'finalizers':
-        event.metadata.finalizers.size
-        break
-      case 'update':
-        event.metadata.finalizers.updateStatus(STATUSES[o.status]!)
-        break
-      case 'join': {
-        const { notifier, receiver } = BatchNotifier.create({ sourceId: 'extra' })
-        onExtra(`extra${extras++}`, receiver)
-        notifier.attach(event)
-        notifier.release()
-        break
-      }
-      case 'run': {
-        const list = handles.splice(at, Math.min(o.n, handles.length - at))
-        new EventArray(list).end(STATUSES[o.status])
-        break
-      }
-    }
-  })
-  new EventArray(handles.splice(0)).end('delivered')
-  return told()
-}
+import { compare, Owner, programOp } from './support/slotPrograms.js'
 
 describe('SlotBatches', () => {
   it('resolves as batches with notifiers do, whatever a program does to the events', () => {
@@ -186,49 +24,9 @@ describe('SlotBatches', () => {
     fc.assert(
       fc.property(
         fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 5 }),
-        fc.array(op, { maxLength: 30 }),
+        fc.array(programOp(false), { maxLength: 30 }),
         (sizes, ops) => {
-          // With notifiers: each batch's status and reason, as its receiver resolves.
-          const byNotifier: Outcome = []
-          let made = 0
-          const listen = (name: string, receiver: BatchStatusReceiver) =>
-            receiver.onResolved((status) => byNotifier.push([name, status, receiver.reason]))
-          const withNotifiers = run(
-            sizes,
-            ops,
-            (records) => {
-              const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
-              listen(`b${made++}`, receiver)
-              return EventArray.fromRecords(records, { sourceId: 'src', batch: notifier })
-            },
-            () => byNotifier,
-            listen,
-          )
-
-          // As slots: the owner's reports and the extra batches' in one log, in order; a slot
-          // batch is named by the rank of its id (ids sort by creation).
-          const owner = new Owner()
-          const log: [string, BatchStatus, unknown][] = []
-          const ownerTold = owner.told.push.bind(owner.told)
-          owner.told.push = (...told: Told[]) => {
-            for (const t of told) log.push([t.id, t.status, t.reason])
-            return ownerTold(...told)
-          }
-          const slots = new SlotBatches('src', owner)
-          const asSlots = run(
-            sizes,
-            ops,
-            (records) => slots.fromRecords(records, Date.now()),
-            () => {
-              const ids = owner.told.map((t) => t.id).sort()
-              return log.map(([key, status, reason]) => [
-                key.startsWith('extra') ? key : `b${ids.indexOf(key)}`,
-                status,
-                reason,
-              ])
-            },
-            (name, receiver) => receiver.onResolved((status) => log.push([name, status, receiver.reason])),
-          )
+          const { withNotifiers, asSlots, owner } = compare(sizes, ops)
           expect(owner.told.length).toBe(sizes.length) // each slot batch told exactly once
           expect(new Set(owner.told.map((t) => t.id)).size).toBe(sizes.length)
           expect(asSlots).toEqual(withNotifiers)
