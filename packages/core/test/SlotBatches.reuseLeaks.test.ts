@@ -1,33 +1,11 @@
 // The leak detector over blocks reused with their tokens (RFC 0009 A′; run with --expose-gc): a
 // lost batch of a reused block is found, once; a live one never is; an old token collected late is
 // ignored; an idle opener whose block went to another source does not put it in the pool twice.
-import {
-  type BatchStatus,
-  type BatchStatusReceiver,
-  LeakDetector,
-  type LeakReport,
-  type LogEvent,
-  SlotBatches,
-  type SlotBatchOwner,
-  type SlotBlock,
-} from '@ackline/core'
+import { LeakDetector, type LeakReport, type LogEvent, SlotBatches } from '@ackline/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { collectProvably, collectUntil } from './support/collect.js'
+import { Owner } from './support/slotPrograms.js'
 
-interface Told {
-  readonly id: string
-  readonly status: BatchStatus
-  readonly via: 'slot' | 'state'
-}
-class Owner implements SlotBatchOwner {
-  readonly told: Told[] = []
-  slotResolved(status: BatchStatus, _openedAt: number, _now: number, block: SlotBlock, index: number): void {
-    this.told.push({ id: block.batchId(index), status, via: 'slot' })
-  }
-  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void {
-    this.told.push({ id: receiver.batchId, status, via: 'state' })
-  }
-}
 const tokenOf = (event: LogEvent): unknown => (event as unknown as { _ref: unknown })._ref
 const idOf = (slots: SlotBatches) => SlotBatches.idOf(slots.lastIdMs, slots.lastIdSeq)
 
