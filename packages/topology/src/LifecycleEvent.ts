@@ -41,6 +41,11 @@ export type ComponentErrorCode =
   | 'EMIT_AFTER_RETURN'
   /** A sink's `write` failed (one fact per failed attempt). */
   | 'WRITE_FAILED'
+  /**
+   * Reading the buffer in front of a sink failed (a disk buffer whose segment cannot be read): the
+   * sink tries again after its retry policy's back-off, one fact per failed attempt.
+   */
+  | 'READ_FAILED'
   /** A sink's `write` returned a number of statuses that does not match its events; all were settled `errored`. */
   | 'BAD_RESULT'
   /** A source's `run` threw. */

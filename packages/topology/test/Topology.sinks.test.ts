@@ -158,6 +158,39 @@ describe('a buffer of another kind in front of a sink', () => {
   )
 })
 
+describe('a buffer whose pull fails', () => {
+  it('is read again after the back-off, reported each time: the sink goes on delivering', async () => {
+    // A failed pull (a disk buffer's read error) stopped the sink for the run: every later event
+    // waited in the buffer until the stop.
+    const buffer = queueBuffer()
+    const pull = buffer.pull.bind(buffer)
+    let failures = 0
+    buffer.pull = async (signal) => {
+      if (failures < 2) {
+        failures++
+        throw new Error('EIO: i/o error, read')
+      }
+      return pull(signal)
+    }
+    const source = testSource([records(1), records(2)])
+    const sink = testSink()
+    const facts = await run(
+      linear(source, sink, {
+        retry: { initialBackoffMs: 1 },
+        buffer: { kind: 'queue', open: async () => buffer },
+      }),
+    )
+    expect(await source.statuses()).toEqual(['delivered', 'delivered'])
+    expect(sink.received).toEqual(records(1, 2))
+    const errors = facts.filter((f) => f.type === 'component_error')
+    expect(errors.map((f) => [f.component, f.code])).toEqual([
+      ['out', 'READ_FAILED'],
+      ['out', 'READ_FAILED'],
+    ])
+    expect(errors[1]!.message).toContain('attempt 2')
+  })
+})
+
 describe('a buffer whose push throws instead of rejecting', () => {
   it("fails the source's send, and the other consumers still get their copies: nothing waits for ever", async () => {
     // The throw left the fan-out half done: the sinks after it got nothing, and the refused

@@ -111,7 +111,7 @@ export class SinkRunner {
       // A wake's worth of queued input is taken without a promise; less is waited for until the
       // burst that queued it is over (`MemoryChannel.pullNow`), so that it comes coalesced.
       let array = memory !== undefined ? memory.pullNow() : EMPTY
-      if (array === EMPTY) array = await buffer.pull()
+      if (array === EMPTY) array = await this.#pull()
       if (array === undefined) return
       if (memory !== undefined) array = memory.coalesce(array)
       this.counters.received += array.length
@@ -148,12 +148,37 @@ export class SinkRunner {
 
   /** The next array to write, with what else already waits in memory; `undefined` when drained. */
   async #next(): Promise<EventArray | undefined> {
-    let array = await this.buffer.pull()
+    let array = await this.#pull()
     if (array === undefined) return undefined
     // What else already waits in memory goes in the same write (a disk buffer hands out its own).
     if (this.buffer instanceof MemoryChannel) array = this.buffer.coalesce(array)
     this.counters.received += array.length
     return array
+  }
+
+  /**
+   * The buffer's next array, or `undefined` once it is drained. A pull that fails (a disk buffer
+   * whose segment cannot be read) is reported (`READ_FAILED`) and tried again after the retry
+   * policy's back-off, for as long as the runner runs: stopped for good, the sink would leave
+   * every later event waiting until the stop. A forced stop ends the attempts.
+   */
+  async #pull(): Promise<EventArray | undefined> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.buffer.pull()
+      } catch (error) {
+        if (this.#forced) return undefined
+        const delay = RetryPolicy.backoffMs(this.#policy, attempt)
+        this.#report(
+          'READ_FAILED',
+          `reading its buffer failed (attempt ${attempt}): ${messageOf(error)}; trying again in ${delay} ms`,
+          0,
+          error,
+        )
+        await this.#sleep(delay)
+        if (this.#forced) return undefined
+      }
+    }
   }
 
   /** Settles every array being written `errored` now and stops retrying. */
@@ -414,7 +439,12 @@ export class SinkRunner {
     })
   }
 
-  #report(code: 'WRITE_FAILED' | 'BAD_RESULT', message: string, events: number, cause?: unknown): void {
+  #report(
+    code: 'WRITE_FAILED' | 'BAD_RESULT' | 'READ_FAILED',
+    message: string,
+    events: number,
+    cause?: unknown,
+  ): void {
     this.emit({
       type: 'component_error',
       component: this.id,
