@@ -11,6 +11,7 @@ import {
   LeakDetector,
   LogEvent,
 } from '@ackline/core'
+import { TopologyBuilder } from '@ackline/topology'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { EdgeBuffer } from '../../topology/src/EdgeBuffer.js'
 import { openDiskBufferOn } from './fixtures/MemoryBuffer.js'
@@ -575,5 +576,57 @@ describe('openDiskBuffer', () => {
     await buffer.dispose()
     const wrong = { type: 'memory', path: tempDir(), sinkId: 'out' } as unknown as DiskEdgeBufferOptions
     await expect(openDiskBuffer(wrong)).rejects.toMatchObject({ code: 'INVALID_OPTION', field: 'type' })
+  })
+})
+
+describe('the disk buffer in a topology, on a disk whose reads fail for a while', () => {
+  it('is read again after the sink reports each failed pull: every event is delivered', async () => {
+    const fs = new MemoryFileSystem()
+    let failures = 0
+    // The first two loads of a segment fail (EIO), then the disk answers again.
+    fs.fault = (op, path) => {
+      if (op !== 'read' || !path.endsWith('.seg') || failures >= 2) return undefined
+      failures++
+      return Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' })
+    }
+    const statuses: Promise<string>[] = []
+    const received: unknown[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', {
+        kind: 'test',
+        canAcknowledge: true,
+        async run(context) {
+          for (const n of [1, 2, 3]) statuses.push((await context.send([{ n }])).status)
+        },
+      })
+      .sink(
+        'out',
+        ['in'],
+        {
+          kind: 'test',
+          async write(events) {
+            for (const event of events.events) received.push(event.get('n'))
+            return undefined
+          },
+        },
+        {
+          retry: { initialBackoffMs: 1 },
+          buffer: {
+            kind: 'disk',
+            open: () => openDiskBufferOn({ path: '/buf', sinkId: 'out', fileSystem: fs, log: () => {} }),
+          },
+        },
+      )
+      .build()
+    const facts: string[] = []
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') facts.push(`${fact.component} ${fact.code}`)
+    })
+    await topology.start()
+    await topology.done
+    expect(await Promise.all(statuses)).toEqual(['delivered', 'delivered', 'delivered'])
+    expect(failures).toBe(2)
+    expect(received.sort()).toEqual([1, 2, 3])
+    expect(facts).toEqual(['out READ_FAILED', 'out READ_FAILED'])
   })
 })
