@@ -485,9 +485,13 @@ export class DiskBuffer {
     }
   }
 
-  /** @internal The dead-letter records of this (dead-letter) buffer, decoded. */
-  async *deadLetterEntries(): AsyncGenerator<DeadLetter & { readonly crc: number }> {
-    for await (const record of this.scan()) {
+  /**
+   * @internal The dead-letter records of this (dead-letter) buffer, decoded. `strict`: a segment
+   * that cannot be opened for another reason than being gone throws, instead of being skipped
+   * (a replay must not take its letters for missing ones).
+   */
+  async *deadLetterEntries(strict = false): AsyncGenerator<DeadLetter & { readonly crc: number }> {
+    for await (const record of this.#scan(strict)) {
       const letter = DeadLetterSet.decode(record)
       if (letter !== undefined) yield letter
     }
@@ -550,13 +554,28 @@ export class DiskBuffer {
       letters = []
       return undefined
     }
-    for await (const letter of queue.deadLetterEntries()) {
-      batch.push(letter.payload)
-      letters.push(letter.seq)
-      count++
-      if (batch.length >= 1000) {
-        const error = await flush()
-        if (error !== undefined) return { status: 'failed', error }
+    try {
+      for await (const letter of queue.deadLetterEntries(true)) {
+        batch.push(letter.payload)
+        letters.push(letter.seq)
+        count++
+        if (batch.length >= 1000) {
+          const error = await flush()
+          if (error !== undefined) return { status: 'failed', error }
+        }
+      }
+    } catch (error) {
+      // A segment of the dead-letter queue that cannot be read (EIO): what was moved stays moved,
+      // the rest (this batch too) stays in the dead-letter queue for a later replay.
+      return {
+        status: 'failed',
+        error: new DiskBufferError(
+          'READ_FAILED',
+          `reading the dead letters failed (${(error as Error).message}); ${count - batch.length} replayed, the rest stay`,
+          this.path,
+          undefined,
+          { cause: error },
+        ),
       }
     }
     const error = await flush()
@@ -572,15 +591,21 @@ export class DiskBuffer {
    * Every record not yet acknowledged, in order, without handing any out (for inspection). Reads
    * what was written when it started.
    */
-  async *scan(): AsyncGenerator<StoredRecord & { readonly crc: number }> {
+  scan(): AsyncGenerator<StoredRecord & { readonly crc: number }> {
+    return this.#scan(false)
+  }
+
+  /** {@link DiskBuffer.scan}; `strict`: a segment that cannot be opened but is not gone throws. */
+  async *#scan(strict: boolean): AsyncGenerator<StoredRecord & { readonly crc: number }> {
     const remains = remainsOf(this.#state)
     const segments = remains.segments.map((seg) => ({ name: seg.name, end: seg.visible }))
     for (const seg of segments) {
       let file: FileLike
       try {
         file = await this.#s.fs.open(`${this.path}/${seg.name}`, 'read')
-      } catch {
-        continue // deleted meanwhile: acknowledged
+      } catch (error) {
+        if (!strict || (error as NodeJS.ErrnoException).code === 'ENOENT') continue // deleted meanwhile: acknowledged
+        throw error
       }
       try {
         const reader = new SegmentReader(file, {

@@ -21,6 +21,8 @@ export type DiskBufferErrorCode =
   | 'CLOSED'
   /** A write or fsync failed (`cause` holds the system error; ENOSPC is one). */
   | 'WRITE_FAILED'
+  /** A file could not be read (`cause` holds the system error, EIO say). */
+  | 'READ_FAILED'
   /** The disk is full (ENOSPC); the write was rolled back. */
   | 'NO_SPACE'
   /**

@@ -259,6 +259,26 @@ describe('DiskBuffer acknowledgements', () => {
     await last.close()
   })
 
+  it('keeps the letters of a dead-letter segment it cannot open for a later replay, not taking them for missing ones', async () => {
+    const { fs, open } = setup({ segmentBytes: 60 }) // one letter a segment
+    const buffer = await open()
+    await buffer.append(records(6))
+    for (const r of (await buffer.read(6))!) await buffer.deadLetter(r.seq)
+    const first = `${PATH}/dead-letter/00000000000000000000.seg`
+    ;(fs as MemoryFileSystem).fault = (op, path) =>
+      op === 'open' && path === first
+        ? Object.assign(new Error('EIO: i/o error'), { code: 'EIO' })
+        : undefined
+    const failed = await buffer.replayDeadLetters()
+    expect(failed).toMatchObject({ status: 'failed', error: { code: 'READ_FAILED' } })
+    ;(fs as MemoryFileSystem).fault = undefined
+    expect(await buffer.replayDeadLetters()).toEqual({ status: 'replayed', count: 6 })
+    await buffer.close()
+    const again = await open()
+    expect((await drain(again)).sort()).toEqual(['r0', 'r1', 'r2', 'r3', 'r4', 'r5'])
+    await again.close()
+  })
+
   it('replays each dead letter once when two replays are asked for at once', async () => {
     const { open } = setup()
     const buffer = await open()
