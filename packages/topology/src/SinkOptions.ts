@@ -39,7 +39,11 @@ export const SinkOptions = defineOptions({
     .describe(
       "The buffer in front of the sink: the in-memory channel's options (the default), or, in code, a factory of another kind of buffer such as `diskBuffer({ maxBytes })` from `@ackline/buffers`.",
     ),
-  retry: RetryPolicy.schema.optional().describe('How failed writes are retried.'),
+  retry: RetryPolicy.schema
+    .optional()
+    .describe(
+      "How failed writes are retried; also the back-off between failed reads of the sink's buffer (at least 100 ms, with no limit of attempts: a stop with no deadline waits for a buffer that cannot be read).",
+    ),
   concurrency: z
     .int()
     .min(1)

@@ -191,6 +191,36 @@ describe('a buffer whose pull fails', () => {
   })
 })
 
+describe('a buffer whose pull always fails', () => {
+  it('is read again no more often than every 100 ms, whatever the retry policy, and a forced stop ends it', async () => {
+    // With `initialBackoffMs: 0` the sink retried on every timer turn: hundreds of facts a second.
+    const buffer = queueBuffer()
+    let pulls = 0
+    buffer.pull = async () => {
+      pulls++
+      throw new Error('EIO: i/o error, read')
+    }
+    const failures: string[] = []
+    const topology = linear(testSource([]), testSink(), {
+      retry: { initialBackoffMs: 0 },
+      buffer: { kind: 'queue', open: async () => buffer },
+    })
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') failures.push(fact.message)
+    })
+    await topology.start()
+    // Wait for the third failure the sink reports, then count what came meanwhile.
+    await vi.waitFor(() => expect(failures.length).toBeGreaterThanOrEqual(3), { timeout: 5000, interval: 5 })
+    const started = performance.now()
+    const before = pulls
+    await vi.waitFor(() => expect(pulls).toBeGreaterThanOrEqual(before + 2), { timeout: 5000, interval: 5 })
+    // Two more pulls took at least two waits of 100 ms.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(150)
+    expect(failures.every((m) => /trying again in \d+ ms/.test(m) && !m.includes('NaN'))).toBe(true)
+    await topology.stop({ drainTimeoutMs: 0 })
+  })
+})
+
 describe('a buffer whose push throws instead of rejecting', () => {
   it("fails the source's send, and the other consumers still get their copies: nothing waits for ever", async () => {
     // The throw left the fan-out half done: the sinks after it got nothing, and the refused

@@ -35,6 +35,8 @@ import { EMPTY, MemoryChannel } from './MemoryChannel.js'
 import { textOf } from './textOf.js'
 
 const AUTHORITATIVE: EndOptions = { authoritative: true }
+/** The shortest wait before a failed pull of the buffer is tried again, whatever the retry policy. */
+const READ_RETRY_MIN_MS = 100
 
 /**
  * What a failed write (or one event's error in a per-event result) means, decided here only:
@@ -159,8 +161,9 @@ export class SinkRunner {
   /**
    * The buffer's next array, or `undefined` once it is drained. A pull that fails (a disk buffer
    * whose segment cannot be read) is reported (`READ_FAILED`) and tried again after the retry
-   * policy's back-off, for as long as the runner runs: stopped for good, the sink would leave
-   * every later event waiting until the stop. A forced stop ends the attempts.
+   * policy's back-off, never less than {@link READ_RETRY_MIN_MS} (a policy of 0 would spin), for
+   * as long as the runner runs: stopped for good, the sink would leave every later event waiting
+   * until the stop. A forced stop ends the attempts (a stop with no deadline waits for them).
    */
   async #pull(): Promise<EventArray | undefined> {
     for (let attempt = 1; ; attempt++) {
@@ -168,7 +171,9 @@ export class SinkRunner {
         return await this.buffer.pull()
       } catch (error) {
         if (this.#forced) return undefined
-        const delay = RetryPolicy.backoffMs(this.#policy, attempt)
+        // The attempt is capped for the arithmetic: 0 · 2^1024 is NaN.
+        const backoff = RetryPolicy.backoffMs(this.#policy, Math.min(attempt, 64))
+        const delay = Number.isFinite(backoff) ? Math.max(READ_RETRY_MIN_MS, backoff) : READ_RETRY_MIN_MS
         this.#report(
           'READ_FAILED',
           `reading its buffer failed (attempt ${attempt}): ${messageOf(error)}; trying again in ${delay} ms`,
