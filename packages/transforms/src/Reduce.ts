@@ -125,7 +125,7 @@ class Reduce implements ReduceTransform {
     // Each group leaves the map before it is closed: a close that throws (a frozen record) fails
     // the flush with the groups before it emitted once, not kept to be emitted again.
     for (let group = this.#groups.shift(); group !== undefined; group = this.#groups.shift())
-      context.emit(this.#close(group))
+      context.emit(this.#closeOrFail(group, context))
   }
 
   #add(event: LogEvent, context: TransformContext): void {
@@ -135,11 +135,11 @@ class Reduce implements ReduceTransform {
       const values = this.#fields.map((field, f) => start(this.#strategies[f]!, event.get(field)))
       const opened: Group = { event, count: 1, values }
       if (this.#maxEvents === 1) {
-        context.emit(this.#close(opened))
+        context.emit(this.#closeOrFail(opened, context))
         return
       }
       const oldest = this.#groups.add(key, opened)
-      if (oldest !== undefined) context.emit(this.#close(oldest))
+      if (oldest !== undefined) context.emit(this.#closeOrFail(oldest, context))
       return
     }
     const fields = this.#fields
@@ -150,7 +150,24 @@ class Reduce implements ReduceTransform {
     group.event.merge(event)
     if (++group.count >= this.#maxEvents) {
       this.#groups.delete(key)
-      context.emit(this.#close(group))
+      context.emit(this.#closeOrFail(group, context))
+    }
+  }
+
+  /**
+   * {@link Reduce.#close}, or, when it throws, the group's event (which every event of the group
+   * was merged into, and which the map no longer holds) ended `errored` with the failure, and the
+   * error rethrown: nothing would ever emit or end it, and its batches would wait.
+   */
+  #closeOrFail(group: Group, context: TransformContext): LogEvent {
+    try {
+      return this.#close(group)
+    } catch (error) {
+      if (!group.event.isEnded) {
+        const message = `reduce '${context.id}' could not close a group: ${error instanceof Error ? error.message : 'a failure'}`
+        group.event.end('errored', { reason: { componentId: context.id, code: 'PROCESS_FAILED', message } })
+      }
+      throw error
     }
   }
 

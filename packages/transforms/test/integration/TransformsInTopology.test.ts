@@ -202,4 +202,29 @@ describe('transforms in a topology', () => {
     ])
     expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
   })
+
+  it('reduce: a group whose close in a timed flush fails (a frozen record) settles its events errored at once, not at the end of the run', async () => {
+    // The group left the map before its close: its first event, held from an earlier call,
+    // waited for the end of the run (LEAKED_EVENTS at the last flush), or for ever without one.
+    const statuses: Promise<BatchStatus>[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', {
+        kind: 'frozen',
+        canAcknowledge: true,
+        async run(context) {
+          statuses.push((await context.send([Object.freeze({ k: 1, n: 1 })])).status)
+          statuses.push((await context.send([{ k: 1, n: 2 }])).status)
+          // Settled by the timed flush that failed, not by the end of the run.
+          await Promise.all(statuses)
+        },
+      })
+      .transform('sum', ['in'], reduce({ groupBy: ['k'], windowMs: 20, merge: { n: 'sum' } }))
+      .sink('out', ['sum'], memory())
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await runToEnd(topology)
+    expect(await Promise.all(statuses)).toEqual(['errored', 'errored'])
+    expect(facts.filter((f) => f.type === 'component_error').map((f) => f.code)).toEqual(['PROCESS_FAILED'])
+  })
 })
