@@ -46,9 +46,10 @@ export interface TransformContext {
    * event is checked after the call as an input is: one the call neither emitted nor ended is
    * settled `errored` and reported (`LEAKED_EVENTS`), or, for a transform with `flush`, held
    * until a later call emits it. If a parent cannot be cloned (it has ended), `create` throws and
-   * makes nothing; given `fields` that are not a plain JSON object (`null`, an array, a string, a
-   * `Map`, a promise, a class instance: what untyped code may pass), it throws a `ComponentError`
-   * with code `NOT_FIELDS` and makes nothing.
+   * makes nothing; given `fields` that JSON would not write as an object of members (`null`, an
+   * array, a string, a `Map` or `Set`, a promise, a `Date`: what untyped code may pass), it throws
+   * a `ComponentError` with code `NOT_FIELDS` and makes nothing. A class instance is taken, as
+   * JSON writes its own members.
    */
   create(fields: JsonObject, inheritFrom?: readonly LogEvent[]): LogEvent
 }

@@ -196,12 +196,33 @@ describe('user transforms', () => {
     expect(await b.statuses()).toEqual(['errored'])
   })
 
+  it('takes a class instance as fields, as JSON writes its own members', async () => {
+    class Reading {
+      readonly n = 1
+      readonly nested = { unit: 'C' }
+    }
+    const source = testSource([records(1)])
+    const sink = testSink()
+    const transform: Transform = {
+      kind: 'creator',
+      process(events, context) {
+        context.emit(context.create(new Reading() as never, events.events))
+        for (const event of events.events) context.drop(event) // the new event stands for them
+      },
+    }
+    const facts = await run(through(source, transform, sink))
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
+    expect(await source.statuses()).toEqual(['delivered'])
+    expect(JSON.parse(JSON.stringify(sink.received))).toEqual([{ n: 1, nested: { unit: 'C' } }])
+  })
+
   it.each([
     ['null', null],
     ['an array', [{ n: 1 }]],
     ['a string', 'text'],
     ['a Map', new Map([['n', 1]])],
     ['a Promise', Promise.resolve({ n: 1 })],
+    ['a Date', new Date(0)],
   ])(
     'fails a call whose create() is given %s as fields, instead of passing on an event no sink can read',
     async (what, fields) => {

@@ -179,7 +179,7 @@ class CallContext implements TransformContext {
   create(fields: JsonObject, inheritFrom: readonly LogEvent[] = []): LogEvent {
     // Untyped code may hand anything here: as an event's fields it would fail far from its cause,
     // or reach a sink that writes it as it is (`null`) and be delivered.
-    if (!isPlainObject(fields)) throw notFields(this.id, fields)
+    if (!isFieldsLike(fields)) throw notFields(this.id, fields)
     // Every clone is made before the event: a parent that cannot be cloned (ended, or not an
     // event) throws with no clone left inside an event nobody will end, which would hold its
     // batch up for good.
@@ -631,13 +631,24 @@ function thrown(error: unknown): unknown {
 }
 
 /**
- * Whether `value` is a plain object (made by `{}`, `JSON.parse` or `Object.create(null)`): not a
- * `Map`, a promise or a class instance, which a sink would write as `{}`.
+ * Whether `value` can be an event's fields: an object that JSON writes as an object with its
+ * members (a plain one, or a class instance), not an array, a `Map` or `Set` (written `{}`), a
+ * promise, a `Date` or a `RegExp` (written as a string, or `{}`), or binary data.
  */
-function isPlainObject(value: unknown): value is JsonObject {
-  if (typeof value !== 'object' || value === null) return false
-  const prototype: unknown = Object.getPrototypeOf(value)
-  return prototype === Object.prototype || prototype === null
+function isFieldsLike(value: unknown): value is JsonObject {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false
+  if (
+    value instanceof Map ||
+    value instanceof Set ||
+    value instanceof WeakMap ||
+    value instanceof WeakSet ||
+    value instanceof Date ||
+    value instanceof RegExp ||
+    value instanceof ArrayBuffer ||
+    ArrayBuffer.isView(value)
+  )
+    return false
+  return typeof (value as { then?: unknown }).then !== 'function'
 }
 
 /** What `create` throws for fields that are not a JSON object, as untyped code may pass (nothing is made). */
