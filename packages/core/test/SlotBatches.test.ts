@@ -4,7 +4,7 @@
 // other batches); leaks are found through the block's token; the runtime's forced stop finds them.
 import {
   type BatchStatusReceiver,
-  type EventArray,
+  EventArray,
   EventFinalizerGroups,
   LeakDetector,
   type LeakReport,
@@ -230,6 +230,36 @@ describe('SlotBatches over many blocks', () => {
   it('refuses an empty batch and one over its size, naming the bound', () => {
     const slots = new SlotBatches('bounds', new Owner())
     expect(() => slots.fromRecords([], Date.now())).toThrow(/1 to 16777215 records, not 0/)
+  })
+})
+
+describe('SlotBatches and the end clock', () => {
+  it("tells the owner one clock reading for all the slot batches one array's end resolves", () => {
+    let clock = 1_000
+    const reads = vi.spyOn(Date, 'now').mockImplementation(() => ++clock)
+    try {
+      const told: [number, number][] = []
+      const owner = new Owner()
+      owner.slotResolved = (_status, _openedAt, now, _block, index) => {
+        told.push([index, now])
+      }
+      const slots = new SlotBatches('clocked', owner)
+      // Opened before the clock's readings (ingest 500), so no batch opened after the end's reading.
+      const merged = [2, 1, 3].flatMap(
+        (size) =>
+          slots.fromRecords(
+            Array.from({ length: size }, () => ({})),
+            500,
+          ).events,
+      )
+      const before = reads.mock.calls.length
+      new EventArray(merged).end('delivered')
+      expect(reads.mock.calls.length - before).toBe(1) // one reading for three batches
+      expect(told.map(([, now]) => now)).toEqual([clock, clock, clock])
+      expect(new Set(told.map(([index]) => index)).size).toBe(3)
+    } finally {
+      reads.mockRestore()
+    }
   })
 })
 
