@@ -37,12 +37,12 @@ export class Output {
       return RESOLVED
     }
     this.#counters.sent += array.length * n
-    if (n === 1) return pushTo(inlets[0]!, array)
+    if (n === 1) return inlets[0]!.push(array)
     const copies: EventArray[] = [array]
     for (let i = 1; i < n; i++) copies.push(array.clone())
     let pending: Promise<void>[] | undefined
     for (let i = 0; i < n; i++) {
-      const pushed = pushTo(inlets[i]!, copies[i]!)
+      const pushed = inlets[i]!.push(copies[i]!)
       if (pushed === RESOLVED) continue
       if (pending === undefined) pending = [pushed]
       else pending.push(pushed)
@@ -50,19 +50,5 @@ export class Output {
     // Every consumer had room: the producer need not wait.
     if (pending === undefined) return RESOLVED
     return Promise.all(pending).then(nothing)
-  }
-}
-
-/**
- * `inlet.push(array)`, with a push that throws instead of rejecting (a buffer of another kind)
- * taken as a rejection: the consumers after it still get their copies, and the handles it refused
- * end `errored` (nobody else will end them: their batch would wait for ever).
- */
-function pushTo(inlet: Inlet, array: EventArray): Promise<void> {
-  try {
-    return inlet.push(array)
-  } catch (error) {
-    for (const event of array.events) if (!event.isEnded) event.end('errored')
-    return Promise.reject(error)
   }
 }

@@ -348,7 +348,8 @@ export class Runtime {
 
   /**
    * The output of port `port` of `producerId`: an inlet per consumer reading that port. A
-   * transform's (`fromTransform`) takes a buffer's refusal itself (see `#refusable`).
+   * transform's (`fromTransform`) takes a buffer's refusal itself; a source's `send` rejects with
+   * it (see `#refusable`).
    */
   #output(producerId: string, port: string, counters: Counters, fromTransform = false): Output {
     const consumers = this.#plan.edges.get(producerId)?.get(port) ?? []
@@ -363,10 +364,9 @@ export class Runtime {
     const plan = this.#plan
     const settleOnAccept =
       plan.sinkAcks.get(consumerId) === false && plan.sinkCarriesFinalizers.get(consumerId) === true
-    // A source's send rejects with what a buffer refused (a source that can give it back, as a
-    // broker's, does); a transform cannot, and is not stopped by it.
+    // The in-memory channel never refuses; a buffer of another kind may.
     const inlet =
-      fromTransform && !(buffer instanceof MemoryChannel) ? this.#refusable(consumerId, buffer) : buffer
+      buffer instanceof MemoryChannel ? buffer : this.#refusable(consumerId, buffer, fromTransform)
     if (!settleOnAccept) return inlet
     // A sink without acknowledgements must not hold its sources up: its copy counts as delivered once accepted.
     return {
@@ -378,11 +378,15 @@ export class Runtime {
   }
 
   /**
-   * A buffer of another kind fed by a transform, whose push may reject (a disk buffer whose append
-   * threw): what it refused is failed here, and the transform goes on with its next array. Passed
-   * on, the rejection stopped the transform, and every later event waited in front of it.
+   * A buffer of another kind, whose push may refuse an array: reject (a disk buffer whose append
+   * threw, which settles the events first), or throw instead of rejecting. Fed by a transform
+   * (`fromTransform`), what it refused is failed here and the transform goes on with its next
+   * array: passed on, the refusal stopped the transform, and every later event waited in front of
+   * it. Fed by a source, the source's `send` rejects with the refusal (a source that can give its
+   * input back, as a broker's, does); a push that throws is failed here first, so the source's
+   * other consumers still get their copies and nothing waits for the refused one.
    */
-  #refusable(consumerId: string, buffer: EdgeBuffer): Inlet {
+  #refusable(consumerId: string, buffer: EdgeBuffer, fromTransform: boolean): Inlet {
     const refused = (array: EventArray, error: unknown): void => {
       const message = `the buffer in front of sink '${consumerId}' refused ${array.length} event(s): ${messageOf(error)}`
       const reason: BatchFailure = { componentId: consumerId, code: 'WRITE_FAILED', message }
@@ -408,9 +412,11 @@ export class Runtime {
           pushed = buffer.push(array)
         } catch (error) {
           refused(array, error)
-          return RESOLVED
+          return fromTransform ? RESOLVED : Promise.reject(error)
         }
-        return Promise.resolve(pushed).then(undefined, (error: unknown) => refused(array, error))
+        return fromTransform
+          ? Promise.resolve(pushed).then(undefined, (error: unknown) => refused(array, error))
+          : pushed
       },
     }
   }
