@@ -22,6 +22,7 @@
  *
  * @module
  */
+import { MAX_TIMER_MS } from '@ackline/topology'
 import { DiskBufferError } from './DiskBufferError.js'
 import type { DiskBufferOptions } from './DiskBufferOptions.js'
 import { BufferParts, type BufferRemains, type BufferStart } from './internal/BufferParts.js'
@@ -40,7 +41,6 @@ import type { FileLike } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
 import type { Held } from './internal/InFlightRecords.js'
 import { LockFile } from './internal/LockFile.js'
-import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 import { Recovery } from './internal/Recovery.js'
 import { SegmentReader } from './internal/SegmentReader.js'
 import { DURABLE } from './internal/SegmentWriter.js'

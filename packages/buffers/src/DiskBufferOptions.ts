@@ -10,11 +10,10 @@
  *
  * @module
  */
-import { codeOption, defineOptions, type OptionsOf } from '@ackline/topology'
+import { codeOption, defineOptions, MAX_TIMER_MS, type OptionsOf } from '@ackline/topology'
 import { z } from 'zod'
 import type { FileSystem } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
-import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 
 /** The options the store and the edge buffer share, each with its rule and its default. */
 const shared = {

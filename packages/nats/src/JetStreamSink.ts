@@ -33,6 +33,7 @@ import {
   type ConfigIssue,
   codeOption,
   defineOptions,
+  MAX_TIMER_MS,
   type OptionsOf,
   RejectError,
   type ResolvedOptionsOf,
@@ -54,9 +55,6 @@ import { Connection, serversOf } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
 import { jetstreamUnavailable } from './internal/jetstreamUnavailable.js'
 import { tooLarge } from './internal/tooLarge.js'
-
-/** The longest delay a timer holds (2^31 − 1 ms, about 24.8 days): a longer one fires at once. */
-const MAX_TIMER_MS = 2_147_483_647
 
 /** Options of {@link jetstreamSink}: its schema (`validate`, `jsonSchema`, …). */
 export const JetStreamSinkOptions = defineOptions({

@@ -35,6 +35,7 @@ import {
   ConfigIssue,
   codeOption,
   defineOptions,
+  MAX_TIMER_MS,
   type OptionsOf,
   type ResolvedOptionsOf,
   type Source,
@@ -129,7 +130,7 @@ export const JetStreamSourceOptions = defineOptions({
   apiTimeoutMs: z
     .int()
     .min(1)
-    .max(2_147_483_647)
+    .max(MAX_TIMER_MS)
     .default(5000)
     .describe(
       "How long to wait for each of JetStream's answers when the source binds its consumer (reading or creating it), in ms.",

@@ -12,6 +12,7 @@
  * @module
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { MAX_TIMER_MS } from '@ackline/topology'
 import { CrashLoopError } from './CrashLoopError.js'
 import { CRASH_REPORT_PREFIX } from './CrashReporter.js'
 import { seededRandom } from './internal/seededRandom.js'
@@ -213,9 +214,6 @@ function validate(options: CrashLoopOptions): void {
       )
   }
 }
-
-/** The longest delay `setTimeout` keeps (2^31 - 1 ms, about 24.8 days). */
-const MAX_TIMER_MS = 2 ** 31 - 1
 
 interface RunPlan {
   readonly round: number

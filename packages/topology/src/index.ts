@@ -9,6 +9,7 @@ export { ComponentError, type ComponentErrorOptions } from './ComponentError.js'
 export type { ComponentMetrics } from './ComponentMetrics.js'
 export { ConfigIssue } from './ConfigIssue.js'
 export type { EdgeBuffer, EdgeBufferContext, EdgeBufferFactory } from './EdgeBuffer.js'
+export { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 export type { ComponentErrorCode, ComponentRole, LifecycleEvent } from './LifecycleEvent.js'
 export { MemoryBufferOptions } from './MemoryBufferOptions.js'
 export {

@@ -14,6 +14,7 @@ import { type EventArray, JsonValue, type LogEvent } from '@ackline/core'
 import {
   type ConfigIssue,
   defineOptions,
+  MAX_TIMER_MS,
   type OptionsOf,
   type Transform,
   type TransformContext,
@@ -47,7 +48,7 @@ export const ReduceOptions = defineOptions({
     .int()
     .min(1)
     // The longest a timer waits (2^31 - 1 ms): a longer window would close every millisecond.
-    .max(2_147_483_647)
+    .max(MAX_TIMER_MS)
     .default(5000)
     .describe(
       'Every this many milliseconds, every open group closes; at most 2147483647 (about 24.8 days, the longest a timer waits).',

@@ -12,10 +12,11 @@
  * connection fails loudly, so a wrong URL or refused credentials fail `start`/`run` at once
  * instead of retrying forever.
  */
+
+import { MAX_TIMER_MS } from '@ackline/topology'
 import { type Channel, type ChannelModel, type ConfirmChannel, connect } from 'amqplib'
 import { z } from 'zod'
 import { AmqpError } from '../AmqpError.js'
-import { MAX_TIMER_MS } from './ackMapping.js'
 
 /** The options of the connection the source and the sink share: spread into both schemas. */
 export const connectionOptions = {

@@ -17,6 +17,7 @@
  * | `rejected`  | live     | any                   | `basic.nack(requeue=false)` (dead-letter exchange) |
  */
 import type { RecordOutcome } from '@ackline/core'
+import { MAX_TIMER_MS } from '@ackline/topology'
 
 /** The retry bound and back-off of errored deliveries. */
 export interface RedeliveryPolicy {
@@ -63,9 +64,6 @@ export function brokerAction(
       return assertNever(status)
   }
 }
-
-/** The longest delay a Node.js timer keeps (2^31 - 1 ms): a longer one would fire after 1 ms. */
-export const MAX_TIMER_MS = 2_147_483_647
 
 /**
  * The back-off before requeueing attempt `attempt`: doubling from `initialDelayMs`, capped by
