@@ -201,16 +201,8 @@ export function depthExceededAt(text: string, maxDepth: number): number {
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i)
     if (c === 0x22) {
-      // Skip the string with the native search (strings are most of a log's bytes): a quote ends
-      // it unless an odd number of backslashes precedes it.
-      for (;;) {
-        const quote = text.indexOf('"', i + 1)
-        if (quote < 0) return -1
-        let backslashes = 0
-        while (text.charCodeAt(quote - 1 - backslashes) === 0x5c) backslashes++
-        i = quote
-        if (backslashes % 2 === 0) break
-      }
+      i = closingQuote(text, i)
+      if (i < 0) return -1
     } else if (c === 0x5b || c === 0x7b) {
       if (++depth > maxDepth) return i
     } else if (c === 0x5d || c === 0x7d) depth--
@@ -243,25 +235,30 @@ export function scanRecords(text: string, level: number, maxDepth: number): Reco
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i)
     if (c === 0x22) {
-      let closed = false
-      for (;;) {
-        const quote = text.indexOf('"', i + 1)
-        if (quote < 0) break
-        let backslashes = 0
-        while (text.charCodeAt(quote - 1 - backslashes) === 0x5c) backslashes++
-        i = quote
-        if (backslashes % 2 === 0) {
-          closed = true
-          break
-        }
-      }
-      if (!closed) break
+      i = closingQuote(text, i)
+      if (i < 0) break
     } else if (c === 0x7b || c === 0x5b) {
       if (c === 0x7b && depth === level) records++
       if (++depth > maxDepth && deepAt < 0) deepAt = i
     } else if (c === 0x5d || c === 0x7d) depth--
   }
   return { records, deepAt }
+}
+
+/**
+ * Where the string that opens at `open` ends (its closing quote), or -1 when it never does. The
+ * native search skips it (strings are most of a log's bytes): a quote ends it unless an odd
+ * number of backslashes precedes it.
+ */
+function closingQuote(text: string, open: number): number {
+  for (let from = open; ; ) {
+    const quote = text.indexOf('"', from + 1)
+    if (quote < 0) return -1
+    let backslashes = 0
+    while (text.charCodeAt(quote - 1 - backslashes) === 0x5c) backslashes++
+    if (backslashes % 2 === 0) return quote
+    from = quote
+  }
 }
 
 /** How many times `text` holds `ch`, counted only up to the first past `limit`. */
