@@ -17,7 +17,9 @@
  *   messages, which is the back pressure of the whole pipeline on the queue.
  * - A payload that is not valid JSON, or not valid UTF-8, is passed on as the string field
  *   `message` or dead-lettered (option `invalidJson`), never dropped; a payload that is not UTF-8
- *   is never parsed into fields (its bad bytes would hide there as U+FFFD). A leading UTF-8 byte
+ *   is never parsed into fields (its bad bytes would hide there as U+FFFD), and neither is one
+ *   holding a number too large for a double (`1e400`: parsed, it would be `Infinity`, which every
+ *   sink writes as `null`), which counts as invalid JSON too. A leading UTF-8 byte
  *   order mark is skipped, as the HTTP and NATS sources do. Broker metadata is under the field
  *   `metadataField` (`_amqp`).
  * - A batch the runtime did not accept (`send` rejected while the topology is not stopping: an
@@ -35,8 +37,8 @@
  */
 import { isUtf8 } from 'node:buffer'
 import { createHash } from 'node:crypto'
-import type { JsonObject, JsonValue, RecordOutcome } from '@ackline/core'
-import { RecordOutcomes } from '@ackline/core'
+import type { JsonObject, NumberOutOfRange, RecordOutcome } from '@ackline/core'
+import { JsonValue, RecordOutcomes } from '@ackline/core'
 import {
   type BatchFailure,
   type BatchReceipt,
@@ -119,7 +121,8 @@ export const AmqpSourceOptions = defineOptions({
     .default('raw')
     .describe(
       "A payload that is not valid JSON: 'raw' passes it as the string field `message`; 'reject' dead-letters it. " +
-        "A payload that is not valid UTF-8 counts as invalid JSON ('raw': its bad bytes become U+FFFD in `message`).",
+        "A payload that is not valid UTF-8 counts as invalid JSON ('raw': its bad bytes become U+FFFD in `message`), " +
+        'and so does one holding a number too large for a double (such as 1e400, which would parse as Infinity).',
     ),
   metadataField: z
     .union([z.string().min(1), z.literal(false)])
@@ -158,7 +161,10 @@ export interface AmqpSourceCounters {
   readonly redelivered: number
   /** Deliveries of a channel that died before they were settled: the broker redelivers them. */
   readonly abandoned: number
-  /** Payloads that were not valid JSON or not UTF-8 (passed raw or dead-lettered, per `invalidJson`). */
+  /**
+   * Payloads that were not valid JSON, not UTF-8, or held a number too large for a double (passed
+   * raw or dead-lettered, per `invalidJson`).
+   */
   readonly invalidJson: number
   /** Successful reconnects. */
   readonly reconnects: number
@@ -803,16 +809,24 @@ class AmqpConsumer implements AmqpSource {
     const utf8 = isUtf8(content)
     const text = content.toString('utf8')
     let fields: JsonObject | undefined
+    let huge: NumberOutOfRange | undefined
     if (utf8) {
       try {
         const value = JSON.parse(text) as JsonValue
-        fields =
-          typeof value === 'object' && value !== null && !Array.isArray(value) ? value : { message: value }
+        // A number a double cannot hold parsed as Infinity, which would reach the sinks as null.
+        huge = JsonValue.numberOutOfRange(text, value)
+        if (huge === undefined)
+          fields =
+            typeof value === 'object' && value !== null && !Array.isArray(value) ? value : { message: value }
       } catch {}
     }
     if (fields === undefined) {
       if (o.invalidJson === 'reject')
-        return utf8 ? 'the payload is not valid JSON' : 'the payload is not valid UTF-8'
+        return !utf8
+          ? 'the payload is not valid UTF-8'
+          : huge !== undefined
+            ? `the payload holds a number too large for a double (${huge.shown})`
+            : 'the payload is not valid JSON'
       this.#counters.invalidJson++
       fields = { message: text }
     }

@@ -40,7 +40,99 @@ export const JsonValue = {
       throw error
     }
   },
+
+  /**
+   * The first number in the JSON text `text` that a double cannot hold, or `undefined` when every
+   * number fits; `parsed` is what `JSON.parse` made of `text`. `JSON.parse` reads such a number
+   * (`1e400`, or an integer of 400 digits) as `Infinity`, which is not JSON: serialized again, by a
+   * sink or a disk buffer, it becomes `null`, so an event holding it would change without a word. A
+   * source that parses JSON refuses it as it refuses malformed JSON. (A number too small, `1e-400`,
+   * reads as 0, and one too precise is rounded, as in every JSON reader built on doubles: neither is
+   * refused.)
+   *
+   * `parsed` is searched first, without recursion (it may nest as deep as `JSON.parse` allows), for
+   * about a twentieth of what the parse cost; only when it holds an infinite number is `text`
+   * walked, to find where (numbers inside strings are skipped).
+   */
+  numberOutOfRange(text: string, parsed: JsonValue): NumberOutOfRange | undefined {
+    return holdsInfinity(parsed) ? numberOutOfRangeIn(text) : undefined
+  },
 } as const
+
+/** A number in a JSON text that a double cannot hold, as {@link JsonValue.numberOutOfRange} finds it. */
+export interface NumberOutOfRange {
+  /** Where it starts in the text, in UTF-16 code units. */
+  readonly offset: number
+  /** The number as written. */
+  readonly number: string
+  /**
+   * The number as a message shows it: as written, or (past 24 characters) its first 20, '…' and
+   * its length.
+   */
+  readonly shown: string
+}
+
+/** Whether `root` holds a number that is not finite (JSON.parse makes ±Infinity, never NaN). */
+function holdsInfinity(root: JsonValue): boolean {
+  if (typeof root !== 'object' || root === null) return typeof root === 'number' && !Number.isFinite(root)
+  const stack: (JsonObject | JsonValue[])[] = [root]
+  for (let container = stack.pop(); container !== undefined; container = stack.pop()) {
+    if (Array.isArray(container)) {
+      for (let i = 0; i < container.length; i++) {
+        const v = container[i]
+        if (typeof v === 'number') {
+          if (!Number.isFinite(v)) return true
+        } else if (typeof v === 'object' && v !== null) stack.push(v)
+      }
+    } else {
+      for (const key in container) {
+        const v = container[key]
+        if (typeof v === 'number') {
+          if (!Number.isFinite(v)) return true
+        } else if (typeof v === 'object' && v !== null) stack.push(v)
+      }
+    }
+  }
+  return false
+}
+
+/** A JSON number at the sticky position. */
+const NUMBER = /-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/y
+
+/**
+ * {@link JsonValue.numberOutOfRange}'s walk of the text: every number outside strings, in order,
+ * to the first one that is not finite as a double.
+ */
+function numberOutOfRangeIn(text: string): NumberOutOfRange | undefined {
+  for (let i = 0; i < text.length; ) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) {
+      // A string: to the quote that is not escaped.
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i)
+        if (d === 0x5c) i++
+        else if (d === 0x22) break
+      }
+      i++
+    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      NUMBER.lastIndex = i
+      const match = NUMBER.exec(text)
+      if (match === null) {
+        i++
+        continue
+      }
+      const number = match[0]
+      if (!Number.isFinite(Number(number)))
+        return {
+          offset: i,
+          number,
+          shown: number.length > 24 ? `${number.slice(0, 20)}… (${number.length} characters)` : number,
+        }
+      i += match[0].length
+    } else i++
+  }
+  return undefined
+}
 
 function copyValue(value: JsonValue): JsonValue {
   if (typeof value !== 'object' || value === null) return value

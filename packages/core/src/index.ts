@@ -18,7 +18,7 @@ export { EventFinalizers } from './EventFinalizers.js'
 export { EventMetadata } from './EventMetadata.js'
 export { type DeliveryStatus, EventStatus } from './EventStatus.js'
 export { FinalizationError, type FinalizationErrorCode } from './FinalizationError.js'
-export { type JsonObject, type JsonPrimitive, JsonValue } from './JsonValue.js'
+export { type JsonObject, type JsonPrimitive, JsonValue, type NumberOutOfRange } from './JsonValue.js'
 export { LeakDetector, type LeakReport } from './LeakDetector.js'
 export { type EndOptions, LogEvent, type LogEventOptions } from './LogEvent.js'
 export {

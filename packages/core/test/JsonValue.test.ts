@@ -1,4 +1,5 @@
 import { type JsonValue as Json, type JsonObject, JsonValue, LogEvent } from '@ackline/core'
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 
 /** `{ a: [ { a: [ … 0 … ] } ] }`, `levels` containers deep, as JSON.parse makes it (it takes any depth). */
@@ -62,5 +63,111 @@ describe('JsonValue.copy', () => {
     expect(copy.get('seen')).toBe(true)
     expect(event.get('seen')).toBeUndefined()
     expect(depthOf(copy.get('deep')!)).toBe(100_000)
+  })
+})
+
+/** Whether a parsed value holds a number JSON cannot carry (what JSON.parse makes of one too large). */
+function holdsNonFinite(value: Json): boolean {
+  if (typeof value === 'number') return !Number.isFinite(value)
+  if (typeof value !== 'object' || value === null) return false
+  return Object.values(value).some(holdsNonFinite)
+}
+
+/** A JSON number literal, of any size: up to 400 digits before the point, exponents up to four digits. */
+const numberLiteral = fc
+  .tuple(
+    fc.boolean(),
+    fc.oneof(
+      fc.constant('0'),
+      fc
+        .tuple(
+          fc.integer({ min: 1, max: 9 }),
+          fc.integer({ min: 0, max: 400 }),
+          fc.integer({ min: 0, max: 9 }),
+        )
+        .map(([lead, n, d]) => `${lead}${String(d).repeat(n)}`),
+    ),
+    fc.option(fc.integer({ min: 0, max: 300 }).map((n) => `.${'0'.repeat(n)}7`)),
+    fc.option(
+      fc
+        .tuple(fc.constantFrom('e', 'E', 'e+', 'e-', 'E-'), fc.integer({ min: 0, max: 2000 }), fc.boolean())
+        .map(([e, n, pad]) => `${e}${pad ? '0' : ''}${n}`),
+    ),
+  )
+  .map(([minus, int, fraction, exponent]) => `${minus ? '-' : ''}${int}${fraction ?? ''}${exponent ?? ''}`)
+
+/** JSON texts holding such numbers, and strings that look like them (`"e400"`, escaped quotes). */
+const jsonText: fc.Arbitrary<string> = fc.letrec<{ value: string }>((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small' },
+    numberLiteral,
+    numberLiteral.map((n) => JSON.stringify(`x${n}\\"${n}`)),
+    fc.constantFrom('true', 'null', '"e999"', `"${'9'.repeat(400)}"`),
+    fc.array(tie('value'), { maxLength: 4 }).map((items) => `[${items.join(', ')}]`),
+    fc
+      .array(fc.tuple(fc.constantFrom('a', 'e400', '1e999'), tie('value')), { maxLength: 4 })
+      .map((entries) => `{${entries.map(([k, v], i) => `"${k}${i}":${v}`).join(',')}}`),
+  ),
+})).value
+
+/** `JsonValue.numberOutOfRange` of a text and what JSON.parse makes of it. */
+const outOfRange = (text: string) => JsonValue.numberOutOfRange(text, JSON.parse(text) as Json)
+
+describe('JsonValue.numberOutOfRange', () => {
+  it('finds a number JSON.parse reads as Infinity exactly when there is one, and where', () => {
+    let found = 0
+    fc.assert(
+      fc.property(jsonText, (text) => {
+        const parsed = JSON.parse(text) as Json
+        const out = JsonValue.numberOutOfRange(text, parsed)
+        expect(out !== undefined).toBe(holdsNonFinite(parsed))
+        if (out === undefined) return
+        found++
+        expect(text.startsWith(out.number, out.offset)).toBe(true)
+        expect(Number.isFinite(Number(out.number))).toBe(false)
+      }),
+      { numRuns: 2000 },
+    )
+    expect(found).toBeGreaterThan(100)
+  })
+
+  it('names the number and its offset, past strings that hold numbers and escaped quotes', () => {
+    const text = '{"a":"1e999 \\" 2e999","b":[1e308, -1e309]}'
+    expect(outOfRange(text)).toEqual({
+      offset: text.indexOf('-1e309'),
+      number: '-1e309',
+      shown: '-1e309',
+    })
+  })
+
+  it('finds 309 digits, and 210 digits with a two-digit exponent; not 308, not 10^308', () => {
+    const big = `1${'0'.repeat(209)}e99` // 10^308: fits
+    const bigger = `2${'0'.repeat(209)}e99` // 2 × 10^308: does not
+    expect(outOfRange(`[${big}]`)).toBeUndefined()
+    expect(outOfRange(`[${bigger}]`)).toEqual({
+      offset: 1,
+      number: bigger,
+      shown: '20000000000000000000… (213 characters)',
+    })
+    expect(outOfRange(`${'9'.repeat(309)}`)).toMatchObject({
+      offset: 0,
+      number: '9'.repeat(309),
+    })
+    expect(outOfRange(`${'9'.repeat(308)}`)).toBeUndefined()
+  })
+
+  it('leaves numbers too small or too precise alone: JSON.parse makes them 0 or rounds them', () => {
+    expect(outOfRange('[1e-400, 9007199254740993, 1.7976931348623157e308]')).toBeUndefined()
+  })
+
+  it('searches a value nested 100 000 deep without recursion, and finds the number in it', () => {
+    const deep = `${'['.repeat(100_000)}1e999${']'.repeat(100_000)}`
+    expect(outOfRange(deep)).toMatchObject({ offset: 100_000, number: '1e999' })
+    expect(outOfRange(`${'{"a":['.repeat(50_000)}1${']}'.repeat(50_000)}`)).toBeUndefined()
+  })
+
+  it('answers for the value parsed: a number a later duplicate key replaced is not in it', () => {
+    expect(outOfRange('{"a":1e400,"a":1}')).toBeUndefined()
+    expect(outOfRange('{"a":1,"a":1e400}')).toMatchObject({ offset: 11, number: '1e400' })
   })
 })

@@ -8,7 +8,8 @@
  *   A batch the pipeline refused to accept is settled as `errored` (back-off, then `term` at
  *   `maxDeliveries`), so a refusal that recurs never loops hot; only at a stop are its messages
  *   given back at once (plain `nak`), for another instance to take.
- *   A message is never dropped silently: one whose payload is not JSON (or not UTF-8) either enters the
+ *   A message is never dropped silently: one whose payload is not JSON (or not UTF-8, or holds a
+ *   number too large for a double, which would parse as `Infinity` and reach sinks as `null`) either enters the
  *   pipeline as a raw string field or is `term`ed with a reason (`invalidJson`).
  * - While a message is in the pipeline past half its consumer's AckWait, the source sends
  *   `working()` so the server does not redeliver it (no duplicate from a slow sink). Should the
@@ -27,8 +28,8 @@
  *
  * @module
  */
-import type { JsonObject, JsonValue, RecordOutcome } from '@ackline/core'
-import { RecordOutcomes } from '@ackline/core'
+import type { JsonObject, RecordOutcome } from '@ackline/core'
+import { JsonValue, RecordOutcomes } from '@ackline/core'
 import {
   type BatchReceipt,
   ComponentError,
@@ -152,7 +153,7 @@ export const JetStreamSourceOptions = defineOptions({
     .enum(['reject', 'raw'])
     .default('reject')
     .describe(
-      "A payload that is not a JSON object: 'reject' terms it with the reason; 'raw' sends it as a string in `rawField`. A JSON value that is not an object goes to `rawField` either way. A payload that is not UTF-8 counts as invalid JSON ('raw': its bad bytes become U+FFFD).",
+      "A payload that is not a JSON object: 'reject' terms it with the reason; 'raw' sends it as a string in `rawField`. A JSON value that is not an object goes to `rawField` either way. A payload that is not UTF-8 counts as invalid JSON ('raw': its bad bytes become U+FFFD), and so does one holding a number too large for a double (such as 1e400, which would parse as Infinity).",
     ),
   rawField: z.string().min(1).default('message').describe('The field a raw or non-object payload goes to.'),
   metadataField: z
@@ -662,6 +663,9 @@ class JetStreamPullSource implements JetStreamSource {
     try {
       if (!utf8) throw new SyntaxError('payload is not valid UTF-8')
       parsed = JSON.parse(text)
+      // A number a double cannot hold parsed as Infinity, which would reach the sinks as null.
+      const huge = JsonValue.numberOutOfRange(text, parsed as JsonValue)
+      if (huge !== undefined) throw new SyntaxError(`the number ${huge.shown} is too large for a double`)
     } catch (error) {
       ok = false
       parsed = error

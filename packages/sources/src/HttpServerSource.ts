@@ -211,7 +211,8 @@ export interface HttpServerResponseBody {
 /**
  * Why the source answered a request itself, with nothing of it in the pipeline (the README's HTTP
  * section has the full table). The status code follows from the code:
- * - `400`: `MALFORMED_BODY` (not JSON/NDJSON of objects, or not UTF-8), `TOO_DEEP` (past
+ * - `400`: `MALFORMED_BODY` (not JSON/NDJSON of objects, not UTF-8, or a number too large for a
+ *   double, which would reach the sinks as `null`), `TOO_DEEP` (past
  *   `maxDepth`), `BAD_REQUEST` (not HTTP/1.1);
  * - `401` `UNAUTHORIZED`; `404` `NOT_FOUND`; `405` `METHOD_NOT_ALLOWED`;
  * - `408` `REQUEST_TIMEOUT` (past `headersTimeoutMs` or `requestTimeoutMs`);

@@ -1,7 +1,9 @@
 /**
  * `stdin`: a source that reads newline-delimited records from standard input (or any readable
  * stream): a line holding a JSON object becomes that object, any other line `{ message: line }`
- * (a JSON object nested deeper than `maxDepth` too: code downstream may recurse over a value).
+ * (a JSON object nested deeper than `maxDepth` too: code downstream may recurse over a value; and
+ * one holding a number too large for a double, which would parse as `Infinity` and reach the sinks
+ * as `null`).
  *
  * Invariant: every complete line becomes exactly one event, in order, and lines that arrived
  * together travel as one batch (at most `maxBatchLines`). A pipe cannot be asked to send data
@@ -12,7 +14,7 @@
  * @module
  */
 import { StringDecoder } from 'node:string_decoder'
-import type { JsonObject, JsonValue } from '@ackline/core'
+import { type JsonObject, JsonValue } from '@ackline/core'
 import {
   type ConfigIssue,
   codeOption,
@@ -172,7 +174,9 @@ function toRecord(line: string, text: boolean, maxDepth: number): JsonObject {
         typeof value === 'object' &&
         value !== null &&
         !Array.isArray(value) &&
-        depthExceededAt(line, maxDepth) < 0
+        depthExceededAt(line, maxDepth) < 0 &&
+        // A number a double cannot hold parsed as Infinity, which would reach the sinks as null.
+        JsonValue.numberOutOfRange(line, value) === undefined
       )
         return value
     } catch {

@@ -291,6 +291,19 @@ describe('httpServer: bodies', () => {
       'line 2 is not',
     ],
     ['a JSON string', { 'content-type': 'application/json' }, '"hi"', 'array of objects'],
+    // JSON.parse reads these as Infinity, which every sink would write as null.
+    [
+      'a number too large for a double',
+      { 'content-type': 'application/json' },
+      '[{"a":"1e999"}, {"b": 1e400}]',
+      'line 1, column 23 (position 22): the number 1e400 is too large',
+    ],
+    [
+      'an NDJSON line holding 400 digits',
+      { 'content-type': 'application/x-ndjson' },
+      `{"a":1}\n{"b":-${'9'.repeat(400)}}`,
+      `line 2, column 6 (position 13): the number -${'9'.repeat(19)}… (401 characters) is too large`,
+    ],
   ]
   it.each(malformed)(
     'answers 400 for %s, naming where, before anything is sent',

@@ -64,6 +64,12 @@ describe('stdin', () => {
     expect((await runOn([`{"a":${'['.repeat(64)}${']'.repeat(64)}}\n`])).flat()[0]).toHaveProperty('message')
   })
 
+  it('keeps a JSON line holding a number too large for a double as text: parsed, it would be Infinity', async () => {
+    const lines = ['{"a":1e400}', `{"a":[1, -${'9'.repeat(400)}]}`, '{"a":"1e400","b":1e308}']
+    const records = (await runOn([`${lines.join('\n')}\n`])).flat()
+    expect(records).toEqual([{ message: lines[0] }, { message: lines[1] }, { a: '1e400', b: 1e308 }])
+  })
+
   it('lets a line of 100 000 nested arrays through a fan-out whose transform edits it, as text', async () => {
     const deep = `{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}`
     const facts: LifecycleEvent[] = []

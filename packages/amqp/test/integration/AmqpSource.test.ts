@@ -641,6 +641,53 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(dead)).toBe(0)
   })
 
+  it('takes a payload holding a number too large for a double for invalid JSON: raw, or dead-lettered with the number, never Infinity', async () => {
+    const { queue, dead } = await admin.queueWithDeadLetters()
+    // JSON.parse reads 1e400 as Infinity, which every sink would write as null.
+    const huge = '{"a":"1e400","b":1e400}'
+    admin.channel.sendToQueue(queue, Buffer.from(huge))
+    admin.channel.sendToQueue(queue, Buffer.from('{"b":1e308}'))
+    const sink = memory()
+    const source = amqpSource({ url: BROKER_URL, queue, metadataField: false })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await vi.waitFor(() => expect(source.counters.acked).toBe(2), { timeout: 10_000, interval: 20 })
+    await topology.stop()
+    expect(sink.events).toEqual([{ message: huge }, { b: 1e308 }])
+    expect(source.counters.invalidJson).toBe(1)
+
+    admin.channel.sendToQueue(queue, Buffer.from(huge))
+    const reasons = uniqueName('reasons')
+    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
+    admin.exchanges.push(reasons)
+    const withReasons = uniqueName('withreasons')
+    await admin.channel.assertQueue(withReasons, { durable: false })
+    admin.queues.push(withReasons)
+    await admin.channel.bindQueue(withReasons, reasons, '')
+    const strict = amqpSource({ url: BROKER_URL, queue, invalidJson: 'reject', deadLetterExchange: reasons })
+    const sink2 = memory()
+    const topology2 = new TopologyBuilder({ acknowledgements: true })
+      .source('in', strict)
+      .sink('out', ['in'], sink2)
+      .build()
+    await topology2.start()
+    await vi.waitFor(() => expect(strict.counters.rejected).toBe(1), { timeout: 10_000, interval: 20 })
+    await topology2.stop()
+    expect(sink2.events).toEqual([])
+    const [copy, ...more] = await admin.drain(withReasons)
+    expect(more).toEqual([])
+    expect(copy!.content.toString()).toBe(huge)
+    expect(copy!.properties.headers).toMatchObject({
+      'x-ackline-code': 'INVALID_JSON',
+      'x-ackline-reason': 'the payload holds a number too large for a double (1e400)',
+    })
+    expect(await admin.messageCount(queue)).toBe(0)
+    expect(await admin.messageCount(dead)).toBe(0)
+  })
+
   it('skips a leading UTF-8 byte order mark, as the HTTP and NATS sources do', async () => {
     const { queue } = await admin.queueWithDeadLetters()
     admin.channel.sendToQueue(queue, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"a":1}')]))

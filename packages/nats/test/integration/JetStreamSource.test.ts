@@ -219,6 +219,39 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     expect(warnings.join('\n')).toMatch(/terminated message 1 .*not valid UTF-8/)
   })
 
+  it('a payload holding a number too large for a double is invalid: terminated naming the number, or passed raw, never as Infinity', async () => {
+    const stream = await admin.stream('HUGE')
+    // JSON.parse reads 1e400 as Infinity, which every sink would write as null.
+    const huge = '{"a":"1e400","b":[1e400]}'
+    await admin.publish(`${stream}.in`, [huge, JSON.stringify({ b: 1e308 })])
+    const warnings: string[] = []
+    const sink = memory()
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', onWarning: (w) => warnings.push(w) })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await until('both settled', () => source.counters.acked + source.counters.terminated === 2)
+    await topology.stop()
+    expect(sink.events.map(({ _nats, ...rest }) => rest)).toEqual([{ b: 1e308 }])
+    expect(source.counters).toMatchObject({ acked: 1, terminated: 1, invalid: 1 })
+    expect(warnings.join('\n')).toMatch(/terminated message 1 .*the number 1e400 is too large for a double/)
+
+    const raw = await admin.stream('HUGERAW')
+    await admin.publish(`${raw}.in`, [huge])
+    const sink2 = memory()
+    const source2 = jetstream({ servers: NATS_URL, stream: raw, consumer: 'c', invalidJson: 'raw' })
+    const topology2 = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source2)
+      .sink('out', ['in'], sink2)
+      .build()
+    await topology2.start()
+    await until('acked', () => source2.counters.acked === 1)
+    await topology2.stop()
+    expect(sink2.events.map(({ _nats, ...rest }) => rest)).toEqual([{ message: huge }])
+  })
+
   it('an onWarning that throws or rejects never stops the source: the next messages are consumed and settled', async () => {
     const stream = await admin.stream('WARN')
     await admin.publish(`${stream}.in`, ['not json', JSON.stringify({ n: 1 }), 'not json either'])

@@ -10,7 +10,7 @@
  * any is parsed: none of its records is made. (Values nested inside records are not counted: a
  * body of one record holding a million empty objects is parsed, as JSON allows.)
  */
-import type { JsonObject, JsonValue } from '@ackline/core'
+import { type JsonObject, JsonValue } from '@ackline/core'
 import { countUpTo, depthExceededAt, locateJsonError, position, scanRecords } from './locateJsonError.js'
 
 /** How the body is laid out. */
@@ -125,6 +125,10 @@ function parseValue(
   }
   const deep = deepAt ?? depthExceededAt(text, maxDepth)
   if (deep >= 0) return failure(body, base + deep, maxDepth, `nesting deeper than ${maxDepth}`)
+  // A number a double cannot hold parsed as Infinity, which would reach the sinks as null.
+  const huge = JsonValue.numberOutOfRange(text, value)
+  if (huge !== undefined)
+    return failure(body, base + huge.offset, undefined, `the number ${huge.shown} is too large for a double`)
   return { ok: true, value }
 }
 
