@@ -444,7 +444,6 @@ export class Runtime {
   }
 }
 
-/** Gives a buffer up without draining it: its `dispose` (it settles what waits `errored`), else `close`. */
 /** The problem of a component still opening or starting when the stop gave up on it. */
 function stoppedWhileStarting(component: string, what: string): TopologyProblem {
   return {
@@ -465,6 +464,7 @@ async function stopSink(sink: Sink): Promise<void> {
 /** A promise that never settles: the default of nothing to give up on. */
 const NEVER = new Promise<void>(() => {})
 
+/** Gives a buffer up without draining it: its `dispose` (it settles what waits `errored`), else `close`. */
 function discard(buffer: EdgeBuffer): Promise<void> {
   return buffer.dispose?.() ?? buffer.close()
 }
