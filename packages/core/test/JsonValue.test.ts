@@ -169,5 +169,7 @@ describe('JsonValue.numberOutOfRange', () => {
   it('answers for the value parsed: a number a later duplicate key replaced is not in it', () => {
     expect(outOfRange('{"a":1e400,"a":1}')).toBeUndefined()
     expect(outOfRange('{"a":1,"a":1e400}')).toMatchObject({ offset: 11, number: '1e400' })
+    // The value holds -9e999; where is the text's first number out of range, the replaced 1e400.
+    expect(outOfRange('{"a":1e400,"a":2,"b":-9e999}')).toMatchObject({ offset: 5, number: '1e400' })
   })
 })

@@ -66,3 +66,20 @@ it('answers a body within the limit what it answers without a limit, and counts 
     { numRuns: 5000 },
   )
 })
+
+it('refuses a body of unknown type that is JSON for what it holds, as JSON, not as a malformed first line', () => {
+  // Pretty-printed, so line by line it would fail at line 1; JSON as a whole, it holds 1e400.
+  expect(parseRecords('{\n  "a": 1,\n  "b": 1e400\n}', undefined, 64)).toEqual({
+    ok: false,
+    code: 'MALFORMED_BODY',
+    message: 'malformed JSON at line 3, column 8 (position 19): the number 1e400 is too large for a double',
+    position: 19,
+    line: 3,
+    column: 8,
+  })
+  expect(parseRecords('"hi"', undefined, 64)).toMatchObject({
+    message: 'the body must be a JSON array of objects, or one object',
+  })
+  // NDJSON of unknown type is still read line by line.
+  expect(parseRecords('{"a":1}\n{"b":1e400}', undefined, 64)).toMatchObject({ line: 2, column: 6 })
+})

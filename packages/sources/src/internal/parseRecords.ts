@@ -99,9 +99,25 @@ export function parseRecords(
   if (format === 'ndjson') return parseNdjson(body, maxDepth, undefined, maxRecords)
   if (body[start] === '[') return parseJson(body, maxDepth, deepAt)
   // One object spread over several lines is JSON; one object per line is NDJSON. A body too deep
-  // as a whole is refused as such: reading it line by line would not make it shallower.
+  // as a whole is refused as such: reading it line by line would not make it shallower. So is a
+  // body that is JSON, refused for what it holds (a number too large, say): line by line, it would
+  // only fail as malformed at its first line.
   const whole = parseJson(body, maxDepth, deepAt)
-  return whole.ok || whole.code === 'TOO_DEEP' ? whole : parseNdjson(body, maxDepth, deepAt, maxRecords)
+  if (whole.ok || whole.code === 'TOO_DEEP' || isJson(body)) return whole
+  return parseNdjson(body, maxDepth, deepAt, maxRecords)
+}
+
+/**
+ * Whether `body` is one JSON text; asked only of a body refused as JSON. NDJSON of several lines
+ * is not: its parse throws at the second record, having read only the first.
+ */
+function isJson(body: string): boolean {
+  try {
+    JSON.parse(body)
+    return true
+  } catch {
+    return false
+  }
 }
 
 /**
