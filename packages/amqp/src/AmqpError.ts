@@ -24,6 +24,7 @@ export type AmqpErrorCode = 'AMQP_CONNECT_FAILED' | 'AMQP_DECLARATION_FAILED'
  * ```
  */
 export class AmqpError extends ComponentError<AmqpErrorCode> {
+  /** `'AmqpError'`, so a log or `instanceof`-less check tells it from other component errors. */
   override readonly name = 'AmqpError'
 
   constructor(code: AmqpErrorCode, message: string, options: ComponentErrorOptions) {

@@ -160,6 +160,7 @@ export interface AmqpSinkCounters {
 /** The sink {@link amqpSink} returns. */
 export interface AmqpSink extends Sink {
   readonly kind: 'amqp'
+  /** What the sink has done since it was made, counted (see {@link AmqpSinkCounters}). */
   readonly counters: AmqpSinkCounters
   validate(): readonly ConfigIssue[]
   start(): Promise<void>

@@ -175,6 +175,7 @@ export interface AmqpSourceCounters {
 /** The source {@link amqpSource} returns. */
 export interface AmqpSource extends Source {
   readonly kind: 'amqp'
+  /** What the source has done since it was made, counted (see {@link AmqpSourceCounters}). */
   readonly counters: AmqpSourceCounters
   validate(): readonly ConfigIssue[]
 }

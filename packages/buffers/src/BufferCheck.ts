@@ -20,13 +20,17 @@ import { SegmentReader } from './internal/SegmentReader.js'
 
 /** What was found in one segment file. */
 export interface SegmentCheck {
+  /** The segment's file name. */
   readonly name: string
+  /** The file's size. */
   readonly bytes: number
   /** Valid records in the file. */
   readonly records: number
   /** Valid records at or above the acknowledged position. */
   readonly unacked: number
+  /** The first valid record's sequence number, or `undefined` when the file holds none. */
   readonly firstSeq: number | undefined
+  /** The last valid record's sequence number, or `undefined` when the file holds none. */
   readonly lastSeq: number | undefined
   /** Damaged regions followed by valid frames (skipped when reading). */
   readonly corrupt: readonly { readonly offset: number; readonly bytes: number }[]
@@ -36,15 +40,21 @@ export interface SegmentCheck {
 
 /** What a check found, and what a repair did. */
 export interface BufferCheckReport {
+  /** The buffer directory checked. */
   readonly path: string
+  /** What reading the ledger (the checkpoint of acknowledged records) found. */
   readonly ledger: LedgerRead
   /** A `ledger.json.tmp` left by a crash between writing and renaming the ledger. */
   readonly tempLedger: boolean
+  /** The lock file's holder and whether that process is alive, or `undefined` when no lock file exists. */
   readonly lock: { readonly holder: LockHolder; readonly live: boolean } | undefined
+  /** Every segment file, in sequence order. */
   readonly segments: readonly SegmentCheck[]
   /** The acknowledged position: the ledger's, or the first record on disk when the ledger is unusable. */
   readonly ackedBelow: number
+  /** Valid records in all segments. */
   readonly records: number
+  /** Valid records at or above the acknowledged position: what a reader would be handed. */
   readonly unacked: number
   /** The dead-letter queue's own report, if the directory has one. */
   readonly deadLetter: BufferCheckReport | undefined

@@ -92,7 +92,9 @@ export type AppendResult =
 
 /** A record handed out by {@link DiskBuffer.read}. */
 export interface StoredRecord {
+  /** Its sequence number: what `ack`, `nack` and `reject` take. */
   readonly seq: number
+  /** The bytes appended, as they were given. */
   readonly payload: Uint8Array
   /** How many times it was handed out before in this process (0 the first time). */
   readonly attempt: number
@@ -104,6 +106,7 @@ export interface DeadLetter {
   readonly seq: number
   /** Its sequence number in the main queue when it was rejected. */
   readonly originalSeq: number
+  /** The bytes appended, as they were given. */
   readonly payload: Uint8Array
 }
 
@@ -114,11 +117,15 @@ export type ReplayResult =
 
 /** A snapshot of a buffer's counters. */
 export interface DiskBufferMetrics {
+  /** Segment files of the main queue now. */
   readonly segments: number
+  /** Bytes of the main queue's segment files now. */
   readonly bytesOnDisk: number
   /** Records written and not acknowledged (including those handed out). */
   readonly unackedRecords: number
+  /** Records handed out by `read` and not yet acknowledged, nacked or rejected. */
   readonly inFlight: number
+  /** Nacked records waiting for their back-off to pass before they are handed out again. */
   readonly retryPending: number
   /** Records written in this process run. */
   readonly written: number
@@ -130,6 +137,7 @@ export interface DiskBufferMetrics {
   readonly deadLettered: number
   /** Damaged regions skipped while reading (checksum failures), with their bytes. */
   readonly corruptRegions: number
+  /** Bytes of the damaged regions counted in `corruptRegions`. */
   readonly corruptBytes: number
   /** Sequence numbers found missing (damaged or never fsynced before a crash). */
   readonly recordsLost: number
@@ -137,6 +145,7 @@ export interface DiskBufferMetrics {
   readonly tornBytesTruncated: number
   /** Appends and fsyncs that failed. */
   readonly writeFailures: number
+  /** Fsyncs of group commit (write-behind) that failed after their appends resolved: their records may be lost (their `durable` resolved `failed`). */
   readonly syncFailures: number
 }
 

@@ -50,6 +50,7 @@ export type DiskBufferErrorCode =
  * ```
  */
 export class DiskBufferError extends ComponentError<DiskBufferErrorCode> {
+  /** `'DiskBufferError'`, so a log tells it from other errors. */
   override readonly name = 'DiskBufferError'
 
   constructor(

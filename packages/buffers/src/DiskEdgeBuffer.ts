@@ -45,8 +45,11 @@ import { RecordOrigins } from './internal/RecordOrigins.js'
 export interface DeadLetterEvent {
   /** Its record's sequence number in the main queue when it was rejected. */
   readonly originalSeq: number
+  /** The event's fields, as stored. */
   readonly fields: JsonObject
+  /** The id of the source the event came from, if it had one. */
   readonly sourceId: string | undefined
+  /** When the event entered the pipeline, ms since the epoch (`NaN` when it had no valid time). */
   readonly ingestTimestamp: number
 }
 
@@ -86,6 +89,7 @@ export interface DiskEdgeBuffer extends EdgeBuffer {
   dispose(): Promise<void>
   /** The record store underneath (for inspection and tests). */
   readonly store: DiskBuffer
+  /** A snapshot of the edge's counters: the store's, and what the edge rejected, retried and dead-lettered. */
   metrics(): DiskEdgeBufferMetrics
   /** The events in the dead-letter queue, oldest first. */
   deadLetters(): AsyncGenerator<DeadLetterEvent>

@@ -27,7 +27,9 @@ export interface BatchNotifierOptions {
 
 /** A notifier with its receiver, as {@link BatchNotifier.create} returns them. */
 export interface BatchNotifierWithReceiver {
+  /** The notifier to attach to the batch's events. */
   readonly notifier: BatchNotifier
+  /** Resolves with the batch's folded status once every event attached to the notifier has ended. */
   readonly receiver: BatchStatusReceiver
 }
 

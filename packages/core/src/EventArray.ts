@@ -95,6 +95,7 @@ export class EventArray implements Iterable<LogEvent> {
     return this.events.length
   }
 
+  /** The events, in order (the same as iterating `events`). */
   [Symbol.iterator](): Iterator<LogEvent> {
     return this.events[Symbol.iterator]()
   }

@@ -53,6 +53,7 @@ export class EventFinalizers implements Iterable<EventFinalizer> {
     return this._notifiers.map((notifier) => notifier.id)
   }
 
+  /** Each finalizer of the set, made on demand (a notifier and the slot of the event in it). */
   *[Symbol.iterator](): Iterator<EventFinalizer> {
     for (let i = 0; i < this._notifiers.length; i++)
       yield new EventFinalizer(this._notifiers[i]!, this._slots[i]!)

@@ -27,6 +27,7 @@ export type FinalizationErrorCode =
  * ```
  */
 export class FinalizationError extends Error {
+  /** `'FinalizationError'`, so a log tells it from other errors. */
   override readonly name = 'FinalizationError'
 
   constructor(

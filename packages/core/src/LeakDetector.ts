@@ -22,7 +22,9 @@ import { addGroup, freeGroup, GROUP_SIZE, type Group, groups } from './internal/
 
 /** One leaked batch: which source, which batch, and how many handles were never ended. */
 export interface LeakReport {
+  /** The id of the source that made the batch, if it had one. */
   readonly sourceId: string | undefined
+  /** The batch's id, as its receiver and the lifecycle facts give it. */
   readonly batchId: string
   /** Handles collected without having ended (the source's own reference counts as one). */
   readonly handles: number

@@ -27,6 +27,7 @@ export type OffsetTrackerErrorCode =
  * ```
  */
 export class OffsetTrackerError extends Error {
+  /** `'OffsetTrackerError'`, so a log tells it from other errors. */
   override readonly name = 'OffsetTrackerError'
 
   constructor(

@@ -98,6 +98,7 @@ export class RecordOutcomes implements Iterable<RecordOutcome> {
     return Array.from(this.#codes, (code) => NAMES[code]!)
   }
 
+  /** Each record's outcome, in the order of the records. */
   *[Symbol.iterator](): Iterator<RecordOutcome> {
     for (let i = 0; i < this.#codes.length; i++) yield NAMES[this.#codes[i]!]!
   }

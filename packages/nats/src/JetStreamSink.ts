@@ -107,6 +107,7 @@ export interface JetStreamSink extends Sink {
   start(): Promise<void>
   write(events: EventArray): Promise<SinkResult>
   stop(): Promise<void>
+  /** What the sink has done since it was made, counted (see {@link JetStreamSinkCounters}). */
   readonly counters: JetStreamSinkCounters
 }
 

@@ -179,8 +179,11 @@ type Resolved = ResolvedOptionsOf<typeof JetStreamSourceOptions>
  * ```
  */
 export interface JetStreamMetadata {
+  /** The stream the message was stored in. */
   readonly stream: string
+  /** The durable consumer it was delivered through. */
   readonly consumer: string
+  /** The subject it was published to. */
   readonly subject: string
   /** The message's sequence in the stream: its identity. */
   readonly streamSequence: number
@@ -188,6 +191,7 @@ export interface JetStreamMetadata {
   readonly consumerSequence: number
   /** 1 on the first delivery. */
   readonly deliveryCount: number
+  /** Whether the server delivered it before (`deliveryCount > 1`). */
   readonly redelivered: boolean
   /** When the message was stored, ms since the epoch. */
   readonly timestampMs: number

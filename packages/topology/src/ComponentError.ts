@@ -48,6 +48,7 @@ export interface ComponentErrorOptions extends ErrorOptions {
  * ```
  */
 export class ComponentError<Code extends string = string> extends Error {
+  /** The error's class name (`'ComponentError'`, or a subclass's own), so a log tells them apart. */
   override readonly name: string = 'ComponentError'
   /** A stable code for programs to match on (`"REJECTED"`, `"INVALID_TOPOLOGY"`). */
   readonly code: Code

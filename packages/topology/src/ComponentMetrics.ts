@@ -17,7 +17,9 @@ import type { ComponentRole } from './LifecycleEvent.js'
  * ```
  */
 export interface ComponentMetrics {
+  /** Whether the component is a source, a transform or a sink. */
   readonly role: ComponentRole
+  /** The component's kind (`'http'`, `'remap'`, `'file'`…), as the component names itself. */
   readonly kind: string
   /** Events that came in (sources: events read). */
   readonly receivedEvents: number

@@ -28,7 +28,9 @@ export type ExhaustedReason = 'attempts' | 'stopped'
 
 /** One record handed to a callback, with its index in the records first sent. */
 export interface IndexedRecord {
+  /** The record's index in the records first sent (0-based). */
   readonly index: number
+  /** The record, as it was sent. */
   readonly record: JsonObject
   /**
    * For a rejected record: the failure of the batch it was rejected in (`receipt.failure`), which

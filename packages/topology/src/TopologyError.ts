@@ -51,6 +51,7 @@ export type TopologyProblemCode =
  * ```
  */
 export interface TopologyProblem {
+  /** A stable code for programs to match on (see {@link TopologyProblemCode}). */
   readonly code: TopologyProblemCode
   /** The component's id. */
   readonly component: string

@@ -13,10 +13,12 @@
  * ```
  */
 export interface TopologyWarning {
+  /** The only warning so far: a source that cannot acknowledge feeds an acknowledging sink. */
   readonly code: 'ACK_UNSUPPORTED'
   /** The source that cannot acknowledge. */
   readonly source: string
   /** An acknowledging sink that it feeds. */
   readonly sink: string
+  /** The warning in words, naming the source and the sink. */
   readonly message: string
 }

@@ -151,7 +151,9 @@ export class SlotBlock {
    * full collection later), so blocks do not pile up between full collections.
    */
   closed = false
+  /** The owner of the batches in the block, told when they resolve; `undefined` while the block is free. */
   owner: SlotOwner | undefined = undefined
+  /** The source id the block's batches were opened with; `undefined` while the block is free. */
   sourceId: string | undefined = undefined
   /** {@link STRIDE} numbers per slot. */
   readonly slots: number[]
