@@ -66,7 +66,14 @@ const DEFAULT_DRAIN_TIMEOUT_MS = 30_000
  * ```
  */
 export class Topology {
-  /** Facts about the run: components started and stopped, batches resolved, component errors. */
+  /**
+   * Facts about the run: components started and stopped, batches resolved, component errors. Told
+   * synchronously, in the order they happen, to every subscriber (so a slow subscriber slows the
+   * run). An error thrown by a subscriber's `next` (or a `filter` or `map` before it) is not the
+   * topology's to catch: rxjs reports it, by default by throwing it again asynchronously, which
+   * ends the process as an uncaught exception. Catch in the observer, or set rxjs's
+   * `config.onUnhandledError`.
+   */
   readonly lifecycle: Observable<LifecycleEvent>
   /**
    * Resolves once every component has stopped (finite sources ran out and all drained, or a
