@@ -18,6 +18,9 @@
  *   first, and what a failed append left behind is cut off (truncated back to where that append
  *   began) before the next one. Both are said in a warning.
  * - Writes never interleave: each array's lines are appended as one contiguous block.
+ * - Only a regular file is written to: a path that is a FIFO, socket or device (whose data is on
+ *   no disk; a FIFO's buffer would take lines it then loses, or block the write for ever) is an
+ *   issue of `validate()`, and fails the open if it became one since.
  * - A file removed while the sink holds it open fails the append that finds it gone (its lines
  *   would go with the unlinked file), and the retry creates the file anew. A file renamed (rotated)
  *   while open keeps receiving the lines: they are not lost, and the sink does not follow the path.
@@ -50,7 +53,9 @@ export const FileSinkOptions = defineOptions({
     .string()
     .min(1)
     .refine((path) => !path.includes('\0'), 'a file path without a NUL character')
-    .describe('The file to append to; created when missing. Its directory must exist.'),
+    .describe(
+      'The file to append to; created when missing. Its directory must exist; a path that exists must be a regular file (not a FIFO, socket or device, which keep nothing on disk).',
+    ),
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(
@@ -72,6 +77,8 @@ export interface FileSink extends Sink {
 }
 
 const RESOLVED: Promise<unknown> = Promise.resolve()
+
+const NOT_REGULAR = 'a regular file, not a FIFO, socket or device'
 
 const NEWLINE = 0x0a
 
@@ -107,9 +114,11 @@ class NdjsonFile implements FileSink {
       if (dirStat?.isDirectory() !== true) {
         return [ConfigIssue.of('path', 'a file path in an existing directory', path)]
       }
-      if (statSync(this.path, { throwIfNoEntry: false })?.isDirectory() === true) {
-        return [ConfigIssue.of('path', 'a file path, not a directory', path)]
-      }
+      const stat = statSync(this.path, { throwIfNoEntry: false })
+      if (stat?.isDirectory() === true) return [ConfigIssue.of('path', 'a file path, not a directory', path)]
+      // A FIFO, socket or device keeps nothing on disk: a pipe's buffer took the lines (then lost
+      // them with no reader, or blocked the write for ever once full).
+      if (stat !== undefined && !stat.isFile()) return [ConfigIssue.of('path', NOT_REGULAR, path)]
     } catch (error) {
       // Not a missing entry (that is `undefined` above) but a path no open can take: a parent that
       // is a file (ENOTDIR), a name too long, a loop of links. Reported by field, never thrown.
@@ -202,7 +211,10 @@ class NdjsonFile implements FileSink {
 
   /** Cuts off what a failed append left, then makes sure the file ends a line; returns its size. */
   async #repair(handle: FileHandle): Promise<number> {
-    let size = (await handle.stat()).size
+    const stat = await handle.stat()
+    // Made a FIFO, socket or device since validate(): what it takes is not on disk (see validate).
+    if (!stat.isFile()) throw new Error('not a regular file (a FIFO, socket or device)')
+    let size = stat.size
     const cutTo = this.#cutTo
     if (cutTo !== undefined && size > cutTo) {
       await handle.truncate(cutTo)

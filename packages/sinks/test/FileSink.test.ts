@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process'
 import {
   constants,
   mkdirSync,
@@ -277,6 +278,30 @@ describe('file', () => {
     ).toEqual(['path'])
     expect(file({ path: join(dir, 'ok.ndjson') }).validate()).toEqual([])
   })
+
+  it.skipIf(process.platform === 'win32')(
+    'refuses a path that is no regular file (a FIFO: lines in its buffer would be reported delivered, then lost or hang the write)',
+    async () => {
+      const path = join(dir, 'fifo')
+      execFileSync('mkfifo', [path])
+      expect(file({ path }).validate()).toMatchObject([
+        {
+          field: 'path',
+          expected: 'a regular file, not a FIFO, socket or device',
+          message: `must be a regular file, not a FIFO, socket or device, got ${JSON.stringify(path)}`,
+        },
+      ])
+      // Made a FIFO after build(): the open fails, retryably and naming the path, and nothing is written.
+      const sink = file({ path })
+      const failed = await sink.write(array({ n: 1 })).catch((error: unknown) => error)
+      expect(failed).toBeInstanceOf(RetryableError)
+      expect((failed as Error).message).toBe(
+        `file: cannot open ${path}: not a regular file (a FIFO, socket or device)`,
+      )
+      await expect(sink.start()).rejects.toThrow(/not a regular file/)
+      await sink.stop()
+    },
+  )
 
   it('rejects an event whose fields encode as no JSON (a toJSON() returning undefined), not write the line "undefined"', async () => {
     const path = join(dir, 'out.ndjson')
