@@ -59,7 +59,7 @@ export const FileSinkOptions = defineOptions({
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(
-      "Where the sink's warnings go (a partial last line it terminated, bytes of a failed append it cut off). Default: process.emitWarning with code ACKLINE_FILE_SINK.",
+      "Where the sink's warnings go (a partial last line it terminated, bytes of a failed append it cut off). Default: process.emitWarning with code ACKLINE_FILE_SINK, where a warning also goes, naming onWarning, when the function throws or its promise rejects (which fails nothing).",
     ),
 })
 /** Options of {@link file}. */
@@ -77,6 +77,8 @@ export interface FileSink extends Sink {
 }
 
 const RESOLVED: Promise<unknown> = Promise.resolve()
+
+const emitWarning = (message: string): void => process.emitWarning(message, { code: 'ACKLINE_FILE_SINK' })
 
 const NOT_REGULAR = 'a regular file, not a FIFO, socket or device'
 
@@ -100,8 +102,25 @@ class NdjsonFile implements FileSink {
   constructor(options: FileSinkOptions) {
     this.#options = options
     this.path = typeof options.path === 'string' && options.path !== '' ? resolve(options.path) : ''
+    const onWarning = options.onWarning
     this.#warn =
-      options.onWarning ?? ((message) => process.emitWarning(message, { code: 'ACKLINE_FILE_SINK' }))
+      typeof onWarning !== 'function'
+        ? emitWarning
+        : (message) => {
+            // The user's callback: a throw (or an async one's rejection) must not fail the open or
+            // the append that warned, nor end the process unhandled. It is said the default way.
+            const said = (error: unknown): void =>
+              emitWarning(
+                `file sink ${this.path}: onWarning threw (${error instanceof Error ? error.message : String(error)}); its warning: ${message}`,
+              )
+            try {
+              const result: unknown = onWarning(message)
+              if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function')
+                (result as PromiseLike<unknown>).then(undefined, said)
+            } catch (error) {
+              said(error)
+            }
+          }
   }
 
   validate(): readonly ConfigIssue[] {

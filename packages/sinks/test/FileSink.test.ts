@@ -346,6 +346,59 @@ describe('file', () => {
     expect(warnings[0]).toContain('partial line')
   })
 
+  it('an onWarning that throws (or rejects) fails no write: its warning goes to process.emitWarning, naming onWarning', async () => {
+    const emitted: string[] = []
+    vi.spyOn(process, 'emitWarning').mockImplementation((warning: string | Error) => {
+      emitted.push(String(warning))
+    })
+    const path = join(dir, 'out.ndjson')
+    writeFileSync(path, '{"n":0}\n{"n":1,"tru') // a partial line: a warning on open
+    const throwing = file({
+      path,
+      onWarning: () => {
+        throw new Error('the log shipper is down')
+      },
+    })
+    expect(await throwing.write(array({ n: 2 }))).toBeUndefined()
+    await throwing.stop()
+    expect(readFileSync(path, 'utf8')).toBe('{"n":0}\n{"n":1,"tru\n{"n":2}\n')
+    // An async callback's rejection is handled too (unhandled, it would end the process).
+    writeFileSync(path, '{"n":3,"tru')
+    const rejecting = file({ path, onWarning: async () => Promise.reject(new Error('async shipper down')) })
+    expect(await rejecting.write(array({ n: 4 }))).toBeUndefined()
+    await rejecting.stop()
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    expect(emitted).toEqual([
+      expect.stringMatching(
+        /file sink .*: onWarning threw \(the log shipper is down\); its warning: .*partial line/,
+      ),
+      expect.stringMatching(
+        /file sink .*: onWarning threw \(async shipper down\); its warning: .*partial line/,
+      ),
+    ])
+  })
+
+  it.skipIf(process.platform !== 'linux')(
+    'a directory that cannot be fsynced, with an onWarning that throws, still lets the sink create its file',
+    async () => {
+      vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+      const proto = await handlePrototype()
+      // On Linux the only fsync of a new file is its directory's (appends are O_SYNC).
+      vi.spyOn(proto, 'sync').mockRejectedValue(Object.assign(new Error('EACCES'), { code: 'EACCES' }))
+      const path = join(dir, 'new.ndjson')
+      const sink = file({
+        path,
+        onWarning: () => {
+          throw new Error('no')
+        },
+      })
+      // Every attempt failed before: the directory sync's warning threw, so the open did.
+      expect(await sink.write(array({ n: 1 }))).toBeUndefined()
+      await sink.stop()
+      expect(lines(path)).toEqual([{ n: 1 }])
+    },
+  )
+
   it('cuts off what a failed append wrote before the retry appends', async () => {
     const path = join(dir, 'out.ndjson')
     writeFileSync(path, '{"n":0}\n')
