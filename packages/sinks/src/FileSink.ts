@@ -16,7 +16,8 @@
  * - Every line this sink appends starts at the beginning of a line: a file that ends in a partial
  *   line when it is opened (a power loss, a disk that filled up, another writer) gets a newline
  *   first, and what a failed append left behind is cut off (truncated back to where that append
- *   began) before the next one. Both are said in a warning.
+ *   began) before the next one, if the path still names the file it was written to (a file
+ *   rotated or replaced meanwhile is left whole). Each is said in a warning.
  * - Writes never interleave: each array's lines are appended as one contiguous block.
  * - Only a regular file is written to: a path that is a FIFO, socket or device (whose data is on
  *   no disk; a FIFO's buffer would take lines it then loses, or block the write for ever) is an
@@ -92,8 +93,13 @@ class NdjsonFile implements FileSink {
   #handle: FileHandle | undefined = undefined
   /** The file's size after the last complete append of this sink (known once opened). */
   #size = 0
-  /** Where a failed append began: the next open cuts the file back to it. */
-  #cutTo: number | undefined = undefined
+  /** The identity of the file held open (device and inode), known once opened. */
+  #identity = ''
+  /**
+   * Where a failed append began, in which file: the next open cuts the file back to it, if the
+   * path still names that file (rotated or replaced, it is another's, and nothing is cut).
+   */
+  #cutTo: { readonly at: number; readonly identity: string } | undefined = undefined
   /** The file is open for synchronous writes (`O_SYNC`, Linux): no fsync after an append. */
   #syncWrites = false
   /** The last write or stop: the next one starts after it, so blocks never interleave. */
@@ -234,16 +240,22 @@ class NdjsonFile implements FileSink {
     // Made a FIFO, socket or device since validate(): what it takes is not on disk (see validate).
     if (!stat.isFile()) throw new Error('not a regular file (a FIFO, socket or device)')
     let size = stat.size
-    const cutTo = this.#cutTo
-    if (cutTo !== undefined && size > cutTo) {
-      await handle.truncate(cutTo)
+    const identity = `${stat.dev}:${stat.ino}`
+    const cut = this.#cutTo
+    if (cut !== undefined && cut.identity !== identity) {
+      this.#warn(
+        `file sink ${this.path}: the file at the path is not the file the failed append wrote to (rotated or replaced); nothing was cut off, what it wrote stays in that file`,
+      )
+    } else if (cut !== undefined && size > cut.at) {
+      await handle.truncate(cut.at)
       await handle.sync()
       this.#warn(
-        `file sink ${this.path}: cut off ${size - cutTo} byte(s) a failed append had written (the file now ends at byte ${cutTo})`,
+        `file sink ${this.path}: cut off ${size - cut.at} byte(s) a failed append had written (the file now ends at byte ${cut.at})`,
       )
-      size = cutTo
+      size = cut.at
     }
     this.#cutTo = undefined
+    this.#identity = identity
     if (size === 0) return 0
     const last = Buffer.alloc(1)
     await handle.read(last, 0, 1, size - 1)
@@ -270,7 +282,7 @@ class NdjsonFile implements FileSink {
       // Part of the text may be on disk: the next open cuts the file back to where it began, so
       // the retry does not glue its first line onto a fragment. Reopen then: the handle may be
       // what broke (a file moved, a disk remounted).
-      this.#cutTo = before
+      this.#cutTo = { at: before, identity: this.#identity }
       this.#handle = undefined
       await handle.close().catch(() => undefined)
       throw this.#failure('cannot append to', error)

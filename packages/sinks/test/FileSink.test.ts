@@ -7,6 +7,7 @@ import {
   readFileSync,
   readlinkSync,
   realpathSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs'
@@ -423,6 +424,36 @@ describe('file', () => {
     await sink.stop()
     expect(readFileSync(path, 'utf8')).toBe('{"n":0}\n{"n":1}\n{"n":2}\n')
     expect(warnings).toEqual([expect.stringContaining('cut off')])
+  })
+
+  it('cuts back only the file the failed append wrote to, not another file found at the path on the retry (rotated)', async () => {
+    const path = join(dir, 'out.ndjson')
+    writeFileSync(path, '{"n":0}\n')
+    const proto = await handlePrototype()
+    const write = proto.write!
+    let failures = 1
+    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      if (failures-- > 0) {
+        const [bytes, offset, length] = args as [Buffer, number, number]
+        await write.call(this, bytes, offset, length - 3, null)
+        throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })
+      }
+      return write.apply(this, args)
+    })
+    const warnings: string[] = []
+    const sink = file({ path, onWarning: (m) => warnings.push(m) })
+    await expect(sink.write(array({ n: 1 }, { n: 2 }))).rejects.toBeInstanceOf(RetryableError)
+    // Before the retry, the file is rotated and another writer's file takes the path.
+    renameSync(path, `${path}.1`)
+    const other = '{"other":"writer","lines":["kept"]}\n'
+    writeFileSync(path, other)
+    await sink.write(array({ n: 1 }, { n: 2 }))
+    await sink.stop()
+    expect(readFileSync(path, 'utf8')).toBe(`${other}{"n":1}\n{"n":2}\n`)
+    expect(readFileSync(`${path}.1`, 'utf8')).toMatch(/^\{"n":0\}\n\{"n":1\}\n\{"n":$/) // the fragment stays where it was
+    expect(warnings).toEqual([
+      expect.stringMatching(/not the file the failed append wrote to.*nothing was cut off/),
+    ])
   })
 
   it('in a topology, a 100,000-level-deep body is rejected, not retried as errored forever', async () => {
