@@ -31,7 +31,7 @@ import {
   type SinkResult,
 } from '@ackline/topology'
 import { z } from 'zod'
-import { jsonLine } from './internal/jsonLine.js'
+import { jsonLine, MAX_TEXT } from './internal/jsonLine.js'
 
 /**
  * Options of {@link console}: its schema (`validate`, `jsonSchema`, …).
@@ -88,19 +88,29 @@ class Console implements ConsoleSink {
     const stream = this.#options.stream ?? process.stdout
     const text = this.#options.format === 'text'
     let out = ''
+    let full: string[] | undefined // texts as long as one string can be, before `out`
     let results: (DeliveryStatus | Error)[] | undefined
     for (let i = 0; i < events.length; i++) {
       const event = events.events[i]!
       const message = text ? event.get('message') : undefined
+      let line: string
       try {
-        out += typeof message === 'string' ? `${message}\n` : jsonLine(event.fields)
-        results?.push('delivered')
+        line = typeof message === 'string' ? `${message}\n` : jsonLine(event.fields)
       } catch (error) {
         // The first event that cannot be encoded: the ones before it were delivered.
         results ??= new Array<DeliveryStatus | Error>(i).fill('delivered')
         results.push(error instanceof Error ? error : new TypeError(String(error)))
+        continue
       }
+      if (out.length + line.length > MAX_TEXT) {
+        if (full === undefined) full = [out]
+        else full.push(out)
+        out = ''
+      }
+      out += line
+      results?.push('delivered')
     }
+    if (full !== undefined) for (const piece of full) await this.#print(stream, piece)
     if (out !== '') await this.#print(stream, out)
     return results
   }

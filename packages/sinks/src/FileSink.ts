@@ -7,7 +7,8 @@
  *   synchronous writes (`O_SYNC`): an append returns only once its data and the file's metadata
  *   are on disk, the guarantee of an append followed by an fsync, in one system call (and one
  *   trip to the thread pool) instead of two; an array's lines go out in one `write` however large
- *   (after a short write the rest is written, or its error thrown). Elsewhere each append is
+ *   (after a short write the rest is written, or its error thrown), or in one per string's worth
+ *   (512 MiB of text) when they are more than one string can hold. Elsewhere each append is
  *   followed by an fsync (`FileHandle.sync`, which on macOS is `F_FULLFSYNC` and flushes the
  *   drive's cache, where an `O_SYNC` write does not). A file the sink creates has its directory
  *   fsynced too, so the file itself survives. A failed open, write or fsync throws a
@@ -46,7 +47,7 @@ import {
   type SinkResult,
 } from '@ackline/topology'
 import { z } from 'zod'
-import { jsonLine } from './internal/jsonLine.js'
+import { jsonLine, MAX_TEXT } from './internal/jsonLine.js'
 
 /** Options of {@link file}: its schema (`validate`, `jsonSchema`, …). */
 export const FileSinkOptions = defineOptions({
@@ -163,12 +164,22 @@ class NdjsonFile implements FileSink {
   write(events: EventArray): Promise<SinkResult> {
     if (events.length === 0) return Promise.resolve(undefined)
     let text = ''
+    let full: string[] | undefined // texts as long as one string can be, before `text`
     try {
-      for (const event of events) text += jsonLine(event.fields)
+      for (const event of events) {
+        const line = jsonLine(event.fields)
+        if (text.length + line.length > MAX_TEXT) {
+          if (full === undefined) full = [text]
+          else full.push(text)
+          text = ''
+        }
+        text += line
+      }
     } catch {
       return this.#writeEach(events)
     }
-    return this.#serial(() => this.#append(text))
+    const texts = full === undefined ? text : [...full, text]
+    return this.#serial(() => this.#append(texts))
   }
 
   stop(): Promise<void> {
@@ -185,17 +196,26 @@ class NdjsonFile implements FileSink {
    */
   #writeEach(events: EventArray): Promise<SinkResult> {
     const results: ('delivered' | Error)[] = []
+    const texts: string[] = []
     let text = ''
     for (const event of events) {
+      let line: string
       try {
-        text += jsonLine(event.fields)
-        results.push('delivered')
+        line = jsonLine(event.fields)
       } catch (error) {
         results.push(error instanceof Error ? error : new TypeError(String(error)))
+        continue
       }
+      if (text.length + line.length > MAX_TEXT) {
+        texts.push(text)
+        text = ''
+      }
+      text += line
+      results.push('delivered')
     }
+    if (text !== '') texts.push(text)
     return this.#serial(async () => {
-      if (text !== '') await this.#append(text)
+      if (texts.length > 0) await this.#append(texts)
       return results
     })
   }
@@ -268,16 +288,18 @@ class NdjsonFile implements FileSink {
     return size + 1
   }
 
-  async #append(text: string): Promise<undefined> {
+  /** Appends one array's text (several texts when it is longer than one string can be) as one block. */
+  async #append(text: string | readonly string[]): Promise<undefined> {
     // Opened already (the common case): no call and no wait for it.
     const handle = this.#handle ?? (await this.#open())
     const before = this.#size
     try {
-      // Encoded once: the bytes appended are also what the size counts (no second pass).
-      const bytes = Buffer.from(text, 'utf8')
-      await writeAll(handle, bytes) // on disk once it returns where the file is opened O_SYNC
+      // on disk once each returns where the file is opened O_SYNC
+      let written = 0
+      if (typeof text === 'string') written = await appendText(handle, text)
+      else for (const piece of text) written += await appendText(handle, piece)
       if (!this.#syncWrites) await handle.sync()
-      this.#size = before + bytes.length
+      this.#size = before + written
     } catch (error) {
       // Part of the text may be on disk: the next open cuts the file back to where it began, so
       // the retry does not glue its first line onto a fragment. Reopen then: the handle may be
@@ -333,6 +355,13 @@ async function syncDirectory(path: string): Promise<void> {
  */
 export function file(options: FileSinkOptions): FileSink {
   return new NdjsonFile(options)
+}
+
+/** Appends `text`, encoded once: the bytes appended are also what it returns to count (no second pass). */
+async function appendText(handle: FileHandle, text: string): Promise<number> {
+  const bytes = Buffer.from(text, 'utf8')
+  await writeAll(handle, bytes)
+  return bytes.length
 }
 
 /** The most one `write` is asked to write: Node refuses a length over 2^31 - 1. */

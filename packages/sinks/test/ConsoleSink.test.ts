@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from 'node:buffer'
 import { spawn } from 'node:child_process'
 import { EventEmitter, once } from 'node:events'
 import { PassThrough, Writable } from 'node:stream'
@@ -173,6 +174,25 @@ describe('console', () => {
       /cannot write to its stream: the stream dropped the lines/,
     )
   })
+
+  it('prints an array whose lines together pass the longest string the engine makes (each line fits): no event rejected', async () => {
+    let bytes = 0
+    let newlines = 0
+    const stream = new Writable({
+      write: (chunk: Buffer, _encoding, callback) => {
+        bytes += chunk.length
+        for (let i = chunk.indexOf(0x0a); i !== -1; i = chunk.indexOf(0x0a, i + 1)) newlines++
+        callback()
+      },
+    })
+    const s = 'x'.repeat(bufferConstants.MAX_STRING_LENGTH >> 1) // two lines: over the limit by a few bytes
+    const result = await console({ stream }).write(
+      EventArray.from([new LogEvent({ s }), new LogEvent({ s })]),
+    )
+    expect(result).toBeUndefined() // before: ['delivered', RangeError('Invalid string length')], settled rejected
+    expect(newlines).toBe(2)
+    expect(bytes).toBe(2 * (s.length + '{"s":""}\n'.length))
+  }, 120_000)
 
   it('prints the events it can encode and reports each one it cannot by its own error', async () => {
     const stream = new PassThrough()

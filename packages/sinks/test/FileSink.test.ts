@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from 'node:buffer'
 import { execFileSync } from 'node:child_process'
 import {
   constants,
@@ -169,6 +170,33 @@ describe('file', () => {
     expect(lengths[2]).toBe(lengths[1]! - (lengths[1]! >> 1))
     expect(lines(path)).toEqual([...events, { n: 3000 }, { n: 3001 }])
   })
+
+  it('delivers an array whose lines together pass the longest string the engine makes (each line fits): no event rejected', async () => {
+    const proto = await handlePrototype()
+    const write = proto.write!
+    // Counted, not stored: 540 MB on disk would only slow the test down.
+    let bytes = 0
+    let newlines = 0
+    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      const [buffer, offset, length] = args as [Buffer, number, number]
+      if (length < 1000) return write.apply(this, args)
+      bytes += length
+      for (
+        let i = buffer.indexOf(0x0a, offset);
+        i !== -1 && i < offset + length;
+        i = buffer.indexOf(0x0a, i + 1)
+      )
+        newlines++
+      return { bytesWritten: length, buffer }
+    })
+    const s = 'x'.repeat(bufferConstants.MAX_STRING_LENGTH >> 1) // two lines: over the limit by a few bytes
+    const sink = file({ path: join(dir, 'out.ndjson') })
+    const result = await sink.write(array({ s }, { s }))
+    await sink.stop()
+    expect(result).toBeUndefined() // before: ['delivered', RangeError('Invalid string length')], settled rejected
+    expect(newlines).toBe(2)
+    expect(bytes).toBe(2 * (s.length + '{"s":""}\n'.length))
+  }, 120_000)
 
   it('fails a write that writes nothing (rather than loop), cuts the file back, and the retry appends', async () => {
     const path = join(dir, 'out.ndjson')

@@ -7,6 +7,14 @@
  *
  * @module
  */
+import { constants } from 'node:buffer'
+
+/**
+ * The longest text one string can hold (V8: 2^29 - 24 characters). The sinks join an array's
+ * lines into texts no longer than this: past it, `+=` throws a `RangeError` that is no event's
+ * fault, and that would reject the event it was appending.
+ */
+export const MAX_TEXT: number = constants.MAX_STRING_LENGTH
 
 /**
  * `fields` as a JSON line. Throws a `TypeError` also for fields that encode as no JSON at all (a
