@@ -3,8 +3,8 @@
  *
  * Invariant: it reports one status per event, in order — `outcome(event)` when given, else
  * `delivered` — and keeps the fields of every event it was given, in arrival order. An `outcome`
- * that throws fails that event alone (`errored`, with the error naming `outcome`); `statuses`
- * always says what the write reported.
+ * that throws or returns no status fails that event alone (`errored`, with the error naming
+ * `outcome`); `statuses` always says what the write reported.
  *
  * @module
  */
@@ -30,7 +30,9 @@ import {
 export const MemorySinkOptions = defineOptions({
   outcome: codeOption<(event: LogEvent) => DeliveryStatus>('a function')
     .optional()
-    .describe('The status to report for an event (default `delivered`). It must not end or keep the event.'),
+    .describe(
+      "The status to report for an event (default, with no outcome: `delivered`). It must not end or keep the event. A throw, or a return that is not 'delivered', 'errored' or 'rejected' (undefined, a promise), fails that event alone: `errored`, with an error naming `outcome`.",
+    ),
   beforeWrite: codeOption<(events: EventArray) => void | Promise<void>>('a function')
     .optional()
     .describe('Awaited before each write: make the sink slow, or hold it until a test lets it go.'),
@@ -84,8 +86,20 @@ class Memory implements MemorySink {
       let status: DeliveryStatus
       let entry: DeliveryStatus | Error
       try {
-        status = outcome?.(event) ?? 'delivered'
-        entry = status
+        const chosen: unknown = outcome === undefined ? 'delivered' : outcome(event)
+        if (chosen !== 'delivered' && chosen !== 'errored' && chosen !== 'rejected') {
+          // `undefined` from a branch that forgot to return is no `delivered`; a promise (an
+          // async outcome) or a typo is no status: the event fails, as for a throw.
+          status = 'errored'
+          entry = new ComponentError(
+            'OUTCOME_INVALID',
+            `outcome returned ${describe(chosen)}, not 'delivered', 'errored' or 'rejected'`,
+            { component: 'memory', field: 'outcome' },
+          )
+        } else {
+          status = chosen
+          entry = status
+        }
       } catch (cause) {
         // A throwing callback fails its event alone: thrown out of the write, it would be retried,
         // and the events before it recorded twice, as `delivered` where they were not.
@@ -105,6 +119,18 @@ class Memory implements MemorySink {
 }
 
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+/** What an outcome returned, for a message. */
+const describe = (value: unknown): string =>
+  typeof value === 'string'
+    ? JSON.stringify(value)
+    : typeof value === 'function'
+      ? 'a function'
+      : typeof (value as PromiseLike<unknown> | undefined)?.then === 'function'
+        ? 'a promise'
+        : typeof value === 'object' && value !== null
+          ? 'an object'
+          : String(value)
 
 /**
  * A sink that keeps every event's fields; `outcome` chooses events to report `errored` or

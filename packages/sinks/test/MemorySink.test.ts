@@ -1,4 +1,4 @@
-import type { BatchStatus, JsonObject } from '@ackline/core'
+import type { BatchStatus, JsonObject, LogEvent } from '@ackline/core'
 import { memory } from '@ackline/sinks'
 import { type Source, TopologyBuilder } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
@@ -56,6 +56,38 @@ describe('memory', () => {
     expect(sink.writes).toBe(1)
     expect(sink.events).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }])
     expect(sink.statuses).toEqual(['delivered', 'errored', 'delivered'])
+  })
+
+  it('settles errored, naming outcome, an event whose outcome returns no status (undefined, a typo, a promise), and records errored', async () => {
+    const { source, statuses } = batches([[{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]])
+    const sink = memory({
+      outcome: ((e: LogEvent) => {
+        const n = e.get('n')
+        if (n === 2) return undefined // a branch that forgot to return
+        if (n === 3) return 'deliverd'
+        if (n === 4) return Promise.resolve('delivered') // an async outcome
+        return 'delivered'
+      }) as never,
+    })
+    const failures: string[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') failures.push(fact.message)
+    })
+    await topology.start()
+    await topology.done
+    expect(await statuses()).toEqual(['errored'])
+    // Before: n = 2 was delivered, and 'deliverd' and a promise were recorded as statuses.
+    expect(sink.statuses).toEqual(['delivered', 'errored', 'errored', 'errored'])
+    expect(topology.metrics().out).toMatchObject({ erroredEvents: 3, failures: { WRITE_FAILED: 3 } })
+    expect(failures).toEqual([
+      expect.stringContaining(
+        "memory (outcome): outcome returned undefined, not 'delivered', 'errored' or 'rejected'",
+      ),
+    ])
   })
 
   it('waits for beforeWrite', async () => {
