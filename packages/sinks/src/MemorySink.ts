@@ -15,6 +15,8 @@ import {
   codeOption,
   defineOptions,
   type OptionsOf,
+  RejectError,
+  RetryableError,
   type Sink,
   type SinkResult,
 } from '@ackline/topology'
@@ -35,7 +37,9 @@ export const MemorySinkOptions = defineOptions({
     ),
   beforeWrite: codeOption<(events: EventArray) => void | Promise<void>>('a function')
     .optional()
-    .describe('Awaited before each write: make the sink slow, or hold it until a test lets it go.'),
+    .describe(
+      'Awaited before each write: make the sink slow, or hold it until a test lets it go. A `RetryableError` or `RejectError` it throws fails the write as it says; any other throw fails it retryably, as a `RetryableError` naming `beforeWrite`.',
+    ),
 })
 /** Options of {@link memory}. */
 export type MemorySinkOptions = OptionsOf<typeof MemorySinkOptions>
@@ -79,7 +83,20 @@ class Memory implements MemorySink {
 
   async write(events: EventArray): Promise<SinkResult> {
     const { beforeWrite, outcome } = this.#options
-    if (beforeWrite !== undefined) await beforeWrite(events)
+    if (beforeWrite !== undefined) {
+      try {
+        await beforeWrite(events)
+      } catch (cause) {
+        // What a test throws on purpose (to make the write fail) is passed as it is; anything
+        // else is a bug in the callback, retried like any failure: a `TypeError` passed on would
+        // be read as the events' encoding error and reject them for good.
+        if (cause instanceof RetryableError || cause instanceof RejectError) throw cause
+        throw new RetryableError('memory', `beforeWrite threw: ${messageOf(cause)}`, {
+          field: 'beforeWrite',
+          cause,
+        })
+      }
+    }
     this.writes++
     const result: (DeliveryStatus | Error)[] = []
     for (const event of events) {

@@ -1,6 +1,6 @@
-import type { BatchStatus, JsonObject, LogEvent } from '@ackline/core'
+import { type BatchStatus, EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import { memory } from '@ackline/sinks'
-import { type Source, TopologyBuilder } from '@ackline/topology'
+import { RejectError, RetryableError, type Source, TopologyBuilder } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
 /** A source that sends the given batches and keeps their statuses. */
@@ -88,6 +88,29 @@ describe('memory', () => {
         "memory (outcome): outcome returned undefined, not 'delivered', 'errored' or 'rejected'",
       ),
     ])
+  })
+
+  it('a beforeWrite that throws fails the write retryably, naming beforeWrite, even with a TypeError (not rejected as unencodable)', async () => {
+    const events = EventArray.from([new LogEvent({ n: 1 })])
+    const buggy = memory({
+      beforeWrite: () => {
+        ;(undefined as unknown as () => void)()
+      },
+    })
+    const failed = await buggy.write(events).catch((error: unknown) => error)
+    expect(failed).toBeInstanceOf(RetryableError)
+    expect(failed).toMatchObject({ component: 'memory', field: 'beforeWrite' })
+    expect((failed as Error).message).toMatch(/^memory \(beforeWrite\): beforeWrite threw: .*not a function/)
+    const async = memory({ beforeWrite: async () => Promise.reject(new RangeError('too deep')) })
+    await expect(async.write(events)).rejects.toBeInstanceOf(RetryableError)
+    // What a test throws on purpose to simulate a failure is passed as it is.
+    const rejecting = memory({
+      beforeWrite: () => {
+        throw new RejectError('memory', 'no')
+      },
+    })
+    await expect(rejecting.write(events)).rejects.toBeInstanceOf(RejectError)
+    expect(buggy.writes + async.writes + rejecting.writes).toBe(0)
   })
 
   it('waits for beforeWrite', async () => {
