@@ -92,9 +92,10 @@ class Console implements ConsoleSink {
     let results: (DeliveryStatus | Error)[] | undefined
     for (let i = 0; i < events.length; i++) {
       const event = events.events[i]!
-      const message = text ? event.get('message') : undefined
       let line: string
       try {
+        // Read in the try: a `message` getter that throws fails its event alone, as encoding does.
+        const message = text ? event.get('message') : undefined
         line = typeof message === 'string' ? `${message}\n` : jsonLine(event.fields)
       } catch (error) {
         // The first event that cannot be encoded: the ones before it were delivered.

@@ -175,6 +175,29 @@ describe('console', () => {
     )
   })
 
+  it("with format 'text', an event whose message cannot be read (a getter that throws) fails alone, the others are printed", async () => {
+    const stream = new PassThrough()
+    let out = ''
+    stream.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+    })
+    const broken = {
+      get message(): string {
+        throw new TypeError('message is not ready')
+      },
+    }
+    const result = await console({ stream, format: 'text' }).write(
+      EventArray.from([
+        new LogEvent({ message: 'one' }),
+        new LogEvent(broken as never),
+        new LogEvent({ message: 'three' }),
+      ]),
+    )
+    // Before: the getter's TypeError left the write, and the whole array was rejected as unencodable.
+    expect(result).toEqual(['delivered', expect.any(TypeError), 'delivered'])
+    expect(out).toBe('one\nthree\n')
+  })
+
   it('prints an array whose lines together pass the longest string the engine makes (each line fits): no event rejected', async () => {
     let bytes = 0
     let newlines = 0
