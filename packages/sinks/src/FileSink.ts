@@ -92,7 +92,7 @@ class NdjsonFile implements FileSink {
   readonly #options: FileSinkOptions
   readonly #warn: (message: string) => void
   #handle: FileHandle | undefined = undefined
-  /** The file's size after the last complete append of this sink (known once opened). */
+  /** The file's size after the last complete append of this sink, as the kernel reported it (known once opened). */
   #size = 0
   /** The identity of the file held open (device and inode), known once opened. */
   #identity = ''
@@ -295,11 +295,9 @@ class NdjsonFile implements FileSink {
     const before = this.#size
     try {
       // on disk once each returns where the file is opened O_SYNC
-      let written = 0
-      if (typeof text === 'string') written = await appendText(handle, text)
-      else for (const piece of text) written += await appendText(handle, piece)
+      if (typeof text === 'string') await appendText(handle, text)
+      else for (const piece of text) await appendText(handle, piece)
       if (!this.#syncWrites) await handle.sync()
-      this.#size = before + written
     } catch (error) {
       // Part of the text may be on disk: the next open cuts the file back to where it began, so
       // the retry does not glue its first line onto a fragment. Reopen then: the handle may be
@@ -314,11 +312,15 @@ class NdjsonFile implements FileSink {
     // the retry reopens the path, which makes a new file. Nothing is cut off (the file now at the
     // path, if any, is not the one appended to). `fstatSync` of an open descriptor reads the
     // inode the kernel holds: no trip to the thread pool on the hot path.
-    if (fstatSync(handle.fd).nlink === 0) {
+    const stat = fstatSync(handle.fd)
+    if (stat.nlink === 0) {
       this.#handle = undefined
       await handle.close().catch(() => undefined)
       throw this.#failure('cannot append to', new Error('the file was removed while the sink had it open'))
     }
+    // The file's end as the kernel has it, not as this sink counts its own appends: lines another
+    // writer appended meanwhile are before it, so a later cut-back keeps them (and the lines after).
+    this.#size = stat.size
     return undefined
   }
 
@@ -357,11 +359,9 @@ export function file(options: FileSinkOptions): FileSink {
   return new NdjsonFile(options)
 }
 
-/** Appends `text`, encoded once: the bytes appended are also what it returns to count (no second pass). */
-async function appendText(handle: FileHandle, text: string): Promise<number> {
-  const bytes = Buffer.from(text, 'utf8')
-  await writeAll(handle, bytes)
-  return bytes.length
+/** Appends `text`, encoded once. */
+function appendText(handle: FileHandle, text: string): Promise<void> {
+  return writeAll(handle, Buffer.from(text, 'utf8'))
 }
 
 /** The most one `write` is asked to write: Node refuses a length over 2^31 - 1. */

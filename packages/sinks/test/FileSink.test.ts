@@ -1,6 +1,7 @@
 import { constants as bufferConstants } from 'node:buffer'
 import { execFileSync } from 'node:child_process'
 import {
+  appendFileSync,
   constants,
   mkdirSync,
   mkdtempSync,
@@ -482,6 +483,33 @@ describe('file', () => {
     expect(warnings).toEqual([
       expect.stringMatching(/not the file the failed append wrote to.*nothing was cut off/),
     ])
+  })
+
+  it('cuts back to where the failed append began, not over lines another writer appended since the last one', async () => {
+    const path = join(dir, 'out.ndjson')
+    const proto = await handlePrototype()
+    const write = proto.write!
+    let fail = false
+    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      if (fail) {
+        fail = false
+        const [bytes, offset, length] = args as [Buffer, number, number]
+        await write.call(this, bytes, offset, length - 3, null)
+        throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' })
+      }
+      return write.apply(this, args)
+    })
+    const warnings: string[] = []
+    const sink = file({ path, onWarning: (m) => warnings.push(m) })
+    await sink.write(array({ n: 1 }))
+    appendFileSync(path, '{"from":"another writer"}\n') // `echo >>`, a second process
+    await sink.write(array({ n: 2 }))
+    fail = true
+    await expect(sink.write(array({ n: 3 }))).rejects.toBeInstanceOf(RetryableError)
+    await sink.write(array({ n: 3 }))
+    await sink.stop()
+    expect(lines(path)).toEqual([{ n: 1 }, { from: 'another writer' }, { n: 2 }, { n: 3 }])
+    expect(warnings).toEqual([expect.stringContaining('cut off 5 byte(s)')])
   })
 
   it('in a topology, a 100,000-level-deep body is rejected, not retried as errored forever', async () => {
