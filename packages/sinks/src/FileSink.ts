@@ -18,7 +18,8 @@
  *   line when it is opened (a power loss, a disk that filled up, another writer) gets a newline
  *   first, and what a failed append left behind is cut off (truncated back to where that append
  *   began) before the next one, if the path still names the file it was written to (a file
- *   rotated or replaced meanwhile is left whole). Each is said in a warning.
+ *   rotated or replaced meanwhile is left whole), or at `stop()` when no append came after it.
+ *   Each is said in a warning.
  * - Writes never interleave: each array's lines are appended as one contiguous block.
  * - Only a regular file is written to: a path that is a FIFO, socket or device (whose data is on
  *   no disk; a FIFO's buffer would take lines it then loses, or block the write for ever) is an
@@ -184,6 +185,15 @@ class NdjsonFile implements FileSink {
 
   stop(): Promise<void> {
     return this.#serial(async () => {
+      // The last append failed and no write came after to cut off what it left: an open does it
+      // now, or the file would keep a fragment and the lines of events that were settled errored.
+      if (this.#handle === undefined && this.#cutTo !== undefined) {
+        await this.#open().catch((error: unknown) => {
+          this.#warn(
+            `file sink ${this.path}: could not cut off what a failed append wrote, at stop (${error instanceof Error ? error.message : String(error)})`,
+          )
+        })
+      }
       const handle = this.#handle
       this.#handle = undefined
       await handle?.close()

@@ -455,6 +455,26 @@ describe('file', () => {
     expect(warnings).toEqual([expect.stringContaining('cut off')])
   })
 
+  it('cuts off at stop what the last failed append wrote, when no write came after it to do so', async () => {
+    const path = join(dir, 'out.ndjson')
+    writeFileSync(path, '{"n":0}\n')
+    const proto = await handlePrototype()
+    const write = proto.write!
+    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      // Every append fails after a line and a half: the retries are spent, the events errored.
+      const [bytes, offset, length] = args as [Buffer, number, number]
+      await write.call(this, bytes, offset, length - 3, null)
+      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })
+    })
+    const warnings: string[] = []
+    const sink = file({ path, onWarning: (m) => warnings.push(m) })
+    await expect(sink.write(array({ n: 1 }, { n: 2 }))).rejects.toBeInstanceOf(RetryableError)
+    await sink.stop()
+    // Before: the file kept '{"n":1}\n{"n":' — a line of an event settled errored, and a fragment.
+    expect(readFileSync(path, 'utf8')).toBe('{"n":0}\n')
+    expect(warnings).toEqual([expect.stringContaining('cut off 13 byte(s)')])
+  })
+
   it('cuts back only the file the failed append wrote to, not another file found at the path on the retry (rotated)', async () => {
     const path = join(dir, 'out.ndjson')
     writeFileSync(path, '{"n":0}\n')
