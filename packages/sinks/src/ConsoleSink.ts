@@ -31,7 +31,7 @@ import {
   type SinkResult,
 } from '@ackline/topology'
 import { z } from 'zod'
-import { jsonLine, MAX_TEXT } from './internal/jsonLine.js'
+import { jsonLine, textLimit } from './internal/jsonLine.js'
 
 /**
  * Options of {@link console}: its schema (`validate`, `jsonSchema`, …).
@@ -103,7 +103,7 @@ class Console implements ConsoleSink {
         results.push(error instanceof Error ? error : new TypeError(String(error)))
         continue
       }
-      if (out.length + line.length > MAX_TEXT) {
+      if (out.length + line.length > textLimit.max) {
         if (full === undefined) full = [out]
         else full.push(out)
         out = ''

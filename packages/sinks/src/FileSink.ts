@@ -48,7 +48,7 @@ import {
   type SinkResult,
 } from '@ackline/topology'
 import { z } from 'zod'
-import { jsonLine, MAX_TEXT } from './internal/jsonLine.js'
+import { jsonLine, textLimit } from './internal/jsonLine.js'
 
 /** Options of {@link file}: its schema (`validate`, `jsonSchema`, …). */
 export const FileSinkOptions = defineOptions({
@@ -169,7 +169,7 @@ class NdjsonFile implements FileSink {
     try {
       for (const event of events) {
         const line = jsonLine(event.fields)
-        if (text.length + line.length > MAX_TEXT) {
+        if (text.length + line.length > textLimit.max) {
           if (full === undefined) full = [text]
           else full.push(text)
           text = ''
@@ -216,7 +216,7 @@ class NdjsonFile implements FileSink {
         results.push(error instanceof Error ? error : new TypeError(String(error)))
         continue
       }
-      if (text.length + line.length > MAX_TEXT) {
+      if (text.length + line.length > textLimit.max) {
         texts.push(text)
         text = ''
       }

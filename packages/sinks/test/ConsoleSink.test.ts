@@ -6,6 +6,7 @@ import { EventArray, LogEvent } from '@ackline/core'
 import { console } from '@ackline/sinks'
 import { RetryableError, TopologyBuilder } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
+import { textLimit } from '../src/internal/jsonLine.js'
 
 const print = async (format: 'json' | 'text' | undefined) => {
   const stream = new PassThrough()
@@ -198,24 +199,52 @@ describe('console', () => {
     expect(out).toBe('one\nthree\n')
   })
 
-  it('prints an array whose lines together pass the longest string the engine makes (each line fits): no event rejected', async () => {
-    let bytes = 0
-    let newlines = 0
-    const stream = new Writable({
-      write: (chunk: Buffer, _encoding, callback) => {
-        bytes += chunk.length
-        for (let i = chunk.indexOf(0x0a); i !== -1; i = chunk.indexOf(0x0a, i + 1)) newlines++
-        callback()
-      },
-    })
-    const s = 'x'.repeat(bufferConstants.MAX_STRING_LENGTH >> 1) // two lines: over the limit by a few bytes
-    const result = await console({ stream }).write(
-      EventArray.from([new LogEvent({ s }), new LogEvent({ s })]),
-    )
-    expect(result).toBeUndefined() // before: ['delivered', RangeError('Invalid string length')], settled rejected
-    expect(newlines).toBe(2)
-    expect(bytes).toBe(2 * (s.length + '{"s":""}\n'.length))
-  }, 120_000)
+  it('prints every line of an array whose lines together pass the longest string (textLimit.max, lowered here), in order', async () => {
+    textLimit.max = 64
+    try {
+      const chunks: string[] = []
+      const stream = new Writable({
+        write: (chunk: Buffer, _encoding, callback) => {
+          chunks.push(chunk.toString())
+          callback()
+        },
+      })
+      const s = 'x'.repeat(40) // a line of 49 characters: two do not fit in 64
+      const result = await console({ stream }).write(
+        EventArray.from([new LogEvent({ s, n: 1 }), new LogEvent({ s, n: 2 }), new LogEvent({ s, n: 3 })]),
+      )
+      expect(result).toBeUndefined() // before the split: ['delivered', RangeError, …], settled rejected
+      expect(chunks.length).toBe(3)
+      expect(chunks.join('')).toBe([1, 2, 3].map((n) => `${JSON.stringify({ s, n })}\n`).join(''))
+    } finally {
+      textLimit.max = bufferConstants.MAX_STRING_LENGTH
+    }
+  })
+
+  // The same at the engine's own limit: two strings of 268 M characters, about 10 s and 1.7 GB.
+  // Run with ACKLINE_BIG_STRINGS=1; the test above covers the split at a lowered limit.
+  it.runIf(process.env.ACKLINE_BIG_STRINGS === '1')(
+    'prints an array whose lines together pass the longest string the engine makes (each line fits): no event rejected',
+    async () => {
+      let bytes = 0
+      let newlines = 0
+      const stream = new Writable({
+        write: (chunk: Buffer, _encoding, callback) => {
+          bytes += chunk.length
+          for (let i = chunk.indexOf(0x0a); i !== -1; i = chunk.indexOf(0x0a, i + 1)) newlines++
+          callback()
+        },
+      })
+      const s = 'x'.repeat(bufferConstants.MAX_STRING_LENGTH >> 1) // two lines: over the limit by a few bytes
+      const result = await console({ stream }).write(
+        EventArray.from([new LogEvent({ s }), new LogEvent({ s })]),
+      )
+      expect(result).toBeUndefined() // before: ['delivered', RangeError('Invalid string length')], settled rejected
+      expect(newlines).toBe(2)
+      expect(bytes).toBe(2 * (s.length + '{"s":""}\n'.length))
+    },
+    120_000,
+  )
 
   it('prints the events it can encode and reports each one it cannot by its own error', async () => {
     const stream = new PassThrough()
