@@ -29,6 +29,7 @@ import {
   RetryableError,
   type Sink,
   type SinkResult,
+  textOf,
 } from '@ackline/topology'
 import { z } from 'zod'
 import { jsonLine, textLimit } from './internal/jsonLine.js'
@@ -100,7 +101,7 @@ class Console implements ConsoleSink {
       } catch (error) {
         // The first event that cannot be encoded: the ones before it were delivered.
         results ??= new Array<DeliveryStatus | Error>(i).fill('delivered')
-        results.push(error instanceof Error ? error : new TypeError(String(error)))
+        results.push(error instanceof Error ? error : new TypeError(textOf(error)))
         continue
       }
       if (out.length + line.length > textLimit.max) {

@@ -8,7 +8,7 @@
  *   are on disk, the guarantee of an append followed by an fsync, in one system call (and one
  *   trip to the thread pool) instead of two; an array's lines go out in one `write` however large
  *   (after a short write the rest is written, or its error thrown), or in one per string's worth
- *   (512 MiB of text) when they are more than one string can hold. Elsewhere each append is
+ *   (2^29 - 24 characters) when they are more than one string can hold. Elsewhere each append is
  *   followed by an fsync (`FileHandle.sync`, which on macOS is `F_FULLFSYNC` and flushes the
  *   drive's cache, where an `O_SYNC` write does not). A file the sink creates has its directory
  *   fsynced too, so the file itself survives. A failed open, write or fsync throws a
@@ -17,10 +17,14 @@
  * - Every line this sink appends starts at the beginning of a line: a file that ends in a partial
  *   line when it is opened (a power loss, a disk that filled up, another writer) gets a newline
  *   first, and what a failed append left behind is cut off (truncated back to where that append
- *   began) before the next one, if the path still names the file it was written to (a file
- *   rotated or replaced meanwhile is left whole), or at `stop()` when no append came after it.
- *   Each is said in a warning.
- * - Writes never interleave: each array's lines are appended as one contiguous block.
+ *   began) before the next one, or at `stop()` when no append came after it. Only bytes certainly
+ *   that append's are cut: the file must be the one it wrote to (not one rotated in, nor a new file
+ *   given the old inode number), and what follows must be a beginning of what it was to write (no
+ *   line of another writer before or after it). Otherwise the fragment stays, a malformed line,
+ *   rather than cut lines that are not this sink's. Each is said in a warning.
+ * - Writes of this sink never interleave: each array's lines are appended as one contiguous block
+ *   (an array of more than one string's worth, as several blocks one after another, between which
+ *   another process appending to the same file may write).
  * - Only a regular file is written to: a path that is a FIFO, socket or device (whose data is on
  *   no disk; a FIFO's buffer would take lines it then loses, or block the write for ever) is an
  *   issue of `validate()`, and fails the open if it became one since.
@@ -46,6 +50,8 @@ import {
   RetryableError,
   type Sink,
   type SinkResult,
+  textOf,
+  warningsTo,
 } from '@ackline/topology'
 import { z } from 'zod'
 import { jsonLine, textLimit } from './internal/jsonLine.js'
@@ -62,7 +68,7 @@ export const FileSinkOptions = defineOptions({
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(
-      "Where the sink's warnings go (a partial last line it terminated, bytes of a failed append it cut off). Default: process.emitWarning with code ACKLINE_FILE_SINK, where a warning also goes, naming onWarning, when the function throws or its promise rejects (which fails nothing).",
+      "Where the sink's warnings go: a partial last line it terminated, bytes of a failed append it cut off or left (not certainly its own), a directory it could not fsync, a cut it could not make at stop. Default: process.emitWarning with code ACKLINE_FILE_SINK, where a warning also goes, naming onWarning, when the function throws or its promise rejects (which fails nothing).",
     ),
 })
 /** Options of {@link file}. */
@@ -81,8 +87,6 @@ export interface FileSink extends Sink {
 
 const RESOLVED: Promise<unknown> = Promise.resolve()
 
-const emitWarning = (message: string): void => process.emitWarning(message, { code: 'ACKLINE_FILE_SINK' })
-
 const NOT_REGULAR = 'a regular file, not a FIFO, socket or device'
 
 const NEWLINE = 0x0a
@@ -98,10 +102,12 @@ class NdjsonFile implements FileSink {
   /** The identity of the file held open (device and inode), known once opened. */
   #identity = ''
   /**
-   * Where a failed append began, in which file: the next open cuts the file back to it, if the
-   * path still names that file (rotated or replaced, it is another's, and nothing is cut).
+   * The append that failed last, if nothing cut it off yet: where the file ended before it, in
+   * which file, and the texts it was to write. The next open (or the stop) cuts the file back to
+   * `at` only if what follows `at` is a beginning of those texts (see `#cutFailed`).
    */
-  #cutTo: { readonly at: number; readonly identity: string } | undefined = undefined
+  #failed: { readonly at: number; readonly identity: string; readonly texts: readonly string[] } | undefined =
+    undefined
   /** The file is open for synchronous writes (`O_SYNC`, Linux): no fsync after an append. */
   #syncWrites = false
   /** The last write or stop: the next one starts after it, so blocks never interleave. */
@@ -110,25 +116,13 @@ class NdjsonFile implements FileSink {
   constructor(options: FileSinkOptions) {
     this.#options = options
     this.path = typeof options.path === 'string' && options.path !== '' ? resolve(options.path) : ''
-    const onWarning = options.onWarning
-    this.#warn =
-      typeof onWarning !== 'function'
-        ? emitWarning
-        : (message) => {
-            // The user's callback: a throw (or an async one's rejection) must not fail the open or
-            // the append that warned, nor end the process unhandled. It is said the default way.
-            const said = (error: unknown): void =>
-              emitWarning(
-                `file sink ${this.path}: onWarning threw (${error instanceof Error ? error.message : String(error)}); its warning: ${message}`,
-              )
-            try {
-              const result: unknown = onWarning(message)
-              if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function')
-                (result as PromiseLike<unknown>).then(undefined, said)
-            } catch (error) {
-              said(error)
-            }
-          }
+    // The user's callback: a throw (or an async one's rejection) must not fail the open or the
+    // append that warned, nor end the process unhandled; the warning then goes to emitWarning.
+    this.#warn = warningsTo(
+      typeof options.onWarning === 'function' ? options.onWarning : undefined,
+      `file sink ${this.path}`,
+      'ACKLINE_FILE_SINK',
+    )
   }
 
   validate(): readonly ConfigIssue[] {
@@ -185,15 +179,9 @@ class NdjsonFile implements FileSink {
 
   stop(): Promise<void> {
     return this.#serial(async () => {
-      // The last append failed and no write came after to cut off what it left: an open does it
-      // now, or the file would keep a fragment and the lines of events that were settled errored.
-      if (this.#handle === undefined && this.#cutTo !== undefined) {
-        await this.#open().catch((error: unknown) => {
-          this.#warn(
-            `file sink ${this.path}: could not cut off what a failed append wrote, at stop (${error instanceof Error ? error.message : String(error)})`,
-          )
-        })
-      }
+      // The last append failed and no write came after to cut off what it left: cut it off now,
+      // or the file would keep a fragment and the lines of events that were settled errored.
+      if (this.#handle === undefined && this.#failed !== undefined) await this.#cutAtStop()
       const handle = this.#handle
       this.#handle = undefined
       await handle?.close()
@@ -213,7 +201,7 @@ class NdjsonFile implements FileSink {
       try {
         line = jsonLine(event.fields)
       } catch (error) {
-        results.push(error instanceof Error ? error : new TypeError(String(error)))
+        results.push(error instanceof Error ? error : new TypeError(textOf(error)))
         continue
       }
       if (text.length + line.length > textLimit.max) {
@@ -252,7 +240,7 @@ class NdjsonFile implements FileSink {
       if (this.#size === 0) {
         await syncDirectory(dirname(this.path)).catch((error: unknown) => {
           this.#warn(
-            `file sink ${this.path}: could not fsync its directory (${error instanceof Error ? error.message : String(error)}); a crash of the machine may lose the new file`,
+            `file sink ${this.path}: could not fsync its directory (${textOf(error)}); a crash of the machine may lose the new file`,
           )
         })
       }
@@ -269,22 +257,8 @@ class NdjsonFile implements FileSink {
     const stat = await handle.stat()
     // Made a FIFO, socket or device since validate(): what it takes is not on disk (see validate).
     if (!stat.isFile()) throw new Error('not a regular file (a FIFO, socket or device)')
-    let size = stat.size
     const identity = `${stat.dev}:${stat.ino}`
-    const cut = this.#cutTo
-    if (cut !== undefined && cut.identity !== identity) {
-      this.#warn(
-        `file sink ${this.path}: the file at the path is not the file the failed append wrote to (rotated or replaced); nothing was cut off, what it wrote stays in that file`,
-      )
-    } else if (cut !== undefined && size > cut.at) {
-      await handle.truncate(cut.at)
-      await handle.sync()
-      this.#warn(
-        `file sink ${this.path}: cut off ${size - cut.at} byte(s) a failed append had written (the file now ends at byte ${cut.at})`,
-      )
-      size = cut.at
-    }
-    this.#cutTo = undefined
+    const size = await this.#cutFailed(handle, stat.size, identity)
     this.#identity = identity
     if (size === 0) return 0
     const last = Buffer.alloc(1)
@@ -296,6 +270,69 @@ class NdjsonFile implements FileSink {
       `file sink ${this.path}: the file ended in a partial line (no newline after byte ${size}); started a new line before appending`,
     )
     return size + 1
+  }
+
+  /**
+   * Cuts off what the last failed append left in the file open as `handle` (`size` bytes long,
+   * `identity` its device and inode), and returns the file's size after. Only bytes that are
+   * certainly that append's are cut: the file must be the one it wrote to, and what follows `at`
+   * a beginning of the texts it was to write. Otherwise (rotated or replaced, an inode number
+   * given to a new file, another writer's lines before or after the fragment) nothing is cut, and
+   * a warning says so: a fragment left is a malformed line, where a cut would take lines that are
+   * not this sink's to take.
+   */
+  async #cutFailed(handle: FileHandle, size: number, identity: string): Promise<number> {
+    const failed = this.#failed
+    this.#failed = undefined
+    if (failed === undefined || size <= failed.at) return size
+    const why =
+      identity !== failed.identity
+        ? 'the file at the path is not the file the failed append wrote to (rotated or replaced)'
+        : !(await holdsPrefixOf(handle, failed.at, size - failed.at, failed.texts))
+          ? 'they are not only what the failed append wrote (another writer appended too)'
+          : undefined
+    if (why !== undefined) {
+      this.#warn(
+        `file sink ${this.path}: left the ${size - failed.at} byte(s) after byte ${failed.at} as they are: ${why}`,
+      )
+      return size
+    }
+    await handle.truncate(failed.at)
+    await handle.sync()
+    this.#warn(
+      `file sink ${this.path}: cut off ${size - failed.at} byte(s) a failed append had written (the file now ends at byte ${failed.at})`,
+    )
+    return failed.at
+  }
+
+  /**
+   * At a stop, cuts off what the last failed append left: the path is opened without creating
+   * it (a file gone from the path has nothing of this sink's to cut) and closed again; what
+   * fails is said in a warning, never thrown (the stop goes on).
+   */
+  async #cutAtStop(): Promise<void> {
+    let handle: FileHandle
+    try {
+      handle = await open(this.path, 'r+')
+    } catch (error) {
+      this.#failed = undefined
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+      this.#warn(
+        `file sink ${this.path}: could not cut off what a failed append wrote, at stop (${textOf(error)})`,
+      )
+      return
+    }
+    try {
+      const stat = await handle.stat()
+      if (stat.isFile()) await this.#cutFailed(handle, stat.size, `${stat.dev}:${stat.ino}`)
+    } catch (error) {
+      this.#warn(
+        `file sink ${this.path}: could not cut off what a failed append wrote, at stop (${textOf(error)})`,
+      )
+    } finally {
+      this.#failed = undefined
+      await handle.close().catch(() => undefined)
+    }
   }
 
   /** Appends one array's text (several texts when it is longer than one string can be) as one block. */
@@ -312,7 +349,7 @@ class NdjsonFile implements FileSink {
       // Part of the text may be on disk: the next open cuts the file back to where it began, so
       // the retry does not glue its first line onto a fragment. Reopen then: the handle may be
       // what broke (a file moved, a disk remounted).
-      this.#cutTo = { at: before, identity: this.#identity }
+      this.#failed = { at: before, identity: this.#identity, texts: typeof text === 'string' ? [text] : text }
       this.#handle = undefined
       await handle.close().catch(() => undefined)
       throw this.#failure('cannot append to', error)
@@ -367,6 +404,35 @@ async function syncDirectory(path: string): Promise<void> {
  */
 export function file(options: FileSinkOptions): FileSink {
   return new NdjsonFile(options)
+}
+
+/**
+ * Whether the `length` bytes of the file at `from` are a beginning of `texts` (encoded as UTF-8):
+ * read back in pieces of at most 1 MiB, one text encoded at a time. Bytes past the end of the
+ * texts, or a short read, are no beginning.
+ */
+async function holdsPrefixOf(
+  handle: FileHandle,
+  from: number,
+  length: number,
+  texts: readonly string[],
+): Promise<boolean> {
+  const chunk = Buffer.allocUnsafe(Math.min(length, 1 << 20))
+  let position = from
+  let left = length
+  for (const text of texts) {
+    if (left === 0) break
+    const bytes = Buffer.from(text, 'utf8')
+    for (let offset = 0; left > 0 && offset < bytes.length; ) {
+      const n = Math.min(chunk.length, left, bytes.length - offset)
+      const { bytesRead } = await handle.read(chunk, 0, n, position)
+      if (bytesRead !== n || chunk.compare(bytes, offset, offset + n, 0, n) !== 0) return false
+      position += n
+      offset += n
+      left -= n
+    }
+  }
+  return left === 0
 }
 
 /** Appends `text`, encoded once. */

@@ -19,6 +19,7 @@ import {
   RetryableError,
   type Sink,
   type SinkResult,
+  textOf,
 } from '@ackline/topology'
 
 /**
@@ -106,7 +107,10 @@ class Memory implements MemorySink {
         const chosen: unknown = outcome === undefined ? 'delivered' : outcome(event)
         if (chosen !== 'delivered' && chosen !== 'errored' && chosen !== 'rejected') {
           // `undefined` from a branch that forgot to return is no `delivered`; a promise (an
-          // async outcome) or a typo is no status: the event fails, as for a throw.
+          // async outcome) or a typo is no status: the event fails, as for a throw. A promise's
+          // rejection is the same failure, already reported: it must not go unhandled.
+          const then = (chosen as PromiseLike<unknown> | undefined)?.then
+          if (typeof then === 'function') Promise.resolve(chosen).catch(() => undefined)
           status = 'errored'
           entry = new ComponentError(
             'OUTCOME_INVALID',
@@ -135,7 +139,14 @@ class Memory implements MemorySink {
   }
 }
 
-const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+/** A thrown value's message, never throwing itself. */
+const messageOf = (error: unknown): string => {
+  try {
+    return error instanceof Error ? String(error.message) : textOf(error)
+  } catch {
+    return textOf(error)
+  }
+}
 
 /** What an outcome returned, for a message. */
 const describe = (value: unknown): string =>
@@ -147,7 +158,7 @@ const describe = (value: unknown): string =>
         ? 'a promise'
         : typeof value === 'object' && value !== null
           ? 'an object'
-          : String(value)
+          : textOf(value)
 
 /**
  * A sink that keeps every event's fields; `outcome` chooses events to report `errored` or

@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process'
 import {
   appendFileSync,
   constants,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -11,6 +12,7 @@ import {
   realpathSync,
   renameSync,
   rmSync,
+  unlinkSync,
   writeFileSync,
 } from 'node:fs'
 import { open } from 'node:fs/promises'
@@ -203,19 +205,18 @@ describe('file', () => {
         new LogEvent({ s, n: 3 }),
         new LogEvent({ s, n: 4 }),
       ])
+      await sink.write(array({ n: 0 })) // opened before the count
+      const write = vi.spyOn(await handlePrototype(), 'write')
       const result = (await sink.write(events)) as unknown[]
       await sink.stop()
+      expect(write).toHaveBeenCalledTimes(3) // one text per line: two lines pass the limit
       expect(result.map((r) => (r instanceof Error ? 'error' : r))).toEqual([
         'delivered',
         'error',
         'delivered',
         'delivered',
       ])
-      expect(lines(path)).toEqual([
-        { s, n: 1 },
-        { s, n: 3 },
-        { s, n: 4 },
-      ])
+      expect(lines(path)).toEqual([{ n: 0 }, { s, n: 1 }, { s, n: 3 }, { s, n: 4 }])
     })
   })
 
@@ -453,10 +454,10 @@ describe('file', () => {
     await new Promise<void>((resolve) => setImmediate(resolve))
     expect(emitted).toEqual([
       expect.stringMatching(
-        /file sink .*: onWarning threw \(the log shipper is down\); its warning: .*partial line/,
+        /partial line.*\(the onWarning of file sink .* failed on it: Error: the log shipper is down\)/,
       ),
       expect.stringMatching(
-        /file sink .*: onWarning threw \(async shipper down\); its warning: .*partial line/,
+        /partial line.*\(the onWarning of file sink .* failed on it: Error: async shipper down\)/,
       ),
     ])
   })
@@ -554,7 +555,9 @@ describe('file', () => {
     expect(readFileSync(path, 'utf8')).toBe(`${other}{"n":1}\n{"n":2}\n`)
     expect(readFileSync(`${path}.1`, 'utf8')).toMatch(/^\{"n":0\}\n\{"n":1\}\n\{"n":$/) // the fragment stays where it was
     expect(warnings).toEqual([
-      expect.stringMatching(/not the file the failed append wrote to.*nothing was cut off/),
+      expect.stringMatching(
+        /left the 28 byte\(s\) after byte 8 as they are: the file at the path is not the file the failed append wrote to/,
+      ),
     ])
   })
 
@@ -583,6 +586,106 @@ describe('file', () => {
     await sink.stop()
     expect(lines(path)).toEqual([{ n: 1 }, { from: 'another writer' }, { n: 2 }, { n: 3 }])
     expect(warnings).toEqual([expect.stringContaining('cut off 5 byte(s)')])
+  })
+
+  /** A handle prototype whose next write (once `failNext()`) writes all but 3 bytes, then throws EIO. */
+  const partialWrites = async (): Promise<{ failNext: () => void }> => {
+    const proto = await handlePrototype()
+    const write = proto.write!
+    let fail = false
+    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      if (fail) {
+        fail = false
+        const [bytes, offset, length] = args as [Buffer, number, number]
+        await write.call(this, bytes, offset, length - 3, null)
+        throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' })
+      }
+      return write.apply(this, args)
+    })
+    return { failNext: () => (fail = true) }
+  }
+
+  it('cuts nothing when another writer appended between the last good append and the failed one: its line stays', async () => {
+    const path = join(dir, 'out.ndjson')
+    const { failNext } = await partialWrites()
+    const warnings: string[] = []
+    const sink = file({ path, onWarning: (m) => warnings.push(m) })
+    await sink.write(array({ n: 1 }))
+    appendFileSync(path, '{"from":"other"}\n') // after the last good append: before the failed one
+    failNext()
+    await expect(sink.write(array({ n: 2 }))).rejects.toBeInstanceOf(RetryableError)
+    await sink.write(array({ n: 2 }))
+    await sink.stop()
+    // The fragment of the failed append stays, as a malformed line; the other writer's line too.
+    expect(readFileSync(path, 'utf8')).toBe('{"n":1}\n{"from":"other"}\n{"n":\n{"n":2}\n')
+    expect(warnings).toEqual([
+      expect.stringMatching(
+        /left the 22 byte\(s\) after byte 8 as they are: they are not only what the failed append wrote/,
+      ),
+      expect.stringContaining('partial line'),
+    ])
+  })
+
+  it('cuts nothing in a new file at the path, even one given the old inode number: its lines stay', async () => {
+    const path = join(dir, 'out.ndjson')
+    const { failNext } = await partialWrites()
+    const warnings: string[] = []
+    const sink = file({ path, onWarning: (m) => warnings.push(m) })
+    await sink.write(array({ n: 1 }))
+    failNext()
+    await expect(sink.write(array({ n: 2 }))).rejects.toBeInstanceOf(RetryableError)
+    // Removed and made again by another program: ext4 may give the new file the same inode.
+    unlinkSync(path)
+    const other = '{"other":"program","line":1}\n{"other":"program","line":2}\n'
+    writeFileSync(path, other)
+    await sink.write(array({ n: 2 }))
+    await sink.stop()
+    expect(readFileSync(path, 'utf8')).toBe(`${other}{"n":2}\n`)
+    expect(warnings).toEqual([expect.stringMatching(/left the 50 byte\(s\) after byte 8 as they are/)])
+  })
+
+  it('at a stop, cuts off a failed append only in the file it wrote to, and makes no file at a path left empty', async () => {
+    const path = join(dir, 'out.ndjson')
+    const { failNext } = await partialWrites()
+    const warnings: string[] = []
+    const sink = file({ path, onWarning: (m) => warnings.push(m) })
+    await sink.write(array({ n: 1 }))
+    failNext()
+    await expect(sink.write(array({ n: 2 }, { n: 3 }))).rejects.toBeInstanceOf(RetryableError)
+    await sink.stop()
+    expect(readFileSync(path, 'utf8')).toBe('{"n":1}\n')
+    expect(warnings).toEqual([expect.stringContaining('cut off 13 byte(s)')])
+
+    const rotated = file({ path, onWarning: (m) => warnings.push(m) })
+    await rotated.write(array({ n: 4 }))
+    failNext()
+    await expect(rotated.write(array({ n: 5 }))).rejects.toBeInstanceOf(RetryableError)
+    renameSync(path, `${path}.1`) // rotated before the stop: nothing is left at the path
+    await rotated.stop()
+    expect(existsSync(path)).toBe(false)
+    expect(readFileSync(`${path}.1`, 'utf8')).toBe('{"n":1}\n{"n":4}\n{"n":')
+  })
+
+  it('an onWarning that throws a value no String can print fails nothing either', async () => {
+    const path = join(dir, 'out.ndjson')
+    writeFileSync(path, '{"partial":') // a warning at open
+    const emitted: string[] = []
+    const onEmit = (w: Error) => emitted.push(w.message)
+    process.on('warning', onEmit)
+    try {
+      const sink = file({
+        path,
+        onWarning: () => {
+          throw Object.create(null)
+        },
+      })
+      expect(await sink.write(array({ n: 1 }))).toBeUndefined()
+      await sink.stop()
+      await new Promise<void>((resolve) => setImmediate(resolve))
+    } finally {
+      process.off('warning', onEmit)
+    }
+    expect(emitted).toEqual([expect.stringMatching(/partial line.*cannot be converted to a string/)])
   })
 
   it('in a topology, a 100,000-level-deep body is rejected, not retried as errored forever', async () => {

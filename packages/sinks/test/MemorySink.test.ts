@@ -113,6 +113,44 @@ describe('memory', () => {
     expect(buggy.writes + async.writes + rejecting.writes).toBe(0)
   })
 
+  it('an async outcome that rejects fails its event and leaves no unhandled rejection; a beforeWrite throwing what String cannot print fails retryably', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason)
+    }
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const sink = memory({
+        outcome: (async () => {
+          throw new Error('async outcome failed')
+        }) as never,
+      })
+      const result = (await sink.write(
+        EventArray.from([new LogEvent({ n: 1 }), new LogEvent({ n: 2 })]),
+      )) as unknown[]
+      expect(result.map((r) => (r instanceof Error ? (r as Error & { code: string }).code : r))).toEqual([
+        'OUTCOME_INVALID',
+        'OUTCOME_INVALID',
+      ])
+      // Two macrotasks: a rejection left unhandled would have been reported by now.
+      await new Promise((resolve) => setImmediate(resolve))
+      await new Promise((resolve) => setImmediate(resolve))
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+    expect(unhandled).toEqual([])
+    const odd = memory({
+      beforeWrite: () => {
+        throw Object.create(null)
+      },
+    })
+    const failed = await odd.write(EventArray.from([new LogEvent({ n: 1 })])).catch((error: unknown) => error)
+    expect(failed).toBeInstanceOf(RetryableError)
+    expect((failed as Error).message).toMatch(
+      /beforeWrite threw: a value that cannot be converted to a string/,
+    )
+  })
+
   it('waits for beforeWrite', async () => {
     const { source, statuses } = batches([[{ n: 1 }]])
     let release!: () => void

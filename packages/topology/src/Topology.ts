@@ -14,9 +14,9 @@ import { Counters } from './internal/Counters.js'
 import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 import { Runtime } from './internal/Runtime.js'
 import type { TopologyPlan } from './internal/TopologyPlan.js'
-import { textOf } from './internal/textOf.js'
 import type { LifecycleEvent } from './LifecycleEvent.js'
 import type { TopologyWarning } from './TopologyWarning.js'
+import { textOf } from './textOf.js'
 
 /**
  * Options of {@link Topology.stop}.

@@ -9,7 +9,7 @@
  * warning (a reconnect, an ack): the warning then goes to `process.emitWarning`, with what the
  * callback threw.
  */
-import { textOf } from './internal/textOf.js'
+import { textOf } from './textOf.js'
 
 /**
  * `onWarning`, or `process.emitWarning` with `code` when unset, wrapped so it cannot throw.

@@ -15,6 +15,7 @@ import type { MemoryBufferOptions } from '../MemoryBufferOptions.js'
 import type { Sink } from '../Sink.js'
 import type { ComponentDeclaration } from '../TopologyBuilder.js'
 import { TopologyError, type TopologyProblem } from '../TopologyError.js'
+import { textOf } from '../textOf.js'
 import { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
@@ -24,7 +25,6 @@ import { SinkRunner } from './SinkRunner.js'
 import { SourceRunner } from './SourceRunner.js'
 import type { TopologyPlan } from './TopologyPlan.js'
 import { TransformRunner } from './TransformRunner.js'
-import { textOf } from './textOf.js'
 
 const DEFAULT_MAX_EVENTS = 500
 

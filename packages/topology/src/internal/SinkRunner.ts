@@ -30,9 +30,9 @@ import { RejectError } from '../RejectError.js'
 import { RetryableError } from '../RetryableError.js'
 import { RetryPolicy } from '../RetryPolicy.js'
 import type { Sink, SinkResult } from '../Sink.js'
+import { textOf } from '../textOf.js'
 import type { Counters } from './Counters.js'
 import { EMPTY, MemoryChannel } from './MemoryChannel.js'
-import { textOf } from './textOf.js'
 
 const AUTHORITATIVE: EndOptions = { authoritative: true }
 /** The shortest wait before a failed pull of the buffer is tried again, whatever the retry policy. */

@@ -11,10 +11,10 @@ import type { TopologyProblem, TopologyProblemCode } from '../TopologyError.js'
 import { TopologyOptions } from '../TopologyOptions.js'
 import type { TopologyWarning } from '../TopologyWarning.js'
 import { TransformOptions } from '../TransformOptions.js'
+import { textOf } from '../textOf.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
 import { issuesOf, WHOLE } from './issuesOf.js'
 import { MAX_TIMER_MS } from './maxTimerMs.js'
-import { textOf } from './textOf.js'
 
 /** Where events of one output port go. */
 export type PortEdges = ReadonlyMap<string, readonly string[]>

@@ -19,11 +19,11 @@ import type { BatchFailure } from '../BatchFailure.js'
 import { ComponentError } from '../ComponentError.js'
 import type { ComponentErrorCode, LifecycleEvent } from '../LifecycleEvent.js'
 import type { Transform, TransformContext } from '../Transform.js'
+import { textOf } from '../textOf.js'
 import type { Counters } from './Counters.js'
 import { HeldEvents } from './HeldEvents.js'
 import { EMPTY, type MemoryChannel, RESOLVED } from './MemoryChannel.js'
 import type { Output } from './Output.js'
-import { textOf } from './textOf.js'
 
 const nothing = (): void => {}
 /**
