@@ -56,6 +56,28 @@ const handlePrototype = async (): Promise<Record<string, (...args: unknown[]) =>
   return proto
 }
 
+/**
+ * Makes the sink's writes fail part-way: the next write after `failNext()` (every write, with
+ * `always`) writes all but its last 3 bytes, then throws `code` (EIO by default), as a device that
+ * fails mid-line does.
+ */
+const partialWrites = async (
+  options: { always?: boolean; code?: 'EIO' | 'ENOSPC' } = {},
+): Promise<{ failNext: () => void }> => {
+  const proto = await handlePrototype()
+  const write = proto.write!
+  let fail = false
+  vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+    if (!fail && options.always !== true) return write.apply(this, args)
+    fail = false
+    const [bytes, offset, length] = args as [Buffer, number, number]
+    await write.call(this, bytes, offset, length - 3, null)
+    const code = options.code ?? 'EIO'
+    throw Object.assign(new Error(`${code}: the device failed, write`), { code })
+  })
+  return { failNext: () => (fail = true) }
+}
+
 describe('file', () => {
   it('appends one JSON line per event after what the file held', async () => {
     const path = join(dir, 'out.ndjson')
@@ -486,18 +508,8 @@ describe('file', () => {
   it('cuts off what a failed append wrote before the retry appends', async () => {
     const path = join(dir, 'out.ndjson')
     writeFileSync(path, '{"n":0}\n')
-    const proto = await handlePrototype()
-    const write = proto.write!
-    let failures = 1
-    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
-      if (failures-- > 0) {
-        // Most of the block reaches the disk, then the device fails mid-line.
-        const [bytes, offset, length] = args as [Buffer, number, number]
-        await write.call(this, bytes, offset, length - 3, null)
-        throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' })
-      }
-      return write.apply(this, args)
-    })
+    const { failNext } = await partialWrites({ code: 'EIO' })
+    failNext()
     const warnings: string[] = []
     const sink = file({ path, onWarning: (m) => warnings.push(m) })
     const failed = await sink.write(array({ n: 1 }, { n: 2 })).catch((e: unknown) => e)
@@ -512,14 +524,8 @@ describe('file', () => {
   it('cuts off at stop what the last failed append wrote, when no write came after it to do so', async () => {
     const path = join(dir, 'out.ndjson')
     writeFileSync(path, '{"n":0}\n')
-    const proto = await handlePrototype()
-    const write = proto.write!
-    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
-      // Every append fails after a line and a half: the retries are spent, the events errored.
-      const [bytes, offset, length] = args as [Buffer, number, number]
-      await write.call(this, bytes, offset, length - 3, null)
-      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })
-    })
+    // Every append fails after a line and a half: the retries are spent, the events errored.
+    await partialWrites({ always: true, code: 'ENOSPC' })
     const warnings: string[] = []
     const sink = file({ path, onWarning: (m) => warnings.push(m) })
     await expect(sink.write(array({ n: 1 }, { n: 2 }))).rejects.toBeInstanceOf(RetryableError)
@@ -532,17 +538,8 @@ describe('file', () => {
   it('cuts back only the file the failed append wrote to, not another file found at the path on the retry (rotated)', async () => {
     const path = join(dir, 'out.ndjson')
     writeFileSync(path, '{"n":0}\n')
-    const proto = await handlePrototype()
-    const write = proto.write!
-    let failures = 1
-    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
-      if (failures-- > 0) {
-        const [bytes, offset, length] = args as [Buffer, number, number]
-        await write.call(this, bytes, offset, length - 3, null)
-        throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })
-      }
-      return write.apply(this, args)
-    })
+    const { failNext } = await partialWrites({ code: 'ENOSPC' })
+    failNext()
     const warnings: string[] = []
     const sink = file({ path, onWarning: (m) => warnings.push(m) })
     await expect(sink.write(array({ n: 1 }, { n: 2 }))).rejects.toBeInstanceOf(RetryableError)
@@ -563,47 +560,19 @@ describe('file', () => {
 
   it('cuts back to where the failed append began, not over lines another writer appended since the last one', async () => {
     const path = join(dir, 'out.ndjson')
-    const proto = await handlePrototype()
-    const write = proto.write!
-    let fail = false
-    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
-      if (fail) {
-        fail = false
-        const [bytes, offset, length] = args as [Buffer, number, number]
-        await write.call(this, bytes, offset, length - 3, null)
-        throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' })
-      }
-      return write.apply(this, args)
-    })
+    const { failNext } = await partialWrites()
     const warnings: string[] = []
     const sink = file({ path, onWarning: (m) => warnings.push(m) })
     await sink.write(array({ n: 1 }))
     appendFileSync(path, '{"from":"another writer"}\n') // `echo >>`, a second process
     await sink.write(array({ n: 2 }))
-    fail = true
+    failNext()
     await expect(sink.write(array({ n: 3 }))).rejects.toBeInstanceOf(RetryableError)
     await sink.write(array({ n: 3 }))
     await sink.stop()
     expect(lines(path)).toEqual([{ n: 1 }, { from: 'another writer' }, { n: 2 }, { n: 3 }])
     expect(warnings).toEqual([expect.stringContaining('cut off 5 byte(s)')])
   })
-
-  /** A handle prototype whose next write (once `failNext()`) writes all but 3 bytes, then throws EIO. */
-  const partialWrites = async (): Promise<{ failNext: () => void }> => {
-    const proto = await handlePrototype()
-    const write = proto.write!
-    let fail = false
-    vi.spyOn(proto, 'write').mockImplementation(async function (this: unknown, ...args: unknown[]) {
-      if (fail) {
-        fail = false
-        const [bytes, offset, length] = args as [Buffer, number, number]
-        await write.call(this, bytes, offset, length - 3, null)
-        throw Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' })
-      }
-      return write.apply(this, args)
-    })
-    return { failNext: () => (fail = true) }
-  }
 
   it('cuts nothing when another writer appended between the last good append and the failed one: its line stays', async () => {
     const path = join(dir, 'out.ndjson')

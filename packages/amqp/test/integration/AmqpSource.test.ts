@@ -200,13 +200,7 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
   it("with deadLetterExchange, republishes a rejected message there with the reason in headers and acks it; a copy no queue takes falls back to the queue's own dead-lettering", async () => {
     // The queue's own dead-letter exchange (x-death, no reason) and a reason exchange of our own.
     const { queue, dead } = await admin.queueWithDeadLetters()
-    const reasons = uniqueName('reasons')
-    const withReasons = uniqueName('with-reasons')
-    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
-    admin.exchanges.push(reasons)
-    await admin.channel.assertQueue(withReasons, { durable: false })
-    admin.queues.push(withReasons)
-    await admin.channel.bindQueue(withReasons, reasons, '')
+    const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
     await admin.publish(
       queue,
       Array.from({ length: 10 }, (_, n) => (n === 9 ? 'not json' : { n })),
@@ -342,13 +336,7 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
 
   it('with deadLetterExchange, cuts a long rejection reason to 1024 bytes and dead-letters each message once (prefetch 1 never stalls)', async () => {
     const { queue, dead } = await admin.queueWithDeadLetters()
-    const reasons = uniqueName('reasons')
-    const withReasons = uniqueName('with-reasons')
-    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
-    admin.exchanges.push(reasons)
-    await admin.channel.assertQueue(withReasons, { durable: false })
-    admin.queues.push(withReasons)
-    await admin.channel.bindQueue(withReasons, reasons, '')
+    const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
     await admin.publish(queue, [{ n: 0 }, { n: 1 }], (n) => `m-${n}`)
     // 200 KB of a two-byte character: the cut must not split one.
     const picky: Sink = {
@@ -379,9 +367,7 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
 
   it('with deadLetterExchange, a copy amqplib cannot encode (headers too large) leaves the message to a nack without requeue, never unacked', async () => {
     const { queue, dead } = await admin.queueWithDeadLetters()
-    const reasons = uniqueName('reasons')
-    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
-    admin.exchanges.push(reasons)
+    const { exchange: reasons } = await admin.reasonsExchange(false)
     // Headers that just fit amqplib's 64 KiB encoding buffer, until the copy adds its own.
     const channel = admin.channel as import('amqplib').ConfirmChannel
     for (const n of [0, 1]) {
@@ -447,9 +433,7 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
 
   it('a copy the broker refuses (its exchange deleted meanwhile) closes the channel: the warning says why, and no ack sent after the copy is counted', async () => {
     const { queue } = await admin.queueWithDeadLetters()
-    const reasons = uniqueName('reasons')
-    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
-    admin.exchanges.push(reasons)
+    const { exchange: reasons } = await admin.reasonsExchange(false)
     const warnings: string[] = []
     const source = amqpSource({
       url: BROKER_URL,
@@ -613,13 +597,7 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(source.counters.invalidJson).toBe(1)
 
     admin.channel.sendToQueue(queue, broken)
-    const reasons = uniqueName('reasons')
-    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
-    admin.exchanges.push(reasons)
-    const withReasons = uniqueName('withreasons')
-    await admin.channel.assertQueue(withReasons, { durable: false })
-    admin.queues.push(withReasons)
-    await admin.channel.bindQueue(withReasons, reasons, '')
+    const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
     const strict = amqpSource({ url: BROKER_URL, queue, invalidJson: 'reject', deadLetterExchange: reasons })
     const sink2 = memory()
     const topology2 = new TopologyBuilder({ acknowledgements: true })
@@ -660,13 +638,7 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(source.counters.invalidJson).toBe(1)
 
     admin.channel.sendToQueue(queue, Buffer.from(huge))
-    const reasons = uniqueName('reasons')
-    await admin.channel.assertExchange(reasons, 'fanout', { durable: false })
-    admin.exchanges.push(reasons)
-    const withReasons = uniqueName('withreasons')
-    await admin.channel.assertQueue(withReasons, { durable: false })
-    admin.queues.push(withReasons)
-    await admin.channel.bindQueue(withReasons, reasons, '')
+    const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
     const strict = amqpSource({ url: BROKER_URL, queue, invalidJson: 'reject', deadLetterExchange: reasons })
     const sink2 = memory()
     const topology2 = new TopologyBuilder({ acknowledgements: true })

@@ -151,6 +151,23 @@ export class Admin {
   }
 
   /**
+   * A fanout exchange for a source's `deadLetterExchange` (`exchange`), and, unless `bound` is
+   * false, a queue bound to it that receives the copies with their reasons (`queue`). Deleted
+   * with the others.
+   */
+  async reasonsExchange(bound = true): Promise<{ exchange: string; queue: string }> {
+    const exchange = uniqueName('reasons')
+    await this.channel.assertExchange(exchange, 'fanout', { durable: false })
+    this.exchanges.push(exchange)
+    const queue = uniqueName('with-reasons')
+    if (!bound) return { exchange, queue }
+    await this.channel.assertQueue(queue, { durable: false })
+    this.queues.push(queue)
+    await this.channel.bindQueue(queue, exchange, '')
+    return { exchange, queue }
+  }
+
+  /**
    * Publishes JSON bodies (or raw strings) to a queue through the default exchange, confirmed;
    * `messageId` names them (`undefined`: that one has none).
    */

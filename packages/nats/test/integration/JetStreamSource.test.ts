@@ -8,6 +8,26 @@ import { jetstream as jetstreamClient } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { NATS_URL, NatsAdmin, reachableAt, skipWithoutNats, until } from './support/natsFixture.js'
 
+/**
+ * Runs `source` into a memory sink until `settled()` holds (waited for as `label`), then stops;
+ * the events the sink got, without their `_nats` metadata.
+ */
+async function consume(
+  source: ReturnType<typeof jetstream>,
+  label: string,
+  settled: () => boolean,
+): Promise<Record<string, unknown>[]> {
+  const sink = memory()
+  const topology = new TopologyBuilder({ acknowledgements: true })
+    .source('in', source)
+    .sink('out', ['in'], sink)
+    .build()
+  await topology.start()
+  await until(label, settled)
+  await topology.stop()
+  return sink.events.map(({ _nats, ...rest }) => rest)
+}
+
 const skip = await skipWithoutNats('JetStreamSource.test.ts')
 
 /** A sink whose outcome per event is a function of the record and its delivery count. */
@@ -225,31 +245,20 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     const huge = '{"a":"1e400","b":[1e400]}'
     await admin.publish(`${stream}.in`, [huge, JSON.stringify({ b: 1e308 })])
     const warnings: string[] = []
-    const sink = memory()
     const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', onWarning: (w) => warnings.push(w) })
-    const topology = new TopologyBuilder({ acknowledgements: true })
-      .source('in', source)
-      .sink('out', ['in'], sink)
-      .build()
-    await topology.start()
-    await until('both settled', () => source.counters.acked + source.counters.terminated === 2)
-    await topology.stop()
-    expect(sink.events.map(({ _nats, ...rest }) => rest)).toEqual([{ b: 1e308 }])
+    const events = await consume(
+      source,
+      'both settled',
+      () => source.counters.acked + source.counters.terminated === 2,
+    )
+    expect(events).toEqual([{ b: 1e308 }])
     expect(source.counters).toMatchObject({ acked: 1, terminated: 1, invalid: 1 })
     expect(warnings.join('\n')).toMatch(/terminated message 1 .*the number 1e400 is too large for a double/)
 
     const raw = await admin.stream('HUGERAW')
     await admin.publish(`${raw}.in`, [huge])
-    const sink2 = memory()
     const source2 = jetstream({ servers: NATS_URL, stream: raw, consumer: 'c', invalidJson: 'raw' })
-    const topology2 = new TopologyBuilder({ acknowledgements: true })
-      .source('in', source2)
-      .sink('out', ['in'], sink2)
-      .build()
-    await topology2.start()
-    await until('acked', () => source2.counters.acked === 1)
-    await topology2.stop()
-    expect(sink2.events.map(({ _nats, ...rest }) => rest)).toEqual([{ message: huge }])
+    expect(await consume(source2, 'acked', () => source2.counters.acked === 1)).toEqual([{ message: huge }])
   })
 
   it('an onWarning that throws or rejects never stops the source: the next messages are consumed and settled', async () => {
