@@ -72,9 +72,14 @@ export class FileTail {
     return this.tracker.committable() ?? 0
   }
 
-  /** Starts over at offset 0 (the file was truncated); what is in flight settles into the old tracker. */
+  /**
+   * Starts over at offset 0 (the file was truncated); what is in flight settles into the old tracker.
+   * The fingerprint goes too (the next read takes it from the new content): kept, it would tell the
+   * new content from the old once that grew past it, and the file be read from its start again.
+   */
   restart(): void {
     this.readOffset = 0
+    this.fingerprint = undefined
     this.#partial = []
     this.#partialBytes = 0
     this.#partialStart = 0

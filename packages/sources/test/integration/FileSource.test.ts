@@ -464,6 +464,32 @@ describe('file source', () => {
     expect(checkpoint(log)).toBe(4)
   })
 
+  it('reads a copy-truncated file once, however long its new content grows, and resumes it after a restart', async () => {
+    const log = join(dir, 'app.log')
+    const old = Array.from({ length: 40 }, (_, i) => `old-${i}-${'x'.repeat(10)}`)
+    writeFileSync(log, lines(...old))
+    const sink = collect()
+    const first = await start({ include: [log], checkpoints: join(dir, 'cp') }, sink)
+    await vi.waitUntil(() => sink.received.length === old.length)
+    truncateSync(log, 0)
+    appendFileSync(log, lines('new-0'))
+    await vi.waitUntil(() => sink.received.length === old.length + 1)
+    // The new content passes the length of the old content's fingerprint (256 bytes).
+    const more = Array.from({ length: 30 }, (_, i) => `new-${i + 1}-${'y'.repeat(10)}`)
+    appendFileSync(log, lines(...more))
+    await vi.waitUntil(() => sink.received.length >= old.length + 1 + more.length)
+    await first.topology.stop()
+    expect(sink.received.slice(old.length)).toEqual(['new-0', ...more])
+    expect(checkpoint(log)).toBe(statSync(log).size)
+
+    appendFileSync(log, lines('after-restart'))
+    const again = collect()
+    const second = await start({ include: [log], checkpoints: join(dir, 'cp') }, again)
+    await vi.waitUntil(() => again.received.length >= 1)
+    await second.topology.stop()
+    expect(again.received).toEqual(['after-restart'])
+  })
+
   it('does not resume at a stale offset when the inode now holds another file', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('fresh-1', 'fresh-2'))
