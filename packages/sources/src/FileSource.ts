@@ -434,14 +434,17 @@ class FileRun {
       emit(text, start, end)
     }
     if (size > tail.readOffset) tail.grewAt = now
-    while (await tail.readChunk(size, this.#encoding, onLine)) {
+    // A stop ends the read of a long backlog: the lines read but not sent stay unfinished (the
+    // checkpoint stays before them), and are read again after a restart.
+    const signal = this.context.signal
+    while (!signal.aborted && (await tail.readChunk(size, this.#encoding, onLine))) {
       if (overlong.length > 0) {
         await this.#rejectOverlong(tail, overlong)
         overlong = []
       }
       // One chunk of short lines holds many batches: send each full one, keep the rest for the next chunk.
       let sent = 0
-      for (; records.length - sent >= this.#maxBatch; sent += this.#maxBatch) {
+      for (; !signal.aborted && records.length - sent >= this.#maxBatch; sent += this.#maxBatch) {
         const upTo = sent + this.#maxBatch
         await this.#send(tail, records.slice(sent, upTo), tickets.slice(sent, upTo))
       }
@@ -456,7 +459,7 @@ class FileRun {
       tail.held = undefined
       emit(held.text, held.start, held.end)
     }
-    if (records.length > 0) await this.#send(tail, records, tickets)
+    if (records.length > 0 && !signal.aborted) await this.#send(tail, records, tickets)
   }
 
   async #send(tail: FileTail, records: JsonObject[], tickets: number[]): Promise<void> {

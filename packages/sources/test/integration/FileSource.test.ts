@@ -435,6 +435,38 @@ describe('file source', () => {
     expect(checkpoint(log)).toBe(2)
   })
 
+  it('stops reading a long backlog when the topology stops, and resumes it after a restart', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines(...Array.from({ length: 20_000 }, (_, i) => `line-${i}`)))
+    const options = {
+      include: [log],
+      checkpoints: join(dir, 'cp'),
+      pollIntervalMs: 10,
+      maxBatchLines: 10,
+      maxInFlightBatches: 1,
+      onNotice: () => {},
+    }
+    const context = new FakeSourceContext({ id: 'files' })
+    context.onBatch = (batch) => {
+      // The stop comes with the first batch; every batch sent is delivered.
+      if (context.batches.length === 1) context.stop()
+      batch.end('delivered')
+    }
+    await file(options).run(context)
+    const sent = context.records().flat().length
+    // The batch in hand and the one read with it, not the 2000 batches of the backlog.
+    expect(context.batches.length).toBeLessThanOrEqual(2)
+    expect(checkpoint(log)).toBe(Buffer.byteLength(lines(...Array.from({ length: sent }, (_, i) => `line-${i}`))))
+
+    const again = new FakeSourceContext({ id: 'files' })
+    again.onBatch = (batch) => batch.end('delivered')
+    const run = file(options).run(again)
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size, { timeout: 10_000 })
+    again.stop()
+    await run
+    expect(again.records().flat()[0]!.message).toBe(`line-${sent}`)
+  })
+
   it('follows a rename-and-recreate rotation without losing or repeating a line', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('1', '2'))
