@@ -17,7 +17,7 @@
 import { type FileHandle, open, stat, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { JsonObject, RecordOutcome } from '@ackline/core'
-import { ConfigIssue, RecordRetry, type Source, type SourceContext } from '@ackline/topology'
+import { ConfigIssue, RecordRetry, type Source, type SourceContext, warningsTo } from '@ackline/topology'
 import { type Checkpoint, Checkpoints, checkpointKey } from './internal/Checkpoints.js'
 import { DeadLetterFile } from './internal/DeadLetterFile.js'
 import { FileTail, fingerprintOf } from './internal/FileTail.js'
@@ -86,7 +86,9 @@ export interface FileSourceOptions {
   readonly removeAfterIdleMs?: number
   /**
    * Told about what the source noticed (a truncation, an unreadable file, a dead-letter file it
-   * cannot write, lines the pipeline did not accept). Default: `console.warn`.
+   * cannot write, lines the pipeline did not accept). Default: `console.warn`. One that throws (or
+   * returns a promise that rejects) changes nothing else: that notice goes to
+   * `process.emitWarning` (code `ACKLINE_FILE_SOURCE`), with what it threw.
    */
   readonly onNotice?: (message: string) => void
 }
@@ -219,7 +221,8 @@ class FileRun {
     readonly context: SourceContext,
   ) {
     this.#checkpoints = new Checkpoints(o.checkpoints)
-    this.#notice = o.onNotice ?? ((m) => console.warn(m))
+    // Guarded: a throwing `onNotice` reached from the send path left lines unsent for good.
+    this.#notice = warningsTo(o.onNotice ?? ((m) => console.warn(m)), context.id, 'ACKLINE_FILE_SOURCE')
     this.#maxLineBytes = o.maxLineBytes ?? 102_400
     this.#encoding = o.encoding ?? 'utf8'
     this.#maxBatch = o.maxBatchLines ?? 1000

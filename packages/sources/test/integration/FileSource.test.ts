@@ -395,6 +395,47 @@ describe('file source', () => {
     )
   })
 
+  it('goes on when onNotice throws: the lines are sent again and delivered, and nothing goes unhandled', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a', 'b'))
+    const context = new FakeSourceContext({ id: 'files' })
+    context.onBatch = (batch) => batch.end('delivered')
+    const accept = context.send.bind(context)
+    let refusals = 1
+    context.send = (records, options) =>
+      refusals-- > 0 ? Promise.reject(new RangeError('not now')) : accept(records, options)
+    const warnings: string[] = []
+    const onWarning = (w: Error) => warnings.push(w.message)
+    process.on('warning', onWarning)
+    try {
+      await withoutUnhandledRejections(async () => {
+        const run = file({
+          include: [log],
+          checkpoints: join(dir, 'cp'),
+          pollIntervalMs: 10,
+          checkpointIntervalMs: 20,
+          retry: { initialBackoffMs: 5, maxBackoffMs: 20 },
+          onNotice: () => {
+            throw new Error('notice sink down')
+          },
+        }).run(context)
+        await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+        context.stop()
+        await run
+      })
+    } finally {
+      process.off('warning', onWarning)
+    }
+    expect(
+      context
+        .records()
+        .flat()
+        .map((r) => r.message),
+    ).toEqual(['a', 'b'])
+    // The notice is not lost: it goes to process.emitWarning, with what onNotice threw.
+    expect(warnings.some((w) => w.includes('did not accept') && w.includes('notice sink down'))).toBe(true)
+  })
+
   it('keeps the checkpoint before lines the pipeline never accepts, and stops when asked', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('a'))
