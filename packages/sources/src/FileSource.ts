@@ -17,7 +17,14 @@
 import { type FileHandle, open, stat, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { JsonObject, RecordOutcome } from '@ackline/core'
-import { ConfigIssue, RecordRetry, type Source, type SourceContext, warningsTo } from '@ackline/topology'
+import {
+  ConfigIssue,
+  MAX_TIMER_MS,
+  RecordRetry,
+  type Source,
+  type SourceContext,
+  warningsTo,
+} from '@ackline/topology'
 import { type Checkpoint, Checkpoints, checkpointKey } from './internal/Checkpoints.js'
 import { DeadLetterFile } from './internal/DeadLetterFile.js'
 import { FileTail, fingerprintOf } from './internal/FileTail.js'
@@ -43,7 +50,7 @@ export interface FileSourceOptions {
   readonly maxLineBytes?: number
   /** How lines are decoded: `'utf8'` (default), `'latin1'` or `'ascii'`. */
   readonly encoding?: 'utf8' | 'latin1' | 'ascii'
-  /** How often files are scanned for new data, in ms. Default 250. */
+  /** How often files are scanned for new data, in ms (1 to 2^31 - 1, the longest a timer waits). Default 250. */
   readonly pollIntervalMs?: number
   /** How often checkpoints are written, in ms (they are also written at stop). Default 1000. */
   readonly checkpointIntervalMs?: number
@@ -154,10 +161,23 @@ class FileSourceImpl implements FileSource {
     if (o.multiline !== undefined) {
       const issue = startPatternIssue(o.multiline?.startPattern)
       if (issue !== undefined) issues.push(issue)
+      const timeout = o.multiline?.timeoutMs
+      if (timeout !== undefined && !(typeof timeout === 'number' && timeout >= 0))
+        issues.push(ConfigIssue.of('multiline.timeoutMs', 'a number of milliseconds, 0 or more', timeout))
     }
+    // The poll is a timer: a longer wait would fire after 1 ms, and poll the files in a hot loop.
+    const poll = o.pollIntervalMs
+    if (poll !== undefined && !(Number.isSafeInteger(poll) && poll >= 1 && poll <= MAX_TIMER_MS)) {
+      issues.push(
+        ConfigIssue.of('pollIntervalMs', `a whole number of milliseconds from 1 to ${MAX_TIMER_MS}`, poll),
+      )
+    }
+    // NaN would compare as idle at once: every finished file would be deleted as soon as read.
+    const idle = o.removeAfterIdleMs
+    if (idle !== undefined && !(typeof idle === 'number' && idle >= 0))
+      issues.push(ConfigIssue.of('removeAfterIdleMs', 'a number of milliseconds, 0 or more', idle))
     for (const field of [
       'maxLineBytes',
-      'pollIntervalMs',
       'checkpointIntervalMs',
       'maxBatchLines',
       'maxInFlightBatches',

@@ -834,6 +834,29 @@ describe('file source', () => {
     ).toThrow(/files \(multiline\.startPattern\): .*must be a valid regular expression/)
   })
 
+  it('reports a poll interval longer than a timer can wait, and idle and multi-line timeouts that are no number of ms', () => {
+    const options = { include: [join(dir, '*.log')], checkpoints: join(dir, 'cp') }
+    // 2^31 ms would fire after 1 ms: the files would be polled in a hot loop.
+    expect(file({ ...options, pollIntervalMs: 2 ** 31 }).validate()).toEqual([
+      {
+        field: 'pollIntervalMs',
+        expected: 'a whole number of milliseconds from 1 to 2147483647',
+        got: '2147483648',
+        message: 'must be a whole number of milliseconds from 1 to 2147483647, got 2147483648',
+      },
+    ])
+    expect(file({ ...options, pollIntervalMs: 2 ** 31 - 1 }).validate()).toEqual([])
+    // NaN (an unset variable through Number()) made every finished file be deleted at once.
+    expect(
+      file({ ...options, removeAfterIdleMs: Number.NaN, multiline: { startPattern: '^x', timeoutMs: -1 } })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['multiline.timeoutMs', 'removeAfterIdleMs'])
+    expect(
+      file({ ...options, removeAfterIdleMs: 0, multiline: { startPattern: '^x', timeoutMs: 0 } }).validate(),
+    ).toEqual([])
+  })
+
   it('reports bad options, each naming its field', () => {
     const issues = file({
       include: ['/a/*/b.log'],
