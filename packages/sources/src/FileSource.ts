@@ -270,12 +270,16 @@ class FileRun {
         await sleep(this.o.pollIntervalMs ?? 250, signal)
       }
     } finally {
-      // Every send settles at stop (the runtime decides what is still pending); then the last
-      // checkpoint holds everything that finished.
-      await Promise.allSettled([...this.#inFlight])
-      await this.#writeCheckpoints()
-      for (const tail of this.#tails.values()) await tail.handle?.close()
-      await this.#deadLetter.close()
+      try {
+        // Every send settles at stop (the runtime decides what is still pending); then the last
+        // checkpoint holds everything that finished.
+        await Promise.allSettled([...this.#inFlight])
+        await this.#writeCheckpoints()
+      } finally {
+        // Also when the checkpoint cannot be written: the run rejects, and leaves no file open.
+        for (const tail of this.#tails.values()) await tail.handle?.close().catch(() => {})
+        await this.#deadLetter.close().catch(() => {})
+      }
     }
   }
 

@@ -7,7 +7,9 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
+  readlinkSync,
   renameSync,
   rmSync,
   statSync,
@@ -728,6 +730,27 @@ describe('file source', () => {
     await vi.waitUntil(() => notices.some((n) => n.includes(`cannot open ${locked}`)))
     await topology.stop()
     expect(sink.received).toEqual(['visible'])
+  })
+
+  it('closes every file it opened when it cannot write its checkpoint, and rejects naming the checkpoint file', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a'))
+    const cp = join(dir, 'cp')
+    // A directory where the temporary checkpoint file goes: every write fails (as root too).
+    mkdirSync(join(cp, 'checkpoints.json.tmp'), { recursive: true })
+    const context = new FakeSourceContext({ id: 'files' })
+    context.onBatch = (batch) => batch.end('delivered')
+    const run = file({ include: [log], checkpoints: cp, pollIntervalMs: 10, onNotice: () => {} }).run(context)
+    await expect(run).rejects.toThrow(FileSourceError)
+    await expect(run).rejects.toThrow(/cannot write the checkpoint file .*checkpoints\.json/)
+    const open = readdirSync('/proc/self/fd').flatMap((fd) => {
+      try {
+        return [readlinkSync(join('/proc/self/fd', fd))]
+      } catch {
+        return []
+      }
+    })
+    expect(open.filter((path) => path.startsWith(dir))).toEqual([])
   })
 
   it('refuses a corrupt checkpoint file with an error naming it and the repair', async () => {
