@@ -23,6 +23,7 @@ import {
   RecordRetry,
   type Source,
   type SourceContext,
+  warningsTo,
 } from '@ackline/topology'
 import { z } from 'zod'
 import { depthExceededAt } from './internal/locateJsonError.js'
@@ -56,7 +57,8 @@ export const StdinOptions = defineOptions({
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(
-      'Where warnings go (a batch the pipeline did not accept, sent again after a back-off). Default: process.emitWarning.',
+      'Where warnings go (a batch the pipeline did not accept, sent again after a back-off). Default: process.emitWarning ' +
+        '(code ACKLINE_STDIN), where a warning also goes when onWarning throws on it.',
     ),
 })
 /** Options of {@link stdin}. */
@@ -86,7 +88,8 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
   })
   /** The pieces of the line still open (no newline yet), joined only once it ends. */
   let open: string[] = []
-  const warn = options.onWarning ?? ((message: string) => process.emitWarning(message))
+  // Guarded: an `onWarning` that throws would end the run with the refused lines, which cannot be read again.
+  const warn = warningsTo(options.onWarning, context.id, 'ACKLINE_STDIN')
   /** Lines sent so far: how refused lines are named in warnings. */
   let sent = 0
   /** Sends one batch until it is accepted; false when the topology stopped first. */

@@ -148,6 +148,31 @@ describe('stdin', () => {
     )
   })
 
+  it('sends a refused batch again when onWarning throws, and reports the warning to process.emitWarning', async () => {
+    const context = new FakeSourceContext({ id: 'in', acknowledgements: false })
+    const accept = context.send.bind(context)
+    let refusals = 1
+    context.send = (records, options) =>
+      refusals-- > 0 ? Promise.reject(new RangeError('not now')) : accept(records, options)
+    const warnings: string[] = []
+    const onWarning = (w: Error) => warnings.push(w.message)
+    process.on('warning', onWarning)
+    try {
+      const input = Readable.from(['{"n":1}\n', '{"n":2}\n'], { objectMode: false })
+      await stdin({
+        input,
+        onWarning: () => {
+          throw new Error('warning sink down')
+        },
+      }).run(context)
+    } finally {
+      process.off('warning', onWarning)
+    }
+    // Standard input cannot be read again: a line lost here is lost for good.
+    expect(context.records().flat()).toEqual([{ n: 1 }, { n: 2 }])
+    expect(warnings.some((w) => w.includes('did not accept') && w.includes('warning sink down'))).toBe(true)
+  })
+
   it('stops sending a batch the pipeline never accepts when the topology stops', async () => {
     const context = new FakeSourceContext({ id: 'in', acknowledgements: false })
     context.send = () => Promise.reject(new Error('refused'))
