@@ -16,6 +16,7 @@ import {
   type ConfigIssue,
   codeOption,
   defineOptions,
+  MAX_TIMER_MS,
   type OptionsOf,
   type Source,
   type SourceContext,
@@ -124,18 +125,20 @@ function checked(record: (index: number) => JsonObject, id: string): (index: num
   }
 }
 
-function sleepUntil(time: number, signal: AbortSignal): Promise<void> {
-  const ms = time - Date.now()
-  if (ms <= 0) return Promise.resolve()
-  return new Promise<void>((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer)
-      signal.removeEventListener('abort', done)
-      resolve()
-    }
-    const timer = setTimeout(done, ms)
-    signal.addEventListener('abort', done, { once: true })
-  })
+/** Waits until `time` (ms since the epoch), or until `signal` aborts. */
+async function sleepUntil(time: number, signal: AbortSignal): Promise<void> {
+  // In steps a timer can wait: a longer delay would fire after 1 ms, and the rate not be kept.
+  for (let ms = time - Date.now(); ms > 0 && !signal.aborted; ms = time - Date.now()) {
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer)
+        signal.removeEventListener('abort', done)
+        resolve()
+      }
+      const timer = setTimeout(done, Math.min(ms, MAX_TIMER_MS))
+      signal.addEventListener('abort', done, { once: true })
+    })
+  }
 }
 
 /**

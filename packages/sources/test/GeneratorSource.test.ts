@@ -84,6 +84,22 @@ describe('generator', () => {
     await topology.done
   })
 
+  it('keeps to a ratePerSecond so low that the next batch is due past the longest timer (2^31 - 1 ms)', async () => {
+    vi.useFakeTimers()
+    const context = new FakeSourceContext({ id: 'gen', acknowledgements: false })
+    // One event every 10^10 ms (about 116 days).
+    const run = generator({ count: 2, batchSize: 1, ratePerSecond: 1e-7 }).run(context)
+    await vi.advanceTimersByTimeAsync(1000)
+    expect(context.batches).toHaveLength(1)
+    await vi.advanceTimersByTimeAsync(2 ** 31)
+    expect(context.batches).toHaveLength(1)
+    await vi.advanceTimersByTimeAsync(1e10 - 2 ** 31 - 1001)
+    expect(context.batches).toHaveLength(1)
+    await vi.advanceTimersByTimeAsync(1)
+    expect(context.batches).toHaveLength(2)
+    await run
+  })
+
   it('runs until the topology stops when count is unset', async () => {
     vi.useFakeTimers()
     const { sink, records } = recorder()
