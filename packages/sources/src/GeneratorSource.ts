@@ -5,7 +5,7 @@
  * batches of `batchSize`, never faster than `ratePerSecond` when set, and returns only once every
  * batch it sent was accepted downstream. A `record` function that throws or returns something
  * other than a JSON object stops it with a `ComponentError` naming the field, before that batch
- * is sent.
+ * is sent; so does an `onBatch` that throws or returns a promise that rejects.
  *
  * @module
  */
@@ -51,7 +51,9 @@ export const GeneratorOptions = defineOptions({
   onBatch: codeOption<(receipt: BatchReceipt, firstIndex: number, size: number) => void>('a function')
     .optional()
     .describe(
-      'Told about every batch once it was accepted: its receipt and the index of its first event. Without it, no receipt is made (the batches are tracked all the same).',
+      'Told about every batch once it was accepted: its receipt and the index of its first event. Without it, no receipt is made (the batches are tracked all the same). ' +
+        'One that throws, or returns a promise that rejects (not awaited), stops the generator with a ComponentError ON_BATCH_FAILED naming this field ' +
+        '(a rejection that comes after the run returned goes to process.emitWarning).',
     ),
 })
 /** Options of {@link generator}. */
@@ -83,18 +85,62 @@ async function run(options: GeneratorOptions, context: SourceContext): Promise<v
   const { signal } = context
   const start = Date.now()
   let index = 0
-  while (index < count && !signal.aborted) {
-    if (ratePerSecond !== undefined) {
-      await sleepUntil(start + (index / ratePerSecond) * 1000, signal)
-      if (signal.aborted) break
+  /** What an `onBatch` promise rejected with, the first time; the run rejects with it. */
+  let failed: ComponentError | undefined
+  let returned = false
+  const onBatchFailed = (error: ComponentError): void => {
+    // Too late to fail the run: still reported, never an unhandled rejection.
+    if (returned) process.emitWarning(error.message, { code: 'ACKLINE_GENERATOR' })
+    else failed ??= error
+  }
+  const told = onBatch === undefined ? undefined : checkedOnBatch(onBatch, context.id, onBatchFailed)
+  try {
+    while (index < count && !signal.aborted && failed === undefined) {
+      if (ratePerSecond !== undefined) {
+        await sleepUntil(start + (index / ratePerSecond) * 1000, signal)
+        if (signal.aborted) break
+      }
+      const size = Math.min(batchSize, count - index)
+      const records: JsonObject[] = new Array(size)
+      for (let i = 0; i < size; i++) records[i] = record(index + i)
+      // Without `onBatch` nothing reads the receipt: none is made (the batch is tracked all the same).
+      if (told === undefined) await context.send(records, NO_RECEIPT_WANTED)
+      else told(await context.send(records), index, size)
+      index += size
     }
-    const size = Math.min(batchSize, count - index)
-    const records: JsonObject[] = new Array(size)
-    for (let i = 0; i < size; i++) records[i] = record(index + i)
-    // Without `onBatch` nothing reads the receipt: none is made (the batch is tracked all the same).
-    if (onBatch === undefined) await context.send(records, NO_RECEIPT_WANTED)
-    else onBatch(await context.send(records), index, size)
-    index += size
+  } finally {
+    returned = true
+  }
+  if (failed !== undefined) throw failed
+}
+
+/**
+ * The user's `onBatch`, made to fail loudly and never leave a rejection unhandled: a throw stops
+ * the run with a `ComponentError` naming the field; a returned promise that rejects is handed to
+ * `failed` (not awaited: the batches go on meanwhile).
+ */
+function checkedOnBatch(
+  onBatch: (receipt: BatchReceipt, firstIndex: number, size: number) => void,
+  id: string,
+  failed: (error: ComponentError) => void,
+): (receipt: BatchReceipt, firstIndex: number, size: number) => void {
+  const error = (how: string, first: number, size: number, cause: unknown) =>
+    new ComponentError(
+      'ON_BATCH_FAILED',
+      `onBatch ${how} on the batch of events ${first} to ${first + size - 1}: ${String(cause)}`,
+      { component: id, field: 'onBatch', cause },
+    )
+  return (receipt, first, size) => {
+    let result: unknown
+    try {
+      result = onBatch(receipt, first, size)
+    } catch (cause) {
+      throw error('threw', first, size, cause)
+    }
+    if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function')
+      (result as PromiseLike<unknown>).then(undefined, (cause: unknown) =>
+        failed(error('rejected', first, size, cause)),
+      )
   }
 }
 

@@ -188,6 +188,41 @@ describe('generator', () => {
     }
   })
 
+  it('stops with an error naming the onBatch field when onBatch throws or its promise rejects, and leaves nothing unhandled', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const cases: [() => unknown, string][] = [
+        [
+          () => {
+            throw new Error('ledger down')
+          },
+          'gen (onBatch): onBatch threw on the batch of events 0 to 1: Error: ledger down',
+        ],
+        [
+          () => Promise.reject(new Error('ledger down')),
+          'gen (onBatch): onBatch rejected on the batch of events 0 to 1: Error: ledger down',
+        ],
+      ]
+      for (const [onBatch, message] of cases) {
+        const context = new FakeSourceContext({ id: 'gen', acknowledgements: false })
+        const run = generator({ count: 6, batchSize: 2, onBatch: onBatch as never }).run(context)
+        await expect(run).rejects.toMatchObject({
+          code: 'ON_BATCH_FAILED',
+          component: 'gen',
+          field: 'onBatch',
+          message,
+        })
+        expect(context.batches.length).toBeLessThanOrEqual(2)
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+    expect(unhandled.map(String)).toEqual([])
+  })
+
   it('reports bad options through the builder', () => {
     expect(() =>
       new TopologyBuilder()
