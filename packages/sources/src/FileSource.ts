@@ -359,15 +359,25 @@ class FileRun {
       this.#notice(`file source: cannot open ${path}: ${(error as Error).message}; retrying on the next scan`)
       return
     }
-    const fingerprint = await fingerprintOf(handle)
-    let offset = this.#firstScan && (this.o.startAt ?? 'beginning') === 'end' ? size : 0
     const stored = this.#stored.get(key)
+    let fingerprint: Awaited<ReturnType<typeof fingerprintOf>>
+    let storedPrint: Awaited<ReturnType<typeof fingerprintOf>>
+    try {
+      fingerprint = await fingerprintOf(handle)
+      storedPrint =
+        stored?.fingerprint === undefined ? undefined : await fingerprintOf(handle, stored.fingerprint.length)
+    } catch (error) {
+      // Its checkpoint is kept: the next scan tries again.
+      await handle.close().catch(() => {})
+      this.#notice(`file source: cannot read ${path}: ${(error as Error).message}; retrying on the next scan`)
+      return
+    }
+    let offset = this.#firstScan && (this.o.startAt ?? 'beginning') === 'end' ? size : 0
     if (stored !== undefined) {
       this.#stored.delete(key)
       const match =
         stored.fingerprint === undefined ||
-        (fingerprint !== undefined &&
-          (await fingerprintOf(handle, stored.fingerprint.length))?.hash === stored.fingerprint.hash)
+        (fingerprint !== undefined && storedPrint?.hash === stored.fingerprint.hash)
       if (!match) {
         this.#notice(
           `file source: ${path} is not the file its inode held at the checkpoint; reading it from its start`,
@@ -428,7 +438,14 @@ class FileRun {
       )
       tail.restart()
     }
-    if (tail.fingerprint === undefined && size > 0) tail.fingerprint = await fingerprintOf(tail.handle)
+    if (tail.fingerprint === undefined && size > 0) {
+      try {
+        tail.fingerprint = await fingerprintOf(tail.handle)
+      } catch (error) {
+        this.#notice(this.#cannotRead(tail.path, error))
+        return
+      }
+    }
     let records: JsonObject[] = []
     let tickets: number[] = []
     let overlong: { text: string; start: number; ticket: number }[] = []
@@ -464,21 +481,27 @@ class FileRun {
     // A stop ends the read of a long backlog: the lines read but not sent stay unfinished (the
     // checkpoint stays before them), and are read again after a restart.
     const signal = this.context.signal
-    while (!signal.aborted && (await tail.readChunk(size, this.#encoding, onLine))) {
-      if (overlong.length > 0) {
-        await this.#rejectOverlong(tail, overlong)
-        overlong = []
+    try {
+      while (!signal.aborted && (await tail.readChunk(size, this.#encoding, onLine))) {
+        if (overlong.length > 0) {
+          await this.#rejectOverlong(tail, overlong)
+          overlong = []
+        }
+        // One chunk of short lines holds many batches: send each full one, keep the rest for the next chunk.
+        let sent = 0
+        for (; !signal.aborted && records.length - sent >= this.#maxBatch; sent += this.#maxBatch) {
+          const upTo = sent + this.#maxBatch
+          await this.#send(tail, records.slice(sent, upTo), tickets.slice(sent, upTo))
+        }
+        if (sent > 0) {
+          records = records.slice(sent)
+          tickets = tickets.slice(sent)
+        }
       }
-      // One chunk of short lines holds many batches: send each full one, keep the rest for the next chunk.
-      let sent = 0
-      for (; !signal.aborted && records.length - sent >= this.#maxBatch; sent += this.#maxBatch) {
-        const upTo = sent + this.#maxBatch
-        await this.#send(tail, records.slice(sent, upTo), tickets.slice(sent, upTo))
-      }
-      if (sent > 0) {
-        records = records.slice(sent)
-        tickets = tickets.slice(sent)
-      }
+    } catch (error) {
+      // A failed read moved nothing: the file is read on from there at the next scan. The lines
+      // read before it are sent below (left unsent, they would hold its checkpoint back for good).
+      this.#notice(this.#cannotRead(tail.path, error))
     }
     // An open multi-line record that nothing joined for the timeout is complete.
     const held = tail.held
@@ -487,6 +510,10 @@ class FileRun {
       emit(held.text, held.start, held.end)
     }
     if (records.length > 0 && !signal.aborted) await this.#send(tail, records, tickets)
+  }
+
+  #cannotRead(path: string, error: unknown): string {
+    return `file source: cannot read ${path}: ${(error as Error).message}; reading it on at the next scan`
   }
 
   async #send(tail: FileTail, records: JsonObject[], tickets: number[]): Promise<void> {

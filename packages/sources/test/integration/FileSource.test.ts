@@ -17,6 +17,7 @@ import {
   truncateSync,
   writeFileSync,
 } from 'node:fs'
+import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -499,7 +500,9 @@ describe('file source', () => {
     const sent = context.records().flat().length
     // The batch in hand and the one read with it, not the 2000 batches of the backlog.
     expect(context.batches.length).toBeLessThanOrEqual(2)
-    expect(checkpoint(log)).toBe(Buffer.byteLength(lines(...Array.from({ length: sent }, (_, i) => `line-${i}`))))
+    expect(checkpoint(log)).toBe(
+      Buffer.byteLength(lines(...Array.from({ length: sent }, (_, i) => `line-${i}`))),
+    )
 
     const again = new FakeSourceContext({ id: 'files' })
     again.onBatch = (batch) => batch.end('delivered')
@@ -751,6 +754,36 @@ describe('file source', () => {
       }
     })
     expect(open.filter((path) => path.startsWith(dir))).toEqual([])
+  })
+
+  it('reports a file it cannot read (EIO) and reads it on, once, from where the read failed', async () => {
+    const log = join(dir, 'app.log')
+    const all = Array.from({ length: 10_000 }, (_, i) => `line-${i}`)
+    writeFileSync(log, lines(...all))
+    // The second chunk (64 KiB on) fails once, as a disk that returns EIO does.
+    const probe = await open(log, 'r')
+    const prototype = Object.getPrototypeOf(probe) as { read: (...args: unknown[]) => Promise<unknown> }
+    await probe.close()
+    const read = prototype.read
+    let failures = 1
+    const spy = vi.spyOn(prototype, 'read').mockImplementation(function (this: unknown, ...args: unknown[]) {
+      if (args[3] === 64 * 1024 && failures-- > 0) {
+        return Promise.reject(Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' }))
+      }
+      return read.apply(this, args)
+    })
+    try {
+      const sink = collect()
+      const { topology, notices } = await start({ include: [log], checkpoints: join(dir, 'cp') }, sink)
+      await vi.waitUntil(() => checkpoint(log) === statSync(log).size, { timeout: 10_000 })
+      await topology.stop()
+      expect(sink.received).toEqual(all)
+      expect(notices.filter((n) => n.includes('cannot read'))).toEqual([
+        `file source: cannot read ${log}: EIO: i/o error, read; reading it on at the next scan`,
+      ])
+    } finally {
+      spy.mockRestore()
+    }
   })
 
   it('refuses a corrupt checkpoint file with an error naming it and the repair', async () => {
