@@ -27,7 +27,7 @@ import {
 } from '@ackline/topology'
 import { type Checkpoint, Checkpoints, checkpointKey } from './internal/Checkpoints.js'
 import { DeadLetterFile } from './internal/DeadLetterFile.js'
-import { FileTail, fingerprintOf } from './internal/FileTail.js'
+import { FINGERPRINT_BYTES, FileTail, fingerprintOf } from './internal/FileTail.js'
 import { hasWildcardDirectory, matchFiles } from './internal/matchFiles.js'
 
 /** Where a file never seen before starts: at its first byte, or at its current end. */
@@ -438,7 +438,10 @@ class FileRun {
       )
       tail.restart()
     }
-    if (tail.fingerprint === undefined && size > 0) {
+    // A fingerprint taken while the file was short grows with it (up to FINGERPRINT_BYTES): a few
+    // bytes (a banner line) would tell it from no later file that reuses its inode.
+    const print = tail.fingerprint
+    if (size > 0 && (print === undefined || (print.length < FINGERPRINT_BYTES && size > print.length))) {
       try {
         tail.fingerprint = await fingerprintOf(tail.handle)
       } catch (error) {

@@ -593,6 +593,37 @@ describe('file source', () => {
     expect(notices.some((n) => n.includes('not the file its inode held'))).toBe(true)
   })
 
+  it('tells a file from a later one with the same inode and first line, when it was first read short', async () => {
+    const log = join(dir, 'app.log')
+    const cp = join(dir, 'cp')
+    // First read while it held only its banner: a fingerprint of those few bytes told nothing more.
+    writeFileSync(log, lines('BANNER'))
+    const sink = collect()
+    const first = await start({ include: [log], checkpoints: cp }, sink)
+    await vi.waitUntil(() => sink.received.length === 1)
+    const old = Array.from({ length: 30 }, (_, i) => `old-${i}-${'o'.repeat(20)}`)
+    appendFileSync(log, lines(...old))
+    await vi.waitUntil(() => sink.received.length === 31)
+    await first.topology.stop()
+
+    // The file is replaced by one that starts with the same banner and reuses the inode (forced
+    // here by pointing the checkpoint at the new file's inode), longer than the old checkpoint.
+    rmSync(log)
+    const fresh = Array.from({ length: 40 }, (_, i) => `new-${i}-${'n'.repeat(20)}`)
+    writeFileSync(log, lines('BANNER', ...fresh))
+    const s = statSync(log)
+    const document = JSON.parse(readFileSync(join(cp, 'checkpoints.json'), 'utf8')) as {
+      files: { dev: number; ino: number }[]
+    }
+    for (const entry of document.files) Object.assign(entry, { dev: s.dev, ino: s.ino })
+    writeFileSync(join(cp, 'checkpoints.json'), JSON.stringify(document))
+    const again = collect()
+    const second = await start({ include: [log], checkpoints: cp }, again)
+    await vi.waitUntil(() => again.received.length >= 41 || checkpoint(log) === s.size)
+    await second.topology.stop()
+    expect(again.received).toEqual(['BANNER', ...fresh])
+  })
+
   it('starts at the end of files present at the first scan with startAt end', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('old'))
