@@ -15,7 +15,7 @@
  * @module
  */
 import { type FileHandle, open, stat, unlink } from 'node:fs/promises'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import type { JsonObject, RecordOutcome } from '@ackline/core'
 import {
   ConfigIssue,
@@ -39,7 +39,10 @@ export interface FileSourceOptions {
   readonly include: readonly string[]
   /** Paths to leave out, with the same wildcards (`/var/log/app/debug-*.log`). Default none. */
   readonly exclude?: readonly string[]
-  /** The directory of the checkpoint file and the dead-letter file; created when missing. */
+  /**
+   * The directory of the checkpoint file and the dead-letter file; created when missing. Those
+   * two files are never tailed, even where an include pattern matches them.
+   */
   readonly checkpoints: string
   /**
    * Where a file without a checkpoint starts, for files present at the first scan (default
@@ -224,6 +227,12 @@ class FileRun {
   /** Checkpoints loaded for files not (or not yet) open, kept so they are written back. */
   #stored = new Map<string, Checkpoint>()
   readonly #checkpoints: Checkpoints
+  /**
+   * The source's own files, never tailed though an include pattern matches them (the checkpoint
+   * directory among the tailed ones): its dead letters would come back as events, and every
+   * checkpoint written would be a new file to tail.
+   */
+  readonly #ownFiles: ReadonlySet<string>
   #deadLetter: DeadLetterFile | undefined
   /** Whether a dead letter was appended since the last sync (a checkpoint syncs the file only then). */
   #deadLettersUnsynced = false
@@ -241,6 +250,12 @@ class FileRun {
     readonly context: SourceContext,
   ) {
     this.#checkpoints = new Checkpoints(o.checkpoints)
+    const own = [
+      this.#checkpoints.path,
+      `${this.#checkpoints.path}.tmp`,
+      join(o.checkpoints, DEAD_LETTER_FILE),
+    ]
+    this.#ownFiles = new Set(own.map((path) => resolve(path)))
     // Guarded: a throwing `onNotice` reached from the send path left lines unsent for good.
     this.#notice = warningsTo(o.onNotice ?? ((m) => console.warn(m)), context.id, 'ACKLINE_FILE_SOURCE')
     this.#maxLineBytes = o.maxLineBytes ?? 102_400
@@ -287,6 +302,7 @@ class FileRun {
     const paths = await matchFiles(this.o.include, this.o.exclude ?? [])
     const seen = new Set<string>()
     for (const path of paths) {
+      if (this.#ownFiles.has(path)) continue
       let s: Awaited<ReturnType<typeof stat>>
       try {
         s = await stat(path)

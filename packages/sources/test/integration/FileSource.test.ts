@@ -90,6 +90,15 @@ const checkpoint = (path: string): number | undefined => {
   return doc.files.find((f) => f.path === path)?.offset
 }
 
+/** The checkpoint of `path` in a checkpoint file kept in the test directory itself. */
+const checkpoint2 = (path: string): number | undefined => {
+  if (!existsSync(join(dir, 'checkpoints.json'))) return undefined
+  const doc = JSON.parse(readFileSync(join(dir, 'checkpoints.json'), 'utf8')) as {
+    files: { path: string; offset: number }[]
+  }
+  return doc.files.find((f) => f.path === path)?.offset
+}
+
 describe('file source', () => {
   it('reads what is there and what is appended, and a restart resumes at the checkpoint', async () => {
     const log = join(dir, 'app.log')
@@ -622,6 +631,21 @@ describe('file source', () => {
     await vi.waitUntil(() => again.received.length >= 41 || checkpoint(log) === s.size)
     await second.topology.stop()
     expect(again.received).toEqual(['BANNER', ...fresh])
+  })
+
+  it('never tails its own checkpoint and dead-letter files, when the checkpoint directory is among the included', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('one', 'bad'))
+    const sink = collect((m) => (m === 'bad' ? 'rejected' : 'delivered'))
+    // The checkpoints live in the very directory whose files are tailed.
+    const { topology } = await start({ include: [join(dir, '*')], checkpoints: dir }, sink)
+    await vi.waitUntil(
+      () => existsSync(join(dir, 'checkpoints.json')) && checkpoint2(log) === statSync(log).size,
+    )
+    appendFileSync(log, lines('two'))
+    await vi.waitUntil(() => sink.received.includes('two'))
+    await topology.stop()
+    expect(sink.received).toEqual(['one', 'bad', 'two'])
   })
 
   it('starts at the end of files present at the first scan with startAt end', async () => {
