@@ -1,13 +1,17 @@
 /**
- * The errors the file source raises when it cannot go on: a checkpoint file it cannot trust, a
- * checkpoint directory it cannot write. Unreadable log files are not errors (they are reported
+ * The errors the file source raises when it cannot go on: a checkpoint file it cannot trust or
+ * read, a checkpoint directory it cannot write. Unreadable log files are not errors (they are reported
  * and retried on the next scan).
  *
  * @module
  */
 
-/** What went wrong, as a stable code. */
-export type FileSourceErrorCode = 'CORRUPT_CHECKPOINT' | 'CHECKPOINT_WRITE_FAILED'
+/**
+ * What went wrong, as a stable code: a checkpoint file that is not one this source wrote
+ * (`CORRUPT_CHECKPOINT`), or that cannot be read, nor its directory made
+ * (`CHECKPOINT_READ_FAILED`), or written (`CHECKPOINT_WRITE_FAILED`).
+ */
+export type FileSourceErrorCode = 'CORRUPT_CHECKPOINT' | 'CHECKPOINT_READ_FAILED' | 'CHECKPOINT_WRITE_FAILED'
 
 /**
  * Raised by the file source; the message names the file concerned and how to repair it.

@@ -38,15 +38,27 @@ export class Checkpoints {
     this.path = join(directory, FILE)
   }
 
-  /** The stored checkpoints by key; none when the file does not exist. Throws a `FileSourceError` when it is corrupt. */
+  /**
+   * The stored checkpoints by key; none when the file does not exist. Throws a `FileSourceError`
+   * when it is corrupt, or cannot be read (nor its directory made).
+   */
   async load(): Promise<Map<string, Checkpoint>> {
-    await mkdir(this.directory, { recursive: true })
+    // Named here: some of these errors (EISDIR) do not name the file.
+    const unreadable = (error: unknown): never => {
+      throw new FileSourceError(
+        'CHECKPOINT_READ_FAILED',
+        this.path,
+        `cannot read the checkpoint file ${this.path}: ${(error as Error).message}`,
+        { cause: error },
+      )
+    }
+    await mkdir(this.directory, { recursive: true }).catch(unreadable)
     let text: string
     try {
       text = await readFile(this.path, 'utf8')
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return new Map()
-      throw error
+      return unreadable(error)
     }
     const corrupt = (why: string, cause?: unknown): never => {
       throw new FileSourceError(

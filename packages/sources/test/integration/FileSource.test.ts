@@ -841,6 +841,20 @@ describe('file source', () => {
     }
   })
 
+  it('rejects naming the checkpoint file when it cannot be read (a directory in its place)', async () => {
+    const cp = join(dir, 'cp')
+    mkdirSync(join(cp, 'checkpoints.json'), { recursive: true })
+    const run = file({ include: [join(dir, '*.log')], checkpoints: cp }).run(
+      new FakeSourceContext({ id: 'files' }),
+    )
+    await expect(run).rejects.toThrow(FileSourceError)
+    await expect(run).rejects.toMatchObject({
+      code: 'CHECKPOINT_READ_FAILED',
+      path: join(cp, 'checkpoints.json'),
+      message: `file source: cannot read the checkpoint file ${join(cp, 'checkpoints.json')}: EISDIR: illegal operation on a directory, read`,
+    })
+  })
+
   it('refuses a corrupt checkpoint file with an error naming it and the repair', async () => {
     const cp = join(dir, 'cp')
     mkdirSync(cp, { recursive: true })
