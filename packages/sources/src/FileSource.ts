@@ -35,7 +35,10 @@ export type FileStartAt = 'beginning' | 'end'
 
 /** Options of {@link file}. */
 export interface FileSourceOptions {
-  /** Paths to tail; the last segment may hold `*` and `?` (`/var/log/app/*.log`). */
+  /**
+   * Paths to tail; the last segment may hold `*` and `?` (`/var/log/app/*.log`). A matched path
+   * that is no regular file (a directory, a FIFO) is not tailed, and said once to `onNotice`.
+   */
   readonly include: readonly string[]
   /** Paths to leave out, with the same wildcards (`/var/log/app/debug-*.log`). Default none. */
   readonly exclude?: readonly string[]
@@ -233,6 +236,8 @@ class FileRun {
    * checkpoint written would be a new file to tail.
    */
   readonly #ownFiles: ReadonlySet<string>
+  /** Included paths that are no regular file, said once each. */
+  readonly #notFiles = new Set<string>()
   #deadLetter: DeadLetterFile | undefined
   /** Whether a dead letter was appended since the last sync (a checkpoint syncs the file only then). */
   #deadLettersUnsynced = false
@@ -251,6 +256,7 @@ class FileRun {
   ) {
     this.#checkpoints = new Checkpoints(o.checkpoints)
     const own = [
+      o.checkpoints,
       this.#checkpoints.path,
       `${this.#checkpoints.path}.tmp`,
       join(o.checkpoints, DEAD_LETTER_FILE),
@@ -309,7 +315,10 @@ class FileRun {
       } catch {
         continue // gone between the listing and now
       }
-      if (!s.isFile()) continue
+      if (!s.isFile()) {
+        this.#notTailed(path, s)
+        continue
+      }
       const key = checkpointKey(s.dev, s.ino)
       seen.add(key)
       const existing = this.#tails.get(key)
@@ -338,6 +347,16 @@ class FileRun {
         if (moved) await this.#retire(key, tail)
       }
     }
+  }
+
+  /** Says once per path that an included path is no regular file: matched and skipped in silence, a mistyped pattern would tail nothing. */
+  #notTailed(path: string, s: Awaited<ReturnType<typeof stat>>): void {
+    if (this.#notFiles.has(path)) return
+    this.#notFiles.add(path)
+    const what = s.isDirectory()
+      ? `a directory, not a file: it is not tailed (to tail the files in it, include ${join(path, '*')})`
+      : `not a regular file (${s.isFIFO() ? 'a FIFO' : s.isSocket() ? 'a socket' : 'a device'}): it is not tailed`
+    this.#notice(`file source: ${path} is ${what}`)
   }
 
   /** Deletes a file that is finished and idle, when `removeAfterIdleMs` asks for it. */

@@ -648,6 +648,30 @@ describe('file source', () => {
     expect(sink.received).toEqual(['one', 'bad', 'two'])
   })
 
+  it('says once that a path the include patterns match is a directory, not a file, and tails the files beside it', async () => {
+    const logs = join(dir, 'logs')
+    mkdirSync(logs)
+    writeFileSync(join(logs, 'app.log'), lines('inside'))
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('one'))
+    const sink = collect()
+    // `logs` meant "the files in it"; `*` matches it too.
+    const { topology, notices } = await start(
+      { include: [logs, join(dir, '*')], checkpoints: join(dir, 'cp') },
+      sink,
+    )
+    await vi.waitUntil(() => sink.received.length === 1)
+    appendFileSync(log, lines('two'))
+    await vi.waitUntil(() => sink.received.length === 2)
+    appendFileSync(log, lines('three'))
+    await vi.waitUntil(() => sink.received.length === 3)
+    await topology.stop()
+    expect(sink.received).toEqual(['one', 'two', 'three'])
+    expect(notices.filter((n) => n.includes(logs))).toEqual([
+      `file source: ${logs} is a directory, not a file: it is not tailed (to tail the files in it, include ${join(logs, '*')})`,
+    ])
+  })
+
   it('starts at the end of files present at the first scan with startAt end', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('old'))
