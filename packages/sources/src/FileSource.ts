@@ -52,7 +52,11 @@ export interface FileSourceOptions {
    * `'beginning'`). Files that appear later always start at their beginning: they are new.
    */
   readonly startAt?: FileStartAt
-  /** Lines longer than this many bytes are rejected (dead-lettered, first bytes only), never cut silently. Default 102400. */
+  /**
+   * Lines longer than this many bytes are rejected (dead-lettered, first bytes only), never cut
+   * silently; so are multi-line records (see `multiline`) longer than this many bytes in the file,
+   * newlines included. Default 102400.
+   */
   readonly maxLineBytes?: number
   /** How lines are decoded: `'utf8'` (default), `'latin1'` or `'ascii'`. */
   readonly encoding?: 'utf8' | 'latin1' | 'ascii'
@@ -85,7 +89,8 @@ export interface FileSourceOptions {
    * Joins lines into one record: a line matching `startPattern` starts a record, any other line
    * is appended to the open one (after a `\n`). An open record is sent when the next one starts,
    * or when no line joined it for `timeoutMs` (default 1000). Its offset is its first line's; the
-   * checkpoint moves past it only once it is finished. A string is compiled with `new RegExp`
+   * checkpoint moves past it only once it is finished. One longer than `maxLineBytes` is rejected
+   * as an overlong line is. A string is compiled with `new RegExp`
    * (`validate()` reports one that does not compile). Each line is tested on its own, from its
    * first character: the `g` and `y` flags keep no position from one line to the next (so `y`
    * anchors the pattern at the start of the line).
@@ -441,11 +446,14 @@ class FileRun {
     if (held !== undefined) {
       tail.held = undefined
       const ticket = tail.tracker.track(held.end)
-      await this.#send(
-        tail,
-        [{ message: held.text, file: { path: tail.path, offset: held.start } }],
-        [ticket],
-      )
+      if (held.overlong)
+        await this.#rejectOverlong(tail, [{ text: held.text, start: held.start, ticket, record: true }])
+      else
+        await this.#send(
+          tail,
+          [{ message: held.text, file: { path: tail.path, offset: held.start } }],
+          [ticket],
+        )
     }
     await tail.handle?.close()
     tail.handle = undefined
@@ -486,12 +494,23 @@ class FileRun {
     }
     let records: JsonObject[] = []
     let tickets: number[] = []
-    let overlong: { text: string; start: number; ticket: number }[] = []
+    let overlong: Overlong[] = []
     const path = tail.path
     const emit = (text: string, start: number, end: number) => {
       records.push({ message: text, file: { path, offset: start } })
       tickets.push(tail.tracker.track(end))
     }
+    const finish = (held: NonNullable<FileTail['held']>) => {
+      if (held.overlong)
+        overlong.push({
+          text: held.text,
+          start: held.start,
+          ticket: tail.tracker.track(held.end),
+          record: true,
+        })
+      else emit(held.text, held.start, held.end)
+    }
+    const maxBytes = this.#maxLineBytes
     const startPattern = this.#startPattern
     const now = Date.now()
     const onLine = (text: string, start: number, end: number, tooLong: boolean) => {
@@ -500,13 +519,20 @@ class FileRun {
         // A `g` or `y` pattern would go on from where it matched the line before.
         startPattern.lastIndex = 0
         if (!tooLong && held !== undefined && !startPattern.test(text)) {
-          held.text += `\n${text}`
+          // Bounded as a line is (by its bytes in the file): past the limit only its first bytes
+          // are kept, and it is rejected once it ends, not held whole however long it grows.
+          if (!held.overlong) {
+            if (end - held.start > maxBytes) {
+              held.overlong = true
+              held.text = held.text.slice(0, 1024)
+            } else held.text += `\n${text}`
+          }
           held.end = end
           held.at = now
           return
         }
-        if (held !== undefined) emit(held.text, held.start, held.end)
-        tail.held = tooLong ? undefined : { text, start, end, at: now }
+        if (held !== undefined) finish(held)
+        tail.held = tooLong ? undefined : { text, start, end, at: now, overlong: false }
         if (!tooLong) return
       }
       if (tooLong) {
@@ -545,8 +571,9 @@ class FileRun {
     const held = tail.held
     if (held !== undefined && now - held.at >= (this.o.multiline?.timeoutMs ?? 1000)) {
       tail.held = undefined
-      emit(held.text, held.start, held.end)
+      finish(held)
     }
+    if (overlong.length > 0) await this.#rejectOverlong(tail, overlong)
     if (records.length > 0 && !signal.aborted) await this.#send(tail, records, tickets)
   }
 
@@ -563,11 +590,12 @@ class FileRun {
    * Dead-letters lines longer than `maxLineBytes` in flight, as a send: reading goes on (this
    * file's and the others') while a dead-letter file that cannot be written is tried again.
    */
-  async #rejectOverlong(tail: FileTail, lines: readonly { text: string; start: number; ticket: number }[]) {
+  async #rejectOverlong(tail: FileTail, lines: readonly Overlong[]) {
     const { tracker, path } = tail
-    const reason = `line longer than maxLineBytes (${this.#maxLineBytes})`
+    const limit = `longer than maxLineBytes (${this.#maxLineBytes})`
     await this.#startInFlight(tail, async () => {
       for (const line of lines) {
+        const reason = `${line.record === true ? 'record' : 'line'} ${limit}`
         // Not written only when the topology stopped first: the line stays unfinished.
         if (await this.#deadLetterLine(path, line.start, line.text, reason))
           tracker.resolve(line.ticket, 'rejected')
@@ -707,6 +735,14 @@ class FileRun {
     for (const [key, tail] of this.#tails) all.set(key, this.#checkpointOf(tail))
     await this.#checkpoints.save(all.values())
   }
+}
+
+/** A line (or multi-line record) past `maxLineBytes`: its first bytes, where it starts, its ticket. */
+interface Overlong {
+  readonly text: string
+  readonly start: number
+  readonly ticket: number
+  readonly record?: boolean
 }
 
 /** Why `startPattern` cannot be used, or `undefined` when it can. */

@@ -37,8 +37,11 @@ export async function fingerprintOf(
 export class FileTail {
   tracker: OffsetTracker<number>
   fingerprint: Fingerprint | undefined
-  /** A multi-line record still open (more lines may join it), with when it last grew. */
-  held: { text: string; start: number; end: number; at: number } | undefined = undefined
+  /**
+   * A multi-line record still open (more lines may join it), with when it last grew, and whether
+   * it passed `maxLineBytes` (then `text` holds its first bytes only).
+   */
+  held: { text: string; start: number; end: number; at: number; overlong: boolean } | undefined = undefined
   /** When the file last grew (ms since the epoch). */
   grewAt = Date.now()
   /** Sends not yet settled for this file. */

@@ -722,6 +722,34 @@ describe('file source', () => {
     expect(sink.received).toEqual(['ERROR boom\n  at a()\n  at b()', 'INFO ok', 'ERROR again\n  at c()'])
   })
 
+  it('rejects a multi-line record longer than maxLineBytes like an overlong line, instead of holding it whole however long it grows', async () => {
+    const log = join(dir, 'app.log')
+    // Without a bound, one start line and endless continuation lines grew one string until the
+    // process ran out of memory (or past the longest string, and the source failed on every restart).
+    const trace = Array.from({ length: 50 }, (_, i) => `  at frame${i}()`)
+    writeFileSync(log, lines('ERROR huge', ...trace, 'INFO ok', 'ERROR small', '  at a()'))
+    const sink = collect()
+    const { topology } = await start(
+      {
+        include: [log],
+        checkpoints: join(dir, 'cp'),
+        maxLineBytes: 100,
+        multiline: { startPattern: /^[A-Z]+ /, timeoutMs: 30 },
+      },
+      sink,
+    )
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+    await topology.stop()
+    expect(sink.received).toEqual(['INFO ok', 'ERROR small\n  at a()'])
+    const dead = readFileSync(join(dir, 'cp', DEAD_LETTER_FILE), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { offset: number; reason: string; message: string })
+    expect(dead).toHaveLength(1)
+    expect(dead[0]).toMatchObject({ file: log, offset: 0, reason: 'record longer than maxLineBytes (100)' })
+    expect(dead[0]!.message.startsWith('ERROR huge\n  at frame0()')).toBe(true)
+  })
+
   it('tests each line on its own with a g or y start pattern (y anchors it at the line start)', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('1 a', '2 b', '  at 3', '4 c', '5 d'))
