@@ -24,6 +24,7 @@ import {
   type ComponentErrorOptions,
   ConfigIssue,
   defineOptions,
+  MAX_TIMER_MS,
   type OptionsOf,
   type ResolvedOptionsOf,
   type Source,
@@ -306,6 +307,8 @@ class HttpServer implements HttpServerSource {
    * its events in the pipeline, so an error later on its connection must not answer in its place.
    */
   readonly #unanswered = new WeakMap<Duplex, Set<ServerResponse>>()
+  /** The connections open now (what `#cutOffLate` goes through after the stop). */
+  readonly #sockets = new Set<Socket>()
 
   constructor(options: HttpServerOptions) {
     this.#options = options
@@ -386,8 +389,12 @@ class HttpServer implements HttpServerSource {
     server.maxConnections = o.maxConnections
     server.on('connection', (socket: Socket) => {
       this.#openConnections++
+      this.#sockets.add(socket)
       this.#unanswered.set(socket, new Set())
-      socket.once('close', () => this.#openConnections--)
+      socket.once('close', () => {
+        this.#openConnections--
+        this.#sockets.delete(socket)
+      })
     })
     server.on('drop', () => this.#connectionsDropped++)
     server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) =>
@@ -414,6 +421,10 @@ class HttpServer implements HttpServerSource {
     // their real status, whenever it resolves (after `run` returned, during the drain).
     this.#stopping = true
     server.close()
+    // `close` also ends Node's checks of headersTimeoutMs and requestTimeoutMs: a client that was
+    // still sending its request would hold its connection (and the process) open for good. Cut off
+    // once no request could still arrive in time; unref'd, so it keeps nothing alive itself.
+    setTimeout(() => this.#cutOffLate(), Math.min(requestTimeout, MAX_TIMER_MS)).unref()
     if (this.#accepting > 0)
       await new Promise<void>((resolve) => {
         this.#drained = resolve
@@ -450,6 +461,23 @@ class HttpServer implements HttpServerSource {
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json\r\n` +
         `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
     )
+  }
+
+  /**
+   * After the stop, in place of Node's timeout checks (ended by `server.close`): answers 408 on
+   * every connection still open where no request received whole awaits its answer, as Node's
+   * checker would have, and closes it.
+   */
+  #cutOffLate(): void {
+    const late = Object.assign(new Error('the request did not arrive within the time limit'), {
+      code: 'ERR_HTTP_REQUEST_TIMEOUT',
+    })
+    for (const socket of this.#sockets) {
+      const unanswered = this.#unanswered.get(socket) ?? []
+      if ([...unanswered].some((response) => response.req.complete)) continue
+      this.#clientError(late, socket)
+      if (!socket.destroyed) socket.destroySoon()
+    }
   }
 
   /**

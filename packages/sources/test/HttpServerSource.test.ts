@@ -933,6 +933,28 @@ describe('httpServer: lifecycle', () => {
     await run
   })
 
+  it('still cuts off, after the stop, a client that was sending its headers or its body when the stop began', async () => {
+    const { source, context, port, run } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 400 })
+    const headers = new RawConnection(port)
+    const body = new RawConnection(port)
+    await Promise.all([headers.connected, body.connected])
+    headers.write('POST / HTTP/1.1\r\nHost: x\r\n')
+    body.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{"a"',
+    )
+    await new Promise<void>((resolve) => {
+      const wait = () => (source.counters.requests === 1 ? resolve() : setTimeout(wait, 5))
+      wait()
+    })
+    context.stop()
+    await run
+    // Nothing of either is in the pipeline: left open, they would keep the process alive for good.
+    const [cutHeaders, cutBody] = await Promise.all([headers.closed, body.closed])
+    expect(parseRawResponse(cutHeaders).status).toBe(408)
+    expect([408, 503]).toContain(parseRawResponse(cutBody).status)
+    expect(context.batches).toEqual([])
+  })
+
   it('returns from run after a stop, and still answers requests already in the pipeline', async () => {
     const { context, port, run } = await start()
     const next = context.nextBatch()
