@@ -121,6 +121,8 @@ export interface FileSource extends Source {
 /**
  * The name of the dead-letter file in the checkpoint directory: one JSON object per rejected line
  * (`{ file, offset, reason, message }`), each line whole (a write that fails part-way is cut away).
+ * It may be rotated (renamed) or deleted while the source runs: the next entry goes to a new file
+ * at this name.
  */
 export const DEAD_LETTER_FILE = 'dead-letter.ndjson'
 

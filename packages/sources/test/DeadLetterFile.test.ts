@@ -1,5 +1,5 @@
 // The file source's dead-letter file holds whole entries only, whatever an earlier process left.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -30,6 +30,23 @@ describe('DeadLetterFile', () => {
       .split('\n')
       .filter((l) => l !== '')
     expect(lines.map((l) => (JSON.parse(l) as { n: number }).n)).toEqual([1, 3])
+  })
+
+  it('writes to the file at its path again once it was deleted or rotated away, instead of to the old inode', async () => {
+    const path = tempFile()
+    const file = await DeadLetterFile.open(path)
+    await file.append(`${JSON.stringify({ n: 1 })}\n`)
+    // An operator deletes it: entries written to the unlinked inode would be lost without a trace.
+    rmSync(path)
+    await file.append(`${JSON.stringify({ n: 2 })}\n`)
+    expect(readFileSync(path, 'utf8')).toBe(`${JSON.stringify({ n: 2 })}\n`)
+    // Rotated by rename: the old entries stay in the rotated file, new ones go to the path.
+    renameSync(path, `${path}.1`)
+    await file.append(`${JSON.stringify({ n: 3 })}\n`)
+    await file.sync()
+    await file.close()
+    expect(readFileSync(`${path}.1`, 'utf8')).toBe(`${JSON.stringify({ n: 2 })}\n`)
+    expect(readFileSync(path, 'utf8')).toBe(`${JSON.stringify({ n: 3 })}\n`)
   })
 
   it('keeps a file of whole entries as it is, and an empty one', async () => {

@@ -7,11 +7,16 @@
  * appended (the next append tries it first). So a reader never sees a piece of an entry followed
  * by a whole one. A piece left at the end by an earlier process (killed mid-append) is cut away
  * when the file is opened, and a file shorter than expected (emptied by hand) is taken as it is.
+ * Entries always go to the file at the path: one deleted or rotated away (renamed) is replaced by
+ * a new file there at the next append, after what was appended to it is synced.
  */
-import { type FileHandle, open } from 'node:fs/promises'
+import { type FileHandle, open, stat } from 'node:fs/promises'
 
 export class DeadLetterFile {
-  readonly #handle: FileHandle
+  readonly #path: string
+  #handle: FileHandle
+  /** The device and inode of the open file, to tell that the path now names another (or none). */
+  #identity: string
   /** The length of the whole entries: where the file is cut back to after a failed append. */
   #length: number
   /** Whether a failed append may have left bytes past `#length` that are not cut away yet. */
@@ -19,23 +24,35 @@ export class DeadLetterFile {
   /** The last append (settled or not): the next one starts after it. */
   #queue: Promise<unknown> = Promise.resolve()
 
-  private constructor(handle: FileHandle, length: number) {
-    this.#handle = handle
-    this.#length = length
+  private constructor(path: string, opened: Opened) {
+    this.#path = path
+    this.#handle = opened.handle
+    this.#identity = opened.identity
+    this.#length = opened.length
   }
 
   /** Opens (creates) the file at `path` for appending; cuts away a piece of an entry at its end. */
   static async open(path: string): Promise<DeadLetterFile> {
-    const handle = await open(path, 'a+')
-    try {
-      const size = (await handle.stat()).size
-      const whole = await wholeLength(handle, size)
-      if (whole < size) await handle.truncate(whole)
-      return new DeadLetterFile(handle, whole)
-    } catch (error) {
-      await handle.close()
+    return new DeadLetterFile(path, await openAt(path))
+  }
+
+  /** Opens the file at the path anew when the open one is no longer there (deleted, rotated away). */
+  async #follow(): Promise<void> {
+    const now = await stat(this.#path).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return undefined
       throw error
-    }
+    })
+    if (now !== undefined && `${now.dev}:${now.ino}` === this.#identity) return
+    // What went to the old file must be on disk before it is let go (a rotated one is kept).
+    await this.#handle.sync()
+    const opened = await openAt(this.#path)
+    const old = this.#handle
+    this.#handle = opened.handle
+    this.#identity = opened.identity
+    this.#length = opened.length
+    // A piece left in the old file can no longer be cut away: it is not where entries go.
+    this.#torn = false
+    await old.close().catch(() => {})
   }
 
   /**
@@ -51,6 +68,7 @@ export class DeadLetterFile {
 
   async #append(bytes: Buffer): Promise<void> {
     try {
+      await this.#follow()
       if (this.#torn) await this.#cutBack()
       await this.#handle.appendFile(bytes)
       this.#length += bytes.length
@@ -79,6 +97,26 @@ export class DeadLetterFile {
   async close(): Promise<void> {
     await this.#queue
     await this.#handle.close()
+  }
+}
+
+interface Opened {
+  readonly handle: FileHandle
+  readonly identity: string
+  readonly length: number
+}
+
+/** Opens (creates) the file at `path` for appending, a piece of an entry at its end cut away. */
+async function openAt(path: string): Promise<Opened> {
+  const handle = await open(path, 'a+')
+  try {
+    const s = await handle.stat()
+    const whole = await wholeLength(handle, s.size)
+    if (whole < s.size) await handle.truncate(whole)
+    return { handle, identity: `${s.dev}:${s.ino}`, length: whole }
+  } catch (error) {
+    await handle.close()
+    throw error
   }
 }
 
