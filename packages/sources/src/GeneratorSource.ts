@@ -46,7 +46,7 @@ export const GeneratorOptions = defineOptions({
   record: codeOption<(index: number) => JsonObject>('a function')
     .optional()
     .describe(
-      "The record of event number `index` (default `{ message: 'event <index>', index }`); it must return a JSON object.",
+      "The record of event number `index` (default `{ message: 'event <index>', index }`); it must return a JSON object, synchronously (a promise is refused).",
     ),
   onBatch: codeOption<(receipt: BatchReceipt, firstIndex: number, size: number) => void>('a function')
     .optional()
@@ -160,8 +160,16 @@ function checked(record: (index: number) => JsonObject, id: string): (index: num
         cause: error,
       })
     }
-    if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) {
-      const got = Array.isArray(fields) ? 'an array' : fields === null ? 'null' : typeof fields
+    // A promise (an async record function) is an object too, and would be sent as an event with no fields.
+    const promise = typeof (fields as PromiseLike<unknown> | null)?.then === 'function'
+    if (typeof fields !== 'object' || fields === null || Array.isArray(fields) || promise) {
+      const got = promise
+        ? 'a promise (record is not awaited)'
+        : Array.isArray(fields)
+          ? 'an array'
+          : fields === null
+            ? 'null'
+            : typeof fields
       throw new ComponentError('RECORD_FAILED', `record(${index}) must return a JSON object, got ${got}`, {
         component: id,
         field: 'record',

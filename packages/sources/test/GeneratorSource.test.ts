@@ -166,6 +166,11 @@ describe('generator', () => {
       [(i) => (i === 3 ? null : { i }), 'gen (record): record(3) must return a JSON object, got null'],
       [(i) => (i === 3 ? [i] : { i }), 'gen (record): record(3) must return a JSON object, got an array'],
       [(i) => (i === 3 ? i : { i }), 'gen (record): record(3) must return a JSON object, got number'],
+      // An async record function: its promise would have been sent as an event with no fields.
+      [
+        (i) => (i === 3 ? Promise.resolve({ i }) : { i }),
+        'gen (record): record(3) must return a JSON object, got a promise (record is not awaited)',
+      ],
     ]
     for (const [record, message] of cases) {
       const { sink, records } = recorder()
