@@ -5,8 +5,8 @@
  * Invariant: every record the Observable emitted is acknowledged exactly once: with its batch's
  * status once the batch resolved, or `errored` when the topology stopped before the record could
  * be sent or the pipeline did not accept its batch (so its producer may send it again). An `onAck`
- * that throws is reported to `onWarning` and changes nothing else: the other records are still
- * acknowledged, and `acks` still completes.
+ * that throws (or returns a promise that rejects) is reported to `onWarning` and changes nothing
+ * else: the other records are still acknowledged, and `acks` still completes.
  *
  * @module
  */
@@ -181,14 +181,19 @@ class FromObservable<R extends JsonObject> implements ObservableSource<R> {
    * ack still reaches `acks`, and no rejection escapes (the acks of later batches run in a promise).
    */
   #ack(id: string, ack: RecordAck<R>): void {
-    try {
-      this.#options.onAck?.(ack)
-    } catch (error) {
+    const warn = (how: string, error: unknown) =>
       warningsTo(
         this.#options.onWarning,
         id,
         'ACKLINE_OBSERVABLE',
-      )(`observable source '${id}' (onAck): threw on a record acknowledged ${ack.status}: ${String(error)}`)
+      )(`observable source '${id}' (onAck): ${how} on a record acknowledged ${ack.status}: ${String(error)}`)
+    try {
+      const result: unknown = this.#options.onAck?.(ack)
+      // An async `onAck` that rejects: reported too, never an unhandled rejection.
+      if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function')
+        (result as PromiseLike<unknown>).then(undefined, (error: unknown) => warn('rejected', error))
+    } catch (error) {
+      warn('threw', error)
     }
     this.#subject.next(ack)
   }

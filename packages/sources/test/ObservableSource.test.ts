@@ -152,6 +152,41 @@ describe('fromObservable', () => {
     )
   })
 
+  it('reports an onAck whose promise rejects as a warning, leaving no rejection unhandled', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    const warnings: string[] = []
+    try {
+      const source = fromObservable(from([{ n: 1 }]), {
+        onAck: async () => {
+          throw new Error('ledger down')
+        },
+        onWarning: (message) => warnings.push(message),
+      })
+      const acks = lastValueFrom(source.acks.pipe(toArray()))
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('in', source)
+        .sink(
+          'out',
+          ['in'],
+          failing(() => 'delivered'),
+        )
+        .build()
+      await topology.start()
+      await topology.done
+      expect((await acks).map((a) => a.status)).toEqual(['delivered'])
+      await vi.waitUntil(() => warnings.length === 1)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+    expect(unhandled.map(String)).toEqual([])
+    expect(warnings).toEqual([
+      "observable source 'in' (onAck): rejected on a record acknowledged delivered: Error: ledger down",
+    ])
+  })
+
   it('reports bad options by field, the callback included', () => {
     expect(
       fromObservable(from([{ n: 1 }]), { batchSize: 0, onAck: 'log' as never })
