@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { constants } from 'node:buffer'
 import { createHash, timingSafeEqual } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
@@ -61,8 +62,12 @@ export const HttpServerOptions = defineOptions({
   maxBodyBytes: z
     .int()
     .min(1)
+    // A body is decoded into one string: a longer one could not be (Node throws ERR_STRING_TOO_LONG).
+    .max(constants.MAX_STRING_LENGTH)
     .default(10 * 1024 * 1024)
-    .describe('The largest body accepted, in bytes; a larger one gets 413 BODY_TOO_LARGE.'),
+    .describe(
+      'The largest body accepted, in bytes (at most the longest string Node can make); a larger one gets 413 BODY_TOO_LARGE.',
+    ),
   authToken: z
     .string()
     .min(1)

@@ -1,3 +1,4 @@
+import { constants } from 'node:buffer'
 import { request as httpRequest } from 'node:http'
 import { deflateSync, gzipSync } from 'node:zlib'
 import { HttpServerError, HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
@@ -739,6 +740,21 @@ describe('httpServer: limits of a server on an open port', () => {
       body: { code: 'HEADERS_TOO_LARGE', componentId: 'in' },
     })
     expect(source.counters.refused.HEADERS_TOO_LARGE).toBe(1)
+  })
+
+  it('refuses a maxBodyBytes past the longest string, whose bodies could not be decoded', () => {
+    // A body of 600 MiB under maxBodyBytes 2^30 made decoding throw ERR_STRING_TOO_LONG in the
+    // request's 'end' handler: an uncaught exception, and the request never answered.
+    const longest = constants.MAX_STRING_LENGTH
+    expect(httpServer({ maxBodyBytes: 2 ** 30 }).validate()).toEqual([
+      {
+        field: 'maxBodyBytes',
+        expected: `an integer from 1 to ${longest}`,
+        got: String(2 ** 30),
+        message: `must be an integer from 1 to ${longest}, got ${2 ** 30}`,
+      },
+    ])
+    expect(httpServer({ maxBodyBytes: longest }).validate()).toEqual([])
   })
 
   it('reports bad limits by field', () => {
