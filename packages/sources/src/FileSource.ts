@@ -245,6 +245,8 @@ class FileRun {
   readonly #ownFiles: ReadonlySet<string>
   /** Included paths that are no regular file, said once each. */
   readonly #notFiles = new Set<string>()
+  /** Included files that could not be opened, with the error last said. */
+  readonly #cannotOpen = new Map<string, string>()
   #deadLetter: DeadLetterFile | undefined
   /** Whether a dead letter was appended since the last sync (a checkpoint syncs the file only then). */
   #deadLettersUnsynced = false
@@ -339,6 +341,8 @@ class FileRun {
       await this.#openTail(path, key, s.dev, s.ino, s.size)
     }
     this.#firstScan = false
+    // A file gone from the listing is forgotten: if it comes back unopenable, that is said again.
+    for (const path of this.#cannotOpen.keys()) if (!paths.includes(path)) this.#cannotOpen.delete(path)
     for (const [key, tail] of this.#tails) {
       if (this.context.signal.aborted) return
       await this.#read(tail)
@@ -398,9 +402,17 @@ class FileRun {
     try {
       handle = await open(path, 'r')
     } catch (error) {
-      this.#notice(`file source: cannot open ${path}: ${(error as Error).message}; retrying on the next scan`)
+      // Said once until it opens or its error changes: at every scan, it flooded the notices.
+      const message = (error as Error).message
+      if (this.#cannotOpen.get(path) !== message) {
+        this.#cannotOpen.set(path, message)
+        this.#notice(
+          `file source: cannot open ${path}: ${message}; retrying on the next scan (said once until it opens or its error changes)`,
+        )
+      }
       return
     }
+    this.#cannotOpen.delete(path)
     const stored = this.#stored.get(key)
     let fingerprint: Awaited<ReturnType<typeof fingerprintOf>>
     let storedPrint: Awaited<ReturnType<typeof fingerprintOf>>

@@ -907,6 +907,31 @@ describe('file source', () => {
     })
   })
 
+  // A file even root may not open (mode 0200), where the machine has it.
+  const unopenable = '/proc/sys/vm/compact_memory'
+  it.skipIf(!existsSync(unopenable))(
+    'says once, not at every scan, that it cannot open a file, and reads the others',
+    async () => {
+      const log = join(dir, 'app.log')
+      writeFileSync(log, lines('one'))
+      const sink = collect()
+      const { topology, notices } = await start(
+        { include: [log, unopenable], checkpoints: join(dir, 'cp') },
+        sink,
+      )
+      await vi.waitUntil(() => sink.received.length === 1)
+      // Each line below is read by a later scan, and each scan tried the file again.
+      for (const line of ['two', 'three', 'four']) {
+        appendFileSync(log, lines(line))
+        await vi.waitUntil(() => sink.received.includes(line))
+      }
+      await topology.stop()
+      expect(notices.filter((n) => n.includes(unopenable))).toEqual([
+        `file source: cannot open ${unopenable}: EACCES: permission denied, open '${unopenable}'; retrying on the next scan (said once until it opens or its error changes)`,
+      ])
+    },
+  )
+
   it('refuses a corrupt checkpoint file with an error naming it and the repair', async () => {
     const cp = join(dir, 'cp')
     mkdirSync(cp, { recursive: true })
