@@ -258,11 +258,26 @@ class FileRun {
   readonly #encoding: 'utf8' | 'latin1' | 'ascii'
   readonly #maxBatch: number
   readonly #startPattern: RegExp | undefined
+  /** Aborted when the run fails: what is in flight stops retrying, as at a stop, so the failure is reported. */
+  readonly #failed = new AbortController()
+  /**
+   * The runtime's context, with a signal that also aborts when the run fails (a checkpoint it
+   * cannot write): sends retrying errored lines for ever would otherwise hold the failure back.
+   */
+  readonly context: SourceContext
 
   constructor(
     readonly o: FileSourceOptions,
-    readonly context: SourceContext,
+    outer: SourceContext,
   ) {
+    const context: SourceContext = {
+      id: outer.id,
+      acknowledgements: outer.acknowledgements,
+      signal: AbortSignal.any([outer.signal, this.#failed.signal]),
+      send: (records, options) => outer.send(records, options),
+      sendEvents: (events) => outer.sendEvents(events),
+    }
+    this.context = context
     this.#checkpoints = new Checkpoints(o.checkpoints)
     const own = [
       o.checkpoints,
@@ -299,6 +314,9 @@ class FileRun {
           await this.#writeCheckpoints()
         await sleep(this.o.pollIntervalMs ?? 250, signal)
       }
+    } catch (error) {
+      this.#failed.abort(error)
+      throw error
     } finally {
       try {
         // Every send settles at stop (the runtime decides what is still pending); then the last

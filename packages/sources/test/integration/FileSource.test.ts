@@ -932,6 +932,26 @@ describe('file source', () => {
     },
   )
 
+  it('rejects when it cannot write its checkpoint even while a sink errors every line, rather than wait for them for ever', async () => {
+    // A full disk: the checkpoint cannot be written, and the sink keeps erroring meanwhile.
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a', 'b'))
+    const cp = join(dir, 'cp')
+    mkdirSync(join(cp, 'checkpoints.json.tmp'), { recursive: true })
+    const context = new FakeSourceContext({ id: 'files' })
+    context.onBatch = (batch) => batch.end('errored')
+    const run = file({
+      include: [log],
+      checkpoints: cp,
+      pollIntervalMs: 10,
+      retry: { initialBackoffMs: 5, maxBackoffMs: 20 },
+      onNotice: () => {},
+    }).run(context)
+    await expect(run).rejects.toMatchObject({ code: 'CHECKPOINT_WRITE_FAILED' })
+    // The lines stay unfinished, to be read again after a restart; the topology was never stopped.
+    expect(context.signal.aborted).toBe(false)
+  })
+
   it('refuses a corrupt checkpoint file with an error naming it and the repair', async () => {
     const cp = join(dir, 'cp')
     mkdirSync(cp, { recursive: true })
