@@ -41,6 +41,7 @@ const HEALTH_PATH = '/health'
 const HOST_PORT = "'host:port' with a port from 0 to 65535 (like '127.0.0.1:8686')"
 const INGEST_PATH = "a path that starts with '/', holds no '?', '#' or spaces, and is not '/health'"
 const ACCEPTED_TYPES = 'application/json, application/x-ndjson'
+const BEARER_TOKEN = 'printable ASCII, with no blank at either end (what a client can send after "Bearer ")'
 
 /**
  * Options of {@link httpServer}, declared once (`validate`, `resolve`, `jsonSchema`); every option
@@ -71,8 +72,12 @@ export const HttpServerOptions = defineOptions({
   authToken: z
     .string()
     .min(1)
+    // Any other token would never match: the header is read as latin1, and trimmed.
+    .refine((token) => /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(token), BEARER_TOKEN)
     .optional()
-    .describe('When set, requests must carry `Authorization: Bearer <authToken>`, else they get 401.'),
+    .describe(
+      'When set, requests must carry `Authorization: Bearer <authToken>`, else they get 401. Printable ASCII, with no blank at either end.',
+    ),
   retryAfterSeconds: z.int().min(0).default(5).describe('The `Retry-After` of a 503, in seconds.'),
   maxDepth: z
     .int()

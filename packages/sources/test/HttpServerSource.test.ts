@@ -917,6 +917,28 @@ describe('httpServer: requests refused up front', () => {
     expect((await answer).status).toBe(200)
   })
 
+  it('refuses a token no client could send: blank at either end, or not printable ASCII', async () => {
+    // Such a token was accepted, and then every request got 401: the header is trimmed, and read as latin1.
+    const { port } = await start({ authToken: 'secret ' })
+    expect((await request(port, { headers: { authorization: 'Bearer secret ' }, body: '{}' })).status).toBe(
+      401,
+    )
+    for (const token of ['secret ', ' secret', 'sécret', 'sec\nret']) {
+      expect(
+        httpServer({ authToken: token })
+          .validate()
+          .map((i) => [i.field, i.expected]),
+      ).toEqual([
+        [
+          'authToken',
+          'printable ASCII, with no blank at either end (what a client can send after "Bearer ")',
+        ],
+      ])
+    }
+    expect(httpServer({ authToken: 'a.b-c_d~e+f/g=' }).validate()).toEqual([])
+    expect(httpServer({ authToken: 'two words' }).validate()).toEqual([])
+  })
+
   it('answers 405 to other methods', async () => {
     const { port } = await start()
     const answer = await request(port, { method: 'GET' })
