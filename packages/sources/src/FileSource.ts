@@ -15,7 +15,7 @@
  * @module
  */
 import { type FileHandle, open, stat, unlink } from 'node:fs/promises'
-import { join, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import type { JsonObject, RecordOutcome } from '@ackline/core'
 import {
   ConfigIssue,
@@ -240,11 +240,18 @@ class FileRun {
   /**
    * The source's own files, never tailed though an include pattern matches them (the checkpoint
    * directory among the tailed ones): its dead letters would come back as events, and every
-   * checkpoint written would be a new file to tail.
+   * checkpoint written would be a new file to tail. Also what a rotation made of them in the
+   * checkpoint directory (`dead-letter.ndjson.1`, `dead-letter.ndjson-20261201.gz`): any file
+   * there whose name starts with an own file's name.
    */
   readonly #ownFiles: ReadonlySet<string>
-  /** Included paths that are no regular file, said once each. */
-  readonly #notFiles = new Set<string>()
+  /** The checkpoint directory, resolved, and the names of the source's own files in it. */
+  readonly #ownDirectory: { readonly path: string; readonly names: readonly string[] }
+  /**
+   * Included paths that are no regular file, with what they are: said once each, and again when
+   * that changes, or when the path left the listing and came back.
+   */
+  readonly #notFiles = new Map<string, string>()
   /** Included files that could not be opened, with the error last said. */
   readonly #cannotOpen = new Map<string, string>()
   #deadLetter: DeadLetterFile | undefined
@@ -286,8 +293,17 @@ class FileRun {
       join(o.checkpoints, DEAD_LETTER_FILE),
     ]
     this.#ownFiles = new Set(own.map((path) => resolve(path)))
+    this.#ownDirectory = {
+      path: resolve(o.checkpoints),
+      names: [basename(this.#checkpoints.path), DEAD_LETTER_FILE],
+    }
     // Guarded: a throwing `onNotice` reached from the send path left lines unsent for good.
-    this.#notice = warningsTo(o.onNotice ?? ((m) => console.warn(m)), context.id, 'ACKLINE_FILE_SOURCE')
+    this.#notice = warningsTo(
+      o.onNotice ?? ((m) => console.warn(m)),
+      context.id,
+      'ACKLINE_FILE_SOURCE',
+      'onNotice',
+    )
     this.#maxLineBytes = o.maxLineBytes ?? 102_400
     this.#encoding = o.encoding ?? 'utf8'
     this.#maxBatch = o.maxBatchLines ?? 1000
@@ -331,11 +347,20 @@ class FileRun {
     }
   }
 
+  /** Whether `path` (resolved) is one of the source's own files, or a rotation of one. */
+  #isOwn(path: string): boolean {
+    if (this.#ownFiles.has(path)) return true
+    const own = this.#ownDirectory
+    if (dirname(path) !== own.path) return false
+    const name = basename(path)
+    return own.names.some((prefix) => name.startsWith(prefix))
+  }
+
   async #scan(): Promise<void> {
     const paths = await matchFiles(this.o.include, this.o.exclude ?? [])
     const seen = new Set<string>()
     for (const path of paths) {
-      if (this.#ownFiles.has(path)) continue
+      if (this.#isOwn(path)) continue
       let s: Awaited<ReturnType<typeof stat>>
       try {
         s = await stat(path)
@@ -359,8 +384,13 @@ class FileRun {
       await this.#openTail(path, key, s.dev, s.ino, s.size)
     }
     this.#firstScan = false
-    // A file gone from the listing is forgotten: if it comes back unopenable, that is said again.
-    for (const path of this.#cannotOpen.keys()) if (!paths.includes(path)) this.#cannotOpen.delete(path)
+    // A path gone from the listing is forgotten: if it comes back unopenable, or no file, that is
+    // said again.
+    if (this.#cannotOpen.size > 0 || this.#notFiles.size > 0) {
+      const listed = new Set(paths)
+      for (const path of this.#cannotOpen.keys()) if (!listed.has(path)) this.#cannotOpen.delete(path)
+      for (const path of this.#notFiles.keys()) if (!listed.has(path)) this.#notFiles.delete(path)
+    }
     for (const [key, tail] of this.#tails) {
       if (this.context.signal.aborted) return
       await this.#read(tail)
@@ -378,13 +408,16 @@ class FileRun {
     }
   }
 
-  /** Says once per path that an included path is no regular file: matched and skipped in silence, a mistyped pattern would tail nothing. */
+  /**
+   * Says once per path that an included path is no regular file (again if what it is changes):
+   * matched and skipped in silence, a mistyped pattern would tail nothing.
+   */
   #notTailed(path: string, s: Awaited<ReturnType<typeof stat>>): void {
-    if (this.#notFiles.has(path)) return
-    this.#notFiles.add(path)
     const what = s.isDirectory()
       ? `a directory, not a file: it is not tailed (to tail the files in it, include ${join(path, '*')})`
       : `not a regular file (${s.isFIFO() ? 'a FIFO' : s.isSocket() ? 'a socket' : 'a device'}): it is not tailed`
+    if (this.#notFiles.get(path) === what) return
+    this.#notFiles.set(path, what)
     this.#notice(`file source: ${path} is ${what}`)
   }
 
@@ -543,6 +576,7 @@ class FileRun {
       else emit(held.text, held.start, held.end)
     }
     const maxBytes = this.#maxLineBytes
+    const encoding = this.#encoding
     const startPattern = this.#startPattern
     const now = Date.now()
     const onLine = (text: string, start: number, end: number, tooLong: boolean) => {
@@ -554,9 +588,13 @@ class FileRun {
           // Bounded as a line is (by its bytes in the file): past the limit only its first bytes
           // are kept, and it is rejected once it ends, not held whole however long it grows.
           if (!held.overlong) {
-            if (end - held.start > maxBytes) {
+            // The record's bytes run to the end of this line, its line ending (\n or \r\n) not
+            // counted, as a single line's is not.
+            const ending = end - start - Buffer.byteLength(text, encoding)
+            if (end - ending - held.start > maxBytes) {
               held.overlong = true
-              held.text = held.text.slice(0, 1024)
+              // Its first 1024 bytes, as an overlong line keeps, this line's among them.
+              held.text = Buffer.from(`${held.text}\n${text}`, encoding).toString(encoding, 0, 1024)
             } else held.text += `\n${text}`
           }
           held.end = end

@@ -162,6 +162,8 @@ function checked(record: (index: number) => JsonObject, id: string): (index: num
     }
     // A promise (an async record function) is an object too, and would be sent as an event with no fields.
     const promise = typeof (fields as PromiseLike<unknown> | null)?.then === 'function'
+    // Refused, it must not reject unhandled as well (an async record that throws).
+    if (promise) Promise.resolve(fields).catch(() => undefined)
     if (typeof fields !== 'object' || fields === null || Array.isArray(fields) || promise) {
       const got = promise
         ? 'a promise (record is not awaited)'

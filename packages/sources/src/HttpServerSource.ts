@@ -41,7 +41,8 @@ const HEALTH_PATH = '/health'
 const HOST_PORT = "'host:port' with a port from 0 to 65535 (like '127.0.0.1:8686')"
 const INGEST_PATH = "a path that starts with '/', holds no '?', '#' or spaces, and is not '/health'"
 const ACCEPTED_TYPES = 'application/json, application/x-ndjson'
-const BEARER_TOKEN = 'printable ASCII, with no blank at either end (what a client can send after "Bearer ")'
+const BEARER_TOKEN =
+  'characters a header carries (tab, printable ASCII, latin1 letters), with no blank at either end (what a client can send after "Bearer ")'
 
 /**
  * Options of {@link httpServer}, declared once (`validate`, `resolve`, `jsonSchema`); every option
@@ -72,11 +73,15 @@ export const HttpServerOptions = defineOptions({
   authToken: z
     .string()
     .min(1)
-    // Any other token would never match: the header is read as latin1, and trimmed.
-    .refine((token) => /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(token), BEARER_TOKEN)
+    // Any other token would never match: a header value holds tab, 0x20-0x7e and 0x80-0xff
+    // (sent and read as latin1; Node refuses any other character), and is trimmed.
+    .refine(
+      (token) => /^[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?$/.test(token),
+      BEARER_TOKEN,
+    )
     .optional()
     .describe(
-      'When set, requests must carry `Authorization: Bearer <authToken>`, else they get 401. Printable ASCII, with no blank at either end.',
+      'When set, requests must carry `Authorization: Bearer <authToken>`, else they get 401. Characters a header value carries (tab, printable ASCII, latin1 letters such as é), with no blank or tab at either end.',
     ),
   retryAfterSeconds: z.int().min(0).default(5).describe('The `Retry-After` of a 503, in seconds.'),
   maxDepth: z

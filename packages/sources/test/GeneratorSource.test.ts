@@ -193,6 +193,28 @@ describe('generator', () => {
     }
   })
 
+  it('stops with RECORD_FAILED on an async record that throws, and leaves its rejection handled', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const run = generator({
+        count: 2,
+        batchSize: 1,
+        record: (async (i: number) => {
+          throw new Error(`no record ${i}`)
+        }) as never,
+      }).run(new FakeSourceContext({ id: 'gen', acknowledgements: false }))
+      await expect(run).rejects.toMatchObject({ code: 'RECORD_FAILED', field: 'record' })
+      // Two macrotasks: a rejection left unhandled would have been reported by now.
+      await new Promise((resolve) => setImmediate(resolve))
+      await new Promise((resolve) => setImmediate(resolve))
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+    expect(unhandled).toEqual([])
+  })
+
   it('stops with an error naming the onBatch field when onBatch throws or its promise rejects, and leaves nothing unhandled', async () => {
     const unhandled: unknown[] = []
     const onUnhandled = (reason: unknown) => unhandled.push(reason)

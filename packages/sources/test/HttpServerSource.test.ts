@@ -923,7 +923,15 @@ describe('httpServer: requests refused up front', () => {
     expect((await request(port, { headers: { authorization: 'Bearer secret ' }, body: '{}' })).status).toBe(
       401,
     )
-    for (const token of ['secret ', ' secret', 'sécret', 'sec\nret']) {
+    for (const token of [
+      'secret ',
+      ' secret',
+      '\tsecret',
+      'sec\nret',
+      'sec\u0000ret',
+      'sec\u007fret',
+      's€cret',
+    ]) {
       expect(
         httpServer({ authToken: token })
           .validate()
@@ -931,12 +939,20 @@ describe('httpServer: requests refused up front', () => {
       ).toEqual([
         [
           'authToken',
-          'printable ASCII, with no blank at either end (what a client can send after "Bearer ")',
+          'characters a header carries (tab, printable ASCII, latin1 letters), with no blank at either end (what a client can send after "Bearer ")',
         ],
       ])
     }
     expect(httpServer({ authToken: 'a.b-c_d~e+f/g=' }).validate()).toEqual([])
     expect(httpServer({ authToken: 'two words' }).validate()).toEqual([])
+    // Latin1 letters and an inner tab are sent and read as they are: such a token matches.
+    expect(httpServer({ authToken: 'two\twords' }).validate()).toEqual([])
+    const latin1 = await start({ authToken: 'sécret' })
+    expect(httpServer({ authToken: 'sécret' }).validate()).toEqual([])
+    const next = latin1.context.nextBatch()
+    const answer = request(latin1.port, { headers: { authorization: 'Bearer sécret' }, body: '[{"a":1}]' })
+    ;(await next).end('delivered')
+    expect((await answer).status).toBe(200)
   })
 
   it('answers 405 to other methods', async () => {

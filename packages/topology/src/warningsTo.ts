@@ -13,7 +13,8 @@ import { textOf } from './textOf.js'
 
 /**
  * `onWarning`, or `process.emitWarning` with `code` when unset, wrapped so it cannot throw.
- * `component` names the component in the fallback warning.
+ * `component` names the component in the fallback warning, and `field` the option the callback
+ * was given as (`'onWarning'` unless told otherwise, such as the file source's `'onNotice'`).
  *
  * @example
  * ```ts
@@ -25,6 +26,7 @@ export function warningsTo(
   onWarning: ((message: string) => void) | undefined,
   component: string,
   code: string,
+  field = 'onWarning',
 ): (message: string) => void {
   const emit = (message: string): void => {
     try {
@@ -34,7 +36,7 @@ export function warningsTo(
     }
   }
   const fallBack = (message: string, error: unknown): void =>
-    emit(`${message} (the onWarning of ${component} failed on it: ${textOf(error)})`)
+    emit(`${message} (the ${field} of ${component} failed on it: ${textOf(error)})`)
   if (onWarning === undefined) return emit
   return (message) => {
     try {

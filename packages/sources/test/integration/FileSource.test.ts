@@ -1,6 +1,6 @@
 // The file source on real temp files, through real topologies: tailing, restarts from the
 // checkpoint, rotation, truncation, inode reuse, rejected and errored lines, overlong lines.
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import {
   appendFileSync,
   chmodSync,
@@ -445,7 +445,13 @@ describe('file source', () => {
         .map((r) => r.message),
     ).toEqual(['a', 'b'])
     // The notice is not lost: it goes to process.emitWarning, with what onNotice threw.
-    expect(warnings.some((w) => w.includes('did not accept') && w.includes('notice sink down'))).toBe(true)
+    expect(
+      warnings.some(
+        (w) =>
+          w.includes('did not accept') &&
+          w.includes('the onNotice of files failed on it: Error: notice sink down'),
+      ),
+    ).toBe(true)
   })
 
   it('keeps the checkpoint before lines the pipeline never accepts, and stops when asked', async () => {
@@ -644,8 +650,15 @@ describe('file source', () => {
     )
     appendFileSync(log, lines('two'))
     await vi.waitUntil(() => sink.received.includes('two'))
+    // Rotated, the dead-letter file is still the source's own: its letters are not tailed back.
+    renameSync(join(dir, 'dead-letter.ndjson'), join(dir, 'dead-letter.ndjson.1'))
+    appendFileSync(log, lines('three'))
+    await vi.waitUntil(() => sink.received.includes('three'))
+    // A scan after the rename has ended: 'four' is read in a later one than 'three'.
+    appendFileSync(log, lines('four'))
+    await vi.waitUntil(() => sink.received.includes('four'))
     await topology.stop()
-    expect(sink.received).toEqual(['one', 'bad', 'two'])
+    expect(sink.received).toEqual(['one', 'bad', 'two', 'three', 'four'])
   })
 
   it('says once that a path the include patterns match is a directory, not a file, and tails the files beside it', async () => {
@@ -665,10 +678,15 @@ describe('file source', () => {
     await vi.waitUntil(() => sink.received.length === 2)
     appendFileSync(log, lines('three'))
     await vi.waitUntil(() => sink.received.length === 3)
+    // The directory becomes a FIFO: what the path is changed, so it is said again.
+    rmSync(logs, { recursive: true })
+    execFileSync('mkfifo', [logs])
+    await vi.waitUntil(() => notices.some((n) => n.includes(`${logs} is not a regular file`)))
     await topology.stop()
     expect(sink.received).toEqual(['one', 'two', 'three'])
     expect(notices.filter((n) => n.includes(logs))).toEqual([
       `file source: ${logs} is a directory, not a file: it is not tailed (to tail the files in it, include ${join(logs, '*')})`,
+      `file source: ${logs} is not a regular file (a FIFO): it is not tailed`,
     ])
   })
 
@@ -748,6 +766,37 @@ describe('file source', () => {
     expect(dead).toHaveLength(1)
     expect(dead[0]).toMatchObject({ file: log, offset: 0, reason: 'record longer than maxLineBytes (100)' })
     expect(dead[0]!.message.startsWith('ERROR huge\n  at frame0()')).toBe(true)
+  })
+
+  it('counts a multi-line record as a line is counted, without its last line ending, and dead-letters its first bytes', async () => {
+    const log = join(dir, 'app.log')
+    // 'Ab\n c' is 5 bytes, as 'Abcde' is: both within 5; 'Ab\n cd' is 6.
+    writeFileSync(log, 'Abcde\nAb\n c\nAb\r\n cd\r\nZ\n')
+    const sink = collect()
+    const { topology } = await start(
+      {
+        include: [log],
+        checkpoints: join(dir, 'cp'),
+        maxLineBytes: 5,
+        multiline: { startPattern: /^[A-Z]/, timeoutMs: 30 },
+      },
+      sink,
+    )
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+    await topology.stop()
+    expect(sink.received).toEqual(['Abcde', 'Ab\n c', 'Z'])
+    const dead = readFileSync(join(dir, 'cp', DEAD_LETTER_FILE), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { offset: number; reason: string; message: string })
+    // The line that passed the limit is in the letter too.
+    expect(dead).toEqual([
+      expect.objectContaining({
+        offset: 12,
+        message: 'Ab\n cd',
+        reason: 'record longer than maxLineBytes (5)',
+      }),
+    ])
   })
 
   it('tests each line on its own with a g or y start pattern (y anchors it at the line start)', async () => {
