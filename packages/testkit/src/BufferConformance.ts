@@ -9,7 +9,7 @@
  *
  * @module
  */
-import type { JsonObject } from '@ackline/core'
+import type { BatchStatus, BatchStatusReceiver, EventArray, JsonObject, LogEvent } from '@ackline/core'
 import type { EdgeBuffer } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
 import {
@@ -56,14 +56,75 @@ type Subject = { readonly make: () => Promise<BufferUnderTest> } & BufferConform
 
 const KIND = 'buffer'
 
-/** Pulls until `undefined`, ending each pulled event `status`; returns the pulled fields. */
-async function drain(buffer: EdgeBuffer, timeoutMs: number, status: 'delivered' | 'errored' = 'delivered') {
+/**
+ * Pulls until `undefined`, ending each pulled event `status`; returns the pulled fields. A buffer
+ * that hands out more arrays than it could hold (`records` pushed in `arrays` arrays) — empty
+ * arrays instead of waiting, the same array again — fails the rule rather than spin: a pull that
+ * resolves at once never yields to the timer that would end the rule.
+ */
+async function drain(
+  buffer: EdgeBuffer,
+  timeoutMs: number,
+  pushed: { readonly records: number; readonly arrays: number },
+  status: 'delivered' | 'errored' = 'delivered',
+) {
   const out: JsonObject[] = []
-  for (;;) {
+  for (let pulls = 1; ; pulls++) {
     const next = await within(buffer.pull(), timeoutMs, () => hang('pull'))
     if (next === undefined) return out
+    if (next.events.some((event) => event.isEnded)) {
+      throw new ConformanceError(
+        'buffer.hands-out-what-it-accepts',
+        KIND,
+        `pull handed out an event that had already ended (after ${out.length} record(s) came out): an event handed out twice`,
+        'hand each pushed event out once: remove an array from the buffer when pull hands it out',
+      )
+    }
     for (const event of next) out.push({ ...event.fields } as JsonObject)
     next.end(status)
+    if (pulls > pushed.records + pushed.arrays) {
+      throw new ConformanceError(
+        'buffer.hands-out-what-it-accepts',
+        KIND,
+        `pull handed out ${pulls} array(s) (${out.length} record(s)) for ${pushed.records} record(s) pushed in ${pushed.arrays} array(s), and had still not resolved undefined`,
+        'pull waits while the buffer is open and empty (it never resolves an empty array), and resolves undefined once closed and drained',
+      )
+    }
+  }
+}
+
+/** A batch a rule pushed: the handles it gave the buffer, and what its source hears. */
+type Pushed = { readonly events: EventArray; readonly receiver: BatchStatusReceiver }
+
+/** Ends `errored` the pushed handles the buffer left live (it lost them); returns them. */
+function endLive(pushed: readonly Pushed[]): LogEvent[] {
+  const live = pushed.flatMap((p) => p.events.events.filter((event) => !event.isEnded))
+  for (const event of live) event.end('errored')
+  return live
+}
+
+/**
+ * Waits for the batches a rule pushed to resolve. Past `timeoutMs` the buffer lost an event (it
+ * neither handed it out nor ended it): the suite ends what is still live `errored`, so nothing
+ * leaks, and the rule fails `code` instead of waiting forever.
+ */
+async function resolved(pushed: readonly Pushed[], timeoutMs: number, code: string): Promise<BatchStatus[]> {
+  try {
+    return await within(
+      Promise.all(pushed.map((p) => p.receiver.promise)),
+      timeoutMs,
+      () => new ConformanceError(code, KIND, 'lost', ''),
+    )
+  } catch (error) {
+    if (!(error instanceof ConformanceError)) throw error
+    const open = pushed.filter((p) => !p.receiver.isResolved).length
+    const live = endLive(pushed)
+    throw new ConformanceError(
+      code,
+      KIND,
+      `${open} pushed batch(es) did not resolve within ${timeoutMs} ms of the sink ending every pulled event: ${live.length} pushed event(s) were never handed out by pull nor ended`,
+      'hand out through pull every event pushed (or, acknowledging on write, end it once stored); an event the buffer forgets keeps its source waiting forever',
+    )
   }
 }
 
@@ -103,17 +164,20 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       const { buffer } = await made(subject)
       const records = subject.records ?? defaultRecords()
       const slices = [records.slice(0, 2), records.slice(2, 3), records.slice(3)]
-      const receivers = []
+      const pushed = []
       for (const slice of slices) {
-        const { events, receiver } = batchOf(slice)
-        receivers.push(receiver)
-        await buffer.push(events)
+        const batch = batchOf(slice)
+        pushed.push(batch)
+        await buffer.push(batch.events)
       }
       await buffer.close()
-      const out = await drain(buffer, subject.timeoutMs ?? 5000)
+      const out = await drain(buffer, subject.timeoutMs ?? 5000, {
+        records: records.length,
+        arrays: slices.length,
+      })
       const again = await within(buffer.pull(), subject.timeoutMs ?? 5000, () => hang('a pull after the end'))
-      await Promise.all(receivers.map((r) => r.promise))
       if (!sameRecords(out, records, subject.keepsOrder ?? true) || again !== undefined) {
+        endLive(pushed)
         throw new ConformanceError(
           'buffer.hands-out-what-it-accepts',
           KIND,
@@ -121,6 +185,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
           'every pushed event must come out of pull (in order, unless keepsOrder is false) exactly once, then pull resolves undefined',
         )
       }
+      await resolved(pushed, subject.timeoutMs ?? 5000, 'buffer.hands-out-what-it-accepts')
     },
   },
   {
@@ -130,13 +195,19 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
     async check(subject) {
       if (subject.acknowledgesOnWrite === true) return
       const { buffer } = await made(subject)
-      const { events, receiver } = batchOf(subject.records ?? defaultRecords())
-      await buffer.push(events)
+      const records = subject.records ?? defaultRecords()
+      const batch = batchOf(records)
+      const { receiver } = batch
+      await buffer.push(batch.events)
       await turns()
       const early = receiver.isResolved
       await buffer.close()
-      await drain(buffer, subject.timeoutMs ?? 5000, 'errored')
-      const status = await receiver.promise
+      await drain(buffer, subject.timeoutMs ?? 5000, { records: records.length, arrays: 1 }, 'errored')
+      const [status] = await resolved(
+        [batch],
+        subject.timeoutMs ?? 5000,
+        'buffer.never-acknowledges-before-the-sink',
+      )
       if (early || status !== 'errored') {
         throw new ConformanceError(
           'buffer.never-acknowledges-before-the-sink',
@@ -162,8 +233,8 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       })
       await turns()
       const early = settled
-      const { events, receiver } = batchOf((subject.records ?? defaultRecords()).slice(0, 1))
-      await buffer.push(events)
+      const batch = batchOf((subject.records ?? defaultRecords()).slice(0, 1))
+      await buffer.push(batch.events)
       const got = await within(waiting, timeoutMs, () =>
         hang('a pull waiting for a push', 'buffer.pull-waits'),
       )
@@ -179,8 +250,8 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       const afterClose = await within(atClose, timeoutMs, () =>
         hang('a pull pending at close', 'buffer.pull-waits'),
       )
-      await receiver.promise
       if (early || got === undefined || afterAbort !== undefined || afterClose !== undefined) {
+        endLive([batch])
         throw new ConformanceError(
           'buffer.pull-waits',
           KIND,
@@ -192,6 +263,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
           'pull waits until an array is available; it resolves undefined when its signal aborts, or once closed and drained',
         )
       }
+      await resolved([batch], timeoutMs, 'buffer.pull-waits')
     },
   },
   {
@@ -224,7 +296,10 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       await under.crash()
       const reopened = await under.reopen()
       await reopened.close()
-      const out = await drain(reopened, subject.timeoutMs ?? 5000)
+      const out = await drain(reopened, subject.timeoutMs ?? 5000, {
+        records: records.length,
+        arrays: receivers.length,
+      })
       const missing = owed.filter((r) => !out.some((o) => JSON.stringify(o) === JSON.stringify(r)))
       if (missing.length > 0) {
         throw new ConformanceError(

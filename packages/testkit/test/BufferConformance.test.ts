@@ -6,10 +6,20 @@ import type { EdgeBuffer } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
 /** An unbounded in-memory queue that hands out the handles it was given. */
-function queue(options: { ackOnPush?: boolean; lose?: boolean; ignoreAbort?: boolean } = {}): EdgeBuffer {
+function queue(
+  options: {
+    ackOnPush?: boolean
+    lose?: boolean
+    forget?: boolean
+    emptyWhenIdle?: boolean
+    repeatLast?: boolean
+    ignoreAbort?: boolean
+  } = {},
+): EdgeBuffer {
   const items: EventArray[] = []
   let waiting: ((a: EventArray | undefined) => void) | undefined
   let closed = false
+  let last: EventArray | undefined
   return {
     async push(events) {
       if (options.ackOnPush === true) {
@@ -23,6 +33,8 @@ function queue(options: { ackOnPush?: boolean; lose?: boolean; ignoreAbort?: boo
         first!.end('delivered')
         events = new EventArray(rest)
       }
+      // Broken: lets go of the first handle without ending it; nothing ever settles it.
+      if (options.forget === true && events.length > 1) events = new EventArray(events.events.slice(1))
       if (waiting !== undefined) {
         const wake = waiting
         waiting = undefined
@@ -31,6 +43,11 @@ function queue(options: { ackOnPush?: boolean; lose?: boolean; ignoreAbort?: boo
     },
     pull(signal) {
       const next = items.shift()
+      if (next !== undefined) last = next
+      // Broken: an empty array instead of waiting (and instead of undefined at the end).
+      if (next === undefined && options.emptyWhenIdle === true) return Promise.resolve(new EventArray([]))
+      // Broken: hands the last array out again once drained.
+      if (next === undefined && closed && options.repeatLast === true) return Promise.resolve(last)
       if (next !== undefined || closed) return Promise.resolve(next)
       return new Promise((resolve) => {
         waiting = resolve
@@ -111,6 +128,42 @@ describe('each buffer rule fails against a buffer broken that way', () => {
   it('buffer.hands-out-what-it-accepts: a buffer that loses an event', async () => {
     expect(await codes(async () => ({ buffer: queue({ lose: true }) }))).toContain(
       'buffer.hands-out-what-it-accepts',
+    )
+  })
+
+  it('buffer.hands-out-what-it-accepts: a buffer that forgets a handle fails, instead of waiting for its batch forever', async () => {
+    const found = await checkBuffer(async () => ({ buffer: queue({ forget: true }) }), { timeoutMs: 300 })
+    expect(found.map((f) => f.code)).toEqual([
+      'buffer.hands-out-what-it-accepts',
+      'buffer.never-acknowledges-before-the-sink',
+    ])
+    expect(found[1]!.message).toContain(
+      '1 pushed batch(es) did not resolve within 300 ms of the sink ending every pulled event: 1 pushed event(s) were never handed out by pull nor ended',
+    )
+  })
+
+  it('buffer.hands-out-what-it-accepts: a pull that resolves empty arrays instead of waiting fails, instead of spinning', async () => {
+    const found = await checkBuffer(async () => ({ buffer: queue({ emptyWhenIdle: true }) }), {
+      timeoutMs: 300,
+    })
+    expect(found.map((f) => f.code)).toEqual([
+      'buffer.hands-out-what-it-accepts',
+      'buffer.hands-out-what-it-accepts',
+      'buffer.pull-waits',
+    ])
+    expect(found[0]!.message).toContain(
+      'pull handed out 10 array(s) (6 record(s)) for 6 record(s) pushed in 3 array(s), and had still not resolved undefined',
+    )
+  })
+
+  it('buffer.hands-out-what-it-accepts: a buffer that hands an array out twice is named, not a read of an ended handle', async () => {
+    const found = await checkBuffer(async () => ({ buffer: queue({ repeatLast: true }) }), { timeoutMs: 300 })
+    expect(found.map((f) => f.code)).toEqual([
+      'buffer.hands-out-what-it-accepts',
+      'buffer.hands-out-what-it-accepts',
+    ])
+    expect(found[0]!.message).toContain(
+      'pull handed out an event that had already ended (after 6 record(s) came out)',
     )
   })
 
