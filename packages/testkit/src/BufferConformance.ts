@@ -152,8 +152,11 @@ const sameRecords = (a: readonly JsonObject[], b: readonly JsonObject[], ordered
 }
 
 /** What `make` gives, failing the rule (`buffer.settles`) when it does not settle within the timeout. */
-const made = (subject: Subject) =>
-  callWithin(subject.make, subject.timeoutMs ?? 5000, 'buffer.settles', 'buffer', 'make()')
+const made = (subject: Subject) => step(subject, 'make()', subject.make)
+
+/** `call` (a step of the buffer's: `push`, `close`, the `crash` and `reopen` hooks), failing the rule (`buffer.settles`) if it hangs. */
+const step = <T>(subject: Subject, name: string, call: () => T | PromiseLike<T>): Promise<T> =>
+  callWithin(call, subject.timeoutMs ?? 5000, 'buffer.settles', KIND, name)
 
 /** Every rule of the buffer suite, in the order they run. */
 export const bufferRules: readonly ConformanceRule<Subject>[] = [
@@ -168,9 +171,9 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       for (const slice of slices) {
         const batch = batchOf(slice)
         pushed.push(batch)
-        await buffer.push(batch.events)
+        await step(subject, 'push()', () => buffer.push(batch.events))
       }
-      await buffer.close()
+      await step(subject, 'close()', () => buffer.close())
       const out = await drain(buffer, subject.timeoutMs ?? 5000, {
         records: records.length,
         arrays: slices.length,
@@ -198,10 +201,10 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       const records = subject.records ?? defaultRecords()
       const batch = batchOf(records)
       const { receiver } = batch
-      await buffer.push(batch.events)
+      await step(subject, 'push()', () => buffer.push(batch.events))
       await turns()
       const early = receiver.isResolved
-      await buffer.close()
+      await step(subject, 'close()', () => buffer.close())
       await drain(buffer, subject.timeoutMs ?? 5000, { records: records.length, arrays: 1 }, 'errored')
       const [status] = await resolved(
         [batch],
@@ -234,7 +237,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       await turns()
       const early = settled
       const batch = batchOf((subject.records ?? defaultRecords()).slice(0, 1))
-      await buffer.push(batch.events)
+      await step(subject, 'push()', () => buffer.push(batch.events))
       const got = await within(waiting, timeoutMs, () =>
         hang('a pull waiting for a push', 'buffer.pull-waits'),
       )
@@ -246,7 +249,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
         hang('a pull whose signal aborted', 'buffer.pull-waits'),
       )
       const atClose = buffer.pull()
-      await buffer.close()
+      await step(subject, 'close()', () => buffer.close())
       const afterClose = await within(atClose, timeoutMs, () =>
         hang('a pull pending at close', 'buffer.pull-waits'),
       )
@@ -278,7 +281,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       for (const slice of [records.slice(0, 3), records.slice(3)]) {
         const { events, receiver } = batchOf(slice)
         receivers.push({ receiver, slice })
-        await under.buffer.push(events)
+        await step(subject, 'push()', () => under.buffer.push(events))
       }
       // Only what the buffer acknowledged is owed after the crash.
       await within(Promise.all(receivers.map((r) => r.receiver.promise)), subject.timeoutMs ?? 5000, () =>
@@ -293,9 +296,9 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
           'a buffer that acknowledges on write settles each stored event delivered once it is durable',
         )
       }
-      await under.crash()
-      const reopened = await under.reopen()
-      await reopened.close()
+      await step(subject, 'the `crash` hook', () => under.crash!())
+      const reopened = await step(subject, 'the `reopen` hook', () => under.reopen!())
+      await step(subject, 'close() of the reopened buffer', () => reopened.close())
       const out = await drain(reopened, subject.timeoutMs ?? 5000, {
         records: records.length,
         arrays: receivers.length,

@@ -178,3 +178,19 @@ describe('each buffer rule fails against a buffer broken that way', () => {
     )
   })
 })
+
+describe('a buffer step that never settles', () => {
+  it('buffer.settles: a push or close that never settles fails the rules, not waits forever', async () => {
+    const stuck = (what: 'push' | 'close') => async () => ({
+      buffer: { ...queue(), [what]: () => new Promise<never>(() => {}) },
+    })
+    const push = await checkBuffer(stuck('push'), { timeoutMs: 100 })
+    expect(new Set(push.map((f) => f.message.split('\n')[0]))).toEqual(
+      new Set(['buffer.settles (buffer): push() did not settle within 100 ms']),
+    )
+    const close = await checkBuffer(stuck('close'), { timeoutMs: 100 })
+    expect(new Set(close.map((f) => f.message.split('\n')[0]))).toEqual(
+      new Set(['buffer.settles (buffer): close() did not settle within 100 ms']),
+    )
+  })
+})
