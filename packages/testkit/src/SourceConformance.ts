@@ -5,7 +5,8 @@
  *
  * Invariant: the rules drive `run` with a scripted `SourceContext` (the suite decides when each
  * send is accepted and what each batch resolves to), so they test the source alone, without a
- * runtime in between.
+ * runtime in between. However a rule ends, it aborts the source's signal and accepts (errored)
+ * every send, so no source under test runs on after its rule.
  *
  * @module
  */
@@ -54,11 +55,17 @@ interface Sent {
   resolve(status: BatchStatus): void
 }
 
-/** A scripted context: every send waits until the test accepts it, and its status until the test resolves it. */
+/**
+ * A scripted context: every send waits until the test accepts it, and its status until the test
+ * resolves it; `release` (once the rule is over, however it ended) aborts the signal and accepts
+ * every send, pending or later, as `errored`, so the source can return and nothing of it outlives
+ * the rule.
+ */
 function scripted(controller: AbortController) {
   const sent: Sent[] = []
   const waiters: (() => void)[] = []
   let counter = 0
+  let released = false
   const context: SourceContext = {
     id: 'conformance',
     acknowledgements: true,
@@ -81,6 +88,10 @@ function scripted(controller: AbortController) {
       })
       sent.push({ records: list, accept, resolve })
       for (const wake of waiters.splice(0)) wake()
+      if (released) {
+        accept()
+        resolve('errored')
+      }
       await accepted
       return {
         batchId,
@@ -102,7 +113,15 @@ function scripted(controller: AbortController) {
     sent.length >= count
       ? Promise.resolve()
       : new Promise<void>((r) => waiters.push(r)).then((): Promise<void> => nextSend(count))
-  return { context, sent, nextSend }
+  const release = (): void => {
+    released = true
+    controller.abort()
+    for (const s of sent) {
+      s.accept()
+      s.resolve('errored')
+    }
+  }
+  return { context, sent, nextSend, release }
 }
 
 const turns = async (n = 10) => {
@@ -161,45 +180,50 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
       const under = await callWithin(subject.make, timeoutMs, 'source.settles', 'source', 'make()')
       const kind = under.source.kind
       const controller = new AbortController()
-      const { context, sent, nextSend } = scripted(controller)
+      const { context, sent, nextSend, release } = scripted(controller)
       let done = false
       const run = launch(under.source, context)
       const running = run.running.then(() => {
         done = true
       })
-      await callWithin(
-        () => under.feed?.(subject.records ?? defaultRecords()),
-        timeoutMs,
-        'source.settles',
-        kind,
-        'feed()',
-      )
-      await within(run.before(nextSend(1)), timeoutMs, () => noSend(kind, timeoutMs))
-      under.end?.()
-      controller.abort()
-      await turns()
-      const early = done
-      // Accept everything from now on, so the source can finish.
-      const pump = setInterval(() => {
-        for (const s of sent) {
-          s.accept()
-          s.resolve('delivered')
-        }
-      }, 1)
+      let early = false
       try {
-        await within(
-          running,
+        await callWithin(
+          () => under.feed?.(subject.records ?? defaultRecords()),
           timeoutMs,
-          () =>
-            new ConformanceError(
-              'source.run-waits-for-accepted',
-              kind,
-              'run() did not return after the stop signal',
-              'return from run() once the signal aborts and the batch in hand is accepted',
-            ),
+          'source.settles',
+          kind,
+          'feed()',
         )
+        await within(run.before(nextSend(1)), timeoutMs, () => noSend(kind, timeoutMs))
+        under.end?.()
+        controller.abort()
+        await turns()
+        early = done
+        // Accept everything from now on, so the source can finish.
+        const pump = setInterval(() => {
+          for (const s of sent) {
+            s.accept()
+            s.resolve('delivered')
+          }
+        }, 1)
+        try {
+          await within(
+            running,
+            timeoutMs,
+            () =>
+              new ConformanceError(
+                'source.run-waits-for-accepted',
+                kind,
+                'run() did not return after the stop signal',
+                'return from run() once the signal aborts and the batch in hand is accepted',
+              ),
+          )
+        } finally {
+          clearInterval(pump)
+        }
       } finally {
-        clearInterval(pump)
+        release()
       }
       const threw = run.threw()
       if (threw !== undefined) throw threw
@@ -226,55 +250,61 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
         callWithin(() => feed(records), timeoutMs, 'source.settles', kind, 'feed()')
       const records = subject.records ?? defaultRecords()
       const controller = new AbortController()
-      const { context, sent, nextSend } = scripted(controller)
+      const { context, sent, nextSend, release } = scripted(controller)
       const run = launch(under.source, context)
       const running = run.running
-      // The first batch errors; every later one is delivered.
-      await fed(records.slice(0, 3))
-      await within(run.before(nextSend(1)), timeoutMs, () => noSend(kind, timeoutMs))
-      const first = sent[0]!
-      first.accept()
-      first.resolve('errored')
-      await turns()
-      const wrongly = first.records.filter((r) => has(under.upstream!().acked, r))
-      const pump = setInterval(() => {
-        for (const s of sent.slice(1)) {
-          s.accept()
-          s.resolve('delivered')
-        }
-      }, 1)
+      let wrongly: JsonObject[]
+      let first: Sent
       try {
-        await fed(records.slice(3))
-        const later = records.slice(3)
-        await within(
-          (async () => {
-            while (!later.every((r) => has(under.upstream!().acked, r)))
-              await new Promise((r) => setTimeout(r, 2))
-          })(),
-          timeoutMs,
-          () =>
-            new ConformanceError(
-              'source.acknowledges-only-delivered',
-              kind,
-              `the upstream never heard "done" for delivered records, e.g. ${JSON.stringify(later[0])}`,
-              'acknowledge upstream once receipt.status resolves delivered',
-            ),
-        )
-        under.end?.()
-        controller.abort()
-        await within(
-          running,
-          timeoutMs,
-          () =>
-            new ConformanceError(
-              'source.acknowledges-only-delivered',
-              kind,
-              'run() did not return',
-              'return once the signal aborts',
-            ),
-        )
+        // The first batch errors; every later one is delivered.
+        await fed(records.slice(0, 3))
+        await within(run.before(nextSend(1)), timeoutMs, () => noSend(kind, timeoutMs))
+        first = sent[0]!
+        first.accept()
+        first.resolve('errored')
+        await turns()
+        wrongly = first.records.filter((r) => has(under.upstream!().acked, r))
+        const pump = setInterval(() => {
+          for (const s of sent.slice(1)) {
+            s.accept()
+            s.resolve('delivered')
+          }
+        }, 1)
+        try {
+          await fed(records.slice(3))
+          const later = records.slice(3)
+          await within(
+            (async () => {
+              while (!later.every((r) => has(under.upstream!().acked, r)))
+                await new Promise((r) => setTimeout(r, 2))
+            })(),
+            timeoutMs,
+            () =>
+              new ConformanceError(
+                'source.acknowledges-only-delivered',
+                kind,
+                `the upstream never heard "done" for delivered records, e.g. ${JSON.stringify(later[0])}`,
+                'acknowledge upstream once receipt.status resolves delivered',
+              ),
+          )
+          under.end?.()
+          controller.abort()
+          await within(
+            running,
+            timeoutMs,
+            () =>
+              new ConformanceError(
+                'source.acknowledges-only-delivered',
+                kind,
+                'run() did not return',
+                'return once the signal aborts',
+              ),
+          )
+        } finally {
+          clearInterval(pump)
+        }
       } finally {
-        clearInterval(pump)
+        release()
       }
       const threw = run.threw()
       if (threw !== undefined) throw threw

@@ -133,4 +133,35 @@ describe('each source rule fails against a source broken that way', () => {
       'source.settles (queue_good): feed() did not settle within 100 ms',
     ])
   })
+
+  it('stops the source of a failed rule: its signal aborts and its pending send is accepted, so run() returns', async () => {
+    const runs: Promise<void>[] = []
+    const signals: AbortSignal[] = []
+    let feeds = 0
+    const found = await checkSource(
+      () => ({
+        source: {
+          kind: 'stuck',
+          canAcknowledge: true,
+          run(context) {
+            signals.push(context.signal)
+            const run = (async () => {
+              await context.send([{ n: 0 }])
+              if (!context.signal.aborted)
+                await new Promise((resolve) => context.signal.addEventListener('abort', resolve))
+            })()
+            runs.push(run)
+            return run
+          },
+        },
+        // The second rule's feed never settles: the rule fails while the source waits on its send.
+        feed: () => (++feeds === 1 ? undefined : new Promise<never>(() => {})),
+        upstream: () => ({ acked: [], failed: [] }),
+      }),
+      { timeoutMs: 100 },
+    )
+    expect(found.map((f) => f.code)).toEqual(['source.settles'])
+    expect(signals.map((s) => s.aborted)).toEqual([true, true])
+    await Promise.all(runs)
+  })
 })
