@@ -337,6 +337,10 @@ function runOnce(
   let stderrTail = ''
   const timers: NodeJS.Timeout[] = []
   let stall: NodeJS.Timeout | undefined
+  /** Rejects the run with `failure`; set once the run's promise exists. */
+  let rejectRun: (() => void) | undefined
+  /** Whether `last.until` was called and has not settled yet. */
+  let untilPending = false
 
   const fail = (code: CrashLoopError['code'], message: string): void => {
     if (failure !== undefined) return
@@ -346,6 +350,9 @@ function runOnce(
         : `\n  child stderr (last lines):\n  ${stderrTail.trim().split('\n').join('\n  ')}`
     failure = new CrashLoopError(code, round, seed, `${message}${tail}`, child.pid)
     killGroup(child, 'SIGKILL')
+    // Once the child has closed, nothing else ends the run (a last.until that never settles
+    // would hold it for ever): the failure ends it now.
+    if (phase === 'closed') rejectRun?.()
   }
   const armStall = (): void => {
     if (killAfter === undefined || phase !== 'running') return
@@ -366,7 +373,7 @@ function runOnce(
     if (last?.until === undefined || phase !== 'running' || failure !== undefined || checking) return
     checking = true
     try {
-      if (await last.until(progress())) {
+      if (await until(last.until)) {
         if (phase === 'running' && failure === undefined) {
           phase = 'stopping'
           killGroup(child, 'SIGTERM')
@@ -376,6 +383,16 @@ function runOnce(
       fail('CALLBACK_FAILED', `last.until threw: ${error instanceof Error ? error.message : String(error)}`)
     } finally {
       checking = false
+    }
+  }
+
+  /** Calls `last.until`, noting while it is pending (for the timeout's message). */
+  const until = async (callback: NonNullable<CrashLastRun['until']>): Promise<boolean> => {
+    untilPending = true
+    try {
+      return await callback(progress())
+    } finally {
+      untilPending = false
     }
   }
 
@@ -447,9 +464,11 @@ function runOnce(
             'LAST_RUN_TIMEOUT',
             last.until === undefined
               ? `the last run did not exit within ${timeoutMs} ms (without last.until, the child must finish its input and exit on its own)`
-              : phase === 'stopping'
-                ? `the last run did not exit within ${timeoutMs} ms after SIGTERM`
-                : `last.until did not hold within ${timeoutMs} ms; the run reported ${JSON.stringify(counts)}`,
+              : untilPending
+                ? `last.until did not settle within ${timeoutMs} ms${phase === 'closed' ? ' (the child had exited)' : ''}; the run reported ${JSON.stringify(counts)}`
+                : phase === 'stopping'
+                  ? `the last run did not exit within ${timeoutMs} ms after SIGTERM`
+                  : `last.until did not hold within ${timeoutMs} ms; the run reported ${JSON.stringify(counts)}`,
           ),
         timeoutMs,
       ),
@@ -462,6 +481,7 @@ function runOnce(
   }
 
   return new Promise((resolve, reject) => {
+    rejectRun = () => finish(failure)
     let settled = false
     const finish = (error: CrashLoopError | undefined, ending?: CrashRound['ending']): void => {
       if (settled) return
@@ -492,7 +512,7 @@ function runOnce(
     const holdsAtExit = async (): Promise<boolean> => {
       if (last?.until === undefined) return true
       try {
-        return await last.until(progress())
+        return await until(last.until)
       } catch (error) {
         fail('CALLBACK_FAILED', `last.until threw: ${error instanceof Error ? error.message : String(error)}`)
         return false

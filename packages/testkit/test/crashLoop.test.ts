@@ -116,6 +116,19 @@ describe('crashLoop', () => {
     expect((error as Error).message).toContain('before last.until held')
   })
 
+  it('fails at its timeout when last.until never settles, even once the child has exited on its own', async () => {
+    const error = await crashLoop({
+      ...counter,
+      args: ['finite', '3'],
+      rounds: 0,
+      killAfter: { min: 1, max: 1 },
+      // Ample for the child to finish its 3 reports and exit first, the case that hung.
+      last: { until: () => new Promise<boolean>(() => {}), timeoutMs: 2000 },
+    }).catch((e: unknown) => e)
+    expect((error as CrashLoopError).code).toBe('LAST_RUN_TIMEOUT')
+    expect((error as Error).message).toContain('last.until did not settle within 2000 ms')
+  })
+
   it('fails when a child reports nothing within the bound, and kills it', async () => {
     const output: string[] = []
     const error = await crashLoop({
