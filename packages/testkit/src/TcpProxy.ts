@@ -140,7 +140,8 @@ class RunningProxy implements TcpProxy {
 /**
  * Starts a TCP proxy on an ephemeral port of 127.0.0.1 that forwards each connection to
  * `target`; point the client at `proxy.port` (or `proxy.address`) and call `cut()` to simulate a
- * network failure mid-flow. Close it when the test ends.
+ * network failure mid-flow. Close it when the test ends. Throws a `TypeError` or `RangeError`
+ * naming the field for a target that is not a host and a port from 1 to 65535.
  *
  * @example
  * ```ts
@@ -152,6 +153,15 @@ class RunningProxy implements TcpProxy {
  * ```
  */
 export async function tcpProxy(options: TcpProxyOptions): Promise<TcpProxy> {
+  // Checked here: `createConnection` throws a bad port at the first client, inside the server's
+  // connection listener, where the throw is an uncaught exception that ends the test process.
+  const { host, port } = options.target ?? {}
+  if (typeof host !== 'string' || host === '')
+    throw new TypeError(`tcpProxy: 'target.host' must be a host name or address, got ${String(host)}`)
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new RangeError(`tcpProxy: 'target.port' must be an integer from 1 to 65535, got ${String(port)}`)
+  if (options.onData !== undefined && typeof options.onData !== 'function')
+    throw new TypeError(`tcpProxy: 'onData' must be a function, got ${typeof options.onData}`)
   let proxy: RunningProxy | undefined
   const server = createServer((client) => {
     // The listener only runs after `listen` resolved, by which time `proxy` is set.

@@ -130,4 +130,17 @@ describe('tcpProxy', () => {
     expect(proxy.open).toBe(0)
     await expect(proxy.close()).rejects.toBe(proxy.error)
   })
+
+  it('refuses a target it cannot connect to, naming the field, instead of throwing at the first client', async () => {
+    await expect(tcpProxy({ target: { host: '127.0.0.1', port: 70000 } })).rejects.toThrow(
+      "tcpProxy: 'target.port' must be an integer from 1 to 65535, got 70000",
+    )
+    await expect(tcpProxy({ target: { host: '127.0.0.1', port: Number.NaN } })).rejects.toThrow(
+      /'target\.port'.*got NaN/,
+    )
+    await expect(
+      tcpProxy({ target: { host: '127.0.0.1', port: '5672' as unknown as number } }),
+    ).rejects.toThrow(/'target\.port'/)
+    await expect(tcpProxy({ target: { host: '', port: 5672 } })).rejects.toThrow(/'target\.host'/)
+  })
 })
