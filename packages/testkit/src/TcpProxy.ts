@@ -2,7 +2,8 @@
  * Fault injection on the network: a TCP proxy a test puts between a client and a server (a
  * broker, a database) and cuts at the moment it chooses, as a network failure would.
  *
- * Invariant: bytes pass through unchanged and in order in each direction; `cut()` destroys every
+ * Invariant: bytes pass through unchanged and in order in each direction, and an end (FIN) from
+ * one side reaches the other after them, leaving the other direction open; `cut()` destroys every
  * connection open at that moment, both sides at once, and the proxy keeps accepting new
  * connections right after (so the client can reconnect through it); `close()` cuts and stops
  * listening for good (the client can never come back, like a dead host). Both are idempotent.
@@ -78,7 +79,11 @@ class RunningProxy implements TcpProxy {
 
   accept(client: Socket, options: TcpProxyOptions): void {
     const id = ++this.connections
-    const upstream = createConnection({ host: options.target.host, port: options.target.port })
+    const upstream = createConnection({
+      host: options.target.host,
+      port: options.target.port,
+      allowHalfOpen: true,
+    })
     const pair = [client, upstream] as const
     this.#pairs.add(pair)
     const drop = (): void => {
@@ -86,8 +91,16 @@ class RunningProxy implements TcpProxy {
       client.destroy()
       upstream.destroy()
     }
-    client.on('error', drop).on('close', drop)
-    upstream.on('error', drop).on('close', drop)
+    // A reset (or a refused connect) on one side drops both, as a broken link would. A clean end
+    // (FIN) is passed on as an end after the bytes before it, and the other way stays open: a
+    // client that half-closes still gets the server's answer. The pair is gone once both closed.
+    client.on('error', drop)
+    upstream.on('error', drop)
+    const closed = (): void => {
+      if (client.destroyed && upstream.destroyed) this.#pairs.delete(pair)
+    }
+    client.on('close', closed)
+    upstream.on('close', closed)
     const { onData } = options
     if (onData === undefined) {
       client.pipe(upstream)
@@ -106,6 +119,9 @@ class RunningProxy implements TcpProxy {
         return false
       }
     }
+    // What `pipe` does at the end of its source, for the tapped path.
+    client.on('end', () => upstream.end())
+    upstream.on('end', () => client.end())
     client.on('data', (chunk: Buffer) => {
       if (!seen('up', chunk)) return
       // Back pressure as `pipe` would apply it: stop reading while the other side is full.
@@ -163,7 +179,8 @@ export async function tcpProxy(options: TcpProxyOptions): Promise<TcpProxy> {
   if (options.onData !== undefined && typeof options.onData !== 'function')
     throw new TypeError(`tcpProxy: 'onData' must be a function, got ${typeof options.onData}`)
   let proxy: RunningProxy | undefined
-  const server = createServer((client) => {
+  // Half-open, so a client's FIN is passed on rather than answered by closing its socket.
+  const server = createServer({ allowHalfOpen: true }, (client) => {
     // The listener only runs after `listen` resolved, by which time `proxy` is set.
     if (proxy === undefined) client.destroy()
     else proxy.accept(client, options)

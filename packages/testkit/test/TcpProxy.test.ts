@@ -131,6 +131,42 @@ describe('tcpProxy', () => {
     await expect(proxy.close()).rejects.toBe(proxy.error)
   })
 
+  for (const tapped of [false, true]) {
+    it(`passes a client's half-close on and the server's answer back${tapped ? ' (with onData)' : ''}`, async () => {
+      // A server that reads until the client's end, then answers with what it read.
+      const answering = createServer({ allowHalfOpen: true }, (socket) => {
+        let text = ''
+        socket.on('data', (chunk) => {
+          text += chunk
+        })
+        socket.on('end', () => socket.end(`got ${text}`))
+      })
+      await new Promise<void>((resolve) => answering.listen(0, '127.0.0.1', resolve))
+      const port = (answering.address() as { port: number }).port
+      const proxy = await tcpProxy({
+        target: { host: '127.0.0.1', port },
+        ...(tapped ? { onData: () => {} } : {}),
+      })
+      try {
+        const answer = await new Promise<string>((resolve, reject) => {
+          const socket = createConnection({ host: '127.0.0.1', port: proxy.port, allowHalfOpen: true })
+          let text = ''
+          socket.on('data', (chunk) => {
+            text += chunk
+          })
+          socket.on('error', reject)
+          socket.on('close', () => resolve(text))
+          socket.end('request')
+        })
+        expect(answer).toBe('got request')
+        expect(proxy.cuts).toBe(0)
+      } finally {
+        await proxy.close()
+        await new Promise<void>((resolve) => answering.close(() => resolve()))
+      }
+    })
+  }
+
   it('refuses a target it cannot connect to, naming the field, instead of throwing at the first client', async () => {
     await expect(tcpProxy({ target: { host: '127.0.0.1', port: 70000 } })).rejects.toThrow(
       "tcpProxy: 'target.port' must be an integer from 1 to 65535, got 70000",
