@@ -19,6 +19,7 @@ import { writeSync } from 'node:fs'
 import type { LogEvent } from '@ackline/core'
 import type { Sink } from '@ackline/topology'
 import { classifyResult } from './internal/classifyResult.js'
+import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
 
 /** The marker that starts a report line; anything before it on the line is ignored. */
 export const CRASH_REPORT_PREFIX = '@ackline/testkit:crash '
@@ -90,13 +91,15 @@ export const CrashReporter = {
    * Wraps `sink` so that, after each write resolved, it reports the events the write reported
    * `delivered` (their keys with `options.key`). What it reports is the sink's claim; a crash loop
    * then checks that the claim survives a SIGKILL. The wrapper changes nothing else: every call,
-   * result and error passes through.
+   * result and error passes through, and the sink's `concurrency` and `canAcknowledge` (own or on
+   * its prototype) are the wrapper's.
    */
   sink(sink: Sink, options: CrashReportingSinkOptions = {}): Sink {
     const kind = options.kind ?? 'delivered'
     if (!KIND.test(kind)) throw new TypeError(`CrashReporter.sink: 'kind' must be a word, got '${kind}'`)
     const key = options.key
-    const wrapped: Sink = {
+    return {
+      ...forwardMembers(sink, SINK_MEMBERS),
       kind: sink.kind,
       async write(events) {
         const result = await sink.write(events)
@@ -105,12 +108,6 @@ export const CrashReporter = {
         CrashReporter.report(kind, key === undefined ? delivered.length : delivered.map(key))
         return result
       },
-    }
-    return {
-      ...wrapped,
-      ...(sink.validate === undefined ? {} : { validate: () => sink.validate!() }),
-      ...(sink.start === undefined ? {} : { start: () => sink.start!() }),
-      ...(sink.stop === undefined ? {} : { stop: () => sink.stop!() }),
     }
   },
 } as const

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { CrashLoopError, type CrashLoopOptions, CrashReporter, crashLoop } from '@ackline/testkit'
+import { TopologyBuilder } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
 const root = fileURLToPath(new URL('../../..', import.meta.url))
@@ -204,5 +205,31 @@ describe('CrashReporter', () => {
     expect(() => CrashReporter.sink({ kind: 'x', write: async () => undefined }, { kind: '' })).toThrow(
       /'kind'/,
     )
+  })
+
+  it('sink() keeps the concurrency and canAcknowledge of the sink it wraps, own or on its prototype', () => {
+    class FireAndForget {
+      readonly kind = 'udp'
+      get concurrency() {
+        return 4
+      }
+      get canAcknowledge() {
+        return false
+      }
+      async write() {
+        return undefined
+      }
+    }
+    const wrapped = CrashReporter.sink(new FireAndForget())
+    expect([wrapped.concurrency, wrapped.canAcknowledge]).toEqual([4, false])
+    const own = CrashReporter.sink({ kind: 'bus', concurrency: 3, write: async () => undefined })
+    expect(own.concurrency).toBe(3)
+    // So the builder refuses it where a source waits for confirmations, as it does the sink itself.
+    expect(() =>
+      new TopologyBuilder({ acknowledgements: true })
+        .source('in', { kind: 'list', canAcknowledge: true, run: async () => {} })
+        .sink('out', ['in'], wrapped)
+        .build(),
+    ).toThrow(/ACK_UNSUPPORTED|cannot confirm/)
   })
 })
