@@ -11,7 +11,8 @@
  *
  * The line protocol, for a child not written in JavaScript:
  * `@ackline/testkit:crash <kind> <count>[ <JSON array of keys>]`, where `kind` is a word
- * (`delivered`, `acked`) and `count` a non-negative integer to add to that kind's total.
+ * (`delivered`, `acked`) and `count` a non-negative integer to add to that kind's total. A last
+ * line without its newline counts when the child exits on its own, never after the loop's kill.
  *
  * @module
  */

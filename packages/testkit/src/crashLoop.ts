@@ -430,29 +430,34 @@ function runOnce(
     void check()
   }
 
-  const lines = (stream: 'stdout' | 'stderr') => {
+  const lines = (stream: 'stdout' | 'stderr', readable: NodeJS.ReadableStream) => {
     let pending = ''
-    return (chunk: string): void => {
-      const parts = (pending + chunk).split('\n')
-      pending = parts.pop()! // an unfinished line (a kill may cut it): read once it is whole
-      for (const line of parts) {
-        if (stream === 'stderr') stderrTail = (stderrTail + line + '\n').slice(-TAIL)
-        if (stream === 'stdout' && line.includes(CRASH_REPORT_PREFIX)) onReport(line)
-        else if (options.onOutput !== undefined) {
-          try {
-            options.onOutput(line, stream, round)
-          } catch (error) {
-            fail(
-              'CALLBACK_FAILED',
-              `onOutput threw: ${error instanceof Error ? error.message : String(error)}`,
-            )
-          }
+    const read = (line: string): void => {
+      if (stream === 'stderr') stderrTail = (stderrTail + line + '\n').slice(-TAIL)
+      if (stream === 'stdout' && line.includes(CRASH_REPORT_PREFIX)) onReport(line)
+      else if (options.onOutput !== undefined) {
+        try {
+          options.onOutput(line, stream, round)
+        } catch (error) {
+          fail('CALLBACK_FAILED', `onOutput threw: ${error instanceof Error ? error.message : String(error)}`)
         }
       }
     }
+    readable.setEncoding('utf8')
+    readable.on('data', (chunk: string) => {
+      const parts = (pending + chunk).split('\n')
+      pending = parts.pop()! // an unfinished line (a kill may cut it): read once it is whole
+      for (const line of parts) read(line)
+    })
+    // At the end of the output, a last line without its newline is whole unless the loop's
+    // SIGKILL cut it: a child that printed its last report so and exited is read, not dropped.
+    readable.on('end', () => {
+      if (pending !== '' && phase !== 'killing') read(pending)
+      pending = ''
+    })
   }
-  child.stdout!.setEncoding('utf8').on('data', lines('stdout'))
-  child.stderr!.setEncoding('utf8').on('data', lines('stderr'))
+  lines('stdout', child.stdout!)
+  lines('stderr', child.stderr!)
 
   armStall()
   if (last !== undefined) {

@@ -130,6 +130,18 @@ describe('crashLoop', () => {
     expect((error as Error).message).toContain('last.until did not settle within 2000 ms')
   })
 
+  it('reads a last report line the child printed without its newline before exiting on its own', async () => {
+    const report = await crashLoop({
+      command: process.execPath,
+      args: ['-e', `process.stdout.write('@ackline/testkit:crash delivered 1 ["last"]')`],
+      rounds: 0,
+      killAfter: { min: 1, max: 1 },
+      log: () => {},
+    })
+    expect(report.rounds.map((r) => [r.ending, r.keys.delivered])).toEqual([['exited', ['last']]])
+    expect(report.lost([])).toEqual(['last'])
+  })
+
   it('fails when a child reports nothing within the bound, and kills it', async () => {
     const output: string[] = []
     const error = await crashLoop({
