@@ -218,48 +218,56 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
   },
   {
     id: 'transform.in-topology',
-    title: 'in a topology, leaves no event unsettled and reports no component error',
+    title:
+      'in a topology, leaves no event unsettled, reports no component error, and its sources hear what the sinks reported',
     async check(subject) {
-      const transform = subject.make()
-      const records = subject.records ?? defaultRecords()
-      const ledger = new DeliveryLedger({ acknowledgements: true })
-      let builder = new TopologyBuilder<string>({ acknowledgements: true, onWarning: () => {} })
-        .source('in', ledger.source('in', listSource([records.slice(0, 3), records.slice(3)])))
-        .transform('t', ['in'], ledger.transform('t', transform))
-      for (const port of ['', ...(transform.outputs ?? [])]) {
-        const id = port === '' ? 'out' : `out_${port}`
-        builder = builder.sink(id, [port === '' ? 't' : `t.${port}`], ledger.sink(id, collectSink()))
-      }
-      const facts = await within(
-        runTopology(builder.build()),
-        subject.timeoutMs ?? 5000,
-        () =>
-          new ConformanceError(
+      // Twice: sinks that deliver, then sinks that fail every event. Only the second shows an event
+      // replaced by a copy that does not inherit its finalizers (its source hears delivered).
+      for (const outcome of ['delivered', 'errored'] as const) {
+        const transform = subject.make()
+        const records = subject.records ?? defaultRecords()
+        const ledger = new DeliveryLedger({ acknowledgements: true })
+        let builder = new TopologyBuilder<string>({ acknowledgements: true, onWarning: () => {} })
+          .source('in', ledger.source('in', listSource([records.slice(0, 3), records.slice(3)])))
+          .transform('t', ['in'], ledger.transform('t', transform))
+        for (const port of ['', ...(transform.outputs ?? [])]) {
+          const id = port === '' ? 'out' : `out_${port}`
+          builder = builder.sink(id, [port === '' ? 't' : `t.${port}`], ledger.sink(id, collectSink(outcome)))
+        }
+        const under = outcome === 'delivered' ? '' : 'with sinks that fail every event, '
+        const facts = await within(
+          runTopology(builder.build()),
+          subject.timeoutMs ?? 5000,
+          () =>
+            new ConformanceError(
+              'transform.in-topology',
+              transform.kind,
+              `${under}the topology did not finish`,
+              'process and flush must settle',
+            ),
+        )
+        const errors = facts.filter((f) => f.type === 'component_error')
+        if (errors.length > 0) {
+          throw new ConformanceError(
             'transform.in-topology',
             transform.kind,
-            'the topology did not finish',
-            'process and flush must settle',
-          ),
-      )
-      const errors = facts.filter((f) => f.type === 'component_error')
-      if (errors.length > 0) {
-        throw new ConformanceError(
-          'transform.in-topology',
-          transform.kind,
-          `the runtime reported ${JSON.stringify(errors[0])}`,
-          'fix what the runtime names (a forgotten event, an event ended twice)',
-        )
-      }
-      try {
-        await ledger.expectMatchesModel()
-        await ledger.expectNoLoss()
-      } catch (error) {
-        throw new ConformanceError(
-          'transform.in-topology',
-          transform.kind,
-          String(error),
-          'see the counterexample',
-        )
+            `${under}the runtime reported ${JSON.stringify(errors[0])}`,
+            'fix what the runtime names (a forgotten event, an event ended twice)',
+          )
+        }
+        try {
+          await ledger.expectMatchesModel()
+          await ledger.expectNoLoss()
+        } catch (error) {
+          throw new ConformanceError(
+            'transform.in-topology',
+            transform.kind,
+            `${under}${String(error)}`,
+            outcome === 'delivered'
+              ? 'see the counterexample'
+              : 'a source heard delivered for records whose copies failed: an event the transform passes on in place of an input must carry its finalizers (emit the input, a clone, or context.create(fields, [input]))',
+          )
+        }
       }
     },
   },

@@ -79,6 +79,38 @@ describe('each transform rule fails against a transform broken that way', () => 
     expect(await codes(() => twice)).toContain('transform.emits-once-per-port')
   })
 
+  it('transform.in-topology: a transform that drops each event and emits a copy without its finalizers', async () => {
+    // Broken: the drop acknowledges the source at once, whatever becomes of the copy downstream.
+    const replacer: Transform = {
+      kind: 'replacer',
+      process(events, context) {
+        for (const e of events) {
+          const copy = context.create({ ...e.fields, seen: true })
+          context.drop(e)
+          context.emit(copy)
+        }
+      },
+    }
+    const found = await checkTransform(() => replacer)
+    expect(found.map((f) => f.code)).toEqual(['transform.in-topology'])
+    expect(found[0]!.message).toContain(
+      "with sinks that fail every event, DeliveryViolation: MODEL_MISMATCH: batch 0 of source 'in' was told 'delivered', but its copies' reports make it 'errored'",
+    )
+    expect(found[0]!.fix).toContain('context.create(fields, [input])')
+    // The same replacement inheriting the input's finalizers keeps every rule.
+    const inheriting: Transform = {
+      kind: 'inheriting',
+      process(events, context) {
+        for (const e of events) {
+          const copy = context.create({ ...e.fields, seen: true }, [e])
+          context.drop(e)
+          context.emit(copy)
+        }
+      },
+    }
+    expect(await codes(() => inheriting, true)).toEqual([])
+  })
+
   it('transform.keeps-order: a transform that reverses, when it says it keeps order', async () => {
     const reverse: Transform = {
       kind: 'reverse',

@@ -38,15 +38,15 @@ export async function runTopology(topology: Topology): Promise<LifecycleEvent[]>
   return facts
 }
 
-/** A sink that delivers everything and keeps the fields, for a transform's ports. */
-export const collectSink = (): Sink & { got: JsonObject[] } => {
+/** A sink that keeps the fields and reports `outcome` (default delivered) for every event, for a transform's ports. */
+export const collectSink = (outcome: 'delivered' | 'errored' = 'delivered'): Sink & { got: JsonObject[] } => {
   const got: JsonObject[] = []
   return {
     kind: 'conformance_sink',
     got,
     async write(events) {
       for (const e of events) got.push({ ...e.fields })
-      return undefined
+      return outcome === 'delivered' ? undefined : events.events.map(() => outcome)
     },
   }
 }
