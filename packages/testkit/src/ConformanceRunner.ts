@@ -8,6 +8,7 @@
  * @module
  */
 import { ConformanceError } from './ConformanceError.js'
+import { describeThrown } from './internal/describeThrown.js'
 
 /** The two functions a conformance suite needs from a test runner. */
 export interface ConformanceRunner {
@@ -68,9 +69,15 @@ export async function runRules<S>(
       failures.push(
         error instanceof ConformanceError
           ? error
-          : new ConformanceError(rule.id, component, `the check threw: ${String(error)}`, 'see the cause', {
-              cause: error,
-            }),
+          : new ConformanceError(
+              rule.id,
+              component,
+              `the check threw: ${describeThrown(error)}`,
+              'see the cause',
+              {
+                cause: error,
+              },
+            ),
       )
     }
   }

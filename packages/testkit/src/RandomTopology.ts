@@ -23,6 +23,7 @@ import fc from 'fast-check'
 import { DeliveryLedger } from './DeliveryLedger.js'
 import { DeliveryModel } from './DeliveryModel.js'
 import { describeSchedule, type FailureSchedule, faultySink, NO_FAULTS } from './FailureSchedule.js'
+import { describeThrown } from './internal/describeThrown.js'
 
 /** The transforms a random topology is made of; `user:<name>` is one of the caller's own. */
 export type RandomTransformKind = 'pass' | 'filter' | 'route' | 'merge' | `user:${string}`
@@ -229,12 +230,9 @@ function fromFactory<T>(make: () => T, name: string): T {
   try {
     return make()
   } catch (cause) {
-    throw new Error(
-      `RandomTopology.run: ${name}() threw: ${cause instanceof Error ? cause.message : String(cause)}`,
-      {
-        cause,
-      },
-    )
+    throw new Error(`RandomTopology.run: ${name}() threw: ${describeThrown(cause, true)}`, {
+      cause,
+    })
   }
 }
 
@@ -513,7 +511,7 @@ export const RandomTopology = {
       await run.ledger.expectMatchesModel()
       await run.ledger.expectNoAckWithoutDelivery()
     } catch (error) {
-      fail(error instanceof Error ? error.message : String(error))
+      fail(describeThrown(error, true))
     }
     const expected = RandomTopology.expected(spec)
     if (expected !== undefined && JSON.stringify(expected.statuses) !== JSON.stringify(run.statuses))

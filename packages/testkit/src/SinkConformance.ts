@@ -23,6 +23,7 @@ import {
 } from './ConformanceRunner.js'
 import { DeliveryLedger } from './DeliveryLedger.js'
 import { classifyError, classifyResult, isValidEntry } from './internal/classifyResult.js'
+import { describeThrown } from './internal/describeThrown.js'
 import { batchOf, defaultRecords, listSource, runTopology } from './internal/fixtures.js'
 
 /** Options of {@link sinkConformance} and {@link checkSink}. */
@@ -85,7 +86,7 @@ const unexpected = (sink: Sink, error: unknown) =>
   new ConformanceError(
     'sink.delivers-good-records',
     kindOf(sink),
-    `write threw on the suite's records: ${String(error)}`,
+    `write threw on the suite's records: ${describeThrown(error)}`,
     'the suite needs records the sink can deliver: pass `records` your sink accepts',
   )
 

@@ -21,6 +21,7 @@ import {
   runRules,
   within,
 } from './ConformanceRunner.js'
+import { describeThrown } from './internal/describeThrown.js'
 import { defaultRecords } from './internal/fixtures.js'
 
 /** A source under test, with hooks to its upstream where it has one. */
@@ -153,7 +154,7 @@ function launch(source: Source, context: SourceContext) {
       : new ConformanceError(
           'source.run-throws',
           source.kind,
-          `run() threw: ${failed.error instanceof Error ? failed.error.message : String(failed.error)}`,
+          `run() threw: ${describeThrown(failed.error, true)}`,
           'the suite needs a source that runs: check `make`, the `feed` hook and the records (the cause is what run() threw)',
           { cause: failed.error },
         )

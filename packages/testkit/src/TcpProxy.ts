@@ -13,6 +13,7 @@
  * @module
  */
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
+import { describeThrown } from './internal/describeThrown.js'
 
 /** Which way bytes travel through the proxy: `'up'` from the client to the server, `'down'` back. */
 export type TcpDirection = 'up' | 'down'
@@ -113,7 +114,7 @@ class RunningProxy implements TcpProxy {
         onData(direction, chunk, id)
         return true
       } catch (cause) {
-        const reason = cause instanceof Error ? cause.message : String(cause)
+        const reason = describeThrown(cause, true)
         this.error ??= new Error(`tcpProxy: onData threw on connection ${id}: ${reason}`, { cause })
         drop()
         return false

@@ -15,6 +15,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { MAX_TIMER_MS } from '@ackline/topology'
 import { CrashLoopError } from './CrashLoopError.js'
 import { CRASH_REPORT_PREFIX } from './CrashReporter.js'
+import { describeThrown } from './internal/describeThrown.js'
 import { seededRandom } from './internal/seededRandom.js'
 
 /** What one run of the child reported so far: per kind, the total count and the keys. */
@@ -380,7 +381,7 @@ function runOnce(
         }
       }
     } catch (error) {
-      fail('CALLBACK_FAILED', `last.until threw: ${error instanceof Error ? error.message : String(error)}`)
+      fail('CALLBACK_FAILED', `last.until threw: ${describeThrown(error, true)}`)
     } finally {
       checking = false
     }
@@ -439,7 +440,7 @@ function runOnce(
         try {
           options.onOutput(line, stream, round)
         } catch (error) {
-          fail('CALLBACK_FAILED', `onOutput threw: ${error instanceof Error ? error.message : String(error)}`)
+          fail('CALLBACK_FAILED', `onOutput threw: ${describeThrown(error, true)}`)
         }
       }
     }
@@ -519,7 +520,7 @@ function runOnce(
       try {
         return await until(last.until)
       } catch (error) {
-        fail('CALLBACK_FAILED', `last.until threw: ${error instanceof Error ? error.message : String(error)}`)
+        fail('CALLBACK_FAILED', `last.until threw: ${describeThrown(error, true)}`)
         return false
       }
     }
