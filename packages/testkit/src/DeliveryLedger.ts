@@ -116,6 +116,8 @@ export class DeliveryLedger {
   readonly #field: string
   readonly #tags = new WeakMap<LogEvent, string>()
   readonly #pending: Promise<unknown>[] = []
+  /** Per source, how many sends it began: a batch's number is taken before its send is awaited. */
+  readonly #sends = new Map<string, number>()
 
   constructor(options: DeliveryLedgerOptions = {}) {
     this.#acknowledgements = options.acknowledgements ?? false
@@ -149,15 +151,24 @@ export class DeliveryLedger {
                 `source '${context.id}': a send with outcomes: true needs its receipt (it was sent with receipt: false)`,
               )
             }
-            const index = ledger.batches.filter((b) => b.source === id).length
+            // Numbered now, not once accepted: sends in flight together get distinct numbers (and tags).
+            const index = ledger.#sends.get(id) ?? 0
+            ledger.#sends.set(id, index + 1)
             const list = [...records]
             const entries = list.map((record, i) => ledger.#open(id, index, i, record))
             // The source's options go through (outcomes), but the ledger reads every receipt: it
             // asks for it, and hands the source what the source asked for (`NO_RECEIPT` or it).
-            const receipt = await context.send(
-              list.map((record, i) => ({ ...record, [ledger.#field]: entries[i]!.tag })),
-              options === undefined ? undefined : { ...options, receipt: true },
-            )
+            let receipt: BatchReceipt
+            try {
+              receipt = await context.send(
+                list.map((record, i) => ({ ...record, [ledger.#field]: entries[i]!.tag })),
+                options === undefined ? undefined : { ...options, receipt: true },
+              )
+            } catch (error) {
+              // Refused: these records were never sent.
+              for (const entry of entries) ledger.#records.delete(entry.tag)
+              throw error
+            }
             const batch: LedgerBatch = { source: id, index, receipt, records: entries, told: undefined }
             ledger.batches.push(batch)
             ledger.#pending.push(

@@ -205,4 +205,40 @@ describe('DeliveryLedger', () => {
     const error = await ledger.expectExactlyOnce({ by: (r) => String(r.id) }).catch((e: unknown) => e)
     expect((error as DeliveryViolation).code).toBe('DIVERGENT_DUPLICATE')
   })
+
+  it('numbers batches a source sends concurrently apart, so neither overwrites the other', async () => {
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const told: string[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source(
+        'in',
+        ledger.source('in', {
+          kind: 'parallel',
+          canAcknowledge: true,
+          async run(context) {
+            const receipts = await Promise.all([context.send([{ n: 0 }, { n: 1 }]), context.send([{ n: 2 }])])
+            for (const receipt of receipts) told.push(await receipt.status)
+          },
+        }),
+      )
+      .sink(
+        'out',
+        ['in'],
+        ledger.sink(
+          'out',
+          sink((e) => (n(e) === 2 ? 'errored' : 'delivered')),
+        ),
+      )
+      .build()
+    await topology.start()
+    await topology.done
+    expect(told).toEqual(['delivered', 'errored'])
+    expect(ledger.records.map((r) => [r.tag, r.record.n, r.told])).toEqual([
+      ['in/0/0', 0, 'delivered'],
+      ['in/0/1', 1, 'delivered'],
+      ['in/1/0', 2, 'errored'],
+    ])
+    await ledger.expectMatchesModel()
+    await ledger.expectNoLoss()
+  })
 })
