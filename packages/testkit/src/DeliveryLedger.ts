@@ -161,7 +161,11 @@ export class DeliveryLedger {
             let receipt: BatchReceipt
             try {
               receipt = await context.send(
-                list.map((record, i) => ({ ...record, [ledger.#field]: entries[i]!.tag })),
+                // Only a record is tagged: anything else goes on as it is, for the runtime to refuse
+                // (a spread would make `null` or a string an object, and the run would accept it).
+                list.map((record, i) =>
+                  isRecord(record) ? { ...record, [ledger.#field]: entries[i]!.tag } : record,
+                ),
                 options === undefined ? undefined : { ...options, receipt: true },
               )
             } catch (error) {
@@ -509,6 +513,10 @@ export class DeliveryLedger {
     return record.absorbedBy.length > 0 && record.told === 'delivered'
   }
 }
+
+/** Whether `value` is what a source may send as a record: an object that is not an array. */
+const isRecord = (value: unknown): value is JsonObject =>
+  typeof value === 'object' && value !== null && !Array.isArray(value)
 
 const asReport = (fate: CopyFate): CopyReport => ({
   status: fate.status,

@@ -241,4 +241,31 @@ describe('DeliveryLedger', () => {
     await ledger.expectMatchesModel()
     await ledger.expectNoLoss()
   })
+
+  it("passes a source's non-records on as they are, so the runtime refuses them as it does without the ledger", async () => {
+    const bad: Source = {
+      kind: 'bad',
+      canAcknowledge: true,
+      async run(context) {
+        await context.send([null, 'text', [1]] as unknown as JsonObject[])
+      },
+    }
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const out = sink()
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', ledger.source('in', bad))
+      .sink('out', ['in'], ledger.sink('out', out))
+      .build()
+    const errors: string[] = []
+    topology.lifecycle.subscribe((f) => {
+      if (f.type === 'component_error') errors.push(`${f.component}: ${f.code}: ${f.message}`)
+    })
+    await topology.start()
+    await topology.done
+    expect(errors).toEqual([
+      "in: RUN_FAILED: source 'in' (bad) failed: TypeError: source 'in': record 0 of a send is null; a record must be a JSON object",
+    ])
+    expect(out.got).toEqual([])
+    expect(ledger.records).toEqual([])
+  })
 })
