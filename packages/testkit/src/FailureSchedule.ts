@@ -8,8 +8,10 @@
  *
  * @module
  */
+
+import { inspect } from 'node:util'
 import type { JsonValue } from '@ackline/core'
-import { RejectError, RetryableError, type Sink } from '@ackline/topology'
+import { MAX_TIMER_MS, RejectError, RetryableError, type Sink } from '@ackline/topology'
 import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
 
 /** When and how a {@link faultySink} fails. */
@@ -41,7 +43,34 @@ const matches = (value: JsonValue | undefined, modulo: number): boolean =>
   typeof value === 'number' && value % modulo === 0
 
 /**
+ * Refuses a schedule the wrapper cannot follow, naming the field: read at the first write, a
+ * missing `errorOnCalls` would throw a `TypeError` there, which the runtime reads as every event
+ * rejected; a `hangMs` past what a timer holds would fire at once.
+ */
+function checkSchedule(faults: FailureSchedule): void {
+  const calls: unknown = faults?.errorOnCalls
+  if (!Array.isArray(calls) || !calls.every((n) => Number.isSafeInteger(n) && n >= 1))
+    throw new TypeError(
+      `faultySink: 'errorOnCalls' must be an array of write call numbers (1 or more), got ${inspect(calls)}`,
+    )
+  const hang: unknown = faults.hangMs
+  if (typeof hang !== 'number' || !(hang >= 0 && hang <= MAX_TIMER_MS))
+    throw new RangeError(
+      `faultySink: 'hangMs' must be a number from 0 to ${MAX_TIMER_MS}, got ${inspect(hang)}`,
+    )
+  const reject = faults.rejectWhen
+  if (
+    reject !== undefined &&
+    (typeof reject?.field !== 'string' || !Number.isSafeInteger(reject.modulo) || reject.modulo < 1)
+  )
+    throw new TypeError(
+      `faultySink: 'rejectWhen' must be { field: string, modulo: a whole number >= 1 }, got ${inspect(reject)}`,
+    )
+}
+
+/**
  * Wraps `sink` so it fails on `faults`. Hangs use `setTimeout`, so they follow fake timers.
+ * Throws a `TypeError` or `RangeError` naming the field of a schedule it cannot follow.
  *
  * @example
  * ```ts
@@ -49,6 +78,7 @@ const matches = (value: JsonValue | undefined, modulo: number): boolean =>
  * ```
  */
 export function faultySink(sink: Sink, faults: FailureSchedule): Sink & { readonly calls: number } {
+  checkSchedule(faults)
   let calls = 0
   return {
     ...sink,

@@ -1,5 +1,5 @@
 import { EventArray, LogEvent } from '@ackline/core'
-import { faultySink } from '@ackline/testkit'
+import { type FailureSchedule, faultySink } from '@ackline/testkit'
 import { RejectError, type Sink } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
@@ -16,6 +16,23 @@ describe('faultySink', () => {
     for (const malformed of [42, ['delivered'], 'delivered']) {
       const inner: Sink = { kind: 'inner', write: async () => malformed as never }
       expect(await faultySink(inner, rejectEven).write(events())).toBe(malformed)
+    }
+  })
+
+  it('refuses a schedule it cannot follow, naming the field, instead of failing at the first write', () => {
+    const inner: Sink = { kind: 'inner', write: async () => undefined }
+    const bad = [
+      [{ hangMs: 0 }, "'errorOnCalls' must be an array of write call numbers (1 or more), got undefined"],
+      [{ errorOnCalls: [0], hangMs: 0 }, "'errorOnCalls'"],
+      [
+        { errorOnCalls: [], hangMs: 2 ** 31 },
+        "'hangMs' must be a number from 0 to 2147483647, got 2147483648",
+      ],
+      [{ errorOnCalls: [], hangMs: Number.NaN }, "'hangMs'"],
+      [{ errorOnCalls: [], hangMs: 0, rejectWhen: { field: 'n', modulo: 0 } }, "'rejectWhen'"],
+    ] as const
+    for (const [schedule, message] of bad) {
+      expect(() => faultySink(inner, schedule as unknown as FailureSchedule)).toThrow(message)
     }
   })
 })
