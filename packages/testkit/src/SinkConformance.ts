@@ -65,7 +65,11 @@ async function writeOnce(sink: Sink, records: readonly JsonObject[], timeoutMs: 
       ),
     }
   } catch (error) {
-    if (error instanceof ConformanceError) throw error
+    if (error instanceof ConformanceError) {
+      // A write that did not settle: its events end errored, as at the runtime's stop deadline.
+      for (const e of events.events) if (!e.isEnded) e.end('errored')
+      throw error
+    }
     outcome = { error }
   }
   const endedBySink = events.events.filter((e) => e.isEnded).length
@@ -94,15 +98,29 @@ const unexpected = (sink: Sink, error: unknown) =>
 const step = <T>(subject: Subject, name: string, kind: string, call: () => T | Promise<T>): Promise<T> =>
   callWithin(call, subject.timeoutMs ?? 5000, 'sink.settles', kind, name)
 
-async function started(subject: Subject): Promise<Sink> {
+/**
+ * Makes and starts a sink, runs `body` on it and stops it: `body` calls `stop` where the rule
+ * stops the sink; a rule that fails before that still stops it (a failure of that stop is not
+ * the rule's), so a sink's connections and timers never outlive its rule.
+ */
+async function withSink(
+  subject: Subject,
+  body: (sink: Sink, stop: () => Promise<void>) => Promise<void>,
+): Promise<void> {
   const sink = await step(subject, 'make()', 'sink', subject.make)
   await step(subject, 'start()', kindOf(sink), () => sink.start?.())
-  return sink
+  let stopping: Promise<void> | undefined
+  const stop = (): Promise<void> => {
+    stopping ??= step(subject, 'stop()', kindOf(sink), () => sink.stop?.())
+    return stopping
+  }
+  try {
+    await body(sink, stop)
+  } catch (error) {
+    if (stopping === undefined) await stop().catch(() => undefined)
+    throw error
+  }
 }
-
-/** Stops `sink`, failing the rule when stop() does not settle in time. */
-const stopped = (subject: Subject, sink: Sink): Promise<void> =>
-  step(subject, 'stop()', kindOf(sink), () => sink.stop?.())
 
 /** What the sink stored, failing the rule when `read` does not settle in time. */
 const storedBy = (subject: Subject, sink: Sink): Promise<readonly JsonObject[]> =>
@@ -113,67 +131,68 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
   {
     id: 'sink.never-ends-events',
     title: 'never ends an event itself; it reports statuses and the runtime ends the events',
-    async check(subject) {
-      const sink = await started(subject)
-      const { endedBySink } = await writeOnce(
-        sink,
-        subject.records ?? defaultRecords(),
-        subject.timeoutMs ?? 5000,
-      )
-      await stopped(subject, sink)
-      if (endedBySink > 0) {
-        throw new ConformanceError(
-          'sink.never-ends-events',
-          kindOf(sink),
-          `${endedBySink} event(s) were already ended when write returned`,
-          'do not call event.end() or events.end() in a sink: return the statuses (or throw) and the runtime ends each event once',
+    check: (subject) =>
+      withSink(subject, async (sink, stop) => {
+        const { endedBySink } = await writeOnce(
+          sink,
+          subject.records ?? defaultRecords(),
+          subject.timeoutMs ?? 5000,
         )
-      }
-    },
+        await stop()
+        if (endedBySink > 0) {
+          throw new ConformanceError(
+            'sink.never-ends-events',
+            kindOf(sink),
+            `${endedBySink} event(s) were already ended when write returned`,
+            'do not call event.end() or events.end() in a sink: return the statuses (or throw) and the runtime ends each event once',
+          )
+        }
+      }),
   },
   {
     id: 'sink.one-status-per-event',
     title: 'reports one valid status per event: nothing, a throw, or an array as long as the input',
-    async check(subject) {
-      const sink = await started(subject)
-      const records = subject.records ?? defaultRecords()
-      for (const slice of [records, records.slice(0, 1)]) {
-        const { outcome } = await writeOnce(sink, slice, subject.timeoutMs ?? 5000)
-        if ('error' in outcome) throw unexpected(sink, outcome.error)
-        const result: unknown = outcome.result
-        if (result === undefined) continue
-        if (!Array.isArray(result) || result.length !== slice.length || !result.every(isValidEntry)) {
-          throw new ConformanceError(
-            'sink.one-status-per-event',
-            kindOf(sink),
-            `write of ${slice.length} event(s) returned ${inspect(result, { depth: 2, breakLength: Number.POSITIVE_INFINITY })}`,
-            "return nothing (all delivered) or one entry per event, in order: 'delivered', 'errored', 'rejected' or an Error",
-          )
+    check: (subject) =>
+      withSink(subject, async (sink, stop) => {
+        const records = subject.records ?? defaultRecords()
+        for (const slice of [records, records.slice(0, 1)]) {
+          const { outcome } = await writeOnce(sink, slice, subject.timeoutMs ?? 5000)
+          if ('error' in outcome) throw unexpected(sink, outcome.error)
+          const result: unknown = outcome.result
+          if (result === undefined) continue
+          if (!Array.isArray(result) || result.length !== slice.length || !result.every(isValidEntry)) {
+            throw new ConformanceError(
+              'sink.one-status-per-event',
+              kindOf(sink),
+              `write of ${slice.length} event(s) returned ${inspect(result, { depth: 2, breakLength: Number.POSITIVE_INFINITY })}`,
+              "return nothing (all delivered) or one entry per event, in order: 'delivered', 'errored', 'rejected' or an Error",
+            )
+          }
         }
-      }
-      await stopped(subject, sink)
-    },
+        await stop()
+      }),
   },
   {
     id: 'sink.written-before-resolved',
     title: 'has stored what it reported delivered by the time write resolves',
     async check(subject) {
       if (subject.read === undefined) return
-      const sink = await started(subject)
-      const records = subject.records ?? defaultRecords()
-      const { outcome, statuses, fields } = await writeOnce(sink, records, subject.timeoutMs ?? 5000)
-      if ('error' in outcome) throw unexpected(sink, outcome.error)
-      const stored = await storedBy(subject, sink)
-      const missing = fields.filter((f, i) => statuses[i] === 'delivered' && !contains(stored, f))
-      await stopped(subject, sink)
-      if (missing.length > 0) {
-        throw new ConformanceError(
-          'sink.written-before-resolved',
-          kindOf(sink),
-          `${missing.length} record(s) reported delivered were not stored when write resolved, e.g. ${JSON.stringify(missing[0])}`,
-          'await the write (and its flush or commit) before returning: a source acknowledges upstream as soon as write resolves',
-        )
-      }
+      await withSink(subject, async (sink, stop) => {
+        const records = subject.records ?? defaultRecords()
+        const { outcome, statuses, fields } = await writeOnce(sink, records, subject.timeoutMs ?? 5000)
+        if ('error' in outcome) throw unexpected(sink, outcome.error)
+        const stored = await storedBy(subject, sink)
+        const missing = fields.filter((f, i) => statuses[i] === 'delivered' && !contains(stored, f))
+        await stop()
+        if (missing.length > 0) {
+          throw new ConformanceError(
+            'sink.written-before-resolved',
+            kindOf(sink),
+            `${missing.length} record(s) reported delivered were not stored when write resolved, e.g. ${JSON.stringify(missing[0])}`,
+            'await the write (and its flush or commit) before returning: a source acknowledges upstream as soon as write resolves',
+          )
+        }
+      })
     },
   },
   {
@@ -181,71 +200,73 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
     title: 'has stored every delivered record once stop() resolves',
     async check(subject) {
       if (subject.read === undefined) return
-      const sink = await started(subject)
-      const records = subject.records ?? defaultRecords()
-      const delivered: JsonObject[] = []
-      for (const slice of [records.slice(0, 2), records.slice(2)]) {
-        const { statuses, fields } = await writeOnce(sink, slice, subject.timeoutMs ?? 5000)
-        fields.forEach((f, i) => {
-          if (statuses[i] === 'delivered') delivered.push(f)
+      await withSink(subject, async (sink, stop) => {
+        const records = subject.records ?? defaultRecords()
+        const delivered: JsonObject[] = []
+        for (const slice of [records.slice(0, 2), records.slice(2)]) {
+          const { statuses, fields } = await writeOnce(sink, slice, subject.timeoutMs ?? 5000)
+          fields.forEach((f, i) => {
+            if (statuses[i] === 'delivered') delivered.push(f)
+          })
+        }
+        await stop().catch((error: unknown) => {
+          throw error instanceof ConformanceError && error.code === 'sink.settles' ? stopHangs(sink) : error
         })
-      }
-      await within(
-        Promise.resolve().then(() => sink.stop?.()),
-        subject.timeoutMs ?? 5000,
-        () => stopHangs(sink),
-      )
-      const stored = await storedBy(subject, sink)
-      const missing = delivered.filter((f) => !contains(stored, f))
-      if (missing.length > 0) {
-        throw new ConformanceError(
-          'sink.flushes-on-stop',
-          kindOf(sink),
-          `${missing.length} delivered record(s) missing after stop(), e.g. ${JSON.stringify(missing[0])}`,
-          'flush and close in stop(), and resolve it only once the data is stored',
-        )
-      }
+        const stored = await storedBy(subject, sink)
+        const missing = delivered.filter((f) => !contains(stored, f))
+        if (missing.length > 0) {
+          throw new ConformanceError(
+            'sink.flushes-on-stop',
+            kindOf(sink),
+            `${missing.length} delivered record(s) missing after stop(), e.g. ${JSON.stringify(missing[0])}`,
+            'flush and close in stop(), and resolve it only once the data is stored',
+          )
+        }
+      })
     },
   },
   {
     id: 'sink.survives-stop-mid-write',
     title: 'survives stop() called while a write is in flight: both settle, nothing hangs',
-    async check(subject) {
-      const sink = await started(subject)
-      const timeoutMs = subject.timeoutMs ?? 5000
-      const { events, receiver } = batchOf(subject.records ?? defaultRecords())
-      const write = Promise.resolve()
-        .then(() => sink.write(events))
-        .then(
-          (result) => classifyResult(result, events.length),
-          (error: unknown) => events.events.map(() => classifyError(error)),
-        )
-      const stop = Promise.resolve().then(() => sink.stop?.())
-      const [statuses] = await within(
-        Promise.all([write, stop.catch(() => undefined)]),
-        timeoutMs,
-        () =>
-          new ConformanceError(
-            'sink.survives-stop-mid-write',
+    check: (subject) =>
+      withSink(subject, async (sink, stopSink) => {
+        const timeoutMs = subject.timeoutMs ?? 5000
+        const { events, receiver } = batchOf(subject.records ?? defaultRecords())
+        const write = Promise.resolve()
+          .then(() => sink.write(events))
+          .then(
+            (result) => classifyResult(result, events.length),
+            (error: unknown) => events.events.map(() => classifyError(error)),
+          )
+        const stop = stopSink()
+        const [statuses] = await within(
+          Promise.all([write, stop.catch(() => undefined)]),
+          timeoutMs,
+          () =>
+            new ConformanceError(
+              'sink.survives-stop-mid-write',
+              kindOf(sink),
+              `write and stop() did not both settle within ${timeoutMs} ms`,
+              'let stop() wait for (or cancel) the write in flight, and make a cancelled write throw rather than hang',
+            ),
+        ).catch((error: unknown) => {
+          for (const e of events.events) if (!e.isEnded) e.end('errored')
+          throw error
+        })
+        const ended = events.events.filter((e) => e.isEnded).length
+        events.events.forEach((e, i) => {
+          if (!e.isEnded) e.end(statuses[i])
+        })
+        await receiver
+        if (ended > 0) {
+          throw new ConformanceError(
+            'sink.never-ends-events',
             kindOf(sink),
-            `write and stop() did not both settle within ${timeoutMs} ms`,
-            'let stop() wait for (or cancel) the write in flight, and make a cancelled write throw rather than hang',
-          ),
-      )
-      const ended = events.events.filter((e) => e.isEnded).length
-      events.events.forEach((e, i) => {
-        if (!e.isEnded) e.end(statuses[i])
-      })
-      await receiver
-      if (ended > 0) {
-        throw new ConformanceError(
-          'sink.never-ends-events',
-          kindOf(sink),
-          `${ended} event(s) ended by the sink during a stop`,
-          'report the status of an interrupted write (throw) instead of ending events',
-        )
-      }
-    },
+            `${ended} event(s) ended by the sink during a stop`,
+            'report the status of an interrupted write (throw) instead of ending events',
+          )
+        }
+      }),
   },
   {
     id: 'sink.in-topology',
@@ -258,8 +279,8 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
         .source('in', ledger.source('in', listSource([records.slice(0, 3), records.slice(3)])))
         .sink('out', ['in'], ledger.sink('out', sink), { retry: { attempts: 1 } })
         .build()
-      const facts = await within(
-        runTopology(topology),
+      const facts = await runTopology(
+        topology,
         subject.timeoutMs ?? 5000,
         () =>
           new ConformanceError(

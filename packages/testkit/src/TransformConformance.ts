@@ -17,7 +17,6 @@ import {
   callWithin,
   register,
   runRules,
-  within,
 } from './ConformanceRunner.js'
 import { DeliveryLedger } from './DeliveryLedger.js'
 import { batchOf, collectSink, defaultRecords, listSource, runTopology } from './internal/fixtures.js'
@@ -235,8 +234,8 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
           builder = builder.sink(id, [port === '' ? 't' : `t.${port}`], ledger.sink(id, collectSink(outcome)))
         }
         const under = outcome === 'delivered' ? '' : 'with sinks that fail every event, '
-        const facts = await within(
-          runTopology(builder.build()),
+        const facts = await runTopology(
+          builder.build(),
           subject.timeoutMs ?? 5000,
           () =>
             new ConformanceError(

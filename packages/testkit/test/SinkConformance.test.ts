@@ -1,7 +1,7 @@
 // The sink suite against a sink that keeps every rule, and each rule against a sink broken on
 // purpose in exactly that way (mutation-style: the rule must catch it).
 import type { JsonObject } from '@ackline/core'
-import { ConformanceError, checkSink, sinkConformance } from '@ackline/testkit'
+import { ConformanceError, checkSink, sinkConformance, sinkRules } from '@ackline/testkit'
 import type { Sink } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
@@ -150,5 +150,44 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(found.find((f) => f.code === 'sink.one-status-per-event')?.message).toMatch(
       /write of 6 event\(s\) returned \[ 1n \]/,
     )
+  })
+
+  it('stops every sink it started, also when the rule fails on it, and ends the events of a write that never settled', async () => {
+    const open = new Set<NodeJS.Timeout>()
+    const writes: Parameters<Sink['write']>[0][] = []
+    const stuck = (): Sink => {
+      let heartbeat: NodeJS.Timeout | undefined
+      return {
+        kind: 'stuck',
+        async start() {
+          heartbeat = setInterval(() => {}, 1000)
+          open.add(heartbeat)
+        },
+        write(events) {
+          writes.push(events)
+          return new Promise<never>(() => {})
+        },
+        async stop() {
+          clearInterval(heartbeat)
+          open.delete(heartbeat!)
+        },
+      }
+    }
+    const direct = sinkRules.filter((rule) => rule.id !== 'sink.in-topology')
+    const codes: string[] = []
+    for (const rule of direct) {
+      await rule.check({ make: stuck, timeoutMs: 100 }).catch((e: ConformanceError) => codes.push(e.code))
+    }
+    expect(codes).toEqual(['sink.write-settles', 'sink.write-settles', 'sink.survives-stop-mid-write'])
+    expect(open.size).toBe(0)
+    expect(writes).toHaveLength(3)
+    expect(writes.flatMap((w) => w.events).every((e) => e.isEnded)).toBe(true)
+    // In a topology, the rule that gives up stops it at once: the pending write's events are settled.
+    const inTopology = sinkRules.find((rule) => rule.id === 'sink.in-topology')!
+    await expect(inTopology.check({ make: stuck, timeoutMs: 100 })).rejects.toThrow(
+      'sink.in-topology (stuck): the topology did not finish',
+    )
+    expect(writes).toHaveLength(4)
+    expect(writes[3]!.events.every((e) => e.isEnded)).toBe(true)
   })
 })

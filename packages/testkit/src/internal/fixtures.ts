@@ -2,6 +2,8 @@
 // topology run under a ledger.
 import { BatchNotifier, type BatchStatusReceiver, EventArray, type JsonObject } from '@ackline/core'
 import type { LifecycleEvent, Sink, Source, Topology } from '@ackline/topology'
+import type { ConformanceError } from '../ConformanceError.js'
+import { within } from '../ConformanceRunner.js'
 
 /** Records every suite uses unless told otherwise. */
 export const defaultRecords = (): JsonObject[] =>
@@ -29,12 +31,28 @@ export const listSource = (batches: readonly (readonly JsonObject[])[]): Source 
   },
 })
 
-/** Runs `topology` to completion and returns its facts. */
-export async function runTopology(topology: Topology): Promise<LifecycleEvent[]> {
+/**
+ * Runs `topology` to completion and returns its facts; past `timeoutMs`, stops it at once (its
+ * sinks' stop() and the forced settling of what is in flight, waited for at most `timeoutMs`
+ * more) and rejects with `error()`, so a rule that gives up leaves no topology running.
+ */
+export async function runTopology(
+  topology: Topology,
+  timeoutMs: number,
+  error: () => ConformanceError,
+): Promise<LifecycleEvent[]> {
   const facts: LifecycleEvent[] = []
   topology.lifecycle.subscribe((f) => facts.push(f))
-  await topology.start()
-  await topology.done
+  const run = async () => {
+    await topology.start()
+    await topology.done
+  }
+  try {
+    await within(run(), timeoutMs, error)
+  } catch (failure) {
+    await within(topology.stop({ drainTimeoutMs: 0 }), timeoutMs, error).catch(() => undefined)
+    throw failure
+  }
   return facts
 }
 
