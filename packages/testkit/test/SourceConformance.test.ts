@@ -164,4 +164,43 @@ describe('each source rule fails against a source broken that way', () => {
     expect(signals.map((s) => s.aborted)).toEqual([true, true])
     await Promise.all(runs)
   })
+
+  it('source.acknowledges-only-delivered: a source whose later commit acknowledges an errored batch', async () => {
+    // Broken like a consumer that commits offsets: it fails an errored batch back, but committing
+    // the next delivered batch's offset acknowledges everything before it, the errored batch too.
+    const found = await checkSource(
+      () => {
+        const queue = new Queue()
+        const log: JsonObject[] = []
+        let committed = 0
+        const source: Source = {
+          kind: 'offsets',
+          canAcknowledge: true,
+          async run(context) {
+            while (!context.signal.aborted && !(queue.closed && queue.waiting.length === 0)) {
+              await queue.next(context.signal)
+              const batch = queue.waiting.splice(0)
+              if (batch.length === 0) continue
+              log.push(...batch)
+              const end = log.length
+              const receipt = await context.send(batch)
+              void receipt.status.then((status) => {
+                if (status === 'delivered') committed = Math.max(committed, end)
+                else queue.failed.push(...batch)
+              })
+            }
+          },
+        }
+        return {
+          source,
+          feed: (records) => queue.publish(records),
+          end: () => queue.close(),
+          upstream: () => ({ acked: log.slice(0, committed), failed: queue.failed }),
+        }
+      },
+      { timeoutMs: 500 },
+    )
+    expect(found.map((f) => f.code)).toEqual(['source.acknowledges-only-delivered'])
+    expect(found[0]!.message).toContain('the upstream heard "done" for 3 record(s) of an errored batch')
+  })
 })
