@@ -111,21 +111,28 @@ async function observe(
       return created
     },
   }
-  // A `process` or `flush` that never settles fails the rule (checkTransform has no runner's timeout).
-  await callWithin(
-    () => transform.process(events, context),
-    timeoutMs,
-    'transform.settles',
-    transform.kind,
-    'process()',
-  )
-  await callWithin(
-    () => transform.flush?.(context),
-    timeoutMs,
-    'transform.settles',
-    transform.kind,
-    'flush()',
-  )
+  try {
+    // A `process` or `flush` that never settles fails the rule (checkTransform has no runner's timeout).
+    await callWithin(
+      () => transform.process(events, context),
+      timeoutMs,
+      'transform.settles',
+      transform.kind,
+      'process()',
+    )
+    await callWithin(
+      () => transform.flush?.(context),
+      timeoutMs,
+      'transform.settles',
+      transform.kind,
+      'flush()',
+    )
+  } catch (error) {
+    // A call that threw or hung: what it left live ends errored, as the runtime settles it.
+    watching = false
+    for (const event of [...live, ...events.events]) if (!event.isEnded) event.end('errored')
+    throw error
+  }
   watching = false
   for (const event of live) if (!event.isEnded) event.end('delivered')
   // What the transform forgot, the suite ends (as the runtime does, errored) so nothing leaks.

@@ -1,7 +1,7 @@
 // The transform suite against a transform that keeps every rule, and each rule against a
 // transform broken on purpose in exactly that way.
 import type { LogEvent } from '@ackline/core'
-import { checkTransform, transformConformance } from '@ackline/testkit'
+import { type ConformanceError, checkTransform, transformConformance, transformRules } from '@ackline/testkit'
 import type { Transform } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
@@ -109,6 +109,37 @@ describe('each transform rule fails against a transform broken that way', () => 
       },
     }
     expect(await codes(() => inheriting, true)).toEqual([])
+  })
+
+  it('ends the events of a process() that throws or never settles, so none is left live', async () => {
+    const given: LogEvent[] = []
+    const throwing: Transform = {
+      kind: 'throwing',
+      process(events, context) {
+        given.push(...events.events)
+        context.emit(events.events[0]!)
+        throw new Error('boom')
+      },
+    }
+    const hanging: Transform = {
+      kind: 'hanging',
+      process(events) {
+        given.push(...events.events)
+        return new Promise<void>(() => {})
+      },
+    }
+    const direct = transformRules.filter((rule) => rule.id !== 'transform.in-topology')
+    const codes: string[] = []
+    for (const make of [() => throwing, () => hanging]) {
+      for (const rule of direct) {
+        await rule
+          .check({ make, timeoutMs: 100 })
+          .catch((e: ConformanceError) => codes.push(e.code ?? e.message))
+      }
+    }
+    expect(codes).toEqual([...Array(3).fill('boom'), ...Array(3).fill('transform.settles')])
+    expect(given).toHaveLength(36)
+    expect(given.filter((e) => !e.isEnded)).toEqual([])
   })
 
   it('transform.keeps-order: a transform that reverses, when it says it keeps order', async () => {
