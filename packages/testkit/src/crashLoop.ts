@@ -324,12 +324,16 @@ function runOnce(
   })
   context.live.add(child)
 
-  const counts: Record<string, number> = {}
-  const keys: Record<string, string[]> = {}
+  // Without a prototype: a kind is whatever word the child printed, `constructor` or `toString` too.
+  const counts: Record<string, number> = Object.create(null)
+  const keys: Record<string, string[]> = Object.create(null)
   const progress = (): CrashProgress => ({
     round,
-    counts: { ...counts },
-    keys: Object.fromEntries(Object.entries(keys).map(([k, v]) => [k, [...v]])),
+    counts: Object.assign(Object.create(null), counts),
+    keys: Object.assign(
+      Object.create(null),
+      Object.fromEntries(Object.entries(keys).map(([k, v]) => [k, [...v]])),
+    ),
   })
   /** running → killing (SIGKILL sent) | stopping (SIGTERM sent) → closed; a failure kills, then rejects. */
   let phase: 'running' | 'killing' | 'stopping' | 'closed' = 'running'

@@ -142,6 +142,23 @@ describe('crashLoop', () => {
     expect(report.lost([])).toEqual(['last'])
   })
 
+  it('counts reports of any word, constructor and toString included, instead of crashing on them', async () => {
+    const lines = ['constructor 1 ["a"]', 'toString 2', 'delivered 1 ["k"]']
+      .map((line) => `@ackline/testkit:crash ${line}\n`)
+      .join('')
+    const report = await crashLoop({
+      command: process.execPath,
+      args: ['-e', `process.stdout.write(${JSON.stringify(lines)})`],
+      rounds: 0,
+      killAfter: { min: 1, max: 1 },
+      log: () => {},
+    })
+    const [run] = report.rounds
+    expect([run!.counts.constructor, run!.counts.toString, run!.keys.constructor]).toEqual([1, 2, ['a']])
+    expect([...report.keys('toString')]).toEqual([])
+    expect([...report.keys('constructor')]).toEqual(['a'])
+  })
+
   it('fails when a child reports nothing within the bound, and kills it', async () => {
     const output: string[] = []
     const error = await crashLoop({
