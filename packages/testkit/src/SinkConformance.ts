@@ -160,7 +160,12 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
           if ('error' in outcome) throw unexpected(sink, outcome.error)
           const result: unknown = outcome.result
           if (result === undefined) continue
-          if (!Array.isArray(result) || result.length !== slice.length || !result.every(isValidEntry)) {
+          // `every` skips a hole; `Array.from` reads it as undefined, no valid entry (as the runtime does).
+          if (
+            !Array.isArray(result) ||
+            result.length !== slice.length ||
+            !Array.from(result).every(isValidEntry)
+          ) {
             throw new ConformanceError(
               'sink.one-status-per-event',
               kindOf(sink),

@@ -71,6 +71,24 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(await codes(make)).toContain('sink.one-status-per-event')
   })
 
+  it('sink.one-status-per-event: a sink that returns an array with a hole', async () => {
+    const make = (): StoreSink => {
+      const sink = good()
+      return {
+        ...sink,
+        write: async (events) => {
+          await sink.write(events)
+          const result: ('delivered' | 'errored')[] = events.events.map(() => 'delivered')
+          delete result[0]
+          return result
+        },
+      }
+    }
+    const found = await checkSink(make, { read, timeoutMs: 300 })
+    expect(found.map((f) => f.code)).toEqual(['sink.one-status-per-event', 'sink.in-topology'])
+    expect(found[0]!.message).toContain('write of 6 event(s) returned [ <1 empty item>,')
+  })
+
   it('sink.flushes-on-stop: a buffering sink whose stop() forgets the buffer', async () => {
     const make = (): StoreSink => {
       const stored: JsonObject[] = []
