@@ -103,11 +103,26 @@ function scripted(controller: AbortController) {
       }
     },
     async sendEvents(events: EventArray) {
-      // Own notifiers: the suite can only end them; it counts them as one sent batch.
+      // Events with the source's own notifiers: scripted as a send is, accepted when the test
+      // accepts them, and ended with the status the test resolves (which their notifiers report).
       const records = events.events.map((e) => ({ ...e.fields }) as JsonObject)
-      events.end('delivered')
-      sent.push({ records, accept: () => {}, resolve: () => {} })
+      let accept!: () => void
+      const accepted = new Promise<void>((r) => {
+        accept = r
+      })
+      let ended = false
+      const resolve = (status: BatchStatus): void => {
+        if (ended) return
+        ended = true
+        for (const event of events.events) if (!event.isEnded) event.end(status)
+      }
+      sent.push({ records, accept, resolve })
       for (const wake of waiters.splice(0)) wake()
+      if (released) {
+        accept()
+        resolve('errored')
+      }
+      await accepted
     },
   }
   const nextSend = (count: number): Promise<void> =>

@@ -1,6 +1,6 @@
 // The source suite against a queue source that keeps every rule, and each rule against a source
 // broken on purpose in exactly that way.
-import type { JsonObject } from '@ackline/core'
+import { BatchNotifier, EventArray, type JsonObject } from '@ackline/core'
 import { checkSource, type SourceUnderTest, sourceConformance } from '@ackline/testkit'
 import type { Source } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
@@ -202,5 +202,41 @@ describe('each source rule fails against a source broken that way', () => {
     )
     expect(found.map((f) => f.code)).toEqual(['source.acknowledges-only-delivered'])
     expect(found[0]!.message).toContain('the upstream heard "done" for 3 record(s) of an errored batch')
+  })
+
+  it('scripts a source that sends events with notifiers of its own as it scripts send', async () => {
+    // An offset-tracking source: its own notifier per batch; the upstream hears what it reports.
+    const make = (broken: boolean) => (): SourceUnderTest => {
+      const queue = new Queue()
+      const source: Source = {
+        kind: broken ? 'own_notifiers_acks_on_accept' : 'own_notifiers',
+        canAcknowledge: true,
+        async run(context) {
+          while (!context.signal.aborted && !(queue.closed && queue.waiting.length === 0)) {
+            await queue.next(context.signal)
+            const batch = queue.waiting.splice(0)
+            if (batch.length === 0) continue
+            const { notifier, receiver } = BatchNotifier.create({ sourceId: 'own' })
+            await context.sendEvents(EventArray.fromRecords(batch, { sourceId: 'own', batch: notifier }))
+            // Broken: acknowledges once the events are accepted, whatever becomes of them.
+            if (broken) queue.acked.push(...batch)
+            else
+              void receiver.promise.then((s) =>
+                (s === 'delivered' ? queue.acked : queue.failed).push(...batch),
+              )
+          }
+        },
+      }
+      return {
+        source,
+        feed: (records) => queue.publish(records),
+        end: () => queue.close(),
+        upstream: () => ({ acked: queue.acked, failed: queue.failed }),
+      }
+    }
+    expect((await checkSource(make(false), { timeoutMs: 500 })).map((f) => f.code)).toEqual([])
+    expect((await checkSource(make(true), { timeoutMs: 500 })).map((f) => f.code)).toEqual([
+      'source.acknowledges-only-delivered',
+    ])
   })
 })
