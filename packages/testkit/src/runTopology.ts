@@ -46,13 +46,22 @@ export async function runTopology(
     await finished
     return facts
   }
-  // start() itself may wait on timers (a sink's start), so it is pumped too.
+  // start() itself may wait on timers (a sink's start), so it is pumped too. A start that fails
+  // ends the pumping and is rethrown, as with real timers (held here, never an unhandled rejection).
   let started = false
-  const starting = topology.start().then(() => {
-    started = true
-  })
+  let failed: { readonly error: unknown } | undefined
+  const starting = topology.start().then(
+    () => {
+      started = true
+    },
+    (error: unknown) => {
+      failed = { error }
+    },
+  )
   const maxRounds = options.maxRounds ?? 1000
-  for (let round = 0; round < maxRounds && !(started && done); round++) await advance()
+  for (let round = 0; round < maxRounds && !(started && done) && failed === undefined; round++)
+    await advance()
+  if (failed !== undefined) throw failed.error
   if (!(started && done)) {
     throw new Error(
       `runTopology: the topology was still running after ${maxRounds} rounds of advanceTimers; a component waits on something other than timers (real I/O, an external event)`,

@@ -74,4 +74,35 @@ describe('a topology under fake timers', () => {
     vi.useRealTimers()
     await topology.stop()
   })
+
+  it('rejects with the error of a start that fails, without pumping to maxRounds or leaving it unhandled', async () => {
+    vi.useFakeTimers()
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', {
+        kind: 'list',
+        canAcknowledge: true,
+        async run(context) {
+          await context.send([{ n: 0 }])
+        },
+      })
+      .sink('out', ['in'], {
+        kind: 'db',
+        async start() {
+          throw new Error('no database')
+        },
+        async write() {
+          return undefined
+        },
+      })
+      .build()
+    let rounds = 0
+    const run = runTopology(topology, {
+      advanceTimers: async () => {
+        rounds++
+        await vi.runAllTimersAsync()
+      },
+    })
+    await expect(run).rejects.toThrow("out (start): sink 'out' (db) failed to start: no database")
+    expect(rounds).toBeLessThan(1000)
+  })
 })
