@@ -17,7 +17,7 @@ export interface RunTopologyOptions {
    * `() => jest.runAllTimersAsync()`, `() => clock.runAllAsync()`). Omit with real timers.
    */
   readonly advanceTimers?: () => Promise<unknown>
-  /** Rounds of `advanceTimers` before giving up (default 1000). */
+  /** Rounds of `advanceTimers` before giving up (default 1000); a whole number of 1 or more, else a `RangeError`. */
   readonly maxRounds?: number
 }
 
@@ -34,6 +34,17 @@ export async function runTopology(
   topology: Topology,
   options: RunTopologyOptions = {},
 ): Promise<LifecycleEvent[]> {
+  // Checked before the start: a bad bound would start the topology, pump it zero rounds and
+  // report it "still running after NaN rounds", leaving it running.
+  const maxRounds = options.maxRounds ?? 1000
+  if (!Number.isSafeInteger(maxRounds) || maxRounds < 1)
+    throw new RangeError(
+      `runTopology: 'maxRounds' must be a whole number of 1 or more, got ${String(maxRounds)}`,
+    )
+  if (options.advanceTimers !== undefined && typeof options.advanceTimers !== 'function')
+    throw new TypeError(
+      `runTopology: 'advanceTimers' must be a function, got ${typeof options.advanceTimers}`,
+    )
   const facts: LifecycleEvent[] = []
   topology.lifecycle.subscribe((fact) => facts.push(fact))
   let done = false
@@ -58,7 +69,6 @@ export async function runTopology(
       failed = { error }
     },
   )
-  const maxRounds = options.maxRounds ?? 1000
   for (let round = 0; round < maxRounds && !(started && done) && failed === undefined; round++)
     await advance()
   if (failed !== undefined) throw failed.error

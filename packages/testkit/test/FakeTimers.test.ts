@@ -105,4 +105,24 @@ describe('a topology under fake timers', () => {
     await expect(run).rejects.toThrow("out (start): sink 'out' (db) failed to start: no database")
     expect(rounds).toBeLessThan(1000)
   })
+
+  it('refuses a maxRounds it cannot pump, naming the field, before starting the topology', async () => {
+    let started = 0
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', {
+        kind: 'list',
+        canAcknowledge: true,
+        async run() {
+          started++
+        },
+      })
+      .sink('out', ['in'], { kind: 'null', write: async () => undefined })
+      .build()
+    for (const maxRounds of [Number.NaN, 0, -1, 2.5]) {
+      await expect(runTopology(topology, { advanceTimers: async () => {}, maxRounds })).rejects.toThrow(
+        `runTopology: 'maxRounds' must be a whole number of 1 or more, got ${maxRounds}`,
+      )
+    }
+    expect(started).toBe(0)
+  })
 })
