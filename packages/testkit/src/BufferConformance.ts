@@ -188,7 +188,17 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
           'every pushed event must come out of pull (in order, unless keepsOrder is false) exactly once, then pull resolves undefined',
         )
       }
-      await resolved(pushed, subject.timeoutMs ?? 5000, 'buffer.hands-out-what-it-accepts')
+      const statuses = await resolved(pushed, subject.timeoutMs ?? 5000, 'buffer.hands-out-what-it-accepts')
+      // The sink ended every event delivered: a batch told anything else was settled by the buffer.
+      const wrong = statuses.filter((status) => status !== 'delivered')
+      if (wrong.length > 0) {
+        throw new ConformanceError(
+          'buffer.never-acknowledges-before-the-sink',
+          KIND,
+          `the sink ended every event delivered, but ${wrong.length} of ${statuses.length} batch(es) resolved '${wrong[0]}'`,
+          "hand the pushed handles themselves to pull and never end them in the buffer: the status a batch resolves is the sink's",
+        )
+      }
     },
   },
   {

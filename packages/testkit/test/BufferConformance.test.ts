@@ -11,6 +11,7 @@ function queue(
     ackOnPush?: boolean
     lose?: boolean
     forget?: boolean
+    nackOnPull?: boolean
     emptyWhenIdle?: boolean
     repeatLast?: boolean
     ignoreAbort?: boolean
@@ -48,6 +49,12 @@ function queue(
       if (next === undefined && options.emptyWhenIdle === true) return Promise.resolve(new EventArray([]))
       // Broken: hands the last array out again once drained.
       if (next === undefined && closed && options.repeatLast === true) return Promise.resolve(last)
+      if (next !== undefined && options.nackOnPull === true) {
+        // Broken: settles the batch errored itself and hands out copies without its finalizers.
+        const copy = EventArray.fromRecords(next.events.map((e) => ({ ...e.fields }) as JsonObject))
+        next.end('errored')
+        return Promise.resolve(copy)
+      }
       if (next !== undefined || closed) return Promise.resolve(next)
       return new Promise((resolve) => {
         waiting = resolve
@@ -164,6 +171,14 @@ describe('each buffer rule fails against a buffer broken that way', () => {
     ])
     expect(found[0]!.message).toContain(
       'pull handed out an event that had already ended (after 6 record(s) came out)',
+    )
+  })
+
+  it('buffer.never-acknowledges-before-the-sink: a buffer that settles every batch errored itself', async () => {
+    const found = await checkBuffer(async () => ({ buffer: queue({ nackOnPull: true }) }), { timeoutMs: 300 })
+    expect(found.map((f) => f.code)).toEqual(['buffer.never-acknowledges-before-the-sink'])
+    expect(found[0]!.message).toContain(
+      "the sink ended every event delivered, but 3 of 3 batch(es) resolved 'errored'",
     )
   })
 
