@@ -186,6 +186,16 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
         const records = subject.records ?? defaultRecords()
         const { outcome, statuses, fields } = await writeOnce(sink, records, subject.timeoutMs ?? 5000)
         if ('error' in outcome) throw unexpected(sink, outcome.error)
+        // Failed as a throw is: a sink that reports the suite's records failed has nothing to check.
+        const failed = statuses.filter((status) => status !== 'delivered')
+        if (failed.length > 0) {
+          throw new ConformanceError(
+            'sink.delivers-good-records',
+            kindOf(sink),
+            `write reported ${failed.length} of the suite's ${statuses.length} record(s) '${failed[0]}'`,
+            'the suite needs records the sink can deliver: pass `records` your sink accepts',
+          )
+        }
         const stored = await storedBy(subject, sink)
         const missing = fields.filter((f, i) => statuses[i] === 'delivered' && !contains(stored, f))
         await stop()

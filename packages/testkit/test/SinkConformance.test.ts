@@ -85,8 +85,23 @@ describe('each sink rule fails against a sink broken that way', () => {
       }
     }
     const found = await checkSink(make, { read, timeoutMs: 300 })
-    expect(found.map((f) => f.code)).toEqual(['sink.one-status-per-event', 'sink.in-topology'])
+    expect(found.map((f) => f.code)).toEqual([
+      'sink.one-status-per-event',
+      'sink.delivers-good-records',
+      'sink.in-topology',
+    ])
     expect(found[0]!.message).toContain('write of 6 event(s) returned [ <1 empty item>,')
+  })
+
+  it('sink.delivers-good-records: a sink that stores nothing and reports every record errored', async () => {
+    const make = (): StoreSink => ({
+      ...good(),
+      kind: 'never',
+      write: async (events) => events.events.map(() => 'errored' as const),
+    })
+    const found = await checkSink(make, { read, timeoutMs: 300 })
+    expect(found.map((f) => f.code)).toEqual(['sink.delivers-good-records'])
+    expect(found[0]!.message).toContain("write reported 6 of the suite's 6 record(s) 'errored'")
   })
 
   it('sink.flushes-on-stop: a buffering sink whose stop() forgets the buffer', async () => {
