@@ -133,9 +133,12 @@ export class CrashLoopReport {
     return new Set(this.rounds.flatMap((r) => r.keys[kind] ?? []))
   }
 
-  /** The keys reported under `kind` that are not in `stored` (what your sink holds now), sorted. */
-  lost(stored: Iterable<string>, kind: string = this.count): string[] {
-    const have = new Set(stored)
+  /**
+   * The keys reported under `kind` that are not in `stored` (what your sink holds now), sorted.
+   * Keys are compared as strings, as the child reported them: a stored id `7` matches key `'7'`.
+   */
+  lost(stored: Iterable<string | number>, kind: string = this.count): string[] {
+    const have = new Set(Array.from(stored, String))
     return [...this.keys(kind)].filter((key) => !have.has(key)).sort()
   }
 
@@ -143,7 +146,7 @@ export class CrashLoopReport {
    * Throws a {@link CrashLoopError} (`LOST`) listing the keys reported under `kind` that are not in
    * `stored`, with the seed and the runs; does nothing when every reported key is stored.
    */
-  expectNoLoss(stored: Iterable<string>, kind: string = this.count): void {
+  expectNoLoss(stored: Iterable<string | number>, kind: string = this.count): void {
     const lost = this.lost(stored, kind)
     if (lost.length === 0) return
     const shown = lost.slice(0, 20).join(', ') + (lost.length > 20 ? `, … (${lost.length} in all)` : '')

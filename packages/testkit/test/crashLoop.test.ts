@@ -4,7 +4,13 @@
 // crashLoop.mutation.test.ts runs real topologies with CrashReporter.
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { CrashLoopError, type CrashLoopOptions, CrashReporter, crashLoop } from '@ackline/testkit'
+import {
+  CrashLoopError,
+  type CrashLoopOptions,
+  CrashLoopReport,
+  CrashReporter,
+  crashLoop,
+} from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
@@ -157,6 +163,24 @@ describe('crashLoop', () => {
     expect([run!.counts.constructor, run!.counts.toString, run!.keys.constructor]).toEqual([1, 2, ['a']])
     expect([...report.keys('toString')]).toEqual([])
     expect([...report.keys('constructor')]).toEqual(['a'])
+  })
+
+  it('compares stored ids with the reported keys as strings, so numeric ids from a database match', async () => {
+    const report = new CrashLoopReport(1, 'delivered', [
+      {
+        round: 0,
+        counts: { delivered: 3 },
+        keys: { delivered: ['1', '2', '10'] },
+        pid: 1,
+        killAfter: undefined,
+        reportedAtKill: undefined,
+        ending: 'exited',
+        repeated: 0,
+        checked: true,
+      },
+    ])
+    expect(report.lost([1, 10])).toEqual(['2'])
+    expect(() => report.expectNoLoss([1, 2, 10])).not.toThrow()
   })
 
   it('fails when a child reports nothing within the bound, and kills it', async () => {
