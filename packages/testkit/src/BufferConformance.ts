@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { inspect } from 'node:util'
 import type { BatchStatus, BatchStatusReceiver, EventArray, JsonObject, LogEvent } from '@ackline/core'
 import type { EdgeBuffer } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
@@ -70,8 +71,16 @@ async function drain(
 ) {
   const out: JsonObject[] = []
   for (let pulls = 1; ; pulls++) {
-    const next = await within(buffer.pull(), timeoutMs, () => hang('pull'))
+    const next: unknown = await within(buffer.pull(), timeoutMs, () => hang('pull'))
     if (next === undefined) return out
+    if (!isEventArray(next)) {
+      throw new ConformanceError(
+        'buffer.hands-out-what-it-accepts',
+        KIND,
+        `pull resolved ${inspect(next, { depth: 1, breakLength: Number.POSITIVE_INFINITY })}, which is neither an EventArray nor undefined`,
+        'resolve pull with the EventArray that was pushed (not its `events`), or undefined once closed and drained',
+      )
+    }
     if (next.events.some((event) => event.isEnded)) {
       throw new ConformanceError(
         'buffer.hands-out-what-it-accepts',
@@ -93,6 +102,13 @@ async function drain(
   }
 }
 
+/** Whether `value` is an `EventArray` (read by shape: a buffer may build it with its own copy of the core). */
+const isEventArray = (value: unknown): value is EventArray =>
+  typeof value === 'object' &&
+  value !== null &&
+  Array.isArray((value as EventArray).events) &&
+  typeof (value as EventArray).end === 'function'
+
 /** A batch a rule pushed: the handles it gave the buffer, and what its source hears. */
 type Pushed = { readonly events: EventArray; readonly receiver: BatchStatusReceiver }
 
@@ -101,6 +117,17 @@ function endLive(pushed: readonly Pushed[]): LogEvent[] {
   const live = pushed.flatMap((p) => p.events.events.filter((event) => !event.isEnded))
   for (const event of live) event.end('errored')
   return live
+}
+
+/** Runs a rule's `body` over the batches it pushes; a failure first ends what the buffer left live. */
+async function endingOnFailure(body: (pushed: Pushed[]) => Promise<void>): Promise<void> {
+  const pushed: Pushed[] = []
+  try {
+    await body(pushed)
+  } catch (error) {
+    endLive(pushed)
+    throw error
+  }
 }
 
 /**
@@ -167,38 +194,40 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       const { buffer } = await made(subject)
       const records = subject.records ?? defaultRecords()
       const slices = [records.slice(0, 2), records.slice(2, 3), records.slice(3)]
-      const pushed = []
-      for (const slice of slices) {
-        const batch = batchOf(slice)
-        pushed.push(batch)
-        await step(subject, 'push()', () => buffer.push(batch.events))
-      }
-      await step(subject, 'close()', () => buffer.close())
-      const out = await drain(buffer, subject.timeoutMs ?? 5000, {
-        records: records.length,
-        arrays: slices.length,
+      await endingOnFailure(async (pushed) => {
+        for (const slice of slices) {
+          const batch = batchOf(slice)
+          pushed.push(batch)
+          await step(subject, 'push()', () => buffer.push(batch.events))
+        }
+        await step(subject, 'close()', () => buffer.close())
+        const out = await drain(buffer, subject.timeoutMs ?? 5000, {
+          records: records.length,
+          arrays: slices.length,
+        })
+        const again = await within(buffer.pull(), subject.timeoutMs ?? 5000, () =>
+          hang('a pull after the end'),
+        )
+        if (!sameRecords(out, records, subject.keepsOrder ?? true) || again !== undefined) {
+          throw new ConformanceError(
+            'buffer.hands-out-what-it-accepts',
+            KIND,
+            `pushed ${records.length} record(s), pulled ${JSON.stringify(out)}${again === undefined ? '' : ', and pull went on after the end'}`,
+            'every pushed event must come out of pull (in order, unless keepsOrder is false) exactly once, then pull resolves undefined',
+          )
+        }
+        const statuses = await resolved(pushed, subject.timeoutMs ?? 5000, 'buffer.hands-out-what-it-accepts')
+        // The sink ended every event delivered: a batch told anything else was settled by the buffer.
+        const wrong = statuses.filter((status) => status !== 'delivered')
+        if (wrong.length > 0) {
+          throw new ConformanceError(
+            'buffer.never-acknowledges-before-the-sink',
+            KIND,
+            `the sink ended every event delivered, but ${wrong.length} of ${statuses.length} batch(es) resolved '${wrong[0]}'`,
+            "hand the pushed handles themselves to pull and never end them in the buffer: the status a batch resolves is the sink's",
+          )
+        }
       })
-      const again = await within(buffer.pull(), subject.timeoutMs ?? 5000, () => hang('a pull after the end'))
-      if (!sameRecords(out, records, subject.keepsOrder ?? true) || again !== undefined) {
-        endLive(pushed)
-        throw new ConformanceError(
-          'buffer.hands-out-what-it-accepts',
-          KIND,
-          `pushed ${records.length} record(s), pulled ${JSON.stringify(out)}${again === undefined ? '' : ', and pull went on after the end'}`,
-          'every pushed event must come out of pull (in order, unless keepsOrder is false) exactly once, then pull resolves undefined',
-        )
-      }
-      const statuses = await resolved(pushed, subject.timeoutMs ?? 5000, 'buffer.hands-out-what-it-accepts')
-      // The sink ended every event delivered: a batch told anything else was settled by the buffer.
-      const wrong = statuses.filter((status) => status !== 'delivered')
-      if (wrong.length > 0) {
-        throw new ConformanceError(
-          'buffer.never-acknowledges-before-the-sink',
-          KIND,
-          `the sink ended every event delivered, but ${wrong.length} of ${statuses.length} batch(es) resolved '${wrong[0]}'`,
-          "hand the pushed handles themselves to pull and never end them in the buffer: the status a batch resolves is the sink's",
-        )
-      }
     },
   },
   {
@@ -209,28 +238,31 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       if (subject.acknowledgesOnWrite === true) return
       const { buffer } = await made(subject)
       const records = subject.records ?? defaultRecords()
-      const batch = batchOf(records)
-      const { receiver } = batch
-      await step(subject, 'push()', () => buffer.push(batch.events))
-      await turns()
-      const early = receiver.isResolved
-      await step(subject, 'close()', () => buffer.close())
-      await drain(buffer, subject.timeoutMs ?? 5000, { records: records.length, arrays: 1 }, 'errored')
-      const [status] = await resolved(
-        [batch],
-        subject.timeoutMs ?? 5000,
-        'buffer.never-acknowledges-before-the-sink',
-      )
-      if (early || status !== 'errored') {
-        throw new ConformanceError(
+      await endingOnFailure(async (pushed) => {
+        const batch = batchOf(records)
+        pushed.push(batch)
+        const { receiver } = batch
+        await step(subject, 'push()', () => buffer.push(batch.events))
+        await turns()
+        const early = receiver.isResolved
+        await step(subject, 'close()', () => buffer.close())
+        await drain(buffer, subject.timeoutMs ?? 5000, { records: records.length, arrays: 1 }, 'errored')
+        const [status] = await resolved(
+          [batch],
+          subject.timeoutMs ?? 5000,
           'buffer.never-acknowledges-before-the-sink',
-          KIND,
-          early
-            ? 'the batch resolved before any event was pulled'
-            : `the sink ended every event errored, the batch resolved '${status}'`,
-          'hand the pushed handles themselves to pull and never end them in the buffer (unless it promises durability: set acknowledgesOnWrite)',
         )
-      }
+        if (early || status !== 'errored') {
+          throw new ConformanceError(
+            'buffer.never-acknowledges-before-the-sink',
+            KIND,
+            early
+              ? 'the batch resolved before any event was pulled'
+              : `the sink ended every event errored, the batch resolved '${status}'`,
+            'hand the pushed handles themselves to pull and never end them in the buffer (unless it promises durability: set acknowledgesOnWrite)',
+          )
+        }
+      })
     },
   },
   {
@@ -246,37 +278,39 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       })
       await turns()
       const early = settled
-      const batch = batchOf((subject.records ?? defaultRecords()).slice(0, 1))
-      await step(subject, 'push()', () => buffer.push(batch.events))
-      const got = await within(waiting, timeoutMs, () =>
-        hang('a pull waiting for a push', 'buffer.pull-waits'),
-      )
-      got?.end('delivered')
-      const controller = new AbortController()
-      const aborted = buffer.pull(controller.signal)
-      controller.abort()
-      const afterAbort = await within(aborted, timeoutMs, () =>
-        hang('a pull whose signal aborted', 'buffer.pull-waits'),
-      )
-      const atClose = buffer.pull()
-      await step(subject, 'close()', () => buffer.close())
-      const afterClose = await within(atClose, timeoutMs, () =>
-        hang('a pull pending at close', 'buffer.pull-waits'),
-      )
-      if (early || got === undefined || afterAbort !== undefined || afterClose !== undefined) {
-        endLive([batch])
-        throw new ConformanceError(
-          'buffer.pull-waits',
-          KIND,
-          early
-            ? 'pull on an empty buffer resolved before any push'
-            : got === undefined
-              ? 'a waiting pull did not get the next push'
-              : 'pull did not resolve undefined after its signal aborted or the buffer closed',
-          'pull waits until an array is available; it resolves undefined when its signal aborts, or once closed and drained',
+      await endingOnFailure(async (pushed) => {
+        const batch = batchOf((subject.records ?? defaultRecords()).slice(0, 1))
+        pushed.push(batch)
+        await step(subject, 'push()', () => buffer.push(batch.events))
+        const got = await within(waiting, timeoutMs, () =>
+          hang('a pull waiting for a push', 'buffer.pull-waits'),
         )
-      }
-      await resolved([batch], timeoutMs, 'buffer.pull-waits')
+        if (isEventArray(got)) got.end('delivered')
+        const controller = new AbortController()
+        const aborted = buffer.pull(controller.signal)
+        controller.abort()
+        const afterAbort = await within(aborted, timeoutMs, () =>
+          hang('a pull whose signal aborted', 'buffer.pull-waits'),
+        )
+        const atClose = buffer.pull()
+        await step(subject, 'close()', () => buffer.close())
+        const afterClose = await within(atClose, timeoutMs, () =>
+          hang('a pull pending at close', 'buffer.pull-waits'),
+        )
+        if (early || !isEventArray(got) || afterAbort !== undefined || afterClose !== undefined) {
+          throw new ConformanceError(
+            'buffer.pull-waits',
+            KIND,
+            early
+              ? 'pull on an empty buffer resolved before any push'
+              : !isEventArray(got)
+                ? `a waiting pull did not get the next push, but ${inspect(got, { depth: 1, breakLength: Number.POSITIVE_INFINITY })}`
+                : 'pull did not resolve undefined after its signal aborted or the buffer closed',
+            'pull waits until an array is available; it resolves undefined when its signal aborts, or once closed and drained',
+          )
+        }
+        await resolved([batch], timeoutMs, 'buffer.pull-waits')
+      })
     },
   },
   {

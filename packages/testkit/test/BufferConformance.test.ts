@@ -12,6 +12,7 @@ function queue(
     lose?: boolean
     forget?: boolean
     nackOnPull?: boolean
+    plainArrays?: boolean
     emptyWhenIdle?: boolean
     repeatLast?: boolean
     ignoreAbort?: boolean
@@ -49,6 +50,8 @@ function queue(
       if (next === undefined && options.emptyWhenIdle === true) return Promise.resolve(new EventArray([]))
       // Broken: hands the last array out again once drained.
       if (next === undefined && closed && options.repeatLast === true) return Promise.resolve(last)
+      // Broken: hands out the array of handles, not the EventArray.
+      if (next !== undefined && options.plainArrays === true) return Promise.resolve(next.events as never)
       if (next !== undefined && options.nackOnPull === true) {
         // Broken: settles the batch errored itself and hands out copies without its finalizers.
         const copy = EventArray.fromRecords(next.events.map((e) => ({ ...e.fields }) as JsonObject))
@@ -180,6 +183,28 @@ describe('each buffer rule fails against a buffer broken that way', () => {
     expect(found[0]!.message).toContain(
       "the sink ended every event delivered, but 3 of 3 batch(es) resolved 'errored'",
     )
+  })
+
+  it('buffer.hands-out-what-it-accepts: a pull that resolves something else than an EventArray is named, and nothing is left live', async () => {
+    const handed: EventArray[] = []
+    const found = await checkBuffer(
+      async () => {
+        const buffer = queue({ plainArrays: true })
+        const push = (events: EventArray) => {
+          handed.push(events)
+          return buffer.push(events)
+        }
+        return { buffer: { ...buffer, push } }
+      },
+      { timeoutMs: 300 },
+    )
+    expect(found.map((f) => f.code)).toEqual([
+      'buffer.hands-out-what-it-accepts',
+      'buffer.hands-out-what-it-accepts',
+    ])
+    expect(found[0]!.message).toContain('pull resolved [ LogEvent {')
+    expect(found[0]!.message).toContain('which is neither an EventArray nor undefined')
+    expect(handed.flatMap((a) => a.events).every((e) => e.isEnded)).toBe(true)
   })
 
   it('buffer.pull-waits: a buffer whose pull ignores its signal', async () => {
