@@ -186,6 +186,9 @@ function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 
 const TAIL = 4000
 
+/** The signals that end a test process without an 'exit' event, by default. */
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
+
 /** Checks the options a caller passes; a bad one is a programming error, named by its field. */
 function validate(options: CrashLoopOptions): void {
   if ((options.script === undefined) === (options.command === undefined))
@@ -268,6 +271,15 @@ export async function crashLoop(options: CrashLoopOptions): Promise<CrashLoopRep
     for (const child of live) killGroup(child, 'SIGKILL')
   }
   process.on('exit', onExit)
+  // A signal that ends this process (Ctrl-C, a runner's SIGTERM) fires no 'exit', and a child in
+  // its own group does not get it: kill the children, then let the signal act as it would have
+  // without this listener (re-raised when no other listener is left to decide).
+  const onSignal = (signal: NodeJS.Signals): void => {
+    for (const s of SIGNALS) process.off(s, onSignal)
+    onExit()
+    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal)
+  }
+  for (const s of SIGNALS) process.on(s, onSignal)
   const seen = new Set<string>()
   const rounds: CrashRound[] = []
   try {
@@ -291,6 +303,7 @@ export async function crashLoop(options: CrashLoopOptions): Promise<CrashLoopRep
   } finally {
     onExit()
     process.off('exit', onExit)
+    for (const s of SIGNALS) process.off(s, onSignal)
   }
   return new CrashLoopReport(seed, count, rounds)
 }

@@ -2,6 +2,7 @@
 // fails clearly (leaving no child behind) when a child exits early or goes silent. The children
 // here are plain JavaScript speaking the line protocol, so each starts in a blink;
 // crashLoop.mutation.test.ts runs real topologies with CrashReporter.
+import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import {
@@ -220,6 +221,39 @@ describe('crashLoop', () => {
     const deadline = Date.now() + 5000
     while (alive(grandchild) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
     expect(alive(grandchild)).toBe(false)
+  })
+
+  it('kills the child when a signal ends the test process (no exit event comes then)', async () => {
+    const parent = spawn(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', fixture('crashLoopParent.ts')],
+      {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    )
+    let child = 0
+    try {
+      child = await new Promise<number>((resolve, reject) => {
+        let out = ''
+        parent.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+          out += chunk
+          const m = /child (\d+)/.exec(out)
+          if (m !== null) resolve(Number(m[1]))
+        })
+        parent.once('exit', (code) => reject(new Error(`the parent exited first (${code})`)))
+      })
+      const exited = new Promise((resolve) => parent.once('exit', (_code, signal) => resolve(signal)))
+      parent.kill('SIGTERM')
+      expect(await exited).toBe('SIGTERM')
+      // SIGKILL reached its group; the kernel ends it when it next schedules it (bounded wait).
+      const deadline = Date.now() + 5000
+      while (alive(child) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(alive(child)).toBe(false)
+    } finally {
+      if (child > 0 && alive(child)) process.kill(child, 'SIGKILL')
+      parent.kill('SIGKILL')
+    }
   })
 
   it('rejects options it cannot run, naming the field', async () => {
