@@ -72,7 +72,18 @@ function scripted(controller: AbortController) {
     acknowledgements: true,
     signal: controller.signal,
     async send(records) {
-      const list = [...records].map((r) => structuredClone(r))
+      // Refused as the runtime refuses it, before anything is sent: a source that sends something
+      // else than records must fail here as it would in a topology.
+      const given: unknown[] = [...records]
+      given.forEach((record, i) => {
+        if (typeof record !== 'object' || record === null || Array.isArray(record)) {
+          const got = record === null ? 'null' : Array.isArray(record) ? 'an array' : `a ${typeof record}`
+          throw new TypeError(
+            `source 'conformance': record ${i} of a send is ${got}; a record must be a JSON object`,
+          )
+        }
+      })
+      const list = (given as JsonObject[]).map((r) => structuredClone(r))
       let accept!: () => void
       let resolve!: (status: BatchStatus) => void
       const accepted = new Promise<void>((r) => {

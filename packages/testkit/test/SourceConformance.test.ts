@@ -239,4 +239,28 @@ describe('each source rule fails against a source broken that way', () => {
       'source.acknowledges-only-delivered',
     ])
   })
+
+  it('refuses a send of something else than records, as the runtime does, so such a source fails', async () => {
+    const make = (): SourceUnderTest => {
+      const queue = new Queue()
+      const good = queueSource(queue, 'good')
+      return {
+        source: {
+          ...good,
+          kind: 'nulls',
+          // Broken: sends null in place of each record.
+          run: (context) =>
+            good.run({ ...context, send: (records) => context.send([...records].map(() => null as never)) }),
+        },
+        feed: (records) => queue.publish(records),
+        end: () => queue.close(),
+        upstream: () => ({ acked: queue.acked, failed: queue.failed }),
+      }
+    }
+    const found = await checkSource(make, { timeoutMs: 500 })
+    expect(found.map((f) => f.message.split('\n')[0])).toEqual([
+      "source.run-throws (nulls): run() threw: source 'conformance': record 0 of a send is null; a record must be a JSON object",
+      "source.run-throws (nulls): run() threw: source 'conformance': record 0 of a send is null; a record must be a JSON object",
+    ])
+  })
 })
