@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { MAX_TIMER_MS } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
 import { describeThrown } from './internal/describeThrown.js'
 
@@ -41,7 +42,20 @@ export function resolveRunner(runner: ConformanceRunner | undefined): Conformanc
   )
 }
 
-/** Registers one test per rule under `name`. */
+/**
+ * Refuses a `timeoutMs` option no timer can wait: Node fires a delay of `NaN`, 0 or less, or past
+ * 2^31 - 1 ms after 1 ms, so every rule would fail at once on a correct component.
+ */
+function checkTimeout(subject: unknown, where: string): void {
+  const timeoutMs: unknown = (subject as { readonly timeoutMs?: unknown }).timeoutMs
+  if (timeoutMs === undefined) return
+  if (typeof timeoutMs !== 'number' || !(timeoutMs >= 1 && timeoutMs <= MAX_TIMER_MS))
+    throw new RangeError(
+      `${where}: 'timeoutMs' must be a number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${describeThrown(timeoutMs)}`,
+    )
+}
+
+/** Registers one test per rule under `name`, each with the runner's timeout `timeoutMs` (capped at what a timer holds). */
 export function register<S>(
   name: string,
   rules: readonly ConformanceRule<S>[],
@@ -49,9 +63,11 @@ export function register<S>(
   runner: ConformanceRunner | undefined,
   timeoutMs: number,
 ): void {
+  checkTimeout(subject, `conformance suite '${name}'`)
   const { describe, it } = resolveRunner(runner)
+  const bound = Math.min(timeoutMs, MAX_TIMER_MS)
   describe(name, () => {
-    for (const rule of rules) it(`${rule.id}: ${rule.title}`, () => rule.check(subject), timeoutMs)
+    for (const rule of rules) it(`${rule.id}: ${rule.title}`, () => rule.check(subject), bound)
   })
 }
 
@@ -61,6 +77,7 @@ export async function runRules<S>(
   subject: S,
   component: string,
 ): Promise<ConformanceError[]> {
+  checkTimeout(subject, `the ${component} conformance check`)
   const failures: ConformanceError[] = []
   for (const rule of rules) {
     try {

@@ -38,7 +38,8 @@ export interface SinkConformanceOptions<S extends Sink = Sink> {
   readonly read?: (sink: S) => Promise<readonly JsonObject[]> | readonly JsonObject[]
   /** The test runner's `describe` and `it` (default: those on `globalThis`). */
   readonly runner?: ConformanceRunner
-  /** How long `stop()` and a write may take, in milliseconds (default 5000). */
+  /** How long `stop()` and a write may take, in milliseconds (default 5000; from 1 to
+   * 2^31 - 1, what a timer holds, else a `RangeError` naming it). */
   readonly timeoutMs?: number
 }
 

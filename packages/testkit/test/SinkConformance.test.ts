@@ -223,4 +223,15 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(writes).toHaveLength(4)
     expect(writes[3]!.events.every((e) => e.isEnded)).toBe(true)
   })
+
+  it('refuses a timeoutMs no timer can wait, naming it, instead of failing every rule of a correct sink at once', async () => {
+    for (const timeoutMs of [Number.NaN, 0, -5, 2 ** 31, Number.POSITIVE_INFINITY]) {
+      await expect(checkSink(good, { read, timeoutMs })).rejects.toThrow(
+        `the sink conformance check: 'timeoutMs' must be a number of milliseconds from 1 to 2147483647, got ${timeoutMs}`,
+      )
+      expect(() =>
+        sinkConformance('mine', good, { read, timeoutMs, runner: { describe: () => {}, it: () => {} } }),
+      ).toThrow(`conformance suite 'mine': 'timeoutMs' must be a number of milliseconds from 1 to 2147483647`)
+    }
+  })
 })
