@@ -186,6 +186,9 @@ function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 
 const TAIL = 4000
 
+/** The longest line kept whole, in UTF-16 code units: a report of some 100 000 keys. */
+const MAX_LINE = 8 * 1024 * 1024
+
 /** The signals that end a test process without an 'exit' event, by default. */
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
 
@@ -466,9 +469,21 @@ function runOnce(
     }
     readable.setEncoding('utf8')
     readable.on('data', (chunk: string) => {
-      const parts = (pending + chunk).split('\n')
-      pending = parts.pop()! // an unfinished line (a kill may cut it): read once it is whole
-      for (const line of parts) read(line)
+      // Only the new chunk is searched: splitting what was pending again at every chunk made
+      // output without newlines (binary, a progress bar) cost time quadratic in its length.
+      let start = 0
+      for (let end = chunk.indexOf('\n'); end !== -1; end = chunk.indexOf('\n', start)) {
+        read(pending + chunk.slice(start, end))
+        pending = ''
+        start = end + 1
+      }
+      pending += chunk.slice(start) // an unfinished line (a kill may cut it): read once it is whole
+      if (pending.length > MAX_LINE) {
+        // Too long for a report: read as it is (a report this long fails as BAD_REPORT), not kept.
+        const line = pending
+        pending = ''
+        read(line)
+      }
     })
     // At the end of the output, a last line without its newline is whole unless the loop's
     // SIGKILL cut it: a child that printed its last report so and exited is read, not dropped.

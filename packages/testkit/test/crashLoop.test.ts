@@ -184,6 +184,27 @@ describe('crashLoop', () => {
     expect(() => report.expectNoLoss([1, 2, 10])).not.toThrow()
   })
 
+  it('reads output without newlines in bounded pieces, and the report after it', async () => {
+    const pieces: number[] = []
+    const report = await crashLoop({
+      command: process.execPath,
+      args: [
+        '-e',
+        `const b = Buffer.alloc(1 << 20, 120); for (let i = 0; i < 32; i++) require('fs').writeSync(1, b)
+         require('fs').writeSync(1, '\\n@ackline/testkit:crash delivered 1 ["k"]\\n')`,
+      ],
+      rounds: 0,
+      killAfter: { min: 1, max: 1 },
+      log: () => {},
+      onOutput: (line, stream) => {
+        if (stream === 'stdout') pieces.push(line.length)
+      },
+    })
+    expect(report.rounds.map((r) => [r.ending, r.keys.delivered])).toEqual([['exited', ['k']]])
+    expect(pieces.reduce((a, b) => a + b, 0)).toBe(32 * 2 ** 20)
+    expect(Math.max(...pieces)).toBeLessThanOrEqual(9 * 2 ** 20)
+  })
+
   it('fails when a child reports nothing within the bound, and kills it', async () => {
     const output: string[] = []
     const error = await crashLoop({
