@@ -46,7 +46,10 @@ export interface TcpProxy {
   readonly open: number
   /** How many calls of `cut()` dropped at least one connection. */
   readonly cuts: number
-  /** The first error `onData` threw (its `cause`), whose connection was dropped; `undefined` if none. */
+  /**
+   * The first error `onData` threw (its `cause`), whose connection was dropped, or the listener's
+   * own error (accepting a connection failed); `undefined` if none.
+   */
   readonly error: Error | undefined
   /** Destroys every connection open now (both sides); new connections are accepted again at once. */
   cut(): void
@@ -198,6 +201,12 @@ export async function tcpProxy(options: TcpProxyOptions): Promise<TcpProxy> {
     server.close()
     throw new Error('tcpProxy: the listener has no TCP port')
   }
-  proxy = new RunningProxy(server, address.port)
-  return proxy
+  const running = new RunningProxy(server, address.port)
+  proxy = running
+  // A listener's error once listening (EMFILE when accepting, as a test that opens many
+  // connections can cause) would be an uncaught exception without a listener: it is kept instead.
+  server.on('error', (cause: Error) => {
+    running.error ??= new Error(`tcpProxy: the listener failed: ${cause.message}`, { cause })
+  })
+  return running
 }

@@ -167,6 +167,18 @@ describe('tcpProxy', () => {
     })
   }
 
+  it('keeps an error of its listener (accepting failed) and reports it from close(), not as an uncaught exception', async () => {
+    const proxy = await tcpProxy({ target: { host: '127.0.0.1', port: echoPort } })
+    const emfile = Object.assign(new Error('accept EMFILE'), { code: 'EMFILE' })
+    // What Node's server emits when it cannot accept a connection.
+    ;(proxy as unknown as { server: Server }).server.emit('error', emfile)
+    expect(proxy.error?.message).toBe('tcpProxy: the listener failed: accept EMFILE')
+    expect(proxy.error?.cause).toBe(emfile)
+    const socket = await roundTrip(proxy.port, 'still forwarding')
+    socket.destroy()
+    await expect(proxy.close()).rejects.toBe(proxy.error)
+  })
+
   it('refuses a target it cannot connect to, naming the field, instead of throwing at the first client', async () => {
     await expect(tcpProxy({ target: { host: '127.0.0.1', port: 70000 } })).rejects.toThrow(
       "tcpProxy: 'target.port' must be an integer from 1 to 65535, got 70000",
