@@ -9,7 +9,7 @@
  * @module
  */
 import { inspect, isDeepStrictEqual } from 'node:util'
-import type { JsonObject } from '@ackline/core'
+import type { DeliveryStatus, JsonObject, LogEvent } from '@ackline/core'
 import type { Sink } from '@ackline/topology'
 import { TopologyBuilder } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
@@ -25,6 +25,7 @@ import { DeliveryLedger } from './DeliveryLedger.js'
 import { classifyError, classifyResult, isValidEntry } from './internal/classifyResult.js'
 import { describeThrown } from './internal/describeThrown.js'
 import { batchOf, defaultRecords, listSource, runTopology } from './internal/fixtures.js'
+import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
 
 /** Options of {@link sinkConformance} and {@link checkSink}. */
 export interface SinkConformanceOptions<S extends Sink = Sink> {
@@ -47,9 +48,91 @@ type Subject = { readonly make: () => Sink | Promise<Sink> } & SinkConformanceOp
 
 const kindOf = (sink: Sink): string => sink.kind
 
+/**
+ * A batch whose ends the suite watches (own properties on its handles and array, as the transform
+ * suite does): what the sink ends is counted, and the suite ends the rest with `end`. An end the
+ * sink makes of a handle already ended — late, from a confirm callback after its write returned —
+ * is counted and made harmless: it would throw `ALREADY_ENDED` in the sink's callback, an uncaught
+ * exception that ends the test process, and the rule could not name the sink.
+ */
+function watchedBatch(records: readonly JsonObject[]) {
+  const { events, receiver } = batchOf(records)
+  const ends = { bySink: 0, late: 0 }
+  let suite = false
+  for (const event of events.events) {
+    const end = event.end.bind(event)
+    Object.defineProperty(event, 'end', {
+      value: (...args: Parameters<LogEvent['end']>) => {
+        if (suite) return end(...args)
+        if (event.isEnded) {
+          ends.late++
+          return
+        }
+        ends.bySink++
+        end(...args)
+      },
+    })
+  }
+  Object.defineProperty(events, 'end', {
+    value: (...args: Parameters<LogEvent['end']>) => {
+      for (const event of events.events) event.end(...args)
+    },
+  })
+  /** Ends `event` for the suite (as the runtime would), unless it has ended. */
+  const endBySuite = (event: LogEvent, status?: DeliveryStatus): void => {
+    if (event.isEnded) return
+    suite = true
+    try {
+      event.end(status)
+    } finally {
+      suite = false
+    }
+  }
+  return { events, receiver, ends, endBySuite }
+}
+
+/**
+ * `sink` for a topology, with an end it makes of a handle already ended (late, from a callback
+ * after its write returned, when the runtime had settled it) made harmless: it would throw
+ * `ALREADY_ENDED` in the sink's callback, an uncaught exception that ends the test process. An end
+ * of a live handle goes through unchanged, the runtime's own included.
+ */
+function lateEndsHarmless(sink: Sink): Sink {
+  const guarded = new WeakSet<object>()
+  const guard = (
+    target: object,
+    end: (...args: Parameters<LogEvent['end']>) => void,
+    isEnded: () => boolean,
+  ) => {
+    if (guarded.has(target)) return
+    guarded.add(target)
+    Object.defineProperty(target, 'end', {
+      value: (...args: Parameters<LogEvent['end']>) => {
+        if (!isEnded()) end(...args)
+      },
+    })
+  }
+  return {
+    ...sink,
+    ...forwardMembers(sink, SINK_MEMBERS),
+    kind: sink.kind,
+    write(events) {
+      for (const event of events.events) guard(event, event.end.bind(event), () => event.isEnded)
+      guard(
+        events,
+        (...args) => {
+          for (const event of events.events) event.end(...args)
+        },
+        () => false,
+      )
+      return sink.write(events)
+    },
+  }
+}
+
 /** Writes one batch and returns what the write did, ending what the sink left live. */
 async function writeOnce(sink: Sink, records: readonly JsonObject[], timeoutMs: number) {
-  const { events, receiver } = batchOf(records)
+  const { events, receiver, ends, endBySuite } = watchedBatch(records)
   let outcome: { result: Awaited<ReturnType<Sink['write']>> } | { error: unknown }
   try {
     outcome = {
@@ -68,7 +151,7 @@ async function writeOnce(sink: Sink, records: readonly JsonObject[], timeoutMs: 
   } catch (error) {
     if (error instanceof ConformanceError) {
       // A write that did not settle: its events end errored, as at the runtime's stop deadline.
-      for (const e of events.events) if (!e.isEnded) e.end('errored')
+      for (const e of events.events) endBySuite(e, 'errored')
       throw error
     }
     outcome = { error }
@@ -81,10 +164,10 @@ async function writeOnce(sink: Sink, records: readonly JsonObject[], timeoutMs: 
       ? events.events.map(() => classifyError(outcome.error))
       : classifyResult(outcome.result, events.length)
   events.events.forEach((e, i) => {
-    if (!e.isEnded) e.end(statuses[i])
+    endBySuite(e, statuses[i])
   })
   await receiver
-  return { outcome, endedBySink, statuses, fields }
+  return { outcome, endedBySink, ends, statuses, fields }
 }
 
 const unexpected = (sink: Sink, error: unknown) =>
@@ -134,18 +217,21 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
     title: 'never ends an event itself; it reports statuses and the runtime ends the events',
     check: (subject) =>
       withSink(subject, async (sink, stop) => {
-        const { endedBySink } = await writeOnce(
+        const { endedBySink, ends } = await writeOnce(
           sink,
           subject.records ?? defaultRecords(),
           subject.timeoutMs ?? 5000,
         )
+        // After the stop, which waits for what the sink still has in flight (its confirms).
         await stop()
-        if (endedBySink > 0) {
+        if (endedBySink > 0 || ends.late > 0) {
           throw new ConformanceError(
             'sink.never-ends-events',
             kindOf(sink),
-            `${endedBySink} event(s) were already ended when write returned`,
-            'do not call event.end() or events.end() in a sink: return the statuses (or throw) and the runtime ends each event once',
+            endedBySink > 0
+              ? `${endedBySink} event(s) were already ended when write returned`
+              : `${ends.late} event(s) were ended by the sink after its write returned (the runtime had ended them)`,
+            'do not call event.end() or events.end() in a sink: return the statuses (or throw) and the runtime ends each event once; a sink that learns the outcome later (a confirm) awaits it in write',
           )
         }
       }),
@@ -247,7 +333,7 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
     check: (subject) =>
       withSink(subject, async (sink, stopSink) => {
         const timeoutMs = subject.timeoutMs ?? 5000
-        const { events, receiver } = batchOf(subject.records ?? defaultRecords())
+        const { events, receiver, endBySuite } = watchedBatch(subject.records ?? defaultRecords())
         const write = Promise.resolve()
           .then(() => sink.write(events))
           .then(
@@ -266,12 +352,12 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
               'let stop() wait for (or cancel) the write in flight, and make a cancelled write throw rather than hang',
             ),
         ).catch((error: unknown) => {
-          for (const e of events.events) if (!e.isEnded) e.end('errored')
+          for (const e of events.events) endBySuite(e, 'errored')
           throw error
         })
         const ended = events.events.filter((e) => e.isEnded).length
         events.events.forEach((e, i) => {
-          if (!e.isEnded) e.end(statuses[i])
+          endBySuite(e, statuses[i])
         })
         await receiver
         if (ended > 0) {
@@ -293,7 +379,7 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
       const ledger = new DeliveryLedger({ acknowledgements: true })
       const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
         .source('in', ledger.source('in', listSource([records.slice(0, 3), records.slice(3)])))
-        .sink('out', ['in'], ledger.sink('out', sink), { retry: { attempts: 1 } })
+        .sink('out', ['in'], ledger.sink('out', lateEndsHarmless(sink)), { retry: { attempts: 1 } })
         .build()
       const facts = await runTopology(
         topology,

@@ -234,4 +234,35 @@ describe('each sink rule fails against a sink broken that way', () => {
       ).toThrow(`conformance suite 'mine': 'timeoutMs' must be a number of milliseconds from 1 to 2147483647`)
     }
   })
+
+  it('sink.never-ends-events: a sink that ends its events from a confirm after write returned, without an uncaught exception', async () => {
+    const make = (): StoreSink => {
+      const sink = good()
+      const confirms = new Set<Promise<void>>()
+      return {
+        ...sink,
+        kind: 'confirm_later',
+        async write(events) {
+          await sink.write(events)
+          // Broken: ends the events when the confirm comes, after write returned.
+          const confirm = new Promise<void>((resolve) =>
+            setImmediate(() => {
+              events.end('delivered')
+              resolve()
+            }),
+          )
+          confirms.add(confirm)
+          return undefined
+        },
+        async stop() {
+          await Promise.all(confirms)
+        },
+      }
+    }
+    const found = await checkSink(make, { read, timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['sink.never-ends-events'])
+    expect(found[0]!.message).toContain(
+      'sink.never-ends-events (confirm_later): 6 event(s) were ended by the sink after its write returned (the runtime had ended them)',
+    )
+  })
 })
