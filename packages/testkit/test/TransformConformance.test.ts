@@ -142,6 +142,24 @@ describe('each transform rule fails against a transform broken that way', () => 
     expect(given.filter((e) => !e.isEnded)).toEqual([])
   })
 
+  it('transform.accounts-for-every-event: a transform that drops or ends its events after process returned, without an uncaught exception', async () => {
+    const late = (how: 'drop' | 'end'): Transform => ({
+      kind: `late_${how}`,
+      process(events, context) {
+        // Broken: lets go of the events only after the call returned.
+        setImmediate(() => {
+          for (const e of events) how === 'drop' ? context.drop(e) : e.end()
+        })
+      },
+    })
+    for (const how of ['drop', 'end'] as const) {
+      const found = await checkTransform(() => late(how), { timeoutMs: 500 })
+      expect(found.map((f) => f.code)).toContain('transform.accounts-for-every-event')
+      // Let the late calls of the last rule run: they must not throw.
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  })
+
   it('transform.keeps-order: a transform that reverses, when it says it keeps order', async () => {
     const reverse: Transform = {
       kind: 'reverse',
