@@ -112,14 +112,20 @@ class RunningProxy implements TcpProxy {
       return
     }
     // Called from a socket's 'data' event, where a throw would be an uncaught exception.
+    const failed = (cause: unknown): void => {
+      const reason = describeThrown(cause, true)
+      this.error ??= new Error(`tcpProxy: onData threw on connection ${id}: ${reason}`, { cause })
+      drop()
+    }
     const seen = (direction: TcpDirection, chunk: Buffer): boolean => {
       try {
-        onData(direction, chunk, id)
+        // An async onData's rejection would otherwise be unhandled: it drops the connection as a throw does.
+        const returned: unknown = onData(direction, chunk, id)
+        if (typeof (returned as PromiseLike<unknown> | undefined)?.then === 'function')
+          (returned as PromiseLike<unknown>).then(undefined, failed)
         return true
       } catch (cause) {
-        const reason = describeThrown(cause, true)
-        this.error ??= new Error(`tcpProxy: onData threw on connection ${id}: ${reason}`, { cause })
-        drop()
+        failed(cause)
         return false
       }
     }

@@ -189,6 +189,10 @@ const TAIL = 4000
 /** The longest line kept whole, in UTF-16 code units: a report of some 100 000 keys. */
 const MAX_LINE = 8 * 1024 * 1024
 
+/** Whether a callback returned a promise (typed `void`, an `async` one still returns one). */
+const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+  typeof (value as PromiseLike<unknown> | undefined)?.then === 'function'
+
 /** The signals that end a test process without an 'exit' event, by default. */
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
 
@@ -460,10 +464,14 @@ function runOnce(
       if (stream === 'stderr') stderrTail = (stderrTail + line + '\n').slice(-TAIL)
       if (stream === 'stdout' && line.includes(CRASH_REPORT_PREFIX)) onReport(line)
       else if (options.onOutput !== undefined) {
-        try {
-          options.onOutput(line, stream, round)
-        } catch (error) {
+        const failed = (error: unknown): void =>
           fail('CALLBACK_FAILED', `onOutput threw: ${describeThrown(error, true)}`)
+        try {
+          // An async onOutput's rejection would otherwise be unhandled: it fails the run as a throw does.
+          const returned: unknown = options.onOutput(line, stream, round)
+          if (isThenable(returned)) returned.then(undefined, failed)
+        } catch (error) {
+          failed(error)
         }
       }
     }

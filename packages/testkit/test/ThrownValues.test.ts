@@ -91,4 +91,34 @@ describe('a callback that throws a value String() cannot convert', () => {
     )
     await new Promise<void>((resolve) => echo.close(() => resolve()))
   })
+
+  it('treats a rejection of an async onOutput or onData as a throw, instead of leaving it unhandled', async () => {
+    const error = await crashLoop({
+      script: counter,
+      args: ['forever'],
+      rounds: 1,
+      killAfter: { min: 5, max: 5 },
+      log: () => {},
+      onOutput: async () => {
+        throw new Error('cannot log')
+      },
+    }).catch((e: unknown) => e)
+    expect((error as CrashLoopError).code).toBe('CALLBACK_FAILED')
+    expect((error as Error).message).toContain('onOutput threw: cannot log')
+    const echo = createServer((socket) => socket.pipe(socket))
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve))
+    const port = (echo.address() as { port: number }).port
+    const proxy = await tcpProxy({
+      target: { host: '127.0.0.1', port },
+      onData: async () => {
+        throw new Error('tap broke')
+      },
+    })
+    const socket = createConnection({ host: '127.0.0.1', port: proxy.port })
+    socket.on('error', () => {})
+    socket.write('hello')
+    await new Promise((resolve) => socket.once('close', resolve))
+    await expect(proxy.close()).rejects.toThrow('tcpProxy: onData threw on connection 1: tap broke')
+    await new Promise<void>((resolve) => echo.close(() => resolve()))
+  })
 })
