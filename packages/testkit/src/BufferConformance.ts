@@ -49,8 +49,10 @@ export interface BufferConformanceOptions {
   readonly acknowledgesOnWrite?: boolean
   /** The test runner's `describe` and `it` (default: those on `globalThis`). */
   readonly runner?: ConformanceRunner
-  /** How long a pull may take once something is in the buffer, in milliseconds (default 5000; from 1 to
-   * 2^31 - 1, what a timer holds, else a `RangeError` naming it). */
+  /**
+   * How long a pull may take once something is in the buffer, in milliseconds (default 5000).
+   * From 1 to 2^31 - 1, what a timer holds; anything else is refused with a `RangeError` naming it.
+   */
   readonly timeoutMs?: number
 }
 

@@ -39,8 +39,10 @@ export interface SinkConformanceOptions<S extends Sink = Sink> {
   readonly read?: (sink: S) => Promise<readonly JsonObject[]> | readonly JsonObject[]
   /** The test runner's `describe` and `it` (default: those on `globalThis`). */
   readonly runner?: ConformanceRunner
-  /** How long `stop()` and a write may take, in milliseconds (default 5000; from 1 to
-   * 2^31 - 1, what a timer holds, else a `RangeError` naming it). */
+  /**
+   * How long `stop()` and a write may take, in milliseconds (default 5000).
+   * From 1 to 2^31 - 1, what a timer holds; anything else is refused with a `RangeError` naming it.
+   */
   readonly timeoutMs?: number
 }
 
@@ -50,14 +52,14 @@ const kindOf = (sink: Sink): string => sink.kind
 
 /**
  * A batch whose ends the suite watches (own properties on its handles and array, as the transform
- * suite does): what the sink ends is counted, and the suite ends the rest with `end`. An end the
- * sink makes of a handle already ended — late, from a confirm callback after its write returned —
+ * suite does); the suite ends what the sink left live with `endBySuite`. An end the sink makes of
+ * a handle already ended — late, from a confirm callback after its write returned —
  * is counted and made harmless: it would throw `ALREADY_ENDED` in the sink's callback, an uncaught
  * exception that ends the test process, and the rule could not name the sink.
  */
 function watchedBatch(records: readonly JsonObject[]) {
   const { events, receiver } = batchOf(records)
-  const ends = { bySink: 0, late: 0 }
+  const ends = { late: 0 }
   let suite = false
   for (const event of events.events) {
     const end = event.end.bind(event)
@@ -68,7 +70,6 @@ function watchedBatch(records: readonly JsonObject[]) {
           ends.late++
           return
         }
-        ends.bySink++
         end(...args)
       },
     })

@@ -33,8 +33,10 @@ export interface TransformConformanceOptions {
   readonly keepsOrder?: boolean
   /** The test runner's `describe` and `it` (default: those on `globalThis`). */
   readonly runner?: ConformanceRunner
-  /** How long a run may take, in milliseconds (default 5000; from 1 to
-   * 2^31 - 1, what a timer holds, else a `RangeError` naming it). */
+  /**
+   * How long a run may take, in milliseconds (default 5000).
+   * From 1 to 2^31 - 1, what a timer holds; anything else is refused with a `RangeError` naming it.
+   */
   readonly timeoutMs?: number
 }
 
