@@ -12,6 +12,7 @@
  * @module
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { statSync } from 'node:fs'
 import { MAX_TIMER_MS } from '@ackline/topology'
 import { CrashLoopError } from './CrashLoopError.js'
 import { CRASH_REPORT_PREFIX } from './CrashReporter.js'
@@ -196,10 +197,23 @@ const isThenable = (value: unknown): value is PromiseLike<unknown> =>
 /** The signals that end a test process without an 'exit' event, by default. */
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
 
+/** Whether `path` is a directory that exists. */
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory()
+  } catch {
+    return false
+  }
+}
+
 /** Checks the options a caller passes; a bad one is a programming error, named by its field. */
 function validate(options: CrashLoopOptions): void {
   if ((options.script === undefined) === (options.command === undefined))
     throw new TypeError("crashLoop: give exactly one of 'script' and 'command'")
+  // A missing working directory fails the spawn as ENOENT of the program, which reads as a bad
+  // `script` or `command`: it is named here instead.
+  if (options.cwd !== undefined && !isDirectory(options.cwd))
+    throw new TypeError(`crashLoop: 'cwd' must be an existing directory, got '${options.cwd}'`)
   if (!Number.isSafeInteger(options.rounds) || options.rounds < 0)
     throw new RangeError(`crashLoop: 'rounds' must be a non-negative integer, got ${options.rounds}`)
   const k = options.killAfter

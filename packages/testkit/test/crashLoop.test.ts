@@ -287,6 +287,9 @@ describe('crashLoop', () => {
     await expect(crashLoop({ ...counter, rounds: -1, killAfter: { min: 1, max: 2 } })).rejects.toThrow(
       /'rounds'/,
     )
+    await expect(
+      crashLoop({ ...counter, cwd: '/no/such/dir', rounds: 1, killAfter: { min: 1, max: 2 } }),
+    ).rejects.toThrow("crashLoop: 'cwd' must be an existing directory, got '/no/such/dir'")
   })
 
   it('refuses a bound past what a timer holds (it would fire at once and fail the round), naming the field', async () => {
