@@ -4,6 +4,7 @@
 // has a doc comment that states its contract, and every option is documented.
 //
 //   node .ci/docs.mjs [root]     (root defaults to the repository; the test points it at fixtures)
+//   pnpm check-docs              (as CI runs it)
 //
 // What counts: the names `packages/<pkg>/src/index.ts` exports (followed through re-exports), and
 // for each exported class, interface or type alias of an object type, its own public members

@@ -22,6 +22,7 @@ export type FileSourceErrorCode = 'CORRUPT_CHECKPOINT' | 'CHECKPOINT_READ_FAILED
  * ```
  */
 export class FileSourceError extends Error {
+  /** `'FileSourceError'`, so a log tells it from other errors. */
   override readonly name = 'FileSourceError'
 
   constructor(

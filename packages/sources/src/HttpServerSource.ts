@@ -165,6 +165,7 @@ export type HttpServerOptions = OptionsOf<typeof HttpServerOptions>
 
 /** What `GET /health` answers: `200` while the source runs, `503` (with `Retry-After`) once it stops. */
 export interface HttpServerHealth {
+  /** `'running'` while the source takes requests (200), `'stopping'` once its stop began (503). */
   readonly state: 'running' | 'stopping'
   /** The source's component id. */
   readonly componentId: string
@@ -180,6 +181,7 @@ export interface HttpServerHealth {
 export interface HttpServerRecordStatus {
   /** The record's 0-based position in the request's body (array element or NDJSON line). */
   readonly index: number
+  /** What became of the record: `delivered`, `dropped` (as good as delivered), `errored` (resend it) or `rejected` (do not). */
   readonly status: RecordOutcome
 }
 

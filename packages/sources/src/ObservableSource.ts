@@ -33,7 +33,9 @@ import { z } from 'zod'
  * ```
  */
 export interface RecordAck<R extends JsonObject = JsonObject> {
+  /** The record as it was emitted. */
   readonly record: R
+  /** Its batch's status once resolved: `delivered` when every copy was delivered (or dropped), else `errored` (retry) or `rejected` (do not). */
   readonly status: BatchStatus
   /** The batch the record travelled in; `undefined` when acknowledgements are off or it was never sent. */
   readonly batchId: string | undefined

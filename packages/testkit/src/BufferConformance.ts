@@ -25,6 +25,7 @@ import { batchOf, defaultRecords } from './internal/fixtures.js'
 
 /** A buffer under test, and (for the durability rule) how to crash it and open it again. */
 export interface BufferUnderTest {
+  /** The buffer the suite pushes to, pulls from and closes (a fresh one for each rule). */
   readonly buffer: EdgeBuffer
   /**
    * Simulates a crash of the process holding `buffer`: whatever was not durable is lost (for a

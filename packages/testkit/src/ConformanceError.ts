@@ -15,6 +15,7 @@
  * ```
  */
 export class ConformanceError extends Error {
+  /** `'ConformanceError'`, so a test report tells it from other errors. */
   override readonly name = 'ConformanceError'
 
   constructor(

@@ -13,7 +13,9 @@ import { describeThrown } from './internal/describeThrown.js'
 
 /** The two functions a conformance suite needs from a test runner. */
 export interface ConformanceRunner {
+  /** Declares a group of tests (vitest's, node:test's or your runner's `describe`). */
   describe(name: string, body: () => void): void
+  /** Declares one test: `body` resolves when it passes and rejects with the failure; `timeout` in ms. */
   it(name: string, body: () => Promise<void>, timeout?: number): void
 }
 

@@ -34,6 +34,7 @@ export type CrashLoopErrorCode =
  * ```
  */
 export class CrashLoopError extends Error {
+  /** `'CrashLoopError'`, so a test report tells it from other errors. */
   override readonly name = 'CrashLoopError'
 
   constructor(

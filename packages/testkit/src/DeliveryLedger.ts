@@ -51,6 +51,7 @@ export interface CopyFate {
   readonly status: DeliveryStatus | undefined
   /** Whether that report counts (an acknowledging sink, or a drop). */
   readonly acknowledges: boolean
+  /** Whether the sink is authoritative: its report settles the record at once, whatever other copies report. */
   readonly authoritative: boolean
   /**
    * The transforms (with the port) that had emitted the record when this copy ended, in order.
@@ -66,8 +67,11 @@ export interface CopyFate {
 export interface LedgerRecord {
   /** `source/batch/index`: the source's id, the batch's number in that source, the record's index. */
   readonly tag: string
+  /** The id of the source that sent it. */
   readonly source: string
+  /** The number of its batch in that source (see {@link LedgerBatch.index}). */
   readonly batch: number
+  /** The record as the source sent it, without the ledger's tag. */
   readonly record: JsonObject
   /** The copies' fates, in the order they ended. */
   readonly fates: CopyFate[]
@@ -81,9 +85,13 @@ export interface LedgerRecord {
 
 /** One batch a source sent. */
 export interface LedgerBatch {
+  /** The id of the source that sent it. */
   readonly source: string
+  /** Its number among that source's sends, from 0, in send order (a send the runtime refused keeps its number). */
   readonly index: number
+  /** The receipt the source's send returned. */
   readonly receipt: BatchReceipt
+  /** The records it held, in order. */
   readonly records: readonly LedgerRecord[]
   /** What the source was told, once it resolved. */
   told: BatchStatus | undefined

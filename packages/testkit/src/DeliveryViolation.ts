@@ -23,6 +23,7 @@ export type DeliveryViolationCode =
  * ```
  */
 export class DeliveryViolation extends Error {
+  /** `'DeliveryViolation'`, so a test report tells it from other errors. */
   override readonly name = 'DeliveryViolation'
 
   constructor(

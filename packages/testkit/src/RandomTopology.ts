@@ -30,18 +30,23 @@ export type RandomTransformKind = 'pass' | 'filter' | 'route' | 'merge' | `user:
 
 /** Where a component reads from: a producer (by position among sources, then transforms) and a port. */
 export interface RandomInput {
+  /** The producer's position: sources first, then transforms, in the spec's order. */
   readonly from: number
+  /** The producer's output port (0 for a component with one output). */
   readonly port: number
 }
 
 /** One transform of a random topology. */
 export interface RandomTransform {
+  /** Which transform (a built-in kind, or one of the caller's own). */
   readonly kind: RandomTransformKind
+  /** The producers it reads from: sources, or transforms before it. */
   readonly inputs: readonly RandomInput[]
   /** `filter`: drops events whose `n % 3 === rest`. */
   readonly rest: number
   /** `filter`: whether its drops count as `rejected`. */
   readonly rejectDrops: boolean
+  /** The size of its input buffer (`buffer.maxEvents`), 1 to 8. */
   readonly maxEvents: number
 }
 
@@ -52,11 +57,13 @@ export type RandomSinkKind = 'outcome' | `user:${string}`
 export interface RandomSink {
   /** Which sink (default `'outcome'`, for specs written before user sinks existed). */
   readonly kind?: RandomSinkKind
+  /** The producers it reads from. */
   readonly inputs: readonly RandomInput[]
   /** Its `acknowledgements` option (`undefined`: the topology's). */
   readonly acks: boolean | undefined
   /** What an `outcome` sink reports for event `n`: `outcomes[n % outcomes.length]` (a user sink ignores it). */
   readonly outcomes: readonly DeliveryStatus[]
+  /** The size of its input buffer (`buffer.maxEvents`), 1 to 8. */
   readonly maxEvents: number
   /** Its `concurrency` option: writes pending at once (absent: 1). Outcomes do not depend on it. */
   readonly concurrency?: number
@@ -70,7 +77,9 @@ export interface RandomTopologySpec {
   readonly global: boolean
   /** Per source, its batches' sizes. */
   readonly sources: readonly (readonly number[])[]
+  /** Its transforms, in the order their inputs may refer to them. */
   readonly transforms: readonly RandomTransform[]
+  /** Its sinks, one at least. */
   readonly sinks: readonly RandomSink[]
 }
 
@@ -86,7 +95,9 @@ export interface RandomTopologyOptions {
   readonly sinks?: Readonly<Record<string, () => Sink>>
   /** Whether sinks get failure schedules (default false). Scheduled errors are retried until they pass. */
   readonly faults?: boolean
+  /** The most transforms a topology gets (default 4). */
   readonly maxTransforms?: number
+  /** The most sinks a topology gets, at least one (default 2). */
   readonly maxSinks?: number
 }
 
@@ -94,8 +105,11 @@ export interface RandomTopologyOptions {
 export interface RandomRun {
   /** Per source, each batch's status, in send order. */
   readonly statuses: BatchStatus[][]
+  /** Per source, each batch's receipt, in send order. */
   readonly receipts: BatchReceipt[][]
+  /** Every lifecycle fact of the run, in order. */
   readonly facts: LifecycleEvent[]
+  /** What the ledger recorded of every record and copy (check it with {@link RandomTopology.check}). */
   readonly ledger: DeliveryLedger
 }
 

@@ -26,6 +26,7 @@ import { defaultRecords } from './internal/fixtures.js'
 
 /** A source under test, with hooks to its upstream where it has one. */
 export interface SourceUnderTest {
+  /** The source under test (a fresh one for each rule, from your factory). */
   readonly source: Source
   /** Hands records to the source's upstream (emit on an observable, post a request); omit for a source that makes its own. */
   readonly feed?: (records: readonly JsonObject[]) => Promise<void> | void
