@@ -98,7 +98,8 @@ function watchedBatch(records: readonly JsonObject[]) {
  * `ALREADY_ENDED` in the sink's callback, an uncaught exception that ends the test process. An end
  * of a live handle goes through unchanged, the runtime's own included.
  */
-function lateEndsHarmless(sink: Sink): Sink {
+function lateEndsHarmless(sink: Sink): { readonly sink: Sink; readonly late: () => number } {
+  let late = 0
   const guarded = new WeakSet<object>()
   const guard = (
     target: object,
@@ -110,10 +111,11 @@ function lateEndsHarmless(sink: Sink): Sink {
     Object.defineProperty(target, 'end', {
       value: (...args: Parameters<LogEvent['end']>) => {
         if (!isEnded()) end(...args)
+        else late++ // counted: harmless is not allowed
       },
     })
   }
-  return {
+  const wrapped: Sink = {
     ...sink,
     ...forwardMembers(sink, SINK_MEMBERS),
     kind: sink.kind,
@@ -129,7 +131,18 @@ function lateEndsHarmless(sink: Sink): Sink {
       return sink.write(events)
     },
   }
+  return { sink: wrapped, late: () => late }
 }
+
+/**
+ * How long the suite waits, after the sink's `stop()` (or the topology's end), for ends a sink
+ * makes late, from a timer or a callback it did not await: they are counted then, and fail the
+ * rule. Made harmless, they would otherwise pass unseen; in a real topology each throws
+ * `ALREADY_ENDED`, an uncaught exception.
+ */
+const LATE_END_WINDOW_MS = 100
+
+const lateEndWindow = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, LATE_END_WINDOW_MS))
 
 /** Writes one batch and returns what the write did, ending what the sink left live. */
 async function writeOnce(sink: Sink, records: readonly JsonObject[], timeoutMs: number) {
@@ -223,8 +236,10 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
           subject.records ?? defaultRecords(),
           subject.timeoutMs ?? 5000,
         )
-        // After the stop, which waits for what the sink still has in flight (its confirms).
+        // After the stop, which waits for what the sink still has in flight (its confirms), and
+        // a window for what it ends from a timer it did not await.
         await stop()
+        await lateEndWindow()
         if (endedBySink > 0 || ends.late > 0) {
           throw new ConformanceError(
             'sink.never-ends-events',
@@ -378,9 +393,10 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
       const sink = await step(subject, 'make()', 'sink', subject.make)
       const records = subject.records ?? defaultRecords()
       const ledger = new DeliveryLedger({ acknowledgements: true })
+      const watched = lateEndsHarmless(sink)
       const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
         .source('in', ledger.source('in', listSource([records.slice(0, 3), records.slice(3)])))
-        .sink('out', ['in'], ledger.sink('out', lateEndsHarmless(sink)), { retry: { attempts: 1 } })
+        .sink('out', ['in'], ledger.sink('out', watched.sink), { retry: { attempts: 1 } })
         .build()
       const facts = await runTopology(
         topology,
@@ -393,6 +409,15 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
             'see sink.write-settles',
           ),
       )
+      await lateEndWindow()
+      if (watched.late() > 0) {
+        throw new ConformanceError(
+          'sink.in-topology',
+          kindOf(sink),
+          `the sink ended ${watched.late()} event(s) the runtime had ended (late, after its write returned)`,
+          'do not call event.end() or events.end() in a sink: return the statuses (or throw); a sink that learns the outcome later (a confirm) awaits it in write',
+        )
+      }
       const errors = facts.filter((f) => f.type === 'component_error')
       if (errors.length > 0) {
         throw new ConformanceError(

@@ -50,7 +50,30 @@ interface Observed {
   readonly endedDirectly: Set<number>
   /** Per port, the input indices in the order they were emitted (created events count as -1). */
   readonly order: Map<string, number[]>
+  /**
+   * Ends and drops of events the suite had settled, made after the call returned (from a timer the
+   * transform did not await): counted so far (read after {@link lateCallWindow}).
+   */
+  readonly late: () => number
 }
+
+/**
+ * How long a rule waits, after the calls, for what a transform does late to its events (an end or
+ * a drop from a timer it did not await): counted then, and failing the rule. Made harmless, they
+ * would otherwise pass unseen; in a real topology each throws `ALREADY_ENDED`, an uncaught exception.
+ */
+const LATE_CALL_WINDOW_MS = 100
+
+const lateCallWindow = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, LATE_CALL_WINDOW_MS))
+
+/** The failure of a transform that ended or dropped `late` events after its call returned. */
+const lateCalls = (kind: string, rule: string, late: number) =>
+  new ConformanceError(
+    rule,
+    kind,
+    `${late} event(s) were ended or dropped after the call that got them returned (the runtime had settled them)`,
+    'decide every event within process() (or flush()): await what you wait for, then emit or drop; never end or drop an event from a timer or callback left running',
+  )
 
 /** Processes one array (and flushes) with a recording context; ends everything afterwards. */
 async function observe(
@@ -66,6 +89,7 @@ async function observe(
     merged: new Set(),
     endedDirectly: new Set(),
     order: new Map(),
+    late: () => late,
   }
   const live = new Set<LogEvent>()
   // Ends made by the suite itself (a drop through the context, the cleanup) are not the transform's.
@@ -74,6 +98,7 @@ async function observe(
   // transform does later (from a timer it did not await) is ignored: a late drop or end of a
   // handle the suite has ended would throw in the transform's callback, an uncaught exception.
   let done = false
+  let late = 0
   // Per-handle watches (own properties on the test's events, not the prototype): a direct end and
   // a merge are the two ways out the context does not see.
   for (const [event, i] of index) {
@@ -83,6 +108,7 @@ async function observe(
       value: (...args: Parameters<LogEvent['end']>) => {
         if (done) {
           if (!event.isEnded) end(...args)
+          else late++
           return
         }
         if (watching) seen.endedDirectly.add(i)
@@ -112,7 +138,10 @@ async function observe(
       for (const event of array) emit(event, port)
     },
     drop: (event) => {
-      if (done) return
+      if (done) {
+        late++
+        return
+      }
       const i = index.get(event)
       if (i !== undefined) seen.dropped.add(i)
       watching = false
@@ -163,7 +192,11 @@ async function observe(
  * harmless: it would throw `ALREADY_ENDED` in the transform's callback, an uncaught exception that
  * ends the test process. During the call everything goes through unchanged, a double end included.
  */
-function lateCallsHarmless(transform: Transform): Transform {
+function lateCallsHarmless(transform: Transform): {
+  readonly transform: Transform
+  readonly late: () => number
+} {
+  let late = 0
   const process: Transform['process'] = (events, context) => {
     let returned = false
     for (const event of events.events) {
@@ -172,6 +205,7 @@ function lateCallsHarmless(transform: Transform): Transform {
         configurable: true,
         value: (...args: Parameters<LogEvent['end']>) => {
           if (!(returned && event.isEnded)) end(...args)
+          else late++ // counted: harmless is not allowed
         },
       })
     }
@@ -182,6 +216,7 @@ function lateCallsHarmless(transform: Transform): Transform {
       create: (fields, inheritFrom) => context.create(fields, inheritFrom),
       drop: (event) => {
         if (!(returned && event.isEnded)) context.drop(event)
+        else late++
       },
     }
     const pending = transform.process(events, guarded)
@@ -193,7 +228,10 @@ function lateCallsHarmless(transform: Transform): Transform {
       returned = true
     })
   }
-  return { ...transform, ...forwardMembers(transform, TRANSFORM_MEMBERS), process }
+  return {
+    transform: { ...transform, ...forwardMembers(transform, TRANSFORM_MEMBERS), process },
+    late: () => late,
+  }
 }
 
 /** Every rule of the transform suite, in the order they run. */
@@ -219,6 +257,8 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
           'call context.emit or context.drop for every event (or merge it into one you emit); the runtime settles a forgotten event errored and reports it',
         )
       }
+      await lateCallWindow()
+      if (seen.late() > 0) throw lateCalls(transform.kind, 'transform.accounts-for-every-event', seen.late())
     },
   },
   {
@@ -288,9 +328,10 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
         const transform = subject.make()
         const records = subject.records ?? defaultRecords()
         const ledger = new DeliveryLedger({ acknowledgements: true })
+        const watched = lateCallsHarmless(transform)
         let builder = new TopologyBuilder<string>({ acknowledgements: true, onWarning: () => {} })
           .source('in', ledger.source('in', listSource([records.slice(0, 3), records.slice(3)])))
-          .transform('t', ['in'], ledger.transform('t', lateCallsHarmless(transform)))
+          .transform('t', ['in'], ledger.transform('t', watched.transform))
         for (const port of ['', ...(transform.outputs ?? [])]) {
           const id = port === '' ? 'out' : `out_${port}`
           builder = builder.sink(id, [port === '' ? 't' : `t.${port}`], ledger.sink(id, collectSink(outcome)))
@@ -307,6 +348,8 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
               'process and flush must settle',
             ),
         )
+        await lateCallWindow()
+        if (watched.late() > 0) throw lateCalls(transform.kind, 'transform.in-topology', watched.late())
         const errors = facts.filter((f) => f.type === 'component_error')
         if (errors.length > 0) {
           throw new ConformanceError(

@@ -260,9 +260,29 @@ describe('each sink rule fails against a sink broken that way', () => {
       }
     }
     const found = await checkSink(make, { read, timeoutMs: 500 })
-    expect(found.map((f) => f.code)).toEqual(['sink.never-ends-events'])
+    expect(found.map((f) => f.code)).toEqual(['sink.never-ends-events', 'sink.in-topology'])
     expect(found[0]!.message).toContain(
       'sink.never-ends-events (confirm_later): 6 event(s) were ended by the sink after its write returned (the runtime had ended them)',
     )
+    expect(found[1]!.message).toContain('the sink ended 6 event(s) the runtime had ended')
+  })
+
+  it('sink.never-ends-events: a sink with no stop() that ends its events from a timer after write returned', async () => {
+    // Its stop resolves at once: the late ends come after it, and were swallowed unseen.
+    const make = (): StoreSink => {
+      const sink = good()
+      return {
+        ...sink,
+        kind: 'timer_ends',
+        stop: undefined,
+        async write(events) {
+          await sink.write(events)
+          setTimeout(() => events.end('delivered'), 5)
+          return undefined
+        },
+      }
+    }
+    const found = await checkSink(make, { read, timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['sink.never-ends-events', 'sink.in-topology'])
   })
 })

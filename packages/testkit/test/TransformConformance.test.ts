@@ -160,6 +160,24 @@ describe('each transform rule fails against a transform broken that way', () => 
     }
   })
 
+  it('a transform that emits its events and ends them itself later (a timer) fails, in the rules and in a topology', async () => {
+    // Made harmless, the late ends passed unseen; in a real topology each throws ALREADY_ENDED.
+    const emitsThenEnds: Transform = {
+      kind: 'emits_then_ends',
+      process(events, context) {
+        for (const e of events) {
+          context.emit(e)
+          setTimeout(() => e.end('delivered'), 0)
+        }
+      },
+    }
+    const found = await checkTransform(() => emitsThenEnds, { timeoutMs: 1000 })
+    expect(found.map((f) => f.code)).toEqual(['transform.accounts-for-every-event', 'transform.in-topology'])
+    expect(found[0]!.message).toContain(
+      '6 event(s) were ended or dropped after the call that got them returned',
+    )
+  })
+
   it('transform.keeps-order: a transform that reverses, when it says it keeps order', async () => {
     const reverse: Transform = {
       kind: 'reverse',
