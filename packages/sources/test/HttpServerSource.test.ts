@@ -297,13 +297,13 @@ describe('httpServer: bodies', () => {
       'a number too large for a double',
       { 'content-type': 'application/json' },
       '[{"a":"1e999"}, {"b": 1e400}]',
-      'line 1, column 23 (position 22): the number 1e400 is too large',
+      'a number too large for a double at line 1, column 23 (position 22): 1e400',
     ],
     [
       'an NDJSON line holding 400 digits',
       { 'content-type': 'application/x-ndjson' },
       `{"a":1}\n{"b":-${'9'.repeat(400)}}`,
-      `line 2, column 6 (position 13): the number -${'9'.repeat(19)}… (401 characters) is too large`,
+      `a number too large for a double at line 2, column 6 (position 13): -${'9'.repeat(19)}… (401 characters)`,
     ],
   ]
   it.each(malformed)(

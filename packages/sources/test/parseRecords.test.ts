@@ -72,7 +72,7 @@ it('refuses a body of unknown type that is JSON for what it holds, as JSON, not 
   expect(parseRecords('{\n  "a": 1,\n  "b": 1e400\n}', undefined, 64)).toEqual({
     ok: false,
     code: 'MALFORMED_BODY',
-    message: 'malformed JSON at line 3, column 8 (position 19): the number 1e400 is too large for a double',
+    message: 'a number too large for a double at line 3, column 8 (position 19): 1e400',
     position: 19,
     line: 3,
     column: 8,

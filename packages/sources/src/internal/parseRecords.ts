@@ -144,18 +144,24 @@ function parseValue(
   // A number a double cannot hold parsed as Infinity, which would reach the sinks as null.
   const huge = JsonValue.numberOutOfRange(text, value)
   if (huge !== undefined)
-    return failure(body, base + huge.offset, undefined, `the number ${huge.shown} is too large for a double`)
+    return failure(body, base + huge.offset, undefined, huge.shown, 'a number too large for a double')
   return { ok: true, value }
 }
 
-function failure(body: string, offset: number, limit: number | undefined, reason: string): ParseFailure {
+function failure(
+  body: string,
+  offset: number,
+  limit: number | undefined,
+  reason: string,
+  what = 'malformed JSON',
+): ParseFailure {
   const { line, column } = position(body, offset)
   const where = `line ${line}, column ${column} (position ${offset})`
   return limit === undefined
     ? {
         ok: false,
         code: 'MALFORMED_BODY',
-        message: `malformed JSON at ${where}: ${reason}`,
+        message: `${what} at ${where}: ${reason}`,
         position: offset,
         line,
         column,
