@@ -23,6 +23,7 @@ import {
   RecordRetry,
   type Source,
   type SourceContext,
+  textOf,
   warningsTo,
 } from '@ackline/topology'
 import { type Checkpoint, Checkpoints, checkpointKey } from './internal/Checkpoints.js'
@@ -730,7 +731,7 @@ class FileRun {
         const stopped = this.context.signal.aborted
         const wait = RecordRetry.delayMs(policy, refusals, Math.random())
         this.#notice(
-          `file source '${this.context.id}': the pipeline did not accept ${what}: ${String(error)}; ${
+          `file source '${this.context.id}': the pipeline did not accept ${what}: ${textOf(error)}; ${
             stopped
               ? 'they stay unfinished and are read again after a restart'
               : `sending them again in ${Math.round(wait)} ms`

@@ -20,6 +20,7 @@ import {
   type OptionsOf,
   type Source,
   type SourceContext,
+  textOf,
 } from '@ackline/topology'
 import { z } from 'zod'
 
@@ -127,7 +128,7 @@ function checkedOnBatch(
   const error = (how: string, first: number, size: number, cause: unknown) =>
     new ComponentError(
       'ON_BATCH_FAILED',
-      `onBatch ${how} on the batch of events ${first} to ${first + size - 1}: ${String(cause)}`,
+      `onBatch ${how} on the batch of events ${first} to ${first + size - 1}: ${textOf(cause)}`,
       { component: id, field: 'onBatch', cause },
     )
   return (receipt, first, size) => {
@@ -154,17 +155,22 @@ function checked(record: (index: number) => JsonObject, id: string): (index: num
     try {
       fields = record(index)
     } catch (error) {
-      throw new ComponentError('RECORD_FAILED', `record(${index}) threw: ${String(error)}`, {
+      throw new ComponentError('RECORD_FAILED', `record(${index}) threw: ${textOf(error)}`, {
         component: id,
         field: 'record',
         cause: error,
       })
     }
     // A promise (an async record function) is an object too, and would be sent as an event with no fields.
-    const promise = typeof (fields as PromiseLike<unknown> | null)?.then === 'function'
-    // Refused, it must not reject unhandled as well (an async record that throws).
-    if (promise) Promise.resolve(fields).catch(() => undefined)
-    if (typeof fields !== 'object' || fields === null || Array.isArray(fields) || promise) {
+    if (
+      typeof fields !== 'object' ||
+      fields === null ||
+      Array.isArray(fields) ||
+      typeof (fields as Partial<PromiseLike<unknown>>).then === 'function'
+    ) {
+      const promise = typeof (fields as PromiseLike<unknown> | null)?.then === 'function'
+      // Refused, it must not reject unhandled as well (an async record that throws).
+      if (promise) Promise.resolve(fields).catch(() => undefined)
       const got = promise
         ? 'a promise (record is not awaited)'
         : Array.isArray(fields)

@@ -30,6 +30,7 @@ import {
   type ResolvedOptionsOf,
   type Source,
   type SourceContext,
+  textOf,
 } from '@ackline/topology'
 import { z } from 'zod'
 import { decodeUtf8 } from './internal/decodeUtf8.js'
@@ -724,7 +725,7 @@ class HttpServer implements HttpServerSource {
       this.#respond(
         response,
         503,
-        this.#refusal('NOT_ACCEPTED', `the pipeline did not accept the events: ${String(error)}`),
+        this.#refusal('NOT_ACCEPTED', `the pipeline did not accept the events: ${textOf(error)}`),
       )
     } finally {
       this.#inFlight--

@@ -19,6 +19,7 @@ import {
   type OptionsOf,
   type Source,
   type SourceContext,
+  textOf,
   warningsTo,
 } from '@ackline/topology'
 import { type Observable, Subject } from 'rxjs'
@@ -188,7 +189,7 @@ class FromObservable<R extends JsonObject> implements ObservableSource<R> {
         this.#options.onWarning,
         id,
         'ACKLINE_OBSERVABLE',
-      )(`observable source '${id}' (onAck): ${how} on a record acknowledged ${ack.status}: ${String(error)}`)
+      )(`observable source '${id}' (onAck): ${how} on a record acknowledged ${ack.status}: ${textOf(error)}`)
     try {
       const result: unknown = this.#options.onAck?.(ack)
       // An async `onAck` that rejects: reported too, never an unhandled rejection.

@@ -23,6 +23,7 @@ import {
   RecordRetry,
   type Source,
   type SourceContext,
+  textOf,
   warningsTo,
 } from '@ackline/topology'
 import { z } from 'zod'
@@ -106,7 +107,7 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
         const wait = RecordRetry.delayMs({}, refusals, Math.random())
         const lines = `${records.length} line(s) (records ${sent + 1} to ${sent + records.length} of the input)`
         warn(
-          `stdin source '${context.id}': the pipeline did not accept ${lines}: ${String(error)}; ${
+          `stdin source '${context.id}': the pipeline did not accept ${lines}: ${textOf(error)}; ${
             stopped
               ? 'the topology stopped, they are not sent'
               : `sending them again in ${Math.round(wait)} ms`
