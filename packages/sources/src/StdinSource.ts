@@ -3,7 +3,9 @@
  * stream): a line holding a JSON object becomes that object, any other line `{ message: line }`
  * (a JSON object nested deeper than `maxDepth` too: code downstream may recurse over a value; and
  * one holding a number too large for a double, which would parse as `Infinity` and reach the sinks
- * as `null`).
+ * as `null`). A line longer than `maxLineBytes` becomes `{ message }` holding its first
+ * `maxLineBytes` bytes, with a warning: only that much of an open line is ever held, so a stream
+ * without newlines cannot exhaust memory.
  *
  * Invariant: every complete line becomes exactly one event, in order, and lines that arrived
  * together travel as one batch (at most `maxBatchLines`). A pipe cannot be asked to send data
@@ -13,6 +15,7 @@
  *
  * @module
  */
+import { Buffer, constants } from 'node:buffer'
 import { StringDecoder } from 'node:string_decoder'
 import { type JsonObject, JsonValue } from '@ackline/core'
 import {
@@ -51,6 +54,16 @@ export const StdinOptions = defineOptions({
       '`auto`: a line that is a JSON object is that object, others are `{ message }`; `text`: always `{ message }`.',
     ),
   maxBatchLines: z.int().min(1).default(1000).describe('The most lines in one batch.'),
+  maxLineBytes: z
+    .int()
+    .min(1)
+    // A line is one string: past the engine's longest, a line could not be made at all.
+    .max(constants.MAX_STRING_LENGTH)
+    .default(102_400)
+    .describe(
+      'The most bytes (UTF-8, newline not counted) of a line; a longer one becomes `{ message }` holding its first maxLineBytes bytes, ' +
+        'with a warning, and the rest of it is never held in memory.',
+    ),
   maxDepth: z.int().min(1).default(64).describe(
     // As the HTTP source's: far from the call-stack limit of code downstream that recurses.
     'How deep arrays and objects may nest in a JSON line, the outermost counting as 1; a deeper line is kept as text (`{ message }`).',
@@ -58,7 +71,7 @@ export const StdinOptions = defineOptions({
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(
-      'Where warnings go (a batch the pipeline did not accept, sent again after a back-off). Default: process.emitWarning ' +
+      'Where warnings go (a batch the pipeline did not accept, sent again after a back-off; a line cut at maxLineBytes). Default: process.emitWarning ' +
         '(code ACKLINE_STDIN), where a warning also goes when onWarning throws on it.',
     ),
 })
@@ -78,6 +91,7 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
   const text = options.format === 'text'
   const maxLines = options.maxBatchLines ?? 1000
   const maxDepth = options.maxDepth ?? 64
+  const maxBytes = options.maxLineBytes ?? 102_400
   const decoder = new StringDecoder('utf8')
   const iterator = (input as AsyncIterable<Buffer | string>)[Symbol.asyncIterator]()
   const stop = new Promise<IteratorResult<Buffer | string>>((resolve) => {
@@ -89,6 +103,14 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
   })
   /** The pieces of the line still open (no newline yet), joined only once it ends. */
   let open: string[] = []
+  /** The UTF-8 bytes of `open`, at most `maxBytes` (past it, the line is cut: `openCut`). */
+  let openBytes = 0
+  /** The bytes of the open line in all once it was cut at `maxBytes` (then `open` is its first bytes); 0 while it is not. */
+  let openCut = 0
+  /** Whether the cut open line's last byte so far is a CR (not counted when a newline follows it). */
+  let cutEndsCr = false
+  /** Lines read so far, sent or not: how a cut line is named in warnings. */
+  let read = 0
   // Guarded: an `onWarning` that throws would end the run with the refused lines, which cannot be read again.
   const warn = warningsTo(options.onWarning, context.id, 'ACKLINE_STDIN')
   /** Lines sent so far: how refused lines are named in warnings. */
@@ -123,6 +145,51 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
       if (!(await sendBatch(records))) return
     }
   }
+  /** Says that line number `line` of `bytes` bytes was cut to its first `maxBytes`. */
+  const warnCut = (line: number, bytes: number): void =>
+    warn(
+      `stdin source '${context.id}': line ${line} of the input is ${bytes} bytes, longer than maxLineBytes (${maxBytes}): ` +
+        `its first ${maxBytes} bytes are sent as { message }, the rest is dropped`,
+    )
+  /** Adds `piece` (no newline in it) to the open line, cutting that line at `maxBytes` once it passes it. */
+  const extend = (piece: string): void => {
+    if (piece === '') return
+    // Each piece is measured once: the open line is never measured again (linear in its length).
+    const bytes = Buffer.byteLength(piece)
+    if (openCut > 0) {
+      openCut += bytes
+      cutEndsCr = piece.endsWith('\r')
+      return
+    }
+    open.push(piece)
+    openBytes += bytes
+    if (openBytes <= maxBytes) return
+    const joined = open.join('')
+    cutEndsCr = joined.endsWith('\r')
+    open = [prefixWithin(joined, maxBytes)]
+    openCut = openBytes
+    openBytes = maxBytes
+  }
+  /** Ends the open line: its text (cut at `maxBytes` when longer, with a warning); a fresh open line follows. */
+  const close = (): string => {
+    read++
+    // A cut line's CR (of a CRLF) was never held: it is not text of the line, and not cut from it.
+    const line = openCut === 0 ? stripCr(open.join('')) : open[0]!
+    const bytes = openCut - (cutEndsCr ? 1 : 0)
+    if (bytes > maxBytes) warnCut(read, bytes)
+    open = []
+    openBytes = 0
+    openCut = 0
+    return line
+  }
+  /** `line` (complete, CR stripped), cut at `maxBytes` with a warning when longer. */
+  const within = (line: string): string => {
+    if (line.length * 3 <= maxBytes) return line
+    const bytes = Buffer.byteLength(line)
+    if (bytes <= maxBytes) return line
+    warnCut(read, bytes)
+    return prefixWithin(line, maxBytes)
+  }
   try {
     for (;;) {
       const next = await Promise.race([iterator.next(), stop])
@@ -130,15 +197,23 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
       const piece = typeof next.value === 'string' ? next.value : decoder.write(next.value)
       // Only the new piece is searched: rescanning a long open line on every chunk made reading a
       // line of n chunks take n² time.
-      const end = piece.lastIndexOf('\n')
-      if (end < 0) {
-        if (piece !== '') open.push(piece)
+      const first = piece.indexOf('\n')
+      if (first < 0) {
+        extend(piece)
         continue
       }
-      open.push(piece.slice(0, end))
-      const lines = open.join('').split('\n')
-      open = end + 1 < piece.length ? [piece.slice(end + 1)] : []
-      const complete = lines.map(stripCr).filter((line) => line !== '')
+      extend(piece.slice(0, first))
+      const complete: string[] = []
+      const head = close()
+      if (head !== '') complete.push(head)
+      const end = piece.lastIndexOf('\n')
+      if (end > first)
+        for (const raw of piece.slice(first + 1, end).split('\n')) {
+          read++
+          const line = stripCr(raw)
+          if (line !== '') complete.push(within(line))
+        }
+      extend(piece.slice(end + 1))
       if (complete.length > 0) await sendLines(complete)
       if (context.signal.aborted) break
     }
@@ -148,8 +223,10 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
     iterator.return?.().catch(() => {})
     if (context.signal.aborted) (input as { destroy?: () => void }).destroy?.()
   }
-  const last = stripCr(open.join('') + decoder.end())
-  if (last !== '' && !context.signal.aborted) await sendLines([last])
+  if (context.signal.aborted) return
+  extend(decoder.end())
+  const last = close()
+  if (last !== '') await sendLines([last])
 }
 
 /** Waits `ms`; resolves `true` early when `signal` aborts. */
@@ -169,6 +246,15 @@ function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
 }
 
 const stripCr = (line: string): string => (line.endsWith('\r') ? line.slice(0, -1) : line)
+
+/** The longest beginning of `text` whose UTF-8 form is at most `max` bytes (never half a character). */
+function prefixWithin(text: string, max: number): string {
+  const bytes = Buffer.from(text.slice(0, max))
+  let cut = Math.min(max, bytes.length)
+  // Back over the continuation bytes (10xxxxxx) of a character the cut would split.
+  if (cut < bytes.length) while (cut > 0 && (bytes[cut]! & 0xc0) === 0x80) cut--
+  return bytes.toString('utf8', 0, cut)
+}
 
 function toRecord(line: string, text: boolean, maxDepth: number): JsonObject {
   if (!text && line.startsWith('{')) {
@@ -192,7 +278,8 @@ function toRecord(line: string, text: boolean, maxDepth: number): JsonObject {
 
 /**
  * Reads standard input (or `options.input`) line by line: JSON-object lines (nested at most
- * `maxDepth` deep) become those objects, other lines `{ message: line }`. It cannot acknowledge
+ * `maxDepth` deep) become those objects, other lines `{ message: line }`; a line longer than
+ * `maxLineBytes` (102400 by default) is cut to its first bytes, with a warning. It cannot acknowledge
  * (`canAcknowledge: false`); it returns at the end of the input or when the topology stops. A batch the pipeline does not accept is
  * reported to `onWarning` and sent again after a back-off (100 ms doubling to 5 s), so no line
  * is skipped; it may reach a sink twice when a fan-out took it at one consumer and not another.

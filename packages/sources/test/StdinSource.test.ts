@@ -52,14 +52,90 @@ describe('stdin', () => {
     // scan of each chunk takes well under a second.
     const chunk = Buffer.alloc(64 * 1024, 'x')
     const chunks = [...Array.from({ length: 1024 }, () => chunk), Buffer.from('\nnext\n')]
-    const records = (await runOn(chunks)).flat()
+    const records = (await runOn(chunks, { maxLineBytes: 64 * 1024 * 1024 })).flat()
     expect(records.map((r) => (r.message as string).length)).toEqual([64 * 1024 * 1024, 4])
+  })
+
+  it('cuts a line longer than maxLineBytes to its first maxLineBytes bytes, says so, and reads on', async () => {
+    const warnings: string[] = []
+    const long = `{"a":"${'y'.repeat(30)}"}`
+    const records = (
+      await runOn([`short\n${'x'.repeat(25)}\n\n${long}\nlast ${'z'.repeat(30)}`], {
+        maxLineBytes: 20,
+        onWarning: (m) => warnings.push(m),
+      })
+    ).flat()
+    expect(records).toEqual([
+      { message: 'short' },
+      { message: 'x'.repeat(20) },
+      // A JSON line cut is no longer JSON: it is text, as any line that does not parse.
+      { message: long.slice(0, 20) },
+      { message: `last ${'z'.repeat(15)}` },
+    ])
+    expect(warnings).toEqual([
+      "stdin source 'in': line 2 of the input is 25 bytes, longer than maxLineBytes (20): its first 20 bytes are sent as { message }, the rest is dropped",
+      "stdin source 'in': line 4 of the input is 38 bytes, longer than maxLineBytes (20): its first 20 bytes are sent as { message }, the rest is dropped",
+      "stdin source 'in': line 5 of the input is 35 bytes, longer than maxLineBytes (20): its first 20 bytes are sent as { message }, the rest is dropped",
+    ])
+  })
+
+  it('holds no more than maxLineBytes of a line that never ends: 520 MiB without a newline, past the longest string', async () => {
+    // Before the limit, the open line was joined once it ended: past 2^29 characters that join
+    // threw (Invalid string length) and the run failed, after holding the whole line in memory.
+    const chunk = Buffer.alloc(1024 * 1024, 'x')
+    let chunks = 0
+    const input = new Readable({
+      read() {
+        this.push(chunks++ < 520 ? chunk : chunks === 522 ? null : Buffer.from('\nnext\n'))
+      },
+    })
+    const warnings: string[] = []
+    const context = new FakeSourceContext({ acknowledgements: false })
+    await stdin({ input, onWarning: (m) => warnings.push(m) }).run(context)
+    expect(context.records().flat()).toEqual([{ message: 'x'.repeat(102_400) }, { message: 'next' }])
+    expect(warnings).toEqual([expect.stringContaining(`line 1 of the input is ${520 * 1024 * 1024} bytes`)])
+  })
+
+  it('cuts at a character boundary and measures UTF-8 bytes; a CRLF at the limit is not a cut', async () => {
+    const warnings: string[] = []
+    const onWarning = (m: string) => warnings.push(m)
+    // '€' is 3 bytes: 10 bytes hold three of them, not three and a third.
+    expect((await runOn([`${'€'.repeat(5)}\n`], { maxLineBytes: 10, onWarning })).flat()).toEqual([
+      { message: '€€€' },
+    ])
+    expect((await runOn([`${'€'.repeat(3)}\n`], { maxLineBytes: 9, onWarning })).flat()).toEqual([
+      { message: '€€€' },
+    ])
+    expect(warnings).toHaveLength(1)
+    // Split over chunks, the euros' bytes too, and across the limit.
+    const euro = Buffer.from('€')
+    const split = [
+      euro.subarray(0, 2),
+      Buffer.concat([euro.subarray(2), euro, euro.subarray(0, 1)]),
+      euro.subarray(1),
+      Buffer.from('\n'),
+    ]
+    expect((await runOn(split, { maxLineBytes: 8, onWarning })).flat()).toEqual([{ message: '€€' }])
+    expect(warnings[1]).toContain('line 1 of the input is 9 bytes')
+    // Exactly maxLineBytes before a CRLF, in one chunk and in three.
+    const exact = 'x'.repeat(10)
+    expect((await runOn([`${exact}\r\n`], { maxLineBytes: 10, onWarning })).flat()).toEqual([
+      { message: exact },
+    ])
+    expect((await runOn([exact, '\r', '\nnext'], { maxLineBytes: 10, onWarning })).flat()).toEqual([
+      { message: exact },
+      { message: 'next' },
+    ])
+    expect((await runOn([`${exact}y`, '\r', '\n'], { maxLineBytes: 10, onWarning })).flat()).toEqual([
+      { message: exact },
+    ])
+    expect(warnings.slice(2)).toEqual([expect.stringContaining('line 1 of the input is 11 bytes')])
   })
 
   it('keeps a JSON line nested deeper than maxDepth as text, and takes one exactly maxDepth deep', async () => {
     const deep = `{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}`
     const atLimit = `{"a":${'['.repeat(3)}${']'.repeat(3)}}`
-    const records = (await runOn([`${deep}\n${atLimit}\n`], { maxDepth: 4 })).flat()
+    const records = (await runOn([`${deep}\n${atLimit}\n`], { maxDepth: 4, maxLineBytes: 300_000 })).flat()
     expect(records).toEqual([{ message: deep }, { a: [[[]]] }])
     expect((await runOn([`{"a":${'['.repeat(64)}${']'.repeat(64)}}\n`])).flat()[0]).toHaveProperty('message')
   })
@@ -93,7 +169,7 @@ describe('stdin', () => {
       ),
     }
     const topology = new TopologyBuilder()
-      .source('in', stdin({ input: Readable.from([`${deep}\n`]) }))
+      .source('in', stdin({ input: Readable.from([`${deep}\n`]), maxLineBytes: 300_000 }))
       .transform('edit', ['in'], edit)
       .sink('edited', ['edit'], keep('edited'))
       .sink('plain', ['in'], keep('plain'))
@@ -190,10 +266,21 @@ describe('stdin', () => {
   it('cannot acknowledge, and reports bad options by field', () => {
     expect(stdin().canAcknowledge).toBe(false)
     expect(
-      stdin({ format: 'xml' as never, maxBatchLines: 0, input: {} as never, onWarning: 'log' as never })
+      stdin({
+        format: 'xml' as never,
+        maxBatchLines: 0,
+        maxLineBytes: 0,
+        input: {} as never,
+        onWarning: 'log' as never,
+      })
         .validate()
         .map((i) => i.field),
-    ).toEqual(['input', 'format', 'maxBatchLines', 'onWarning'])
+    ).toEqual(['input', 'format', 'maxBatchLines', 'maxLineBytes', 'onWarning'])
+    expect(
+      stdin({ maxLineBytes: 2 ** 30 })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['maxLineBytes'])
     expect(stdin({ maxBatchLines: 2.5 }).validate()[0]!.message).toBe('must be a positive integer, got 2.5')
     expect(stdin({ input: new PassThrough() }).validate()).toEqual([])
     expect(
