@@ -38,7 +38,15 @@ export const GeneratorOptions = defineOptions({
     .min(0)
     .optional()
     .describe('How many events to send in all; runs until the topology stops when unset.'),
-  batchSize: z.int().min(1).default(100).describe('Events per batch. Each batch gets one batch notifier.'),
+  batchSize: z
+    .int()
+    .min(1)
+    // A batch is made whole before it is sent: a billion events would exhaust memory first.
+    .max(1_000_000)
+    .default(100)
+    .describe(
+      'Events per batch (1 to 1,000,000, all made before the batch is sent). Each batch gets one batch notifier.',
+    ),
   ratePerSecond: z
     .number()
     .positive()

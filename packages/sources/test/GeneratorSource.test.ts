@@ -266,5 +266,12 @@ describe('generator', () => {
       },
       { field: 'record', expected: 'a function', got: '"x"', message: 'must be a function, got "x"' },
     ])
+    // A batch is made whole before it is sent: a billion events exhausted memory (the process died).
+    expect(
+      generator({ batchSize: 1e9 })
+        .validate()
+        .map((issue) => issue.message),
+    ).toEqual(['must be an integer from 1 to 1000000, got 1000000000'])
+    expect(generator({ batchSize: 1_000_000 }).validate()).toEqual([])
   })
 })
