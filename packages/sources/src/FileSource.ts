@@ -100,7 +100,9 @@ export interface FileSourceOptions {
   /**
    * Delete a file once every line of it is finished and it has not grown for this many ms (its
    * checkpoint is dropped with it). Off by default: a file is never deleted with a line that is
-   * not finished (delivered, dropped, or rejected and dead-lettered).
+   * not finished (delivered, dropped, or rejected and dead-lettered). The name matched is what is
+   * removed: for a symbolic link or one of several hard links, that is the link; the file it
+   * named stays, with its checkpoint (a notice says so), and is read on from there if matched.
    */
   readonly removeAfterIdleMs?: number
   /**
@@ -427,9 +429,14 @@ class FileRun {
     const idle = this.o.removeAfterIdleMs
     if (idle === undefined || tail.held !== undefined || tail.tracker.pending > 0) return false
     if (tail.committed !== tail.readOffset || Date.now() - tail.grewAt < idle) return false
+    let linked: boolean
     try {
       if ((await tail.handle!.stat()).size !== tail.readOffset) return false
       await unlink(tail.path)
+      // The path was a link (symbolic, or one of several hard links): the file it named is still
+      // there, and may be listed again under its other name. Its checkpoint stays, or it would
+      // be read again from its start.
+      linked = (await tail.handle!.stat()).nlink > 0
     } catch (error) {
       this.#notice(`file source: cannot remove ${tail.path}: ${(error as Error).message}`)
       return false
@@ -437,7 +444,12 @@ class FileRun {
     await tail.handle?.close()
     tail.handle = undefined
     this.#tails.delete(key)
-    this.#stored.delete(key)
+    if (linked) {
+      this.#stored.set(key, this.#checkpointOf(tail))
+      this.#notice(
+        `file source: removed ${tail.path}, a link: the file it named is still there under another name, and keeps its checkpoint`,
+      )
+    } else this.#stored.delete(key)
     return true
   }
 

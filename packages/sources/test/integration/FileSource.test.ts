@@ -858,6 +858,30 @@ describe('file source', () => {
     expect(sink.received.filter((m) => m !== 'x')).toEqual(['a', 'b'])
   })
 
+  it('removes a link, not the file it names, and keeps reading that file from its checkpoint', async () => {
+    // A symbolic link and a hard link, each matched (and sorted) after the file it names: the
+    // source then reads the inode by the link's name, and removing the link leaves the file. Its
+    // checkpoint was dropped with the link, and the file was then read again from its start.
+    const target = join(dir, 'app.log')
+    const other = join(dir, 'data.log')
+    writeFileSync(target, lines('one', 'two'))
+    writeFileSync(other, lines('three'))
+    symlinkSync(target, join(dir, 'current.log'))
+    execFileSync('ln', [other, join(dir, 'hard.log')])
+    const sink = collect()
+    const { topology, notices } = await start(
+      { include: [join(dir, '*.log')], checkpoints: join(dir, 'cp'), removeAfterIdleMs: 30 },
+      sink,
+    )
+    // Each name is removed in turn, the links first: then nothing is left to read.
+    await vi.waitUntil(() => readdirSync(dir).filter((f) => f.endsWith('.log')).length === 0, {
+      timeout: 5000,
+    })
+    await topology.stop()
+    expect(sink.received.sort()).toEqual(['one', 'three', 'two'])
+    expect(notices.filter((n) => n.includes('still there under another name'))).toHaveLength(2)
+  })
+
   it('goes on when the directory vanishes, and reads it again when it comes back', async () => {
     const logs = join(dir, 'logs')
     mkdirSync(logs)
