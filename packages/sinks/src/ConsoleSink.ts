@@ -32,7 +32,7 @@ import {
   textOf,
 } from '@ackline/topology'
 import { z } from 'zod'
-import { jsonLine, textLimit } from './internal/jsonLine.js'
+import { JoinedLines, jsonLine } from './internal/jsonLine.js'
 
 /**
  * Options of {@link console}: its schema (`validate`, `jsonSchema`, …).
@@ -88,8 +88,7 @@ class Console implements ConsoleSink {
   async write(events: EventArray): Promise<SinkResult> {
     const stream = this.#options.stream ?? process.stdout
     const text = this.#options.format === 'text'
-    let out = ''
-    let full: string[] | undefined // texts as long as one string can be, before `out`
+    const joined = new JoinedLines()
     let results: (DeliveryStatus | Error)[] | undefined
     for (let i = 0; i < events.length; i++) {
       const event = events.events[i]!
@@ -104,16 +103,12 @@ class Console implements ConsoleSink {
         results.push(error instanceof Error ? error : new TypeError(textOf(error)))
         continue
       }
-      if (out.length + line.length > textLimit.max) {
-        if (full === undefined) full = [out]
-        else full.push(out)
-        out = ''
-      }
-      out += line
+      joined.add(line)
       results?.push('delivered')
     }
-    if (full !== undefined) for (const piece of full) await this.#print(stream, piece)
-    if (out !== '') await this.#print(stream, out)
+    const texts = joined.texts
+    if (typeof texts === 'string') await this.#print(stream, texts)
+    else for (const piece of texts) await this.#print(stream, piece)
     return results
   }
 

@@ -54,7 +54,7 @@ import {
   warningsTo,
 } from '@ackline/topology'
 import { z } from 'zod'
-import { jsonLine, textLimit } from './internal/jsonLine.js'
+import { JoinedLines, jsonLine } from './internal/jsonLine.js'
 
 /** Options of {@link file}: its schema (`validate`, `jsonSchema`, …). */
 export const FileSinkOptions = defineOptions({
@@ -158,23 +158,30 @@ class NdjsonFile implements FileSink {
 
   write(events: EventArray): Promise<SinkResult> {
     if (events.length === 0) return Promise.resolve(undefined)
-    let text = ''
-    let full: string[] | undefined // texts as long as one string can be, before `text`
-    try {
-      for (const event of events) {
-        const line = jsonLine(event.fields)
-        if (text.length + line.length > textLimit.max) {
-          if (full === undefined) full = [text]
-          else full.push(text)
-          text = ''
-        }
-        text += line
+    const joined = new JoinedLines()
+    /** Made at the first event that cannot be encoded: the others are written, it reports its own error. */
+    let results: ('delivered' | Error)[] | undefined
+    const list = events.events
+    for (let i = 0; i < list.length; i++) {
+      let line: string
+      try {
+        line = jsonLine(list[i]!.fields)
+      } catch (error) {
+        // A `TypeError` or `RangeError` for that event alone: the ones before it are written.
+        results ??= new Array<'delivered' | Error>(i).fill('delivered')
+        results.push(error instanceof Error ? error : new TypeError(textOf(error)))
+        continue
       }
-    } catch {
-      return this.#writeEach(events)
+      joined.add(line)
+      results?.push('delivered')
     }
-    const texts = full === undefined ? text : [...full, text]
-    return this.#serial(() => this.#append(texts))
+    const texts = joined.texts
+    if (results === undefined) return this.#serial(() => this.#append(texts))
+    const told = results
+    return this.#serial(async () => {
+      if (texts.length > 0) await this.#append(texts)
+      return told
+    })
   }
 
   stop(): Promise<void> {
@@ -185,36 +192,6 @@ class NdjsonFile implements FileSink {
       const handle = this.#handle
       this.#handle = undefined
       await handle?.close()
-    })
-  }
-
-  /**
-   * The slow path, taken only when some event could not be encoded: the others are written, and
-   * each failed one reports its own encoding error (a `TypeError` or `RangeError`).
-   */
-  #writeEach(events: EventArray): Promise<SinkResult> {
-    const results: ('delivered' | Error)[] = []
-    const texts: string[] = []
-    let text = ''
-    for (const event of events) {
-      let line: string
-      try {
-        line = jsonLine(event.fields)
-      } catch (error) {
-        results.push(error instanceof Error ? error : new TypeError(textOf(error)))
-        continue
-      }
-      if (text.length + line.length > textLimit.max) {
-        texts.push(text)
-        text = ''
-      }
-      text += line
-      results.push('delivered')
-    }
-    if (text !== '') texts.push(text)
-    return this.#serial(async () => {
-      if (texts.length > 0) await this.#append(texts)
-      return results
     })
   }
 

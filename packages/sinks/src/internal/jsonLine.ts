@@ -33,3 +33,38 @@ export function jsonLine(fields: unknown): string {
     throw new TypeError("the event's fields encode as no JSON value (a toJSON() that returned undefined?)")
   return `${json}\n`
 }
+
+/**
+ * Joins lines into as few texts as strings can hold: one while they fit in {@link textLimit},
+ * more past it (each at most `textLimit.max` long, the lines whole and in order).
+ *
+ * @example
+ * ```ts
+ * const joined = new JoinedLines()
+ * for (const event of events) joined.add(jsonLine(event.fields))
+ * joined.texts // ['{"n":1}\n{"n":2}\n']
+ * ```
+ */
+export class JoinedLines {
+  /** The texts filled already, before `last`; none while everything fits in one. */
+  #full: string[] | undefined = undefined
+  #last = ''
+
+  /** Appends `line` (at most `textLimit.max` long), starting a new text when the current one cannot hold it. */
+  add(line: string): void {
+    if (this.#last.length + line.length > textLimit.max) {
+      if (this.#full === undefined) this.#full = []
+      if (this.#last !== '') this.#full.push(this.#last)
+      this.#last = ''
+    }
+    this.#last += line
+  }
+
+  /** The texts, in order: one string while the lines fit in one; none (an empty list) when no line was added. */
+  get texts(): string | readonly string[] {
+    if (this.#full === undefined) return this.#last === '' ? NONE : this.#last
+    return this.#last === '' ? this.#full : [...this.#full, this.#last]
+  }
+}
+
+const NONE: readonly string[] = []
