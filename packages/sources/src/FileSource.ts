@@ -106,6 +106,15 @@ export interface FileSourceOptions {
    */
   readonly removeAfterIdleMs?: number
   /**
+   * How long the checkpoint of a file that is gone is kept, in ms: a file no scan lists any more
+   * whose last path no longer holds it (deleted, or renamed to a name not included). Should it
+   * come back within that time (renamed back, included again), it is read on from its
+   * checkpoint; after, its checkpoint is forgotten (a notice says so) and it would be read from
+   * its start. A file still at its last path is never forgotten, listed or not. Default 86400000
+   * (a day); without a bound, every file rotated away left its checkpoint behind for good.
+   */
+  readonly forgetGoneAfterMs?: number
+  /**
    * Told about what the source noticed (a truncation, an unreadable file, a dead-letter file it
    * cannot write, lines the pipeline did not accept). Default: `console.warn`. One that throws (or
    * returns a promise that rejects) changes nothing else: that notice goes to
@@ -192,6 +201,9 @@ class FileSourceImpl implements FileSource {
     const idle = o.removeAfterIdleMs
     if (idle !== undefined && !(typeof idle === 'number' && idle >= 0))
       issues.push(ConfigIssue.of('removeAfterIdleMs', 'a number of milliseconds, 0 or more', idle))
+    const forget = o.forgetGoneAfterMs
+    if (forget !== undefined && !(typeof forget === 'number' && forget >= 0))
+      issues.push(ConfigIssue.of('forgetGoneAfterMs', 'a number of milliseconds, 0 or more', forget))
     for (const field of [
       'maxLineBytes',
       'checkpointIntervalMs',
@@ -239,6 +251,8 @@ class FileRun {
   readonly #retired = new Map<string, FileTail>()
   /** Checkpoints loaded for files not (or not yet) open, kept so they are written back. */
   #stored = new Map<string, Checkpoint>()
+  /** When each stored checkpoint's file was first found gone (see `forgetGoneAfterMs`); keyed as `#stored`. */
+  readonly #goneSince = new Map<string, number>()
   readonly #checkpoints: Checkpoints
   /**
    * The source's own files, never tailed though an include pattern matches them (the checkpoint
@@ -329,8 +343,10 @@ class FileRun {
     try {
       while (!signal.aborted) {
         await this.#scan()
-        if (Date.now() - this.#lastCheckpoint >= (this.o.checkpointIntervalMs ?? 1000))
+        if (Date.now() - this.#lastCheckpoint >= (this.o.checkpointIntervalMs ?? 1000)) {
+          await this.#forgetGone()
           await this.#writeCheckpoints()
+        }
         await sleep(this.o.pollIntervalMs ?? 250, signal)
       }
     } catch (error) {
@@ -803,6 +819,41 @@ class FileRun {
       ino: tail.ino,
       fingerprint: tail.fingerprint,
       offset: tail.committed,
+    }
+  }
+
+  /**
+   * Forgets the stored checkpoints of files gone for `forgetGoneAfterMs`: not listed (a listed
+   * file is open, and its checkpoint no longer stored) and not at their last path either.
+   */
+  async #forgetGone(): Promise<void> {
+    const after = this.o.forgetGoneAfterMs ?? 86_400_000
+    const now = Date.now()
+    for (const key of this.#goneSince.keys()) if (!this.#stored.has(key)) this.#goneSince.delete(key)
+    for (const [key, stored] of this.#stored) {
+      const since = this.#goneSince.get(key)
+      // Only the clock while it is gone; its last path is looked at before it is marked, and
+      // again before it is forgotten (a file renamed back there, and not listed, is not gone).
+      if (since !== undefined && now - since < after) continue
+      let there = false
+      try {
+        const s = await stat(stored.path)
+        there = checkpointKey(s.dev, s.ino) === key
+      } catch {}
+      if (there) {
+        this.#goneSince.delete(key)
+        continue
+      }
+      if (since === undefined) {
+        this.#goneSince.set(key, now)
+        if (after > 0) continue
+      }
+      this.#stored.delete(key)
+      this.#goneSince.delete(key)
+      this.#notice(
+        `file source: forgot the checkpoint of ${stored.path} (offset ${stored.offset}): the file is gone (not listed, not at that path) ` +
+          `for forgetGoneAfterMs (${after} ms); if it comes back, it is read from its start`,
+      )
     }
   }
 

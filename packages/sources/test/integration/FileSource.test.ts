@@ -882,6 +882,62 @@ describe('file source', () => {
     expect(notices.filter((n) => n.includes('still there under another name'))).toHaveLength(2)
   })
 
+  it('forgets the checkpoint of a file gone for forgetGoneAfterMs, and keeps one still at its path though not listed', async () => {
+    // Without a bound, every file deleted or rotated away left its checkpoint behind for good.
+    const gone = join(dir, 'gone.log')
+    const other = join(dir, 'other.txt')
+    writeFileSync(gone, lines('a'))
+    writeFileSync(other, lines('b'))
+    const cp = join(dir, 'cp')
+    const first = await start(
+      { include: [join(dir, '*.log'), join(dir, '*.txt')], checkpoints: cp },
+      collect(),
+    )
+    await vi.waitUntil(() => checkpoint(gone) === 2 && checkpoint(other) === 2)
+    await first.topology.stop()
+    rmSync(gone)
+    // The second run lists only *.log: other.txt is not listed, but it is still there.
+    const sink = collect()
+    const second = await start(
+      { include: [join(dir, '*.log')], checkpoints: cp, forgetGoneAfterMs: 50 },
+      sink,
+    )
+    await vi.waitUntil(() => checkpoint(gone) === undefined)
+    await second.topology.stop()
+    expect(checkpoint(other)).toBe(2)
+    expect(sink.received).toEqual([])
+    expect(second.notices).toEqual([
+      `file source: forgot the checkpoint of ${gone} (offset 2): the file is gone (not listed, not at that path) for forgetGoneAfterMs (50 ms); if it comes back, it is read from its start`,
+    ])
+  })
+
+  it('keeps the checkpoint of a file renamed away and back within forgetGoneAfterMs: it is not read again', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('one'))
+    const sink = collect()
+    const { topology, notices } = await start(
+      { include: [log], checkpoints: join(dir, 'cp'), forgetGoneAfterMs: 60_000 },
+      sink,
+    )
+    await vi.waitUntil(() => checkpoint(log) === 4)
+    renameSync(log, join(dir, 'app.away'))
+    // Retired and stored, then found gone: each checkpoint write follows a pass that looks for gone
+    // files, and the second write after the rename comes after the scan that retired it.
+    const mtime = () => statSync(join(dir, 'cp', 'checkpoints.json')).mtimeMs
+    const writes = [mtime()]
+    await vi.waitUntil(() => {
+      if (mtime() !== writes.at(-1)) writes.push(mtime())
+      return writes.length === 3
+    })
+    expect(checkpoint(log)).toBe(4)
+    renameSync(join(dir, 'app.away'), log)
+    appendFileSync(log, lines('two'))
+    await vi.waitUntil(() => sink.received.length === 2)
+    await topology.stop()
+    expect(sink.received).toEqual(['one', 'two'])
+    expect(notices.filter((n) => n.includes('forgot'))).toEqual([])
+  })
+
   it('goes on when the directory vanishes, and reads it again when it comes back', async () => {
     const logs = join(dir, 'logs')
     mkdirSync(logs)
@@ -1143,12 +1199,22 @@ describe('file source', () => {
     expect(file({ ...options, pollIntervalMs: 2 ** 31 - 1 }).validate()).toEqual([])
     // NaN (an unset variable through Number()) made every finished file be deleted at once.
     expect(
-      file({ ...options, removeAfterIdleMs: Number.NaN, multiline: { startPattern: '^x', timeoutMs: -1 } })
+      file({
+        ...options,
+        removeAfterIdleMs: Number.NaN,
+        forgetGoneAfterMs: -1,
+        multiline: { startPattern: '^x', timeoutMs: -1 },
+      })
         .validate()
         .map((i) => i.field),
-    ).toEqual(['multiline.timeoutMs', 'removeAfterIdleMs'])
+    ).toEqual(['multiline.timeoutMs', 'removeAfterIdleMs', 'forgetGoneAfterMs'])
     expect(
-      file({ ...options, removeAfterIdleMs: 0, multiline: { startPattern: '^x', timeoutMs: 0 } }).validate(),
+      file({
+        ...options,
+        removeAfterIdleMs: 0,
+        forgetGoneAfterMs: 0,
+        multiline: { startPattern: '^x', timeoutMs: 0 },
+      }).validate(),
     ).toEqual([])
   })
 
