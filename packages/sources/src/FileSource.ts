@@ -100,9 +100,11 @@ export interface FileSourceOptions {
   /**
    * Delete a file once every line of it is finished and it has not grown for this many ms (its
    * checkpoint is dropped with it). Off by default: a file is never deleted with a line that is
-   * not finished (delivered, dropped, or rejected and dead-lettered). The name matched is what is
-   * removed: for a symbolic link or one of several hard links, that is the link; the file it
-   * named stays, with its checkpoint (a notice says so), and is read on from there if matched.
+   * not finished (delivered, dropped, or rejected and dead-lettered). What is removed is the name
+   * the file was last listed under, and only while that name still holds it (after a rotation
+   * the name holds the new file, which is left alone). For a symbolic link or one of several hard
+   * links, that name is the link; the file it named stays, with its checkpoint (a notice says
+   * so), and is read on from there if listed.
    */
   readonly removeAfterIdleMs?: number
   /**
@@ -448,6 +450,11 @@ class FileRun {
     let linked: boolean
     try {
       if ((await tail.handle!.stat()).size !== tail.readOffset) return false
+      // The path must still name this file: after a rotation not seen yet (renamed away, a new
+      // file made under the name), it names the new file, which must not be deleted. The scan
+      // then finds this one moved.
+      const named = await stat(tail.path).catch(() => undefined)
+      if (named === undefined || checkpointKey(named.dev, named.ino) !== key) return false
       await unlink(tail.path)
       // The path was a link (symbolic, or one of several hard links): the file it named is still
       // there, and may be listed again under its other name. Its checkpoint stays, or it would

@@ -882,6 +882,42 @@ describe('file source', () => {
     expect(notices.filter((n) => n.includes('still there under another name'))).toHaveLength(2)
   })
 
+  it('never removes the new file of a rotation it has not seen yet: the old one was finished in the same scan', async () => {
+    // The old file's last line is held until the rotation (rename, then a new file under the
+    // name) is done: it then finishes before the scan that finds the rotation. Removing by the
+    // old tail's path deleted the new file (and called the old one a link).
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a'))
+    let release: (status: DeliveryStatus) => void = () => {}
+    const received: string[] = []
+    const sink: Sink = {
+      kind: 'held',
+      async write(events) {
+        const out: DeliveryStatus[] = []
+        for (const event of events.events) {
+          const message = event.get('message') as string
+          received.push(message)
+          out.push(message === 'a' ? await new Promise<DeliveryStatus>((r) => (release = r)) : 'delivered')
+        }
+        return out
+      },
+    }
+    const { topology, notices } = await start(
+      { include: [log], checkpoints: join(dir, 'cp'), removeAfterIdleMs: 0 },
+      sink,
+    )
+    await vi.waitUntil(() => received.includes('a'))
+    renameSync(log, join(dir, 'app.log.1'))
+    writeFileSync(log, lines('b'))
+    release('delivered')
+    // The new file is removed once its own line is finished: by its own tail, which finds it there.
+    await vi.waitUntil(() => received.includes('b') && !existsSync(log))
+    await topology.stop()
+    expect(received).toEqual(['a', 'b'])
+    expect(existsSync(join(dir, 'app.log.1'))).toBe(true) // listed no more: never removed
+    expect(notices.filter((n) => n.includes('a link') || n.includes('cannot remove'))).toEqual([])
+  })
+
   it('forgets the checkpoint of a file gone for forgetGoneAfterMs, and keeps one still at its path though not listed', async () => {
     // Without a bound, every file deleted or rotated away left its checkpoint behind for good.
     const gone = join(dir, 'gone.log')
