@@ -45,6 +45,24 @@ describe('the reason a batch is not delivered', () => {
     expect(receiver.reason).toBeUndefined()
   })
 
+  it('a lower status ended with a reason does not explain a status raised without one', () => {
+    const { events, receiver } = batchOf(3)
+    events[0]!.end('rejected')
+    events[1]!.end('errored', { reason: 'network' })
+    events[2]!.end('delivered')
+    expect(receiver.status).toBe('rejected')
+    expect(receiver.reason).toBeUndefined()
+  })
+
+  it('a lower status ended with a reason leaves the reason of the higher one as it was', () => {
+    const { array, receiver } = batchOf(3)
+    const [first, second, third] = array.events
+    first!.end('rejected', { reason: 'poison' })
+    EventArray.of(second!, third!).end('errored', { reason: 'network' })
+    expect(receiver.status).toBe('rejected')
+    expect(receiver.reason).toBe('poison')
+  })
+
   it('a later end at the same status explains it when the first one gave no reason', () => {
     const { events, receiver } = batchOf(2)
     events[0]!.end('errored')

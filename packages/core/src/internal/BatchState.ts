@@ -296,11 +296,13 @@ export class BatchState extends BatchStatusReceiver {
    */
   explain(slot: number, code: number, reason: unknown): void {
     if (code < ERRORED || this.isRecorded(slot)) return
-    const next = BATCH_UPDATE[this.code * 5 + code]!
+    // An end below the batch's status (errored into a rejected batch) does not explain it: its
+    // reason would be shown for a status it did not give.
+    if (BATCH_UPDATE[this.code * 5 + code]! !== code) return
     const rare = this._rare()
-    if (rare.reasonCode !== next) {
+    if (rare.reasonCode !== code) {
       rare.given = reason
-      rare.reasonCode = next
+      rare.reasonCode = code
     }
   }
 
