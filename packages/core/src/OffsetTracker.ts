@@ -157,6 +157,9 @@ export class OffsetTracker<K> {
       this.#pendingWeight -= weights.get(ticket)!
       weights.delete(ticket)
     }
+    // Fractional weights do not sum back to 0 (0.1 + 0.2 - 0.1 - 0.2 is 2.8e-17): nothing in
+    // flight weighs 0, or a capped tracker would never admit a record heavier than its cap.
+    if (this.#pendingCount === 0) this.#pendingWeight = 0
     if (index === this.#head) this.#advance()
   }
 

@@ -95,6 +95,14 @@ describe('OffsetTracker', () => {
     expect(tracker.committable()).toBe(1)
   })
 
+  it('reads a weight of 0 once every record finished, whatever fractional weights summed to', () => {
+    const tracker = new OffsetTracker<number>()
+    const tickets = [0.1, 0.2].map((weight, i) => tracker.track(i, weight))
+    for (const ticket of tickets) tracker.resolve(ticket, 'delivered')
+    expect(tracker.pending).toBe(0)
+    expect(tracker.pendingWeight).toBe(0)
+  })
+
   it('keeps tickets valid across compactions', () => {
     const tracker = new OffsetTracker<number>()
     const tickets: number[] = []
@@ -190,6 +198,26 @@ describe('OffsetTracker.capped', () => {
     tracker.resolve(heavy, 'delivered')
     await next
     expect(admitted).toBe(true)
+  })
+
+  it('admits a record heavier than the cap once fractional weights have all finished', async () => {
+    // 0.1 + 0.2 - 0.1 - 0.2 is 2.8e-17 in doubles: the weight in flight must still read 0.
+    const tracker = OffsetTracker.capped<number>({ maxPending: 1 })
+    const a = await tracker.track(1, 0.1)
+    const b = await tracker.track(2, 0.2)
+    tracker.resolve(a, 'delivered')
+    tracker.resolve(b, 'delivered')
+    expect(tracker.pending).toBe(0)
+    let admitted = false
+    const heavy = tracker.track(3, 5).then((ticket) => {
+      admitted = true
+      return ticket
+    })
+    await Promise.resolve()
+    expect(tracker.waiting).toBe(0)
+    expect(admitted).toBe(true)
+    tracker.resolve(await heavy, 'delivered')
+    expect(tracker.committable()).toBe(3)
   })
 
   it('keeps an errored record in flight', async () => {
