@@ -10,6 +10,7 @@
  */
 import type { EventStatus } from './EventStatus.js'
 import { batchLattice } from './internal/lattice.js'
+import { deliveryStatusCode, eventStatusCode } from './internal/statusCodes.js'
 
 /** What a source is told about a batch: acknowledge (`delivered`), retry (`errored`), or give up (`rejected`). */
 export type BatchStatus = 'delivered' | 'errored' | 'rejected'
@@ -31,8 +32,15 @@ export const BatchStatus = {
   /** The status every batch starts with. */
   initial: 'delivered' as BatchStatus,
 
-  /** Folds one event's final status into the batch's status. */
+  /**
+   * Folds one event's final status into the batch's status. A `batch` or `event` that is no
+   * status of its kind (from untyped code) throws a `FinalizationError` with code
+   * `INVALID_STATUS`.
+   */
   update(batch: BatchStatus, event: EventStatus): BatchStatus {
+    // The match reads only `event`: an unknown `batch` would be passed on, or replaced, silently.
+    deliveryStatusCode(batch)
+    eventStatusCode(event)
     return batchLattice(batch, event)
   },
 } as const

@@ -10,6 +10,7 @@
  */
 import { FinalizationError } from './FinalizationError.js'
 import { eventLattice } from './internal/lattice.js'
+import { eventStatusCode } from './internal/statusCodes.js'
 
 /**
  * What became of one event.
@@ -60,9 +61,14 @@ export const EventStatus = {
    *
    * An update *to* `dropped` from any other status is a programming error: the status stays
    * `current`, and in strict mode (see {@link EventStatus.setStrict}) a {@link FinalizationError}
-   * with code `INVALID_STATUS_UPDATE` is thrown.
+   * with code `INVALID_STATUS_UPDATE` is thrown. A `current` or `next` that is no status (from
+   * untyped code) throws a `FinalizationError` with code `INVALID_STATUS`, in either mode.
    */
   update(current: EventStatus, next: EventStatus): EventStatus {
+    // The match alone would answer some of them ('recorded' with anything, anything after
+    // 'dropped'), passing a value that is no status on as if it were one.
+    eventStatusCode(current)
+    eventStatusCode(next)
     const result = eventLattice(current, next)
     if (result !== undefined) return result
     if (strict) {

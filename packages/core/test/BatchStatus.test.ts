@@ -1,4 +1,4 @@
-import { BatchStatus, type EventStatus } from '@ackline/core'
+import { BatchStatus, type EventStatus, FinalizationError } from '@ackline/core'
 import { describe, expect, it } from 'vitest'
 import {
   BATCH_UPDATE,
@@ -38,6 +38,20 @@ describe('BatchStatus.update', () => {
   it('starts delivered, so an event that ends without a status counts as delivered', () => {
     expect(BatchStatus.initial).toBe('delivered')
     expect(BatchStatus.update(BatchStatus.initial, 'dropped')).toBe('delivered')
+  })
+
+  it.each([
+    ['bogus', 'delivered'],
+    ['bogus', 'errored'],
+    ['dropped', 'errored'],
+    ['recorded', 'delivered'],
+    ['delivered', 'bogus'],
+    ['rejected', undefined],
+  ])('update(%j, %j) from untyped code throws INVALID_STATUS', (batch, event) => {
+    expect(() => BatchStatus.update(batch as BatchStatus, event as EventStatus)).toThrow(
+      expect.objectContaining({ name: 'FinalizationError', code: 'INVALID_STATUS' }),
+    )
+    expect(() => BatchStatus.update(batch as BatchStatus, event as EventStatus)).toThrow(FinalizationError)
   })
 
   it('the hot-path table agrees with the public function on every pair', () => {

@@ -65,6 +65,22 @@ describe('EventStatus.update', () => {
     )
   })
 
+  it.each([
+    ['dropped', 'bogus'],
+    ['recorded', 'bogus'],
+    ['bogus', 'recorded'],
+    ['bogus', 'errored'],
+    ['delivered', undefined],
+    [null, 'dropped'],
+  ])('update(%j, %j) from untyped code throws INVALID_STATUS, strict or not', (current, next) => {
+    for (const mode of [true, false]) {
+      EventStatus.setStrict(mode)
+      expect(() => EventStatus.update(current as EventStatus, next as EventStatus)).toThrow(
+        expect.objectContaining({ name: 'FinalizationError', code: 'INVALID_STATUS' }),
+      )
+    }
+  })
+
   it('strict mode is on in this suite, because the vitest config asks for it with ACKLINE_STRICT=1', () => {
     expect(process.env.ACKLINE_STRICT).toBe('1')
     expect(strict).toBe(true)
