@@ -56,16 +56,36 @@ export class SlotBatches {
     return idOf(ms, seq)
   }
 
-  /** The id's millisecond (after the epoch) of the batch made last; with `lastIdSeq`, its id. */
+  /**
+   * The id's millisecond (after the epoch) of the batch made last; with `lastIdSeq`, its id. Read
+   * it right after {@link SlotBatches.fromRecords} or {@link SlotBatches.adopt}: once that batch
+   * has resolved, its slot may be reused, and reading it throws a `FinalizationError`
+   * (`USE_AFTER_END`); before any batch was made, a `TypeError`.
+   */
   get lastIdMs(): number {
-    const block = this.#opener.block!
-    return block.idMs(block.used - 1)
+    const index = this.#lastIndex()
+    return this.#opener.block!.idMs(index)
   }
 
-  /** The id's counter of the batch made last. */
+  /** The id's counter of the batch made last; read it as {@link SlotBatches.lastIdMs}. */
   get lastIdSeq(): number {
-    const block = this.#opener.block!
-    return block.idSeq(block.used - 1)
+    const index = this.#lastIndex()
+    return this.#opener.block!.idSeq(index)
+  }
+
+  /** The index of the batch made last in its block; throws when it is not known any more. */
+  #lastIndex(): number {
+    const index = this.#opener.lastIndex()
+    if (index >= 0) return index
+    if (this.#opener.block === undefined) {
+      throw new TypeError(`slot batches of source ${this.sourceId ?? 'unknown'}: no batch was made yet`)
+    }
+    // Its block was reused: the slot now reads NaN, or the id of a batch another source made.
+    throw new FinalizationError(
+      'USE_AFTER_END',
+      'cannot read the id of the last slot batch: it resolved and its slot was reused; read it right after the batch was made',
+      this.sourceId,
+    )
   }
 
   /**

@@ -284,6 +284,26 @@ describe('SlotBatches ids and owners', () => {
     expect(receiver.openedAt).toBe(t) // the opening time is the batch's own
   })
 
+  it("reads the last batch's id right after it was made, and refuses it once its block was reused", () => {
+    const owner = new Owner()
+    const slots = new SlotBatches('last', owner)
+    const other = new SlotBatches('other', owner)
+    expect(() => slots.lastIdMs).toThrow(/no batch was made yet/)
+    LeakDetector.closeGroup() // the batch below opens a block of its own
+    const array = slots.fromRecords([{ n: 1 }], Date.now())
+    const id = SlotBatches.idOf(slots.lastIdMs, slots.lastIdSeq)
+    LeakDetector.closeGroup() // closed with its batch live: reused once the batch resolves
+    array.end('delivered')
+    expect(owner.told.at(-1)!.id).toBe(id)
+    const taken = other.fromRecords([{ n: 2 }], Date.now()) // may take the block just freed
+    // Its slot reads NaN, or the batch another source made there: never an answer.
+    expect(() => slots.lastIdMs).toThrow(expect.objectContaining({ code: 'USE_AFTER_END' }))
+    expect(() => slots.lastIdSeq).toThrow(expect.objectContaining({ code: 'USE_AFTER_END' }))
+    taken.end()
+    slots.fromRecords([{ n: 3 }], Date.now()).end()
+    expect(SlotBatches.idOf(slots.lastIdMs, slots.lastIdSeq)).toBe(owner.told.at(-1)!.id)
+  })
+
   it('reads the clock for an ingest time that is not a clock reading', () => {
     const owner = new Owner()
     const slots = new SlotBatches('odd', owner)

@@ -412,6 +412,15 @@ export class SlotOpener {
    */
   #room = 0
 
+  /**
+   * The index in {@link SlotOpener.block} of the batch opened last; -1 when none was, or when
+   * that block was reused since (its slot may hold another source's batch now).
+   */
+  lastIndex(): number {
+    const block = this.block
+    return block !== undefined && block.gen === this.#gen ? block.used - 1 : -1
+  }
+
   /** Closes the block being filled (see {@link closeFillingBlocks}), reusing it if it is done. */
   _close(): void {
     const token = this.chunk
