@@ -6,6 +6,7 @@ import {
   type BatchStatusReceiver,
   EventArray,
   EventFinalizerGroups,
+  type JsonObject,
   LeakDetector,
   type LeakReport,
   LogEvent,
@@ -230,6 +231,18 @@ describe('SlotBatches over many blocks', () => {
   it('refuses an empty batch and one over its size, naming the bound', () => {
     const slots = new SlotBatches('bounds', new Owner())
     expect(() => slots.fromRecords([], Date.now())).toThrow(/1 to 16777215 records, not 0/)
+  })
+
+  it('refuses records without a length (a Set from untyped code), opening no batch', () => {
+    const owner = new Owner()
+    const slots = new SlotBatches('set', owner)
+    const records = new Set([{ a: 1 }]) as unknown as JsonObject[]
+    expect(() => slots.fromRecords(records, Date.now())).toThrow(RangeError)
+    expect(() => slots.fromRecords(records, Date.now())).toThrow(/1 to 16777215 records, not undefined/)
+    const array = slots.fromRecords([{ a: 2 }], Date.now())
+    expect(array.events.every((event) => event instanceof LogEvent)).toBe(true)
+    array.end('delivered')
+    expect(owner.told.map((t) => t.status)).toEqual(['delivered'])
   })
 })
 
