@@ -253,8 +253,6 @@ class FileRun {
   readonly #retired = new Map<string, FileTail>()
   /** Checkpoints loaded for files not (or not yet) open, kept so they are written back. */
   #stored = new Map<string, Checkpoint>()
-  /** When each stored checkpoint's file was first found gone (see `forgetGoneAfterMs`); keyed as `#stored`. */
-  readonly #goneSince = new Map<string, number>()
   readonly #checkpoints: Checkpoints
   /**
    * The source's own files, never tailed though an include pattern matches them (the checkpoint
@@ -395,6 +393,9 @@ class FileRun {
       const key = checkpointKey(s.dev, s.ino)
       seen.add(key)
       const existing = this.#tails.get(key)
+      // Retired with lines still in flight (renamed away, and back or listed again since): its
+      // checkpoint is known only once they settle; opened now, it would be read from its start.
+      if (existing === undefined && this.#retired.has(key)) continue
       if (existing !== undefined) {
         existing.path = path
         if (await this.#sameFile(existing)) continue
@@ -836,31 +837,42 @@ class FileRun {
   async #forgetGone(): Promise<void> {
     const after = this.o.forgetGoneAfterMs ?? 86_400_000
     const now = Date.now()
-    for (const key of this.#goneSince.keys()) if (!this.#stored.has(key)) this.#goneSince.delete(key)
     for (const [key, stored] of this.#stored) {
-      const since = this.#goneSince.get(key)
+      const since = stored.goneAt
       // Only the clock while it is gone; its last path is looked at before it is marked, and
       // again before it is forgotten (a file renamed back there, and not listed, is not gone).
       if (since !== undefined && now - since < after) continue
-      let there = false
-      try {
-        const s = await stat(stored.path)
-        there = checkpointKey(s.dev, s.ino) === key
-      } catch {}
+      const there = await this.#stillAt(stored.path, key)
+      // Not known (EACCES, EIO, a mount that is down): neither marked nor forgotten this time.
+      if (there === undefined) continue
       if (there) {
-        this.#goneSince.delete(key)
+        if (since !== undefined) {
+          const { goneAt: _, ...back } = stored
+          this.#stored.set(key, back)
+        }
         continue
       }
       if (since === undefined) {
-        this.#goneSince.set(key, now)
+        // Kept in the checkpoint file: the time counts across restarts.
+        this.#stored.set(key, { ...stored, goneAt: now })
         if (after > 0) continue
       }
       this.#stored.delete(key)
-      this.#goneSince.delete(key)
       this.#notice(
         `file source: forgot the checkpoint of ${stored.path} (offset ${stored.offset}): the file is gone (not listed, not at that path) ` +
           `for forgetGoneAfterMs (${after} ms); if it comes back, it is read from its start`,
       )
+    }
+  }
+
+  /** Whether `path` holds the file `key` names: `undefined` when that cannot be told (an error other than its absence). */
+  async #stillAt(path: string, key: string): Promise<boolean | undefined> {
+    try {
+      const s = await stat(path)
+      return checkpointKey(s.dev, s.ino) === key
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      return code === 'ENOENT' || code === 'ENOTDIR' ? false : undefined
     }
   }
 

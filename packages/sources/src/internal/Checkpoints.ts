@@ -24,6 +24,11 @@ export interface Checkpoint {
   readonly ino: number
   readonly fingerprint: Fingerprint | undefined
   readonly offset: number
+  /**
+   * When the file was first found gone (not listed, not at `path`), in ms since the epoch; kept
+   * across restarts, so that `forgetGoneAfterMs` counts from then however often the source restarts.
+   */
+  readonly goneAt?: number
 }
 
 const FILE = 'checkpoints.json'
@@ -90,9 +95,10 @@ export class Checkpoints {
         !Number.isSafeInteger(e.ino) ||
         !Number.isSafeInteger(e.offset) ||
         (e.offset as number) < 0 ||
-        (fp != null && (!Number.isSafeInteger(fp.length) || typeof fp.hash !== 'string'))
+        (fp != null && (!Number.isSafeInteger(fp.length) || typeof fp.hash !== 'string')) ||
+        (e.goneAt !== undefined && !(Number.isSafeInteger(e.goneAt) && e.goneAt >= 0))
       ) {
-        corrupt(`entry ${i} is not { path, dev, ino, fingerprint, offset }`)
+        corrupt(`entry ${i} is not { path, dev, ino, fingerprint, offset, goneAt? }`)
       }
       // A fingerprint covers 1 to FINGERPRINT_BYTES first bytes; any other length is not one this source wrote.
       if (fp != null && (fp.length! < 1 || fp.length! > FINGERPRINT_BYTES)) {
@@ -104,6 +110,7 @@ export class Checkpoints {
         ino: e.ino!,
         fingerprint: fp == null ? undefined : { length: fp.length!, hash: fp.hash! },
         offset: e.offset!,
+        ...(e.goneAt === undefined ? {} : { goneAt: e.goneAt }),
       })
     }
     return out

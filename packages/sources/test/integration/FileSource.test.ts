@@ -947,6 +947,88 @@ describe('file source', () => {
     ])
   })
 
+  it('counts forgetGoneAfterMs from when the file was first found gone, across restarts', async () => {
+    // The time it was found gone was kept in memory only: a source restarted more often than
+    // forgetGoneAfterMs (a daily deploy, a crash loop) never forgot a checkpoint.
+    const gone = join(dir, 'gone.log')
+    writeFileSync(gone, lines('a'))
+    const cp = join(dir, 'cp')
+    const document = () =>
+      JSON.parse(readFileSync(join(cp, 'checkpoints.json'), 'utf8')) as {
+        files: { path: string; goneAt?: number }[]
+      }
+    const first = await start({ include: [join(dir, '*.log')], checkpoints: cp }, collect())
+    await vi.waitUntil(() => checkpoint(gone) === 2)
+    await first.topology.stop()
+    rmSync(gone)
+    const before = Date.now()
+    const second = await start(
+      { include: [join(dir, '*.log')], checkpoints: cp, forgetGoneAfterMs: 60_000 },
+      collect(),
+    )
+    await vi.waitUntil(() => document().files[0]?.goneAt !== undefined)
+    await second.topology.stop()
+    const goneAt = document().files[0]!.goneAt!
+    expect(goneAt).toBeGreaterThanOrEqual(before)
+    expect(goneAt).toBeLessThanOrEqual(Date.now())
+    // A minute passes while the source is down: the next run forgets it at its first pass.
+    const doc = document()
+    doc.files[0]!.goneAt = goneAt - 60_000
+    writeFileSync(join(cp, 'checkpoints.json'), JSON.stringify(doc))
+    const third = await start(
+      { include: [join(dir, '*.log')], checkpoints: cp, forgetGoneAfterMs: 60_000 },
+      collect(),
+    )
+    await vi.waitUntil(() => checkpoint(gone) === undefined)
+    await third.topology.stop()
+    expect(third.notices).toEqual([expect.stringContaining(`forgot the checkpoint of ${gone} (offset 2)`)])
+  })
+
+  it('reads on from its checkpoint a file renamed away and back while its lines were in flight', async () => {
+    // Retired with its line in flight, its checkpoint is known only once the line settles: the
+    // file listed again meanwhile was opened at once with none, and read again from its start.
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('one'))
+    let release: (status: DeliveryStatus) => void = () => {}
+    const received: string[] = []
+    const sink: Sink = {
+      kind: 'held',
+      async write(events) {
+        const out: DeliveryStatus[] = []
+        for (const event of events.events) {
+          const message = event.get('message') as string
+          received.push(message)
+          const first = message === 'one' && received.length === 1
+          out.push(first ? await new Promise<DeliveryStatus>((r) => (release = r)) : 'delivered')
+        }
+        return out
+      },
+    }
+    const { topology } = await start({ include: [log], checkpoints: join(dir, 'cp') }, sink)
+    await vi.waitUntil(() => received.includes('one'))
+    const mtime = () => statSync(join(dir, 'cp', 'checkpoints.json')).mtimeMs
+    renameSync(log, join(dir, 'app.away'))
+    // Two checkpoint writes after the rename: the scan between them retired the file.
+    const writes = [mtime()]
+    await vi.waitUntil(() => {
+      if (mtime() !== writes.at(-1)) writes.push(mtime())
+      return writes.length === 3
+    })
+    renameSync(join(dir, 'app.away'), log)
+    // Two more: the file was listed again at least once while its line was held.
+    writes.length = 1
+    writes[0] = mtime()
+    await vi.waitUntil(() => {
+      if (mtime() !== writes.at(-1)) writes.push(mtime())
+      return writes.length === 3
+    })
+    release('delivered')
+    appendFileSync(log, lines('two'))
+    await vi.waitUntil(() => received.includes('two'))
+    await topology.stop()
+    expect(received).toEqual(['one', 'two'])
+  })
+
   it('keeps the checkpoint of a file renamed away and back within forgetGoneAfterMs: it is not read again', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('one'))
@@ -1132,6 +1214,25 @@ describe('file source', () => {
     const run = source.run(context)
     await expect(run).rejects.toThrow(FileSourceError)
     await expect(run).rejects.toThrow(/checkpoints\.json is corrupt \(not JSON\)\. Repair: move it aside/)
+  })
+
+  it('refuses a checkpoint whose goneAt is no time as corrupt', async () => {
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a'))
+    const s = statSync(log)
+    writeFileSync(
+      join(cp, 'checkpoints.json'),
+      JSON.stringify({
+        version: 1,
+        files: [{ path: log, dev: s.dev, ino: s.ino, fingerprint: null, offset: 2, goneAt: 'yesterday' }],
+      }),
+    )
+    const context = new FakeSourceContext({ id: 'files' })
+    const run = file({ include: [log], checkpoints: cp, pollIntervalMs: 10, onNotice: () => {} }).run(context)
+    await expect(run).rejects.toThrow('(entry 0 is not { path, dev, ino, fingerprint, offset, goneAt? })')
+    expect(context.batches).toEqual([])
   })
 
   it('refuses a checkpoint whose fingerprint length is not 1 to 256 bytes as corrupt', async () => {
