@@ -984,6 +984,37 @@ describe('file source', () => {
     expect(third.notices).toEqual([expect.stringContaining(`forgot the checkpoint of ${gone} (offset 2)`)])
   })
 
+  it('neither marks nor forgets a checkpoint whose path cannot be looked at (an error other than its absence)', async () => {
+    // ENAMETOOLONG stands for EACCES or EIO (root reads every file here): the file may well be
+    // there, on a mount that is down; forgotten, it would be read again from its start.
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    const unknown = join(dir, 'x'.repeat(300))
+    writeFileSync(
+      join(cp, 'checkpoints.json'),
+      JSON.stringify({
+        version: 1,
+        files: [{ path: unknown, dev: 1, ino: 2, fingerprint: null, offset: 7 }],
+      }),
+    )
+    writeFileSync(join(dir, 'app.log'), lines('a'))
+    const { topology, notices } = await start(
+      { include: [join(dir, '*.log')], checkpoints: cp, forgetGoneAfterMs: 0 },
+      collect(),
+    )
+    // The listed file's checkpoint is written after passes that looked at the other one.
+    await vi.waitUntil(() => checkpoint(join(dir, 'app.log')) === 2)
+    const mtime = () => statSync(join(cp, 'checkpoints.json')).mtimeMs
+    const writes = [mtime()]
+    await vi.waitUntil(() => {
+      if (mtime() !== writes.at(-1)) writes.push(mtime())
+      return writes.length === 3
+    })
+    await topology.stop()
+    expect(checkpoint(unknown)).toBe(7)
+    expect(notices.filter((n) => n.includes('forgot'))).toEqual([])
+  })
+
   it('reads on from its checkpoint a file renamed away and back while its lines were in flight', async () => {
     // Retired with its line in flight, its checkpoint is known only once the line settles: the
     // file listed again meanwhile was opened at once with none, and read again from its start.
