@@ -3,9 +3,9 @@
  * stream): a line holding a JSON object becomes that object, any other line `{ message: line }`
  * (a JSON object nested deeper than `maxDepth` too: code downstream may recurse over a value; and
  * one holding a number too large for a double, which would parse as `Infinity` and reach the sinks
- * as `null`). A line longer than `maxLineBytes` becomes `{ message }` holding its first
- * `maxLineBytes` bytes, with a warning: only that much of an open line is ever held, so a stream
- * without newlines cannot exhaust memory.
+ * as `null`). A line longer than `maxLineBytes` becomes `{ message }` holding as many of its
+ * first whole characters as fit in `maxLineBytes` bytes, with a warning: only that much of an
+ * open line is ever held, so a stream without newlines cannot exhaust memory.
  *
  * Invariant: every complete line becomes exactly one event, in order, and lines that arrived
  * together travel as one batch (at most `maxBatchLines`). A pipe cannot be asked to send data
@@ -61,7 +61,7 @@ export const StdinOptions = defineOptions({
     .max(constants.MAX_STRING_LENGTH)
     .default(102_400)
     .describe(
-      'The most bytes (UTF-8, newline not counted) of a line; a longer one becomes `{ message }` holding its first maxLineBytes bytes, ' +
+      'The most bytes (UTF-8, newline not counted) of a line; a longer one becomes `{ message }` holding its first whole characters within maxLineBytes bytes, ' +
         'with a warning, and the rest of it is never held in memory.',
     ),
   maxDepth: z.int().min(1).default(64).describe(
@@ -145,12 +145,15 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
       if (!(await sendBatch(records))) return
     }
   }
-  /** Says that line number `line` of `bytes` bytes was cut to its first `maxBytes`. */
-  const warnCut = (line: number, bytes: number): void =>
+  /** Says that line number `line` of `bytes` bytes was cut to `kept`, its first bytes. */
+  const warnCut = (line: number, bytes: number, kept: string): string => {
+    // A cut backs off to a whole character: the bytes sent may be fewer than maxLineBytes.
     warn(
       `stdin source '${context.id}': line ${line} of the input is ${bytes} bytes, longer than maxLineBytes (${maxBytes}): ` +
-        `its first ${maxBytes} bytes are sent as { message }, the rest is dropped`,
+        `its first ${Buffer.byteLength(kept)} bytes (whole characters) are sent as { message }, the rest is dropped`,
     )
+    return kept
+  }
   /** Adds `piece` (no newline in it) to the open line, cutting that line at `maxBytes` once it passes it. */
   const extend = (piece: string): void => {
     if (piece === '') return
@@ -170,31 +173,48 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
     openCut = openBytes
     openBytes = maxBytes
   }
-  /** Ends the open line: its text (cut at `maxBytes` when longer, with a warning); a fresh open line follows. */
-  const close = (): string => {
+  /**
+   * Ends the open line: its text (cut at `maxBytes` when longer, with a warning), or `undefined`
+   * for a blank line; a fresh open line follows. A cut line is sent even when no whole character
+   * of it fits (`''`), as a cut line in the middle of a chunk is.
+   */
+  const close = (): string | undefined => {
     read++
+    const cut = openCut
     // A cut line's CR (of a CRLF) was never held: it is not text of the line, and not cut from it.
-    const line = openCut === 0 ? stripCr(open.join('')) : open[0]!
-    const bytes = openCut - (cutEndsCr ? 1 : 0)
-    if (bytes > maxBytes) warnCut(read, bytes)
+    const bytes = cut - (cutEndsCr ? 1 : 0)
+    const line = cut === 0 ? stripCr(open.join('')) : open[0]!
     open = []
     openBytes = 0
     openCut = 0
-    return line
+    if (cut === 0) return line === '' ? undefined : line
+    return bytes > maxBytes ? warnCut(read, bytes, line) : line
   }
-  /** `line` (complete, CR stripped), cut at `maxBytes` with a warning when longer. */
+  /** `line` (complete, CR stripped, not blank), cut at `maxBytes` with a warning when longer. */
   const within = (line: string): string => {
     if (line.length * 3 <= maxBytes) return line
     const bytes = Buffer.byteLength(line)
     if (bytes <= maxBytes) return line
-    warnCut(read, bytes)
-    return prefixWithin(line, maxBytes)
+    return warnCut(read, bytes, prefixWithin(line, maxBytes))
   }
+  /** A high surrogate a string chunk ended with: held until the next chunk brings its other half. */
+  let carry = ''
   try {
     for (;;) {
       const next = await Promise.race([iterator.next(), stop])
       if (next.done === true) break
-      const piece = typeof next.value === 'string' ? next.value : decoder.write(next.value)
+      let piece = typeof next.value === 'string' ? next.value : decoder.write(next.value)
+      if (carry !== '') {
+        piece = carry + piece
+        carry = ''
+      }
+      // A surrogate pair split between string chunks (a decoder never splits one): measured
+      // apart, each half would count 3 bytes.
+      const lastUnit = piece.charCodeAt(piece.length - 1)
+      if (lastUnit >= 0xd800 && lastUnit <= 0xdbff) {
+        carry = piece.slice(-1)
+        piece = piece.slice(0, -1)
+      }
       // Only the new piece is searched: rescanning a long open line on every chunk made reading a
       // line of n chunks take n² time.
       const first = piece.indexOf('\n')
@@ -205,7 +225,7 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
       extend(piece.slice(0, first))
       const complete: string[] = []
       const head = close()
-      if (head !== '') complete.push(head)
+      if (head !== undefined) complete.push(head)
       const end = piece.lastIndexOf('\n')
       if (end > first)
         for (const raw of piece.slice(first + 1, end).split('\n')) {
@@ -224,9 +244,9 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
     if (context.signal.aborted) (input as { destroy?: () => void }).destroy?.()
   }
   if (context.signal.aborted) return
-  extend(decoder.end())
+  extend(carry + decoder.end())
   const last = close()
-  if (last !== '') await sendLines([last])
+  if (last !== undefined) await sendLines([last])
 }
 
 /** Waits `ms`; resolves `true` early when `signal` aborts. */

@@ -73,9 +73,9 @@ describe('stdin', () => {
       { message: `last ${'z'.repeat(15)}` },
     ])
     expect(warnings).toEqual([
-      "stdin source 'in': line 2 of the input is 25 bytes, longer than maxLineBytes (20): its first 20 bytes are sent as { message }, the rest is dropped",
-      "stdin source 'in': line 4 of the input is 38 bytes, longer than maxLineBytes (20): its first 20 bytes are sent as { message }, the rest is dropped",
-      "stdin source 'in': line 5 of the input is 35 bytes, longer than maxLineBytes (20): its first 20 bytes are sent as { message }, the rest is dropped",
+      "stdin source 'in': line 2 of the input is 25 bytes, longer than maxLineBytes (20): its first 20 bytes (whole characters) are sent as { message }, the rest is dropped",
+      "stdin source 'in': line 4 of the input is 38 bytes, longer than maxLineBytes (20): its first 20 bytes (whole characters) are sent as { message }, the rest is dropped",
+      "stdin source 'in': line 5 of the input is 35 bytes, longer than maxLineBytes (20): its first 20 bytes (whole characters) are sent as { message }, the rest is dropped",
     ])
   })
 
@@ -261,6 +261,51 @@ describe('stdin', () => {
     await run
     expect(input.destroyed).toBe(true)
     expect(warnings).toHaveLength(1)
+  })
+
+  it('sends a line cut to no whole character as an empty message wherever it is in its chunk, and says how many bytes it sent', async () => {
+    // Cut to '', it was dropped at the start or end of a chunk and sent in its middle; the
+    // warning said maxLineBytes bytes were sent where the cut had backed off to a character.
+    const warnings: string[] = []
+    const onWarning = (m: string) => warnings.push(m)
+    expect((await runOn(['€€\nok\n'], { maxLineBytes: 2, onWarning })).flat()).toEqual([
+      { message: '' },
+      { message: 'ok' },
+    ])
+    expect((await runOn(['a\n€€\nb\n'], { maxLineBytes: 2, onWarning })).flat()).toEqual([
+      { message: 'a' },
+      { message: '' },
+      { message: 'b' },
+    ])
+    expect((await runOn(['€€€€€\n'], { maxLineBytes: 10, onWarning })).flat()).toEqual([{ message: '€€€' }])
+    expect(warnings).toEqual([
+      "stdin source 'in': line 1 of the input is 6 bytes, longer than maxLineBytes (2): its first 0 bytes (whole characters) are sent as { message }, the rest is dropped",
+      "stdin source 'in': line 2 of the input is 6 bytes, longer than maxLineBytes (2): its first 0 bytes (whole characters) are sent as { message }, the rest is dropped",
+      "stdin source 'in': line 1 of the input is 15 bytes, longer than maxLineBytes (10): its first 9 bytes (whole characters) are sent as { message }, the rest is dropped",
+    ])
+  })
+
+  it('measures a surrogate pair split between string chunks as the one 4-byte character it is', async () => {
+    // Measured apart, each half counted 3 bytes: a false cut, and a wrong size in the warning.
+    const pair = '😀'
+    const warnings: string[] = []
+    const context = new FakeSourceContext({ acknowledgements: false })
+    // Object mode: the strings arrive as they are, the pair split between two of them.
+    const input = Readable.from([
+      pair[0]!,
+      `${pair[1]!}\n`,
+      `x${pair[0]!}`,
+      `${pair[1]!}y${pair}z\n`,
+      pair[0]!,
+      pair[1]!,
+    ])
+    await stdin({ input, maxLineBytes: 4, onWarning: (m) => warnings.push(m) }).run(context)
+    expect(context.records().flat()).toEqual([{ message: pair }, { message: 'x' }, { message: pair }])
+    expect(warnings).toEqual([
+      expect.stringContaining(
+        'line 2 of the input is 11 bytes, longer than maxLineBytes (4): its first 1 bytes',
+      ),
+    ])
   })
 
   it('cannot acknowledge, and reports bad options by field', () => {

@@ -42,7 +42,7 @@ export function jsonLine(fields: unknown): string {
  * ```ts
  * const joined = new JoinedLines()
  * for (const event of events) joined.add(jsonLine(event.fields))
- * joined.texts // ['{"n":1}\n{"n":2}\n']
+ * joined.texts // '{"n":1}\n{"n":2}\n': one string while the lines fit in one
  * ```
  */
 export class JoinedLines {
