@@ -16,6 +16,7 @@
  * @module
  */
 import type { DeliveryStatus } from './EventStatus.js'
+import { shown } from './internal/shown.js'
 import { OffsetTrackerError } from './OffsetTrackerError.js'
 
 /** Options of an {@link OffsetTracker}. */
@@ -145,7 +146,7 @@ export class OffsetTracker<K> {
         // Finishing the record would let the checkpoint pass a record nobody delivered.
         throw new OffsetTrackerError(
           'INVALID_STATUS',
-          `${this.#name}: ticket ${ticket} resolved with status ${String(status)}: expected 'delivered', 'errored' or 'rejected'`,
+          `${this.#name}: ticket ${ticket} resolved with status ${shown(status)}: expected 'delivered', 'errored' or 'rejected'`,
         )
     }
     this.#states[index] = FINISHED
@@ -188,7 +189,10 @@ export class OffsetTracker<K> {
   /** The keys of the records rejected since the last call, in the order they were rejected. */
   takeRejected(): K[] {
     const taken = this.#rejected
-    if (taken.length > 0) this.#rejected = []
+    // Never the tracker's own list: a caller that pushed into an empty answer would have its
+    // keys handed back as rejected by the next call.
+    if (taken.length === 0) return []
+    this.#rejected = []
     return taken
   }
 
@@ -235,7 +239,7 @@ export class CappedOffsetTracker<K> {
     if (!Number.isInteger(options.maxPending) || options.maxPending < 1) {
       throw new OffsetTrackerError(
         'INVALID_OPTION',
-        `${this.#name}: maxPending must be an integer of at least 1, got ${String(options.maxPending)}`,
+        `${this.#name}: maxPending must be an integer of at least 1, got ${shown(options.maxPending)}`,
       )
     }
     this.#inner = new OffsetTracker(options)
@@ -318,7 +322,7 @@ function checkWeight(name: string, weight: number): void {
   if (typeof weight !== 'number' || !Number.isFinite(weight) || weight < 0) {
     throw new OffsetTrackerError(
       'INVALID_WEIGHT',
-      `${name}: weight must be a finite number of at least 0, got ${String(weight)}`,
+      `${name}: weight must be a finite number of at least 0, got ${shown(weight)}`,
     )
   }
 }

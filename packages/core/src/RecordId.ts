@@ -15,6 +15,8 @@
  *
  * @module
  */
+
+import { shown } from './internal/shown.js'
 import type { JsonObject } from './JsonValue.js'
 import type { LogEvent } from './LogEvent.js'
 
@@ -36,7 +38,7 @@ export const RecordId = {
   /** Puts `id` on `fields` (in place) and returns them; an empty `id` is a programming error. */
   set<T extends JsonObject>(fields: T, id: string): T {
     if (typeof id !== 'string' || id === '') {
-      throw new TypeError(`RecordId.set: the id must be a non-empty string, got ${JSON.stringify(id)}`)
+      throw new TypeError(`RecordId.set: the id must be a non-empty string, got ${shown(id)}`)
     }
     ;(fields as JsonObject)[RecordId.FIELD] = id
     return fields

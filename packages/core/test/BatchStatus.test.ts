@@ -47,6 +47,9 @@ describe('BatchStatus.update', () => {
     ['recorded', 'delivered'],
     ['delivered', 'bogus'],
     ['rejected', undefined],
+    // String() of these throws: the status error must still be the one thrown.
+    ['delivered', Object.create(null)],
+    [Symbol('s'), 'delivered'],
   ])('update(%j, %j) from untyped code throws INVALID_STATUS', (batch, event) => {
     expect(() => BatchStatus.update(batch as BatchStatus, event as EventStatus)).toThrow(
       expect.objectContaining({ name: 'FinalizationError', code: 'INVALID_STATUS' }),

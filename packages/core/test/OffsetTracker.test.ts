@@ -37,6 +37,25 @@ describe('OffsetTracker', () => {
     expect(tracker.committable()).toBe('b')
   })
 
+  it('hands out a list of its own to a caller that takes no rejected keys: pushing into it changes nothing', () => {
+    const tracker = new OffsetTracker<number>()
+    const none = tracker.takeRejected()
+    none.push(99)
+    tracker.resolve(tracker.track(10), 'delivered')
+    expect(tracker.takeRejected()).toEqual([])
+  })
+
+  it('names a weight or status String cannot print, with its own error', () => {
+    const tracker = new OffsetTracker<number>({ name: 'p1' })
+    expect(() => tracker.track(1, Object.create(null) as never)).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_WEIGHT',
+        message: 'p1: weight must be a finite number of at least 0, got [object Object]',
+      }),
+    )
+    expect(() => tracker.track(1, 5n as never)).toThrow('got 5n')
+  })
+
   it('moves past rejected records and hands their keys out once', () => {
     const tracker = new OffsetTracker<number>()
     const a = tracker.track(10)

@@ -23,4 +23,11 @@ describe('RecordId', () => {
   it('refuses an empty id, naming the helper', () => {
     expect(() => RecordId.set({}, '')).toThrow(/RecordId.set: the id must be a non-empty string/)
   })
+
+  it('says what it got for an id JSON cannot print: a BigInt, a Symbol, an object without a prototype', () => {
+    // JSON.stringify threw its own TypeError ('Do not know how to serialize a BigInt') instead.
+    expect(() => RecordId.set({}, 10n as never)).toThrow('the id must be a non-empty string, got 10n')
+    expect(() => RecordId.set({}, Symbol('s') as never)).toThrow('got Symbol(s)')
+    expect(() => RecordId.set({}, Object.create(null) as never)).toThrow('got [object Object]')
+  })
 })

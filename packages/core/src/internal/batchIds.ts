@@ -84,8 +84,10 @@ const TAIL = HEX[RANDOM[11]!]! + HEX[RANDOM[12]!]! + HEX[RANDOM[13]!]! + HEX[RAN
 
 /**
  * The UUID v7 of a stamp: the same for the same stamp, within this process. RFC 9562's layout:
- * 48 bits of milliseconds, the version (7), then the 31-bit counter across `rand_a` (12 bits) and,
- * after the variant (binary 10), the first 19 bits of `rand_b`, then the process's random bits.
+ * 48 bits of milliseconds, the version (7), then the counter as 32 bits (read unsigned: it starts
+ * below 2^31 and counts on through the negative numbers of `| 0` before it wraps) across `rand_a`
+ * (12 bits) and, after the variant (binary 10), the first 20 bits of `rand_b`, then the process's
+ * random bits.
  * Written by hand from a byte table (an id is read for every answer an HTTP source gives): a
  * general UUID library call with options cost about 280 ns, this about 80.
  */

@@ -6,6 +6,7 @@ import type { BatchStatus } from '../BatchStatus.js'
 import type { DeliveryStatus, EventStatus } from '../EventStatus.js'
 import { FinalizationError } from '../FinalizationError.js'
 import { batchLattice, eventLattice } from './lattice.js'
+import { shown } from './shown.js'
 
 export const DROPPED = 0
 export const DELIVERED = 1
@@ -71,7 +72,7 @@ export const deliveryStatusCode = (status: DeliveryStatus): number => {
 const DELIVERY_STATUS_NAMES: readonly DeliveryStatus[] = ['delivered', 'errored', 'rejected']
 
 function unknownStatus(status: unknown, expected: readonly string[]): FinalizationError {
-  const got = typeof status === 'string' ? `'${status}'` : String(status)
+  const got = typeof status === 'string' ? `'${status}'` : shown(status)
   return new FinalizationError(
     'INVALID_STATUS',
     `unknown status ${got}: expected one of ${expected.map((s) => `'${s}'`).join(', ')}`,
