@@ -8,6 +8,7 @@
  */
 import type { BatchNotifier } from './BatchNotifier.js'
 import type { DeliveryStatus } from './EventStatus.js'
+import { FinalizationError } from './FinalizationError.js'
 import { sinceEpoch } from './internal/epoch.js'
 import { endRuns } from './internal/refs.js'
 import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
@@ -141,7 +142,11 @@ export class EventArray implements Iterable<LogEvent> {
     return new EventArray(copies)
   }
 
-  /** Ends every event with the same status (or none). See {@link LogEvent.end}. */
+  /**
+   * Ends every event with the same status (or none). See {@link LogEvent.end}. With a `reason`,
+   * every handle is checked first: one already ended throws `ALREADY_ENDED` before any event is
+   * ended or any batch is given the reason.
+   */
   end(status?: DeliveryStatus, options?: EndOptions): void {
     const code = status === undefined ? -1 : deliveryStatusCode(status)
     if (options === undefined) {
@@ -150,6 +155,12 @@ export class EventArray implements Iterable<LogEvent> {
     }
     const reason = options.reason
     if (code >= ERRORED && reason !== undefined) {
+      // A batch given the reason must be ended by this call: one whose event the call would not
+      // reach (it throws at an ended handle first) would show the reason for a later end of its own.
+      for (const event of this.events) {
+        if (event.isEnded)
+          throw new FinalizationError('ALREADY_ENDED', 'an event handle was ended twice', event._sourceId)
+      }
       // Before any end: a batch that resolves inside this call must already know why.
       for (const event of this.events) event._explain(code, reason)
     }

@@ -79,8 +79,10 @@ export class OffsetTracker<K> {
 
   /**
    * A tracker whose `track` waits while admitting the record would put more than `maxPending`
-   * weight in flight, and always admits when nothing is in flight (so a record heavier than the
-   * cap still goes through, alone). See {@link CappedOffsetTracker}.
+   * weight in flight, and always admits when nothing (or only weightless records) is in flight,
+   * so a record heavier than the cap still goes through, alone. The weights are compared within a
+   * tolerance of `maxPending`·1e-9, far above the rounding of fractional weights summed in
+   * doubles. See {@link CappedOffsetTracker}.
    */
   static capped<K>(options: CappedOffsetTrackerOptions<K>): CappedOffsetTracker<K> {
     return new CappedOffsetTracker(options)
@@ -174,7 +176,11 @@ export class OffsetTracker<K> {
     return this.#pendingCount
   }
 
-  /** The summed weight of the records not finished. */
+  /**
+   * The summed weight of the records not finished: exact for whole weights (up to 2^53), summed in
+   * doubles for fractional ones, so it may read a rounding off their exact sum while records are
+   * in flight (0 once none is). A capped tracker judges it within a tolerance of `maxPending`·1e-9.
+   */
   get pendingWeight(): number {
     return this.#pendingWeight
   }
@@ -313,8 +319,13 @@ export class CappedOffsetTracker<K> {
   }
 
   #admits(weight: number): boolean {
+    // Fractional weights are summed in doubles: what is in flight may read a little off its exact
+    // sum (0.2 + 0.6 + 0.4 - 0.2 - 0.6 is 0.40000000000000024). Judged within a tolerance far
+    // above that rounding and far below any weight that matters, a record that fills the cap
+    // exactly is admitted, and weightless records in flight weigh nothing.
+    const tolerance = this.#max * 1e-9
     const pending = this.#inner.pendingWeight
-    return pending === 0 || pending + weight <= this.#max
+    return pending <= tolerance || pending + weight <= this.#max + tolerance
   }
 }
 

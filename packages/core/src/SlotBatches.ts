@@ -128,8 +128,9 @@ export class SlotBatches {
    */
   fromRecords(records: readonly JsonObject[], ingestTimestamp: number, tracking?: unknown): EventArray {
     const n = records.length
-    // Written so that a length that is no number (a Set's, from untyped code) fails it too.
-    if (!(n >= 1 && n <= SlotBatches.MAX_EVENTS)) {
+    // Written so that a length that is no integer (a Set's `undefined`, an array-like's 1.5, from
+    // untyped code) fails it too, before a slot is opened.
+    if (!((n | 0) === n && n >= 1 && n <= SlotBatches.MAX_EVENTS)) {
       throw new RangeError(`a slot batch has 1 to ${SlotBatches.MAX_EVENTS} records, not ${n}`)
     }
     // As `BatchNotifier.open`: a value that is not a clock reading in a UUID v7's range reads the clock.

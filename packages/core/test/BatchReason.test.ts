@@ -93,6 +93,27 @@ describe('the reason a batch is not delivered', () => {
   })
 })
 
+describe('an array end that throws', () => {
+  it('gives its reason to no batch, and ends nothing, when one of its handles had ended already', () => {
+    // The reason was offered to every batch before any end: a batch whose event the call never
+    // reached (it threw at the ended handle first) showed it for a later end of its own.
+    const a = BatchNotifier.open('a')
+    const b = BatchNotifier.open('b')
+    const [a0, done] = EventArray.fromRecords([{ n: 0 }, { n: 1 }], { sourceId: 'a', batch: a }).events
+    const [b0] = EventArray.fromRecords([{ n: 2 }], { sourceId: 'b', batch: b }).events
+    done!.end('delivered')
+    expect(() =>
+      EventArray.of(a0!, done!, b0!).end('errored', { reason: 'from the call that threw' }),
+    ).toThrow(expect.objectContaining({ name: 'FinalizationError', code: 'ALREADY_ENDED' }))
+    expect(a0!.isEnded).toBe(false)
+    a0!.end('delivered')
+    b0!.end('errored')
+    expect(a.receiver.status).toBe('delivered')
+    expect(b.receiver.status).toBe('errored')
+    expect(b.receiver.reason).toBeUndefined()
+  })
+})
+
 describe('statuses from untyped code', () => {
   const bad: unknown[] = ['deliverd', 'DELIVERED', 'dropped', 'recorded', null, 1, {}]
 

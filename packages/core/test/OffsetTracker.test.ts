@@ -239,6 +239,47 @@ describe('OffsetTracker.capped', () => {
     expect(tracker.committable()).toBe(3)
   })
 
+  it('admits a record that fills the cap exactly beside fractional weights still in flight', async () => {
+    // 0.2 + 0.6 + 0.4 - 0.2 - 0.6 is 0.40000000000000024 in doubles: with 1.6 more, 2.0000000000000004.
+    const tracker = OffsetTracker.capped<number>({ maxPending: 2 })
+    const a = await tracker.track(1, 0.2)
+    const b = await tracker.track(2, 0.6)
+    await tracker.track(3, 0.4)
+    tracker.resolve(a, 'delivered')
+    tracker.resolve(b, 'delivered')
+    let admitted = false
+    void tracker.track(4, 1.6).then(() => {
+      admitted = true
+    })
+    await Promise.resolve()
+    expect(tracker.waiting).toBe(0)
+    expect(admitted).toBe(true)
+  })
+
+  it('admits a record heavier than the cap while only weightless records are in flight', async () => {
+    // Their sum is 0, read as 2.8e-17 after 0.1 and 0.2 came and went: the heavy record waited.
+    const tracker = OffsetTracker.capped<number>({ maxPending: 1 })
+    const a = await tracker.track(1, 0.1)
+    const b = await tracker.track(2, 0.2)
+    await tracker.track(3, 0)
+    tracker.resolve(a, 'delivered')
+    tracker.resolve(b, 'delivered')
+    expect(tracker.pending).toBe(1)
+    let admitted = false
+    void tracker.track(4, 5).then(() => {
+      admitted = true
+    })
+    await Promise.resolve()
+    expect(admitted).toBe(true)
+    // A whole weight in flight still holds back what would pass the cap.
+    let second = false
+    void tracker.track(5, 1).then(() => {
+      second = true
+    })
+    await Promise.resolve()
+    expect(second).toBe(false)
+  })
+
   it('keeps an errored record in flight', async () => {
     const tracker = OffsetTracker.capped<number>({ maxPending: 1 })
     const a = await tracker.track(1)

@@ -426,4 +426,13 @@ describe('SlotBatches blocks of a slow source', () => {
     block.release(second, 1, DELIVERED_CODE)
     expect(block.gen).toBe(gen + 1)
   })
+
+  it('refuses a length that is a number but no integer before it opens a slot (an array-like from untyped code)', () => {
+    // 1.5 passed the range check: a slot with 1.5 live handles was opened, never resolved by any
+    // event, then 'Invalid array length' was thrown.
+    const slots = new SlotBatches('len', new Owner())
+    const records = { length: 1.5, 0: { n: 0 }, 1: { n: 1 } } as never
+    expect(() => slots.fromRecords(records, Date.now())).toThrow('a slot batch has 1 to')
+    expect(() => slots.lastIdMs).toThrow(TypeError) // no batch was made
+  })
 })
