@@ -13,14 +13,16 @@
  */
 
 import { BatchNotifier } from './BatchNotifier.js'
+import type { BatchStatusReceiver } from './BatchStatusReceiver.js'
+import type { EventFinalizers } from './EventFinalizers.js'
 import { EventMetadata } from './EventMetadata.js'
-import type { DeliveryStatus } from './EventStatus.js'
+import type { DeliveryStatus, EventStatus } from './EventStatus.js'
 import { FinalizationError } from './FinalizationError.js'
 import { type KeptTime, sinceEpoch } from './internal/epoch.js'
 import { getPath, removePath, setPath } from './internal/FieldPath.js'
 import { endRef, explainRef, mergeRefs, type Ref, retainRef, SET } from './internal/refs.js'
 import { INDEX_BITS, INDEX_MASK, notifierOf, SlotChunk } from './internal/slots.js'
-import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
+import { batchStatusName, deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import { type JsonObject, JsonValue } from './JsonValue.js'
 
 /** Options of a new event. */
@@ -258,6 +260,35 @@ export class LogEvent {
     return notifier
   }
 
+  /**
+   * Calls `visit` once for each batch the event belongs to, with the batch's receiver, its source
+   * and what {@link EventFinalizer.status} reads for it: `'recorded'` once an authoritative sink
+   * recorded this event in it, else the batch's status so far. What iterating
+   * `metadata.finalizers` tells, without making the metadata, a finalizer set and a finalizer per
+   * event: a runtime does this for every event an authoritative sink ends. Nothing for an event
+   * without finalizers (acknowledgements off); a `FinalizationError` (`USE_AFTER_END`) once the
+   * handle has ended. `visit` must not end or change this handle.
+   *
+   * @example
+   * ```ts
+   * event.forEachBatch((receiver, sourceId, status) => {
+   *   if (status !== 'recorded') told(sourceId, receiver, EventStatus.update(status, 'delivered'))
+   * })
+   * ```
+   */
+  forEachBatch(
+    visit: (receiver: BatchStatusReceiver, sourceId: string | undefined, status: EventStatus) => void,
+  ): void {
+    const ref = this._live('read the batches of')
+    if (ref === undefined) return
+    if (this._slot !== SET) {
+      visitBatch(ref as BatchNotifier, this._slot, visit)
+      return
+    }
+    const set = ref as EventFinalizers
+    for (let i = 0; i < set._notifiers.length; i++) visitBatch(set._notifiers[i]!, set._slots[i]!, visit)
+  }
+
   /** @internal Adds the event to a batch. */
   _attach(notifier: BatchNotifier): void {
     this._live('attach a batch to')
@@ -323,4 +354,14 @@ export class LogEvent {
     this._live('merge')
     this._ref = null
   }
+}
+
+/** One pair of {@link LogEvent.forEachBatch}: what an `EventFinalizer` of it would read. */
+function visitBatch(
+  notifier: BatchNotifier,
+  slot: number,
+  visit: (receiver: BatchStatusReceiver, sourceId: string | undefined, status: EventStatus) => void,
+): void {
+  const state = notifier._state
+  visit(state, notifier.sourceId, state.isRecorded(slot) ? 'recorded' : batchStatusName(state.code))
 }

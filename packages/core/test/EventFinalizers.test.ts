@@ -1,5 +1,14 @@
-import { BatchNotifier, EventArray, EventFinalizers, LogEvent } from '@ackline/core'
+import {
+  BatchNotifier,
+  EventArray,
+  EventFinalizers,
+  type EventStatus,
+  FinalizationError,
+  LogEvent,
+  SlotBatches,
+} from '@ackline/core'
 import { describe, expect, it } from 'vitest'
+import { Owner } from './support/slotPrograms.js'
 
 const batch = (n: number, sourceId = 'src') => {
   const { notifier, receiver } = BatchNotifier.create({ sourceId })
@@ -156,5 +165,79 @@ describe('merge', () => {
     expect(into.metadata.finalizers.size).toBe(3000)
     into.end('delivered')
     expect(receiver.status).toBe('delivered')
+  })
+
+  describe('LogEvent.forEachBatch', () => {
+    type Seen = [unknown, string | undefined, EventStatus]
+    const visited = (event: LogEvent): Seen[] => {
+      const seen: Seen[] = []
+      event.forEachBatch((receiver, sourceId, status) => seen.push([receiver, sourceId, status]))
+      return seen
+    }
+    /** What the finalizers read, through a copy (reading them hands out a set), dropped after. */
+    const viaFinalizers = (event: LogEvent): Seen[] => {
+      const copy = event.clone()
+      const seen: Seen[] = [...copy.metadata.finalizers].map((f) => [f.receiver, f.sourceId, f.status])
+      copy.end()
+      return seen
+    }
+
+    it('tells what the finalizers tell, batch by batch: one batch, a merged event, a recorded one', () => {
+      const a = batch(2, 'a')
+      const b = batch(1, 'b')
+      const merged = a.events[0]!
+      merged.merge(b.events[0]!)
+      a.events[1]!.clone().end('errored')
+      expect(visited(merged)).toEqual([
+        [a.receiver, 'a', 'errored'],
+        [b.receiver, 'b', 'delivered'],
+      ])
+      expect(visited(merged)).toEqual(viaFinalizers(merged))
+      // An authoritative end of a copy records the event in both batches.
+      merged.clone().end('rejected', { authoritative: true })
+      expect(visited(merged).map(([, , status]) => status)).toEqual(['recorded', 'recorded'])
+      for (const event of [merged, a.events[1]!]) event.end('delivered')
+      expect(a.receiver.status).toBe('rejected')
+    })
+
+    it('reads a slot batch as its finalizers would, and the batch resolves as before', () => {
+      const owner = new Owner()
+      const slots = new SlotBatches('slot', owner)
+      const array = slots.fromRecords([{ n: 0 }, { n: 1 }], Date.now())
+      const [first, second] = array.events
+      const seen = visited(first!)
+      expect(seen).toHaveLength(1)
+      expect(seen[0]!.slice(1)).toEqual(['slot', 'delivered'])
+      expect(seen).toEqual(viaFinalizers(first!))
+      first!.end('errored')
+      expect(visited(second!)[0]![2]).toBe('errored')
+      second!.end('delivered')
+      expect(owner.told.map((t) => t.status)).toEqual(['errored'])
+    })
+
+    it('visits nothing without finalizers, and throws once the handle has ended', () => {
+      expect(visited(new LogEvent({}))).toEqual([])
+      const { events } = batch(1)
+      events[0]!.end('delivered')
+      expect(() => visited(events[0]!)).toThrow(FinalizationError)
+    })
+
+    it('keeps which events were recorded past 32 of them, and in slots added after the first record', () => {
+      const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+      const first = EventArray.from(Array.from({ length: 40 }, (_, i) => new LogEvent({ i })))
+      first.attach(notifier, { release: false })
+      const events = [...first.events]
+      for (const i of [0, 31, 32, 33]) events[i]!.clone().end('delivered', { authoritative: true })
+      // Slots made after the first record: the record of slot 70 grows what keeps them.
+      const later = EventArray.from(Array.from({ length: 40 }, (_, i) => new LogEvent({ i: 40 + i })))
+      later.attach(notifier)
+      events.push(...later.events)
+      events[70]!.clone().end('delivered', { authoritative: true })
+      const recorded = events.flatMap((event, i) => (visited(event)[0]![2] === 'recorded' ? [i] : []))
+      expect(recorded).toEqual([0, 31, 32, 33, 70])
+      // What recorded events report later is ignored; the others fold in.
+      for (const [i, event] of events.entries()) event.end(i === 32 || i === 70 ? 'rejected' : 'delivered')
+      expect(receiver.status).toBe('delivered')
+    })
   })
 })

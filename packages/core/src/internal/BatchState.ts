@@ -96,8 +96,12 @@ class RareState {
   given: unknown = undefined
   /** The status code `given` explains; when it differs from the batch's, no reason was given for it. */
   reasonCode = DELIVERED
-  /** Slots an authoritative sink recorded; made on the first record. */
-  recorded: Set<number> | undefined = undefined
+  /**
+   * Slots an authoritative sink recorded, one bit each (slot `s` is bit `s & 31` of word `s >>> 5`);
+   * made on the first record, for every event the batch has then, and grown when a later slot is.
+   * A `Set` of slots made an authoritative sink's every record grow a hash table.
+   */
+  recorded: Uint32Array | undefined = undefined
   /** One outcome code per slot, when the source asked for per-record outcomes (capacity may exceed `events`). */
   outcomeCodes: Uint8Array | undefined = undefined
   /** The outcomes once resolved, made on first read. */
@@ -282,7 +286,7 @@ export class BatchState extends BatchStatusReceiver {
     const rare = this.rare
     if (rare === undefined) {
       this.flags = FLAGS_UPDATE[this.flags * 5 + code]!
-    } else if (rare.recorded === undefined || !rare.recorded.has(slot)) {
+    } else if (!isRecordedIn(rare.recorded, slot)) {
       this.flags = FLAGS_UPDATE[this.flags * 5 + code]!
       const outcomes = rare.outcomeCodes
       if (outcomes !== undefined) outcomes[slot] = OUTCOME_UPDATE[outcomes[slot]! * 5 + code]!
@@ -335,12 +339,18 @@ export class BatchState extends BatchStatusReceiver {
   record(slot: number): void {
     if (this.flags >= RESOLVED) this._ended()
     const rare = this._rare()
-    if (rare.recorded === undefined) rare.recorded = new Set()
-    rare.recorded.add(slot)
+    const word = slot >>> 5
+    let bits = rare.recorded
+    if (bits === undefined || word >= bits.length) {
+      const grown = new Uint32Array(Math.max(word + 1, (this.events + 31) >>> 5, (bits?.length ?? 0) * 2))
+      if (bits !== undefined) grown.set(bits)
+      rare.recorded = bits = grown
+    }
+    bits[word]! |= 1 << (slot & 31)
   }
 
   isRecorded(slot: number): boolean {
-    return this.rare?.recorded?.has(slot) === true
+    return isRecordedIn(this.rare?.recorded, slot)
   }
 
   releaseSource(): void {
@@ -411,4 +421,11 @@ export class BatchState extends BatchStatusReceiver {
     forget(this)
     this._resolve(batchStatusName(flags & CODE_BITS))
   }
+}
+
+/** Whether `slot`'s bit is set in `recorded` (see `BatchState`'s rare part). */
+export function isRecordedIn(recorded: Uint32Array | undefined, slot: number): boolean {
+  if (recorded === undefined) return false
+  const word = slot >>> 5
+  return word < recorded.length && (recorded[word]! & (1 << (slot & 31))) !== 0
 }

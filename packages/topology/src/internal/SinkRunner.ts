@@ -419,13 +419,32 @@ export class SinkRunner {
 
   /** Ends one handle authoritatively, first reporting what it records for each batch not recorded yet. */
   #endAuthoritative(event: LogEvent, status: DeliveryStatus, failure: BatchFailure | undefined): void {
-    for (const finalizer of event.metadata.finalizers) {
-      const current = finalizer.status
-      // Read before the end: a slot already recorded (by another authoritative copy) is not counted twice.
-      if (current !== 'recorded')
-        this.onRecorded(finalizer.sourceId, finalizer.receiver, EventStatus.update(current, status), failure)
-    }
+    // Read before the end: a slot already recorded (by another authoritative copy) is not counted
+    // twice. Through fields and one bound visitor: nothing is made per event.
+    this.#recording = status
+    this.#recordingFailure = failure
+    event.forEachBatch(this.#recordOne)
+    this.#recordingFailure = undefined
     event.end(status, failure === undefined ? AUTHORITATIVE : { authoritative: true, reason: failure })
+  }
+
+  /** The status and failure {@link SinkRunner.#endAuthoritative} is recording. */
+  #recording: DeliveryStatus = 'delivered'
+  #recordingFailure: BatchFailure | undefined = undefined
+
+  /** Reports what the authoritative end being made records for one batch of its event. */
+  readonly #recordOne = (
+    receiver: BatchStatusReceiver,
+    sourceId: string | undefined,
+    current: EventStatus,
+  ): void => {
+    if (current !== 'recorded')
+      this.onRecorded(
+        sourceId,
+        receiver,
+        EventStatus.update(current, this.#recording),
+        this.#recordingFailure,
+      )
   }
 
   #failure(code: string, message: string): BatchFailure {
