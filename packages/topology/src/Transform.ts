@@ -16,7 +16,9 @@ import type { ConfigIssue } from './ConfigIssue.js'
 /**
  * What a running transform may do with events, during the call it was passed to. An `emit`
  * through it after that call returned (from a timer, or a promise the call did not wait for) is
- * not passed on: the event is settled `errored` and reported (`EMIT_AFTER_RETURN`). For a
+ * not passed on: the event is settled `errored` and reported (`EMIT_AFTER_RETURN`). A `drop`
+ * then is reported the same way and ends nothing: the event may be a sink's by then, and ended
+ * there it would count as dropped before the sink said how its write went. For a
  * transform that declares itself `synchronous`, the runtime passes the same object to its
  * successive `process` calls, so a context kept from an earlier call and used during a later one
  * would act for the later call: such a transform promises not to keep it.
@@ -38,7 +40,10 @@ export interface TransformContext {
    * but an `EventArray`, it throws as `emit` does.
    */
   emitAll(events: EventArray, port?: string): void
-  /** Discards an event: ends it per the transform's drop status, and counts the discard. */
+  /**
+   * Discards an event: ends it per the transform's drop status, and counts the discard. After the
+   * call returned, it ends nothing and is reported (see above).
+   */
   drop(event: LogEvent): void
   /**
    * A brand-new event that inherits the finalizers of `inheritFrom` (shared, as a clone would):

@@ -482,6 +482,41 @@ describe('emits a transform makes wrongly', () => {
     await topology.stop()
   })
 
+  it("drop after the call returned ends nothing: an event passed on is no longer the transform's to end", async () => {
+    // The late drop ended the handle the sink was writing: the batch counted it dropped (as
+    // delivered) and resolved before the sink said 'errored', which was then ignored. An
+    // acknowledgement for an event no sink had delivered.
+    const source = testSource([records(1)], { untilStopped: true })
+    const gate = new Gate()
+    const kept: { event: LogEvent; context: TransformContext }[] = []
+    const topology = through(
+      source,
+      {
+        kind: 'passer',
+        process(events: EventArray, context: TransformContext) {
+          for (const event of events) {
+            kept.push({ event, context })
+            context.emit(event)
+          }
+        },
+      },
+      testSink({ gate, outcome: () => 'errored' }),
+    )
+    const facts = await startWatched(topology, () => {
+      expect(gate.waiting).toBe(1)
+      expect(source.receipts).toHaveLength(1)
+    })
+    const { event, context } = kept[0]!
+    expect(() => context.drop(event)).not.toThrow()
+    expect(event.isEnded).toBe(false) // the sink still holds it
+    gate.open()
+    expect(await source.receipts[0]!.status).toBe('errored')
+    expect(facts).toContainEqual(
+      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 0 }),
+    )
+    await topology.stop()
+  })
+
   it('emit on a declared port after the call returned settles the event errored and reports it', async () => {
     const source = testSource([records(1)], { untilStopped: true })
     const { kept, transform } = keeper()

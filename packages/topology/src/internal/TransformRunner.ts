@@ -165,6 +165,19 @@ class CallContext implements TransformContext {
 
   drop(event: LogEvent): void {
     const runner = this.#runner
+    if (!this.#open) {
+      // After its call returned, the event may be a sink's (passed on) or the runtime's (held):
+      // ended here, its batch would count it dropped while a sink still writes it, and could be
+      // acknowledged before that sink says how the write went. Reported, and nothing is ended.
+      runner.emit({
+        type: 'component_error',
+        component: this.id,
+        code: 'EMIT_AFTER_RETURN',
+        message: `transform '${this.id}' dropped an event after its call returned: it was not ended (passed on or kept, it is not the transform's to end any more)`,
+        events: 0,
+      })
+      return
+    }
     if (runner.dropStatus === undefined) {
       event.end()
       runner.counters.discarded++
