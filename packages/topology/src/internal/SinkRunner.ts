@@ -420,11 +420,19 @@ export class SinkRunner {
   /** Ends one handle authoritatively, first reporting what it records for each batch not recorded yet. */
   #endAuthoritative(event: LogEvent, status: DeliveryStatus, failure: BatchFailure | undefined): void {
     // Read before the end: a slot already recorded (by another authoritative copy) is not counted
-    // twice. Through fields and one bound visitor: nothing is made per event.
+    // twice. Through fields and one bound visitor: nothing is made per event. Saved and restored:
+    // `onRecorded` may reach this runner again (a forced stop from a fact it emits), whose end
+    // must not change what this one records for the batches it has not visited yet.
+    const outerStatus = this.#recording
+    const outerFailure = this.#recordingFailure
     this.#recording = status
     this.#recordingFailure = failure
-    event.forEachBatch(this.#recordOne)
-    this.#recordingFailure = undefined
+    try {
+      event.forEachBatch(this.#recordOne)
+    } finally {
+      this.#recording = outerStatus
+      this.#recordingFailure = outerFailure
+    }
     event.end(status, failure === undefined ? AUTHORITATIVE : { authoritative: true, reason: failure })
   }
 
