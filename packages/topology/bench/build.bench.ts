@@ -12,7 +12,7 @@ import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Writable } from 'node:stream'
+import { Readable, Writable } from 'node:stream'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
 const BUILDS = Number(process.env.ACKLINE_BENCH_BUILDS ?? 400)
@@ -37,11 +37,13 @@ async function child(root: string): Promise<void> {
   const transforms = await load<typeof import('@ackline/transforms')>('transforms')
 
   const stream = new Writable({ write: (_chunk, _encoding, done) => done() })
+  // The stdin source reads with `for await`: it refuses an input that is no readable stream.
+  const input = new Readable({ read() {} })
   const keep = (): boolean => true
   const sourceList = Array.from({ length: 10 }, (_, i) =>
     i < 8
       ? sources.generator({ count: 10, batchSize: 5, ratePerSecond: 100 })
-      : sources.stdin({ input: stream as unknown as NodeJS.ReadableStream, maxBatchLines: 100 }),
+      : sources.stdin({ input, maxBatchLines: 100 }),
   )
   const transformList = Array.from({ length: 20 }, (_, i) => {
     switch (i % 5) {
