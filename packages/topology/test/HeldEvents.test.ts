@@ -89,6 +89,24 @@ describe('HeldEvents', () => {
     expect(peak).toBeLessThanOrEqual(4 * 1000)
   })
 
+  it('holds the right events after a burst it compacted down, reusing and cutting its queue', () => {
+    // The queue is no longer cut to its live length at each compaction (it was grown back by
+    // copying, a fifth of a window's time at 10,000 held), only when far larger than what it holds.
+    const held = new HeldEvents()
+    const burst = Array.from({ length: 5000 }, (_, i) => new LogEvent({ i }))
+    for (const event of burst) held.add(event)
+    held.settle()
+    for (const event of burst.slice(0, 4998)) held.leave(event)
+    held.settle()
+    expect(held.live()).toEqual(burst.slice(4998))
+    const more = Array.from({ length: 3 }, (_, i) => new LogEvent({ more: i }))
+    for (const event of more) held.add(event)
+    held.leave(burst[4998]!)
+    held.settle()
+    expect(held.live()).toEqual([burst[4999], ...more])
+    expect(held.slots).toBe(4)
+  })
+
   it('forgets merged events and strangers at a compaction, so they are not kept for ever', () => {
     const held = new HeldEvents()
     const first = new LogEvent({ group: 1 })

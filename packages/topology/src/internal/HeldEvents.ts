@@ -20,9 +20,15 @@ import type { LogEvent } from '@ackline/core'
 const SMALL = 64
 
 export class HeldEvents {
-  /** The held events from `#head` on, in the order added; `undefined` before it. */
+  /**
+   * The held events from `#head` to `#tail`, in the order added; `undefined` elsewhere. The array
+   * is never shortened: a compaction moves the live events to its front and clears the rest, and
+   * adding reuses the slots. Cut to its live length (`length = kept`), it was grown again by the
+   * next pushes, copying the whole queue each time: at 10,000 held, a fifth of a window's time.
+   */
   #queue: (LogEvent | undefined)[] = []
   #head = 0
+  #tail = 0
   /** Events that left other than from the front, forgotten at the next compaction. */
   readonly #left = new Set<LogEvent>()
   /** How many events the queue kept at its last compaction. */
@@ -34,17 +40,19 @@ export class HeldEvents {
    * compaction, so this may be false while nothing live is held.)
    */
   get isEmpty(): boolean {
-    return this.#head === this.#queue.length
+    return this.#head === this.#tail
   }
 
   /** How many references this keeps, dead ones included (what a compaction bounds). */
   get slots(): number {
-    return this.#queue.length + this.#left.size
+    return this.#tail + this.#left.size
   }
 
   /** Holds `event`, an input the call neither passed on nor ended. */
   add(event: LogEvent): void {
-    this.#queue.push(event)
+    const tail = this.#tail++
+    if (tail < this.#queue.length) this.#queue[tail] = event
+    else this.#queue.push(event)
   }
 
   /**
@@ -53,23 +61,23 @@ export class HeldEvents {
    */
   leave(event: LogEvent): void {
     const queue = this.#queue
+    const tail = this.#tail
     let head = this.#head
     // Events at the front that ended (merged, dropped) left already: step over them.
-    while (head < queue.length && queue[head]!.isEnded) queue[head++] = undefined
-    if (head < queue.length && queue[head] === event) queue[head++] = undefined
+    while (head < tail && queue[head]!.isEnded) queue[head++] = undefined
+    if (head < tail && queue[head] === event) queue[head++] = undefined
     else this.#left.add(event)
     this.#head = head
   }
 
   /** After a call: compacts when the queue is short, or once it is long, when enough of it is dead. */
   settle(): void {
-    const queue = this.#queue
-    const size = queue.length - this.#head
+    const size = this.#tail - this.#head
     if (
       size <= SMALL ||
       size >= 2 * this.#compacted ||
       this.#left.size * 2 >= size ||
-      this.#head * 2 >= queue.length
+      this.#head * 2 >= this.#tail
     ) {
       this.#compact()
     }
@@ -80,7 +88,7 @@ export class HeldEvents {
     const queue = this.#queue
     const left = this.#left
     const kept: LogEvent[] = []
-    for (let i = this.#head; i < queue.length; i++) {
+    for (let i = this.#head; i < this.#tail; i++) {
       const event = queue[i]!
       if (!event.isEnded && (left.size === 0 || !left.has(event))) kept.push(event)
     }
@@ -91,6 +99,7 @@ export class HeldEvents {
   clear(): void {
     this.#queue = []
     this.#head = 0
+    this.#tail = 0
     this.#left.clear()
     this.#compacted = 0
   }
@@ -99,12 +108,17 @@ export class HeldEvents {
   #compact(): void {
     const queue = this.#queue
     const left = this.#left
+    const tail = this.#tail
     let kept = 0
-    for (let i = this.#head; i < queue.length; i++) {
+    for (let i = this.#head; i < tail; i++) {
       const event = queue[i]!
       if (!event.isEnded && (left.size === 0 || !left.has(event))) queue[kept++] = event
     }
-    queue.length = kept
+    // Cleared, not cut: the slots are reused by the next adds, and keep no event alive. Only a
+    // queue far larger than what it holds (after a burst) is cut, to twice that.
+    for (let i = kept; i < tail; i++) queue[i] = undefined
+    if (queue.length > 1024 && queue.length > 8 * kept) queue.length = Math.max(2 * kept, 1024)
+    this.#tail = kept
     this.#head = 0
     left.clear()
     this.#compacted = kept
