@@ -99,6 +99,47 @@ const checkpoint2 = (path: string): number | undefined => {
   return doc.files.find((f) => f.path === path)?.offset
 }
 
+/**
+ * Waits until the checkpoint file in `cp` was written twice more: a scan (and a pass that looks
+ * for gone files) ran between the two writes, so what it saw is in the second.
+ */
+const twoCheckpointWrites = async (cp = join(dir, 'cp')): Promise<void> => {
+  const mtime = () => statSync(join(cp, 'checkpoints.json')).mtimeMs
+  const writes = [mtime()]
+  await vi.waitUntil(() => {
+    if (mtime() !== writes.at(-1)) writes.push(mtime())
+    return writes.length === 3
+  })
+}
+
+/**
+ * A sink that holds its answer for the lines `holds` picks (told the messages received so far)
+ * until `release(status)`; it delivers every other line at once.
+ */
+const holdingSink = (holds: (message: string, received: readonly string[]) => boolean) => {
+  const received: string[] = []
+  const held = { release: (_status: DeliveryStatus): void => {} }
+  const sink: Sink = {
+    kind: 'held',
+    async write(events) {
+      const out: DeliveryStatus[] = []
+      for (const event of events.events) {
+        const message = event.get('message') as string
+        received.push(message)
+        out.push(
+          holds(message, received)
+            ? await new Promise<DeliveryStatus>((resolve) => {
+                held.release = resolve
+              })
+            : 'delivered',
+        )
+      }
+      return out
+    },
+  }
+  return { sink, received, release: (status: DeliveryStatus) => held.release(status) }
+}
+
 describe('file source', () => {
   it('reads what is there and what is appended, and a restart resumes at the checkpoint', async () => {
     const log = join(dir, 'app.log')
@@ -888,20 +929,7 @@ describe('file source', () => {
     // old tail's path deleted the new file (and called the old one a link).
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('a'))
-    let release: (status: DeliveryStatus) => void = () => {}
-    const received: string[] = []
-    const sink: Sink = {
-      kind: 'held',
-      async write(events) {
-        const out: DeliveryStatus[] = []
-        for (const event of events.events) {
-          const message = event.get('message') as string
-          received.push(message)
-          out.push(message === 'a' ? await new Promise<DeliveryStatus>((r) => (release = r)) : 'delivered')
-        }
-        return out
-      },
-    }
+    const { sink, received, release } = holdingSink((message) => message === 'a')
     const { topology, notices } = await start(
       { include: [log], checkpoints: join(dir, 'cp'), removeAfterIdleMs: 0 },
       sink,
@@ -1004,12 +1032,7 @@ describe('file source', () => {
     )
     // The listed file's checkpoint is written after passes that looked at the other one.
     await vi.waitUntil(() => checkpoint(join(dir, 'app.log')) === 2)
-    const mtime = () => statSync(join(cp, 'checkpoints.json')).mtimeMs
-    const writes = [mtime()]
-    await vi.waitUntil(() => {
-      if (mtime() !== writes.at(-1)) writes.push(mtime())
-      return writes.length === 3
-    })
+    await twoCheckpointWrites(cp)
     await topology.stop()
     expect(checkpoint(unknown)).toBe(7)
     expect(notices.filter((n) => n.includes('forgot'))).toEqual([])
@@ -1020,39 +1043,17 @@ describe('file source', () => {
     // file listed again meanwhile was opened at once with none, and read again from its start.
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('one'))
-    let release: (status: DeliveryStatus) => void = () => {}
-    const received: string[] = []
-    const sink: Sink = {
-      kind: 'held',
-      async write(events) {
-        const out: DeliveryStatus[] = []
-        for (const event of events.events) {
-          const message = event.get('message') as string
-          received.push(message)
-          const first = message === 'one' && received.length === 1
-          out.push(first ? await new Promise<DeliveryStatus>((r) => (release = r)) : 'delivered')
-        }
-        return out
-      },
-    }
+    const { sink, received, release } = holdingSink(
+      (message, received) => message === 'one' && received.length === 1,
+    )
     const { topology } = await start({ include: [log], checkpoints: join(dir, 'cp') }, sink)
     await vi.waitUntil(() => received.includes('one'))
-    const mtime = () => statSync(join(dir, 'cp', 'checkpoints.json')).mtimeMs
     renameSync(log, join(dir, 'app.away'))
     // Two checkpoint writes after the rename: the scan between them retired the file.
-    const writes = [mtime()]
-    await vi.waitUntil(() => {
-      if (mtime() !== writes.at(-1)) writes.push(mtime())
-      return writes.length === 3
-    })
+    await twoCheckpointWrites()
     renameSync(join(dir, 'app.away'), log)
     // Two more: the file was listed again at least once while its line was held.
-    writes.length = 1
-    writes[0] = mtime()
-    await vi.waitUntil(() => {
-      if (mtime() !== writes.at(-1)) writes.push(mtime())
-      return writes.length === 3
-    })
+    await twoCheckpointWrites()
     release('delivered')
     appendFileSync(log, lines('two'))
     await vi.waitUntil(() => received.includes('two'))
@@ -1072,12 +1073,7 @@ describe('file source', () => {
     renameSync(log, join(dir, 'app.away'))
     // Retired and stored, then found gone: each checkpoint write follows a pass that looks for gone
     // files, and the second write after the rename comes after the scan that retired it.
-    const mtime = () => statSync(join(dir, 'cp', 'checkpoints.json')).mtimeMs
-    const writes = [mtime()]
-    await vi.waitUntil(() => {
-      if (mtime() !== writes.at(-1)) writes.push(mtime())
-      return writes.length === 3
-    })
+    await twoCheckpointWrites()
     expect(checkpoint(log)).toBe(4)
     renameSync(join(dir, 'app.away'), log)
     appendFileSync(log, lines('two'))
