@@ -17,8 +17,8 @@ import type { ConfigIssue } from './ConfigIssue.js'
  * What a running transform may do with events, during the call it was passed to. An `emit`
  * through it after that call returned (from a timer, or a promise the call did not wait for) is
  * not passed on: the event is settled `errored` and reported (`EMIT_AFTER_RETURN`). A `drop`
- * then is reported the same way and ends nothing: the event may be a sink's by then, and ended
- * there it would count as dropped before the sink said how its write went. For a
+ * then is reported the same way and ends nothing (see `drop`): the event may be a sink's by then,
+ * and ended there it would count as dropped before the sink said how its write went. For a
  * transform that declares itself `synchronous`, the runtime passes the same object to its
  * successive `process` calls, so a context kept from an earlier call and used during a later one
  * would act for the later call: such a transform promises not to keep it.
@@ -41,8 +41,12 @@ export interface TransformContext {
    */
   emitAll(events: EventArray, port?: string): void
   /**
-   * Discards an event: ends it per the transform's drop status, and counts the discard. After the
-   * call returned, it ends nothing and is reported (see above).
+   * Discards an event: ends it per the transform's drop status, and counts the discard. Only an
+   * event that is still the transform's is ended: an input of this call, one made with `create`,
+   * or one the runtime holds for it (a transform with `flush`). Any other (one an earlier call
+   * passed on, which a sink may be writing) is not ended, and the drop is reported
+   * (`ENDED_AFTER_EMIT`); so is a drop after the call returned (`EMIT_AFTER_RETURN`), unless of an
+   * event made by a `create` after it returned.
    */
   drop(event: LogEvent): void
   /**

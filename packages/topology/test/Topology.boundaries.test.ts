@@ -517,6 +517,137 @@ describe('emits a transform makes wrongly', () => {
     await topology.stop()
   })
 
+  it.each([
+    ['a context per call', undefined],
+    ['one context for every call (declared synchronous)', true],
+  ])(
+    'drop, in a later call, of an event an earlier call passed on ends nothing: %s',
+    async (_, synchronous) => {
+      // Through an open context the drop ended the handle the sink was writing: the batch resolved
+      // delivered, and the sink's errored came too late (review of the late drop's fix).
+      const source = testSource([records(1), records(2)], { untilStopped: true })
+      const gate = new Gate()
+      let passedOn: LogEvent | undefined
+      const topology = through(
+        source,
+        {
+          kind: 'dropper',
+          ...(synchronous === undefined ? {} : { synchronous }),
+          process(events: EventArray, context: TransformContext) {
+            for (const event of events) {
+              if (passedOn !== undefined) context.drop(passedOn) // not this call's: the sink has it
+              passedOn ??= event
+              context.emit(event)
+            }
+          },
+        },
+        testSink({ gate, outcome: () => 'errored' }),
+      )
+      const facts = await startWatched(topology, () => {
+        expect(source.receipts).toHaveLength(2)
+        expect(gate.waiting).toBe(1)
+      })
+      gate.open()
+      expect(await source.receipts[0]!.status).toBe('errored')
+      expect(facts).toContainEqual(
+        expect.objectContaining({ type: 'component_error', code: 'ENDED_AFTER_EMIT', events: 0 }),
+      )
+      await topology.stop()
+    },
+  )
+
+  it('drop in flush of an event a process call passed on ends nothing', async () => {
+    const source = testSource([records(1)], { untilStopped: true })
+    const gate = new Gate()
+    let passedOn: LogEvent | undefined
+    let flushes = 0
+    const topology = through(
+      source,
+      {
+        kind: 'flush_dropper',
+        process(events: EventArray, context: TransformContext) {
+          for (const event of events) {
+            passedOn = event
+            context.emit(event)
+          }
+        },
+        flush(context: TransformContext) {
+          if (passedOn !== undefined && !passedOn.isEnded) {
+            context.drop(passedOn)
+            flushes++
+          }
+        },
+        flushIntervalMs: 10,
+      },
+      testSink({ gate, outcome: () => 'errored' }),
+    )
+    await startWatched(topology, () => expect(flushes).toBeGreaterThanOrEqual(2))
+    gate.open()
+    expect(await source.receipts[0]!.status).toBe('errored')
+    await topology.stop()
+  })
+
+  it("drop after the call returned of an event made by a create after it ends it: its parent's batch resolves", async () => {
+    // Refused as any late drop, it stayed live, and the batch waited until the stop.
+    const source = testSource([records(1)], { untilStopped: true })
+    const kept: { event: LogEvent; context: TransformContext }[] = []
+    const gate = new Gate()
+    const topology = through(
+      source,
+      {
+        kind: 'late_maker',
+        process(events: EventArray, context: TransformContext) {
+          for (const event of events) {
+            kept.push({ event, context })
+            context.emit(event)
+          }
+        },
+      },
+      testSink({ gate }),
+    )
+    await startWatched(topology, () => expect(gate.waiting).toBe(1))
+    const { event, context } = kept[0]!
+    const made = context.create({ summary: true }, [event])
+    context.drop(made)
+    expect(made.isEnded).toBe(true)
+    gate.open()
+    expect(await source.receipts[0]!.status).toBe('delivered')
+    await topology.stop()
+  })
+
+  it('drop of its inputs in any order, of what it made and of what it holds, still ends them', async () => {
+    const source = testSource([records(1, 2, 3, 4)], { untilStopped: true })
+    const sink = testSink()
+    let calls = 0
+    let held: LogEvent | undefined
+    const topology = through(
+      source,
+      {
+        kind: 'owner',
+        process(events: EventArray, context: TransformContext) {
+          calls++
+          const [a, b, c, d] = events.events
+          // Out of order: the cursor passes b, then a is found through the set.
+          context.drop(b!)
+          context.drop(a!)
+          context.drop(context.create({ made: true }, [c!]))
+          context.emit(c!)
+          held = d // kept for flush
+        },
+        flush(context: TransformContext) {
+          if (held !== undefined) context.drop(held)
+          held = undefined
+        },
+      },
+      sink,
+    )
+    const facts = await startWatched(topology, () => expect(calls).toBe(1))
+    await topology.stop()
+    expect(await source.receipts[0]!.status).toBe('delivered')
+    expect(sink.received).toEqual([{ n: 3 }])
+    expect(facts.filter((f) => (f as { type: string }).type === 'component_error')).toEqual([])
+  })
+
   it('emit on a declared port after the call returned settles the event errored and reports it', async () => {
     const source = testSource([records(1)], { untilStopped: true })
     const { kept, transform } = keeper()

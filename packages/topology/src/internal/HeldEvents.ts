@@ -83,6 +83,17 @@ export class HeldEvents {
     }
   }
 
+  /**
+   * Whether `event` is held (added, and neither ended nor left). Searched from the front: holding
+   * is mostly first in, first out, so the events a transform lets go of are found first.
+   */
+  has(event: LogEvent): boolean {
+    if (event.isEnded || this.#left.has(event)) return false
+    const queue = this.#queue
+    for (let i = this.#head; i < this.#tail; i++) if (queue[i] === event) return true
+    return false
+  }
+
   /** The events still held, in the order added (a new array). */
   live(): LogEvent[] {
     const queue = this.#queue

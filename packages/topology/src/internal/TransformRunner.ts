@@ -63,6 +63,14 @@ class CallContext implements TransformContext {
   created: LogEvent[] | undefined = undefined
   #open = false
   readonly #runner: TransformRunner
+  /** The call's inputs (none for `flush`), what `drop` may end besides what it made or holds. */
+  #inputs: readonly LogEvent[] = NO_EVENTS
+  /** Where the next in-order search of `#inputs` starts. */
+  #cursor = 0
+  /** `#inputs` as a set, made at the first drop out of order. */
+  #inputSet: Set<LogEvent> | undefined = undefined
+  /** Events `create` made after the call returned: no check sees them, a late `drop` may end them. */
+  #lateMade: Set<LogEvent> | undefined = undefined
 
   constructor(runner: TransformRunner) {
     this.#runner = runner
@@ -165,15 +173,27 @@ class CallContext implements TransformContext {
 
   drop(event: LogEvent): void {
     const runner = this.#runner
+    // Only an event that is still the transform's is ended: one passed on is a sink's, and ended
+    // here its batch would count it dropped (as delivered) while the sink still writes it, and be
+    // acknowledged before the sink says how the write went. Reported, and nothing is ended.
     if (!this.#open) {
-      // After its call returned, the event may be a sink's (passed on) or the runtime's (held):
-      // ended here, its batch would count it dropped while a sink still writes it, and could be
-      // acknowledged before that sink says how the write went. Reported, and nothing is ended.
+      // Made by a `create` after its call returned, and never passed on: still the transform's.
+      if (this.#lateMade?.delete(event) !== true) {
+        runner.emit({
+          type: 'component_error',
+          component: this.id,
+          code: 'EMIT_AFTER_RETURN',
+          message: `transform '${this.id}' dropped an event after its call returned: it was not ended (passed on or kept, it is not the transform's to end any more)`,
+          events: 0,
+        })
+        return
+      }
+    } else if (!this.#owns(event)) {
       runner.emit({
         type: 'component_error',
         component: this.id,
-        code: 'EMIT_AFTER_RETURN',
-        message: `transform '${this.id}' dropped an event after its call returned: it was not ended (passed on or kept, it is not the transform's to end any more)`,
+        code: 'ENDED_AFTER_EMIT',
+        message: `transform '${this.id}' dropped an event that is not its own in this call (passed on by an earlier call, or another component's): it was not ended`,
         events: 0,
       })
       return
@@ -205,14 +225,42 @@ class CallContext implements TransformContext {
     }
     const event = new LogEvent(fields, { sourceId: clones[0]?.metadata.sourceId })
     for (const clone of clones) event.merge(clone)
+    if (!this.#open) {
+      // After the call returned no check sees it: it may still be dropped (or emitted, late).
+      if (this.#lateMade === undefined) this.#lateMade = new Set()
+      this.#lateMade.add(event)
+      return event
+    }
     if (this.created === undefined) this.created = [event]
     else this.created.push(event)
     return event
   }
 
-  /** Starts a call: nothing recorded yet, and emits count. */
-  open(): void {
+  /**
+   * Whether `event` is this call's to end: one of its inputs, one it made with `create`, or one
+   * the runtime holds for the transform (`flush`). Inputs are found with a cursor (a filter drops
+   * them in the order it meets them), then, out of order, through a set made once per call.
+   */
+  #owns(event: LogEvent): boolean {
+    const inputs = this.#inputs
+    for (let i = this.#cursor; i < inputs.length; i++) {
+      if (inputs[i] === event) {
+        this.#cursor = i + 1
+        return true
+      }
+    }
+    if (this.#cursor > 0) {
+      if (this.#inputSet === undefined) this.#inputSet = new Set(inputs)
+      if (this.#inputSet.has(event)) return true
+    }
+    if (this.created?.includes(event) === true) return true
+    return this.#runner.holds(event)
+  }
+
+  /** Starts a call on `inputs`: nothing recorded yet, and emits count. */
+  open(inputs: readonly LogEvent[]): void {
     this.release()
+    this.#inputs = inputs
     this.#open = true
   }
 
@@ -230,6 +278,9 @@ class CallContext implements TransformContext {
     this.#defaultPort = undefined
     this.#ports?.clear()
     this.created = undefined
+    this.#inputs = NO_EVENTS
+    this.#cursor = 0
+    this.#inputSet = undefined
   }
 }
 
@@ -278,6 +329,11 @@ export class TransformRunner {
   /** A failure this transform decided. */
   failure(code: string, message: string): BatchFailure {
     return { componentId: this.id, code, message }
+  }
+
+  /** Whether the runtime holds `event` for the transform (kept across calls, for `flush`). */
+  holds(event: LogEvent): boolean {
+    return this.#held.has(event)
   }
 
   /** Settles `errored` an event a misused `emit` could not pass on, and reports it. */
@@ -374,7 +430,7 @@ export class TransformRunner {
    */
   #process(array: EventArray): Promise<void> {
     const context = this.#shared ?? new CallContext(this)
-    context.open()
+    context.open(array.events)
     let pending: void | Promise<void>
     try {
       pending = this.transform.process(array, context)
@@ -394,7 +450,7 @@ export class TransformRunner {
   async #flush(): Promise<void> {
     if (this.transform.flush === undefined) return
     const context = new CallContext(this)
-    context.open()
+    context.open(NO_EVENTS)
     let failure: unknown
     try {
       const pending = this.transform.flush(context)
