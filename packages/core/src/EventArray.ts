@@ -11,6 +11,7 @@ import type { DeliveryStatus } from './EventStatus.js'
 import { FinalizationError } from './FinalizationError.js'
 import { sinceEpoch } from './internal/epoch.js'
 import { endRuns } from './internal/refs.js'
+import { shown } from './internal/shown.js'
 import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import type { JsonObject } from './JsonValue.js'
 import { type EndOptions, LogEvent, type LogEventOptions } from './LogEvent.js'
@@ -61,7 +62,8 @@ export class EventArray implements Iterable<LogEvent> {
    * One new event per record (the record becomes its fields, not copied), all with the same
    * source id and ingest timestamp (default: now), each already in `options.batch` when given.
    * This is what a source does with a batch it read; it does in one pass what `new LogEvent` per
-   * record and then {@link EventArray.attach} do in three.
+   * record and then {@link EventArray.attach} do in three. `records` that are no array (no whole
+   * `length`: a `Set` from untyped code) throw a `TypeError` before the batch is touched.
    *
    * @example
    * ```ts
@@ -71,6 +73,11 @@ export class EventArray implements Iterable<LogEvent> {
    */
   static fromRecords(records: readonly JsonObject[], options: FromRecordsOptions = {}): EventArray {
     const n = records.length
+    // One comparison per batch: from untyped code, a `Set` (no length) made an array holding one
+    // `undefined` and a batch counting NaN events, which never resolved.
+    if ((n | 0) !== n || n < 0) {
+      throw new TypeError(`EventArray.fromRecords: records must be an array, got a length of ${shown(n)}`)
+    }
     const events = new Array<LogEvent>(n)
     const sourceId = options.sourceId
     const ingest = sinceEpoch(options.ingestTimestamp ?? Date.now())

@@ -39,6 +39,18 @@ describe('EventArray', () => {
     expect(receiver.status).toBe('rejected')
   })
 
+  it('fromRecords refuses records that are no array (a Set from untyped code), before it takes any slot', () => {
+    // A Set has no length: it made an array holding one undefined, and a batch counting NaN events.
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    expect(() =>
+      EventArray.fromRecords(new Set([{ n: 1 }]) as never, { batch: notifier, release: false }),
+    ).toThrow('EventArray.fromRecords: records must be an array, got a length of undefined')
+    expect(() => EventArray.fromRecords({ length: 1.5 } as never)).toThrow(TypeError)
+    const array = EventArray.fromRecords([{ n: 1 }], { batch: notifier })
+    array.end('delivered')
+    expect(receiver.status).toBe('delivered')
+  })
+
   it('fromRecords without a batch makes events with no finalizer; with release: false the batch stays open', () => {
     const before = Date.now()
     const plain = EventArray.fromRecords([{ a: 1 }])
