@@ -11,6 +11,7 @@ import type { BatchStatus } from './BatchStatus.js'
 import type { BatchState, Listeners } from './internal/BatchState.js'
 import { endClockNow } from './internal/endClock.js'
 import { timeOf } from './internal/epoch.js'
+import { shown } from './internal/shown.js'
 import { batchStatusName } from './internal/statusCodes.js'
 import type { RecordOutcomes } from './RecordOutcomes.js'
 
@@ -189,8 +190,18 @@ export class BatchStatusReceiver implements PromiseLike<BatchStatus> {
    * if it throws, the error is rethrown in a microtask, as an uncaught exception, and the batch
    * stays resolved as it was. Prefer `await receiver` elsewhere. `listener` may be an object
    * (a {@link BatchResolvedListener}): its `batchResolved` is called instead, with this receiver.
+   * Anything else (from untyped code) throws a `TypeError` here, not when the batch resolves,
+   * where calling it would be an uncaught exception inside someone else's `end`.
    */
   onResolved(listener: ((status: BatchStatus) => void) | BatchResolvedListener): void {
+    if (
+      typeof listener !== 'function' &&
+      typeof (listener as BatchResolvedListener | null | undefined)?.batchResolved !== 'function'
+    ) {
+      throw new TypeError(
+        `onResolved: the listener must be a function or have a batchResolved method, got ${shown(listener)}`,
+      )
+    }
     const status = this.status
     if (status !== undefined) {
       call(listener, status, this)

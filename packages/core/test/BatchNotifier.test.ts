@@ -128,6 +128,20 @@ describe('BatchNotifier', () => {
     }
   })
 
+  it('onResolved refuses a listener it could not call, at once rather than when the batch resolves', () => {
+    // Called at the resolution, inside someone else's end, it threw an uncaught exception.
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    for (const listener of [undefined, null, {}, { batchResolved: 'no' }, 'f']) {
+      expect(() => receiver.onResolved(listener as never)).toThrow(
+        /^onResolved: the listener must be a function or have a batchResolved method, got /,
+      )
+    }
+    const told: string[] = []
+    receiver.onResolved((status) => told.push(status))
+    notifier.release()
+    expect(told).toEqual(['delivered'])
+  })
+
   it('hasListener tells whether a listener will be told, until the batch resolves', () => {
     const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
     const mine = { batchResolved: () => {} }
