@@ -19,7 +19,10 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { CrashReporter, crashLoop } from '@ackline/testkit'
 import { type Sink, type Source, TopologyBuilder } from '@ackline/topology'
 
-const RECORDS = 300
+// Far more than the kill points (5 to 100 delivered): a child finishing its whole input before the
+// kill lands (a loaded machine, where the parent reads the reports late) would leave the next
+// round nothing to do, and its child would exit before its kill point. At 300, that happened.
+const RECORDS = 3000
 
 /** The pipeline under test: records 0..RECORDS-1 into `<dir>/out.ndjson`, resuming from a checkpoint. */
 export async function pipeline(dir: string): Promise<void> {

@@ -53,7 +53,7 @@ describe('the component examples', () => {
     const result = JSON.parse(stdout) as { kills: number; reported: number; stored: number; lost: string[] }
     expect(result.kills).toBe(2)
     expect(result.reported).toBeGreaterThan(0)
-    expect(result.stored).toBe(300)
+    expect(result.stored).toBe(3000)
     expect(result.lost).toEqual([])
   }, 120_000)
 
