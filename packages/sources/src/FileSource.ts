@@ -420,12 +420,7 @@ class FileRun {
       // Renamed away or deleted: what was read is all there is (the rename's new name, if
       // included, is found by its inode next scan).
       if (!seen.has(key)) {
-        let moved = true
-        try {
-          const s = await stat(tail.path)
-          moved = checkpointKey(s.dev, s.ino) !== key
-        } catch {}
-        if (moved) await this.#retire(key, tail)
+        if ((await this.#stillAt(tail.path, key)) !== true) await this.#retire(key, tail)
       }
     }
   }
@@ -454,8 +449,7 @@ class FileRun {
       // The path must still name this file: after a rotation not seen yet (renamed away, a new
       // file made under the name), it names the new file, which must not be deleted. The scan
       // then finds this one moved.
-      const named = await stat(tail.path).catch(() => undefined)
-      if (named === undefined || checkpointKey(named.dev, named.ino) !== key) return false
+      if ((await this.#stillAt(tail.path, key)) !== true) return false
       await unlink(tail.path)
       // The path was a link (symbolic, or one of several hard links): the file it named is still
       // there, and may be listed again under its other name. Its checkpoint stays, or it would
