@@ -10,7 +10,10 @@
 export type CrashLoopErrorCode =
   /** The child could not be started. */
   | 'SPAWN_FAILED'
-  /** The child exited before the loop killed or stopped it. */
+  /**
+   * The child exited before the loop killed or stopped it (a killed round's child that said its
+   * input was finished, `CrashReporter.finished()`, and exited with code 0 is not a failure).
+   */
   | 'CHILD_EXITED'
   /** The last run exited with a failure (a non-zero code, or a signal other than the stop). */
   | 'CHILD_FAILED'

@@ -13,6 +13,8 @@
  * `@ackline/testkit:crash <kind> <count>[ <JSON array of keys>]`, where `kind` is a word
  * (`delivered`, `acked`) and `count` a non-negative integer to add to that kind's total. A last
  * line without its newline counts when the child exits on its own, never after the loop's kill.
+ * A line `@ackline/testkit:crash-finished` says the child has finished its whole input
+ * ({@link CrashReporter.finished}).
  *
  * @module
  */
@@ -24,6 +26,12 @@ import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
 
 /** The marker that starts a report line; anything before it on the line is ignored. */
 export const CRASH_REPORT_PREFIX = '@ackline/testkit:crash '
+
+/**
+ * The line a child prints once it has finished its whole input ({@link CrashReporter.finished});
+ * anything before it on the line is ignored.
+ */
+export const CRASH_FINISHED_LINE = '@ackline/testkit:crash-finished'
 
 const KIND = /^[A-Za-z][\w-]*$/
 
@@ -81,6 +89,17 @@ export const CrashReporter = {
       return String(key)
     })
     if (keys.length > 0) printNow(`${CRASH_REPORT_PREFIX}${kind} ${keys.length} ${JSON.stringify(keys)}\n`)
+  },
+
+  /**
+   * Tells the loop that this child has finished its whole input (every record read, delivered and
+   * reported): call it just before the child exits with code 0 on its own. A killed round whose
+   * child said so and then exits with code 0 before its kill point ends `exited` (nothing was left
+   * to crash on: an earlier run delivered the rest before its kill landed), where an exit without
+   * it fails the loop with `CHILD_EXITED`. Do not call it on a path that gives up on input.
+   */
+  finished(): void {
+    printNow(`${CRASH_FINISHED_LINE}\n`)
   },
 
   /** `report('delivered', what)`. */

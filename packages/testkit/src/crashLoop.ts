@@ -15,7 +15,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { statSync } from 'node:fs'
 import { MAX_TIMER_MS } from '@ackline/topology'
 import { CrashLoopError } from './CrashLoopError.js'
-import { CRASH_REPORT_PREFIX } from './CrashReporter.js'
+import { CRASH_FINISHED_LINE, CRASH_REPORT_PREFIX } from './CrashReporter.js'
 import { describeThrown } from './internal/describeThrown.js'
 import { seededRandom } from './internal/seededRandom.js'
 
@@ -107,8 +107,14 @@ export interface CrashRound extends CrashProgress {
   readonly killAfter: number | undefined
   /** The run's count of `count` when the loop sent SIGKILL (`>= killAfter`); `undefined` if not killed. */
   readonly reportedAtKill: number | undefined
-  /** How the run ended: `killed` (SIGKILL), `stopped` (SIGTERM once `until` held), `exited` (on its own, code 0). */
+  /**
+   * How the run ended: `killed` (SIGKILL), `stopped` (SIGTERM once `until` held), `exited` (on its
+   * own, code 0: the last run, or a killed round whose child said its input was finished before
+   * its kill point).
+   */
   readonly ending: 'killed' | 'stopped' | 'exited'
+  /** Whether the child said it had finished its whole input (`CrashReporter.finished()`). */
+  readonly finished: boolean
   /** Keys of `count` this run reported that an earlier run had reported too (redeliveries). */
   readonly repeated: number
   /** Whether the run reported at least one of `count` before it ended: a kill with something to check. */
@@ -168,7 +174,9 @@ export class CrashLoopReport {
           ? `killed at ${r.reportedAtKill} ${this.count} (kill point ${r.killAfter})`
           : r.ending === 'stopped'
             ? 'stopped once complete'
-            : 'exited on its own'
+            : r.killAfter === undefined
+              ? 'exited on its own'
+              : `exited on its own, its input finished before kill point ${r.killAfter}`
       const again = r.keys[this.count] === undefined ? '' : `, ${r.repeated} of them again`
       return `round ${r.round}: ${how}; ${n} ${this.count} reported${again}`
     })
@@ -254,8 +262,9 @@ interface RunPlan {
  * Runs your pipeline in a child, SIGKILLs it once it reported `killAfter` of `count`, restarts it,
  * `rounds` times, then lets a last run finish; returns what each run reported. Prints the seed
  * first. Fails with a {@link CrashLoopError} — after killing the child — when a child exits on its
- * own before its kill point, reports nothing for `stallMs`, or a last run does not finish in its
- * `timeoutMs`.
+ * own before its kill point (unless it said its input was finished, `CrashReporter.finished()`,
+ * and exited with code 0: that round ends `exited`), reports nothing for `stallMs`, or a last run
+ * does not finish in its `timeoutMs`.
  *
  * Works with any test runner: it only returns a report or throws.
  *
@@ -377,6 +386,8 @@ function runOnce(
   let failure: CrashLoopError | undefined
   let reportedAtKill: number | undefined
   let stderrTail = ''
+  /** Whether the child printed {@link CRASH_FINISHED_LINE}. */
+  let finished = false
   const timers: NodeJS.Timeout[] = []
   let stall: NodeJS.Timeout | undefined
   /** Rejects the run with `failure`; set once the run's promise exists. */
@@ -404,7 +415,9 @@ function runOnce(
       () =>
         fail(
           'NO_PROGRESS',
-          `the child reported ${counts[count] ?? 0} '${count}', then nothing for ${stallMs} ms before its kill point ${killAfter}: is its input large enough for the kill points, and does it report (CrashReporter)?`,
+          finished
+            ? `the child said its input was finished, then did not exit within ${stallMs} ms (it reported ${counts[count] ?? 0} '${count}' of its kill point ${killAfter})`
+            : `the child reported ${counts[count] ?? 0} '${count}', then nothing for ${stallMs} ms before its kill point ${killAfter}: is its input large enough for the kill points, and does it report (CrashReporter)?`,
         ),
       stallMs,
     )
@@ -477,7 +490,10 @@ function runOnce(
     const read = (line: string): void => {
       if (stream === 'stderr') stderrTail = (stderrTail + line + '\n').slice(-TAIL)
       if (stream === 'stdout' && line.includes(CRASH_REPORT_PREFIX)) onReport(line)
-      else if (options.onOutput !== undefined) {
+      else if (stream === 'stdout' && line.trimEnd().endsWith(CRASH_FINISHED_LINE)) {
+        finished = true
+        armStall() // counted again from here: the child should now exit
+      } else if (options.onOutput !== undefined) {
         const failed = (error: unknown): void =>
           fail('CALLBACK_FAILED', `onOutput threw: ${describeThrown(error, true)}`)
         try {
@@ -563,6 +579,7 @@ function runOnce(
         reportedAtKill,
         ending,
         checked: (counts[count] ?? 0) > 0,
+        finished,
       })
     }
     child.once('error', (error) => {
@@ -598,10 +615,11 @@ function runOnce(
             `the last run exited with ${how} before last.until held; it reported ${JSON.stringify(counts)}`,
           )
       } else if (last !== undefined) fail('CHILD_FAILED', `the last run exited with ${how}`)
+      else if (finished && code === 0) finish(undefined, 'exited')
       else
         fail(
           'CHILD_EXITED',
-          `the child exited with ${how} before its kill point: it reported ${counts[count] ?? 0} '${count}' of ${killAfter}`,
+          `the child exited with ${how} before its kill point: it reported ${counts[count] ?? 0} '${count}' of ${killAfter}${finished ? ' (it said its input was finished, but did not exit with code 0)' : '; if its input can run out first, have it call CrashReporter.finished() before it exits'}`,
         )
       if (!settled && failure !== undefined) finish(failure)
     }

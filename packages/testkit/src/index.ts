@@ -17,7 +17,12 @@ export {
 export { ConformanceError } from './ConformanceError.js'
 export type { ConformanceRule, ConformanceRunner } from './ConformanceRunner.js'
 export { CrashLoopError, type CrashLoopErrorCode } from './CrashLoopError.js'
-export { CRASH_REPORT_PREFIX, CrashReporter, type CrashReportingSinkOptions } from './CrashReporter.js'
+export {
+  CRASH_FINISHED_LINE,
+  CRASH_REPORT_PREFIX,
+  CrashReporter,
+  type CrashReportingSinkOptions,
+} from './CrashReporter.js'
 export {
   type CrashLastRun,
   type CrashLoopOptions,

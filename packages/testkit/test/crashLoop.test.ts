@@ -110,6 +110,53 @@ describe('crashLoop', () => {
     expect((error as CrashLoopError).code).toBe('CHILD_EXITED')
     expect((error as CrashLoopError).round).toBe(0)
     expect((error as Error).message).toMatch(/seed 7.*reported 3 'delivered' of 10/s)
+    expect((error as Error).message).toContain('call CrashReporter.finished() before it exits')
+  }, 30_000)
+
+  it('ends a killed round `exited` when its child said its input was finished and exited with code 0 before its kill point', async () => {
+    const logged: string[] = []
+    const report = await crashLoop({
+      ...counter,
+      // Round 0 is killed; round 1 finds its input finished (3 left) before its kill point 10.
+      args: (round) => (round === 0 ? ['forever'] : ['finished', '3']),
+      rounds: 2,
+      killAfter: { min: 10, max: 10 },
+      seed: 7,
+      log: (line) => logged.push(line),
+    })
+    expect(report.rounds.map((r) => r.ending)).toEqual(['killed', 'exited', 'exited'])
+    expect(report.rounds.map((r) => r.finished)).toEqual([false, true, true])
+    expect(report.rounds[1]!.counts.delivered).toBe(3)
+    expect(report.rounds[1]!.checked).toBe(true)
+    expect(report.describe()[1]).toBe(
+      'round 1: exited on its own, its input finished before kill point 10; 3 delivered reported, 0 of them again',
+    )
+    expect(logged.some((line) => line.includes('its input finished before kill point 10'))).toBe(true)
+  }, 30_000)
+
+  it('still fails CHILD_EXITED when a child that said its input was finished exits with a failure', async () => {
+    const error = await crashLoop({
+      ...counter,
+      args: ['finished', '3', 'fail'],
+      rounds: 1,
+      killAfter: { min: 10, max: 10 },
+      seed: 7,
+    }).catch((e: unknown) => e)
+    expect((error as CrashLoopError).code).toBe('CHILD_EXITED')
+    expect((error as Error).message).toContain('code 3')
+    expect((error as Error).message).toContain('it said its input was finished, but did not exit with code 0')
+  }, 30_000)
+
+  it('fails NO_PROGRESS, saying so, when a child said its input was finished and does not exit', async () => {
+    const error = await crashLoop({
+      ...counter,
+      args: ['finished', '3', 'hang'],
+      rounds: 1,
+      killAfter: { min: 10, max: 10 },
+      stallMs: 500,
+    }).catch((e: unknown) => e)
+    expect((error as CrashLoopError).code).toBe('NO_PROGRESS')
+    expect((error as Error).message).toContain('said its input was finished, then did not exit within 500 ms')
   }, 30_000)
 
   it('fails when the last run exits before `until` holds', async () => {
@@ -178,6 +225,7 @@ describe('crashLoop', () => {
         ending: 'exited',
         repeated: 0,
         checked: true,
+        finished: false,
       },
     ])
     expect(report.lost([1, 10])).toEqual(['2'])
