@@ -10,12 +10,16 @@
  *
  * @module
  */
+
+import { clearTimeout, setTimeout } from 'node:timers'
 import type { BatchStatus, DeliveryStatus, JsonObject, LogEvent } from '@ackline/core'
 import {
   type BatchReceipt,
   type LifecycleEvent,
+  MAX_TIMER_MS,
   type Sink,
   type Source,
+  type Topology,
   TopologyBuilder,
   type Transform,
 } from '@ackline/topology'
@@ -99,6 +103,14 @@ export interface RandomTopologyOptions {
   readonly maxTransforms?: number
   /** The most sinks a topology gets, at least one (default 2). */
   readonly maxSinks?: number
+  /**
+   * The bound on one run ({@link RandomTopology.run}, {@link RandomTopology.check}), from build to
+   * done, in milliseconds of real time (default 60 000; at most 2^31 - 1, what a timer holds). A
+   * run still going then (a sink whose write never settles, a transform that never returns) is
+   * stopped at once, and the run throws an `Error` that names every component's counts and prints
+   * the topology. Runner fake timers do not move it.
+   */
+  readonly timeoutMs?: number
 }
 
 /** What {@link RandomTopology.run} observed. */
@@ -111,6 +123,44 @@ export interface RandomRun {
   readonly facts: LifecycleEvent[]
   /** What the ledger recorded of every record and copy (check it with {@link RandomTopology.check}). */
   readonly ledger: DeliveryLedger
+}
+
+/**
+ * Starts `topology` and waits for it to be done, for at most `timeoutMs` of real time (timers from
+ * `node:timers`, which a runner's fake timers do not replace). Past it, stops the topology at once
+ * and throws an `Error` with every component's counts, taken before the stop, and the topology.
+ */
+async function runWithin(
+  topology: Topology,
+  timeoutMs: number,
+  spec: RandomTopologySpec,
+): Promise<void> {
+  const running = (async () => {
+    await topology.start()
+    await topology.done
+  })()
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), timeoutMs)
+  })
+  try {
+    if ((await Promise.race([running, late])) !== 'late') return
+  } finally {
+    clearTimeout(timer)
+  }
+  // Taken before the stop, which settles what was in flight.
+  const counts = Object.entries(topology.metrics()).map(
+    ([id, m]) =>
+      `${id} (${m.role} ${m.kind}): received ${m.receivedEvents}, sent ${m.sentEvents}, discarded ${m.discardedEvents}, errored ${m.erroredEvents}, rejected ${m.rejectedEvents}, batches awaiting acknowledgement ${m.acksInFlight}`,
+  )
+  running.catch(() => {}) // a start the stop gives up rejects; the timeout is the error here
+  // A second stop forces at once, with no timer: the drain's deadline would be a fake one.
+  const stopped = topology.stop({ drainTimeoutMs: 0 })
+  await topology.stop()
+  await stopped
+  throw new Error(
+    `RandomTopology.run: the run did not finish within ${timeoutMs} ms (options.timeoutMs), and was stopped at once; a component's write or call never settled?\n${RandomTopology.describe(spec)}\ncounts before the stop:\n  ${counts.join('\n  ')}`,
+  )
 }
 
 const PORTS = ['', 'a', 'b', '_unmatched'] as const
@@ -444,10 +494,17 @@ export const RandomTopology = {
   /**
    * Builds `spec` (every component under a ledger; `user:` kinds from `options.transforms` and
    * `options.sinks`), runs it to the end, and returns what happened. Throws a `TypeError` when the
-   * spec names a user transform or sink that `options.transforms` or `options.sinks` lacks, and an
-   * `Error` naming the factory (its `cause` what was thrown) when one of those factories throws.
+   * spec names a user transform or sink that `options.transforms` or `options.sinks` lacks, an
+   * `Error` naming the factory (its `cause` what was thrown) when one of those factories throws, a
+   * `RangeError` for a bad `options.timeoutMs`, and an `Error` (after stopping the topology at
+   * once) when the run does not finish within it.
    */
   async run(spec: RandomTopologySpec, options: RandomTopologyOptions = {}): Promise<RandomRun> {
+    const timeoutMs = options.timeoutMs ?? 60_000
+    if (!(typeof timeoutMs === 'number' && timeoutMs >= 0 && timeoutMs <= MAX_TIMER_MS))
+      throw new RangeError(
+        `RandomTopology.run: 'timeoutMs' must be a number of milliseconds from 0 to ${MAX_TIMER_MS}, got ${String(timeoutMs)}`,
+      )
     const ledger = new DeliveryLedger({ acknowledgements: spec.global })
     const { transformInputs, sinkInputs } = wiring(spec)
     const coalesce = feedsBoundaries(spec, transformInputs).map((feeds) => !feeds)
@@ -488,8 +545,7 @@ export const RandomTopology = {
     const topology = builder.build()
     const facts: LifecycleEvent[] = []
     topology.lifecycle.subscribe((f) => facts.push(f))
-    await topology.start()
-    await topology.done
+    await runWithin(topology, timeoutMs, spec)
     const statuses = await Promise.all(receipts.map((list) => Promise.all(list.map((r) => r.status))))
     await ledger.settled()
     return { statuses, receipts, facts, ledger }

@@ -4,7 +4,7 @@ import type { DeliveryStatus, LogEvent } from '@ackline/core'
 import { Arbitraries, faultySink, NO_FAULTS, RandomTopology, type RandomTopologySpec } from '@ackline/testkit'
 import type { Sink, Transform } from '@ackline/topology'
 import fc from 'fast-check'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 
 const upper = (): Transform => ({
   kind: 'upper',
@@ -242,5 +242,53 @@ describe('Arbitraries and faultySink', () => {
     await expect(sink.write(events)).rejects.toThrow(/scheduled failure on write call 2/)
     expect(events.events.every((e: LogEvent) => !e.isEnded)).toBe(true)
     events.end()
+  })
+})
+
+describe('RandomTopology.run bounded in time', () => {
+  const spec = {
+    global: true,
+    sources: [[2, 1]],
+    transforms: [],
+    sinks: [
+      {
+        kind: 'user:stuck',
+        inputs: [{ from: 0, port: 0 }],
+        outcomes: ['delivered'],
+        acks: undefined,
+        maxEvents: 4,
+        faults: NO_FAULTS,
+      },
+    ],
+  } as RandomTopologySpec
+  const stuck = (): Sink => ({ kind: 'stuck', write: () => new Promise<undefined>(() => {}) })
+
+  it('stops a run whose sink never settles a write, and names the counts and the topology', async () => {
+    const failed = await RandomTopology.run(spec, { sinks: { stuck }, timeoutMs: 200 }).then(
+      () => new Error('ran'),
+      (error: unknown) => error as Error,
+    )
+    expect(failed.message).toContain('the run did not finish within 200 ms (options.timeoutMs)')
+    expect(failed.message).toContain('k0 = stuck(')
+    expect(failed.message).toMatch(/k0 \(sink stuck\): received [1-3],/)
+    expect(failed.message).toMatch(/src0 \(source list\): received 3, sent 3,/)
+  })
+
+  it('is bounded in real time under fake timers too', async () => {
+    vi.useFakeTimers()
+    try {
+      const failed = await RandomTopology.run(spec, { sinks: { stuck }, timeoutMs: 200 }).then(
+        () => new Error('ran'),
+        (error: unknown) => error as Error,
+      )
+      expect(failed.message).toContain('did not finish within 200 ms')
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  it('refuses a timeout no timer can hold', async () => {
+    for (const timeoutMs of [-1, Number.NaN, 2 ** 31])
+      await expect(RandomTopology.run(spec, { sinks: { stuck }, timeoutMs })).rejects.toThrow(RangeError)
   })
 })
