@@ -645,10 +645,15 @@ export class DiskBuffer {
     await liveOf(this.#state)?.checkpoints.now()
   }
 
-  /** Fsyncs now whatever was written (with group commit; a no-op under `'always'` or once closed). */
+  /**
+   * Fsyncs now whatever was written (with group commit; nothing to fsync under `'always'`), and
+   * waits for the ledger checkpoints already queued (under `'always'` they run beside the writes).
+   * A no-op once closed.
+   */
   async flush(): Promise<void> {
     const live = liveOf(this.#state)
     await live?.writer.serial(() => live.writer.groupSync())
+    await live?.checkpoints.settled()
   }
 
   /** No more appends; `read` hands out what is left, then resolves `undefined`. */

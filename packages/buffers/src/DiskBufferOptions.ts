@@ -62,14 +62,14 @@ const shared = {
     .max(MAX_TIMER_MS)
     .default(1000)
     .describe(
-      'How long after an acknowledgement the checkpoint of what was acknowledged (the ledger) is saved (at most 2147483647 ms, the longest a timer waits); also after `ledgerEveryAcks` acknowledgements and at close. A later checkpoint only means more redelivery after a crash, never loss: what comes again is at most the acknowledgements not yet saved (fewer than `ledgerEveryAcks` plus those made while that checkpoint waited its turn on the write lane, none older than `ledgerIntervalMs`), the records acknowledged above the first unacknowledged one, and the records in flight (both bounded by `maxInFlight`).',
+      'How long after an acknowledgement the checkpoint of what was acknowledged (the ledger) is saved (at most 2147483647 ms, the longest a timer waits); also after `ledgerEveryAcks` acknowledgements and at close. A later checkpoint only means more redelivery after a crash, never loss: what comes again is at most the acknowledgements not yet saved (fewer than `ledgerEveryAcks` plus those made while that checkpoint waited its turn, none older than `ledgerIntervalMs`), the records acknowledged above the first unacknowledged one, and the records in flight (both bounded by `maxInFlight`).',
     ),
   ledgerEveryAcks: z
     .int()
     .min(1)
     .default(1000)
     .describe(
-      "Save the checkpoint as soon as this many records were acknowledged since the last one (like Logstash's `queue.checkpoint.acks`). Lower: fewer duplicates after a crash, more checkpoint writes (each an fsync, a rename and a directory fsync, on the write lane).",
+      "Save the checkpoint as soon as this many records were acknowledged since the last one (like Logstash's `queue.checkpoint.acks`). Lower: fewer duplicates after a crash, more checkpoint writes (each an fsync, a rename and a directory fsync; under `sync: 'always'` beside the appends, otherwise on the write lane, where appends wait behind them).",
     ),
   log: codeOption<(message: string) => void>('a function')
     .optional()

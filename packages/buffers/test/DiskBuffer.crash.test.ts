@@ -79,7 +79,7 @@ describe('DiskBuffer under SIGKILL', () => {
       const duplicates = [...deliveries.values()].reduce((n, count) => n + count - 1, 0)
       const mean = duplicatesPerKill.reduce((n, d) => n + d, 0) / duplicatesPerKill.length
       console.log(
-        `crash test (sync ${mode}): ${rounds} SIGKILLs, ${acked.size} records acknowledged to the source, ${deliveries.size} delivered, ${lost.length} lost, ${duplicates} duplicate deliveries; per kill: ${duplicatesPerKill.join(', ')} (mean ${mean.toFixed(0)}; bound: the acknowledgements not yet checkpointed, under ledgerEveryAcks 1000 plus those made while a checkpoint waits on the write lane, plus the in-flight window)`,
+        `crash test (sync ${mode}): ${rounds} SIGKILLs, ${acked.size} records acknowledged to the source, ${deliveries.size} delivered, ${lost.length} lost, ${duplicates} duplicate deliveries; per kill: ${duplicatesPerKill.join(', ')} (mean ${mean.toFixed(0)}; bound: the acknowledgements not yet checkpointed, under ledgerEveryAcks 1000 plus those made while a checkpoint waits its turn, plus the in-flight window)`,
       )
       expect(duplicatesPerKill).toHaveLength(rounds)
       expect(acked.size).toBeGreaterThan(0)

@@ -7,7 +7,13 @@ import { LedgerCheckpoints } from '../src/internal/LedgerCheckpoints.js'
 import { Ledger, PATH } from './fixtures/MemoryBuffer.js'
 import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
-function setup(options: { readonly ledgerIntervalMs?: number; readonly ledgerEveryAcks?: number } = {}) {
+function setup(
+  options: {
+    readonly ledgerIntervalMs?: number
+    readonly ledgerEveryAcks?: number
+    readonly visibleIsDurable?: boolean
+  } = {},
+) {
   const fs = new MemoryFileSystem()
   const logs: string[] = []
   const calls: string[] = []
@@ -31,6 +37,7 @@ function setup(options: { readonly ledgerIntervalMs?: number; readonly ledgerEve
     },
     acks,
     serial,
+    visibleIsDurable: options.visibleIsDurable ?? false,
     sync: async () => {
       calls.push('sync')
     },
@@ -65,6 +72,7 @@ function setup(options: { readonly ledgerIntervalMs?: number; readonly ledgerEve
     saved,
     jobs: () => jobs,
     writes: () => calls.filter((c) => c === 'sync').length,
+    positions: () => calls.filter((c) => c === 'position').length,
     setNextSeq: (n: number) => {
       nextSeq = n
     },
@@ -187,5 +195,115 @@ describe('LedgerCheckpoints', () => {
     t.ack(1)
     await t.idle()
     expect(await t.saved()).toBe(2)
+  })
+})
+
+/** Turns of the event loop until `done()` holds (at most 1000): what a checkpoint beside the lane needs to finish. */
+async function until(done: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 1000; i++) {
+    if (await done()) return
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  throw new Error('the condition never held')
+}
+
+/** Makes the ledger's renames wait until the returned function is called; counts renames at once. */
+function gateRenames(fs: MemoryFileSystem): {
+  open: () => void
+  readonly running: () => number
+  readonly most: () => number
+} {
+  const rename = fs.rename.bind(fs)
+  let open!: () => void
+  const gate = new Promise<void>((resolve) => {
+    open = resolve
+  })
+  let running = 0
+  let most = 0
+  fs.rename = async (from: string, to: string) => {
+    running++
+    most = Math.max(most, running)
+    try {
+      await gate
+      await rename(from, to)
+    } finally {
+      running--
+    }
+  }
+  return { open, running: () => running, most: () => most }
+}
+
+describe('LedgerCheckpoints beside the write lane (every visible record durable)', () => {
+  it('saves a scheduled checkpoint while the lane is held shut, without an fsync', async () => {
+    const t = setup({ ledgerEveryAcks: 1, visibleIsDurable: true })
+    await t.fs.mkdir(PATH)
+    const open = await t.hold()
+    const jobs = t.jobs()
+    t.setNextSeq(5)
+    for (let seq = 0; seq < 3; seq++) t.ack(seq)
+    await until(async () => (await t.saved()) === 3)
+    expect(t.jobs()).toBe(jobs) // nothing queued on the lane
+    expect(t.calls).not.toContain('sync')
+    expect(await Ledger.read(t.fs, PATH)).toEqual({
+      status: 'ok',
+      ledger: { nextSeq: 5, ackedBelow: 3, segments: [0] },
+    })
+    open()
+  })
+
+  it('writes one checkpoint at a time, each after the one before, a checkpoint asked for on the lane too', async () => {
+    const t = setup({ ledgerEveryAcks: 1, visibleIsDurable: true })
+    await t.fs.mkdir(PATH)
+    const gate = gateRenames(t.fs)
+    t.ack(0) // a checkpoint starts, and waits at its rename
+    await until(() => gate.running() === 1)
+    t.ack(1) // queued behind it
+    t.ack(2)
+    const asked = t.checkpoints.now() // on the lane, behind both
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
+    expect(gate.running()).toBe(1)
+    expect(t.positions()).toBe(1) // the others have not read the position yet
+    gate.open()
+    await asked
+    expect(gate.most()).toBe(1)
+    expect(t.positions()).toBe(3) // the first, one for both queued advances, the one asked for
+    expect(await t.saved()).toBe(3)
+    expect(t.acks.unsaved).toBe(0)
+  })
+
+  it('a checkpoint queued beside the lane and not started when it is stopped writes nothing', async () => {
+    const t = setup({ ledgerEveryAcks: 1, visibleIsDurable: true })
+    await t.fs.mkdir(PATH)
+    const gate = gateRenames(t.fs)
+    t.ack(0)
+    await until(() => gate.running() === 1)
+    t.ack(1) // queued
+    t.checkpoints.stop()
+    gate.open()
+    await until(() => gate.running() === 0)
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
+    expect(t.positions()).toBe(1)
+    expect(await t.saved()).toBe(1)
+  })
+
+  it('an advance made while a checkpoint writes is saved by the next one', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    try {
+      const t = setup({ ledgerIntervalMs: 1000, ledgerEveryAcks: 1000, visibleIsDurable: true })
+      await t.fs.mkdir(PATH)
+      const gate = gateRenames(t.fs)
+      t.ack(0)
+      await vi.advanceTimersByTimeAsync(1000) // the timer queues the checkpoint
+      await until(() => gate.running() === 1)
+      t.ack(1) // after it read the position: schedules the next
+      gate.open()
+      await until(() => gate.running() === 0)
+      expect(await t.saved()).toBe(1)
+      await vi.advanceTimersByTimeAsync(1000)
+      await until(async () => (await t.saved()) === 2)
+      expect(t.positions()).toBe(2)
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })

@@ -100,8 +100,12 @@ export class BufferParts implements BufferRemains {
       settings: s,
       acks: this.acks,
       serial: (job) => this.writer.serial(job),
+      visibleIsDurable: s.sync === 'always',
       sync: () => this.writer.groupSync(),
-      position: () => ({ nextSeq: this.writer.nextSeq, segments: this.segments.map((seg) => seg.firstSeq) }),
+      position: () => ({
+        nextSeq: this.writer.visibleSeq,
+        segments: this.segments.map((seg) => seg.firstSeq),
+      }),
     })
     const first = start.segments.findLast((seg) => seg.firstSeq <= start.ackedBelow) ?? start.segments[0]
     this.cursor = new ReadCursor(

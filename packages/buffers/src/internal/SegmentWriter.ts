@@ -4,7 +4,9 @@
  * back, and finished segments deleted.
  *
  * Invariants: every change to the buffer's files goes through one lane ({@link SegmentWriter.serial}),
- * so writes, fsyncs, rolls and deletions never interleave; a record becomes visible to readers only
+ * so writes, fsyncs, rolls and deletions never interleave (one exception: under `'always'`, the
+ * scheduled ledger checkpoints replace the ledger's own file beside the lane, see
+ * `LedgerCheckpoints`); a record becomes visible to readers only
  * once its group is written (under `'always'`, fsynced); a `durable` promise resolves `durable` only
  * after an fsync that started after its write; a group whose write failed leaves nothing readable
  * behind, and its sequence numbers are reused only when no later append holds the numbers after
