@@ -6,7 +6,7 @@ import { join, relative } from 'node:path'
 import { BufferCheck, DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
 import { CrashableDiskBuffer, drain, Frame, Ledger, PATH, setup } from './fixtures/MemoryBuffer.js'
-import type { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+import type { FileLike, FileSystem, MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const record = (i: number): Buffer => Buffer.from(`record-${i}`) // 8 bytes for i < 10: 28-byte frames
 
@@ -248,6 +248,74 @@ describe('DiskBuffer ledger that does not match the data', () => {
     const again = await open() // and the next start is clean
     await again.close()
   })
+
+  for (const sync of ['always', { everyMs: 60_000, everyWrites: 1 }] as const) {
+    it(`sync ${JSON.stringify(sync)}: a checkpoint never saves numbers a failed write skipped before the write holding the numbers after them, so a crash then leaves a buffer that opens`, async () => {
+      const { fs: mem } = setup()
+      // G1's write waits, then fails; G2's write waits until after the crash.
+      let writes = 0
+      let armed = false
+      let failG1!: (error: Error) => void
+      const g1Fails = new Promise<void>((_, reject) => {
+        failG1 = reject
+      })
+      const g2Waits = new Promise<void>(() => {})
+      const fs: FileSystem = {
+        mkdir: (path) => mem.mkdir(path),
+        readdir: (path) => mem.readdir(path),
+        readFile: (path) => mem.readFile(path),
+        size: (path) => mem.size(path),
+        rename: (from, to) => mem.rename(from, to),
+        link: (from, to) => mem.link(from, to),
+        unlink: (path) => mem.unlink(path),
+        syncDir: (path) => mem.syncDir(path),
+        open: async (path, mode) => {
+          const file = await mem.open(path, mode)
+          if (!path.endsWith('.seg')) return file
+          const wrapped: FileLike = {
+            ...file,
+            writev: async (buffers, position) => {
+              if (armed) {
+                writes++
+                await (writes === 1 ? g1Fails : g2Waits)
+              }
+              return file.writev(buffers, position)
+            },
+          }
+          return wrapped
+        },
+      }
+      const open = () =>
+        CrashableDiskBuffer.open({ path: PATH, fileSystem: fs, segmentBytes: 1024, ledgerEveryAcks: 1, sync })
+      const buffer = await open()
+      await buffer.append([record(0)])
+      await buffer.flush()
+      for (const r of (await buffer.read(10))!) buffer.ack(r.seq)
+      await buffer.checkpoint()
+      armed = true
+      const g1 = buffer.append([record(1), record(2)]) // numbers 1 and 2
+      while (writes === 0) await new Promise((resolve) => setImmediate(resolve))
+      void buffer.append([record(3)]) // number 3: G1's numbers cannot be reused, so they are skipped
+      failG1(Object.assign(new Error('EIO: injected'), { code: 'EIO' }))
+      const answer = await g1
+      expect(
+        answer.status === 'failed' || (answer.status === 'written' && (await answer.durable) === 'failed'),
+      ).toBe(true)
+      expect(buffer.ackedBelow).toBe(3) // 1 and 2 count acknowledged
+      // The checkpoint the advance queued runs now beside the lane ('always'), or waits on the
+      // lane behind G2 (group commit); the lane itself never empties again in this run.
+      for (let i = 0; i < 50; i++) await new Promise((resolve) => setImmediate(resolve))
+      const saved = await Ledger.read(mem, PATH)
+      expect(saved.status === 'ok' && saved.ledger.ackedBelow).toBe(1)
+      buffer._abandon()
+      mem.crash()
+      armed = false
+      const reopened = await open()
+      expect(reopened.ackedBelow).toBe(1)
+      expect(await drain(reopened)).toEqual([]) // 0 was acknowledged, and nothing after it was written
+      await reopened.close()
+    })
+  }
 
   it('opens a buffer whose every record was acknowledged and whose last segment is empty', async () => {
     const { open } = setup({ segmentBytes: 64 })

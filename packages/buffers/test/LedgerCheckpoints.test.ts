@@ -233,6 +233,31 @@ function gateRenames(fs: MemoryFileSystem): {
   return { open, running: () => running, most: () => most }
 }
 
+describe('LedgerCheckpoints caps the prefix it saves at what is written', () => {
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
+  it('saves no acknowledged position past the end of the last group written, and the rest once it is written', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    const t = setup({ ledgerIntervalMs: 1000, ledgerEveryAcks: 1 })
+    await t.fs.mkdir(PATH)
+    t.setNextSeq(2) // numbers 2..4 were skipped by a failed group: acknowledged, never written
+    for (let seq = 0; seq < 5; seq++) t.ack(seq)
+    await t.idle()
+    expect(await Ledger.read(t.fs, PATH)).toEqual({
+      status: 'ok',
+      ledger: { nextSeq: 2, ackedBelow: 2, segments: [0] },
+    })
+    expect(t.acks.unsaved).toBe(3)
+    t.setNextSeq(6) // the group after them is written
+    await vi.advanceTimersByTimeAsync(1000) // no advance came: the timer saves the rest
+    await t.idle()
+    expect(await t.saved()).toBe(5)
+    expect(t.acks.unsaved).toBe(0)
+  })
+})
+
 describe('LedgerCheckpoints beside the write lane (every visible record durable)', () => {
   it('saves a scheduled checkpoint while the lane is held shut, without an fsync', async () => {
     const t = setup({ ledgerEveryAcks: 1, visibleIsDurable: true })

@@ -103,7 +103,7 @@ export class BufferParts implements BufferRemains {
       visibleIsDurable: s.sync === 'always',
       sync: () => this.writer.groupSync(),
       position: () => ({
-        nextSeq: this.writer.visibleSeq,
+        nextSeq: this.writer.writtenSeq,
         segments: this.segments.map((seg) => seg.firstSeq),
       }),
     })

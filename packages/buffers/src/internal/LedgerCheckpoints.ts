@@ -8,16 +8,18 @@
  * runs beside the lane, so appends do not wait behind its three file operations (the ledger's
  * write, fsync, rename and the directory's fsync; at 1000 acknowledgements a checkpoint and 16
  * clients appending, the appends' rate was 0.66 of the same without checkpoints). It saves the
- * visible position (`nextSeq` below which everything is written and fsynced), touches only the
- * ledger's own files, and checkpoints never overlap one another: each waits for the one before.
+ * end of the last group written (fsynced), touches only the ledger's own files, and checkpoints
+ * never overlap one another: each waits for the one before.
  *
  * Invariants: at most one scheduled checkpoint waits at a time, whatever the acknowledgement rate
  * (it saves the state as it is when it runs); a scheduled checkpoint writes only if something the
  * ledger records changed since the last one; the ledger never holds an acknowledged position
  * above what is durable (a checkpoint on the lane fsyncs what was written before it reads the
  * position; one beside it needs no fsync, as only fsynced records are visible and so
- * acknowledgeable) — on open, a ledger ahead of the data is taken for another buffer's
- * (`LEDGER_AHEAD`); checkpoints write one at a time, in the order they read the position; once
+ * acknowledgeable; and either caps the prefix it saves at the end of the last group written,
+ * since numbers a failed group skipped count acknowledged before anything after them is
+ * written) — on open, a ledger ahead of the data is taken for another buffer's
+ * (`LEDGER_AHEAD`); a prefix held back by the cap is saved by a later checkpoint; checkpoints write one at a time, in the order they read the position; once
  * stopped, nothing is scheduled again, and a scheduled checkpoint not yet started writes nothing.
  *
  * @module
@@ -34,14 +36,15 @@ export interface LedgerCheckpointsContext {
   readonly serial: <T>(job: () => Promise<T>) => Promise<T>
   /**
    * Every record a reader can see is fsynced (sync `'always'`): scheduled checkpoints run beside
-   * the lane, without an fsync, saving {@link LedgerCheckpointsContext.position} as it is.
+   * the lane, without an fsync, saving {@link LedgerCheckpointsContext.position} as it is then.
    */
   readonly visibleIsDurable: boolean
   /** Fsyncs everything written so far (on the lane). */
   readonly sync: () => Promise<void>
   /**
-   * The sequence number below which every record is written (visible to readers) and the first
-   * sequence number of each segment, as they are now.
+   * As they are now: the end of the last group written (`nextSeq`: every record in the files is
+   * below it; numbers a failed group skipped, counted acknowledged, may lie at or above it until
+   * a group after them is written), and the first sequence number of each segment.
    */
   readonly position: () => { readonly nextSeq: number; readonly segments: readonly number[] }
 }
@@ -111,7 +114,10 @@ export class LedgerCheckpoints {
     const { fs, path } = this.#c.settings
     if (sync) await this.#c.sync()
     const { nextSeq, segments } = this.#c.position()
-    const ackedBelow = this.#c.acks.below
+    // Never past what is in the files: numbers a failed group skipped count acknowledged before
+    // the group that holds the numbers after them is written, and a ledger acknowledging past the
+    // last record on disk is taken, on open, for another buffer's (LEDGER_AHEAD).
+    const ackedBelow = Math.min(this.#c.acks.below, nextSeq)
     // Cleared before the write: what changes while it runs is for the next checkpoint.
     this.#dirty = false
     try {
@@ -121,6 +127,11 @@ export class LedgerCheckpoints {
       throw error
     }
     this.#c.acks.saved(ackedBelow)
+    if (ackedBelow < this.#c.acks.below) {
+      // What was held back is saved once written: by the next advance, or by the timer.
+      this.#dirty = true
+      this.#schedule()
+    }
   }
 
   /** Resolves once every checkpoint queued beside the lane or writing so far has finished (never rejects). */

@@ -76,6 +76,11 @@ export class SegmentWriter {
   #assigned: number
   /** Every record below this number was written and may be read. */
   #visibleSeq: number
+  /**
+   * The end of the last group written (under `'always'`, fsynced): below `#visibleSeq` except
+   * after a failed group whose numbers were skipped, as they were never written.
+   */
+  #writtenSeq: number
   /** Bytes of appends not written yet. */
   #unwritten = 0
   #bytesOnDisk: number
@@ -96,6 +101,7 @@ export class SegmentWriter {
     this.#nextSeq = start.nextSeq
     this.#assigned = start.nextSeq
     this.#visibleSeq = start.nextSeq
+    this.#writtenSeq = start.nextSeq
     this.#bytesOnDisk = context.segments.reduce((n, seg) => n + seg.size, 0)
   }
 
@@ -112,6 +118,15 @@ export class SegmentWriter {
   /** Every record below this number was written and may be read. */
   get visibleSeq(): number {
     return this.#visibleSeq
+  }
+
+  /**
+   * The end of the last group written (under `'always'`, fsynced), or where the writer started:
+   * no record at or above it is in the files. Below {@link SegmentWriter.visibleSeq} only when a
+   * failed group's numbers were skipped (counted acknowledged) and nothing was written after them.
+   */
+  get writtenSeq(): number {
+    return this.#writtenSeq
   }
 
   get bytesOnDisk(): number {
@@ -274,6 +289,7 @@ export class SegmentWriter {
     this.#unwritten -= groupBytes
     for (const seg of touched) seg.visible = seg.size
     this.#visibleSeq = this.#nextSeq
+    this.#writtenSeq = this.#nextSeq
     this.#c.counters.written += count
     this.#c.changed()
     const durable = s.sync === 'always' ? DURABLE : this.#durablePromise()
