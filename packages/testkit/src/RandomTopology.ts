@@ -130,11 +130,7 @@ export interface RandomRun {
  * `node:timers`, which a runner's fake timers do not replace). Past it, stops the topology at once
  * and throws an `Error` with every component's counts, taken before the stop, and the topology.
  */
-async function runWithin(
-  topology: Topology,
-  timeoutMs: number,
-  spec: RandomTopologySpec,
-): Promise<void> {
+async function runWithin(topology: Topology, timeoutMs: number, spec: RandomTopologySpec): Promise<void> {
   const running = (async () => {
     await topology.start()
     await topology.done
