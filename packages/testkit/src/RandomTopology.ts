@@ -105,10 +105,11 @@ export interface RandomTopologyOptions {
   readonly maxSinks?: number
   /**
    * The bound on one run ({@link RandomTopology.run}, {@link RandomTopology.check}), from build to
-   * done, in milliseconds of real time (default 60 000; at most 2^31 - 1, what a timer holds). A
-   * run still going then (a sink whose write never settles, a transform that never returns) is
-   * stopped at once, and the run throws an `Error` that names every component's counts and prints
-   * the topology. Runner fake timers do not move it.
+   * done, in milliseconds of real time (default 4000, under the 5 s a test gets by default in
+   * vitest and jest, so this error comes before the runner's timeout; keep it below your runner's;
+   * at most 2^31 - 1, what a timer holds). A run still going then (a sink whose write never
+   * settles, a transform that never returns) is stopped at once, and the run throws an `Error`
+   * that names every component's counts and prints the topology. Runner fake timers do not move it.
    */
   readonly timeoutMs?: number
 }
@@ -158,6 +159,9 @@ async function runWithin(topology: Topology, timeoutMs: number, spec: RandomTopo
     `RandomTopology.run: the run did not finish within ${timeoutMs} ms (options.timeoutMs), and was stopped at once; a component's write or call never settled?\n${RandomTopology.describe(spec)}\ncounts before the stop:\n  ${counts.join('\n  ')}`,
   )
 }
+
+/** `RandomTopologyOptions.timeoutMs` by default: under a test runner's default timeout (5 s). */
+const DEFAULT_RUN_TIMEOUT_MS = 4000
 
 const PORTS = ['', 'a', 'b', '_unmatched'] as const
 
@@ -496,7 +500,7 @@ export const RandomTopology = {
    * once) when the run does not finish within it.
    */
   async run(spec: RandomTopologySpec, options: RandomTopologyOptions = {}): Promise<RandomRun> {
-    const timeoutMs = options.timeoutMs ?? 60_000
+    const timeoutMs = options.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS
     if (!(typeof timeoutMs === 'number' && timeoutMs >= 0 && timeoutMs <= MAX_TIMER_MS))
       throw new RangeError(
         `RandomTopology.run: 'timeoutMs' must be a number of milliseconds from 0 to ${MAX_TIMER_MS}, got ${String(timeoutMs)}`,
