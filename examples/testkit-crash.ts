@@ -42,6 +42,9 @@ export async function pipeline(dir: string): Promise<void> {
         renameSync(`${checkpoint}.tmp`, checkpoint)
         next = end
       }
+      // Every record is delivered and checkpointed: the input ran out. Said here, where that is
+      // known, not after topology.done, which resolves when a source failed too.
+      CrashReporter.finished()
     },
   }
   const sink: Sink = {
@@ -61,8 +64,6 @@ export async function pipeline(dir: string): Promise<void> {
     .build()
   await topology.start()
   await topology.done
-  // The whole input is delivered: a round killed later than planned may leave the next one nothing.
-  CrashReporter.finished()
 }
 
 export async function main(): Promise<{ kills: number; reported: number; stored: number; lost: string[] }> {

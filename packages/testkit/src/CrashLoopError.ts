@@ -15,6 +15,11 @@ export type CrashLoopErrorCode =
    * input was finished, `CrashReporter.finished()`, and exited with code 0 is not a failure).
    */
   | 'CHILD_EXITED'
+  /**
+   * No round was killed: every child said its input was finished and exited on its own first (the
+   * input is smaller than the kill points), so nothing was crash-tested.
+   */
+  | 'NO_KILL'
   /** The last run exited with a failure (a non-zero code, or a signal other than the stop). */
   | 'CHILD_FAILED'
   /** A child reported nothing new for `stallMs` before it reached its kill point. */

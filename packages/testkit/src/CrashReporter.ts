@@ -96,7 +96,9 @@ export const CrashReporter = {
    * reported): call it just before the child exits with code 0 on its own. A killed round whose
    * child said so and then exits with code 0 before its kill point ends `exited` (nothing was left
    * to crash on: an earlier run delivered the rest before its kill landed), where an exit without
-   * it fails the loop with `CHILD_EXITED`. Do not call it on a path that gives up on input.
+   * it fails the loop with `CHILD_EXITED`. Call it where the pipeline knows its input ran out and
+   * was delivered (a source whose last record's receipt said `delivered`), not merely after
+   * `topology.done`, which resolves when a source failed too: a pipeline that gave up would pass.
    */
   finished(): void {
     printNow(`${CRASH_FINISHED_LINE}\n`)

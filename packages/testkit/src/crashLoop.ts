@@ -105,12 +105,12 @@ export interface CrashRound extends CrashProgress {
   readonly pid: number
   /** The kill point drawn for this round; `undefined` for the last run. */
   readonly killAfter: number | undefined
-  /** The run's count of `count` when the loop sent SIGKILL (`>= killAfter`); `undefined` if not killed. */
+  /** The run's count of `count` when the loop sent SIGKILL (`>= killAfter`); `undefined` if it sent none. */
   readonly reportedAtKill: number | undefined
   /**
    * How the run ended: `killed` (SIGKILL), `stopped` (SIGTERM once `until` held), `exited` (on its
-   * own, code 0: the last run, or a killed round whose child said its input was finished before
-   * its kill point).
+   * own, code 0: the last run, or a killed round whose child said its input was finished and
+   * exited before its kill point, or before a kill sent late landed).
    */
   readonly ending: 'killed' | 'stopped' | 'exited'
   /** Whether the child said it had finished its whole input (`CrashReporter.finished()`). */
@@ -176,7 +176,9 @@ export class CrashLoopReport {
             ? 'stopped once complete'
             : r.killAfter === undefined
               ? 'exited on its own'
-              : `exited on its own, its input finished before kill point ${r.killAfter}`
+              : r.reportedAtKill === undefined
+                ? `exited on its own, its input finished before kill point ${r.killAfter}`
+                : `exited on its own, its input finished, before the kill sent at ${r.reportedAtKill} ${this.count} landed`
       const again = r.keys[this.count] === undefined ? '' : `, ${r.repeated} of them again`
       return `round ${r.round}: ${how}; ${n} ${this.count} reported${again}`
     })
@@ -263,8 +265,8 @@ interface RunPlan {
  * `rounds` times, then lets a last run finish; returns what each run reported. Prints the seed
  * first. Fails with a {@link CrashLoopError} — after killing the child — when a child exits on its
  * own before its kill point (unless it said its input was finished, `CrashReporter.finished()`,
- * and exited with code 0: that round ends `exited`), reports nothing for `stallMs`, or a last run
- * does not finish in its `timeoutMs`.
+ * and exited with code 0: that round ends `exited`), when no round was killed at all (`NO_KILL`),
+ * reports nothing for `stallMs`, or a last run does not finish in its `timeoutMs`.
  *
  * Works with any test runner: it only returns a report or throws.
  *
@@ -329,6 +331,13 @@ export async function crashLoop(options: CrashLoopOptions): Promise<CrashLoopRep
       const round: CrashRound = { ...run, repeated }
       rounds.push(round)
       log(`crashLoop: ${new CrashLoopReport(seed, count, [round]).describe()[0]}`)
+      if (plan.round === options.rounds - 1 && !rounds.some((r) => r.ending === 'killed'))
+        throw new CrashLoopError(
+          'NO_KILL',
+          plan.round,
+          seed,
+          `crashLoop: none of the ${options.rounds} round(s) was killed: every child said its input was finished and exited before its kill point (${rounds.map((r) => r.killAfter).join(', ')} '${count}'); give the pipeline more input than the largest kill point, or lower killAfter`,
+        )
     }
   } finally {
     onExit()
@@ -603,7 +612,9 @@ function runOnce(
       const before = phase
       phase = 'closed'
       if (failure !== undefined) finish(failure)
-      else if (before === 'killing') finish(undefined, 'killed')
+      // A child that said its input was finished may exit on its own with code 0 before a kill
+      // sent late lands: nothing was crashed then.
+      else if (before === 'killing') finish(undefined, finished && code === 0 ? 'exited' : 'killed')
       else if (before === 'stopping') {
         if (code === 0 || signal === 'SIGTERM') finish(undefined, 'stopped')
         else fail('CHILD_FAILED', `the last run exited with ${how} after SIGTERM`)

@@ -3,7 +3,9 @@
 // here are plain JavaScript speaking the line protocol, so each starts in a blink;
 // crashLoop.mutation.test.ts runs real topologies with CrashReporter.
 import { spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import {
   CrashLoopError,
@@ -22,6 +24,16 @@ const counter = {
   cwd: root,
   log: () => {},
 } satisfies Partial<CrashLoopOptions>
+
+/** Whether process `pid` has exited (a zombie not yet reaped, or gone), from Linux's /proc. */
+const exitedAlready = (pid: number): boolean => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')
+  } catch {
+    return true
+  }
+}
 
 /** Whether process `pid` still runs (a zombie, killed but not yet reaped, does not). */
 const alive = (pid: number): boolean => {
@@ -132,6 +144,62 @@ describe('crashLoop', () => {
       'round 1: exited on its own, its input finished before kill point 10; 3 delivered reported, 0 of them again',
     )
     expect(logged.some((line) => line.includes('its input finished before kill point 10'))).toBe(true)
+  }, 30_000)
+
+  it('ends a round `exited`, not `killed`, when its child said its input was finished and exited with code 0 before a kill sent late landed', async () => {
+    // Round 1's child prints `late <pid>`, then everything at once, and exits; the parent, slow as
+    // on a loaded machine, is held on the `late` line until the child has exited (a zombie).
+    const script = `
+      const { writeSync, writeFileSync } = require('node:fs')
+      const round = Number(process.env.ACKLINE_CRASH_ROUND)
+      const report = (i) => '@ackline/testkit:crash delivered 1 ["' + round + '-' + i + '"]\\n'
+      if (round === 0) {
+        let i = 0
+        setInterval(() => writeSync(1, report(i++)), 1)
+      } else {
+        writeSync(1, 'late ' + process.pid + '\\n')
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50)
+        let out = ''
+        for (let i = 0; i < 20; i++) out += report(i)
+        writeSync(1, out + '@ackline/testkit:crash-finished\\n')
+        process.on('exit', (code) => writeFileSync(process.argv[1], String(code)))
+      }
+    `
+    const exited = join(mkdtempSync(join(tmpdir(), 'ackline-crash-late-')), 'exit-code')
+    const report = await crashLoop({
+      command: process.execPath,
+      args: ['-e', script, exited],
+      rounds: 2,
+      killAfter: { min: 10, max: 10 },
+      last: false,
+      log: () => {},
+      onOutput: (line) => {
+        if (!line.startsWith('late ')) return
+        const pid = Number(line.slice(5))
+        const end = Date.now() + 5000
+        while (Date.now() < end && !exitedAlready(pid)); // held until the child has exited
+      },
+    })
+    expect(readFileSync(exited, 'utf8')).toBe('0') // round 1's child exited on its own
+    expect(report.rounds.map((r) => r.ending)).toEqual(['killed', 'exited'])
+    expect(report.rounds[1]).toMatchObject({ finished: true, reportedAtKill: 10, checked: true })
+    expect(report.describe()[1]).toBe(
+      'round 1: exited on its own, its input finished, before the kill sent at 10 delivered landed; 20 delivered reported, 0 of them again',
+    )
+  }, 30_000)
+
+  it('fails NO_KILL when no round was killed: every child finished its input before its kill point', async () => {
+    const error = await crashLoop({
+      ...counter,
+      args: ['finished', '3'],
+      rounds: 2,
+      killAfter: { min: 10, max: 10 },
+      seed: 7,
+    }).catch((e: unknown) => e)
+    expect((error as CrashLoopError).code).toBe('NO_KILL')
+    expect((error as CrashLoopError).round).toBe(1)
+    expect((error as Error).message).toContain('none of the 2 round(s) was killed')
+    expect((error as Error).message).toContain('give the pipeline more input than the largest kill point')
   }, 30_000)
 
   it('still fails CHILD_EXITED when a child that said its input was finished exits with a failure', async () => {
