@@ -87,8 +87,9 @@ export interface CrashLoopOptions {
   readonly seed?: number
   /**
    * A killed round fails (`NO_PROGRESS`) when its child reports nothing (of any kind) for this long
-   * before reaching its kill point, counted from its start, in milliseconds (default 30 000; at
-   * most 2^31 - 1, what a timer holds).
+   * before reaching its kill point, counted from its start and again from each report (and from
+   * its finished line, after which it should exit), in milliseconds (default 30 000; at most
+   * 2^31 - 1, what a timer holds).
    */
   readonly stallMs?: number
   /** The last run (default `{}`: the child must exit with code 0 on its own); `false`: none. */
@@ -117,7 +118,10 @@ export interface CrashRound extends CrashProgress {
   readonly finished: boolean
   /** Keys of `count` this run reported that an earlier run had reported too (redeliveries). */
   readonly repeated: number
-  /** Whether the run reported at least one of `count` before it ended: a kill with something to check. */
+  /**
+   * Whether the run reported at least one of `count` before it ended: for a killed round, a kill
+   * with something to check.
+   */
   readonly checked: boolean
 }
 
