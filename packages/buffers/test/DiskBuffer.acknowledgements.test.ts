@@ -295,6 +295,49 @@ describe('DiskBuffer acknowledgements', () => {
 })
 
 describe('DiskBuffer checkpoints of what was acknowledged', () => {
+  for (const [sync, beside] of [
+    ['always', true],
+    [{ everyMs: 60_000, everyWrites: 1 }, false],
+  ] as const) {
+    it(`sync ${JSON.stringify(sync)}: appends ${beside ? 'go on while' : 'wait behind'} a scheduled checkpoint whose ledger write has not finished`, async () => {
+      const { fs, open } = setup({ ledgerEveryAcks: 1, sync })
+      const buffer = await open()
+      await buffer.append(records(2))
+      await buffer.flush()
+      // The ledger's rename waits until opened: the checkpoint is stuck inside its write.
+      const rename = fs.rename.bind(fs)
+      let open_!: () => void
+      const gate = new Promise<void>((resolve) => {
+        open_ = resolve
+      })
+      let renames = 0
+      fs.rename = async (from, to) => {
+        renames++
+        await gate
+        return rename(from, to)
+      }
+      const [first] = (await buffer.read(1))!
+      buffer.ack(first!.seq) // queues a checkpoint
+      for (let i = 0; i < 50 && renames === 0; i++) await new Promise((r) => setImmediate(r))
+      expect(renames).toBe(1) // the checkpoint is inside its write (on the lane, or beside it)
+      // What an append waits for: its answer under 'always'; under group commit, which answers
+      // before the write, its durable promise (its write and fsync queue on the lane).
+      let done = false
+      const appended = buffer.append(records(1)).then(async (result) => {
+        if (result.status === 'written') await result.durable
+        done = true
+        return result
+      })
+      for (let i = 0; i < 50 && !done; i++) await new Promise((r) => setImmediate(r))
+      expect(done).toBe(beside)
+      open_()
+      expect((await appended).status).toBe('written')
+      await buffer.flush()
+      expect(await checkpointed(fs)).toBe(1)
+      await buffer.close()
+    })
+  }
+
   /** What a crash now would leave: the acknowledged position in the ledger on disk. */
   const checkpointed = async (fs: MemoryFileSystem): Promise<number | undefined> => {
     const read = await Ledger.read(fs, PATH)
