@@ -5,11 +5,11 @@
  *
  * Where a checkpoint runs: one asked for runs on the write lane. A scheduled one runs on the write
  * lane too, unless every record a reader can see is durable already (sync `'always'`): then it
- * runs beside the lane, so appends do not wait behind its three file operations (the ledger's
- * write, fsync, rename and the directory's fsync; at 1000 acknowledgements a checkpoint and 16
- * clients appending, the appends' rate was 0.66 of the same without checkpoints). It saves the
- * end of the last group written (fsynced), touches only the ledger's own files, and checkpoints
- * never overlap one another: each waits for the one before.
+ * runs beside the lane, so appends do not wait behind its file operations (the ledger's write
+ * and fsync, its rename, the directory's fsync; HTTP → disk buffer → blackhole ran 1.18 times as
+ * fast beside the lane as on it, RFC 0003). It saves the end of the last group written (fsynced),
+ * touches only the ledger's own files, and checkpoints never overlap one another: each waits for
+ * the one before.
  *
  * Invariants: at most one scheduled checkpoint waits at a time, whatever the acknowledgement rate
  * (it saves the state as it is when it runs); a scheduled checkpoint writes only if something the
@@ -18,9 +18,10 @@
  * position; one beside it needs no fsync, as only fsynced records are visible and so
  * acknowledgeable; and either caps the prefix it saves at the end of the last group written,
  * since numbers a failed group skipped count acknowledged before anything after them is
- * written) — on open, a ledger ahead of the data is taken for another buffer's
- * (`LEDGER_AHEAD`); a prefix held back by the cap is saved by a later checkpoint; checkpoints write one at a time, in the order they read the position; once
- * stopped, nothing is scheduled again, and a scheduled checkpoint not yet started writes nothing.
+ * written) — on open, a ledger ahead of the data is taken for another buffer's (`LEDGER_AHEAD`);
+ * a prefix held back by the cap is saved by a later checkpoint; checkpoints write one at a time,
+ * in the order they read the position; once stopped, nothing is scheduled again, and a scheduled
+ * checkpoint not yet started writes nothing.
  *
  * @module
  */
