@@ -238,24 +238,37 @@ describe('LedgerCheckpoints caps the prefix it saves at what is written', () => 
     vi.useRealTimers()
   })
 
-  it('saves no acknowledged position past the end of the last group written, and the rest once it is written', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
-    const t = setup({ ledgerIntervalMs: 1000, ledgerEveryAcks: 1 })
-    await t.fs.mkdir(PATH)
-    t.setNextSeq(2) // numbers 2..4 were skipped by a failed group: acknowledged, never written
-    for (let seq = 0; seq < 5; seq++) t.ack(seq)
-    await t.idle()
-    expect(await Ledger.read(t.fs, PATH)).toEqual({
-      status: 'ok',
-      ledger: { nextSeq: 2, ackedBelow: 2, segments: [0] },
+  for (const visibleIsDurable of [false, true]) {
+    it(`${visibleIsDurable ? 'beside the lane' : 'on the lane'}: saves no acknowledged position past the end of the last group written, the rest once a group is written, and nothing again while nothing is`, async () => {
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+      const t = setup({ ledgerIntervalMs: 1000, ledgerEveryAcks: 1, visibleIsDurable })
+      await t.fs.mkdir(PATH)
+      const settled = async (): Promise<void> => {
+        await t.idle()
+        await t.checkpoints.settled()
+      }
+      t.setNextSeq(2) // numbers 2..4 were skipped by a failed group: acknowledged, never written
+      for (let seq = 0; seq < 5; seq++) t.ack(seq)
+      await settled()
+      expect(await Ledger.read(t.fs, PATH)).toEqual({
+        status: 'ok',
+        ledger: { nextSeq: 2, ackedBelow: 2, segments: [0] },
+      })
+      expect(t.acks.unsaved).toBe(3)
+      // Nothing is written: no timer rewrites the same ledger again and again.
+      const positions = t.positions()
+      await vi.advanceTimersByTimeAsync(10_000)
+      await settled()
+      expect(t.positions()).toBe(positions)
+      expect(vi.getTimerCount()).toBe(0)
+      // The group after them is written: that change queues the checkpoint that saves the rest.
+      t.setNextSeq(6)
+      t.checkpoints.changed()
+      await settled()
+      expect(await t.saved()).toBe(5)
+      expect(t.acks.unsaved).toBe(0)
     })
-    expect(t.acks.unsaved).toBe(3)
-    t.setNextSeq(6) // the group after them is written
-    await vi.advanceTimersByTimeAsync(1000) // no advance came: the timer saves the rest
-    await t.idle()
-    expect(await t.saved()).toBe(5)
-    expect(t.acks.unsaved).toBe(0)
-  })
+  }
 })
 
 describe('LedgerCheckpoints beside the write lane (every visible record durable)', () => {

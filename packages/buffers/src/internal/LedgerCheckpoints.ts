@@ -19,9 +19,10 @@
  * acknowledgeable; and either caps the prefix it saves at the end of the last group written,
  * since numbers a failed group skipped count acknowledged before anything after them is
  * written) — on open, a ledger ahead of the data is taken for another buffer's (`LEDGER_AHEAD`);
- * a prefix held back by the cap is saved by a later checkpoint; checkpoints write one at a time,
- * in the order they read the position; once stopped, nothing is scheduled again, and a scheduled
- * checkpoint not yet started writes nothing.
+ * a prefix held back by the cap is saved by the checkpoint the next change (a group written)
+ * queues, or the next advance's; checkpoints write one at a time, in the order they read the
+ * position; once stopped, nothing is scheduled again, and a scheduled checkpoint not yet started
+ * writes nothing.
  *
  * @module
  */
@@ -70,14 +71,24 @@ export class LedgerCheckpoints {
   #dirty = false
   /** The checkpoint writing now, if any (it never rejects): the next one waits for it. */
   #writing: Promise<void> = Promise.resolve()
+  /** The last checkpoint saved less than the acknowledged prefix (capped at what was written). */
+  #heldBack = false
 
   constructor(context: LedgerCheckpointsContext) {
     this.#c = context
   }
 
-  /** Notes that something the ledger records changed (a record written, a segment added or deleted). */
+  /**
+   * Notes that something the ledger records changed (a record written, a segment added or
+   * deleted). After a checkpoint that held back part of the acknowledged prefix (see `#save`),
+   * the change queues the next one: a write may have put a record past the numbers held back.
+   */
   changed(): void {
     this.#dirty = true
+    if (this.#heldBack) {
+      this.#heldBack = false
+      this.#queue()
+    }
   }
 
   /**
@@ -128,11 +139,10 @@ export class LedgerCheckpoints {
       throw error
     }
     this.#c.acks.saved(ackedBelow)
-    if (ackedBelow < this.#c.acks.below) {
-      // What was held back is saved once written: by the next advance, or by the timer.
-      this.#dirty = true
-      this.#schedule()
-    }
+    // What was held back is saved by the checkpoint after the next change (a group written past
+    // it), or the next advance; not by a timer, which would rewrite the same ledger for ever
+    // while nothing is written.
+    this.#heldBack = ackedBelow < this.#c.acks.below
   }
 
   /** Resolves once every checkpoint queued beside the lane or writing so far has finished (never rejects). */
