@@ -93,7 +93,7 @@ export const CrashReporter = {
 
   /**
    * Tells the loop that this child has finished its whole input (every record read, delivered and
-   * reported): call it just before the child exits with code 0 on its own. A killed round whose
+   * reported); the child then exits with code 0 on its own. A killed round whose
    * child said so and then exits with code 0 before its kill point ends `exited` (nothing was left
    * to crash on: an earlier run delivered the rest before its kill landed), where an exit without
    * it fails the loop with `CHILD_EXITED`. Call it where the pipeline knows its input ran out and

@@ -3,7 +3,7 @@
 // here are plain JavaScript speaking the line protocol, so each starts in a blink;
 // crashLoop.mutation.test.ts runs real topologies with CrashReporter.
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -24,16 +24,6 @@ const counter = {
   cwd: root,
   log: () => {},
 } satisfies Partial<CrashLoopOptions>
-
-/** Whether process `pid` has exited (a zombie not yet reaped, or gone), from Linux's /proc. */
-const exitedAlready = (pid: number): boolean => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')
-  } catch {
-    return true
-  }
-}
 
 /** Whether process `pid` still runs (a zombie, killed but not yet reaped, does not). */
 const alive = (pid: number): boolean => {
@@ -165,7 +155,8 @@ describe('crashLoop', () => {
         process.on('exit', (code) => writeFileSync(process.argv[1], String(code)))
       }
     `
-    const exited = join(mkdtempSync(join(tmpdir(), 'ackline-crash-late-')), 'exit-code')
+    const dir = mkdtempSync(join(tmpdir(), 'ackline-crash-late-'))
+    const exited = join(dir, 'exit-code')
     const report = await crashLoop({
       command: process.execPath,
       args: ['-e', script, exited],
@@ -177,10 +168,12 @@ describe('crashLoop', () => {
         if (!line.startsWith('late ')) return
         const pid = Number(line.slice(5))
         const end = Date.now() + 5000
-        while (Date.now() < end && !exitedAlready(pid)); // held until the child has exited
+        while (Date.now() < end && alive(pid)); // held until the child has exited
       },
     })
-    expect(readFileSync(exited, 'utf8')).toBe('0') // round 1's child exited on its own
+    const code = readFileSync(exited, 'utf8')
+    rmSync(dir, { recursive: true, force: true })
+    expect(code).toBe('0') // round 1's child exited on its own
     expect(report.rounds.map((r) => r.ending)).toEqual(['killed', 'exited'])
     expect(report.rounds[1]).toMatchObject({ finished: true, reportedAtKill: 10, checked: true })
     expect(report.describe()[1]).toBe(

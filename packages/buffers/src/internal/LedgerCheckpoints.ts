@@ -113,7 +113,12 @@ export class LedgerCheckpoints {
 
   /** Writes the ledger once the checkpoint before it finished (see {@link LedgerCheckpoints.#save}). */
   #write(sync: boolean): Promise<void> {
-    const run = this.#writing.then(() => this.#save(sync))
+    return this.#inTurn(() => this.#save(sync))
+  }
+
+  /** Runs `job` once the checkpoint before it finished; the next one waits for it in turn. */
+  #inTurn(job: () => Promise<void>): Promise<void> {
+    const run = this.#writing.then(job)
     this.#writing = run.catch(() => undefined)
     return run
   }
@@ -181,13 +186,8 @@ export class LedgerCheckpoints {
       this.#pending = NONE
       if (this.#dirty) await (beside ? this.#save(false) : this.#write(true))
     }
-    let run: Promise<void>
-    if (beside) {
-      // In turn with the other checkpoints, as one of them.
-      run = this.#writing.then(checkpoint)
-      this.#writing = run.catch(() => undefined)
-    } else run = this.#c.serial(checkpoint)
-    void run.catch((error: Error) =>
+    // Beside the lane, in turn with the other checkpoints as one of them.
+    void (beside ? this.#inTurn(checkpoint) : this.#c.serial(checkpoint)).catch((error: Error) =>
       this.#c.settings.log(
         `disk buffer ${this.#c.settings.path}: ledger checkpoint failed (${error.message})`,
       ),
