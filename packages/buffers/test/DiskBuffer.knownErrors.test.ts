@@ -5,12 +5,7 @@ import { join } from 'node:path'
 import { DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { describe, expect, it } from 'vitest'
 import { CrashableDiskBuffer, drain, Ledger, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
-import {
-  type FileLike,
-  type FileSystem,
-  MemoryFileSystem,
-  type OpenMode,
-} from './fixtures/MemoryFileSystem.js'
+import { MemoryFileSystem, reopening } from './fixtures/MemoryFileSystem.js'
 
 const enospc = (): NodeJS.ErrnoException =>
   Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
@@ -272,10 +267,14 @@ describe('DiskBuffer known errors', () => {
 
   it('hands out the records a read took before a load of their segment failed, and reads on after', async () => {
     const { fs, open } = setup({ segmentBytes: 4 << 20 })
-    const buffer = await open()
+    // Written by an earlier run, so the records are read from the file (not from what the writer
+    // just wrote, held in memory).
+    const earlier = await open()
     // More than one load (1 MiB) holds: the second record needs a load of its own.
     const large = [Buffer.alloc(700_000, 'a'), Buffer.alloc(700_000, 'b')]
-    await buffer.append(large)
+    await earlier.append(large)
+    await earlier.close()
+    const buffer = await open()
     let reads = 0
     fs.fault = (op) => (op === 'read' && ++reads >= 2 ? eio() : undefined) // from the second load on
     const first = await buffer.read(10)
@@ -292,30 +291,23 @@ describe('DiskBuffer known errors', () => {
     let letGo!: () => void
     const slowDisk = new Promise<void>((resolve) => (letGo = resolve))
     // The reader's loads of the segment wait until let go (a slow disk).
-    const slow: FileSystem = {
-      mkdir: (path) => fs.mkdir(path),
-      readdir: (path) => fs.readdir(path),
-      readFile: (path) => fs.readFile(path),
-      size: (path) => fs.size(path),
-      rename: (from, to) => fs.rename(from, to),
-      link: (existing, target) => fs.link(existing, target),
-      unlink: (path) => fs.unlink(path),
-      syncDir: (path) => fs.syncDir(path),
-      open: async (path: string, mode: OpenMode): Promise<FileLike> => {
-        const file = await fs.open(path, mode)
-        if (mode !== 'read' || !path.endsWith('.seg')) return file
-        return {
-          ...file,
-          read: async (buffer, offset, length, position) => {
-            reached()
-            await slowDisk
-            return file.read(buffer, offset, length, position)
-          },
-        }
-      },
-    }
+    const slow = reopening(fs, async (path, mode) => {
+      const file = await fs.open(path, mode)
+      if (mode !== 'read' || !path.endsWith('.seg')) return file
+      return {
+        ...file,
+        read: async (buffer, offset, length, position) => {
+          reached()
+          await slowDisk
+          return file.read(buffer, offset, length, position)
+        },
+      }
+    })
+    // Written by an earlier run, so the records are read from the file.
+    const earlier = await DiskBuffer.open({ path: PATH, fileSystem: slow, log: () => {} })
+    await earlier.append(records(2))
+    await earlier.close()
     const buffer = await DiskBuffer.open({ path: PATH, fileSystem: slow, log: () => {} })
-    await buffer.append(records(2))
     const reading = buffer.read(10)
     await atDisk // the read is loading the segment
     const closing = buffer.close()

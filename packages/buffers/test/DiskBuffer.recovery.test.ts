@@ -6,7 +6,7 @@ import { join, relative } from 'node:path'
 import { BufferCheck, DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
 import { CrashableDiskBuffer, drain, Frame, Ledger, PATH, setup } from './fixtures/MemoryBuffer.js'
-import type { FileLike, FileSystem, MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+import { type FileLike, type MemoryFileSystem, reopening } from './fixtures/MemoryFileSystem.js'
 
 const record = (i: number): Buffer => Buffer.from(`record-${i}`) // 8 bytes for i < 10: 28-byte frames
 
@@ -270,31 +270,21 @@ describe('DiskBuffer ledger that does not match the data', () => {
       const g2Waits = new Promise<void>((resolve) => {
         releaseG2 = resolve
       })
-      const fs: FileSystem = {
-        mkdir: (path) => mem.mkdir(path),
-        readdir: (path) => mem.readdir(path),
-        readFile: (path) => mem.readFile(path),
-        size: (path) => mem.size(path),
-        rename: (from, to) => mem.rename(from, to),
-        link: (from, to) => mem.link(from, to),
-        unlink: (path) => mem.unlink(path),
-        syncDir: (path) => mem.syncDir(path),
-        open: async (path, mode) => {
-          const file = await mem.open(path, mode)
-          if (!path.endsWith('.seg')) return file
-          const wrapped: FileLike = {
-            ...file,
-            writev: async (buffers, position) => {
-              if (armed) {
-                writes++
-                await (writes === 1 ? g1Fails : g2Waits)
-              }
-              return file.writev(buffers, position)
-            },
-          }
-          return wrapped
-        },
-      }
+      const fs = reopening(mem, async (path, mode) => {
+        const file = await mem.open(path, mode)
+        if (!path.endsWith('.seg')) return file
+        const wrapped: FileLike = {
+          ...file,
+          writev: async (buffers, position) => {
+            if (armed) {
+              writes++
+              await (writes === 1 ? g1Fails : g2Waits)
+            }
+            return file.writev(buffers, position)
+          },
+        }
+        return wrapped
+      })
       const open = () =>
         CrashableDiskBuffer.open({
           path: PATH,

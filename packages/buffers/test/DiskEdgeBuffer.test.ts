@@ -14,6 +14,7 @@ import {
 import { TopologyBuilder } from '@ackline/topology'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { EdgeBuffer } from '../../topology/src/EdgeBuffer.js'
+import { TailCache } from '../src/internal/TailCache.js'
 import { openDiskBufferOn } from './fixtures/MemoryBuffer.js'
 import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
@@ -596,7 +597,9 @@ describe('the disk buffer in a topology, on a disk whose reads fail for a while'
         kind: 'test',
         canAcknowledge: true,
         async run(context) {
-          for (const n of [1, 2, 3]) statuses.push((await context.send([{ n }])).status)
+          // Each event larger than the writer's bytes held for the reader: read from the file.
+          const pad = 'x'.repeat(TailCache.MAX_BYTES)
+          for (const n of [1, 2, 3]) statuses.push((await context.send([{ n, pad }])).status)
         },
       })
       .sink(

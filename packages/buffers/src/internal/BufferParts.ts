@@ -23,6 +23,7 @@ import { ReadCursor } from './ReadCursor.js'
 import type { Recovered } from './Recovery.js'
 import type { Segment } from './Segment.js'
 import { SegmentWriter } from './SegmentWriter.js'
+import { TailCache } from './TailCache.js'
 
 /** What the parts start from: what recovery found, and the records found in the dead-letter queue at open. */
 export interface BufferStart extends Omit<Recovered, 'ledgerOk'> {
@@ -83,6 +84,8 @@ export class BufferParts implements BufferRemains {
     }
     this.acks = new AckLedger(start.ackedBelow)
     this.inFlight = new InFlightRecords({ initialMs: s.retryInitialMs, maxMs: s.retryMaxMs })
+    // What the writer just wrote, for the reader: one cache between the two.
+    const tail = new TailCache()
     this.writer = new SegmentWriter(
       {
         settings: s,
@@ -93,6 +96,7 @@ export class BufferParts implements BufferRemains {
         wake: () => this.wake(),
         abandoned: () => kind() === 'crashed',
         counters: this.counters,
+        tail,
       },
       { active: start.active, nextSeq: start.nextSeq },
     )
@@ -118,6 +122,7 @@ export class BufferParts implements BufferRemains {
         markAcked: (seq) => this.markAcked(seq),
         markRangeAcked: (from, to) => this.markRangeAcked(from, to),
         counters: this.counters,
+        tail,
       },
       first,
       start.ackedBelow,

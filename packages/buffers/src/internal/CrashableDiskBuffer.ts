@@ -36,6 +36,7 @@ function fused(fs: FileSystem): { readonly fs: FileSystem; readonly blow: () => 
     return run()
   }
   const file = (path: string, f: FileLike): FileLike => ({
+    durableWrites: f.durableWrites === true,
     writev: (buffers, position) => guarded(path, () => f.writev(buffers, position)),
     read: (buffer, offset, length, position) => guarded(path, () => f.read(buffer, offset, length, position)),
     datasync: () => guarded(path, () => f.datasync()),

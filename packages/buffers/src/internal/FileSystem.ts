@@ -24,6 +24,11 @@ import {
 
 /** An open file. Positions are absolute; the buffer never relies on a file offset. */
 export interface FileLike {
+  /**
+   * Whether every `writev` is durable once it resolves (opened `'append-dsync'` where the system
+   * has `O_DSYNC`). Absent or false: durable only after `datasync`, which the caller must call.
+   */
+  readonly durableWrites?: boolean
   /** Writes `buffers` one after the other at `position`; resolves with the bytes written. */
   writev(buffers: readonly Uint8Array[], position: number): Promise<number>
   /** Reads up to `length` bytes at `position` into `buffer` at `offset`; resolves with the count read. */
@@ -37,8 +42,13 @@ export interface FileLike {
   close(): Promise<void>
 }
 
-/** How to open a file. */
-export type OpenMode = 'read' | 'append' | 'create-exclusive' | 'truncate'
+/**
+ * How to open a file. `'append-dsync'` is `'append'` with every write durable once it resolves
+ * (`O_DSYNC`: the data and what is needed to read it back, as a write followed by `datasync`, in
+ * one call) where the system has it, as the file's `durableWrites` tells; what `truncate` does
+ * still needs a `datasync`.
+ */
+export type OpenMode = 'read' | 'append' | 'append-dsync' | 'create-exclusive' | 'truncate'
 
 /** The file-system operations the disk buffer uses. */
 export interface FileSystem {
@@ -67,6 +77,8 @@ export interface FileSystem {
 const FLAGS: Record<OpenMode, number> = {
   read: constants.O_RDONLY,
   append: constants.O_RDWR | constants.O_CREAT,
+  // Without O_DSYNC (Windows) the file is opened for appending and says its writes need a datasync.
+  'append-dsync': constants.O_RDWR | constants.O_CREAT | (constants.O_DSYNC ?? 0),
   'create-exclusive': constants.O_RDWR | constants.O_CREAT | constants.O_EXCL,
   truncate: constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC,
 }
@@ -84,6 +96,7 @@ class NodeFile implements FileLike {
   constructor(
     readonly handle: FileHandle,
     readonly path: string,
+    readonly durableWrites: boolean,
   ) {}
   async writev(buffers: readonly Uint8Array[], position: number): Promise<number> {
     let written = 0
@@ -136,7 +149,8 @@ export const NodeFileSystem: FileSystem = {
     }
   },
   async open(path, mode) {
-    return new NodeFile(await open(path, FLAGS[mode], 0o644), path)
+    const durableWrites = mode === 'append-dsync' && constants.O_DSYNC !== undefined
+    return new NodeFile(await open(path, FLAGS[mode], 0o644), path, durableWrites)
   },
   async readFile(path) {
     try {

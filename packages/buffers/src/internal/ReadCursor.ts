@@ -18,6 +18,7 @@ import type { FileLike } from './FileSystem.js'
 import type { Held } from './InFlightRecords.js'
 import type { Segment } from './Segment.js'
 import { SegmentReader } from './SegmentReader.js'
+import type { TailCache } from './TailCache.js'
 
 /** What the cursor reads from and reports to: the buffer's segments, acknowledgements and counters. */
 export interface ReadCursorContext {
@@ -33,6 +34,8 @@ export interface ReadCursorContext {
   /** Acknowledges numbers `[from, to)` found missing, however many; returns how many were not acknowledged. */
   readonly markRangeAcked: (from: number, to: number) => number
   readonly counters: { corruptRegions: number; corruptBytes: number; recordsLost: number }
+  /** The last bytes written, held in memory: a reader at the tail reads them from there. */
+  readonly tail: TailCache
 }
 
 interface Position {
@@ -109,6 +112,7 @@ export class ReadCursor {
           start: 0,
           end: seg.visible,
           maxPayload: Math.max(segmentBytes, seg.size),
+          tail: (pos, need, want) => this.#c.tail.slice(seg, pos, need, want),
         })
       }
       const reader = cursor.reader

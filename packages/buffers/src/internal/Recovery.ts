@@ -15,7 +15,7 @@ import { BufferSettings } from './BufferSettings.js'
 import type { Settings } from './DiskBufferSettings.js'
 import type { FileLike } from './FileSystem.js'
 import { Ledger } from './Ledger.js'
-import { SEGMENT_NAME, type Segment, segmentFirstSeq, segmentName } from './Segment.js'
+import { SEGMENT_NAME, type Segment, segmentFirstSeq, segmentName, segmentWriteMode } from './Segment.js'
 import { SegmentReader } from './SegmentReader.js'
 
 /** Where a recovered queue stands. */
@@ -102,7 +102,7 @@ export const Recovery = {
     let active: FileLike | undefined
     const last = segments.at(-1)
     if (last !== undefined) {
-      active = await fs.open(`${path}/${last.name}`, 'append')
+      active = await fs.open(`${path}/${last.name}`, segmentWriteMode(s.sync))
       // A file read or cut that fails leaves no handle open behind the error.
       try {
         const reader = new SegmentReader(active, {

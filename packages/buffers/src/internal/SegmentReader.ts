@@ -29,12 +29,19 @@ export type SegmentItem =
 
 const EMPTY = Buffer.alloc(0)
 
+/**
+ * The file's bytes from `pos` as held in memory: at least `need` and at most `want` of them, or
+ * `undefined` when they are not held (they are then read from the file).
+ */
+export type TailBytes = (pos: number, need: number, want: number) => Buffer | undefined
+
 /** A reader over `[start, end)` of a segment file; `end` may grow as the writer appends. */
 export class SegmentReader {
   readonly #file: FileLike
   readonly #maxPayload: number
   readonly #chunk: number
   readonly #payloads: boolean
+  readonly #tail: TailBytes | undefined
   #end: number
   #pos: number
   #buf: Buffer = EMPTY
@@ -42,7 +49,15 @@ export class SegmentReader {
 
   constructor(
     file: FileLike,
-    options: { start: number; end: number; maxPayload: number; chunkBytes?: number; payloads?: boolean },
+    options: {
+      start: number
+      end: number
+      maxPayload: number
+      chunkBytes?: number
+      payloads?: boolean
+      /** Where the file's last bytes written are held in memory (read from there, when they are). */
+      tail?: TailBytes
+    },
   ) {
     this.#file = file
     this.#pos = options.start
@@ -51,6 +66,7 @@ export class SegmentReader {
     this.#chunk = options.chunkBytes ?? 1 << 20
     // Recovery only needs to know where whole frames end: it skips copying 128 MiB of payloads.
     this.#payloads = options.payloads ?? true
+    this.#tail = options.tail
   }
 
   /** The offset of the next frame to read. */
@@ -175,6 +191,12 @@ export class SegmentReader {
     if (pos + n > this.#end) return false
     if (pos >= this.#bufStart && pos + n <= this.#bufStart + this.#buf.length) return true
     const length = Math.min(Math.max(this.#chunk, n), this.#end - pos)
+    const held = this.#tail?.(pos, n, length)
+    if (held !== undefined) {
+      this.#buf = held
+      this.#bufStart = pos
+      return true
+    }
     const buf = Buffer.allocUnsafe(length)
     let filled = 0
     while (filled < length) {

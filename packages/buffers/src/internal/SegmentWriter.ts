@@ -1,7 +1,9 @@
 /**
  * The write lane of a buffer: appends framed and queued, written in groups (one `writev` per
- * segment), fsynced by the sync policy, segments rolled at `segmentBytes`, a failed group rolled
- * back, and finished segments deleted.
+ * segment), fsynced by the sync policy (under `'always'` by the write itself: segments are opened
+ * `O_DSYNC`, one trip through the thread pool per group instead of a write and an fdatasync),
+ * segments rolled at `segmentBytes`, a failed group rolled back, finished segments deleted, and
+ * each group's bytes handed to the {@link TailCache} once written, for the reader at the tail.
  *
  * Invariants: every change to the buffer's files goes through one lane ({@link SegmentWriter.serial}),
  * so writes, fsyncs, rolls and deletions never interleave (one exception: under `'always'`, the
@@ -23,7 +25,8 @@ import { type Deferred, deferred } from './Deferred.js'
 import type { Settings } from './DiskBufferSettings.js'
 import type { FileLike } from './FileSystem.js'
 import { type EncodedBatch, Frame, type Payload } from './Frame.js'
-import { type Segment, segmentName } from './Segment.js'
+import { type Segment, segmentName, segmentWriteMode } from './Segment.js'
+import type { TailCache } from './TailCache.js'
 
 /** What the writer writes to and reports to: the buffer's segments, acknowledgements and counters. */
 export interface SegmentWriterContext {
@@ -40,6 +43,8 @@ export interface SegmentWriterContext {
   /** The buffer was abandoned (a simulated crash): the lane touches no file again. */
   readonly abandoned: () => boolean
   readonly counters: { written: number; writeFailures: number; syncFailures: number }
+  /** Where each group's bytes go once written, for the reader at the tail. */
+  readonly tail: TailCache
 }
 
 /** Where the writer starts: what recovery found. */
@@ -215,6 +220,8 @@ export class SegmentWriter {
     const segments = this.#c.segments
     const before = { segments: segments.length, activeSize: segments.at(-1)?.size ?? 0 }
     const touched: Segment[] = []
+    /** What was written where, for the tail cache once the group succeeded. */
+    const written: { segment: Segment; start: number; parts: Buffer[]; length: number }[] = []
     try {
       // Gather the frames into one writev per segment; a record never spans two segments.
       let seg = segments.at(-1)
@@ -224,6 +231,7 @@ export class SegmentWriter {
       const flush = async (): Promise<void> => {
         if (queued === 0) return
         await this.#active!.writev(iov, seg!.size)
+        written.push({ segment: seg!, start: seg!.size, parts: iov, length: queued })
         seg!.size += queued
         this.#bytesOnDisk += queued
         if (!touched.includes(seg!)) touched.push(seg!)
@@ -260,7 +268,7 @@ export class SegmentWriter {
         }
       }
       await flush()
-      if (s.sync === 'always') await this.#active!.datasync()
+      if (s.sync === 'always' && this.#active!.durableWrites !== true) await this.#active!.datasync()
     } catch (error) {
       this.#reserved -= groupBytes
       this.#unwritten -= groupBytes
@@ -288,6 +296,7 @@ export class SegmentWriter {
     this.#reserved -= groupBytes
     this.#unwritten -= groupBytes
     for (const seg of touched) seg.visible = seg.size
+    for (const w of written) this.#c.tail.add(w.segment, w.start, w.parts, w.length)
     this.#visibleSeq = this.#nextSeq
     this.#writtenSeq = this.#nextSeq
     this.#c.counters.written += count
@@ -376,7 +385,7 @@ export class SegmentWriter {
       await old.close()
     }
     const name = segmentName(firstSeq)
-    const file = await fs.open(`${path}/${name}`, 'append')
+    const file = await fs.open(`${path}/${name}`, segmentWriteMode(this.#c.settings.sync))
     const segment: Segment = { firstSeq, name, size: 0, visible: 0, sealed: false }
     this.#c.segments.push(segment)
     this.#active = file
@@ -404,7 +413,7 @@ export class SegmentWriter {
       }
       const last = segments.at(-1)
       if (last !== undefined) {
-        this.#active ??= await fs.open(`${path}/${last.name}`, 'append')
+        this.#active ??= await fs.open(`${path}/${last.name}`, segmentWriteMode(this.#c.settings.sync))
         await this.#active.truncate(before.activeSize)
         await this.#active.datasync()
         this.#bytesOnDisk -= last.size - before.activeSize
