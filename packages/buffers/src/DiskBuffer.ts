@@ -4,8 +4,8 @@
  *
  * Invariants:
  * - A record is never reported durable to its writer before it is: with `sync: 'always'` an
- *   append resolves only after its write is durable (the segment is opened `O_DSYNC`, so the
- *   write is its own fdatasync; where the system has no `O_DSYNC`, an fdatasync follows it); with group commit an
+ *   append resolves only after its write is durable (on Linux the segment is opened `O_DSYNC`,
+ *   so the write is its own fdatasync; elsewhere an fdatasync follows it); with group commit an
  *   append may resolve `written` before its write (write-behind), and its `durable` promise
  *   resolves only after the fsync that covers it (see {@link SyncPolicy} for what a crash loses).
  * - A record is deleted only once it, and every record before it in its segment, was
@@ -49,10 +49,11 @@ import { DURABLE } from './internal/SegmentWriter.js'
 /**
  * When written records are fsynced, and so what an append's answer means.
  *
- * - `'always'`: an append resolves only after its `writev` is durable: segments are opened
- *   `O_DSYNC`, so the write returns once its data is on disk, as a write and an `fdatasync` would
- *   (without `O_DSYNC`, on Windows, an `fdatasync` follows the write); appends waiting meanwhile
- *   share the next write. Its `durable` promise is already resolved. Readers see a record only
+ * - `'always'`: an append resolves only after its `writev` is durable: on Linux segments are
+ *   opened `O_DSYNC`, so the write returns once its data is on disk, as a write and an
+ *   `fdatasync` would; elsewhere an `fdatasync` follows the write (on macOS an `O_DSYNC` write
+ *   does not flush the drive's cache, its `fdatasync` does); appends waiting meanwhile share the
+ *   next write. Its `durable` promise is already resolved. Readers see a record only
  *   once durable. A process crash or a power
  *   loss loses no append that resolved `written`; an append that had not resolved may or may not
  *   be on disk (if it is, it is delivered: at-least-once).

@@ -1,25 +1,28 @@
 // How the buffer writes and reads back at the tail: under sync 'always' a segment's writes are
 // durable by themselves (O_DSYNC, no fdatasync of their own), and a reader at the tail takes what
 // was just written from memory, byte for byte what the file holds, never a byte that failed.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { constants, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { NodeFileSystem } from '../src/internal/FileSystem.js'
 import { CrashableDiskBuffer, drain, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
-import { MemoryFileSystem, type OpenMode, reopening } from './fixtures/MemoryFileSystem.js'
+import { type FileLike, MemoryFileSystem, type OpenMode, reopening } from './fixtures/MemoryFileSystem.js'
 
-/** `fs` with every segment open and segment datasync noted; with `durable: false` no file says its writes are durable. */
+/**
+ * `fs` with every segment open and segment datasync noted; with `durable: false`, as a system
+ * without durable writes, segments are opened plain (and say so).
+ */
 function noting(fs: MemoryFileSystem, options: { durable?: boolean } = {}) {
   const opens: OpenMode[] = []
   let segmentSyncs = 0
   const wrapped = reopening(fs, async (path, mode) => {
-    const file = await fs.open(path, mode)
+    // A file system with no durable writes opens the file plain: only a datasync makes it durable.
+    const file = await fs.open(path, options.durable === false && mode === 'append-dsync' ? 'append' : mode)
     if (!path.endsWith('.seg')) return file
     opens.push(mode)
     return {
       ...file,
-      durableWrites: options.durable !== false && file.durableWrites === true,
       datasync: () => {
         segmentSyncs++
         return file.datasync()
@@ -76,20 +79,59 @@ describe("DiskBuffer: writes under sync 'always'", () => {
     await buffer.close()
   })
 
-  it('on the real file system, a segment opened for durable writes says so', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'ackline-dsync-'))
+  // What the descriptor really carries, read from /proc (the file's word is what the writer trusts).
+  const flagsOf = (file: FileLike): number => {
+    const fd = (file as unknown as { handle: { fd: number } }).handle.fd
+    const line = /flags:\s*(\d+)/.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))
+    return Number.parseInt(line![1]!, 8)
+  }
+  const onPlatform = async <T>(platform: NodeJS.Platform, run: () => Promise<T>): Promise<T> => {
+    const real = Object.getOwnPropertyDescriptor(process, 'platform')!
+    Object.defineProperty(process, 'platform', { ...real, value: platform })
     try {
-      const durable = await NodeFileSystem.open(join(dir, 'a'), 'append-dsync')
-      const plain = await NodeFileSystem.open(join(dir, 'b'), 'append')
-      expect(durable.durableWrites).toBe(process.platform !== 'win32')
-      expect(plain.durableWrites).toBe(false)
-      await durable.writev([Buffer.from('x')], 0)
-      await durable.close()
-      await plain.close()
+      return await run()
     } finally {
-      rmSync(dir, { recursive: true, force: true })
+      Object.defineProperty(process, 'platform', real)
     }
-  })
+  }
+
+  it.runIf(process.platform === 'linux')(
+    'on Linux a segment opened for durable writes carries O_DSYNC and says so; a plain one neither',
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'ackline-dsync-'))
+      try {
+        const durable = await NodeFileSystem.open(join(dir, 'a'), 'append-dsync')
+        const plain = await NodeFileSystem.open(join(dir, 'b'), 'append')
+        expect(durable.durableWrites).toBe(true)
+        expect(flagsOf(durable) & constants.O_DSYNC).toBe(constants.O_DSYNC)
+        expect(plain.durableWrites).toBe(false)
+        expect(flagsOf(plain) & constants.O_DSYNC).toBe(0)
+        await durable.close()
+        await plain.close()
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    },
+  )
+
+  it.runIf(process.platform === 'linux')(
+    "elsewhere (macOS: an O_DSYNC write does not flush the drive's cache) it is opened plain and says its writes need a datasync",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'ackline-dsync-'))
+      try {
+        for (const platform of ['darwin', 'win32', 'freebsd'] as const) {
+          const file = await onPlatform(platform, () =>
+            NodeFileSystem.open(join(dir, platform), 'append-dsync'),
+          )
+          expect(file.durableWrites).toBe(false)
+          expect(flagsOf(file) & constants.O_DSYNC).toBe(0)
+          await file.close()
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    },
+  )
 })
 
 describe('DiskBuffer: reading at the tail', () => {
@@ -109,7 +151,7 @@ describe('DiskBuffer: reading at the tail', () => {
     await reopened.close()
   })
 
-  it('never hands out a record of a failed write: after ENOSPC and its rollback the reader gets what the file holds', async () => {
+  it('after a failed write (ENOSPC) and its rollback, the reader at the tail gets from memory what a later run reads from the file', async () => {
     const { fs, open } = setup()
     const buffer = await open()
     await buffer.append(records(2))

@@ -44,9 +44,11 @@ export interface FileLike {
 
 /**
  * How to open a file. `'append-dsync'` is `'append'` with every write durable once it resolves
- * (`O_DSYNC`: the data and what is needed to read it back, as a write followed by `datasync`, in
- * one call) where the system has it, as the file's `durableWrites` tells; what `truncate` does
- * still needs a `datasync`.
+ * where the system makes it so, as the file's `durableWrites` tells: on Linux the file is opened
+ * `O_DSYNC` (the data and what is needed to read it back, as a write followed by `datasync`, in
+ * one call). Elsewhere it is opened for appending and needs its `datasync`: macOS has `O_DSYNC`,
+ * but its writes do not flush the drive's cache, where libuv's `datasync` there does
+ * (`F_FULLFSYNC`). What `truncate` does always needs a `datasync`.
  */
 export type OpenMode = 'read' | 'append' | 'append-dsync' | 'create-exclusive' | 'truncate'
 
@@ -77,8 +79,8 @@ export interface FileSystem {
 const FLAGS: Record<OpenMode, number> = {
   read: constants.O_RDONLY,
   append: constants.O_RDWR | constants.O_CREAT,
-  // Without O_DSYNC (Windows) the file is opened for appending and says its writes need a datasync.
-  'append-dsync': constants.O_RDWR | constants.O_CREAT | (constants.O_DSYNC ?? 0),
+  // Off Linux (see `OpenMode`) the file is opened for appending, and says its writes need a datasync.
+  'append-dsync': constants.O_RDWR | constants.O_CREAT,
   'create-exclusive': constants.O_RDWR | constants.O_CREAT | constants.O_EXCL,
   truncate: constants.O_RDWR | constants.O_CREAT | constants.O_TRUNC,
 }
@@ -149,8 +151,10 @@ export const NodeFileSystem: FileSystem = {
     }
   },
   async open(path, mode) {
-    const durableWrites = mode === 'append-dsync' && constants.O_DSYNC !== undefined
-    return new NodeFile(await open(path, FLAGS[mode], 0o644), path, durableWrites)
+    // Decided at each open (not at load), as the file sink decides its O_SYNC.
+    const durableWrites = mode === 'append-dsync' && process.platform === 'linux'
+    const flags = FLAGS[mode] | (durableWrites ? constants.O_DSYNC : 0)
+    return new NodeFile(await open(path, flags, 0o644), path, durableWrites)
   },
   async readFile(path) {
     try {

@@ -39,8 +39,9 @@ export const segmentFirstSeq = (name: string): number | undefined => {
 export const segmentName = (firstSeq: number): string => `${String(firstSeq).padStart(20, '0')}.seg`
 
 /**
- * How a segment is opened for writing: under `'always'` with every write durable by itself
- * (`O_DSYNC`), which spares each group a second trip through the thread pool for its fdatasync.
+ * How a segment is opened for writing: under `'always'` with every write durable by itself where
+ * the system makes it so (`O_DSYNC` on Linux: the file's `durableWrites`), which spares each group
+ * a second trip through the thread pool for its fdatasync.
  */
 export const segmentWriteMode = (sync: Settings['sync']): OpenMode =>
   sync === 'always' ? 'append-dsync' : 'append'
