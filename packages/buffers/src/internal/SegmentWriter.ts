@@ -219,7 +219,9 @@ export class SegmentWriter {
     const firstSeq = group[0]!.firstSeq
     this.#nextSeq = firstSeq
     const segments = this.#c.segments
-    const before = { segments: segments.length, activeSize: segments.at(-1)?.size ?? 0 }
+    // The segment written last, by identity: acknowledgements may free segments at the front of
+    // the list while this group is written (off the lane), so its length says nothing.
+    const before = { last: segments.at(-1), activeSize: segments.at(-1)?.size ?? 0 }
     const touched: Segment[] = []
     /** What was written where, for the tail cache once the group succeeded. */
     const written: { segment: Segment; start: number; parts: Buffer[]; length: number }[] = []
@@ -397,7 +399,7 @@ export class SegmentWriter {
 
   /** Undoes a failed write group: removes the segments it created, cuts the one it appended to. */
   async #rollback(
-    before: { segments: number; activeSize: number },
+    before: { last: Segment | undefined; activeSize: number },
     firstSeq: number,
     count: number,
   ): Promise<void> {
@@ -405,7 +407,10 @@ export class SegmentWriter {
     const segments = this.#c.segments
     await this.#syncs
     try {
-      while (segments.length > before.segments) {
+      // Every segment after the one written last before the group is the group's (all of them
+      // when that one was freed meanwhile: it held nothing of the group's, and the older ones went first).
+      const kept = before.last === undefined ? 0 : segments.indexOf(before.last) + 1
+      while (segments.length > kept) {
         const seg = segments.pop()!
         this.#bytesOnDisk -= seg.size
         await this.#active?.close().catch(() => undefined)
