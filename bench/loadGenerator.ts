@@ -26,18 +26,24 @@ export interface LoadGenerator {
 // line a load (port, requests), answered with one line of JSON on stdout.
 const CHILD = `
 const http = require('node:http')
-let setup, agent, buffered = ''
+let setup, agent, parts = []
+process.stdin.setEncoding('utf8')
+// The setup line is megabytes long: only each new chunk is searched for its end, and the line's
+// parts are joined once (appending to one string and searching it all again was quadratic).
 process.stdin.on('data', (chunk) => {
-  buffered += chunk
+  let start = 0
   let newline
-  while ((newline = buffered.indexOf('\\n')) >= 0) {
-    const line = JSON.parse(buffered.slice(0, newline))
-    buffered = buffered.slice(newline + 1)
+  while ((newline = chunk.indexOf('\\n', start)) >= 0) {
+    parts.push(chunk.slice(start, newline))
+    const line = JSON.parse(parts.join(''))
+    parts = []
+    start = newline + 1
     if (setup === undefined) {
       setup = line
       agent = new http.Agent({ keepAlive: true, maxSockets: setup.concurrency })
     } else run(line.port, line.requests)
   }
+  if (start < chunk.length) parts.push(chunk.slice(start))
 })
 function post(port, body) {
   return new Promise((resolve, reject) => {
