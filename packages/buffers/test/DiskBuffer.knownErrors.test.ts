@@ -150,6 +150,97 @@ describe('DiskBuffer known errors', () => {
     expect(logs.filter((m) => !m.includes('writing'))).toEqual([])
   })
 
+  it('rolls back every segment its group wrote when acknowledgements free one during the rollback itself', async () => {
+    const mem = new MemoryFileSystem()
+    const fourth = `${PATH}/00000000000000000012.seg`
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let reached!: () => void
+    const atClose = new Promise<void>((resolve) => (reached = resolve))
+    let failed = false
+    // Segment 12's first write fails; closing it (in the rollback) waits until let go.
+    const fs = reopening(mem, async (path, mode) => {
+      const file = await mem.open(path, mode)
+      if (path !== fourth || failed) return file
+      return {
+        ...file,
+        writev: async () => {
+          failed = true
+          throw eio()
+        },
+        close: async () => {
+          reached()
+          await gate
+          return file.close()
+        },
+      }
+    })
+    const open = () =>
+      CrashableDiskBuffer.open({ path: PATH, fileSystem: fs, segmentBytes: 100, log: () => {} })
+    const buffer = await open()
+    await buffer.append(records(4)) // segment 0: r0..r3
+    await buffer.append(records(4, 4)) // segment 4: r4..r7
+    const got = (await buffer.read(10))!
+    const failing = buffer.append(records(8, 8)) // r8..r11 in a new segment 8, r12 rolls segment 12: fails
+    await atClose // the rollback is closing segment 12...
+    for (const r of got.slice(0, 4)) buffer.ack(r.seq) // ...when segment 0 is freed
+    release()
+    expect((await failing).status).toBe('failed')
+    for (const r of got.slice(4)) buffer.ack(r.seq)
+    expect(await buffer.append([Buffer.from('x100')])).toMatchObject({ status: 'written', firstSeq: 8 })
+    const x = (await buffer.read(10, { wait: false }))!
+    expect(x.map((r) => text(r.payload))).toEqual(['x100'])
+    buffer.ack(x[0]!.seq)
+    expect(await buffer.append([Buffer.from('y0'), Buffer.from('y1')])).toMatchObject({ status: 'written' })
+    await buffer.close()
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['y0', 'y1']) // answered written: never lost
+    await reopened.close()
+  })
+
+  it('after a rollback that failed, seals every segment the group touched, so the reader goes on past them', async () => {
+    const mem = new MemoryFileSystem()
+    const fourth = `${PATH}/00000000000000000012.seg`
+    let failed = false
+    let unlinkFailed = false
+    const base = reopening(mem, async (path, mode) => {
+      const file = await mem.open(path, mode)
+      if (path !== fourth || failed) return file
+      return {
+        ...file,
+        writev: async () => {
+          failed = true
+          throw eio()
+        },
+      }
+    })
+    // The rollback cannot remove segment 12: it fails.
+    const fs = {
+      ...base,
+      unlink: async (path: string) => {
+        if (path === fourth && !unlinkFailed) {
+          unlinkFailed = true
+          throw eio()
+        }
+        return base.unlink(path)
+      },
+    }
+    const buffer = await CrashableDiskBuffer.open({
+      path: PATH,
+      fileSystem: fs,
+      segmentBytes: 100,
+      log: () => {},
+    })
+    await buffer.append(records(4)) // segment 0: r0..r3
+    await buffer.append(records(2, 4)) // segment 4: r4, r5
+    expect(await buffer.read(10)).toHaveLength(6)
+    // r6, r7 into segment 4, r8..r11 into a new segment 8, r12 rolls segment 12: fails, and so does its removal
+    expect((await buffer.append(records(10, 6))).status).toBe('failed')
+    expect(await buffer.append([Buffer.from('x100')])).toMatchObject({ status: 'written', firstSeq: 16 })
+    expect((await buffer.read(10, { wait: false }))?.map((r) => text(r.payload))).toEqual(['x100'])
+    await buffer.close()
+  })
+
   it('lets an append waiting for room go on once a failed write gave its room back', async () => {
     const { fs, open } = setup({ maxBytes: 30 }) // room for one 25-byte frame
     const buffer = await open()
@@ -219,7 +310,9 @@ describe('DiskBuffer known errors', () => {
     const options = { path: PATH, fileSystem: fs, log: (m: string) => logs.push(m) }
     const buffer = await DiskBuffer.open(options)
     await buffer.append(records(2))
-    fs.fault = (op, path) => (op === 'open' && path.includes('ledger') ? enospc() : undefined)
+    // The ledger's next checkpoint, appended to it or replacing it, finds no room.
+    fs.fault = (op, path) =>
+      (op === 'open' || op === 'write') && path.includes('ledger') ? enospc() : undefined
     await buffer.close()
     expect(logs.some((m) => m.includes('checkpoint') && m.includes('ENOSPC'))).toBe(true)
     expect(fs.files(PATH)).not.toContain(`${PATH}/lock`)

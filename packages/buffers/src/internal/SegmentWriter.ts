@@ -408,9 +408,10 @@ export class SegmentWriter {
     await this.#syncs
     try {
       // Every segment after the one written last before the group is the group's (all of them
-      // when that one was freed meanwhile: it held nothing of the group's, and the older ones went first).
-      const kept = before.last === undefined ? 0 : segments.indexOf(before.last) + 1
-      while (segments.length > kept) {
+      // when that one was freed meanwhile: it held nothing of the group's, and the older ones
+      // went first). Compared by identity at each step: segments may be freed during the awaits.
+      const keep = before.last !== undefined && segments.includes(before.last) ? before.last : undefined
+      while (segments.length > 0 && segments.at(-1) !== keep) {
         const seg = segments.pop()!
         this.#bytesOnDisk -= seg.size
         await this.#active?.close().catch(() => undefined)
@@ -418,7 +419,7 @@ export class SegmentWriter {
         await fs.unlink(`${path}/${seg.name}`)
       }
       const last = segments.at(-1)
-      if (last !== undefined) {
+      if (last !== undefined && last === keep) {
         this.#active ??= await fs.open(`${path}/${last.name}`, segmentWriteMode(this.#c.settings.sync))
         await this.#active.truncate(before.activeSize)
         await this.#active.datasync()
@@ -432,9 +433,10 @@ export class SegmentWriter {
         return
       }
     } catch (error) {
-      // The tail is unknown: seal the segment and never reuse the numbers it may hold.
-      const last = segments.at(-1)
-      if (last !== undefined) last.sealed = true
+      // Their tails are unknown: seal the segment the group appended to and every one after it
+      // still listed (the group's), and never reuse the numbers they may hold.
+      const from = before.last === undefined ? 0 : Math.max(0, segments.indexOf(before.last))
+      for (const seg of segments.slice(from)) seg.sealed = true
       await this.#active?.close().catch(() => undefined)
       this.#active = undefined
       log(`disk buffer ${path}: rollback failed (${(error as Error).message}); segment sealed`)
