@@ -703,6 +703,7 @@ export class DiskBuffer {
             `disk buffer ${this.path}: ledger checkpoint at close failed (${error.message}); the next open redelivers from the last checkpoint saved`,
           ),
         )
+      await step(() => live.checkpoints.close())
       await step(() => live.writer.closeFile())
       await step(() => live.cursor.close())
     })

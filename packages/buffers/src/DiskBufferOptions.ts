@@ -69,7 +69,7 @@ const shared = {
     .min(1)
     .default(1000)
     .describe(
-      "Save the checkpoint as soon as this many records were acknowledged since the last one (like Logstash's `queue.checkpoint.acks`). Lower: fewer duplicates after a crash, more checkpoint writes (each an fsync, a rename and a directory fsync; under `sync: 'always'` beside the appends, otherwise on the write lane, where appends wait behind them).",
+      "Save the checkpoint as soon as this many records were acknowledged since the last one (like Logstash's `queue.checkpoint.acks`). Lower: fewer duplicates after a crash, more checkpoint writes (each one durable write appended to the ledger, and every 64 KiB of them a replacement: a write, an fsync, a rename and a directory fsync; under `sync: 'always'` beside the appends, otherwise on the write lane, where appends wait behind them).",
     ),
   log: codeOption<(message: string) => void>('a function')
     .optional()

@@ -301,25 +301,37 @@ describe('DiskBuffer checkpoints of what was acknowledged', () => {
   ] as const) {
     it(`sync ${JSON.stringify(sync)}: appends ${beside ? 'go on while' : 'wait behind'} a scheduled checkpoint whose ledger write has not finished`, async () => {
       const { fs, open } = setup({ ledgerEveryAcks: 1, sync })
-      const buffer = await open()
-      await buffer.append(records(2))
-      await buffer.flush()
-      // The ledger's rename waits until opened: the checkpoint is stuck inside its write.
-      const rename = fs.rename.bind(fs)
+      // Once armed, a write to the ledger (appended to it, or to the file replacing it) waits
+      // until opened: the checkpoint is stuck inside its write.
+      let armed = false
       let open_!: () => void
       const gate = new Promise<void>((resolve) => {
         open_ = resolve
       })
-      let renames = 0
-      fs.rename = async (from, to) => {
-        renames++
-        await gate
-        return rename(from, to)
+      let ledgerWrites = 0
+      const openFile = fs.open.bind(fs)
+      fs.open = async (path, mode) => {
+        const file = await openFile(path, mode)
+        if (!path.includes('ledger')) return file
+        return {
+          ...file,
+          writev: async (buffers, position) => {
+            if (armed) {
+              ledgerWrites++
+              await gate
+            }
+            return file.writev(buffers, position)
+          },
+        }
       }
+      const buffer = await open()
+      await buffer.append(records(2))
+      await buffer.flush()
+      armed = true
       const [first] = (await buffer.read(1))!
       buffer.ack(first!.seq) // queues a checkpoint
-      for (let i = 0; i < 50 && renames === 0; i++) await new Promise((r) => setImmediate(r))
-      expect(renames).toBe(1) // the checkpoint is inside its write (on the lane, or beside it)
+      for (let i = 0; i < 50 && ledgerWrites === 0; i++) await new Promise((r) => setImmediate(r))
+      expect(ledgerWrites).toBe(1) // the checkpoint is inside its write (on the lane, or beside it)
       // What an append waits for: its answer under 'always'; under group commit, which answers
       // before the write, its durable promise (its write and fsync queue on the lane).
       let done = false

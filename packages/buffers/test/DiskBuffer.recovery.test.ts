@@ -176,7 +176,10 @@ describe('DiskBuffer recovery', () => {
     const first = (await buffer.read(2))!
     for (const r of first) buffer.ack(r.seq)
     await buffer.close()
-    const ledger = fs.bytes(`${PATH}/ledger.json`)!
+    // One checkpoint, damaged: nothing whole is left to go by.
+    const read = await Ledger.read(fs, PATH)
+    if (read.status !== 'ok') throw new Error(read.status)
+    const ledger = Ledger.encode(read.ledger)
     ledger[12] = ledger[12]! ^ 1
     fs.put(`${PATH}/ledger.json`, ledger)
     const reopened = await open()
@@ -187,10 +190,12 @@ describe('DiskBuffer recovery', () => {
 
   it('uses the old ledger after a crash between writing the temporary ledger and renaming it', async () => {
     const { fs, logs, open } = setup()
+    const earlier = await open()
+    await earlier.append(range(10).map((s) => Buffer.from(s)))
+    for (const r of (await earlier.read(5))!) earlier.ack(r.seq)
+    await earlier.close()
+    // A run's first checkpoint replaces the ledger (the later ones are appended to it).
     const buffer = await open()
-    await buffer.append(range(10).map((s) => Buffer.from(s)))
-    for (const r of (await buffer.read(5))!) buffer.ack(r.seq)
-    await buffer.checkpoint()
     for (const r of (await buffer.read(3))!) buffer.ack(r.seq)
     fs.fault = (op, path) => (op === 'rename' && path.endsWith(Ledger.TEMP) ? new Error('crash') : undefined)
     await expect(buffer.checkpoint()).rejects.toThrow('crash')
@@ -202,6 +207,61 @@ describe('DiskBuffer recovery', () => {
     expect(fs.bytes(`${PATH}/${Ledger.TEMP}`)).toBeUndefined()
     expect(reopened.ackedBelow).toBe(5)
     expect(await drain(reopened)).toEqual(range(5, 5))
+    await reopened.close()
+  })
+
+  it("goes by the ledger's last whole checkpoint: one torn by a crash, or damaged, after it is passed over and logged", async () => {
+    for (const damage of ['torn', 'checksum mismatch'] as const) {
+      const { fs, logs, open } = setup()
+      const buffer = await open()
+      await buffer.append(range(10).map((s) => Buffer.from(s)))
+      for (const r of (await buffer.read(4))!) buffer.ack(r.seq)
+      await buffer.checkpoint()
+      for (const r of (await buffer.read(3))!) buffer.ack(r.seq)
+      await buffer.checkpoint() // appended: the ledger holds both
+      buffer._abandon()
+      const bytes = fs.bytes(`${PATH}/ledger.json`)!
+      const text = bytes.toString()
+      const last = text.lastIndexOf('{')
+      expect(text.indexOf('{')).toBeLessThan(last) // more than one checkpoint
+      const damaged = Buffer.from(bytes)
+      if (damage === 'checksum mismatch') damaged[last + 12] = damaged[last + 12]! ^ 1
+      // A crash that tore the last append keeps part of it; damage keeps all of it.
+      fs.put(`${PATH}/ledger.json`, damage === 'torn' ? damaged.subarray(0, last + 20) : damaged)
+      const reopened = await open()
+      expect(reopened.ackedBelow).toBe(4) // the checkpoint before the last
+      expect(logs.filter((m) => m.includes('is not whole'))).toEqual([
+        `disk buffer ${PATH}: the last checkpoint in ledger.json is not whole (${damage}); using the one before it`,
+      ])
+      expect(await drain(reopened)).toEqual(range(6, 4))
+      await reopened.close()
+    }
+  })
+
+  it('appends each checkpoint of a run to the ledger with one durable write, after the first replaced it', async () => {
+    const { fs, open } = setup()
+    const buffer = await open() // a new buffer's first checkpoint, at open
+    await buffer.append(range(6).map((s) => Buffer.from(s)))
+    const renames: string[] = []
+    const rename = fs.rename.bind(fs)
+    fs.rename = (from, to) => {
+      renames.push(to)
+      return rename(from, to)
+    }
+    const syncDirs = fs.counts.syncDir
+    for (const r of (await buffer.read(6))!) {
+      buffer.ack(r.seq)
+      await buffer.checkpoint()
+    }
+    expect(renames).toEqual([])
+    expect(fs.counts.syncDir).toBe(syncDirs)
+    const read = await Ledger.read(fs, PATH)
+    expect(read).toMatchObject({ status: 'ok', ledger: { ackedBelow: 6 } })
+    expect(fs.bytes(`${PATH}/ledger.json`)!.toString().split('\n').length).toBe(2 * 7 + 1) // 7 checkpoints
+    buffer._abandon()
+    fs.crash() // appended under 'always' with O_DSYNC: durable each
+    const reopened = await open()
+    expect(reopened.ackedBelow).toBe(6)
     await reopened.close()
   })
 

@@ -493,8 +493,11 @@ describe('openDiskBuffer', () => {
     const buffer = await openDiskBufferOn({ path: '/buf', sinkId: 'out', fileSystem: fs, log: () => {} })
     const { array, receiver } = batch(2)
     await buffer.push(array)
-    fs.fault = (op) =>
-      op === 'close' ? Object.assign(new Error('EIO: i/o error'), { code: 'EIO' }) : undefined
+    // The segment's file fails to close (the ledger's, kept open between checkpoints, closes).
+    fs.fault = (op, path) =>
+      op === 'close' && path.endsWith('.seg')
+        ? Object.assign(new Error('EIO: i/o error'), { code: 'EIO' })
+        : undefined
     await expect(buffer.dispose()).rejects.toMatchObject({ code: 'EIO' })
     expect(await receiver).toBe('errored')
     expect(fs.bytes('/buf/lock')).toBeUndefined()

@@ -5,9 +5,11 @@
  *
  * Where a checkpoint runs: one asked for runs on the write lane. A scheduled one runs on the write
  * lane too, unless every record a reader can see is durable already (sync `'always'`): then it
- * runs beside the lane, so appends do not wait behind its file operations (the ledger's write
- * and fsync, its rename, the directory's fsync; HTTP → disk buffer → blackhole ran 1.18 times as
- * fast beside the lane as on it, RFC 0003). It saves the end of the last group written (fsynced),
+ * runs beside the lane, so appends do not wait behind its file operations (HTTP → disk buffer →
+ * blackhole ran 1.18 times as fast beside the lane as on it, RFC 0003). Those are one durable
+ * write appended to the ledger, which stays open between checkpoints ({@link LedgerFile}); the
+ * first checkpoint of a run, and one every 64 KiB, replace the file instead (a write and its
+ * fsync, a rename, the directory's fsync). It saves the end of the last group written (fsynced),
  * touches only the ledger's own files, and checkpoints never overlap one another: each waits for
  * the one before.
  *
@@ -28,7 +30,7 @@
  */
 import type { AckLedger } from './AckLedger.js'
 import type { Settings } from './DiskBufferSettings.js'
-import { Ledger } from './Ledger.js'
+import { LedgerFile } from './Ledger.js'
 
 /** What the checkpoints save and where they run: the buffer's acknowledgements, write lane and files. */
 export interface LedgerCheckpointsContext {
@@ -73,9 +75,12 @@ export class LedgerCheckpoints {
   #writing: Promise<void> = Promise.resolve()
   /** The last checkpoint saved less than the acknowledged prefix (capped at what was written). */
   #heldBack = false
+  /** The ledger file, kept open between checkpoints (each one appended). */
+  readonly #file: LedgerFile
 
   constructor(context: LedgerCheckpointsContext) {
     this.#c = context
+    this.#file = new LedgerFile(context.settings.fs, context.settings.path)
   }
 
   /**
@@ -128,7 +133,6 @@ export class LedgerCheckpoints {
    * what was written (on the lane); without it, the position is saved as readers see it.
    */
   async #save(sync: boolean): Promise<void> {
-    const { fs, path } = this.#c.settings
     if (sync) await this.#c.sync()
     const { nextSeq, segments } = this.#c.position()
     // Never past what is in the files: numbers a failed group skipped count acknowledged before
@@ -138,7 +142,7 @@ export class LedgerCheckpoints {
     // Cleared before the write: what changes while it runs is for the next checkpoint.
     this.#dirty = false
     try {
-      await Ledger.write(fs, path, { nextSeq, ackedBelow, segments })
+      await this.#file.write({ nextSeq, ackedBelow, segments })
     } catch (error) {
       this.#dirty = true
       throw error
@@ -153,6 +157,15 @@ export class LedgerCheckpoints {
   /** Resolves once every checkpoint queued beside the lane or writing so far has finished (never rejects). */
   settled(): Promise<void> {
     return this.#writing
+  }
+
+  /**
+   * Closes the ledger file once the checkpoints writing now finished (at close, after the last
+   * one); a checkpoint after this replaces the file and keeps nothing open.
+   */
+  async close(): Promise<void> {
+    await this.#writing
+    await this.#file.close()
   }
 
   /** Cancels the timer and schedules nothing again (close, or a simulated crash). Idempotent. */

@@ -74,6 +74,11 @@ export const Recovery = {
       await fs.unlink(`${path}/${Ledger.TEMP}`)
     }
     const ledger = await Ledger.read(fs, path)
+    if (ledger.status === 'ok' && ledger.passedOver !== undefined) {
+      s.log(
+        `disk buffer ${path}: the last checkpoint in ${Ledger.FILE} is not whole (${ledger.passedOver}); using the one before it`,
+      )
+    }
     const segments: Segment[] = []
     for (const name of names.sort()) {
       if (!SEGMENT_NAME.test(name)) continue
