@@ -255,6 +255,12 @@ export const BufferCheck = {
         )
       }
       if (ledger.status === 'corrupt') problems.push(`ledger corrupt (${ledger.reason})`)
+      // Opening goes by the checkpoint before it (logged); a repair drops what is not whole.
+      if (ledger.status === 'ok' && ledger.passedOver !== undefined) {
+        problems.push(
+          `the last checkpoint in the ledger is not whole (${ledger.passedOver}): opening goes by the one before it`,
+        )
+      }
       // Read as opening reads it: an entry opening fails on is named here, not found clean.
       const settings = await about(`${path}/${BufferSettings.FILE}`, BufferSettings.read(fs, path))
       if (settings.status === 'corrupt') {
@@ -334,6 +340,9 @@ export const BufferCheck = {
           segments: segNames.map((n) => Number(n.slice(0, 20))),
         })
         repairs.push(`rebuilt the ledger from the segments (acknowledged below ${from}, next ${nextSeq})`)
+      } else if (canRepair && ledger.status === 'ok' && ledger.passedOver !== undefined) {
+        await Ledger.write(fs, path, ledger.ledger)
+        repairs.push('rewrote the ledger with its last whole checkpoint')
       }
       const deadLetter = names.includes('dead-letter')
         ? await BufferCheck.run(`${path}/dead-letter`, { repair: canRepair, fileSystem: fs })

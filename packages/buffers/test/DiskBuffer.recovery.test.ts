@@ -238,6 +238,29 @@ describe('DiskBuffer recovery', () => {
     }
   })
 
+  it('the buffer check reports a last checkpoint that is not whole, and --repair rewrites the ledger with the one before', async () => {
+    const { fs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(10).map((s) => Buffer.from(s)))
+    for (const r of (await buffer.read(4))!) buffer.ack(r.seq)
+    await buffer.checkpoint()
+    for (const r of (await buffer.read(3))!) buffer.ack(r.seq)
+    await buffer.checkpoint()
+    buffer._abandon()
+    const bytes = fs.bytes(`${PATH}/ledger.json`)!
+    const last = bytes.toString().lastIndexOf('{')
+    bytes[last + 12] = bytes[last + 12]! ^ 1
+    fs.put(`${PATH}/ledger.json`, bytes)
+    const check = await BufferCheck.run(PATH, { fileSystem: fs })
+    expect(check.problems).toContain(
+      'the last checkpoint in the ledger is not whole (checksum mismatch): opening goes by the one before it',
+    )
+    const repaired = await BufferCheck.run(PATH, { fileSystem: fs, repair: true })
+    expect(repaired.repairs).toContain('rewrote the ledger with its last whole checkpoint')
+    expect(await Ledger.read(fs, PATH)).toMatchObject({ status: 'ok', ledger: { ackedBelow: 4 } })
+    expect((await BufferCheck.run(PATH, { fileSystem: fs })).problems).toEqual([])
+  })
+
   it('appends each checkpoint of a run to the ledger with one durable write, after the first replaced it', async () => {
     const { fs, open } = setup()
     const buffer = await open() // a new buffer's first checkpoint, at open

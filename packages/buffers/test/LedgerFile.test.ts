@@ -2,7 +2,7 @@
 // append starts a new file; closed, it keeps nothing open.
 import { describe, expect, it } from 'vitest'
 import { Ledger, LedgerFile } from '../src/internal/Ledger.js'
-import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+import { MemoryFileSystem, reopening } from './fixtures/MemoryFileSystem.js'
 
 const DIR = '/buf'
 const state = (n: number) => ({ nextSeq: n + 10, ackedBelow: n, segments: [0, 5] })
@@ -80,8 +80,25 @@ describe('LedgerFile', () => {
     expect(await Ledger.read(fs, DIR)).toEqual({ status: 'ok', ledger: state(2) })
   })
 
-  it('reads a ledger of one checkpoint as before (the format of earlier versions)', () => {
+  it('where writes are not durable by themselves (no O_DSYNC), fdatasyncs each appended checkpoint', async () => {
+    const { fs } = await setup()
+    // Files opened plain, saying so: only a datasync makes a write durable.
+    const plain = reopening(fs, async (path, mode) =>
+      fs.open(path, mode === 'append-dsync' ? 'append' : mode),
+    )
+    const file = new LedgerFile(plain, DIR)
+    for (let n = 1; n <= 3; n++) await file.write(state(n))
+    fs.crash({ tear: true, random: () => 0.5 })
+    expect(await Ledger.read(fs, DIR)).toEqual({ status: 'ok', ledger: state(3) })
+  })
+
+  it('reads a ledger of one checkpoint as before (the format of earlier versions), its checksum in either case', () => {
     expect(Ledger.decode(Ledger.encode(state(7)))).toEqual({ status: 'ok', ledger: state(7) })
+    const [body, crc] = Ledger.encode(state(7)).toString().split('\n')
+    expect(Ledger.decode(Buffer.from(`${body}\n${crc!.toUpperCase()}\n`))).toEqual({
+      status: 'ok',
+      ledger: state(7),
+    })
     expect(Ledger.decode(Buffer.from('{"version":1}\n'))).toEqual({
       status: 'corrupt',
       reason: 'not a ledger (no checksum line)',

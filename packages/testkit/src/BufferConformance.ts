@@ -323,7 +323,14 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
     async check(subject) {
       if (subject.acknowledgesOnWrite !== true) return
       const under = await made(subject)
-      if (under.crash === undefined || under.reopen === undefined) return
+      if (under.crash === undefined || under.reopen === undefined) {
+        // Nothing to check without a crash hook: release what was opened (its files, its lock;
+        // close() alone leaves them to a pull that drains).
+        await step(subject, 'dispose()', async () => {
+          await (under.buffer.dispose?.() ?? under.buffer.close())
+        })
+        return
+      }
       const records = subject.records ?? defaultRecords()
       const receivers = []
       for (const slice of [records.slice(0, 3), records.slice(3)]) {

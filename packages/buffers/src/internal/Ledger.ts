@@ -90,8 +90,8 @@ export const Ledger = {
   },
 } as const
 
-/** A checkpoint's checksum line: eight hex digits. */
-const CRC_LINE = /^[0-9a-f]{8}$/
+/** A checkpoint's checksum line: eight hex digits (written in lower case; read in either, as before). */
+const CRC_LINE = /^[0-9a-f]{8}$/i
 
 /** One checkpoint: its JSON line and its checksum line. */
 function decodeOne(
