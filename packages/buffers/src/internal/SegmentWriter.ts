@@ -2,9 +2,9 @@
  * The write lane of a buffer: appends framed and queued, written in groups (one `writev` per
  * segment), fsynced by the sync policy (under `'always'` on Linux by the write itself: segments
  * are opened `O_DSYNC`, one trip through the thread pool per group instead of a write and an
- * fdatasync),
- * segments rolled at `segmentBytes`, a failed group rolled back, finished segments deleted, and
- * each group's bytes handed to the {@link TailCache} once written, for the reader at the tail.
+ * fdatasync), segments rolled at `segmentBytes`, a failed group rolled back, finished segments
+ * deleted, and each group's bytes handed to the {@link TailCache} once written, for the reader
+ * at the tail.
  *
  * Invariants: every change to the buffer's files goes through one lane ({@link SegmentWriter.serial}),
  * so writes, fsyncs, rolls and deletions never interleave (one exception: under `'always'`, the
