@@ -2,7 +2,7 @@
 // restart redelivers.
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { type Crashable, drain, Ledger, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
-import type { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+import { gateLedgerWrites, type MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 afterEach(() => {
   vi.useRealTimers()
@@ -303,35 +303,15 @@ describe('DiskBuffer checkpoints of what was acknowledged', () => {
       const { fs, open } = setup({ ledgerEveryAcks: 1, sync })
       // Once armed, a write to the ledger (appended to it, or to the file replacing it) waits
       // until opened: the checkpoint is stuck inside its write.
-      let armed = false
-      let open_!: () => void
-      const gate = new Promise<void>((resolve) => {
-        open_ = resolve
-      })
-      let ledgerWrites = 0
-      const openFile = fs.open.bind(fs)
-      fs.open = async (path, mode) => {
-        const file = await openFile(path, mode)
-        if (!path.includes('ledger')) return file
-        return {
-          ...file,
-          writev: async (buffers, position) => {
-            if (armed) {
-              ledgerWrites++
-              await gate
-            }
-            return file.writev(buffers, position)
-          },
-        }
-      }
+      const gate = gateLedgerWrites(fs)
       const buffer = await open()
       await buffer.append(records(2))
       await buffer.flush()
-      armed = true
+      gate.arm()
       const [first] = (await buffer.read(1))!
       buffer.ack(first!.seq) // queues a checkpoint
-      for (let i = 0; i < 50 && ledgerWrites === 0; i++) await new Promise((r) => setImmediate(r))
-      expect(ledgerWrites).toBe(1) // the checkpoint is inside its write (on the lane, or beside it)
+      for (let i = 0; i < 50 && gate.started() === 0; i++) await new Promise((r) => setImmediate(r))
+      expect(gate.started()).toBe(1) // the checkpoint is inside its write (on the lane, or beside it)
       // What an append waits for: its answer under 'always'; under group commit, which answers
       // before the write, its durable promise (its write and fsync queue on the lane).
       let done = false
@@ -342,7 +322,7 @@ describe('DiskBuffer checkpoints of what was acknowledged', () => {
       })
       for (let i = 0; i < 50 && !done; i++) await new Promise((r) => setImmediate(r))
       expect(done).toBe(beside)
-      open_()
+      gate.open()
       expect((await appended).status).toBe('written')
       await buffer.flush()
       expect(await checkpointed(fs)).toBe(1)

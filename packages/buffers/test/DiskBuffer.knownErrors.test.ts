@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { describe, expect, it } from 'vitest'
 import { CrashableDiskBuffer, drain, Ledger, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
-import { MemoryFileSystem, reopening } from './fixtures/MemoryFileSystem.js'
+import { type FileLike, type FileSystem, MemoryFileSystem, reopening } from './fixtures/MemoryFileSystem.js'
 
 const enospc = (): NodeJS.ErrnoException =>
   Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
@@ -74,27 +74,44 @@ describe('DiskBuffer known errors', () => {
   })
 
   /** A buffer whose first write to segment 8 waits until let go, then fails (EIO). */
-  async function failingThirdSegment() {
-    const mem = new MemoryFileSystem()
-    let release!: () => void
-    const gate = new Promise<void>((resolve) => (release = resolve))
-    let reached!: () => void
-    const atWrite = new Promise<void>((resolve) => (reached = resolve))
+  /**
+   * `mem` where the first write to the file `failing` fails (EIO), once `before` (if any)
+   * resolved; `close` (if any) closes that file in its place.
+   */
+  function firstWriteFails(
+    mem: MemoryFileSystem,
+    failing: string,
+    hooks: { before?: () => Promise<void>; close?: (file: FileLike) => Promise<void> } = {},
+  ): FileSystem {
     let failed = false
-    const third = `${PATH}/00000000000000000008.seg`
-    const fs = reopening(mem, async (path, mode) => {
+    return reopening(mem, async (path, mode) => {
       const file = await mem.open(path, mode)
-      if (path !== third) return file
+      if (path !== failing) return file
+      const { close } = hooks
       return {
         ...file,
         writev: async (buffers, position) => {
           if (failed) return file.writev(buffers, position)
           failed = true
-          reached()
-          await gate
+          await hooks.before?.()
           throw eio()
         },
+        ...(close === undefined ? {} : { close: () => close(file) }),
       }
+    })
+  }
+
+  /** A buffer whose first write to segment 8 waits until let go, then fails (EIO). */
+  async function failingThirdSegment() {
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let reached!: () => void
+    const atWrite = new Promise<void>((resolve) => (reached = resolve))
+    const fs = firstWriteFails(new MemoryFileSystem(), `${PATH}/00000000000000000008.seg`, {
+      before: async () => {
+        reached()
+        await gate
+      },
     })
     const logs: string[] = []
     const open = () =>
@@ -151,29 +168,17 @@ describe('DiskBuffer known errors', () => {
   })
 
   it('rolls back every segment its group wrote when acknowledgements free one during the rollback itself', async () => {
-    const mem = new MemoryFileSystem()
-    const fourth = `${PATH}/00000000000000000012.seg`
     let release!: () => void
     const gate = new Promise<void>((resolve) => (release = resolve))
     let reached!: () => void
     const atClose = new Promise<void>((resolve) => (reached = resolve))
-    let failed = false
     // Segment 12's first write fails; closing it (in the rollback) waits until let go.
-    const fs = reopening(mem, async (path, mode) => {
-      const file = await mem.open(path, mode)
-      if (path !== fourth || failed) return file
-      return {
-        ...file,
-        writev: async () => {
-          failed = true
-          throw eio()
-        },
-        close: async () => {
-          reached()
-          await gate
-          return file.close()
-        },
-      }
+    const fs = firstWriteFails(new MemoryFileSystem(), `${PATH}/00000000000000000012.seg`, {
+      close: async (file) => {
+        reached()
+        await gate
+        return file.close()
+      },
     })
     const open = () =>
       CrashableDiskBuffer.open({ path: PATH, fileSystem: fs, segmentBytes: 100, log: () => {} })
@@ -199,21 +204,9 @@ describe('DiskBuffer known errors', () => {
   })
 
   it('after a rollback that failed, seals every segment the group touched, so the reader goes on past them', async () => {
-    const mem = new MemoryFileSystem()
     const fourth = `${PATH}/00000000000000000012.seg`
-    let failed = false
     let unlinkFailed = false
-    const base = reopening(mem, async (path, mode) => {
-      const file = await mem.open(path, mode)
-      if (path !== fourth || failed) return file
-      return {
-        ...file,
-        writev: async () => {
-          failed = true
-          throw eio()
-        },
-      }
-    })
+    const base = firstWriteFails(new MemoryFileSystem(), fourth)
     // The rollback cannot remove segment 12: it fails.
     const fs = {
       ...base,

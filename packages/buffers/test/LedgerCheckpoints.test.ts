@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { AckLedger } from '../src/internal/AckLedger.js'
 import { LedgerCheckpoints } from '../src/internal/LedgerCheckpoints.js'
 import { Ledger, PATH } from './fixtures/MemoryBuffer.js'
-import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+import { gateLedgerWrites, MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 function setup(
   options: {
@@ -207,42 +207,6 @@ async function until(done: () => boolean | Promise<boolean>): Promise<void> {
   throw new Error('the condition never held')
 }
 
-/**
- * Makes every write to the ledger (to the file replacing it, or appended to it) wait until the
- * returned function is called; counts the writes waiting at once.
- */
-function gateLedgerWrites(fs: MemoryFileSystem): {
-  open: () => void
-  readonly running: () => number
-  readonly most: () => number
-} {
-  const openFile = fs.open.bind(fs)
-  let open!: () => void
-  const gate = new Promise<void>((resolve) => {
-    open = resolve
-  })
-  let running = 0
-  let most = 0
-  fs.open = async (path, mode) => {
-    const file = await openFile(path, mode)
-    if (!path.includes('ledger')) return file
-    return {
-      ...file,
-      writev: async (buffers, position) => {
-        running++
-        most = Math.max(most, running)
-        try {
-          await gate
-          return await file.writev(buffers, position)
-        } finally {
-          running--
-        }
-      },
-    }
-  }
-  return { open, running: () => running, most: () => most }
-}
-
 describe('LedgerCheckpoints caps the prefix it saves at what is written', () => {
   afterEach(() => {
     vi.useRealTimers()
@@ -302,7 +266,7 @@ describe('LedgerCheckpoints beside the write lane (every visible record durable)
   it('writes one checkpoint at a time, each after the one before, a checkpoint asked for on the lane too', async () => {
     const t = setup({ ledgerEveryAcks: 1, visibleIsDurable: true })
     await t.fs.mkdir(PATH)
-    const gate = gateLedgerWrites(t.fs)
+    const gate = gateLedgerWrites(t.fs, { armed: true })
     t.ack(0) // a checkpoint starts, and waits in its write
     await until(() => gate.running() === 1)
     t.ack(1) // queued behind it
@@ -322,7 +286,7 @@ describe('LedgerCheckpoints beside the write lane (every visible record durable)
   it('a checkpoint queued beside the lane and not started when it is stopped writes nothing', async () => {
     const t = setup({ ledgerEveryAcks: 1, visibleIsDurable: true })
     await t.fs.mkdir(PATH)
-    const gate = gateLedgerWrites(t.fs)
+    const gate = gateLedgerWrites(t.fs, { armed: true })
     t.ack(0)
     await until(() => gate.running() === 1)
     t.ack(1) // queued
@@ -339,7 +303,7 @@ describe('LedgerCheckpoints beside the write lane (every visible record durable)
     try {
       const t = setup({ ledgerIntervalMs: 1000, ledgerEveryAcks: 1000, visibleIsDurable: true })
       await t.fs.mkdir(PATH)
-      const gate = gateLedgerWrites(t.fs)
+      const gate = gateLedgerWrites(t.fs, { armed: true })
       t.ack(0)
       await vi.advanceTimersByTimeAsync(1000) // the timer queues the checkpoint
       await until(() => gate.running() === 1)

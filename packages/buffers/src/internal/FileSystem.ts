@@ -25,8 +25,9 @@ import {
 /** An open file. Positions are absolute; the buffer never relies on a file offset. */
 export interface FileLike {
   /**
-   * Whether every `writev` is durable once it resolves (opened `'append-dsync'` where the system
-   * has `O_DSYNC`). Absent or false: durable only after `datasync`, which the caller must call.
+   * Whether every `writev` is durable once it resolves (opened `'append-dsync'` where that makes
+   * writes durable: see {@link OpenMode}). Absent or false: durable only after `datasync`, which
+   * the caller must call.
    */
   readonly durableWrites?: boolean
   /** Writes `buffers` one after the other at `position`; resolves with the bytes written. */

@@ -64,7 +64,7 @@ export const Ledger = {
    */
   decode(bytes: Uint8Array): LedgerRead {
     const lines = Buffer.from(bytes).toString('utf8').split('\n')
-    let failed: LedgerRead | undefined
+    let failed: Extract<LedgerRead, { status: 'corrupt' }> | undefined
     for (let i = lines.length - 2; i >= 0; i--) {
       if (!CRC_LINE.test(lines[i + 1]!) || CRC_LINE.test(lines[i]!)) continue
       const read = decodeOne(lines[i]!, lines[i + 1]!)
@@ -74,7 +74,7 @@ export const Ledger = {
       }
       const after = lines.slice(i + 2).some((line) => line.length > 0)
       if (!after) return read
-      return { ...read, passedOver: failed?.status === 'corrupt' ? failed.reason : 'torn' }
+      return { ...read, passedOver: failed?.reason ?? 'torn' }
     }
     return failed ?? { status: 'corrupt', reason: 'not a ledger (no checksum line)' }
   },
