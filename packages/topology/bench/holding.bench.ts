@@ -18,7 +18,7 @@ import { reduce } from '@ackline/transforms'
 import { median, roundRobin } from '../../../bench/roundRobin.js'
 
 const ROUNDS = Number(process.env.ACKLINE_BENCH_ROUNDS ?? 5)
-const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 200_000)
+const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 1_000_000)
 
 const record = (index: number): JsonObject => ({ message: 'event', index })
 

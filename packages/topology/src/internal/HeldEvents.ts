@@ -8,11 +8,11 @@
  * hash set: an event that leaves from the front costs a comparison, and adding one costs a push.
  * An event that leaves from elsewhere is noted in a set of leavers; events ended some other way
  * (merged, dropped) stay in place. Both are dropped by a compaction, which runs after a call while
- * the queue is short, and once it is long when it has doubled since the last one, when the
- * leavers are half of it, or when its dead front is half of its array, so holding n events costs
- * amortised O(1) per event whatever n is. Until then a leaver stays referenced here (at most as
- * many as are held), which delays its collection (and so the leak detector's notice, should a
- * later component drop it without ending it), never its status.
+ * the queue is short, and once it is long when it has doubled since the last one or when the
+ * leavers are half of it; a dead front half of the array is shifted away without a compaction.
+ * So holding n events costs amortised O(1) per event whatever n is. Until then a leaver stays
+ * referenced here (at most as many as are held), which delays its collection (and so the leak
+ * detector's notice, should a later component drop it without ending it), never its status.
  */
 import type { LogEvent } from '@ackline/core'
 
@@ -70,17 +70,50 @@ export class HeldEvents {
     this.#head = head
   }
 
-  /** After a call: compacts when the queue is short, or once it is long, when enough of it is dead. */
+  /**
+   * After a call: compacts when the queue is short, or once it is long, when enough of it is dead.
+   * A long queue whose only waste is its dead front (a window letting its oldest events go) is
+   * shifted instead, without reading its events: a compaction reads every held event, which at
+   * 10,000 held are far apart in memory, and it cost a window a tenth of its time there.
+   */
   settle(): void {
     const size = this.#tail - this.#head
-    if (
-      size <= SMALL ||
-      size >= 2 * this.#compacted ||
-      this.#left.size * 2 >= size ||
-      this.#head * 2 >= this.#tail
-    ) {
-      this.#compact()
+    if (size <= SMALL || size >= 2 * this.#compacted || this.#left.size * 2 >= size) this.#compact()
+    else if (this.#head * 2 >= this.#tail) this.#shift()
+  }
+
+  /**
+   * How many of `list`'s first events are the held events at the front of the queue, in the
+   * order held (ended events between them passed over, as `leave` does); 0 while an event that
+   * left out of order is still noted. Changes nothing: `takeFront` then lets them go, as `leave`
+   * would one by one. What the runner's quick check of a holding call uses.
+   */
+  frontRun(list: readonly LogEvent[]): number {
+    if (this.#left.size > 0) return 0
+    const queue = this.#queue
+    const tail = this.#tail
+    let head = this.#head
+    let k = 0
+    for (; k < list.length; k++) {
+      while (head < tail && queue[head]!.isEnded) head++
+      if (head === tail || queue[head] !== list[k]) break
+      head++
     }
+    return k
+  }
+
+  /**
+   * Lets the `count` live events at the front go (what `frontRun` counted), and the ended ones
+   * before them.
+   */
+  takeFront(count: number): void {
+    const queue = this.#queue
+    let head = this.#head
+    for (let k = 0; k < count; k++) {
+      while (queue[head]!.isEnded) queue[head++] = undefined
+      queue[head++] = undefined
+    }
+    this.#head = head
   }
 
   /**
@@ -115,6 +148,19 @@ export class HeldEvents {
     this.#compacted = 0
   }
 
+  /** Moves the queue's events to its front as they are (live or not), so the dead front goes. */
+  #shift(): void {
+    const queue = this.#queue
+    const head = this.#head
+    const tail = this.#tail
+    const size = tail - head
+    // A loop: `copyWithin` reads and writes each element as a property (about ten times slower).
+    for (let i = 0; i < size; i++) queue[i] = queue[head + i]
+    for (let i = size; i < tail; i++) queue[i] = undefined
+    this.#head = 0
+    this.#tail = size
+  }
+
   /** Moves the live events to the front of the queue, in place, and forgets the leavers. */
   #compact(): void {
     const queue = this.#queue
@@ -131,7 +177,8 @@ export class HeldEvents {
     if (queue.length > 1024 && queue.length > 8 * kept) queue.length = Math.max(2 * kept, 1024)
     this.#tail = kept
     this.#head = 0
-    left.clear()
+    // Only when it holds any: clearing a set allocates its table anew.
+    if (left.size > 0) left.clear()
     this.#compacted = kept
   }
 }

@@ -487,9 +487,8 @@ export class TransformRunner {
     if (
       failure !== undefined ||
       context.ports.size > 0 ||
-      !this.#held.isEmpty ||
       context.created !== undefined ||
-      !inOrder(inputs, context.emitted)
+      !((this.#held.isEmpty && inOrder(inputs, context.emitted)) || this.#holdsInOrder(context, inputs))
     ) {
       context.unpass() // the general check rewrites the default port's list
       this.#reconcile(context, inputs, failure, step)
@@ -511,6 +510,43 @@ export class TransformRunner {
       else more.push(sent)
     }
     return more === undefined ? first : Promise.all(more).then(nothing)
+  }
+
+  /**
+   * The quick check of a call that holds (a window, a reduce group; no failure, nothing on a named
+   * port, nothing made): what was emitted on the default port is held events from the front of
+   * the queue, in the order held, then a subsequence of the inputs, every one live; then it does
+   * what the general check would (the held ones leave, the inputs left out and live are held) with
+   * no set and nothing made. Returns false, having changed nothing, for any other call (a transform
+   * without `flush` never holds).
+   */
+  #holdsInOrder(context: CallContext, inputs: readonly LogEvent[]): boolean {
+    if (this.transform.flush === undefined) return false
+    const emitted = context.emitted
+    const held = this.#held
+    const front = held.frontRun(emitted)
+    let j = front
+    for (let i = 0; i < inputs.length; i++) {
+      const event = inputs[i]!
+      if (event === emitted[j]) {
+        if (event.isEnded) return false
+        j++
+      }
+    }
+    if (j !== emitted.length) return false
+    held.takeFront(front)
+    j = front
+    for (let i = 0; i < inputs.length; i++) {
+      const event = inputs[i]!
+      if (event === emitted[j]) j++
+      else if (!event.isEnded) held.add(event)
+    }
+    if (!held.isEmpty) {
+      held.settle()
+      // As in the general check: a call that returns after a forced stop settles what it kept.
+      if (this.forced) this.#settleHeld('the forced stop')
+    }
+    return true
   }
 
   /**
