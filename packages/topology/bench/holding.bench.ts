@@ -5,10 +5,16 @@
 //   ones pushed out; flush emits the rest) → blackhole, for N = 10, 100, 1000, 10,000;
 //   generator (batches of 100) → reduce with one group closing every G events (each event is
 //   merged into the group's first one, so its finalizer set grows to G) → blackhole, for
-//   G = 10, 2,500, 5,000, 10,000.
+//   G = 10, 2,500, 5,000, 10,000;
+//   the peer: the same window over plain records (no event model, no runtime) in a node:stream
+//   pipeline (arrays of 10 in, the records pushed out passed on as arrays), N = 10 and 10,000,
+//   which says what holding costs in itself: n objects that live longer than a young
+//   collection's cycle are copied by it, and are touched again far apart in memory.
 // Printed: ns per event and the ratio to the smallest size (target: within 1.5x at 10,000).
 // Run: pnpm bench holding   (ACKLINE_BENCH_ROUNDS and ACKLINE_BENCH_EVENTS override the sizes)
 
+import { Readable, Transform as StreamTransform, Writable } from 'node:stream'
+import { pipeline } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
 import { EventArray, type JsonObject, type LogEvent } from '@ackline/core'
 import { blackhole } from '@ackline/sinks'
@@ -62,12 +68,62 @@ async function run(transform: Transform, batchSize: number): Promise<number> {
   return EVENTS
 }
 
+/** The peer: the same window over plain records, in a node:stream pipeline; returns the records moved. */
+async function plainWindow(size: number): Promise<number> {
+  function* batches(): Generator<JsonObject[]> {
+    for (let index = 0; index < EVENTS; index += 10) {
+      const list = new Array<JsonObject>(10)
+      for (let i = 0; i < 10; i++) list[i] = record(index + i)
+      yield list
+    }
+  }
+  const held: JsonObject[] = []
+  let head = 0
+  let count = 0
+  const out = (stream: StreamTransform, until: number): void => {
+    if (until > head) stream.push(held.slice(head, until))
+    head = until
+    if (head > 4096 && head * 2 > held.length) {
+      held.splice(0, head)
+      head = 0
+    }
+  }
+  await pipeline(
+    Readable.from(batches(), { objectMode: true, highWaterMark: 1 }),
+    new StreamTransform({
+      objectMode: true,
+      highWaterMark: 1,
+      transform(list: JsonObject[], _encoding, callback) {
+        for (const item of list) held.push(item)
+        out(this, Math.max(head, held.length - size))
+        callback()
+      },
+      flush(callback) {
+        out(this, held.length)
+        callback()
+      },
+    }),
+    new Writable({
+      objectMode: true,
+      highWaterMark: 1,
+      write(list: JsonObject[], _encoding, callback) {
+        count += list.length
+        callback()
+      },
+    }),
+  )
+  if (count !== EVENTS) throw new Error(`the plain window passed on ${count} records`)
+  return EVENTS
+}
+
 const WINDOWS = [10, 100, 1000, 10_000]
+const PLAIN = [10, 10_000]
 const GROUPS = [10, 2500, 5000, 10_000]
 const variants: Record<string, () => Promise<number>> = {}
 for (const n of WINDOWS) variants[`window holding ${n}`] = () => run(window(n), 10)
 for (const g of GROUPS)
   variants[`reduce, one group of ${g}`] = () => run(reduce({ maxEvents: g, windowMs: 3_600_000 }), 100)
+for (const n of PLAIN) variants[`peer: plain window ${n}`] = () => plainWindow(n)
 
 async function child(name: string): Promise<void> {
   const variant = variants[name]
@@ -90,6 +146,7 @@ function report(): void {
   for (const family of [
     WINDOWS.map((n) => `window holding ${n}`),
     GROUPS.map((g) => `reduce, one group of ${g}`),
+    PLAIN.map((n) => `peer: plain window ${n}`),
   ]) {
     const base = 1e9 / median(rates.get(family[0]!)!)
     for (const name of family) {
@@ -97,7 +154,9 @@ function report(): void {
       console.log(`${name.padEnd(30)} ${ns.toFixed(0).padStart(6)} ns/event  ${(ns / base).toFixed(2)}x`)
     }
   }
-  console.log('\ntarget: 10,000 held within 1.5x of 10 held')
+  console.log(
+    "\ntarget: 10,000 held within 1.5x of 10 held ('peer': the same window over plain records in node:stream)",
+  )
 }
 
 const variant = process.env.ACKLINE_BENCH_VARIANT
