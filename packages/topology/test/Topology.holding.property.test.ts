@@ -1,7 +1,8 @@
 // A transform that holds events across calls (a window, a reduce group), driven by random
 // choices, against a model of what it did: the runner checks each call quickly when it emitted
-// held events from the front in order and then inputs in order, and generally otherwise (events
-// emitted out of order or twice, ended after they were emitted, merged in place). Whichever check
+// held events from the front in order and then inputs in order (one by one, or the whole array
+// with emitAll), and generally otherwise (events emitted out of order or twice, ended after they
+// were emitted, merged in place). Whichever check
 // ran, the sink must receive exactly what the model says, in order, and every batch must resolve
 // with the status its events (and the events merged into them) met (fast-check prints the seed).
 
@@ -22,6 +23,8 @@ interface Model {
   readonly mergedInto: Map<number, number>
   /** Events ended by the transform (dropped, or dropped after being emitted): never written. */
   readonly dropped: Set<number>
+  /** How many events were dropped after being emitted (each reported `ENDED_AFTER_EMIT`). */
+  endedAfterEmit: number
 }
 
 /** The transform: each call and the flush act on `choices`, read in turn (cyclically). */
@@ -37,7 +40,9 @@ function holder(choices: readonly number[], model: Model): Transform {
     kind: 'holder',
     process(events, context) {
       const out: number[] = []
-      for (const event of events.events) {
+      // Now and then the inputs are passed on whole with emitAll, after what the call emits below.
+      const whole = next() % 4 === 0
+      for (const event of whole ? [] : events.events) {
         const choice = next() % 10
         if (choice === 0) {
           model.dropped.add(n(event))
@@ -76,6 +81,7 @@ function holder(choices: readonly number[], model: Model): Transform {
             const value = n(last)
             context.drop(last)
             model.dropped.add(value)
+            model.endedAfterEmit++
             out.splice(out.lastIndexOf(value), 1)
           }
           break
@@ -91,6 +97,10 @@ function holder(choices: readonly number[], model: Model): Transform {
           held.splice(from, 1)
           break
         }
+      }
+      if (whole) {
+        for (const event of events.events) out.push(n(event))
+        context.emitAll(events)
       }
       model.expected.push(...out)
     },
@@ -114,7 +124,7 @@ describe('a transform that holds events', () => {
           const batches: JsonObject[][] = sizes.map((size) =>
             Array.from({ length: size }, () => ({ n: next++ })),
           )
-          const model: Model = { expected: [], mergedInto: new Map(), dropped: new Set() }
+          const model: Model = { expected: [], mergedInto: new Map(), dropped: new Set(), endedAfterEmit: 0 }
           const source = testSource(batches)
           const sink = testSink({ outcome: (event) => (rejects(n(event)) ? 'rejected' : 'delivered') })
           const topology = through(source, holder(choices, model), sink)
@@ -136,9 +146,9 @@ describe('a transform that holds events', () => {
           )
           expect(await source.statuses()).toEqual(expectedStatuses)
           expect(topology.metrics().t!.erroredEvents).toBe(0)
-          expect(facts.filter((f) => f.type === 'component_error' && f.code !== 'ENDED_AFTER_EMIT')).toEqual(
-            [],
-          )
+          const errors = facts.filter((f) => f.type === 'component_error')
+          expect(errors.filter((f) => f.code !== 'ENDED_AFTER_EMIT')).toEqual([])
+          expect(errors.reduce((sum, f) => sum + f.events, 0)).toBe(model.endedAfterEmit)
         },
       ),
       { numRuns: 150 },

@@ -43,6 +43,16 @@ export class HeldEvents {
     return this.#head === this.#tail
   }
 
+  /** How long the queue's array is (what the cut after a burst bounds); for tests. */
+  get capacity(): number {
+    return this.#queue.length
+  }
+
+  /** How many events that left out of order are still noted (until the next compaction); for tests. */
+  get noted(): number {
+    return this.#left.size
+  }
+
   /** How many references this keeps, dead ones included (what a compaction bounds). */
   get slots(): number {
     return this.#tail + this.#left.size
@@ -85,14 +95,18 @@ export class HeldEvents {
   /**
    * How many of `list`'s first events are the held events at the front of the queue, in the
    * order held (ended events between them passed over, as `leave` does); 0 while an event that
-   * left out of order is still noted. Changes nothing: `takeFront` then lets them go, as `leave`
-   * would one by one. What the runner's quick check of a holding call uses.
+   * left out of order is still noted. Changes nothing held: `takeFront` then lets them go, as
+   * `leave` would one by one. Ended events at the very front are let go first, as `leave` lets
+   * them go: left there, every later call would read them again. What the runner's quick check of
+   * a holding call uses.
    */
   frontRun(list: readonly LogEvent[]): number {
     if (this.#left.size > 0) return 0
     const queue = this.#queue
     const tail = this.#tail
     let head = this.#head
+    while (head < tail && queue[head]!.isEnded) queue[head++] = undefined
+    this.#head = head
     let k = 0
     for (; k < list.length; k++) {
       while (head < tail && queue[head]!.isEnded) head++
@@ -157,8 +171,15 @@ export class HeldEvents {
     // A loop: `copyWithin` reads and writes each element as a property (about ten times slower).
     for (let i = 0; i < size; i++) queue[i] = queue[head + i]
     for (let i = size; i < tail; i++) queue[i] = undefined
+    this.#cut(size)
     this.#head = 0
     this.#tail = size
+  }
+
+  /** Cuts an array far larger than the `size` events it keeps (after a burst) to twice that. */
+  #cut(size: number): void {
+    const queue = this.#queue
+    if (queue.length > 1024 && queue.length > 8 * size) queue.length = Math.max(2 * size, 1024)
   }
 
   /** Moves the live events to the front of the queue, in place, and forgets the leavers. */
@@ -174,7 +195,7 @@ export class HeldEvents {
     // Cleared, not cut: the slots are reused by the next adds, and keep no event alive. Only a
     // queue far larger than what it holds (after a burst) is cut, to twice that.
     for (let i = kept; i < tail; i++) queue[i] = undefined
-    if (queue.length > 1024 && queue.length > 8 * kept) queue.length = Math.max(2 * kept, 1024)
+    this.#cut(kept)
     this.#tail = kept
     this.#head = 0
     // Only when it holds any: clearing a set allocates its table anew.

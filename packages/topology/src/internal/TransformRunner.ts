@@ -541,11 +541,11 @@ export class TransformRunner {
       if (event === emitted[j]) j++
       else if (!event.isEnded) held.add(event)
     }
-    if (!held.isEmpty) {
-      held.settle()
-      // As in the general check: a call that returns after a forced stop settles what it kept.
-      if (this.forced) this.#settleHeld('the forced stop')
-    }
+    // Settled as the general check settles: after anything left or was held (a queue emptied
+    // is compacted, and its array cut if a burst had grown it).
+    if (front > 0 || !held.isEmpty) held.settle()
+    // As in the general check: a call that returns after a forced stop settles what it kept.
+    if (!held.isEmpty && this.forced) this.#settleHeld('the forced stop')
     return true
   }
 
