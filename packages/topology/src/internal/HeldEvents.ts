@@ -8,11 +8,12 @@
  * hash set: an event that leaves from the front costs a comparison, and adding one costs a push.
  * An event that leaves from elsewhere is noted in a set of leavers; events ended some other way
  * (merged, dropped) stay in place. Both are dropped by a compaction, which runs after a call while
- * the queue is short, and once it is long when it has doubled since the last one or when the
- * leavers are half of it; a dead front half of the array is shifted away without a compaction.
- * So holding n events costs amortised O(1) per event whatever n is. Until then a leaver stays
- * referenced here (at most as many as are held), which delays its collection (and so the leak
- * detector's notice, should a later component drop it without ending it), never its status.
+ * the queue is short, and once it is long when it has doubled since the last one, when the
+ * leavers are half of it, or when its dead front is half of its array and a leaver is noted; a
+ * dead front with no leaver noted is shifted away without reading the events. So holding n events
+ * costs amortised O(1) per event whatever n is. Until then a leaver stays referenced here (fewer
+ * than half the queue), which delays its collection (and so the leak detector's notice, should
+ * a later component drop it without ending it), never its status.
  */
 import type { LogEvent } from '@ackline/core'
 
@@ -21,10 +22,11 @@ const SMALL = 64
 
 export class HeldEvents {
   /**
-   * The held events from `#head` to `#tail`, in the order added; `undefined` elsewhere. The array
-   * is never shortened: a compaction moves the live events to its front and clears the rest, and
-   * adding reuses the slots. Cut to its live length (`length = kept`), it was grown again by the
-   * next pushes, copying the whole queue each time: at 10,000 held, a fifth of a window's time.
+   * The held events from `#head` to `#tail`, in the order added; `undefined` elsewhere. A
+   * compaction or a shift moves the events to the front and clears the rest, and adding reuses the
+   * slots: the array is shortened only when eight times larger than what it keeps (after a burst).
+   * Cut to its live length at every compaction, it was grown again by the next pushes, copying the
+   * whole queue each time: at 10,000 held, a fifth of a window's time.
    */
   #queue: (LogEvent | undefined)[] = []
   #head = 0
@@ -89,7 +91,12 @@ export class HeldEvents {
   settle(): void {
     const size = this.#tail - this.#head
     if (size <= SMALL || size >= 2 * this.#compacted || this.#left.size * 2 >= size) this.#compact()
-    else if (this.#head * 2 >= this.#tail) this.#shift()
+    // A dead front half of the array: shifted, unless leavers are noted, which only a compaction
+    // forgets (while any is, the runner's quick check cannot take events from the front).
+    else if (this.#head * 2 >= this.#tail) {
+      if (this.#left.size > 0) this.#compact()
+      else this.#shift()
+    }
   }
 
   /**
@@ -97,8 +104,8 @@ export class HeldEvents {
    * order held (ended events between them passed over, as `leave` does); 0 while an event that
    * left out of order is still noted. Changes nothing held: `takeFront` then lets them go, as
    * `leave` would one by one. Ended events at the very front are let go first, as `leave` lets
-   * them go: left there, every later call would read them again. What the runner's quick check of
-   * a holding call uses.
+   * them go (left there, every later call would read them again), and a queue that this empties
+   * is compacted. What the runner's quick check of a holding call uses.
    */
   frontRun(list: readonly LogEvent[]): number {
     if (this.#left.size > 0) return 0
@@ -107,6 +114,11 @@ export class HeldEvents {
     let head = this.#head
     while (head < tail && queue[head]!.isEnded) queue[head++] = undefined
     this.#head = head
+    // Emptied so: compacted (its array cut if a burst grew it), as a settle after the call would.
+    if (head === tail) {
+      if (head > 0) this.#compact()
+      return 0
+    }
     let k = 0
     for (; k < list.length; k++) {
       while (head < tail && queue[head]!.isEnded) head++

@@ -517,8 +517,8 @@ export class TransformRunner {
    * port, nothing made): what was emitted on the default port is held events from the front of
    * the queue, in the order held, then a subsequence of the inputs, every one live; then it does
    * what the general check would (the held ones leave, the inputs left out and live are held) with
-   * no set and nothing made. Returns false, having changed nothing, for any other call (a transform
-   * without `flush` never holds).
+   * no set and nothing made. Returns false for any other call (a transform without `flush` never
+   * holds), having changed nothing held (ended events at the queue's front may have been let go).
    */
   #holdsInOrder(context: CallContext, inputs: readonly LogEvent[]): boolean {
     if (this.transform.flush === undefined) return false
