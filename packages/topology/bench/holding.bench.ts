@@ -28,26 +28,45 @@ const EVENTS = Number(process.env.ACKLINE_BENCH_EVENTS ?? 1_000_000)
 
 const record = (index: number): JsonObject => ({ message: 'event', index })
 
-/** Holds the last `size` events; each call passes on the ones it pushed out, flush the rest. */
-function window(size: number): Transform {
-  const held: LogEvent[] = []
+/**
+ * The last `size` items of what was added; `push` returns the ones it pushed out (in order, or
+ * `undefined` when none), `rest` the ones still held. The window transform and its plain peer
+ * both hold with this, so they do the same work.
+ */
+function sliding<T>(size: number): { push(items: readonly T[]): T[] | undefined; rest(): T[] | undefined } {
+  const held: T[] = []
   let head = 0
-  const out = (context: TransformContext, until: number): void => {
-    if (until > head) context.emitAll(new EventArray(held.slice(head, until)))
+  const out = (until: number): T[] | undefined => {
+    const gone = until > head ? held.slice(head, until) : undefined
     head = until
     if (head > 4096 && head * 2 > held.length) {
       held.splice(0, head)
       head = 0
     }
+    return gone
+  }
+  return {
+    push(items) {
+      for (const item of items) held.push(item)
+      return out(Math.max(head, held.length - size))
+    },
+    rest: () => out(held.length),
+  }
+}
+
+/** Holds the last `size` events; each call passes on the ones it pushed out, flush the rest. */
+function window(size: number): Transform {
+  const held = sliding<LogEvent>(size)
+  const pass = (context: TransformContext, gone: LogEvent[] | undefined): void => {
+    if (gone !== undefined) context.emitAll(new EventArray(gone))
   }
   return {
     kind: 'window',
     process(events, context) {
-      for (const event of events.events) held.push(event)
-      out(context, Math.max(head, held.length - size))
+      pass(context, held.push(events.events))
     },
     flush(context) {
-      out(context, held.length)
+      pass(context, held.rest())
     },
   }
 }
@@ -77,30 +96,18 @@ async function plainWindow(size: number): Promise<number> {
       yield list
     }
   }
-  const held: JsonObject[] = []
-  let head = 0
+  const held = sliding<JsonObject>(size)
   let count = 0
-  const out = (stream: StreamTransform, until: number): void => {
-    if (until > head) stream.push(held.slice(head, until))
-    head = until
-    if (head > 4096 && head * 2 > held.length) {
-      held.splice(0, head)
-      head = 0
-    }
-  }
   await pipeline(
     Readable.from(batches(), { objectMode: true, highWaterMark: 1 }),
     new StreamTransform({
       objectMode: true,
       highWaterMark: 1,
       transform(list: JsonObject[], _encoding, callback) {
-        for (const item of list) held.push(item)
-        out(this, Math.max(head, held.length - size))
-        callback()
+        callback(null, held.push(list))
       },
       flush(callback) {
-        out(this, held.length)
-        callback()
+        callback(null, held.rest())
       },
     }),
     new Writable({

@@ -138,6 +138,7 @@ describe('HeldEvents', () => {
     expect(held.live()).toEqual([first])
     expect(held.slots).toBeLessThanOrEqual(2 * 64)
   })
+
   it('reads ended events at the front once, not at every call that finds nothing to take there', () => {
     // Events merged in place before the oldest live one: a call that takes nothing from the
     // front (it passes its inputs on) must not step over them again and again.
@@ -192,6 +193,7 @@ describe('HeldEvents', () => {
     expect(held.live()).toHaveLength(window.length)
     expect(held.capacity).toBeLessThanOrEqual(8 * window.length)
   })
+
   it('takes the front in order over events ended between the ones taken', () => {
     const held = new HeldEvents()
     const [a, b, c, d] = [1, 2, 3, 4].map((i) => new LogEvent({ i }))

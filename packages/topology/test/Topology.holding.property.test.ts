@@ -2,9 +2,9 @@
 // choices, against a model of what it did: the runner checks each call quickly when it emitted
 // held events from the front in order and then inputs in order (one by one, or the whole array
 // with emitAll), and generally otherwise (events emitted out of order or twice, ended after they
-// were emitted, merged in place). Whichever check
-// ran, the sink must receive exactly what the model says, in order, and every batch must resolve
-// with the status its events (and the events merged into them) met (fast-check prints the seed).
+// were emitted, merged in place). Whichever check ran, the sink must receive exactly what the
+// model says, in order, and every batch must resolve with the status its events (and the events
+// merged into them) met (fast-check prints the seed).
 
 import type { JsonObject, LogEvent } from '@ackline/core'
 import type { Transform, TransformContext } from '@ackline/topology'
