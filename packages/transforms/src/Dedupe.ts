@@ -49,10 +49,11 @@ class Dedupe implements DedupeTransform {
   constructor(options: DedupeOptions) {
     this.#options = options
     this.#seen = new KeyedEvents(
-      Array.isArray(options.fields) ? options.fields : [],
-      options.cacheSize ?? 5000,
+      // Read through `?.`: options that are no object (untyped code) are for `validate()` to report.
+      Array.isArray(options?.fields) ? options.fields : [],
+      options?.cacheSize ?? 5000,
     )
-    this.dropStatus = options.dropStatus ?? DropStatus.default
+    this.dropStatus = options?.dropStatus ?? DropStatus.default
   }
 
   get cachedKeys(): number {

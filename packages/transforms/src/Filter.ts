@@ -52,7 +52,8 @@ export function filter(predicate: Predicate, options: FilterOptions = {}): Filte
     // Event by event: what queued behind an array may come in the same call.
     coalesce: true,
     synchronous: true,
-    dropStatus: options.dropStatus ?? DropStatus.default,
+    // Through `?.`: options that are no object (untyped code) are for `validate()` to report.
+    dropStatus: options?.dropStatus ?? DropStatus.default,
     validate: () => [...FilterArguments.validate({ predicate }), ...FilterOptions.validate(options)],
     // Until the first discard nothing is emitted: if every event is kept, the array goes on whole.
     process: keepIf(predicate),

@@ -101,10 +101,11 @@ class Reduce implements ReduceTransform {
 
   constructor(options: ReduceOptions) {
     this.#options = options
-    this.#groups = new KeyedEvents(options.groupBy ?? [], options.maxGroups ?? 10_000)
-    this.#maxEvents = options.maxEvents ?? 100
-    this.flushIntervalMs = options.windowMs ?? 5000
-    const merge = options.merge ?? {}
+    // Read through `?.`: options that are no object (untyped code) are for `validate()` to report.
+    this.#groups = new KeyedEvents(options?.groupBy ?? [], options?.maxGroups ?? 10_000)
+    this.#maxEvents = options?.maxEvents ?? 100
+    this.flushIntervalMs = options?.windowMs ?? 5000
+    const merge = options?.merge ?? {}
     this.#fields = Object.keys(merge)
     this.#strategies = this.#fields.map((field) => merge[field]!)
   }

@@ -179,7 +179,8 @@ export function remap(fn: RemapFunction, options: RemapOptions = {}): RemapTrans
     // Event by event: what queued behind an array may come in the same call.
     coalesce: true,
     synchronous: true,
-    dropStatus: options.dropStatus ?? DropStatus.default,
+    // Through `?.`: options that are no object (untyped code) are for `validate()` to report.
+    dropStatus: options?.dropStatus ?? DropStatus.default,
     validate: () => [...RemapArguments.validate({ fn }), ...RemapOptions.validate(options)],
     // While every event goes on as it is (edited in place), the array is passed on whole.
     process: perEvent((event) => {

@@ -74,15 +74,19 @@ class Route<Name extends string> implements RouteTransform<Name> {
   readonly #predicates: readonly Predicate[]
   // Reused for every event: which routes matched, so nothing is allocated per event.
   readonly #matched: Uint8Array
+  /** Routes that are `null` or `undefined` (untyped code), kept for `validate()` to report; else `undefined`. */
+  readonly #nothing: { readonly routes: unknown } | undefined
 
   constructor(routes: Routes<Name>) {
-    this.#names = Object.keys(routes) as Name[]
+    this.#nothing = routes === null || routes === undefined ? { routes } : undefined
+    this.#names = Object.keys(routes ?? {}) as Name[]
     this.#predicates = this.#names.map((name) => routes[name]!)
     this.#matched = new Uint8Array(this.#names.length)
     this.outputs = [...this.#names, UNMATCHED]
   }
 
   validate(): readonly ConfigIssue[] {
+    if (this.#nothing !== undefined) return RouteArguments.validate(this.#nothing)
     const routes = Object.fromEntries(this.#names.map((name, i) => [name, this.#predicates[i]]))
     return RouteArguments.validate({ routes })
   }

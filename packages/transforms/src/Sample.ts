@@ -52,9 +52,10 @@ class Sample implements SampleTransform {
 
   constructor(options: SampleOptions) {
     this.#options = options
-    this.#rate = options.rate
-    this.#keyField = options.keyField
-    this.dropStatus = options.dropStatus ?? DropStatus.default
+    // Read through `?.`: options that are no object (untyped code) are for `validate()` to report.
+    this.#rate = options?.rate
+    this.#keyField = options?.keyField
+    this.dropStatus = options?.dropStatus ?? DropStatus.default
   }
 
   validate(): readonly ConfigIssue[] {

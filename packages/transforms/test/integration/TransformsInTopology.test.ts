@@ -228,3 +228,29 @@ describe('transforms in a topology', () => {
     expect(facts.filter((f) => f.type === 'component_error').map((f) => f.code)).toEqual(['PROCESS_FAILED'])
   })
 })
+
+describe('transforms given no options object (untyped code)', () => {
+  it.each([
+    ['reduce', 'null', '(options)', () => reduce(null as never)],
+    ['dedupe', 'undefined', '(options)', () => dedupe(undefined as never)],
+    ['sample', 'null', '(options)', () => sample(null as never)],
+    ['route', 'undefined', 'routes', () => route(undefined as never)],
+    ['remap', 'null', '(options)', () => remap(() => undefined, null as never)],
+    ['filter', 'null', '(options)', () => filter(() => true, null as never)],
+  ])('%s given %s is reported by the builder, naming the component and %s', (_, got, field, make) => {
+    // The factory read its options before anything checked them: a bare TypeError, naming nothing.
+    const build = () =>
+      new TopologyBuilder({ acknowledgements: true })
+        .source('in', generator({ count: 1 }))
+        .transform('pick', ['in'], make())
+        .sink('out', ['pick'], memory())
+        .build()
+    expect(build).toThrow(
+      expect.objectContaining({
+        name: 'TopologyError',
+        problems: [expect.objectContaining({ code: 'INVALID_CONFIG', component: 'pick', field })],
+      }),
+    )
+    expect(build).toThrow(`got ${got}`)
+  })
+})
