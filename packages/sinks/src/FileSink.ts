@@ -115,11 +115,12 @@ class NdjsonFile implements FileSink {
 
   constructor(options: FileSinkOptions) {
     this.#options = options
-    this.path = typeof options.path === 'string' && options.path !== '' ? resolve(options.path) : ''
+    // Read through `?.`: options that are no object (untyped code) are for `validate()` to report.
+    this.path = typeof options?.path === 'string' && options.path !== '' ? resolve(options.path) : ''
     // The user's callback: a throw (or an async one's rejection) must not fail the open or the
     // append that warned, nor end the process unhandled; the warning then goes to emitWarning.
     this.#warn = warningsTo(
-      typeof options.onWarning === 'function' ? options.onWarning : undefined,
+      typeof options?.onWarning === 'function' ? options.onWarning : undefined,
       `file sink ${this.path}`,
       'ACKLINE_FILE_SINK',
     )

@@ -385,6 +385,26 @@ describe('file', () => {
     expect(file({ path: join(dir, 'ok.ndjson') }).validate()).toEqual([])
   })
 
+  it('reports options that are no object (untyped code) at build, naming the sink, instead of throwing a TypeError', () => {
+    // `file()` read `options.path` before anything checked the options: a bare TypeError, naming nothing.
+    for (const options of [undefined, null]) {
+      const build = () =>
+        new TopologyBuilder({ acknowledgements: true })
+          .source('in', { kind: 'test_source', canAcknowledge: true, run: async () => {} } satisfies Source)
+          .sink('out', ['in'], file(options as never))
+          .build()
+      expect(build).toThrow(
+        expect.objectContaining({
+          name: 'TopologyError',
+          problems: [
+            expect.objectContaining({ code: 'INVALID_CONFIG', component: 'out', field: '(options)' }),
+          ],
+        }),
+      )
+      expect(build).toThrow(`must be an object, got ${String(options)}`)
+    }
+  })
+
   it.skipIf(process.platform === 'win32')(
     'refuses a path that is no regular file (a FIFO: lines in its buffer would be reported delivered, then lost or hang the write)',
     async () => {
