@@ -169,7 +169,8 @@ export class Topology {
    * `drainTimeoutMs` is not a number of 0 or more (`NaN`, negative, a string from a config).
    */
   async stop(options: StopOptions = {}): Promise<void> {
-    const drainTimeoutMs: unknown = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS
+    // `null` from untyped code is no options, as `undefined` is (read, it threw a bare TypeError).
+    const drainTimeoutMs: unknown = options?.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS
     // Unchecked, `NaN` or a string would arm a 1 ms timer: a forced stop that errors what was in flight.
     if (typeof drainTimeoutMs !== 'number' || !(drainTimeoutMs >= 0)) {
       throw new ComponentError(

@@ -236,6 +236,21 @@ describe('the drain deadline', () => {
     },
   )
 
+  it('stop(null) (untyped code) stops as stop() does, draining with the default deadline', async () => {
+    // It rejected with a bare TypeError (reading drainTimeoutMs of null), and the topology ran on.
+    const gate = new Gate()
+    const source = testSource([records(1)], { untilStopped: true })
+    const topology = linear(source, testSink({ gate }))
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    const stopped = topology.stop(null as never)
+    gate.open()
+    await stopped
+    expect(await source.statuses()).toEqual(['delivered'])
+    expect(facts.at(-1)).toEqual({ type: 'topology_stopped', forced: false })
+  })
+
   it.each([Number.NaN, -1, '5000'])(
     'rejects stop() naming drainTimeoutMs when it is %s, and keeps running',
     async (drainTimeoutMs) => {
