@@ -86,7 +86,8 @@ export class Checkpoints {
     const out = new Map<string, Checkpoint>()
     for (const [i, entry] of (d.files as unknown[]).entries()) {
       const e = entry as Partial<Checkpoint>
-      const fp = e.fingerprint as Partial<Fingerprint> | undefined | null
+      // `?.`: an entry of `null` (as JSON writes one left undefined) is refused below as corrupt.
+      const fp = e?.fingerprint as Partial<Fingerprint> | undefined | null
       if (
         typeof e !== 'object' ||
         e === null ||

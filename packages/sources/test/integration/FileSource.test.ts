@@ -1262,6 +1262,26 @@ describe('file source', () => {
     expect(context.batches).toEqual([])
   })
 
+  it('refuses a checkpoint whose entry is null as corrupt, naming the file and the repair', async () => {
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    // What JSON.stringify writes for an entry left undefined.
+    writeFileSync(join(cp, 'checkpoints.json'), JSON.stringify({ version: 1, files: [undefined] }))
+    const context = new FakeSourceContext({ id: 'files' })
+    const error = await file({ include: [join(dir, '*.log')], checkpoints: cp, onNotice: () => {} })
+      .run(context)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+    expect(error).toBeInstanceOf(FileSourceError)
+    expect(error).toMatchObject({ code: 'CORRUPT_CHECKPOINT', path: join(cp, 'checkpoints.json') })
+    expect((error as Error).message).toContain(
+      '(entry 0 is not { path, dev, ino, fingerprint, offset, goneAt? }). Repair: move it aside',
+    )
+    expect(context.batches).toEqual([])
+  })
+
   it('refuses a checkpoint whose fingerprint length is not 1 to 256 bytes as corrupt', async () => {
     const cp = join(dir, 'cp')
     mkdirSync(cp)
