@@ -872,14 +872,15 @@ class FileRun {
 
   async #writeCheckpoints(): Promise<void> {
     this.#lastCheckpoint = Date.now()
+    // Taken before the sync: a line dead-lettered while it runs is not covered by it.
+    const all = new Map(this.#stored)
+    for (const [key, tail] of this.#retired) all.set(key, this.#checkpointOf(tail))
+    for (const [key, tail] of this.#tails) all.set(key, this.#checkpointOf(tail))
     // The dead letters of the lines a checkpoint moves past must be on disk first.
     if (this.#deadLettersUnsynced) {
       this.#deadLettersUnsynced = false
       await this.#deadLetter?.sync()
     }
-    const all = new Map(this.#stored)
-    for (const [key, tail] of this.#retired) all.set(key, this.#checkpointOf(tail))
-    for (const [key, tail] of this.#tails) all.set(key, this.#checkpointOf(tail))
     await this.#checkpoints.save(all.values())
   }
 }

@@ -23,8 +23,9 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { DeliveryStatus } from '@ackline/core'
 import { DEAD_LETTER_FILE, FileSourceError, file } from '@ackline/sources'
-import { type Sink, type SourceContext, TopologyBuilder } from '@ackline/topology'
+import { type Sink, type SourceContext, type Topology, TopologyBuilder } from '@ackline/topology'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { DeadLetterFile } from '../../src/internal/DeadLetterFile.js'
 import { FakeSourceContext } from '../support/FakeSourceContext.js'
 
 let dir: string
@@ -189,6 +190,69 @@ describe('file source', () => {
         message: 'bad',
       },
     ])
+  })
+
+  it('never checkpoints past a rejected line whose dead letter was appended while the dead-letter file was being synced', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a', 'b'))
+    // Each sync of the dead-letter file does its fsync, then answers only when the test lets it
+    // (a slow thread pool): a dead letter appended meanwhile is not covered by that fsync.
+    const syncs: (() => void)[] = []
+    let holding = true
+    const sync = DeadLetterFile.prototype.sync
+    const spy = vi.spyOn(DeadLetterFile.prototype, 'sync').mockImplementation(async function (
+      this: DeadLetterFile,
+    ) {
+      await sync.call(this)
+      if (holding) await new Promise<void>((resolve) => syncs.push(resolve))
+    })
+    // 'a' is rejected at once (its dead letter makes the next checkpoint sync the file); 'b' errors,
+    // and its re-send waits at the sink until the test says.
+    const received: string[] = []
+    let releaseB: (status: DeliveryStatus) => void = () => {}
+    const sink: Sink = {
+      kind: 'held',
+      async write(events) {
+        const out: DeliveryStatus[] = []
+        for (const event of events.events) {
+          const message = event.get('message') as string
+          received.push(message)
+          out.push(
+            message === 'a'
+              ? 'rejected'
+              : received.filter((m) => m === 'b').length === 1
+                ? 'errored'
+                : await new Promise<DeliveryStatus>((resolve) => (releaseB = resolve)),
+          )
+        }
+        return out
+      },
+    }
+    const deadLetters = () => {
+      const path = join(dir, 'cp', DEAD_LETTER_FILE)
+      return existsSync(path) ? readFileSync(path, 'utf8') : ''
+    }
+    let topology: Topology | undefined
+    try {
+      ;({ topology } = await start(
+        { include: [log], checkpoints: join(dir, 'cp'), maxBatchLines: 1, retry: { initialBackoffMs: 5 } },
+        sink,
+      ))
+      // A checkpoint is syncing the dead letter of 'a', while 'b' waits at the sink.
+      await vi.waitUntil(() => syncs.length === 1 && received.filter((m) => m === 'b').length === 2)
+      releaseB('rejected')
+      await vi.waitUntil(() => deadLetters().includes('"message":"b"'))
+      syncs[0]!()
+      // The next checkpoint syncs again: the one before it was written.
+      await vi.waitUntil(() => syncs.length === 2)
+      // Only the dead letter of 'a' is known to be on disk: a crash now must read 'b' again.
+      expect(checkpoint(log)).toBe(2)
+    } finally {
+      holding = false
+      for (const release of syncs) release()
+      await topology?.stop()
+      spy.mockRestore()
+    }
   })
 
   it('never puts more than maxBatchLines records in one batch, however many lines a read brings', async () => {
