@@ -151,6 +151,9 @@ class FileSourceImpl implements FileSource {
 
   validate(): readonly ConfigIssue[] {
     const o = this.#o
+    // From untyped code: no field of it could be read (the builder would report a TypeError).
+    if (typeof o !== 'object' || o === null || Array.isArray(o))
+      return [ConfigIssue.of('(options)', 'an object', o)]
     const issues: ConfigIssue[] = []
     if (!Array.isArray(o.include) || o.include.length === 0 || o.include.some((p) => typeof p !== 'string')) {
       issues.push({ field: 'include', message: 'must be a non-empty array of path patterns' })

@@ -1466,6 +1466,26 @@ describe('file source', () => {
     ).toEqual([])
   })
 
+  it.each([
+    ['undefined', undefined, 'undefined'],
+    ['null', null, 'null'],
+    ['a number', 5, '5'],
+  ])(
+    'reports options that are %s as no object, and the builder names the source and (options)',
+    (_, options, got) => {
+      const source = file(options as never)
+      expect(source.validate()).toEqual([
+        { field: '(options)', expected: 'an object', got, message: `must be an object, got ${got}` },
+      ])
+      const build = () =>
+        new TopologyBuilder({ acknowledgements: true })
+          .source('files', source)
+          .sink('out', ['files'], collect())
+          .build()
+      expect(build).toThrow(`files ((options)): file: must be an object, got ${got}`)
+    },
+  )
+
   it('reports bad options, each naming its field', () => {
     const issues = file({
       include: ['/a/*/b.log'],
