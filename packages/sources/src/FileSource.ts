@@ -221,6 +221,9 @@ class FileSourceImpl implements FileSource {
       }
     }
     issues.push(...retryIssues(o.retry))
+    // Else every notice would go to process.emitWarning, each saying that onNotice failed on it.
+    if (o.onNotice !== undefined && typeof o.onNotice !== 'function')
+      issues.push(ConfigIssue.of('onNotice', 'a function', o.onNotice))
     return issues
   }
 

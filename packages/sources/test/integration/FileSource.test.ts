@@ -1495,4 +1495,20 @@ describe('file source', () => {
     }).validate()
     expect(issues.map((i) => i.field)).toEqual(['include', 'checkpoints', 'startAt', 'maxLineBytes'])
   })
+
+  it('reports an onNotice that is no function, which would send every notice elsewhere', () => {
+    const issues = file({
+      include: [join(dir, '*.log')],
+      checkpoints: dir,
+      onNotice: 'console' as never,
+    }).validate()
+    expect(issues).toEqual([
+      {
+        field: 'onNotice',
+        expected: 'a function',
+        got: '"console"',
+        message: 'must be a function, got "console"',
+      },
+    ])
+  })
 })
