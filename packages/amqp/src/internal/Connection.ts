@@ -110,6 +110,21 @@ function withHeartbeat(url: string, seconds: number): string {
   }
 }
 
+/**
+ * Closes a connection and resolves once it is closed, by the broker's answer or otherwise: amqplib
+ * settles the promise of `close()` only on the broker's Close-Ok, so a link that dies after the
+ * Close was sent (a cut, a heartbeat timeout) left it pending for ever, and a stop with it.
+ */
+function closeModel(model: ChannelModel): Promise<void> {
+  return new Promise<void>((resolve) => {
+    model.once('close', () => resolve())
+    model.close().then(
+      () => resolve(),
+      () => resolve(),
+    )
+  })
+}
+
 class LiveGeneration<C extends Channel> implements Generation<C> {
   live = false
   /** Whether its `setup` still runs: a loss meanwhile is the attempt's failure, not a loss to report. */
@@ -183,7 +198,7 @@ export class Connection<C extends Channel = Channel> {
         return
       case 'open':
         state.generation.live = false
-        await state.generation.model.close().catch(() => undefined)
+        await closeModel(state.generation.model)
         return
     }
   }
@@ -235,7 +250,7 @@ export class Connection<C extends Channel = Channel> {
     } catch (error) {
       if (generation !== undefined) generation.live = false
       if (this.#state.tag === 'open') this.#state = { tag: 'idle' }
-      await model.close().catch(() => undefined)
+      await closeModel(model)
       throw error
     }
   }

@@ -1,6 +1,6 @@
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { AmqpError, amqpSink, amqpSource } from '@ackline/amqp'
-import { type BatchStatus, EventArray, LogEvent } from '@ackline/core'
+import { type BatchStatus, EventArray, LogEvent, RecordOutcomes } from '@ackline/core'
 import { memory } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
 import type { TcpProxy } from '@ackline/testkit'
@@ -258,6 +258,53 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     }
   })
 
+  it('sink and source: a stop whose connection dies before the broker answered its close still ends', async () => {
+    // The client sends Connection.Close and waits for Close-Ok; a link that dies in between (the
+    // proxy drops it on seeing the Close) closes the connection without that answer, and amqplib
+    // never settles the promise of its close: stop and run used to wait for it for ever.
+    const { queue } = await admin.queueWithDeadLetters()
+    let closes = 0
+    const { proxy: own, url } = await brokerProxy((direction, chunk) => {
+      if (direction === 'up' && isConnectionClose(chunk)) {
+        closes++
+        throw new Error('the link dies with the close')
+      }
+    })
+    const sink = amqpSink({ url, routingKey: queue, onWarning: () => {} })
+    const stop = new AbortController()
+    let opened!: () => void
+    const first = new Promise<void>((resolve) => (opened = resolve))
+    const source = amqpSource({ url, queue, onWarning: () => {} })
+    try {
+      await sink.start()
+      expect(await sink.write(EventArray.of(new LogEvent({ n: 1 })))).toBeUndefined()
+      await sink.stop()
+      expect(closes).toBe(1)
+      const run = source.run({
+        id: 'in',
+        acknowledgements: true,
+        signal: stop.signal,
+        send: (records) => {
+          opened()
+          return Promise.resolve({
+            batchId: undefined,
+            status: Promise.resolve('delivered'),
+            failure: undefined,
+            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
+          })
+        },
+        sendEvents: () => Promise.resolve(),
+      })
+      await first
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+      stop.abort()
+      await expect(run).resolves.toBeUndefined()
+      expect(closes).toBe(2)
+    } finally {
+      await own.close().catch(() => undefined)
+    }
+  })
+
   it('source: a stop while the first connect gets no answer (a server that accepts and never speaks) ends the run at once', async () => {
     const silent = await silentServer()
     try {
@@ -351,6 +398,15 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     }
   })
 })
+
+/** Whether a chunk the client sent holds an AMQP Connection.Close frame (method frame, channel 0, class 10, method 50). */
+function isConnectionClose(chunk: Buffer): boolean {
+  for (let i = 0; i + 11 <= chunk.length; i++) {
+    if (chunk[i] === 1 && chunk.readUInt16BE(i + 1) === 0 && chunk.readUInt32BE(i + 7) === 0x000a0032)
+      return true
+  }
+  return false
+}
 
 /** A TCP server that accepts connections and never says a word (a proxy with no backend). */
 async function silentServer(): Promise<{ address: string; accepted: Promise<void>; close(): Promise<void> }> {
