@@ -18,7 +18,8 @@
  *   published: one `JSON.stringify` cannot encode, one whose message (payload and headers) is over
  *   the server's `max_payload`, one whose message id is not a valid header value (a CR or LF), one
  *   whose `msgId` threw or returned neither a string nor `undefined`. Its batch-mates are
- *   published and settled by their own PubAcks.
+ *   published and settled by their own PubAcks. So does one the stream refuses in its PubAck as
+ *   over its own `max_msg_size` (after publishing: the client cannot know that limit).
  * - At most `maxInFlight` publishes await their PubAck at once, across every pending write.
  * - The runtime may have {@link JETSTREAM_SINK_CONCURRENCY} writes pending at once (the sink's
  *   `concurrency`; a declaration's `concurrency` option overrides it), so the PubAck window does
@@ -227,6 +228,15 @@ class JetStreamPublisher implements JetStreamSink {
             },
             (error: unknown) => {
               this.#count.failed++
+              if (error instanceof JetStreamApiError && error.code === STREAM_MESSAGE_TOO_LARGE) {
+                // The stream refuses it on every attempt: a retry would only make it a poison message.
+                results[i] = new RejectError(
+                  'jetstream',
+                  `the stream capturing '${o.subject}' refused the event's message of ${payload.length} bytes: ${messageOf(error)}`,
+                  { cause: error },
+                )
+                return
+              }
               retryable = true
               results[i] = new RetryableError(
                 'jetstream',
@@ -329,6 +339,9 @@ class Window {
 }
 
 const utf8 = new TextEncoder()
+
+/** The PubAck error of a message over the stream's own `max_msg_size` (JSStreamMessageExceedsMaximumErr). */
+const STREAM_MESSAGE_TOO_LARGE = 10054
 
 /** The headers of a message with id `id` (`Nats-Msg-Id`), or why it cannot carry that id. */
 function headersOf(id: string | undefined): MsgHdrsImpl | RejectError {

@@ -149,6 +149,38 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     )
   })
 
+  it("an event over the stream's own max_msg_size is rejected alone; its batch-mates are delivered, not retried", async () => {
+    // The stream refuses it in its PubAck (10054, 'message size exceeds maximum allowed') on every
+    // attempt: retried, it was a poison message, and with ids on every event its whole write
+    // threw, so the batch-mates the stream had stored were reported errored on each retry.
+    const stream = await admin.stream('STREAMMAX', { maxMsgSize: 256 })
+    const sink = jetstreamSink({
+      servers: NATS_URL,
+      subject: `${stream}.out`,
+      msgId: (event) => `id-${event.get('n') as number}`,
+    })
+    await sink.start()
+    const result = await sink.write(
+      EventArray.of(
+        new LogEvent({ n: 1 }),
+        new LogEvent({ n: 2, pad: 'x'.repeat(300) }),
+        new LogEvent({ n: 3 }),
+      ),
+    )
+    await sink.stop()
+    expect(result?.map((entry) => (entry instanceof Error ? entry.name : entry))).toEqual([
+      'delivered',
+      'RejectError',
+      'delivered',
+    ])
+    expect(result?.[1]).toMatchObject({ code: 'REJECTED', component: 'jetstream' })
+    expect(result?.[1]).toHaveProperty(
+      'message',
+      expect.stringMatching(/message size exceeds maximum allowed/),
+    )
+    expect((await admin.contents(stream)).map((m) => m.msgId)).toEqual(['id-1', 'id-3'])
+  })
+
   it('an event whose msgId throws or returns a non-string (untyped JS) is rejected alone, naming the field; its batch-mates are delivered', async () => {
     const stream = await admin.stream('MSGID')
     const sink = jetstreamSink({

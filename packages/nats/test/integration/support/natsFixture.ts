@@ -63,7 +63,7 @@ export class NatsAdmin {
   /** A new stream capturing `<name>.>`, deleted by `close()`. */
   async stream(
     prefix: string,
-    options: { duplicateWindowMs?: number; workQueue?: boolean } = {},
+    options: { duplicateWindowMs?: number; workQueue?: boolean; maxMsgSize?: number } = {},
   ): Promise<string> {
     const name = uniqueName(prefix)
     await this.jsm.streams.add({
@@ -73,6 +73,7 @@ export class NatsAdmin {
         ? { duplicate_window: options.duplicateWindowMs * 1e6 }
         : {}),
       ...(options.workQueue === true ? { retention: RetentionPolicy.Workqueue } : {}),
+      ...(options.maxMsgSize !== undefined ? { max_msg_size: options.maxMsgSize } : {}),
     })
     this.streams.push(name)
     return name
