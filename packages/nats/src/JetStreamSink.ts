@@ -55,12 +55,13 @@ import { z } from 'zod'
 import { Connection, serversOf } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
 import { jetstreamUnavailable } from './internal/jetstreamUnavailable.js'
+import { publishSubject } from './internal/publishSubject.js'
 import { tooLarge } from './internal/tooLarge.js'
 
 /** Options of {@link jetstreamSink}: its schema (`validate`, `jsonSchema`, …). */
 export const JetStreamSinkOptions = defineOptions({
   ...connectionShape,
-  subject: z.string().min(1).describe('The subject to publish to; a stream must capture it.'),
+  subject: publishSubject().describe('The subject to publish to; a stream must capture it.'),
   timeoutMs: z
     .int()
     .min(1)

@@ -24,12 +24,13 @@ import {
 import { z } from 'zod'
 import { Connection } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
+import { publishSubject } from './internal/publishSubject.js'
 import { tooLarge } from './internal/tooLarge.js'
 
 /** Options of {@link natsSink}: its schema (`validate`, `jsonSchema`, …). */
 export const NatsSinkOptions = defineOptions({
   ...connectionShape,
-  subject: z.string().min(1).describe('The subject to publish to.'),
+  subject: publishSubject().describe('The subject to publish to.'),
   acknowledgements: z
     .literal(false)
     .optional()

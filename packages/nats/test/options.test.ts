@@ -74,6 +74,14 @@ describe('options', () => {
     expect(jetstreamSink({ servers: 'x', subject: 'a.b' }).validate()).toEqual([])
   })
 
+  it.each(['has space', 'tab\there', 'line\nbreak'])(
+    'a subject the client refuses on every publish (%j) is reported at build, by its field',
+    (subject) => {
+      expect(natsSink({ servers: 'x', subject }).validate()).toMatchObject([{ field: 'subject' }])
+      expect(jetstreamSink({ servers: 'x', subject }).validate()).toMatchObject([{ field: 'subject' }])
+    },
+  )
+
   it('the core NATS sink says it cannot acknowledge, and takes acknowledgements only as false', () => {
     expect(natsSink({ servers: 'x', subject: 'a' }).canAcknowledge).toBe(false)
     expect(natsSink({ servers: 'x', subject: 'a' }).validate()).toEqual([])
