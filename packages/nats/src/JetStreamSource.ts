@@ -251,6 +251,11 @@ interface InFlight {
 }
 
 const nothing = (): void => {}
+/**
+ * The longest reason, in bytes of UTF-8, a `term` sends the server (the warning keeps it whole): a
+ * term over the server's `max_payload` is refused by the client, a throw while a batch is settled.
+ */
+const TERM_REASON_MAX_BYTES = 1024
 /** Throws on bytes that are not UTF-8, where `msg.string()` would put U+FFFD in silently. */
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -639,10 +644,12 @@ class JetStreamPullSource implements JetStreamSource {
 
   /**
    * Terminates a message and says why in a warning; the reason goes to the server too (into its
-   * MSG_TERMINATED advisory) where it can read it: a 2.9 server would take `+TERM <reason>` for an ack.
+   * MSG_TERMINATED advisory) where it can read it, cut to {@link TERM_REASON_MAX_BYTES}: a 2.9
+   * server would take `+TERM <reason>` for an ack.
    */
   #term(msg: JsMsg, reason: string): void {
-    if (this.#termReasons) msg.term(reason)
+    // Cut: the client refuses a term over the server's max_payload, and a sink's reason may be long.
+    if (this.#termReasons) msg.term(capped(reason))
     else msg.term()
     this.#warn(
       `${this.#component}: terminated message ${msg.info.streamSequence} of stream '${msg.info.stream}': ${reason}`,
@@ -724,6 +731,16 @@ class JetStreamPullSource implements JetStreamSource {
     this.#warnTo ??= warningsTo(this.#options.onWarning, this.#component, 'ACKLINE_NATS')
     this.#warnTo(message)
   }
+}
+
+/** `reason` cut to {@link TERM_REASON_MAX_BYTES} bytes of UTF-8 (ending in '…'), never mid-character. */
+function capped(reason: string): string {
+  if (Buffer.byteLength(reason, 'utf8') <= TERM_REASON_MAX_BYTES) return reason
+  const bytes = Buffer.from(reason, 'utf8')
+  // '…' is 3 bytes; step back over continuation bytes (10xxxxxx) to a character's first byte.
+  let end = TERM_REASON_MAX_BYTES - 3
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--
+  return `${bytes.subarray(0, end).toString('utf8')}…`
 }
 
 /**

@@ -1,12 +1,20 @@
 import { spawn } from 'node:child_process'
-import { createServer } from 'node:net'
+import { createConnection, createServer, type Socket } from 'node:net'
 import type { DeliveryStatus, EventArray, LogEvent } from '@ackline/core'
 import { jetstream } from '@ackline/nats'
 import { memory } from '@ackline/sinks'
-import { type EdgeBufferFactory, type Sink, TopologyBuilder } from '@ackline/topology'
+import { type EdgeBufferFactory, RejectError, type Sink, TopologyBuilder } from '@ackline/topology'
 import { jetstream as jetstreamClient } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { NATS_URL, NatsAdmin, reachableAt, skipWithoutNats, until } from './support/natsFixture.js'
+import {
+  NATS_HOST,
+  NATS_PORT,
+  NATS_URL,
+  NatsAdmin,
+  reachableAt,
+  skipWithoutNats,
+  until,
+} from './support/natsFixture.js'
 
 /**
  * Runs `source` into a memory sink until `settled()` holds (waited for as `label`), then stops;
@@ -460,6 +468,59 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     }
   })
 
+  it("a rejection reason longer than the server's max_payload is cut in the term; the batch-mates are still settled", async () => {
+    // A server from 2.10.4 reads `+TERM <reason>`, and the client refuses any message over the
+    // max_payload of its INFO: a sink's long reason used to make the term throw while the batch was
+    // settled, an unhandled rejection that left the rest of the batch unsettled.
+    const stream = await admin.stream('LONGREASON')
+    const consumer = 'ackline'
+    await admin.publish(`${stream}.in`, ['{"n":0}', '{"n":1}'])
+    const proxy = await infoRewritingProxy({ version: '2.10.4', max_payload: 4096 })
+    const terms: string[] = []
+    const acks = admin.nc.subscribe(`$JS.ACK.${stream}.${consumer}.>`, {
+      callback: (_err, msg) => {
+        if (msg.string().startsWith('+TERM')) terms.push(msg.string())
+      },
+    })
+    const warnings: string[] = []
+    const reason = 'the reason is long: '.padEnd(8000, 'x')
+    const sink: Sink = {
+      kind: 'long-reason',
+      async write(events: EventArray) {
+        return events.events.map((event: LogEvent) =>
+          event.get('n') === 0 ? new RejectError('out', reason) : ('delivered' as const),
+        )
+      },
+    }
+    const source = jetstream({
+      servers: proxy.address,
+      stream,
+      consumer,
+      batchSize: 16,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink, { retry: { attempts: 1 } })
+      .build()
+    try {
+      await topology.start()
+      await until('one message acked and one terminated', () => {
+        const c = source.counters
+        return c.acked === 1 && c.terminated === 1
+      })
+      await until('the term seen on the ack subject', () => terms.length === 1, 5000)
+    } finally {
+      await topology.stop()
+      acks.unsubscribe()
+      await proxy.close()
+    }
+    expect(Buffer.byteLength(terms[0]!)).toBeLessThanOrEqual('+TERM '.length + 1024)
+    expect(terms[0]).toMatch(/^\+TERM rejected: out REJECTED: .*the reason is long: x+…$/)
+    // The warning keeps the whole reason.
+    expect(warnings.some((w) => w.includes(reason))).toBe(true)
+  })
+
   it('gives up on a message that errors on every delivery at maxDeliveries: terminated, said so, not pending', async () => {
     const stream = await admin.stream('GIVEUP')
     await admin.publish(`${stream}.in`, ['{"n":0}'])
@@ -631,4 +692,50 @@ function freePort(): Promise<number> {
       server.close(() => resolve(port))
     })
   })
+}
+
+/**
+ * A proxy to the NATS server that rewrites the server's first INFO line with `info` (a newer
+ * version, a smaller max_payload), as another server would send it.
+ */
+async function infoRewritingProxy(
+  info: Record<string, unknown>,
+): Promise<{ readonly address: string; close(): Promise<void> }> {
+  const sockets = new Set<Socket>()
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: NATS_HOST, port: NATS_PORT })
+    for (const socket of [client, upstream]) {
+      sockets.add(socket)
+      socket
+        .on('error', () => undefined)
+        .on('close', () => {
+          sockets.delete(socket)
+          client.destroy()
+          upstream.destroy()
+        })
+    }
+    client.pipe(upstream)
+    let head = Buffer.alloc(0)
+    const first = (chunk: Buffer): void => {
+      head = Buffer.concat([head, chunk])
+      const end = head.indexOf('\r\n')
+      if (end < 0) return
+      upstream.off('data', first)
+      const line = head.subarray(0, end).toString()
+      const rewritten = JSON.stringify({ ...JSON.parse(line.slice('INFO '.length)), ...info })
+      client.write(`INFO ${rewritten}`)
+      client.write(head.subarray(end))
+      upstream.pipe(client)
+    }
+    upstream.on('data', first)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  return {
+    address: `127.0.0.1:${port}`,
+    close() {
+      for (const socket of sockets) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
 }
