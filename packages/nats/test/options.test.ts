@@ -47,6 +47,25 @@ describe('options', () => {
     expect(sink.map((i) => i.field)).toEqual(['timeoutMs'])
   })
 
+  it.each(['connectTimeoutMs', 'reconnectTimeWaitMs'])(
+    'a %s longer than a timer holds is reported by every component, not taken as 1 ms',
+    (field) => {
+      const long = { [field]: 2 ** 31 }
+      const source = JetStreamSourceOptions.validate({ servers: 'x', stream: 's', consumer: 'c', ...long })
+      expect(source.map((i) => i.field)).toEqual([field])
+      expect(
+        jetstreamSink({ servers: 'x', subject: 'y', ...long })
+          .validate()
+          .map((i) => i.field),
+      ).toEqual([field])
+      expect(
+        natsSink({ servers: 'x', subject: 'y', ...long })
+          .validate()
+          .map((i) => i.field),
+      ).toEqual([field])
+    },
+  )
+
   it('the source fills in defaults', () => {
     const o = JetStreamSourceOptions.resolve({ servers: 'x', stream: 's', consumer: 'c' })
     expect(o).toMatchObject({

@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { MAX_TIMER_MS } from '@ackline/topology'
 import { z } from 'zod'
 
 const servers = z
@@ -16,10 +17,18 @@ export const connectionShape = {
   pass: z.string().optional().describe('Password, for user/password authentication.'),
   token: z.string().optional().describe('Token, for token authentication.'),
   name: z.string().optional().describe("The connection's name as the server shows it."),
-  connectTimeoutMs: z.int().min(1).default(5000).describe('How long the first connect may take, in ms.'),
+  // Never longer than a timer waits: a longer one fires after 1 ms (the first connect then fails at
+  // once as a timeout, and the wait between reconnects, or after a failed pull, becomes a 1 ms loop).
+  connectTimeoutMs: z
+    .int()
+    .min(1)
+    .max(MAX_TIMER_MS)
+    .default(5000)
+    .describe('How long the first connect may take, in ms.'),
   reconnectTimeWaitMs: z
     .int()
     .min(0)
+    .max(MAX_TIMER_MS)
     .default(1000)
     .describe('The wait between two reconnect attempts to one server, in ms (the client adds jitter).'),
 } as const
