@@ -334,6 +334,9 @@ class AmqpPublisher implements AmqpSink {
       if (this.#counters.inFlight >= o.maxInFlight) await this.#room(o.maxInFlight)
       if (!generation.live) {
         results[i] = new RetryableError(COMPONENT, 'the connection to the broker was lost before publishing')
+        // A confirm wakes one waiter: one that publishes nothing hands the room on, or the next
+        // would wait for a confirm no message in flight will bring.
+        this.#wakeOne()
         continue
       }
       const messageId = this.#messageId(event, o)
@@ -389,6 +392,7 @@ class AmqpPublisher implements AmqpSink {
         results[i] = unpublished(error, messageId)
         if (results[i] instanceof RejectError) this.#counters.unencodable++
         else this.#counters.nacked++
+        this.#wakeOne()
         continue
       }
       // Counted once sent: the broker's return and confirm can only come after this turn.

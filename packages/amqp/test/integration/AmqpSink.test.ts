@@ -231,6 +231,31 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     }
   })
 
+  it('a write that waited for room in the window and published nothing hands the room on: a write waiting behind it is not left waiting', async () => {
+    // With maxInFlight 1, writes 2 and 3 wait for the confirm of write 1. The confirm wakes one
+    // waiter; write 2 then publishes nothing (its routing key cannot be encoded), and write 3 used to
+    // wait for a confirm that no message in flight would ever bring.
+    const queue = uniqueName('room')
+    admin.queues.push(queue)
+    await admin.channel.assertQueue(queue, { durable: false })
+    const sink = amqpSink({ url: BROKER_URL, routingKey: queue, routingKeyField: 'rk', maxInFlight: 1 })
+    await sink.start()
+    try {
+      const writes = [
+        sink.write(EventArray.of(new LogEvent({ n: 1 }))),
+        sink.write(EventArray.of(new LogEvent({ n: 2, rk: 'k'.repeat(300) }))),
+        sink.write(EventArray.of(new LogEvent({ n: 3 }))),
+      ]
+      const [first, second, third] = await Promise.all(writes)
+      expect(first).toBeUndefined()
+      expect((second as unknown[])[0]).toBeInstanceOf(RejectError)
+      expect(third).toBeUndefined()
+      expect(sink.counters).toMatchObject({ published: 2, confirmed: 2, unencodable: 1, inFlight: 0 })
+    } finally {
+      await sink.stop()
+    }
+  })
+
   it('rejects an event larger than maxMessageBytes without publishing it, and delivers the others of the same write', async () => {
     const queue = uniqueName('big')
     admin.queues.push(queue)
