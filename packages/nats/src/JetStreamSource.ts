@@ -109,7 +109,7 @@ export const JetStreamSourceOptions = defineOptions({
     .min(0)
     .default(0)
     .describe(
-      "An errored message is `term`ed (not `nak`ed) from this delivery on; 0 follows the consumer's MaxDeliver, or none.",
+      "An errored message is `term`ed (not `nak`ed) from this delivery on; 0 follows the consumer's MaxDeliver, or none. Never past the consumer's MaxDeliver, after which the server redelivers nothing.",
     ),
   batchSize: z
     .int()
@@ -329,7 +329,13 @@ class JetStreamPullSource implements JetStreamSource {
     this.#termReasons = connection.serverAtLeast(2, 10, 4)
     this.#resolveReady()
     const ackWaitMs = Math.max(1, Math.floor((info.config.ack_wait ?? 30e9) / 1e6))
-    const maxDeliveries = o.maxDeliveries > 0 ? o.maxDeliveries : Math.max(0, info.config.max_deliver ?? -1)
+    // The lower of the two bounds: the server redelivers nothing past its MaxDeliver, so a nak on that
+    // delivery would leave the message neither acked nor pending, without a word.
+    const serverMaxDeliver = Math.max(0, info.config.max_deliver ?? -1)
+    const maxDeliveries =
+      o.maxDeliveries > 0 && (serverMaxDeliver === 0 || o.maxDeliveries < serverMaxDeliver)
+        ? o.maxDeliveries
+        : serverMaxDeliver
     const serverLimit = info.config.max_ack_pending ?? -1
     const limit = Math.min(o.maxInFlight, serverLimit > 0 ? serverLimit : o.maxInFlight)
     const heartbeat = setInterval(() => this.#touchSlow(ackWaitMs), Math.max(50, Math.floor(ackWaitMs / 4)))

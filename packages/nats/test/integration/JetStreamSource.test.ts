@@ -548,6 +548,37 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0])
   })
 
+  it("gives up at the consumer's MaxDeliver when maxDeliveries is higher: terminated, said so, never left unsettled", async () => {
+    // The server stops redelivering at MaxDeliver: a nak on that delivery (the source waiting for
+    // its own higher bound) left the message neither acked nor pending, without a word.
+    const stream = await admin.stream('MAXDELIVER')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const warnings: string[] = []
+    const { sink, seen } = scriptedSink(() => 'errored')
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'c',
+      maxDeliver: 2,
+      maxDeliveries: 5,
+      nakInitialMs: 20,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink, { retry: { attempts: 1 } })
+      .build()
+    await topology.start()
+    try {
+      await until('terminated', () => source.counters.terminated === 1)
+    } finally {
+      await topology.stop()
+    }
+    expect(seen.map((s) => s.deliveryCount)).toEqual([1, 2])
+    expect(source.counters).toMatchObject({ received: 2, nacked: 1, terminated: 1, acked: 0 })
+    expect(warnings.join('\n')).toMatch(/errored on each of 2 deliveries \(bound 2\)/)
+  })
+
   it('a batch the pipeline does not accept is given back with the back-off, never in a hot loop, and terminated at maxDeliveries', async () => {
     const stream = await admin.stream('REFUSED')
     await admin.publish(`${stream}.in`, ['{"n":0}'])
