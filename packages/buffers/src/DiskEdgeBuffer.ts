@@ -60,8 +60,9 @@ export interface DiskEdgeBufferMetrics extends DiskBufferMetrics {
   /** Events settled `rejected` because their record could not fit a segment. */
   readonly rejectedTooLarge: number
   /**
-   * Events settled `rejected` because their fields cannot be written as JSON (nested too deep, a
-   * BigInt, a cycle); the reason they carry is a `BatchFailure` of code `UNENCODABLE`.
+   * Events settled `rejected` because their fields cannot be written as a JSON object (nested too
+   * deep, a BigInt, a cycle, a `toJSON` that gives something else); the reason they carry is a
+   * `BatchFailure` of code `UNENCODABLE`.
    */
   readonly rejectedUnencodable: number
   /** Events settled `errored` because their write failed. */

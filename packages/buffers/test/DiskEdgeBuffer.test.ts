@@ -380,6 +380,41 @@ describe('openDiskBuffer', () => {
     await buffer.dispose()
   })
 
+  it('on write: rejects an event whose fields JSON writes as something else than an object (a toJSON, untyped fields), never settling it delivered', async () => {
+    const logs: string[] = []
+    const buffer = await open(tempDir(), { acknowledgements: 'on-write', log: (m) => logs.push(m) })
+    // Read back, such a record is no event: it used to be settled delivered on write, then
+    // dead-lettered by the pull, so the sink never saw what its source was told was delivered.
+    const fields = [
+      { n: 0 },
+      { toJSON: () => 'a string' },
+      { toJSON: () => undefined },
+      [1, 2],
+      null,
+      { n: 5 },
+    ] as unknown as JsonObject[]
+    const sent = fields.map((f) => {
+      const event = new LogEvent(f)
+      const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+      notifier.attach(event)
+      notifier.release()
+      return { event, receiver }
+    })
+    await buffer.push(EventArray.of(...sent.map((s) => s.event)))
+    const refused = sent.slice(1, 5).map((s) => s.receiver)
+    expect(await Promise.all(refused)).toEqual(['rejected', 'rejected', 'rejected', 'rejected'])
+    for (const receiver of refused) {
+      expect(receiver.reason).toMatchObject({ componentId: 'out', code: 'UNENCODABLE' })
+    }
+    expect(buffer.metrics().rejectedUnencodable).toBe(4)
+    expect([await sent[0]!.receiver, await sent[5]!.receiver]).toEqual(['delivered', 'delivered'])
+    const out = (await buffer.pull())!
+    expect(ns(out)).toEqual([0, 5])
+    out.end('delivered')
+    expect(logs.filter((m) => m.includes('not an event'))).toEqual([])
+    await buffer.dispose()
+  })
+
   it('stores fields as JSON writes them: a number that is not finite comes back null, an undefined member absent (documented, RFC 0003)', async () => {
     const buffer = await open(tempDir())
     // Untyped code (or arithmetic: 0 / 0) can put these in fields; the in-memory buffer keeps them.

@@ -28,6 +28,8 @@ export const EventRecord = {
    * The record's text: the same as `JSON.stringify([fields, sourceId ?? null, ingestTimestamp])`,
    * built from its parts, with the texts of the last source id and timestamp kept (a batch's
    * events share them). The disk buffer writes it as UTF-8 straight into the record's frame.
+   * Throws a `TypeError` when JSON writes the fields as anything but an object, and whatever
+   * `JSON.stringify` throws (a BigInt, a cycle, nesting too deep).
    */
   encode(event: LogEvent): string {
     const { sourceId, ingestTimestamp } = event.metadata
@@ -39,7 +41,14 @@ export const EventRecord = {
       last.timestamp = ingestTimestamp
       last.timestampText = JSON.stringify(ingestTimestamp)
     }
-    return `[${JSON.stringify(event.fields)},${last.sourceText},${last.timestampText}]`
+    const fields = JSON.stringify(event.fields) as string | undefined
+    // A `toJSON`, or fields that are not an object (untyped code), make text that does not read
+    // back as an event: refused here (the edge settles it rejected), not dead-lettered once read.
+    if (fields === undefined || fields.charCodeAt(0) !== 0x7b) {
+      const text = fields === undefined ? 'nothing' : fields.length > 24 ? `${fields.slice(0, 24)}…` : fields
+      throw new TypeError(`the fields are written as ${text}, not as a JSON object`)
+    }
+    return `[${fields},${last.sourceText},${last.timestampText}]`
   },
 
   /** The stored data, or `undefined` when the bytes are not an event record. */
