@@ -198,7 +198,8 @@ export class DiskBuffer {
    * Throws a {@link DiskBufferError} `LOCKED` when a live process holds the directory.
    */
   static async open(options: DiskBufferOptions): Promise<DiskBuffer> {
-    const s = settle(options.path, options)
+    // Untyped code may pass no options at all: `settle` names that, not a TypeError.
+    const s = settle(options?.path, options)
     const { fs, path } = s
     try {
       await fs.mkdir(path)

@@ -279,6 +279,15 @@ describe('DiskBuffer known errors', () => {
     expect(error.message).toBe(`disk buffer ${PATH}: maxBytes must be a positive integer, got -5`)
   })
 
+  it('names the options as the fault when untyped code passes none (undefined, null), as openDiskBuffer does', async () => {
+    // They were read for their path before they were checked: a TypeError naming nothing.
+    for (const options of [undefined, null]) {
+      const error = await DiskBuffer.open(options as never).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(DiskBufferError)
+      expect(error).toMatchObject({ code: 'INVALID_OPTION', field: '(options)' })
+    }
+  })
+
   it('names the path when it is a file, not a directory', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ackline-file-'))
     try {
