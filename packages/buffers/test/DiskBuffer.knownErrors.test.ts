@@ -248,6 +248,59 @@ describe('DiskBuffer known errors', () => {
     await buffer.close()
   })
 
+  describe('a segment acknowledged whole that cannot be deleted (a directory made read-only)', () => {
+    const eacces = (): NodeJS.ErrnoException =>
+      Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' })
+    /** `fs` whose unlink of a segment fails while `failing` says so. */
+    const unlinkFails = (fs: MemoryFileSystem, failing: () => boolean): FileSystem => ({
+      ...reopening(fs, (path, mode) => fs.open(path, mode)),
+      unlink: async (path) => {
+        if (failing() && path.endsWith('.seg')) throw eacces()
+        await fs.unlink(path)
+      },
+    })
+
+    it('is logged and its room counted free: the buffer reads on, and the next open deletes it', async () => {
+      let failing = true
+      const memory = new MemoryFileSystem()
+      const { logs, open } = setup({ fileSystem: unlinkFails(memory, () => failing), segmentBytes: 46 })
+      const buffer = await open()
+      await buffer.append(records(4)) // two segments of two 22-byte frames
+      for (const r of (await buffer.read(2))!) buffer.ack(r.seq)
+      await buffer.flush() // the lane ran the deletion
+      // Its bytes stayed counted against maxBytes for the run, and it failed without a word.
+      expect(buffer.metrics()).toMatchObject({ segments: 1, bytesOnDisk: 44 })
+      const logged = logs.filter((m) => m.includes('00000000000000000000.seg') && m.includes('EACCES'))
+      expect(logged).toHaveLength(1)
+      expect(await drain(buffer)).toEqual(['r2', 'r3'])
+      await buffer.close()
+      failing = false
+      const reopened = await open()
+      await reopened.flush()
+      expect(memory.files(PATH).filter((f) => f.endsWith('.seg'))).toEqual([
+        `${PATH}/00000000000000000002.seg`,
+      ])
+      expect(await drain(reopened)).toEqual([])
+      await reopened.close()
+    })
+
+    it('when it is the segment being written, reclaimed for an append waiting for room, lets the append go on', async () => {
+      const memory = new MemoryFileSystem()
+      const { logs, open } = setup({ fileSystem: unlinkFails(memory, () => true), maxBytes: 50 })
+      const buffer = await open()
+      await buffer.append(records(2))
+      const blocked = buffer.append(records(2, 2)) // waits for room
+      for (const r of (await buffer.read(2))!) buffer.ack(r.seq)
+      await buffer.flush() // the lane ran the reclaim
+      // It failed without a word, its room was never given back, and the append waited for ever.
+      const logged = logs.filter((m) => m.includes('00000000000000000000.seg') && m.includes('EACCES'))
+      expect(logged).toHaveLength(1)
+      expect(await blocked).toMatchObject({ status: 'written', firstSeq: 2 })
+      expect(await drain(buffer)).toEqual(['r2', 'r3'])
+      await buffer.close()
+    })
+  })
+
   it("reports a failed group-commit fsync on the writes' durable promise", async () => {
     const { fs, open } = setup({ sync: { everyMs: 60_000, everyWrites: 100 } })
     const buffer = await open()

@@ -451,22 +451,37 @@ export class SegmentWriter {
 
   /** Deletes every segment all of whose records are acknowledged (never the one being written). */
   releaseSegments(): void {
-    const { fs, path } = this.#c.settings
     const segments = this.#c.segments
     while (segments.length > 1 && segments[1]!.firstSeq <= this.#c.acks.below) {
       const seg = segments.shift()!
       this.#c.changed()
       void this.serial(async () => {
-        await fs.unlink(`${path}/${seg.name}`)
+        await this.#unlinkAcknowledged(seg)
         this.#bytesOnDisk -= seg.size
         this.releaseWaiters()
       })
     }
   }
 
+  /**
+   * Deletes the file of a segment acknowledged whole and already out of the list. One that cannot
+   * be deleted (a directory made read-only) is logged and left: this run never reads it again,
+   * and a later open finds it below the acknowledged prefix (and deletes it once a segment
+   * follows it). Its room counts as free, or an append waiting for room would wait for ever.
+   */
+  async #unlinkAcknowledged(seg: Segment): Promise<void> {
+    const { fs, path, log } = this.#c.settings
+    try {
+      await fs.unlink(`${path}/${seg.name}`)
+    } catch (error) {
+      log(
+        `disk buffer ${path}: could not delete segment ${seg.name}, every record of which was acknowledged (${(error as Error).message}); left on disk for a later open to delete`,
+      )
+    }
+  }
+
   /** When every record is acknowledged and a writer waits for room, the segment being written goes too. */
   reclaimActive(): void {
-    const { fs, path } = this.#c.settings
     const segments = this.#c.segments
     void this.serial(async () => {
       const seg = segments.at(-1)
@@ -481,9 +496,10 @@ export class SegmentWriter {
       }
       await this.groupSync()
       segments.pop()
-      await this.#active?.close()
+      const file = this.#active
       this.#active = undefined
-      await fs.unlink(`${path}/${seg.name}`)
+      await file?.close().catch(() => undefined)
+      await this.#unlinkAcknowledged(seg)
       this.#bytesOnDisk -= seg.size
       this.#c.changed()
       this.releaseWaiters()
