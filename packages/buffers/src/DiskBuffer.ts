@@ -292,9 +292,10 @@ export class DiskBuffer {
    * of its own. Waits while the buffer is at `maxBytes` (or, with `whenFull: 'refuse'`, reports
    * `full` at once). A write failure is reported as `failed` and rolled back. Throws a
    * {@link DiskBufferError} `RECORD_TOO_LARGE` for a payload over {@link DiskBuffer.maxRecordBytes}
-   * bytes and `CLOSED` after `close()` or `endWrites()`. The payloads must not change until the
-   * append resolves: one whose length changed while it waited for room is refused with a
-   * `RangeError`, and nothing of that append is stored.
+   * bytes and `CLOSED` after `close()` or `endWrites()`, and a `TypeError` for a payload that is
+   * neither bytes (a `Uint8Array`) nor a string, storing none of them. The payloads must not
+   * change until the append resolves: one whose length changed while it waited for room is
+   * refused with a `RangeError`, and nothing of that append is stored.
    */
   append(
     payloads: readonly (Uint8Array | string)[],
@@ -315,7 +316,15 @@ export class DiskBuffer {
     let bytes = 0
     const lengths = new Array<number>(payloads.length)
     for (let i = 0; i < payloads.length; i++) {
-      const length = Frame.byteLength(payloads[i]!)
+      const payload = payloads[i]!
+      // From untyped code: an ArrayBuffer's length (none) made the append wait for room for ever,
+      // another typed array was stored one byte an element.
+      if (typeof payload !== 'string' && !(payload instanceof Uint8Array)) {
+        throw new TypeError(
+          `disk buffer ${this.path}: payload ${i} is not bytes (a Uint8Array) or a string, got ${Object.prototype.toString.call(payload)}`,
+        )
+      }
+      const length = Frame.byteLength(payload)
       if (length > maxRecord) {
         throw new DiskBufferError(
           'RECORD_TOO_LARGE',

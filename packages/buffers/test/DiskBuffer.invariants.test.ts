@@ -209,6 +209,22 @@ describe('DiskBuffer invariants', () => {
     await buffer.close()
   })
 
+  it('refuses at once a payload that is neither bytes nor a string (untyped code), storing and numbering nothing', async () => {
+    const { open } = setup()
+    const buffer = await open()
+    await buffer.append(records(1))
+    // A Uint16Array was stored as `length` bytes, each element cut to one. An ArrayBuffer has no
+    // length: counted as NaN bytes, its append waited for room for ever.
+    for (const bad of [Uint16Array.of(1, 256, 513), new ArrayBuffer(4), {}, 5, null]) {
+      const error = await buffer.append([Buffer.from('ok'), bad] as never).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(TypeError)
+      expect((error as Error).message).toContain('payload 1')
+    }
+    expect(buffer.nextSeq).toBe(1)
+    expect(await drain(buffer)).toEqual(['r0'])
+    await buffer.close()
+  })
+
   it('stores a string payload as its UTF-8 bytes, and measures it in bytes against a segment', async () => {
     const { open } = setup({ segmentBytes: 64 })
     const buffer = await open()
