@@ -278,6 +278,8 @@ export const BufferCheck = {
       const ackedBelow = ledger.status === 'ok' ? ledger.ledger.ackedBelow : firstOnDisk
       const segments: SegmentCheck[] = []
       let ledgerAhead = false
+      /** The acknowledged position to save when repairing the last segment's tail left the ledger ahead of the records. */
+      let cappedAt: number | undefined
       let lastSeq = -1
       for (const name of segNames) {
         const seg = await about(`${path}/${name}`, checkSegment(fs, path, name, ackedBelow))
@@ -320,6 +322,10 @@ export const BufferCheck = {
             `the ledger's acknowledged position ${ackedBelow} lies past the records on disk (the last is ${lastSeq}): it does not belong to these segments, and opening refuses it (LEDGER_AHEAD); --repair rebuilds it from the segments, delivering every record on disk again`,
           )
           ledgerAhead = true
+        } else if (canRepair && lastSeq >= 0 && last?.torn !== undefined && ackedBelow > dataEnd) {
+          // Opening cuts a damaged tail and then trusts the ledger; once the repair cut it, the next
+          // open would find the ledger ahead of the records and refuse it (LEDGER_AHEAD).
+          cappedAt = dataEnd
         }
         if (ledger.ledger.nextSeq <= lastSeq) {
           problems.push(
@@ -340,6 +346,15 @@ export const BufferCheck = {
           segments: segNames.map((n) => Number(n.slice(0, 20))),
         })
         repairs.push(`rebuilt the ledger from the segments (acknowledged below ${from}, next ${nextSeq})`)
+      } else if (ledger.status === 'ok' && cappedAt !== undefined) {
+        await Ledger.write(fs, path, {
+          nextSeq: ledger.ledger.nextSeq,
+          ackedBelow: cappedAt,
+          segments: segNames.map((n) => Number(n.slice(0, 20))),
+        })
+        repairs.push(
+          `moved the ledger's acknowledged position from ${ackedBelow} to ${cappedAt}, the end of the records left once the damaged tail was cut (opening refuses a ledger ahead of them)`,
+        )
       } else if (canRepair && ledger.status === 'ok' && ledger.passedOver !== undefined) {
         await Ledger.write(fs, path, ledger.ledger)
         repairs.push('rewrote the ledger with its last whole checkpoint')

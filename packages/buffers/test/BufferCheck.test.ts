@@ -144,6 +144,29 @@ describe('ackline-buffer', () => {
     await buffer.close()
   })
 
+  it('--repair cutting a damaged tail of acknowledged records leaves a buffer that opens, as opening without it does', async () => {
+    const path = tempDir()
+    const buffer = await DiskBuffer.open({ path, segmentBytes: 128, log: () => {} })
+    await buffer.append(Array.from({ length: 10 }, (_, i) => Buffer.from(`record-${i}`)))
+    for (const r of (await buffer.read())!) buffer.ack(r.seq)
+    await buffer.close() // acknowledged below 10; the last segment holds records 8 and 9
+    const last = join(path, '00000000000000000008.seg')
+    const bytes = readFileSync(last)
+    bytes[28 + 22] = bytes[28 + 22]! ^ 0xff // record 9, acknowledged, damaged: a torn tail
+    writeFileSync(last, bytes)
+    const report = await BufferCheck.run(path, { repair: true })
+    expect(report.repairs).toContain('segment 00000000000000000008.seg: cut 28 torn bytes at offset 28')
+    // The cut left the ledger acknowledging past the records on disk, which opening refused
+    // (LEDGER_AHEAD), where opening without the repair cut the same tail and went on.
+    expect(report.repairs.some((r) => r.includes('acknowledged position from 10 to 9'))).toBe(true)
+    expect((await BufferCheck.run(path)).problems).toEqual([])
+    const reopened = await DiskBuffer.open({ path, segmentBytes: 128, log: () => {} })
+    expect(reopened.ackedBelow).toBe(9) // record 8 stays acknowledged: nothing comes again
+    expect(await reopened.read(10, { wait: false })).toEqual([])
+    expect(await reopened.append([Buffer.from('next')])).toMatchObject({ status: 'written', firstSeq: 10 })
+    await reopened.close()
+  })
+
   it('refuses to repair a buffer a live process holds, and changes nothing', async () => {
     const path = tempDir()
     await makeBuffer(path)
