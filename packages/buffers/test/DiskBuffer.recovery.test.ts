@@ -417,6 +417,33 @@ describe('DiskBuffer ledger that does not match the data', () => {
     })
   }
 
+  it.each([
+    ['acknowledged', 10],
+    ['not yet acknowledged', 5],
+  ] as const)(
+    'opens again after opening cut a damaged tail whose records were %s (a ledger past the records left is ours)',
+    async (_, acked) => {
+      const { fs, logs, open } = setup()
+      const buffer = await open()
+      await buffer.append(range(10).map((s) => Buffer.from(s))) // one segment, 28-byte frames
+      for (const r of (await buffer.read(acked))!) buffer.ack(r.seq)
+      await buffer.close()
+      fs.flip(`${PATH}/00000000000000000000.seg`, 9 * 28 + 22) // record 9's payload: a damaged tail
+      const first = await open()
+      expect(first.metrics().tornBytesTruncated).toBe(28)
+      expect(await drain(first)).toEqual(range(9).slice(acked))
+      await first.close() // checkpoints every record, 9 (lost) included, as acknowledged
+      // The next open found the ledger acknowledging past the last record on disk (8) and no tail
+      // to cut, took it for another buffer's (LEDGER_AHEAD) and refused to start.
+      const second = await open()
+      expect(second.ackedBelow).toBe(10)
+      expect(await second.append([Buffer.from('next')])).toMatchObject({ status: 'written', firstSeq: 10 })
+      expect(await drain(second)).toEqual(['next'])
+      await second.close()
+      expect(logs.filter((m) => m.includes('LEDGER_AHEAD'))).toEqual([])
+    },
+  )
+
   it('opens a buffer whose every record was acknowledged and whose last segment is empty', async () => {
     const { open } = setup({ segmentBytes: 64 })
     const buffer = await open()

@@ -166,6 +166,26 @@ export const Recovery = {
       )
     }
     const nextSeq = Math.max(lastSeq + 1, last?.firstSeq ?? 0, known?.nextSeq ?? 0, known?.ackedBelow ?? 0)
+    if (dataEnd !== undefined && nextSeq > dataEnd) {
+      // Numbers below nextSeq lie past the records left (a damaged tail was cut, or went missing):
+      // once they count acknowledged, a checkpoint saves a prefix past the last record, which the
+      // next open would take for another buffer's ledger (LEDGER_AHEAD). An empty segment named
+      // after nextSeq says where the records end, as a segment rolled there would.
+      await active?.close()
+      active = undefined
+      const name = segmentName(nextSeq)
+      active = await fs.open(`${path}/${name}`, segmentWriteMode(s.sync))
+      try {
+        await fs.syncDir(path)
+      } catch (error) {
+        await active.close().catch(() => undefined)
+        throw error
+      }
+      segments.push({ firstSeq: nextSeq, name, size: 0, visible: 0, sealed: false })
+      s.log(
+        `disk buffer ${path}: records ${dataEnd}..${nextSeq - 1} are past the end of the records on disk; starting segment ${name}`,
+      )
+    }
     let ackedBelow = known?.ackedBelow ?? segments[0]?.firstSeq ?? nextSeq
     ackedBelow = Math.min(Math.max(ackedBelow, segments[0]?.firstSeq ?? nextSeq), nextSeq)
     if (ledger.status === 'corrupt' || (ledger.status === 'missing' && segments.length > 0)) {
