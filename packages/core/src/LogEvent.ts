@@ -25,6 +25,11 @@ import { INDEX_BITS, INDEX_MASK, notifierOf, SlotChunk } from './internal/slots.
 import { batchStatusName, deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import { type JsonObject, JsonValue } from './JsonValue.js'
 
+/** `LogEvent._flags`: the fields may be shared with another handle (copy on write). */
+const SHARED = 1
+/** `LogEvent._flags`: made by `clone()` or `new LogEvent`, or kept for a transform; not passed on since. */
+const LOCAL = 2
+
 /** Options of a new event. */
 export interface LogEventOptions {
   /** The id of the source that read the event. */
@@ -63,8 +68,12 @@ export interface EndOptions {
 export class LogEvent {
   /** @internal The fields; read them through `fields`. */
   declare _fields: JsonObject
-  /** @internal Whether `_fields` may be shared with another handle, so a write must copy it first. */
-  declare _shared: boolean
+  /**
+   * @internal `SHARED`: `_fields` may be shared with another handle, so a write must copy it
+   * first. `LOCAL`: the handle is its holder's own, made by `clone()` or `new LogEvent` or kept
+   * by a runtime for a transform, and no runtime has passed it on since (see `isLocal`).
+   */
+  declare _flags: number
   /** @internal The id of the source that read the event; read it through `metadata.sourceId`. */
   declare readonly _sourceId: string | undefined
   /** @internal When the event entered the pipeline, as `epoch.ts` keeps times; see `metadata.ingestTimestamp`. */
@@ -102,13 +111,14 @@ export class LogEvent {
     slot?: number,
   ) {
     this._fields = fields
-    this._shared = false
     if (ingest === undefined) {
+      this._flags = LOCAL
       this._sourceId = options?.sourceId
       this._ingest = sinceEpoch(options?.ingestTimestamp ?? Date.now())
       this._ref = undefined
       this._slot = 0
     } else {
+      this._flags = 0
       this._sourceId = sourceId
       this._ingest = ingest
       this._ref = ref
@@ -161,7 +171,7 @@ export class LogEvent {
   replaceFields(fields: JsonObject): this {
     this._live('write')
     this._fields = fields
-    this._shared = false
+    this._flags &= ~SHARED
     return this
   }
 
@@ -180,8 +190,8 @@ export class LogEvent {
       retainRef(ref, slot)
     }
     const copy = new LogEvent(this._fields, undefined, this._sourceId, this._ingest, ref, slot)
-    this._shared = true
-    copy._shared = true
+    this._flags |= SHARED
+    copy._flags = SHARED | LOCAL
     return copy
   }
 
@@ -226,11 +236,33 @@ export class LogEvent {
   /** @internal The fields, copied first if another handle may share them. */
   _own(): JsonObject {
     if (this._ref === null) this._live('write') // throws: the handle has ended
-    if (this._shared) {
+    if ((this._flags & SHARED) !== 0) {
       this._fields = JsonValue.copy(this._fields)
-      this._shared = false
+      this._flags &= ~SHARED
     }
     return this._fields
+  }
+
+  /**
+   * Whether this handle is its holder's own: made by `clone()` or `new LogEvent` (or kept by a
+   * runtime for a transform, `markKept`), and not passed on by a runtime since (`markPassedOn`).
+   * Handles a source makes from records (`EventArray.fromRecords`) are not. A runtime tells by it
+   * an event a transform made or kept from one an earlier call passed on, which a sink may be
+   * writing: not the transform's to pass on again or to end. A mark for runtimes: it changes
+   * nothing about the event itself.
+   */
+  get isLocal(): boolean {
+    return (this._flags & LOCAL) !== 0
+  }
+
+  /** For runtimes: notes that a runtime keeps this handle for a component (see `isLocal`). */
+  markKept(): void {
+    this._flags |= LOCAL
+  }
+
+  /** For runtimes: notes that a runtime passed this handle on to a component (see `isLocal`). */
+  markPassedOn(): void {
+    this._flags &= ~LOCAL
   }
 
   /**

@@ -252,3 +252,48 @@ describe('LogEvent ownership', () => {
     expect(receiver.status).toBe('errored')
   })
 })
+
+describe('LogEvent isLocal (the mark runtimes keep of who owns a handle)', () => {
+  it('is set on an event made with new LogEvent and on every clone, not on one a source made from records', () => {
+    const made = new LogEvent({ n: 1 })
+    expect(made.isLocal).toBe(true)
+    const [read] = EventArray.fromRecords([{ n: 2 }], { sourceId: 'src' }).events
+    expect(read!.isLocal).toBe(false)
+    const copy = read!.clone()
+    expect(copy.isLocal).toBe(true)
+    expect(read!.isLocal).toBe(false) // cloning does not change the original's mark
+  })
+
+  it('markPassedOn clears it and markKept sets it, each idempotent', () => {
+    const event = new LogEvent({ n: 1 })
+    event.markPassedOn()
+    event.markPassedOn()
+    expect(event.isLocal).toBe(false)
+    event.markKept()
+    event.markKept()
+    expect(event.isLocal).toBe(true)
+  })
+
+  it('is independent of copy on write: marking a clone never lets a write reach the fields it shares', () => {
+    const original = new LogEvent({ n: 1 })
+    const copy = original.clone()
+    copy.markPassedOn()
+    original.markPassedOn()
+    copy.markKept()
+    copy.set('n', 2)
+    original.set('m', 3)
+    expect(copy.fields).toEqual({ n: 2 })
+    expect(original.fields).toEqual({ n: 1, m: 3 })
+    expect(copy.isLocal).toBe(true)
+    expect(original.isLocal).toBe(false)
+  })
+
+  it('replaceFields keeps the mark', () => {
+    const event = new LogEvent({ n: 1 })
+    event.replaceFields({ n: 2 })
+    expect(event.isLocal).toBe(true)
+    event.markPassedOn()
+    event.replaceFields({ n: 3 })
+    expect(event.isLocal).toBe(false)
+  })
+})

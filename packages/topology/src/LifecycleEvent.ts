@@ -31,7 +31,11 @@ export type ComponentRole = 'source' | 'transform' | 'sink'
 export type ComponentErrorCode =
   /** A transform returned without emitting, dropping or merging some input events; they were settled `errored`. */
   | 'LEAKED_EVENTS'
-  /** A transform emitted an event and then ended it; the ended handle was not passed on. */
+  /**
+   * A transform used an event that was no longer its own: it ended an event after emitting it
+   * (the ended handle was not passed on), or, in a later call, emitted or dropped one an earlier
+   * call had passed on (nothing was passed on or ended: the handle is a sink's by then).
+   */
   | 'ENDED_AFTER_EMIT'
   /** A transform's `process` or `flush` threw; its unhandled input events were settled `errored`. */
   | 'PROCESS_FAILED'

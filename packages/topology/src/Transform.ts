@@ -29,7 +29,11 @@ export interface TransformContext {
   /**
    * Passes an event on, to the default output or to a named port. Ownership moves downstream.
    * Emitting the same handle again (on another port) sends a clone of it, as it is when the call
-   * returns, so one event can go to several ports without the transform cloning it. Given
+   * returns, so one event can go to several ports without the transform cloning it. Only an event
+   * that is the transform's is passed on: an input of this call, one it made in a call (`create`,
+   * `clone()`, `new LogEvent`) and has not passed on, or one the runtime holds for it. A handle an
+   * earlier call passed on (a sink may be writing it) is not passed on again, nor are copies of it:
+   * the runtime leaves it to whoever holds it and reports `ENDED_AFTER_EMIT`. Given
    * anything but a `LogEvent` (from untyped code), it throws a `ComponentError` with code
    * `NOT_AN_EVENT`, and the call fails as any throwing call does.
    */
@@ -42,8 +46,9 @@ export interface TransformContext {
   emitAll(events: EventArray, port?: string): void
   /**
    * Discards an event: ends it per the transform's drop status, and counts the discard. Only an
-   * event that is still the transform's is ended: an input of this call, one made with `create`,
-   * or one the runtime holds for it (a transform with `flush`). Any other (one an earlier call
+   * event that is still the transform's is ended: an input of this call, one it made in a call
+   * (`create`, `clone()`, `new LogEvent`) and has not passed on, or one the runtime holds for it (a
+   * transform with `flush`). Any other (one an earlier call
    * passed on, which a sink may be writing) is not ended, and the drop is reported
    * (`ENDED_AFTER_EMIT`); so is a drop after the call returned (`EMIT_AFTER_RETURN`), unless of an
    * event made by a `create` after it returned.

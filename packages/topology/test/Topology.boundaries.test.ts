@@ -1,7 +1,7 @@
 // Issue 13, what crosses the topology's edges from code the types cannot vouch for: a sink's
 // start that throws, per-event results that are not statuses, emits a transform makes wrongly.
 
-import type { EventArray, LogEvent } from '@ackline/core'
+import { EventArray, LogEvent } from '@ackline/core'
 import {
   type BatchReceipt,
   ComponentError,
@@ -584,6 +584,196 @@ describe('emits a transform makes wrongly', () => {
     await startWatched(topology, () => expect(flushes).toBeGreaterThanOrEqual(2))
     gate.open()
     expect(await source.receipts[0]!.status).toBe('errored')
+    await topology.stop()
+  })
+
+  it('emit in a later call of an event an earlier call passed on passes nothing on: the sink writing it decides', async () => {
+    // Passed on again, one handle was in two sinks: the one that ended it first resolved its batch
+    // (delivered) while the other still wrote it, and the other's status was lost.
+    const source = testSource([records(1), records(2)], { untilStopped: true })
+    const gate = new Gate()
+    let kept: LogEvent | undefined
+    let wroteOnB: () => void = () => {}
+    const writtenOnB = new Promise<void>((resolve) => {
+      wroteOnB = resolve
+    })
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform('t', ['in'], {
+        kind: 'keeper',
+        outputs: ['a', 'b'],
+        process(events: EventArray, context: TransformContext) {
+          for (const event of events) {
+            if (kept !== undefined) {
+              context.emit(kept, 'b')
+              context.emit(kept, 'b') // a second emission makes a clone of it
+            }
+            context.emit(event, 'a')
+            kept = event
+          }
+        },
+      })
+      .sink('a', ['t.a'], testSink({ gate, outcome: () => 'errored' }))
+      .sink('b', ['t.b'], {
+        kind: 'blind',
+        write: async () => {
+          wroteOnB()
+          return undefined
+        },
+      })
+      .build()
+    const facts: unknown[] = []
+    let reported: () => void = () => {}
+    const caught = new Promise<void>((resolve) => {
+      reported = resolve
+    })
+    topology.lifecycle.subscribe((fact) => {
+      facts.push(fact)
+      if (fact.type === 'component_error' && fact.component === 't') reported()
+    })
+    await topology.start()
+    // Sink 'a' holds the first event's only handle until the gate opens.
+    await Promise.race([caught, writtenOnB])
+    gate.open()
+    expect(await source.statuses()).toEqual(['errored', 'errored'])
+    expect(facts).toContainEqual(
+      expect.objectContaining({ component: 't', code: 'ENDED_AFTER_EMIT', events: 1 }),
+    )
+    expect(topology.metrics().b!.receivedEvents).toBe(0)
+    await topology.stop()
+  })
+
+  it('emit on a port, in a later call, of an event an earlier call passed on the default port passes nothing on', async () => {
+    // The first call took the quick check (its input passed on in order): the handle was in two
+    // sinks after the second, and the one that ended it first resolved its batch for both.
+    const source = testSource([records(1), records(2)], { untilStopped: true })
+    const gate = new Gate()
+    let kept: LogEvent | undefined
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform('t', ['in'], {
+        kind: 'keeper',
+        outputs: ['b'],
+        process(events: EventArray, context: TransformContext) {
+          for (const event of events) {
+            if (kept !== undefined) context.emit(kept, 'b')
+            kept ??= event
+            context.emit(event)
+          }
+        },
+      })
+      .sink('a', ['t'], testSink({ gate, outcome: () => 'errored' }))
+      .sink('b', ['t.b'], testSink())
+      .build()
+    const facts: unknown[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.waitFor(() => {
+      expect(source.receipts).toHaveLength(2)
+      expect(facts).toContainEqual(
+        expect.objectContaining({ component: 't', code: 'ENDED_AFTER_EMIT', events: 1 }),
+      )
+    })
+    gate.open()
+    expect(await source.statuses()).toEqual(['errored', 'errored'])
+    expect(topology.metrics().b!.receivedEvents).toBe(0)
+    await topology.stop()
+  })
+
+  it('emit of a held event a quick call let go, in a later call, passes nothing on', async () => {
+    // A window: each call passes on what it held and holds its input; the third call also emits
+    // the first event again, which the second call passed on (taken from the front of the queue).
+    const source = testSource([records(1), records(2), records(3)], { untilStopped: true })
+    const gate = new Gate()
+    const seen: LogEvent[] = []
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .transform('t', ['in'], {
+        kind: 'window_of_one',
+        outputs: ['b'],
+        process(events: EventArray, context: TransformContext) {
+          for (const event of events) {
+            if (seen.length === 2) context.emit(seen[0]!, 'b')
+            if (seen.length > 0 && seen.length < 3) context.emit(seen[seen.length - 1]!)
+            seen.push(event)
+          }
+        },
+        flush() {},
+      })
+      .sink('a', ['t'], testSink({ gate, outcome: () => 'errored' }))
+      .sink('b', ['t.b'], testSink())
+      .build()
+    const facts: unknown[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.waitFor(() => {
+      expect(source.receipts).toHaveLength(3)
+      expect(facts).toContainEqual(
+        expect.objectContaining({ component: 't', code: 'ENDED_AFTER_EMIT', events: 1 }),
+      )
+    })
+    gate.open()
+    expect(await source.receipts[0]!.status).toBe('errored')
+    expect(topology.metrics().b!.receivedEvents).toBe(0)
+    await topology.stop()
+  })
+
+  it('every handle a transform takes in is not its own until it keeps it: fan-out copies, sendEvents, second emissions', async () => {
+    // A handle that came in marked as the transform's own (`isLocal`) could be passed on twice
+    // unnoticed; each way a runtime passes handles on marks them.
+    const local: Record<string, boolean[]> = {}
+    const recorder = (id: string, ports?: readonly string[]) => ({
+      kind: 'recorder',
+      ...(ports === undefined ? {} : { outputs: ports }),
+      process(events: EventArray, context: TransformContext) {
+        for (const event of events) {
+          local[id] ??= []
+          local[id].push(event.isLocal)
+          context.emit(event)
+          for (const port of ports ?? []) context.emit(event, port) // a second emission: a copy
+        }
+      },
+    })
+    const topology = new TopologyBuilder(on)
+      .source('in', {
+        kind: 'builder',
+        canAcknowledge: true,
+        async run(context) {
+          await context.sendEvents(EventArray.of(new LogEvent({ n: 1 }), new LogEvent({ n: 2 })))
+          await context.send([{ n: 3 }])
+        },
+      })
+      // The source's first consumer gets the arrays themselves, the second copies of them.
+      .transform('fed', ['in'], recorder('fed', ['p']))
+      .transform('twin', ['in'], recorder('twin'))
+      .transform('copied', ['fed.p'], recorder('copied'))
+      .sink('last', ['fed', 'twin', 'copied'], testSink())
+      .build()
+    await run(topology)
+    expect(local.fed).toEqual([false, false, false])
+    expect(local.twin).toEqual([false, false, false])
+    expect(local.copied).toEqual([false, false, false])
+  })
+
+  it("drop of a clone the call made ends it: the transform's own", async () => {
+    // Refused as not the transform's, the clone stayed live, and its batch waited for the stop.
+    const source = testSource([records(1)], { untilStopped: true })
+    const topology = through(
+      source,
+      {
+        kind: 'clone_dropper',
+        process(events: EventArray, context: TransformContext) {
+          for (const event of events) {
+            context.drop(event.clone())
+            context.emit(event)
+          }
+        },
+      },
+      testSink(),
+    )
+    const facts = await startWatched(topology, () => expect(source.receipts).toHaveLength(1))
+    expect(await source.receipts[0]!.status).toBe('delivered')
+    expect(facts).not.toContainEqual(expect.objectContaining({ code: 'ENDED_AFTER_EMIT' }))
     await topology.stop()
   })
 

@@ -60,8 +60,9 @@ export class HeldEvents {
     return this.#tail + this.#left.size
   }
 
-  /** Holds `event`, an input the call neither passed on nor ended. */
+  /** Holds `event`, an input the call neither passed on nor ended: the transform's own now (`markKept`). */
   add(event: LogEvent): void {
+    event.markKept()
     const tail = this.#tail++
     if (tail < this.#queue.length) this.#queue[tail] = event
     else this.#queue.push(event)
@@ -129,28 +130,18 @@ export class HeldEvents {
   }
 
   /**
-   * Lets the `count` live events at the front go (what `frontRun` counted), and the ended ones
-   * before them.
+   * Lets the `count` live events at the front go (what `frontRun` counted), passed on (no longer
+   * the transform's own), and the ended ones before them.
    */
   takeFront(count: number): void {
     const queue = this.#queue
     let head = this.#head
     for (let k = 0; k < count; k++) {
       while (queue[head]!.isEnded) queue[head++] = undefined
+      queue[head]!.markPassedOn()
       queue[head++] = undefined
     }
     this.#head = head
-  }
-
-  /**
-   * Whether `event` is held (added, and neither ended nor left). Searched from the front: holding
-   * is mostly first in, first out, so the events a transform lets go of are found first.
-   */
-  has(event: LogEvent): boolean {
-    if (event.isEnded || this.#left.has(event)) return false
-    const queue = this.#queue
-    for (let i = this.#head; i < this.#tail; i++) if (queue[i] === event) return true
-    return false
   }
 
   /** The events still held, in the order added (a new array). */

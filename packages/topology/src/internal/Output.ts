@@ -39,7 +39,7 @@ export class Output {
     this.#counters.sent += array.length * n
     if (n === 1) return inlets[0]!.push(array)
     const copies: EventArray[] = [array]
-    for (let i = 1; i < n; i++) copies.push(array.clone())
+    for (let i = 1; i < n; i++) copies.push(passedOn(array.clone()))
     let pending: Promise<void>[] | undefined
     for (let i = 0; i < n; i++) {
       const pushed = inlets[i]!.push(copies[i]!)
@@ -51,4 +51,11 @@ export class Output {
     if (pending === undefined) return RESOLVED
     return Promise.all(pending).then(nothing)
   }
+}
+
+/** Notes every copy a fan-out made as passed on: its consumer did not make it (see `LogEvent.isLocal`). */
+function passedOn(copy: EventArray): EventArray {
+  const events = copy.events
+  for (let i = 0; i < events.length; i++) events[i]!.markPassedOn()
+  return copy
 }

@@ -67,6 +67,9 @@ export class SourceRunner {
         // Untyped code may pass a plain array of events: taken in, it failed the consumer that read it.
         if (!(events instanceof EventArray)) return Promise.reject(notAnEventArray(id, events))
         this.counters.received += events.length
+        // Made by the source (`new LogEvent`), passed on now: not the consumer's own (see `LogEvent.isLocal`).
+        const list = events.events
+        for (let i = 0; i < list.length; i++) list[i]!.markPassedOn()
         const turn = awaitLoopTurn(sendClockNow(events.length))
         return afterTurn(this.output.send(events), turn)
       },

@@ -11,8 +11,9 @@
  * after the last flush at stop (or at a forced stop) is settled `errored` and reported. An event
  * the call made with `create` is checked as an input is, so the clones of its parents it holds
  * never outlive the call unnoticed. An emitted handle is owned by the output from then on; one
- * that the transform ended after emitting it is not passed on (and reported). `process` and
- * `flush` never run at the same time.
+ * that the transform ended after emitting it is not passed on (and reported), and neither is one
+ * an earlier call passed on, emitted again (reported; the runtime marks what it passes on, so
+ * it tells that from a handle the call made). `process` and `flush` never run at the same time.
  */
 import { type DeliveryStatus, type EndOptions, EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
@@ -237,8 +238,9 @@ class CallContext implements TransformContext {
   }
 
   /**
-   * Whether `event` is this call's to end: one of its inputs, one it made with `create`, or one
-   * the runtime holds for the transform (`flush`). Inputs are found with a cursor (a filter drops
+   * Whether `event` is this call's to end: one of its inputs, one the transform made (`create`,
+   * `clone()`, `new LogEvent`) and has not passed on, or one the runtime holds for it (`flush`):
+   * the last two are marked `isLocal`. Inputs are found with a cursor (a filter drops
    * them in the order it meets them), then, out of order, through a set made once per call.
    */
   #owns(event: LogEvent): boolean {
@@ -253,8 +255,9 @@ class CallContext implements TransformContext {
       if (this.#inputSet === undefined) this.#inputSet = new Set(inputs)
       if (this.#inputSet.has(event)) return true
     }
-    if (this.created?.includes(event) === true) return true
-    return this.#runner.holds(event)
+    // Made in a call (with `create`, `clone` or `new LogEvent`) or held for the transform, and
+    // not passed on since.
+    return event.isLocal
   }
 
   /** Starts a call on `inputs`: nothing recorded yet, and emits count. */
@@ -329,11 +332,6 @@ export class TransformRunner {
   /** A failure this transform decided. */
   failure(code: string, message: string): BatchFailure {
     return { componentId: this.id, code, message }
-  }
-
-  /** Whether the runtime holds `event` for the transform (kept across calls, for `flush`). */
-  holds(event: LogEvent): boolean {
-    return this.#held.has(event)
   }
 
   /** Settles `errored` an event a misused `emit` could not pass on, and reports it. */
@@ -550,9 +548,48 @@ export class TransformRunner {
   }
 
   /**
+   * Takes out of the call's outputs the handles it emitted that were not its own (passed on by an
+   * earlier call, or another component's), and the copies of them a second emission made, which
+   * are ended without a status (they were never passed on); the handles themselves are left as
+   * they are, for whoever holds them. Reported as `ENDED_AFTER_EMIT`, naming how many.
+   */
+  #refuse(
+    context: CallContext,
+    foreign: ReadonlySet<LogEvent>,
+    copiesOf: ReadonlyMap<LogEvent, LogEvent> | undefined,
+  ): void {
+    const refused = (event: LogEvent): boolean => {
+      if (foreign.has(event)) return true
+      const original = copiesOf?.get(event)
+      if (original === undefined || !foreign.has(original)) return false
+      event.end()
+      return true
+    }
+    const defaultPort = context.defaultPort
+    let kept = 0
+    for (let i = 0; i < defaultPort.length; i++)
+      if (!refused(defaultPort[i]!)) defaultPort[kept++] = defaultPort[i]!
+    defaultPort.length = kept
+    for (const [port, list] of context.ports)
+      context.setPort(
+        port,
+        list.filter((event) => !refused(event)),
+      )
+    this.emit({
+      type: 'component_error',
+      component: this.id,
+      code: 'ENDED_AFTER_EMIT',
+      message: `transform '${this.id}' emitted ${foreign.size} event(s) that were not its own in this call (passed on by an earlier call, or another component's): they were not passed on, and were left to whoever holds them`,
+      events: foreign.size,
+    })
+  }
+
+  /**
    * The general check, when the quick one could not vouch for the call: a second emission of a
-   * handle becomes a clone, ended handles are taken out of the outputs, held events that left are
-   * forgotten, and inputs that did not leave are held (transforms with `flush`) or settled `errored`.
+   * handle becomes a clone, ended handles and handles not the transform's (`#refuse`) are taken
+   * out of the outputs, held events that left are forgotten, and inputs that did not leave are
+   * held (transforms with `flush`) or settled `errored`. What is passed on is marked so
+   * (`markPassedOn`): emitted again in a later call, it is not the transform's.
    */
   #reconcile(
     context: CallContext,
@@ -562,13 +599,22 @@ export class TransformRunner {
   ): void {
     const emitted = new Set<LogEvent>()
     let endedAfterEmit = 0
+    // The copies made of events the call did not make or keep (inputs, or handles not its own),
+    // with what they copy: a copy of a handle not its own is not passed on either.
+    let copiesOf: Map<LogEvent, LogEvent> | undefined
     const check = (list: LogEvent[]): LogEvent[] => {
       const out: LogEvent[] = []
       for (const event of list) {
         if (event.isEnded) {
           endedAfterEmit++
         } else if (emitted.has(event)) {
-          out.push(event.clone())
+          const copy = event.clone()
+          copy.markPassedOn()
+          if (!event.isLocal) {
+            copiesOf ??= new Map()
+            copiesOf.set(copy, event)
+          }
+          out.push(copy)
         } else {
           emitted.add(event)
           out.push(event)
@@ -610,6 +656,21 @@ export class TransformRunner {
         leaked++
       }
     }
+    // What is left emitted is what the call did not take in: held events leaving and events it
+    // made (with `create`, `clone` or `new LogEvent`), all local, or a handle an earlier call
+    // passed on, which a sink may be writing: passed on again, one handle would be in two places,
+    // and the first to end it would resolve its batches for both. Such a one is taken out of the
+    // outputs, untouched, and reported.
+    let foreign: Set<LogEvent> | undefined
+    for (const event of emitted) {
+      if (event.isLocal) {
+        event.markPassedOn()
+      } else {
+        foreign ??= new Set()
+        foreign.add(event)
+      }
+    }
+    if (foreign !== undefined) this.#refuse(context, foreign, copiesOf)
     // An event the call made and neither passed on nor ended holds clones of its parents: kept
     // like an input (a transform with `flush` may emit it later), or settled, never left live.
     let strays = 0
