@@ -157,4 +157,28 @@ describe('holding through the runner', () => {
       expect(capacityAfter!).toBeLessThanOrEqual(1024)
     })
   }
+
+  it('a window that emits a handle it passed on earlier does not note it as a leaver', async () => {
+    // Noted, it was kept referenced and turned the quick check off until the next compaction.
+    watch()
+    const left: LogEvent[] = []
+    HeldEvents.prototype.leave = function (this: HeldEvents, event: LogEvent) {
+      left.push(event)
+      leave.call(this, event)
+    }
+    let first: LogEvent | undefined
+    const sink = testSink()
+    const transform = window(10, (call, held, context) => {
+      first ??= held[0]
+      if (call === 20) context.emit(first!, 'again') // passed on in call 2: not the window's any more
+    })
+    const facts: unknown[] = []
+    const topology = through(testSource(numbered(30, 1)), { ...transform, outputs: ['again'] }, sink)
+    topology.lifecycle.subscribe((fact) => facts.push(fact))
+    await run(topology)
+    expect(facts).toContainEqual(expect.objectContaining({ code: 'ENDED_AFTER_EMIT', events: 1 }))
+    expect(left).not.toContain(first)
+    expect(left).toHaveLength(1) // the held event the call passed on
+    expect(sink.received.map((fields) => fields.n)).toEqual(Array.from({ length: 30 }, (_, i) => i))
+  })
 })

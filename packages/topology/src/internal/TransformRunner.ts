@@ -668,6 +668,7 @@ export class TransformRunner {
       } else {
         foreign ??= new Set()
         foreign.add(event)
+        emitted.delete(event) // not a held event leaving: nothing below is to forget it
       }
     }
     if (foreign !== undefined) this.#refuse(context, foreign, copiesOf)
