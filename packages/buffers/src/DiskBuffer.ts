@@ -525,7 +525,8 @@ export class DiskBuffer {
    * dead-letter queue what it moved, batch by batch: a record dead-lettered while a replay runs
    * stays there, and a replay that failed half-way leaves there only what it did not move. A
    * replay asked for while one runs starts after it. A crash in between may leave a record in
-   * both (at-least-once).
+   * both (at-least-once). Never rejects: a failure (a letter that cannot be read, a write or a
+   * closing ledger checkpoint that fails) is reported as `failed`, what was moved staying moved.
    */
   replayDeadLetters(): Promise<ReplayResult> {
     const run = this.#replaying.then(() => this.#replay())
@@ -603,10 +604,25 @@ export class DiskBuffer {
     }
     const error = await flush()
     if (error !== undefined) return { status: 'failed', error }
-    await this.checkpoint()
-    // Its last segment goes too once everything in it was replayed (and nothing came meanwhile).
-    liveOf(queue.#state)?.writer.reclaimActive()
-    await queue.checkpoint()
+    try {
+      await this.checkpoint()
+      // Its last segment goes too once everything in it was replayed (and nothing came meanwhile).
+      liveOf(queue.#state)?.writer.reclaimActive()
+      await queue.checkpoint()
+    } catch (error) {
+      // The letters are moved (fsynced here, settled there); only where the queues stand was not
+      // saved, which a later checkpoint does: a failed replay, as documented, not a rejection.
+      return {
+        status: 'failed',
+        error: new DiskBufferError(
+          'WRITE_FAILED',
+          `saving the ledgers after replaying dead letters failed (${(error as Error).message}); ${count} replayed, and a crash before the next checkpoint may replay them again`,
+          this.path,
+          undefined,
+          { cause: error },
+        ),
+      }
+    }
     return { status: 'replayed', count }
   }
 

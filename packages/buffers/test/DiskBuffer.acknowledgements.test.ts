@@ -279,6 +279,28 @@ describe('DiskBuffer acknowledgements', () => {
     await again.close()
   })
 
+  it('reports a replay whose closing checkpoint fails as failed, not by rejecting, and keeps the letters it moved', async () => {
+    const { fs, open } = setup()
+    const buffer = await open()
+    await buffer.append(records(2))
+    for (const r of (await buffer.read(2))!) await buffer.deadLetter(r.seq)
+    const disk = fs as MemoryFileSystem
+    // The disk fills up once the letters are back in the queue: only the ledgers cannot be written.
+    disk.fault = (op, path) =>
+      (op === 'write' || op === 'rename') && path.includes('ledger')
+        ? Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
+        : undefined
+    const result = await buffer.replayDeadLetters()
+    expect(result).toMatchObject({ status: 'failed', error: { code: 'WRITE_FAILED', path: PATH } })
+    expect(result.status === 'failed' && result.error.message).toContain('2 replayed')
+    disk.fault = undefined
+    // The letters were moved all the same, and a later replay finds none left.
+    expect(buffer.metrics().deadLettered).toBe(0)
+    expect(await buffer.replayDeadLetters()).toEqual({ status: 'replayed', count: 0 })
+    expect(await drain(buffer)).toEqual(['r0', 'r1'])
+    await buffer.close()
+  })
+
   it('replays each dead letter once when two replays are asked for at once', async () => {
     const { open } = setup()
     const buffer = await open()
