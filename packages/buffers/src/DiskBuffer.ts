@@ -292,7 +292,8 @@ export class DiskBuffer {
    * of its own. Waits while the buffer is at `maxBytes` (or, with `whenFull: 'refuse'`, reports
    * `full` at once). A write failure is reported as `failed` and rolled back. Throws a
    * {@link DiskBufferError} `RECORD_TOO_LARGE` for a payload over {@link DiskBuffer.maxRecordBytes}
-   * bytes and `CLOSED` after `close()` or `endWrites()`, and a `TypeError` for a payload that is
+   * bytes, `CLOSED` after `close()` or `endWrites()` and `SEQUENCE_EXHAUSTED` when numbering the
+   * records would pass 2^53 − 1 (only foreign files bring a buffer there), and a `TypeError` for a payload that is
    * neither bytes (a `Uint8Array`) nor a string, storing none of them. The payloads must not
    * change until the append resolves: one whose length changed while it waited for room is
    * refused with a `RangeError`, and nothing of that append is stored.
@@ -347,6 +348,16 @@ export class DiskBuffer {
           error: new DiskBufferError('CLOSED', 'closed while waiting for space', this.path),
         }
       }
+    }
+    // `nextSeq` must stay a safe integer: a frame numbered 2^53 is read as damage, and a ledger
+    // saying 2^53 as corrupt, so a record numbered there would be answered written and never read.
+    if (writer.assigned + payloads.length > Number.MAX_SAFE_INTEGER) {
+      throw new DiskBufferError(
+        'SEQUENCE_EXHAUSTED',
+        `no sequence number left for ${payloads.length} record(s): the next is ${writer.assigned}, and numbers end at 2^53 − 1 (${Number.MAX_SAFE_INTEGER}). No buffer counts that far: a segment or ledger numbered near it came from elsewhere (copied, edited). Let the buffer drain, then give it a new path`,
+        this.path,
+        'nextSeq',
+      )
     }
     return writer.append(payloads, lengths, bytes)
   }

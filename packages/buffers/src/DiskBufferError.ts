@@ -33,6 +33,11 @@ export type DiskBufferErrorCode =
   | 'LEDGER_AHEAD'
   /** The buffer's path (or a directory above it) is a file; `field` is `path`. */
   | 'NOT_A_DIRECTORY'
+  /**
+   * No sequence number is left for the next record (they end at 2^53 − 1, which no buffer counts
+   * to: a segment or ledger numbered near it came from elsewhere); `field` is `nextSeq`.
+   */
+  | 'SEQUENCE_EXHAUSTED'
 
 /**
  * An error of a disk buffer: a {@link ComponentError} whose `field` names the option or field at

@@ -153,6 +153,55 @@ describe('DiskBuffer recovery', () => {
     await reopened.close()
   })
 
+  it('refuses an append that would number a record past the last safe sequence number, so every record answered written is read back', async () => {
+    const { fs, open } = setup()
+    // A segment copied from elsewhere (or edited) whose record is numbered just below 2^53.
+    const first = 2 ** 53 - 3
+    fs.put(
+      `${PATH}/${String(first).padStart(20, '0')}.seg`,
+      Frame.encode([Buffer.from('copied')], first).bytes,
+    )
+    const buffer = await open()
+    const written: number[] = []
+    let refused: unknown
+    for (let i = 0; i < 3 && refused === undefined; i++) {
+      try {
+        const result = await buffer.append([Buffer.from(`next-${i}`)])
+        if (result.status === 'written') written.push(result.firstSeq)
+      } catch (error) {
+        refused = error
+      }
+    }
+    expect(refused).toBeInstanceOf(DiskBufferError)
+    expect(refused).toMatchObject({ code: 'SEQUENCE_EXHAUSTED', path: PATH, field: 'nextSeq' })
+    expect((refused as Error).message).toContain('numbers end at 2^53 − 1')
+    const read: number[] = []
+    buffer.endWrites()
+    for (let got = await buffer.read(10); got !== undefined; got = await buffer.read(10)) {
+      for (const r of got) {
+        read.push(r.seq)
+        buffer.ack(r.seq)
+      }
+    }
+    expect(read).toEqual([first, ...written])
+    await buffer.close()
+  })
+
+  it('refuses to open a buffer whose last record is numbered 2^53 − 1: no number is left for the next one', async () => {
+    const { fs, open } = setup()
+    const last = Number.MAX_SAFE_INTEGER
+    fs.put(`${PATH}/${String(last).padStart(20, '0')}.seg`, Frame.encode([Buffer.from('copied')], last).bytes)
+    const error = await open().then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).toBeInstanceOf(DiskBufferError)
+    expect(error).toMatchObject({ code: 'SEQUENCE_EXHAUSTED', path: PATH, field: 'nextSeq' })
+    expect((error as Error).message).toContain(`a record numbered ${last}`)
+    // Nothing left open behind the refusal.
+    expect(fs.openFiles).toBe(0)
+  })
+
   it('rebuilds a missing ledger by scanning the segments, redelivering rather than losing', async () => {
     const { fs, logs, open } = setup()
     const buffer = await open()

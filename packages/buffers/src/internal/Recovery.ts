@@ -166,6 +166,17 @@ export const Recovery = {
       )
     }
     const nextSeq = Math.max(lastSeq + 1, last?.firstSeq ?? 0, known?.nextSeq ?? 0, known?.ackedBelow ?? 0)
+    if (nextSeq > Number.MAX_SAFE_INTEGER) {
+      // Only a record numbered 2^53 − 1 brings it there (frames past it are damage): the next
+      // record's number could be neither read back nor saved in the ledger.
+      await active?.close()
+      throw new DiskBufferError(
+        'SEQUENCE_EXHAUSTED',
+        `segment ${last!.name} holds a record numbered ${lastSeq}, the last sequence number (2^53 − 1): no number is left for the next record. No buffer counts that far: the segment came from elsewhere (copied, edited). Move it out of the directory, or give the buffer a new path`,
+        path,
+        'nextSeq',
+      )
+    }
     if (dataEnd !== undefined && nextSeq > dataEnd) {
       // Numbers below nextSeq lie past the records left (a damaged tail was cut, or went missing):
       // once they count acknowledged, a checkpoint saves a prefix past the last record, which the
