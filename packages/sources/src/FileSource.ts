@@ -26,6 +26,7 @@ import {
   textOf,
   warningsTo,
 } from '@ackline/topology'
+import { FileSourceError } from './FileSourceError.js'
 import { type Checkpoint, Checkpoints, checkpointKey } from './internal/Checkpoints.js'
 import { DeadLetterFile } from './internal/DeadLetterFile.js'
 import { FINGERPRINT_BYTES, FileTail, fingerprintOf } from './internal/FileTail.js'
@@ -344,7 +345,16 @@ class FileRun {
 
   async run(): Promise<void> {
     this.#stored = await this.#checkpoints.load()
-    this.#deadLetter = await DeadLetterFile.open(join(this.o.checkpoints, DEAD_LETTER_FILE))
+    const deadLetterPath = join(this.o.checkpoints, DEAD_LETTER_FILE)
+    this.#deadLetter = await DeadLetterFile.open(deadLetterPath).catch((error: unknown) => {
+      // Named here: the system's error (EISDIR, EACCES) names neither the source nor what the file is for.
+      throw new FileSourceError(
+        'DEAD_LETTER_OPEN_FAILED',
+        deadLetterPath,
+        `cannot open the dead-letter file ${deadLetterPath}: ${(error as Error).message}`,
+        { cause: error, component: this.context.id, field: 'deadLetter' },
+      )
+    })
     const signal = this.context.signal
     try {
       while (!signal.aborted) {

@@ -1,7 +1,7 @@
 /**
  * The errors the file source raises when it cannot go on: a checkpoint file it cannot trust or
- * read, a checkpoint directory it cannot write. Unreadable log files are not errors (they are reported
- * and retried on the next scan).
+ * read, a checkpoint directory it cannot write, a dead-letter file it cannot open. Unreadable log
+ * files are not errors (they are reported and retried on the next scan).
  *
  * @module
  */
@@ -9,9 +9,14 @@
 /**
  * What went wrong, as a stable code: a checkpoint file that is not one this source wrote
  * (`CORRUPT_CHECKPOINT`), or that cannot be read, nor its directory made
- * (`CHECKPOINT_READ_FAILED`), or written (`CHECKPOINT_WRITE_FAILED`).
+ * (`CHECKPOINT_READ_FAILED`), or written (`CHECKPOINT_WRITE_FAILED`); a dead-letter file that
+ * cannot be opened at start (`DEAD_LETTER_OPEN_FAILED`: a directory in its place, no permission).
  */
-export type FileSourceErrorCode = 'CORRUPT_CHECKPOINT' | 'CHECKPOINT_READ_FAILED' | 'CHECKPOINT_WRITE_FAILED'
+export type FileSourceErrorCode =
+  | 'CORRUPT_CHECKPOINT'
+  | 'CHECKPOINT_READ_FAILED'
+  | 'CHECKPOINT_WRITE_FAILED'
+  | 'DEAD_LETTER_OPEN_FAILED'
 
 /**
  * Raised by the file source; the message names the file concerned and how to repair it.
@@ -25,14 +30,22 @@ export class FileSourceError extends Error {
   /** `'FileSourceError'`, so a log tells it from other errors. */
   override readonly name = 'FileSourceError'
 
+  /** The id of the source, where the error knows it. */
+  readonly component: string | undefined
+  /** The field concerned (`deadLetter`: the dead-letter file), where one is. */
+  readonly field: string | undefined
+
   constructor(
     /** Stable code. */
     readonly code: FileSourceErrorCode,
-    /** The file concerned (a checkpoint file). */
+    /** The file concerned (a checkpoint file, the dead-letter file). */
     readonly path: string,
     message: string,
-    options?: ErrorOptions,
+    options: ErrorOptions & { readonly component?: string; readonly field?: string } = {},
   ) {
-    super(`file source: ${message}`, options)
+    const { component, field, ...errorOptions } = options
+    super(`file source${component === undefined ? '' : ` '${component}'`}: ${message}`, errorOptions)
+    this.component = component
+    this.field = field
   }
 }

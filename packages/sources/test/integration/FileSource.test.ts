@@ -1245,6 +1245,48 @@ describe('file source', () => {
     })
   })
 
+  it('rejects naming the source and its dead-letter file when that cannot be opened at start (a directory in its place)', async () => {
+    const cp = join(dir, 'cp')
+    mkdirSync(join(cp, DEAD_LETTER_FILE), { recursive: true })
+    const context = new FakeSourceContext({ id: 'files' })
+    const run = file({ include: [join(dir, '*.log')], checkpoints: cp }).run(context)
+    await expect(run).rejects.toThrow(FileSourceError)
+    await expect(run).rejects.toMatchObject({
+      code: 'DEAD_LETTER_OPEN_FAILED',
+      path: join(cp, DEAD_LETTER_FILE),
+      component: 'files',
+      field: 'deadLetter',
+      message: `file source 'files': cannot open the dead-letter file ${join(cp, DEAD_LETTER_FILE)}: EISDIR: illegal operation on a directory, open '${join(cp, DEAD_LETTER_FILE)}'`,
+      cause: { code: 'EISDIR' },
+    })
+    expect(context.batches).toEqual([])
+  })
+
+  it.skipIf(process.getuid?.() === 0)(
+    'rejects naming the source and its dead-letter file when it may not create it at start',
+    async () => {
+      // Skipped as root: root creates a file in a directory whatever its mode.
+      const cp = join(dir, 'cp')
+      mkdirSync(cp)
+      chmodSync(cp, 0o500)
+      try {
+        const run = file({ include: [join(dir, '*.log')], checkpoints: cp }).run(
+          new FakeSourceContext({ id: 'files' }),
+        )
+        await expect(run).rejects.toMatchObject({
+          name: 'FileSourceError',
+          code: 'DEAD_LETTER_OPEN_FAILED',
+          path: join(cp, DEAD_LETTER_FILE),
+          component: 'files',
+          field: 'deadLetter',
+          cause: { code: 'EACCES' },
+        })
+      } finally {
+        chmodSync(cp, 0o700)
+      }
+    },
+  )
+
   // A file even root may not open (mode 0200), where the machine has it.
   const unopenable = '/proc/sys/vm/compact_memory'
   it.skipIf(!existsSync(unopenable))(
