@@ -9,10 +9,17 @@
  *
  * @module
  */
-import { join } from 'node:path'
-import type { ConfigIssue, EdgeBuffer, EdgeBufferContext, EdgeBufferFactory } from '@ackline/topology'
+import { join, resolve } from 'node:path'
+import type {
+  ConfigIssue,
+  EdgeBuffer,
+  EdgeBufferContext,
+  EdgeBufferDirectory,
+  EdgeBufferFactory,
+} from '@ackline/topology'
 import { DiskBufferFactoryOptions } from './DiskBufferOptions.js'
 import { openDiskBuffer } from './DiskEdgeBuffer.js'
+import { DeadLetterSet } from './internal/DeadLetterSet.js'
 
 /** The factory {@link diskBuffer} returns. */
 export interface DiskBufferFactory extends EdgeBufferFactory {
@@ -38,6 +45,7 @@ export function diskBuffer(options: DiskBufferFactoryOptions = {}): DiskBufferFa
     kind: 'disk',
     options,
     validate: (context) => validate(options, context),
+    directories: (context) => directories(options, context),
     open: (context): Promise<EdgeBuffer> =>
       openDiskBuffer({
         ...options,
@@ -60,4 +68,20 @@ function validate(options: DiskBufferFactoryOptions, context: EdgeBufferContext)
   // The schema's rules are the ones a direct open throws on: one wording, every problem at once.
   issues.push(...DiskBufferFactoryOptions.validate(options))
   return issues
+}
+
+/**
+ * The buffer's directory and its dead-letter queue's: a buffer opened on another's `dead-letter/`
+ * would write records there that the other reads as its dead letters (and the reverse).
+ */
+function directories(options: DiskBufferFactoryOptions, context: EdgeBufferContext): EdgeBufferDirectory[] {
+  const given = (options as { path?: unknown } | null | undefined)?.path
+  // A path `validate` refuses (or none, without a dataDir) is reported there.
+  if (given !== undefined && typeof given !== 'string') return []
+  if (given === undefined && context.dataDir === undefined) return []
+  const path = resolve(given ?? join(context.dataDir!, context.componentId))
+  return [
+    { path, holds: 'its records', field: 'path' },
+    { path: join(path, DeadLetterSet.DIR), holds: 'its dead-letter queue', field: 'path' },
+  ]
 }

@@ -131,6 +131,39 @@ describe('diskBuffer', () => {
     ])
   })
 
+  it("refuses at build a sink whose buffer would be another sink's dead-letter queue (sinks a and a/dead-letter under one dataDir)", () => {
+    const build = (second: string) => () =>
+      new TopologyBuilder({ acknowledgements: true, dataDir: dir })
+        .source('in', source([]).component)
+        .sink('a', ['in'], sink(() => 'delivered').component, { buffer: diskBuffer() })
+        .sink(second, ['in'], sink(() => 'delivered').component, { buffer: diskBuffer() })
+        .build()
+    expect(build('a/dead-letter')).toThrow(TopologyError)
+    try {
+      build('a/dead-letter')()
+    } catch (error) {
+      expect((error as TopologyError).problems).toEqual([
+        {
+          code: 'INVALID_OPTION',
+          component: 'a/dead-letter',
+          field: 'buffer.path',
+          message: `its disk buffer would keep its records in ${join(dir, 'a', 'dead-letter')}, where the buffer of sink 'a' keeps its dead-letter queue: two buffers writing in one directory take each other's files for their own; give this buffer a path of its own`,
+        },
+      ])
+    }
+    // The same refusal for a path given in full, and none for a buffer beside the dead-letter queue.
+    expect(() =>
+      new TopologyBuilder({ acknowledgements: true, dataDir: dir })
+        .source('in', source([]).component)
+        .sink('a', ['in'], sink(() => 'delivered').component, { buffer: diskBuffer() })
+        .sink('b', ['in'], sink(() => 'delivered').component, {
+          buffer: diskBuffer({ path: `${join(dir, 'a')}/./dead-letter/` }),
+        })
+        .build(),
+    ).toThrow("where the buffer of sink 'a' keeps its dead-letter queue")
+    expect(build('a/archive')).not.toThrow()
+  })
+
   it('rejects start() with a TopologyError naming the sink when the buffer cannot open', async () => {
     writeFileSync(join(dir, 'out'), 'a file where the buffer directory should be')
     const topology = new TopologyBuilder({ acknowledgements: true, dataDir: dir })

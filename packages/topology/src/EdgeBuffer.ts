@@ -58,6 +58,24 @@ export interface EdgeBufferContext {
 }
 
 /**
+ * A directory a buffer writes its files in (its own files, not those of its subdirectories), so
+ * that `build()` can refuse two buffers that would write in one.
+ *
+ * @example
+ * ```ts
+ * { path: '/var/lib/ackline/archive/dead-letter', holds: 'its dead-letter queue', field: 'path' }
+ * ```
+ */
+export interface EdgeBufferDirectory {
+  /** The directory, absolute. */
+  readonly path: string
+  /** What the buffer keeps there, for messages (`'its records'`, `'its dead-letter queue'`). */
+  readonly holds: string
+  /** The buffer's option that decides where it is (`'path'`), reported under `buffer.`. */
+  readonly field: string
+}
+
+/**
  * Makes the buffer in front of a sink: what the sink's `buffer` option takes besides the
  * in-memory channel's options. Options of the buffer kind are the factory's business; the
  * topology only asks it to check them (at `build()`) and to open a buffer (at `start()`).
@@ -76,6 +94,14 @@ export interface EdgeBufferFactory {
    * problem, as fields under `buffer.` (`buffer.maxBytes`).
    */
   validate?(context: EdgeBufferContext): readonly ConfigIssue[]
+  /**
+   * The directories the buffer will write files in, for a buffer that keeps files. `build()`
+   * refuses a buffer that would write in a directory another sink's buffer writes in (sinks `a`
+   * and `a/dead-letter` under one `dataDir`: the second is the first one's dead-letter queue),
+   * naming the sink and the field; two writers in one directory take each other's files for
+   * their own. None for a buffer whose options `validate` refuses.
+   */
+  directories?(context: EdgeBufferContext): readonly EdgeBufferDirectory[]
   /**
    * Opens the buffer when the topology starts. If it throws, `start()` rejects with a
    * `TopologyError` (`BUFFER_OPEN_FAILED`) naming the component.

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod'
 import type { ConfigIssue } from '../ConfigIssue.js'
+import type { EdgeBufferDirectory } from '../EdgeBuffer.js'
 import { codeOption } from '../OptionsSchema.js'
 import { SinkOptions } from '../SinkOptions.js'
 import type { ComponentDeclaration } from '../TopologyBuilder.js'
@@ -135,6 +136,8 @@ export function planTopology(
     checkOptions(decl, options, problems, problem)
     checkConfig(decl, problems, problem)
   }
+
+  checkDirectories(byId.values(), options, problem)
 
   const downstream = (id: string): string[] => [...(edges.get(id)?.values() ?? [])].flat()
 
@@ -371,6 +374,48 @@ function checkOptions(
     // A buffer's options as a whole (not an object) are the `buffer` field itself.
     const whole = issue.field === '' || issue.field === WHOLE
     problem('INVALID_OPTION', decl.id, whole ? 'buffer' : `buffer.${issue.field}`, issue.message)
+  }
+}
+
+/**
+ * Buffers that would write in one directory (sinks `a` and `a/dead-letter` under one `dataDir`:
+ * the second one's records would land in the first one's dead-letter queue), each reported on the
+ * sink declared later, naming the one declared first.
+ */
+function checkDirectories(
+  decls: Iterable<ComponentDeclaration>,
+  options: TopologyOptions,
+  problem: Report,
+): void {
+  const owners = new Map<string, { readonly sink: string; readonly holds: string }>()
+  for (const decl of decls) {
+    const buffer = decl.role === 'sink' ? decl.options.buffer : undefined
+    if (buffer === undefined || buffer === null || !isEdgeBufferFactory(buffer)) continue
+    let directories: readonly EdgeBufferDirectory[]
+    try {
+      directories = buffer.directories?.({ componentId: decl.id, dataDir: options.dataDir }) ?? []
+    } catch (error) {
+      problem(
+        'INVALID_OPTION',
+        decl.id,
+        'buffer',
+        `the ${buffer.kind} buffer's directories() threw: ${textOf(error)}`,
+      )
+      continue
+    }
+    for (const dir of directories) {
+      const owner = owners.get(dir.path)
+      if (owner === undefined) {
+        owners.set(dir.path, { sink: decl.id, holds: dir.holds })
+      } else if (owner.sink !== decl.id) {
+        problem(
+          'INVALID_OPTION',
+          decl.id,
+          `buffer.${dir.field}`,
+          `its ${buffer.kind} buffer would keep ${dir.holds} in ${dir.path}, where the buffer of sink '${owner.sink}' keeps ${owner.holds}: two buffers writing in one directory take each other's files for their own; give this buffer a path of its own`,
+        )
+      }
+    }
   }
 }
 
