@@ -243,6 +243,7 @@ class AmqpPublisher implements AmqpSink {
       component: COMPONENT,
       heartbeatSeconds: o.heartbeatSeconds,
       connectTimeoutMs: o.connectTimeoutMs,
+      closeTimeoutMs: o.closeTimeoutMs,
       backoff: { initialDelayMs: o.reconnectInitialDelayMs, maxDelayMs: o.reconnectMaxDelayMs },
       onWarning: warn,
       openChannel: (model) => model.createConfirmChannel(),

@@ -325,6 +325,7 @@ class AmqpConsumer implements AmqpSource {
       component: context.id,
       heartbeatSeconds: o.heartbeatSeconds,
       connectTimeoutMs: o.connectTimeoutMs,
+      closeTimeoutMs: o.closeTimeoutMs,
       backoff: { initialDelayMs: o.reconnectInitialDelayMs, maxDelayMs: o.reconnectMaxDelayMs },
       onWarning: warn,
       // Confirms only where a rejected message is republished with its reason.
@@ -785,7 +786,9 @@ class AmqpConsumer implements AmqpSource {
       stopping = true
       const current = connection.current
       if (current !== undefined && consumerTag !== undefined) {
-        await current.channel.cancel(consumerTag).catch(() => undefined)
+        // Unanswered within closeTimeoutMs (heartbeats off, a broker that stopped answering), the
+        // connection is cut: what it held is abandoned, and no wait below is for its answers.
+        await connection.answered(current.channel.cancel(consumerTag))
       }
       // Taken from the broker, never sent downstream: straight back to the queue.
       for (const delivery of pending.splice(0)) {

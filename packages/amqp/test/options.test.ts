@@ -42,6 +42,18 @@ describe('amqp options', () => {
     expect(issues.map((issue) => issue.field)).toEqual(['declare.exchange.type'])
   })
 
+  it('closeTimeoutMs (how long a stop waits for the broker) defaults to 5 s and holds in a timer', () => {
+    expect(AmqpSourceOptions.resolve({ url: 'amqp://h', queue: 'q' }).closeTimeoutMs).toBe(5000)
+    expect(AmqpSinkOptions.resolve({ url: 'amqp://h' }).closeTimeoutMs).toBe(5000)
+    for (const closeTimeoutMs of [0, 2 ** 31]) {
+      const source = AmqpSourceOptions.validate({ url: 'amqp://h', queue: 'q', closeTimeoutMs })
+      expect(source.map((issue) => issue.field)).toEqual(['closeTimeoutMs'])
+      expect(
+        AmqpSinkOptions.validate({ url: 'amqp://h', closeTimeoutMs }).map((issue) => issue.field),
+      ).toEqual(['closeTimeoutMs'])
+    }
+  })
+
   it('the JSON Schema leaves out the code-only onWarning', () => {
     const schema = AmqpSourceOptions.jsonSchema() as { properties: Record<string, unknown> }
     expect(Object.keys(schema.properties)).toContain('prefetch')

@@ -35,6 +35,14 @@ export const connectionOptions = {
     .describe(
       "How long a connect attempt (TCP, TLS, AMQP handshake) may wait for the server before it fails (the first one fails the source's run or the sink's start, a later one is retried with back-off).",
     ),
+  closeTimeoutMs: z
+    .number()
+    .min(1)
+    .max(MAX_TIMER_MS)
+    .default(5_000)
+    .describe(
+      "How long a stop waits for the broker to answer the consumer's cancel (the source) and the connection's close before it cuts the connection: with heartbeatSeconds 0, a broker that stops answering would otherwise hold the stop for ever.",
+    ),
 } as const
 
 /** One connection + channel, as it lived. */
@@ -80,6 +88,12 @@ export interface ConnectionOptions<C extends Channel> {
    * with no backend) must fail the attempt, not hang it for ever.
    */
   readonly connectTimeoutMs: number
+  /**
+   * How long a close (and a caller's last request at a stop, see {@link Connection.answered}) may
+   * wait for the broker's answer before the connection is cut: with heartbeats off nothing else
+   * notices a broker that stopped answering, and a stop waited for it for ever.
+   */
+  readonly closeTimeoutMs: number
 }
 
 /** The server part of a URL, for messages: never the password. */
@@ -113,16 +127,32 @@ function withHeartbeat(url: string, seconds: number): string {
 /**
  * Closes a connection and resolves once it is closed, by the broker's answer or otherwise: amqplib
  * settles the promise of `close()` only on the broker's Close-Ok, so a link that dies after the
- * Close was sent (a cut, a heartbeat timeout) left it pending for ever, and a stop with it.
+ * Close was sent (a cut, a heartbeat timeout) left it pending for ever, and a stop with it. A
+ * broker that does not answer within `timeoutMs` (heartbeats off, nothing else would notice) has
+ * the socket cut under it.
  */
-function closeModel(model: ChannelModel): Promise<void> {
+function closeModel(model: ChannelModel, timeoutMs: number): Promise<void> {
   return new Promise<void>((resolve) => {
-    model.once('close', () => resolve())
-    model.close().then(
-      () => resolve(),
-      () => resolve(),
-    )
+    const done = (): void => {
+      clearTimeout(timer)
+      resolve()
+    }
+    const timer = setTimeout(() => {
+      cutSocket(model, new Error('the broker did not answer in time (closeTimeoutMs)'))
+      done()
+    }, timeoutMs)
+    model.once('close', done)
+    model.close().then(done, done)
   })
+}
+
+/**
+ * Destroys the connection's socket, as a network failure would: amqplib then closes the connection
+ * and fails what waited on it. Its typings do not show the socket (`connection.stream`).
+ */
+function cutSocket(model: ChannelModel, reason: Error): void {
+  const { stream } = model.connection as unknown as { stream?: { destroy(error?: Error): void } }
+  stream?.destroy(reason)
 }
 
 class LiveGeneration<C extends Channel> implements Generation<C> {
@@ -185,8 +215,35 @@ export class Connection<C extends Channel = Channel> {
     }
   }
 
-  /** Stops reconnecting and closes the live connection, if any. Idempotent. */
-  async close(): Promise<void> {
+  /**
+   * Stops reconnecting and closes the live connection, if any, waiting at most `closeTimeoutMs` for
+   * the broker's answer before cutting it. Idempotent.
+   */
+  close(): Promise<void> {
+    return this.#close(this.#options.closeTimeoutMs)
+  }
+
+  /**
+   * Whether `request` (a last request at a stop, such as the consumer's cancel) settled within
+   * `closeTimeoutMs`. When it did not, the broker is taken for gone: the connection is closed and
+   * cut at once, which also fails whatever else waited for its answers (pending confirms).
+   */
+  async answered(request: Promise<unknown>): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), this.#options.closeTimeoutMs)
+    })
+    const settled = request.then(
+      () => true,
+      () => true,
+    )
+    const inTime = await Promise.race([settled, late])
+    clearTimeout(timer)
+    if (!inTime) await this.#close(0)
+    return inTime
+  }
+
+  async #close(timeoutMs: number): Promise<void> {
     const state = this.#state
     this.#state = { tag: 'closed' }
     switch (state.tag) {
@@ -198,7 +255,7 @@ export class Connection<C extends Channel = Channel> {
         return
       case 'open':
         state.generation.live = false
-        await closeModel(state.generation.model)
+        await closeModel(state.generation.model, timeoutMs)
         return
     }
   }
@@ -250,7 +307,7 @@ export class Connection<C extends Channel = Channel> {
     } catch (error) {
       if (generation !== undefined) generation.live = false
       if (this.#state.tag === 'open') this.#state = { tag: 'idle' }
-      await closeModel(model)
+      await closeModel(model, this.#options.closeTimeoutMs)
       throw error
     }
   }

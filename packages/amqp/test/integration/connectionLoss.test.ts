@@ -305,6 +305,44 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     }
   })
 
+  it('sink and source: with heartbeats off, a stop ends when the broker stops answering (closeTimeoutMs)', async () => {
+    // The proxy stops forwarding what the clients send and keeps their connections open: the
+    // consumer's cancel and the Close never reach the broker, which says nothing more (no
+    // heartbeats). Both used to wait for the answer for ever: the source's run and the sink's stop.
+    const { queue } = await admin.queueWithDeadLetters()
+    const stalling = await stallingBrokerProxy()
+    const options = { url: stalling.url, heartbeatSeconds: 0, closeTimeoutMs: 200, onWarning: () => {} }
+    const sink = amqpSink({ ...options, routingKey: queue })
+    const source = amqpSource({ ...options, queue })
+    const stop = new AbortController()
+    try {
+      await sink.start()
+      expect(await sink.write(EventArray.of(new LogEvent({ n: 1 })))).toBeUndefined()
+      const run = source.run({
+        id: 'in',
+        acknowledgements: true,
+        signal: stop.signal,
+        send: (records) =>
+          Promise.resolve({
+            batchId: undefined,
+            status: Promise.resolve('delivered'),
+            failure: undefined,
+            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
+          }),
+        sendEvents: () => Promise.resolve(),
+      })
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+      stalling.stall()
+      stop.abort()
+      await expect(run).resolves.toBeUndefined()
+      await expect(sink.stop()).resolves.toBeUndefined()
+      console.log(`silent broker at stop: source ${JSON.stringify(source.counters)}`)
+      expect(source.counters).toMatchObject({ acked: 1, inFlight: 0 })
+    } finally {
+      await stalling.close()
+    }
+  })
+
   it('source: a stop while the first connect gets no answer (a server that accepts and never speaks) ends the run at once', async () => {
     const silent = await silentServer()
     try {
