@@ -206,7 +206,12 @@ class AmqpPublisher implements AmqpSink {
    * message-id), in publish order.
    */
   #awaiting = new WeakMap<Generation<ConfirmChannel>, Map<string, Publish[]>>()
-  /** Writers waiting for room in the window. */
+  /**
+   * Room taken in the confirm window: messages awaiting their confirm, and room handed to a waiting
+   * write that has not published yet. Never more than `maxInFlight`, so neither is `inFlight`.
+   */
+  #taken = 0
+  /** Writes waiting for room in the window, in order: each is handed one slot when woken. */
   #waiters: (() => void)[] = []
   /**
    * Message ids made for events without one: this sink's prefix (64 random bits, 11 characters)
@@ -332,12 +337,13 @@ class AmqpPublisher implements AmqpSink {
         )
         continue
       }
-      if (this.#counters.inFlight >= o.maxInFlight) await this.#room(o.maxInFlight)
+      const room = this.#room(o.maxInFlight)
+      if (room !== undefined) await room
       if (!generation.live) {
         results[i] = new RetryableError(COMPONENT, 'the connection to the broker was lost before publishing')
-        // A confirm wakes one waiter: one that publishes nothing hands the room on, or the next
-        // would wait for a confirm no message in flight will bring.
-        this.#wakeOne()
+        // A write that publishes nothing hands its slot on, or the next would wait for a confirm
+        // no message in flight will bring.
+        this.#release()
         continue
       }
       const messageId = this.#messageId(event, o)
@@ -375,7 +381,7 @@ class AmqpPublisher implements AmqpSink {
           results[i] = 'delivered'
           delivered++
         }
-        this.#wakeOne()
+        this.#release()
         if (--unconfirmed === 0) allConfirmed?.()
       }
       let ok: boolean
@@ -393,7 +399,7 @@ class AmqpPublisher implements AmqpSink {
         results[i] = unpublished(error, messageId)
         if (results[i] instanceof RejectError) this.#counters.unencodable++
         else this.#counters.nacked++
-        this.#wakeOne()
+        this.#release()
         continue
       }
       // Counted once sent: the broker's return and confirm can only come after this turn.
@@ -420,17 +426,26 @@ class AmqpPublisher implements AmqpSink {
     await this.#connection?.close()
   }
 
-  #room(max: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      this.#waiters.push(() => {
-        if (this.#counters.inFlight < max) resolve()
-        else void this.#room(max).then(resolve)
-      })
-    })
+  /**
+   * Takes one slot of the window: at once (`undefined`, no promise on the common path) when there is
+   * room and no write waits before this one, else once a released slot is handed to it. A slot is
+   * handed over, not freed and looked for: a write woken from the window used to publish without
+   * looking again, after an earlier woken one or a new write had taken the room (one read of
+   * several confirms woke several writes), so more than `maxInFlight` messages were unconfirmed.
+   */
+  #room(max: number): Promise<void> | undefined {
+    if (this.#taken < max && this.#waiters.length === 0) {
+      this.#taken++
+      return undefined
+    }
+    return new Promise<void>((resolve) => this.#waiters.push(resolve))
   }
 
-  #wakeOne(): void {
-    this.#waiters.shift()?.()
+  /** Gives back a slot (its message was confirmed, or the write published nothing with it): to the next waiting write, if any. */
+  #release(): void {
+    const next = this.#waiters.shift()
+    if (next === undefined) this.#taken--
+    else next()
   }
 
   #messageId(event: LogEvent, o: Resolved): string {

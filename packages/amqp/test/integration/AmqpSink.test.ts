@@ -4,7 +4,7 @@ import { type BatchStatus, EventArray, type JsonObject, LogEvent, RecordId } fro
 import { generator } from '@ackline/sources'
 import { RejectError, TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { Admin, BROKER_URL, brokerAvailable, uniqueName } from './broker.js'
+import { Admin, BROKER_URL, brokerAvailable, confirmHoldingProxy, uniqueName } from './broker.js'
 
 const available = await brokerAvailable()
 
@@ -253,6 +253,37 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
       expect(sink.counters).toMatchObject({ published: 2, confirmed: 2, unencodable: 1, inFlight: 0 })
     } finally {
       await sink.stop()
+    }
+  })
+
+  it('never has more than maxInFlight messages unconfirmed, counted on the wire, when a whole window of confirms arrives at once', async () => {
+    // Three writes of 40 events, maxInFlight 10: the first fills the window, the others wait. The
+    // proxy passes confirms on only once every publish it saw is confirmed, in one chunk, so one
+    // read of several confirms frees room while the three writes wait. Each woken write used to publish without looking again: the first took all
+    // 10 slots, and the next two published one more each (12 unconfirmed).
+    const queue = uniqueName('window')
+    admin.queues.push(queue)
+    await admin.channel.assertQueue(queue, { durable: false })
+    const proxy = await confirmHoldingProxy()
+    const maxInFlight = 10
+    const sink = amqpSink({ url: proxy.url, routingKey: queue, maxInFlight, heartbeatSeconds: 0 })
+    await sink.start()
+    try {
+      proxy.hold()
+      const write = (w: number): Promise<unknown> =>
+        sink.write(new EventArray(Array.from({ length: 40 }, (_, n) => new LogEvent({ w, n }))))
+      expect(await Promise.all([write(1), write(2), write(3)])).toEqual([undefined, undefined, undefined])
+      console.log(
+        `confirm window: ${proxy.published} published, at most ${proxy.peakUnconfirmed} unconfirmed on the wire (maxInFlight ${maxInFlight})`,
+      )
+      expect(proxy.published).toBe(120)
+      // A lower bound of what the sink had unconfirmed (see confirmHoldingProxy): on the code before, 11 or 12.
+      expect(proxy.peakUnconfirmed).toBeLessThanOrEqual(maxInFlight)
+      expect(sink.counters).toMatchObject({ published: 120, confirmed: 120, inFlight: 0 })
+      expect(await admin.messageCount(queue)).toBe(120)
+    } finally {
+      await sink.stop()
+      await proxy.close()
     }
   })
 

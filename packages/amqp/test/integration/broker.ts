@@ -217,3 +217,112 @@ export class Admin {
     await this.model.close().catch(() => undefined)
   }
 }
+
+/**
+ * A TCP proxy in front of the broker that, once `hold()` was called, passes the broker's publisher
+ * confirms (`basic.ack` / `basic.nack`) to the client only when every message published so far is
+ * confirmed, all in one chunk: the client then handles a whole window of confirms at once. It
+ * counts, from the frames, the most messages ever unconfirmed: at each `basic.publish` it sees,
+ * the publishes so far less the confirms it had passed on, which is never more than the client's
+ * own count of unconfirmed messages then. One publishing channel per connection is assumed.
+ */
+export interface ConfirmHoldingProxy {
+  /** The URL (same credentials and vhost) that reaches the broker through the proxy. */
+  readonly url: string
+  /** The most messages unconfirmed at once, as seen on the wire. */
+  readonly peakUnconfirmed: number
+  /** Messages published, as seen on the wire. */
+  readonly published: number
+  /** From now on, hold the broker's bytes until every publish is confirmed. */
+  hold(): void
+  close(): Promise<void>
+}
+
+/** A {@link ConfirmHoldingProxy} in front of the broker at `BROKER_URL`. */
+export async function confirmHoldingProxy(): Promise<ConfirmHoldingProxy> {
+  const broker = new URL(BROKER_URL)
+  const sockets = new Set<Socket>()
+  let holding = false
+  let published = 0
+  let passedOn = 0
+  let peak = 0
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: broker.hostname, port: Number(broker.port || 5672) })
+    for (const socket of [client, upstream]) {
+      sockets.add(socket)
+      socket.on('error', () => undefined).on('close', () => sockets.delete(socket))
+    }
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
+    const up = frameReader(8, (type, payload) => {
+      if (type !== 1 || payload.readUInt32BE(0) !== 0x003c0028) return // basic.publish
+      published++
+      peak = Math.max(peak, published - passedOn)
+    })
+    const confirmed = new Set<bigint>()
+    let held: Buffer[] = []
+    const down = frameReader(0, (type, payload) => {
+      const method = type === 1 ? payload.readUInt32BE(0) : 0
+      if (method !== 0x003c0050 && method !== 0x003c0078) return // basic.ack, basic.nack
+      const tag = payload.readBigUInt64BE(4)
+      if ((payload[12]! & 1) === 0) confirmed.add(tag)
+      else for (let t = 1n; t <= tag; t++) confirmed.add(t)
+    })
+    client.on('data', (chunk: Buffer) => {
+      up(chunk)
+      upstream.write(chunk)
+    })
+    upstream.on('data', (chunk: Buffer) => {
+      down(chunk)
+      if (!holding) {
+        passedOn = confirmed.size
+        client.write(chunk)
+        return
+      }
+      held.push(chunk)
+      if (confirmed.size < published) return
+      passedOn = confirmed.size
+      client.write(Buffer.concat(held))
+      held = []
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  const credentials = broker.username === '' ? '' : `${broker.username}:${broker.password}@`
+  return {
+    url: `${broker.protocol}//${credentials}127.0.0.1:${port}${broker.pathname}`,
+    get peakUnconfirmed() {
+      return peak
+    },
+    get published() {
+      return published
+    },
+    hold() {
+      holding = true
+    },
+    close() {
+      for (const socket of sockets) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
+/** Reads AMQP frames from a byte stream (after `skip` bytes of protocol header) and hands each to `frame`. */
+function frameReader(skip: number, frame: (type: number, payload: Buffer) => void): (chunk: Buffer) => void {
+  let buffer = Buffer.alloc(0)
+  let left = skip
+  return (chunk) => {
+    buffer = Buffer.concat([buffer, chunk])
+    if (left > 0) {
+      const n = Math.min(left, buffer.length)
+      buffer = buffer.subarray(n)
+      left -= n
+    }
+    while (buffer.length >= 7) {
+      const size = buffer.readUInt32BE(3)
+      if (buffer.length < size + 8) return
+      frame(buffer[0]!, buffer.subarray(7, 7 + size))
+      buffer = buffer.subarray(size + 8)
+    }
+  }
+}
