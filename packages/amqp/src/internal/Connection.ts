@@ -7,7 +7,7 @@
  * reported once, as the attempt's failure, not also as a loss. A delivery tag
  * or a pending confirm belongs to the generation it came from and means nothing on any other, so
  * callers check `generation.live` before acking and settle what a dead generation held without
- * talking to the broker. After a loss the connection reconnects (exponential back-off, capped)
+ * talking to the broker; a confirm that fails with its channel finds the generation dead already. After a loss the connection reconnects (exponential back-off, capped)
  * until `close()` (a caller may make a loss count as a later attempt, see `onLost`); only the first
  * connection fails loudly, so a wrong URL or refused credentials fail `start`/`run` at once
  * instead of retrying forever.
@@ -296,7 +296,9 @@ export class Connection<C extends Channel = Channel> {
       channel.on('error', (error: Error) => {
         channelError = error
       })
-      channel.on('close', () => onClose(channelError ?? new Error('channel closed')))
+      // Before amqplib's own listener, which fails the confirms still pending: their callbacks then
+      // find the generation dead (a lost copy used to be warned as refused by the exchange).
+      channel.prependListener('close', () => onClose(channelError ?? new Error('channel closed')))
       gen.live = true
       if (this.#state.tag === 'closed') throw new Error('closed while connecting')
       this.#state = { tag: 'open', generation: gen as unknown as LiveGeneration<Channel> }

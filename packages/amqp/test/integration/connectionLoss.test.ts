@@ -305,6 +305,68 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     }
   })
 
+  it('source: copies to the dead-letter exchange lost with the connection are not warned as refused', async () => {
+    // The proxy drops the link on the first copy the source publishes, before the broker sees it:
+    // the copy's confirm fails with the channel ('channel closed'). amqplib fails it before the
+    // source heard of the loss, so the source used to warn that the dead-letter exchange had
+    // refused a copy. After the reconnect the message comes back and its copy goes through.
+    const { queue } = await admin.queueWithDeadLetters()
+    const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
+    let drops = 0
+    const { proxy: own, url } = await brokerProxy((direction, chunk) => {
+      if (direction === 'up' && drops === 0 && isBasicPublish(chunk)) {
+        drops++
+        throw new Error('the link dies with the copy')
+      }
+    })
+    const warnings: string[] = []
+    const source = amqpSource({
+      url,
+      queue,
+      deadLetterExchange: reasons,
+      reconnectInitialDelayMs: 10,
+      onWarning: (message) => warnings.push(message),
+    })
+    const stop = new AbortController()
+    const run = source.run({
+      id: 'in',
+      acknowledgements: true,
+      signal: stop.signal,
+      send: (records) =>
+        Promise.resolve({
+          batchId: undefined,
+          status: Promise.resolve('rejected'),
+          failure: { componentId: 'out', code: 'BAD', message: 'refused by the sink' },
+          outcomes: Promise.resolve(RecordOutcomes.all('rejected', [...records].length)),
+        }),
+      sendEvents: () => Promise.resolve(),
+    })
+    try {
+      await admin.publish(queue, [{ n: 1 }])
+      await vi.waitFor(() => expect(source.counters.deadLettered).toBe(1), { timeout: 10_000, interval: 5 })
+      stop.abort()
+      await run
+      console.log(
+        `copy lost with the connection: ${JSON.stringify(source.counters)}; warnings ${JSON.stringify(warnings)}`,
+      )
+      expect(drops).toBe(1)
+      expect(source.counters).toMatchObject({
+        received: 2,
+        abandoned: 1,
+        rejected: 1,
+        reconnects: 1,
+        inFlight: 0,
+      })
+      expect(warnings.filter((w) => w.includes('lost the connection'))).toHaveLength(1)
+      expect(warnings.filter((w) => w.includes('refused'))).toEqual([])
+      expect((await admin.drain(withReasons)).length).toBe(1)
+      expect(await admin.messageCount(queue)).toBe(0)
+    } finally {
+      stop.abort()
+      await own.close().catch(() => undefined)
+    }
+  })
+
   it('sink and source: with heartbeats off, a stop ends when the broker stops answering (closeTimeoutMs)', async () => {
     // The proxy stops forwarding what the clients send and keeps their connections open: the
     // consumer's cancel and the Close never reach the broker, which says nothing more (no
@@ -466,4 +528,12 @@ async function silentServer(): Promise<{ address: string; accepted: Promise<void
       return new Promise<void>((resolve) => server.close(() => resolve()))
     },
   }
+}
+
+/** Whether a chunk the client sent holds an AMQP Basic.Publish frame (method frame, class 60, method 40). */
+function isBasicPublish(chunk: Buffer): boolean {
+  for (let i = 0; i + 11 <= chunk.length; i++) {
+    if (chunk[i] === 1 && chunk.readUInt32BE(i + 7) === 0x003c0028) return true
+  }
+  return false
 }
