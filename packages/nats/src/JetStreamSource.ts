@@ -71,6 +71,14 @@ const natsName = () =>
     .refine((name) => !/[.*>/\\\s]/.test(name), "cannot contain '.', '*', '>', '/', '\\' or white space")
 
 /**
+ * The longest duration the server reads, in ms: it takes durations as a 64-bit count of
+ * nanoseconds, `(2^63 - 1) / 10^6` ms (292 years). Longer, the server (2.9) ignores a nak's delay
+ * and redelivers at once (a back-off became a hot loop), and refuses every pull ('bad request …
+ * cannot unmarshal number … of type time.duration'), so the source never got a message.
+ */
+const MAX_SERVER_DURATION_MS = 9_223_372_036_854
+
+/**
  * Options of {@link jetstream}: its schema (`validate`, `jsonSchema`, …).
  *
  * @example
@@ -126,8 +134,11 @@ export const JetStreamSourceOptions = defineOptions({
   fetchExpiresMs: z
     .int()
     .min(1000)
+    .max(MAX_SERVER_DURATION_MS)
     .default(5000)
-    .describe('How long one pull waits for messages on an idle stream, in ms.'),
+    .describe(
+      'How long one pull waits for messages on an idle stream, in ms (at most 9,223,372,036,854, the longest duration the server reads).',
+    ),
   apiTimeoutMs: z
     .int()
     .min(1)
@@ -139,9 +150,17 @@ export const JetStreamSourceOptions = defineOptions({
   nakInitialMs: z
     .int()
     .min(0)
+    .max(MAX_SERVER_DURATION_MS)
     .default(1000)
     .describe('The delay of the first `nak` of an errored message, in ms.'),
-  nakMaxMs: z.int().min(0).default(60_000).describe('The longest `nak` delay, in ms.'),
+  nakMaxMs: z
+    .int()
+    .min(0)
+    .max(MAX_SERVER_DURATION_MS)
+    .default(60_000)
+    .describe(
+      'The longest `nak` delay, in ms (at most 9,223,372,036,854, the longest duration the server reads: it ignores a longer delay and redelivers at once).',
+    ),
   nakMultiplier: z.number().min(1).default(2).describe('What each further `nak` delay is multiplied by.'),
   doubleAck: z
     .boolean()

@@ -88,6 +88,18 @@ describe('options', () => {
     expect(issues.map((i) => i.field)).toEqual(['nakMaxMs'])
   })
 
+  it.each(['nakInitialMs', 'nakMaxMs', 'fetchExpiresMs'])(
+    'a %s longer than the server reads (a 64-bit count of nanoseconds) is reported, by its field',
+    (field) => {
+      // One ms more than (2^63 - 1) ns: the server 2.9 ignored such a nak delay (redelivered at
+      // once) and refused every pull with such an expiry ('bad request').
+      const longest = { servers: 'x', stream: 's', consumer: 'c', nakMaxMs: 9_223_372_036_854 }
+      expect(JetStreamSourceOptions.validate({ ...longest, [field]: 9_223_372_036_854 })).toEqual([])
+      const issues = JetStreamSourceOptions.validate({ ...longest, [field]: 9_223_372_036_855 })
+      expect(issues.map((i) => i.field)).toEqual([field])
+    },
+  )
+
   it('the JetStream sink needs a subject', () => {
     expect(JetStreamSinkOptions.validate({ servers: 'x' }).map((i) => i.field)).toEqual(['subject'])
     expect(jetstreamSink({ servers: 'x', subject: 'a.b' }).validate()).toEqual([])
