@@ -123,6 +123,8 @@ export class DeliveryLedger {
   readonly #acknowledgements: boolean
   readonly #field: string
   readonly #tags = new WeakMap<LogEvent, string>()
+  /** The fate each handle's last write reported: a retry replaces it, another copy's stays. */
+  readonly #attempts = new WeakMap<LogEvent, CopyFate>()
   readonly #pending: Promise<unknown>[] = []
   /** Per source, how many sends it began: a batch's number is taken before its send is awaited. */
   readonly #sends = new Map<string, number>()
@@ -280,15 +282,18 @@ export class DeliveryLedger {
     ) => {
       events.forEach((event, i) => {
         const record = ledger.#recordOf(event)
-        record?.fates.push({
+        if (record === undefined) return
+        const fate: CopyFate = {
           component: id,
           via: 'sink',
           status: statuses[i],
           acknowledges,
           authoritative,
-          path: [...(record?.hops ?? [])],
+          path: [...record.hops],
           fields: fields[i],
-        })
+        }
+        record.fates.push(fate)
+        ledger.#attempts.set(event, fate)
       })
     }
     return {
@@ -502,13 +507,18 @@ export class DeliveryLedger {
     if (event.get(this.#field) !== undefined) event.remove(this.#field)
   }
 
-  /** Drops a failed attempt's reports at `sink`, so a retry's report replaces them. */
+  /**
+   * Drops what this handle's previous attempt at `sink` reported, so a retry's report replaces it.
+   * Only that handle's: another copy of the record written to the same sink (two paths into it)
+   * keeps its own report.
+   */
   #forget(events: readonly LogEvent[], sink: string): void {
     for (const event of events) {
-      const record = this.#recordOf(event)
-      if (record === undefined) continue
-      const i = record.fates.findLastIndex((f) => f.component === sink && f.via === 'sink')
-      if (i >= 0) record.fates.splice(i, 1)
+      const fate = this.#attempts.get(event)
+      if (fate === undefined || fate.component !== sink) continue
+      const fates = this.#recordOf(event)?.fates
+      const i = fates?.indexOf(fate) ?? -1
+      if (i >= 0) fates!.splice(i, 1)
     }
   }
 

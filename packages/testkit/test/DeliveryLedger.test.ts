@@ -175,6 +175,54 @@ describe('DeliveryLedger', () => {
     expect((error as Error).message).toContain("'odd' reports its failure")
   })
 
+  it("keeps each copy's report when two copies of a record reach one sink by two paths, and only the last attempt's of a retried write", async () => {
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const identity: Transform = {
+      kind: 'identity',
+      process(events, context) {
+        for (const e of events) context.emit(e)
+      },
+    }
+    // Emits its copies a turn later, so the sink writes them after the other path's.
+    const later: Transform = {
+      kind: 'later',
+      async process(events, context) {
+        await new Promise((resolve) => setImmediate(resolve))
+        for (const e of events) context.emit(e.set('via', 'later'))
+      },
+    }
+    const attempts = new Map<string, number>()
+    const out: Sink = {
+      kind: 'out',
+      async write(events) {
+        const key = events.events.map((e) => e.get('via') ?? 'identity').join()
+        attempts.set(key, (attempts.get(key) ?? 0) + 1)
+        // The copy by 'later' fails once as a whole write, then is delivered; the other errors.
+        if (key === 'later' && attempts.get(key) === 1) throw new Error('first attempt fails')
+        return events.events.map((e) => (e.get('via') === 'later' ? 'delivered' : 'errored'))
+      },
+    }
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', ledger.source('in', source([[{ n: 0 }]])))
+      .transform('a', ['in'], ledger.transform('a', identity))
+      .transform('b', ['in'], ledger.transform('b', later))
+      .sink('out', ['a', 'b'], ledger.sink('out', out), { retry: { attempts: 2, initialBackoffMs: 0 } })
+      .build()
+    await topology.start()
+    await topology.done
+    expect(attempts).toEqual(
+      new Map([
+        ['identity', 1],
+        ['later', 2],
+      ]),
+    )
+    // One copy errored: the source hears errored, and the model must say so too.
+    expect(ledger.records[0]!.fates.map((f) => f.status)).toEqual(['errored', 'delivered'])
+    expect(ledger.verdict(ledger.records[0]!)).toBe('errored')
+    expect(ledger.batches[0]!.told).toBe('errored')
+    await ledger.expectMatchesModel()
+  })
+
   it('reports a record lost when a transform forgets it yet its batch is delivered', async () => {
     const ledger = new DeliveryLedger({ acknowledgements: true })
     await runWith(ledger, sink(), sink(), {
