@@ -37,6 +37,12 @@ export type ComponentErrorCode =
    * call had passed on (nothing was passed on or ended: the handle is a sink's by then).
    */
   | 'ENDED_AFTER_EMIT'
+  /**
+   * A transform's `process` changed the length of its input array (untyped code: `splice`,
+   * `shift`, `length = 0`). Events it took out were out of the runtime's sight (neither passed
+   * on nor settled: their batches wait for the stop); its later calls get a frozen array.
+   */
+  | 'INPUT_MUTATED'
   /** A transform's `process` or `flush` threw; its unhandled input events were settled `errored`. */
   | 'PROCESS_FAILED'
   /** A transform emitted on a port it does not declare: `emit` settled the event `errored`, then threw. */

@@ -131,7 +131,9 @@ export interface Transform<Ports extends string = string> {
   validate?(): readonly ConfigIssue[]
   /**
    * Handles one input array. Every event in it must be emitted, dropped or merged before it
-   * returns — or, for a transform with `flush`, by a later call.
+   * returns — or, for a transform with `flush`, by a later call. The array is read-only: the
+   * runtime checks the call against it, so an event taken out of it (`splice`, `shift` from
+   * untyped code) is lost to that check (reported `INPUT_MUTATED`, its batch waits for the stop).
    */
   process(events: EventArray, context: TransformContext): void | Promise<void>
   /**

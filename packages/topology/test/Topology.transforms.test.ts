@@ -41,6 +41,59 @@ describe('user transforms', () => {
     expect(topology.metrics().t!.erroredEvents).toBe(1)
   })
 
+  it.each([
+    [
+      'splice(0)',
+      (events: EventArray, context: TransformContext) => {
+        const list = (events.events as LogEvent[]).splice(0)
+        context.emit(list[0]!)
+      },
+    ],
+    [
+      'shift()',
+      (events: EventArray, context: TransformContext) => {
+        context.emit((events.events as LogEvent[]).shift()!)
+      },
+    ],
+    [
+      'length = 0',
+      (events: EventArray, context: TransformContext) => {
+        const first = events.events[0]!
+        ;(events.events as LogEvent[]).length = 0
+        context.emit(first)
+      },
+    ],
+    [
+      'pop() and passes the rest on',
+      (events: EventArray, context: TransformContext) => {
+        ;(events.events as LogEvent[]).pop()
+        context.emitAll(events)
+      },
+    ],
+  ])(
+    'reports a transform that changes its input array with %s, and settles its later calls',
+    async (_, process) => {
+      // Taken out of the array the runtime checks, events escaped the leak check unreported, and
+      // every batch they were in waited for the stop.
+      const source = testSource([records(1, 2, 3), records(4, 5, 6)])
+      const topology = through(source, { kind: 'mutator', process }, testSink())
+      const facts: LifecycleEvent[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      await topology.start()
+      await topology.done
+      const errors = facts.filter((f) => f.type === 'component_error')
+      expect(errors[0]).toMatchObject({ component: 't', code: 'INPUT_MUTATED' })
+      expect(errors[0]!.message).toContain(
+        "transform 't' changed its input array in process() (3 event(s) given",
+      )
+      // The second call's array is frozen: the change throws, and its every input is settled.
+      expect(errors.at(-1)).toMatchObject({ component: 't', code: 'PROCESS_FAILED', events: 3 })
+      const resolved = facts.filter((f) => f.type === 'batch_resolved')
+      expect(resolved.filter((f) => !f.timedOut).map((f) => f.status)).toEqual(['errored'])
+      expect(await source.statuses()).toEqual(['errored', 'errored'])
+    },
+  )
+
   it('settles the unhandled events of a throwing transform errored and passes on what it emitted', async () => {
     const { statuses, facts, sink } = await withTransform({
       kind: 'thrower',

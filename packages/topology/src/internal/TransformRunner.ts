@@ -304,6 +304,8 @@ export class TransformRunner {
   #timer: ReturnType<typeof setInterval> | undefined = undefined
   /** Whether a timed flush is queued and has not started yet. */
   #flushWaiting = false
+  /** Whether each call's input array is frozen first: set once a call changed its length. */
+  #frozenInputs = false
   forced = false
 
   constructor(
@@ -428,21 +430,45 @@ export class TransformRunner {
    */
   #process(array: EventArray): Promise<void> {
     const context = this.#shared ?? new CallContext(this)
+    const count = array.length
+    if (this.#frozenInputs) Object.freeze(array.events)
     context.open(array.events)
     let pending: void | Promise<void>
     try {
       pending = this.transform.process(array, context)
     } catch (error) {
-      return this.#finish(context, array.events, thrown(error), 'process')
+      return this.#processed(context, array, count, thrown(error))
     }
-    if (pending === undefined) return this.#finish(context, array.events, undefined, 'process')
+    if (pending === undefined) return this.#processed(context, array, count, undefined)
     // While this call waits, a late `emit` through the context could land in it unnoticed if the
     // next call had the same one: this call keeps it, and no later call gets it.
     this.#shared = undefined
     return Promise.resolve(pending).then(
-      () => this.#finish(context, array.events, undefined, 'process'),
-      (error: unknown) => this.#finish(context, array.events, thrown(error), 'process'),
+      () => this.#processed(context, array, count, undefined),
+      (error: unknown) => this.#processed(context, array, count, thrown(error)),
     )
+  }
+
+  /**
+   * Checks a `process` call on its inputs. The check reads the input array, which untyped code
+   * can change (`splice(0)`, `shift()`, `length = 0`): an event taken out of it is out of the
+   * runtime's sight, so neither settled if forgotten nor passed on if emitted, and its batch waits
+   * for the stop. Only a copy would keep those in sight, at a cost on every call; one comparison
+   * finds the change instead, reports it, and from then on the transform's input arrays are
+   * frozen (its changes throw, and the call fails with every input settled).
+   */
+  #processed(context: CallContext, array: EventArray, count: number, failure: unknown): Promise<void> {
+    if (array.length !== count) {
+      this.#frozenInputs = true
+      this.emit({
+        type: 'component_error',
+        component: this.id,
+        code: 'INPUT_MUTATED',
+        message: `transform '${this.id}' changed its input array in process() (${count} event(s) given, ${array.length} left): events taken out of it were neither passed on nor settled by the runtime, and their batches wait for the stop; its input arrays are read-only from now on`,
+        events: Math.max(0, count - array.length),
+      })
+    }
+    return this.#finish(context, array.events, failure, 'process')
   }
 
   async #flush(): Promise<void> {
