@@ -29,6 +29,14 @@ import { type JsonObject, JsonValue } from './JsonValue.js'
 const SHARED = 1
 /** `LogEvent._flags`: made by `clone()` or `new LogEvent`, or kept for a transform; not passed on since. */
 const LOCAL = 2
+/**
+ * `LogEvent._flags`, above the two bits: whom a runtime keeps the handle for (`markKept`), 0 when
+ * made by its holder. One bit could not tell the component that keeps a handle from the one that
+ * passed it on and still has a reference to it.
+ */
+const HOLDER_SHIFT = 2
+/** The largest holder `markKept` takes: the flags stay a small integer. */
+const MAX_HOLDER = 0x0fffffff
 
 /** Options of a new event. */
 export interface LogEventOptions {
@@ -71,7 +79,8 @@ export class LogEvent {
   /**
    * @internal `SHARED`: `_fields` may be shared with another handle, so a write must copy it
    * first. `LOCAL`: the handle is its holder's own, made by `clone()` or `new LogEvent` or kept
-   * by a runtime for a transform, and no runtime has passed it on since (see `isLocal`).
+   * by a runtime for a transform, and no runtime has passed it on since (see `isLocal`); above
+   * them, whom it is kept for (see `isLocalTo`).
    */
   declare _flags: number
   /** @internal The id of the source that read the event; read it through `metadata.sourceId`. */
@@ -255,14 +264,29 @@ export class LogEvent {
     return (this._flags & LOCAL) !== 0
   }
 
-  /** For runtimes: notes that a runtime keeps this handle for a component (see `isLocal`). */
-  markKept(): void {
-    this._flags |= LOCAL
+  /**
+   * Whether this handle is `holder`'s own: local (`isLocal`), and either made by whoever holds it
+   * or kept for `holder` (`markKept(holder)`). A component that passed a handle on may still have
+   * a reference to it when the next one keeps it: to the first, the handle is not its own.
+   */
+  isLocalTo(holder: number): boolean {
+    const flags = this._flags
+    if ((flags & LOCAL) === 0) return false
+    const keptFor = flags >>> HOLDER_SHIFT
+    return keptFor === 0 || keptFor === holder
+  }
+
+  /**
+   * For runtimes: notes that a runtime keeps this handle for a component, `holder` (a number from
+   * 1 to 2^28 - 1 naming it; 0 or none for no one in particular; see `isLocalTo`).
+   */
+  markKept(holder = 0): void {
+    this._flags = (this._flags & SHARED) | LOCAL | ((holder & MAX_HOLDER) << HOLDER_SHIFT)
   }
 
   /** For runtimes: notes that a runtime passed this handle on to a component (see `isLocal`). */
   markPassedOn(): void {
-    this._flags &= ~LOCAL
+    this._flags &= SHARED
   }
 
   /**

@@ -288,6 +288,27 @@ describe('LogEvent isLocal (the mark runtimes keep of who owns a handle)', () =>
     expect(original.isLocal).toBe(false)
   })
 
+  it('isLocalTo: a handle kept for one holder is not the own of another; made or passed on, as isLocal says', () => {
+    const event = new LogEvent({ n: 1 })
+    expect([event.isLocalTo(1), event.isLocalTo(2)]).toEqual([true, true]) // made by whoever holds it
+    event.markPassedOn()
+    expect(event.isLocalTo(1)).toBe(false)
+    event.markKept(2)
+    expect([event.isLocal, event.isLocalTo(1), event.isLocalTo(2)]).toEqual([true, false, true])
+    const copy = event.clone() // shares the fields: marking either must keep copy on write
+    event.markKept(0x0fffffff)
+    expect([event.isLocalTo(2), event.isLocalTo(0x0fffffff)]).toEqual([false, true])
+    event.set('m', 3)
+    copy.markPassedOn()
+    copy.markKept(3)
+    copy.set('n', 2)
+    expect(copy.fields).toEqual({ n: 2 })
+    expect(event.fields).toEqual({ n: 1, m: 3 })
+    expect([copy.isLocalTo(1), copy.isLocalTo(3)]).toEqual([false, true])
+    event.markPassedOn()
+    expect([event.isLocal, event.isLocalTo(0x0fffffff)]).toEqual([false, false])
+  })
+
   it('replaceFields keeps the mark', () => {
     const event = new LogEvent({ n: 1 })
     event.replaceFields({ n: 2 })

@@ -718,6 +718,68 @@ describe('emits a transform makes wrongly', () => {
     await topology.stop()
   })
 
+  it.each([
+    ['emit on a port', 'emit'],
+    ['drop', 'drop'],
+  ] as const)(
+    '%s, in a later call, of an event an earlier call passed on to a transform that keeps it passes nothing on and ends nothing',
+    async (_, misuse) => {
+      // The transform downstream keeps the handle (a window, a reduce group): kept, it was marked
+      // its holder's own, and the upstream transform's stale reference passed for its own too.
+      // Emitted again, it went to a second sink, which delivered it and resolved its batch before
+      // the keeper's sink said errored; dropped, it was ended under the keeper (delivered).
+      const kept: LogEvent[] = []
+      const source = testSource([records(1), records(2)], {
+        untilStopped: true,
+        // The first event is kept downstream before the second call of 't' runs.
+        afterSend: (sent) => vi.waitFor(() => expect(kept).toHaveLength(sent)),
+      })
+      let passedOn: LogEvent | undefined
+      const topology = new TopologyBuilder(on)
+        .source('in', source)
+        .transform('t', ['in'], {
+          kind: 'reuser',
+          outputs: ['b'],
+          process(events: EventArray, context: TransformContext) {
+            for (const event of events) {
+              if (passedOn !== undefined) {
+                if (misuse === 'emit') context.emit(passedOn, 'b')
+                else context.drop(passedOn)
+              }
+              passedOn ??= event
+              context.emit(event)
+            }
+          },
+        })
+        .transform('window', ['t'], {
+          kind: 'keep_until_flush',
+          process(events: EventArray) {
+            for (const event of events) kept.push(event)
+          },
+          flush(context: TransformContext) {
+            for (const event of kept.splice(0)) context.emit(event)
+          },
+        })
+        .sink('a', ['window'], testSink({ outcome: () => 'errored' }))
+        .sink('b', ['t.b'], testSink())
+        .build()
+      const facts: unknown[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      await topology.start()
+      await vi.waitFor(() => expect(source.receipts).toHaveLength(2))
+      expect(facts).toContainEqual(
+        expect.objectContaining({
+          component: 't',
+          code: 'ENDED_AFTER_EMIT',
+          events: misuse === 'emit' ? 1 : 0,
+        }),
+      )
+      await topology.stop()
+      expect(await source.statuses()).toEqual(['errored', 'errored'])
+      expect(topology.metrics().b!.receivedEvents).toBe(0)
+    },
+  )
+
   it('every handle a transform takes in is not its own until it keeps it: fan-out copies, sendEvents, second emissions', async () => {
     // A handle that came in marked as the transform's own (`isLocal`) could be passed on twice
     // unnoticed; each way a runtime passes handles on marks them.

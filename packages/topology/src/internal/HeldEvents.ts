@@ -35,6 +35,12 @@ export class HeldEvents {
   readonly #left = new Set<LogEvent>()
   /** How many events the queue kept at its last compaction. */
   #compacted = 0
+  /** Whom the events are kept for (`LogEvent.markKept`): the runner's number. */
+  readonly #holder: number
+
+  constructor(holder = 0) {
+    this.#holder = holder
+  }
 
   /**
    * Whether the queue keeps no reference at all: every event added has left from the front, or
@@ -62,7 +68,7 @@ export class HeldEvents {
 
   /** Holds `event`, an input the call neither passed on nor ended: the transform's own now (`markKept`). */
   add(event: LogEvent): void {
-    event.markKept()
+    event.markKept(this.#holder)
     const tail = this.#tail++
     if (tail < this.#queue.length) this.#queue[tail] = event
     else this.#queue.push(event)

@@ -36,6 +36,13 @@ const nothing = (): void => {}
 const COALESCE_UP_TO = 128
 const NO_PORTS: ReadonlyMap<string, LogEvent[]> = new Map()
 const NO_EVENTS: readonly LogEvent[] = []
+/** The number the last runner took to mark what it keeps (`LogEvent.markKept`). */
+let lastHolder = 0
+/** A number for a new runner, from 1 to 2^28 - 1 (what `markKept` takes), then round again. */
+function nextHolder(): number {
+  lastHolder = (lastHolder % 0x0fffffff) + 1
+  return lastHolder
+}
 
 /**
  * The context of a `process` or `flush` call: it only records; the runner checks afterwards.
@@ -240,7 +247,7 @@ class CallContext implements TransformContext {
   /**
    * Whether `event` is this call's to end: one of its inputs, one the transform made (`create`,
    * `clone()`, `new LogEvent`) and has not passed on, or one the runtime holds for it (`flush`):
-   * the last two are marked `isLocal`. Inputs are found with a cursor (a filter drops
+   * the last two are local to this runner (`isLocalTo`). Inputs are found with a cursor (a filter drops
    * them in the order it meets them), then, out of order, through a set made once per call.
    */
   #owns(event: LogEvent): boolean {
@@ -257,7 +264,7 @@ class CallContext implements TransformContext {
     }
     // Made in a call (with `create`, `clone` or `new LogEvent`) or held for the transform, and
     // not passed on since.
-    return event.isLocal
+    return event.isLocalTo(this.#runner.holder)
   }
 
   /** Starts a call on `inputs`: nothing recorded yet, and emits count. */
@@ -292,10 +299,15 @@ export class TransformRunner {
   /** How a drop with `dropStatus: 'rejected'` explains itself to the batches. */
   readonly dropped: EndOptions
   /**
+   * What the runner marks the events it keeps with (`LogEvent.markKept`): a downstream transform
+   * keeping a handle this one passed on must not make it this one's own again.
+   */
+  readonly holder = nextHolder()
+  /**
    * Input events a transform with `flush` kept for a later call. A call only looks at the events
    * it touched, so holding n events costs amortised O(1) per event rather than O(n) per call.
    */
-  readonly #held = new HeldEvents()
+  readonly #held = new HeldEvents(this.holder)
   /** Whether the transform takes what is queued as one array (the `coalesce` option, else `Transform.coalesce`). */
   readonly #coalesce: boolean
   /** The context of synchronous `process` calls; `undefined` once a call returned a promise. */
@@ -636,7 +648,7 @@ export class TransformRunner {
         } else if (emitted.has(event)) {
           const copy = event.clone()
           copy.markPassedOn()
-          if (!event.isLocal) {
+          if (!event.isLocalTo(this.holder)) {
             copiesOf ??= new Map()
             copiesOf.set(copy, event)
           }
@@ -689,7 +701,7 @@ export class TransformRunner {
     // outputs, untouched, and reported.
     let foreign: Set<LogEvent> | undefined
     for (const event of emitted) {
-      if (event.isLocal) {
+      if (event.isLocalTo(this.holder)) {
         event.markPassedOn()
       } else {
         foreign ??= new Set()
