@@ -51,7 +51,7 @@ export interface TransformContext {
    * transform with `flush`). Any other (one an earlier call
    * passed on, which a sink may be writing) is not ended, and the drop is reported
    * (`ENDED_AFTER_EMIT`); so is a drop after the call returned (`EMIT_AFTER_RETURN`), unless of an
-   * event made by a `create` after it returned.
+   * event made by a `create` after it returned and not passed on since.
    */
   drop(event: LogEvent): void
   /**

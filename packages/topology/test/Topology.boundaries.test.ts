@@ -867,6 +867,51 @@ describe('emits a transform makes wrongly', () => {
     await topology.stop()
   })
 
+  it('drop after the call returned of an event made by a create after it, which a later call passed on, ends nothing', async () => {
+    // Still noted as made late, the event was ended by the stale context's drop while the sink
+    // wrote it: its batch counted it dropped (as delivered), and the sink's errored came too late.
+    const gate = new Gate()
+    const contexts: TransformContext[] = []
+    let made: LogEvent | undefined
+    const source = testSource([records(1), records(2)], {
+      untilStopped: true,
+      afterSend: async (sent) => {
+        await vi.waitFor(() => expect(contexts).toHaveLength(sent))
+        // After the first call returned: made through its context, emitted by the second call.
+        if (sent === 1) made = contexts[0]!.create({ made: true }, [])
+      },
+    })
+    const topology = through(
+      source,
+      {
+        kind: 'late_maker',
+        process(events: EventArray, context: TransformContext) {
+          contexts.push(context)
+          for (const event of events) {
+            if (made !== undefined) {
+              made.merge(event.clone())
+              context.emit(made)
+            }
+            context.emit(event)
+          }
+        },
+      },
+      testSink({ gate, outcome: (event) => (event.get('made') === true ? 'errored' : 'delivered') }),
+    )
+    const facts = await startWatched(topology, () => {
+      expect(source.receipts).toHaveLength(2)
+      expect(made!.isLocal).toBe(false) // the second call passed it on
+    })
+    contexts[0]!.drop(made!)
+    expect(made!.isEnded).toBe(false) // the sink holds it
+    gate.open()
+    expect(await source.receipts[1]!.status).toBe('errored')
+    expect(facts).toContainEqual(
+      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 0 }),
+    )
+    await topology.stop()
+  })
+
   it('drop of its inputs in any order, of what it made and of what it holds, still ends them', async () => {
     const source = testSource([records(1, 2, 3, 4)], { untilStopped: true })
     const sink = testSink()

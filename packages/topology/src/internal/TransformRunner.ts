@@ -185,8 +185,9 @@ class CallContext implements TransformContext {
     // here its batch would count it dropped (as delivered) while the sink still writes it, and be
     // acknowledged before the sink says how the write went. Reported, and nothing is ended.
     if (!this.#open) {
-      // Made by a `create` after its call returned, and never passed on: still the transform's.
-      if (this.#lateMade?.delete(event) !== true) {
+      // Made by a `create` after its call returned, and never passed on (a later call may have:
+      // then it is a sink's): still the transform's.
+      if (this.#lateMade?.delete(event) !== true || !event.isLocalTo(runner.holder)) {
         runner.emit({
           type: 'component_error',
           component: this.id,
