@@ -555,6 +555,52 @@ describe('transforms that break the contract', () => {
       { component: 't', code: 'LEAKED_EVENTS', events: 2 },
     ])
   })
+
+  it('a drop, in a call that returns after a forced stop, of a held event the stop settled is reported, not thrown', async () => {
+    // Still marked as the transform's, the ended handle was taken for its own and ended again:
+    // ALREADY_ENDED thrown in the transform, where the runtime had settled it (review).
+    const gate = new Gate()
+    const entered = new Gate()
+    let first: LogEvent | undefined
+    let calls = 0
+    let threw: unknown
+    const source = testSource([records(1), records(2)], { untilStopped: true })
+    const topology = through(
+      source,
+      {
+        kind: 'hoarder',
+        async process(events, context) {
+          if (++calls === 1) {
+            first = events.events[0] // held by the runtime: the call returns without it
+            return
+          }
+          entered.open()
+          await gate.wait()
+          try {
+            context.drop(first!)
+          } catch (error) {
+            threw = error
+          }
+          for (const event of events) context.drop(event)
+        },
+        flush() {},
+      },
+      testSink(),
+    )
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await entered.wait()
+    await topology.stop({ drainTimeoutMs: 0 })
+    expect(first!.isEnded).toBe(true) // the stop settled it
+    gate.open()
+    // Lets the call's promise and the check after it run (an order, not a time).
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    expect(threw).toBeUndefined()
+    expect(facts).toContainEqual(
+      expect.objectContaining({ component: 't', code: 'ENDED_AFTER_EMIT', events: 0 }),
+    )
+  })
 })
 
 describe('the arrays a transform is handed', () => {

@@ -264,8 +264,8 @@ class CallContext implements TransformContext {
       if (this.#inputSet.has(event)) return true
     }
     // Made in a call (with `create`, `clone` or `new LogEvent`) or held for the transform, and
-    // not passed on since.
-    return event.isLocalTo(this.#runner.holder)
+    // not passed on since; not one the runtime has settled (a forced stop settles what is held).
+    return event.isLocalTo(this.#runner.holder) && !event.isEnded
   }
 
   /** Starts a call on `inputs`: nothing recorded yet, and emits count. */
