@@ -9,11 +9,12 @@ import {
   type Topology,
   TopologyBuilder,
   TopologyError,
+  type Transform,
   type TransformContext,
 } from '@ackline/topology'
 import { describe, expect, it, vi } from 'vitest'
 import { linear, on, records, run, through } from './support/Harness.js'
-import { Gate, queueBuffer, testSink, testSource } from './support/TestComponents.js'
+import { Gate, queueBuffer, type TestSource, testSink, testSource } from './support/TestComponents.js'
 
 describe('a sink whose start() throws', () => {
   it('makes start() reject with a TopologyError naming the sink, its kind and the cause', async () => {
@@ -643,25 +644,20 @@ describe('emits a transform makes wrongly', () => {
     await topology.stop()
   })
 
-  it('emit on a port, in a later call, of an event an earlier call passed on the default port passes nothing on', async () => {
-    // The first call took the quick check (its input passed on in order): the handle was in two
-    // sinks after the second, and the one that ended it first resolved its batch for both.
-    const source = testSource([records(1), records(2)], { untilStopped: true })
+  /**
+   * Starts `source` → `transform` ('t') → sink 'a' (its default port; errors every event once
+   * its gate opens) and sink 'b' (its port 'b'), waits until the source has `receipts` receipts
+   * and the transform's one emit of a handle not its own was reported, then opens the gate.
+   */
+  const refusingOnce = async (
+    source: TestSource,
+    receipts: number,
+    transform: Transform<'b'>,
+  ): Promise<Topology> => {
     const gate = new Gate()
-    let kept: LogEvent | undefined
     const topology = new TopologyBuilder(on)
       .source('in', source)
-      .transform('t', ['in'], {
-        kind: 'keeper',
-        outputs: ['b'],
-        process(events: EventArray, context: TransformContext) {
-          for (const event of events) {
-            if (kept !== undefined) context.emit(kept, 'b')
-            kept ??= event
-            context.emit(event)
-          }
-        },
-      })
+      .transform('t', ['in'], transform)
       .sink('a', ['t'], testSink({ gate, outcome: () => 'errored' }))
       .sink('b', ['t.b'], testSink())
       .build()
@@ -669,12 +665,31 @@ describe('emits a transform makes wrongly', () => {
     topology.lifecycle.subscribe((f) => facts.push(f))
     await topology.start()
     await vi.waitFor(() => {
-      expect(source.receipts).toHaveLength(2)
+      expect(source.receipts).toHaveLength(receipts)
       expect(facts).toContainEqual(
         expect.objectContaining({ component: 't', code: 'ENDED_AFTER_EMIT', events: 1 }),
       )
     })
     gate.open()
+    return topology
+  }
+
+  it('emit on a port, in a later call, of an event an earlier call passed on the default port passes nothing on', async () => {
+    // The first call took the quick check (its input passed on in order): the handle was in two
+    // sinks after the second, and the one that ended it first resolved its batch for both.
+    const source = testSource([records(1), records(2)], { untilStopped: true })
+    let kept: LogEvent | undefined
+    const topology = await refusingOnce(source, 2, {
+      kind: 'keeper',
+      outputs: ['b'],
+      process(events: EventArray, context: TransformContext) {
+        for (const event of events) {
+          if (kept !== undefined) context.emit(kept, 'b')
+          kept ??= event
+          context.emit(event)
+        }
+      },
+    })
     expect(await source.statuses()).toEqual(['errored', 'errored'])
     expect(topology.metrics().b!.receivedEvents).toBe(0)
     await topology.stop()
@@ -684,35 +699,19 @@ describe('emits a transform makes wrongly', () => {
     // A window: each call passes on what it held and holds its input; the third call also emits
     // the first event again, which the second call passed on (taken from the front of the queue).
     const source = testSource([records(1), records(2), records(3)], { untilStopped: true })
-    const gate = new Gate()
     const seen: LogEvent[] = []
-    const topology = new TopologyBuilder(on)
-      .source('in', source)
-      .transform('t', ['in'], {
-        kind: 'window_of_one',
-        outputs: ['b'],
-        process(events: EventArray, context: TransformContext) {
-          for (const event of events) {
-            if (seen.length === 2) context.emit(seen[0]!, 'b')
-            if (seen.length > 0 && seen.length < 3) context.emit(seen[seen.length - 1]!)
-            seen.push(event)
-          }
-        },
-        flush() {},
-      })
-      .sink('a', ['t'], testSink({ gate, outcome: () => 'errored' }))
-      .sink('b', ['t.b'], testSink())
-      .build()
-    const facts: unknown[] = []
-    topology.lifecycle.subscribe((f) => facts.push(f))
-    await topology.start()
-    await vi.waitFor(() => {
-      expect(source.receipts).toHaveLength(3)
-      expect(facts).toContainEqual(
-        expect.objectContaining({ component: 't', code: 'ENDED_AFTER_EMIT', events: 1 }),
-      )
+    const topology = await refusingOnce(source, 3, {
+      kind: 'window_of_one',
+      outputs: ['b'],
+      process(events: EventArray, context: TransformContext) {
+        for (const event of events) {
+          if (seen.length === 2) context.emit(seen[0]!, 'b')
+          if (seen.length > 0 && seen.length < 3) context.emit(seen[seen.length - 1]!)
+          seen.push(event)
+        }
+      },
+      flush() {},
     })
-    gate.open()
     expect(await source.receipts[0]!.status).toBe('errored')
     expect(topology.metrics().b!.receivedEvents).toBe(0)
     await topology.stop()
