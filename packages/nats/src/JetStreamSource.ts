@@ -100,8 +100,11 @@ export const JetStreamSourceOptions = defineOptions({
   ackWaitMs: z
     .int()
     .min(100)
+    .max(MAX_SERVER_DURATION_MS)
     .default(30_000)
-    .describe("When creating the consumer: its AckWait, in ms (a bound consumer's own is used)."),
+    .describe(
+      "When creating the consumer: its AckWait, in ms (a bound consumer's own is used; at most 9,223,372,036,854, the longest duration the server reads).",
+    ),
   maxAckPending: z
     .int()
     .min(1)
@@ -357,7 +360,11 @@ class JetStreamPullSource implements JetStreamSource {
         : serverMaxDeliver
     const serverLimit = info.config.max_ack_pending ?? -1
     const limit = Math.min(o.maxInFlight, serverLimit > 0 ? serverLimit : o.maxInFlight)
-    const heartbeat = setInterval(() => this.#touchSlow(ackWaitMs), Math.max(50, Math.floor(ackWaitMs / 4)))
+    // Never longer than a timer waits: a longer interval fires every 1 ms (an AckWait over 99 days).
+    const heartbeat = setInterval(
+      () => this.#touchSlow(ackWaitMs),
+      Math.min(MAX_TIMER_MS, Math.max(50, Math.floor(ackWaitMs / 4))),
+    )
     heartbeat.unref()
     const settling = new Set<Promise<void>>()
     const room = new Room(limit)

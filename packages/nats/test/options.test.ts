@@ -100,6 +100,15 @@ describe('options', () => {
     },
   )
 
+  it('an ackWaitMs longer than the server reads is reported at build, by its field', () => {
+    // One ms more than (2^63 - 1) ns: the server refused to create the consumer ('invalid JSON'),
+    // which failed the run as NO_CONSUMER on the field 'consumer'.
+    const base = { servers: 'x', stream: 's', consumer: 'c' }
+    expect(JetStreamSourceOptions.validate({ ...base, ackWaitMs: 9_223_372_036_854 })).toEqual([])
+    const issues = JetStreamSourceOptions.validate({ ...base, ackWaitMs: 9_223_372_036_855 })
+    expect(issues.map((i) => i.field)).toEqual(['ackWaitMs'])
+  })
+
   it('the JetStream sink needs a subject', () => {
     expect(JetStreamSinkOptions.validate({ servers: 'x' }).map((i) => i.field)).toEqual(['subject'])
     expect(jetstreamSink({ servers: 'x', subject: 'a.b' }).validate()).toEqual([])

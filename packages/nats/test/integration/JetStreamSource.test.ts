@@ -406,6 +406,29 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     })
   })
 
+  it('an AckWait longer than a timer holds (over 99 days) keeps the working() timer a timer, not a 1 ms loop', async () => {
+    const stream = await admin.stream('LONGWAIT')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const overflows: string[] = []
+    const onProcessWarning = (warning: Error): void => {
+      if (warning.name === 'TimeoutOverflowWarning') overflows.push(warning.message)
+    }
+    process.on('warning', onProcessWarning)
+    try {
+      // AckWait 10^10 ms: a quarter of it, the interval of working(), is over 2^31 - 1 ms.
+      const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', ackWaitMs: 1e10 })
+      const events = await consume(source, 'the message acked', () => source.counters.acked === 1)
+      expect(events).toEqual([{ n: 0 }])
+      const info = await admin.jsm.consumers.info(stream, 'c')
+      expect(info.config.ack_wait).toBe(1e16)
+      // Node says so when it takes a timer's delay for 1 ms (it emits the warning on the next tick,
+      // long before the message was acked).
+      expect(overflows).toEqual([])
+    } finally {
+      process.off('warning', onProcessWarning)
+    }
+  })
+
   it('refuses a consumer whose ack policy is not explicit, saying so', async () => {
     const stream = await admin.stream('POLICY')
     await admin.jsm.consumers.add(stream, { durable_name: 'all', ack_policy: 'all' })
