@@ -895,7 +895,13 @@ class FileRun {
     // The dead letters of the lines a checkpoint moves past must be on disk first.
     if (this.#deadLettersUnsynced) {
       this.#deadLettersUnsynced = false
-      await this.#deadLetter?.sync()
+      try {
+        await this.#deadLetter?.sync()
+      } catch (error) {
+        // Still not on disk: the checkpoint at the stop (after this failure) must sync them first too.
+        this.#deadLettersUnsynced = true
+        throw error
+      }
     }
     await this.#checkpoints.save(all.values())
   }

@@ -255,6 +255,33 @@ describe('file source', () => {
     }
   })
 
+  it('never checkpoints past a rejected line whose dead letter could not be synced, not even in the last checkpoint at the stop', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a'))
+    // Every sync of the dead-letter file fails, as a disk that returns EIO does.
+    const spy = vi
+      .spyOn(DeadLetterFile.prototype, 'sync')
+      .mockRejectedValue(Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }))
+    try {
+      const context = new FakeSourceContext({ id: 'files' })
+      context.onBatch = (batch) => batch.end('rejected')
+      const run = file({
+        include: [log],
+        checkpoints: join(dir, 'cp'),
+        pollIntervalMs: 10,
+        checkpointIntervalMs: 20,
+        onNotice: () => {},
+      }).run(context)
+      // The run fails on the checkpoint that had to sync the dead letter of 'a' first.
+      await expect(run).rejects.toThrow(/EIO/)
+      expect(readFileSync(join(dir, 'cp', DEAD_LETTER_FILE), 'utf8')).toContain('"message":"a"')
+      // Its dead letter is not known to be on disk: a restart must read 'a' again.
+      expect(checkpoint(log) ?? 0).toBe(0)
+    } finally {
+      spy.mockRestore()
+    }
+  })
+
   it('never puts more than maxBatchLines records in one batch, however many lines a read brings', async () => {
     const log = join(dir, 'app.log')
     // Short lines: one 64 KiB read holds all of them.
