@@ -493,6 +493,37 @@ describe('DiskBuffer ledger that does not match the data', () => {
     },
   )
 
+  it.each([
+    ['making the segment past the records left', 'open', `${PATH}/00000000000000000010.seg`],
+    ['cutting the damaged tail', 'truncate', `${PATH}/00000000000000000000.seg`],
+  ] as const)(
+    'opens again after an open that found a damaged tail of acknowledged records failed %s',
+    async (_, op, failing) => {
+      const { fs, open } = setup()
+      const buffer = await open()
+      await buffer.append(range(10).map((s) => Buffer.from(s))) // one segment, 28-byte frames
+      for (const r of (await buffer.read(10))!) buffer.ack(r.seq)
+      await buffer.close() // acknowledged below 10
+      fs.flip(`${PATH}/00000000000000000000.seg`, 9 * 28 + 22) // record 9's payload: a damaged tail
+      // One step fails (EMFILE, EIO; or a kill there): the open rejects half-way.
+      fs.fault = (o, path) =>
+        o === op && path === failing ? Object.assign(new Error('EIO: failed'), { code: 'EIO' }) : undefined
+      await expect(open()).rejects.toThrow(/EIO/)
+      fs.fault = undefined
+      // Had the failed open cut the tail before making the segment, the next one found the ledger
+      // past the records left and no tail to cut, took it for another buffer's (LEDGER_AHEAD) and
+      // refused to start.
+      const reopened = await open()
+      expect(await drain(reopened)).toEqual([])
+      await reopened.close()
+      const again = await open()
+      expect(again.ackedBelow).toBe(10)
+      expect(await again.append([Buffer.from('next')])).toMatchObject({ status: 'written', firstSeq: 10 })
+      expect(await drain(again)).toEqual(['next'])
+      await again.close()
+    },
+  )
+
   it('opens a buffer whose every record was acknowledged and whose last segment is empty', async () => {
     const { open } = setup({ segmentBytes: 64 })
     const buffer = await open()

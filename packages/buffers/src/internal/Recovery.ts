@@ -104,6 +104,8 @@ export const Recovery = {
     // Only the last segment can hold a torn write: scan it to find its last whole frame.
     let tornBytes = 0
     let lastSeq = -1
+    /** Where the last segment's whole frames end: a torn tail past it is cut below. */
+    let validEnd = 0
     let active: FileLike | undefined
     const last = segments.at(-1)
     if (last !== undefined) {
@@ -118,7 +120,6 @@ export const Recovery = {
           chunkBytes: 8 << 20,
           payloads: false,
         })
-        let validEnd = 0
         for (;;) {
           const items = await reader.read(4096)
           if (items.length === 0) break
@@ -131,15 +132,6 @@ export const Recovery = {
             }
           }
         }
-        if (tornBytes > 0) {
-          s.log(
-            `disk buffer ${path}: cut a torn write of ${tornBytes} bytes off segment ${last.name} at offset ${validEnd}`,
-          )
-          await active.truncate(validEnd)
-          await active.datasync()
-          last.size = validEnd
-          last.visible = validEnd
-        }
       } catch (error) {
         await active.close().catch(() => undefined)
         throw error
@@ -148,7 +140,7 @@ export const Recovery = {
     const known = ledger.status === 'ok' ? ledger.ledger : undefined
     // Every record below a checkpointed `ackedBelow` was fsynced before the checkpoint, so a
     // ledger acknowledging past the last record on disk describes other data: deleting by it
-    // would drop records nobody acknowledged. (A damaged tail, cut above, may have held some.)
+    // would drop records nobody acknowledged. (A damaged tail, cut below, may have held some.)
     const dataEnd = last === undefined ? undefined : Math.max(lastSeq + 1, last.firstSeq)
     if (
       known !== undefined &&
@@ -177,25 +169,47 @@ export const Recovery = {
         'nextSeq',
       )
     }
+    let fresh: FileLike | undefined
     if (dataEnd !== undefined && nextSeq > dataEnd) {
-      // Numbers below nextSeq lie past the records left (a damaged tail was cut, or went missing):
-      // once they count acknowledged, a checkpoint saves a prefix past the last record, which the
-      // next open would take for another buffer's ledger (LEDGER_AHEAD). An empty segment named
-      // after nextSeq says where the records end, as a segment rolled there would.
-      await active?.close()
-      active = undefined
+      // Numbers below nextSeq lie past the records left (a damaged tail, cut below, or records
+      // gone missing): once they count acknowledged, a checkpoint saves a prefix past the last
+      // record, which the next open would take for another buffer's ledger (LEDGER_AHEAD). An
+      // empty segment named after nextSeq says where the records end, as a segment rolled there
+      // would. Made before the tail is cut: an open that failed (or a crash) after the cut and
+      // before the segment left neither, and the next open refused the ledger (LEDGER_AHEAD). The
+      // other way round, the tail left is read as damage in a segment that is no longer the last.
       const name = segmentName(nextSeq)
-      active = await fs.open(`${path}/${name}`, segmentWriteMode(s.sync))
       try {
+        fresh = await fs.open(`${path}/${name}`, segmentWriteMode(s.sync))
         await fs.syncDir(path)
       } catch (error) {
-        await active.close().catch(() => undefined)
+        await fresh?.close().catch(() => undefined)
+        await active?.close().catch(() => undefined)
         throw error
       }
       segments.push({ firstSeq: nextSeq, name, size: 0, visible: 0, sealed: false })
       s.log(
         `disk buffer ${path}: records ${dataEnd}..${nextSeq - 1} are past the end of the records on disk; starting segment ${name}`,
       )
+    }
+    if (tornBytes > 0 && active !== undefined && last !== undefined) {
+      s.log(
+        `disk buffer ${path}: cut a torn write of ${tornBytes} bytes off segment ${last.name} at offset ${validEnd}`,
+      )
+      try {
+        await active.truncate(validEnd)
+        await active.datasync()
+      } catch (error) {
+        await fresh?.close().catch(() => undefined)
+        await active.close().catch(() => undefined)
+        throw error
+      }
+      last.size = validEnd
+      last.visible = validEnd
+    }
+    if (fresh !== undefined) {
+      await active?.close()
+      active = fresh
     }
     let ackedBelow = known?.ackedBelow ?? segments[0]?.firstSeq ?? nextSeq
     ackedBelow = Math.min(Math.max(ackedBelow, segments[0]?.firstSeq ?? nextSeq), nextSeq)
