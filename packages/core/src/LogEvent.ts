@@ -5,7 +5,10 @@
  * Invariant (ownership): each handle has one owner and ends exactly once — with a status (a sink
  * reports what became of it) or without one (a transform discards it). `clone()` makes another
  * handle that shares the same finalizers; `merge()` moves another handle's finalizers into this
- * one and consumes it. Using a handle after its end throws a `FinalizationError`.
+ * one and consumes it. Using a handle after its end throws a `FinalizationError`. JavaScript
+ * cannot move a handle, so a component may keep a reference to one it gave away: runtimes mark
+ * on each handle whether it is still its holder's own (`isLocal`, `isLocalTo`), and refuse to pass
+ * on or end one that is not.
  *
  * Fields are copied on write: a clone shares its original's fields until either one changes them.
  *
