@@ -109,10 +109,14 @@ export class EventFinalizerGroups {
    */
   end(index: number, status?: DeliveryStatus, options: EndOptions = {}): void {
     const code = status === undefined ? -1 : deliveryStatusCode(status)
+    // Read before the group is taken: options that cannot be read (null, from untyped code) throw
+    // with the group still unconsumed, never consumed and left unended (its batch would wait).
+    const reason = options.reason
+    const authoritative = options.authoritative === true
     const ref = this.#take(index)
     const slot = this.#slots[index]!
-    if (code >= ERRORED && options.reason !== undefined) explainRef(ref, slot, code, options.reason)
-    endRef(ref, slot, code, options.authoritative === true)
+    if (code >= ERRORED && reason !== undefined) explainRef(ref, slot, code, reason)
+    endRef(ref, slot, code, authoritative)
   }
 
   /** Ends every group not consumed yet. */

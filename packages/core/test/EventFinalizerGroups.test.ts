@@ -66,6 +66,17 @@ describe('EventFinalizerGroups', () => {
     expect(receiver.status).toBe('errored')
   })
 
+  it('options it cannot read (null, from untyped code) throw and leave the group to end again', () => {
+    const { array, receiver } = batch(2)
+    const groups = EventFinalizerGroups.detach(array)
+    array.end()
+    expect(() => groups.end(0, 'errored', null as never)).toThrow(TypeError)
+    expect(() => groups.endAll('errored', null as never)).toThrow(TypeError)
+    expect(groups.remaining).toBe(2) // neither consumed: the batch still waits for both
+    groups.endAll('errored')
+    expect(receiver.status).toBe('errored')
+  })
+
   it('consuming a group twice throws GROUP_CONSUMED naming the source', () => {
     const { array } = batch(1)
     const groups = EventFinalizerGroups.detach(array)
