@@ -113,6 +113,9 @@ export class EventArray implements Iterable<LogEvent> {
    * the whole batch). Pass `{ release: false }` to attach more events to the same batch later.
    */
   attach(notifier: BatchNotifier, options: { readonly release?: boolean } = {}): this {
+    // Read first: options that cannot be read (null, from untyped code) must throw before the
+    // events join the batch, not leave them in it with the source's reference never released.
+    const release = options.release !== false
     const events = this.events
     // Check every handle first: a throw half-way would leave live references that no handle holds.
     for (let i = 0; i < events.length; i++) events[i]!._live('attach a batch to')
@@ -126,7 +129,7 @@ export class EventArray implements Iterable<LogEvent> {
         event._put(notifier, first + i)
       }
     }
-    if (options.release !== false) notifier.release()
+    if (release) notifier.release()
     return this
   }
 

@@ -110,6 +110,16 @@ describe('EventArray', () => {
     expect(array.events.some((e) => e.metadata.hasFinalizers)).toBe(false)
   })
 
+  it('attach given options it cannot read (null, from untyped code) throws before any event joins the batch', () => {
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    const event = new LogEvent({ n: 1 })
+    expect(() => EventArray.of(event).attach(notifier, null as never)).toThrow(TypeError)
+    expect(receiver.eventCount).toBe(0)
+    expect(event.metadata.hasFinalizers).toBe(false)
+    notifier.release()
+    expect(receiver.status).toBe('delivered')
+  })
+
   it('clone of an array with an ended event throws and leaves no clone holding the batch', () => {
     const { notifier, receiver } = BatchNotifier.create()
     const array = EventArray.from(events(3)).attach(notifier)
