@@ -43,10 +43,22 @@ export interface FromRecordsOptions extends LogEventOptions {
  * ```
  */
 export class EventArray implements Iterable<LogEvent> {
-  constructor(
-    /** The handles, in order. */
-    readonly events: readonly LogEvent[],
-  ) {}
+  /** The handles, in order. */
+  readonly events: readonly LogEvent[]
+
+  /**
+   * An array of `events` (not copied). Events that are no array (no whole `length`: a `Set` from
+   * untyped code) throw a `TypeError`.
+   */
+  constructor(events: readonly LogEvent[]) {
+    const n = events.length
+    // One comparison per array: from untyped code, a `Set` (no length) attached nothing and added
+    // NaN to its batch's counts (it never resolved), and ending it ended nothing, silently.
+    if ((n | 0) !== n || n < 0) {
+      throw new TypeError(`EventArray: events must be an array, got a length of ${shown(n)}`)
+    }
+    this.events = events
+  }
 
   /** An array of the given events. */
   static of(...events: LogEvent[]): EventArray {

@@ -51,6 +51,18 @@ describe('EventArray', () => {
     expect(receiver.status).toBe('delivered')
   })
 
+  it('refuses events that are no array (a Set from untyped code), so no batch counts them as NaN', () => {
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    const event = new LogEvent({ n: 1 })
+    const make = () => new EventArray(new Set([event]) as never)
+    expect(() => make().attach(notifier)).toThrow(/events must be an array, got a length of undefined/)
+    expect(() => make().end('delivered')).toThrow(TypeError)
+    expect(receiver.eventCount).toBe(0)
+    EventArray.of(event).attach(notifier)
+    event.end('delivered')
+    expect(receiver.status).toBe('delivered')
+  })
+
   it('fromRecords without a batch makes events with no finalizer; with release: false the batch stays open', () => {
     const before = Date.now()
     const plain = EventArray.fromRecords([{ a: 1 }])
