@@ -18,6 +18,7 @@ import { EventArray } from './EventArray.js'
 import { FinalizationError } from './FinalizationError.js'
 import { idOf, stampTime } from './internal/batchIds.js'
 import { msSinceEpoch, sinceEpoch } from './internal/epoch.js'
+import { shown } from './internal/shown.js'
 import { CHUNK, MAX_SLOT_EVENTS, type SlotBlock, SlotOpener, type SlotOwner } from './internal/slots.js'
 import type { JsonObject } from './JsonValue.js'
 import { LeakDetector } from './LeakDetector.js'
@@ -43,11 +44,23 @@ export class SlotBatches {
 
   readonly #opener: SlotOpener
 
-  /** `owner` is told what became of every batch opened here; `sourceId` names the source in ids and leak reports. */
+  /**
+   * `owner` is told what became of every batch opened here; `sourceId` names the source in ids and
+   * leak reports. An owner without both methods (from untyped code) throws a `TypeError` here, not
+   * when a batch resolves.
+   */
   constructor(
     readonly sourceId: string | undefined,
     owner: SlotBatchOwner,
   ) {
+    // Told inside someone else's end, a missing method was an uncaught exception per batch (and
+    // with no owner at all, a leak was never reported: a block without owner reads as free).
+    const o = owner as Partial<SlotBatchOwner> | null | undefined
+    if (typeof o?.slotResolved !== 'function' || typeof o.batchResolved !== 'function') {
+      throw new TypeError(
+        `slot batches of source ${sourceId ?? 'unknown'}: the owner must have slotResolved and batchResolved methods, got ${shown(owner)}`,
+      )
+    }
     this.#opener = new SlotOpener(sourceId, owner, LeakDetector._arm)
   }
 
