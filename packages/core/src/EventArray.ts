@@ -44,7 +44,7 @@ export interface FromRecordsOptions extends LogEventOptions {
  */
 export class EventArray implements Iterable<LogEvent> {
   /** The handles, in order. */
-  readonly events: readonly LogEvent[]
+  declare readonly events: readonly LogEvent[]
 
   /**
    * An array of `events` (not copied). Events that are no array (no whole `length`: a `Set` from
