@@ -285,4 +285,25 @@ describe('each sink rule fails against a sink broken that way', () => {
     const found = await checkSink(make, { read, timeoutMs: 500 })
     expect(found.map((f) => f.code)).toEqual(['sink.never-ends-events', 'sink.in-topology'])
   })
+
+  it('sink.written-before-resolved: a sink that removes a field from the event while writing and stores what is left', async () => {
+    // Compared with the event's fields after the write, the stored record matched what the sink
+    // had made of the event, not what was sent.
+    const make = (): StoreSink => {
+      const sink = good()
+      return {
+        ...sink,
+        kind: 'strips_message',
+        async write(events) {
+          for (const e of events) e.remove('message')
+          return sink.write(events)
+        },
+      }
+    }
+    const found = await checkSink(make, { read, timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['sink.written-before-resolved', 'sink.flushes-on-stop'])
+    expect(found[0]!.message).toContain(
+      '6 record(s) reported delivered were not stored when write resolved, e.g. {"n":0,"message":"record 0","level":"info"}',
+    )
+  })
 })
