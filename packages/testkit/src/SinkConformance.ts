@@ -34,7 +34,8 @@ export interface SinkConformanceOptions<S extends Sink = Sink> {
   /**
    * What the sink has stored so far, as records (read back from its file, table or memory). When
    * given, the rules `sink.written-before-resolved` and `sink.flushes-on-stop` run; without it
-   * they are skipped, since only the sink's author knows where it writes.
+   * they are skipped, since only the sink's author knows where it writes. Each record sent must
+   * be stored as it was sent, once for each time it was sent (two identical records, two stored).
    */
   readonly read?: (sink: S) => Promise<readonly JsonObject[]> | readonly JsonObject[]
   /** The test runner's `describe` and `it` (default: those on `globalThis`). */
@@ -301,7 +302,10 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
           )
         }
         const stored = await storedBy(subject, sink)
-        const missing = fields.filter((f, i) => statuses[i] === 'delivered' && !contains(stored, f))
+        const missing = unmatched(
+          stored,
+          fields.filter((_, i) => statuses[i] === 'delivered'),
+        )
         await stop()
         if (missing.length > 0) {
           throw new ConformanceError(
@@ -332,7 +336,7 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
           throw error instanceof ConformanceError && error.code === 'sink.settles' ? stopHangs(sink) : error
         })
         const stored = await storedBy(subject, sink)
-        const missing = delivered.filter((f) => !contains(stored, f))
+        const missing = unmatched(stored, delivered)
         if (missing.length > 0) {
           throw new ConformanceError(
             'sink.flushes-on-stop',
@@ -446,9 +450,19 @@ const stopHangs = (sink: Sink) =>
     'stop() must resolve once flushed',
   )
 
-/** Whether `stored` holds a record equal to `fields` (deeply). */
-const contains = (stored: readonly JsonObject[], fields: Readonly<JsonObject>): boolean =>
-  stored.some((s) => isDeepStrictEqual(s, fields))
+/**
+ * The records of `expected` that `stored` does not hold, each stored record matching one expected
+ * record at most (deeply equal): two identical records sent need two stored, so a sink that
+ * stores one of them is caught when a user's records repeat.
+ */
+function unmatched(stored: readonly JsonObject[], expected: readonly JsonObject[]): JsonObject[] {
+  const left = [...stored]
+  return expected.filter((record) => {
+    const at = left.findIndex((s) => isDeepStrictEqual(s, record))
+    if (at >= 0) left.splice(at, 1)
+    return at < 0
+  })
+}
 
 /**
  * Registers the sink suite with the test runner: one test per rule, each on a fresh sink from

@@ -306,4 +306,28 @@ describe('each sink rule fails against a sink broken that way', () => {
       '6 record(s) reported delivered were not stored when write resolved, e.g. {"n":0,"message":"record 0","level":"info"}',
     )
   })
+
+  it('sink.written-before-resolved: a sink that stores one of two identical records, given records with duplicates', async () => {
+    // Each delivered record was looked for among all stored ones: one stored copy matched both.
+    const make = (): StoreSink => {
+      const sink = good()
+      return {
+        ...sink,
+        kind: 'dedup',
+        async write(events) {
+          for (const e of events) {
+            const json = JSON.stringify(e.fields)
+            if (!sink.stored.some((r) => JSON.stringify(r) === json)) sink.stored.push({ ...e.fields })
+          }
+          return undefined
+        },
+      }
+    }
+    const records = [{ n: 1 }, { n: 1 }, { n: 2 }, { n: 3 }, { n: 3 }]
+    const found = await checkSink(make, { read, records, timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['sink.written-before-resolved', 'sink.flushes-on-stop'])
+    expect(found[0]!.message).toContain(
+      '2 record(s) reported delivered were not stored when write resolved, e.g. {"n":1}',
+    )
+  })
 })
