@@ -291,7 +291,20 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
         await fed(records.slice(0, 3))
         await within(run.before(nextSend(1)), timeoutMs, () => noSend(kind, timeoutMs))
         first = sent[0]!
+        // Accepted, then resolved only after a few turns, as in a runtime (accepted when the batch
+        // enters the pipeline, resolved when the sinks settled it): a source that acknowledges on
+        // the accept, or reads receipt.failure before the status resolved, is seen here.
         first.accept()
+        await turns()
+        const early = first.records.filter((r) => has(under.upstream!().acked, r))
+        if (early.length > 0) {
+          throw new ConformanceError(
+            'source.acknowledges-only-delivered',
+            kind,
+            `the upstream heard "done" for ${early.length} record(s) of a batch accepted but not yet resolved, e.g. ${JSON.stringify(early[0])}`,
+            'read receipt.status and acknowledge only once it resolved delivered (receipt.failure is undefined until then); on errored, re-send or nack so the upstream keeps the data',
+          )
+        }
         first.resolve('errored')
         await turns()
         wrongly = first.records.filter((r) => has(under.upstream!().acked, r))
