@@ -58,6 +58,8 @@ interface Sent {
   readonly records: JsonObject[]
   accept(): void
   resolve(status: BatchStatus): void
+  /** The status the test resolved first (what the source was told), once resolved. */
+  readonly told: () => BatchStatus | undefined
 }
 
 /**
@@ -89,12 +91,17 @@ function scripted(controller: AbortController) {
       })
       const list = (given as JsonObject[]).map((r) => structuredClone(r))
       let accept!: () => void
-      let resolve!: (status: BatchStatus) => void
+      let settle!: (status: BatchStatus) => void
+      let told: BatchStatus | undefined
+      const resolve = (s: BatchStatus): void => {
+        told ??= s
+        settle(s)
+      }
       const accepted = new Promise<void>((r) => {
         accept = r
       })
       const status = new Promise<BatchStatus>((r) => {
-        resolve = r
+        settle = r
       })
       const batchId = `batch-${++counter}`
       let failure: BatchReceipt['failure']
@@ -102,7 +109,7 @@ function scripted(controller: AbortController) {
         if (s !== 'delivered')
           failure = { componentId: 'conformance', code: 'SCRIPTED', message: `scripted ${s}` } as never
       })
-      sent.push({ records: list, accept, resolve })
+      sent.push({ records: list, accept, resolve, told: () => told })
       for (const wake of waiters.splice(0)) wake()
       if (released) {
         accept()
@@ -125,13 +132,13 @@ function scripted(controller: AbortController) {
       const accepted = new Promise<void>((r) => {
         accept = r
       })
-      let ended = false
+      let told: BatchStatus | undefined
       const resolve = (status: BatchStatus): void => {
-        if (ended) return
-        ended = true
+        if (told !== undefined) return
+        told = status
         for (const event of events.events) if (!event.isEnded) event.end(status)
       }
-      sent.push({ records, accept, resolve })
+      sent.push({ records, accept, resolve, told: () => told })
       for (const wake of waiters.splice(0)) wake()
       if (released) {
         accept()
@@ -258,6 +265,19 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
       }
       const threw = run.threw()
       if (threw !== undefined) throw threw
+      // What the upstream heard by the stop: a source that commits, as it stops, all it read
+      // (records never sent, or sent in a batch not delivered) loses them.
+      const acked = under.upstream?.().acked ?? []
+      const delivered = sent.filter((s) => s.told() === 'delivered').flatMap((s) => s.records)
+      const unsent = acked.filter((r) => !has(delivered, r))
+      if (unsent.length > 0) {
+        throw new ConformanceError(
+          'source.acknowledges-only-delivered',
+          kind,
+          `at the stop, the upstream heard "done" for ${unsent.length} record(s) never sent in a batch resolved delivered, e.g. ${JSON.stringify(unsent[0])}`,
+          'acknowledge upstream only what a delivered receipt covers: at the stop, leave what was read but not sent unacknowledged (or fail it back)',
+        )
+      }
       if (early) {
         throw new ConformanceError(
           'source.run-waits-for-accepted',

@@ -29,7 +29,7 @@ class Queue {
   }
 }
 
-type Flavour = 'good' | 'fire-and-forget' | 'acks-on-accept' | 'peeks-failure'
+type Flavour = 'good' | 'fire-and-forget' | 'acks-on-accept' | 'peeks-failure' | 'commits-at-stop'
 
 function queueSource(queue: Queue, flavour: Flavour): Source {
   return {
@@ -39,7 +39,7 @@ function queueSource(queue: Queue, flavour: Flavour): Source {
       const pending: Promise<unknown>[] = []
       while (!context.signal.aborted && !(queue.closed && queue.waiting.length === 0)) {
         await queue.next(context.signal)
-        const batch = queue.waiting.splice(0)
+        const batch = queue.waiting.splice(0, flavour === 'commits-at-stop' ? 2 : queue.waiting.length)
         if (batch.length === 0) continue
         const sending = context.send(batch).then(async (receipt) => {
           if (flavour === 'acks-on-accept') {
@@ -59,6 +59,8 @@ function queueSource(queue: Queue, flavour: Flavour): Source {
         else await sending
       }
       void pending
+      // Broken: at the stop, commits the whole position read, records never sent included.
+      if (flavour === 'commits-at-stop') queue.acked.push(...queue.waiting.splice(0))
     },
   }
 }
@@ -100,6 +102,15 @@ describe('each source rule fails against a source broken that way', () => {
     expect(found.map((f) => f.code)).toEqual(['source.acknowledges-only-delivered'])
     expect(found[0]!.message).toContain(
       'the upstream heard "done" for 3 record(s) of a batch accepted but not yet resolved, e.g. {"n":0,',
+    )
+  })
+
+  it('source.acknowledges-only-delivered: a source that acknowledges, at the stop, records it read but never sent', async () => {
+    // The stop was only checked for run() returning; what the upstream heard then was not read.
+    const found = await checkSource(make('commits-at-stop'), { timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['source.acknowledges-only-delivered'])
+    expect(found[0]!.message).toContain(
+      'at the stop, the upstream heard "done" for 4 record(s) never sent in a batch resolved delivered, e.g. {"n":2,',
     )
   })
 
