@@ -240,25 +240,38 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     id: 'transform.accounts-for-every-event',
     title: 'emits, drops or merges every event it is given (by the end of process, or of flush)',
     async check(subject) {
-      const transform = subject.make()
       const records = subject.records ?? defaultRecords()
-      const seen = await observe(transform, records, subject.timeoutMs ?? 5000)
-      const forgotten = records
-        .map((_, i) => i)
-        .filter(
-          (i) =>
-            !seen.emitted.has(i) && !seen.dropped.has(i) && !seen.merged.has(i) && !seen.endedDirectly.has(i),
-        )
-      if (forgotten.length > 0) {
-        throw new ConformanceError(
-          'transform.accounts-for-every-event',
-          transform.kind,
-          `${forgotten.length} event(s) neither emitted, dropped nor merged, e.g. ${JSON.stringify(records[forgotten[0]!])}`,
-          'call context.emit or context.drop for every event (or merge it into one you emit); the runtime settles a forgotten event errored and reports it',
-        )
+      // Every batch size from 1 to all the records, each on a fresh transform: a transform that
+      // works in chunks (pairs, groups of three) may forget only the events past the last full one.
+      const runs: Observed[] = []
+      let kind = 'transform'
+      for (let size = 1; size <= records.length; size++) {
+        const transform = subject.make()
+        kind = transform.kind
+        const batch = records.slice(0, size)
+        const seen = await observe(transform, batch, subject.timeoutMs ?? 5000)
+        const forgotten = batch
+          .map((_, i) => i)
+          .filter(
+            (i) =>
+              !seen.emitted.has(i) &&
+              !seen.dropped.has(i) &&
+              !seen.merged.has(i) &&
+              !seen.endedDirectly.has(i),
+          )
+        if (forgotten.length > 0) {
+          throw new ConformanceError(
+            'transform.accounts-for-every-event',
+            transform.kind,
+            `of ${size} event(s) processed, ${forgotten.length} neither emitted, dropped nor merged, e.g. ${JSON.stringify(batch[forgotten[0]!])}`,
+            'call context.emit or context.drop for every event (or merge it into one you emit); the runtime settles a forgotten event errored and reports it',
+          )
+        }
+        runs.push(seen)
       }
       await lateCallWindow()
-      if (seen.late() > 0) throw lateCalls(transform.kind, 'transform.accounts-for-every-event', seen.late())
+      const late = runs.reduce((sum, seen) => sum + seen.late(), 0)
+      if (late > 0) throw lateCalls(kind, 'transform.accounts-for-every-event', late)
     },
   },
   {

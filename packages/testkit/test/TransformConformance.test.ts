@@ -138,7 +138,8 @@ describe('each transform rule fails against a transform broken that way', () => 
       }
     }
     expect(codes).toEqual([...Array(3).fill('boom'), ...Array(3).fill('transform.settles')])
-    expect(given).toHaveLength(36)
+    // transform.accounts-for-every-event stops at its first batch (1 event); the two other rules get 6.
+    expect(given).toHaveLength(26)
     expect(given.filter((e) => !e.isEnded)).toEqual([])
   })
 
@@ -174,7 +175,7 @@ describe('each transform rule fails against a transform broken that way', () => 
     const found = await checkTransform(() => emitsThenEnds, { timeoutMs: 1000 })
     expect(found.map((f) => f.code)).toEqual(['transform.accounts-for-every-event', 'transform.in-topology'])
     expect(found[0]!.message).toContain(
-      '6 event(s) were ended or dropped after the call that got them returned',
+      '21 event(s) were ended or dropped after the call that got them returned',
     )
   })
 
@@ -199,5 +200,19 @@ describe('each transform rule fails against a transform broken that way', () => 
       timeoutMs: 100,
     })
     expect(flush.map((f) => f.code)).toContain('transform.settles')
+  })
+
+  it('transform.accounts-for-every-event: a transform that forgets the events past the last full chunk of three', async () => {
+    // The suite only ever gave it 6 events (and 3 + 3 in a topology): multiples of three.
+    const chunks: Transform = {
+      kind: 'chunks_of_three',
+      process(events, context) {
+        const list = events.events
+        for (let i = 0; i + 3 <= list.length; i += 3) for (const e of list.slice(i, i + 3)) context.emit(e)
+      },
+    }
+    const found = await checkTransform(() => chunks, { keepsOrder: true })
+    expect(found.map((f) => f.code)).toEqual(['transform.accounts-for-every-event'])
+    expect(found[0]!.message).toContain('of 1 event(s) processed, 1 neither emitted, dropped nor merged')
   })
 })
