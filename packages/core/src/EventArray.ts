@@ -16,6 +16,9 @@ import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import type { JsonObject } from './JsonValue.js'
 import { type EndOptions, LogEvent, type LogEventOptions } from './LogEvent.js'
 
+/** What `fromRecords` reads when given no options. */
+const NO_OPTIONS: FromRecordsOptions = {}
+
 /** Options of {@link EventArray.fromRecords}. */
 export interface FromRecordsOptions extends LogEventOptions {
   /**
@@ -75,7 +78,8 @@ export class EventArray implements Iterable<LogEvent> {
    * source id and ingest timestamp (default: now), each already in `options.batch` when given.
    * This is what a source does with a batch it read; it does in one pass what `new LogEvent` per
    * record and then {@link EventArray.attach} do in three. `records` that are no array (no whole
-   * `length`: a `Set` from untyped code) throw a `TypeError` before the batch is touched.
+   * `length`: a `Set` from untyped code) throw a `TypeError` before the batch is touched; `null`
+   * options are none.
    *
    * @example
    * ```ts
@@ -83,7 +87,9 @@ export class EventArray implements Iterable<LogEvent> {
    * const array = EventArray.fromRecords(records, { sourceId: 'in', batch: notifier })
    * ```
    */
-  static fromRecords(records: readonly JsonObject[], options: FromRecordsOptions = {}): EventArray {
+  static fromRecords(records: readonly JsonObject[], options?: FromRecordsOptions): EventArray {
+    // `null` (untyped code) is no options, as `undefined` is.
+    const given = options ?? NO_OPTIONS
     const n = records.length
     // One comparison per batch: from untyped code, a `Set` (no length) made an array holding one
     // `undefined` and a batch counting NaN events, which never resolved.
@@ -91,9 +97,9 @@ export class EventArray implements Iterable<LogEvent> {
       throw new TypeError(`EventArray.fromRecords: records must be an array, got a length of ${shown(n)}`)
     }
     const events = new Array<LogEvent>(n)
-    const sourceId = options.sourceId
-    const ingest = sinceEpoch(options.ingestTimestamp ?? Date.now())
-    const batch = options.batch
+    const sourceId = given.sourceId
+    const ingest = sinceEpoch(given.ingestTimestamp ?? Date.now())
+    const batch = given.batch
     // Fresh events cannot have ended, so nothing needs checking before the slots are taken.
     const first = batch === undefined ? 0 : batch._state.addSlots(n)
     for (let i = 0; i < n; i++) {
@@ -106,7 +112,7 @@ export class EventArray implements Iterable<LogEvent> {
         batch === undefined ? 0 : first + i,
       )
     }
-    if (batch !== undefined && options.release !== false) batch.release()
+    if (batch !== undefined && given.release !== false) batch.release()
     return new EventArray(events)
   }
 
@@ -167,11 +173,12 @@ export class EventArray implements Iterable<LogEvent> {
   /**
    * Ends every event with the same status (or none). See {@link LogEvent.end}. With a `reason`,
    * every handle is checked first: one already ended throws `ALREADY_ENDED` before any event is
-   * ended or any batch is given the reason.
+   * ended or any batch is given the reason. `null` options are none.
    */
   end(status?: DeliveryStatus, options?: EndOptions): void {
     const code = status === undefined ? -1 : deliveryStatusCode(status)
-    if (options === undefined) {
+    // `null` (untyped code) is no options, as `undefined` is.
+    if (options == null) {
       endRuns(this.events, code)
       return
     }

@@ -64,6 +64,7 @@ export class EventFinalizers implements Iterable<EventFinalizer> {
    * would, without ending any handle (ignored for a batch where the event was recorded). Throws a
    * `FinalizationError` (`USE_AFTER_END`) once a batch has resolved, and one with code
    * `INVALID_STATUS` for a status that is not an {@link EventStatus} (nothing is changed then).
+   * `'recorded'` changes nothing: {@link EventFinalizers.updateSources} is what records the event.
    */
   updateStatus(status: EventStatus): void {
     const code = eventStatusCode(status)

@@ -228,11 +228,12 @@ export class LogEvent {
    * when a transform discards it (the event then counts as delivered unless another copy says
    * otherwise). Ending twice throws a `FinalizationError` with code `ALREADY_ENDED`; a status that
    * is none of the three (from untyped code) throws one with code `INVALID_STATUS`, and the handle
-   * stays live.
+   * stays live. `null` options are none.
    */
   end(status?: DeliveryStatus, options?: EndOptions): void {
     const code = status === undefined ? -1 : deliveryStatusCode(status)
-    if (options === undefined) {
+    // `null` (untyped code) is no options, as `undefined` is.
+    if (options == null) {
       this._end(code, false)
       return
     }

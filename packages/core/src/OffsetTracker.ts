@@ -72,9 +72,10 @@ export class OffsetTracker<K> {
   #pendingWeight = 0
   #rejected: K[] = []
 
-  constructor(options: OffsetTrackerOptions<K> = {}) {
-    this.#name = options.name ?? 'offset tracker'
-    this.#committed = options.initial
+  constructor(options?: OffsetTrackerOptions<K>) {
+    // `null` (untyped code) is no options, as `undefined` is.
+    this.#name = options?.name ?? 'offset tracker'
+    this.#committed = options?.initial
   }
 
   /**
@@ -82,7 +83,8 @@ export class OffsetTracker<K> {
    * weight in flight, and always admits when nothing (or only weightless records) is in flight,
    * so a record heavier than the cap still goes through, alone. The weights are compared within a
    * tolerance of `maxPending`·1e-9, far above the rounding of fractional weights summed in
-   * doubles. See {@link CappedOffsetTracker}.
+   * doubles. See {@link CappedOffsetTracker}. Options that are no object (from untyped code)
+   * throw an {@link OffsetTrackerError} `INVALID_OPTION`, as a bad `maxPending` does.
    */
   static capped<K>(options: CappedOffsetTrackerOptions<K>): CappedOffsetTracker<K> {
     return new CappedOffsetTracker(options)
@@ -241,6 +243,12 @@ export class CappedOffsetTracker<K> {
   #closed = false
 
   constructor(options: CappedOffsetTrackerOptions<K>) {
+    if (typeof options !== 'object' || options === null) {
+      throw new OffsetTrackerError(
+        'INVALID_OPTION',
+        `offset tracker: the options must be an object with maxPending, got ${shown(options)}`,
+      )
+    }
     this.#name = options.name ?? 'offset tracker'
     if (!Number.isInteger(options.maxPending) || options.maxPending < 1) {
       throw new OffsetTrackerError(

@@ -210,3 +210,16 @@ describe('EventArray', () => {
     expect(receiver.status).toBe('delivered')
   })
 })
+
+describe('EventArray null options (untyped code)', () => {
+  it('fromRecords, end and LogEvent.end take null options as none', async () => {
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'in' })
+    const array = EventArray.fromRecords([{ n: 1 }, { n: 2 }, { n: 3 }], null as never)
+    expect(array.events.map((event) => event.metadata.sourceId)).toEqual([undefined, undefined, undefined])
+    array.attach(notifier)
+    const [first, ...rest] = array.events
+    first!.end('delivered', null as never)
+    new EventArray(rest).end('delivered', null as never)
+    expect(await receiver.status).toBe('delivered')
+  })
+})

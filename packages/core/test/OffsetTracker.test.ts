@@ -321,3 +321,23 @@ describe('OffsetTracker.capped', () => {
     expect(() => OffsetTracker.capped({ maxPending: 0 })).toThrow(/maxPending must be an integer/)
   })
 })
+
+describe('OffsetTracker options from untyped code', () => {
+  it('takes null options as none, and refuses capped options that are no object with INVALID_OPTION', () => {
+    const tracker = new OffsetTracker<number>(null as never)
+    tracker.resolve(tracker.track(7), 'delivered')
+    expect(tracker.committable()).toBe(7)
+    for (const options of [undefined, null, 5]) {
+      const error = (() => {
+        try {
+          OffsetTracker.capped(options as never)
+        } catch (thrown) {
+          return thrown
+        }
+        return undefined
+      })()
+      expect(error).toBeInstanceOf(OffsetTrackerError)
+      expect(error).toMatchObject({ code: 'INVALID_OPTION' })
+    }
+  })
+})
