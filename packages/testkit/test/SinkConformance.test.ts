@@ -355,4 +355,28 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(found.map((f) => f.code)).toEqual(['sink.written-before-resolved'])
     expect(found[0]!.message).toContain('were not stored when write resolved, e.g. {"n":2,')
   })
+
+  it('sink.one-status-per-event: a sink whose result is one entry short only for batches of four and five', async () => {
+    // Pages of three: the remainder's statuses are added only when there is no full page (`n < 3`
+    // meant `n % 3 > 0`). Right for 1, 2, 3 and 6 events, the sizes the suite used to write alone.
+    const PAGE = 3
+    const make = (): StoreSink => {
+      const sink = good()
+      return {
+        ...sink,
+        kind: 'paged',
+        async write(events) {
+          await sink.write(events)
+          const n = events.length
+          const statuses: 'delivered'[] = []
+          for (let i = 0; i + PAGE <= n; i += PAGE) statuses.push('delivered', 'delivered', 'delivered')
+          if (n < PAGE) for (let i = 0; i < n; i++) statuses.push('delivered')
+          return statuses
+        },
+      }
+    }
+    const found = await checkSink(make, { timeoutMs: 300 })
+    expect(found.map((f) => f.code)).toEqual(['sink.one-status-per-event'])
+    expect(found[0]!.message).toContain('write of 4 event(s) returned [')
+  })
 })
