@@ -19,6 +19,7 @@ import {
   runRules,
 } from './ConformanceRunner.js'
 import { DeliveryLedger } from './DeliveryLedger.js'
+import { describeThrown } from './internal/describeThrown.js'
 import { batchOf, collectSink, defaultRecords, listSource, runTopology } from './internal/fixtures.js'
 import { forwardMembers, TRANSFORM_MEMBERS } from './internal/forwardMembers.js'
 
@@ -31,6 +32,13 @@ export interface TransformConformanceOptions {
    * true, `transform.keeps-order` checks it.
    */
   readonly keepsOrder?: boolean
+  /**
+   * How many calls one transform gets in a row in `transform.accounts-for-every-event`,
+   * `transform.drops-through-context` and `transform.emits-once-per-port` (default 24: batches of
+   * every size from one to all the records in turn, over and over), then one `flush`. Raise it for
+   * a transform whose state changes after more calls (a window, a cache that fills).
+   */
+  readonly calls?: number
   /** The test runner's `describe` and `it` (default: those on `globalThis`). */
   readonly runner?: ConformanceRunner
   /**
@@ -43,6 +51,8 @@ export interface TransformConformanceOptions {
 type Subject = { readonly make: () => Transform } & TransformConformanceOptions
 
 interface Observed {
+  /** Per input index (across the calls, in order), the call (from 1) that got it. */
+  readonly callOf: readonly number[]
   /** Per input index: how it left (emitted on ports, dropped, merged, ended directly). */
   readonly emitted: Map<number, string[]>
   readonly dropped: Set<number>
@@ -75,15 +85,20 @@ const lateCalls = (kind: string, rule: string, late: number) =>
     'decide every event within process() (or flush()): await what you wait for, then emit or drop; never end or drop an event from a timer or callback left running',
   )
 
-/** Processes one array (and flushes) with a recording context; ends everything afterwards. */
+/**
+ * Processes each array in turn (one call each, one batch each) on `transform`, then flushes, with
+ * a recording context; ends everything afterwards. An input's index counts across the arrays.
+ */
 async function observe(
   transform: Transform,
-  records: readonly JsonObject[],
+  arrays: readonly (readonly JsonObject[])[],
   timeoutMs: number,
 ): Promise<Observed> {
-  const { events, receiver } = batchOf(records)
-  const index = new Map<LogEvent, number>(events.events.map((e, i) => [e, i]))
+  const batches = arrays.map((records) => batchOf(records))
+  const all = batches.flatMap(({ events }) => events.events)
+  const index = new Map<LogEvent, number>(all.map((e, i) => [e, i]))
   const seen: Observed = {
+    callOf: arrays.flatMap((records, call) => records.map(() => call + 1)),
     emitted: new Map(),
     dropped: new Set(),
     merged: new Set(),
@@ -156,13 +171,14 @@ async function observe(
   }
   try {
     // A `process` or `flush` that never settles fails the rule (checkTransform has no runner's timeout).
-    await callWithin(
-      () => transform.process(events, context),
-      timeoutMs,
-      'transform.settles',
-      transform.kind,
-      'process()',
-    )
+    for (const { events } of batches)
+      await callWithin(
+        () => transform.process(events, context),
+        timeoutMs,
+        'transform.settles',
+        transform.kind,
+        'process()',
+      )
     await callWithin(
       () => transform.flush?.(context),
       timeoutMs,
@@ -174,17 +190,35 @@ async function observe(
     // A call that threw or hung: what it left live ends errored, as the runtime settles it.
     done = true
     watching = false
-    for (const event of [...live, ...events.events]) if (!event.isEnded) event.end('errored')
+    for (const event of [...live, ...all]) if (!event.isEnded) event.end('errored')
     throw error
   }
   done = true
   watching = false
   for (const event of live) if (!event.isEnded) event.end('delivered')
   // What the transform forgot, the suite ends (as the runtime does, errored) so nothing leaks.
-  for (const event of events.events) if (!event.isEnded && !live.has(event)) event.end('errored')
-  await receiver
+  for (const event of all) if (!event.isEnded && !live.has(event)) event.end('errored')
+  await Promise.all(batches.map(({ receiver }) => receiver))
   return seen
 }
+
+/**
+ * The arrays of the rules that give one transform many calls: every size from one to all the
+ * records in turn, over and over, `calls` arrays in all. A transform whose state changes with
+ * use (a count, a window, a cache that fills) may lose or repeat events only from a later call.
+ */
+function callsInARow(subject: Subject): JsonObject[][] {
+  const records = subject.records ?? defaultRecords()
+  const calls = subject.calls ?? 24
+  if (records.length === 0) return []
+  return Array.from({ length: calls }, (_, i) => records.slice(0, (i % records.length) + 1))
+}
+
+/** Which inputs of `seen` were neither emitted, dropped, merged nor ended. */
+const forgottenIn = (seen: Observed, count: number): number[] =>
+  Array.from({ length: count }, (_, i) => i).filter(
+    (i) => !seen.emitted.has(i) && !seen.dropped.has(i) && !seen.merged.has(i) && !seen.endedDirectly.has(i),
+  )
 
 /**
  * `transform` for a topology, with what it does to a call's events after that call returned (a
@@ -249,16 +283,8 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
         const transform = subject.make()
         kind = transform.kind
         const batch = records.slice(0, size)
-        const seen = await observe(transform, batch, subject.timeoutMs ?? 5000)
-        const forgotten = batch
-          .map((_, i) => i)
-          .filter(
-            (i) =>
-              !seen.emitted.has(i) &&
-              !seen.dropped.has(i) &&
-              !seen.merged.has(i) &&
-              !seen.endedDirectly.has(i),
-          )
+        const seen = await observe(transform, [batch], subject.timeoutMs ?? 5000)
+        const forgotten = forgottenIn(seen, batch.length)
         if (forgotten.length > 0) {
           throw new ConformanceError(
             'transform.accounts-for-every-event',
@@ -269,6 +295,22 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
         }
         runs.push(seen)
       }
+      // Then one transform for many calls in a row: one that forgets from its Nth call (or event) on.
+      const arrays = callsInARow(subject)
+      const transform = subject.make()
+      const seen = await observe(transform, arrays, subject.timeoutMs ?? 5000)
+      const inputs = arrays.flat()
+      const forgotten = forgottenIn(seen, inputs.length)
+      if (forgotten.length > 0) {
+        const first = forgotten[0]!
+        throw new ConformanceError(
+          'transform.accounts-for-every-event',
+          transform.kind,
+          `of ${inputs.length} event(s) processed in ${arrays.length} calls by one transform, ${forgotten.length} neither emitted, dropped nor merged, the first in its call ${seen.callOf[first]}, e.g. ${JSON.stringify(inputs[first])}`,
+          'call context.emit or context.drop for every event (or merge it into one you emit), however many calls came before; the runtime settles a forgotten event errored and reports it',
+        )
+      }
+      runs.push(seen)
       await lateCallWindow()
       const late = runs.reduce((sum, seen) => sum + seen.late(), 0)
       if (late > 0) throw lateCalls(kind, 'transform.accounts-for-every-event', late)
@@ -279,7 +321,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     title: 'discards an event with context.drop, never by ending it',
     async check(subject) {
       const transform = subject.make()
-      const seen = await observe(transform, subject.records ?? defaultRecords(), subject.timeoutMs ?? 5000)
+      const seen = await observe(transform, callsInARow(subject), subject.timeoutMs ?? 5000)
       const direct = [...seen.endedDirectly].filter((i) => !seen.dropped.has(i))
       if (direct.length > 0) {
         throw new ConformanceError(
@@ -296,13 +338,14 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     title: 'emits one event at most once on each port',
     async check(subject) {
       const transform = subject.make()
-      const seen = await observe(transform, subject.records ?? defaultRecords(), subject.timeoutMs ?? 5000)
+      const arrays = callsInARow(subject)
+      const seen = await observe(transform, arrays, subject.timeoutMs ?? 5000)
       for (const [i, ports] of seen.emitted) {
         if (new Set(ports).size !== ports.length) {
           throw new ConformanceError(
             'transform.emits-once-per-port',
             transform.kind,
-            `event ${i} was emitted ${ports.length} times on port(s) ${JSON.stringify(ports)}`,
+            `event ${JSON.stringify(arrays.flat()[i])} (in its call ${seen.callOf[i]} of ${arrays.length}) was emitted ${ports.length} times on port(s) ${JSON.stringify(ports)}`,
             'emit an event once per port; to send a second event, create() a new one or clone() it on purpose',
           )
         }
@@ -315,7 +358,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     async check(subject) {
       if (subject.keepsOrder !== true) return
       const transform = subject.make()
-      const seen = await observe(transform, subject.records ?? defaultRecords(), subject.timeoutMs ?? 5000)
+      const seen = await observe(transform, [subject.records ?? defaultRecords()], subject.timeoutMs ?? 5000)
       for (const [port, order] of seen.order) {
         const inputs = order.filter((i) => i >= 0)
         const sorted = [...inputs].sort((a, b) => a - b)
@@ -405,13 +448,22 @@ export function transformConformance(
   make: () => Transform,
   options: TransformConformanceOptions = {},
 ): void {
+  checkCalls(options, `conformance suite '${name}'`)
   register(name, transformRules, { ...options, make }, options.runner, (options.timeoutMs ?? 5000) * 2)
 }
 
 /** Runs the transform suite without a test runner and returns the rules it broke (none: conforms). */
-export function checkTransform(
+export async function checkTransform(
   make: () => Transform,
   options: TransformConformanceOptions = {},
 ): Promise<ConformanceError[]> {
+  checkCalls(options, 'the transform conformance check')
   return runRules(transformRules, { ...options, make }, 'transform')
+}
+
+/** Refuses a `calls` option that is not a whole number from 1: zero calls would check nothing. */
+function checkCalls(options: TransformConformanceOptions, where: string): void {
+  const calls: unknown = options.calls
+  if (calls !== undefined && !(Number.isSafeInteger(calls) && (calls as number) >= 1))
+    throw new RangeError(`${where}: 'calls' must be a whole number from 1, got ${describeThrown(calls)}`)
 }

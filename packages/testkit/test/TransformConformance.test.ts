@@ -138,8 +138,9 @@ describe('each transform rule fails against a transform broken that way', () => 
       }
     }
     expect(codes).toEqual([...Array(3).fill('boom'), ...Array(3).fill('transform.settles')])
-    // transform.accounts-for-every-event stops at its first batch (1 event); the two other rules get 6.
-    expect(given).toHaveLength(26)
+    // Each rule stops at its first call, of one event (the two other rules begin their calls in a
+    // row with one event too).
+    expect(given).toHaveLength(6)
     expect(given.filter((e) => !e.isEnded)).toEqual([])
   })
 
@@ -174,8 +175,9 @@ describe('each transform rule fails against a transform broken that way', () => 
     }
     const found = await checkTransform(() => emitsThenEnds, { timeoutMs: 1000 })
     expect(found.map((f) => f.code)).toEqual(['transform.accounts-for-every-event', 'transform.in-topology'])
+    // 21 in the batches of every size on fresh transforms, 84 in the 24 calls in a row.
     expect(found[0]!.message).toContain(
-      '21 event(s) were ended or dropped after the call that got them returned',
+      '105 event(s) were ended or dropped after the call that got them returned',
     )
   })
 
@@ -214,5 +216,48 @@ describe('each transform rule fails against a transform broken that way', () => 
     const found = await checkTransform(() => chunks, { keepsOrder: true })
     expect(found.map((f) => f.code)).toEqual(['transform.accounts-for-every-event'])
     expect(found[0]!.message).toContain('of 1 event(s) processed, 1 neither emitted, dropped nor merged')
+  })
+
+  it('transform.accounts-for-every-event: a sampler that forgets every event past its tenth, instead of dropping it', async () => {
+    // Each rule gave a fresh transform one call of 6 events at most (and 3 + 3 in a topology).
+    const make = (): Transform => {
+      let seen = 0
+      return {
+        kind: 'first_ten',
+        process(events, context) {
+          for (const e of events) if (++seen <= 10) context.emit(e)
+        },
+      }
+    }
+    const found = await checkTransform(make, { keepsOrder: true })
+    expect(found.map((f) => f.code)).toEqual(['transform.accounts-for-every-event'])
+    expect(found[0]!.message).toContain('the first in its call 5, e.g. {"n":0,')
+    // A stateful transform that changes later still passes with too few calls; `calls` raises them.
+    expect(await checkTransform(make, { keepsOrder: true, calls: 4 })).toEqual([])
+    await expect(checkTransform(make, { calls: 0 })).rejects.toThrow(
+      "the transform conformance check: 'calls' must be a whole number from 1, got 0",
+    )
+    expect(found[0]!.message).toMatch(
+      /of \d+ event\(s\) processed in \d+ calls by one transform, \d+ neither emitted/,
+    )
+  })
+
+  it('transform.emits-once-per-port: a transform that emits each event twice from its third call on', async () => {
+    const make = (): Transform => {
+      let calls = 0
+      return {
+        kind: 'repeats_later',
+        process(events, context) {
+          const again = ++calls >= 3
+          for (const e of events) {
+            context.emit(e)
+            if (again) context.emit(e)
+          }
+        },
+      }
+    }
+    const found = await checkTransform(make, { keepsOrder: true })
+    expect(found.map((f) => f.code)).toEqual(['transform.emits-once-per-port'])
+    expect(found[0]!.message).toMatch(/in its call \d+ of \d+/)
   })
 })
