@@ -219,6 +219,87 @@ function feedsBoundaries(spec: RandomTopologySpec, transformInputs: readonly str
   return feeds
 }
 
+/**
+ * How the records of `spec` go through its built-in transforms, from the spec alone (no runtime):
+ * each batch's record numbers, per sink the copies it writes (a token each, in no particular
+ * order), and per record the reports of the drops that rejected it. Not for a user transform,
+ * whose routing is the user's.
+ */
+function flow(spec: RandomTopologySpec) {
+  const { transformInputs, sinkInputs } = wiring(spec)
+  const drops = new Map<number, DeliveryStatus[]>()
+  const rejected = (token: Token) => {
+    for (const origin of token.origins) drops.set(origin, [...(drops.get(origin) ?? []), 'rejected'])
+  }
+  const outputs = new Map<string, Token[][]>()
+  const emit = (name: string, array: Token[]) => {
+    if (array.length > 0) outputs.set(name, [...(outputs.get(name) ?? []), array])
+  }
+  let counter = 0
+  const batches = spec.sources.map((sizes, i) =>
+    sizes.map((size) => {
+      const array = Array.from({ length: size }, () => counter++)
+      emit(
+        `src${i}`,
+        array.map((n) => ({ n, origins: new Set([n]) })),
+      )
+      return array
+    }),
+  )
+  spec.transforms.forEach((t, i) => {
+    const id = `t${i}`
+    for (const array of transformInputs[i]!.flatMap((name) => outputs.get(name) ?? [])) {
+      switch (t.kind) {
+        case 'pass':
+          emit(id, array)
+          break
+        case 'filter':
+          emit(
+            id,
+            array.filter((token) => {
+              const dropped = token.n % 3 === t.rest
+              if (dropped && t.rejectDrops) rejected(token)
+              return !dropped
+            }),
+          )
+          break
+        case 'route':
+          emit(
+            `${id}.a`,
+            array.filter((x) => x.n % 2 === 0),
+          )
+          emit(
+            `${id}.b`,
+            array.filter((x) => x.n % 3 === 0),
+          )
+          emit(
+            `${id}._unmatched`,
+            array.filter((x) => x.n % 2 !== 0 && x.n % 3 !== 0),
+          )
+          break
+        case 'merge': {
+          const merged: Token[] = []
+          for (let j = 0; j < array.length; j += 2) {
+            const first = array[j]!
+            const next = array[j + 1]
+            merged.push(
+              next === undefined
+                ? first
+                : { n: first.n, origins: new Set([...first.origins, ...next.origins]) },
+            )
+          }
+          emit(id, merged)
+          break
+        }
+        default:
+          throw new TypeError(`unreachable: user transform '${t.kind}'`)
+      }
+    }
+  })
+  const arrivals = sinkInputs.map((names) => names.flatMap((name) => outputs.get(name) ?? []).flat())
+  return { transformInputs, sinkInputs, batches, arrivals, drops }
+}
+
 const n = (event: LogEvent): number => event.get('n') as number
 
 /** A built-in transform; `coalesce` for one whose output no boundary-sensitive transform reads. */
@@ -389,7 +470,7 @@ export const RandomTopology = {
   expected(spec: RandomTopologySpec): { statuses: BatchStatus[][]; sourceAcks: boolean[] } | undefined {
     if (spec.transforms.some((t) => t.kind.startsWith('user:'))) return undefined
     if (spec.sinks.some((k) => isUserSink(k))) return undefined
-    const { transformInputs, sinkInputs } = wiring(spec)
+    const { transformInputs, sinkInputs, batches, arrivals, drops } = flow(spec)
     const sinkAcks = spec.sinks.map((k) => k.acks ?? spec.global)
     const upstream = (name: string): string[] => {
       const id = name.split('.')[0]!
@@ -401,79 +482,12 @@ export const RandomTopology = {
       for (const name of sinkInputs[k]!.flatMap(upstream)) sourceAcks[Number(name.slice(3))] = true
     })
     // Each event's copy reports, in no particular order (no sink here is authoritative).
-    const reports = new Map<number, DeliveryStatus[]>()
-    const settle = (token: Token, status: DeliveryStatus) => {
-      for (const origin of token.origins) reports.set(origin, [...(reports.get(origin) ?? []), status])
-    }
-    const outputs = new Map<string, Token[][]>()
-    const emit = (name: string, array: Token[]) => {
-      if (array.length > 0) outputs.set(name, [...(outputs.get(name) ?? []), array])
-    }
-    let counter = 0
-    const batches = spec.sources.map((sizes, i) =>
-      sizes.map((size) => {
-        const array = Array.from({ length: size }, () => counter++)
-        emit(
-          `src${i}`,
-          array.map((n) => ({ n, origins: new Set([n]) })),
-        )
-        return array
-      }),
-    )
-    spec.transforms.forEach((t, i) => {
-      const id = `t${i}`
-      for (const array of transformInputs[i]!.flatMap((name) => outputs.get(name) ?? [])) {
-        switch (t.kind) {
-          case 'pass':
-            emit(id, array)
-            break
-          case 'filter':
-            emit(
-              id,
-              array.filter((token) => {
-                const dropped = token.n % 3 === t.rest
-                if (dropped && t.rejectDrops) settle(token, 'rejected')
-                return !dropped
-              }),
-            )
-            break
-          case 'route':
-            emit(
-              `${id}.a`,
-              array.filter((x) => x.n % 2 === 0),
-            )
-            emit(
-              `${id}.b`,
-              array.filter((x) => x.n % 3 === 0),
-            )
-            emit(
-              `${id}._unmatched`,
-              array.filter((x) => x.n % 2 !== 0 && x.n % 3 !== 0),
-            )
-            break
-          case 'merge': {
-            const merged: Token[] = []
-            for (let j = 0; j < array.length; j += 2) {
-              const first = array[j]!
-              const next = array[j + 1]
-              merged.push(
-                next === undefined
-                  ? first
-                  : { n: first.n, origins: new Set([...first.origins, ...next.origins]) },
-              )
-            }
-            emit(id, merged)
-            break
-          }
-          default:
-            throw new TypeError(`unreachable: user transform '${t.kind}'`)
-        }
-      }
-    })
+    const reports = new Map(drops)
     spec.sinks.forEach((k, i) => {
       if (!sinkAcks[i]) return
-      for (const array of sinkInputs[i]!.flatMap((name) => outputs.get(name) ?? [])) {
-        for (const token of array) settle(token, k.outcomes[token.n % k.outcomes.length]!)
+      for (const token of arrivals[i]!) {
+        for (const origin of token.origins)
+          reports.set(origin, [...(reports.get(origin) ?? []), k.outcomes[token.n % k.outcomes.length]!])
       }
     })
     const statuses = batches.map((list, i) =>
@@ -489,6 +503,29 @@ export const RandomTopology = {
       ),
     )
     return { statuses, sourceAcks }
+  },
+
+  /**
+   * How many copies of each record every sink writes, from the wiring alone: per record (by its
+   * `n`, in send order: the first source's batches, then the next one's), per sink (in the spec's
+   * order). A record merged into another counts as none of its own (the merged event is the
+   * first record's copy). A sink writes each copy once, whatever it then reports (a retried write
+   * counts once), so this holds over the user's sinks too; `undefined` when the spec has a user
+   * transform, whose routing is the user's. {@link RandomTopology.check} compares the ledger with it.
+   *
+   * @example
+   * ```ts
+   * RandomTopology.expectedCopies(spec)?.[0] // [1, 0]: record 0 is written once by k0, never by k1
+   * ```
+   */
+  expectedCopies(spec: RandomTopologySpec): number[][] | undefined {
+    if (spec.transforms.some((t) => t.kind.startsWith('user:'))) return undefined
+    const { batches, arrivals } = flow(spec)
+    const copies = batches.flat(2).map(() => spec.sinks.map(() => 0))
+    arrivals.forEach((tokens, k) => {
+      for (const token of tokens) copies[token.n]![k]!++
+    })
+    return copies
   },
 
   /**
@@ -555,8 +592,9 @@ export const RandomTopology = {
    * Runs `spec` (with your `transforms` and `sinks`) and checks the delivery properties: no
    * component reported an error (other than the failed attempts the spec's schedule injects), every batch was told what the lattice computes from what the
    * sinks reported (`expectMatchesModel`), no source heard `delivered` for a record a sink failed
-   * (`expectNoAckWithoutDelivery`), and — for a spec of built-in kinds only — the statuses
-   * {@link RandomTopology.expected} predicts. Throws an `Error` whose message starts with the
+   * (`expectNoAckWithoutDelivery`), every sink wrote as many copies of each record as the wiring
+   * sends it ({@link RandomTopology.expectedCopies}, for a spec without user transforms), and —
+   * for a spec of built-in kinds only — the statuses {@link RandomTopology.expected} predicts. Throws an `Error` whose message starts with the
    * topology as {@link RandomTopology.describe} prints it, then what broke; returns the run.
    *
    * @example
@@ -582,6 +620,22 @@ export const RandomTopology = {
       await run.ledger.expectNoAckWithoutDelivery()
     } catch (error) {
       fail(describeThrown(error, true))
+    }
+    // A copy the runtime loses (or makes twice) on its way to a sink shows in no status when that
+    // sink would have delivered it, and never with the user's own sinks: count what each sink wrote.
+    const copies = RandomTopology.expectedCopies(spec)
+    if (copies !== undefined) {
+      for (const record of run.ledger.records) {
+        const want = copies[record.record.n as number]!
+        const got = spec.sinks.map(
+          (_, k) => record.fates.filter((f) => f.via === 'sink' && f.component === `k${k}`).length,
+        )
+        const k = got.findIndex((count, i) => count !== want[i])
+        if (k >= 0)
+          fail(
+            `sink k${k} wrote ${got[k]} copies of record ${record.tag} ${JSON.stringify(record.record)}, the wiring sends it ${want[k]}: the runtime ${got[k]! < want[k]! ? 'lost' : 'duplicated'} a copy (told its source '${record.told}'; copies: ${record.fates.map((f) => `${f.component} ${f.status ?? 'no status'}`).join(', ') || 'none'})`,
+          )
+      }
     }
     const expected = RandomTopology.expected(spec)
     if (expected !== undefined && JSON.stringify(expected.statuses) !== JSON.stringify(run.statuses))

@@ -24,7 +24,16 @@ describe('RandomTopology', () => {
   it('runs as its model predicts', async () => {
     await fc.assert(
       fc.asyncProperty(RandomTopology.arbitrary(), async (spec) => {
-        expect((await RandomTopology.run(spec)).statuses).toEqual(RandomTopology.expected(spec)!.statuses)
+        const run = await RandomTopology.run(spec)
+        expect(run.statuses).toEqual(RandomTopology.expected(spec)!.statuses)
+        // Each sink wrote as many copies of each record as the wiring predicts.
+        const copies = RandomTopology.expectedCopies(spec)!
+        for (const record of run.ledger.records) {
+          const written = spec.sinks.map(
+            (_, k) => record.fates.filter((f) => f.via === 'sink' && f.component === `k${k}`).length,
+          )
+          expect(written).toEqual(copies[record.record.n as number])
+        }
       }),
       { numRuns: 40 },
     )
