@@ -457,8 +457,28 @@ class AmqpConsumer implements AmqpSource {
       if (gate === undefined || gate.pending === 0) return undefined
       return new Promise<void>((resolve) => gate.waiting.push(resolve))
     }
-    const copySettled = (gate: CopyGate): void => {
+    const copySettled = (generation: Generation<Channel>, gate: CopyGate): void => {
       if (--gate.pending === 0) for (const resolve of gate.waiting.splice(0)) resolve()
+      awaitConfirms(generation)
+    }
+    /**
+     * At a stop, cuts the connection when copies await their confirm and the broker confirmed none
+     * for `closeTimeoutMs`: with heartbeats off, a broker that answered the cancel and then went
+     * silent held the acks waiting behind the copies, and so the stop, for ever. What is then
+     * unconfirmed is left to the broker: the original is not acked, so it is redelivered.
+     */
+    let silence: NodeJS.Timeout | undefined
+    const awaitConfirms = (generation: Generation<Channel>): void => {
+      // A dead generation's copies are settled already (amqplib failed their confirms).
+      if (!stopping || generation !== connection.current) return
+      clearTimeout(silence)
+      const pending = copyGates.get(generation)?.pending ?? 0
+      silence =
+        pending === 0
+          ? undefined
+          : setTimeout(() => {
+              if (generation === connection.current) void connection.cut()
+            }, o.closeTimeoutMs)
     }
 
     /**
@@ -587,6 +607,7 @@ class AmqpConsumer implements AmqpSource {
       }
       const gate = gateOf(generation)
       gate.pending++
+      if (gate.pending === 1) awaitConfirms(generation)
       try {
         channel.publish(
           exchange,
@@ -595,7 +616,7 @@ class AmqpConsumer implements AmqpSource {
           { ...message.properties, headers, mandatory: true },
           (error) => {
             const returned = returnedCopies.delete(copyId)
-            copySettled(gate)
+            copySettled(generation, gate)
             if (error !== null && error !== undefined && gate.refusal !== undefined) {
               // The broker closed the channel over this copy or one before it: the original comes
               // back, and then leaves by a nack (see `refusedCopies`, and the warning of `onLost`).
@@ -640,7 +661,7 @@ class AmqpConsumer implements AmqpSource {
       } catch (error) {
         // amqplib encodes the whole copy before writing any of it (headers too large for its
         // buffer, a closed channel), so nothing was sent and no confirm will come.
-        copySettled(gate)
+        copySettled(generation, gate)
         const reason = error instanceof Error ? error.message : String(error)
         warn(
           `${context.id}: cannot publish a copy to the dead-letter exchange '${exchange}' (${reason}); nacking it without requeue`,
@@ -797,7 +818,9 @@ class AmqpConsumer implements AmqpSource {
           delivery.generation.channel.nack(delivery.message, false, true)
         } else counters.abandoned++
       }
+      if (connection.current !== undefined) awaitConfirms(connection.current)
       while (settling.size > 0) await Promise.all([...settling])
+      clearTimeout(silence)
       await connection.close()
     }
   }

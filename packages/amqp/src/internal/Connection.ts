@@ -41,7 +41,7 @@ export const connectionOptions = {
     .max(MAX_TIMER_MS)
     .default(5_000)
     .describe(
-      "How long a stop waits for the broker to answer the consumer's cancel (the source) and the connection's close before it cuts the connection: with heartbeatSeconds 0, a broker that stops answering would otherwise hold the stop for ever.",
+      "How long a stop waits for the broker to answer the consumer's cancel (the source), the next confirm of a dead-letter copy while copies await theirs (the source; what is unconfirmed is then not acked, so the broker redelivers it) and the connection's close before it cuts the connection: with heartbeatSeconds 0, a broker that stops answering would otherwise hold the stop for ever.",
     ),
 } as const
 
@@ -239,8 +239,17 @@ export class Connection<C extends Channel = Channel> {
     )
     const inTime = await Promise.race([settled, late])
     clearTimeout(timer)
-    if (!inTime) await this.#close(0)
+    if (!inTime) await this.cut()
     return inTime
+  }
+
+  /**
+   * Takes the broker for gone (it left a caller's last requests at a stop unanswered for
+   * `closeTimeoutMs`): stops reconnecting and closes and cuts the connection at once, which fails
+   * whatever still waited for its answers (pending confirms). Idempotent.
+   */
+  cut(): Promise<void> {
+    return this.#close(0)
   }
 
   async #close(timeoutMs: number): Promise<void> {

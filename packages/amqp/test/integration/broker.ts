@@ -28,6 +28,8 @@ export async function brokerProxy(
 export interface StallingProxy {
   /** The URL (same credentials and vhost) that reaches the broker through the proxy. */
   readonly url: string
+  /** Whether the proxy stalled (by `stall()` or by its `stallAfter`). */
+  readonly stalled: boolean
   /** Stops reading from every client: their sockets fill up and stop draining. */
   stall(): void
   /** Destroys every connection open now (both sides). */
@@ -35,8 +37,12 @@ export interface StallingProxy {
   close(): Promise<void>
 }
 
-/** A {@link StallingProxy} in front of the broker at `BROKER_URL`. */
-export async function stallingBrokerProxy(): Promise<StallingProxy> {
+/**
+ * A {@link StallingProxy} in front of the broker at `BROKER_URL`. With `stallAfter`, it stalls by
+ * itself right after passing on the first chunk from the broker for which `stallAfter` is true:
+ * whatever a client sends once it has read that chunk never reaches the broker.
+ */
+export async function stallingBrokerProxy(stallAfter?: (chunk: Buffer) => boolean): Promise<StallingProxy> {
   const broker = new URL(BROKER_URL)
   const pairs = new Set<readonly [Socket, Socket]>()
   const server = createServer((client) => {
@@ -52,10 +58,23 @@ export async function stallingBrokerProxy(): Promise<StallingProxy> {
     upstream.on('error', drop).on('close', drop)
     client.pipe(upstream)
     upstream.pipe(client)
+    // After pipe's own listener, so the chunk has been written to the client before the stall.
+    if (stallAfter !== undefined)
+      upstream.on('data', (chunk: Buffer) => {
+        if (!stalled && stallAfter(chunk)) stall()
+      })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as { port: number }
   const credentials = broker.username === '' ? '' : `${broker.username}:${broker.password}@`
+  let stalled = false
+  const stall = (): void => {
+    stalled = true
+    for (const [client, upstream] of pairs) {
+      client.unpipe(upstream)
+      client.pause()
+    }
+  }
   const cut = (): void => {
     for (const [client, upstream] of pairs) {
       client.destroy()
@@ -65,12 +84,10 @@ export async function stallingBrokerProxy(): Promise<StallingProxy> {
   }
   return {
     url: `${broker.protocol}//${credentials}127.0.0.1:${port}${broker.pathname}`,
-    stall() {
-      for (const [client, upstream] of pairs) {
-        client.unpipe(upstream)
-        client.pause()
-      }
+    get stalled() {
+      return stalled
     },
+    stall,
     cut,
     close() {
       cut()

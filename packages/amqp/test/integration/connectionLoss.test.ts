@@ -1,6 +1,6 @@
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { AmqpError, amqpSink, amqpSource } from '@ackline/amqp'
-import { type BatchStatus, EventArray, LogEvent, RecordOutcomes } from '@ackline/core'
+import { type BatchStatus, EventArray, LogEvent, type RecordOutcome, RecordOutcomes } from '@ackline/core'
 import { memory } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
 import type { TcpProxy } from '@ackline/testkit'
@@ -405,6 +405,72 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     }
   })
 
+  it('source: with heartbeats off, a stop ends when the broker answers the cancel and then confirms no dead-letter copy (closeTimeoutMs)', async () => {
+    // The broker answers the consumer's cancel, then the proxy stops forwarding what the source
+    // sends: the copy of the rejected message never reaches the broker and its confirm never
+    // comes, and the ack of the delivered one waits for that confirm (an ack sent before it would
+    // be dropped if the broker refused the copy). The run used to wait for it for ever, so
+    // connection.close(), which closeTimeoutMs bounds, was never reached.
+    const { queue } = await admin.queueWithDeadLetters()
+    const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
+    await admin.publish(queue, [{ n: 1 }, { n: 2 }])
+    const stalling = await stallingBrokerProxy(isBasicCancelOk)
+    const source = amqpSource({
+      url: stalling.url,
+      queue,
+      deadLetterExchange: reasons,
+      heartbeatSeconds: 0,
+      closeTimeoutMs: 200,
+      onWarning: () => {},
+    })
+    const stop = new AbortController()
+    // Each record's outcome, told once the broker answered the cancel: n 1 rejected, n 2 delivered.
+    let tell!: () => void
+    const answered = new Promise<void>((resolve) => (tell = resolve))
+    const run = source.run({
+      id: 'in',
+      acknowledgements: true,
+      signal: stop.signal,
+      send: (records) => {
+        const outcomes = [...records].map((r): RecordOutcome => (r.n === 1 ? 'rejected' : 'delivered'))
+        return Promise.resolve({
+          batchId: undefined,
+          status: answered.then(
+            (): BatchStatus => (outcomes.includes('rejected') ? 'rejected' : 'delivered'),
+          ),
+          failure: { componentId: 'out', code: 'BAD', message: 'refused by the sink' },
+          outcomes: answered.then(() => RecordOutcomes.of(outcomes)),
+        })
+      },
+      sendEvents: () => Promise.resolve(),
+    })
+    try {
+      await vi.waitFor(() => expect(source.counters.inFlight).toBe(2), { timeout: 5000, interval: 5 })
+      stop.abort()
+      await vi.waitFor(() => expect(stalling.stalled).toBe(true), { timeout: 5000, interval: 5 })
+      tell()
+      await expect(run).resolves.toBeUndefined()
+      console.log(`silent broker after the cancel, copy unconfirmed: ${JSON.stringify(source.counters)}`)
+      // Nothing was acked or copied: the broker has both messages back (at least once, never lost).
+      expect(source.counters).toMatchObject({
+        received: 2,
+        acked: 0,
+        deadLettered: 0,
+        abandoned: 2,
+        inFlight: 0,
+      })
+      await stalling.close()
+      await vi.waitFor(async () => expect(await admin.messageCount(queue)).toBe(2), {
+        timeout: 5000,
+        interval: 10,
+      })
+      expect(await admin.messageCount(withReasons)).toBe(0)
+    } finally {
+      stop.abort()
+      await stalling.close()
+    }
+  })
+
   it('source: a stop while the first connect gets no answer (a server that accepts and never speaks) ends the run at once', async () => {
     const silent = await silentServer()
     try {
@@ -534,6 +600,14 @@ async function silentServer(): Promise<{ address: string; accepted: Promise<void
 function isBasicPublish(chunk: Buffer): boolean {
   for (let i = 0; i + 11 <= chunk.length; i++) {
     if (chunk[i] === 1 && chunk.readUInt32BE(i + 7) === 0x003c0028) return true
+  }
+  return false
+}
+
+/** Whether a chunk the broker sent holds an AMQP Basic.Cancel-Ok frame (method frame, class 60, method 31). */
+function isBasicCancelOk(chunk: Buffer): boolean {
+  for (let i = 0; i + 11 <= chunk.length; i++) {
+    if (chunk[i] === 1 && chunk.readUInt32BE(i + 7) === 0x003c001f) return true
   }
   return false
 }
