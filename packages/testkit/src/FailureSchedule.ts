@@ -88,10 +88,12 @@ export function faultySink(sink: Sink, faults: FailureSchedule): Sink & { readon
       return calls
     },
     async write(events) {
-      calls++
+      // This call's number, taken before the hang: writes overlapping it (a sink with concurrency)
+      // move the counter on meanwhile.
+      const call = ++calls
       if (faults.hangMs > 0) await new Promise((resolve) => setTimeout(resolve, faults.hangMs))
-      if (faults.errorOnCalls.includes(calls)) {
-        throw new RetryableError(sink.kind, `scheduled failure on write call ${calls}`)
+      if (faults.errorOnCalls.includes(call)) {
+        throw new RetryableError(sink.kind, `scheduled failure on write call ${call}`)
       }
       const reject = faults.rejectWhen
       const flags = events.events.map(

@@ -19,6 +19,14 @@ describe('faultySink', () => {
     }
   })
 
+  it('fails the scheduled call, counted at its start, when writes overlap during a hang', async () => {
+    const inner: Sink = { kind: 'inner', concurrency: 2, write: async () => undefined }
+    const sink = faultySink(inner, { errorOnCalls: [1], hangMs: 1 })
+    // Both calls start before either hang ends: call 1 must fail, call 2 must not.
+    const results = await Promise.allSettled([sink.write(events()), sink.write(events())])
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled'])
+  })
+
   it('refuses a schedule it cannot follow, naming the field, instead of failing at the first write', () => {
     const inner: Sink = { kind: 'inner', write: async () => undefined }
     const bad = [
