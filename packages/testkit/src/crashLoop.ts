@@ -616,10 +616,17 @@ function runOnce(
       const before = phase
       phase = 'closed'
       if (failure !== undefined) finish(failure)
-      // A child that said its input was finished may exit on its own with code 0 before a kill
-      // sent late lands: nothing was crashed then.
-      else if (before === 'killing') finish(undefined, finished && code === 0 ? 'exited' : 'killed')
-      else if (before === 'stopping') {
+      else if (before === 'killing' && signal === 'SIGKILL') finish(undefined, 'killed')
+      // The child exited on its own before a kill sent late landed: nothing was crashed. Only a
+      // child that said its input was finished and exited with code 0 may do so.
+      else if (before === 'killing') {
+        if (finished && code === 0) finish(undefined, 'exited')
+        else
+          fail(
+            'CHILD_EXITED',
+            `the child exited with ${how} before the kill sent at ${reportedAtKill} '${count}' landed: nothing was crashed${finished ? ' (it said its input was finished, but did not exit with code 0)' : '; if its input can run out first, have it call CrashReporter.finished() before it exits'}`,
+          )
+      } else if (before === 'stopping') {
         if (code === 0 || signal === 'SIGTERM') finish(undefined, 'stopped')
         else fail('CHILD_FAILED', `the last run exited with ${how} after SIGTERM`)
       } else if (last !== undefined && code === 0) {

@@ -181,6 +181,36 @@ describe('crashLoop', () => {
     )
   }, 30_000)
 
+  it('fails CHILD_EXITED, not `killed`, when its child exited on its own before a kill sent late landed', async () => {
+    // The child prints `late <pid>`, reports its kill point and exits with code 3 (it failed) or 0
+    // (without saying its input was finished); the parent is held on the `late` line until the
+    // child has exited, so its SIGKILL reaches a zombie: nothing was crashed.
+    for (const code of [3, 0]) {
+      const script = `
+        const { writeSync } = require('node:fs')
+        writeSync(1, 'late ' + process.pid + '\\n@ackline/testkit:crash delivered 5 ["a","b","c","d","e"]\\n')
+        process.exitCode = ${code}
+      `
+      const error = await crashLoop({
+        command: process.execPath,
+        args: ['-e', script],
+        rounds: 1,
+        killAfter: { min: 5, max: 5 },
+        last: false,
+        log: () => {},
+        onOutput: (line) => {
+          if (!line.startsWith('late ')) return
+          const pid = Number(line.slice(5))
+          const end = Date.now() + 5000
+          while (Date.now() < end && alive(pid)); // held until the child has exited
+        },
+      }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(CrashLoopError)
+      expect((error as CrashLoopError).code).toBe('CHILD_EXITED')
+      expect((error as Error).message).toContain(`code ${code} before the kill sent at 5 'delivered' landed`)
+    }
+  }, 30_000)
+
   it('fails NO_KILL when no round was killed: every child finished its input before its kill point', async () => {
     const error = await crashLoop({
       ...counter,
