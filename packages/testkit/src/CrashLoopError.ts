@@ -24,6 +24,11 @@ export type CrashLoopErrorCode =
   | 'CHILD_FAILED'
   /** A child reported nothing new for `stallMs` before it reached its kill point. */
   | 'NO_PROGRESS'
+  /**
+   * The child exited, but its output stayed open for `stallMs`: a process it started outside its
+   * process group holds it, which no kill of the loop reaches.
+   */
+  | 'OUTPUT_HELD'
   /** The last run did not finish (or stop) within its `timeoutMs`. */
   | 'LAST_RUN_TIMEOUT'
   /** A line started with the report marker but did not follow the protocol. */

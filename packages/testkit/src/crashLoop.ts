@@ -89,7 +89,8 @@ export interface CrashLoopOptions {
    * A killed round fails (`NO_PROGRESS`) when its child reports nothing (of any kind) for this long
    * before reaching its kill point, counted from its start and again from each report (and from
    * its finished line, after which it should exit), in milliseconds (default 30 000; at most
-   * 2^31 - 1, what a timer holds).
+   * 2^31 - 1, what a timer holds). Any run fails (`OUTPUT_HELD`) when its output stays open this
+   * long after the child exited (a process it started outside its process group holds it).
    */
   readonly stallMs?: number
   /** The last run (default `{}`: the child must exit with code 0 on its own); `false`: none. */
@@ -600,7 +601,21 @@ function runOnce(
         finish(new CrashLoopError('SPAWN_FAILED', round, seed, `cannot start '${file}': ${error.message}`))
     })
     // Whatever the child started dies with it (and lets go of the output pipes 'close' waits for).
-    child.once('exit', () => killGroup(child, 'SIGKILL'))
+    child.once('exit', (code, signal) => {
+      killGroup(child, 'SIGKILL')
+      // A process the child started outside its group (its own session) outlives that kill and
+      // may hold the output open for ever: 'close' would never come, and the loop would hang.
+      const stallMs = options.stallMs ?? 30_000
+      const held = setTimeout(() => {
+        fail(
+          'OUTPUT_HELD',
+          `the child exited (${signal === null ? `code ${code}` : `signal ${signal}`}), but its output stayed open for ${stallMs} ms: a process it started outside its process group holds it and outlives every kill; it reported ${JSON.stringify(counts)}`,
+        )
+        child.stdout?.destroy()
+        child.stderr?.destroy()
+      }, stallMs)
+      timers.push(held)
+    })
     /** Whether `last.until` holds once the child exited on its own (it may have finished first). */
     const holdsAtExit = async (): Promise<boolean> => {
       if (last?.until === undefined) return true

@@ -362,6 +362,39 @@ describe('crashLoop', () => {
     expect(output).toContain('some output of the pipeline that is not a report')
   }, 30_000)
 
+  it("fails OUTPUT_HELD with the counts, instead of hanging, when a process outside the child's group keeps its output open after the kill", async () => {
+    // The child starts a process in a group of its own that inherits its stdout, then reports its
+    // kill point: the kill cannot reach that process, and the output never ends.
+    const script = `
+      const { spawn } = require('node:child_process')
+      const { writeSync } = require('node:fs')
+      const escaped = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { detached: true, stdio: ['ignore', 'inherit', 'ignore'] })
+      writeSync(1, 'escaped ' + escaped.pid + '\\n@ackline/testkit:crash delivered 3 ["a","b","c"]\\n')
+      setInterval(() => {}, 1000)
+    `
+    let escaped: number | undefined
+    try {
+      const error = await crashLoop({
+        command: process.execPath,
+        args: ['-e', script],
+        rounds: 1,
+        killAfter: { min: 3, max: 3 },
+        stallMs: 500,
+        last: false,
+        log: () => {},
+        onOutput: (line) => {
+          if (line.startsWith('escaped ')) escaped = Number(line.slice(8))
+        },
+      }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(CrashLoopError)
+      expect((error as CrashLoopError).code).toBe('OUTPUT_HELD')
+      expect((error as Error).message).toContain('its output stayed open for 500 ms')
+      expect((error as Error).message).toContain('{"delivered":3}')
+    } finally {
+      if (escaped !== undefined) process.kill(escaped, 'SIGKILL')
+    }
+  }, 10_000)
+
   it('kills what the child started along with it', async () => {
     let grandchild = 0
     const report = await crashLoop({
