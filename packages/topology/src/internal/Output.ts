@@ -53,9 +53,13 @@ export class Output {
   }
 }
 
-/** Notes every copy a fan-out made as passed on: its consumer did not make it (see `LogEvent.isLocal`). */
-function passedOn(copy: EventArray): EventArray {
-  const events = copy.events
+/**
+ * Notes every event of `array` as passed on (`LogEvent.markPassedOn`): handles a component did not
+ * make or keep, such as a fan-out's copies or what a source sends with `sendEvents`, are not its
+ * consumer's own. Returns `array`.
+ */
+export function passedOn(array: EventArray): EventArray {
+  const events = array.events
   for (let i = 0; i < events.length; i++) events[i]!.markPassedOn()
-  return copy
+  return array
 }

@@ -26,7 +26,7 @@ import { type BatchTracker, SlotReceipt } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
 import { awaitLoopTurn } from './loopTurns.js'
 import { RESOLVED } from './MemoryChannel.js'
-import type { Output } from './Output.js'
+import { type Output, passedOn } from './Output.js'
 import { sendClockNow } from './sendClock.js'
 
 /** The receipt of every batch sent with acknowledgements off: delivered once accepted. */
@@ -67,9 +67,7 @@ export class SourceRunner {
         // Untyped code may pass a plain array of events: taken in, it failed the consumer that read it.
         if (!(events instanceof EventArray)) return Promise.reject(notAnEventArray(id, events))
         this.counters.received += events.length
-        // Made by the source (`new LogEvent`), passed on now: not the consumer's own (see `LogEvent.isLocal`).
-        const list = events.events
-        for (let i = 0; i < list.length; i++) list[i]!.markPassedOn()
+        passedOn(events) // made by the source (`new LogEvent`): not the consumer's own
         const turn = awaitLoopTurn(sendClockNow(events.length))
         return afterTurn(this.output.send(events), turn)
       },
