@@ -44,6 +44,7 @@ import {
   type BatchReceipt,
   type ConfigIssue,
   codeOption,
+  cutToBytes,
   defineOptions,
   type OptionsOf,
   type Source,
@@ -585,9 +586,9 @@ class AmqpConsumer implements AmqpSource {
       const copyId = `${generation.id}:${message.fields.deliveryTag}`
       const headers = {
         ...message.properties.headers,
-        'x-ackline-rejected-by': capped(failure?.componentId ?? context.id),
-        'x-ackline-code': capped(failure?.code ?? 'REJECTED'),
-        'x-ackline-reason': capped(failure?.message ?? 'rejected'),
+        'x-ackline-rejected-by': cutToBytes(failure?.componentId ?? context.id, ACKLINE_HEADER_MAX_BYTES),
+        'x-ackline-code': cutToBytes(failure?.code ?? 'REJECTED', ACKLINE_HEADER_MAX_BYTES),
+        'x-ackline-reason': cutToBytes(failure?.message ?? 'rejected', ACKLINE_HEADER_MAX_BYTES),
         'x-ackline-copy-of': copyId,
       }
       /** Tells the broker about the original once every copy sent before is confirmed. */
@@ -935,16 +936,6 @@ function attemptKey(message: ConsumeMessage): string {
   // The body too, with an id: ids may repeat (a `messageIdField`, an upstream id), and two messages
   // sharing a key share an attempt count, which would give one of them fewer than `maxAttempts`.
   return typeof id === 'string' && id !== '' ? `id:${id}/sha1:${body}` : `sha1:${body}`
-}
-
-/** `value` cut to {@link ACKLINE_HEADER_MAX_BYTES} bytes of UTF-8 (ending in '…'), never mid-character. */
-function capped(value: string): string {
-  if (Buffer.byteLength(value, 'utf8') <= ACKLINE_HEADER_MAX_BYTES) return value
-  const bytes = Buffer.from(value, 'utf8')
-  // '…' is 3 bytes; step back over continuation bytes (10xxxxxx) to a character's first byte.
-  let end = ACKLINE_HEADER_MAX_BYTES - 3
-  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--
-  return `${bytes.subarray(0, end).toString('utf8')}…`
 }
 
 function assertNever(value: never): never {

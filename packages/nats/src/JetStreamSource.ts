@@ -35,6 +35,7 @@ import {
   ComponentError,
   ConfigIssue,
   codeOption,
+  cutToBytes,
   defineOptions,
   MAX_TIMER_MS,
   type OptionsOf,
@@ -681,7 +682,7 @@ class JetStreamPullSource implements JetStreamSource {
    */
   #term(msg: JsMsg, reason: string): void {
     // Cut: the client refuses a term over the server's max_payload, and a sink's reason may be long.
-    if (this.#termReasons) msg.term(capped(reason))
+    if (this.#termReasons) msg.term(cutToBytes(reason, TERM_REASON_MAX_BYTES))
     else msg.term()
     this.#warn(
       `${this.#component}: terminated message ${msg.info.streamSequence} of stream '${msg.info.stream}': ${reason}`,
@@ -763,16 +764,6 @@ class JetStreamPullSource implements JetStreamSource {
     this.#warnTo ??= warningsTo(this.#options.onWarning, this.#component, 'ACKLINE_NATS')
     this.#warnTo(message)
   }
-}
-
-/** `reason` cut to {@link TERM_REASON_MAX_BYTES} bytes of UTF-8 (ending in '…'), never mid-character. */
-function capped(reason: string): string {
-  if (Buffer.byteLength(reason, 'utf8') <= TERM_REASON_MAX_BYTES) return reason
-  const bytes = Buffer.from(reason, 'utf8')
-  // '…' is 3 bytes; step back over continuation bytes (10xxxxxx) to a character's first byte.
-  let end = TERM_REASON_MAX_BYTES - 3
-  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--
-  return `${bytes.subarray(0, end).toString('utf8')}…`
 }
 
 /**
