@@ -356,6 +356,44 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(found[0]!.message).toContain('were not stored when write resolved, e.g. {"n":2,')
   })
 
+  it('sink.written-before-resolved and sink.flushes-on-stop: a sink that holds its writes until stop(), over a store every rule shares', async () => {
+    // One table (a file, a queue) for all the rules, as `read: () => readBack(url)` gives: the
+    // earlier rules' stops had stored each record already, so a write that stored nothing when it
+    // resolved, and a stop that stored nothing, still found "their" records there.
+    const shared: JsonObject[] = []
+    const holding = (): StoreSink => {
+      const held: JsonObject[] = []
+      return {
+        kind: 'holds_until_stop',
+        stored: shared,
+        async write(events) {
+          held.push(...events.events.map((e) => ({ ...e.fields }) as JsonObject))
+          return undefined
+        },
+        async stop() {
+          shared.push(...held.splice(0))
+        },
+      }
+    }
+    const found = await checkSink(holding, { read, timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['sink.written-before-resolved'])
+    expect(found[0]!.message).toContain('2 record(s) reported delivered were not stored when write resolved')
+
+    // And one that stores nothing past its first write ever: its stop loses the rest.
+    const common: JsonObject[] = []
+    let writes = 0
+    const forgetting = (): StoreSink => ({
+      kind: 'first_write_only',
+      stored: common,
+      async write(events) {
+        if (writes++ === 0) common.push(...events.events.map((e) => ({ ...e.fields }) as JsonObject))
+        return undefined
+      },
+    })
+    const lost = await checkSink(forgetting, { read, timeoutMs: 500 })
+    expect(lost.map((f) => f.code)).toEqual(['sink.written-before-resolved', 'sink.flushes-on-stop'])
+  })
+
   it('sink.one-status-per-event: a sink whose result is one entry short only for batches of four and five', async () => {
     // Pages of three: the remainder's statuses are added only when there is no full page (`n < 3`
     // meant `n % 3 > 0`). Right for 1, 2, 3 and 6 events, the sizes the suite used to write alone.
