@@ -358,11 +358,20 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       )
       let out: JsonObject[]
       try {
+        // Then one more push, acknowledged before the crash: a buffer that moves its read position
+        // at the pull and writes it with its next sync loses the array in flight only once it synced.
+        const after = records.slice(0, 1)
+        const { events, receiver } = batchOf(after)
+        receivers.push({ receiver, slice: after })
+        await step(subject, 'push()', () => under.buffer.push(events))
+        await within(receiver.promise, subject.timeoutMs ?? 5000, () => hang('acknowledging on write'))
+        // First in what is owed, so it takes its own copy and the example named is one that was lost.
+        if (receiver.status === 'delivered') owed.unshift(...after)
         await step(subject, 'the `crash` hook', () => under.crash!())
         const reopened = await step(subject, 'the `reopen` hook', () => under.reopen!())
         await step(subject, 'close() of the reopened buffer', () => reopened.close())
         out = await drain(reopened, subject.timeoutMs ?? 5000, {
-          records: records.length,
+          records: records.length + 1,
           arrays: receivers.length,
         })
       } finally {
@@ -371,7 +380,13 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
         if (isEventArray(inFlight))
           for (const event of inFlight.events) if (!event.isEnded) event.end('errored')
       }
-      const missing = owed.filter((r) => !out.some((o) => JSON.stringify(o) === JSON.stringify(r)))
+      // One record out for each owed (the push after the pull repeats a record).
+      const left = out.map((o) => JSON.stringify(o))
+      const missing = owed.filter((r) => {
+        const at = left.indexOf(JSON.stringify(r))
+        if (at >= 0) left.splice(at, 1)
+        return at < 0
+      })
       if (missing.length > 0) {
         throw new ConformanceError(
           'buffer.durable-before-acknowledged',

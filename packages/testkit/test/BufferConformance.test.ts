@@ -77,9 +77,21 @@ function queue(
 }
 
 /** A "disk" that loses unsynced records in a crash, and a buffer over it that acknowledges on write. */
-function diskLike(syncBeforeAck: boolean, forgetsOnPull = false): () => Promise<BufferUnderTest> {
+function diskLike(
+  syncBeforeAck: boolean,
+  forgetsOnPull: boolean | 'at-next-sync' = false,
+): () => Promise<BufferUnderTest> {
   return async () => {
-    const disk = { synced: [] as JsonObject[], unsynced: [] as JsonObject[] }
+    const disk = { synced: [] as JsonObject[], unsynced: [] as JsonObject[], handedOut: [] as JsonObject[] }
+    const forget = (records: readonly JsonObject[]) => {
+      for (const record of records) {
+        const json = JSON.stringify(record)
+        disk.synced.splice(
+          disk.synced.findIndex((r) => JSON.stringify(r) === json),
+          1,
+        )
+      }
+    }
     const open = async (): Promise<EdgeBuffer> => {
       const inner = queue()
       for (const r of disk.synced.splice(0)) await inner.push(EventArray.fromRecords([r]))
@@ -88,7 +100,11 @@ function diskLike(syncBeforeAck: boolean, forgetsOnPull = false): () => Promise<
         async push(events) {
           const fields = events.events.map((e) => ({ ...e.fields }) as JsonObject)
           disk.unsynced.push(...fields)
-          const sync = () => disk.synced.push(...disk.unsynced.splice(0))
+          const sync = () => {
+            disk.synced.push(...disk.unsynced.splice(0))
+            // Broken ('at-next-sync'): what was handed out leaves the disk with the next sync.
+            forget(disk.handedOut.splice(0))
+          }
           if (syncBeforeAck) sync()
           else setTimeout(sync, 1000).unref()
           events.end('delivered')
@@ -97,14 +113,11 @@ function diskLike(syncBeforeAck: boolean, forgetsOnPull = false): () => Promise<
         async pull(signal) {
           const next = await inner.pull(signal)
           // Broken: takes the records off the disk when it hands them out, not once the sink ended them.
-          if (forgetsOnPull && next !== undefined)
-            for (const e of next) {
-              const json = JSON.stringify(e.fields)
-              disk.synced.splice(
-                disk.synced.findIndex((r) => JSON.stringify(r) === json),
-                1,
-              )
-            }
+          if (forgetsOnPull !== false && next !== undefined) {
+            const fields = next.events.map((e) => ({ ...e.fields }) as JsonObject)
+            if (forgetsOnPull === true) forget(fields)
+            else disk.handedOut.push(...fields)
+          }
           return next
         },
       }
@@ -148,6 +161,19 @@ describe('each buffer rule fails against a buffer broken that way', () => {
     expect(found.map((f) => f.code)).toEqual(['buffer.durable-before-acknowledged'])
     expect(found[0]!.message).toContain(
       '3 record(s) acknowledged delivered were gone after a crash, e.g. {"n":0,',
+    )
+  })
+
+  it('buffer.durable-before-acknowledged: a buffer that forgets what it handed out at its next sync, before the sink ended it', async () => {
+    // The read position moves at the pull and reaches the disk with the next push: the crash came
+    // right after the pull, before any sync, so the records in the sink's hands were still there.
+    const found = await checkBuffer(diskLike(true, 'at-next-sync'), {
+      acknowledgesOnWrite: true,
+      timeoutMs: 300,
+    })
+    expect(found.map((f) => f.code)).toEqual(['buffer.durable-before-acknowledged'])
+    expect(found[0]!.message).toContain(
+      'record(s) acknowledged delivered were gone after a crash, e.g. {"n":0,',
     )
   })
 
