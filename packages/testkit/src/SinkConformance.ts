@@ -520,12 +520,16 @@ export function sinkConformance<S extends Sink>(
   make: () => S | Promise<S>,
   options: SinkConformanceOptions<S> = {},
 ): void {
+  // Each step of the sink a rule waits for may take up to timeoutMs, and sink.one-status-per-event
+  // writes once per record (with a start and a stop); the runner must not end a rule sooner, or a
+  // correct but slow sink fails by the runner's timeout, named by no rule.
+  const steps = Math.max((options.records ?? defaultRecords()).length + 3, 8) + 1
   register(
     name,
     sinkRules,
     { ...(options as SinkConformanceOptions), make },
     options.runner,
-    (options.timeoutMs ?? 5000) * 4,
+    (options.timeoutMs ?? 5000) * steps + LATE_END_WINDOW_MS,
   )
 }
 

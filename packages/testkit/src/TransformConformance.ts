@@ -449,7 +449,18 @@ export function transformConformance(
   options: TransformConformanceOptions = {},
 ): void {
   checkCalls(options, `conformance suite '${name}'`)
-  register(name, transformRules, { ...options, make }, options.runner, (options.timeoutMs ?? 5000) * 2)
+  // Each call a rule waits for may take up to timeoutMs: transform.accounts-for-every-event makes a
+  // process and a flush per batch size, then `calls` calls and a flush; transform.in-topology runs
+  // two topologies, each with its stop. The runner must not end a rule sooner, or a correct but
+  // slow transform fails by the runner's timeout, named by no rule.
+  const steps = 2 * (options.records ?? defaultRecords()).length + (options.calls ?? 24) + 4
+  register(
+    name,
+    transformRules,
+    { ...options, make },
+    options.runner,
+    (options.timeoutMs ?? 5000) * steps + LATE_CALL_WINDOW_MS * 2,
+  )
 }
 
 /** Runs the transform suite without a test runner and returns the rules it broke (none: conforms). */

@@ -418,3 +418,47 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(found[0]!.message).toContain('write of 4 event(s) returned [')
   })
 })
+
+describe('the time a rule is given', () => {
+  it("gives the runner's test the time of every call a rule waits for, each up to timeoutMs", async () => {
+    // Each write of a correct sink may take up to timeoutMs (a remote bulk API); a rule that
+    // makes more calls than its runner timeout holds was ended by the runner, named by no rule.
+    let calls = 0
+    const counted = (): StoreSink => {
+      const inner = good()
+      return {
+        ...inner,
+        async start() {
+          calls++
+        },
+        write(events) {
+          calls++
+          return inner.write(events)
+        },
+        async stop() {
+          calls++
+        },
+      }
+    }
+    const records = Array.from({ length: 30 }, (_, n) => ({ n }))
+    const timeoutMs = 50
+    const tests: { name: string; body: () => Promise<void>; timeout: number | undefined }[] = []
+    sinkConformance('counted', counted, {
+      records,
+      timeoutMs,
+      read: (sink) => {
+        calls++
+        return sink.stored
+      },
+      runner: {
+        describe: (_, body) => body(),
+        it: (name, body, timeout) => tests.push({ name, body, timeout }),
+      },
+    })
+    for (const test of tests) {
+      calls = 0
+      await test.body()
+      expect(calls * timeoutMs, test.name).toBeLessThanOrEqual(test.timeout ?? 0)
+    }
+  })
+})

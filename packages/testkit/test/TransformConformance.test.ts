@@ -261,3 +261,39 @@ describe('each transform rule fails against a transform broken that way', () => 
     expect(found[0]!.message).toMatch(/in its call \d+ of \d+/)
   })
 })
+
+describe('the time a rule is given', () => {
+  it("gives the runner's test the time of every call a rule waits for, each up to timeoutMs", async () => {
+    // Each call of a correct transform may take up to timeoutMs (a lookup per batch); a rule that
+    // makes more calls than its runner timeout holds was ended by the runner, named by no rule.
+    let calls = 0
+    const counted = (): Transform => {
+      const inner = splitErrors()
+      return {
+        ...inner,
+        process(events, context) {
+          calls++
+          return inner.process(events, context)
+        },
+        flush() {
+          calls++
+        },
+      }
+    }
+    const timeoutMs = 50
+    const tests: { name: string; body: () => Promise<void>; timeout: number | undefined }[] = []
+    transformConformance('counted', counted, {
+      calls: 100,
+      timeoutMs,
+      runner: {
+        describe: (_, body) => body(),
+        it: (name, body, timeout) => tests.push({ name, body, timeout }),
+      },
+    })
+    for (const test of tests) {
+      calls = 0
+      await test.body()
+      expect(calls * timeoutMs, test.name).toBeLessThanOrEqual(test.timeout ?? 0)
+    }
+  })
+})
