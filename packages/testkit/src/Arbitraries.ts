@@ -3,13 +3,60 @@
  * schedules a {@link faultySink} follows. Random topologies are in {@link RandomTopology}.
  *
  * Invariant: every arbitrary is built from fast-check combinators only, so it shrinks: a failing
- * case shrinks towards fewer, smaller batches, `delivered` statuses and no faults.
+ * case shrinks towards fewer, smaller batches, plain values, `delivered` statuses and no faults.
+ * Every value drawn is one an event may carry (RFC 0010): JSON that `JSON.stringify` writes and
+ * `JSON.parse` reads back deeply equal (no `NaN`, no `-0`, no `undefined`, plain objects only), so
+ * what a sink stored can be compared with what was sent.
  *
  * @module
  */
-import type { DeliveryStatus, JsonObject } from '@ackline/core'
+import type { DeliveryStatus, JsonObject, JsonValue } from '@ackline/core'
 import fc from 'fast-check'
 import type { FailureSchedule } from './FailureSchedule.js'
+
+/** Options of {@link Arbitraries.jsonValue} and of the text and payload of {@link Arbitraries.record}. */
+export interface JsonValueOptions {
+  /**
+   * How deep objects and arrays nest (default 4; 0: primitives only). Deeper values are rarer, as
+   * fast-check draws them.
+   */
+  readonly maxDepth?: number
+  /**
+   * Whether strings may hold a lone surrogate (an unpaired UTF-16 half, default true). An event
+   * can carry one (`JSON.parse('"\\ud800"')` makes it, `JSON.stringify` writes it escaped), but a
+   * store that holds only well-formed Unicode (UTF-8 text columns, a `Buffer` written as UTF-8)
+   * turns it into U+FFFD without a word: such a sink should reject the record. Set false when your
+   * property is not about that.
+   */
+  readonly loneSurrogates?: boolean
+}
+
+/** Options of {@link Arbitraries.record}. */
+export interface RecordOptions extends JsonValueOptions {
+  /**
+   * Whether the record has a `payload` field: any JSON value (deep objects and arrays, numbers of
+   * every size, any Unicode text, keys such as `__proto__` or `a.b`). Default true; false gives
+   * the small log record alone.
+   */
+  readonly payload?: boolean
+}
+
+/**
+ * One UTF-16 code unit or character of a string: mostly ASCII, then any code point (astral ones
+ * as surrogate pairs), and, with `loneSurrogates`, now and then an unpaired surrogate.
+ */
+function stringUnit(loneSurrogates: boolean): fc.Arbitrary<string> {
+  const units = [
+    { arbitrary: fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 1 }), weight: 14 },
+    { arbitrary: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 1 }), weight: 5 },
+  ]
+  if (loneSurrogates)
+    units.push({
+      arbitrary: fc.integer({ min: 0xd800, max: 0xdfff }).map((u) => String.fromCharCode(u)),
+      weight: 1,
+    })
+  return fc.oneof(...units)
+}
 
 /**
  * The arbitraries.
@@ -20,25 +67,61 @@ import type { FailureSchedule } from './FailureSchedule.js'
  * ```
  */
 export const Arbitraries = {
-  /** A small log record: a sequence number `n`, a `level` and a `message` (shrinks to `{ n: 0, … }`). */
-  record(): fc.Arbitrary<JsonObject> {
-    return fc.record({
+  /**
+   * Any value an event may carry in a field (RFC 0010): `null`, booleans, finite numbers (never
+   * `-0`, which JSON writes as `0`), strings of any Unicode (lone surrogates unless turned off),
+   * arrays and plain objects nested up to `maxDepth`. Shrinks towards a primitive (`false`).
+   *
+   * @example
+   * ```ts
+   * fc.sample(Arbitraries.jsonValue({ maxDepth: 2 }), 3) // e.g. [null, { "a": [1.5, "\ud800"] }, "é"]
+   * ```
+   */
+  jsonValue(options: JsonValueOptions = {}): fc.Arbitrary<JsonValue> {
+    const unit = stringUnit(options.loneSurrogates ?? true)
+    return (
+      fc
+        .jsonValue({ maxDepth: options.maxDepth ?? 4, stringUnit: unit })
+        // Through JSON once, so the value is exactly what a sink that serializes it reads back.
+        .map((value) => JSON.parse(JSON.stringify(value)) as JsonValue)
+    )
+  },
+
+  /**
+   * A log record: a sequence number `n`, a `level`, a `message` (any Unicode, as
+   * {@link Arbitraries.jsonValue} draws strings) and, unless `payload: false`, a `payload` of any
+   * JSON value. Shrinks to `{ n: 0, level: 'info', message: '', payload: false }`.
+   */
+  record(options: RecordOptions = {}): fc.Arbitrary<JsonObject> {
+    const base = {
       n: fc.nat(1000),
       level: fc.constantFrom('info', 'warn', 'error'),
-      message: fc.string({ maxLength: 20 }),
-    })
+      message: fc.string({ maxLength: 20, unit: stringUnit(options.loneSurrogates ?? true) }),
+    }
+    if (options.payload === false) return fc.record(base)
+    return fc.record({ ...base, payload: Arbitraries.jsonValue(options) })
   },
 
   /**
    * Batches of records, each record's `n` its position across all batches (so keys are distinct
-   * and order is checkable). Shrinks to fewer and smaller batches.
+   * and order is checkable). A batch may be empty (a source may send nothing, as a poll that found
+   * nothing does) unless `minSize` is 1; there is always at least one batch. Records are drawn by
+   * {@link Arbitraries.record} with the same options. Shrinks to fewer and smaller batches.
    */
-  batches(options: { maxBatches?: number; maxSize?: number } = {}): fc.Arbitrary<JsonObject[][]> {
+  batches(
+    options: RecordOptions & { maxBatches?: number; minSize?: number; maxSize?: number } = {},
+  ): fc.Arbitrary<JsonObject[][]> {
     return fc
-      .array(fc.array(Arbitraries.record(), { minLength: 1, maxLength: options.maxSize ?? 4 }), {
-        minLength: 1,
-        maxLength: options.maxBatches ?? 3,
-      })
+      .array(
+        fc.array(Arbitraries.record(options), {
+          minLength: options.minSize ?? 0,
+          maxLength: options.maxSize ?? 4,
+        }),
+        {
+          minLength: 1,
+          maxLength: options.maxBatches ?? 3,
+        },
+      )
       .map((batches) => {
         let n = 0
         return batches.map((batch) => batch.map((record) => ({ ...record, n: n++ })))
@@ -60,12 +143,22 @@ export const Arbitraries = {
 
   /**
    * A failure schedule: which write calls throw (1-based), which records a sink rejects (by `n`
-   * modulo), and how long writes hang. Shrinks to no fault at all.
+   * modulo, from 2 to 5, or 1: every record, unless `rejectAll: false`), and how long writes
+   * hang. Shrinks to no fault at all (a rejection shrinks to a modulo of 2 before it goes).
    */
-  failureSchedule(options: { maxCalls?: number; maxHangMs?: number } = {}): fc.Arbitrary<FailureSchedule> {
+  failureSchedule(
+    options: { maxCalls?: number; maxHangMs?: number; rejectAll?: boolean } = {},
+  ): fc.Arbitrary<FailureSchedule> {
+    const modulo =
+      options.rejectAll === false
+        ? fc.integer({ min: 2, max: 5 })
+        : fc.oneof(
+            { arbitrary: fc.integer({ min: 2, max: 5 }), weight: 3 },
+            { arbitrary: fc.constant(1), weight: 1 },
+          )
     return fc.record({
       errorOnCalls: fc.uniqueArray(fc.integer({ min: 1, max: options.maxCalls ?? 6 }), { maxLength: 3 }),
-      rejectWhen: fc.option(fc.record({ field: fc.constant('n'), modulo: fc.integer({ min: 2, max: 5 }) }), {
+      rejectWhen: fc.option(fc.record({ field: fc.constant('n'), modulo }), {
         nil: undefined,
       }),
       hangMs: fc.constantFrom(0, 0, 1, options.maxHangMs ?? 20),

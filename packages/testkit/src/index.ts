@@ -6,7 +6,7 @@
  * @module
  */
 
-export { Arbitraries } from './Arbitraries.js'
+export { Arbitraries, type JsonValueOptions, type RecordOptions } from './Arbitraries.js'
 export {
   type BufferConformanceOptions,
   type BufferUnderTest,
