@@ -5,7 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { diskBuffer } from '@ackline/buffers'
-import { bufferConformance } from '@ackline/testkit'
+import { Arbitraries, bufferConformance } from '@ackline/testkit'
+import fc from 'fast-check'
 import { afterAll, describe, it } from 'vitest'
 import type { DiskBuffer } from '../../src/DiskBuffer.js'
 import { DiskBufferHooks } from '../../src/internal/DiskBufferHooks.js'
@@ -32,26 +33,40 @@ bufferConformance(
   { acknowledgesOnWrite: true, runner },
 )
 
+const crashable = async () => {
+  const fs = new MemoryFileSystem()
+  const open = () =>
+    openDiskBufferOn({
+      path: PATH,
+      sinkId: 'k',
+      fileSystem: fs,
+      acknowledgements: 'on-write',
+      segmentBytes: 1024,
+    })
+  const buffer = await open()
+  // A SIGKILL: the store stops without writing, closing or unlocking anything, and the disk
+  // keeps only what was synced.
+  const crash = () => {
+    DiskBufferHooks.get().abandon((buffer as unknown as { store: DiskBuffer }).store)
+    fs.crash()
+  }
+  return { buffer, crash, reopen: open }
+}
+
 bufferConformance(
   'disk buffer conformance (on write, crashed on a file system that keeps only synced data)',
-  async () => {
-    const fs = new MemoryFileSystem()
-    const open = () =>
-      openDiskBufferOn({
-        path: PATH,
-        sinkId: 'k',
-        fileSystem: fs,
-        acknowledgements: 'on-write',
-        segmentBytes: 1024,
-      })
-    const buffer = await open()
-    // A SIGKILL: the store stops without writing, closing or unlocking anything, and the disk
-    // keeps only what was synced.
-    const crash = () => {
-      DiskBufferHooks.get().abandon((buffer as unknown as { store: DiskBuffer }).store)
-      fs.crash()
-    }
-    return { buffer, crash, reopen: open }
-  },
+  crashable,
   { acknowledgesOnWrite: true, runner },
+)
+// Records as a property draws them: deep and odd JSON, any Unicode (lone surrogates included),
+// across segments of 1 KiB, out of the reopened buffer as they went in.
+const drawn = fc.sample(Arbitraries.batches({ minSize: 1, maxSize: 6 }), { numRuns: 1, seed: 3 })[0]!.flat()
+bufferConformance(
+  'disk buffer conformance (on write, crashed, records drawn by Arbitraries, seed 3)',
+  crashable,
+  {
+    records: drawn,
+    acknowledgesOnWrite: true,
+    runner,
+  },
 )
