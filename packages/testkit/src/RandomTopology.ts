@@ -408,7 +408,10 @@ const listSource = (batches: readonly (readonly JsonObject[])[], receipts: Batch
  * ```
  */
 export const RandomTopology = {
-  /** Shrinkable random topologies: 1–2 sources, up to 4 transforms, 1–2 sinks, any wiring. */
+  /**
+   * Shrinkable random topologies: 1–2 sources (1–3 batches of up to 4 records each, now and then
+   * an empty one), up to 4 transforms, 1–2 sinks, any wiring.
+   */
   arbitrary(options: RandomTopologyOptions = {}): fc.Arbitrary<RandomTopologySpec> {
     const users = Object.keys(options.transforms ?? {}).map((name) => `user:${name}` as const)
     const userSinks = Object.keys(options.sinks ?? {}).map((name) => `user:${name}` as const)
@@ -425,9 +428,14 @@ export const RandomTopology = {
             }),
           )
         : noFaults
+    const batchSize = fc.oneof(
+      { arbitrary: fc.integer({ min: 1, max: 4 }), weight: 5 },
+      { arbitrary: fc.constant(0), weight: 1 },
+    )
     return fc.record({
       global: fc.boolean(),
-      sources: fc.array(fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 3 }), {
+      // A batch may be empty (a poll that found nothing), drawn now and then; a size shrinks to 1.
+      sources: fc.array(fc.array(batchSize, { minLength: 1, maxLength: 3 }), {
         minLength: 1,
         maxLength: 2,
       }),

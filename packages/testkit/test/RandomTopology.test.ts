@@ -39,6 +39,16 @@ describe('RandomTopology', () => {
     )
   })
 
+  it('draws an empty batch now and then, and runs it as its model predicts', async () => {
+    const specs = fc.sample(RandomTopology.arbitrary({ faults: true }), { numRuns: 300, seed: 5 })
+    const withEmpty = specs.filter((spec) => spec.sources.some((sizes) => sizes.includes(0)))
+    expect(withEmpty.length).toBeGreaterThan(0)
+    for (const spec of withEmpty.slice(0, 8)) {
+      const run = await RandomTopology.check(spec)
+      expect(run.statuses).toEqual(RandomTopology.expected(spec)!.statuses)
+    }
+  })
+
   it("mixes in the user's own transforms, checked by the ledger against the model", async () => {
     const transforms = { upper }
     let used = 0
