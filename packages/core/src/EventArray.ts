@@ -152,6 +152,24 @@ export class EventArray implements Iterable<LogEvent> {
   }
 
   /**
+   * For runtimes (what a source sends with `sendEvents`): marks every event sent
+   * (`LogEvent.isSent`) and passed on (`LogEvent.markPassedOn`), and returns -1. If an event has
+   * ended or was sent already (by an earlier send, or earlier in this array), nothing is marked
+   * and its index is returned: sent again while a sink holds it, one handle would be in two
+   * places, and whichever ended it first would resolve its batches for both.
+   */
+  markSent(): number {
+    const events = this.events
+    for (let i = 0; i < events.length; i++) {
+      if (events[i]!._markSent()) continue
+      for (let j = 0; j < i; j++) events[j]!._unmarkSent()
+      return i
+    }
+    for (let i = 0; i < events.length; i++) events[i]!.markPassedOn()
+    return -1
+  }
+
+  /**
    * Clones every event: a second array of handles on the same finalizers. An ended handle throws
    * as `LogEvent.clone` does, and the clones made before it are ended (without a status) first,
    * so no batch waits for a handle nobody holds.

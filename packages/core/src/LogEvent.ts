@@ -33,13 +33,20 @@ const SHARED = 1
 /** `LogEvent._flags`: made by `clone()` or `new LogEvent`, or kept for a transform; not passed on since. */
 const LOCAL = 2
 /**
- * `LogEvent._flags`, above the two bits: whom a runtime keeps the handle for (`markKept`), 0 when
- * made by its holder. One bit could not tell the component that keeps a handle from the one that
- * passed it on and still has a reference to it.
+ * `LogEvent._flags`: a source's runtime sent this handle into a topology (`markSent`). Kept by
+ * every later mark: the handle is never the source's to send again.
  */
-const HOLDER_SHIFT = 2
-/** The largest holder `markKept` takes: the flags stay a small integer. */
-const MAX_HOLDER = 0x0fffffff
+const SENT = 4
+/**
+ * `LogEvent._flags`, above the three bits: whom a runtime keeps the handle for (`markKept`), 0
+ * when made by its holder. One bit could not tell the component that keeps a handle from the one
+ * that passed it on and still has a reference to it.
+ */
+const HOLDER_SHIFT = 3
+/** The largest holder `markKept` takes: the flags stay a small integer (below 2^30). */
+const MAX_HOLDER = 0x07ffffff
+/** The bits `markKept` and `markPassedOn` keep: copy on write, and the source's send. */
+const KEPT_BITS = SHARED | SENT
 
 /** Options of a new event. */
 export interface LogEventOptions {
@@ -82,8 +89,8 @@ export class LogEvent {
   /**
    * @internal `SHARED`: `_fields` may be shared with another handle, so a write must copy it
    * first. `LOCAL`: the handle is its holder's own, made by `clone()` or `new LogEvent` or kept
-   * by a runtime for a transform, and no runtime has passed it on since (see `isLocal`); above
-   * them, whom it is kept for (see `isLocalTo`).
+   * by a runtime for a transform, and no runtime has passed it on since (see `isLocal`). `SENT`:
+   * a source sent it (see `isSent`). Above them, whom it is kept for (see `isLocalTo`).
    */
   declare _flags: number
   /** @internal The id of the source that read the event; read it through `metadata.sourceId`. */
@@ -282,15 +289,41 @@ export class LogEvent {
 
   /**
    * For runtimes: notes that a runtime keeps this handle for a component, `holder` (a number from
-   * 1 to 2^28 - 1 naming it; 0 or none for no one in particular; see `isLocalTo`).
+   * 1 to 2^27 - 1 naming it; 0 or none for no one in particular; see `isLocalTo`).
    */
   markKept(holder = 0): void {
-    this._flags = (this._flags & SHARED) | LOCAL | ((holder & MAX_HOLDER) << HOLDER_SHIFT)
+    this._flags = (this._flags & KEPT_BITS) | LOCAL | ((holder & MAX_HOLDER) << HOLDER_SHIFT)
   }
 
   /** For runtimes: notes that a runtime passed this handle on to a component (see `isLocal`). */
   markPassedOn(): void {
-    this._flags &= SHARED
+    this._flags &= KEPT_BITS
+  }
+
+  /**
+   * Whether a source's runtime sent this handle into a topology (`EventArray.markSent`): from then on the
+   * handle is the topology's, whoever holds it, and sending it again would put one handle in two
+   * places. A clone is a handle of its own, not sent. A mark for runtimes: it changes nothing
+   * about the event itself.
+   */
+  get isSent(): boolean {
+    return (this._flags & SENT) !== 0
+  }
+
+  /**
+   * @internal Marks the handle sent (`isSent`), unless it was sent already or has ended: then
+   * returns false and changes nothing. See `EventArray.markSent`.
+   */
+  _markSent(): boolean {
+    const flags = this._flags
+    if ((flags & SENT) !== 0 || this._ref === null) return false
+    this._flags = flags | SENT
+    return true
+  }
+
+  /** @internal Takes back a `_markSent` of an array that was refused as a whole. */
+  _unmarkSent(): void {
+    this._flags &= ~SENT
   }
 
   /**

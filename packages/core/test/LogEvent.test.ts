@@ -296,8 +296,8 @@ describe('LogEvent isLocal (the mark runtimes keep of who owns a handle)', () =>
     event.markKept(2)
     expect([event.isLocal, event.isLocalTo(1), event.isLocalTo(2)]).toEqual([true, false, true])
     const copy = event.clone() // shares the fields: marking either must keep copy on write
-    event.markKept(0x0fffffff)
-    expect([event.isLocalTo(2), event.isLocalTo(0x0fffffff)]).toEqual([false, true])
+    event.markKept(0x07ffffff) // the largest holder
+    expect([event.isLocalTo(2), event.isLocalTo(0x07ffffff)]).toEqual([false, true])
     event.set('m', 3)
     copy.markPassedOn()
     copy.markKept(3)
@@ -306,7 +306,39 @@ describe('LogEvent isLocal (the mark runtimes keep of who owns a handle)', () =>
     expect(event.fields).toEqual({ n: 1, m: 3 })
     expect([copy.isLocalTo(1), copy.isLocalTo(3)]).toEqual([false, true])
     event.markPassedOn()
-    expect([event.isLocal, event.isLocalTo(0x0fffffff)]).toEqual([false, false])
+    expect([event.isLocal, event.isLocalTo(0x07ffffff)]).toEqual([false, false])
+  })
+
+  it('isSent: set for a whole array by EventArray.markSent, kept by every later mark, never by a clone', () => {
+    const a = new LogEvent({ n: 1 })
+    const b = new LogEvent({ n: 2 })
+    const shared = b.clone() // b's fields are shared: the marks must keep copy on write
+    expect(EventArray.of(a, b).markSent()).toBe(-1)
+    expect([a.isSent, b.isSent, a.isLocal, b.isLocal]).toEqual([true, true, false, false])
+    b.markKept(0x07ffffff) // a holder at its largest does not reach the bits below it
+    expect([b.isSent, b.isLocalTo(0x07ffffff), b.isLocalTo(1)]).toEqual([true, true, false])
+    b.markPassedOn()
+    expect([b.isSent, b.isLocal]).toEqual([true, false])
+    b.set('n', 3)
+    expect(shared.fields).toEqual({ n: 2 })
+    const copy = a.clone()
+    expect([copy.isSent, copy.isLocal, a.isSent]).toEqual([false, true, true])
+    expect(EventArray.of(copy).markSent()).toBe(-1) // a clone is a handle of its own
+  })
+
+  it('EventArray.markSent refuses an array with a handle sent before, twice in it, or ended: its index, nothing marked', () => {
+    const sent = new LogEvent({ n: 0 })
+    expect(EventArray.of(sent).markSent()).toBe(-1)
+    const fresh = () => [new LogEvent({ n: 1 }), new LogEvent({ n: 2 })] as const
+    const [a, b] = fresh()
+    expect(new EventArray([a, b, sent]).markSent()).toBe(2)
+    const [c, d] = fresh()
+    expect(new EventArray([c, d, c]).markSent()).toBe(2)
+    const [e, f] = fresh()
+    f.end()
+    expect(new EventArray([e, f]).markSent()).toBe(1)
+    for (const event of [a, b, c, d, e]) expect([event.isSent, event.isLocal]).toEqual([false, true])
+    expect(new EventArray([a, b, c, d, e]).markSent()).toBe(-1) // refused, they may still be sent
   })
 
   it('replaceFields keeps the mark', () => {

@@ -3,14 +3,9 @@
 
 import { nextTick } from 'node:process'
 import { setImmediate as realSetImmediate } from 'node:timers'
-import {
-  BatchNotifier,
-  type BatchStatusReceiver,
-  type EventArray,
-  type JsonObject,
-  LogEvent,
-} from '@ackline/core'
+import { BatchNotifier, type BatchStatusReceiver, EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { ComponentError } from '../src/ComponentError.js'
 import { BatchTracker, SlotReceipt } from '../src/internal/BatchTracker.js'
 import { Counters } from '../src/internal/Counters.js'
 import { SLICE_MS } from '../src/internal/loopTurns.js'
@@ -271,6 +266,45 @@ describe('SourceRunner', () => {
       expect(channel.queuedEvents).toBe(0)
     },
   )
+
+  it.each([
+    ['twice in one array', (h: LogEvent) => [new EventArray([h, h])], 'ALREADY_SENT', 1],
+    ['again after an earlier send', (h: LogEvent) => [EventArray.of(h), EventArray.of(h)], 'ALREADY_SENT', 0],
+    [
+      'after it ended',
+      (h: LogEvent) => {
+        h.end()
+        return [EventArray.of(new LogEvent({ n: 2 }), h)]
+      },
+      'USE_AFTER_END',
+      1,
+    ],
+  ] as const)(
+    'refuses sendEvents given a handle %s, naming the source and the event, and sends nothing of that array',
+    async (_, arrays, code, index) => {
+      const { channel, runner } = setup(10)
+      const counters = runner.counters
+      const handle = new LogEvent({ n: 1 }, { sourceId: 'in' })
+      const sends = arrays(handle)
+      const last = sends.pop()!
+      for (const array of sends) await runner.context.sendEvents(array)
+      const queued = channel.queuedEvents
+      const received = counters.received
+      const error = await runner.context.sendEvents(last).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(ComponentError)
+      expect(error).toMatchObject({ code, component: 'in', field: 'sendEvents' })
+      expect((error as Error).message).toContain(`event ${index} of the array`)
+      expect([channel.queuedEvents, counters.received]).toEqual([queued, received])
+    },
+  )
+
+  it('sendEvents takes a clone of a handle it sent: a handle of its own', async () => {
+    const { channel, runner } = setup(10)
+    const handle = new LogEvent({ n: 1 }, { sourceId: 'in' })
+    await runner.context.sendEvents(EventArray.of(handle))
+    await runner.context.sendEvents(EventArray.of(handle.clone()))
+    expect(channel.queuedEvents).toBe(2)
+  })
 
   describe('the send clock', () => {
     /** Lets the burst end, so no reading is held (what ran before may have held one). */

@@ -1,7 +1,7 @@
 // Issue 13, what crosses the topology's edges from code the types cannot vouch for: a sink's
 // start that throws, per-event results that are not statuses, emits a transform makes wrongly.
 
-import { EventArray, LogEvent } from '@ackline/core'
+import { BatchNotifier, EventArray, LogEvent } from '@ackline/core'
 import {
   type BatchReceipt,
   ComponentError,
@@ -14,7 +14,14 @@ import {
 } from '@ackline/topology'
 import { describe, expect, it, vi } from 'vitest'
 import { linear, on, records, run, through } from './support/Harness.js'
-import { Gate, queueBuffer, type TestSource, testSink, testSource } from './support/TestComponents.js'
+import {
+  Gate,
+  queueBuffer,
+  routeBy,
+  type TestSource,
+  testSink,
+  testSource,
+} from './support/TestComponents.js'
 
 describe('a sink whose start() throws', () => {
   it('makes start() reject with a TopologyError naming the sink, its kind and the cause', async () => {
@@ -1044,5 +1051,42 @@ describe('emits a transform makes wrongly', () => {
     expect(events.events.map((e) => e.isEnded)).toEqual([true, true, true])
     expect(await source.receipts[0]!.status).toBe('errored')
     await topology.stop()
+  })
+})
+
+describe('handles a source sends with sendEvents', () => {
+  it('a handle sent again, while a sink still writes it, is refused (ALREADY_SENT): no second sink ends it for the first', async () => {
+    // Taken in again, the handle sat in two sinks: routed to 'y' the second time, it was delivered
+    // there and its batch resolved delivered while sink 'x', which never delivered it, still wrote
+    // it (its errored came too late). An acknowledgement for an event a sink did not deliver.
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'in' })
+    const gate = new Gate()
+    const x = testSink({ gate, outcome: () => 'errored' })
+    const y = testSink()
+    const handle = new LogEvent({ to: 'x' })
+    let second: unknown
+    const topology = new TopologyBuilder(on)
+      .source('in', {
+        kind: 'resender',
+        canAcknowledge: true,
+        async run(context) {
+          await context.sendEvents(EventArray.of(handle).attach(notifier))
+          await vi.waitFor(() => expect(gate.waiting).toBe(1))
+          handle.set('to', 'y')
+          second = await context.sendEvents(EventArray.of(handle)).catch((error: unknown) => error)
+          // Taken in (the code before), it is written by 'y' before 'x' may go on.
+          if (second === undefined) await vi.waitFor(() => expect(y.received).toHaveLength(1))
+          gate.open()
+        },
+      })
+      .transform('route', ['in'], routeBy({ x: (e) => e.get('to') === 'x', y: (e) => e.get('to') === 'y' }))
+      .sink('x', ['route.x'], x)
+      .sink('y', ['route.y'], y)
+      .build()
+    await run(topology)
+    expect(second).toBeInstanceOf(ComponentError)
+    expect(second).toMatchObject({ code: 'ALREADY_SENT', component: 'in', field: 'sendEvents' })
+    expect(y.received).toEqual([])
+    expect(await receiver).toBe('errored')
   })
 })

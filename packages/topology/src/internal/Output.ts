@@ -55,10 +55,10 @@ export class Output {
 
 /**
  * Notes every event of `array` as passed on (`LogEvent.markPassedOn`): handles a component did not
- * make or keep, such as a fan-out's copies or what a source sends with `sendEvents`, are not its
- * consumer's own. Returns `array`.
+ * make or keep, such as a fan-out's copies, are not its consumer's own (what a source sends with
+ * `sendEvents` is marked by `EventArray.markSent`). Returns `array`.
  */
-export function passedOn(array: EventArray): EventArray {
+function passedOn(array: EventArray): EventArray {
   const events = array.events
   for (let i = 0; i < events.length; i++) events[i]!.markPassedOn()
   return array

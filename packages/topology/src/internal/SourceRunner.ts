@@ -12,9 +12,11 @@ import {
   type BatchStatus,
   EventArray,
   type JsonObject,
+  type LogEvent,
   RecordOutcomes,
   SlotBatches,
 } from '@ackline/core'
+import { ComponentError } from '../ComponentError.js'
 import {
   type BatchReceipt,
   NO_RECEIPT,
@@ -26,7 +28,7 @@ import { type BatchTracker, SlotReceipt } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
 import { awaitLoopTurn } from './loopTurns.js'
 import { RESOLVED } from './MemoryChannel.js'
-import { type Output, passedOn } from './Output.js'
+import type { Output } from './Output.js'
 import { sendClockNow } from './sendClock.js'
 
 /** The receipt of every batch sent with acknowledgements off: delivered once accepted. */
@@ -66,8 +68,11 @@ export class SourceRunner {
       sendEvents: (events) => {
         // Untyped code may pass a plain array of events: taken in, it failed the consumer that read it.
         if (!(events instanceof EventArray)) return Promise.reject(notAnEventArray(id, events))
+        // Marked sent and passed on (not the consumer's own) in the pass that checks them: a handle
+        // sent again sat in two places, and whichever ended it first resolved its batches for both.
+        const refused = events.markSent()
+        if (refused >= 0) return Promise.reject(notSendable(id, refused, events.events[refused]!))
         this.counters.received += events.length
-        passedOn(events) // made by the source (`new LogEvent`): not the consumer's own
         const turn = awaitLoopTurn(sendClockNow(events.length))
         return afterTurn(this.output.send(events), turn)
       },
@@ -187,6 +192,29 @@ function notAnEventArray(id: string, value: unknown): TypeError {
           ? 'another object'
           : `a ${typeof value}`
   return new TypeError(`source '${id}': sendEvents takes an EventArray, got ${got}`)
+}
+
+/**
+ * What `sendEvents` rejects with for an array holding a handle that has ended or that a send took
+ * already (nothing of the array is sent).
+ */
+function notSendable(
+  id: string,
+  index: number,
+  event: LogEvent,
+): ComponentError<'ALREADY_SENT' | 'USE_AFTER_END'> {
+  if (event.isEnded) {
+    return new ComponentError(
+      'USE_AFTER_END',
+      `event ${index} of the array has ended: nothing of the array was sent`,
+      { component: id, field: 'sendEvents' },
+    )
+  }
+  return new ComponentError(
+    'ALREADY_SENT',
+    `event ${index} of the array was sent already (by an earlier sendEvents, or earlier in this array): a handle is sent once, send a clone() for another copy; nothing of the array was sent`,
+    { component: id, field: 'sendEvents' },
+  )
 }
 
 /** What `send` rejects with for a record that is no JSON object. */

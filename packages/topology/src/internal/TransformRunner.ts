@@ -38,9 +38,9 @@ const NO_PORTS: ReadonlyMap<string, LogEvent[]> = new Map()
 const NO_EVENTS: readonly LogEvent[] = []
 /** The number the last runner took to mark what it keeps (`LogEvent.markKept`). */
 let lastHolder = 0
-/** A number for a new runner, from 1 to 2^28 - 1 (what `markKept` takes), then round again. */
+/** A number for a new runner, from 1 to 2^27 - 1 (what `markKept` takes), then round again. */
 function nextHolder(): number {
-  lastHolder = (lastHolder % 0x0fffffff) + 1
+  lastHolder = (lastHolder % 0x07ffffff) + 1
   return lastHolder
 }
 
