@@ -599,7 +599,9 @@ export class TransformRunner {
   ): void {
     let copiesRefused: Set<LogEvent> | undefined
     for (let k = 0; copies !== undefined && k < copies.length; k += 2) {
-      if (foreign.has(copies[k + 1]!)) (copiesRefused ??= new Set()).add(copies[k]!)
+      if (!foreign.has(copies[k + 1]!)) continue
+      copiesRefused ??= new Set()
+      copiesRefused.add(copies[k]!)
     }
     const refused = (event: LogEvent): boolean => {
       if (foreign.has(event)) return true
@@ -654,7 +656,10 @@ export class TransformRunner {
         } else if (emitted.has(event)) {
           const copy = event.clone()
           copy.markPassedOn()
-          if (!event.isLocalTo(this.holder)) (copies ??= []).push(copy, event)
+          if (!event.isLocalTo(this.holder)) {
+            copies ??= []
+            copies.push(copy, event)
+          }
           out.push(copy)
         } else {
           emitted.add(event)
