@@ -104,23 +104,22 @@ export class EventFinalizerGroups {
   /**
    * Ends group `index` as its event's handle would end: with a status, or without one. With
    * `authoritative`, the status is sent to the batches now and later ones are ignored; `reason`
-   * is kept as `LogEvent.end` keeps it. An `index` that is not one of the groups' throws a
-   * `RangeError`, as in {@link attach}.
+   * is kept as `LogEvent.end` keeps it; `null` options are none, as there. An `index` that is
+   * not one of the groups' throws a `RangeError`, as in {@link attach}.
    */
-  end(index: number, status?: DeliveryStatus, options: EndOptions = {}): void {
+  end(index: number, status?: DeliveryStatus, options?: EndOptions | null): void {
     const code = status === undefined ? -1 : deliveryStatusCode(status)
-    // Read before the group is taken: options that cannot be read (null, from untyped code) throw
-    // with the group still unconsumed, never consumed and left unended (its batch would wait).
-    const reason = options.reason
-    const authoritative = options.authoritative === true
+    // `null` (untyped code) is no options, as `LogEvent.end` and `EventArray.end` take it.
+    const reason = options?.reason
+    const authoritative = options?.authoritative === true
     const ref = this.#take(index)
     const slot = this.#slots[index]!
     if (code >= ERRORED && reason !== undefined) explainRef(ref, slot, code, reason)
     endRef(ref, slot, code, authoritative)
   }
 
-  /** Ends every group not consumed yet. */
-  endAll(status?: DeliveryStatus, options: EndOptions = {}): void {
+  /** Ends every group not consumed yet, each as {@link end} would. */
+  endAll(status?: DeliveryStatus, options?: EndOptions | null): void {
     for (let i = 0; i < this.#refs.length; i++) if (this.#refs[i] !== CONSUMED) this.end(i, status, options)
   }
 
