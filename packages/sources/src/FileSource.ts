@@ -1,7 +1,7 @@
 /**
  * `file`: tails files the way a log shipper does, and acknowledges like a Kafka consumer: each
  * file's checkpoint is the offset below which every line is finished (delivered, dropped, or
- * rejected and written to the dead-letter file), never more.
+ * rejected and written to the dead-letter file, that write on disk), never more.
  *
  * Invariant: a line is skipped after a restart only if it was finished before the checkpoint
  * that was last written; lines in flight at a crash are read again (at-least-once). Files are
@@ -137,7 +137,10 @@ export interface FileSource extends Source {
  * The name of the dead-letter file in the checkpoint directory: one JSON object per rejected line
  * (`{ file, offset, reason, message }`), each line whole (a write that fails part-way is cut away).
  * It may be rotated (renamed) or deleted while the source runs: the next entry goes to a new file
- * at this name.
+ * at this name. It is fsynced before a checkpoint moves past the lines of its entries; an fsync
+ * of it that fails ends the run (`FileSourceError` `DEAD_LETTER_SYNC_FAILED`) without a checkpoint
+ * past them, since a later fsync may report success though they never reached the disk: a
+ * restart reads them again, and dead-letters the rejected ones again.
  */
 export const DEAD_LETTER_FILE = 'dead-letter.ndjson'
 
@@ -279,8 +282,6 @@ class FileRun {
   /** Included files that could not be opened, with the error last said. */
   readonly #cannotOpen = new Map<string, string>()
   #deadLetter: DeadLetterFile | undefined
-  /** Whether a dead letter was appended since the last sync (a checkpoint syncs the file only then). */
-  #deadLettersUnsynced = false
   #firstScan = true
   #lastCheckpoint = 0
   readonly #inFlight = new Set<Promise<void>>()
@@ -365,6 +366,8 @@ class FileRun {
         }
         await sleep(this.o.pollIntervalMs ?? 250, signal)
       }
+      // Failed from work in flight (a dead letter whose file's fsync failed): the loop saw only the signal.
+      if (this.#failed.signal.aborted) throw this.#failed.signal.reason
     } catch (error) {
       this.#failed.abort(error)
       throw error
@@ -809,9 +812,14 @@ class FileRun {
     for (let failures = 1; ; failures++) {
       try {
         await this.#deadLetter?.append(entry)
-        this.#deadLettersUnsynced = true
         return true
       } catch (error) {
+        if (this.#deadLetter?.syncFailure !== undefined) {
+          // An fsync of the file failed (of one rotated away, as this append let it go, or an
+          // earlier one): the run ends, as when a checkpoint's sync fails. The line stays unfinished.
+          this.#failed.abort(this.#syncFailed(this.#deadLetter.syncFailure))
+          return false
+        }
         if (!signal.aborted) {
           const wait = RecordRetry.delayMs(this.#retry, failures, Math.random())
           this.#notice(
@@ -893,17 +901,35 @@ class FileRun {
     for (const [key, tail] of this.#retired) all.set(key, this.#checkpointOf(tail))
     for (const [key, tail] of this.#tails) all.set(key, this.#checkpointOf(tail))
     // The dead letters of the lines a checkpoint moves past must be on disk first.
-    if (this.#deadLettersUnsynced) {
-      this.#deadLettersUnsynced = false
-      try {
-        await this.#deadLetter?.sync()
-      } catch (error) {
-        // Still not on disk: the checkpoint at the stop (after this failure) must sync them first too.
-        this.#deadLettersUnsynced = true
-        throw error
-      }
-    }
+    await this.#syncDeadLetters()
     await this.#checkpoints.save(all.values())
+  }
+
+  /**
+   * Puts the dead letters appended so far on disk (nothing to do when they are). Throws
+   * `DEAD_LETTER_SYNC_FAILED` when an fsync of the dead-letter file fails, and from then on at
+   * every call, never trying again: a later fsync may succeed without the letters written before
+   * the failure ever reaching the disk (see `DeadLetterFile`). So the run ends, and no checkpoint
+   * is written past them, not even the last one at the stop.
+   */
+  async #syncDeadLetters(): Promise<void> {
+    const deadLetter = this.#deadLetter
+    if (deadLetter === undefined || deadLetter.durable) return
+    try {
+      await deadLetter.sync()
+    } catch (error) {
+      throw this.#syncFailed(error)
+    }
+  }
+
+  #syncFailed(error: unknown): FileSourceError {
+    const path = join(this.o.checkpoints, DEAD_LETTER_FILE)
+    return new FileSourceError(
+      'DEAD_LETTER_SYNC_FAILED',
+      path,
+      `cannot sync the dead-letter file ${path}: ${(error as Error).message}. The dead letters written since its last sync may never reach the disk, whatever a later sync says (the system may drop what it failed to write), so the source stops and writes no checkpoint past their lines: after a restart they are read again from the last checkpoint and dead-lettered again (some may then be in the file twice)`,
+      { cause: error, component: this.context.id, field: 'deadLetter' },
+    )
   }
 }
 

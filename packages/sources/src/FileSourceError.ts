@@ -10,13 +10,16 @@
  * What went wrong, as a stable code: a checkpoint file that is not one this source wrote
  * (`CORRUPT_CHECKPOINT`), or that cannot be read, nor its directory made
  * (`CHECKPOINT_READ_FAILED`), or written (`CHECKPOINT_WRITE_FAILED`); a dead-letter file that
- * cannot be opened at start (`DEAD_LETTER_OPEN_FAILED`: a directory in its place, no permission).
+ * cannot be opened at start (`DEAD_LETTER_OPEN_FAILED`: a directory in its place, no permission),
+ * or whose fsync failed (`DEAD_LETTER_SYNC_FAILED`: what was written to it since its last sync may
+ * be lost, so the run ends without a checkpoint past those lines, which a restart reads again).
  */
 export type FileSourceErrorCode =
   | 'CORRUPT_CHECKPOINT'
   | 'CHECKPOINT_READ_FAILED'
   | 'CHECKPOINT_WRITE_FAILED'
   | 'DEAD_LETTER_OPEN_FAILED'
+  | 'DEAD_LETTER_SYNC_FAILED'
 
 /**
  * Raised by the file source; the message names the file concerned and how to repair it.

@@ -1,9 +1,10 @@
 // The file source's dead-letter file holds whole entries only, whatever an earlier process left.
 import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { DeadLetterFile } from '../src/internal/DeadLetterFile.js'
+import { fsyncFaults } from './support/FsyncFaults.js'
 
 const dirs: string[] = []
 const tempFile = (): string => {
@@ -57,6 +58,58 @@ describe('DeadLetterFile', () => {
       await file.append(`${JSON.stringify({ n: 2 })}\n`)
       await file.close()
       expect(readFileSync(path, 'utf8')).toBe(`${before}${JSON.stringify({ n: 2 })}\n`)
+    }
+  })
+
+  it('is durable once a sync covered every entry appended, and not while one waits for it', async () => {
+    const path = tempFile()
+    const file = await DeadLetterFile.open(path)
+    expect(file.durable).toBe(true)
+    await file.append(`${JSON.stringify({ n: 1 })}\n`)
+    expect(file.durable).toBe(false)
+    await file.sync()
+    expect(file.durable).toBe(true)
+    await file.close()
+  })
+
+  it('trusts no fsync after one failed: sync and append reject with that failure for good, though the next fsync would succeed', async () => {
+    const path = tempFile()
+    // The first fsync fails and loses the entry (as Linux may); a second one would report success.
+    const faults = await fsyncFaults(dirname(path), 'dead-letter.ndjson', [1])
+    try {
+      const file = await DeadLetterFile.open(path)
+      await file.append(`${JSON.stringify({ n: 1 })}\n`)
+      await expect(file.sync()).rejects.toThrow('EIO: i/o error, fsync')
+      expect(file.syncFailure).toMatchObject({ code: 'EIO' })
+      // Not tried again: a success would say nothing of the entry, whose pages are gone.
+      await expect(file.sync()).rejects.toThrow('EIO: i/o error, fsync')
+      await expect(file.append(`${JSON.stringify({ n: 2 })}\n`)).rejects.toThrow('EIO: i/o error, fsync')
+      expect(file.durable).toBe(false)
+      expect(faults.calls).toBe(1)
+      await file.close()
+      expect(faults.durableText('dead-letter.ndjson')).toBe('')
+    } finally {
+      faults.restore()
+    }
+  })
+
+  it('fails for good when the fsync of a file rotated away fails as it is let go', async () => {
+    const path = tempFile()
+    const faults = await fsyncFaults(dirname(path), 'dead-letter.ndjson', [1])
+    try {
+      const file = await DeadLetterFile.open(path)
+      await file.append(`${JSON.stringify({ n: 1 })}\n`)
+      renameSync(path, `${path}.1`)
+      // The next append lets the old file go after syncing it: that fsync fails.
+      await expect(file.append(`${JSON.stringify({ n: 2 })}\n`)).rejects.toThrow('EIO: i/o error, fsync')
+      // Tried again, it would sync the old file (say OK) and write the entry to a new one.
+      await expect(file.append(`${JSON.stringify({ n: 2 })}\n`)).rejects.toThrow('EIO: i/o error, fsync')
+      await expect(file.sync()).rejects.toThrow('EIO: i/o error, fsync')
+      expect(file.durable).toBe(false)
+      expect(faults.calls).toBe(1)
+      await file.close()
+    } finally {
+      faults.restore()
     }
   })
 })

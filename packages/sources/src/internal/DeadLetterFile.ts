@@ -9,6 +9,14 @@
  * when the file is opened, and a file shorter than expected (emptied by hand) is taken as it is.
  * Entries always go to the file at the path: one deleted or rotated away (renamed) is replaced by
  * a new file there at the next append, after what was appended to it is synced.
+ *
+ * Durability: an entry is on disk once a sync called after its append succeeded (`durable` says
+ * whether every one is). A failed fsync is final, wherever it happens (in `sync`, or on letting go
+ * of a file rotated away): Linux may drop the pages it failed to write and report the next fsync
+ * of the file successful (the "fsyncgate" behaviour PostgreSQL answered in 2018 by a PANIC), so
+ * the entries appended since the last sync that succeeded may never reach the disk whatever a
+ * later sync says. From then on `sync` and `append` reject at once with that failure, and
+ * `durable` stays false: no later fsync is trusted for them.
  */
 import { type FileHandle, open, stat } from 'node:fs/promises'
 
@@ -23,6 +31,11 @@ export class DeadLetterFile {
   #torn = false
   /** The last append (settled or not): the next one starts after it. */
   #queue: Promise<unknown> = Promise.resolve()
+  /** How many entries were appended, and how many of the first ones a sync that succeeded covered. */
+  #appended = 0
+  #synced = 0
+  /** The first fsync that failed, for good: see the module's invariant. */
+  #syncFailure: { readonly error: unknown } | undefined = undefined
 
   private constructor(path: string, opened: Opened) {
     this.#path = path
@@ -44,7 +57,9 @@ export class DeadLetterFile {
     })
     if (now !== undefined && `${now.dev}:${now.ino}` === this.#identity) return
     // What went to the old file must be on disk before it is let go (a rotated one is kept).
-    await this.#handle.sync()
+    await this.#fsync(this.#handle)
+    // Every entry so far went to the old file (appends run one at a time, and this is one).
+    this.#synced = this.#appended
     const opened = await openAt(this.#path)
     const old = this.#handle
     this.#handle = opened.handle
@@ -67,12 +82,16 @@ export class DeadLetterFile {
   }
 
   async #append(bytes: Buffer): Promise<void> {
+    if (this.#syncFailure !== undefined) throw this.#syncFailure.error
     try {
       await this.#follow()
       if (this.#torn) await this.#cutBack()
       await this.#handle.appendFile(bytes)
       this.#length += bytes.length
+      this.#appended++
     } catch (error) {
+      // The fsync of a file let go failed: nothing of this entry was written.
+      if (this.#syncFailure !== undefined) throw error
       this.#torn = true
       // At once, so a stop between two attempts leaves no piece behind; on failure the next append retries it.
       await this.#cutBack().catch(() => {})
@@ -88,9 +107,39 @@ export class DeadLetterFile {
     this.#torn = false
   }
 
-  /** Flushes what was appended to the disk. */
+  /**
+   * Puts every entry appended before the call on disk (nothing to do when a sync covered them
+   * already). Once an fsync of the file failed, rejects at once with that failure, for good.
+   */
   async sync(): Promise<void> {
-    await this.#handle.sync()
+    if (this.#syncFailure !== undefined) throw this.#syncFailure.error
+    const covered = this.#appended
+    if (covered === this.#synced) return
+    await this.#fsync(this.#handle)
+    // Syncs may overlap: a later one may have covered more already.
+    if (covered > this.#synced) this.#synced = covered
+  }
+
+  /**
+   * Whether every entry appended is known to be on disk: false while some wait for a sync, and
+   * for good once an fsync of the file failed.
+   */
+  get durable(): boolean {
+    return this.#syncFailure === undefined && this.#synced === this.#appended
+  }
+
+  /** The error of the first fsync of the file that failed; `undefined` while none did. */
+  get syncFailure(): unknown {
+    return this.#syncFailure?.error
+  }
+
+  async #fsync(handle: FileHandle): Promise<void> {
+    try {
+      await handle.sync()
+    } catch (error) {
+      this.#syncFailure ??= { error }
+      throw error
+    }
   }
 
   /** Closes the file once the appends called before have settled. */

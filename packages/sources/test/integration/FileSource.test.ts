@@ -27,6 +27,7 @@ import { type Sink, type SourceContext, type Topology, TopologyBuilder } from '@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { DeadLetterFile } from '../../src/internal/DeadLetterFile.js'
 import { FakeSourceContext } from '../support/FakeSourceContext.js'
+import { fsyncFaults } from '../support/FsyncFaults.js'
 
 let dir: string
 beforeEach(() => {
@@ -280,6 +281,139 @@ describe('file source', () => {
     } finally {
       spy.mockRestore()
     }
+  })
+
+  describe('after a failed fsync of the dead-letter file (its letters may be lost whatever a later fsync says)', () => {
+    const cp = () => join(dir, 'cp')
+    const deadLetterPath = () => join(cp(), DEAD_LETTER_FILE)
+    /** The messages in every dead-letter file (rotated ones too), as they are now. */
+    const deadLettered = () =>
+      readdirSync(cp())
+        .filter((name) => name.startsWith(DEAD_LETTER_FILE))
+        .flatMap((name) => readFileSync(join(cp(), name), 'utf8').split('\n'))
+        .filter((line) => line !== '')
+        .map((line) => (JSON.parse(line) as { message: string }).message)
+    /** Runs the source over `log` with a context whose sinks reject the lines `rejects` picks. */
+    const run = (
+      log: string,
+      rejects: (message: string) => boolean,
+      options: Partial<Parameters<typeof file>[0]> = {},
+    ) => {
+      const context = new FakeSourceContext({ id: 'files' })
+      const received: string[] = []
+      context.onBatch = (batch) => {
+        const messages = batch.events.map((e) => e.get('message') as string)
+        received.push(...messages)
+        batch.end(messages.some(rejects) ? 'rejected' : 'delivered')
+      }
+      const notices: string[] = []
+      const running = file({
+        include: [log],
+        checkpoints: cp(),
+        pollIntervalMs: 10,
+        checkpointIntervalMs: 20,
+        maxBatchLines: 1,
+        retry: { initialBackoffMs: 5, maxBackoffMs: 20 },
+        onNotice: (m) => notices.push(m),
+        ...options,
+      }).run(context)
+      let outcome: { error: unknown } | undefined
+      const settled = running.then(
+        () => (outcome = { error: undefined }),
+        (error: unknown) => (outcome = { error }),
+      )
+      return {
+        context,
+        received,
+        notices,
+        settled: () => outcome !== undefined,
+        /** Stops the run, and resolves to what it rejected with (undefined if it did not). */
+        stop: async () => {
+          context.stop()
+          await settled
+          return outcome!.error
+        },
+      }
+    }
+
+    /**
+     * The restart after the crash: reads `log` from its checkpoint to its end, rejecting every
+     * line, stops cleanly, and crashes again, so the dead-letter files keep only what a successful
+     * fsync covered.
+     */
+    const restartToTheEnd = async (log: string, faults: Awaited<ReturnType<typeof fsyncFaults>>) => {
+      const again = run(log, () => true)
+      await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+      expect(await again.stop()).toBeUndefined()
+      faults.crash()
+      return again
+    }
+
+    it('never checkpoints past the dead letters of a failed fsync when a later one succeeds; a restart dead-letters their lines again', async () => {
+      const log = join(dir, 'app.log')
+      mkdirSync(cp())
+      writeFileSync(log, lines('ok', 'bad', 'ok2'))
+      // The first fsync of the dead-letter file (the one that covers the letter of 'bad') fails
+      // and loses it; every later one succeeds.
+      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, [1])
+      try {
+        const first = run(log, (m) => m === 'bad')
+        await vi.waitUntil(() => faults.calls >= 1)
+        // Whatever the run did since, by its end (it fails, or it is stopped here).
+        const error = await first.stop()
+        faults.crash()
+        // The letter of 'bad' is not on disk: the checkpoint must be before it (offset 3) so a
+        // restart reads it again.
+        expect(deadLettered()).not.toContain('bad')
+        expect(checkpoint(log) ?? 0).toBeLessThanOrEqual(3)
+        expect(error).toBeInstanceOf(FileSourceError)
+        expect(error).toMatchObject({
+          code: 'DEAD_LETTER_SYNC_FAILED',
+          component: 'files',
+          field: 'deadLetter',
+          path: deadLetterPath(),
+        })
+        expect((error as Error).message).toContain('EIO: i/o error, fsync')
+        // Not retried: the fsync that would have said OK is never made.
+        expect(faults.calls).toBe(1)
+        const again = await restartToTheEnd(log, faults)
+        expect(again.received).toContain('bad')
+        expect(deadLettered()).toContain('bad')
+      } finally {
+        faults.restore()
+      }
+    })
+
+    it('never checkpoints past the dead letters of a rotated dead-letter file whose last fsync failed, though the next one succeeds', async () => {
+      const log = join(dir, 'app.log')
+      mkdirSync(cp())
+      writeFileSync(log, '')
+      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, [1])
+      try {
+        // No checkpoint but the first (of the empty file), so no fsync of the dead-letter file
+        // but the one that lets the rotated file go.
+        const first = run(log, () => true, { checkpointIntervalMs: 60_000 })
+        await vi.waitUntil(() => existsSync(join(cp(), 'checkpoints.json')))
+        appendFileSync(log, lines('a'))
+        await vi.waitUntil(() => deadLettered().includes('a'))
+        // Rotated away: the letter of 'b' goes to a new file, once the old one is synced (and
+        // that fsync fails, losing the letter of 'a').
+        renameSync(deadLetterPath(), `${deadLetterPath()}.1`)
+        appendFileSync(log, lines('b'))
+        await vi.waitUntil(() => first.settled() || deadLettered().includes('b'))
+        const error = await first.stop()
+        faults.crash()
+        expect(deadLettered()).not.toContain('a')
+        expect(checkpoint(log) ?? 0).toBe(0)
+        expect(error).toMatchObject({ code: 'DEAD_LETTER_SYNC_FAILED', component: 'files' })
+        expect(faults.calls).toBe(1)
+        const again = await restartToTheEnd(log, faults)
+        expect(again.received).toEqual(['a', 'b'])
+        expect(deadLettered()).toEqual(expect.arrayContaining(['a', 'b']))
+      } finally {
+        faults.restore()
+      }
+    })
   })
 
   it('never puts more than maxBatchLines records in one batch, however many lines a read brings', async () => {
