@@ -101,7 +101,9 @@ export interface FileSourceOptions {
   /**
    * Delete a file once every line of it is finished and it has not grown for this many ms (its
    * checkpoint is dropped with it). Off by default: a file is never deleted with a line that is
-   * not finished (delivered, dropped, or rejected and dead-lettered). What is removed is the name
+   * not finished (delivered, dropped, or rejected and dead-lettered), nor before the dead letters
+   * of its rejected lines are on disk (the dead-letter file is synced first; a sync that fails
+   * ends the run, `DEAD_LETTER_SYNC_FAILED`, and the file stays). What is removed is the name
    * the file was last listed under, and only while that name still holds it (after a rotation
    * the name holds the new file, which is left alone). For a symbolic link or one of several hard
    * links, that name is the link; the file it named stays, with its checkpoint (a notice says
@@ -462,6 +464,9 @@ class FileRun {
     const idle = this.o.removeAfterIdleMs
     if (idle === undefined || tail.held !== undefined || tail.tracker.pending > 0) return false
     if (tail.committed !== tail.readOffset || Date.now() - tail.grewAt < idle) return false
+    // Once the file is gone its rejected lines cannot be read again: their dead letters must be
+    // on disk first, as before a checkpoint moves past them.
+    await this.#syncDeadLetters()
     let linked: boolean
     try {
       if ((await tail.handle!.stat()).size !== tail.readOffset) return false

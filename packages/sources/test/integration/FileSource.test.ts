@@ -283,7 +283,7 @@ describe('file source', () => {
     }
   })
 
-  describe('after a failed fsync of the dead-letter file (its letters may be lost whatever a later fsync says)', () => {
+  describe('what a crash leaves of the dead-letter file (what an fsync covered, less what a failed one lost)', () => {
     const cp = () => join(dir, 'cp')
     const deadLetterPath = () => join(cp(), DEAD_LETTER_FILE)
     /** The messages in every dead-letter file (rotated ones too), as they are now. */
@@ -410,6 +410,38 @@ describe('file source', () => {
         const again = await restartToTheEnd(log, faults)
         expect(again.received).toEqual(['a', 'b'])
         expect(deadLettered()).toEqual(expect.arrayContaining(['a', 'b']))
+      } finally {
+        faults.restore()
+      }
+    })
+
+    it('never removes a finished file (removeAfterIdleMs) before the dead letters of its rejected lines are on disk', async () => {
+      const log = join(dir, 'app.log')
+      mkdirSync(cp())
+      writeFileSync(log, lines('bad'))
+      // No fault: only what is on disk is looked at.
+      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, [])
+      try {
+        const context = new FakeSourceContext({ id: 'files' })
+        const sent = context.nextBatch()
+        const running = file({
+          include: [log],
+          checkpoints: cp(),
+          pollIntervalMs: 10,
+          checkpointIntervalMs: 60_000,
+          removeAfterIdleMs: 0,
+          onNotice: () => {},
+        }).run(context)
+        // Rejected once the first checkpoint was written: no later one syncs the dead-letter file
+        // before the file could be removed.
+        const batch = await sent
+        await vi.waitUntil(() => existsSync(join(cp(), 'checkpoints.json')))
+        batch.end('rejected')
+        await vi.waitUntil(() => !existsSync(log))
+        // Gone: nothing can read 'bad' again, so a crash now must find its letter on disk.
+        expect(faults.durableText(DEAD_LETTER_FILE)).toContain('"message":"bad"')
+        context.stop()
+        await running
       } finally {
         faults.restore()
       }
