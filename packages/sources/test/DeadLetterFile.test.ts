@@ -2,7 +2,7 @@
 import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { DeadLetterFile } from '../src/internal/DeadLetterFile.js'
 import { fsyncFaults } from './support/FsyncFaults.js'
 
@@ -75,7 +75,7 @@ describe('DeadLetterFile', () => {
   it('trusts no fsync after one failed: sync and append reject with that failure for good, though the next fsync would succeed', async () => {
     const path = tempFile()
     // The first fsync fails and loses the entry (as Linux may); a second one would report success.
-    const faults = await fsyncFaults(dirname(path), 'dead-letter.ndjson', [1])
+    const faults = await fsyncFaults(dirname(path), 'dead-letter.ndjson', { fail: [1] })
     try {
       const file = await DeadLetterFile.open(path)
       await file.append(`${JSON.stringify({ n: 1 })}\n`)
@@ -95,7 +95,7 @@ describe('DeadLetterFile', () => {
 
   it('fails for good when the fsync of a file rotated away fails as it is let go', async () => {
     const path = tempFile()
-    const faults = await fsyncFaults(dirname(path), 'dead-letter.ndjson', [1])
+    const faults = await fsyncFaults(dirname(path), 'dead-letter.ndjson', { fail: [1] })
     try {
       const file = await DeadLetterFile.open(path)
       await file.append(`${JSON.stringify({ n: 1 })}\n`)
@@ -107,6 +107,30 @@ describe('DeadLetterFile', () => {
       await expect(file.sync()).rejects.toThrow('EIO: i/o error, fsync')
       expect(file.durable).toBe(false)
       expect(faults.calls).toBe(1)
+      await file.close()
+    } finally {
+      faults.restore()
+    }
+  })
+
+  it('counts no sync that succeeded while another fsync of the file failed: a failed write is reported to one of them only', async () => {
+    const path = tempFile()
+    // The sync's fsync waits; the one that lets the rotated file go meanwhile fails (losing the
+    // entry), and then the waiting one succeeds, the error already taken.
+    const faults = await fsyncFaults(dirname(path), 'dead-letter.ndjson', { hold: [1], fail: [2] })
+    try {
+      const file = await DeadLetterFile.open(path)
+      await file.append(`${JSON.stringify({ n: 1 })}\n`)
+      const synced = file.sync()
+      synced.catch(() => {})
+      await vi.waitUntil(() => faults.calls === 1)
+      renameSync(path, `${path}.1`)
+      await expect(file.append(`${JSON.stringify({ n: 2 })}\n`)).rejects.toThrow('EIO: i/o error, fsync')
+      faults.release(1)
+      await expect(synced).rejects.toThrow('EIO: i/o error, fsync')
+      expect(file.durable).toBe(false)
+      // The entry is not on disk, though the held fsync said OK.
+      expect(faults.durableText('dead-letter.ndjson.1')).toBe('')
       await file.close()
     } finally {
       faults.restore()

@@ -16,7 +16,9 @@
  * of the file successful (the "fsyncgate" behaviour PostgreSQL answered in 2018 by a PANIC), so
  * the entries appended since the last sync that succeeded may never reach the disk whatever a
  * later sync says. From then on `sync` and `append` reject at once with that failure, and
- * `durable` stays false: no later fsync is trusted for them.
+ * `durable` stays false: no later fsync is trusted for them. Nor is one that succeeded while
+ * another was in flight that failed: a failed write is reported to one fsync of a file only, so
+ * an fsync counts once none beside it failed.
  */
 import { type FileHandle, open, stat } from 'node:fs/promises'
 
@@ -36,6 +38,8 @@ export class DeadLetterFile {
   #synced = 0
   /** The first fsync that failed, for good: see the module's invariant. */
   #syncFailure: { readonly error: unknown } | undefined = undefined
+  /** The fsyncs of the file in flight. */
+  readonly #fsyncs = new Set<Promise<void>>()
 
   private constructor(path: string, opened: Opened) {
     this.#path = path
@@ -134,12 +138,20 @@ export class DeadLetterFile {
   }
 
   async #fsync(handle: FileHandle): Promise<void> {
+    const fsync = handle.sync()
+    this.#fsyncs.add(fsync)
     try {
-      await handle.sync()
+      await fsync
     } catch (error) {
       this.#syncFailure ??= { error }
       throw error
+    } finally {
+      this.#fsyncs.delete(fsync)
     }
+    // An fsync beside this one (the sync, and the one that lets a rotated file go) may have been
+    // told of a failed write this one covered: this one says OK only once none of them failed.
+    while (this.#fsyncs.size > 0) await Promise.allSettled([...this.#fsyncs])
+    if (this.#syncFailure !== undefined) throw this.#syncFailure.error
   }
 
   /** Closes the file once the appends called before have settled. */

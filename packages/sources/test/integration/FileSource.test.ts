@@ -21,7 +21,7 @@ import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { DeliveryStatus } from '@ackline/core'
+import type { DeliveryStatus, EventArray } from '@ackline/core'
 import { DEAD_LETTER_FILE, FileSourceError, file } from '@ackline/sources'
 import { type Sink, type SourceContext, type Topology, TopologyBuilder } from '@ackline/topology'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -355,7 +355,7 @@ describe('file source', () => {
       writeFileSync(log, lines('ok', 'bad', 'ok2'))
       // The first fsync of the dead-letter file (the one that covers the letter of 'bad') fails
       // and loses it; every later one succeeds.
-      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, [1])
+      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, { fail: [1] })
       try {
         const first = run(log, (m) => m === 'bad')
         await vi.waitUntil(() => faults.calls >= 1)
@@ -388,7 +388,7 @@ describe('file source', () => {
       const log = join(dir, 'app.log')
       mkdirSync(cp())
       writeFileSync(log, '')
-      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, [1])
+      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, { fail: [1] })
       try {
         // No checkpoint but the first (of the empty file), so no fsync of the dead-letter file
         // but the one that lets the rotated file go.
@@ -415,12 +415,58 @@ describe('file source', () => {
       }
     })
 
+    it('never checkpoints on an fsync that succeeded while another fsync of the dead-letter file failed (the error went to that one)', async () => {
+      const log = join(dir, 'app.log')
+      mkdirSync(cp())
+      writeFileSync(log, lines('a', 'b'))
+      // The checkpoint's fsync (covering the letter of 'a') waits; meanwhile the letter of 'b'
+      // lets the rotated file go, and that fsync fails (losing the letter of 'a'); then the
+      // checkpoint's succeeds, the error already reported to the other.
+      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, { hold: [1], fail: [2] })
+      try {
+        const context = new FakeSourceContext({ id: 'files' })
+        let b: EventArray | undefined
+        context.onBatch = (batch) => {
+          if (batch.events[0]!.get('message') === 'a') batch.end('rejected')
+          else b = batch
+        }
+        const running = file({
+          include: [log],
+          checkpoints: cp(),
+          pollIntervalMs: 10,
+          checkpointIntervalMs: 20,
+          maxBatchLines: 1,
+          onNotice: () => {},
+        }).run(context)
+        const failed = running.then(
+          () => undefined,
+          (error: unknown) => error,
+        )
+        await vi.waitUntil(() => faults.calls === 1 && b !== undefined)
+        renameSync(deadLetterPath(), `${deadLetterPath()}.1`)
+        b!.end('rejected')
+        await vi.waitUntil(() => faults.calls === 2)
+        faults.release(1)
+        const error = await failed
+        context.stop()
+        faults.crash()
+        expect(deadLettered()).not.toContain('a')
+        expect(checkpoint(log) ?? 0).toBe(0)
+        expect(error).toMatchObject({ code: 'DEAD_LETTER_SYNC_FAILED', component: 'files' })
+        const again = await restartToTheEnd(log, faults)
+        expect(again.received).toEqual(['a', 'b'])
+        expect(deadLettered()).toEqual(expect.arrayContaining(['a', 'b']))
+      } finally {
+        faults.restore()
+      }
+    })
+
     it('never removes a finished file (removeAfterIdleMs) before the dead letters of its rejected lines are on disk', async () => {
       const log = join(dir, 'app.log')
       mkdirSync(cp())
       writeFileSync(log, lines('bad'))
       // No fault: only what is on disk is looked at.
-      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, [])
+      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, {})
       try {
         const context = new FakeSourceContext({ id: 'files' })
         const sent = context.nextBatch()

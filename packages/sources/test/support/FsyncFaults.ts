@@ -7,6 +7,7 @@
  * and the next fsync of the same file succeeds, as nothing is left for it to fail on. A crash
  * keeps of each dead-letter file what a successful fsync covered, less what a failed one lost; the
  * rest (written, never synced) is gone too. Other handles (the checkpoint file) are not touched.
+ * An fsync can also be held until the test lets it go on, so that another one overlaps it.
  */
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { type FileHandle, open } from 'node:fs/promises'
@@ -29,19 +30,24 @@ export interface FsyncFaults {
   durableText(name: string): string
   /** Rewrites every dead-letter file in the directory to what a crash now would leave of it. */
   crash(): void
+  /** Lets the held fsync numbered `call` go on (it fails if `fail` lists it, else it succeeds). */
+  release(call: number): void
   /** Takes the fault plan away: fsyncs work as before. */
   restore(): void
 }
 
-/**
- * Makes the fsyncs numbered in `failCalls` (1 is the first) of the files in `directory` whose name
- * starts with `prefix` fail with EIO, losing what they were to make durable.
- */
-export async function fsyncFaults(
-  directory: string,
-  prefix: string,
-  failCalls: readonly number[],
-): Promise<FsyncFaults> {
+/** Which fsyncs of dead-letter files (numbered from 1, in the order they are called) to fail or hold. */
+export interface FsyncPlan {
+  /** These fail with EIO, losing what they were to make durable. */
+  readonly fail?: readonly number[]
+  /** These wait for `release(call)` before they go on. */
+  readonly hold?: readonly number[]
+}
+
+/** Applies `plan` to the fsyncs of the files in `directory` whose name starts with `prefix`. */
+export async function fsyncFaults(directory: string, prefix: string, plan: FsyncPlan): Promise<FsyncFaults> {
+  const held = new Map<number, () => void>()
+  const released = new Set<number>()
   const disks = new Map<number, Disk>()
   const diskOf = (ino: number): Disk => {
     let disk = disks.get(ino)
@@ -75,9 +81,11 @@ export async function fsyncFaults(
   const spy = vi.spyOn(proto, 'sync').mockImplementation(async function (this: FileHandle) {
     const { ino, size } = await this.stat()
     if (!files().some((f) => f.ino === ino)) return sync.call(this)
-    calls++
+    const call = ++calls
+    if (plan.hold?.includes(call) && !released.has(call))
+      await new Promise<void>((resolve) => held.set(call, resolve))
     const disk = diskOf(ino)
-    if (failCalls.includes(calls)) {
+    if (plan.fail?.includes(call)) {
       // Lost, and the pages clean: a later fsync has nothing left to fail on.
       if (size > disk.synced) disk.lost.push([disk.synced, size])
       disk.synced = Math.max(disk.synced, size)
@@ -101,6 +109,10 @@ export async function fsyncFaults(
         writeFileSync(path, left)
         disks.set(ino, { synced: left.length, lost: [] })
       }
+    },
+    release(call) {
+      released.add(call)
+      held.get(call)?.()
     },
     restore() {
       spy.mockRestore()
