@@ -125,13 +125,19 @@ function withHeartbeat(url: string, seconds: number): string {
 }
 
 /**
- * Closes a connection and resolves once it is closed, by the broker's answer or otherwise: amqplib
- * settles the promise of `close()` only on the broker's Close-Ok, so a link that dies after the
- * Close was sent (a cut, a heartbeat timeout) left it pending for ever, and a stop with it. A
- * broker that does not answer within `timeoutMs` (heartbeats off, nothing else would notice) has
- * the socket cut under it.
+ * Closes a connection (its channel first, when given) and resolves once it is closed, by the
+ * broker's answer or otherwise: amqplib settles the promise of `close()` only on the broker's
+ * Close-Ok, so a link that dies after the Close was sent (a cut, a heartbeat timeout) left it
+ * pending for ever, and a stop with it. A broker that does not answer within `timeoutMs`
+ * (heartbeats off, nothing else would notice) has the socket cut under it.
+ *
+ * The channel is closed before the connection because amqplib writes each channel's frames
+ * through a buffer of its own and interleaves those buffers on the socket: a Connection.Close
+ * written right after acks went out before them, and RabbitMQ discards whatever follows a Close,
+ * so the acks a stop had just sent (counted) were lost and their messages redelivered. The
+ * channel's Close travels behind its acks, and the broker answers it once it has read them.
  */
-function closeModel(model: ChannelModel, timeoutMs: number): Promise<void> {
+function closeModel(model: ChannelModel, timeoutMs: number, channel?: Channel): Promise<void> {
   return new Promise<void>((resolve) => {
     const done = (): void => {
       clearTimeout(timer)
@@ -142,7 +148,12 @@ function closeModel(model: ChannelModel, timeoutMs: number): Promise<void> {
       done()
     }, timeoutMs)
     model.once('close', done)
-    model.close().then(done, done)
+    const closeConnection = (): void => {
+      model.close().then(done, done)
+    }
+    // A channel already closed rejects at once: the connection is closed all the same.
+    if (channel === undefined) closeConnection()
+    else channel.close().then(closeConnection, closeConnection)
   })
 }
 
@@ -216,8 +227,9 @@ export class Connection<C extends Channel = Channel> {
   }
 
   /**
-   * Stops reconnecting and closes the live connection, if any, waiting at most `closeTimeoutMs` for
-   * the broker's answer before cutting it. Idempotent.
+   * Stops reconnecting and closes the live connection, if any, its channel first (so the acks sent
+   * before reach the broker), waiting at most `closeTimeoutMs` for the broker's answers before
+   * cutting it. Idempotent.
    */
   close(): Promise<void> {
     return this.#close(this.#options.closeTimeoutMs)
@@ -264,7 +276,7 @@ export class Connection<C extends Channel = Channel> {
         return
       case 'open':
         state.generation.live = false
-        await closeModel(state.generation.model, timeoutMs)
+        await closeModel(state.generation.model, timeoutMs, state.generation.channel)
         return
     }
   }

@@ -11,7 +11,15 @@ import {
 } from '@ackline/topology'
 import type { ConfirmChannel } from 'amqplib'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { Admin, BROKER_URL, brokerAvailable, uniqueName } from './broker.js'
+import {
+  Admin,
+  BROKER_URL,
+  brokerAvailable,
+  hasMethod,
+  holdingBrokerProxy,
+  Method,
+  uniqueName,
+} from './broker.js'
 
 /** Runs `source` into a memory sink until `settled` passes (waited for), then stops; the sink's events. */
 async function consume(source: ReturnType<typeof amqpSource>, settled: () => void) {
@@ -687,6 +695,70 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(strict.counters).toMatchObject({ rejected: 1, invalidJson: 1 })
     expect((await admin.drain(dead)).map((m) => m.content.toString())).toEqual(['not json {'])
     expect(await admin.messageCount(queue)).toBe(0)
+  })
+
+  /**
+   * Runs a source with `deadLetterExchange` on one message through `url`, its record rejected once
+   * the stop began; the counters, the copies' message-ids and what is left in the queue.
+   */
+  async function rejectWhileStopping(url: string, queue: string, reasons: string, withReasons: string) {
+    await admin.publish(queue, [{ n: 1 }], () => 'm-stop')
+    const source = amqpSource({
+      url,
+      queue,
+      deadLetterExchange: reasons,
+      heartbeatSeconds: 0,
+      onWarning: () => {},
+    })
+    const stop = new AbortController()
+    let tell!: () => void
+    const told = new Promise<void>((resolve) => (tell = resolve))
+    const run = source.run({
+      id: 'in',
+      acknowledgements: true,
+      signal: stop.signal,
+      send: (records) =>
+        Promise.resolve({
+          batchId: undefined,
+          status: told.then(() => 'rejected' as const),
+          failure: { componentId: 'out', code: 'BAD', message: 'refused by the sink' },
+          outcomes: told.then(() => RecordOutcomes.all('rejected', [...records].length)),
+        }),
+      sendEvents: () => Promise.resolve(),
+    })
+    await vi.waitFor(() => expect(source.counters.inFlight).toBe(1), { timeout: 5000, interval: 5 })
+    stop.abort()
+    tell()
+    await run
+    return {
+      counters: source.counters,
+      copies: (await admin.drain(withReasons)).map((m) => m.properties.messageId as string),
+      left: await admin.messageCount(queue),
+    }
+  }
+
+  it('with deadLetterExchange, the ack of a copy confirmed at the very end of a stop reaches the broker', async () => {
+    // The copy's confirm and the answer to the consumer's cancel reach the source together, so it
+    // acks the original and closes in one go. amqplib writes a channel's frames and the
+    // connection's Close through separate buffers it interleaves, so the Close went out before the
+    // ack, and RabbitMQ discards what follows a Close: the ack was counted (deadLettered) and the
+    // broker redelivered the original, copied already.
+    const { queue } = await admin.queueWithDeadLetters()
+    const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
+    const held = await holdingBrokerProxy(
+      (chunk) => hasMethod(chunk, Method.basicCancelOk),
+      (direction, chunk) => direction === 'down' && hasMethod(chunk, Method.basicAck),
+    )
+    try {
+      const { counters, copies, left } = await rejectWhileStopping(held.url, queue, reasons, withReasons)
+      console.log(`copy confirmed with the cancel's answer: ${JSON.stringify(counters)}`)
+      expect(held.state).toBe('released')
+      expect(counters).toMatchObject({ rejected: 1, deadLettered: 1, abandoned: 0, inFlight: 0 })
+      expect(copies).toEqual(['m-stop'])
+      expect(left).toBe(0)
+    } finally {
+      await held.close()
+    }
   })
 
   it('holds the nack of a message whose copy was refused behind the copies still awaiting their confirm', async () => {

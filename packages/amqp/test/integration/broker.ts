@@ -96,6 +96,87 @@ export async function stallingBrokerProxy(stallAfter?: (chunk: Buffer) => boolea
   }
 }
 
+/**
+ * A TCP proxy in front of the broker that holds what the broker sends from the first chunk
+ * `holdFrom` picks (that chunk included) until a chunk `releaseOn` picks passes, either way: the
+ * bytes held, with that chunk when it comes from the broker, then reach the client in one write
+ * (so it reads them together), before a chunk from the client is passed on to the broker. One
+ * hold per proxy; later chunks pass at once.
+ */
+export interface HoldingProxy {
+  /** The URL (same credentials and vhost) that reaches the broker through the proxy. */
+  readonly url: string
+  /** Whether the hold began, and whether it ended. */
+  readonly state: 'waiting' | 'holding' | 'released'
+  close(): Promise<void>
+}
+
+/** A {@link HoldingProxy} in front of the broker at `BROKER_URL`. */
+export async function holdingBrokerProxy(
+  holdFrom: (chunk: Buffer) => boolean,
+  releaseOn: (direction: 'up' | 'down', chunk: Buffer) => boolean,
+): Promise<HoldingProxy> {
+  const broker = new URL(BROKER_URL)
+  const sockets = new Set<Socket>()
+  let state: HoldingProxy['state'] = 'waiting'
+  let held: Buffer[] = []
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: broker.hostname, port: Number(broker.port || 5672) })
+    for (const socket of [client, upstream]) {
+      sockets.add(socket)
+      socket.on('error', () => undefined).on('close', () => sockets.delete(socket))
+    }
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
+    const release = (): void => {
+      state = 'released'
+      client.write(Buffer.concat(held))
+      held = []
+    }
+    client.on('data', (chunk: Buffer) => {
+      if (state === 'holding' && releaseOn('up', chunk)) release()
+      upstream.write(chunk)
+    })
+    upstream.on('data', (chunk: Buffer) => {
+      if (state === 'waiting' && holdFrom(chunk)) state = 'holding'
+      if (state !== 'holding') {
+        client.write(chunk)
+        return
+      }
+      held.push(chunk)
+      if (releaseOn('down', chunk)) release()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  const credentials = broker.username === '' ? '' : `${broker.username}:${broker.password}@`
+  return {
+    url: `${broker.protocol}//${credentials}127.0.0.1:${port}${broker.pathname}`,
+    get state() {
+      return state
+    },
+    close() {
+      for (const socket of sockets) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
+/** Whether a chunk holds an AMQP method frame of `method` (class << 16 | method id), on any channel. */
+export function hasMethod(chunk: Buffer, method: number): boolean {
+  for (let i = 0; i + 11 <= chunk.length; i++) {
+    if (chunk[i] === 1 && chunk.readUInt32BE(i + 7) === method) return true
+  }
+  return false
+}
+
+/** AMQP method ids (class << 16 | method) that tests look for on the wire. */
+export const Method = {
+  basicPublish: 0x003c0028,
+  basicAck: 0x003c0050,
+  basicCancelOk: 0x003c001f,
+} as const
+
 /** Whether the broker answers; throws under CI, where a missing broker must fail the run. */
 export async function brokerAvailable(): Promise<boolean> {
   try {
