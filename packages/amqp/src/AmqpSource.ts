@@ -820,7 +820,19 @@ class AmqpConsumer implements AmqpSource {
         } else counters.abandoned++
       }
       if (connection.current !== undefined) awaitConfirms(connection.current)
-      while (settling.size > 0) await Promise.all([...settling])
+      // Every batch settled, and no dead-letter copy awaiting its confirm: a copy's original is
+      // acked only on that confirm, and one that came after the close found the generation dead,
+      // so the original was redelivered and copied again. A silent broker is cut (`awaitConfirms`).
+      for (;;) {
+        if (settling.size > 0) {
+          await Promise.all([...settling])
+          continue
+        }
+        const live = connection.current
+        const confirmed = live === undefined ? undefined : copiesConfirmed(live)
+        if (confirmed === undefined) break
+        await confirmed
+      }
       clearTimeout(silence)
       await connection.close()
     }

@@ -737,6 +737,30 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     }
   }
 
+  it('with deadLetterExchange, a stop waits for the confirm of a copy made while stopping, then acks the original', async () => {
+    // The broker's answer to the consumer's cancel is held until the copy is on its way, so the
+    // source hears it while the copy awaits its confirm and nothing else is in flight. The run
+    // used to close the connection at once: the confirm then found the generation dead, the
+    // original was left unacked and the broker redelivered it, copied already (a second copy on
+    // the next run, for each such stop).
+    const { queue } = await admin.queueWithDeadLetters()
+    const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
+    const held = await holdingBrokerProxy(
+      (chunk) => hasMethod(chunk, Method.basicCancelOk),
+      (direction, chunk) => direction === 'up' && hasMethod(chunk, Method.basicPublish),
+    )
+    try {
+      const { counters, copies, left } = await rejectWhileStopping(held.url, queue, reasons, withReasons)
+      console.log(`copy made while stopping: ${JSON.stringify(counters)}`)
+      expect(held.state).toBe('released')
+      expect(counters).toMatchObject({ rejected: 1, deadLettered: 1, abandoned: 0, inFlight: 0 })
+      expect(copies).toEqual(['m-stop'])
+      expect(left).toBe(0)
+    } finally {
+      await held.close()
+    }
+  })
+
   it('with deadLetterExchange, the ack of a copy confirmed at the very end of a stop reaches the broker', async () => {
     // The copy's confirm and the answer to the consumer's cancel reach the source together, so it
     // acks the original and closes in one go. amqplib writes a channel's frames and the
