@@ -279,6 +279,8 @@ const nothing = (): void => {}
  * term over the server's `max_payload` is refused by the client, a throw while a batch is settled.
  */
 const TERM_REASON_MAX_BYTES = 1024
+/** What a term sends before its reason: `+TERM ` (the whole payload must fit the server's max_payload). */
+const TERM_PREFIX_BYTES = '+TERM '.length
 /** Throws on bytes that are not UTF-8, where `msg.string()` would put U+FFFD in silently. */
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -677,12 +679,20 @@ class JetStreamPullSource implements JetStreamSource {
 
   /**
    * Terminates a message and says why in a warning; the reason goes to the server too (into its
-   * MSG_TERMINATED advisory) where it can read it, cut to {@link TERM_REASON_MAX_BYTES}: a 2.9
-   * server would take `+TERM <reason>` for an ack.
+   * MSG_TERMINATED advisory) where it can read it, cut to {@link TERM_REASON_MAX_BYTES}, or to
+   * what the server's max_payload leaves after `+TERM ` when that is less: a 2.9 server would take
+   * `+TERM <reason>` for an ack.
    */
   #term(msg: JsMsg, reason: string): void {
     // Cut: the client refuses a term over the server's max_payload, and a sink's reason may be long.
-    if (this.#termReasons) msg.term(cutToBytes(reason, TERM_REASON_MAX_BYTES))
+    // The server's own max_payload may be smaller than the cut (a setting of its own: 512 is one),
+    // read now: a reconnect to another server of a cluster may change it.
+    const room = Math.min(
+      TERM_REASON_MAX_BYTES,
+      (this.#connection?.maxPayload ?? TERM_REASON_MAX_BYTES) - TERM_PREFIX_BYTES,
+    )
+    // cutToBytes needs room for '…' and one character; a server that leaves less gets no reason.
+    if (this.#termReasons && room >= 4) msg.term(cutToBytes(reason, room))
     else msg.term()
     this.#warn(
       `${this.#component}: terminated message ${msg.info.streamSequence} of stream '${msg.info.stream}': ${reason}`,

@@ -544,6 +544,52 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     expect(warnings.some((w) => w.includes(reason))).toBe(true)
   })
 
+  it("a term's reason fits a max_payload smaller than the 1024 bytes a reason may take; the batch-mates are still settled", async () => {
+    // max_payload is a server setting (512 is a valid one): the reason was cut to 1024 bytes
+    // whatever the server took, so with a smaller max_payload the client still refused the term
+    // (InvalidArgumentError: max_payload size exceeded), an unhandled rejection while the batch was
+    // settled that left its later messages unsettled.
+    const stream = await admin.stream('SMALLPAYLOAD')
+    const consumer = 'ackline'
+    await admin.publish(`${stream}.in`, ['{"n":0}', '{"n":1}'])
+    const proxy = await infoRewritingProxy({ version: '2.10.4', max_payload: 512 })
+    const terms: string[] = []
+    const acks = admin.nc.subscribe(`$JS.ACK.${stream}.${consumer}.>`, {
+      callback: (_err, msg) => {
+        if (msg.string().startsWith('+TERM')) terms.push(msg.string())
+      },
+    })
+    // Multi-byte characters, so the cut must also keep them whole.
+    const reason = 'the reason is long: '.padEnd(2000, 'é')
+    const sink: Sink = {
+      kind: 'long-reason',
+      async write(events: EventArray) {
+        return events.events.map((event: LogEvent) =>
+          event.get('n') === 0 ? new RejectError('out', reason) : ('delivered' as const),
+        )
+      },
+    }
+    const source = jetstream({ servers: proxy.address, stream, consumer, batchSize: 16, onWarning: () => {} })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink, { retry: { attempts: 1 } })
+      .build()
+    try {
+      await topology.start()
+      await until('one message acked and one terminated', () => {
+        const c = source.counters
+        return c.acked === 1 && c.terminated === 1
+      })
+      await until('the term seen on the ack subject', () => terms.length === 1, 5000)
+    } finally {
+      await topology.stop()
+      acks.unsubscribe()
+      await proxy.close()
+    }
+    expect(Buffer.byteLength(terms[0]!)).toBeLessThanOrEqual(512)
+    expect(terms[0]).toMatch(/^\+TERM rejected: out REJECTED: .*the reason is long: é+…$/)
+  })
+
   it('gives up on a message that errors on every delivery at maxDeliveries: terminated, said so, not pending', async () => {
     const stream = await admin.stream('GIVEUP')
     await admin.publish(`${stream}.in`, ['{"n":0}'])
