@@ -7,7 +7,8 @@
  *   back-off delay, `rejected` is `term`ed with the reason (the table in `internal/ackMapping.ts`).
  *   A batch the pipeline refused to accept is settled as `errored` (back-off, then `term` at
  *   `maxDeliveries`), so a refusal that recurs never loops hot; only at a stop are its messages
- *   given back at once (plain `nak`), for another instance to take.
+ *   given back at once (plain `nak`), for another instance to take, unless on the consumer's last
+ *   delivery (MaxDeliver), where a nak would end it unsaid: that one is `term`ed with the reason.
  *   A message is never dropped silently: one whose payload is not JSON (or not UTF-8, or holds a
  *   number too large for a double, which would parse as `Infinity` and reach sinks as `null`) either enters the
  *   pipeline as a raw string field or is `term`ed with a reason (`invalidJson`).
@@ -389,7 +390,7 @@ class JetStreamPullSource implements JetStreamSource {
         let records: JsonObject[] = []
         const flush = async (): Promise<void> => {
           if (batch.length === 0) return
-          const settled = this.#send(batch, records, o, context, maxDeliveries, room)
+          const settled = this.#send(batch, records, o, context, maxDeliveries, serverMaxDeliver, room)
           batch = []
           records = []
           settling.add(settled)
@@ -560,7 +561,9 @@ class JetStreamPullSource implements JetStreamSource {
 
   /**
    * Sends messages as one batch with per-record outcomes and settles each with the server by its
-   * own record's outcome once the batch resolved.
+   * own record's outcome once the batch resolved. `maxDeliveries` bounds an errored message's
+   * deliveries; `serverMaxDeliver` is the consumer's own MaxDeliver (0: none), past which the
+   * server redelivers nothing.
    */
   #send(
     batch: readonly InFlight[],
@@ -568,6 +571,7 @@ class JetStreamPullSource implements JetStreamSource {
     o: Resolved,
     context: SourceContext,
     maxDeliveries: number,
+    serverMaxDeliver: number,
     room: Room,
   ): Promise<void> & { accepted: Promise<void> } {
     let receipt: Promise<BatchReceipt>
@@ -599,12 +603,28 @@ class JetStreamPullSource implements JetStreamSource {
         (error: unknown) => {
           const first = `${batch.length} message(s) from ${batch[0]?.msg.info.streamSequence}`
           if (context.signal.aborted) {
-            // Not accepted because the topology stopped first: give them back at once for another instance.
+            // Not accepted because the topology stopped first: give them back at once for another
+            // instance. Not one on the consumer's last delivery: the server redelivers nothing past
+            // MaxDeliver, so a nak would leave it neither acked nor pending for good, unsaid.
+            let givenBack = 0
             for (const entry of batch) {
+              const msg = this.#release(entry)
+              if (serverMaxDeliver > 0 && msg.info.deliveryCount >= serverMaxDeliver) {
+                this.#count.terminated++
+                this.#term(
+                  msg,
+                  `not accepted by the pipeline (stopping) on the last delivery the consumer allows (MaxDeliver ${serverMaxDeliver}): ${String(error)}`,
+                )
+                continue
+              }
               this.#count.nacked++
-              this.#release(entry).nak()
+              givenBack++
+              msg.nak()
             }
-            this.#warn(`${this.#component}: ${first} not accepted (stopping), given back: ${String(error)}`)
+            if (givenBack > 0)
+              this.#warn(
+                `${this.#component}: ${givenBack === batch.length ? first : `${givenBack} of ${first}`} not accepted (stopping), given back: ${String(error)}`,
+              )
             return
           }
           // Refused while running (a buffer that cannot take them): it may recur on every delivery,

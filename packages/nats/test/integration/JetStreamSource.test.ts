@@ -727,6 +727,40 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     expect(sink.events.map((event) => event._nats)).toMatchObject([{ streamSequence: 1 }])
   })
 
+  it("a batch not accepted because the topology stopped is not 'given back' on the consumer's last delivery (MaxDeliver): terminated, said so", async () => {
+    // The server redelivers nothing past MaxDeliver: a plain nak on that delivery left the message
+    // neither acked nor pending for good, while the warning said it was given back for another
+    // instance, which never got it.
+    const stream = await admin.stream('STOPLAST')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const warnings: string[] = []
+    const buffer = refusingBuffer({ hold: true })
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'c',
+      maxDeliver: 1,
+      onWarning: (w) => warnings.push(w),
+    })
+    const stopped = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source)
+      .sink('out', ['in'], memory(), { buffer: buffer.factory })
+      .build()
+    await stopped.start()
+    await until('the source sent the message', () => buffer.pushes.length === 1)
+    const stopping = stopped.stop({ drainTimeoutMs: 5000 })
+    buffer.release()
+    await stopping
+    console.log(`not accepted at a stop, last delivery: ${JSON.stringify(source.counters)}`)
+    expect(source.counters).toMatchObject({ received: 1, nacked: 0, terminated: 1 })
+    expect(warnings.join('\n')).not.toMatch(/given back/)
+    expect(warnings.join('\n')).toMatch(
+      /terminated message 1 .*last delivery the consumer allows \(MaxDeliver 1\)/,
+    )
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0])
+  })
+
   it('with doubleAck, every ack is confirmed by the server before it counts', async () => {
     const stream = await admin.stream('DOUBLE')
     await admin.publish(
