@@ -122,6 +122,17 @@ describe('options', () => {
     },
   )
 
+  it.each(['orders..new', '.orders', 'orders.', '.'])(
+    'a subject with an empty token (%j), which the server drops on every publish, is reported at build, by its field',
+    (subject) => {
+      // NATS 2.9 (tried): a core publish to it reaches no subscriber, not even one on '>', and a
+      // JetStream publish gets no answer ('jetstream is not enabled'), though the stream lookup at
+      // start matches it: every event errored for ever, or was dropped without a word.
+      expect(natsSink({ servers: 'x', subject }).validate()).toMatchObject([{ field: 'subject' }])
+      expect(jetstreamSink({ servers: 'x', subject }).validate()).toMatchObject([{ field: 'subject' }])
+    },
+  )
+
   it('the core NATS sink says it cannot acknowledge, and takes acknowledgements only as false', () => {
     expect(natsSink({ servers: 'x', subject: 'a' }).canAcknowledge).toBe(false)
     expect(natsSink({ servers: 'x', subject: 'a' }).validate()).toEqual([])
