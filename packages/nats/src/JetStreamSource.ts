@@ -364,6 +364,16 @@ class JetStreamPullSource implements JetStreamSource {
         : serverMaxDeliver
     const serverLimit = info.config.max_ack_pending ?? -1
     const limit = Math.min(o.maxInFlight, serverLimit > 0 ? serverLimit : o.maxInFlight)
+    // Within the consumer's own request limits (MaxRequestBatch, MaxRequestExpires), if it has any:
+    // the server refuses a pull over either (409), so every pull failed and nothing was consumed.
+    const maxRequestBatch = info.config.max_batch ?? 0
+    const pullSize = maxRequestBatch > 0 ? Math.min(o.batchSize, maxRequestBatch) : o.batchSize
+    const maxRequestExpiresMs = Math.floor((info.config.max_expires ?? 0) / 1e6)
+    // The client takes no expiry under 1 s: a consumer that allows less is left to refuse it, said in a warning.
+    const expires =
+      maxRequestExpiresMs > 0
+        ? Math.max(1000, Math.min(o.fetchExpiresMs, maxRequestExpiresMs))
+        : o.fetchExpiresMs
     // Never longer than a timer waits: a longer interval fires every 1 ms (an AckWait over 99 days).
     const heartbeat = setInterval(
       () => this.#touchSlow(ackWaitMs),
@@ -376,10 +386,10 @@ class JetStreamPullSource implements JetStreamSource {
       while (!context.signal.aborted) {
         await room.wait(this.#inFlight.size, context.signal)
         if (context.signal.aborted) break
-        const want = Math.min(o.batchSize, limit - this.#inFlight.size)
+        const want = Math.min(pullSize, limit - this.#inFlight.size)
         let messages: ConsumerMessages
         try {
-          messages = await consumer.fetch({ max_messages: want, expires: o.fetchExpiresMs })
+          messages = await consumer.fetch({ max_messages: want, expires })
         } catch (error) {
           await this.#pullFailed(error, context.signal)
           continue

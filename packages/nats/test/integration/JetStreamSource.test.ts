@@ -4,7 +4,7 @@ import type { DeliveryStatus, EventArray, LogEvent } from '@ackline/core'
 import { jetstream } from '@ackline/nats'
 import { memory } from '@ackline/sinks'
 import { type EdgeBufferFactory, RejectError, type Sink, TopologyBuilder } from '@ackline/topology'
-import { jetstream as jetstreamClient } from '@nats-io/jetstream'
+import { AckPolicy, jetstream as jetstreamClient } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   NATS_HOST,
@@ -779,6 +779,44 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     expect([info.num_pending, info.num_ack_pending, info.ack_floor.stream_seq]).toEqual([0, 0, 20])
     await topology.stop()
     expect(source.counters.ackUnconfirmed).toBe(0)
+  })
+
+  it("keeps its pulls within a bound consumer's MaxRequestBatch and MaxRequestExpires: every message is consumed", async () => {
+    // The server refuses a pull over either limit (409 'exceeded maxrequestbatch of 5', 'exceeded
+    // maxrequestexpires of 2s'): with batchSize 100 and fetchExpiresMs 5000 (the defaults) every
+    // pull failed, and the source warned of a failed pull every reconnectTimeWaitMs for ever,
+    // without ever getting a message.
+    const stream = await admin.stream('REQLIMITS')
+    const N = 20
+    await admin.publish(
+      `${stream}.in`,
+      Array.from({ length: N }, (_, n) => JSON.stringify({ n })),
+    )
+    await admin.jsm.consumers.add(stream, {
+      durable_name: 'limited',
+      ack_policy: AckPolicy.Explicit,
+      max_batch: 5,
+      max_expires: 2000 * 1e6,
+    })
+    const warnings: string[] = []
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'limited',
+      create: false,
+      reconnectTimeWaitMs: 100,
+      onWarning: (w) => warnings.push(w),
+    })
+    const events = await consume(
+      source,
+      `${N} acked`,
+      () => source.counters.acked === N || source.counters.pullErrors > 2,
+    )
+    console.log(
+      `request limits: ${JSON.stringify(source.counters)}; warnings ${JSON.stringify(warnings.slice(0, 2))}`,
+    )
+    expect(source.counters).toMatchObject({ acked: N, pullErrors: 0 })
+    expect(events.map((e) => e.n)).toEqual(Array.from({ length: N }, (_, n) => n))
   })
 
   it("holds at most the consumer's MaxAckPending in the pipeline: back pressure reaches the server", async () => {
