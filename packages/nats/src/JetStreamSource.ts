@@ -391,7 +391,7 @@ class JetStreamPullSource implements JetStreamSource {
         try {
           messages = await consumer.fetch({ max_messages: want, expires })
         } catch (error) {
-          await this.#pullFailed(error, context.signal)
+          await this.#pullFailed(error, context.signal, connection)
           continue
         }
         const stop = (): void => messages.stop()
@@ -419,7 +419,7 @@ class JetStreamPullSource implements JetStreamSource {
             if (batch.length >= o.batchSize || messages.getPending() <= 0) await flush()
           }
         } catch (error) {
-          await this.#pullFailed(error, context.signal)
+          await this.#pullFailed(error, context.signal, connection)
         } finally {
           context.signal.removeEventListener('abort', stop)
         }
@@ -786,8 +786,15 @@ class JetStreamPullSource implements JetStreamSource {
     }
   }
 
-  async #pullFailed(error: unknown, signal: AbortSignal): Promise<void> {
+  /**
+   * Warns of a failed pull and waits before the next; throws the connection's failure when the
+   * client closed it for good (it gave up after a second authorization error in a row): no pull
+   * could succeed again, and the source used to warn of failed pulls for as long as it ran.
+   */
+  async #pullFailed(error: unknown, signal: AbortSignal, connection: Connection): Promise<void> {
     if (signal.aborted) return
+    const gone = await connection.closedForGood()
+    if (gone !== undefined) throw gone
     this.#count.pullErrors++
     this.#warn(
       `${this.#component}: a pull failed, retrying: ${error instanceof Error ? error.message : String(error)}`,

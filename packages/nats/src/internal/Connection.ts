@@ -38,8 +38,15 @@ export class Connection {
   #disconnects = 0
   #closing: Promise<void> | undefined = undefined
 
-  private constructor(nc: NatsConnection) {
+  readonly #component: string
+  readonly #servers: string
+  /** Set once `close()` was called: a close that came otherwise is the client giving up. */
+  #closedByUs = false
+
+  private constructor(nc: NatsConnection, component: string, servers: string) {
     this.nc = nc
+    this.#component = component
+    this.#servers = servers
     void this.#follow()
   }
 
@@ -63,16 +70,30 @@ export class Connection {
         // A failed first connect is reported, not retried forever: the user sees a wrong address at start.
         waitOnFirstConnect: false,
       })
-      return new Connection(nc)
+      return new Connection(nc, component, servers.join(', '))
     } catch (error) {
-      const text = error instanceof Error ? error.message : String(error)
-      const auth = /authori[sz]ation|authentication|permissions/i.test(text)
-      throw new ComponentError(
-        auth ? 'AUTH_FAILED' : 'CONNECT_FAILED',
-        `${auth ? 'the server refused the credentials' : 'cannot connect'} (servers ${servers.join(', ')}): ${text}`,
-        { component, field: auth ? 'user' : 'servers', cause: error },
-      )
+      throw connectError(component, servers.join(', '), error, 'cannot connect')
     }
+  }
+
+  /**
+   * Why the client closed the connection for good by itself, as the `ComponentError` a first
+   * connect would have failed with (`AUTH_FAILED` naming `user`, else `CONNECT_FAILED` naming
+   * `servers`); `undefined` while it is open or reconnecting, or once `close()` closed it. The
+   * client stops reconnecting after a second authorization error in a row (credentials revoked or
+   * rotated on the server): nothing sent on it reaches the server any more, and no reconnect
+   * comes.
+   */
+  async closedForGood(): Promise<ComponentError | undefined> {
+    if (this.#closedByUs || !this.nc.isClosed()) return undefined
+    const error = await this.nc.closed()
+    if (this.#closedByUs) return undefined
+    return connectError(
+      this.#component,
+      this.#servers,
+      error ?? new Error('closed'),
+      'the client closed the connection for good',
+    )
   }
 
   /** Where the connection stands now. */
@@ -113,6 +134,7 @@ export class Connection {
 
   /** Flushes (so what was written reached the server), then closes; harmless to call twice. */
   close(): Promise<void> {
+    this.#closedByUs = true
     this.#closing ??= (async () => {
       if (!this.nc.isClosed()) {
         // A flush on a dead link would wait for the reconnect: bounded, as close must end.
@@ -143,6 +165,17 @@ export class Connection {
       }
     }
   }
+}
+
+/** A connection failure as a `ComponentError`: `AUTH_FAILED` (field `user`) when the server refused the credentials, else `CONNECT_FAILED` (field `servers`). */
+function connectError(component: string, servers: string, error: unknown, what: string): ComponentError {
+  const text = error instanceof Error ? error.message : String(error)
+  const auth = /authori[sz]ation|authentication|permissions/i.test(text)
+  return new ComponentError(
+    auth ? 'AUTH_FAILED' : 'CONNECT_FAILED',
+    `${auth && what === 'cannot connect' ? 'the server refused the credentials' : what} (servers ${servers}): ${text}`,
+    { component, field: auth ? 'user' : 'servers', cause: error },
+  )
 }
 
 function delay(ms: number): Promise<void> {

@@ -1,7 +1,9 @@
+import { createConnection, createServer, type Socket } from 'node:net'
 import type { EventArray } from '@ackline/core'
 import { jetstream } from '@ackline/nats'
+import { memory } from '@ackline/sinks'
 import { tcpProxy } from '@ackline/testkit'
-import { type Sink, TopologyBuilder } from '@ackline/topology'
+import { ComponentError, type LifecycleEvent, type Sink, TopologyBuilder } from '@ackline/topology'
 import { AckPolicy } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { NATS_HOST, NATS_PORT, NATS_URL, NatsAdmin, skipWithoutNats, until } from './support/natsFixture.js'
@@ -35,6 +37,55 @@ async function settledAtServer(admin: NatsAdmin, stream: string, consumer: strin
 
 function duplicatesOf(delivered: readonly number[]): number {
   return delivered.length - new Set(delivered).size
+}
+
+/**
+ * A proxy in front of the server that forwards until `revoke()`; from then on it cuts what is
+ * open and answers each new connection as a server that refuses the credentials does: its INFO,
+ * then `-ERR 'Authorization Violation'` once the client sent CONNECT. The client gives up after
+ * the second refusal in a row (nats.js closes the connection for good).
+ */
+async function revokingProxy() {
+  const sockets = new Set<Socket>()
+  let revoked = false
+  let refused = 0
+  const server = createServer((client) => {
+    sockets.add(client)
+    client.on('error', () => undefined).on('close', () => sockets.delete(client))
+    if (revoked) {
+      client.write(
+        `INFO ${JSON.stringify({ server_id: 'x', version: '2.9.10', host: '127.0.0.1', port: 4222, headers: true, max_payload: 1048576, proto: 1, auth_required: true })}\r\n`,
+      )
+      client.once('data', () => {
+        refused++
+        client.end("-ERR 'Authorization Violation'\r\n")
+      })
+      return
+    }
+    const upstream = createConnection({ host: NATS_HOST, port: NATS_PORT })
+    sockets.add(upstream)
+    upstream.on('error', () => undefined).on('close', () => sockets.delete(upstream))
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
+    client.pipe(upstream)
+    upstream.pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  return {
+    address: `127.0.0.1:${port}`,
+    get refused() {
+      return refused
+    },
+    revoke() {
+      revoked = true
+      for (const socket of sockets) socket.destroy()
+    },
+    close() {
+      for (const socket of sockets) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
 }
 
 describe.skipIf(skip)('jetstream source: connection loss and competing instances', () => {
@@ -336,4 +387,47 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       await Promise.all([topologyA.stop({ drainTimeoutMs: 500 }), topologyB.stop()])
     }
   }, 60_000)
+
+  it('credentials revoked: once the client closed the connection for good, the run fails with AUTH_FAILED instead of warning of failed pulls for ever', async () => {
+    // nats.js gives up reconnecting after a second authorization error in a row and closes the
+    // connection: no pull can ever succeed again. The source used to warn 'a pull failed,
+    // retrying: closed connection' every reconnectTimeWaitMs (at least 100 ms) for as long as the
+    // process lived, consuming nothing and never saying that it had stopped for good.
+    const stream = await admin.stream('REVOKED')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const proxy = await revokingProxy()
+    const warnings: string[] = []
+    const source = jetstream({
+      servers: proxy.address,
+      stream,
+      consumer: 'c',
+      reconnectTimeWaitMs: 50,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source)
+      .sink('out', ['in'], memory())
+      .build()
+    const errors: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') errors.push(fact)
+    })
+    try {
+      await topology.start()
+      await until('the message acked', () => source.counters.acked === 1)
+      proxy.revoke()
+      await until('the client gave up', () => proxy.refused >= 2, 10_000)
+      await until('the run failed', () => errors.length > 0, 5000)
+      console.log(`after the client gave up: ${JSON.stringify(source.counters)}; ${JSON.stringify(warnings)}`)
+      const cause = (errors[0] as { cause: unknown }).cause as ComponentError
+      expect(cause).toBeInstanceOf(ComponentError)
+      expect(cause).toMatchObject({ code: 'AUTH_FAILED', component: 'in', field: 'user' })
+      expect(cause.message).toContain(`servers ${proxy.address}`)
+      expect(cause.message).toMatch(/Authorization Violation/i)
+      await topology.done
+    } finally {
+      await topology.stop()
+      await proxy.close()
+    }
+  })
 })
