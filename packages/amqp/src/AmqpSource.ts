@@ -107,7 +107,8 @@ export const AmqpSourceOptions = defineOptions({
       'Where a rejected message goes with its reason: republished to this exchange (its routing key and ' +
         'properties kept, plus the headers `x-ackline-rejected-by`, `x-ackline-code`, `x-ackline-reason` and ' +
         '`x-ackline-copy-of`, which tells a copy no queue took apart; each `x-ackline-*` value is cut to ' +
-        `${ACKLINE_HEADER_MAX_BYTES} bytes of UTF-8, ending in '…'), ` +
+        `${ACKLINE_HEADER_MAX_BYTES} bytes of UTF-8, ending in '…'; a per-message TTL is not kept, so the copy ` +
+        'cannot expire in the dead-letter queue: it goes to the header `x-ackline-original-expiration`), ' +
         'then acked once the broker confirmed the copy (a crash between the two can copy it twice). ' +
         'It must exist: it is checked at start (`AMQP_DECLARATION_FAILED`). A copy that cannot be ' +
         'encoded or that the broker refuses or cannot route leaves the original to a nack without requeue. ' +
@@ -584,12 +585,18 @@ class AmqpConsumer implements AmqpSource {
       const channel = generation.channel as ConfirmChannel
       // Tells the copy apart if the broker returns it (see `returnedCopies`).
       const copyId = `${generation.id}:${message.fields.deliveryTag}`
+      // Without the original's per-message TTL, as RabbitMQ's own dead-lettering does: the copy
+      // would expire in the dead-letter queue (nobody may read it for days) while its original
+      // was acked, lost; with expiration '0' it vanished on arrival.
+      const { expiration, ...properties } = message.properties
       const headers = {
         ...message.properties.headers,
         'x-ackline-rejected-by': cutToBytes(failure?.componentId ?? context.id, ACKLINE_HEADER_MAX_BYTES),
         'x-ackline-code': cutToBytes(failure?.code ?? 'REJECTED', ACKLINE_HEADER_MAX_BYTES),
         'x-ackline-reason': cutToBytes(failure?.message ?? 'rejected', ACKLINE_HEADER_MAX_BYTES),
         'x-ackline-copy-of': copyId,
+        // Kept as a header only: see `properties` below.
+        ...(expiration === undefined ? {} : { 'x-ackline-original-expiration': String(expiration) }),
       }
       /** Tells the broker about the original once every copy sent before is confirmed. */
       const thenTell = (tellBroker: () => void): void => {
@@ -614,7 +621,7 @@ class AmqpConsumer implements AmqpSource {
           exchange,
           message.fields.routingKey,
           message.content,
-          { ...message.properties, headers, mandatory: true },
+          { ...properties, headers, mandatory: true },
           (error) => {
             const returned = returnedCopies.delete(copyId)
             copySettled(generation, gate)

@@ -785,6 +785,42 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     }
   })
 
+  it("with deadLetterExchange, the copy does not keep the original's per-message TTL (expiration): it cannot expire in the dead-letter queue", async () => {
+    // The copy was published with the original's properties, expiration too: a producer's TTL
+    // ('expire if not processed within a minute') then ran again in the dead-letter queue, which
+    // nobody may read for days, and the copy vanished there while its original was acked. RabbitMQ's
+    // own dead-lettering removes the expiration for that reason. With expiration '0' (expire at
+    // once unless a consumer takes it) the copy disappeared on arrival, deterministically.
+    const { queue } = await admin.queueWithDeadLetters()
+    const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
+    const source = amqpSource({ url: BROKER_URL, queue, deadLetterExchange: reasons, onWarning: () => {} })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
+      .build()
+    await topology.start()
+    try {
+      // Published only once the source consumes, so the original itself is taken before it expires.
+      await vi.waitFor(async () => expect((await admin.channel.checkQueue(queue)).consumerCount).toBe(1), {
+        timeout: 5000,
+        interval: 10,
+      })
+      const channel = admin.channel as ConfirmChannel
+      channel.publish('', queue, Buffer.from('{"n":0}'), { messageId: 'ttl-0', expiration: '0' })
+      channel.publish('', queue, Buffer.from('{"n":1}'), { messageId: 'ttl-60s', expiration: '60000' })
+      await channel.waitForConfirms()
+      await vi.waitFor(() => expect(source.counters.deadLettered).toBe(2), { timeout: 10_000, interval: 10 })
+    } finally {
+      await topology.stop()
+    }
+    const copies = await admin.drain(withReasons)
+    expect(copies.map((m) => m.properties.messageId).sort()).toEqual(['ttl-0', 'ttl-60s'])
+    for (const copy of copies) expect(copy.properties.expiration).toBeUndefined()
+    const byId = new Map(copies.map((m) => [m.properties.messageId as string, m.properties.headers ?? {}]))
+    expect(byId.get('ttl-60s')!['x-ackline-original-expiration']).toBe('60000')
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
   it('holds the nack of a message whose copy was refused behind the copies still awaiting their confirm', async () => {
     // A message comes back after its copy was refused, and in the same batch, before it, a new
     // rejected message is copied again (and refused again): the first one's nack must wait for
