@@ -4,7 +4,10 @@
  * rejected and written to the dead-letter file, that write on disk), never more.
  *
  * Invariant: a line is skipped after a restart only if it was finished before the checkpoint
- * that was last written; lines in flight at a crash are read again (at-least-once). Files are
+ * that was last written; lines in flight at a crash are read again (at-least-once). No line of a
+ * file is sent before the checkpoint file names the file at or before it: a file found without a
+ * checkpoint, or truncated, is written there first, so a restart never starts past a line that
+ * was sent (at the end of a file it did not know, at the offset of content cut away). Files are
  * identified by device + inode, checked by a fingerprint of their first bytes, so a new file that
  * reuses an inode does not resume at a stale offset. Each file has its own tracker: a slow file
  * never holds back another's checkpoint.
@@ -50,8 +53,14 @@ export interface FileSourceOptions {
    */
   readonly checkpoints: string
   /**
-   * Where a file without a checkpoint starts, for files present at the first scan (default
+   * Where a file without a checkpoint starts, for files present at a run's first scan (default
    * `'beginning'`). Files that appear later always start at their beginning: they are new.
+   * Either way a file is named in the checkpoint file, at the offset it is read from, before any
+   * of its lines is sent (one checkpoint write for all the files a scan finds; one again after a
+   * truncation, at offset 0): a restart reads on from there every file a run began to read, the
+   * lines sent and not finished included, so `'end'` skips only what files no run began to read
+   * held at the first scan (those there at the first start, and those made while the source was
+   * not running, such as a rotation then).
    */
   readonly startAt?: FileStartAt
   /**
@@ -427,6 +436,13 @@ class FileRun {
       await this.#openTail(path, key, s.dev, s.ino, s.size)
     }
     this.#firstScan = false
+    // Before any line of a file opened now is sent: one write for all the files this scan found.
+    for (const tail of this.#tails.values()) {
+      if (!tail.recorded) {
+        await this.#writeCheckpoints()
+        break
+      }
+    }
     // A path gone from the listing is forgotten: if it comes back unopenable, or no file, that is
     // said again.
     if (this.#cannotOpen.size > 0 || this.#notFiles.size > 0) {
@@ -533,6 +549,9 @@ class FileRun {
       return
     }
     let offset = this.#firstScan && (this.o.startAt ?? 'beginning') === 'end' ? size : 0
+    // Only a stored checkpoint taken as it is gives a restart the same offset; any other start is
+    // written to the checkpoint file before a line of the file is sent (see `FileTail.recorded`).
+    let recorded = false
     if (stored !== undefined) {
       this.#stored.delete(key)
       const match =
@@ -550,9 +569,13 @@ class FileRun {
         offset = 0
       } else {
         offset = stored.offset
+        recorded = true
       }
     }
-    this.#tails.set(key, new FileTail(path, dev, ino, handle, offset, fingerprint, this.#maxLineBytes))
+    this.#tails.set(
+      key,
+      new FileTail(path, dev, ino, handle, offset, fingerprint, this.#maxLineBytes, recorded),
+    )
   }
 
   /**
@@ -612,6 +635,9 @@ class FileRun {
         return
       }
     }
+    // Truncated: the checkpoint file still holds the old content's offset, which a restart would
+    // take for this content's should it start with the same bytes.
+    if (!tail.recorded) await this.#writeCheckpoints()
     let records: JsonObject[] = []
     let tickets: number[] = []
     let overlong: Overlong[] = []
@@ -905,9 +931,12 @@ class FileRun {
     const all = new Map(this.#stored)
     for (const [key, tail] of this.#retired) all.set(key, this.#checkpointOf(tail))
     for (const [key, tail] of this.#tails) all.set(key, this.#checkpointOf(tail))
+    // With the generation each was in: one a truncation began while the save ran is not covered.
+    const begun = [...this.#tails.values()].filter((t) => !t.recorded).map((t) => [t, t.tracker] as const)
     // The dead letters of the lines a checkpoint moves past must be on disk first.
     await this.#syncDeadLetters()
     await this.#checkpoints.save(all.values())
+    for (const [tail, tracker] of begun) if (tail.tracker === tracker) tail.recorded = true
   }
 
   /**

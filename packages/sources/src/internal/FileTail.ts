@@ -46,6 +46,14 @@ export class FileTail {
   grewAt = Date.now()
   /** Sends not yet settled for this file. */
   readonly inFlight = new Set<Promise<void>>()
+  /**
+   * Whether the checkpoint file on disk names this file, in its current generation, at an offset
+   * no later than where that generation began (the offset it was opened at; 0 after a
+   * truncation). No line of it may be sent before: a restart would start elsewhere (at its end
+   * with `startAt: 'end'`, or at the stale offset of the content before a truncation) and skip
+   * the lines sent and not finished.
+   */
+  recorded: boolean
   #partial: Buffer[] = []
   #partialBytes = 0
   #partialStart: number
@@ -64,8 +72,10 @@ export class FileTail {
     public readOffset: number,
     fingerprint: Fingerprint | undefined,
     readonly maxLineBytes: number,
+    recorded: boolean,
   ) {
     this.fingerprint = fingerprint
+    this.recorded = recorded
     this.#partialStart = readOffset
     this.tracker = new OffsetTracker<number>({ name: `file ${path}`, initial: readOffset })
   }
@@ -82,6 +92,7 @@ export class FileTail {
    */
   restart(): void {
     this.readOffset = 0
+    this.recorded = false
     this.fingerprint = undefined
     this.#partial = []
     this.#partialBytes = 0

@@ -17,14 +17,15 @@ import {
   truncateSync,
   writeFileSync,
 } from 'node:fs'
-import { open } from 'node:fs/promises'
+import { type FileHandle, open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { DeliveryStatus, EventArray } from '@ackline/core'
 import { DEAD_LETTER_FILE, FileSourceError, file } from '@ackline/sources'
 import { type Sink, type SourceContext, type Topology, TopologyBuilder } from '@ackline/topology'
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest'
+import { Checkpoints } from '../../src/internal/Checkpoints.js'
 import { DeadLetterFile } from '../../src/internal/DeadLetterFile.js'
 import { FakeSourceContext } from '../support/FakeSourceContext.js'
 import { fsyncFaults } from '../support/FsyncFaults.js'
@@ -1044,6 +1045,207 @@ describe('file source', () => {
     await vi.waitUntil(() => sink.received.length === 1)
     await topology.stop()
     expect(sink.received).toEqual(['new'])
+  })
+
+  describe('what a crash leaves of the checkpoints: no line of a file a run began to read is skipped by the restart', () => {
+    const cp = () => join(dir, 'cp')
+    const checkpointFile = () => join(cp(), 'checkpoints.json')
+    let saves: MockInstance<Checkpoints['save']>
+    beforeEach(() => {
+      // Called through: only counted, to tell when a run's first scan is over (a checkpoint follows it).
+      saves = vi.spyOn(Checkpoints.prototype, 'save')
+    })
+    afterEach(() => saves.mockRestore())
+
+    /**
+     * Runs the source over `include` (no checkpoint on the interval but the first; every batch
+     * delivered at once, but those with a line `holds` picks, which stay in flight) until the
+     * batch holding a line `crashAt` picks is sent: the process crashes there. A checkpoint file
+     * is replaced whole and fsynced at each write, so what a crash leaves of it is the file as it
+     * is at that moment; `crash()` stops the run and puts that back, undoing what was written
+     * since (the checkpoint at the stop among it).
+     */
+    const run = (
+      include: string[],
+      options: Partial<Parameters<typeof file>[0]> = {},
+      crashAt: (message: string) => boolean = () => false,
+      holds: (message: string) => boolean = () => false,
+    ) => {
+      const context = new FakeSourceContext({ id: 'files' })
+      const received: string[] = []
+      const held: EventArray[] = []
+      let image: Buffer | null | undefined
+      let savesAtCrash: number | undefined
+      context.onBatch = (batch) => {
+        const messages = batch.events.map((e) => e.get('message') as string)
+        received.push(...messages)
+        if (image === undefined && messages.some(crashAt)) {
+          image = existsSync(checkpointFile()) ? readFileSync(checkpointFile()) : null
+          savesAtCrash = saves.mock.calls.length
+        }
+        if (messages.some(holds)) held.push(batch)
+        else batch.end('delivered')
+      }
+      const notices: string[] = []
+      saves.mockClear()
+      const running = file({
+        include,
+        checkpoints: cp(),
+        pollIntervalMs: 10,
+        checkpointIntervalMs: 60_000,
+        onNotice: (m) => notices.push(m),
+        ...options,
+      }).run(context)
+      return {
+        received,
+        notices,
+        /** How many checkpoints the run had begun to write when it crashed. */
+        savesAtCrash: () => savesAtCrash,
+        /** Resolves once the run's first scan is over (its first checkpoint was begun). */
+        scanned: () => vi.waitUntil(() => saves.mock.calls.length >= 1),
+        async crash() {
+          await vi.waitUntil(() => image !== undefined)
+          context.stop()
+          // Too late to count: the image is taken. Errored, they are not re-sent after a stop.
+          for (const batch of held) batch.end('errored')
+          await running
+          if (image === null) rmSync(checkpointFile(), { force: true })
+          else writeFileSync(checkpointFile(), image!)
+        },
+        async stop() {
+          context.stop()
+          await running
+        },
+      }
+    }
+
+    /**
+     * The restart after the crash, with the same options: once its first scan is over, appends
+     * `after` to `log` and stops once that was sent. Resolves to every line it sent.
+     */
+    const restart = async (
+      include: string[],
+      log: string,
+      options: Partial<Parameters<typeof file>[0]> = {},
+    ) => {
+      const again = run(include, options)
+      await again.scanned()
+      appendFileSync(log, lines('after'))
+      await vi.waitUntil(() => again.received.includes('after'))
+      await again.stop()
+      return again.received
+    }
+
+    it('names every file a scan found in one checkpoint, written before any of their lines is sent', async () => {
+      const logs = ['a', 'b', 'c'].map((name) => join(dir, `${name}.log`))
+      for (const log of logs) writeFileSync(log, lines('x'))
+      const first = run([join(dir, '*.log')], {}, () => true)
+      await first.crash()
+      // One write for the three files, not one per file, nor any per line.
+      expect(first.savesAtCrash()).toBe(1)
+      for (const log of logs) expect(checkpoint(log)).toBe(0)
+    })
+
+    it('reads again the lines of a file that appeared during the run (startAt end), sent before any checkpoint named it', async () => {
+      writeFileSync(join(dir, 'old.log'), lines('old'))
+      const include = [join(dir, '*.log')]
+      const log = join(dir, 'new.log')
+      const first = run(include, { startAt: 'end' }, (m) => m === 'n1')
+      await first.scanned()
+      writeFileSync(log, lines('n1', 'n2'))
+      await first.crash()
+      expect(first.received).toEqual(['n1', 'n2'])
+      // Sent, so it was begun: the restart must read it from where it was read, not from its end.
+      expect(await restart(include, log, { startAt: 'end' })).toEqual(['n1', 'n2', 'after'])
+    })
+
+    it('reads again the lines of the files of a rotation (startAt end): the one renamed away and the new one, though no checkpoint named either', async () => {
+      const include = [join(dir, 'app.log*')]
+      const log = join(dir, 'app.log')
+      // 'a' stays in flight, so its file's checkpoint cannot move past it.
+      const first = run(
+        include,
+        { startAt: 'end' },
+        (m) => m === 'b',
+        (m) => m === 'a',
+      )
+      await first.scanned()
+      writeFileSync(log, lines('a'))
+      await vi.waitUntil(() => first.received.includes('a'))
+      renameSync(log, `${log}.1`)
+      writeFileSync(log, lines('b'))
+      await first.crash()
+      expect(first.received).toEqual(['a', 'b'])
+      const again = await restart(include, log, { startAt: 'end' })
+      expect([...again].sort()).toEqual(['a', 'after', 'b'])
+    })
+
+    it('reads again the lines of a file deleted and made again under its name (startAt end)', async () => {
+      const include = [join(dir, '*.log')]
+      const log = join(dir, 'app.log')
+      writeFileSync(log, lines('old'))
+      const first = run(include, { startAt: 'end' }, (m) => m === 'r1')
+      await first.scanned()
+      // Still open in the source, the old file keeps its inode: the new one has another.
+      rmSync(log)
+      writeFileSync(log, lines('r1', 'r2'))
+      await first.crash()
+      expect(first.received).toEqual(['r1', 'r2'])
+      expect(await restart(include, log, { startAt: 'end' })).toEqual(['r1', 'r2', 'after'])
+    })
+
+    it('reads again lines appended to a file present at the first start (startAt end) and sent before the first checkpoint', async () => {
+      const include = [join(dir, '*.log')]
+      const log = join(dir, 'app.log')
+      writeFileSync(log, lines('old'))
+      const { ino } = statSync(log)
+      // 'new' is appended between the scan that found the file (at its end then) and the read
+      // that follows: a busy log does that at any time.
+      const probe = await open(dir, 'r')
+      const proto = Object.getPrototypeOf(probe) as FileHandle
+      await probe.close()
+      const stat = proto.stat
+      let appended = false
+      const spy = vi.spyOn(proto, 'stat').mockImplementation(async function (this: FileHandle, ...args) {
+        if (!appended && (await stat.call(this)).ino === ino) {
+          appended = true
+          appendFileSync(log, lines('new'))
+        }
+        return stat.apply(this, args)
+      } as FileHandle['stat'])
+      try {
+        const first = run(include, { startAt: 'end' }, (m) => m === 'new')
+        await first.crash()
+        spy.mockRestore()
+        expect(first.received).toEqual(['new'])
+        // The end of the file at the first start was 4: what came after it is read.
+        expect(await restart(include, log, { startAt: 'end' })).toEqual(['new', 'after'])
+      } finally {
+        spy.mockRestore()
+      }
+    })
+
+    it('reads again the new content of a copy-truncated file that starts with the same bytes, sent before a checkpoint of it', async () => {
+      const include = [join(dir, '*.log')]
+      const log = join(dir, 'app.log')
+      // The same first line, longer than a fingerprint (256 bytes), before and after the truncation.
+      const header = `header ${'h'.repeat(300)}`
+      writeFileSync(log, lines(header, 'old'))
+      const before = run(include)
+      await vi.waitUntil(() => before.received.includes('old'))
+      await before.stop()
+      expect(checkpoint(log)).toBe(statSync(log).size)
+
+      const first = run(include, {}, (m) => m === 'new-1')
+      await first.scanned()
+      truncateSync(log, 0)
+      await vi.waitUntil(() => first.notices.some((n) => n.includes('was truncated')))
+      appendFileSync(log, lines(header, 'new-1', 'new-2'))
+      await first.crash()
+      expect(first.received).toEqual([header, 'new-1', 'new-2'])
+      // The checkpoint of the old content (past 'old') must not be taken for the new one.
+      expect(await restart(include, log)).toEqual([header, 'new-1', 'new-2', 'after'])
+    })
   })
 
   it("keeps one file's checkpoint moving while another's lines keep failing", async () => {
