@@ -3,9 +3,22 @@
 // seed); more lines arrive during each run. After the last run every line written must be in the
 // sink at least once (none skipped), and so must every line a run reported delivered;
 // duplicates are counted and printed.
-// Size: ACKLINE_CRASH_KILLS kills (default 20, what issue 9 asks for), ACKLINE_CRASH_LINES lines appended per run
-// (default 30); ACKLINE_SEED replays a run.
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+// A second loop rotates the file once each run has scanned, with startAt 'end' and no checkpoint on
+// the interval, and kills the run once it reported lines of the new file delivered: each restart
+// must read on every file a run began to read, though no checkpoint of the interval named it.
+// Size: ACKLINE_CRASH_KILLS kills (default 20, what issue 9 asks for), ACKLINE_CRASH_ROTATIONS
+// rotations (default 6), ACKLINE_CRASH_LINES lines appended per run (default 30); ACKLINE_SEED
+// replays a run.
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -13,6 +26,7 @@ import { crashLoop } from '@ackline/testkit'
 import { afterAll, describe, expect, it } from 'vitest'
 
 const KILLS = Number(process.env.ACKLINE_CRASH_KILLS ?? 20)
+const ROTATIONS = Number(process.env.ACKLINE_CRASH_ROTATIONS ?? 6)
 const PER_RUN = Number(process.env.ACKLINE_CRASH_LINES ?? 30)
 const seed = process.env.ACKLINE_SEED === undefined ? undefined : Number(process.env.ACKLINE_SEED)
 
@@ -29,9 +43,9 @@ const append = (n: number) => {
   appendFileSync(input, text)
 }
 
-/** How many times each line number is in the sink. */
-const count = () => {
-  const text = existsSync(output) ? readFileSync(output, 'utf8') : ''
+/** How many times each line number is in the sink (`output`, or another file). */
+const count = (sink = output) => {
+  const text = existsSync(sink) ? readFileSync(sink, 'utf8') : ''
   const seen = new Map<string, number>()
   for (const m of text.matchAll(/L(\d{6})/g)) seen.set(m[1]!, (seen.get(m[1]!) ?? 0) + 1)
   return seen
@@ -71,5 +85,56 @@ describe('file source under SIGKILL', () => {
     report.expectNoLoss(seen.keys())
     expect(missing).toEqual([])
     expect(seen.size).toBe(written)
+  }, 600_000)
+})
+
+describe('file source with startAt end under SIGKILL, its file rotated in each run', () => {
+  it(`never skips a line of a file a run began to read, across ${ROTATIONS} kills after lines of a new file were delivered`, async () => {
+    const logs = join(dir, 'rotation')
+    mkdirSync(logs)
+    const log = join(logs, 'app.log')
+    const sink = join(dir, 'rotation.ndjson')
+    // There at the first start, without a checkpoint: not read (startAt 'end').
+    writeFileSync(log, 'before the first start\n'.repeat(5))
+    let written = 0
+    const rotated = new Set<number>()
+    // Once the run has scanned: the file is renamed away (its lines sent, or not yet finished),
+    // and a new one made under its name, which no checkpoint of the interval will name.
+    const rotate = (round: number) => {
+      if (rotated.has(round)) return
+      rotated.add(round)
+      renameSync(log, `${log}.${round}`)
+      let text = ''
+      for (let i = 0; i < PER_RUN; i++) text += `r${round} line L${String(written++).padStart(6, '0')}\n`
+      writeFileSync(log, text)
+    }
+    const report = await crashLoop({
+      script: fileURLToPath(new URL('./fileRotationChild.ts', import.meta.url)),
+      nodeArgs: ['--conditions=source', '--import', 'tsx'],
+      args: [join(logs, 'app.log*'), sink, join(dir, 'rotation-cp')],
+      rounds: ROTATIONS,
+      // Killed once 1..PER_RUN lines of this run's new file were reported delivered.
+      count: 'fresh',
+      killAfter: { min: 1, max: PER_RUN },
+      ...(seed === undefined ? {} : { seed }),
+      onOutput: (line, stream, round) => {
+        if (stream === 'stdout' && line === 'scanned') rotate(round)
+      },
+      last: { until: () => rotated.has(ROTATIONS) && count(sink).size === written, timeoutMs: 20_000 },
+    })
+    const seen = count(sink)
+    const missing: number[] = []
+    for (let i = 0; i < written; i++) if (!seen.has(String(i).padStart(6, '0'))) missing.push(i)
+    let duplicates = 0
+    for (const n of seen.values()) duplicates += n - 1
+    const killed = report.rounds.filter((r) => r.ending === 'killed')
+    console.log(
+      `file source rotation crash test: ${written} lines written in ${rotated.size} files, ${ROTATIONS} kills (after ${killed.map((r) => r.reportedAtKill).join(', ')} lines of the new file delivered), ` +
+        `${seen.size} distinct lines in the sink, ${duplicates} duplicates, ${missing.length} missing`,
+    )
+    expect(killed.filter((r) => r.checked)).toHaveLength(ROTATIONS)
+    report.expectNoLoss(seen.keys(), 'delivered')
+    expect(missing).toEqual([])
+    expect(readFileSync(sink, 'utf8')).not.toContain('before the first start')
   }, 600_000)
 })
