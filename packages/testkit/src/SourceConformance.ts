@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { isDeepStrictEqual } from 'node:util'
 import type { BatchStatus, EventArray, JsonObject } from '@ackline/core'
 import type { BatchReceipt, Source, SourceContext } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
@@ -23,6 +24,7 @@ import {
 } from './ConformanceRunner.js'
 import { describeThrown } from './internal/describeThrown.js'
 import { defaultRecords } from './internal/fixtures.js'
+import { matchRecords } from './internal/matchRecords.js'
 
 /** A source under test, with hooks to its upstream where it has one. */
 export interface SourceUnderTest {
@@ -41,7 +43,12 @@ export interface SourceUnderTest {
 
 /** Options of {@link sourceConformance} and {@link checkSource}. */
 export interface SourceConformanceOptions {
-  /** Records to feed (default: six small log records). */
+  /**
+   * Records to feed (default: six small log records). Records are compared deeply equal (the
+   * order of their keys does not count), and one for one: each copy of a repeated record must be
+   * sent and acknowledged (or failed back). `source.acknowledges-only-delivered` feeds the first
+   * three, with every record equal to one of them, as the batch it fails, then the rest.
+   */
   readonly records?: readonly JsonObject[]
   /** The test runner's `describe` and `it` (default: those on `globalThis`). */
   readonly runner?: ConformanceRunner
@@ -166,8 +173,28 @@ const turns = async (n = 10) => {
   for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve))
 }
 
-const has = (list: readonly JsonObject[], record: JsonObject) =>
-  list.some((r) => JSON.stringify(r) === JSON.stringify(record))
+/**
+ * The records of the batch `source.acknowledges-only-delivered` fails, and those fed after it:
+ * the first three records, with every record equal to one of them, then the rest (kept in order).
+ * A copy sent after the errored batch is then a re-send of it or a record fed later, never both,
+ * so neither can stand in for the other. Records that are all equal are all in the errored batch.
+ */
+function splitAtErrored(records: readonly JsonObject[]): { errored: JsonObject[]; later: JsonObject[] } {
+  const groups: JsonObject[][] = []
+  for (const record of records) {
+    const group = groups.find((g) => isDeepStrictEqual(g[0], record))
+    if (group === undefined) groups.push([record])
+    else group.push(record)
+  }
+  // Whole groups, up to three records, and at least one group left for later when there are two.
+  let taken = 1
+  while (taken < groups.length - 1 && groups.slice(0, taken).flat().length < 3) taken++
+  const errored = new Set(groups.slice(0, taken).flat())
+  return {
+    errored: records.filter((r) => errored.has(r)),
+    later: records.filter((r) => !errored.has(r)),
+  }
+}
 
 /**
  * Runs `source` without ever leaving its rejection unhandled (a `checkSource` script would crash
@@ -266,10 +293,11 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
       const threw = run.threw()
       if (threw !== undefined) throw threw
       // What the upstream heard by the stop: a source that commits, as it stops, all it read
-      // (records never sent, or sent in a batch not delivered) loses them.
+      // (records never sent, or sent in a batch not delivered) loses them. One delivered copy for
+      // each acknowledged record: two equal records acknowledged need two sent.
       const acked = under.upstream?.().acked ?? []
       const delivered = sent.filter((s) => s.told() === 'delivered').flatMap((s) => s.records)
-      const unsent = acked.filter((r) => !has(delivered, r))
+      const unsent = matchRecords(acked, delivered).unmatched
       if (unsent.length > 0) {
         throw new ConformanceError(
           'source.acknowledges-only-delivered',
@@ -297,9 +325,10 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
       if (under.upstream === undefined || under.feed === undefined) return
       const kind = under.source.kind
       const feed = under.feed
+      const upstream = under.upstream
       const fed = (records: readonly JsonObject[]) =>
         callWithin(() => feed(records), timeoutMs, 'source.settles', kind, 'feed()')
-      const records = subject.records ?? defaultRecords()
+      const { errored, later } = splitAtErrored(subject.records ?? defaultRecords())
       const controller = new AbortController()
       const { context, sent, nextSend, release } = scripted(controller)
       const run = launch(under.source, context)
@@ -308,7 +337,7 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
       let first: Sent
       try {
         // The first batch errors; every later one is delivered.
-        await fed(records.slice(0, 3))
+        await fed(errored)
         await within(run.before(nextSend(1)), timeoutMs, () => noSend(kind, timeoutMs))
         first = sent[0]!
         // Accepted, then resolved only after a few turns, as in a runtime (accepted when the batch
@@ -316,7 +345,7 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
         // the accept, or reads receipt.failure before the status resolved, is seen here.
         first.accept()
         await turns()
-        const early = first.records.filter((r) => has(under.upstream!().acked, r))
+        const early = matchRecords(first.records, upstream().acked).matched
         if (early.length > 0) {
           throw new ConformanceError(
             'source.acknowledges-only-delivered',
@@ -327,7 +356,8 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
         }
         first.resolve('errored')
         await turns()
-        wrongly = first.records.filter((r) => has(under.upstream!().acked, r))
+        // Nothing was delivered yet: whatever of the batch the upstream heard "done" for is wrong.
+        wrongly = matchRecords(first.records, upstream().acked).matched
         const pump = setInterval(() => {
           for (const s of sent.slice(1)) {
             s.accept()
@@ -335,21 +365,47 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
           }
         }, 1)
         try {
-          await fed(records.slice(3))
-          const later = records.slice(3)
+          await fed(later)
+          // One for one (two equal records are two records): every record fed later is delivered,
+          // so acknowledged; one fed with the errored batch but not sent in it (the source sent
+          // it apart, or left it out) is acknowledged or failed back too.
+          const leftOut = matchRecords(errored, first.records).unmatched
+          const owed = () => {
+            const { acked, failed } = upstream()
+            const ofLater = matchRecords(later, acked)
+            const ofLeftOut = matchRecords(leftOut, [
+              ...ofLater.left,
+              ...matchRecords(first.records, failed).left,
+            ]).unmatched
+            return [...ofLeftOut, ...ofLater.unmatched]
+          }
           await within(
             (async () => {
-              while (!later.every((r) => has(under.upstream!().acked, r)))
-                await new Promise((r) => setTimeout(r, 2))
+              while (owed().length > 0) await new Promise((r) => setTimeout(r, 2))
             })(),
             timeoutMs,
-            () =>
-              new ConformanceError(
-                'source.acknowledges-only-delivered',
-                kind,
-                `the upstream never heard "done" for delivered records, e.g. ${JSON.stringify(later[0])}`,
-                'acknowledge upstream once receipt.status resolves delivered',
-              ),
+            () => {
+              const missing = owed()
+              // Fed copies with no sent copy anywhere, and not failed back instead of being sent.
+              const failedApart = matchRecords(first.records, upstream().failed).left
+              const unsent = matchRecords(
+                [...errored, ...later],
+                [...sent.flatMap((s) => s.records), ...failedApart],
+              ).unmatched
+              return unsent.length > 0
+                ? new ConformanceError(
+                    'source.acknowledges-only-delivered',
+                    kind,
+                    `the source never sent ${unsent.length} of the ${errored.length + later.length} record(s) fed (nor failed them back), e.g. ${JSON.stringify(unsent[0])}`,
+                    'send every record the upstream hands over, each copy of a repeated record too (two equal records are two records)',
+                  )
+                : new ConformanceError(
+                    'source.acknowledges-only-delivered',
+                    kind,
+                    `the upstream never heard "done" for delivered records, e.g. ${JSON.stringify(missing[0])}`,
+                    'acknowledge upstream once receipt.status resolves delivered',
+                  )
+            },
           )
           under.end?.()
           controller.abort()
@@ -373,10 +429,12 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
       const threw = run.threw()
       if (threw !== undefined) throw threw
       // Read again at the end: an acknowledgement that came later (committing a later batch's
-      // offset, which covers the errored one) loses the batch as surely, unless it was re-sent.
-      const resent = (r: JsonObject) => sent.slice(1).some((s) => has(s.records, r))
-      const acked = under.upstream!().acked
-      wrongly.push(...first.records.filter((r) => !has(wrongly, r) && has(acked, r) && !resent(r)))
+      // offset, which covers the errored one) loses the batch as surely, unless it was re-sent and
+      // that copy delivered. One delivered copy for each acknowledged record.
+      const { acked, failed } = upstream()
+      const delivered = sent.filter((s) => s.told() === 'delivered').flatMap((s) => s.records)
+      const undelivered = matchRecords(acked, delivered).unmatched
+      if (wrongly.length === 0) wrongly = matchRecords(first.records, undelivered).matched
       if (wrongly.length > 0) {
         throw new ConformanceError(
           'source.acknowledges-only-delivered',
@@ -385,12 +443,22 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
           'read receipt.status and acknowledge only on delivered; on errored, re-send or nack so the upstream keeps the data',
         )
       }
-      const failedBack = first.records.every((r) => has(under.upstream!().failed, r) || resent(r))
-      if (!failedBack) {
+      if (undelivered.length > 0) {
         throw new ConformanceError(
           'source.acknowledges-only-delivered',
           kind,
-          'records of an errored batch were neither re-sent nor failed back to the upstream',
+          `the upstream heard "done" for ${undelivered.length} record(s) never sent in a batch resolved delivered, e.g. ${JSON.stringify(undelivered[0])}`,
+          'acknowledge upstream only what a delivered receipt covers, each copy of a repeated record once',
+        )
+      }
+      // Every record fed ends acknowledged (delivered) or failed back, one for one: a record of the
+      // errored batch that was neither re-sent (then delivered) nor failed back is lost.
+      const unsettled = matchRecords([...errored, ...later], [...failed, ...acked]).unmatched
+      if (unsettled.length > 0) {
+        throw new ConformanceError(
+          'source.acknowledges-only-delivered',
+          kind,
+          `${unsettled.length} record(s) of an errored batch were neither re-sent nor failed back to the upstream, e.g. ${JSON.stringify(unsettled[0])}`,
           'on errored, nack (or answer with an error) so the upstream re-delivers, or send the batch again',
         )
       }

@@ -29,7 +29,15 @@ class Queue {
   }
 }
 
-type Flavour = 'good' | 'fire-and-forget' | 'acks-on-accept' | 'peeks-failure' | 'commits-at-stop'
+type Flavour =
+  | 'good'
+  | 'resends'
+  | 'fire-and-forget'
+  | 'acks-on-accept'
+  | 'peeks-failure'
+  | 'commits-at-stop'
+  | 'dedupes-acks-all'
+  | 'dedupes'
 
 function queueSource(queue: Queue, flavour: Flavour): Source {
   return {
@@ -39,8 +47,25 @@ function queueSource(queue: Queue, flavour: Flavour): Source {
       const pending: Promise<unknown>[] = []
       while (!context.signal.aborted && !(queue.closed && queue.waiting.length === 0)) {
         await queue.next(context.signal)
-        const batch = queue.waiting.splice(0, flavour === 'commits-at-stop' ? 2 : queue.waiting.length)
-        if (batch.length === 0) continue
+        const read = queue.waiting.splice(0, flavour === 'commits-at-stop' ? 2 : queue.waiting.length)
+        if (read.length === 0) continue
+        // Broken ('dedupes…'): keeps what it read by content, so of two equal records it sends one;
+        // then acknowledges all it read ('dedupes-acks-all') or what it sent ('dedupes').
+        const batch = flavour.startsWith('dedupes')
+          ? [...new Map(read.map((r) => [JSON.stringify(r), r])).values()]
+          : read
+        const settled = flavour === 'dedupes-acks-all' ? read : batch
+        if (flavour === 'resends') {
+          // Sends an errored batch again until it is delivered; fails it back at the stop.
+          for (;;) {
+            const status = await (await context.send(batch)).status
+            if (status === 'delivered' || context.signal.aborted) {
+              ;(status === 'delivered' ? queue.acked : queue.failed).push(...batch)
+              break
+            }
+          }
+          continue
+        }
         const sending = context.send(batch).then(async (receipt) => {
           if (flavour === 'acks-on-accept') {
             queue.acked.push(...batch)
@@ -52,7 +77,7 @@ function queueSource(queue: Queue, flavour: Flavour): Source {
             return
           }
           const status = await receipt.status
-          ;(status === 'delivered' ? queue.acked : queue.failed).push(...batch)
+          ;(status === 'delivered' ? queue.acked : queue.failed).push(...settled)
         })
         // Broken: keeps the send in a list instead of awaiting it, so run() may return first.
         if (flavour === 'fire-and-forget') pending.push(sending)
@@ -288,5 +313,86 @@ describe('each source rule fails against a source broken that way', () => {
       "source.run-throws (nulls): run() threw: source 'conformance': record 0 of a send is null; a record must be a JSON object",
       "source.run-throws (nulls): run() threw: source 'conformance': record 0 of a send is null; a record must be a JSON object",
     ])
+  })
+
+  describe('records that repeat: each copy is a record of its own', () => {
+    // Two equal records in one feed, and equal records across the errored batch and the later ones.
+    const a = { n: 1, message: 'same' }
+    const b = { n: 2, message: 'same' }
+    const repeated = [a, a, b, { n: 3 }, { n: 3 }, { n: 4 }]
+    const twice = [a, b, { n: 3 }, a, b, { n: 3 }]
+
+    it('passes sources that send, acknowledge and re-send every copy', async () => {
+      for (const records of [repeated, twice]) {
+        for (const flavour of ['good', 'resends'] as const) {
+          const found = await checkSource(make(flavour), { records, timeoutMs: 500 })
+          expect(
+            found.map((f) => f.message),
+            `${flavour} over ${JSON.stringify(records)}`,
+          ).toEqual([])
+        }
+      }
+    })
+
+    it('source.acknowledges-only-delivered: a source that sends one of two equal records and acknowledges both', async () => {
+      // An acknowledged record was matched by any equal record sent: the copy never sent passed.
+      const found = await checkSource(make('dedupes-acks-all'), { records: repeated, timeoutMs: 500 })
+      expect(found.map((f) => f.message.split('\n')[0])).toEqual([
+        'source.acknowledges-only-delivered (queue_dedupes-acks-all): at the stop, the upstream heard "done" for 2 record(s) never sent in a batch resolved delivered, e.g. {"n":1,"message":"same"}',
+        'source.acknowledges-only-delivered (queue_dedupes-acks-all): the upstream heard "done" for 1 record(s) never sent in a batch resolved delivered, e.g. {"n":3}',
+      ])
+    })
+
+    it('source.acknowledges-only-delivered: a source that sends one of two equal records and drops the other', async () => {
+      // The later records were found acknowledged by any equal one: the copy never sent passed.
+      const found = await checkSource(make('dedupes'), { records: repeated, timeoutMs: 500 })
+      expect(found.map((f) => f.message.split('\n')[0])).toEqual([
+        'source.acknowledges-only-delivered (queue_dedupes): the source never sent 2 of the 6 record(s) fed (nor failed them back), e.g. {"n":1,"message":"same"}',
+      ])
+    })
+
+    it('source.acknowledges-only-delivered: a source that neither re-sends nor fails back one of two equal records of an errored batch', async () => {
+      // The errored batch's records were found failed back by any equal one.
+      const found = await checkSource(
+        () => {
+          const under = make('good')()
+          const failed: JsonObject[] = []
+          return {
+            ...under,
+            upstream: () => {
+              const { acked, failed: all } = under.upstream!()
+              // Broken: fails back each record of a batch once, however many copies it held.
+              failed.splice(0, failed.length, ...new Map(all.map((r) => [JSON.stringify(r), r])).values())
+              return { acked, failed }
+            },
+          }
+        },
+        { records: repeated, timeoutMs: 500 },
+      )
+      expect(found.map((f) => f.message.split('\n')[0])).toEqual([
+        'source.acknowledges-only-delivered (queue_good): 1 record(s) of an errored batch were neither re-sent nor failed back to the upstream, e.g. {"n":1,"message":"same"}',
+      ])
+    })
+
+    it('matches records deeply equal, whatever the order of their keys (an upstream that stores them as jsonb)', async () => {
+      // Compared as JSON text, a record read back with its keys in another order was never found
+      // acknowledged: a correct source failed.
+      const sorted = (r: JsonObject): JsonObject =>
+        Object.fromEntries(Object.entries(r).sort(([x], [y]) => (x < y ? -1 : 1))) as JsonObject
+      const found = await checkSource(
+        () => {
+          const under = make('good')()
+          return {
+            ...under,
+            upstream: () => {
+              const { acked, failed } = under.upstream!()
+              return { acked: acked.map(sorted), failed: failed.map(sorted) }
+            },
+          }
+        },
+        { timeoutMs: 500 },
+      )
+      expect(found.map((f) => f.message)).toEqual([])
+    })
   })
 })
