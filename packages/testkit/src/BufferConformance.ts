@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { inspect } from 'node:util'
+import { inspect, isDeepStrictEqual } from 'node:util'
 import type { BatchStatus, BatchStatusReceiver, EventArray, JsonObject, LogEvent } from '@ackline/core'
 import type { EdgeBuffer } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
@@ -22,6 +22,7 @@ import {
   within,
 } from './ConformanceRunner.js'
 import { batchOf, defaultRecords } from './internal/fixtures.js'
+import { matchRecords } from './internal/matchRecords.js'
 
 /** A buffer under test, and (for the durability rule) how to crash it and open it again. */
 export interface BufferUnderTest {
@@ -39,7 +40,11 @@ export interface BufferUnderTest {
 
 /** Options of {@link bufferConformance} and {@link checkBuffer}. */
 export interface BufferConformanceOptions {
-  /** Records to push (default: six small log records). */
+  /**
+   * Records to push (default: six small log records). What comes out is compared with them one
+   * for one (two equal records pushed, two handed out) and deeply equal (the order of their keys
+   * does not count).
+   */
   readonly records?: readonly JsonObject[]
   /** Whether `pull` hands events out in push order (default true). */
   readonly keepsOrder?: boolean
@@ -172,15 +177,16 @@ const turns = async (n = 5) => {
   for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve))
 }
 
-const sameRecords = (a: readonly JsonObject[], b: readonly JsonObject[], ordered: boolean) => {
-  const key = (list: readonly JsonObject[]) => list.map((r) => JSON.stringify(r))
-  const [x, y] = [key(a), key(b)]
-  if (!ordered) {
-    x.sort()
-    y.sort()
-  }
-  return x.join('\n') === y.join('\n')
-}
+/**
+ * Whether `a` and `b` hold the same records, one for one and deeply equal (a buffer that stores
+ * records with their keys in another order, as a jsonb column does, hands out the same records),
+ * in the same order when `ordered`.
+ */
+const sameRecords = (a: readonly JsonObject[], b: readonly JsonObject[], ordered: boolean) =>
+  a.length === b.length &&
+  (ordered
+    ? a.every((record, i) => isDeepStrictEqual(record, b[i]))
+    : matchRecords(a, b).unmatched.length === 0)
 
 /** What `make` gives, failing the rule (`buffer.settles`) when it does not settle within the timeout. */
 const made = (subject: Subject) => step(subject, 'make()', subject.make)
@@ -380,13 +386,8 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
         if (isEventArray(inFlight))
           for (const event of inFlight.events) if (!event.isEnded) event.end('errored')
       }
-      // One record out for each owed (the push after the pull repeats a record).
-      const left = out.map((o) => JSON.stringify(o))
-      const missing = owed.filter((r) => {
-        const at = left.indexOf(JSON.stringify(r))
-        if (at >= 0) left.splice(at, 1)
-        return at < 0
-      })
+      // One record out for each owed (the push after the pull repeats a record), deeply equal.
+      const missing = matchRecords(owed, out).unmatched
       if (missing.length > 0) {
         throw new ConformanceError(
           'buffer.durable-before-acknowledged',

@@ -16,9 +16,11 @@ function queue(
     emptyWhenIdle?: boolean
     repeatLast?: boolean
     ignoreAbort?: boolean
+    dropsRepeats?: boolean
   } = {},
 ): EdgeBuffer {
   const items: EventArray[] = []
+  const seen = new Set<string>()
   let waiting: ((a: EventArray | undefined) => void) | undefined
   let closed = false
   let last: EventArray | undefined
@@ -34,6 +36,16 @@ function queue(
         const [first, ...rest] = events.events
         first!.end('delivered')
         events = new EventArray(rest)
+      }
+      if (options.dropsRepeats === true) {
+        // Broken: keeps one record of each content, ending (delivered) a repeat it pushed before.
+        const kept = events.events.filter((e) => {
+          const key = JSON.stringify(e.fields)
+          if (!seen.has(key)) return seen.add(key)
+          e.end('delivered')
+          return false
+        })
+        events = new EventArray(kept)
       }
       // Broken: lets go of the first handle without ending it; nothing ever settles it.
       if (options.forget === true && events.length > 1) events = new EventArray(events.events.slice(1))
@@ -80,6 +92,7 @@ function queue(
 function diskLike(
   syncBeforeAck: boolean,
   forgetsOnPull: boolean | 'at-next-sync' = false,
+  sortsKeys = false,
 ): () => Promise<BufferUnderTest> {
   return async () => {
     const disk = { synced: [] as JsonObject[], unsynced: [] as JsonObject[], handedOut: [] as JsonObject[] }
@@ -98,7 +111,14 @@ function diskLike(
       return {
         ...inner,
         async push(events) {
-          const fields = events.events.map((e) => ({ ...e.fields }) as JsonObject)
+          // Stored as a jsonb column stores them ('sortsKeys'): the same records, keys in another order.
+          const fields = events.events.map((e) =>
+            sortsKeys
+              ? (Object.fromEntries(
+                  Object.entries(e.fields).sort(([x], [y]) => (x < y ? -1 : 1)),
+                ) as JsonObject)
+              : ({ ...e.fields } as JsonObject),
+          )
           disk.unsynced.push(...fields)
           const sync = () => {
             disk.synced.push(...disk.unsynced.splice(0))
@@ -145,6 +165,21 @@ describe('each buffer rule fails against a buffer broken that way', () => {
   it('passes the good ones', async () => {
     expect(await codes(async () => ({ buffer: queue() }))).toEqual([])
     expect(await codes(diskLike(true), true)).toEqual([])
+  })
+
+  it('passes a buffer that hands records out with their keys in another order (stored as jsonb)', async () => {
+    // Compared as JSON text, the same records with their keys reordered were not the records pushed.
+    expect(await codes(diskLike(true, false, true), true)).toEqual([])
+  })
+
+  it('buffer.hands-out-what-it-accepts: a buffer that drops the second of two equal records', async () => {
+    const records = [{ n: 1 }, { n: 1 }, { n: 2 }, { n: 3 }, { n: 2 }, { n: 4 }]
+    const found = await checkBuffer(async () => ({ buffer: queue({ dropsRepeats: true }) }), {
+      records,
+      timeoutMs: 300,
+    })
+    expect(found.map((f) => f.code)).toEqual(['buffer.hands-out-what-it-accepts'])
+    expect(found[0]!.message).toContain('pushed 6 record(s), pulled [{"n":1},{"n":2},{"n":3},{"n":4}]')
   })
 
   it('buffer.durable-before-acknowledged: a buffer that acknowledges before fsync', async () => {
