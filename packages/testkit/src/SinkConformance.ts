@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { inspect, isDeepStrictEqual } from 'node:util'
+import { inspect } from 'node:util'
 import type { DeliveryStatus, JsonObject, LogEvent } from '@ackline/core'
 import type { Sink } from '@ackline/topology'
 import { TopologyBuilder } from '@ackline/topology'
@@ -26,6 +26,7 @@ import { classifyError, classifyResult, isValidEntry } from './internal/classify
 import { describeThrown } from './internal/describeThrown.js'
 import { batchOf, defaultRecords, listSource, runTopology } from './internal/fixtures.js'
 import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
+import { matchRecords } from './internal/matchRecords.js'
 
 /** Options of {@link sinkConformance} and {@link checkSink}. */
 export interface SinkConformanceOptions<S extends Sink = Sink> {
@@ -245,14 +246,8 @@ const storedBefore = (subject: Subject, sink: Sink): Promise<readonly JsonObject
   )
 
 /** `stored` without one match (deeply equal) of each record of `before`: what a rule's writes added. */
-function added(stored: readonly JsonObject[], before: readonly JsonObject[]): JsonObject[] {
-  const left = [...stored]
-  for (const record of before) {
-    const at = left.findIndex((s) => isDeepStrictEqual(s, record))
-    if (at >= 0) left.splice(at, 1)
-  }
-  return left
-}
+const added = (stored: readonly JsonObject[], before: readonly JsonObject[]): JsonObject[] =>
+  matchRecords(before, stored).left
 
 /** Every rule of the sink suite, in the order they run. */
 export const sinkRules: readonly ConformanceRule<Subject>[] = [
@@ -496,14 +491,8 @@ const stopHangs = (sink: Sink) =>
  * record at most (deeply equal): two identical records sent need two stored, so a sink that
  * stores one of them is caught when a user's records repeat.
  */
-function unmatched(stored: readonly JsonObject[], expected: readonly JsonObject[]): JsonObject[] {
-  const left = [...stored]
-  return expected.filter((record) => {
-    const at = left.findIndex((s) => isDeepStrictEqual(s, record))
-    if (at >= 0) left.splice(at, 1)
-    return at < 0
-  })
-}
+const unmatched = (stored: readonly JsonObject[], expected: readonly JsonObject[]): JsonObject[] =>
+  matchRecords(expected, stored).unmatched
 
 /**
  * Registers the sink suite with the test runner: one test per rule, each on a fresh sink from
