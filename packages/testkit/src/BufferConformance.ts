@@ -414,7 +414,13 @@ export function bufferConformance(
   make: () => Promise<BufferUnderTest>,
   options: BufferConformanceOptions = {},
 ): void {
-  register(name, bufferRules, { ...options, make }, options.runner, (options.timeoutMs ?? 5000) * 4)
+  // Each step a rule waits for may take up to timeoutMs: buffer.durable-before-acknowledged waits
+  // for make, three pushes, their acknowledgements (two waits), a pull, the crash, the reopen and a
+  // close (ten), then drains the reopened buffer, a pull per array (up to records + 5). The runner must
+  // not end a rule sooner, or a correct but slow buffer (an fsync per push) fails by the runner's
+  // timeout, named by no rule. One more for the turns between them.
+  const steps = (options.records ?? defaultRecords()).length + 16
+  register(name, bufferRules, { ...options, make }, options.runner, (options.timeoutMs ?? 5000) * steps)
 }
 
 /** Runs the buffer suite without a test runner and returns the rules the buffer broke (none: conforms). */

@@ -491,7 +491,11 @@ export function sourceConformance(
   make: () => SourceUnderTest | Promise<SourceUnderTest>,
   options: SourceConformanceOptions = {},
 ): void {
-  register(name, sourceRules, { ...options, make }, options.runner, (options.timeoutMs ?? 5000) * 3)
+  // Each step a rule waits for may take up to timeoutMs: source.acknowledges-only-delivered waits
+  // for make, two feeds, the first send, the acknowledgements of what was fed later, and run()'s
+  // return (six); the runner must not end a rule sooner, or a correct but slow source fails by the
+  // runner's timeout, named by no rule. One more for the turns and pumps between them.
+  register(name, sourceRules, { ...options, make }, options.runner, (options.timeoutMs ?? 5000) * 7)
 }
 
 /** Runs the source suite without a test runner and returns the rules the source broke (none: conforms). */

@@ -317,3 +317,57 @@ describe('a buffer step that never settles', () => {
     )
   })
 })
+
+describe('the time a rule is given', () => {
+  it("gives the runner's test the time of every call a rule waits for, each up to timeoutMs", async () => {
+    // Each call of a correct buffer may take up to timeoutMs (an fsync per push, a read from disk
+    // per pull); a rule that makes more calls than its runner timeout holds was ended by the
+    // runner, named by no rule.
+    let calls = 0
+    const count = (buffer: EdgeBuffer): EdgeBuffer => ({
+      push: (events) => {
+        calls++
+        return buffer.push(events)
+      },
+      pull: (signal) => {
+        calls++
+        return buffer.pull(signal)
+      },
+      close: () => {
+        calls++
+        return buffer.close()
+      },
+    })
+    const counted = async (): Promise<BufferUnderTest> => {
+      calls++
+      const under = await diskLike(true)()
+      return {
+        buffer: count(under.buffer),
+        crash: () => {
+          calls++
+          return under.crash!()
+        },
+        reopen: async () => {
+          calls++
+          return count(await under.reopen!())
+        },
+      }
+    }
+    const timeoutMs = 50
+    const tests: { name: string; body: () => Promise<void>; timeout: number | undefined }[] = []
+    bufferConformance('counted', counted, {
+      acknowledgesOnWrite: true,
+      timeoutMs,
+      runner: {
+        describe: (_, body) => body(),
+        it: (name, body, timeout) => tests.push({ name, body, timeout }),
+      },
+    })
+    expect(tests).toHaveLength(4)
+    for (const test of tests) {
+      calls = 0
+      await test.body()
+      expect(calls * timeoutMs, test.name).toBeLessThanOrEqual(test.timeout ?? 0)
+    }
+  })
+})

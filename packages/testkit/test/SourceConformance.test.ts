@@ -396,3 +396,51 @@ describe('each source rule fails against a source broken that way', () => {
     })
   })
 })
+
+describe('the time a rule is given', () => {
+  it("gives the runner's test the time of every step a rule waits for, each up to timeoutMs", async () => {
+    // Each step of a correct source may take up to timeoutMs (a broker's round trip to send, a
+    // slow feed); a rule that waits for more steps than its runner timeout holds was ended by the
+    // runner, named by no rule.
+    let steps = 0
+    const counted = (): SourceUnderTest => {
+      steps++
+      const under = make('good')()
+      return {
+        ...under,
+        feed: (records) => {
+          steps++
+          return under.feed!(records)
+        },
+        source: {
+          ...under.source,
+          async run(context) {
+            await under.source.run({
+              ...context,
+              send: (records, options) => {
+                steps++
+                return context.send(records, options)
+              },
+            })
+            steps++
+          },
+        },
+      }
+    }
+    const timeoutMs = 50
+    const tests: { name: string; body: () => Promise<void>; timeout: number | undefined }[] = []
+    sourceConformance('counted', counted, {
+      timeoutMs,
+      runner: {
+        describe: (_, body) => body(),
+        it: (name, body, timeout) => tests.push({ name, body, timeout }),
+      },
+    })
+    expect(tests).toHaveLength(2)
+    for (const test of tests) {
+      steps = 0
+      await test.body()
+      expect(steps * timeoutMs, test.name).toBeLessThanOrEqual(test.timeout ?? 0)
+    }
+  })
+})
