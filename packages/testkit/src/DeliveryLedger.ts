@@ -123,8 +123,11 @@ export class DeliveryLedger {
   readonly #acknowledgements: boolean
   readonly #field: string
   readonly #tags = new WeakMap<LogEvent, string>()
-  /** The fate each handle's last write reported: a retry replaces it, another copy's stays. */
-  readonly #attempts = new WeakMap<LogEvent, CopyFate>()
+  /**
+   * The fate each handle's last write at each sink reported: a retry there replaces it; another
+   * copy's, or the same handle's at another sink (a harness that writes one event to two), stays.
+   */
+  readonly #attempts = new WeakMap<LogEvent, Map<string, CopyFate>>()
   readonly #pending: Promise<unknown>[] = []
   /** Per source, how many sends it began: a batch's number is taken before its send is awaited. */
   readonly #sends = new Map<string, number>()
@@ -293,7 +296,9 @@ export class DeliveryLedger {
           fields: fields[i],
         }
         record.fates.push(fate)
-        ledger.#attempts.set(event, fate)
+        const bySink = ledger.#attempts.get(event) ?? new Map<string, CopyFate>()
+        bySink.set(id, fate)
+        ledger.#attempts.set(event, bySink)
       })
     }
     return {
@@ -509,13 +514,13 @@ export class DeliveryLedger {
 
   /**
    * Drops what this handle's previous attempt at `sink` reported, so a retry's report replaces it.
-   * Only that handle's: another copy of the record written to the same sink (two paths into it)
-   * keeps its own report.
+   * Only that handle's at that sink: another copy of the record written to the same sink (two
+   * paths into it) keeps its own report, and so does this handle's at another sink.
    */
   #forget(events: readonly LogEvent[], sink: string): void {
     for (const event of events) {
-      const fate = this.#attempts.get(event)
-      if (fate === undefined || fate.component !== sink) continue
+      const fate = this.#attempts.get(event)?.get(sink)
+      if (fate === undefined) continue
       const fates = this.#recordOf(event)?.fates
       const i = fates?.indexOf(fate) ?? -1
       if (i >= 0) fates!.splice(i, 1)

@@ -1,6 +1,13 @@
-import type { DeliveryStatus, JsonObject, LogEvent } from '@ackline/core'
+import { BatchNotifier, type DeliveryStatus, EventArray, type JsonObject, type LogEvent } from '@ackline/core'
 import { DeliveryLedger, DeliveryViolation } from '@ackline/testkit'
-import { NO_RECEIPT, type Sink, type Source, TopologyBuilder, type Transform } from '@ackline/topology'
+import {
+  NO_RECEIPT,
+  type Sink,
+  type Source,
+  type SourceContext,
+  TopologyBuilder,
+  type Transform,
+} from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
 const source = (batches: JsonObject[][]): Source => ({
@@ -221,6 +228,48 @@ describe('DeliveryLedger', () => {
     expect(ledger.verdict(ledger.records[0]!)).toBe('errored')
     expect(ledger.batches[0]!.told).toBe('errored')
     await ledger.expectMatchesModel()
+  })
+
+  it("keeps only the last attempt's report at each sink when a harness writes one event to two sinks and retries one", async () => {
+    // A harness of one's own, no runtime: each send becomes one EventArray written to both sinks
+    // (the runtime would clone it for each), and the first sink's failed write is retried after the
+    // second sink's. The retry must replace the first sink's failed report, not the other sink's.
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    let attempts = 0
+    const flaky = ledger.sink('flaky', {
+      kind: 'flaky',
+      async write() {
+        if (++attempts === 1) throw new Error('first attempt fails')
+        return undefined
+      },
+    })
+    const steady = ledger.sink('steady', sink())
+    const harness: SourceContext = {
+      id: 'in',
+      acknowledgements: true,
+      signal: new AbortController().signal,
+      async send(records) {
+        const { notifier, receiver } = BatchNotifier.create({ sourceId: 'in' })
+        const events = EventArray.fromRecords([...records], { sourceId: 'in', batch: notifier })
+        const written = await flaky.write(events).then(
+          () => true,
+          () => false,
+        )
+        await steady.write(events)
+        if (!written) await flaky.write(events)
+        events.end('delivered')
+        return { batchId: 'harness', status: receiver.promise, failure: undefined }
+      },
+      sendEvents: async () => {},
+    }
+    await ledger.source('in', source([[{ n: 0 }]])).run(harness)
+    expect(attempts).toBe(2)
+    expect(ledger.records[0]!.fates.map((f) => [f.component, f.status])).toEqual([
+      ['steady', 'delivered'],
+      ['flaky', 'delivered'],
+    ])
+    await ledger.expectMatchesModel()
+    await ledger.expectNoAckWithoutDelivery()
   })
 
   it('reports a record lost when a transform forgets it yet its batch is delivered', async () => {
