@@ -15,7 +15,7 @@ import {
   crashLoop,
 } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 
 const root = fileURLToPath(new URL('../../..', import.meta.url))
 const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url))
@@ -239,15 +239,45 @@ describe('crashLoop', () => {
   }, 30_000)
 
   it('fails NO_PROGRESS, saying so, when a child said its input was finished and does not exit', async () => {
-    const error = await crashLoop({
-      ...counter,
-      args: ['finished', '3', 'hang'],
-      rounds: 1,
-      killAfter: { min: 10, max: 10 },
-      stallMs: 500,
-    }).catch((e: unknown) => e)
-    expect((error as CrashLoopError).code).toBe('NO_PROGRESS')
-    expect((error as Error).message).toContain('said its input was finished, then did not exit within 500 ms')
+    // stallMs is counted from the child's start too: in real time, a child slow to start (a loaded
+    // machine) reached it before its finished line, and failed for reporting nothing. The loop's
+    // clock stands still until the child said its input was finished (its line `hanging` comes
+    // right after, on the same stream), then moves by stallMs.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    try {
+      let hanging!: () => void
+      const saidFinished = new Promise<void>((resolve) => {
+        hanging = resolve
+      })
+      let settled = false
+      const failing = crashLoop({
+        ...counter,
+        args: ['finished', '3', 'hang'],
+        rounds: 1,
+        killAfter: { min: 10, max: 10 },
+        stallMs: 500,
+        onOutput: (line) => {
+          if (line === 'hanging') hanging()
+        },
+      })
+        .catch((e: unknown) => e)
+        .finally(() => {
+          settled = true
+        })
+      await saidFinished
+      // Counted from the finished line: not a millisecond sooner.
+      await vi.advanceTimersByTimeAsync(499)
+      expect(settled).toBe(false)
+      await vi.advanceTimersByTimeAsync(1)
+      const error = await failing
+      expect((error as CrashLoopError).code).toBe('NO_PROGRESS')
+      expect((error as Error).message).toContain(
+        'said its input was finished, then did not exit within 500 ms',
+      )
+      expect(alive((error as CrashLoopError).pid!)).toBe(false)
+    } finally {
+      vi.useRealTimers()
+    }
   }, 30_000)
 
   it('fails when the last run exits before `until` holds', async () => {
