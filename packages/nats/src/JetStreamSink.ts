@@ -5,7 +5,8 @@
  * Invariants:
  * - An event is `delivered` only when its PubAck arrived, or when the PubAck says the stream
  *   already held a message with the same `Nats-Msg-Id` (a duplicate is a delivery that happened
- *   before, counted once in `counters.duplicates`).
+ *   before, counted once in `counters.duplicates`). A PubAck names its stream and sequence: any
+ *   other reply (a core NATS service answering requests on the subject) is a failed publish.
  * - The `Nats-Msg-Id` of an event is `msgId(event)` when that option is given, else the record's
  *   public identity (`RecordId.of(event)`, the `_recordId` field its source set), else
  *   `<stream>:<sequence>` of a jetstream source's `_nats` metadata, else none. The `_recordId`
@@ -48,6 +49,7 @@ import {
   type JetStreamClient,
   jetstream as jetstreamClient,
   jetstreamManager,
+  type PubAck,
   PubHeaders,
 } from '@nats-io/jetstream'
 import { MsgHdrsImpl } from '@nats-io/transport-node'
@@ -222,6 +224,17 @@ class JetStreamPublisher implements JetStreamSink {
           .publish(o.subject, payload, { timeout: o.timeoutMs, headers: hdrs })
           .then(
             (ack) => {
+              // The publish is a request, and the first reply wins: a core NATS responder on the
+              // subject (once no stream captures it) answers with JSON the client takes for a PubAck.
+              if (!isPubAck(ack)) {
+                this.#count.failed++
+                retryable = true
+                results[i] = new RetryableError(
+                  'jetstream',
+                  `publish to '${o.subject}' got a reply that is not a PubAck (no stream and sequence: ${shortJson(ack)}): no stream stored it`,
+                )
+                return
+              }
               if (ack.duplicate) this.#count.duplicates++
               else this.#count.published++
               results[i] = 'delivered'
@@ -362,6 +375,28 @@ function headersOf(id: string | undefined): MsgHdrsImpl | RejectError {
       },
     )
   }
+}
+
+/**
+ * Whether a reply the client parsed as a PubAck is one: it names the stream that stored the message
+ * and its sequence there. The client only refuses a reply whose stream is `''`, so `{}` or
+ * `{"received":true}` from a service answering requests on the subject passed for a stored message.
+ */
+function isPubAck(ack: PubAck): boolean {
+  const { stream, seq } = ack as { stream?: unknown; seq?: unknown }
+  return (
+    typeof stream === 'string' &&
+    stream !== '' &&
+    typeof seq === 'number' &&
+    Number.isSafeInteger(seq) &&
+    seq > 0
+  )
+}
+
+/** A reply as a reason shows it: its JSON, cut to 200 characters. */
+function shortJson(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value)
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text
 }
 
 function messageOf(error: unknown): string {

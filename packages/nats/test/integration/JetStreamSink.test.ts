@@ -271,6 +271,39 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     )
   })
 
+  it('a reply that is no PubAck (a core NATS responder on the subject once no stream captures it) is never delivered', async () => {
+    // js.publish is a request: the first reply wins, whoever sends it. The client took any JSON
+    // without an error for a PubAck as long as its stream was not '' ('{}' has none at all), so
+    // once the stream was deleted, a service answering requests on that subject made every event
+    // delivered: acked upstream, stored nowhere.
+    const stream = await admin.stream('NOTACK')
+    const subject = `${stream}.out`
+    const sink = jetstreamSink({ servers: NATS_URL, subject, timeoutMs: 2000 })
+    await sink.start()
+    await admin.jsm.streams.delete(stream)
+    const replies = ['{"received":true}', '{}', '{"stream":"","seq":0}', '{"stream":"X"}']
+    let answered = 0
+    const service = admin.nc.subscribe(subject, {
+      callback: (_error, msg) => {
+        msg.respond(replies[answered++ % replies.length])
+      },
+    })
+    await admin.nc.flush()
+    try {
+      const result = await sink.write(EventArray.of(...replies.map((_, n) => new LogEvent({ n }))))
+      expect(answered).toBe(replies.length)
+      expect(result?.map((entry) => (entry instanceof Error ? entry.name : entry))).toEqual(
+        replies.map(() => 'RetryableError'),
+      )
+      expect(String(result?.[0])).toMatch(/not a PubAck/)
+      expect(sink.counters).toMatchObject({ published: 0, duplicates: 0, failed: replies.length })
+      console.log(`checked: replies ${replies.join(' ')} all errored: ${String(result?.[0])}`)
+    } finally {
+      service.unsubscribe()
+      await sink.stop()
+    }
+  })
+
   it('a publish that gets no PubAck is never delivered: errored alone without ids, the whole write retried with them', async () => {
     const stream = await admin.stream('LOST')
     const proxy = await tcpProxy({ target: { host: NATS_HOST, port: NATS_PORT } })
