@@ -5,12 +5,46 @@
  * `ComponentError` naming the component and the servers; once connected, the client reconnects by
  * itself with back-off (`reconnectTimeWaitMs`, with jitter) for as long as the component runs, and
  * every drop and reconnect is counted here, in one place. `close()` is idempotent and first flushes
- * what was written, so acks and publishes sent before it reach the server.
+ * what was written, so acks and publishes sent before it reach the server. No socket the client
+ * opened outlives a failed first connect or a `close()`: nats.js leaves open the socket of a connect
+ * attempt whose server never sent its INFO, which kept the process from exiting.
  *
  * @module
  */
+import { AsyncLocalStorage } from 'node:async_hooks'
+import { subscribe } from 'node:diagnostics_channel'
+import type { Socket } from 'node:net'
 import { ComponentError } from '@ackline/topology'
 import { connect, type NatsConnection } from '@nats-io/transport-node'
+
+/**
+ * The sockets the client opened for one connection (its first connect and every reconnect, which
+ * run in the async context of the first), while they are open. nats.js times out a connect whose
+ * server accepted the TCP connection and never sent its INFO (a hung server, a load balancer with
+ * no backend, a port of another service that waits for the client to speak), but its transport's
+ * close does nothing before the INFO: the socket stayed open, and the process could not exit,
+ * after a failed first connect as after a close during a reconnect. The client shows no handle on
+ * it, so its sockets are collected as Node creates them (the `net.client.socket` channel).
+ */
+const clientSockets = new AsyncLocalStorage<Set<Socket>>()
+let collecting = false
+
+function collectSockets(): void {
+  if (collecting) return
+  collecting = true
+  subscribe('net.client.socket', (message) => {
+    const sockets = clientSockets.getStore()
+    if (sockets === undefined) return
+    const { socket } = message as { socket: Socket }
+    sockets.add(socket)
+    socket.once('close', () => sockets.delete(socket))
+  })
+}
+
+function destroyAll(sockets: Set<Socket>): void {
+  for (const socket of sockets) socket.destroy()
+  sockets.clear()
+}
 
 /** What a component needs to connect. */
 export interface ConnectionOptions {
@@ -40,13 +74,16 @@ export class Connection {
 
   readonly #component: string
   readonly #servers: string
+  /** The client's sockets that are open (see {@link clientSockets}). */
+  readonly #sockets: Set<Socket>
   /** Set once `close()` was called: a close that came otherwise is the client giving up. */
   #closedByUs = false
 
-  private constructor(nc: NatsConnection, component: string, servers: string) {
+  private constructor(nc: NatsConnection, component: string, servers: string, sockets: Set<Socket>) {
     this.nc = nc
     this.#component = component
     this.#servers = servers
+    this.#sockets = sockets
     void this.#follow()
   }
 
@@ -56,22 +93,27 @@ export class Connection {
    */
   static async open(component: string, options: ConnectionOptions): Promise<Connection> {
     const servers = typeof options.servers === 'string' ? [options.servers] : [...options.servers]
+    collectSockets()
+    const sockets = new Set<Socket>()
     try {
-      const nc = await connect({
-        servers,
-        ...(options.user !== undefined ? { user: options.user } : {}),
-        ...(options.pass !== undefined ? { pass: options.pass } : {}),
-        ...(options.token !== undefined ? { token: options.token } : {}),
-        ...(options.name !== undefined ? { name: options.name } : {}),
-        timeout: options.connectTimeoutMs,
-        reconnect: true,
-        maxReconnectAttempts: -1,
-        reconnectTimeWait: options.reconnectTimeWaitMs,
-        // A failed first connect is reported, not retried forever: the user sees a wrong address at start.
-        waitOnFirstConnect: false,
-      })
-      return new Connection(nc, component, servers.join(', '))
+      const nc = await clientSockets.run(sockets, () =>
+        connect({
+          servers,
+          ...(options.user !== undefined ? { user: options.user } : {}),
+          ...(options.pass !== undefined ? { pass: options.pass } : {}),
+          ...(options.token !== undefined ? { token: options.token } : {}),
+          ...(options.name !== undefined ? { name: options.name } : {}),
+          timeout: options.connectTimeoutMs,
+          reconnect: true,
+          maxReconnectAttempts: -1,
+          reconnectTimeWait: options.reconnectTimeWaitMs,
+          // A failed first connect is reported, not retried forever: the user sees a wrong address at start.
+          waitOnFirstConnect: false,
+        }),
+      )
+      return new Connection(nc, component, servers.join(', '), sockets)
     } catch (error) {
+      destroyAll(sockets)
       throw connectError(component, servers.join(', '), error, 'cannot connect')
     }
   }
@@ -132,7 +174,10 @@ export class Connection {
     return a !== major ? a > major : b !== minor ? b > minor : c >= patch
   }
 
-  /** Flushes (so what was written reached the server), then closes; harmless to call twice. */
+  /**
+   * Flushes (so what was written reached the server), then closes, and destroys any socket the
+   * client left open (a reconnect attempt to a server that never answered); harmless to call twice.
+   */
   close(): Promise<void> {
     this.#closedByUs = true
     this.#closing ??= (async () => {
@@ -141,6 +186,7 @@ export class Connection {
         await Promise.race([this.nc.flush().catch(() => undefined), delay(2000)])
         await this.nc.close().catch(() => undefined)
       }
+      destroyAll(this.#sockets)
       this.#state = 'closed'
     })()
     return this.#closing

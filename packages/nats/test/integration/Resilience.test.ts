@@ -1,6 +1,6 @@
 import { createConnection, createServer, type Socket } from 'node:net'
 import type { EventArray } from '@ackline/core'
-import { jetstream } from '@ackline/nats'
+import { jetstream, jetstreamSink } from '@ackline/nats'
 import { memory } from '@ackline/sinks'
 import { tcpProxy } from '@ackline/testkit'
 import { ComponentError, type LifecycleEvent, type Sink, TopologyBuilder } from '@ackline/topology'
@@ -79,6 +79,56 @@ async function revokingProxy() {
     },
     revoke() {
       revoked = true
+      for (const socket of sockets) socket.destroy()
+    },
+    close() {
+      for (const socket of sockets) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
+/**
+ * A proxy in front of the server that forwards until `silence()`; from then on it cuts what is
+ * open and accepts each new connection without a word (no INFO, nothing read back): a server that
+ * hangs, or a load balancer with no backend. `silent` counts those connections still open.
+ */
+async function silencingProxy() {
+  const sockets = new Set<Socket>()
+  const silentSockets = new Set<Socket>()
+  let silenced = false
+  let accepted = 0
+  const server = createServer((client) => {
+    sockets.add(client)
+    client.on('error', () => undefined).on('close', () => sockets.delete(client))
+    if (silenced) {
+      accepted++
+      silentSockets.add(client)
+      client.on('close', () => silentSockets.delete(client))
+      return
+    }
+    const upstream = createConnection({ host: NATS_HOST, port: NATS_PORT })
+    sockets.add(upstream)
+    upstream.on('error', () => undefined).on('close', () => sockets.delete(upstream))
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
+    client.pipe(upstream)
+    upstream.pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  return {
+    address: `127.0.0.1:${port}`,
+    /** Connections accepted once silenced. */
+    get accepted() {
+      return accepted
+    },
+    /** Of those, the ones the client has not closed. */
+    get silent() {
+      return silentSockets.size
+    },
+    silence() {
+      silenced = true
       for (const socket of sockets) socket.destroy()
     },
     close() {
@@ -387,6 +437,43 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       await Promise.all([topologyA.stop({ drainTimeoutMs: 500 }), topologyB.stop()])
     }
   }, 60_000)
+
+  it('a first connect to a server that never sends its INFO fails, and the client closes its socket (the process can exit)', async () => {
+    // nats.js times the connect out but leaves open a socket that got no INFO (its transport's
+    // close does nothing before the INFO): the start failed with CONNECT_FAILED and the process
+    // could not exit while the peer kept the socket open (a typo pointing at Redis: for ever).
+    const proxy = await silencingProxy()
+    proxy.silence()
+    try {
+      const sink = jetstreamSink({ servers: proxy.address, subject: 'x.y', connectTimeoutMs: 300 })
+      await expect(sink.start()).rejects.toMatchObject({ code: 'CONNECT_FAILED', field: 'servers' })
+      expect(proxy.accepted).toBe(1)
+      await until('the client closed the socket it connected', () => proxy.silent === 0, 5000)
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  it('a stop while the client reconnects to a server that never answers closes that socket too (the process can exit)', async () => {
+    const stream = await admin.stream('SILENT')
+    const proxy = await silencingProxy()
+    const sink = jetstreamSink({
+      servers: proxy.address,
+      subject: `${stream}.out`,
+      connectTimeoutMs: 60_000,
+      reconnectTimeWaitMs: 50,
+    })
+    try {
+      await sink.start()
+      proxy.silence()
+      await until('the client reconnecting to the silent server', () => proxy.silent === 1, 5000)
+      await sink.stop()
+      await until('the client closed the socket of its reconnect attempt', () => proxy.silent === 0, 5000)
+    } finally {
+      await sink.stop()
+      await proxy.close()
+    }
+  })
 
   it('credentials revoked: once the client closed the connection for good, the run fails with AUTH_FAILED instead of warning of failed pulls for ever', async () => {
     // nats.js gives up reconnecting after a second authorization error in a row and closes the
