@@ -9,7 +9,8 @@
  *   other reply (a core NATS service answering requests on the subject) is a failed publish.
  * - The `Nats-Msg-Id` of an event is `msgId(event)` when that option is given, else the record's
  *   public identity (`RecordId.of(event)`, the `_recordId` field its source set), else
- *   `<stream>:<sequence>` of a jetstream source's `_nats` metadata, else none. The `_recordId`
+ *   `<stream>:<sequence>:<stored time in ms>` of a jetstream source's `_nats` metadata (the time
+ *   tells a stream made again, whose sequences start over, from the one before), else none. The `_recordId`
  *   field and the metadata field are left out of the payload.
  * - A timeout, a dropped connection or an error from the server never counts as delivered: with a
  *   message id on every event the whole write is retried (`RetryableError`; the ids make the
@@ -76,7 +77,7 @@ export const JetStreamSinkOptions = defineOptions({
   msgId: codeOption<(event: LogEvent) => string | undefined>('a function')
     .optional()
     .describe(
-      "The `Nats-Msg-Id` of an event (the stream drops a second message with the same id in its duplicate window). Default: the record's `_recordId` (`RecordId` of @ackline/core), else `<stream>:<sequence>` from the `_nats` metadata of an event a jetstream source read, else none.",
+      "The `Nats-Msg-Id` of an event (the stream drops a second message with the same id in its duplicate window, and the sink counts it delivered). Default: the record's `_recordId` (`RecordId` of @ackline/core), else `<stream>:<sequence>:<timestampMs>` from the `_nats` metadata of an event a jetstream source read, else none.",
     ),
   metadataField: z
     .union([z.string().min(1), z.literal(false)])
@@ -324,10 +325,17 @@ class JetStreamPublisher implements JetStreamSink {
     if (field === false) return undefined
     const meta = event.fields[field]
     if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) return undefined
-    const { stream, streamSequence } = meta as { stream?: unknown; streamSequence?: unknown }
-    return typeof stream === 'string' && typeof streamSequence === 'number'
-      ? `${stream}:${streamSequence}`
-      : undefined
+    const { stream, streamSequence, timestampMs } = meta as {
+      stream?: unknown
+      streamSequence?: unknown
+      timestampMs?: unknown
+    }
+    if (typeof stream !== 'string' || typeof streamSequence !== 'number') return undefined
+    // With the stored time: a stream made again numbers from 1 again, and its messages were taken
+    // for the old ones with those sequences (duplicates, counted delivered, stored nowhere).
+    return typeof timestampMs === 'number'
+      ? `${stream}:${streamSequence}:${timestampMs}`
+      : `${stream}:${streamSequence}`
   }
 }
 

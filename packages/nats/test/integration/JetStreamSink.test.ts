@@ -1,11 +1,19 @@
 import { EventArray, type JsonObject, LogEvent, RecordId } from '@ackline/core'
-import { jetstreamSink } from '@ackline/nats'
+import { jetstream, jetstreamSink } from '@ackline/nats'
 import { generator } from '@ackline/sources'
 import { tcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 import { MsgHdrsImpl } from '@nats-io/transport-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { NATS_HOST, NATS_PORT, NATS_URL, NatsAdmin, skipWithoutNats } from './support/natsFixture.js'
+import {
+  NATS_HOST,
+  NATS_PORT,
+  NATS_URL,
+  NatsAdmin,
+  skipWithoutNats,
+  uniqueName,
+  until,
+} from './support/natsFixture.js'
 
 const skip = await skipWithoutNats('JetStreamSink.test.ts')
 
@@ -87,6 +95,41 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
       Array.from({ length: 5 }, (_, n) => [`UP:${n + 1}`, { n }]),
     )
     expect(sink.counters.duplicates).toBe(5)
+  })
+
+  it('a stream made again (its sequences start over) is not taken for the one before: its messages are stored, not dropped as duplicates', async () => {
+    // The default Nats-Msg-Id was <stream>:<sequence>, and a stream deleted and made again (to
+    // change its storage or retention) numbers from 1 again: within the duplicate window (2 min)
+    // the sink's stream took each new message for the old one with that sequence, answered
+    // 'duplicate', and the sink counted it delivered: acked at the source, stored nowhere.
+    const up = uniqueName('UP')
+    const down = await admin.stream('DOWN')
+    const runOnce = async (payloads: string[]) => {
+      await admin.jsm.streams.add({ name: up, subjects: [`${up}.>`] })
+      await admin.publish(`${up}.in`, payloads)
+      const source = jetstream({ servers: NATS_URL, stream: up, consumer: 'c', onWarning: () => {} })
+      const sink = jetstreamSink({ servers: NATS_URL, subject: `${down}.out` })
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('in', source)
+        .sink('out', ['in'], sink)
+        .build()
+      await topology.start()
+      try {
+        await until('every message acked', () => source.counters.acked === payloads.length)
+      } finally {
+        await topology.stop()
+        await admin.jsm.streams.delete(up)
+      }
+      return sink.counters
+    }
+    expect(await runOnce(['{"n":1}', '{"n":2}'])).toMatchObject({ published: 2, duplicates: 0 })
+    const again = await runOnce(['{"n":3}', '{"n":4}'])
+    const held = (await admin.contents(down)).map((m) => JSON.parse(m.data) as { n: number })
+    console.log(
+      `stream made again: the second run ${JSON.stringify(again)}, the sink's stream holds ${JSON.stringify(held)}`,
+    )
+    expect(held.map((m) => m.n)).toEqual([1, 2, 3, 4])
+    expect(again).toMatchObject({ published: 2, duplicates: 0 })
   })
 
   it("takes the message id from the record's identity (RecordId) before a jetstream source's, and leaves it out of the payload", async () => {
