@@ -78,7 +78,9 @@ export const AmqpSinkOptions = defineOptions({
   mandatory: z
     .boolean()
     .default(true)
-    .describe('Ask the broker to return a message no queue takes; such an event is rejected, not delivered.'),
+    .describe(
+      'Ask the broker to return a message no queue takes; such an event is rejected, not delivered. With false the broker confirms and drops such a message, and its event counts delivered.',
+    ),
   persistent: z
     .boolean()
     .default(true)

@@ -5,8 +5,10 @@
  * without a word), so this sink must never stand where an acknowledgement is expected. It says
  * `canAcknowledge: false`, and the builder refuses it (`ACK_UNSUPPORTED`, naming the sink and the
  * field `acknowledgements`) unless its declaration says `acknowledgements: false`, the user's
- * statement that they know. A write resolves once the server received the messages (a flush),
- * which says nothing of subscribers. An event that can never be published (one `JSON.stringify`
+ * statement that they know. An event is `delivered` once the server read its message (a flush
+ * answered on the connection it went out on), which says nothing of subscribers; a write whose
+ * flush fails throws a `RetryableError` (the client discards what it buffered while disconnected
+ * when it dials again, and a retry may send again what the server had read: at least once). An event that can never be published (one `JSON.stringify`
  * cannot encode, or one over the server's `max_payload`) is `rejected` alone, before publishing.
  *
  * @module

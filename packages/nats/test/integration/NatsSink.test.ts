@@ -1,10 +1,11 @@
 import { EventArray, LogEvent } from '@ackline/core'
 import { natsSink } from '@ackline/nats'
 import { generator } from '@ackline/sources'
+import { tcpProxy } from '@ackline/testkit'
 import { TopologyBuilder, TopologyError } from '@ackline/topology'
 import { connect } from '@nats-io/transport-node'
 import { describe, expect, it } from 'vitest'
-import { NATS_URL, skipWithoutNats, uniqueName, until } from './support/natsFixture.js'
+import { NATS_HOST, NATS_PORT, NATS_URL, skipWithoutNats, uniqueName, until } from './support/natsFixture.js'
 
 const skip = await skipWithoutNats('NatsSink.test.ts')
 
@@ -55,6 +56,33 @@ describe.skipIf(skip)('core NATS sink against a NATS server', () => {
     await until('the subscriber got all 30', () => got.length === 30, 5000)
     expect(got).toEqual(Array.from({ length: 30 }, (_, n) => n))
     await nc.close()
+  })
+
+  it('a write while the connection is down is not delivered: nats.js drops what it buffered at the reconnect, and the write fails', async () => {
+    // What `delivered` means here: the server read the messages (a flush answered on the
+    // connection they went out on). The client buffers publishes while disconnected and discards
+    // them when it dials again, failing the flush, so none of them may count as delivered.
+    const subject = uniqueName('down')
+    const nc = await connect({ servers: NATS_URL })
+    const got: number[] = []
+    nc.subscribe(subject, { callback: (_err, msg) => got.push((msg.json() as { n: number }).n) })
+    await nc.flush()
+    const proxy = await tcpProxy({ target: { host: NATS_HOST, port: NATS_PORT } })
+    const sink = natsSink({ servers: proxy.address, subject, reconnectTimeWaitMs: 50 })
+    await sink.start()
+    try {
+      proxy.cut()
+      await expect(
+        sink.write(EventArray.of(new LogEvent({ n: 1 }), new LogEvent({ n: 2 }))),
+      ).rejects.toMatchObject({ name: 'RetryableError', message: expect.stringMatching(/flush failed/) })
+      expect(await sink.write(EventArray.of(new LogEvent({ n: 3 })))).toEqual(['delivered'])
+      await until('the subscriber got the write after the reconnect', () => got.includes(3), 5000)
+      expect(got).toEqual([3])
+    } finally {
+      await sink.stop()
+      await proxy.close()
+      await nc.close()
+    }
   })
 
   it('an event over the server max_payload is rejected alone, naming the size and the limit; its batch-mates are published', async () => {
