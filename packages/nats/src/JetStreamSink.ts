@@ -71,7 +71,7 @@ export const JetStreamSinkOptions = defineOptions({
     .max(MAX_TIMER_MS)
     .default(5000)
     .describe(
-      "How long to wait for one PubAck, and at start for each of JetStream's answers to the stream lookup (two requests), in ms.",
+      "How long to wait for one PubAck, and at start for each of JetStream's answers to the stream lookup (three requests), in ms.",
     ),
   maxInFlight: z.int().min(1).default(256).describe('The most publishes awaiting their PubAck at once.'),
   msgId: codeOption<(event: LogEvent) => string | undefined>('a function')
@@ -108,7 +108,11 @@ export interface JetStreamSinkCounters {
 export interface JetStreamSink extends Sink {
   readonly kind: 'jetstream'
   validate(): readonly ConfigIssue[]
-  /** Connects and checks that a stream captures `subject`; throws a `ComponentError` naming the server otherwise. */
+  /**
+   * Connects and checks that a stream captures `subject` and acknowledges publishes; throws a
+   * `ComponentError` otherwise (`NO_STREAM` or `NO_ACK_STREAM` naming `subject`, `CONNECT_FAILED`
+   * or `AUTH_FAILED` naming the servers or the user).
+   */
   start(): Promise<void>
   write(events: EventArray): Promise<SinkResult>
   stop(): Promise<void>
@@ -152,9 +156,13 @@ class JetStreamPublisher implements JetStreamSink {
   async start(): Promise<void> {
     const o = this.#o
     const connection = await Connection.open('jetstream', o)
+    let noAck: string | undefined
     try {
       const jsm = await jetstreamManager(connection.nc, { timeout: o.timeoutMs })
-      await jsm.streams.find(o.subject)
+      const stream = await jsm.streams.find(o.subject)
+      // A stream with no_ack stores each message and answers nothing: every publish would time out
+      // while stored, and each retry (or redelivery) stored it again.
+      if ((await jsm.streams.info(stream)).config.no_ack === true) noAck = stream
     } catch (error) {
       await connection.close()
       // Only the server's answer that no stream matches means the subject is wrong; JetStream
@@ -175,6 +183,14 @@ class JetStreamPublisher implements JetStreamSink {
           `JetStream refused ${what} (servers ${serversOf(o.servers)}): ${String(error)}`,
           { component: 'jetstream', field: 'servers', cause: error },
         )
+      )
+    }
+    if (noAck !== undefined) {
+      await connection.close()
+      throw new ComponentError(
+        'NO_ACK_STREAM',
+        `stream '${noAck}', which captures subject '${o.subject}', has no_ack set: it never acknowledges a publish, so no event could be delivered (each would time out while the stream stored it, again on every retry)`,
+        { component: 'jetstream', field: 'subject' },
       )
     }
     this.#connection = connection

@@ -272,9 +272,35 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     await expect(sink.start()).rejects.toMatchObject({ code: 'NO_STREAM', field: 'subject' })
   })
 
+  it('fails start when the stream capturing the subject never acknowledges (no_ack), naming the subject and the stream', async () => {
+    // Such a stream stores each message and sends no PubAck: every write timed out (an unclear
+    // 'timeout'), its events errored, and each redelivery was stored again, for ever.
+    const name = uniqueName('NOACK')
+    await admin.jsm.streams.add({ name, subjects: [`${name}.>`], no_ack: true })
+    admin.streams.push(name)
+    const sink = jetstreamSink({ servers: NATS_URL, subject: `${name}.out`, timeoutMs: 300 })
+    const error = await sink.start().then(
+      async () => {
+        const result = await sink.write(EventArray.of(new LogEvent({ n: 1 })))
+        await sink.stop()
+        return result
+      },
+      (e: unknown) => e,
+    )
+    expect(error).toMatchObject({
+      name: 'ComponentError',
+      code: 'NO_ACK_STREAM',
+      component: 'jetstream',
+      field: 'subject',
+    })
+    expect(String((error as Error).message)).toContain(`stream '${name}'`)
+    expect((await admin.jsm.streams.info(name)).state.messages).toBe(0)
+  })
+
   it.each([
     ['asks for JetStream', 'PUB $JS.API.INFO'],
     ['looks up the stream', 'PUB $JS.API.STREAM.NAMES'],
+    ['reads the stream', 'PUB $JS.API.STREAM.INFO'],
   ])(
     'fails start naming the servers, not the subject, when the connection is lost as it %s',
     async (_, request) => {
