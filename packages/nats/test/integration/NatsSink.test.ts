@@ -65,7 +65,11 @@ describe.skipIf(skip)('core NATS sink against a NATS server', () => {
     const subject = uniqueName('down')
     const nc = await connect({ servers: NATS_URL })
     const got: number[] = []
-    nc.subscribe(subject, { callback: (_err, msg) => got.push((msg.json() as { n: number }).n) })
+    nc.subscribe(subject, {
+      callback: (_err, msg) => {
+        got.push((msg.json() as { n: number }).n)
+      },
+    })
     await nc.flush()
     const proxy = await tcpProxy({ target: { host: NATS_HOST, port: NATS_PORT } })
     const sink = natsSink({ servers: proxy.address, subject, reconnectTimeWaitMs: 50 })
