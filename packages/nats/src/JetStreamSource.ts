@@ -382,6 +382,8 @@ class JetStreamPullSource implements JetStreamSource {
     heartbeat.unref()
     const settling = new Set<Promise<void>>()
     const room = new Room(limit)
+    const told = (): number => this.#count.acked + this.#count.nacked + this.#count.terminated
+    const toldBefore = told()
     try {
       while (!context.signal.aborted) {
         await room.wait(this.#inFlight.size, context.signal)
@@ -429,7 +431,13 @@ class JetStreamPullSource implements JetStreamSource {
       await Promise.all(settling)
     } finally {
       clearInterval(heartbeat)
-      await connection.close()
+      // Acks, naks and terms are fire-and-forget: unconfirmed by the flush, the last of them may be
+      // lost with the socket (the messages then come again after their AckWait: a duplicate, never a loss).
+      if (!(await connection.close()) && told() > toldBefore) {
+        this.#warn(
+          `${this.#component}: the server did not confirm within ${o.closeTimeoutMs} ms (closeTimeoutMs) that it read what the source sent last before the connection closed (acks, naks, terms); the messages settled last may be delivered again`,
+        )
+      }
     }
   }
 

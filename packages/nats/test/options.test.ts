@@ -47,7 +47,7 @@ describe('options', () => {
     expect(sink.map((i) => i.field)).toEqual(['timeoutMs'])
   })
 
-  it.each(['connectTimeoutMs', 'reconnectTimeWaitMs'])(
+  it.each(['connectTimeoutMs', 'reconnectTimeWaitMs', 'closeTimeoutMs'])(
     'a %s longer than a timer holds is reported by every component, not taken as 1 ms',
     (field) => {
       const long = { [field]: 2 ** 31 }

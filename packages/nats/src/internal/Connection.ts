@@ -59,6 +59,8 @@ export interface ConnectionOptions {
   readonly connectTimeoutMs: number
   /** The wait between two reconnect attempts to the same server, in ms. */
   readonly reconnectTimeWaitMs: number
+  /** How long `close()` waits for the server to confirm it read what was sent, in ms. */
+  readonly closeTimeoutMs: number
 }
 
 /** Where the connection stands: the one piece of state, changed only by the status loop. */
@@ -70,19 +72,27 @@ export class Connection {
   #state: ConnectionState = 'connected'
   #reconnects = 0
   #disconnects = 0
-  #closing: Promise<void> | undefined = undefined
+  #closing: Promise<boolean> | undefined = undefined
 
   readonly #component: string
   readonly #servers: string
+  readonly #closeTimeoutMs: number
   /** The client's sockets that are open (see {@link clientSockets}). */
   readonly #sockets: Set<Socket>
   /** Set once `close()` was called: a close that came otherwise is the client giving up. */
   #closedByUs = false
 
-  private constructor(nc: NatsConnection, component: string, servers: string, sockets: Set<Socket>) {
+  private constructor(
+    nc: NatsConnection,
+    component: string,
+    servers: string,
+    sockets: Set<Socket>,
+    closeTimeoutMs: number,
+  ) {
     this.nc = nc
     this.#component = component
     this.#servers = servers
+    this.#closeTimeoutMs = closeTimeoutMs
     this.#sockets = sockets
     void this.#follow()
   }
@@ -111,7 +121,7 @@ export class Connection {
           waitOnFirstConnect: false,
         }),
       )
-      return new Connection(nc, component, servers.join(', '), sockets)
+      return new Connection(nc, component, servers.join(', '), sockets, options.closeTimeoutMs)
     } catch (error) {
       destroyAll(sockets)
       throw connectError(component, servers.join(', '), error, 'cannot connect')
@@ -177,17 +187,28 @@ export class Connection {
   /**
    * Flushes (so what was written reached the server), then closes, and destroys any socket the
    * client left open (a reconnect attempt to a server that never answered); harmless to call twice.
+   * Resolves to whether the server confirmed it read everything written before: `false` when the
+   * flush failed or got no answer within `closeTimeoutMs` (a server that stopped reading, a dead
+   * link), or the client had closed the connection by itself; what was written may then be lost.
    */
-  close(): Promise<void> {
+  close(): Promise<boolean> {
     this.#closedByUs = true
     this.#closing ??= (async () => {
+      let flushed = false
       if (!this.nc.isClosed()) {
         // A flush on a dead link would wait for the reconnect: bounded, as close must end.
-        await Promise.race([this.nc.flush().catch(() => undefined), delay(2000)])
+        flushed = await Promise.race([
+          this.nc.flush().then(
+            () => true,
+            () => false,
+          ),
+          delay(this.#closeTimeoutMs).then(() => false),
+        ])
         await this.nc.close().catch(() => undefined)
       }
       destroyAll(this.#sockets)
       this.#state = 'closed'
+      return flushed
     })()
     return this.#closing
   }

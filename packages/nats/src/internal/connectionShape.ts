@@ -25,6 +25,14 @@ export const connectionShape = {
     .max(MAX_TIMER_MS)
     .default(5000)
     .describe('How long the first connect may take, in ms.'),
+  closeTimeoutMs: z
+    .int()
+    .min(1)
+    .max(MAX_TIMER_MS)
+    .default(2000)
+    .describe(
+      'How long a stop waits for the server to confirm (a flush) that it read what was sent last, such as the acks of a clean stop, before it closes the connection anyway, in ms: a server that stopped reading, or a half-open link, would otherwise hold the stop. What it did not confirm may be lost (the source warns: those messages may be delivered again).',
+    ),
   reconnectTimeWaitMs: z
     .int()
     .min(0)

@@ -138,6 +138,42 @@ async function silencingProxy() {
   }
 }
 
+/**
+ * A proxy in front of the server that forwards until `stall()`; from then on it reads nothing from
+ * either side and passes nothing on (a server that stopped reading, a half-open link): what the
+ * client writes stays in the socket buffers.
+ */
+async function stallingProxy() {
+  const pairs = new Set<readonly [Socket, Socket]>()
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: NATS_HOST, port: NATS_PORT })
+    const pair = [client, upstream] as const
+    pairs.add(pair)
+    for (const socket of pair) socket.on('error', () => undefined).on('close', () => pairs.delete(pair))
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
+    client.pipe(upstream)
+    upstream.pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  return {
+    address: `127.0.0.1:${port}`,
+    stall() {
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream)
+        upstream.unpipe(client)
+        client.pause()
+        upstream.pause()
+      }
+    },
+    close() {
+      for (const pair of pairs) for (const socket of pair) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
 describe.skipIf(skip)('jetstream source: connection loss and competing instances', () => {
   let admin: NatsAdmin
   beforeAll(async () => {
@@ -473,6 +509,60 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       await sink.stop()
       await proxy.close()
     }
+  })
+
+  it('a stop whose last acks the server does not confirm (it stopped reading) ends after closeTimeoutMs and says those messages may come again', async () => {
+    // The acks are fire-and-forget; a stop flushes (PING/PONG) so they reach the server. A server
+    // that stopped reading never answers: the stop ended after a fixed 2 s and said nothing, the
+    // counters said acked, and the messages came again after their AckWait.
+    const stream = await admin.stream('STALL')
+    await admin.publish(`${stream}.in`, [JSON.stringify({ n: 1 })])
+    const proxy = await stallingProxy()
+    const warnings: string[] = []
+    let release = (): void => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let seen = 0
+    const sink: Sink = {
+      kind: 'holding',
+      async write() {
+        seen++
+        await held
+        return undefined
+      },
+    }
+    const source = jetstream({
+      servers: proxy.address,
+      stream,
+      consumer: 'c',
+      fetchExpiresMs: 1000,
+      closeTimeoutMs: 300,
+      onWarning: (message) => warnings.push(message),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    try {
+      await until('the message in the sink', () => seen === 1)
+      proxy.stall()
+      release()
+      await until('the message acked', () => source.counters.acked === 1)
+    } finally {
+      release()
+      await topology.stop()
+      await proxy.close()
+    }
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    console.log(
+      `stalled stop: ${JSON.stringify(source.counters)}; at the server: ack pending ${info.num_ack_pending}; warnings ${JSON.stringify(warnings)}`,
+    )
+    expect(info.num_ack_pending).toBe(1)
+    expect(warnings).toContainEqual(
+      expect.stringMatching(/did not confirm within 300 ms \(closeTimeoutMs\).*may be delivered again/),
+    )
   })
 
   it('credentials revoked: once the client closed the connection for good, the run fails with AUTH_FAILED instead of warning of failed pulls for ever', async () => {
