@@ -73,7 +73,12 @@ export interface FileSourceOptions {
   readonly encoding?: 'utf8' | 'latin1' | 'ascii'
   /** How often files are scanned for new data, in ms (1 to 2^31 - 1, the longest a timer waits). Default 250. */
   readonly pollIntervalMs?: number
-  /** How often checkpoints are written, in ms (they are also written at stop). Default 1000. */
+  /**
+   * How often checkpoints are written, in ms (they are also written at stop, and before the
+   * first lines of a file a scan opened without one are sent: those writes do not move the
+   * interval). Gone files' checkpoints are looked at on this interval (`forgetGoneAfterMs`).
+   * Default 1000.
+   */
   readonly checkpointIntervalMs?: number
   /**
    * The most records in one batch (a multi-line record counts as one), however many lines one
@@ -371,7 +376,10 @@ class FileRun {
     try {
       while (!signal.aborted) {
         await this.#scan()
+        // Only these writes restart the interval: the ones made before a new file's lines are sent
+        // (at every scan while files keep appearing) would put off the pass for gone files for good.
         if (Date.now() - this.#lastCheckpoint >= (this.o.checkpointIntervalMs ?? 1000)) {
+          this.#lastCheckpoint = Date.now()
           await this.#forgetGone()
           await this.#writeCheckpoints()
         }
@@ -926,7 +934,6 @@ class FileRun {
   }
 
   async #writeCheckpoints(): Promise<void> {
-    this.#lastCheckpoint = Date.now()
     // Taken before the sync: a line dead-lettered while it runs is not covered by it.
     const all = new Map(this.#stored)
     for (const [key, tail] of this.#retired) all.set(key, this.#checkpointOf(tail))

@@ -1480,6 +1480,55 @@ describe('file source', () => {
     ])
   })
 
+  it('forgets the checkpoints of gone files on the interval though a new file appears at every scan', async () => {
+    // The checkpoint written before a new file's lines are sent restarted the interval, and the
+    // pass for gone files runs only on it: in a directory where files appear more often than
+    // checkpointIntervalMs, no checkpoint was ever forgotten, and the file grew for good.
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    const gone = join(dir, 'gone.log')
+    writeFileSync(
+      join(cp, 'checkpoints.json'),
+      JSON.stringify({ version: 1, files: [{ path: gone, dev: 1, ino: 2, fingerprint: null, offset: 7 }] }),
+    )
+    writeFileSync(join(dir, 'f0.log'), lines('x'))
+    vi.useFakeTimers({ toFake: ['Date'] })
+    const save = Checkpoints.prototype.save
+    let made = 0
+    // After each write: a new file for the next scan to find, and 600 ms gone by (less than the interval).
+    const saves = vi.spyOn(Checkpoints.prototype, 'save').mockImplementation(async function (
+      this: Checkpoints,
+      checkpoints,
+    ) {
+      await save.call(this, checkpoints)
+      writeFileSync(join(dir, `f${++made}.log`), lines('x'))
+      vi.setSystemTime(Date.now() + 600)
+    })
+    const context = new FakeSourceContext({ id: 'files' })
+    context.onBatch = (batch) => batch.end('delivered')
+    const notices: string[] = []
+    try {
+      const running = file({
+        include: [join(dir, '*.log')],
+        checkpoints: cp,
+        pollIntervalMs: 1,
+        checkpointIntervalMs: 1000,
+        forgetGoneAfterMs: 0,
+        onNotice: (m) => notices.push(m),
+      }).run(context)
+      // Ten writes: five intervals of 1000 ms went by.
+      await vi.waitUntil(() => notices.some((n) => n.includes('forgot')) || saves.mock.calls.length >= 10)
+      context.stop()
+      await running
+    } finally {
+      saves.mockRestore()
+      vi.useRealTimers()
+    }
+    expect(notices.filter((n) => n.includes('forgot'))).toEqual([
+      expect.stringContaining(`forgot the checkpoint of ${gone} (offset 7)`),
+    ])
+  })
+
   it('counts forgetGoneAfterMs from when the file was first found gone, across restarts', async () => {
     // The time it was found gone was kept in memory only: a source restarted more often than
     // forgetGoneAfterMs (a daily deploy, a crash loop) never forgot a checkpoint.
