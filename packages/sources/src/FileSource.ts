@@ -543,6 +543,14 @@ class FileRun {
       return
     }
     this.#cannotOpen.delete(path)
+    // The name may have gone to another file since the scan looked it up (a rotation then): opened
+    // as the file looked up, that one's checkpoint would be dropped as not matching and its last
+    // lines never read (its key taken), and the new file read twice. The next scan looks again.
+    const opened = await handle.stat().catch(() => undefined)
+    if (opened === undefined || checkpointKey(opened.dev, opened.ino) !== key) {
+      await handle.close().catch(() => {})
+      return
+    }
     const stored = this.#stored.get(key)
     let fingerprint: Awaited<ReturnType<typeof fingerprintOf>>
     let storedPrint: Awaited<ReturnType<typeof fingerprintOf>>
