@@ -462,6 +462,30 @@ describe('file source', () => {
       }
     })
 
+    it('keeps a finished file (removeAfterIdleMs) whose dead letters could not be synced, and ends the run; a restart dead-letters its line again', async () => {
+      const log = join(dir, 'app.log')
+      mkdirSync(cp())
+      writeFileSync(log, lines('bad'))
+      // The one fsync before the removal fails, losing the letter of 'bad'.
+      const faults = await fsyncFaults(cp(), DEAD_LETTER_FILE, { fail: [1] })
+      try {
+        const first = run(log, () => true, { checkpointIntervalMs: 60_000, removeAfterIdleMs: 0 })
+        await vi.waitUntil(() => first.settled())
+        const error = await first.stop()
+        faults.crash()
+        expect(error).toMatchObject({ code: 'DEAD_LETTER_SYNC_FAILED', component: 'files' })
+        expect(existsSync(log)).toBe(true)
+        expect(deadLettered()).not.toContain('bad')
+        expect(checkpoint(log) ?? 0).toBe(0)
+        expect(faults.calls).toBe(1)
+        const again = await restartToTheEnd(log, faults)
+        expect(again.received).toEqual(['bad'])
+        expect(deadLettered()).toEqual(['bad'])
+      } finally {
+        faults.restore()
+      }
+    })
+
     it('never removes a finished file (removeAfterIdleMs) before the dead letters of its rejected lines are on disk', async () => {
       const log = join(dir, 'app.log')
       mkdirSync(cp())
