@@ -1120,6 +1120,8 @@ describe('file source', () => {
         onNotice: (m) => notices.push(m),
         ...options,
       }).run(context)
+      // Handled here too: a run that fails before `stop()` awaits it is not an unhandled rejection.
+      running.catch(() => {})
       return {
         received,
         notices,
@@ -1159,6 +1161,26 @@ describe('file source', () => {
       await again.stop()
       return again.received
     }
+
+    it('sends no line of a new file whose checkpoint cannot be written, and ends the run with that failure', async () => {
+      const include = [join(dir, '*.log')]
+      writeFileSync(join(dir, 'old.log'), lines('old'))
+      await withoutUnhandledRejections(async () => {
+        const first = run(include)
+        await first.scanned()
+        await vi.waitUntil(() => first.received.includes('old'))
+        // The checkpoint directory is full from now on: the write before the new file's lines fails.
+        saves.mockRejectedValue(
+          new FileSourceError('CHECKPOINT_WRITE_FAILED', checkpointFile(), 'cannot write: ENOSPC'),
+        )
+        const before = saves.mock.calls.length
+        writeFileSync(join(dir, 'new.log'), lines('n1'))
+        // No write on the interval (60 s): this one is the scan's, for new.log.
+        await vi.waitUntil(() => saves.mock.calls.length > before)
+        await expect(first.stop()).rejects.toMatchObject({ code: 'CHECKPOINT_WRITE_FAILED' })
+        expect(first.received).toEqual(['old'])
+      })
+    })
 
     it('names every file a scan found in one checkpoint, written before any of their lines is sent', async () => {
       const logs = ['a', 'b', 'c'].map((name) => join(dir, `${name}.log`))
