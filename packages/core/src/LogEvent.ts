@@ -40,7 +40,8 @@ const SENT = 4
 /**
  * `LogEvent._flags`, above the three bits: whom a runtime keeps the handle for (`markKept`), 0
  * when made by its holder. One bit could not tell the component that keeps a handle from the one
- * that passed it on and still has a reference to it.
+ * that passed it on and still has a reference to it. A handle that is not local has no holder:
+ * there the bits hold the last pass over an input array that met it (`meetAsInput`).
  */
 const HOLDER_SHIFT = 3
 /** The largest holder `markKept` takes: the flags stay a small integer (below 2^30). */
@@ -90,7 +91,8 @@ export class LogEvent {
    * @internal `SHARED`: `_fields` may be shared with another handle, so a write must copy it
    * first. `LOCAL`: the handle is its holder's own, made by `clone()` or `new LogEvent` or kept
    * by a runtime for a transform, and no runtime has passed it on since (see `isLocal`). `SENT`:
-   * a source sent it (see `isSent`). Above them, whom it is kept for (see `isLocalTo`).
+   * a source sent it (see `isSent`). Above them, whom it is kept for (see `isLocalTo`), or, on a
+   * handle that is not local, the last pass over an input array that met it (`meetAsInput`).
    */
   declare _flags: number
   /** @internal The id of the source that read the event; read it through `metadata.sourceId`. */
@@ -298,6 +300,24 @@ export class LogEvent {
   /** For runtimes: notes that a runtime passed this handle on to a component (see `isLocal`). */
   markPassedOn(): void {
     this._flags &= KEPT_BITS
+  }
+
+  /**
+   * For runtimes: notes that pass `pass` over a component's input array (a number from 1 to
+   * 2^27 - 1, a new one for each pass) met this handle, and returns true; or returns false,
+   * changing nothing, if the handle is local (`isLocal`: made or kept by a component, so not an
+   * input a runtime gave it) or this pass met it already (it is in the array twice). What finds
+   * that untyped code wrote into an input array, with one read and one write per event and
+   * nothing allocated. The number takes the holder's bits, which a handle that is not local does
+   * not use (`markKept` and `markPassedOn` overwrite it). A number the counter comes round to
+   * again may still sit on a handle from long before: false then says "maybe", and the runtime
+   * makes sure another way.
+   */
+  meetAsInput(pass: number): boolean {
+    const flags = this._flags
+    if ((flags & LOCAL) !== 0 || flags >>> HOLDER_SHIFT === pass) return false
+    this._flags = (flags & KEPT_BITS) | ((pass & MAX_HOLDER) << HOLDER_SHIFT)
+    return true
   }
 
   /**

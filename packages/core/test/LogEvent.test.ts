@@ -326,6 +326,30 @@ describe('LogEvent isLocal (the mark runtimes keep of who owns a handle)', () =>
     expect(EventArray.of(copy).markSent()).toBe(-1) // a clone is a handle of its own
   })
 
+  it('meetAsInput: true once per pass for a handle that is not local, false for a local one; the marks overwrite it', () => {
+    const [a, b] = EventArray.fromRecords([{ n: 1 }, { n: 2 }]).events as [LogEvent, LogEvent]
+    const shared = a.clone() // a's fields are shared: the pass number must keep copy on write
+    expect([a.meetAsInput(1), b.meetAsInput(1), a.meetAsInput(1)]).toEqual([true, true, false])
+    expect([a.meetAsInput(2), a.meetAsInput(0x07ffffff), a.meetAsInput(0x07ffffff)]).toEqual([
+      true,
+      true,
+      false,
+    ])
+    // A number at its largest does not reach the bits below it, nor makes the handle local.
+    expect([a.isLocal, a.isLocalTo(0x07ffffff), a.isSent]).toEqual([false, false, false])
+    a.set('n', 3)
+    expect(shared.fields).toEqual({ n: 1 })
+    expect(shared.meetAsInput(3)).toBe(false) // a clone is local: never an input a runtime gave
+    a.markKept(5)
+    expect([a.meetAsInput(5), a.isLocalTo(5)]).toEqual([false, true]) // held: local, not a pass
+    a.markPassedOn()
+    expect([a.meetAsInput(0x07ffffff), a.isLocal]).toEqual([true, false])
+    const sent = new LogEvent({ n: 4 })
+    expect(EventArray.of(sent).markSent()).toBe(-1)
+    expect([sent.meetAsInput(7), sent.isSent, sent.meetAsInput(7)]).toEqual([true, true, false])
+    expect(EventArray.of(sent).markSent()).toBe(0) // still sent: the pass number keeps the bit
+  })
+
   it('EventArray.markSent refuses an array with a handle sent before, twice in it, or ended: its index, nothing marked', () => {
     const sent = new LogEvent({ n: 0 })
     expect(EventArray.of(sent).markSent()).toBe(-1)

@@ -38,9 +38,11 @@ export type ComponentErrorCode =
    */
   | 'ENDED_AFTER_EMIT'
   /**
-   * A transform's `process` changed the length of its input array (untyped code: `splice`,
-   * `shift`, `length = 0`). Events it took out were out of the runtime's sight (neither passed
-   * on nor settled: their batches wait for the stop); its later calls get a frozen array.
+   * A transform's `process` changed its input array (untyped code): its length (`splice`,
+   * `shift`, `length = 0`), or, keeping the length, wrote a handle in twice (`list[0] = list[1]`)
+   * or put in one it made (a clone). Events taken out or written over were out of the runtime's
+   * sight (neither passed on nor settled: their batches wait for the stop); `events` counts them.
+   * Its later calls get a frozen array. Reordering the array in place is not reported.
    */
   | 'INPUT_MUTATED'
   /** A transform's `process` or `flush` threw; its unhandled input events were settled `errored`. */

@@ -132,8 +132,12 @@ export interface Transform<Ports extends string = string> {
   /**
    * Handles one input array. Every event in it must be emitted, dropped or merged before it
    * returns — or, for a transform with `flush`, by a later call. The array is read-only: the
-   * runtime checks the call against it, so an event taken out of it (`splice`, `shift` from
-   * untyped code) is lost to that check (reported `INPUT_MUTATED`, its batch waits for the stop).
+   * runtime checks the call against it and keeps no copy, so an event taken out of it or written
+   * over (`splice`, `shift`, `list[0] = list[1]` from untyped code) is lost to that check: its
+   * batch waits for the stop. Such a change is reported (`INPUT_MUTATED`) and the transform's
+   * later input arrays are frozen; a handle written in twice is passed on once (a copy the second
+   * time, if emitted twice), and a handle written in that the transform made is checked as any
+   * emitted handle. Reordering the array in place (`sort`) loses nothing and is allowed.
    */
   process(events: EventArray, context: TransformContext): void | Promise<void>
   /**

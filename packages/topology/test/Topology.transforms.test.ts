@@ -94,6 +94,163 @@ describe('user transforms', () => {
     },
   )
 
+  describe('a transform that writes into its input array and keeps its length', () => {
+    /** A sink that keeps every handle it is given, to tell one handle written twice. */
+    const handleSink = () => {
+      const handles: LogEvent[] = []
+      const received: number[] = []
+      const sink = testSink({
+        write: async (events) => {
+          handles.push(...events.events)
+          received.push(...events.events.map(n))
+          return events.events.map(() => 'delivered' as const)
+        },
+      })
+      return { sink, handles, received }
+    }
+    const runMutator = async (transform: Transform) => {
+      const source = testSource([records(1, 2, 3), records(4, 5, 6)])
+      const { sink, handles, received } = handleSink()
+      const topology = through(source, transform, sink)
+      const facts = await run(topology)
+      return {
+        facts,
+        handles,
+        received,
+        errors: facts.filter((f) => f.type === 'component_error'),
+        statuses: await source.statuses(),
+        // Resolved by what the runtime did, not by the stop settling what still waited.
+        early: facts.filter((f) => f.type === 'batch_resolved' && !f.timedOut),
+      }
+    }
+
+    it.each([
+      [
+        'list[0] = list[1], then emitAll',
+        (events: EventArray, context: TransformContext) => {
+          const list = events.events as LogEvent[]
+          list[0] = list[1]!
+          context.emitAll(events)
+        },
+        [2, 2, 3],
+        'put in again',
+        1,
+      ],
+      [
+        'splice(0, 1, a clone of list[1]), then emitAll',
+        (events: EventArray, context: TransformContext) => {
+          const list = events.events as LogEvent[]
+          list.splice(0, 1, list[1]!.clone())
+          context.emitAll(events)
+        },
+        [2, 2, 3],
+        'it made or held put in',
+        // The second call's clone is made before the frozen array refuses the splice: it holds
+        // the second batch until the stop, as any clone a transform forgets does.
+        0,
+      ],
+      [
+        'list[0] = list[2], then emits each',
+        (events: EventArray, context: TransformContext) => {
+          const list = events.events as LogEvent[]
+          list[0] = list[2]!
+          for (const event of list) context.emit(event)
+        },
+        [3, 2, 3],
+        'put in again',
+        1,
+      ],
+    ])(
+      'reports %s, passes no handle on twice, and settles its later calls',
+      async (_, process, received, what, early) => {
+        // The quick check compared what was emitted with the changed array, and vouched for it:
+        // one handle reached the sink twice (ended twice there, its batch never resolved), the
+        // handle replaced was lost, and nothing was reported.
+        const { errors, handles, statuses, facts, ...seen } = await runMutator({ kind: 'mutator', process })
+        expect(errors[0]).toMatchObject({ component: 't', code: 'INPUT_MUTATED', events: 1 })
+        expect(errors[0]!.message).toContain(
+          "transform 't' changed its input array in process() and kept its length (3 event(s) given;",
+        )
+        expect(errors[0]!.message).toContain(what)
+        // One handle once: the second emission of a handle is a copy, as it always is.
+        expect(new Set(handles).size).toBe(handles.length)
+        expect(seen.received).toEqual(received)
+        // The second call's array is frozen: the change throws, and its every input is settled.
+        expect(errors.at(-1)).toMatchObject({ component: 't', code: 'PROCESS_FAILED', events: 3 })
+        expect(errors).toHaveLength(2)
+        expect(seen.early.map((f) => (f as { status: BatchStatus }).status)).toEqual(
+          Array(early).fill('errored'),
+        )
+        // The event replaced is out of everyone's sight: its batch waits for the stop.
+        expect(statuses).toEqual(['errored', 'errored'])
+        expect(facts.some((f) => f.type === 'component_error' && f.code === 'WRITE_FAILED')).toBe(false)
+      },
+    )
+
+    it('reports an event it made with create() put in, and passes that event on live', async () => {
+      // The general check took the event made for an input: it was "passed on in its own call",
+      // then settled errored as a made event neither emitted nor ended, and reached the sink
+      // ended.
+      const { errors, received, handles } = await runMutator({
+        kind: 'mutator',
+        process(events, context) {
+          const list = events.events as LogEvent[]
+          list[0] = context.create({ n: 9 }, [list[1]!])
+          context.emitAll(events)
+        },
+      })
+      expect(errors[0]).toMatchObject({ component: 't', code: 'INPUT_MUTATED', events: 1 })
+      // The second call made its event before the frozen array refused it: settled as made and left.
+      expect(errors.map((f) => f.code)).toEqual(['INPUT_MUTATED', 'PROCESS_FAILED', 'LEAKED_EVENTS'])
+      expect(received).toEqual([9, 2, 3])
+      expect(new Set(handles).size).toBe(handles.length)
+    })
+
+    it('reports a holding transform that puts a handle in twice, and holds it once', async () => {
+      // The quick check of a holding call held the handle twice, and the flush passed it on twice.
+      const { errors, received, handles, statuses } = await runMutator({
+        kind: 'holder',
+        held: [] as LogEvent[],
+        process(events: EventArray) {
+          const list = events.events as LogEvent[]
+          list[0] = list[1]!
+          const held = (this as unknown as { held: LogEvent[] }).held
+          for (const event of list) if (!held.includes(event)) held.push(event)
+        },
+        flush(context: TransformContext) {
+          for (const event of (this as unknown as { held: LogEvent[] }).held.splice(0)) context.emit(event)
+        },
+      } as Transform)
+      expect(errors[0]).toMatchObject({ component: 't', code: 'INPUT_MUTATED', events: 1 })
+      expect(errors.map((f) => f.code)).toEqual(['INPUT_MUTATED', 'PROCESS_FAILED'])
+      expect(new Set(handles).size).toBe(handles.length)
+      expect(statuses).toEqual(['errored', 'errored'])
+      expect(received).toEqual([2, 3])
+    })
+
+    it.each([
+      [
+        'sort, then emitAll',
+        (events: EventArray, context: TransformContext) => {
+          ;(events.events as LogEvent[]).sort((x, y) => n(y) - n(x))
+          context.emitAll(events)
+        },
+      ],
+      [
+        'reverse, then emits each',
+        (events: EventArray, context: TransformContext) => {
+          for (const event of (events.events as LogEvent[]).reverse()) context.emit(event)
+        },
+      ],
+    ])('lets a permutation (%s) go unreported: it loses nothing', async (_, process) => {
+      const { errors, received, statuses, early } = await runMutator({ kind: 'permuter', process })
+      expect(errors).toEqual([])
+      expect(received).toEqual([3, 2, 1, 6, 5, 4])
+      expect(statuses).toEqual(['delivered', 'delivered'])
+      expect(early).toHaveLength(2)
+    })
+  })
+
   it('settles the unhandled events of a throwing transform errored and passes on what it emitted', async () => {
     const { statuses, facts, sink } = await withTransform({
       kind: 'thrower',

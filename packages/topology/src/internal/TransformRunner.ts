@@ -13,7 +13,10 @@
  * never outlive the call unnoticed. An emitted handle is owned by the output from then on; one
  * that the transform ended after emitting it is not passed on (and reported), and neither is one
  * an earlier call passed on, emitted again (reported; the runtime marks what it passes on, so
- * it tells that from a handle the call made). `process` and `flush` never run at the same time.
+ * it tells that from a handle the call made). An input array that untyped code changed (its
+ * length, or a handle written in twice or made by the transform) is reported and counted as what
+ * it still holds of the inputs, each once (`#processed`, `#distinctInputs`); what was written over
+ * is out of sight. `process` and `flush` never run at the same time.
  */
 import { type DeliveryStatus, type EndOptions, EventArray, type JsonObject, LogEvent } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
@@ -42,6 +45,17 @@ let lastHolder = 0
 function nextHolder(): number {
   lastHolder = (lastHolder % 0x07ffffff) + 1
   return lastHolder
+}
+/** The number of the last pass over a call's input array (`LogEvent.meetAsInput`), of any runner. */
+let lastPass = 0
+/**
+ * A number for a pass over a call's input array, from 1 to 2^27 - 1 (what `meetAsInput` takes),
+ * then round again. One counter for every runner: a handle passed on keeps the number of the last
+ * pass that met it, and the next runner's pass must not take the same one.
+ */
+function nextPass(): number {
+  lastPass = lastPass === 0x07ffffff ? 1 : lastPass + 1
+  return lastPass
 }
 
 /**
@@ -464,11 +478,13 @@ export class TransformRunner {
 
   /**
    * Checks a `process` call on its inputs. The check reads the input array, which untyped code
-   * can change (`splice(0)`, `shift()`, `length = 0`): an event taken out of it is out of the
-   * runtime's sight, so neither settled if forgotten nor passed on if emitted, and its batch waits
-   * for the stop. Only a copy would keep those in sight, at a cost on every call; one comparison
-   * finds the change instead, reports it, and from then on the transform's input arrays are
-   * frozen (its changes throw, and the call fails with every input settled).
+   * can change (`splice(0)`, `shift()`, `length = 0`, `list[0] = list[1]`): an event taken out of
+   * it is out of the runtime's sight, so neither settled if forgotten nor passed on if emitted,
+   * and its batch waits for the stop. Only a copy would keep those in sight, at a cost on every
+   * call; one comparison finds a change of length instead, and the checks' passes over the array
+   * find a handle put in twice or a local one put in (`#distinctInputs`). Either is reported, and
+   * from then on the transform's input arrays are frozen (its changes throw, and the call fails
+   * with every input settled).
    */
   #processed(context: CallContext, array: EventArray, count: number, failure: unknown): Promise<void> {
     if (array.length !== count) {
@@ -481,7 +497,56 @@ export class TransformRunner {
         events: Math.max(0, count - array.length),
       })
     }
-    return this.#finish(context, array.events, failure, 'process')
+    return this.#finish(context, array.events, count, failure, 'process')
+  }
+
+  /**
+   * The inputs of a call as the general check counts them: `array` itself, unless untyped code
+   * wrote into it and kept its length (a change of length is `#processed`'s to report), putting
+   * in a handle twice (`list[0] = list[1]`) or a local one (a clone, an event it made, one held
+   * for a transform): then each handle once and no local one, and the change is reported. The
+   * handles put in are not inputs: one emitted twice is passed on once and copied the second time,
+   * and a local one emitted is checked as any other emitted handle (passed on if the transform's
+   * own, else refused). The handles they replaced are gone: the runtime keeps no reference to them
+   * (that would be a copy of every array), so their batches wait for the stop or the leak
+   * detector. A permutation (`sort`, `reverse`) loses nothing and finds nothing to say. A handle
+   * that is neither local nor put in twice (one an earlier call passed on) cannot be told from an
+   * input without a copy.
+   */
+  #distinctInputs(array: readonly LogEvent[], given: number, step: 'process' | 'flush'): readonly LogEvent[] {
+    const pass = nextPass()
+    let i = 0
+    while (i < array.length && array[i]!.meetAsInput(pass)) i++
+    if (i === array.length) return array
+    // Sorted out exactly: a pass number the counter came round to may sit on a handle from long before.
+    const seen = new Set<LogEvent>()
+    const inputs: LogEvent[] = []
+    let twice = 0
+    let local = 0
+    for (const event of array) {
+      if (event.isLocal) local++
+      else if (seen.has(event)) twice++
+      else {
+        seen.add(event)
+        inputs.push(event)
+      }
+    }
+    if (twice + local === 0) return array
+    if (step === 'process' && array.length === given) {
+      this.#frozenInputs = true
+      const what = [
+        ...(twice > 0 ? [`${twice} handle(s) put in again`] : []),
+        ...(local > 0 ? [`${local} handle(s) it made or held put in`] : []),
+      ].join(', ')
+      this.emit({
+        type: 'component_error',
+        component: this.id,
+        code: 'INPUT_MUTATED',
+        message: `transform '${this.id}' changed its input array in process() and kept its length (${given} event(s) given; ${what}): the events replaced were neither passed on nor settled by the runtime, and their batches wait for the stop (or the leak detector); its input arrays are read-only from now on`,
+        events: given - inputs.length,
+      })
+    }
+    return inputs
   }
 
   async #flush(): Promise<void> {
@@ -495,18 +560,22 @@ export class TransformRunner {
     } catch (error) {
       failure = thrown(error)
     }
-    await this.#finish(context, [], failure, 'flush')
+    await this.#finish(context, [], 0, failure, 'flush')
   }
 
-  /** Checks a call and sends what it emitted; returns the sends' promise (`RESOLVED` when none waits). */
+  /**
+   * Checks a call and sends what it emitted; returns the sends' promise (`RESOLVED` when none
+   * waits). `given` is how many inputs the call was given (the array's length before the call).
+   */
   #finish(
     context: CallContext,
     inputs: readonly LogEvent[],
+    given: number,
     failure: unknown,
     step: 'process' | 'flush',
   ): Promise<void> {
     try {
-      return this.#check(context, inputs, failure, step)
+      return this.#check(context, inputs, given, failure, step)
     } catch (error) {
       return Promise.reject(error)
     } finally {
@@ -517,6 +586,7 @@ export class TransformRunner {
   #check(
     context: CallContext,
     inputs: readonly LogEvent[],
+    given: number,
     failure: unknown,
     step: 'process' | 'flush',
   ): Promise<void> {
@@ -528,7 +598,7 @@ export class TransformRunner {
       !((this.#held.isEmpty && inOrder(inputs, context.emitted)) || this.#holdsInOrder(context, inputs))
     ) {
       context.unpass() // the general check rewrites the default port's list
-      this.#reconcile(context, inputs, failure, step)
+      this.#reconcile(context, inputs, given, failure, step)
     }
     let first: Promise<void> = RESOLVED
     let more: Promise<void>[] | undefined
@@ -562,9 +632,12 @@ export class TransformRunner {
     const emitted = context.emitted
     const held = this.#held
     const front = held.frontRun(emitted)
+    const pass = nextPass()
     let j = front
     for (let i = 0; i < inputs.length; i++) {
       const event = inputs[i]!
+      // In the array twice, or local (not an input): for the general check (`#distinctInputs`).
+      if (!event.meetAsInput(pass)) return false
       if (event === emitted[j]) {
         if (event.isEnded) return false
         j++
@@ -637,10 +710,12 @@ export class TransformRunner {
    */
   #reconcile(
     context: CallContext,
-    inputs: readonly LogEvent[],
+    array: readonly LogEvent[],
+    given: number,
     failure: unknown,
     step: 'process' | 'flush',
   ): void {
+    const inputs = this.#distinctInputs(array, given, step)
     const emitted = new Set<LogEvent>()
     let endedAfterEmit = 0
     // The copies made of events the call did not make or keep (inputs, or handles not its own),
@@ -790,17 +865,24 @@ export class TransformRunner {
 
 /**
  * The quick check of the common call (a map, a filter, a merge): what was emitted on the default
- * port is a subsequence of the inputs, still live, and every input left out has ended.
+ * port is a subsequence of the inputs, still live, and every input left out has ended; and no
+ * handle is in the input array twice, or local (which untyped code writing into the array can
+ * make so: the general check sees to it, `#distinctInputs`).
  */
 function inOrder(inputs: readonly LogEvent[], emitted: readonly LogEvent[]): boolean {
+  const pass = nextPass()
   if (emitted === inputs) {
     // The call passed its input on whole: only an input it ended as well is wrong.
-    for (let i = 0; i < inputs.length; i++) if (inputs[i]!.isEnded) return false
+    for (let i = 0; i < inputs.length; i++) {
+      const event = inputs[i]!
+      if (event.isEnded || !event.meetAsInput(pass)) return false
+    }
     return true
   }
   let j = 0
   for (let i = 0; i < inputs.length; i++) {
     const event = inputs[i]!
+    if (!event.meetAsInput(pass)) return false
     if (event === emitted[j]) {
       if (event.isEnded) return false
       j++
