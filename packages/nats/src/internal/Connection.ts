@@ -26,24 +26,42 @@ import { connect, type NatsConnection } from '@nats-io/transport-node'
  * after a failed first connect as after a close during a reconnect. The client shows no handle on
  * it, so its sockets are collected as Node creates them (the `net.client.socket` channel).
  */
-const clientSockets = new AsyncLocalStorage<Set<Socket>>()
+const clientSockets = new AsyncLocalStorage<ClientSockets>()
 let collecting = false
+
+/**
+ * The open sockets of one connection's client. Once {@link ClientSockets.destroyAll} ran (a failed
+ * first connect, a close), a socket the client opens after is destroyed at once: a close during a
+ * reconnect ends the attempt at one address of a name, and the client goes on to the next address
+ * after the close.
+ */
+class ClientSockets {
+  readonly #open = new Set<Socket>()
+  #done = false
+
+  add(socket: Socket): void {
+    if (this.#done) {
+      // After the connect began: a socket destroyed before `connect()` is revived by it.
+      setImmediate(() => socket.destroy())
+      return
+    }
+    this.#open.add(socket)
+    socket.once('close', () => this.#open.delete(socket))
+  }
+
+  destroyAll(): void {
+    this.#done = true
+    for (const socket of this.#open) socket.destroy()
+    this.#open.clear()
+  }
+}
 
 function collectSockets(): void {
   if (collecting) return
   collecting = true
   subscribe('net.client.socket', (message) => {
-    const sockets = clientSockets.getStore()
-    if (sockets === undefined) return
-    const { socket } = message as { socket: Socket }
-    sockets.add(socket)
-    socket.once('close', () => sockets.delete(socket))
+    clientSockets.getStore()?.add((message as { socket: Socket }).socket)
   })
-}
-
-function destroyAll(sockets: Set<Socket>): void {
-  for (const socket of sockets) socket.destroy()
-  sockets.clear()
 }
 
 /** What a component needs to connect. */
@@ -78,7 +96,7 @@ export class Connection {
   readonly #servers: string
   readonly #closeTimeoutMs: number
   /** The client's sockets that are open (see {@link clientSockets}). */
-  readonly #sockets: Set<Socket>
+  readonly #sockets: ClientSockets
   /** Set once `close()` was called: a close that came otherwise is the client giving up. */
   #closedByUs = false
 
@@ -86,7 +104,7 @@ export class Connection {
     nc: NatsConnection,
     component: string,
     servers: string,
-    sockets: Set<Socket>,
+    sockets: ClientSockets,
     closeTimeoutMs: number,
   ) {
     this.nc = nc
@@ -104,7 +122,7 @@ export class Connection {
   static async open(component: string, options: ConnectionOptions): Promise<Connection> {
     const servers = typeof options.servers === 'string' ? [options.servers] : [...options.servers]
     collectSockets()
-    const sockets = new Set<Socket>()
+    const sockets = new ClientSockets()
     try {
       const nc = await clientSockets.run(sockets, () =>
         connect({
@@ -123,7 +141,7 @@ export class Connection {
       )
       return new Connection(nc, component, servers.join(', '), sockets, options.closeTimeoutMs)
     } catch (error) {
-      destroyAll(sockets)
+      sockets.destroyAll()
       throw connectError(component, servers.join(', '), error, 'cannot connect')
     }
   }
@@ -206,7 +224,7 @@ export class Connection {
         ])
         await this.nc.close().catch(() => undefined)
       }
-      destroyAll(this.#sockets)
+      this.#sockets.destroyAll()
       this.#state = 'closed'
       return flushed
     })()

@@ -1,3 +1,5 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
+import dns from 'node:dns'
 import { createConnection, createServer, type Socket } from 'node:net'
 import type { EventArray } from '@ackline/core'
 import { jetstream, jetstreamSink } from '@ackline/nats'
@@ -93,7 +95,7 @@ async function revokingProxy() {
  * open and accepts each new connection without a word (no INFO, nothing read back): a server that
  * hangs, or a load balancer with no backend. `silent` counts those connections still open.
  */
-async function silencingProxy() {
+async function silencingProxy(host = '127.0.0.1', listenPort = 0) {
   const sockets = new Set<Socket>()
   const silentSockets = new Set<Socket>()
   let silenced = false
@@ -115,10 +117,11 @@ async function silencingProxy() {
     client.pipe(upstream)
     upstream.pipe(client)
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  await new Promise<void>((resolve) => server.listen(listenPort, host, resolve))
   const { port } = server.address() as { port: number }
   return {
-    address: `127.0.0.1:${port}`,
+    address: `${host}:${port}`,
+    port,
     /** Connections accepted once silenced. */
     get accepted() {
       return accepted
@@ -563,6 +566,59 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
     expect(warnings).toContainEqual(
       expect.stringMatching(/did not confirm within 300 ms \(closeTimeoutMs\).*may be delivered again/),
     )
+  })
+
+  it('a stop while the client reconnects to a name with two addresses, both silent, leaves no socket open: the attempt at the second address comes after the stop', async () => {
+    // nats.js dials each address a name resolves to in turn (a cluster's DNS name, localhost as
+    // ::1 and 127.0.0.1); the stop destroyed the socket of the attempt at the first address, the
+    // client went on to the second one after the stop, and that socket stayed open for ever.
+    const stream = await admin.stream('SILENT2')
+    const first = await silencingProxy('127.0.0.1')
+    const second = await silencingProxy('127.0.0.2', first.port)
+    const name = 'nats-two-addresses.invalid'
+    const realLookup = dns.lookup
+    // The transport resolves a name with dns.lookup(name, { all: true }, callback).
+    const lookup = (host: string, options: unknown, callback: (...args: unknown[]) => void): void => {
+      if (host !== name) return void Reflect.apply(realLookup, dns, [host, options, callback])
+      callback(null, [
+        { address: '127.0.0.1', family: 4 },
+        { address: '127.0.0.2', family: 4 },
+      ])
+    }
+    dns.lookup = lookup as typeof dns.lookup
+    // The sockets Node opens from the stop on (the proxies are silenced: only the client dials).
+    const dialed: Socket[] = []
+    const onSocket = (message: unknown): void => {
+      dialed.push((message as { socket: Socket }).socket)
+    }
+    const sink = jetstreamSink({
+      servers: `${name}:${first.port}`,
+      subject: `${stream}.out`,
+      connectTimeoutMs: 60_000,
+      reconnectTimeWaitMs: 50,
+    })
+    try {
+      await sink.start()
+      first.silence()
+      second.silence()
+      await until(
+        'the client reconnecting to one silent address',
+        () => first.silent + second.silent === 1,
+        5000,
+      )
+      subscribe('net.client.socket', onSocket)
+      await sink.stop()
+      // The client goes on to the other address once the stop ended the attempt at the first.
+      await until('the attempt at the second address', () => dialed.length === 1, 5000)
+      await until('the client closed the socket of that attempt', () => dialed[0]?.destroyed === true, 5000)
+      expect(first.silent + second.silent).toBe(0)
+    } finally {
+      unsubscribe('net.client.socket', onSocket)
+      dns.lookup = realLookup
+      await sink.stop()
+      await first.close()
+      await second.close()
+    }
   })
 
   it('credentials revoked: once the client closed the connection for good, the run fails with AUTH_FAILED instead of warning of failed pulls for ever', async () => {
