@@ -156,12 +156,15 @@ export class EventArray implements Iterable<LogEvent> {
    * (`LogEvent.isSent`) and passed on (`LogEvent.markPassedOn`), and returns -1. If an event has
    * ended or was sent already (by an earlier send, or earlier in this array), nothing is marked
    * and its index is returned: sent again while a sink holds it, one handle would be in two
-   * places, and whichever ended it first would resolve its batches for both.
+   * places, and whichever ended it first would resolve its batches for both. So is the index of
+   * an element that is no `LogEvent` (untyped code), rather than a throw that left the events
+   * before it marked.
    */
   markSent(): number {
     const events = this.events
     for (let i = 0; i < events.length; i++) {
-      if (events[i]!._markSent()) continue
+      const event: unknown = events[i]
+      if (event instanceof LogEvent && event._markSent()) continue
       for (let j = 0; j < i; j++) events[j]!._unmarkSent()
       return i
     }

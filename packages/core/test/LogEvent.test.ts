@@ -361,6 +361,9 @@ describe('LogEvent isLocal (the mark runtimes keep of who owns a handle)', () =>
     const [e, f] = fresh()
     f.end()
     expect(new EventArray([e, f]).markSent()).toBe(1)
+    // From untyped code, an element that is no event: its index, not a throw leaving `e` marked.
+    expect(new EventArray([e, null, { n: 3 }] as unknown as LogEvent[]).markSent()).toBe(1)
+    expect(new EventArray([e, 'text'] as unknown as LogEvent[]).markSent()).toBe(1)
     for (const event of [a, b, c, d, e]) expect([event.isSent, event.isLocal]).toEqual([false, true])
     expect(new EventArray([a, b, c, d, e]).markSent()).toBe(-1) // refused, they may still be sent
   })

@@ -126,9 +126,10 @@ export interface SourceContext {
    * source, and nothing is sent: the events are still the caller's, to end. A handle is sent
    * once: an array holding one that an earlier send took (or that it holds twice) makes the
    * promise reject with a `ComponentError` `ALREADY_SENT`, one holding an ended handle with
-   * `USE_AFTER_END` (each naming the source and the event's index), and nothing of the array is
-   * sent; the handle sent before is the topology's, not the caller's to end. Send a `clone()` to
-   * send an event again.
+   * `USE_AFTER_END` (each naming the source and the event's index), one holding something that
+   * is no `LogEvent` (untyped code) with a `TypeError` naming the source and the index, and
+   * nothing of the array is sent; the handle sent before is the topology's, not the caller's to
+   * end. Send a `clone()` to send an event again.
    */
   sendEvents(events: EventArray): Promise<void>
 }

@@ -298,6 +298,30 @@ describe('SourceRunner', () => {
     },
   )
 
+  it.each([
+    ['null', null],
+    ['another object', { n: 2 }],
+    ['a string', 'text'],
+  ])(
+    'refuses sendEvents given an array holding %s, naming the source and the index, and leaves the events before it unsent',
+    async (what, bad) => {
+      const { channel, runner } = setup(10)
+      const handle = new LogEvent({ n: 1 }, { sourceId: 'in' })
+      // From untyped code: markSent threw a bare TypeError out of sendEvents (no promise), and the
+      // handle before it stayed marked sent, so sending it again was refused ALREADY_SENT.
+      const sent = runner.context.sendEvents(new EventArray([handle, bad] as unknown as LogEvent[]))
+      await expect(sent).rejects.toThrow(
+        new TypeError(
+          `source 'in': sendEvents: event 1 of the array is ${what}, not a LogEvent; nothing of the array was sent`,
+        ),
+      )
+      expect(channel.queuedEvents).toBe(0)
+      expect(handle.isSent).toBe(false)
+      await runner.context.sendEvents(EventArray.of(handle))
+      expect(channel.queuedEvents).toBe(1)
+    },
+  )
+
   it('sendEvents takes a clone of a handle it sent: a handle of its own', async () => {
     const { channel, runner } = setup(10)
     const handle = new LogEvent({ n: 1 }, { sourceId: 'in' })

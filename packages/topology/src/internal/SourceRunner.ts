@@ -12,7 +12,7 @@ import {
   type BatchStatus,
   EventArray,
   type JsonObject,
-  type LogEvent,
+  LogEvent,
   RecordOutcomes,
   SlotBatches,
 } from '@ackline/core'
@@ -71,7 +71,7 @@ export class SourceRunner {
         // Marked sent and passed on (not the consumer's own) in the pass that checks them: a handle
         // sent again sat in two places, and whichever ended it first resolved its batches for both.
         const refused = events.markSent()
-        if (refused >= 0) return Promise.reject(notSendable(id, refused, events.events[refused]!))
+        if (refused >= 0) return Promise.reject(notSendable(id, refused, events.events[refused]))
         this.counters.received += events.length
         const turn = awaitLoopTurn(sendClockNow(events.length))
         return afterTurn(this.output.send(events), turn)
@@ -196,13 +196,26 @@ function notAnEventArray(id: string, value: unknown): TypeError {
 
 /**
  * What `sendEvents` rejects with for an array holding a handle that has ended or that a send took
- * already (nothing of the array is sent).
+ * already, or something that is no `LogEvent` (untyped code): nothing of the array is sent.
  */
 function notSendable(
   id: string,
   index: number,
-  event: LogEvent,
-): ComponentError<'ALREADY_SENT' | 'USE_AFTER_END'> {
+  event: unknown,
+): ComponentError<'ALREADY_SENT' | 'USE_AFTER_END'> | TypeError {
+  if (!(event instanceof LogEvent)) {
+    const got =
+      event === null || event === undefined
+        ? String(event)
+        : typeof event === 'object'
+          ? Array.isArray(event)
+            ? 'an array'
+            : 'another object'
+          : `a ${typeof event}`
+    return new TypeError(
+      `source '${id}': sendEvents: event ${index} of the array is ${got}, not a LogEvent; nothing of the array was sent`,
+    )
+  }
   if (event.isEnded) {
     return new ComponentError(
       'USE_AFTER_END',
