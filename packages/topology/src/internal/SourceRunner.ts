@@ -181,17 +181,20 @@ export class SourceRunner {
   }
 }
 
+/** What untyped code passed where a class of ours was due, as a message names it. */
+function kindOf(value: unknown): string {
+  return value === null || value === undefined
+    ? String(value)
+    : Array.isArray(value)
+      ? 'an array'
+      : typeof value === 'object'
+        ? 'another object'
+        : `a ${typeof value}`
+}
+
 /** What `sendEvents` rejects with for anything but an `EventArray`. */
 function notAnEventArray(id: string, value: unknown): TypeError {
-  const got =
-    value === null || value === undefined
-      ? String(value)
-      : Array.isArray(value)
-        ? 'an array'
-        : typeof value === 'object'
-          ? 'another object'
-          : `a ${typeof value}`
-  return new TypeError(`source '${id}': sendEvents takes an EventArray, got ${got}`)
+  return new TypeError(`source '${id}': sendEvents takes an EventArray, got ${kindOf(value)}`)
 }
 
 /**
@@ -204,16 +207,8 @@ function notSendable(
   event: unknown,
 ): ComponentError<'ALREADY_SENT' | 'USE_AFTER_END'> | TypeError {
   if (!(event instanceof LogEvent)) {
-    const got =
-      event === null || event === undefined
-        ? String(event)
-        : typeof event === 'object'
-          ? Array.isArray(event)
-            ? 'an array'
-            : 'another object'
-          : `a ${typeof event}`
     return new TypeError(
-      `source '${id}': sendEvents: event ${index} of the array is ${got}, not a LogEvent; nothing of the array was sent`,
+      `source '${id}': sendEvents: event ${index} of the array is ${kindOf(event)}, not a LogEvent; nothing of the array was sent`,
     )
   }
   if (event.isEnded) {
