@@ -11,7 +11,9 @@
  * a new file there at the next append, after what was appended to it is synced.
  *
  * Durability: an entry is on disk once a sync called after its append succeeded (`durable` says
- * whether every one is). A failed fsync is final, wherever it happens (in `sync`, or on letting go
+ * whether every one is). A file this opened empty (most likely created just now, at the start or
+ * after a rotation) has its directory fsynced too by the next sync, before the file's own fsync
+ * counts: an fsynced file whose directory entry a crash of the machine lost is lost whole. A failed fsync is final, wherever it happens (in `sync`, or on letting go
  * of a file rotated away): Linux may drop the pages it failed to write and report the next fsync
  * of the file successful (the "fsyncgate" behaviour PostgreSQL answered in 2018 by a PANIC), so
  * the entries appended since the last sync that succeeded may never reach the disk whatever a
@@ -21,6 +23,7 @@
  * an fsync counts once none beside it failed.
  */
 import { type FileHandle, open, stat } from 'node:fs/promises'
+import { dirname } from 'node:path'
 
 export class DeadLetterFile {
   readonly #path: string
@@ -40,12 +43,17 @@ export class DeadLetterFile {
   #syncFailure: { readonly error: unknown } | undefined = undefined
   /** The fsyncs of the file in flight. */
   readonly #fsyncs = new Set<Promise<void>>()
+  /** Whether the file at the path was opened empty and no sync fsynced its directory since. */
+  #entryPending: boolean
+  /** The last fsync of the directory (settled or not). */
+  #entrySync: Promise<void> | undefined = undefined
 
   private constructor(path: string, opened: Opened) {
     this.#path = path
     this.#handle = opened.handle
     this.#identity = opened.identity
     this.#length = opened.length
+    this.#entryPending = opened.length === 0
   }
 
   /** Opens (creates) the file at `path` for appending; cuts away a piece of an entry at its end. */
@@ -69,6 +77,7 @@ export class DeadLetterFile {
     this.#handle = opened.handle
     this.#identity = opened.identity
     this.#length = opened.length
+    if (opened.length === 0) this.#entryPending = true
     // A piece left in the old file can no longer be cut away: it is not where entries go.
     this.#torn = false
     await old.close().catch(() => {})
@@ -119,6 +128,13 @@ export class DeadLetterFile {
     if (this.#syncFailure !== undefined) throw this.#syncFailure.error
     const covered = this.#appended
     if (covered === this.#synced) return
+    if (this.#entryPending) {
+      // A rotation while this runs sets it again, for the new file, whose sync then does its own.
+      this.#entryPending = false
+      this.#entrySync = this.#syncEntry()
+    }
+    // Every sync waits for it, not only the one that began it: none counts before the entry is on disk.
+    if (this.#entrySync !== undefined) await this.#entrySync
     await this.#fsync(this.#handle)
     // Syncs may overlap: a later one may have covered more already.
     if (covered > this.#synced) this.#synced = covered
@@ -135,6 +151,19 @@ export class DeadLetterFile {
   /** The error of the first fsync of the file that failed; `undefined` while none did. */
   get syncFailure(): unknown {
     return this.#syncFailure?.error
+  }
+
+  /**
+   * Fsyncs the directory, so the entry of a file made now is on disk. A failure is final, as a
+   * failed fsync of the file is: the entry may be lost whatever a later fsync says.
+   */
+  async #syncEntry(): Promise<void> {
+    try {
+      await syncDirectory(dirname(this.#path))
+    } catch (error) {
+      this.#syncFailure ??= { error }
+      throw error
+    }
   }
 
   async #fsync(handle: FileHandle): Promise<void> {
@@ -192,4 +221,18 @@ async function wholeLength(handle: FileHandle, size: number): Promise<number> {
     end = start
   }
   return 0
+}
+
+/**
+ * Fsyncs the directory at `path`, so an entry made in it survives a crash of the machine. Windows
+ * cannot open a directory for that (and persists entries with the file's own flush): skipped there.
+ */
+async function syncDirectory(path: string): Promise<void> {
+  if (process.platform === 'win32') return
+  const directory = await open(path, 'r')
+  try {
+    await directory.sync()
+  } finally {
+    await directory.close()
+  }
 }
