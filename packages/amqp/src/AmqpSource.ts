@@ -108,7 +108,8 @@ export const AmqpSourceOptions = defineOptions({
         'properties kept, plus the headers `x-ackline-rejected-by`, `x-ackline-code`, `x-ackline-reason` and ' +
         '`x-ackline-copy-of`, which tells a copy no queue took apart; each `x-ackline-*` value is cut to ' +
         `${ACKLINE_HEADER_MAX_BYTES} bytes of UTF-8, ending in '…'; a per-message TTL is not kept, so the copy ` +
-        'cannot expire in the dead-letter queue: it goes to the header `x-ackline-original-expiration`), ' +
+        'cannot expire in the dead-letter queue: it goes to the header `x-ackline-original-expiration`; nor is ' +
+        'the user-id, which the broker refuses from any user but the producer: it goes to `x-ackline-original-user-id`), ' +
         'then acked once the broker confirmed the copy (a crash between the two can copy it twice). ' +
         'It must exist: it is checked at start (`AMQP_DECLARATION_FAILED`). A copy that cannot be ' +
         'encoded or that the broker refuses or cannot route leaves the original to a nack without requeue. ' +
@@ -587,8 +588,10 @@ class AmqpConsumer implements AmqpSource {
       const copyId = `${generation.id}:${message.fields.deliveryTag}`
       // Without the original's per-message TTL, as RabbitMQ's own dead-lettering does: the copy
       // would expire in the dead-letter queue (nobody may read it for days) while its original
-      // was acked, lost; with expiration '0' it vanished on arrival.
-      const { expiration, ...properties } = message.properties
+      // was acked, lost; with expiration '0' it vanished on arrival. Without its user-id: the
+      // broker refuses a publish whose user-id is not the publishing user's (406, closing the
+      // channel), so a message a producer marked with its own user was copied and refused for ever.
+      const { expiration, userId, ...properties } = message.properties
       const headers = {
         ...message.properties.headers,
         'x-ackline-rejected-by': cutToBytes(failure?.componentId ?? context.id, ACKLINE_HEADER_MAX_BYTES),
@@ -597,6 +600,7 @@ class AmqpConsumer implements AmqpSource {
         'x-ackline-copy-of': copyId,
         // Kept as a header only: see `properties` below.
         ...(expiration === undefined ? {} : { 'x-ackline-original-expiration': String(expiration) }),
+        ...(userId === undefined ? {} : { 'x-ackline-original-user-id': String(userId) }),
       }
       /** Tells the broker about the original once every copy sent before is confirmed. */
       const thenTell = (tellBroker: () => void): void => {

@@ -9,12 +9,13 @@ import {
   type SourceContext,
   TopologyBuilder,
 } from '@ackline/topology'
-import type { ConfirmChannel } from 'amqplib'
+import { type ConfirmChannel, connect } from 'amqplib'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import {
   Admin,
   BROKER_URL,
   brokerAvailable,
+  brokerUser,
   hasMethod,
   holdingBrokerProxy,
   Method,
@@ -820,6 +821,60 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(byId.get('ttl-60s')!['x-ackline-original-expiration']).toBe('60000')
     expect(await admin.messageCount(queue)).toBe(0)
   })
+
+  it("with deadLetterExchange, the copy does not claim the original's user-id (published by another user): the broker would refuse it", async () => {
+    // RabbitMQ checks a published message's user-id against the user who publishes it (406
+    // PRECONDITION_FAILED, which closes the channel). The copy kept the original's user-id, set
+    // by the producer, another user: the broker closed the source's channel on every copy, the
+    // source reconnected, the original came back and was copied again, for ever, every other
+    // message in flight abandoned each time; nothing was ever dead-lettered or acked.
+    const user = await brokerUser()
+    if (user === undefined) return // said by brokerUser: this broker cannot be given a second user
+    try {
+      const { queue } = await admin.queueWithDeadLetters()
+      const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
+      const producer = await connect(user.url)
+      try {
+        const channel = await producer.createConfirmChannel()
+        channel.publish('', queue, Buffer.from('{"n":0}'), { messageId: 'by-other', userId: user.name })
+        channel.publish('', queue, Buffer.from('{"n":1}'), { messageId: 'plain' })
+        await channel.waitForConfirms()
+      } finally {
+        await producer.close()
+      }
+      const warnings: string[] = []
+      const source = amqpSource({
+        url: BROKER_URL,
+        queue,
+        deadLetterExchange: reasons,
+        onWarning: (warning) => warnings.push(warning),
+      })
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('rabbit', source)
+        .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
+        .build()
+      await topology.start()
+      try {
+        await vi.waitFor(() => expect(source.counters.deadLettered).toBe(2), {
+          timeout: 10_000,
+          interval: 10,
+        })
+      } finally {
+        await topology.stop()
+      }
+      expect(warnings).toEqual([])
+      expect(source.counters).toMatchObject({ received: 2, abandoned: 0, reconnects: 0 })
+      const copies = await admin.drain(withReasons)
+      expect(copies.map((m) => m.properties.messageId).sort()).toEqual(['by-other', 'plain'])
+      for (const copy of copies) expect(copy.properties.userId).toBeUndefined()
+      const byId = new Map(copies.map((m) => [m.properties.messageId as string, m.properties.headers ?? {}]))
+      expect(byId.get('by-other')!['x-ackline-original-user-id']).toBe(user.name)
+      expect(byId.get('plain')!['x-ackline-original-user-id']).toBeUndefined()
+      expect(await admin.messageCount(queue)).toBe(0)
+    } finally {
+      await user.remove()
+    }
+  }, 60_000) // rabbitmqctl takes seconds to make and delete the user
 
   it('holds the nack of a message whose copy was refused behind the copies still awaiting their confirm', async () => {
     // A message comes back after its copy was refused, and in the same batch, before it, a new

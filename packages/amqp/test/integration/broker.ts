@@ -1,6 +1,7 @@
 // Shared by the integration, crash and bench runs: the broker's URL, whether it is reachable
 // (under CI=true an unreachable broker is an error, never a skip), unique names, and a plain
 // amqplib connection for arranging and inspecting queues.
+import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { createConnection, createServer, type Socket } from 'node:net'
 import { type TcpProxy, type TcpProxyOptions, tcpProxy } from '@ackline/testkit'
@@ -194,6 +195,44 @@ export async function brokerAvailable(): Promise<boolean> {
 /** A queue/exchange name no other run uses. */
 export function uniqueName(prefix: string): string {
   return `ackline-test-${prefix}-${randomUUID().slice(0, 8)}`
+}
+
+/** A second user of the broker, made for a test (see {@link brokerUser}). */
+export interface BrokerUser {
+  /** `BROKER_URL` with this user's credentials. */
+  readonly url: string
+  readonly name: string
+  /** Deletes the user. */
+  remove(): Promise<void>
+}
+
+/**
+ * A user of its own on the broker, with every permission on the vhost of `BROKER_URL`, made with
+ * `rabbitmqctl` (the broker on this machine): `undefined` when that cannot be done (no
+ * `rabbitmqctl`, a broker elsewhere), and the test that needs it says so and skips.
+ */
+export async function brokerUser(): Promise<BrokerUser | undefined> {
+  const ctl = (...args: string[]): Promise<void> =>
+    new Promise<void>((resolve, reject) =>
+      execFile('rabbitmqctl', args, { timeout: 30_000 }, (error) =>
+        error === null ? resolve() : reject(error),
+      ),
+    )
+  const broker = new URL(BROKER_URL)
+  const vhost = decodeURIComponent(broker.pathname.slice(1)) || '/'
+  const name = uniqueName('user')
+  const password = randomUUID()
+  try {
+    await ctl('add_user', name, password)
+    await ctl('set_permissions', '-p', vhost, name, '.*', '.*', '.*')
+  } catch (error) {
+    await ctl('delete_user', name).catch(() => undefined)
+    console.warn(`\n!!! cannot make a second broker user with rabbitmqctl: ${String(error)}\n`)
+    return undefined
+  }
+  broker.username = name
+  broker.password = password
+  return { url: broker.toString(), name, remove: () => ctl('delete_user', name).catch(() => undefined) }
 }
 
 /** A plain connection for the test's own declarations, publishes and checks. */
