@@ -54,6 +54,24 @@ describe('amqp options', () => {
     }
   })
 
+  it('reconnectInitialDelayMs is at least 1 ms: doubling 0 never backs off, a reconnect loop while the broker is away', () => {
+    // With 0 every delay was 0 (0 doubled is 0, whatever reconnectMaxDelayMs): against a broker
+    // that was down, a sink reconnected and warned some 300 times a second, for as long as it was.
+    for (const reconnectInitialDelayMs of [0, -1]) {
+      expect(
+        AmqpSourceOptions.validate({ url: 'amqp://h', queue: 'q', reconnectInitialDelayMs }).map(
+          (i) => i.field,
+        ),
+      ).toEqual(['reconnectInitialDelayMs'])
+      expect(
+        AmqpSinkOptions.validate({ url: 'amqp://h', reconnectInitialDelayMs }).map((issue) => issue.field),
+      ).toEqual(['reconnectInitialDelayMs'])
+    }
+    expect(AmqpSinkOptions.validate({ url: 'amqp://h', reconnectInitialDelayMs: 1 })).toEqual([])
+    // From the smallest first delay, the back-off still reaches its cap.
+    expect(backoffDelay({ initialDelayMs: 1, maxDelayMs: 10_000 }, 15)).toBe(10_000)
+  })
+
   it('the JSON Schema leaves out the code-only onWarning', () => {
     const schema = AmqpSourceOptions.jsonSchema() as { properties: Record<string, unknown> }
     expect(Object.keys(schema.properties)).toContain('prefetch')

@@ -22,9 +22,11 @@ import { AmqpError } from '../AmqpError.js'
 export const connectionOptions = {
   reconnectInitialDelayMs: z
     .number()
-    .min(0)
+    .min(1)
     .default(100)
-    .describe('The first reconnect delay; doubles per attempt.'),
+    .describe(
+      'The first reconnect delay; doubles per attempt. At least 1 ms: from 0 it would never grow, and the reconnects would loop while the broker is away.',
+    ),
   reconnectMaxDelayMs: z.number().min(0).default(10_000).describe('The longest reconnect delay.'),
   heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
   connectTimeoutMs: z
