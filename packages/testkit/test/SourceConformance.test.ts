@@ -36,6 +36,7 @@ type Flavour =
   | 'acks-on-accept'
   | 'peeks-failure'
   | 'commits-at-stop'
+  | 'commits-after-return'
   | 'dedupes-acks-all'
   | 'dedupes'
 
@@ -47,7 +48,7 @@ function queueSource(queue: Queue, flavour: Flavour): Source {
       const pending: Promise<unknown>[] = []
       while (!context.signal.aborted && !(queue.closed && queue.waiting.length === 0)) {
         await queue.next(context.signal)
-        const read = queue.waiting.splice(0, flavour === 'commits-at-stop' ? 2 : queue.waiting.length)
+        const read = queue.waiting.splice(0, flavour.startsWith('commits-a') ? 2 : queue.waiting.length)
         if (read.length === 0) continue
         // Broken ('dedupes…'): keeps what it read by content, so of two equal records it sends one;
         // then acknowledges all it read ('dedupes-acks-all') or what it sent ('dedupes').
@@ -86,6 +87,10 @@ function queueSource(queue: Queue, flavour: Flavour): Source {
       void pending
       // Broken: at the stop, commits the whole position read, records never sent included.
       if (flavour === 'commits-at-stop') queue.acked.push(...queue.waiting.splice(0))
+      // Broken the same way, but the commit is not awaited: the upstream hears it after run()
+      // returned (a client's commit still on its way to the broker).
+      if (flavour === 'commits-after-return')
+        setTimeout(() => queue.acked.push(...queue.waiting.splice(0)), 0)
     },
   }
 }
@@ -136,6 +141,16 @@ describe('each source rule fails against a source broken that way', () => {
     expect(found.map((f) => f.code)).toEqual(['source.acknowledges-only-delivered'])
     expect(found[0]!.message).toContain(
       'at the stop, the upstream heard "done" for 4 record(s) never sent in a batch resolved delivered, e.g. {"n":2,',
+    )
+  })
+
+  it('source.acknowledges-only-delivered: a source whose commit of the records it read but never sent reaches the upstream after run() returned', async () => {
+    // The upstream was read as soon as run() returned: an acknowledgement still on its way then
+    // (a commit not awaited, resolved on the next turn) was never seen, and the source passed.
+    const found = await checkSource(make('commits-after-return'), { timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['source.acknowledges-only-delivered'])
+    expect(found[0]!.message).toContain(
+      'at the stop, the upstream heard "done" for 4 record(s) never sent in a batch resolved delivered',
     )
   })
 
