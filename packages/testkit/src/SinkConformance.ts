@@ -36,7 +36,9 @@ export interface SinkConformanceOptions<S extends Sink = Sink> {
    * What the sink has stored so far, as records (read back from its file, table or memory). When
    * given, the rules `sink.written-before-resolved` and `sink.flushes-on-stop` run; without it
    * they are skipped, since only the sink's author knows where it writes. Each record sent must
-   * be stored as it was sent, once for each time it was sent (two identical records, two stored).
+   * be stored as it was sent, once for each time it was sent (two identical records, two stored),
+   * compared as JSON values (the order of their keys, an object's prototype, such as the
+   * null-prototype rows some drivers read back, and -0 against 0 do not count).
    * The store may be shared by every rule (one table for all the sinks `make` returns): each rule
    * reads it before its first write and counts only what its own writes added.
    */

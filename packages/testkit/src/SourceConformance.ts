@@ -10,7 +10,6 @@
  *
  * @module
  */
-import { isDeepStrictEqual } from 'node:util'
 import type { BatchStatus, EventArray, JsonObject } from '@ackline/core'
 import type { BatchReceipt, Source, SourceContext } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
@@ -24,7 +23,7 @@ import {
 } from './ConformanceRunner.js'
 import { describeThrown } from './internal/describeThrown.js'
 import { defaultRecords } from './internal/fixtures.js'
-import { matchRecords } from './internal/matchRecords.js'
+import { matchRecords, sameJsonValue } from './internal/matchRecords.js'
 
 /** A source under test, with hooks to its upstream where it has one. */
 export interface SourceUnderTest {
@@ -44,8 +43,8 @@ export interface SourceUnderTest {
 /** Options of {@link sourceConformance} and {@link checkSource}. */
 export interface SourceConformanceOptions {
   /**
-   * Records to feed (default: six small log records). Records are compared deeply equal (the
-   * order of their keys does not count), and one for one: each copy of a repeated record must be
+   * Records to feed (default: six small log records). Records are compared as JSON values (the
+   * order of their keys, an object's prototype and -0 against 0 do not count), and one for one: each copy of a repeated record must be
    * sent and acknowledged (or failed back). `source.acknowledges-only-delivered` feeds the first
    * three, with every record equal to one of them, as the batch it fails, then the rest.
    */
@@ -191,7 +190,7 @@ const turns = async (n = 10) => {
 function splitAtErrored(records: readonly JsonObject[]): { errored: JsonObject[]; later: JsonObject[] } {
   const groups: JsonObject[][] = []
   for (const record of records) {
-    const group = groups.find((g) => isDeepStrictEqual(g[0], record))
+    const group = groups.find((g) => sameJsonValue(g[0], record))
     if (group === undefined) groups.push([record])
     else group.push(record)
   }

@@ -331,6 +331,30 @@ describe('each sink rule fails against a sink broken that way', () => {
     )
   })
 
+  it('passes a correct sink whose store reads back the same JSON values as other objects (null-prototype rows) or numbers (-0 as 0)', async () => {
+    // Records were compared with isDeepStrictEqual, which also compares prototypes and tells -0
+    // from 0: a store whose driver hands rows back as null-prototype objects (node:sqlite does), or
+    // that keeps JSON text (where -0 is written 0), failed both storage rules with records that are
+    // the same JSON values.
+    const rows = (sink: StoreSink) =>
+      sink.stored.map((record) =>
+        JSON.parse(JSON.stringify(record), (_, value: unknown) =>
+          typeof value === 'object' && value !== null && !Array.isArray(value)
+            ? Object.assign(Object.create(null), value)
+            : value,
+        ),
+      )
+    const records = [
+      { n: 0, at: { x: -0, tags: ['a', { b: null }] } },
+      { n: 1, at: { x: 1, tags: [] } },
+    ]
+    expect(await checkSink(good, { read: rows, records, timeoutMs: 500 })).toEqual([])
+    // A store that does tell them apart is still held to it.
+    const changed = (sink: StoreSink) => rows(sink).map((r: JsonObject) => ({ ...r, at: { x: 2 } }))
+    const found = await checkSink(good, { read: changed, records, timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['sink.written-before-resolved', 'sink.flushes-on-stop'])
+  })
+
   it('sink.written-before-resolved: a sink that stores its first write at once and holds later ones until stop()', async () => {
     // Only one write was checked when it resolved; the later writes were checked after stop().
     const make = (): StoreSink => {

@@ -1,8 +1,28 @@
 // One-for-one matching of records, as the suites compare what was sent with what was stored,
 // handed out or acknowledged: a multiset, so two equal records need two matches, and records are
-// equal when deeply equal (as JSON values: the order of their keys does not count).
-import { isDeepStrictEqual } from 'node:util'
+// equal when deeply equal as JSON values: the order of their keys does not count, nor what JSON
+// cannot tell apart (an object's prototype, -0 and 0, a key whose value is undefined).
 import type { JsonObject } from '@ackline/core'
+
+/**
+ * Whether `a` and `b` are the same JSON value. Not `isDeepStrictEqual`, which also compares
+ * prototypes and tells -0 from 0: a store whose driver reads rows back as null-prototype objects,
+ * or that keeps JSON text (-0 written as 0), holds the same records, and a correct component
+ * failed on them.
+ */
+export function sameJsonValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
+    return a.every((value, i) => sameJsonValue(value, b[i]))
+  }
+  const x = a as Record<string, unknown>
+  const y = b as Record<string, unknown>
+  const keys = Object.keys(x).filter((key) => x[key] !== undefined)
+  if (keys.length !== Object.keys(y).filter((key) => y[key] !== undefined).length) return false
+  return keys.every((key) => Object.hasOwn(y, key) && sameJsonValue(x[key], y[key]))
+}
 
 /** What pairing each record of `wanted` with one deeply equal record of `pool` at most leaves. */
 export interface RecordMatch {
@@ -14,13 +34,13 @@ export interface RecordMatch {
   readonly left: JsonObject[]
 }
 
-/** Pairs each record of `wanted` with one deeply equal record of `pool`, each used once at most. */
+/** Pairs each record of `wanted` with one record of `pool` of the same JSON value, each used once at most. */
 export function matchRecords(wanted: readonly JsonObject[], pool: readonly JsonObject[]): RecordMatch {
   const left = [...pool]
   const matched: JsonObject[] = []
   const unmatched: JsonObject[] = []
   for (const record of wanted) {
-    const at = left.findIndex((candidate) => isDeepStrictEqual(candidate, record))
+    const at = left.findIndex((candidate) => sameJsonValue(candidate, record))
     if (at < 0) unmatched.push(record)
     else {
       left.splice(at, 1)
