@@ -154,6 +154,7 @@ const kinds: Record<string, (batch: number) => Promise<number>> = {
   'ackline, acks on': (batch) => remapPipeline(true, eventsFor(batch), batch),
   'acks on, receipts read': (batch) => remapPipeline(true, eventsFor(batch), batch, 1, true),
   'ackline, acks off': (batch) => remapPipeline(false, eventsFor(batch), batch),
+  'acks off, receipts read': (batch) => remapPipeline(false, eventsFor(batch), batch, 1, true),
   'node:stream, plain': nodeStream,
   'node:stream, events': nodeStreamEvents,
   'rxjs, plain': rxjs,
