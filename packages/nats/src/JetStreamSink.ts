@@ -27,6 +27,9 @@
  *   `concurrency`; a declaration's `concurrency` option overrides it), so the PubAck window does
  *   not drain at the end of each write. Writes then complete out of order, and messages of
  *   different writes may be stored out of order; declare `concurrency: 1` where order matters.
+ * - When the client closes the connection for good (it gives up after a second authorization
+ *   error in a row: credentials revoked or rotated), the next write connects again; while that
+ *   fails, writes fail retryable, naming why (RFC 0007).
  *
  * @module
  */
@@ -55,10 +58,11 @@ import {
 } from '@nats-io/jetstream'
 import { MsgHdrsImpl } from '@nats-io/transport-node'
 import { z } from 'zod'
-import { Connection, serversOf } from './internal/Connection.js'
+import { type Connection, serversOf } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
 import { jetstreamUnavailable } from './internal/jetstreamUnavailable.js'
 import { publishSubject } from './internal/publishSubject.js'
+import { SinkConnection } from './internal/SinkConnection.js'
 import { tooLarge } from './internal/tooLarge.js'
 
 /** Options of {@link jetstreamSink}: its schema (`validate`, `jsonSchema`, …). */
@@ -98,7 +102,10 @@ export interface JetStreamSinkCounters {
   readonly duplicates: number
   /** Publishes that failed (timeout, no stream, connection lost). */
   readonly failed: number
-  /** Reconnects of the connection after a drop. */
+  /**
+   * Reconnects of the connection after a drop, and new connections made after the client closed
+   * one for good (a second authorization error in a row).
+   */
   readonly reconnects: number
   /** Publishes awaiting their PubAck now. */
   readonly inFlight: number
@@ -132,8 +139,11 @@ class JetStreamPublisher implements JetStreamSink {
   readonly concurrency = JETSTREAM_SINK_CONCURRENCY
   readonly #options: JetStreamSinkOptions
   readonly #o: Resolved
-  #connection: Connection | undefined = undefined
+  /** The connection, made anew when the client gives up on it (see `SinkConnection`). */
+  readonly #link: SinkConnection
+  /** The JetStream client of the connection `#jsOn`. */
   #js: JetStreamClient | undefined = undefined
+  #jsOn: Connection | undefined = undefined
   #inFlight = 0
   /** The PubAcks awaited, shared by every pending write. */
   readonly #window: Window
@@ -143,10 +153,11 @@ class JetStreamPublisher implements JetStreamSink {
     this.#options = options
     this.#o = JetStreamSinkOptions.resolve(options)
     this.#window = new Window(this.#o.maxInFlight)
+    this.#link = new SinkConnection('jetstream', this.#o)
   }
 
   get counters(): JetStreamSinkCounters {
-    return { ...this.#count, reconnects: this.#connection?.reconnects ?? 0, inFlight: this.#inFlight }
+    return { ...this.#count, reconnects: this.#link.reconnects, inFlight: this.#inFlight }
   }
 
   validate(): readonly ConfigIssue[] {
@@ -155,7 +166,7 @@ class JetStreamPublisher implements JetStreamSink {
 
   async start(): Promise<void> {
     const o = this.#o
-    const connection = await Connection.open('jetstream', o)
+    const connection = await this.#link.start()
     let noAck: string | undefined
     try {
       const jsm = await jetstreamManager(connection.nc, { timeout: o.timeoutMs })
@@ -164,7 +175,7 @@ class JetStreamPublisher implements JetStreamSink {
       // while stored, and each retry (or redelivery) stored it again.
       if ((await jsm.streams.info(stream)).config.no_ack === true) noAck = stream
     } catch (error) {
-      await connection.close()
+      await this.#link.stop()
       // Only the server's answer that no stream matches means the subject is wrong; JetStream
       // not enabled, a request that timed out, a connection lost on the way or a user not allowed
       // the lookup is the servers' or the user's.
@@ -186,20 +197,23 @@ class JetStreamPublisher implements JetStreamSink {
       )
     }
     if (noAck !== undefined) {
-      await connection.close()
+      await this.#link.stop()
       throw new ComponentError(
         'NO_ACK_STREAM',
         `stream '${noAck}', which captures subject '${o.subject}', has no_ack set: it never acknowledges a publish, so no event could be delivered (each would time out while the stream stored it, again on every retry)`,
         { component: 'jetstream', field: 'subject' },
       )
     }
-    this.#connection = connection
-    this.#js = jetstreamClient(connection.nc)
   }
 
   async write(events: EventArray): Promise<SinkResult> {
-    const js = this.#js
-    if (js === undefined) throw new RetryableError('jetstream', 'not started')
+    // Throws a RetryableError before start, or while connecting again after the client gave up fails.
+    const connection = await this.#link.current()
+    if (this.#jsOn !== connection) {
+      this.#js = jetstreamClient(connection.nc)
+      this.#jsOn = connection
+    }
+    const js = this.#js!
     const o = this.#o
     const results: (undefined | 'delivered' | Error)[] = new Array(events.length)
     let allHaveIds = true
@@ -207,7 +221,7 @@ class JetStreamPublisher implements JetStreamSink {
     let retryable = false
     const window = this.#window
     const publishes: Promise<void>[] = []
-    const maxPayload = this.#connection?.maxPayload
+    const maxPayload = connection.maxPayload
     for (let i = 0; i < events.length; i++) {
       const event = events.events[i]!
       let payload: Uint8Array
@@ -295,7 +309,7 @@ class JetStreamPublisher implements JetStreamSink {
   }
 
   async stop(): Promise<void> {
-    await this.#connection?.close()
+    await this.#link.stop()
   }
 
   #payloadOf(event: LogEvent): JsonObject {

@@ -10,6 +10,8 @@
  * flush fails throws a `RetryableError` (the client discards what it buffered while disconnected
  * when it dials again, and a retry may send again what the server had read: at least once). An event that can never be published (one `JSON.stringify`
  * cannot encode, or one over the server's `max_payload`) is `rejected` alone, before publishing.
+ * When the client closes the connection for good (a second authorization error in a row), the
+ * next write connects again; while that fails, writes fail retryable, naming why.
  *
  * @module
  */
@@ -24,9 +26,9 @@ import {
   type SinkResult,
 } from '@ackline/topology'
 import { z } from 'zod'
-import { Connection } from './internal/Connection.js'
 import { connectionShape } from './internal/connectionShape.js'
 import { publishSubject } from './internal/publishSubject.js'
+import { SinkConnection } from './internal/SinkConnection.js'
 import { tooLarge } from './internal/tooLarge.js'
 
 /** Options of {@link natsSink}: its schema (`validate`, `jsonSchema`, …). */
@@ -59,11 +61,13 @@ class NatsPublisher implements NatsSink {
   readonly canAcknowledge = false
   readonly #options: NatsSinkOptions
   readonly #o: ResolvedOptionsOf<typeof NatsSinkOptions>
-  #connection: Connection | undefined = undefined
+  /** The connection, made anew when the client gives up on it (see `SinkConnection`). */
+  readonly #link: SinkConnection
 
   constructor(options: NatsSinkOptions) {
     this.#options = options
     this.#o = NatsSinkOptions.resolve(options)
+    this.#link = new SinkConnection('nats', this.#o)
   }
 
   validate(): readonly ConfigIssue[] {
@@ -71,12 +75,12 @@ class NatsPublisher implements NatsSink {
   }
 
   async start(): Promise<void> {
-    this.#connection = await Connection.open('nats', this.#o)
+    await this.#link.start()
   }
 
   async write(events: EventArray): Promise<SinkResult> {
-    const connection = this.#connection
-    if (connection === undefined) throw new RetryableError('nats', 'not started')
+    // Throws a RetryableError before start, or while connecting again after the client gave up fails.
+    const connection = await this.#link.current()
     const subject = this.#o.subject
     const maxPayload = connection.maxPayload
     const results: ('delivered' | Error)[] = []
@@ -109,7 +113,7 @@ class NatsPublisher implements NatsSink {
   }
 
   async stop(): Promise<void> {
-    await this.#connection?.close()
+    await this.#link.stop()
   }
 }
 

@@ -1,8 +1,8 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import dns from 'node:dns'
 import { createConnection, createServer, type Socket } from 'node:net'
-import type { EventArray } from '@ackline/core'
-import { jetstream, jetstreamSink } from '@ackline/nats'
+import { EventArray, LogEvent } from '@ackline/core'
+import { jetstream, jetstreamSink, natsSink } from '@ackline/nats'
 import { memory } from '@ackline/sinks'
 import { tcpProxy } from '@ackline/testkit'
 import { ComponentError, type LifecycleEvent, type Sink, TopologyBuilder } from '@ackline/topology'
@@ -82,6 +82,10 @@ async function revokingProxy() {
     revoke() {
       revoked = true
       for (const socket of sockets) socket.destroy()
+    },
+    /** The credentials are good again: new connections are forwarded to the server. */
+    restore() {
+      revoked = false
     },
     close() {
       for (const socket of sockets) socket.destroy()
@@ -660,6 +664,61 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       await topology.done
     } finally {
       await topology.stop()
+      await proxy.close()
+    }
+  })
+
+  it('credentials revoked, then restored: a sink connects again once the client closed the connection for good, and delivers', async () => {
+    // nats.js gives up after a second authorization error in a row and closes the connection for
+    // good. The JetStream and core NATS sinks kept that client: every write failed ('closed
+    // connection') for as long as the process lived, even once the credentials were good again.
+    const stream = await admin.stream('REVOKED_SINK')
+    const sub = admin.nc.subscribe(`${stream}.core`)
+    const heard: string[] = []
+    void (async () => {
+      for await (const m of sub) heard.push(m.string())
+    })()
+    await admin.nc.flush()
+    const proxy = await revokingProxy()
+    const sinks = {
+      jetstream: jetstreamSink({ servers: proxy.address, subject: `${stream}.js`, reconnectTimeWaitMs: 50 }),
+      nats: natsSink({ servers: proxy.address, subject: `${stream}.core`, reconnectTimeWaitMs: 50 }),
+    }
+    /** 'delivered', or what the write failed with: its error, or the first event's. */
+    const write = async (sink: Sink, n: number): Promise<unknown> => {
+      try {
+        const result = await sink.write(EventArray.of(new LogEvent({ n })))
+        return result === undefined ? 'delivered' : result[0]
+      } catch (error) {
+        return error
+      }
+    }
+    try {
+      for (const sink of Object.values(sinks)) {
+        await sink.start()
+        expect(await write(sink, 1)).toBe('delivered')
+      }
+      proxy.revoke()
+      await until('both clients gave up', () => proxy.refused >= 4, 10_000)
+      // While the credentials are refused, a write fails retryable, naming why.
+      for (const [name, sink] of Object.entries(sinks)) {
+        const error = await write(sink, 2)
+        expect(error, name).toBeInstanceOf(ComponentError)
+        expect(error, name).toMatchObject({ code: 'RETRYABLE', component: name })
+        expect((error as Error).message, name).toMatch(/Authorization Violation/i)
+      }
+      proxy.restore()
+      for (const [name, sink] of Object.entries(sinks)) expect(await write(sink, 3), name).toBe('delivered')
+      const stored = (await admin.contents(stream))
+        .filter((m) => m.subject === `${stream}.js`)
+        .map((m) => JSON.parse(m.data) as { n: number })
+      expect(stored).toEqual([{ n: 1 }, { n: 3 }])
+      await until('the subscriber heard the core NATS sink', () => heard.length === 2, 5000)
+      expect(heard.map((h) => JSON.parse(h) as { n: number })).toEqual([{ n: 1 }, { n: 3 }])
+      expect(sinks.jetstream.counters.reconnects).toBeGreaterThanOrEqual(1)
+    } finally {
+      for (const sink of Object.values(sinks)) await sink.stop()
+      sub.unsubscribe()
       await proxy.close()
     }
   })
