@@ -249,6 +249,41 @@ describe('user transforms', () => {
       expect(statuses).toEqual(['delivered', 'delivered'])
       expect(early).toHaveLength(2)
     })
+
+    it('passes on a read-only input array passed on whole as a copy: a correct transform after it may still sort its own', async () => {
+      // After INPUT_MUTATED the runtime freezes the transform's input arrays; one it passed on
+      // whole (emitAll) went downstream frozen, and the next transform's sort in place, which the
+      // contract allows, threw: its calls failed and their events were errored for the first's bug.
+      let calls = 0
+      const mutator: Transform = {
+        kind: 'mutator',
+        process(events, context) {
+          const list = events.events as LogEvent[]
+          if (calls++ === 0) list[0] = list[1]!
+          context.emitAll(events)
+        },
+      }
+      const sorter: Transform = {
+        kind: 'sorter',
+        process(events, context) {
+          ;(events.events as LogEvent[]).sort((x, y) => n(y) - n(x))
+          context.emitAll(events)
+        },
+      }
+      const source = testSource([records(1, 2, 3), records(4, 5, 6)])
+      const { sink, received } = handleSink()
+      const topology = new TopologyBuilder<string>(on)
+        .source('in', source)
+        .transform('t', ['in'], mutator)
+        .transform('sort', ['t'], sorter)
+        .sink('out', ['sort'], sink)
+        .build()
+      const facts = await run(topology)
+      const errors = facts.filter((f) => f.type === 'component_error')
+      expect(errors.map((f) => [f.component, f.code])).toEqual([['t', 'INPUT_MUTATED']])
+      expect(received).toEqual([3, 2, 2, 6, 5, 4])
+      expect(await source.statuses()).toEqual(['errored', 'delivered'])
+    })
   })
 
   it('settles the unhandled events of a throwing transform errored and passes on what it emitted', async () => {

@@ -604,7 +604,16 @@ export class TransformRunner {
     let more: Promise<void>[] | undefined
     const passed = context.passed
     if (passed !== undefined) {
-      if (passed.length > 0) first = this.outputs.get('')!.send(passed)
+      // An input frozen for a transform that changed its inputs (`#processed`) goes on as a copy:
+      // a correct transform after it may sort its own input in place.
+      if (passed.length > 0)
+        first = this.outputs
+          .get('')!
+          .send(
+            this.#frozenInputs && Object.isFrozen(passed.events)
+              ? new EventArray([...passed.events])
+              : passed,
+          )
     } else if (context.defaultCount > 0) {
       first = this.outputs.get('')!.send(new EventArray(context.defaultPort))
     }
