@@ -4,11 +4,21 @@
  * Invariant: memory is bounded: at most `cacheSize` keys are remembered, the least recently seen
  * forgotten first. An event whose key is remembered is handed to `context.drop` (settled with the
  * transform's `dropStatus`); any other is emitted and its key remembered. Seeing a key again makes
- * it the most recent, as Vector's `dedupe` does.
+ * it the most recent, as Vector's `dedupe` does. A key is remembered only while the event emitted
+ * under it may still be delivered: once its sinks settled it otherwise (`errored`, `rejected`, a
+ * stop), the key is forgotten, so what comes again (a source's redelivery of it) goes on, rather
+ * than be dropped as a duplicate of an event that reached no one and counted delivered.
  *
  * @module
  */
-import type { EventArray } from '@ackline/core'
+import {
+  BatchNotifier,
+  type BatchResolvedListener,
+  type BatchStatus,
+  type BatchStatusReceiver,
+  type EventArray,
+  type LogEvent,
+} from '@ackline/core'
 import { type ConfigIssue, defineOptions, type OptionsOf, type TransformContext } from '@ackline/topology'
 import { z } from 'zod'
 import type { DroppingTransform } from './DroppingTransform.js'
@@ -37,14 +47,20 @@ export interface DedupeTransform extends DroppingTransform {
   readonly cachedKeys: number
 }
 
-class Dedupe implements DedupeTransform {
+/**
+ * What a remembered key holds: the receiver of the batch that watches the event emitted under it
+ * (its `tracking` is the key), or `true` once that event was delivered.
+ */
+type Seen = BatchStatusReceiver | true
+
+class Dedupe implements DedupeTransform, BatchResolvedListener {
   readonly kind = 'dedupe'
   // Event by event, in order: what queued behind an array may come in the same call.
   readonly coalesce = true
   readonly synchronous = true
   readonly dropStatus: DropStatus
   readonly #options: DedupeOptions
-  readonly #seen: KeyedEvents<true>
+  readonly #seen: KeyedEvents<Seen>
 
   constructor(options: DedupeOptions) {
     this.#options = options
@@ -74,16 +90,41 @@ class Dedupe implements DedupeTransform {
       if (seen.touch(key)) {
         context.drop(event)
       } else {
-        seen.add(key, true)
+        seen.add(key, this.#watch(event, key, context.id))
         context.emit(event)
       }
     }
+  }
+
+  /**
+   * A batch of dedupe's own holding `event` alone, so it learns what became of it: the batch
+   * resolves when every copy of the event has ended, with the worst status.
+   */
+  #watch(event: LogEvent, key: string, id: string): BatchStatusReceiver {
+    const watcher = BatchNotifier.open(id)
+    watcher.attach(event)
+    watcher.release()
+    const receiver = watcher.receiver
+    receiver.tracking = key
+    receiver.onResolved(this)
+    return receiver
+  }
+
+  /** @internal The event emitted under a key was settled: forget the key unless it was delivered. */
+  batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void {
+    const key = receiver.tracking as string
+    // The key may have been forgotten (evicted) and seen again since: then it is another event's.
+    if (this.#seen.get(key) !== receiver) return
+    if (status === 'delivered') this.#seen.replace(key, true)
+    else this.#seen.delete(key)
   }
 }
 
 /**
  * Discards events whose `fields` equal those of an event seen among the last `cacheSize` distinct
- * keys. Discards are settled with `dropStatus` (`'delivered'` unless set).
+ * keys. Discards are settled with `dropStatus` (`'delivered'` unless set). A key whose emitted
+ * event was not delivered (its sinks settled it `errored` or `rejected`) is forgotten, so the event
+ * sent again goes on; a duplicate that comes while the first is still in flight is discarded.
  *
  * @example
  * ```ts

@@ -82,6 +82,47 @@ describe('dedupe', () => {
     expect(await b.receiver).toBe('rejected')
   })
 
+  it.each(['errored', 'rejected'] as const)(
+    'forgets the key of an event %s downstream, so its redelivery goes on (not dropped as delivered)',
+    async (failure) => {
+      const t = dedupe({ fields: ['id'] })
+      const first = testBatch([{ id: 1 }, { id: 2 }])
+      const ctx1 = FakeTransformContext.for(t)
+      t.process(first.events, ctx1)
+      // The sink failed id 1 and delivered id 2: the source will send id 1 again.
+      ctx1.settle((e) => (e.get('id') === 1 ? failure : 'delivered'))
+      expect(await first.receiver).toBe(failure)
+      expect(t.cachedKeys).toBe(1)
+
+      const again = testBatch([{ id: 1 }, { id: 2 }])
+      const ctx2 = FakeTransformContext.for(t)
+      t.process(again.events, ctx2)
+      // id 1 goes on (its first copy reached no one); id 2 is a duplicate of a delivered event.
+      expect(ctx2.fieldsOn()).toEqual([{ id: 1 }])
+      expect(ctx2.dropped).toEqual([again.events.events[1]])
+      ctx2.settle()
+      expect(await again.receiver).toBe('delivered')
+
+      // Delivered now: a third copy is a duplicate.
+      const third = testBatch([{ id: 1 }])
+      const ctx3 = FakeTransformContext.for(t)
+      t.process(third.events, ctx3)
+      expect(ctx3.dropped).toHaveLength(1)
+    },
+  )
+
+  it('keeps the key of an event seen again after it was evicted, whatever the first copy becomes', () => {
+    const t = dedupe({ fields: ['id'], cacheSize: 1 })
+    const ctx = FakeTransformContext.for(t)
+    // id 1 is emitted, evicted by id 2, emitted again: then the first copy fails.
+    t.process(testBatch([{ id: 1 }, { id: 2 }, { id: 1 }]).events, ctx)
+    expect(ctx.on()).toHaveLength(3)
+    ctx.emitted[0]!.event.end('errored')
+    // The key now belongs to the second copy, still in flight: a duplicate is dropped.
+    t.process(testBatch([{ id: 1 }]).events, ctx)
+    expect(ctx.dropped).toHaveLength(1)
+  })
+
   it('reports bad options by field', () => {
     expect(
       dedupe({ fields: [] })

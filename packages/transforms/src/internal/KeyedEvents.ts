@@ -56,6 +56,12 @@ export class KeyedEvents<V> {
     return evicted
   }
 
+  /** Gives a kept `key` another value, where it stands in the order; does nothing to a key not kept. */
+  replace(key: string, value: V): void {
+    const entries = this.#entries
+    if (entries.has(key)) entries.set(key, value)
+  }
+
   delete(key: string): void {
     this.#entries.delete(key)
   }

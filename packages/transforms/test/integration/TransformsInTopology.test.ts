@@ -5,7 +5,7 @@
 import type { BatchStatus, JsonObject } from '@ackline/core'
 import { type MemorySink, memory } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
-import { type LifecycleEvent, type Topology, TopologyBuilder } from '@ackline/topology'
+import { type LifecycleEvent, type Source, type Topology, TopologyBuilder } from '@ackline/topology'
 import { dedupe, filter, reduce, remap, route, sample } from '@ackline/transforms'
 import { describe, expect, it } from 'vitest'
 
@@ -174,6 +174,46 @@ describe('transforms in a topology', () => {
     expect(fields(out).map((f) => f.id)).toEqual([1, 3])
     expect(await statuses()).toEqual(['delivered', 'delivered'])
   })
+
+  it.each([true, false])(
+    'dedupe: a redelivery of an event its sink failed reaches the sink again (acknowledgements %s), not dropped as a delivered duplicate',
+    async (acks) => {
+      // A source that sends its record again until it is delivered, as a broker redelivers.
+      const statuses: BatchStatus[] = []
+      const redelivering: Source = {
+        kind: 'redelivering',
+        canAcknowledge: true,
+        async run(context) {
+          for (let attempt = 0; attempt < 3; attempt++) {
+            const receipt = await context.send([{ id: 'a', attempt }])
+            const status = await receipt.status
+            statuses.push(status)
+            if (status === 'delivered') break
+          }
+        },
+      }
+      let writes = 0
+      const out = memory({ outcome: () => (++writes === 1 ? 'errored' : 'delivered') })
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('in', redelivering)
+        .transform('dedupe', ['in'], dedupe({ fields: ['id'] }))
+        .sink('out', ['dedupe'], out, { acknowledgements: acks })
+        .build()
+      await runToEnd(topology)
+      if (acks) {
+        // Before, the second attempt was dropped as a duplicate of the first, and counted delivered.
+        expect(statuses).toEqual(['errored', 'delivered'])
+        expect(fields(out)).toEqual([
+          { id: 'a', attempt: 0 },
+          { id: 'a', attempt: 1 },
+        ])
+      } else {
+        // Without acknowledgements the sink's copy counts as delivered once accepted: a duplicate.
+        expect(statuses).toEqual(['delivered'])
+        expect(fields(out)).toEqual([{ id: 'a', attempt: 0 }])
+      }
+    },
+  )
 
   it('reduce: a merge path it cannot write in one group leaves the other groups and batches delivered', async () => {
     const { gen, statuses } = source(
