@@ -4,7 +4,8 @@
  * Invariant: the choice is deterministic. With `keyField`, an event is kept exactly when the
  * FNV-1a hash of that field's value is a multiple of `rate`, so every event with the same value
  * gets the same fate, in every process and every run; without it (or when the event lacks the
- * field), the 1st, (rate+1)th, (2·rate+1)th… such event is kept. Discards go to `context.drop`.
+ * field, or its value has no JSON text: a `BigInt`, a cycle, a function), the 1st, (rate+1)th,
+ * (2·rate+1)th… such event is kept. Discards go to `context.drop`.
  *
  * @module
  */
@@ -69,13 +70,25 @@ class Sample implements SampleTransform {
 
   #keep(event: { get(path: string): unknown }): boolean {
     if (this.#keyField !== undefined) {
-      const value = event.get(this.#keyField)
-      if (value !== undefined) {
-        const text = typeof value === 'string' ? value : JSON.stringify(value)
-        return fnv1a(text) % this.#rate === 0
-      }
+      const text = keyText(event.get(this.#keyField))
+      if (text !== undefined) return fnv1a(text) % this.#rate === 0
     }
     return this.#count++ % this.#rate === 0
+  }
+}
+
+/**
+ * The text a key value is hashed by: a string itself, anything else its JSON text. `undefined`
+ * for a value with none (the field is missing, or holds what user code may put there: a `BigInt`
+ * or a cycle, on which `JSON.stringify` throws, a function or a symbol, of which it writes
+ * nothing): such an event is sampled by the count, as one without the field, rather than fail.
+ */
+function keyText(value: unknown): string | undefined {
+  if (value === undefined || typeof value === 'string') return value
+  try {
+    return JSON.stringify(value) as string | undefined
+  } catch {
+    return undefined
   }
 }
 

@@ -33,6 +33,19 @@ describe('sample', () => {
     expect(keptTraces.size).toBeLessThan(20)
   })
 
+  it('samples an event whose key field has no JSON text (a BigInt, a cycle, a function) by the count, as one without the field', () => {
+    const cycle: Record<string, unknown> = {}
+    cycle.self = cycle
+    const t = sample({ rate: 2, keyField: 'k' })
+    const ctx = FakeTransformContext.for(t)
+    const { events } = testBatch([{ k: 5n }, { k: cycle }, { k: () => 1 }, { k: Symbol('s') }, {}] as never)
+    // Before, JSON.stringify threw (a BigInt, a cycle) or gave no text to hash (a function, a
+    // symbol): the call failed, and each such event was settled errored at every redelivery.
+    t.process(events, ctx)
+    expect(ctx.on()).toEqual([events.events[0], events.events[2], events.events[4]])
+    expect(ctx.dropped).toEqual([events.events[1], events.events[3]])
+  })
+
   it('keeps everything at rate 1', () => {
     const t = sample({ rate: 1, keyField: 'k' })
     const ctx = FakeTransformContext.for(t)
