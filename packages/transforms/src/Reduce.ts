@@ -7,6 +7,10 @@
  * held by at most one group and leaves exactly once (merged into the group's first event, or as
  * that first event). Windows are tumbling: every `windowMs` the runtime calls `flush`, which
  * closes every open group, so no event waits longer than `windowMs` (nor holds up its batch).
+ * A group that fails to close (a merged value with a cycle, a frozen record) fails alone: its
+ * merged event is ended `errored`, the other events of the call are merged as usual, and the
+ * groups the failing call opened are emitted before it throws (the runtime settles `errored`
+ * whatever a failed call left).
  *
  * @module
  */
@@ -120,14 +124,59 @@ class Reduce implements ReduceTransform {
 
   process(events: EventArray, context: TransformContext): void {
     const list = events.events
-    for (let i = 0; i < list.length; i++) this.#add(list[i]!, context)
+    // An event whose merge or close throws is left (or ended errored, with its group), the others
+    // are merged as usual, and the call then throws the first error: one call may hold several
+    // batches (coalesced), which one event's failure must not touch.
+    let failed: { readonly error: unknown } | undefined
+    for (let i = 0; i < list.length; i++) {
+      try {
+        this.#add(list[i]!, context)
+      } catch (error) {
+        failed ??= { error }
+      }
+    }
+    if (failed === undefined) return
+    this.#passOnOpenedBy(list, context)
+    throw failed.error
   }
 
   flush(context: TransformContext): void {
-    // Each group leaves the map before it is closed: a close that throws (a frozen record) fails
-    // the flush with the groups before it emitted once, not kept to be emitted again.
-    for (let group = this.#groups.shift(); group !== undefined; group = this.#groups.shift())
-      context.emit(this.#closeOrFail(group, context))
+    // Each group leaves the map before it is closed: a close that throws (a frozen record) ends
+    // that group's event errored, and the flush goes on with the others, then throws the first
+    // error: every group leaves once, none is kept to wait for the stop.
+    let failed: { readonly error: unknown } | undefined
+    for (let group = this.#groups.shift(); group !== undefined; group = this.#groups.shift()) {
+      try {
+        context.emit(this.#closeOrFail(group, context))
+      } catch (error) {
+        failed ??= { error }
+      }
+    }
+    if (failed !== undefined) throw failed.error
+  }
+
+  /**
+   * Closes and emits now every open group whose first event is one of `inputs`, before a failing
+   * call throws. The runtime settles `errored` every input a failed call neither emitted nor
+   * ended (it cannot tell an event held from the one that failed): a group left open would hold
+   * an ended event, its batches (other sources' too) would be told `errored` for another event's
+   * failure, and every later event of its key would fail on merging into it.
+   */
+  #passOnOpenedBy(inputs: readonly LogEvent[], context: TransformContext): void {
+    const groups = this.#groups
+    for (let i = 0; i < inputs.length; i++) {
+      const event = inputs[i]!
+      if (event.isEnded) continue
+      const key = groups.keyOf(event)
+      const group = groups.get(key)
+      if (group?.event !== event) continue
+      groups.delete(key)
+      try {
+        context.emit(this.#closeOrFail(group, context))
+      } catch {
+        // Its event is ended errored with the failure (see #closeOrFail); the call throws already.
+      }
+    }
   }
 
   #add(event: LogEvent, context: TransformContext): void {

@@ -1,3 +1,4 @@
+import { EventArray } from '@ackline/core'
 import { reduce } from '@ackline/transforms'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
@@ -199,6 +200,53 @@ describe('reduce', () => {
       expect(ctx.fieldsOn().map((f) => f.k)).toEqual([1, 3])
       expect(t.openGroups).toBe(0)
     })
+  })
+
+  it('goes on past an event whose group fails to close: the other events of the call are merged, and none is left for the runtime to settle', async () => {
+    const cycle: Record<string, unknown> = {}
+    cycle.self = cycle
+    const t = reduce({ groupBy: ['k'], maxEvents: 2, merge: { a: 'last', n: 'array' } })
+    // One call may hold several batches (coalesced): group 2 fails to close (a cycle in its
+    // merged value), groups 1 and 3 have nothing to do with it.
+    const failing = testBatch([
+      { k: 1, n: 1 },
+      { k: 2, a: cycle },
+      { k: 2, n: 2 },
+    ] as never)
+    const other = testBatch(
+      [
+        { k: 1, n: 3 },
+        { k: 3, n: 4 },
+      ],
+      'other',
+    )
+    const ctx = new FakeTransformContext()
+    const call = [...failing.events.events, ...other.events.events]
+    expect(() => t.process(EventArray.from(call), ctx)).toThrow(/cyclic/)
+    // Before, the call stopped at the failing event: group 1 stayed open on an event the runtime
+    // then settled errored, and the events after it were left, settled errored with it.
+    expect(everyHandleLeft(EventArray.from(call), ctx.emitted)).toBe(true)
+    expect(ctx.fieldsOn()).toEqual([
+      { k: 1, n: [1, 3] },
+      { k: 3, n: [4] },
+    ])
+    expect(t.openGroups).toBe(0)
+    ctx.settle()
+    expect(await other.receiver).toBe('delivered')
+    expect(await failing.receiver).toBe('errored')
+  })
+
+  it('emits every other group when a flush fails on one, so none waits for the stop', () => {
+    const cycle: Record<string, unknown> = {}
+    cycle.self = cycle
+    const t = reduce({ groupBy: ['k'], merge: { a: 'last' } })
+    const batch = testBatch([{ k: 1 }, { k: 2, a: cycle }, { k: 3 }] as never)
+    const ctx = new FakeTransformContext()
+    t.process(batch.events, ctx)
+    expect(() => t.flush(ctx)).toThrow(/cyclic/)
+    expect(ctx.fieldsOn()).toEqual([{ k: 1 }, { k: 3 }])
+    expect(t.openGroups).toBe(0)
+    expect(everyHandleLeft(batch.events, ctx.emitted)).toBe(true)
   })
 
   it('keeps an event whose key has no JSON form (a BigInt, from a source) in a group of its own, and the others merging', () => {

@@ -243,6 +243,40 @@ describe('transforms in a topology', () => {
     expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
   })
 
+  it("reduce: a group that fails to close errors its own batch only, not the other batches of the call or later events of another group's key", async () => {
+    const cycle: Record<string, unknown> = {}
+    cycle.self = cycle
+    const statuses: Promise<BatchStatus>[] = []
+    const three: Source = {
+      kind: 'three',
+      canAcknowledge: true,
+      async run(context) {
+        // Sent in one burst: reduce, which coalesces, may take them in one call.
+        const receipts = [
+          await context.send([
+            { k: 1, n: 1 },
+            { k: 2, a: cycle },
+            { k: 2, n: 2 },
+          ] as never),
+          await context.send([{ k: 1, n: 3 }]),
+          await context.send([{ k: 3, n: 4 }]),
+        ]
+        for (const receipt of receipts) statuses.push(receipt.status)
+      },
+    }
+    const out = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', three)
+      .transform('merge', ['in'], reduce({ groupBy: ['k'], maxEvents: 2, merge: { a: 'last', n: 'array' } }))
+      .sink('out', ['merge'], out)
+      .build()
+    await runToEnd(topology)
+    // Before, the two later batches were settled errored with the first (the call stopped at the
+    // failing group, and group 1 stayed open on an event the runtime had settled errored).
+    expect(await Promise.all(statuses)).toEqual(['errored', 'delivered', 'delivered'])
+    expect(fields(out).flatMap((f) => f.n)).toEqual([1, 3, 4])
+  })
+
   it('reduce: a group whose close in a timed flush fails (a frozen record) settles its events errored at once, not at the end of the run', async () => {
     // The group left the map before its close: its first event, held from an earlier call,
     // waited for the end of the run (LEAKED_EVENTS at the last flush), or for ever without one.
