@@ -29,12 +29,14 @@ export type RemapOutput = LogEvent | JsonObject
  * What a remap function returns:
  * - `undefined` (nothing): the input goes on as it is (after whatever the function changed in it);
  * - `null` or `[]`: no output, the input is dropped;
- * - a `LogEvent`: the input, or a handle the function derived from it (`input.clone()`);
+ * - a `LogEvent`: the input, a handle the function derived from it (`input.clone()`), or one it
+ *   made (`new LogEvent(...)`): every output that is a `LogEvent` other than the input is given
+ *   the input's finalizers (merged in), so the input's sources wait for it;
  * - a fields object (a plain object): the input goes on with these fields instead of its own;
  * - an array of the above: one output each, in order.
  *
  * Anything else (a promise, as an `async` function returns; a number; a `Map`; `null` or
- * `undefined` inside an array) is a bug in the function: the call throws a `ComponentError`
+ * `undefined` inside an array; a `LogEvent` that has ended) is a bug in the function: the call throws a `ComponentError`
  * with code `BAD_RESULT` naming the transform and `fn`, before the event has any output, and the
  * runtime settles the event `errored` and reports it, rather than pass on fields no sink can
  * write (a promise serializes as `{}`). A refused promise that rejects is handled, never left an
@@ -44,8 +46,9 @@ export type RemapResult = undefined | null | RemapOutput | readonly RemapOutput[
 
 /**
  * A remap function. It may change the input with `set`/`remove`, return it, clone it, or return
- * fields; it must not end or emit events. Outputs that are `LogEvent`s other than the input must
- * be handles derived from it (`input.clone()`): a `new LogEvent(...)` would carry no finalizers.
+ * fields; it must not end or emit events. An output that is a `LogEvent` other than the input
+ * (`input.clone()`, or `new LogEvent(...)`) is given the input's finalizers, so the input is
+ * not acknowledged before it.
  * Fields objects are used as they are: do not share nested objects between outputs.
  */
 // biome-ignore lint/suspicious/noConfusingVoidType: `void` lets a block body that only edits the event type-check.
@@ -75,14 +78,17 @@ function emitResult(
 ): void {
   if (result === null) context.drop(input)
   else if (result instanceof LogEvent) {
-    context.emit(result)
-    input.end()
+    // Checked first: merging into an ended handle throws, after which nothing may be left half done.
+    if (result.isEnded) throw badResult(context.id, result, undefined)
+    // The input's finalizers move into the output (kept once where it is the input's clone), so
+    // the input's sources wait for it even when the function made it with `new LogEvent`.
+    context.emit(result.merge(input))
   } else if (Array.isArray(result)) {
     const outputs = result as readonly unknown[]
     // Checked before anything is emitted: a bad output leaves the input untouched for the runtime.
     for (let i = 0; i < outputs.length; i++) {
       const output = outputs[i]
-      if (!(output instanceof LogEvent) && !isFields(output)) {
+      if (output instanceof LogEvent ? output.isEnded : !isFields(output)) {
         const error = badResult(context.id, output, i)
         // The handles the function derived (clones) reach no one else: ended here, or their
         // batch would wait for them forever.
@@ -124,9 +130,11 @@ function badResult(id: string, value: unknown, index: number | undefined): Compo
       ? String(value)
       : typeof value !== 'object'
         ? `a ${typeof value}`
-        : isThenable(value)
-          ? 'a promise (an async function?)'
-          : `a ${constructorName(value) ?? 'non-plain'} object`
+        : value instanceof LogEvent
+          ? 'a LogEvent that has ended'
+          : isThenable(value)
+            ? 'a promise (an async function?)'
+            : `a ${constructorName(value) ?? 'non-plain'} object`
   const where = index === undefined ? 'returned' : `returned an array whose output ${index} is`
   return new ComponentError(
     'BAD_RESULT',
@@ -149,16 +157,14 @@ function emitMany(input: LogEvent, outputs: readonly RemapOutput[], context: Tra
   for (let i = 0; i < n - 1; i++) {
     const output = outputs[i]!
     if (output === input) context.emit(input.clone())
-    else if (output instanceof LogEvent) context.emit(output)
+    // A handle of the function's own carries the input's finalizers too (see `emitResult`).
+    else if (output instanceof LogEvent) context.emit(output.merge(input.clone()))
     else context.emit(input.clone().replaceFields(output as JsonObject))
   }
   const last = outputs[n - 1]!
   if (last === input) context.emit(input)
-  else if (last instanceof LogEvent) {
-    context.emit(last)
-    // Its finalizers live on in the outputs (all derived from it), so it ends without a status.
-    input.end()
-  } else context.emit(input.replaceFields(last as JsonObject))
+  else if (last instanceof LogEvent) context.emit(last.merge(input))
+  else context.emit(input.replaceFields(last as JsonObject))
 }
 
 /**

@@ -1,9 +1,16 @@
-import type { LogEvent } from '@ackline/core'
+import { LogEvent } from '@ackline/core'
 import { ComponentError } from '@ackline/topology'
 import { remap } from '@ackline/transforms'
 import { describe, expect, it } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
 import { everyHandleLeft, testBatch } from './support/TestBatch.js'
+
+/** A handle that has ended (what a function may return by mistake). */
+function ended(): LogEvent {
+  const event = new LogEvent({ gone: true })
+  event.end()
+  return event
+}
 
 describe('remap', () => {
   it('passes the input on after an in-place edit when the function returns nothing', () => {
@@ -110,6 +117,25 @@ describe('remap', () => {
   })
 
   it.each([
+    ['a new LogEvent', () => new LogEvent({ made: 1 })],
+    ['an array of a new LogEvent and the input', (e: LogEvent) => [new LogEvent({ made: 1 }), e]],
+    ['an array of a clone and a new LogEvent', (e: LogEvent) => [e.clone(), new LogEvent({ made: 1 })]],
+  ])(
+    "gives the input's finalizers to an output it made itself (%s): the batch waits for it and takes its status",
+    async (_, fn) => {
+      const t = remap(fn as never)
+      const { events, receiver } = testBatch([{ n: 1 }])
+      const ctx = FakeTransformContext.for(t)
+      t.process(events, ctx)
+      // Before, a new LogEvent carried no finalizer: once the input was ended (or its other
+      // output delivered), the batch resolved delivered, whatever became of the new event.
+      expect(receiver.status).toBeUndefined()
+      ctx.settle((e) => (e.get('made') === 1 ? 'errored' : 'delivered'))
+      expect(await receiver).toBe('errored')
+    },
+  )
+
+  it.each([
     ['null', null],
     ['an empty array', []],
   ])('drops the input when the function returns %s, with the default status delivered', async (_, result) => {
@@ -136,6 +162,8 @@ describe('remap', () => {
     ['a number', () => 5],
     ['a Map', () => new Map([['n', 2]])],
     ['an array holding undefined', (e: LogEvent) => [e.clone(), undefined]],
+    ['an ended LogEvent', () => ended()],
+    ['an array holding an ended LogEvent', (e: LogEvent) => [e.clone(), ended()]],
   ])('fails the call naming the transform and fn when the function returns %s', async (_, fn) => {
     const t = remap(fn as never)
     const { events, receiver } = testBatch([{ n: 1 }])
