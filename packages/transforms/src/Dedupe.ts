@@ -23,7 +23,7 @@ import { type ConfigIssue, defineOptions, type OptionsOf, type TransformContext 
 import { z } from 'zod'
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
-import { KeyedEvents } from './internal/KeyedEvents.js'
+import { KeyedEvents, MAX_KEYS } from './internal/KeyedEvents.js'
 
 /** Options of {@link dedupe}: its schema (`validate`, `jsonSchema`, …). */
 export const DedupeOptions = defineOptions({
@@ -34,7 +34,13 @@ export const DedupeOptions = defineOptions({
     .describe(
       'Field paths that identify an event: two events with equal values in all of them are duplicates.',
     ),
-  cacheSize: z.int().min(1).default(5000).describe('How many keys to remember.'),
+  cacheSize: z
+    .int()
+    .min(1)
+    // What one `Map` holds: past it, every new key would throw.
+    .max(MAX_KEYS)
+    .default(5000)
+    .describe('How many keys to remember; at most 16777216 (2^24, the most entries a Map holds).'),
   dropStatus: DropStatus.option,
 })
 /** Options of {@link dedupe}. */

@@ -24,7 +24,7 @@ import {
   type TransformContext,
 } from '@ackline/topology'
 import { z } from 'zod'
-import { KeyedEvents } from './internal/KeyedEvents.js'
+import { KeyedEvents, MAX_KEYS } from './internal/KeyedEvents.js'
 
 /**
  * How a field of the merged event combines the values of the group's events (events that lack the
@@ -60,8 +60,12 @@ export const ReduceOptions = defineOptions({
   maxGroups: z
     .int()
     .min(1)
+    // What one `Map` holds: past it, every event opening a group would throw.
+    .max(MAX_KEYS)
     .default(10_000)
-    .describe('At most this many groups are open; opening one more closes the oldest.'),
+    .describe(
+      'At most this many groups are open; opening one more closes the oldest. At most 16777216 (2^24, the most entries a Map holds).',
+    ),
   merge: z
     .record(z.string(), strategy)
     .readonly()

@@ -137,13 +137,22 @@ describe('dedupe', () => {
     expect(dedupe({ fields: ['id'] }).validate()).toEqual([])
   })
 
+  it('refuses a cacheSize above what a Map holds (2^24), where every new key would throw', () => {
+    // Checked by hand: the 16,777,217th key of such a cache threw RangeError 'Map maximum size
+    // exceeded', so every event with a key not yet seen was settled errored from then on.
+    expect(dedupe({ fields: ['id'], cacheSize: 16_777_217 }).validate()).toMatchObject([
+      { field: 'cacheSize', message: expect.stringContaining('16777216') },
+    ])
+    expect(dedupe({ fields: ['id'], cacheSize: 16_777_216 }).validate()).toEqual([])
+  })
+
   it('describes its options as JSON Schema for config files', () => {
     expect(DedupeOptions.jsonSchema()).toMatchObject({
       required: ['fields'],
       additionalProperties: false,
       properties: {
         fields: { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
-        cacheSize: { type: 'integer', minimum: 1, default: 5000 },
+        cacheSize: { type: 'integer', minimum: 1, maximum: 16_777_216, default: 5000 },
         dropStatus: { enum: ['delivered', 'rejected'] },
       },
     })

@@ -139,6 +139,13 @@ describe('reduce', () => {
     expect(reduce({ windowMs: 2_147_483_647 }).validate()).toEqual([])
   })
 
+  it('refuses a maxGroups above what a Map holds (2^24), where every event opening a group would throw', () => {
+    expect(reduce({ maxGroups: 16_777_217 }).validate()).toMatchObject([
+      { field: 'maxGroups', message: expect.stringContaining('16777216') },
+    ])
+    expect(reduce({ maxGroups: 16_777_216 }).validate()).toEqual([])
+  })
+
   describe('a merged value whose path runs through a value that is not an object (a.b where a is 5)', () => {
     // Writing it threw from process or flush: the call failed with the group half closed, so
     // unrelated events were settled errored and a flush that failed emitted its groups again later.

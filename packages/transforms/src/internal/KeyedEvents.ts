@@ -9,6 +9,13 @@
 import type { LogEvent } from '@ackline/core'
 import { fieldKey } from './fieldKey.js'
 
+/**
+ * The most entries a `Map` holds (2^24): one more throws a `RangeError` ('Map maximum size
+ * exceeded'), so a capacity above it is refused as an option rather than met at run time, where
+ * every event with a new key would fail from then on.
+ */
+export const MAX_KEYS = 16_777_216
+
 /** `V` must not include `undefined`: an absent key reads as `undefined`. */
 export class KeyedEvents<V> {
   // A Map iterates in insertion order, so its first entry is the oldest, and deleting then
