@@ -7,7 +7,10 @@
  * it the most recent, as Vector's `dedupe` does. A key is remembered only while the event emitted
  * under it may still be delivered: once its sinks settled it otherwise (`errored`, `rejected`, a
  * stop), the key is forgotten, so what comes again (a source's redelivery of it) goes on, rather
- * than be dropped as a duplicate of an event that reached no one and counted delivered.
+ * than be dropped as a duplicate of an event that reached no one and counted delivered. A
+ * duplicate of an event still in flight is dropped at once, but under `dropStatus: 'delivered'`
+ * its batches wait for that event and take its status: a clone of the duplicate waits in a
+ * handle of dedupe's own (one per key with duplicates in flight), ended as that event ends.
  *
  * @module
  */
@@ -17,7 +20,7 @@ import {
   type BatchStatus,
   type BatchStatusReceiver,
   type EventArray,
-  type LogEvent,
+  LogEvent,
 } from '@ackline/core'
 import { type ConfigIssue, defineOptions, type OptionsOf, type TransformContext } from '@ackline/topology'
 import { z } from 'zod'
@@ -67,6 +70,11 @@ class Dedupe implements DedupeTransform, BatchResolvedListener {
   readonly dropStatus: DropStatus
   readonly #options: DedupeOptions
   readonly #seen: KeyedEvents<Seen>
+  /**
+   * For a watched event with duplicates dropped while it was in flight: a handle of dedupe's own
+   * holding a clone of each, ended with the event's status when its batch resolves.
+   */
+  readonly #waiting = new Map<BatchStatusReceiver, LogEvent>()
 
   constructor(options: DedupeOptions) {
     this.#options = options
@@ -93,7 +101,10 @@ class Dedupe implements DedupeTransform, BatchResolvedListener {
       const event = list[i]!
       const key = seen.keyOf(event)
       // Seen again: the key becomes the most recent, the event goes.
-      if (seen.touch(key)) {
+      const first = seen.touch(key)
+      if (first !== undefined) {
+        // Its first copy is still in flight: the duplicate's batches wait for its fate.
+        if (first !== true && this.dropStatus === 'delivered') this.#waitFor(first, event)
         context.drop(event)
       } else {
         seen.add(key, this.#watch(event, key, context.id))
@@ -116,8 +127,27 @@ class Dedupe implements DedupeTransform, BatchResolvedListener {
     return receiver
   }
 
-  /** @internal The event emitted under a key was settled: forget the key unless it was delivered. */
+  /** Makes the batches of `duplicate` wait for the event `receiver` watches (see `#waiting`). */
+  #waitFor(receiver: BatchStatusReceiver, duplicate: LogEvent): void {
+    let waiting = this.#waiting.get(receiver)
+    if (waiting === undefined) {
+      waiting = new LogEvent({})
+      this.#waiting.set(receiver, waiting)
+    }
+    waiting.merge(duplicate.clone())
+  }
+
+  /**
+   * @internal The event emitted under a key was settled: the duplicates dropped meanwhile take its
+   * status (and its reason), and the key is forgotten unless it was delivered.
+   */
   batchResolved(status: BatchStatus, receiver: BatchStatusReceiver): void {
+    const waiting = this.#waiting.get(receiver)
+    if (waiting !== undefined) {
+      this.#waiting.delete(receiver)
+      if (status === 'delivered') waiting.end()
+      else waiting.end(status, { reason: receiver.reason })
+    }
     const key = receiver.tracking as string
     // The key may have been forgotten (evicted) and seen again since: then it is another event's.
     if (this.#seen.get(key) !== receiver) return
@@ -130,7 +160,8 @@ class Dedupe implements DedupeTransform, BatchResolvedListener {
  * Discards events whose `fields` equal those of an event seen among the last `cacheSize` distinct
  * keys. Discards are settled with `dropStatus` (`'delivered'` unless set). A key whose emitted
  * event was not delivered (its sinks settled it `errored` or `rejected`) is forgotten, so the event
- * sent again goes on; a duplicate that comes while the first is still in flight is discarded.
+ * sent again goes on; a duplicate that comes while the first is still in flight is discarded,
+ * and, under `dropStatus: 'delivered'`, its batches take the first one's status when it ends.
  *
  * @example
  * ```ts

@@ -111,6 +111,36 @@ describe('dedupe', () => {
     },
   )
 
+  it.each(['delivered', 'errored', 'rejected'] as const)(
+    'settles a duplicate dropped while the first copy is in flight as that copy ends: %s',
+    async (fate) => {
+      const t = dedupe({ fields: ['id'] })
+      const ctx = FakeTransformContext.for(t)
+      const first = testBatch([{ id: 1 }], 'a')
+      const second = testBatch([{ id: 1 }, { id: 1 }, { id: 2 }], 'b')
+      t.process(first.events, ctx)
+      t.process(second.events, ctx)
+      expect(ctx.dropped).toEqual(second.events.events.slice(0, 2))
+      ctx.emitted[1]!.event.end('delivered') // id 2, the second batch's own
+      // Before, the duplicates counted delivered at once: the second batch resolved delivered
+      // while the only copy of id 1 was still on its way, and stayed so if that copy failed.
+      expect(second.receiver.status).toBeUndefined()
+      ctx.emitted[0]!.event.end(fate, { reason: { componentId: 'out', code: 'WRITE_FAILED', message: 'no' } })
+      expect(await first.receiver).toBe(fate)
+      expect(await second.receiver).toBe(fate)
+      if (fate !== 'delivered') expect(second.receiver.reason).toMatchObject({ componentId: 'out' })
+    },
+  )
+
+  it("settles a duplicate at once under dropStatus 'rejected', whatever the first copy becomes", async () => {
+    const t = dedupe({ fields: ['id'], dropStatus: 'rejected' })
+    const ctx = FakeTransformContext.for(t)
+    t.process(testBatch([{ id: 1 }]).events, ctx)
+    const second = testBatch([{ id: 1 }])
+    t.process(second.events, ctx)
+    expect(await second.receiver).toBe('rejected')
+  })
+
   it('keeps the key of an event seen again after it was evicted, whatever the first copy becomes', () => {
     const t = dedupe({ fields: ['id'], cacheSize: 1 })
     const ctx = FakeTransformContext.for(t)

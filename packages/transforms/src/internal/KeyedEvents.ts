@@ -42,15 +42,15 @@ export class KeyedEvents<V> {
     return this.#entries.get(key)
   }
 
-  /** Makes `key` the most recent if it is kept; says whether it was. */
-  touch(key: string): boolean {
+  /** Makes `key` the most recent if it is kept; returns its value, `undefined` when it is not kept. */
+  touch(key: string): V | undefined {
     const entries = this.#entries
     const value = entries.get(key)
     // No value is `undefined` (see the class), so this lookup also says whether the key is kept.
-    if (value === undefined) return false
+    if (value === undefined) return undefined
     entries.delete(key)
     entries.set(key, value)
-    return true
+    return value
   }
 
   /** Keeps `value` under a new `key` as the most recent; returns the oldest value if it had to go. */

@@ -243,6 +243,19 @@ describe('transforms in a topology', () => {
     expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
   })
 
+  it("dedupe: a duplicate dropped while the first copy is in flight takes that copy's status, not delivered", async () => {
+    const { gen, statuses } = source([{ id: 'a' }, { id: 'a' }, { id: 'b' }], 1)
+    const out = memory({ outcome: (e) => (e.get('id') === 'a' ? 'errored' : 'delivered') })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', gen)
+      .transform('dedupe', ['in'], dedupe({ fields: ['id'] }))
+      .sink('out', ['dedupe'], out, { retry: { attempts: 1 } })
+      .build()
+    await runToEnd(topology)
+    // Before, the second batch resolved delivered: its event was a duplicate of one no sink took.
+    expect(await statuses()).toEqual(['errored', 'errored', 'delivered'])
+  })
+
   it("reduce: a group that fails to close errors its own batch only, not the other batches of the call or later events of another group's key", async () => {
     const cycle: Record<string, unknown> = {}
     cycle.self = cycle
