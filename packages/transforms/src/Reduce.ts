@@ -167,14 +167,12 @@ class Reduce implements ReduceTransform {
    * failure, and every later event of its key would fail on merging into it.
    */
   #passOnOpenedBy(inputs: readonly LogEvent[], context: TransformContext): void {
-    const groups = this.#groups
-    for (let i = 0; i < inputs.length; i++) {
-      const event = inputs[i]!
-      if (event.isEnded) continue
-      const key = groups.keyOf(event)
-      const group = groups.get(key)
-      if (group?.event !== event) continue
-      groups.delete(key)
+    const live = new Set<LogEvent>()
+    for (let i = 0; i < inputs.length; i++) if (!inputs[i]!.isEnded) live.add(inputs[i]!)
+    if (live.size === 0) return
+    // By the groups, not by computing each input's key again: a key with no JSON form (a BigInt)
+    // is one no later computation gives. A failing call is rare; this walks every open group once.
+    for (const group of this.#groups.removeIf((group) => live.has(group.event))) {
       try {
         context.emit(this.#closeOrFail(group, context))
       } catch {

@@ -243,6 +243,19 @@ describe('reduce', () => {
     expect(await failing.receiver).toBe('errored')
   })
 
+  it('emits the group a failing call opened for an event whose key has no JSON form (a BigInt) too', () => {
+    const cycle: Record<string, unknown> = {}
+    cycle.self = cycle
+    const t = reduce({ groupBy: ['k'], maxEvents: 2, merge: { a: 'last' } })
+    // Such a key is one no other event gets, so it cannot be computed again to find the group.
+    const batch = testBatch([{ k: 5n }, { k: 2, a: cycle }, { k: 2 }] as never)
+    const ctx = new FakeTransformContext()
+    expect(() => t.process(batch.events, ctx)).toThrow(/cyclic/)
+    expect(ctx.on()).toEqual([batch.events.events[0]])
+    expect(t.openGroups).toBe(0)
+    expect(everyHandleLeft(batch.events, ctx.emitted)).toBe(true)
+  })
+
   it('emits every other group when a flush fails on one, so none waits for the stop', () => {
     const cycle: Record<string, unknown> = {}
     cycle.self = cycle

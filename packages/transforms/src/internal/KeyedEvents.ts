@@ -73,6 +73,18 @@ export class KeyedEvents<V> {
     this.#entries.delete(key)
   }
 
+  /** Removes every value `test` accepts, and returns them, oldest first. */
+  removeIf(test: (value: V) => boolean): V[] {
+    const removed: V[] = []
+    // Deleting the entry just visited does not disturb a Map's iteration.
+    for (const [key, value] of this.#entries) {
+      if (!test(value)) continue
+      this.#entries.delete(key)
+      removed.push(value)
+    }
+    return removed
+  }
+
   /** Every value, oldest first. */
   values(): IterableIterator<V> {
     return this.#entries.values()
