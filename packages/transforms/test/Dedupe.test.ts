@@ -1,4 +1,6 @@
+import type { BatchStatusReceiver, LogEvent } from '@ackline/core'
 import { DedupeOptions, dedupe } from '@ackline/transforms'
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
 import { testBatch } from './support/TestBatch.js'
@@ -186,5 +188,54 @@ describe('dedupe', () => {
         dropStatus: { enum: ['delivered', 'rejected'] },
       },
     })
+  })
+
+  it('resolves a batch delivered only when every key it holds had a copy delivered (property)', async () => {
+    // Batches of keys go through one dedupe; between them, some emitted copies are settled (or put
+    // off), the rest delivered at the end. A batch whose duplicate was dropped must not be told
+    // delivered unless some copy of that key was. Before the watcher, a redelivery after a failed
+    // copy, or a duplicate of a copy that failed later, was.
+    const settle = fc.constantFrom('delivered', 'errored', 'rejected', 'later')
+    const step = fc.record({
+      keys: fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLength: 4 }),
+      settle: fc.array(settle, { maxLength: 5 }),
+    })
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(step, { minLength: 1, maxLength: 8 }),
+        fc.integer({ min: 1, max: 3 }),
+        async (steps, cacheSize) => {
+          const t = dedupe({ fields: ['id'], cacheSize })
+          const inFlight: LogEvent[] = []
+          const delivered = new Set<unknown>()
+          const batches: { receiver: BatchStatusReceiver; keys: number[] }[] = []
+          for (const { keys, settle } of steps) {
+            const batch = testBatch(keys.map((id) => ({ id })))
+            const ctx = FakeTransformContext.for(t)
+            t.process(batch.events, ctx)
+            batches.push({ receiver: batch.receiver, keys })
+            for (const { event } of ctx.emitted) inFlight.push(event)
+            for (const status of settle) {
+              const event = inFlight.shift()
+              if (event === undefined) break
+              if (status === 'later') inFlight.push(event)
+              else {
+                if (status === 'delivered') delivered.add(event.get('id'))
+                event.end(status)
+              }
+            }
+          }
+          for (const event of inFlight) {
+            delivered.add(event.get('id'))
+            event.end('delivered')
+          }
+          for (const { receiver, keys } of batches) {
+            if ((await receiver) === 'delivered')
+              for (const key of keys) expect(delivered.has(key)).toBe(true)
+          }
+        },
+      ),
+      { numRuns: 500 },
+    )
   })
 })
