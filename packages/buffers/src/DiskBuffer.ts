@@ -251,7 +251,14 @@ export class DiskBuffer {
           lock: false,
         })
         for await (const letter of deadLetters.deadLetterEntries()) {
-          if (letter.originalSeq >= recovered.ackedBelow) deadLettered.add(letter.originalSeq, letter.crc)
+          // Only a record on disk now (numbered below nextSeq) can be one dead-lettered before a
+          // crash. A letter at or above nextSeq names a record the crash took (written and never
+          // fsynced, or its segment deleted before the ledger saved nextSeq): its number is given
+          // again in this run, and a replay of that very letter would get it, checksum and all.
+          const { originalSeq } = letter
+          if (originalSeq >= recovered.ackedBelow && originalSeq < recovered.nextSeq) {
+            deadLettered.add(originalSeq, letter.crc)
+          }
         }
       }
     } catch (error) {

@@ -1,8 +1,17 @@
 // Acknowledgements: out of order, negative (redelivery), rejection (dead letters), and what a
 // restart redelivers.
 import { afterEach, describe, expect, it, vi } from 'vitest'
-import { type Crashable, drain, Ledger, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
-import { gateLedgerWrites, type MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+import {
+  type Crashable,
+  CrashableDiskBuffer,
+  drain,
+  Ledger,
+  PATH,
+  records,
+  setup,
+  text,
+} from './fixtures/MemoryBuffer.js'
+import { gateLedgerWrites, MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 afterEach(() => {
   vi.useRealTimers()
@@ -199,6 +208,27 @@ describe('DiskBuffer acknowledgements', () => {
     const reopened = await open()
     expect(await drain(reopened)).toEqual(['r1', 'r2'])
     expect(reopened.metrics().deadLettered).toBe(1)
+    await reopened.close()
+  })
+
+  it('delivers a replayed letter whose record a crash took from the queue (its number given again)', async () => {
+    // Group commit: the reader sees a record before its fsync, so the sink may reject it and it
+    // is dead-lettered (fsynced there) while the queue's own copy is lost by a power failure.
+    const fs = new MemoryFileSystem()
+    const open = (sync: 'always' | { everyMs: number; everyWrites: number }) =>
+      CrashableDiskBuffer.open({ path: PATH, fileSystem: fs, segmentBytes: 1024, log: () => {}, sync })
+    const buffer = await open({ everyMs: 60_000, everyWrites: 1000 })
+    await buffer.append(records(1))
+    const got = (await buffer.read(1))!
+    expect(await buffer.deadLetter(got[0]!.seq)).toBe('dead-lettered')
+    buffer._abandon()
+    fs.crash()
+    const reopened = await open('always')
+    expect(reopened.nextSeq).toBe(0) // record 0 is gone: its number is given again
+    expect(await reopened.replayDeadLetters()).toEqual({ status: 'replayed', count: 1 })
+    expect(reopened.metrics().deadLettered).toBe(0)
+    // Replayed as record 0, with the letter's payload: the same frame, the same checksum.
+    expect(await drain(reopened)).toEqual(['r0'])
     await reopened.close()
   })
 
