@@ -61,8 +61,9 @@ import { DURABLE } from './internal/SegmentWriter.js'
  *   wait to be written, an append resolves `written` at once, before its write (beyond that, after
  *   its write); a write that then fails resolves its `durable` promise `failed`. `durable`
  *   resolves `durable` after the first fsync that started after the write, run once `everyWrites`
- *   appends were written or `everyMs` passed, whichever comes first. Readers see a record once
- *   written, before its fsync.
+ *   appends were written or `everyMs` passed, whichever comes first; that fsync's timer holds the
+ *   process open (a program whose only work is to await `durable` is answered, not ended before
+ *   it). Readers see a record once written, before its fsync.
  *   - A process crash loses the appends not yet written (at most 4 MiB); what was written is in
  *     the page cache and survives.
  *   - A power loss or kernel crash loses everything since the last completed fsync: those

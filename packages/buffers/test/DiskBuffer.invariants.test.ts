@@ -1,4 +1,8 @@
 // Invariants: durability before acknowledgement, segment bounds, back pressure, limits.
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { DiskBufferError } from '@ackline/buffers'
 import { describe, expect, it } from 'vitest'
 import { drain, PATH, records, setup, text } from './fixtures/MemoryBuffer.js'
@@ -57,6 +61,31 @@ describe('DiskBuffer invariants', () => {
     const reopened = await open()
     expect(await drain(reopened)).toEqual(['r0'])
     await reopened.close()
+  })
+
+  it('with group commit, a pending fsync holds the process open: a program awaiting durable is answered', () => {
+    // The child's buffer is all it has: an fsync timer that let the process exit left the promise
+    // unresolved and the rest of the program (its close) unrun.
+    const dir = mkdtempSync(join(tmpdir(), 'ackline-durable-'))
+    try {
+      const child = spawnSync(
+        process.execPath,
+        [
+          '--conditions=source',
+          '--import',
+          'tsx',
+          new URL('./fixtures/durableChild.ts', import.meta.url).pathname,
+          dir,
+        ],
+        { cwd: new URL('../../..', import.meta.url).pathname, encoding: 'utf8', timeout: 60_000 },
+      )
+      expect({ status: child.status, stdout: child.stdout.trim().split('\n') }).toEqual({
+        status: 0,
+        stdout: ['written', 'durable durable', 'closed'],
+      })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it('never lets a record span two segments, nor a segment pass segmentBytes', async () => {

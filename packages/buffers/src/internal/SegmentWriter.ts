@@ -315,13 +315,15 @@ export class SegmentWriter {
       this.#writesSinceSync += group.length
       if (this.#writesSinceSync >= policy.everyWrites) void this.groupSync()
       else if (this.#syncTimer === undefined) {
+        // Not unref'd: writes wait for this fsync, and so does every caller of their `durable`.
+        // A process with nothing else to do exited before it, the promises never resolved and
+        // the program after them (its close) never ran. It is gone once the fsync ran, or at close.
         this.#syncTimer = setTimeout(() => {
           this.#syncTimer = undefined
           void this.serial(async () => {
             void this.groupSync()
           })
         }, policy.everyMs)
-        this.#syncTimer.unref()
       }
     }
   }
