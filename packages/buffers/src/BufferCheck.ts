@@ -11,7 +11,7 @@
  */
 import { hostname } from 'node:os'
 import { BufferSettings } from './internal/BufferSettings.js'
-import { type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
+import { type FileLike, type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
 import { Ledger, type LedgerRead } from './internal/Ledger.js'
 import { LockFile, type LockHolder } from './internal/LockFile.js'
@@ -125,12 +125,34 @@ async function about<T>(file: string, step: Promise<T>): Promise<T> {
   }
 }
 
-/** Rewrites a segment with only its valid frames: temp file, fsync, rename, directory fsync. */
+/** What {@link rewriteSegment} names the copy of a segment it renames into place. */
+const REPAIR_SUFFIX = '.repair'
+/** Such a copy, left by a repair cut short (a crash, a full disk). */
+const REPAIR_COPY = /^\d{20}\.seg\.repair$/
+
+/**
+ * Rewrites a segment with only its valid frames: temp file, fsync, rename, directory fsync. A
+ * rewrite that fails (a full disk, often why a repair is run) removes its copy: the segment is as
+ * it was.
+ */
 async function rewriteSegment(fs: FileSystem, path: string, name: string): Promise<void> {
-  const source = await fs.open(`${path}/${name}`, 'read')
-  const temp = `${path}/${name}.repair`
-  const target = await fs.open(temp, 'truncate')
+  const temp = `${path}/${name}${REPAIR_SUFFIX}`
   try {
+    await copyValidFrames(fs, `${path}/${name}`, temp)
+  } catch (error) {
+    await fs.unlink(temp).catch(() => undefined)
+    throw error
+  }
+  await fs.rename(temp, `${path}/${name}`)
+  await fs.syncDir(path)
+}
+
+/** Writes the valid frames of segment file `from` to `to`, durably. */
+async function copyValidFrames(fs: FileSystem, from: string, to: string): Promise<void> {
+  const source = await fs.open(from, 'read')
+  let target: FileLike | undefined
+  try {
+    target = await fs.open(to, 'truncate')
     const size = await source.size()
     const reader = new SegmentReader(source, { start: 0, end: size, maxPayload: Math.max(size, 1) })
     let position = 0
@@ -146,10 +168,8 @@ async function rewriteSegment(fs: FileSystem, path: string, name: string): Promi
     await target.datasync()
   } finally {
     await source.close()
-    await target.close()
+    await target?.close()
   }
-  await fs.rename(temp, `${path}/${name}`)
-  await fs.syncDir(path)
 }
 
 /**
@@ -245,6 +265,15 @@ export const BufferCheck = {
         if (canRepair) {
           await about(`${path}/${Ledger.TEMP}`, fs.unlink(`${path}/${Ledger.TEMP}`))
           repairs.push(`removed ${Ledger.TEMP}`)
+        }
+      }
+      for (const copy of names.filter((n) => REPAIR_COPY.test(n))) {
+        problems.push(
+          `${copy} left by a repair cut short (a crash, a full disk): a partial copy of ${copy.slice(0, -REPAIR_SUFFIX.length)}, which it did not replace`,
+        )
+        if (canRepair) {
+          await about(`${path}/${copy}`, fs.unlink(`${path}/${copy}`))
+          repairs.push(`removed ${copy}`)
         }
       }
       const ledger = await about(`${path}/ledger.json`, Ledger.read(fs, path))

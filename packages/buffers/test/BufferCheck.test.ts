@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { BufferCheck, DiskBuffer } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
+import { PATH, records, setup } from './fixtures/MemoryBuffer.js'
 
 const cli = new URL('../src/cli.ts', import.meta.url).pathname
 const root = new URL('../../..', import.meta.url).pathname
@@ -142,6 +143,40 @@ describe('ackline-buffer', () => {
       `disk buffer ${path}: records 1..1 missing before segment 00000000000000000000.seg; skipped`,
     ])
     await buffer.close()
+  })
+
+  it('reports the copy a repair cut short left beside a segment (a crash, a full disk), and --repair removes it', async () => {
+    const path = tempDir()
+    await makeBuffer(path)
+    writeFileSync(join(path, '00000000000000000000.seg.repair'), Buffer.alloc(40, 1))
+    const check = runCli(path)
+    expect(check.out).toContain(
+      '00000000000000000000.seg.repair left by a repair cut short (a crash, a full disk): a partial copy of 00000000000000000000.seg, which it did not replace',
+    )
+    expect(check.code).toBe(1)
+    const { code, out } = runCli(path, '--repair')
+    expect(out).toContain('removed 00000000000000000000.seg.repair')
+    expect(out).toContain('after repair: no problems found')
+    expect(code).toBe(0)
+    expect(existsSync(join(path, '00000000000000000000.seg.repair'))).toBe(false)
+  })
+
+  it('a repair whose rewrite of a segment fails (a full disk) removes its copy and leaves the segment as it was', async () => {
+    const { fs, open } = setup({ segmentBytes: 1024 })
+    const buffer = await open()
+    await buffer.append(records(3))
+    await buffer.close()
+    const segment = `${PATH}/00000000000000000000.seg`
+    fs.flip(segment, 22 + 20) // a payload byte of record 1
+    const before = fs.bytes(segment)
+    let room = 1
+    fs.fault = (op, path) =>
+      op === 'write' && path.endsWith('.repair') && room-- <= 0
+        ? Object.assign(new Error(`ENOSPC: no space left on device, write '${path}'`), { code: 'ENOSPC' })
+        : undefined
+    await expect(BufferCheck.run(PATH, { repair: true, fileSystem: fs })).rejects.toThrow('ENOSPC')
+    expect(fs.files(PATH).filter((p) => p.endsWith('.repair'))).toEqual([])
+    expect(fs.bytes(segment)).toEqual(before)
   })
 
   it('--repair cutting a damaged tail of acknowledged records leaves a buffer that opens, as opening without it does', async () => {
