@@ -1,17 +1,21 @@
 // Model-based test: random sequences of write / flush / read / ack (out of order) / nack / reject
-// / checkpoint / crash (drop unsynced bytes, tear the last write, flip a byte) / reopen, run against
+// / replay (of the dead letters) / checkpoint / crash (drop unsynced bytes, tear the last write,
+// flip a byte) / reopen / fault (the next file operation of a kind fails with EIO), run against
 // the real buffer on a crashable in-memory file system and checked against a model:
 // - no record acknowledged to its writer (durable) is ever lost, unless a flipped byte hit it;
 // - every such record is delivered at least once;
-// - nothing rejected (dead-lettered) is ever handed to the sink again;
+// - nothing rejected (dead-lettered) is ever handed to the sink again, until it is replayed, and
+//   every record replayed is delivered again;
 // - every record read back is byte for byte what was written, and an acknowledged record is not
 //   handed out again before the next crash or restart.
+// Once a fault was armed, an operation may fail as documented (an append `failed`, a dead letter
+// `failed`, a read, checkpoint or open rejecting); what succeeded is held to the same rules.
 
 import type { SyncPolicy } from '@ackline/buffers'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { CrashableDiskBuffer as DiskBuffer } from './fixtures/MemoryBuffer.js'
-import { MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
+import { type FaultOp, MemoryFileSystem } from './fixtures/MemoryFileSystem.js'
 
 const PATH = '/buf'
 
@@ -23,6 +27,8 @@ type Op =
   | { readonly kind: 'checkpoint' }
   | { readonly kind: 'crash'; readonly tear: number | undefined; readonly flip: number | undefined }
   | { readonly kind: 'reopen' }
+  | { readonly kind: 'replay' }
+  | { readonly kind: 'fault'; readonly op: FaultOp }
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   {
@@ -48,6 +54,14 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.constant({ kind: 'reopen' } as const) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'replay' } as const) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('fault'),
+      op: fc.constantFrom<FaultOp>('write', 'datasync', 'truncate', 'open', 'syncDir', 'rename'),
+    }),
+  },
 )
 
 const payloadOf = (id: number, size: number): Buffer =>
@@ -88,6 +102,15 @@ async function run(ops: readonly Op[], sync: SyncPolicy): Promise<void> {
   const damaged = new Set<number>()
   let ackedThisRun = new Set<number>()
   let outstanding: { seq: number; id: number }[] = []
+  /** Appends answered `written` (under `'always'`, durable). */
+  const answered = new Set<number>()
+  /** Records moved back from the dead-letter queue and not delivered since. */
+  const replayed = new Set<number>()
+  /** A fault was armed: from here on an operation may fail, as documented. */
+  let faulted = false
+  const unlessFaulted = (error: unknown): void => {
+    if (!faulted) throw error
+  }
 
   const checkRead = (records: readonly { seq: number; payload: Uint8Array }[]): void => {
     for (const r of records) {
@@ -96,13 +119,19 @@ async function run(ops: readonly Op[], sync: SyncPolicy): Promise<void> {
       expect(rejected.has(id), `rejected record ${id} redelivered`).toBe(false)
       expect(ackedThisRun.has(id), `acknowledged record ${id} handed out again in the same run`).toBe(false)
       delivered.add(id)
+      replayed.delete(id)
       outstanding.push({ seq: r.seq, id })
     }
   }
   const take = (pick: number): { seq: number; id: number } | undefined =>
     outstanding.length === 0 ? undefined : outstanding.splice(pick % outstanding.length, 1)[0]
   const restart = async (): Promise<void> => {
-    buffer = await open()
+    // An open the armed fault failed is opened again without it (the fault was its one failure).
+    buffer = await open().catch((error: unknown) => {
+      unlessFaulted(error)
+      fs.fault = undefined
+      return open()
+    })
     ackedThisRun = new Set()
     outstanding = []
   }
@@ -114,8 +143,9 @@ async function run(ops: readonly Op[], sync: SyncPolicy): Promise<void> {
         const batch = ids.map((id) => payloadOf(id, o.size))
         for (const [i, id] of ids.entries()) payloads.set(id, batch[i]!)
         const result = await buffer.append(batch)
-        expect(result.status).toBe('written')
+        if (!faulted) expect(result.status).toBe('written')
         if (result.status === 'written') {
+          for (const id of ids) answered.add(id)
           void result.durable.then((status) => {
             if (status === 'durable') for (const id of ids) durable.add(id)
           })
@@ -123,11 +153,13 @@ async function run(ops: readonly Op[], sync: SyncPolicy): Promise<void> {
         break
       }
       case 'flush':
-        await buffer.flush()
+        await buffer.flush().catch(unlessFaulted)
         break
-      case 'read':
-        checkRead((await buffer.read(o.max, { wait: false }))!)
+      case 'read': {
+        const records = await buffer.read(o.max, { wait: false }).catch(unlessFaulted)
+        if (records !== undefined) checkRead(records)
         break
+      }
       case 'ack': {
         const r = take(o.pick)
         if (r === undefined) break
@@ -143,12 +175,17 @@ async function run(ops: readonly Op[], sync: SyncPolicy): Promise<void> {
       case 'reject': {
         const r = take(o.pick)
         if (r === undefined) break
-        expect(await buffer.deadLetter(r.seq)).toBe('dead-lettered')
-        rejected.add(r.id)
+        const outcome = await buffer.deadLetter(r.seq)
+        if (outcome === 'dead-lettered') rejected.add(r.id)
+        else {
+          // Its dead-letter write failed: it stays in flight, to be settled again.
+          expect(outcome, 'a dead letter fails only under a fault').toBe(faulted ? 'failed' : 'dead-lettered')
+          outstanding.push(r)
+        }
         break
       }
       case 'checkpoint':
-        await buffer.checkpoint()
+        await buffer.checkpoint().catch(unlessFaulted)
         break
       case 'crash': {
         await Promise.resolve() // let settled durable promises report
@@ -171,15 +208,58 @@ async function run(ops: readonly Op[], sync: SyncPolicy): Promise<void> {
         break
       }
       case 'reopen':
-        await buffer.close()
+        await buffer.close().catch(unlessFaulted)
         await restart()
         break
+      case 'replay': {
+        const letters = new Set<number>()
+        try {
+          for await (const letter of buffer.deadLetters()) letters.add(idOf(letter.payload))
+        } catch (error) {
+          unlessFaulted(error)
+          break
+        }
+        const replay = buffer.replayDeadLetters()
+        let done = false
+        void replay.finally(() => {
+          done = true
+        })
+        // It waits for the fsync of what it moved back: under group commit, give it one.
+        while (!done) {
+          await buffer.flush().catch(() => undefined)
+          await new Promise((resolve) => setImmediate(resolve))
+        }
+        const result = await replay
+        if (!faulted) expect(result.status).toBe('replayed')
+        // A failed replay keeps moved what it moved (one whose closing checkpoint failed moved
+        // everything): what left the dead-letter queue was replayed.
+        fs.fault = undefined
+        const left = new Set<number>()
+        for await (const letter of buffer.deadLetters()) left.add(idOf(letter.payload))
+        for (const id of letters) {
+          if (left.has(id) || !rejected.delete(id)) continue
+          if (!damaged.has(id)) replayed.add(id)
+        }
+        break
+      }
+      case 'fault': {
+        faulted = true
+        let armed = true
+        fs.fault = (op, path) => {
+          // The lock is not the buffer's data: its failures are the lock tests' concern.
+          if (!armed || op !== o.op || path.endsWith('/lock') || path.includes('/lock.')) return undefined
+          armed = false
+          return Object.assign(new Error(`EIO: i/o error, ${op} '${path}'`), { code: 'EIO' })
+        }
+        break
+      }
     }
   }
 
   // Finally: reopen, read and acknowledge everything left.
+  fs.fault = undefined
   await Promise.resolve()
-  await buffer.close()
+  await buffer.close().catch(unlessFaulted)
   await restart()
   buffer.endWrites()
   for (;;) {
@@ -189,7 +269,7 @@ async function run(ops: readonly Op[], sync: SyncPolicy): Promise<void> {
     for (const r of records) buffer.ack(r.seq)
     outstanding = []
   }
-  const mustHave = sync === 'always' ? [...payloads.keys()] : [...durable]
+  const mustHave = sync === 'always' ? [...answered] : [...durable]
   for (const id of mustHave) {
     if (damaged.has(id) || rejected.has(id)) continue
     expect(delivered.has(id), `record ${id} (acknowledged to its writer) was never delivered`).toBe(true)
@@ -198,6 +278,9 @@ async function run(ops: readonly Op[], sync: SyncPolicy): Promise<void> {
   for await (const letter of buffer.deadLetters()) letters.add(idOf(letter.payload))
   for (const id of rejected)
     expect(letters.has(id), `rejected record ${id} is in the dead-letter queue`).toBe(true)
+  for (const id of replayed) {
+    expect(damaged.has(id) || delivered.has(id), `replayed record ${id} was never delivered`).toBe(true)
+  }
   expect(buffer.metrics().unackedRecords).toBe(0)
   await buffer.close()
 }
