@@ -279,9 +279,12 @@ export class DiskBuffer {
     return buffer
   }
 
-  /** The largest payload a record may have: a segment minus the frame header. */
+  /**
+   * The largest payload a record may have: a segment minus the frame header, and at most what a
+   * frame's 32-bit length can say (2^32 − 1 bytes, with segments over 4 GiB).
+   */
   get maxRecordBytes(): number {
-    return this.#s.segmentBytes - Frame.HEADER_BYTES
+    return Math.min(this.#s.segmentBytes - Frame.HEADER_BYTES, Frame.MAX_PAYLOAD_BYTES)
   }
 
   /** The contiguous acknowledged prefix: every record below this sequence number was acknowledged. */
@@ -337,7 +340,7 @@ export class DiskBuffer {
       if (length > maxRecord) {
         throw new DiskBufferError(
           'RECORD_TOO_LARGE',
-          `a record of ${length} bytes does not fit ${maxRecord === this.maxRecordBytes ? `a segment of ${this.#s.segmentBytes} bytes` : `a frame (at most ${maxRecord} bytes)`}`,
+          `a record of ${length} bytes does not fit ${maxRecord === this.#s.segmentBytes - Frame.HEADER_BYTES ? `a segment of ${this.#s.segmentBytes} bytes` : `a frame (at most ${maxRecord} bytes)`}`,
           this.path,
           'segmentBytes',
         )

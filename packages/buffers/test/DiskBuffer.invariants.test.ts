@@ -238,6 +238,30 @@ describe('DiskBuffer invariants', () => {
     await buffer.close()
   })
 
+  it('refuses a payload longer than the frame can say (2^32 − 1 bytes) even when segments are larger', async () => {
+    // A frame's length is 32 bits: with segments over 4 GiB, a longer payload was framed with its
+    // length cut to 32 bits (Node 22 allocates such buffers; Node 20 threw a bare RangeError).
+    const { open } = setup({ segmentBytes: 2 ** 33 })
+    const buffer = await open()
+    expect(buffer.maxRecordBytes).toBe(2 ** 32 - 1)
+    // Bytes that say they are one longer than a frame holds, without allocating 4 GiB.
+    class Huge extends Uint8Array {
+      override get length(): number {
+        return 2 ** 32
+      }
+    }
+    const error = await buffer.append([new Huge(1)]).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(DiskBufferError)
+    expect(error).toMatchObject({
+      code: 'RECORD_TOO_LARGE',
+      message: expect.stringContaining(
+        `a record of ${2 ** 32} bytes does not fit a frame (at most ${2 ** 32 - 1} bytes)`,
+      ),
+    })
+    expect(buffer.nextSeq).toBe(0)
+    await buffer.close()
+  })
+
   it('refuses at once a payload that is neither bytes nor a string (untyped code), storing and numbering nothing', async () => {
     const { open } = setup()
     const buffer = await open()
