@@ -475,8 +475,15 @@ export class DiskBuffer {
   ack(seq: number): void {
     const live = liveOf(this.#state)
     if (live === undefined || seq >= live.writer.nextSeq || live.acks.has(seq)) return
-    // A reader held back by maxInFlight may go on once one record is settled.
-    if (live.inFlight.settle(seq) && live.inFlight.unsettled + 1 >= this.#s.maxInFlight) live.wake()
+    // A reader held back by maxInFlight may go on once one record is settled, and a draining one
+    // may be done: the prefix need not advance (a record below waits out its back-off), and
+    // without a wake the drain waited for that back-off and handed the record out again.
+    if (
+      live.inFlight.settle(seq) &&
+      (live.inFlight.unsettled + 1 >= this.#s.maxInFlight || this.#state.kind === 'draining')
+    ) {
+      live.wake()
+    }
     live.counters.acked++
     live.markAcked(seq)
   }

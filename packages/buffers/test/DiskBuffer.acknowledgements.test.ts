@@ -127,6 +127,29 @@ describe('DiskBuffer acknowledgements', () => {
     }
   })
 
+  it('ends a drain once the last record in flight is acknowledged, leaving one that waits out its back-off for the next run', async () => {
+    const { open } = setup({ retryBackoff: { initialMs: 600_000, maxMs: 600_000 } })
+    const buffer = await open()
+    await buffer.append(records(2))
+    const got = (await buffer.read(2))!
+    buffer.nack(got[0]!.seq) // waits ten minutes for its redelivery
+    buffer.endWrites()
+    let drained: unknown = 'waiting'
+    void buffer.read().then((records) => {
+      drained = records
+    })
+    const turns = async (): Promise<void> => {
+      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
+    }
+    await turns()
+    expect(drained).toBe('waiting') // record 1 is still in flight
+    buffer.ack(got[1]!.seq) // above the prefix: record 0 is not acknowledged
+    await turns()
+    expect(drained).toBeUndefined()
+    expect(buffer.metrics()).toMatchObject({ inFlight: 0, retryPending: 1 })
+    await buffer.close()
+  })
+
   it('counts records waiting for redelivery against maxInFlight: a failing sink does not pull the backlog into memory', async () => {
     const { open } = setup({ maxInFlight: 2, retryBackoff: { initialMs: 60_000, maxMs: 60_000 } })
     const buffer = await open()
