@@ -15,7 +15,10 @@
  * - A negatively acknowledged record is never deleted: `nack` redelivers it after a back-off,
  *   `deadLetter` moves it durably to the dead-letter queue before acknowledging it here.
  * - The sequence number of a durable record is never given to another record (the ledger keeps
- *   the next number); only a record lost before it was fsynced can see its number reused.
+ *   the next number); only a record lost before it was fsynced can see its number reused, and
+ *   the records of a buffer emptied just before a crash (its one segment reclaimed for an append
+ *   waiting for room, before the ledger saved the next number). A dead letter is matched on open
+ *   only below the next number, so a number given again never takes a record for dead-lettered.
  *
  * Directory layout: `NNNNNNNNNNNNNNNNNNNN.seg` segment files named after their first sequence
  * number, `ledger.json`, `settings.json` (the settings that shape the files), `lock`, and
