@@ -21,6 +21,7 @@ import {
   stat,
   unlink,
 } from 'node:fs/promises'
+import { dirname, resolve } from 'node:path'
 
 /** An open file. Positions are absolute; the buffer never relies on a file offset. */
 export interface FileLike {
@@ -55,6 +56,11 @@ export type OpenMode = 'read' | 'append' | 'append-dsync' | 'create-exclusive' |
 
 /** The file-system operations the disk buffer uses. */
 export interface FileSystem {
+  /**
+   * Makes the directory, and any missing above it; once it resolves their entries are durable
+   * (each parent of one it made was synced), as a crash of the machine could otherwise lose the
+   * new directory with every file later made and synced in it.
+   */
   mkdir(path: string): Promise<void>
   /** Names in `path`, or an empty list when it does not exist. */
   readdir(path: string): Promise<string[]>
@@ -141,7 +147,17 @@ const isMissing = (error: unknown): boolean => (error as NodeJS.ErrnoException).
 /** The real file system, through `node:fs/promises`. */
 export const NodeFileSystem: FileSystem = {
   async mkdir(path) {
-    await mkdir(path, { recursive: true })
+    // The first directory it made, or undefined when there was nothing to make.
+    const first = await mkdir(path, { recursive: true })
+    if (first === undefined) return
+    // Each made directory's entry is in its parent: sync from the first one's parent down to the
+    // new directory's parent (its own entries are synced as files are made in it).
+    const parents: string[] = []
+    for (let dir = dirname(resolve(path)); ; dir = dirname(dir)) {
+      parents.push(dir)
+      if (dir === dirname(resolve(first)) || dir === dirname(dir)) break
+    }
+    for (const dir of parents.reverse()) await NodeFileSystem.syncDir(dir)
   },
   async readdir(path) {
     try {

@@ -1,0 +1,59 @@
+// A buffer's directory made now: its entry is on disk only once its parent is fsynced (and so on
+// up to the first directory that was there), or a crash of the machine could lose the directory
+// with every segment later made and synced in it. Counted at `node:fs/promises` (no crash of the
+// machine can be made here): which directories were fsynced, in order.
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import type * as fsp from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+
+/** The directories fsynced, in order. */
+const synced: string[] = []
+
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const real = await importOriginal<typeof fsp>()
+  const open = async (...args: Parameters<typeof real.open>) => {
+    const handle = await real.open(...args)
+    if ((await handle.stat()).isDirectory()) {
+      const sync = handle.sync.bind(handle)
+      handle.sync = async () => {
+        synced.push(String(args[0]))
+        return sync()
+      }
+    }
+    return handle
+  }
+  return { ...real, open, default: { ...real, open } }
+})
+
+const { DiskBuffer } = await import('../src/DiskBuffer.js')
+
+const roots: string[] = []
+afterEach(() => {
+  synced.length = 0
+  for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true })
+})
+
+describe('DiskBuffer.open: the entry of a directory it makes', () => {
+  it('fsyncs the parent of every directory it made, from the first that was there down, before it opens', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ackline-buffer-dir-'))
+    roots.push(root)
+    const path = join(root, 'a', 'b', 'buffer')
+    const buffer = await DiskBuffer.open({ path })
+    // Only directories outside the buffer's own: its own are synced as it makes files in it.
+    const parents = synced.filter((dir) => !dir.startsWith(path))
+    expect(parents).toEqual([root, join(root, 'a'), join(root, 'a', 'b')])
+    await buffer.close()
+  })
+
+  it('fsyncs no parent when the directory was there', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'ackline-buffer-dir-'))
+    roots.push(root)
+    const path = join(root, 'buffer')
+    mkdirSync(path)
+    const buffer = await DiskBuffer.open({ path })
+    expect(synced.filter((dir) => !dir.startsWith(path))).toEqual([])
+    await buffer.close()
+  })
+})
