@@ -72,6 +72,21 @@ describe('amqp options', () => {
     expect(backoffDelay({ initialDelayMs: 1, maxDelayMs: 10_000 }, 15)).toBe(10_000)
   })
 
+  it('reconnectMaxDelayMs is at least 1 ms: a cap of 0 made every reconnect delay 0, whatever the first delay', () => {
+    // backoffDelay takes the smallest of the doubled first delay and the cap: with a cap of 0 every
+    // delay was 0, the reconnect loop the 1 ms floor of reconnectInitialDelayMs was meant to end.
+    expect(backoffDelay({ initialDelayMs: 100, maxDelayMs: 0 }, 3)).toBe(0)
+    for (const reconnectMaxDelayMs of [0, -1]) {
+      expect(
+        AmqpSourceOptions.validate({ url: 'amqp://h', queue: 'q', reconnectMaxDelayMs }).map((i) => i.field),
+      ).toEqual(['reconnectMaxDelayMs'])
+      expect(AmqpSinkOptions.validate({ url: 'amqp://h', reconnectMaxDelayMs }).map((i) => i.field)).toEqual([
+        'reconnectMaxDelayMs',
+      ])
+    }
+    expect(AmqpSinkOptions.validate({ url: 'amqp://h', reconnectMaxDelayMs: 1 })).toEqual([])
+  })
+
   it('the JSON Schema leaves out the code-only onWarning', () => {
     const schema = AmqpSourceOptions.jsonSchema() as { properties: Record<string, unknown> }
     expect(Object.keys(schema.properties)).toContain('prefetch')

@@ -27,7 +27,13 @@ export const connectionOptions = {
     .describe(
       'The first reconnect delay; doubles per attempt. At least 1 ms: from 0 it would never grow, and the reconnects would loop while the broker is away.',
     ),
-  reconnectMaxDelayMs: z.number().min(0).default(10_000).describe('The longest reconnect delay.'),
+  reconnectMaxDelayMs: z
+    .number()
+    .min(1)
+    .default(10_000)
+    .describe(
+      'The longest reconnect delay. At least 1 ms: every delay is capped by it, and a cap of 0 would make the reconnects loop while the broker is away.',
+    ),
   heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
   connectTimeoutMs: z
     .number()
