@@ -355,6 +355,24 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(found.map((f) => f.code)).toEqual(['sink.written-before-resolved', 'sink.flushes-on-stop'])
   })
 
+  it('catches a sink whose store lost an element of an array, leaving a hole', async () => {
+    // The JSON-value comparison walked arrays with every(), which skips holes: a stored array
+    // with an element missing ([, 'b'], which JSON writes [null,"b"]) matched the one sent.
+    const holey = (sink: StoreSink) =>
+      sink.stored.map((record) => {
+        const tags = record.tags as string[]
+        const kept: string[] = new Array(tags.length)
+        for (let i = 1; i < tags.length; i++) kept[i] = tags[i]!
+        return { ...record, tags: kept }
+      })
+    const records = [
+      { n: 0, tags: ['a', 'b'] },
+      { n: 1, tags: ['c'] },
+    ]
+    const found = await checkSink(good, { read: holey, records, timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['sink.written-before-resolved', 'sink.flushes-on-stop'])
+  })
+
   it('sink.written-before-resolved: a sink that stores its first write at once and holds later ones until stop()', async () => {
     // Only one write was checked when it resolved; the later writes were checked after stop().
     const make = (): StoreSink => {

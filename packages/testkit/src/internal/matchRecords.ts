@@ -1,7 +1,8 @@
 // One-for-one matching of records, as the suites compare what was sent with what was stored,
 // handed out or acknowledged: a multiset, so two equal records need two matches, and records are
 // equal when deeply equal as JSON values: the order of their keys does not count, nor what JSON
-// cannot tell apart (an object's prototype, -0 and 0, a key whose value is undefined).
+// cannot tell apart (an object's prototype, -0 and 0, a key whose value is undefined, a hole or
+// undefined in an array and null).
 import type { JsonObject } from '@ackline/core'
 
 /**
@@ -15,7 +16,9 @@ export function sameJsonValue(a: unknown, b: unknown): boolean {
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false
   if (Array.isArray(a) || Array.isArray(b)) {
     if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
-    return a.every((value, i) => sameJsonValue(value, b[i]))
+    // Index by index, not every(), which skips holes: [, 'b'] is [null, "b"] in JSON, not ['a', 'b'].
+    for (let i = 0; i < a.length; i++) if (!sameJsonValue(a[i] ?? null, b[i] ?? null)) return false
+    return true
   }
   const x = a as Record<string, unknown>
   const y = b as Record<string, unknown>
