@@ -355,6 +355,13 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(found.map((f) => f.code)).toEqual(['sink.written-before-resolved', 'sink.flushes-on-stop'])
   })
 
+  it('passes a correct sink given a record that holds NaN, stored as given', async () => {
+    // NaN !== NaN: the JSON-value comparison took a record holding NaN for another than itself,
+    // so a correct sink failed both storage rules (isDeepStrictEqual, before, matched it).
+    const records = [{ n: 0, x: Number.NaN, at: { y: [Number.NaN] } }, { n: 1 }]
+    expect(await checkSink(good, { read, records, timeoutMs: 500 })).toEqual([])
+  })
+
   it('catches a sink whose store lost an element of an array, leaving a hole', async () => {
     // The JSON-value comparison walked arrays with every(), which skips holes: a stored array
     // with an element missing ([, 'b'], which JSON writes [null,"b"]) matched the one sent.

@@ -12,7 +12,8 @@ import type { JsonObject } from '@ackline/core'
  * failed on them.
  */
 export function sameJsonValue(a: unknown, b: unknown): boolean {
-  if (a === b) return true
+  // NaN is not a JSON value, but a record holding it is the same record as itself (NaN !== NaN).
+  if (a === b || (Number.isNaN(a) && Number.isNaN(b))) return true
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false
   if (Array.isArray(a) || Array.isArray(b)) {
     if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
