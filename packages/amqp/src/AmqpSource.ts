@@ -109,7 +109,8 @@ export const AmqpSourceOptions = defineOptions({
         '`x-ackline-copy-of`, which tells a copy no queue took apart; each `x-ackline-*` value is cut to ' +
         `${ACKLINE_HEADER_MAX_BYTES} bytes of UTF-8, ending in '…'; a per-message TTL is not kept, so the copy ` +
         'cannot expire in the dead-letter queue: it goes to the header `x-ackline-original-expiration`; nor is ' +
-        'the user-id, which the broker refuses from any user but the producer: it goes to `x-ackline-original-user-id`), ' +
+        'the user-id, which the broker refuses from any user but the producer: it goes to `x-ackline-original-user-id`; nor ' +
+        'the CC and BCC headers, whose keys the broker would route the copy by too: CC goes to `x-ackline-original-cc`), ' +
         'then acked once the broker confirmed the copy (a crash between the two can copy it twice). ' +
         'It must exist: it is checked at start (`AMQP_DECLARATION_FAILED`). A copy that cannot be ' +
         'encoded or that the broker refuses or cannot route leaves the original to a nack without requeue. ' +
@@ -592,8 +593,15 @@ class AmqpConsumer implements AmqpSource {
       // broker refuses a publish whose user-id is not the publishing user's (406, closing the
       // channel), so a message a producer marked with its own user was copied and refused for ever.
       const { expiration, userId, ...properties } = message.properties
+      // Without its CC and BCC headers either: the broker routes a publish by their keys too, so
+      // the copy went, beside the dead-letter queue, to every queue bound there with one of them.
+      const {
+        CC: cc,
+        BCC: _bcc,
+        ...originalHeaders
+      } = (message.properties.headers ?? {}) as Record<string, unknown>
       const headers = {
-        ...message.properties.headers,
+        ...originalHeaders,
         'x-ackline-rejected-by': cutToBytes(failure?.componentId ?? context.id, ACKLINE_HEADER_MAX_BYTES),
         'x-ackline-code': cutToBytes(failure?.code ?? 'REJECTED', ACKLINE_HEADER_MAX_BYTES),
         'x-ackline-reason': cutToBytes(failure?.message ?? 'rejected', ACKLINE_HEADER_MAX_BYTES),
@@ -601,6 +609,7 @@ class AmqpConsumer implements AmqpSource {
         // Kept as a header only: see `properties` below.
         ...(expiration === undefined ? {} : { 'x-ackline-original-expiration': String(expiration) }),
         ...(userId === undefined ? {} : { 'x-ackline-original-user-id': String(userId) }),
+        ...(cc === undefined ? {} : { 'x-ackline-original-cc': cc }),
       }
       /** Tells the broker about the original once every copy sent before is confirmed. */
       const thenTell = (tellBroker: () => void): void => {

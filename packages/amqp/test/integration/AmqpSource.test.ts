@@ -822,6 +822,47 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(queue)).toBe(0)
   })
 
+  it("with deadLetterExchange, the copy does not carry the original's CC header, which the broker would route it by as well", async () => {
+    // RabbitMQ routes a published message by its CC (and BCC) header's routing keys too, and keeps
+    // CC on the delivered message. The copy kept every header, so a message its producer sent with
+    // CC went to the dead-letter exchange under those keys as well: an extra copy in every queue
+    // bound there with one of them (tried: the queue bound with the CC key got one).
+    const queue = uniqueName('q')
+    const dlx = uniqueName('dlx-direct')
+    const ccKey = uniqueName('cc-key')
+    const dead = uniqueName('dead')
+    const byCc = uniqueName('by-cc')
+    const channel = admin.channel as ConfirmChannel
+    await channel.assertExchange(dlx, 'direct', { durable: false })
+    admin.exchanges.push(dlx)
+    for (const q of [queue, dead, byCc]) {
+      await channel.assertQueue(q, { durable: false })
+      admin.queues.push(q)
+    }
+    await channel.bindQueue(dead, dlx, queue)
+    await channel.bindQueue(byCc, dlx, ccKey)
+    channel.sendToQueue(queue, Buffer.from('{"n":0}'), { messageId: 'with-cc', headers: { CC: [ccKey] } })
+    await channel.waitForConfirms()
+    const source = amqpSource({ url: BROKER_URL, queue, deadLetterExchange: dlx })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
+      .build()
+    await topology.start()
+    try {
+      await vi.waitFor(() => expect(source.counters.deadLettered).toBe(1), { timeout: 10_000, interval: 10 })
+    } finally {
+      await topology.stop()
+    }
+    // The broker confirmed the copy once it routed it: a copy sent by CC would be in this queue now.
+    expect(await admin.messageCount(byCc)).toBe(0)
+    const copies = await admin.drain(dead)
+    expect(copies.map((m) => m.properties.messageId)).toEqual(['with-cc'])
+    expect(copies[0]!.properties.headers?.CC).toBeUndefined()
+    expect(copies[0]!.properties.headers?.['x-ackline-original-cc']).toEqual([ccKey])
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
   it("with deadLetterExchange, the copy does not claim the original's user-id (published by another user): the broker would refuse it", async () => {
     // RabbitMQ checks a published message's user-id against the user who publishes it (406
     // PRECONDITION_FAILED, which closes the channel). The copy kept the original's user-id, set
