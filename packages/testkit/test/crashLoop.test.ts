@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import {
   CrashLoopError,
@@ -403,8 +404,15 @@ describe('crashLoop', () => {
       setInterval(() => {}, 1000)
     `
     let escaped: number | undefined
+    // stallMs is counted from the child's start too: in real time, a child slow to start (a loaded
+    // machine: node took 800 ms there) failed NO_PROGRESS before its report. The loop's clock
+    // stands still until the child reported its kill point (the line naming the escaped process
+    // comes in the same write); from then on nothing counts but the wait for the output to end,
+    // armed once the killed child exited, and the clock is moved on until the loop fails.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
     try {
-      const error = await crashLoop({
+      let settled = false
+      const failing = crashLoop({
         command: process.execPath,
         args: ['-e', script],
         rounds: 1,
@@ -415,15 +423,27 @@ describe('crashLoop', () => {
         onOutput: (line) => {
           if (line.startsWith('escaped ')) escaped = Number(line.slice(8))
         },
-      }).catch((e: unknown) => e)
+      })
+        .catch((e: unknown) => e)
+        .finally(() => {
+          settled = true
+        })
+      while (escaped === undefined && !settled) await sleep(10)
+      // The kill, the child's exit and the wait it arms take real time: step the clock meanwhile.
+      for (let i = 0; i < 1000 && !settled; i++) {
+        await vi.advanceTimersByTimeAsync(50)
+        await sleep(10)
+      }
+      const error = await failing
       expect(error).toBeInstanceOf(CrashLoopError)
       expect((error as CrashLoopError).code).toBe('OUTPUT_HELD')
       expect((error as Error).message).toContain('its output stayed open for 500 ms')
       expect((error as Error).message).toContain('{"delivered":3}')
     } finally {
+      vi.useRealTimers()
       if (escaped !== undefined) process.kill(escaped, 'SIGKILL')
     }
-  }, 10_000)
+  }, 30_000)
 
   it('kills what the child started along with it', async () => {
     let grandchild = 0
