@@ -8,7 +8,9 @@
  * is malformed. A client that asks (`?outcomes=1`, or the `outcomes` option) also gets each
  * record's outcome in send order; the status code stays the batch's. Malformed, oversized, too slow or unauthorized requests, and requests that arrive
  * while the topology stops, are answered before anything enters the pipeline; no body, however
- * deep, long or badly encoded, can make the handler throw.
+ * deep, long or badly encoded, can make the handler throw. While a request's events wait for room
+ * downstream, its connection is read no further (requests pipelined behind it wait unread), so
+ * what the source holds waiting for room is bounded by `maxConnections`, not by what clients write.
  *
  * @module
  */
@@ -288,6 +290,25 @@ const nothing = (): void => {}
 
 type Writable<T> = { -readonly [K in keyof T]: T[K] }
 
+/**
+ * One connection's requests, let in one at a time: from its arrival until it is answered or its
+ * events are accepted downstream, a request has the connection's turn; requests the client
+ * pipelined meanwhile wait unread, and the connection pauses. So while the pipeline has no room,
+ * a connection holds one request's events waiting for it, however many requests its client
+ * writes without waiting for answers.
+ */
+interface Turns {
+  /** The response of the request whose turn it is, if any. */
+  current: ServerResponse | undefined
+  /** Requests that arrived during another's turn, from `next` on, in order. */
+  readonly waiting: [IncomingMessage, ServerResponse][]
+  next: number
+  /** Whether the connection was paused for them. */
+  paused: boolean
+  /** Set while `#endTurn` lets waiting requests in. */
+  releasing: boolean
+}
+
 const OUTCOMES = { outcomes: true } as const
 
 /** The HTTP code for a batch status: the whole contract of this source in one place. */
@@ -310,6 +331,8 @@ class HttpServer implements HttpServerSource {
   #rejectListening: (error: unknown) => void = nothing
   #stopping = false
   #componentId = 'http_server'
+  /** The context `run` was given: requests that waited for their turn are served with it. */
+  #context: SourceContext | undefined = undefined
   #requests = 0
   #inFlight = 0
   #openConnections = 0
@@ -327,6 +350,8 @@ class HttpServer implements HttpServerSource {
   readonly #unanswered = new WeakMap<Duplex, Set<ServerResponse>>()
   /** The connections open now (what `#cutOffLate` goes through after the stop). */
   readonly #sockets = new Set<Socket>()
+  /** Per connection, which of its requests is let in and which wait unread (see {@link Turns}). */
+  readonly #turns = new WeakMap<Duplex, Turns>()
 
   constructor(options: HttpServerOptions) {
     this.#options = options
@@ -382,6 +407,7 @@ class HttpServer implements HttpServerSource {
 
   async run(context: SourceContext): Promise<void> {
     this.#componentId = context.id
+    this.#context = context
     const o = this.#resolved
     const target = parseAddress(o.address)
     if (target === undefined) {
@@ -409,6 +435,7 @@ class HttpServer implements HttpServerSource {
       this.#openConnections++
       this.#sockets.add(socket)
       this.#unanswered.set(socket, new Set())
+      this.#turns.set(socket, { current: undefined, waiting: [], next: 0, paused: false, releasing: false })
       socket.once('close', () => {
         this.#openConnections--
         this.#sockets.delete(socket)
@@ -525,6 +552,53 @@ class HttpServer implements HttpServerSource {
   #handle(request: IncomingMessage, response: ServerResponse, context: SourceContext): void {
     this.#requests++
     this.#unanswered.get(request.socket)?.add(response)
+    const turns = this.#turns.get(request.socket)
+    if (turns !== undefined) {
+      if (turns.current !== undefined) {
+        // Node parses what it already read; the hold stops it reading more. Held again at each
+        // request: Node lets go of the hold itself once its own responses drain.
+        turns.waiting.push([request, response])
+        turns.paused = true
+        holdReading(request.socket)
+        return
+      }
+      turns.current = response
+    }
+    this.#serve(request, response, context)
+  }
+
+  /**
+   * Ends the turn of `response`'s request on its connection (answered, or its events accepted
+   * downstream) and lets the next request waiting there in, in order. A loop, not a recursion: a
+   * run of waiting requests that are answered at once (404s) would otherwise nest a call each.
+   */
+  #endTurn(response: ServerResponse): void {
+    const socket = response.req.socket
+    const turns = this.#turns.get(socket)
+    if (turns === undefined || turns.current !== response) return
+    turns.current = undefined
+    if (turns.releasing) return
+    turns.releasing = true
+    while (turns.current === undefined && turns.next < turns.waiting.length) {
+      const [request, next] = turns.waiting[turns.next]!
+      turns.waiting[turns.next++] = undefined!
+      // Gone with its connection (a client that left, a timeout): nothing of it was read.
+      if (request.destroyed || next.destroyed) continue
+      turns.current = next
+      this.#serve(request, next, this.#context!)
+    }
+    if (turns.next === turns.waiting.length) {
+      turns.waiting.length = 0
+      turns.next = 0
+    }
+    turns.releasing = false
+    if (turns.paused) {
+      turns.paused = false
+      resumeReading(socket)
+    }
+  }
+
+  #serve(request: IncomingMessage, response: ServerResponse, context: SourceContext): void {
     const url = request.url ?? '/'
     const query = url.indexOf('?')
     const path = query < 0 ? url : url.slice(0, query)
@@ -696,6 +770,7 @@ class HttpServer implements HttpServerSource {
         receipt = await sending
       } finally {
         if (--this.#accepting === 0) this.#drained?.()
+        this.#endTurn(response)
       }
       const status = await receipt.status
       const records = withOutcomes ? recordsOf(await receipt.outcomes, events) : undefined
@@ -794,13 +869,15 @@ class HttpServer implements HttpServerSource {
   /** Writes a response whose body is `text`, unless one was written already or the client left. */
   #send(response: ServerResponse, code: number, text: string): void {
     this.#unanswered.get(response.req.socket)?.delete(response)
-    if (response.headersSent || response.destroyed) return
-    if (this.#stopping) response.setHeader('Connection', 'close')
-    response.writeHead(code, {
-      'Content-Type': 'application/json',
-      'Content-Length': Buffer.byteLength(text),
-    })
-    response.end(text)
+    if (!response.headersSent && !response.destroyed) {
+      if (this.#stopping) response.setHeader('Connection', 'close')
+      response.writeHead(code, {
+        'Content-Type': 'application/json',
+        'Content-Length': Buffer.byteLength(text),
+      })
+      response.end(text)
+    }
+    this.#endTurn(response)
   }
 }
 
@@ -868,6 +945,35 @@ function recordsOf(
     index++
   }
   return records
+}
+
+/** What `node:http` keeps on a connection's socket for its own flow control (responses piling up unread). */
+interface HttpSocket {
+  _paused?: unknown
+  parser?: { resume?: () => void } | null
+}
+
+/**
+ * Stops reading `socket`. A plain `pause()` does not hold: Node's parser resumes the socket at the
+ * end of every request it reads, unless the flag its server sets for its own flow control is set;
+ * with the flag, the parser pauses too once through what it was given. Where the flag is gone (a
+ * Node of another design), the pause holds until the next request ends: the requests let in
+ * meanwhile still wait unread, only Node's own share of them is not bounded.
+ */
+function holdReading(socket: Duplex): void {
+  const http = socket as Duplex & HttpSocket
+  if (typeof http._paused === 'boolean') http._paused = true
+  socket.pause()
+}
+
+/** Reads `socket` again after {@link holdReading}, as Node's server does once its responses drain. */
+function resumeReading(socket: Duplex): void {
+  const http = socket as Duplex & HttpSocket
+  if (http._paused === true) {
+    http._paused = false
+    http.parser?.resume?.()
+  }
+  socket.resume()
 }
 
 function digest(token: string): Buffer {

@@ -609,6 +609,34 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(await served(context, port)).toBe(200)
   })
 
+  it('takes no further request from a connection while one of its requests waits for room downstream, then answers them all in order', async () => {
+    // A client may pipeline requests without waiting for answers: read and sent as they came,
+    // each would wait for room with its events made, however many the client wrote.
+    const { source, context, port } = await start()
+    let room = (): void => {}
+    context.gate = new Promise((resolve) => {
+      room = resolve
+    })
+    const n = 50
+    let text = ''
+    for (let i = 0; i < n; i++) {
+      const body = JSON.stringify([{ i }])
+      const last = i === n - 1 ? 'Connection: close\r\n' : ''
+      text += `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n${last}\r\n${body}`
+    }
+    const connection = await open(port)
+    connection.write(text)
+    while (context.sendOptions.length === 0) await new Promise((r) => setImmediate(r))
+    for (let turn = 0; turn < 5; turn++) await new Promise((r) => setImmediate(r))
+    expect(context.sendOptions).toHaveLength(1)
+    context.onBatch = (batch) => batch.end('delivered')
+    room()
+    const answers = (await connection.closed).split('HTTP/1.1 ').slice(1)
+    expect(answers.map((answer) => answer.slice(0, 3))).toEqual(Array(n).fill('200'))
+    expect(context.records().map(([record]) => record!.i)).toEqual([...Array(n).keys()])
+    expect(source.counters.requests).toBe(n)
+  })
+
   it('answers 413 TOO_MANY_EVENTS past maxEventsPerRequest and sends nothing', async () => {
     const { context, port } = await start({ maxEventsPerRequest: 2 })
     const answer = await request(port, json([{ n: 1 }, { n: 2 }, { n: 3 }]))
