@@ -123,8 +123,12 @@ export const HttpServerOptions = defineOptions({
   keepAliveTimeoutMs: z
     .int()
     .min(1)
+    // Node arms a socket timer of this plus a second: a longer one it truncates, with a warning.
+    .max(MAX_TIMER_MS - 1000)
     .default(5_000)
-    .describe('How long an idle keep-alive connection stays open after a response, in ms.'),
+    .describe(
+      'How long an idle keep-alive connection stays open after a response, in ms (at most 2147482647: Node waits a second more, and a timer at most 2147483647).',
+    ),
   maxConnections: z
     .int()
     .min(1)

@@ -2,7 +2,7 @@ import { constants } from 'node:buffer'
 import { request as httpRequest } from 'node:http'
 import { deflateSync, gzipSync } from 'node:zlib'
 import { HttpServerError, HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
-import { ComponentError } from '@ackline/topology'
+import { ComponentError, MAX_TIMER_MS } from '@ackline/topology'
 import { afterEach, describe, expect, it } from 'vitest'
 import { FakeSourceContext } from './support/FakeSourceContext.js'
 import { request } from './support/HttpRequest.js'
@@ -783,6 +783,16 @@ describe('httpServer: limits of a server on an open port', () => {
       },
     ])
     expect(httpServer({ maxBodyBytes: longest }).validate()).toEqual([])
+  })
+
+  it('refuses a keepAliveTimeoutMs longer than a socket timer holds once Node adds its second', () => {
+    // Node arms keepAliveTimeoutMs + 1000 on the socket; past 2^31 - 1 it truncates it with a
+    // TimeoutOverflowWarning on the process.
+    const longest = MAX_TIMER_MS - 1000
+    expect(httpServer({ keepAliveTimeoutMs: longest }).validate()).toEqual([])
+    expect(httpServer({ keepAliveTimeoutMs: longest + 1 }).validate()).toEqual([
+      expect.objectContaining({ field: 'keepAliveTimeoutMs', got: String(longest + 1) }),
+    ])
   })
 
   it('reports bad limits by field', () => {
