@@ -238,7 +238,7 @@ export interface HttpServerResponseBody {
  * section has the full table). The status code follows from the code:
  * - `400`: `MALFORMED_BODY` (not JSON/NDJSON of objects, not UTF-8, or a number too large for a
  *   double, which would reach the sinks as `null`), `TOO_DEEP` (past
- *   `maxDepth`), `BAD_REQUEST` (not HTTP/1.1);
+ *   `maxDepth`), `BAD_REQUEST` (not HTTP/1.1, or HTTP/1.1 without `Host`);
  * - `401` `UNAUTHORIZED`; `404` `NOT_FOUND`; `405` `METHOD_NOT_ALLOWED`;
  * - `408` `REQUEST_TIMEOUT` (past `headersTimeoutMs` or `requestTimeoutMs`);
  * - `413`: `BODY_TOO_LARGE` (past `maxBodyBytes`), `TOO_MANY_EVENTS` (past `maxEventsPerRequest`);
@@ -431,6 +431,8 @@ class HttpServer implements HttpServerSource {
         // Node checks both timeouts every 30 s by default, so a limit could be overshot by that
         // much; checking at a tenth of the shorter one (within 10 ms..1 s) keeps the overshoot small.
         connectionsCheckingInterval: Math.min(1000, Math.max(10, Math.floor(headersTimeout / 10))),
+        // Node would answer a Host-less HTTP/1.1 request itself, 400 with no body and uncounted.
+        requireHostHeader: false,
       },
       (request, response) => this.#handle(request, response, context),
     )
@@ -603,6 +605,11 @@ class HttpServer implements HttpServerSource {
   }
 
   #serve(request: IncomingMessage, response: ServerResponse, context: SourceContext): void {
+    if (request.httpVersion === '1.1' && request.headers.host === undefined) {
+      // RFC 9112 3.2: a server must answer 400 to an HTTP/1.1 request without Host.
+      this.#refuse(request, response, 400, 'BAD_REQUEST', 'an HTTP/1.1 request must carry a Host header')
+      return
+    }
     const url = request.url ?? '/'
     const query = url.indexOf('?')
     const path = query < 0 ? url : url.slice(0, query)

@@ -728,6 +728,18 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(source.counters.refused.BAD_REQUEST).toBe(1)
   })
 
+  it('answers an HTTP/1.1 request without Host itself, 400 BAD_REQUEST as data, and counts it', async () => {
+    const { source, context, port } = await start()
+    const client = await open(port)
+    client.write('POST / HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]')
+    expect(parseRawResponse(await client.closed)).toMatchObject({
+      status: 400,
+      body: { code: 'BAD_REQUEST', componentId: 'in', error: expect.stringContaining('Host') },
+    })
+    expect(source.counters).toMatchObject({ requests: 1, responses: { 400: 1 }, refused: { BAD_REQUEST: 1 } })
+    expect(context.batches).toHaveLength(0)
+  })
+
   const post =
     'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]'
 
