@@ -437,6 +437,11 @@ class HttpServer implements HttpServerSource {
       (request, response) => this.#handle(request, response, context),
     )
     server.maxConnections = o.maxConnections
+    // An Expect other than 100-continue: Node would answer 417 itself, with no body and uncounted.
+    // RFC 9110 10.1.1 lets a server ignore an expectation it does not know; the request is served.
+    server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) =>
+      this.#handle(request, response, context),
+    )
     server.on('connection', (socket: Socket) => {
       this.#openConnections++
       this.#sockets.add(socket)

@@ -740,6 +740,21 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(context.batches).toHaveLength(0)
   })
 
+  it('serves a request whose Expect it cannot meet as if it had none, rather than let Node answer 417 without a body', async () => {
+    const { source, context, port } = await start()
+    context.onBatch = (batch) => batch.end('delivered')
+    const client = await open(port)
+    client.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nConnection: close\r\n' +
+        'Content-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]',
+    )
+    expect(parseRawResponse(await client.closed)).toMatchObject({
+      status: 200,
+      body: { status: 'delivered', events: 1 },
+    })
+    expect(source.counters).toMatchObject({ requests: 1, responses: { 200: 1 } })
+  })
+
   const post =
     'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]'
 
