@@ -311,6 +311,11 @@ interface Turns {
   paused: boolean
   /** Set while `#endTurn` lets waiting requests in. */
   releasing: boolean
+  /**
+   * Set once a response that closes the connection was written: a request behind it could not be
+   * answered, so nothing of it is read (its client, without an answer, sends it again).
+   */
+  closing: boolean
 }
 
 const OUTCOMES = { outcomes: true } as const
@@ -446,7 +451,14 @@ class HttpServer implements HttpServerSource {
       this.#openConnections++
       this.#sockets.add(socket)
       this.#unanswered.set(socket, new Set())
-      this.#turns.set(socket, { current: undefined, waiting: [], next: 0, paused: false, releasing: false })
+      this.#turns.set(socket, {
+        current: undefined,
+        waiting: [],
+        next: 0,
+        paused: false,
+        releasing: false,
+        closing: false,
+      })
       socket.once('close', () => {
         this.#openConnections--
         this.#sockets.delete(socket)
@@ -565,6 +577,9 @@ class HttpServer implements HttpServerSource {
     this.#unanswered.get(request.socket)?.add(response)
     const turns = this.#turns.get(request.socket)
     if (turns !== undefined) {
+      // Not held: closed with bytes unread, the connection would be reset, and the client could
+      // lose the answers written before the refusal.
+      if (turns.closing) return
       if (turns.current !== undefined) {
         // Node parses what it already read; the hold stops it reading more. Held again at each
         // request: Node lets go of the hold itself once its own responses drain.
@@ -590,6 +605,7 @@ class HttpServer implements HttpServerSource {
     turns.current = undefined
     if (turns.releasing) return
     turns.releasing = true
+    if (turns.closing) turns.next = turns.waiting.length
     while (turns.current === undefined && turns.next < turns.waiting.length) {
       const [request, next] = turns.waiting[turns.next]!
       turns.waiting[turns.next++] = undefined!
@@ -597,6 +613,7 @@ class HttpServer implements HttpServerSource {
       if (request.destroyed || next.destroyed) continue
       turns.current = next
       this.#serve(request, next, this.#context!)
+      if (turns.closing) turns.next = turns.waiting.length
     }
     if (turns.next === turns.waiting.length) {
       turns.waiting.length = 0
@@ -887,6 +904,10 @@ class HttpServer implements HttpServerSource {
     this.#unanswered.get(response.req.socket)?.delete(response)
     if (!response.headersSent && !response.destroyed) {
       if (this.#stopping) response.setHeader('Connection', 'close')
+      if (response.getHeader('Connection') === 'close') {
+        const turns = this.#turns.get(response.req.socket)
+        if (turns !== undefined) turns.closing = true
+      }
       response.writeHead(code, {
         'Content-Type': 'application/json',
         'Content-Length': Buffer.byteLength(text),

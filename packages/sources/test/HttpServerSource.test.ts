@@ -637,6 +637,30 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(source.counters.requests).toBe(n)
   })
 
+  it.each([
+    ['a path it does not serve (404)', 'POST /elsewhere HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n'],
+    [
+      'a malformed body (400)',
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3\r\n\r\n[1]',
+    ],
+  ])(
+    'lets nothing into the pipeline of a request pipelined behind a refusal of %s, whose answer closes the connection',
+    async (_, refused) => {
+      // The connection closes after the refusal: a request sent on behind it would never be answered,
+      // and its client, left without an answer, would send its events again.
+      const { context, port } = await start()
+      context.onBatch = (batch) => batch.end('delivered')
+      const connection = await open(port)
+      connection.write(
+        refused +
+          'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]',
+      )
+      const answers = (await connection.closed).split('HTTP/1.1 ').slice(1)
+      expect(answers).toHaveLength(1)
+      expect(context.records()).toEqual([])
+    },
+  )
+
   it('answers 413 TOO_MANY_EVENTS past maxEventsPerRequest and sends nothing', async () => {
     const { context, port } = await start({ maxEventsPerRequest: 2 })
     const answer = await request(port, json([{ n: 1 }, { n: 2 }, { n: 3 }]))
