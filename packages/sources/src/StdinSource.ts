@@ -5,7 +5,9 @@
  * one holding a number too large for a double, which would parse as `Infinity` and reach the sinks
  * as `null`). A line longer than `maxLineBytes` becomes `{ message }` holding as many of its
  * first whole characters as fit in `maxLineBytes` bytes, with a warning: only that much of an
- * open line is ever held, so a stream without newlines cannot exhaust memory.
+ * open line is ever held, so a stream without newlines cannot exhaust memory. A byte order mark
+ * that starts the input is skipped (a signature, not text: with it, a first line holding a JSON
+ * object would be kept as text).
  *
  * Invariant: every complete line becomes exactly one event, in order, and lines that arrived
  * together travel as one batch (at most `maxBatchLines`). A pipe cannot be asked to send data
@@ -199,6 +201,8 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
   }
   /** A high surrogate a string chunk ended with: held until the next chunk brings its other half. */
   let carry = ''
+  /** Until the input's first character: a byte order mark there is a signature, not text of the line. */
+  let atStart = true
   try {
     for (;;) {
       const next = await Promise.race([iterator.next(), stop])
@@ -207,6 +211,10 @@ async function run(options: StdinOptions, context: SourceContext): Promise<void>
       if (carry !== '') {
         piece = carry + piece
         carry = ''
+      }
+      if (atStart && piece !== '') {
+        atStart = false
+        if (piece.charCodeAt(0) === 0xfeff) piece = piece.slice(1)
       }
       // A surrogate pair split between string chunks (a decoder never splits one): measured
       // apart, each half would count 3 bytes.
@@ -299,7 +307,8 @@ function toRecord(line: string, text: boolean, maxDepth: number): JsonObject {
 /**
  * Reads standard input (or `options.input`) line by line: JSON-object lines (nested at most
  * `maxDepth` deep) become those objects, other lines `{ message: line }`; a line longer than
- * `maxLineBytes` (102400 by default) is cut to its first bytes, with a warning. It cannot acknowledge
+ * `maxLineBytes` (102400 by default) is cut to its first bytes, with a warning; a byte order mark
+ * that starts the input is skipped. It cannot acknowledge
  * (`canAcknowledge: false`); it returns at the end of the input or when the topology stops. A batch the pipeline does not accept is
  * reported to `onWarning` and sent again after a back-off (100 ms doubling to 5 s), so no line
  * is skipped; it may reach a sink twice when a fan-out took it at one consumer and not another.

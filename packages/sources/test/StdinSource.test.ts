@@ -30,6 +30,16 @@ describe('stdin', () => {
     expect(context.sendOptions).toEqual([{ receipt: false }, { receipt: false }])
   })
 
+  it('skips a byte order mark at the start of the input, whole or split between chunks, and keeps one anywhere else', async () => {
+    const bom = Buffer.from([0xef, 0xbb, 0xbf])
+    expect((await runOn([Buffer.concat([bom, Buffer.from('{"a":1}\n\uFEFF{"b":2}\n')])])).flat()).toEqual([
+      { a: 1 },
+      { message: '\uFEFF{"b":2}' },
+    ])
+    expect((await runOn([bom.subarray(0, 1), bom.subarray(1), '{"a":1}\n'])).flat()).toEqual([{ a: 1 }])
+    expect((await runOn(['\uFEFFplain'])).flat()).toEqual([{ message: 'plain' }])
+  })
+
   it("keeps every line as a message with format 'text'", async () => {
     expect((await runOn(['{"a":1}\n'], { format: 'text' })).flat()).toEqual([{ message: '{"a":1}' }])
   })
