@@ -316,6 +316,12 @@ interface Turns {
    * answered, so nothing of it is read (its client, without an answer, sends it again).
    */
   closing: boolean
+  /**
+   * The response of the connection's latest request let in. After the stop, only its answer
+   * closes the connection: Node writes a connection's answers in request order, and an earlier
+   * one's close would drop the later ones (of requests whose events may be in the pipeline).
+   */
+  latest: ServerResponse | undefined
 }
 
 const OUTCOMES = { outcomes: true } as const
@@ -458,6 +464,7 @@ class HttpServer implements HttpServerSource {
         paused: false,
         releasing: false,
         closing: false,
+        latest: undefined,
       })
       socket.once('close', () => {
         this.#openConnections--
@@ -589,6 +596,7 @@ class HttpServer implements HttpServerSource {
         return
       }
       turns.current = response
+      turns.latest = response
     }
     this.#serve(request, response, context)
   }
@@ -598,10 +606,9 @@ class HttpServer implements HttpServerSource {
    * downstream) and lets the next request waiting there in, in order. A loop, not a recursion: a
    * run of waiting requests that are answered at once (404s) would otherwise nest a call each.
    */
-  #endTurn(response: ServerResponse): void {
-    const socket = response.req.socket
-    const turns = this.#turns.get(socket)
+  #endTurn(response: ServerResponse, turns = this.#turns.get(response.req.socket)): void {
     if (turns === undefined || turns.current !== response) return
+    const socket = response.req.socket
     turns.current = undefined
     if (turns.releasing) return
     turns.releasing = true
@@ -612,6 +619,7 @@ class HttpServer implements HttpServerSource {
       // Gone with its connection (a client that left, a timeout): nothing of it was read.
       if (request.destroyed || next.destroyed) continue
       turns.current = next
+      turns.latest = next
       this.#serve(request, next, this.#context!)
       if (turns.closing) turns.next = turns.waiting.length
     }
@@ -901,20 +909,21 @@ class HttpServer implements HttpServerSource {
 
   /** Writes a response whose body is `text`, unless one was written already or the client left. */
   #send(response: ServerResponse, code: number, text: string): void {
-    this.#unanswered.get(response.req.socket)?.delete(response)
+    const socket = response.req.socket
+    this.#unanswered.get(socket)?.delete(response)
+    const turns = this.#turns.get(socket)
     if (!response.headersSent && !response.destroyed) {
-      if (this.#stopping) response.setHeader('Connection', 'close')
-      if (response.getHeader('Connection') === 'close') {
-        const turns = this.#turns.get(response.req.socket)
-        if (turns !== undefined) turns.closing = true
-      }
+      // A later request's answer closes the connection, after this one.
+      if (this.#stopping && (turns === undefined || response === turns.latest))
+        response.setHeader('Connection', 'close')
+      if (turns !== undefined && response.getHeader('Connection') === 'close') turns.closing = true
       response.writeHead(code, {
         'Content-Type': 'application/json',
         'Content-Length': Buffer.byteLength(text),
       })
       response.end(text)
     }
-    this.#endTurn(response)
+    this.#endTurn(response, turns)
   }
 }
 

@@ -1111,6 +1111,30 @@ describe('httpServer: lifecycle', () => {
     expect(headers.connection).toBe('close')
   })
 
+  it.each([
+    ['in order', [0, 1]],
+    ['the later first', [1, 0]],
+  ])(
+    'answers every request of a connection already in the pipeline when the stop came, closing it after the last, resolved %s',
+    async (_, order) => {
+      // Closed after the first answer, the connection would lose the later ones: their events were
+      // delivered, and their client, left without an answer, would send them again.
+      const { context, port, run } = await start()
+      const connection = new RawConnection(port)
+      const body = '[{"a":1}]'
+      const post = `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+      connection.write(post + post)
+      while (context.batches.length < 2) await new Promise((r) => setImmediate(r))
+      context.stop()
+      await run
+      for (const index of order) context.batches[index]!.end('delivered')
+      const answers = (await connection.closed).split('HTTP/1.1 ').slice(1)
+      expect(answers.map((answer) => answer.slice(0, 3))).toEqual(['200', '200'])
+      expect(answers[0]).not.toMatch(/Connection: close/i)
+      expect(answers[1]).toMatch(/Connection: close/i)
+    },
+  )
+
   it('returns from run only once the sends still waiting for room downstream were accepted', async () => {
     const { context, port, run } = await start()
     let open = (): void => {}
