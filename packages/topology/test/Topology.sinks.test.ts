@@ -221,6 +221,111 @@ describe('a buffer whose pull always fails', () => {
   })
 })
 
+describe('a buffer whose close() or dispose() throws at once, or returns no promise (untyped code)', () => {
+  /** Runs `body` and returns what reached `unhandledRejection` meanwhile (a crash, in production). */
+  const unhandledDuring = async (body: () => Promise<void>): Promise<unknown[]> => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown): void => {
+      unhandled.push(reason)
+    }
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      await body()
+      for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve))
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+    return unhandled
+  }
+  const broken = (how: 'throws' | 'returns nothing'): (() => never) =>
+    how === 'throws'
+      ? () => {
+          throw new Error('closing failed at once')
+        }
+      : ((() => undefined) as never)
+
+  it.each(['throws', 'returns nothing'] as const)(
+    'whose close() %s: the drain finishes, and nothing is left unhandled',
+    async (how) => {
+      // The close threw out of the runtime's bookkeeping, in a promise reaction nobody awaited:
+      // an unhandled rejection, which ends a Node process.
+      const buffer = queueBuffer()
+      const close = buffer.close.bind(buffer)
+      buffer.close = () => {
+        void close()
+        return broken(how)()
+      }
+      const source = testSource([records(1)])
+      const topology = new TopologyBuilder(on)
+        .source('in', source)
+        .sink('out', ['in'], testSink(), { buffer: { kind: 'queue', open: async () => buffer } })
+        .build()
+      const unhandled = await unhandledDuring(async () => {
+        await topology.start()
+        await topology.done
+      })
+      expect(unhandled).toEqual([])
+      expect(await source.statuses()).toEqual(['delivered'])
+    },
+  )
+
+  it.each(['throws', 'returns nothing'] as const)(
+    'whose dispose() %s: a forced stop still settles everything and resolves',
+    async (how) => {
+      // The throw left force() half done: the second stop() rejected with it, the sink's write
+      // was never settled, its source never told, and the first stop() never resolved.
+      const gate = new Gate()
+      const buffer = queueBuffer()
+      const dispose = buffer.dispose!.bind(buffer)
+      buffer.dispose = () => {
+        void dispose()
+        return broken(how)()
+      }
+      // Its close() returns nothing too: a fall-back to it must not throw either.
+      buffer.close = broken('returns nothing')
+      const source = testSource([records(1)], { untilStopped: true })
+      const topology = new TopologyBuilder(on)
+        .source('in', source)
+        .sink('out', ['in'], testSink({ gate }), { buffer: { kind: 'queue', open: async () => buffer } })
+        .build()
+      const facts: LifecycleEvent[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      const unhandled = await unhandledDuring(async () => {
+        await topology.start()
+        await vi.waitUntil(() => gate.waiting === 1)
+        const first = topology.stop({ drainTimeoutMs: 60_000 })
+        await topology.stop()
+        await first
+      })
+      expect(unhandled).toEqual([])
+      expect(await source.statuses()).toEqual(['errored'])
+      expect(source.receipts[0]!.failure?.code).toBe('STOPPED')
+      expect(facts).toContainEqual(
+        expect.objectContaining({ type: 'component_stopped', component: 'out', forced: true }),
+      )
+      gate.open()
+    },
+  )
+
+  it('whose dispose() throws at once after a sink failed to start: start() rejects naming the sink', async () => {
+    // The throw came out of the clean-up instead: start() rejected with the buffer's bare error.
+    const buffer = queueBuffer()
+    buffer.dispose = broken('throws')
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('out', ['in'], testSink(), { buffer: { kind: 'queue', open: async () => buffer } })
+      .sink('bad', ['in'], {
+        ...testSink(),
+        start: () => Promise.reject(new Error('ECONNREFUSED')),
+      })
+      .build()
+    await expect(topology.start()).rejects.toMatchObject({
+      name: 'TopologyError',
+      problems: [{ code: 'SINK_START_FAILED', component: 'bad' }],
+    })
+  })
+})
+
 describe('a buffer whose push throws instead of rejecting', () => {
   it("fails the source's send, and the other consumers still get their copies: nothing waits for ever", async () => {
     // The throw left the fan-out half done: the sinks after it got nothing, and the refused

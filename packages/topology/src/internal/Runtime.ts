@@ -434,11 +434,7 @@ export class Runtime {
     for (const id of consumers) {
       const remaining = this.#remainingProducers.get(id)! - 1
       this.#remainingProducers.set(id, remaining)
-      if (remaining === 0)
-        this.#buffers
-          .get(id)!
-          .close()
-          .catch(() => {})
+      if (remaining === 0) void closeBuffer(this.#buffers.get(id)!)
     }
     if (this.#running.size === 0) this.#resolveDone()
   }
@@ -464,9 +460,27 @@ async function stopSink(sink: Sink): Promise<void> {
 /** A promise that never settles: the default of nothing to give up on. */
 const NEVER = new Promise<void>(() => {})
 
-/** Gives a buffer up without draining it: its `dispose` (it settles what waits `errored`), else `close`. */
+/**
+ * Gives a buffer up without draining it: its `dispose` (it settles what waits `errored`), else
+ * `close`. Never throws, and always returns a promise: a buffer of another kind may throw at once
+ * or return nothing (untyped code), and a throw here left a forced stop half done.
+ */
 function discard(buffer: EdgeBuffer): Promise<void> {
-  return buffer.dispose?.() ?? buffer.close()
+  return settled(() => (buffer.dispose !== undefined ? buffer.dispose() : buffer.close()))
+}
+
+/** Closes a buffer whose last producer finished; never throws or rejects (see {@link discard}). */
+function closeBuffer(buffer: EdgeBuffer): Promise<void> {
+  return settled(() => buffer.close()).catch(() => {})
+}
+
+/** What `step` returned, as a promise: a throw is a rejection, a value that is no promise resolves it. */
+function settled(step: () => Promise<void> | undefined): Promise<void> {
+  try {
+    return Promise.resolve(step())
+  } catch (error) {
+    return Promise.reject(error)
+  }
 }
 
 function messageOf(error: unknown): string {
