@@ -215,17 +215,13 @@ export class Topology {
   }
 
   async #drain(runtime: Runtime, drainTimeoutMs: number): Promise<void> {
-    let forced = false
     // A timer would fire a longer delay after 1 ms (see `MAX_TIMER_MS`): such a stop has no deadline.
     const deadline =
-      drainTimeoutMs >= MAX_TIMER_MS
-        ? undefined
-        : setTimeout(() => {
-            forced = true
-            runtime.force()
-          }, drainTimeoutMs)
+      drainTimeoutMs >= MAX_TIMER_MS ? undefined : setTimeout(() => runtime.force(), drainTimeoutMs)
     runtime.drain()
     await runtime.done
+    // Read from the runtime: the deadline forces it, and so does a second stop().
+    const forced = runtime.forced
     if (deadline !== undefined) clearTimeout(deadline)
     // A forced stop gave some buffers up without waiting: they must have closed before stop()
     // resolves, or a restart in the same process would find a disk buffer still locked.

@@ -271,3 +271,38 @@ describe('the drain deadline', () => {
     },
   )
 })
+
+describe('a second stop()', () => {
+  it('says the stop was forced, as the deadline does', async () => {
+    // It forced the drain (every component_stopped said forced: true, the source was told
+    // errored), yet topology_stopped said forced: false: only the deadline's timer set the flag.
+    const source = testSource([records(1)], { untilStopped: true })
+    const gate = new Gate()
+    const topology = linear(source, testSink({ gate }))
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.waitUntil(() => gate.waiting === 1)
+    const first = topology.stop({ drainTimeoutMs: 60_000 })
+    await topology.stop()
+    await first
+    expect(await source.statuses()).toEqual(['errored'])
+    expect(facts.filter((f) => f.type === 'component_stopped').map((f) => f.forced)).toEqual([true, true])
+    expect(facts.at(-1)).toEqual({ type: 'topology_stopped', forced: true })
+    gate.open()
+  })
+
+  it('after the drain finished says nothing was forced', async () => {
+    const source = testSource([records(1)], { untilStopped: true })
+    const topology = linear(source, testSink())
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await topology.stop()
+    await topology.stop()
+    expect(await source.statuses()).toEqual(['delivered'])
+    expect(facts.filter((f) => f.type === 'topology_stopped')).toEqual([
+      { type: 'topology_stopped', forced: false },
+    ])
+  })
+})

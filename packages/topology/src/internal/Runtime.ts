@@ -225,6 +225,11 @@ export class Runtime {
     this.#controller.abort()
   }
 
+  /** Whether {@link Runtime.force} was called (a stop's deadline, or a second stop()). */
+  get forced(): boolean {
+    return this.#forced
+  }
+
   /** Settles `errored` everything the runtime still holds and marks every component stopped. */
   force(): void {
     if (this.#forced) return
