@@ -605,6 +605,47 @@ describe('slow flushes', () => {
     await stopped
     expect(await source.statuses()).toEqual(['delivered'])
   })
+
+  it.each(['process', 'flush'] as const)(
+    'a forced stop while %s never returns leaves no flush timer behind',
+    async (hung) => {
+      // The interval was cleared only once the run loop ended, which a call that never returns
+      // never lets it do: the timer outlived the stopped topology and kept the process from exiting.
+      vi.useFakeTimers()
+      let flushes = 0
+      const stuck: Transform = {
+        kind: 'stuck',
+        flushIntervalMs: 10,
+        process(events, context) {
+          if (hung === 'process') return new Promise<void>(() => {})
+          context.emitAll(events)
+          return undefined
+        },
+        flush() {
+          flushes++
+          return hung === 'flush' ? new Promise<void>(() => {}) : undefined
+        },
+      }
+      // The second batch comes once the first timed flush hangs: its call waits behind it.
+      const source = testSource([records(1), records(2)], {
+        untilStopped: true,
+        afterSend: () => new Promise<void>((resolve) => setTimeout(resolve, 15)),
+      })
+      const topology = through(source, stuck, testSink())
+      await topology.start()
+      await vi.advanceTimersByTimeAsync(40)
+      const stopped = topology.stop({ drainTimeoutMs: 1000 })
+      await vi.advanceTimersByTimeAsync(1000)
+      await stopped
+      expect(await source.statuses()).toEqual(
+        hung === 'process' ? ['errored', 'errored'] : ['delivered', 'errored'],
+      )
+      expect(vi.getTimerCount()).toBe(0)
+      const after = flushes
+      await vi.advanceTimersByTimeAsync(1000)
+      expect(flushes).toBe(after)
+    },
+  )
 })
 
 describe('transforms that break the contract', () => {

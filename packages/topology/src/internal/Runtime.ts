@@ -235,10 +235,7 @@ export class Runtime {
     if (this.#forced) return
     this.#forced = true
     this.#controller.abort()
-    for (const runner of this.#transformRunners) {
-      runner.forced = true
-      runner.settleHeld()
-    }
+    for (const runner of this.#transformRunners) runner.force()
     for (const [id, buffer] of this.#buffers) {
       if (buffer instanceof MemoryChannel) {
         const counters = this.#counters.get(id)!

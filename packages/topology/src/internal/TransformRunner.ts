@@ -390,6 +390,8 @@ export class TransformRunner {
         }).catch(nothing)
       }, interval)
     }
+    // Calls wait for a timed flush in progress, even once a forced stop cleared the timer.
+    const timed = this.#timer !== undefined
     try {
       for (;;) {
         // Queued input is taken without a promise. A transform that coalesces takes less than a
@@ -403,8 +405,7 @@ export class TransformRunner {
         if (this.#coalesce) array = this.input.coalesce(array, COALESCE_UP_TO)
         this.counters.received += array.length
         const input = array
-        const done =
-          this.#timer === undefined ? this.#process(input) : this.#exclusive(() => this.#process(input))
+        const done = timed ? this.#exclusive(() => this.#process(input)) : this.#process(input)
         // A synchronous call whose outputs all had room returns `RESOLVED`: no frame to wait on.
         if (done !== RESOLVED) await done
       }
@@ -417,8 +418,15 @@ export class TransformRunner {
     this.#settleHeld('its last flush')
   }
 
-  /** Settles `errored` every event still held (a forced stop, or after the last flush). */
-  settleHeld(): void {
+  /**
+   * A stop's deadline passed: no timed flush runs any more, and every event still held is settled
+   * `errored`. The flush timer is cleared here, not only when the run loop ends: a call that never
+   * returns keeps the loop from ending, and the timer from letting the process exit.
+   */
+  force(): void {
+    this.forced = true
+    if (this.#timer !== undefined) clearInterval(this.#timer)
+    this.#timer = undefined
     this.#settleHeld('the forced stop')
   }
 
