@@ -62,6 +62,11 @@ export type ComponentErrorCode =
   | 'BAD_RESULT'
   /** A source's `run` threw. */
   | 'RUN_FAILED'
+  /**
+   * A sink's `stop()` threw or rejected, once its writes had ended (what they wrote was settled
+   * already): it may not have released what it holds (a file, a connection).
+   */
+  | 'STOP_FAILED'
 
 /**
  * One fact about a running topology.

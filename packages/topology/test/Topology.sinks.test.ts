@@ -536,6 +536,35 @@ describe('starting sinks', () => {
   })
 })
 
+describe('stopping sinks', () => {
+  it.each([
+    [
+      'throws',
+      () => {
+        throw new Error('EIO on close')
+      },
+    ],
+    ['rejects', () => Promise.reject(new Error('EIO on close'))],
+  ])('reports a stop() that %s as STOP_FAILED naming the sink, not as a failed write', async (_, stop) => {
+    // It was reported as WRITE_FAILED ('stopped on an error'), the code of a failed write
+    // attempt, although every write had ended and what they wrote was settled.
+    const source = testSource([records(1)])
+    const sink = Object.assign(testSink(), { stop })
+    const facts = await run(linear(source, sink))
+    expect(await source.statuses()).toEqual(['delivered'])
+    expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+      {
+        component: 'out',
+        code: 'STOP_FAILED',
+        message: "sink 'out' (test_sink): stop() failed: Error: EIO on close",
+        events: 0,
+        cause: new Error('EIO on close'),
+      },
+    ])
+    expect(facts.at(-1)).toEqual({ type: 'topology_stopped', forced: false })
+  })
+})
+
 describe('writes in flight (concurrency)', () => {
   /** A sink whose writes each wait for their own release, counting how many are pending at once. */
   function overlappingSink(concurrency?: number) {

@@ -328,7 +328,7 @@ export class Runtime {
           },
         )
         this.#sinkRunners.push(runner)
-        running = runner.run().then(() => decl.component.stop?.())
+        running = runner.run().then(() => this.#stopSink(decl.id, decl.component))
         break
       }
     }
@@ -346,6 +346,25 @@ export class Runtime {
         this.#finished(decl, false)
       },
     )
+  }
+
+  /**
+   * Stops a sink whose writes have all ended. A stop() that throws or rejects is `STOP_FAILED`,
+   * naming the sink: reported as the run's own failure, it read as a failed write (`WRITE_FAILED`).
+   */
+  async #stopSink(id: string, sink: Sink): Promise<void> {
+    try {
+      await sink.stop?.()
+    } catch (error) {
+      this.#emit({
+        type: 'component_error',
+        component: id,
+        code: 'STOP_FAILED',
+        message: `sink '${id}' (${sink.kind}): stop() failed: ${textOf(error)}`,
+        events: 0,
+        cause: error,
+      })
+    }
   }
 
   /**
