@@ -70,6 +70,30 @@ describe('validation', () => {
     expect(undeclared.message).toContain("'errors', '_unmatched'")
   })
 
+  it('refuses an input that names an empty port (a trailing dot), as it refuses any undeclared port', () => {
+    // 'in.' was read as 'in': beside 'in' it made a second edge into the same sink, which then
+    // wrote every event twice; alone, a typo in a config ran as if it were right.
+    const problems = problemsOf(() =>
+      new TopologyBuilder<string>(quiet)
+        .source('in', testSource([]))
+        .transform('split', ['in'], routeBy({ errors: () => true }))
+        .sink('a', ['in', 'in.'], testSink())
+        .sink('b', ['split.'], testSink())
+        .build(),
+    )
+    expect(brief(problems)).toEqual([
+      'UNDECLARED_OUTPUT a inputs[1]',
+      'UNDECLARED_OUTPUT b inputs[0]',
+      'UNFED_SINK b inputs',
+    ])
+    expect(problems[0]!.message).toBe(
+      "input 'in.': the port after the dot is empty; source 'in' declares no output ports (read its default output as 'in')",
+    )
+    expect(problems[1]!.message).toBe(
+      "input 'split.': the port after the dot is empty; transform 'split' declares 'errors', '_unmatched' (read its default output as 'split')",
+    )
+  })
+
   it('lists every problem in the error message', () => {
     expect(() => new TopologyBuilder<string>().sink('s', ['x'], testSink()).build()).toThrow(
       /invalid topology \(2 problems\):\n {2}- s \(inputs\[0\]\): input 'x' names no component\n {2}- s \(inputs\): nothing feeds sink 's'/,

@@ -112,8 +112,20 @@ export function planTopology(
         problem('INPUT_IS_SINK', decl.id, field, `input '${input}' is a sink, which has no output`)
         return
       }
-      if (port !== '') {
+      if (dot >= 0) {
         const declared = producer.role === 'transform' ? (producer.component.outputs ?? []) : []
+        // A trailing dot names no port: read as the default output, it slipped through, and beside
+        // the plain id it made a second edge into the same consumer (every event twice).
+        if (port === '') {
+          const list = declared.length === 0 ? 'no output ports' : declared.map((p) => `'${p}'`).join(', ')
+          problem(
+            'UNDECLARED_OUTPUT',
+            decl.id,
+            field,
+            `input '${input}': the port after the dot is empty; ${producer.role} '${producerId}' declares ${list} (read its default output as '${producerId}')`,
+          )
+          return
+        }
         if (!declared.includes(port)) {
           const list = declared.length === 0 ? 'none' : declared.map((p) => `'${p}'`).join(', ')
           problem(
