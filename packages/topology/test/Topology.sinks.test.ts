@@ -4,6 +4,7 @@
 
 import type { DeliveryStatus, EventArray, JsonObject, LogEvent } from '@ackline/core'
 import {
+  type EdgeBuffer,
   type LifecycleEvent,
   RejectError,
   RetryableError,
@@ -83,6 +84,38 @@ describe('a buffer of another kind in front of a sink', () => {
     expect(released).toBe(true)
     gate.open()
   })
+
+  it.each([1, 2])(
+    'without dispose() is not written from after a forced stop, what it still holds is settled errored (concurrency %d)',
+    async (concurrency) => {
+      // Such a buffer is only closed at the deadline, and hands out what it holds: one write at a
+      // time, the sink wrote all of it after stop() had resolved; with several, it stayed live.
+      const gate = new Gate()
+      const buffer: EdgeBuffer = queueBuffer()
+      delete buffer.dispose
+      const written: number[] = []
+      const sink = testSink({
+        write: async (events) => {
+          written.push(...events.events.map(n))
+          await gate.wait()
+          return undefined
+        },
+      })
+      const source = testSource([records(1), records(2), records(3), records(4)], { untilStopped: true })
+      const topology = new TopologyBuilder(on)
+        .source('in', source)
+        .sink('out', ['in'], sink, { concurrency, buffer: { kind: 'queue', open: async () => buffer } })
+        .build()
+      await topology.start()
+      await vi.waitUntil(() => gate.waiting === concurrency)
+      await topology.stop({ drainTimeoutMs: 10 })
+      expect(await source.statuses()).toEqual(['errored', 'errored', 'errored', 'errored'])
+      gate.open()
+      await vi.waitUntil(() => topology.metrics().out!.erroredEvents === 4)
+      expect(written).toEqual([1, 2].slice(0, concurrency))
+      expect(topology.metrics().out).toMatchObject({ acksInFlight: 0, failures: { STOPPED: 4 } })
+    },
+  )
 
   it("whose push rejects makes a source's send reject with the error, so a source that can give the events back does", async () => {
     const buffer = queueBuffer()

@@ -117,7 +117,8 @@ export class SinkRunner {
       if (array === undefined) return
       if (memory !== undefined) array = memory.coalesce(array)
       this.counters.received += array.length
-      await this.#write(array)
+      if (this.#forced) this.#stopped(array)
+      else await this.#write(array)
     }
   }
 
@@ -135,9 +136,13 @@ export class SinkRunner {
       while (running >= this.#concurrency) await new Promise<void>((resolve) => (slotFreed = resolve))
       slotFreed = undefined
       // A write that threw past its own handling is the runner's bug: stop taking more, as with one write.
-      if (failed !== undefined || this.#forced) break
+      if (failed !== undefined) break
       const array = await this.#next()
       if (array === undefined) break
+      if (this.#forced) {
+        this.#stopped(array)
+        continue
+      }
       running++
       this.#write(array).then(ended, (error: unknown) => {
         failed ??= { error }
@@ -184,6 +189,20 @@ export class SinkRunner {
         if (this.#forced) return undefined
       }
     }
+  }
+
+  /**
+   * An array pulled after a forced stop is not written: it is settled `errored` (`STOPPED`). A
+   * memory channel hands out nothing then, but a buffer of another kind without `dispose` is only
+   * closed, and hands out what it still holds: written, it reached the sink after `stop()` had
+   * resolved (one write at a time), or was left live for the leak detector (several).
+   */
+  #stopped(array: EventArray): void {
+    this.counters.inFlight += array.length // as `#write` counts it: `#settle` takes it off
+    this.#settle(array, {
+      status: 'errored',
+      failure: this.#failure('STOPPED', 'the stop deadline passed before the write began'),
+    })
   }
 
   /** Settles every array being written `errored` now and stops retrying. */
