@@ -322,6 +322,14 @@ interface Turns {
    * one's close would drop the later ones (of requests whose events may be in the pipeline).
    */
   latest: ServerResponse | undefined
+  /** How many of the connection's requests reached the handler (a held request's headers completing counts). */
+  seen: number
+  /**
+   * Set when Node's timeout check found a request late while the source held the connection: the
+   * client sent it, the source did not read it. Once reading resumes, the request gets
+   * `requestTimeoutMs` afresh (Node checks it no more once it reported it).
+   */
+  late: boolean
 }
 
 const OUTCOMES = { outcomes: true } as const
@@ -465,6 +473,8 @@ class HttpServer implements HttpServerSource {
         releasing: false,
         closing: false,
         latest: undefined,
+        seen: 0,
+        late: false,
       })
       socket.once('close', () => {
         this.#openConnections--
@@ -515,6 +525,13 @@ class HttpServer implements HttpServerSource {
    * before it enters the pipeline, or keeps its real status there and the client sends it again.
    */
   #clientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+    const turns = this.#turns.get(socket)
+    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && turns?.paused === true && !socket.destroyed) {
+      // Late because the source held the connection (its requests wait their turn), not because
+      // the client was slow: checked again once reading resumes (see `#endTurn`).
+      turns.late = true
+      return
+    }
     if (
       !socket.writable ||
       (socket as Socket).bytesWritten > 0 ||
@@ -584,6 +601,7 @@ class HttpServer implements HttpServerSource {
     this.#unanswered.get(request.socket)?.add(response)
     const turns = this.#turns.get(request.socket)
     if (turns !== undefined) {
+      turns.seen++
       // Not held: closed with bytes unread, the connection would be reset, and the client could
       // lose the answers written before the refusal.
       if (turns.closing) return
@@ -631,7 +649,37 @@ class HttpServer implements HttpServerSource {
     if (turns.paused) {
       turns.paused = false
       resumeReading(socket)
+      if (turns.late) this.#lateAfterHold(socket, turns)
     }
+  }
+
+  /**
+   * A request found late while its connection was held gets `requestTimeoutMs` from the moment
+   * reading resumes; still unfinished then (its headers, or its body, not all arrived), it is cut
+   * off as Node's check would have. Unref'd, so it keeps nothing alive itself.
+   */
+  #lateAfterHold(socket: Duplex, turns: Turns): void {
+    turns.late = false
+    const seen = turns.seen
+    const incoming = (socket as Duplex & HttpSocket).parser?.incoming ?? undefined
+    const body = incoming !== undefined && !incoming.complete
+    setTimeout(
+      () => {
+        if (socket.destroyed) return
+        // Its body ended; or its headers (still arriving when it was found late) came, and its
+        // body too, or a further request began (which Node checks itself).
+        const now = (socket as Duplex & HttpSocket).parser?.incoming
+        const done = body
+          ? incoming.complete
+          : turns.seen > seen + 1 || (turns.seen === seen + 1 && (now == null || now.complete))
+        if (done) return
+        const late = Object.assign(new Error('the request did not arrive within the time limit'), {
+          code: 'ERR_HTTP_REQUEST_TIMEOUT',
+        })
+        this.#clientError(late, socket)
+      },
+      Math.min(this.#resolved.requestTimeoutMs, MAX_TIMER_MS),
+    ).unref()
   }
 
   #serve(request: IncomingMessage, response: ServerResponse, context: SourceContext): void {
@@ -996,7 +1044,7 @@ function recordsOf(
 /** What `node:http` keeps on a connection's socket for its own flow control (responses piling up unread). */
 interface HttpSocket {
   _paused?: unknown
-  parser?: { resume?: () => void } | null
+  parser?: { resume?: () => void; incoming?: IncomingMessage | null } | null
 }
 
 /**
