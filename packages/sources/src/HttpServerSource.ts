@@ -322,6 +322,8 @@ interface Turns {
    * one's close would drop the later ones (of requests whose events may be in the pipeline).
    */
   latest: ServerResponse | undefined
+  /** The answer that closes the connection, once `closing`. */
+  closer: ServerResponse | undefined
   /** How many of the connection's requests reached the handler (a held request's headers completing counts). */
   seen: number
   /**
@@ -473,6 +475,7 @@ class HttpServer implements HttpServerSource {
         releasing: false,
         closing: false,
         latest: undefined,
+        closer: undefined,
         seen: 0,
         late: false,
       })
@@ -602,9 +605,17 @@ class HttpServer implements HttpServerSource {
     const turns = this.#turns.get(request.socket)
     if (turns !== undefined) {
       turns.seen++
-      // Not held: closed with bytes unread, the connection would be reset, and the client could
-      // lose the answers written before the refusal.
-      if (turns.closing) return
+      if (turns.closing) {
+        // Not served. Held only until the answer that closes the connection is written (until then
+        // Node would parse whatever the client writes, however long the answers before it take);
+        // then read again: closed with bytes unread, the connection would be reset, and the
+        // client could lose the answers written before.
+        if (turns.closer !== undefined && turns.closer.socket === null && !turns.closer.writableFinished) {
+          turns.paused = true
+          holdReading(request.socket)
+        }
+        return
+      }
       if (turns.current !== undefined) {
         // Node parses what it already read; the hold stops it reading more. Held again at each
         // request: Node lets go of the hold itself once its own responses drain.
@@ -646,11 +657,15 @@ class HttpServer implements HttpServerSource {
       turns.next = 0
     }
     turns.releasing = false
-    if (turns.paused) {
-      turns.paused = false
-      resumeReading(socket)
-      if (turns.late) this.#lateAfterHold(socket, turns)
-    }
+    this.#release(socket, turns)
+  }
+
+  /** Reads the connection again if the source held it (and times a request found late meanwhile). */
+  #release(socket: Duplex, turns: Turns): void {
+    if (!turns.paused) return
+    turns.paused = false
+    resumeReading(socket)
+    if (turns.late) this.#lateAfterHold(socket, turns)
   }
 
   /**
@@ -964,7 +979,14 @@ class HttpServer implements HttpServerSource {
       // A later request's answer closes the connection, after this one.
       if (this.#stopping && (turns === undefined || response === turns.latest))
         response.setHeader('Connection', 'close')
-      if (turns !== undefined && response.getHeader('Connection') === 'close') turns.closing = true
+      if (turns !== undefined && !turns.closing && response.getHeader('Connection') === 'close') {
+        turns.closing = true
+        turns.closer = response
+        // Its turn to be written: what the client wrote after it is read (and discarded) again.
+        response.once('socket', () => {
+          if (turns.current === undefined) this.#release(socket, turns)
+        })
+      }
       response.writeHead(code, {
         'Content-Type': 'application/json',
         'Content-Length': Buffer.byteLength(text),

@@ -661,6 +661,26 @@ describe('httpServer: limits of a server on an open port', () => {
     },
   )
 
+  it('reads no further what a client pipelines behind a refusal while the answers before the refusal wait', async () => {
+    // Not served, yet parsed as they came: behind an answer that waits for its batch, a client
+    // writing on past a refusal made Node parse (and keep) every request it wrote.
+    const { source, context, port } = await start()
+    const post = 'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n'
+    const connection = await open(port)
+    connection.write(
+      `${post}[{"a":1}]POST /elsewhere HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n` +
+        `${post}[{"f":1}]`.repeat(10_000),
+    )
+    while (context.batches.length === 0) await new Promise((r) => setImmediate(r))
+    for (let turn = 0; turn < 50; turn++) await new Promise((r) => setImmediate(r))
+    // What Node had read when the first of them came, a read or two (one is at most 64 KiB, 745 of them).
+    expect(source.counters.requests).toBeLessThan(2000)
+    context.batches[0]!.end('delivered')
+    const answers = (await connection.closed).split('HTTP/1.1 ').slice(1)
+    expect(answers.map((answer) => answer.slice(0, 3))).toEqual(['200', '404'])
+    expect(context.records()).toEqual([[{ a: 1 }]])
+  })
+
   it("does not cut off a pipelined request for the time its connection was held, a client's slowness only after", async () => {
     // Held while the request before it waits for room, a request Node had read only in part (cut
     // at a read's end) stays unfinished: Node's check saw it late, though its client sent it all
