@@ -2,7 +2,7 @@
 // up to the first directory that was there), or a crash of the machine could lose the directory
 // with every segment later made and synced in it. Counted at `node:fs/promises` (no crash of the
 // machine can be made here): which directories were fsynced, in order.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs'
 import type * as fsp from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -44,6 +44,24 @@ describe('DiskBuffer.open: the entry of a directory it makes', () => {
     // Only directories outside the buffer's own: its own are synced as it makes files in it.
     const parents = synced.filter((dir) => !dir.startsWith(path))
     expect(parents).toEqual([root, join(root, 'a'), join(root, 'a', 'b')])
+    await buffer.close()
+  })
+
+  it('fsyncs the real parents of a path that goes up (..) from a symbolic link, and opens', async () => {
+    // `lnk/..` is the parent of the link's target (real/), not root: resolved as text, the path
+    // named root/q, which does not exist, and the first open failed with ENOENT.
+    const root = mkdtempSync(join(tmpdir(), 'ackline-buffer-dir-'))
+    roots.push(root)
+    mkdirSync(join(root, 'real', 'target'), { recursive: true })
+    const link = join(root, 'lnk')
+    symlinkSync(join(root, 'real', 'target'), link)
+    const path = `${link}/../q/buffer`
+    const buffer = await DiskBuffer.open({ path })
+    expect(existsSync(join(root, 'real', 'q', 'buffer'))).toBe(true)
+    const real = realpathSync(join(root, 'real', 'q', 'buffer'))
+    // The lock names the directory by its real path: its own syncs go by either name.
+    const parents = synced.filter((dir) => !dir.startsWith(path) && !dir.startsWith(real))
+    expect(parents).toEqual([`${link}/..`, `${link}/../q`])
     await buffer.close()
   })
 

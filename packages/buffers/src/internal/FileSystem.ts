@@ -21,7 +21,7 @@ import {
   stat,
   unlink,
 } from 'node:fs/promises'
-import { dirname, resolve } from 'node:path'
+import { dirname } from 'node:path'
 
 /** An open file. Positions are absolute; the buffer never relies on a file offset. */
 export interface FileLike {
@@ -147,15 +147,19 @@ const isMissing = (error: unknown): boolean => (error as NodeJS.ErrnoException).
 /** The real file system, through `node:fs/promises`. */
 export const NodeFileSystem: FileSystem = {
   async mkdir(path) {
-    // The first directory it made, or undefined when there was nothing to make.
+    // The first directory it made (a leading part of `path`, as given), or undefined when there
+    // was nothing to make.
     const first = await mkdir(path, { recursive: true })
     if (first === undefined) return
     // Each made directory's entry is in its parent: sync from the first one's parent down to the
-    // new directory's parent (its own entries are synced as files are made in it).
+    // new directory's parent (its own entries are synced as files are made in it). Walked on the
+    // path as given, not resolved: after a symbolic link, `..` is its target's parent, which only
+    // the system knows (resolved, `link/../new` named a directory that does not exist).
+    const stop = dirname(first)
     const parents: string[] = []
-    for (let dir = dirname(resolve(path)); ; dir = dirname(dir)) {
+    for (let dir = dirname(path); ; dir = dirname(dir)) {
       parents.push(dir)
-      if (dir === dirname(resolve(first)) || dir === dirname(dir)) break
+      if (dir === stop || dir === dirname(dir)) break
     }
     for (const dir of parents.reverse()) await NodeFileSystem.syncDir(dir)
   },
