@@ -133,17 +133,18 @@ const REPAIR_COPY = /^\d{20}\.seg\.repair$/
 /**
  * Rewrites a segment with only its valid frames: temp file, fsync, rename, directory fsync. A
  * rewrite that fails (a full disk, often why a repair is run) removes its copy: the segment is as
- * it was.
+ * it was. So does one whose rename fails (the rename is all or nothing); after a rename, the copy
+ * is the segment, and there is nothing left under its name to remove.
  */
 async function rewriteSegment(fs: FileSystem, path: string, name: string): Promise<void> {
   const temp = `${path}/${name}${REPAIR_SUFFIX}`
   try {
     await copyValidFrames(fs, `${path}/${name}`, temp)
+    await fs.rename(temp, `${path}/${name}`)
   } catch (error) {
     await fs.unlink(temp).catch(() => undefined)
     throw error
   }
-  await fs.rename(temp, `${path}/${name}`)
   await fs.syncDir(path)
 }
 

@@ -179,6 +179,23 @@ describe('ackline-buffer', () => {
     expect(fs.bytes(segment)).toEqual(before)
   })
 
+  it('a repair whose rename of the rewritten copy fails (EIO) removes the copy and leaves the segment as it was', async () => {
+    const { fs, open } = setup({ segmentBytes: 1024 })
+    const buffer = await open()
+    await buffer.append(records(3))
+    await buffer.close()
+    const segment = `${PATH}/00000000000000000000.seg`
+    fs.flip(segment, 22 + 20) // a payload byte of record 1
+    const before = fs.bytes(segment)
+    fs.fault = (op, path) =>
+      op === 'rename' && path.endsWith('.repair')
+        ? Object.assign(new Error(`EIO: i/o error, rename '${path}'`), { code: 'EIO' })
+        : undefined
+    await expect(BufferCheck.run(PATH, { repair: true, fileSystem: fs })).rejects.toThrow('EIO')
+    expect(fs.files(PATH).filter((p) => p.endsWith('.repair'))).toEqual([])
+    expect(fs.bytes(segment)).toEqual(before)
+  })
+
   it('--repair cutting a damaged tail of acknowledged records leaves a buffer that opens, as opening without it does', async () => {
     const path = tempDir()
     const buffer = await DiskBuffer.open({ path, segmentBytes: 128, log: () => {} })
