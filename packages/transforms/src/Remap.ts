@@ -40,15 +40,17 @@ export type RemapOutput = LogEvent | JsonObject
  * with code `BAD_RESULT` naming the transform and `fn`, before the event has any output, and the
  * runtime settles the event `errored` and reports it, rather than pass on fields no sink can
  * write (a promise serializes as `{}`). A refused promise that rejects is handled, never left an
- * unhandled rejection.
+ * unhandled rejection. So is a `LogEvent` result (or an array holding one) of a function that
+ * ended its input or merged it into an event: the `LogEvent`s it returned are ended `errored`
+ * (they may hold the input's finalizers), not left live for the leak detector.
  */
 export type RemapResult = undefined | null | RemapOutput | readonly RemapOutput[]
 
 /**
  * A remap function. It may change the input with `set`/`remove`, return it, clone it, or return
- * fields; it must not end or emit events. An output that is a `LogEvent` other than the input
- * (`input.clone()`, or `new LogEvent(...)`) is given the input's finalizers, so the input is
- * not acknowledged before it.
+ * fields; it must not end, merge or emit events (its input included). An output that is a
+ * `LogEvent` other than the input (`input.clone()`, or `new LogEvent(...)`) is given the input's
+ * finalizers, so the input is not acknowledged before it.
  * Fields objects are used as they are: do not share nested objects between outputs.
  */
 // biome-ignore lint/suspicious/noConfusingVoidType: `void` lets a block body that only edits the event type-check.
@@ -80,6 +82,7 @@ function emitResult(
   else if (result instanceof LogEvent) {
     // Checked first: merging into an ended handle throws, after which nothing may be left half done.
     if (result.isEnded) throw badResult(context.id, result, undefined)
+    if (input.isEnded) throw refused([result], input, inputEnded(context.id), context)
     // The input's finalizers move into the output (kept once where it is the input's clone), so
     // the input's sources wait for it even when the function made it with `new LogEvent`.
     context.emit(result.merge(input))
@@ -88,19 +91,10 @@ function emitResult(
     // Checked before anything is emitted: a bad output leaves the input untouched for the runtime.
     for (let i = 0; i < outputs.length; i++) {
       const output = outputs[i]
-      if (output instanceof LogEvent ? output.isEnded : !isFields(output)) {
-        const error = badResult(context.id, output, i)
-        // The handles the function derived (clones) reach no one else: ended here, or their
-        // batch would wait for them forever.
-        const reason = { componentId: context.id, code: 'BAD_RESULT', message: error.message }
-        for (const other of outputs) {
-          if (other instanceof LogEvent) {
-            if (other !== input && !other.isEnded) other.end('errored', { reason })
-          } else if (isThenable(other)) ignoreRejection(other)
-        }
-        throw error
-      }
+      if (output instanceof LogEvent ? output.isEnded : !isFields(output))
+        throw refused(outputs, input, badResult(context.id, output, i), context)
     }
+    if (input.isEnded) throw refused(outputs, input, inputEnded(context.id), context)
     emitMany(input, outputs as readonly RemapOutput[], context)
   } else if (isFields(result)) context.emit(input.replaceFields(result))
   else {
@@ -108,6 +102,40 @@ function emitResult(
     if (isThenable(result)) ignoreRejection(result)
     throw badResult(context.id, result, undefined)
   }
+}
+
+/**
+ * `error`, once every output of a refused result is dealt with: the handles the function derived
+ * (clones, or events it merged its input into) reach no one else, so they are ended `errored`
+ * here, or their batches would wait for them until the leak detector found them; a promise is
+ * awaited by nobody, so its rejection is handled.
+ */
+function refused(
+  outputs: readonly unknown[],
+  input: LogEvent,
+  error: ComponentError<'BAD_RESULT'>,
+  context: TransformContext,
+): ComponentError<'BAD_RESULT'> {
+  const reason = { componentId: context.id, code: 'BAD_RESULT', message: error.message }
+  for (const other of outputs) {
+    if (other instanceof LogEvent) {
+      if (other !== input && !other.isEnded) other.end('errored', { reason })
+    } else if (isThenable(other)) ignoreRejection(other)
+  }
+  return error
+}
+
+/**
+ * What a remap throws when its function ended its input, or merged it into an event (which
+ * consumes it): an output could not take the input's finalizers, and one that holds them already
+ * would be left live, its batches waiting, if the call failed on them halfway.
+ */
+function inputEnded(id: string): ComponentError<'BAD_RESULT'> {
+  return new ComponentError(
+    'BAD_RESULT',
+    'the remap function ended its input (or merged it into another event); it must leave the input to remap, which gives every output the finalizers it needs',
+    { component: id, field: 'fn' },
+  )
 }
 
 /** Whether `value` is a fields object: a plain object (not a promise, a `Map`, a class instance). */

@@ -185,6 +185,51 @@ describe('remap', () => {
     expect(await receiver).toBe('errored')
   })
 
+  it.each([
+    ['a new LogEvent it merged the input into', (e: LogEvent) => new LogEvent({ made: 1 }).merge(e)],
+    [
+      'a clone, after it ended the input',
+      (e: LogEvent) => {
+        const clone = e.clone()
+        e.end()
+        return clone
+      },
+    ],
+    [
+      'an array of a new LogEvent it merged the input into',
+      (e: LogEvent) => [new LogEvent({ made: 1 }).merge(e)],
+    ],
+    [
+      'an array of two clones, after it ended the input',
+      (e: LogEvent) => {
+        const outputs = [e.clone(), e.clone()]
+        e.end()
+        return outputs
+      },
+    ],
+  ])(
+    'fails the call when the function ended or merged its input and returned %s, leaving nothing live',
+    async (_, fn) => {
+      const t = remap(fn as never)
+      const { events, receiver } = testBatch([{ n: 1 }])
+      const ctx = FakeTransformContext.for(t)
+      let thrown: unknown
+      try {
+        t.process(events, ctx)
+      } catch (error) {
+        thrown = error
+      }
+      expect(thrown).toMatchObject({ code: 'BAD_RESULT', component: 'under_test', field: 'fn' })
+      expect(ctx.emitted).toEqual([])
+      // The runtime settles errored every input a failed call left live: here none. Before, the
+      // merge into the output threw on the ended input, and the output, holding the input's
+      // finalizers, was neither emitted nor ended: the batch waited until the stop.
+      expect(events.events[0]!.isEnded).toBe(true)
+      expect(receiver.status).toBe('errored')
+      expect(receiver.reason).toMatchObject({ componentId: 'under_test', code: 'BAD_RESULT' })
+    },
+  )
+
   it('reports bad options by field', () => {
     expect(
       remap(undefined as never, { dropStatus: 'x' as never })
