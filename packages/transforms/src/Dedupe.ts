@@ -8,9 +8,11 @@
  * under it may still be delivered: once its sinks settled it otherwise (`errored`, `rejected`, a
  * stop), the key is forgotten, so what comes again (a source's redelivery of it) goes on, rather
  * than be dropped as a duplicate of an event that reached no one and counted delivered. A
- * duplicate of an event still in flight is dropped at once, but under `dropStatus: 'delivered'`
- * its batches wait for that event and take its status: a clone of the duplicate waits in a
- * handle of dedupe's own (one per key with duplicates in flight), ended as that event ends.
+ * duplicate of an event still in flight is dropped at once, but its batches wait for that event
+ * and take its status: a clone of the duplicate waits in a handle of dedupe's own (one per key
+ * with duplicates in flight), ended as that event ends. Whatever `dropStatus` says: the one the
+ * runtime drops with may be the declaration's, which dedupe cannot see (under `rejected` the
+ * batches are rejected all the same, once that event is settled).
  *
  * @module
  */
@@ -103,8 +105,9 @@ class Dedupe implements DedupeTransform, BatchResolvedListener {
       // Seen again: the key becomes the most recent, the event goes.
       const first = seen.touch(key)
       if (first !== undefined) {
-        // Its first copy is still in flight: the duplicate's batches wait for its fate.
-        if (first !== true && this.dropStatus === 'delivered') this.#waitFor(first, event)
+        // Its first copy is still in flight: the duplicate's batches wait for its fate. Whatever
+        // this.dropStatus says: a declaration's dropStatus wins over it, and dedupe cannot see that.
+        if (first !== true) this.#waitFor(first, event)
         context.drop(event)
       } else {
         seen.add(key, this.#watch(event, key, context.id))
@@ -161,7 +164,8 @@ class Dedupe implements DedupeTransform, BatchResolvedListener {
  * keys. Discards are settled with `dropStatus` (`'delivered'` unless set). A key whose emitted
  * event was not delivered (its sinks settled it `errored` or `rejected`) is forgotten, so the event
  * sent again goes on; a duplicate that comes while the first is still in flight is discarded,
- * and, under `dropStatus: 'delivered'`, its batches take the first one's status when it ends.
+ * and its batches take the first one's status when it ends (under `dropStatus: 'rejected'`, they
+ * are rejected once it ends).
  *
  * @example
  * ```ts

@@ -134,12 +134,15 @@ describe('dedupe', () => {
     },
   )
 
-  it("settles a duplicate at once under dropStatus 'rejected', whatever the first copy becomes", async () => {
+  it("rejects a duplicate under dropStatus 'rejected', whatever the first copy becomes", async () => {
     const t = dedupe({ fields: ['id'], dropStatus: 'rejected' })
     const ctx = FakeTransformContext.for(t)
     t.process(testBatch([{ id: 1 }]).events, ctx)
     const second = testBatch([{ id: 1 }])
     t.process(second.events, ctx)
+    // It waits for the first copy too: the runtime may drop it as delivered (a declaration's
+    // dropStatus wins over the transform's own), and then it must take that copy's status.
+    ctx.settle()
     expect(await second.receiver).toBe('rejected')
   })
 

@@ -256,6 +256,22 @@ describe('transforms in a topology', () => {
     expect(await statuses()).toEqual(['errored', 'errored', 'delivered'])
   })
 
+  it("dedupe: a duplicate of a copy in flight takes that copy's status also when the declaration's dropStatus 'delivered' wins over the transform's 'rejected'", async () => {
+    const { gen, statuses } = source([{ id: 'a' }, { id: 'a' }, { id: 'b' }], 1)
+    const out = memory({ outcome: (e) => (e.get('id') === 'a' ? 'errored' : 'delivered') })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', gen)
+      .transform('dedupe', ['in'], dedupe({ fields: ['id'], dropStatus: 'rejected' }), {
+        dropStatus: 'delivered',
+      })
+      .sink('out', ['dedupe'], out, { retry: { attempts: 1 } })
+      .build()
+    await runToEnd(topology)
+    // Before, dedupe read its own dropStatus and did not make the duplicate wait, while the
+    // runtime dropped it as delivered: the second batch resolved delivered, its only copy errored.
+    expect(await statuses()).toEqual(['errored', 'errored', 'delivered'])
+  })
+
   it("reduce: a group that fails to close errors its own batch only, not the other batches of the call or later events of another group's key", async () => {
     const cycle: Record<string, unknown> = {}
     cycle.self = cycle
