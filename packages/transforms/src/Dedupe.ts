@@ -42,10 +42,12 @@ export const DedupeOptions = defineOptions({
   cacheSize: z
     .int()
     .min(1)
-    // What one `Map` holds: past it, every new key would throw.
+    // What one `Map` keeps while keys come and go: past it, every new key would throw.
     .max(MAX_KEYS)
     .default(5000)
-    .describe('How many keys to remember; at most 16777216 (2^24, the most entries a Map holds).'),
+    .describe(
+      'How many keys to remember; at most 8388608 (2^23: a Map holds 2^24 entries, and needs room for the deleted ones).',
+    ),
   dropStatus: DropStatus.option,
 })
 /** Options of {@link dedupe}. */

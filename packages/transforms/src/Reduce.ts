@@ -60,11 +60,11 @@ export const ReduceOptions = defineOptions({
   maxGroups: z
     .int()
     .min(1)
-    // What one `Map` holds: past it, every event opening a group would throw.
+    // What one `Map` keeps while groups come and go: past it, every new group would throw.
     .max(MAX_KEYS)
     .default(10_000)
     .describe(
-      'At most this many groups are open; opening one more closes the oldest. At most 16777216 (2^24, the most entries a Map holds).',
+      'At most this many groups are open; opening one more closes the oldest. At most 8388608 (2^23: a Map holds 2^24 entries, and needs room for the deleted ones).',
     ),
   merge: z
     .record(z.string(), strategy)

@@ -10,11 +10,16 @@ import type { LogEvent } from '@ackline/core'
 import { fieldKey } from './fieldKey.js'
 
 /**
- * The most entries a `Map` holds (2^24): one more throws a `RangeError` ('Map maximum size
- * exceeded'), so a capacity above it is refused as an option rather than met at run time, where
- * every event with a new key would fail from then on.
+ * The largest capacity kept without a `RangeError` ('Map maximum size exceeded'), which would
+ * fail every event with a new key from then on: a capacity above it is refused as an option
+ * rather than met at run time. A `Map` holds 2^24 entries, but a deleted entry keeps its place
+ * until the table is rebuilt, which V8 does at the same size only once at least half of it is
+ * deleted entries, and else at twice the size, past 2^24. Keys here come and go (every eviction,
+ * every `touch`), so more than 2^23 live keys fill the table with too few deleted ones to rebuild
+ * it in place: measured (Node 20), 2^23 + 1 keys threw after 2^23 evictions, 2^23 kept going
+ * past 2^24.
  */
-export const MAX_KEYS = 16_777_216
+export const MAX_KEYS = 8_388_608
 
 /** `V` must not include `undefined`: an absent key reads as `undefined`. */
 export class KeyedEvents<V> {
