@@ -32,8 +32,9 @@ export class KeyedEvents<V> {
    * eviction. (A new iterator per eviction started at the table's first place and went over every
    * deleted one there until V8 rebuilt the table: with keys coming and going, thousands per
    * eviction at a capacity of 5,000.) Every key in front of it was taken by it or deleted, so the
-   * oldest key kept is always the next it gives; a `touch` moves a key behind it, in order. Made
-   * anew once it ran out (the map was emptied).
+   * oldest key kept is always the next it gives; a `touch` moves a key behind it, in order. So it
+   * never runs out while a key is kept (`shift` asks only then); it is made anew after `clear`,
+   * and, as a guard, should it ever have run out.
    */
   #oldest: Iterator<[string, V]> | undefined = undefined
   readonly #paths: readonly string[]
@@ -114,7 +115,7 @@ export class KeyedEvents<V> {
     if (entries.size === 0) return undefined
     let next = this.#oldest?.next()
     if (next === undefined || next.done === true) {
-      // Ran out (every key it gave was taken, and the map was empty then): start again.
+      // None yet, after a clear, or (a guard: see #oldest) one that ran out: start at the front.
       this.#oldest = entries.entries()
       next = this.#oldest.next()
     }
