@@ -162,7 +162,7 @@ export class Runtime {
           return
         }
         pending.delete(d.id)
-        if (gaveUp) await stopSink(d.component)
+        if (gaveUp) await stopUnrunSink(d.component)
         else startedInTime.push(d)
       })
       const allStarted = Promise.all(starting) // never rejects: each start's failure is kept
@@ -189,7 +189,7 @@ export class Runtime {
       }
       // The sinks that did start are stopped again when the topology will not run: nothing will
       // write to them. (One that finishes its start after a give-up stops itself, above.)
-      if (problems.length > 0) await Promise.all(startedInTime.map((d) => stopSink(d.component)))
+      if (problems.length > 0) await Promise.all(startedInTime.map((d) => stopUnrunSink(d.component)))
     }
     if (problems.length > 0) {
       await Promise.allSettled([...buffers.values()].map(discard))
@@ -472,7 +472,7 @@ function stoppedWhileStarting(component: string, what: string): TopologyProblem 
 }
 
 /** Stops a sink the topology will not run; what its stop() throws is of no use to anyone then. */
-async function stopSink(sink: Sink): Promise<void> {
+async function stopUnrunSink(sink: Sink): Promise<void> {
   try {
     await sink.stop?.()
   } catch {}
