@@ -8,8 +8,9 @@
  * file is sent before the checkpoint file names the file at or before it: a file found without a
  * checkpoint, or truncated, is written there first, so a restart never starts past a line that
  * was sent (at the end of a file it did not know, at the offset of content cut away). Files are
- * identified by device + inode, checked by a fingerprint of their first bytes, so a new file that
- * reuses an inode does not resume at a stale offset. Each file has its own tracker: a slow file
+ * identified by device + inode, checked by their birth time (where the file system keeps one) and
+ * a fingerprint of their first bytes, so a new file that reuses an inode does not resume at a
+ * stale offset, even when it starts with the same bytes. Each file has its own tracker: a slow file
  * never holds back another's checkpoint.
  *
  * Scope of this version: polling (no file-system events); include patterns with wildcards in
@@ -551,6 +552,8 @@ class FileRun {
       await handle.close().catch(() => {})
       return
     }
+    // 0 where the file system keeps no birth time.
+    const born = opened.birthtimeMs > 0 ? opened.birthtimeMs : undefined
     const stored = this.#stored.get(key)
     let fingerprint: Awaited<ReturnType<typeof fingerprintOf>>
     let storedPrint: Awaited<ReturnType<typeof fingerprintOf>>
@@ -570,9 +573,12 @@ class FileRun {
     let recorded = false
     if (stored !== undefined) {
       this.#stored.delete(key)
+      // A later file that reuses the inode and starts with the same bytes (a header, a banner
+      // longer than a fingerprint) is told apart by its birth time, where both are known.
       const match =
-        stored.fingerprint === undefined ||
-        (fingerprint !== undefined && storedPrint?.hash === stored.fingerprint.hash)
+        (stored.born === undefined || born === undefined || stored.born === born) &&
+        (stored.fingerprint === undefined ||
+          (fingerprint !== undefined && storedPrint?.hash === stored.fingerprint.hash))
       if (!match) {
         this.#notice(
           `file source: ${path} is not the file its inode held at the checkpoint; reading it from its start`,
@@ -590,7 +596,7 @@ class FileRun {
     }
     this.#tails.set(
       key,
-      new FileTail(path, dev, ino, handle, offset, fingerprint, this.#maxLineBytes, recorded),
+      new FileTail(path, dev, ino, handle, offset, fingerprint, this.#maxLineBytes, recorded, born),
     )
   }
 
@@ -891,6 +897,7 @@ class FileRun {
       dev: tail.dev,
       ino: tail.ino,
       fingerprint: tail.fingerprint,
+      ...(tail.born === undefined ? {} : { born: tail.born }),
       offset: tail.committed,
     }
   }

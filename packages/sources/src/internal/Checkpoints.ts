@@ -23,6 +23,13 @@ export interface Checkpoint {
   readonly dev: number
   readonly ino: number
   readonly fingerprint: Fingerprint | undefined
+  /**
+   * The file's birth time (`stat().birthtimeMs`), where the file system keeps one (ext4, XFS,
+   * Btrfs, tmpfs on recent kernels): a later file that reuses the inode was born later, whatever
+   * its first bytes. Absent where the file system does not tell it (Node then reads 0), and in
+   * checkpoints written before it was kept; the fingerprint alone decides then.
+   */
+  readonly born?: number
   readonly offset: number
   /**
    * When the file was first found gone (not listed, not at `path`), in ms since the epoch; kept
@@ -97,9 +104,10 @@ export class Checkpoints {
         !Number.isSafeInteger(e.offset) ||
         (e.offset as number) < 0 ||
         (fp != null && (!Number.isSafeInteger(fp.length) || typeof fp.hash !== 'string')) ||
-        (e.goneAt !== undefined && !(Number.isSafeInteger(e.goneAt) && e.goneAt >= 0))
+        (e.goneAt !== undefined && !(Number.isSafeInteger(e.goneAt) && e.goneAt >= 0)) ||
+        (e.born !== undefined && !(typeof e.born === 'number' && Number.isFinite(e.born) && e.born > 0))
       ) {
-        corrupt(`entry ${i} is not { path, dev, ino, fingerprint, offset, goneAt? }`)
+        corrupt(`entry ${i} is not { path, dev, ino, fingerprint, born?, offset, goneAt? }`)
       }
       // A fingerprint covers 1 to FINGERPRINT_BYTES first bytes; any other length is not one this source wrote.
       if (fp != null && (fp.length! < 1 || fp.length! > FINGERPRINT_BYTES)) {
@@ -110,6 +118,7 @@ export class Checkpoints {
         dev: e.dev!,
         ino: e.ino!,
         fingerprint: fp == null ? undefined : { length: fp.length!, hash: fp.hash! },
+        ...(e.born === undefined ? {} : { born: e.born }),
         offset: e.offset!,
         ...(e.goneAt === undefined ? {} : { goneAt: e.goneAt }),
       })

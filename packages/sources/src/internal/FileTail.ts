@@ -73,6 +73,8 @@ export class FileTail {
     fingerprint: Fingerprint | undefined,
     readonly maxLineBytes: number,
     recorded: boolean,
+    /** The file's birth time where the file system tells it (see `Checkpoint.born`). */
+    readonly born: number | undefined,
   ) {
     this.fingerprint = fingerprint
     this.recorded = recorded

@@ -1008,6 +1008,48 @@ describe('file source', () => {
     expect(again.received).toEqual(['BANNER', ...fresh])
   })
 
+  it('tells a file from a later one with the same inode and the same first 256 bytes, by its birth time', async () => {
+    const log = join(dir, 'app.log')
+    const cp = join(dir, 'cp')
+    // A header longer than a fingerprint: every file of this log starts with the same 300 bytes.
+    const header = `HEADER ${'h'.repeat(300)}`
+    const old = Array.from({ length: 30 }, (_, i) => `old-${i}-${'o'.repeat(20)}`)
+    writeFileSync(log, lines(header, ...old))
+    const born = statSync(log).birthtimeMs
+    const sink = collect()
+    const first = await start({ include: [log], checkpoints: cp }, sink)
+    await vi.waitUntil(() => sink.received.length === 31)
+    await first.topology.stop()
+
+    rmSync(log)
+    // A file system whose birth times are coarse could give the new file the old one's: wait
+    // until the clock has moved on (it is read off the files, not slept on blindly).
+    const fresh = Array.from({ length: 40 }, (_, i) => `new-${i}-${'n'.repeat(20)}`)
+    writeFileSync(log, lines(header, ...fresh))
+    let s = statSync(log)
+    while (s.birthtimeMs === born) {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      rmSync(log)
+      writeFileSync(log, lines(header, ...fresh))
+      s = statSync(log)
+    }
+    expect(born, 'this file system keeps no birth time: nothing to test').toBeGreaterThan(0)
+    // The inode reused (forced here by pointing the checkpoint at the new file's inode); the new
+    // file is longer than the old checkpoint, and its fingerprint matches the old one's.
+    const document = JSON.parse(readFileSync(join(cp, 'checkpoints.json'), 'utf8')) as {
+      files: { dev: number; ino: number; born?: number }[]
+    }
+    expect(document.files.map((entry) => entry.born)).toEqual([born])
+    for (const entry of document.files) Object.assign(entry, { dev: s.dev, ino: s.ino })
+    writeFileSync(join(cp, 'checkpoints.json'), JSON.stringify(document))
+    const again = collect()
+    const second = await start({ include: [log], checkpoints: cp }, again)
+    await vi.waitUntil(() => again.received.length >= 41 || checkpoint(log) === s.size)
+    await second.topology.stop()
+    expect(again.received).toEqual([header, ...fresh])
+    expect(second.notices.some((n) => n.includes('not the file its inode held'))).toBe(true)
+  })
+
   it('never tails its own checkpoint and dead-letter files, when the checkpoint directory is among the included', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('one', 'bad'))
@@ -1885,6 +1927,51 @@ describe('file source', () => {
     await expect(run).rejects.toThrow(/checkpoints\.json is corrupt \(not JSON\)\. Repair: move it aside/)
   })
 
+  it.each([
+    ['a string', 'monday'],
+    ['zero', 0],
+    ['negative', -5],
+  ])('refuses a checkpoint whose born is %s as corrupt', async (_what, born) => {
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a'))
+    const s = statSync(log)
+    writeFileSync(
+      join(cp, 'checkpoints.json'),
+      JSON.stringify({
+        version: 1,
+        files: [{ path: log, dev: s.dev, ino: s.ino, fingerprint: null, born, offset: 2 }],
+      }),
+    )
+    const context = new FakeSourceContext({ id: 'files' })
+    const run = file({ include: [log], checkpoints: cp, pollIntervalMs: 10, onNotice: () => {} }).run(context)
+    await expect(run).rejects.toThrow(
+      '(entry 0 is not { path, dev, ino, fingerprint, born?, offset, goneAt? })',
+    )
+    expect(context.batches).toEqual([])
+  })
+
+  it('resumes a file at a checkpoint written before birth times were kept (no born)', async () => {
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a', 'b'))
+    const s = statSync(log)
+    writeFileSync(
+      join(cp, 'checkpoints.json'),
+      JSON.stringify({
+        version: 1,
+        files: [{ path: log, dev: s.dev, ino: s.ino, fingerprint: null, offset: 2 }],
+      }),
+    )
+    const sink = collect()
+    const { topology } = await start({ include: [log], checkpoints: cp }, sink)
+    await vi.waitUntil(() => sink.received.length >= 1 && checkpoint(log) === s.size)
+    await topology.stop()
+    expect(sink.received).toEqual(['b'])
+  })
+
   it('refuses a checkpoint whose goneAt is no time as corrupt', async () => {
     const cp = join(dir, 'cp')
     mkdirSync(cp)
@@ -1900,7 +1987,9 @@ describe('file source', () => {
     )
     const context = new FakeSourceContext({ id: 'files' })
     const run = file({ include: [log], checkpoints: cp, pollIntervalMs: 10, onNotice: () => {} }).run(context)
-    await expect(run).rejects.toThrow('(entry 0 is not { path, dev, ino, fingerprint, offset, goneAt? })')
+    await expect(run).rejects.toThrow(
+      '(entry 0 is not { path, dev, ino, fingerprint, born?, offset, goneAt? })',
+    )
     expect(context.batches).toEqual([])
   })
 
@@ -1919,7 +2008,7 @@ describe('file source', () => {
     expect(error).toBeInstanceOf(FileSourceError)
     expect(error).toMatchObject({ code: 'CORRUPT_CHECKPOINT', path: join(cp, 'checkpoints.json') })
     expect((error as Error).message).toContain(
-      '(entry 0 is not { path, dev, ino, fingerprint, offset, goneAt? }). Repair: move it aside',
+      '(entry 0 is not { path, dev, ino, fingerprint, born?, offset, goneAt? }). Repair: move it aside',
     )
     expect(context.batches).toEqual([])
   })
