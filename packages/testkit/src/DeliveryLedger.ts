@@ -212,6 +212,7 @@ export class DeliveryLedger {
     const drops = dropStatus ?? transform.dropStatus ?? 'delivered'
     const wrap = (context: TransformContext, seen: Set<LogEvent>): TransformContext => ({
       id: context.id,
+      acknowledgements: context.acknowledgements,
       create: (fields, inheritFrom) => context.create(fields, inheritFrom),
       emit: (event, port) => {
         seen.add(event)

@@ -27,6 +27,15 @@ export interface TransformContext {
   /** The transform's component id. */
   readonly id: string
   /**
+   * Whether a sink's status for what this transform emits can matter: `true` when its output
+   * reaches a sink that acknowledges and a source that acknowledges feeds it. When `false`, every
+   * event it passes on counts as `delivered` wherever it goes (a sink without acknowledgements
+   * settles it on accept), so a transform that watches what becomes of its output (as `dedupe`
+   * does, to forget a key whose event was not delivered) may skip the watching. Fixed for the
+   * run.
+   */
+  readonly acknowledgements: boolean
+  /**
    * Passes an event on, to the default output or to a named port. Ownership moves downstream.
    * Emitting the same handle again (on another port) sends a clone of it, as it is when the call
    * returns, so one event can go to several ports without the transform cloning it. Only an event

@@ -6,6 +6,7 @@ import {
   TopologyOptions,
   type TopologyProblem,
   type TopologyWarning,
+  type Transform,
 } from '@ackline/topology'
 import { describe, expect, expectTypeOf, it } from 'vitest'
 import { passThrough, routeBy, testSink, testSource } from './support/TestComponents.js'
@@ -492,6 +493,61 @@ describe('acknowledgement propagation', () => {
     expect(acked.receipts[0]!.batchId).toBeTypeOf('string')
     expect(unacked.receipts[0]!.batchId).toBeUndefined()
     expect(await unacked.statuses()).toEqual(['delivered'])
+  })
+})
+
+describe("a transform's context.acknowledgements", () => {
+  /** A pass-through transform that notes what its context said. */
+  const noting = () => {
+    const said: boolean[] = []
+    const transform: Transform = {
+      kind: 'noting',
+      process(events, context) {
+        said.push(context.acknowledgements)
+        context.emitAll(events)
+      },
+    }
+    return { said, transform }
+  }
+
+  it('is true only where its output reaches an acknowledging sink from an acknowledging source', async () => {
+    const toAcked = noting() // feeds an acknowledging sink
+    const toBoth = noting() // feeds one sink that acknowledges and one that does not
+    const toUnacked = noting() // feeds only a sink declared without acknowledgements
+    const upstream = noting() // feeds toAcked: what is downstream of it counts too
+    const fromDeaf = noting() // fed only by a source that cannot acknowledge
+    const topology = new TopologyBuilder({ ...quiet, acknowledgements: true })
+      .source('in', testSource([[{ n: 1 }]]))
+      .source('deaf', testSource([[{ n: 2 }]], { canAcknowledge: false }))
+      .transform('upstream', ['in'], upstream.transform)
+      .transform('toAcked', ['upstream'], toAcked.transform)
+      .transform('toBoth', ['in'], toBoth.transform)
+      .transform('toUnacked', ['in'], toUnacked.transform)
+      .transform('fromDeaf', ['deaf'], fromDeaf.transform)
+      .sink('acked', ['toAcked', 'toBoth', 'fromDeaf'], testSink())
+      .sink('unacked', ['toBoth', 'toUnacked'], testSink(), { acknowledgements: false })
+      .build()
+    await topology.start()
+    await topology.done
+    expect({
+      upstream: upstream.said,
+      toAcked: toAcked.said,
+      toBoth: toBoth.said,
+      toUnacked: toUnacked.said,
+      fromDeaf: fromDeaf.said,
+    }).toEqual({ upstream: [true], toAcked: [true], toBoth: [true], toUnacked: [false], fromDeaf: [false] })
+  })
+
+  it('is false for every transform of a topology without acknowledgements', async () => {
+    const t = noting()
+    const topology = new TopologyBuilder(quiet)
+      .source('in', testSource([[{ n: 1 }], [{ n: 2 }]]))
+      .transform('t', ['in'], t.transform)
+      .sink('out', ['t'], testSink())
+      .build()
+    await topology.start()
+    await topology.done
+    expect(t.said).toEqual([false, false])
   })
 })
 

@@ -9,6 +9,7 @@ function recorder() {
   const calls: string[] = []
   const context: TransformContext = {
     id: 't',
+    acknowledgements: true,
     emit: (event) => void calls.push(`emit ${event.get('n')}`),
     emitAll: (events) => void calls.push(`emitAll ${events.events.map((e) => e.get('n')).join(',')}`),
     drop: (event) => void calls.push(`drop ${event.get('n')}`),

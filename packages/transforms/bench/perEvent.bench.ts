@@ -21,6 +21,7 @@ const ARRAYS = 20
 function countingContext(): TransformContext & { count: number } {
   return {
     id: 'bench',
+    acknowledgements: true,
     count: 0,
     emit() {
       this.count++

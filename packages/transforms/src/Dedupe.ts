@@ -112,7 +112,8 @@ class Dedupe implements DedupeTransform, BatchResolvedListener {
         if (first !== true) this.#waitFor(first, event)
         context.drop(event)
       } else {
-        seen.add(key, this.#watch(event, key, context.id))
+        // Where no sink's status for it can matter, it counts as delivered once passed on.
+        seen.add(key, context.acknowledgements ? this.#watch(event, key, context.id) : true)
         context.emit(event)
       }
     }

@@ -1,7 +1,7 @@
-import type { BatchStatusReceiver, LogEvent } from '@ackline/core'
+import { BatchNotifier, type BatchStatusReceiver, type LogEvent } from '@ackline/core'
 import { DedupeOptions, dedupe } from '@ackline/transforms'
 import fc from 'fast-check'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
 import { testBatch } from './support/TestBatch.js'
 
@@ -133,6 +133,30 @@ describe('dedupe', () => {
       if (fate !== 'delivered') expect(second.receiver.reason).toMatchObject({ componentId: 'out' })
     },
   )
+
+  it('watches nothing where no sink status can matter (context.acknowledgements false): a duplicate is settled at once', async () => {
+    const open = vi.spyOn(BatchNotifier, 'open')
+    try {
+      const t = dedupe({ fields: ['id'] })
+      const ctx = new FakeTransformContext({ acknowledgements: false })
+      t.process(testBatch([{ id: 1 }], 'a').events, ctx)
+      const second = testBatch([{ id: 1 }], 'b')
+      t.process(second.events, ctx)
+      expect(ctx.dropped).toEqual(second.events.events)
+      // No batch of dedupe's own watches the first copy, so the duplicate does not wait for it.
+      expect(open.mock.calls.filter(([id]) => id === 'under_test')).toEqual([])
+      expect(second.receiver.status).toBe('delivered')
+      // Where statuses matter, each event emitted under a new key is watched.
+      const watched = dedupe({ fields: ['id'] })
+      watched.process(
+        testBatch([{ id: 1 }, { id: 2 }, { id: 1 }]).events,
+        new FakeTransformContext({ id: 'w' }),
+      )
+      expect(open.mock.calls.filter(([id]) => id === 'w')).toHaveLength(2)
+    } finally {
+      open.mockRestore()
+    }
+  })
 
   it("rejects a duplicate under dropStatus 'rejected', whatever the first copy becomes", async () => {
     const t = dedupe({ fields: ['id'], dropStatus: 'rejected' })

@@ -307,6 +307,7 @@ export class Runtime {
           outputs,
           counters,
           this.#emit,
+          this.#plan.transformAcks.get(decl.id) === true,
         )
         this.#transformRunners.push(runner)
         running = runner.run()

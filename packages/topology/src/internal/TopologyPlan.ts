@@ -35,6 +35,11 @@ export interface TopologyPlan {
   readonly sinkAcks: ReadonlyMap<string, boolean>
   /** Whether events reaching each sink may carry finalizers (some acknowledging source feeds it). */
   readonly sinkCarriesFinalizers: ReadonlyMap<string, boolean>
+  /**
+   * Whether each transform's output reaches a sink that acknowledges, and an acknowledging source
+   * feeds it: only then can a sink's status for what it emits differ from `delivered`.
+   */
+  readonly transformAcks: ReadonlyMap<string, boolean>
 }
 
 export interface PlanResult {
@@ -217,6 +222,17 @@ export function planTopology(
     sinkCarriesFinalizers.set(sinkId, carries)
   }
 
+  const transformAcks = new Map<string, boolean>()
+  for (const [sinkId, acks] of sinkAcks) {
+    if (!acks) continue
+    for (const id of reachable([sinkId], upstreamOf)) {
+      if (byId.get(id)!.role !== 'transform' || transformAcks.has(id)) continue
+      let fed = false
+      for (const up of reachable([id], upstreamOf)) if (sourceAcks.get(up) === true) fed = true
+      transformAcks.set(id, fed)
+    }
+  }
+
   if (problems.length > 0) return { plan: undefined, problems, warnings }
   return {
     plan: {
@@ -227,6 +243,7 @@ export function planTopology(
       sourceAcks,
       sinkAcks,
       sinkCarriesFinalizers,
+      transformAcks,
     },
     problems,
     warnings,

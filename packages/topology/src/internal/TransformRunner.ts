@@ -73,6 +73,7 @@ function nextPass(): number {
  */
 class CallContext implements TransformContext {
   readonly id: string
+  readonly acknowledgements: boolean
   #ports: Map<string, LogEvent[]> | undefined = undefined
   #defaultPort: LogEvent[] | undefined = undefined
   /**
@@ -97,6 +98,7 @@ class CallContext implements TransformContext {
   constructor(runner: TransformRunner) {
     this.#runner = runner
     this.id = runner.id
+    this.acknowledgements = runner.acknowledgements
   }
 
   /** Lists per named port, in the order first emitted to. */
@@ -346,6 +348,8 @@ export class TransformRunner {
     readonly outputs: ReadonlyMap<string, Output>,
     readonly counters: Counters,
     readonly emit: (fact: LifecycleEvent) => void,
+    /** Whether a sink's status for what the transform emits can matter (`TransformContext.acknowledgements`). */
+    readonly acknowledgements: boolean,
   ) {
     this.dropStatus = (dropStatus ?? transform.dropStatus) === 'rejected' ? 'rejected' : undefined
     this.#coalesce = (coalesce ?? transform.coalesce) === true

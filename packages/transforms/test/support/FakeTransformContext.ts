@@ -7,14 +7,23 @@ import type { TransformContext } from '@ackline/topology'
 
 export class FakeTransformContext implements TransformContext {
   readonly id: string
+  /** `true` unless the test says otherwise: as in a topology whose sinks acknowledge. */
+  readonly acknowledgements: boolean
   /** Every emitted handle with its port (`undefined` for the default output), in order. */
   readonly emitted: { readonly event: LogEvent; readonly port: string | undefined }[] = []
   /** Every dropped handle, in order. */
   readonly dropped: LogEvent[] = []
   readonly #dropStatus: 'delivered' | 'rejected' | undefined
 
-  constructor(options: { readonly id?: string; readonly dropStatus?: 'delivered' | 'rejected' } = {}) {
+  constructor(
+    options: {
+      readonly id?: string
+      readonly dropStatus?: 'delivered' | 'rejected'
+      readonly acknowledgements?: boolean
+    } = {},
+  ) {
     this.id = options.id ?? 'under_test'
+    this.acknowledgements = options.acknowledgements ?? true
     this.#dropStatus = options.dropStatus
   }
 
