@@ -289,12 +289,15 @@ export class Connection<C extends Channel = Channel> {
     }
   }
 
-  /** Cuts the live connection as if the network had (for a consumer the server cancelled). */
+  /**
+   * Ends the live generation as a loss (for a consumer the server cancelled) and reconnects: its
+   * channel is closed first, so the acks sent on it just before reach the broker, then its
+   * connection, within `closeTimeoutMs`; an error closing either is ignored (see `#lost`).
+   */
   drop(reason: Error): void {
     const state = this.#state
     if (state.tag !== 'open') return
     this.#lost(state.generation as unknown as LiveGeneration<C>, reason)
-    void state.generation.model.close().catch(() => undefined)
   }
 
   async #attempt(): Promise<Generation<C>> {
@@ -348,8 +351,11 @@ export class Connection<C extends Channel = Channel> {
     generation.live = false
     // The broker may have closed the channel alone (a 404 on a publish, a 406 on a message over
     // its max_message_size): the connection under it is closed too, or every such close would
-    // leave one open, heartbeating, for the life of the process.
-    void generation.model.close().catch(() => undefined)
+    // leave one open, heartbeating, for the life of the process. The channel first: a `drop` (the
+    // server cancelled the consumer) finds it open, and a Connection.Close written first would
+    // overtake the acks just sent on it (see `closeModel`). A channel or connection closed already
+    // rejects its close at once, which `closeModel` takes as closed.
+    void closeModel(generation.model, this.#options.closeTimeoutMs, generation.channel)
     const attempt = this.#options.onLost(generation, error, generation.settingUp) ?? 1
     // During setup the attempt fails (its awaits reject, or the check after it throws), and that
     // failure is what gets reported and retried.

@@ -2,7 +2,7 @@
 import type { Channel, ConsumeMessage } from 'amqplib'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Connection } from '../../src/internal/Connection.js'
-import { Admin, BROKER_URL, brokerAvailable } from './broker.js'
+import { Admin, BROKER_URL, brokerAvailable, uniqueName } from './broker.js'
 
 const available = await brokerAvailable()
 
@@ -48,5 +48,66 @@ describe.skipIf(!available)('amqp Connection against RabbitMQ', () => {
     for (const message of got) generation.channel.ack(message)
     await connection.close()
     expect(await admin.messageCount(queue)).toBe(0)
+  })
+
+  it('drop(): acks sent right before the server cancelled the consumer reach the broker; the Close does not overtake them', async () => {
+    // The source drops its connection when the server cancels its consumer (a queue deleted).
+    // drop() closed the connection before the channel: the Connection.Close (channel 0) went out
+    // before the acks waiting in the channel's own buffer, and RabbitMQ discards what follows a
+    // Close, so those acks were lost and their messages redelivered (duplicates downstream).
+    const { queue } = await admin.queueWithDeadLetters()
+    // A second queue whose deletion makes the broker cancel a consumer (basic.cancel) while the
+    // first queue, whose messages were acked, stays.
+    const cancelled = uniqueName('cancelled')
+    await admin.channel.assertQueue(cancelled, { durable: false })
+    admin.queues.push(cancelled)
+    await admin.publish(
+      queue,
+      Array.from({ length: 3 }, (_, n) => ({ n })),
+      (n) => `m-${n}`,
+    )
+    const got: ConsumeMessage[] = []
+    let cancels = 0
+    const connection = new Connection<Channel>({
+      url: BROKER_URL,
+      component: 'test',
+      openChannel: (model) => model.createChannel(),
+      setup: async (generation) => {
+        if (generation.id > 1) return // the reconnect only shows that the first connection is gone
+        const channel = generation.channel
+        await channel.consume(queue, (message) => {
+          if (message !== null) got.push(message)
+        })
+        await channel.consume(cancelled, (message) => {
+          if (message !== null) return
+          // As the source does: what settled just before the cancel is acked, then the drop.
+          cancels++
+          for (const delivered of got) channel.ack(delivered)
+          connection.drop(new Error('the server cancelled the consumer'))
+        })
+      },
+      onLost: () => undefined,
+      onWarning: () => {},
+      backoff: { initialDelayMs: 10, maxDelayMs: 10 },
+      heartbeatSeconds: 0,
+      connectTimeoutMs: 5000,
+      closeTimeoutMs: 5000,
+    })
+    try {
+      await connection.open()
+      await vi.waitFor(() => expect(got).toHaveLength(3), { timeout: 5000, interval: 5 })
+      await admin.channel.deleteQueue(cancelled)
+      await vi.waitFor(() => expect(connection.current?.id).toBe(2), { timeout: 5000, interval: 5 })
+      // The broker handles the end of the first channel in the queue's process (its consumer
+      // removed, what it held unacked requeued) before it answers a declare of that queue.
+      await vi.waitFor(async () => expect((await admin.channel.checkQueue(queue)).consumerCount).toBe(0), {
+        timeout: 5000,
+        interval: 5,
+      })
+      expect(cancels).toBe(1)
+      expect(await admin.messageCount(queue)).toBe(0)
+    } finally {
+      await connection.close()
+    }
   })
 })
