@@ -43,7 +43,8 @@ export interface BufferConformanceOptions {
   /**
    * Records to push (default: six small log records). What comes out is compared with them one
    * for one (two equal records pushed, two handed out) and as JSON values (the order of their keys,
-   * an object's prototype and -0 against 0 do not count).
+   * an object's prototype and -0 against 0 do not count; a `Date` is its ISO string, as JSON
+   * writes it).
    */
   readonly records?: readonly JsonObject[]
   /** Whether `pull` hands events out in push order (default true). */

@@ -38,7 +38,9 @@ export interface SinkConformanceOptions<S extends Sink = Sink> {
    * they are skipped, since only the sink's author knows where it writes. Each record sent must
    * be stored as it was sent, once for each time it was sent (two identical records, two stored),
    * compared as JSON values (the order of their keys, an object's prototype, such as the
-   * null-prototype rows some drivers read back, and -0 against 0 do not count).
+   * null-prototype rows some drivers read back, and -0 against 0 do not count; a value with
+   * `toJSON` is what that returns, as JSON writes it: a `Date` read back matches its ISO string
+   * sent, never `{}`).
    * The store may be shared by every rule (one table for all the sinks `make` returns): each rule
    * reads it before its first write and counts only what its own writes added.
    */

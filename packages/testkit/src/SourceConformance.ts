@@ -44,7 +44,8 @@ export interface SourceUnderTest {
 export interface SourceConformanceOptions {
   /**
    * Records to feed (default: six small log records). Records are compared as JSON values (the
-   * order of their keys, an object's prototype and -0 against 0 do not count), and one for one: each copy of a repeated record must be
+   * order of their keys, an object's prototype and -0 against 0 do not count; a `Date` is its ISO
+   * string, as JSON writes it), and one for one: each copy of a repeated record must be
    * sent and acknowledged (or failed back). `source.acknowledges-only-delivered` feeds the first
    * three, with every record equal to one of them, as the batch it fails, then the rest.
    */

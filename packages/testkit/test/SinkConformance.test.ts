@@ -362,6 +362,32 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(await checkSink(good, { read, records, timeoutMs: 500 })).toEqual([])
   })
 
+  it('catches a sink whose store turned an object into a Date; passes one that reads an ISO string back as its Date', async () => {
+    // Records compare as the JSON they serialise to. The comparison looked at own keys only and
+    // ignored prototypes, so a Date (no own keys) matched the {} sent, though JSON writes it as
+    // its ISO string: a sink that stored another value passed both storage rules.
+    const records = [
+      { n: 0, at: {} },
+      { n: 1, at: { when: '2026-12-02T18:00:00.000Z' } },
+    ]
+    const dated = (sink: StoreSink) =>
+      sink.stored.map((record) =>
+        // A driver's row holds what it holds; `read` is typed as the JSON it stands for.
+        record.n === 0 ? ({ ...record, at: new Date(0) } as unknown as JsonObject) : record,
+      )
+    const found = await checkSink(good, { read: dated, records, timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['sink.written-before-resolved', 'sink.flushes-on-stop'])
+    // A store whose driver reads a timestamp back as a Date holds the same JSON: its ISO string.
+    const timestamps = (sink: StoreSink) =>
+      sink.stored.map((record) => {
+        const at = record.at as { when?: string }
+        return at.when === undefined
+          ? record
+          : ({ ...record, at: { when: new Date(at.when) } } as unknown as JsonObject)
+      })
+    expect(await checkSink(good, { read: timestamps, records, timeoutMs: 500 })).toEqual([])
+  })
+
   it('catches a sink whose store lost an element of an array, leaving a hole', async () => {
     // The JSON-value comparison walked arrays with every(), which skips holes: a stored array
     // with an element missing ([, 'b'], which JSON writes [null,"b"]) matched the one sent.
