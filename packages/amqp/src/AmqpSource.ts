@@ -27,7 +27,8 @@
  *   refused alone is `errored`, code `SEND_FAILED`, with a warning: held for the back-off, then
  *   requeued, dead-lettered once out of attempts. The source keeps consuming; only a stop ends it.
  * - With `deadLetterExchange`, copies are published on the consuming channel, and a copy the
- *   broker refuses (a 404, a 403) closes that channel: an ack or requeue is therefore sent only
+ *   broker refuses (a 404, a 403, a 406 for a body over its `max_message_size`: any channel error
+ *   on the publish) closes that channel: an ack or requeue is therefore sent only
  *   while no copy awaits its confirm, so the broker never drops one that was counted. Such a
  *   refusal is a configuration error, never a hot loop: it is warned naming the field and the
  *   broker's reason, refusals in a row back off the reconnects like failed attempts, and a message
@@ -114,7 +115,8 @@ export const AmqpSourceOptions = defineOptions({
         'then acked once the broker confirmed the copy (a crash between the two can copy it twice). ' +
         'It must exist: it is checked at start (`AMQP_DECLARATION_FAILED`). A copy that cannot be ' +
         'encoded or that the broker refuses or cannot route leaves the original to a nack without requeue. ' +
-        'A copy the broker refuses (403 ACCESS_REFUSED: no write permission, an internal exchange; 404) ' +
+        'A copy the broker refuses (403 ACCESS_REFUSED: no write permission, an internal exchange; 404; ' +
+        "406 PRECONDITION_FAILED: a body over the broker's max_message_size; any channel error on its publish) " +
         'closes the channel: the source warns, reconnects with the reconnect back-off (doubling while ' +
         'refusals follow each other), and nacks the message without requeue when it comes back (told apart ' +
         'by its message-id, else its body). ' +
@@ -222,16 +224,29 @@ interface CopyGate {
 }
 
 /**
- * Whether a channel error is the broker refusing a `basic.publish` (class 60, method 40) with 403
- * ACCESS_REFUSED or 404 NOT_FOUND: on the source's channel only dead-letter copies are published.
+ * Whether a channel error is the broker refusing a `basic.publish` (class 60, method 40), whatever
+ * its code: 403 ACCESS_REFUSED, 404 NOT_FOUND, 406 PRECONDITION_FAILED (a body over its
+ * `max_message_size`), or any other. On the source's channel only dead-letter copies are
+ * published, and a refused copy's message would be refused again each time it came back: only
+ * 403 and 404 counted once, and a 406 was taken for a lost connection, copied again every 100 ms.
  */
 function refusedCopy(error: Error): boolean {
-  const { code, classId, methodId } = error as Error & {
-    code?: unknown
-    classId?: unknown
-    methodId?: unknown
+  const { classId, methodId } = error as Error & { classId?: unknown; methodId?: unknown }
+  return classId === 60 && methodId === 40
+}
+
+/** What to fix for a copy the broker refused with `error` (see {@link refusedCopy}). */
+function refusalHint(error: Error): string {
+  switch ((error as Error & { code?: unknown }).code) {
+    case 403:
+      return "fix the option or the user's permissions (write on the exchange; it must not be internal)"
+    case 404:
+      return 'fix the option: the exchange is gone'
+    case 406:
+      return "the broker refuses the copy as it is (a body over its max_message_size, say): raise the broker's limit, or leave such messages to the queue's own dead-lettering"
+    default:
+      return 'the broker refuses the copy as it is (its reason above)'
   }
-  return (code === 403 || code === 404) && classId === 60 && methodId === 40
 }
 
 /**
@@ -396,7 +411,7 @@ class AmqpConsumer implements AmqpSource {
             refusalsInARow,
           )
           warn(
-            `${context.id} (deadLetterExchange): the broker refused a copy to the dead-letter exchange '${o.deadLetterExchange}' and closed the channel (${refusal.message}); fix the option or the user's permissions. The messages whose copy was refused are nacked without requeue (the queue's own dead-letter exchange) when they come back; reconnecting in ${delay} ms (refusal ${refusalsInARow} in a row)`,
+            `${context.id} (deadLetterExchange): the broker refused a copy to the dead-letter exchange '${o.deadLetterExchange}' and closed the channel (${refusal.message}); ${refusalHint(refusal)}. The messages whose copy was refused are nacked without requeue (the queue's own dead-letter exchange) when they come back; reconnecting in ${delay} ms (refusal ${refusalsInARow} in a row)`,
           )
         } else if (opened && !duringSetup) {
           warn(`${context.id}: lost the connection to the broker (${error.message}); reconnecting`)

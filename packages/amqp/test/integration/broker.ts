@@ -239,6 +239,49 @@ export async function brokerUser(): Promise<BrokerUser | undefined> {
   return { url: broker.toString(), name, remove: () => ctl('delete_user', name).catch(() => undefined) }
 }
 
+/** The broker's `max_message_size` lowered for a test (see {@link lowerMaxMessageSize}). */
+export interface LoweredMaxMessageSize {
+  /** Sets the limit back to what it was; channels opened meanwhile keep the lowered one. */
+  restore(): Promise<void>
+}
+
+/**
+ * Lowers the broker's `max_message_size` to `bytes` with `rabbitmqctl eval` (the broker on this
+ * machine), until `restore()`. RabbitMQ reads the limit when a channel opens and keeps it for that
+ * channel's life, so only channels opened before `restore()` refuse a larger message (406
+ * PRECONDITION_FAILED, closing the channel); the setting is the whole broker's, so a test
+ * restores it as soon as the channel it needs is open. `undefined` when that cannot be done (no
+ * `rabbitmqctl`, a broker elsewhere), and the test says so and skips; under CI=true it throws.
+ */
+export async function lowerMaxMessageSize(bytes: number): Promise<LoweredMaxMessageSize | undefined> {
+  const evaluate = (expression: string): Promise<string> =>
+    new Promise<string>((resolve, reject) =>
+      execFile('rabbitmqctl', ['eval', expression], { timeout: 30_000 }, (error, stdout) =>
+        error === null ? resolve(stdout.trim()) : reject(error),
+      ),
+    )
+  let before: string
+  try {
+    before = await evaluate('application:get_env(rabbit, max_message_size).')
+    await evaluate(`application:set_env(rabbit, max_message_size, ${Math.trunc(bytes)}).`)
+  } catch (error) {
+    const reason = `cannot set the broker's max_message_size with rabbitmqctl: ${String(error)}`
+    if (process.env.CI === 'true') throw new Error(`${reason} (CI=true: the test that needs it must run)`)
+    console.warn(`\n!!! ${reason}\n`)
+    return undefined
+  }
+  const was = /^\{ok,(\d+)\}$/.exec(before)?.[1]
+  return {
+    restore: async () => {
+      await evaluate(
+        was === undefined
+          ? 'application:unset_env(rabbit, max_message_size).'
+          : `application:set_env(rabbit, max_message_size, ${was}).`,
+      )
+    },
+  }
+}
+
 /** A plain connection for the test's own declarations, publishes and checks. */
 export class Admin {
   private constructor(
