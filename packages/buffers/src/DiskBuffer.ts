@@ -384,12 +384,17 @@ export class DiskBuffer {
    * `signal` aborts before the read took records (records it took are handed out even so, and
    * must be settled: dropped, they would stay in flight for the run).
    * With `wait: false` it resolves `[]` at once instead of waiting. Each record must be settled
-   * with `ack`, `nack` or `deadLetter`.
+   * with `ack`, `nack` or `deadLetter`. `max` must be a whole number of 1 or more (a safe integer):
+   * any other value (0, negative, fractional, `NaN`, `Infinity`, not a number) rejects with a
+   * `RangeError` naming it, whatever the buffer's state, and takes nothing (0 waited for ever).
    */
   read(
     max = 1000,
     options: { readonly signal?: AbortSignal | undefined; readonly wait?: boolean | undefined } = {},
   ): Promise<StoredRecord[] | undefined> {
+    if (!Number.isSafeInteger(max) || max < 1) {
+      return Promise.reject(this.#badArgument('read', 'max', 'a whole number of 1 or more', max))
+    }
     const live = liveOf(this.#state)
     if (live === undefined) return Promise.resolve(undefined)
     const { signal } = options
@@ -473,9 +478,12 @@ export class DiskBuffer {
 
   /**
    * Acknowledges a record: it will not be read again, and its segment may go. Idempotent. Once
-   * the buffer is closed it does nothing: the record stays on disk for the next open.
+   * the buffer is closed it does nothing: the record stays on disk for the next open. Throws a
+   * `RangeError` naming `seq` when it is not a sequence number (a whole number of 0 or more; a
+   * fraction was counted as a record acknowledged, and the counters went wrong for the run).
    */
   ack(seq: number): void {
+    this.#checkSeq('ack', seq)
     const live = liveOf(this.#state)
     if (live === undefined || seq >= live.writer.nextSeq || live.acks.has(seq)) return
     // A reader held back by maxInFlight may go on once one record is settled, and a draining one
@@ -493,9 +501,12 @@ export class DiskBuffer {
 
   /**
    * Negative acknowledgement: the sink failed and may succeed later. The record stays on disk and
-   * is handed out again after a back-off that doubles with each attempt.
+   * is handed out again after a back-off that doubles with each attempt. A record not in flight
+   * (or a closed buffer) is left alone; a `seq` that is no sequence number throws a `RangeError`,
+   * as in {@link DiskBuffer.ack}.
    */
   nack(seq: number): void {
+    this.#checkSeq('nack', seq)
     const live = liveOf(this.#state)
     if (live === undefined || !live.inFlight.nack(seq, Date.now())) return
     live.counters.redeliveries++
@@ -506,9 +517,11 @@ export class DiskBuffer {
    * The sink rejected the record for good: it is written (fsynced) to the dead-letter queue, then
    * acknowledged here, and never handed out again, not even after a crash in between. Reports
    * `failed` (and leaves the record in flight, to be settled again) if the dead-letter write
-   * failed, and `unknown` if the record is not in flight (or the buffer is closed).
+   * failed, and `unknown` if the record is not in flight (or the buffer is closed). Rejects with a
+   * `RangeError` for a `seq` that is no sequence number, as {@link DiskBuffer.ack} throws.
    */
   async deadLetter(seq: number): Promise<'dead-lettered' | 'unknown' | 'failed'> {
+    this.#checkSeq('deadLetter', seq)
     const held = liveOf(this.#state)?.inFlight.get(seq)
     if (held === undefined) return 'unknown'
     const queue = this.#deadLetters
@@ -796,6 +809,24 @@ export class DiskBuffer {
       ...remainsOf(this.#state).metrics(),
       deadLettered: dl === undefined ? 0 : remainsOf(dl.#state).metrics().unackedRecords,
     }
+  }
+
+  /** Throws the `RangeError` of `method` for a `seq` that is not a sequence number. */
+  #checkSeq(method: string, seq: number): void {
+    if (!Number.isSafeInteger(seq) || seq < 0) {
+      throw this.#badArgument(method, 'seq', 'a sequence number (a whole number of 0 or more)', seq)
+    }
+  }
+
+  /** The `RangeError` for argument `name` of `method`, which must be `what` and is `value`. */
+  #badArgument(method: string, name: string, what: string, value: unknown): RangeError {
+    const got =
+      typeof value === 'number'
+        ? String(value)
+        : typeof value === 'string'
+          ? `the string ${JSON.stringify(value)}`
+          : `a ${typeof value}`
+    return new RangeError(`disk buffer ${this.path}: ${method}'s ${name} must be ${what}, got ${got}`)
   }
 
   /**

@@ -551,4 +551,48 @@ describe('DiskBuffer known errors', () => {
     await expect(buffer.append(records(1))).rejects.toMatchObject({ code: 'CLOSED' })
     expect(await buffer.read()).toBeUndefined()
   })
+
+  describe('bad arguments from untyped code: a RangeError naming the method and the argument', () => {
+    const bad = [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '3' as unknown as number]
+    it.each(bad)("read(%s) rejects at once, naming 'max', instead of waiting for ever", async (max) => {
+      const { open } = setup()
+      const buffer = await open()
+      await buffer.append(records(2))
+      const read = buffer.read(max)
+      await expect(read).rejects.toThrow(RangeError)
+      await expect(read).rejects.toThrow(
+        /disk buffer \/buf: read's max must be a whole number of 1 or more, got/,
+      )
+      // Nothing was taken: the records are all there for a good read.
+      expect((await buffer.read(10))?.map((r) => text(r.payload))).toEqual(['r0', 'r1'])
+      await buffer.close()
+    })
+
+    const badSeqs = [-1, 0.5, Number.NaN, Number.POSITIVE_INFINITY, '0' as unknown as number]
+    it.each(badSeqs)('ack(%s), nack and deadLetter refuse it, and the counters stay right', async (seq) => {
+      const { open } = setup()
+      const buffer = await open()
+      await buffer.append(records(2))
+      const got = (await buffer.read(10))!
+      expect(() => buffer.ack(seq)).toThrow(
+        /disk buffer \/buf: ack's seq must be a sequence number \(a whole number of 0 or more\), got/,
+      )
+      expect(() => buffer.nack(seq)).toThrow(RangeError)
+      await expect(buffer.deadLetter(seq)).rejects.toThrow(/deadLetter's seq/)
+      // A fractional acknowledgement was counted as acknowledging a record above the prefix.
+      expect(buffer.metrics()).toMatchObject({ unackedRecords: 2, acked: 0, inFlight: 2 })
+      for (const r of got) buffer.ack(r.seq)
+      expect(buffer.metrics()).toMatchObject({ unackedRecords: 0, acked: 2, inFlight: 0 })
+      await buffer.close()
+    })
+
+    it('refuses a bad argument after close too (a programming error whatever the state)', async () => {
+      const { open } = setup()
+      const buffer = await open()
+      await buffer.close()
+      await expect(buffer.read(0)).rejects.toThrow(RangeError)
+      expect(() => buffer.ack(0.5)).toThrow(RangeError)
+      buffer.ack(0) // a good one after close does nothing, as documented
+    })
+  })
 })
