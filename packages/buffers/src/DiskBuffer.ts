@@ -284,10 +284,17 @@ export class DiskBuffer {
 
   /**
    * The largest payload a record may have: a segment minus the frame header, and at most what a
-   * frame's 32-bit length can say (2^32 − 1 bytes, with segments over 4 GiB).
+   * frame's 32-bit length can say (2^32 − 1 bytes, with segments over 4 GiB) less, with a
+   * dead-letter queue (the default), the 12 bytes its dead letter adds: 2^32 − 13 bytes, so
+   * every record taken can be dead-lettered.
    */
   get maxRecordBytes(): number {
-    return Math.min(this.#s.segmentBytes - Frame.HEADER_BYTES, Frame.MAX_PAYLOAD_BYTES)
+    return Math.min(this.#s.segmentBytes - Frame.HEADER_BYTES, this.#maxFramed)
+  }
+
+  /** The longest payload a frame of this queue takes: room left for a dead letter's header. */
+  get #maxFramed(): number {
+    return Frame.MAX_PAYLOAD_BYTES - (this.#s.deadLetters ? DeadLetterSet.HEADER_BYTES : 0)
   }
 
   /** The contiguous acknowledged prefix: every record below this sequence number was acknowledged. */
@@ -343,7 +350,7 @@ export class DiskBuffer {
       if (length > maxRecord) {
         throw new DiskBufferError(
           'RECORD_TOO_LARGE',
-          `a record of ${length} bytes does not fit ${maxRecord === this.#s.segmentBytes - Frame.HEADER_BYTES ? `a segment of ${this.#s.segmentBytes} bytes` : `a frame (at most ${maxRecord} bytes)`}`,
+          `a record of ${length} bytes does not fit ${this.#tooLarge(maxRecord)}`,
           this.path,
           'segmentBytes',
         )
@@ -374,6 +381,15 @@ export class DiskBuffer {
       )
     }
     return writer.append(payloads, lengths, bytes)
+  }
+
+  /** What a record over `maxRecord` bytes does not fit, for RECORD_TOO_LARGE. */
+  #tooLarge(maxRecord: number): string {
+    if (maxRecord === this.#s.segmentBytes - Frame.HEADER_BYTES)
+      return `a segment of ${this.#s.segmentBytes} bytes`
+    if (maxRecord === Frame.MAX_PAYLOAD_BYTES) return `a frame (at most ${maxRecord} bytes)`
+    // 12 bytes less than a frame holds, so that every record taken can be dead-lettered.
+    return `a frame with its dead-letter header (at most ${maxRecord} bytes)`
   }
 
   /**

@@ -241,7 +241,8 @@ describe('DiskBuffer invariants', () => {
   it('refuses a payload longer than the frame can say (2^32 − 1 bytes) even when segments are larger', async () => {
     // A frame's length is 32 bits: with segments over 4 GiB, a longer payload was framed with its
     // length cut to 32 bits (Node 22 allocates such buffers; Node 20 threw a bare RangeError).
-    const { open } = setup({ segmentBytes: 2 ** 33 })
+    // Without a dead-letter queue, whose header takes 12 bytes more (see the next test).
+    const { open } = setup({ segmentBytes: 2 ** 33, deadLetters: false })
     const buffer = await open()
     expect(buffer.maxRecordBytes).toBe(2 ** 32 - 1)
     // Bytes that say they are one longer than a frame holds, without allocating 4 GiB.
@@ -260,6 +261,37 @@ describe('DiskBuffer invariants', () => {
     })
     expect(buffer.nextSeq).toBe(0)
     await buffer.close()
+  })
+
+  it('refuses a record whose dead letter could not be framed (2^32 − 12 to 2^32 − 1 bytes), so every record it takes can be dead-lettered', async () => {
+    // A dead letter is the record and a 12-byte header, in a frame of at most 2^32 − 1 bytes: a
+    // record of 2^32 − 12 bytes or more was taken, and then `deadLetter` threw RECORD_TOO_LARGE.
+    const { open } = setup({ segmentBytes: 2 ** 33 })
+    const buffer = await open()
+    expect(buffer.maxRecordBytes).toBe(2 ** 32 - 1 - 12)
+    const sized = (length: number) =>
+      new (class extends Uint8Array {
+        override get length(): number {
+          return length
+        }
+      })(1)
+    for (const length of [2 ** 32 - 12, 2 ** 32 - 1]) {
+      const error = await buffer.append([sized(length)]).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(DiskBufferError)
+      expect(error).toMatchObject({
+        code: 'RECORD_TOO_LARGE',
+        message: expect.stringContaining(
+          `a record of ${length} bytes does not fit a frame with its dead-letter header (at most ${2 ** 32 - 13} bytes)`,
+        ),
+      })
+    }
+    expect(buffer.nextSeq).toBe(0)
+    await buffer.close()
+    // A buffer without a dead-letter queue (one itself) keeps the frame's whole length.
+    const { open: openBare } = setup({ segmentBytes: 2 ** 33, deadLetters: false })
+    const bare = await openBare()
+    expect(bare.maxRecordBytes).toBe(2 ** 32 - 1)
+    await bare.close()
   })
 
   it('refuses at once a payload that is neither bytes nor a string (untyped code), storing and numbering nothing', async () => {

@@ -29,6 +29,12 @@ export class DeadLetterSet {
   /** The name of the dead-letter queue's directory, under the main queue's. */
   static readonly DIR = 'dead-letter'
 
+  /**
+   * Bytes a dead letter adds to its record's payload. A queue with a dead-letter queue takes no
+   * record that its dead letter would not fit a frame with (`Frame.MAX_PAYLOAD_BYTES`).
+   */
+  static readonly HEADER_BYTES = HEADER
+
   /** The dead-letter record of a main-queue record `seq` whose frame checksum is `crc`. */
   static encode(seq: number, crc: number, payload: Uint8Array): Buffer {
     const header = Buffer.allocUnsafe(HEADER)
