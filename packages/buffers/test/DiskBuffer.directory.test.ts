@@ -10,6 +10,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 
 /** The directories fsynced, in order. */
 const synced: string[] = []
+/** Directories whose next fsync fails (EIO), once each. */
+const failOnce = new Set<string>()
 
 vi.mock('node:fs/promises', async (importOriginal) => {
   const real = await importOriginal<typeof fsp>()
@@ -18,6 +20,9 @@ vi.mock('node:fs/promises', async (importOriginal) => {
     if ((await handle.stat()).isDirectory()) {
       const sync = handle.sync.bind(handle)
       handle.sync = async () => {
+        if (failOnce.delete(String(args[0]))) {
+          throw Object.assign(new Error(`EIO: i/o error, fsync '${String(args[0])}'`), { code: 'EIO' })
+        }
         synced.push(String(args[0]))
         return sync()
       }
@@ -32,6 +37,7 @@ const { DiskBuffer } = await import('../src/DiskBuffer.js')
 const roots: string[] = []
 afterEach(() => {
   synced.length = 0
+  failOnce.clear()
   for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true })
 })
 
@@ -63,6 +69,28 @@ describe('DiskBuffer.open: the entry of a directory it makes', () => {
     const parents = synced.filter((dir) => !dir.startsWith(path) && !dir.startsWith(real))
     expect(parents).toEqual([`${link}/..`, `${link}/../q`])
     await buffer.close()
+  })
+
+  it('fsyncs again, on the next open, the parents whose fsync failed on the open that made the directory', async () => {
+    // The directory was made, so the next mkdir made nothing and synced nothing: its entry, and
+    // every segment later synced in it, could go with a crash of the machine.
+    const root = mkdtempSync(join(tmpdir(), 'ackline-buffer-dir-'))
+    roots.push(root)
+    const path = join(root, 'a', 'b', 'buffer')
+    failOnce.add(join(root, 'a'))
+    await expect(DiskBuffer.open({ path })).rejects.toMatchObject({ code: 'EIO' })
+    expect(existsSync(path)).toBe(true)
+    expect(synced).toEqual([root])
+    synced.length = 0
+    const buffer = await DiskBuffer.open({ path })
+    // What the failed open did not make durable: a/b's entry in a, buffer's in a/b.
+    expect(synced.filter((dir) => !dir.startsWith(path))).toEqual([join(root, 'a'), join(root, 'a', 'b')])
+    await buffer.close()
+    synced.length = 0
+    // Once synced, recorded: the open after that syncs no parent.
+    const again = await DiskBuffer.open({ path })
+    expect(synced.filter((dir) => !dir.startsWith(path))).toEqual([])
+    await again.close()
   })
 
   it('fsyncs no parent when the directory was there', async () => {

@@ -59,7 +59,9 @@ export interface FileSystem {
   /**
    * Makes the directory, and any missing above it; once it resolves their entries are durable
    * (each parent of one it made was synced), as a crash of the machine could otherwise lose the
-   * new directory with every file later made and synced in it.
+   * new directory with every file later made and synced in it. When a sync fails (the call
+   * rejects), the next call for the same path, or one below it, syncs again what was not synced,
+   * although it makes nothing.
    */
   mkdir(path: string): Promise<void>
   /** Names in `path`, or an empty list when it does not exist. */
@@ -144,24 +146,40 @@ class NodeFile implements FileLike {
 
 const isMissing = (error: unknown): boolean => (error as NodeJS.ErrnoException).code === 'ENOENT'
 
+/**
+ * Directories `NodeFileSystem.mkdir` made (spelled as in the path it was given) whose entry in
+ * their parent is not known durable: each is added when made and removed only once its parent's
+ * fsync succeeded, so a failed fsync is tried again by the next mkdir on the way to it (which
+ * finds the directory there and makes nothing).
+ */
+const unsynced = new Set<string>()
+
 /** The real file system, through `node:fs/promises`. */
 export const NodeFileSystem: FileSystem = {
   async mkdir(path) {
     // The first directory it made (a leading part of `path`, as given), or undefined when there
     // was nothing to make.
     const first = await mkdir(path, { recursive: true })
-    if (first === undefined) return
     // Each made directory's entry is in its parent: sync from the first one's parent down to the
     // new directory's parent (its own entries are synced as files are made in it). Walked on the
     // path as given, not resolved: after a symbolic link, `..` is its target's parent, which only
     // the system knows (resolved, `link/../new` named a directory that does not exist).
-    const stop = dirname(first)
-    const parents: string[] = []
-    for (let dir = dirname(path); ; dir = dirname(dir)) {
-      parents.push(dir)
-      if (dir === stop || dir === dirname(dir)) break
+    if (first !== undefined) {
+      for (let dir = path; ; dir = dirname(dir)) {
+        unsynced.add(dir)
+        if (dir === first || dir === dirname(dir)) break
+      }
     }
-    for (const dir of parents.reverse()) await NodeFileSystem.syncDir(dir)
+    if (unsynced.size === 0) return
+    // Made now, or by an earlier call whose sync failed: from the top down, each forgotten only
+    // once its parent's sync succeeded.
+    const onTheWay = [...unsynced]
+      .filter((dir) => dir === path || path.startsWith(`${dir}/`))
+      .sort((a, b) => a.length - b.length)
+    for (const dir of onTheWay) {
+      await NodeFileSystem.syncDir(dirname(dir))
+      unsynced.delete(dir)
+    }
   },
   async readdir(path) {
     try {
