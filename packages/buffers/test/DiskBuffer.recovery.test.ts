@@ -524,6 +524,33 @@ describe('DiskBuffer ledger that does not match the data', () => {
     },
   )
 
+  it('fsyncs the directory, on the next open, of the segment an open made past the records left when that fsync failed', async () => {
+    // Without a lock (the dead-letter queue's case), nothing else of the next open syncs the
+    // directory: its appends went durably into a file whose entry a crash of the machine lost.
+    const { fs, open } = setup({ lock: false })
+    const buffer = await open()
+    await buffer.append(range(10).map((s) => Buffer.from(s))) // one segment, 28-byte frames
+    for (const r of (await buffer.read(10))!) buffer.ack(r.seq)
+    await buffer.close() // acknowledged below 10
+    fs.flip(`${PATH}/00000000000000000000.seg`, 9 * 28 + 22) // a damaged tail: segment 10 is made
+    let failures = 1
+    fs.fault = (op, path) =>
+      op === 'syncDir' && path === PATH && failures-- > 0
+        ? Object.assign(new Error('EIO: failed'), { code: 'EIO' })
+        : undefined
+    await expect(open()).rejects.toThrow(/EIO/)
+    fs.fault = undefined
+    const reopened = await open()
+    const written = await reopened.append([Buffer.from('next')])
+    expect(written).toMatchObject({ status: 'written', firstSeq: 10 })
+    expect(written.status === 'written' && (await written.durable)).toBe('durable')
+    reopened._abandon()
+    fs.crash()
+    const after = await open()
+    expect(await drain(after)).toEqual(['next'])
+    await after.close()
+  })
+
   it('opens a buffer whose every record was acknowledged and whose last segment is empty', async () => {
     const { open } = setup({ segmentBytes: 64 })
     const buffer = await open()

@@ -210,6 +210,16 @@ export const Recovery = {
     if (fresh !== undefined) {
       await active?.close()
       active = fresh
+    } else if (last !== undefined && last.size === 0) {
+      // An empty last segment is what a roll, or the segment made above, leaves before its first
+      // write, and maybe without the fsync of its entry (an open that failed there): synced again,
+      // or the appends made durable in it could go with its entry in a crash of the machine.
+      try {
+        await fs.syncDir(path)
+      } catch (error) {
+        await active?.close().catch(() => undefined)
+        throw error
+      }
     }
     let ackedBelow = known?.ackedBelow ?? segments[0]?.firstSeq ?? nextSeq
     ackedBelow = Math.min(Math.max(ackedBelow, segments[0]?.firstSeq ?? nextSeq), nextSeq)
