@@ -354,6 +354,79 @@ describe('DiskBuffer recovery', () => {
 })
 
 describe('DiskBuffer ledger that does not match the data', () => {
+  /** Six records of 22-byte frames, two a 64-byte segment (0, 2, 4); 0..2 acknowledged and saved. */
+  async function ackedBelow3() {
+    const { fs, logs, open } = setup({ segmentBytes: 64 })
+    const buffer = await open()
+    for (let i = 0; i < 6; i++) await buffer.append([Buffer.from(`r${i}`)])
+    for (const r of (await buffer.read(3))!) buffer.ack(r.seq)
+    await buffer.close() // the ledger: acknowledged below 3, segments 2 and 4
+    expect(fs.files(PATH).filter((p) => p.endsWith('.seg'))).toEqual([
+      `${PATH}/00000000000000000002.seg`,
+      `${PATH}/00000000000000000004.seg`,
+    ])
+    return { fs, logs, open }
+  }
+
+  it('warns when the first segment, holding records the ledger counts unacknowledged, is gone, and delivers the rest', async () => {
+    // Segment 2 holds 2 (acknowledged) and 3 (not): deleted from outside, 3 was skipped silently,
+    // as the ledger's own check only looked at segments starting at or past its prefix.
+    const { fs, logs, open } = await ackedBelow3()
+    await fs.unlink(`${PATH}/00000000000000000002.seg`)
+    await fs.syncDir(PATH)
+    const reopened = await open()
+    expect(logs.filter((m) => m.includes('are gone'))).toEqual([
+      expect.stringContaining(
+        'records 3..3, which ledger.json counts unacknowledged, are gone: the segment(s) holding them are not on disk (the first one left is 00000000000000000004.seg)',
+      ),
+    ])
+    expect(logs.at(-1)).toContain('deleted from outside the buffer')
+    expect(await drain(reopened)).toEqual(['r4', 'r5'])
+    await reopened.close()
+  })
+
+  it('warns when every segment is gone while the ledger counts records unacknowledged', async () => {
+    const { fs, logs, open } = await ackedBelow3()
+    await fs.unlink(`${PATH}/00000000000000000002.seg`)
+    await fs.unlink(`${PATH}/00000000000000000004.seg`)
+    await fs.syncDir(PATH)
+    const reopened = await open()
+    expect(logs.filter((m) => m.includes('are gone'))).toEqual([
+      expect.stringContaining('records 3..5, which ledger.json counts unacknowledged, are gone'),
+    ])
+    expect(reopened.nextSeq).toBe(6) // never reused
+    expect(await drain(reopened)).toEqual([])
+    await reopened.close()
+  })
+
+  it('warns too after a crash between the delete of an acknowledged segment and its checkpoint, which the files cannot tell from a deletion from outside', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 64, ledgerIntervalMs: 60_000 })
+    const buffer = await open()
+    for (let i = 0; i < 6; i++) await buffer.append([Buffer.from(`r${i}`)])
+    await buffer.checkpoint() // acknowledged below 0, segments 0, 2 and 4
+    for (const r of (await buffer.read(2))!) buffer.ack(r.seq) // segment 0 goes; the checkpoint waits
+    // A roll fsyncs the directory, so the delete is on disk; the ledger still says 0.
+    await buffer.append([Buffer.from('r6')])
+    await buffer.append([Buffer.from('r7')])
+    expect(fs.files(PATH)).not.toContain(`${PATH}/00000000000000000000.seg`)
+    buffer._abandon()
+    fs.crash()
+    const reopened = await open()
+    expect(logs.filter((m) => m.includes('are gone'))).toEqual([
+      expect.stringContaining('records 0..1, which ledger.json counts unacknowledged, are gone'),
+    ])
+    expect(await drain(reopened)).toEqual(['r2', 'r3', 'r4', 'r5', 'r6', 'r7'])
+    await reopened.close()
+  })
+
+  it("says nothing of records gone when the segments below the ledger's prefix alone are gone", async () => {
+    const { logs, open } = await ackedBelow3()
+    const reopened = await open()
+    expect(await drain(reopened)).toEqual(['r3', 'r4', 'r5'])
+    await reopened.close()
+    expect(logs.filter((m) => m.includes('are gone') || m.includes('missing'))).toEqual([])
+  })
+
   it('refuses to open when the acknowledged position lies past the records on disk, names the numbers, and deletes nothing', async () => {
     const { fs, open } = setup({ segmentBytes: 64 }) // two 28-byte frames per segment
     const buffer = await open()

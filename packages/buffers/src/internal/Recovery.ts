@@ -95,7 +95,9 @@ export const Recovery = {
     }
     if (ledger.status === 'ok') {
       for (const first of ledger.ledger.segments) {
-        if (first >= ledger.ledger.ackedBelow && !segments.some((seg) => seg.firstSeq === first)) {
+        // One before the first segment left is reported with the records it took, below.
+        const later = segments[0] !== undefined && first > segments[0].firstSeq
+        if (first >= ledger.ledger.ackedBelow && later && !segments.some((seg) => seg.firstSeq === first)) {
           s.log(`disk buffer ${path}: segment ${segmentName(first)} listed in the ledger is missing`)
         }
       }
@@ -220,6 +222,17 @@ export const Recovery = {
         await active?.close().catch(() => undefined)
         throw error
       }
+    }
+    // Records the ledger counts unacknowledged below the first segment left (or, with none left,
+    // below nextSeq) are gone with their segment. The files cannot tell why: deleted from outside
+    // (lost), or acknowledged, their segment deleted, and a crash (or a failed checkpoint) before
+    // the ledger saved it (a segment goes as soon as the prefix passes it, the checkpoint after).
+    // So it is always said.
+    const resumesAt = segments[0]?.firstSeq ?? nextSeq
+    if (known !== undefined && known.ackedBelow < resumesAt) {
+      s.log(
+        `disk buffer ${path}: records ${known.ackedBelow}..${resumesAt - 1}, which ${Ledger.FILE} counts unacknowledged, are gone: the segment(s) holding them are not on disk (${segments[0] === undefined ? 'none is left' : `the first one left is ${segments[0].name}`}). If they were deleted from outside the buffer, those records are lost; if the buffer stopped (a crash, or a checkpoint that failed) after they were acknowledged and their segment deleted, before ${Ledger.FILE} saved that, nothing is lost (the files cannot tell the two apart). Delivering from record ${resumesAt}`,
+      )
     }
     let ackedBelow = known?.ackedBelow ?? segments[0]?.firstSeq ?? nextSeq
     ackedBelow = Math.min(Math.max(ackedBelow, segments[0]?.firstSeq ?? nextSeq), nextSeq)
