@@ -78,7 +78,8 @@ export interface EdgeBufferDirectory {
 /**
  * Makes the buffer in front of a sink: what the sink's `buffer` option takes besides the
  * in-memory channel's options. Options of the buffer kind are the factory's business; the
- * topology only asks it to check them (at `build()`) and to open a buffer (at `start()`).
+ * topology only asks it to check them (at `build()`) and to open a buffer (at `start()`). One
+ * factory may serve several sinks: `open` is called once for each, with that sink's context.
  *
  * @example
  * ```ts

@@ -67,7 +67,10 @@ export class TopologyBuilder<Inputs extends string = never> {
     this.#options = options
   }
 
-  /** Declares a source. */
+  /**
+   * Declares a source. Each declaration takes a component object of its own: `build()` refuses
+   * one object declared twice (`DUPLICATE_COMPONENT`), as the same holds for transforms and sinks.
+   */
   source<const Id extends string>(id: Id, source: Source): TopologyBuilder<Inputs | Id> {
     this.#declarations.push({ role: 'source', id, inputs: [], component: source })
     return this as TopologyBuilder<Inputs | Id>

@@ -20,6 +20,12 @@ import type { ConfigIssue } from './ConfigIssue.js'
 export type TopologyProblemCode =
   | 'INVALID_ID'
   | 'DUPLICATE_ID'
+  /**
+   * One component object (a source, transform or sink) is declared under two ids: it would be
+   * started, run and stopped once per declaration, with one state for both. Reported on the later
+   * declaration, naming the first; field: its role (`"sink"`).
+   */
+  | 'DUPLICATE_COMPONENT'
   | 'DUPLICATE_INPUT'
   | 'UNKNOWN_INPUT'
   | 'INPUT_IS_SINK'

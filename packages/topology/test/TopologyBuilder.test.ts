@@ -71,6 +71,38 @@ describe('validation', () => {
     expect(undeclared.message).toContain("'errors', '_unmatched'")
   })
 
+  it('refuses one component object declared twice, naming both ids: it would start, stop and hold state twice', () => {
+    // One sink object under two ids got start() and stop() twice and one state for two components.
+    const sink = testSink()
+    const source = testSource([])
+    const transform = passThrough()
+    const problems = problemsOf(() =>
+      new TopologyBuilder<string>(quiet)
+        .source('in', source)
+        .source('again', source)
+        .transform('t1', ['in'], transform)
+        .transform('t2', ['in'], transform)
+        .sink('a', ['t1'], sink)
+        .sink('b', ['t2'], sink)
+        .sink('c', ['in'], testSink())
+        .build(),
+    )
+    expect(problems).toEqual([
+      expect.objectContaining({ code: 'DUPLICATE_COMPONENT', component: 'again', field: 'source' }),
+      expect.objectContaining({ code: 'DUPLICATE_COMPONENT', component: 't2', field: 'transform' }),
+      expect.objectContaining({ code: 'DUPLICATE_COMPONENT', component: 'b', field: 'sink' }),
+    ])
+    expect(problems[2]!.message).toMatch(/sink 'b'.*sink 'a'/)
+    expect(problems[0]!.message).toMatch(/source 'again'.*source 'in'/)
+    // Across roles too: one object that is both a source and a sink.
+    const both = Object.assign(testSource([]), { write: async () => undefined })
+    expect(
+      brief(
+        problemsOf(() => new TopologyBuilder(quiet).source('in', both).sink('out', ['in'], both).build()),
+      ),
+    ).toEqual(['DUPLICATE_COMPONENT out sink'])
+  })
+
   it('refuses an input that names an empty port (a trailing dot), as it refuses any undeclared port', () => {
     // 'in.' was read as 'in': beside 'in' it made a second edge into the same sink, which then
     // wrote every event twice; alone, a typo in a config ran as if it were right.

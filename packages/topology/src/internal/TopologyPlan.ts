@@ -68,6 +68,8 @@ export function planTopology(
     return { plan: undefined, problems, warnings: [] }
 
   const byId = new Map<string, ComponentDeclaration>()
+  /** The first declaration of each component object. */
+  const declaredAs = new Map<object, ComponentDeclaration>()
   for (const decl of declarations) {
     if (decl.id === '' || decl.id.includes('.')) {
       problem(
@@ -82,6 +84,17 @@ export function planTopology(
       continue
     }
     byId.set(decl.id, decl)
+    // The runtime runs each declaration as a component of its own: one object under two ids was
+    // started and stopped twice, and its state (a sink's connection, a reduce's groups) was both's.
+    const first = declaredAs.get(decl.component)
+    if (first === undefined) declaredAs.set(decl.component, decl)
+    else
+      problem(
+        'DUPLICATE_COMPONENT',
+        decl.id,
+        decl.role,
+        `${decl.role} '${decl.id}' is the same ${textOf(decl.component.kind)} object as ${first.role} '${first.id}': each declaration needs an object of its own (call its factory again), or both would be started and stopped twice and share one state`,
+      )
   }
 
   // Producer → port → consumers, built from the inputs that name something valid.
