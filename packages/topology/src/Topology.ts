@@ -34,6 +34,15 @@ export interface StopOptions {
    * for the drain. Anything but a number of 0 or more makes `stop()` reject (`INVALID_OPTION`).
    */
   readonly drainTimeoutMs?: number
+  /**
+   * How long a forced stop waits for the buffers it gave up on (a disk buffer's `dispose()`) to let
+   * go of what they hold, in milliseconds (default 5 000), counted once every component has
+   * stopped. A buffer still disposing then is reported (`component_error`, `STOP_FAILED`, naming
+   * its sink), and the stop resolves without it: it may still hold its files (a disk buffer's
+   * lock). `Infinity` (or 2^31 - 1 ms or more) means wait for as long as it takes. Anything but a
+   * number of 0 or more makes `stop()` reject (`INVALID_OPTION`).
+   */
+  readonly disposeTimeoutMs?: number
 }
 
 type Phase =
@@ -51,6 +60,7 @@ type Phase =
   | { readonly name: 'stopped' }
 
 const DEFAULT_DRAIN_TIMEOUT_MS = 30_000
+const DEFAULT_DISPOSE_TIMEOUT_MS = 5000
 
 /**
  * A runnable topology, as `TopologyBuilder.build()` returns it.
@@ -164,21 +174,19 @@ export class Topology {
    * not at all), then gives it up: `start()` rejects with a `TopologyError` whose problems are
    * `STOPPED_WHILE_STARTING`, what did start is stopped and closed, and what starts later is
    * stopped and closed then (a buffer that opens late holds its files until then). A start that
-   * finishes in time drains with what is left of `drainTimeoutMs`. Resolves once stopped. Rejects
-   * with a `ComponentError` (`INVALID_OPTION`, field `drainTimeoutMs`), changing nothing, when
-   * `drainTimeoutMs` is not a number of 0 or more (`NaN`, negative, a string from a config).
+   * finishes in time drains with what is left of `drainTimeoutMs`. Resolves once stopped: after a
+   * forced stop, once the buffers it gave up on have let go of their files, or `disposeTimeoutMs`
+   * later, reporting each that had not (`STOP_FAILED`). Rejects with a `ComponentError`
+   * (`INVALID_OPTION`, field `drainTimeoutMs` or `disposeTimeoutMs`), changing nothing, when either
+   * is not a number of 0 or more (`NaN`, negative, a string from a config).
    */
   async stop(options: StopOptions = {}): Promise<void> {
     // `null` from untyped code is no options, as `undefined` is (read, it threw a bare TypeError).
-    const drainTimeoutMs: unknown = options?.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS
-    // Unchecked, `NaN` or a string would arm a 1 ms timer: a forced stop that errors what was in flight.
-    if (typeof drainTimeoutMs !== 'number' || !(drainTimeoutMs >= 0)) {
-      throw new ComponentError(
-        'INVALID_OPTION',
-        `must be a number of milliseconds, 0 or more (Infinity: no deadline), got ${typeof drainTimeoutMs === 'string' ? `'${drainTimeoutMs}'` : textOf(drainTimeoutMs)}`,
-        { field: 'drainTimeoutMs' },
-      )
-    }
+    const drainTimeoutMs = milliseconds(options?.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS, 'drainTimeoutMs')
+    const disposeTimeoutMs = milliseconds(
+      options?.disposeTimeoutMs ?? DEFAULT_DISPOSE_TIMEOUT_MS,
+      'disposeTimeoutMs',
+    )
     const phase = this.#phase
     switch (phase.name) {
       case 'built':
@@ -198,11 +206,14 @@ export class Topology {
           if (deadline !== undefined) void phase.started.catch(() => {}).then(() => clearTimeout(deadline))
         }
         await phase.started.catch(() => {})
-        return this.stop({ drainTimeoutMs: Math.max(0, drainTimeoutMs - (performance.now() - began)) })
+        return this.stop({
+          drainTimeoutMs: Math.max(0, drainTimeoutMs - (performance.now() - began)),
+          disposeTimeoutMs,
+        })
       }
       case 'running': {
         const { runtime } = phase
-        const stopped = this.#drain(runtime, drainTimeoutMs)
+        const stopped = this.#drain(runtime, drainTimeoutMs, disposeTimeoutMs)
         this.#transition({ name: 'stopping', runtime, stopped })
         return stopped
       }
@@ -214,7 +225,7 @@ export class Topology {
     }
   }
 
-  async #drain(runtime: Runtime, drainTimeoutMs: number): Promise<void> {
+  async #drain(runtime: Runtime, drainTimeoutMs: number, disposeTimeoutMs: number): Promise<void> {
     // A timer would fire a longer delay after 1 ms (see `MAX_TIMER_MS`): such a stop has no deadline.
     const deadline =
       drainTimeoutMs >= MAX_TIMER_MS ? undefined : setTimeout(() => runtime.force(), drainTimeoutMs)
@@ -224,8 +235,9 @@ export class Topology {
     const forced = runtime.forced
     if (deadline !== undefined) clearTimeout(deadline)
     // A forced stop gave some buffers up without waiting: they must have closed before stop()
-    // resolves, or a restart in the same process would find a disk buffer still locked.
-    await runtime.released()
+    // resolves, or a restart in the same process would find a disk buffer still locked; one whose
+    // dispose() never settles is reported after `disposeTimeoutMs` instead of hanging the stop.
+    await runtime.released(disposeTimeoutMs)
     runtime.settlePending()
     this.#finish(forced)
   }
@@ -248,4 +260,18 @@ export class Topology {
   #transition(next: Phase): void {
     this.#phase = next
   }
+}
+
+/**
+ * A stop's `field` as a number of milliseconds, 0 or more, or a `ComponentError`
+ * (`INVALID_OPTION`) naming it: unchecked, `NaN` or a string would arm a 1 ms timer (a forced
+ * stop that errors what was in flight).
+ */
+function milliseconds(value: unknown, field: 'drainTimeoutMs' | 'disposeTimeoutMs'): number {
+  if (typeof value === 'number' && value >= 0) return value
+  throw new ComponentError(
+    'INVALID_OPTION',
+    `must be a number of milliseconds, 0 or more (Infinity: no deadline), got ${typeof value === 'string' ? `'${value}'` : textOf(value)}`,
+    { field },
+  )
 }

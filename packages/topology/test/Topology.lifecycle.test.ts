@@ -251,25 +251,28 @@ describe('the drain deadline', () => {
     expect(facts.at(-1)).toEqual({ type: 'topology_stopped', forced: false })
   })
 
-  it.each([Number.NaN, -1, '5000'])(
-    'rejects stop() naming drainTimeoutMs when it is %s, and keeps running',
-    async (drainTimeoutMs) => {
-      const gate = new Gate()
-      const source = testSource([records(1)], { untilStopped: true })
-      const sink = testSink({ gate })
-      const topology = linear(source, sink)
-      await topology.start()
-      await expect(topology.stop({ drainTimeoutMs: drainTimeoutMs as number })).rejects.toMatchObject({
-        name: 'ComponentError',
-        code: 'INVALID_OPTION',
-        field: 'drainTimeoutMs',
-        message: expect.stringContaining('drainTimeoutMs: must be a number of milliseconds'),
-      })
-      gate.open()
-      await topology.stop()
-      expect(await source.statuses()).toEqual(['delivered'])
-    },
-  )
+  it.each([
+    ['drainTimeoutMs', Number.NaN],
+    ['drainTimeoutMs', -1],
+    ['drainTimeoutMs', '5000'],
+    ['disposeTimeoutMs', -1],
+    ['disposeTimeoutMs', '5000'],
+  ] as const)('rejects stop() naming %s when it is %s, and keeps running', async (field, value) => {
+    const gate = new Gate()
+    const source = testSource([records(1)], { untilStopped: true })
+    const sink = testSink({ gate })
+    const topology = linear(source, sink)
+    await topology.start()
+    await expect(topology.stop({ [field]: value as number })).rejects.toMatchObject({
+      name: 'ComponentError',
+      code: 'INVALID_OPTION',
+      field,
+      message: expect.stringContaining(`${field}: must be a number of milliseconds`),
+    })
+    gate.open()
+    await topology.stop()
+    expect(await source.statuses()).toEqual(['delivered'])
+  })
 })
 
 describe('a second stop()', () => {

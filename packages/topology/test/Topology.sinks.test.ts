@@ -85,6 +85,47 @@ describe('a buffer of another kind in front of a sink', () => {
     gate.open()
   })
 
+  it('a forced stop whose buffer never finishes dispose() reports STOP_FAILED naming the sink after disposeTimeoutMs, and resolves', async () => {
+    // stop() waited for the buffer to let go of its files, and a dispose() that never settled hung it.
+    vi.useFakeTimers()
+    const gate = new Gate()
+    const buffer = queueBuffer()
+    const dispose = buffer.dispose!.bind(buffer)
+    buffer.dispose = () => {
+      void dispose()
+      return new Promise<void>(() => {})
+    }
+    const source = testSource([records(1)], { untilStopped: true })
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .sink('out', ['in'], testSink({ gate }), { buffer: { kind: 'remote_queue', open: async () => buffer } })
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(gate.waiting).toBe(1)
+    let stopped = false
+    const stopping = topology.stop({ drainTimeoutMs: 10, disposeTimeoutMs: 1000 }).then(() => {
+      stopped = true
+    })
+    await vi.advanceTimersByTimeAsync(10 + 999)
+    expect(stopped).toBe(false)
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
+    await vi.advanceTimersByTimeAsync(1)
+    await stopping
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([
+      expect.objectContaining({
+        component: 'out',
+        code: 'STOP_FAILED',
+        message: expect.stringMatching(/remote_queue buffer in front of sink 'out'.*dispose\(\).*1000 ms/),
+      }),
+    ])
+    expect(facts.at(-1)).toEqual({ type: 'topology_stopped', forced: true })
+    expect(await source.statuses()).toEqual(['errored'])
+    gate.open()
+  })
+
   it.each([1, 2])(
     'without dispose() is not written from after a forced stop, what it still holds is settled errored (concurrency %d)',
     async (concurrency) => {

@@ -20,6 +20,7 @@ import { BatchTracker } from './BatchTracker.js'
 import type { Counters } from './Counters.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
 import { MemoryChannel, RESOLVED } from './MemoryChannel.js'
+import { MAX_TIMER_MS } from './maxTimerMs.js'
 import { type Inlet, Output } from './Output.js'
 import { SinkRunner } from './SinkRunner.js'
 import { SourceRunner } from './SourceRunner.js'
@@ -45,7 +46,7 @@ export class Runtime {
   readonly #controller = new AbortController()
   #forced = false
   /** The buffers `force()` gave up on, until they have let go of what they hold (a disk lock). */
-  readonly #discarding: Promise<unknown>[] = []
+  readonly #discarding: Discarding[] = []
 
   private constructor(
     plan: TopologyPlan,
@@ -242,7 +243,15 @@ export class Runtime {
         const settled = buffer.force('errored')
         counters.errored += settled
         if (settled > 0) counters.failed('STOPPED', settled)
-      } else this.#discarding.push(discard(buffer).catch(() => {}))
+      } else {
+        const discarding: Discarding = { id, released: false, done: RESOLVED }
+        discarding.done = discard(buffer)
+          .catch(() => {})
+          .then(() => {
+            discarding.released = true
+          })
+        this.#discarding.push(discarding)
+      }
     }
     for (const runner of this.#sinkRunners) runner.force()
     BatchTracker.forceAll(this.#trackers)
@@ -251,10 +260,35 @@ export class Runtime {
 
   /**
    * Resolves once every buffer `force()` discarded has closed, so a stop never returns while a
-   * buffer still holds its files (a disk buffer's lock). Never rejects.
+   * buffer still holds its files (a disk buffer's lock), or once `timeoutMs` has passed (none at
+   * `MAX_TIMER_MS` or more): each buffer whose `dispose()` has not settled by then is reported
+   * `STOP_FAILED`, naming its sink, as it may still hold them. Never rejects.
    */
-  released(): Promise<void> {
-    return Promise.all(this.#discarding).then(() => undefined)
+  async released(timeoutMs: number): Promise<void> {
+    const discarding = this.#discarding
+    if (discarding.every((d) => d.released)) return
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const expired = new Promise<void>((resolve) => {
+      if (timeoutMs < MAX_TIMER_MS) timer = setTimeout(resolve, timeoutMs)
+    })
+    await Promise.race([Promise.all(discarding.map((d) => d.done)), expired])
+    clearTimeout(timer)
+    for (const d of discarding) {
+      if (d.released) continue
+      const decl = this.#plan.components.find((c) => c.id === d.id)!
+      const options = decl.role === 'source' ? undefined : decl.options.buffer
+      const buffer =
+        options !== undefined && isEdgeBufferFactory(options)
+          ? `the ${textOf(options.kind)} buffer`
+          : 'the buffer'
+      this.#emit({
+        type: 'component_error',
+        component: d.id,
+        code: 'STOP_FAILED',
+        message: `${buffer} in front of ${decl.role} '${d.id}' (${textOf(decl.component.kind)}) had not finished dispose() ${timeoutMs} ms after the forced stop: it may still hold its files (a disk buffer's lock); the stop goes on without it`,
+        events: 0,
+      })
+    }
   }
 
   /** After the drain: batches whose handles are still held somewhere are reported `errored`. */
@@ -460,6 +494,15 @@ export class Runtime {
     }
     if (this.#running.size === 0) this.#resolveDone()
   }
+}
+
+/** A buffer `force()` gave up on: whether its `dispose()` (or `close()`) has settled yet. */
+interface Discarding {
+  /** The component it stands in front of. */
+  readonly id: string
+  released: boolean
+  /** Resolves once it has settled; never rejects. */
+  done: Promise<void>
 }
 
 /** The problem of a component still opening or starting when the stop gave up on it. */
