@@ -28,12 +28,13 @@ import { type ConfigIssue, defineOptions, type OptionsOf, type TransformContext 
 import { z } from 'zod'
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
+import { fieldPath } from './internal/fieldPath.js'
 import { KeyedEvents, MAX_KEYS } from './internal/KeyedEvents.js'
 
 /** Options of {@link dedupe}: its schema (`validate`, `jsonSchema`, …). */
 export const DedupeOptions = defineOptions({
   fields: z
-    .array(z.string().min(1))
+    .array(fieldPath)
     .min(1)
     .readonly()
     .describe(

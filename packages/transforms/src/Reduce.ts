@@ -24,6 +24,7 @@ import {
   type TransformContext,
 } from '@ackline/topology'
 import { z } from 'zod'
+import { fieldPath } from './internal/fieldPath.js'
 import { KeyedEvents, MAX_KEYS } from './internal/KeyedEvents.js'
 
 /**
@@ -43,7 +44,7 @@ const strategy = z.enum(['first', 'last', 'sum', 'min', 'max', 'array', 'concat'
 /** Options of {@link reduce}: its schema (`validate`, `jsonSchema`, …). */
 export const ReduceOptions = defineOptions({
   groupBy: z
-    .array(z.string().min(1))
+    .array(fieldPath)
     .readonly()
     .optional()
     .describe('Field paths whose values make the group key; no paths means one group for everything.'),
@@ -67,7 +68,7 @@ export const ReduceOptions = defineOptions({
       'At most this many groups are open; opening one more closes the oldest. At most 8388608 (2^23: a Map holds 2^24 entries, and needs room for the deleted ones).',
     ),
   merge: z
-    .record(z.string(), strategy)
+    .record(fieldPath, strategy)
     .readonly()
     .optional()
     .describe("Strategies per field path; other fields keep the first event's value."),

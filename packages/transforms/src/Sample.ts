@@ -20,14 +20,13 @@ import {
 import { z } from 'zod'
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
+import { fieldPath } from './internal/fieldPath.js'
 import { fnv1a } from './internal/fnv1a.js'
 
 /** Options of {@link sample}: its schema (`validate`, `jsonSchema`, …). */
 export const SampleOptions = defineOptions({
   rate: z.int().min(1).describe('Keep one event in this many.'),
-  keyField: z
-    .string()
-    .min(1)
+  keyField: fieldPath
     .optional()
     .describe('A field path whose value decides, so related events are kept or discarded together.'),
   dropStatus: DropStatus.option,

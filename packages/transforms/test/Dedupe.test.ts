@@ -196,6 +196,12 @@ describe('dedupe', () => {
     expect(dedupe({ fields: ['id'] }).validate()).toEqual([])
   })
 
+  it.each(['a..b', 'a.', '.a'])('refuses the field path %j, which names a key named ""', (path) => {
+    expect(dedupe({ fields: ['id', path] }).validate()).toMatchObject([
+      { field: 'fields[1]', message: expect.stringMatching(/empty key/) },
+    ])
+  })
+
   it('refuses a cacheSize above what a Map keeps while keys come and go (2^23), where every new key would throw', () => {
     // Checked by hand: a cache of more than 2^24 keys threw RangeError 'Map maximum size
     // exceeded' at its 16,777,217th key, and a Map of 2^23 + 1 live keys, one evicted for each

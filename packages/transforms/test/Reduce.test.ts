@@ -1,4 +1,5 @@
 import { EventArray } from '@ackline/core'
+import { TopologyBuilder, TopologyError } from '@ackline/topology'
 import { reduce } from '@ackline/transforms'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
@@ -131,6 +132,34 @@ describe('reduce', () => {
     )
     expect(reduce({ groupBy: ['id'], merge: { n: 'sum' } }).validate()).toEqual([])
   })
+
+  it.each(['', 'a..b', 'a.', '.a'])(
+    'refuses the merge and groupBy path %j at build, naming the transform and the option: it would write a key named ""',
+    (path) => {
+      // Accepted, `merge: { 'a..b': 'sum' }` wrote the sum under a[""].b, a key no one means.
+      expect(reduce({ merge: { [path]: 'sum' } }).validate()).toMatchObject([
+        { field: expect.stringMatching(/^merge/), message: expect.stringMatching(/empty key/) },
+      ])
+      expect(reduce({ groupBy: ['id', path] }).validate()).toMatchObject([
+        { field: 'groupBy[1]', message: expect.stringMatching(/empty key/) },
+      ])
+      let thrown: unknown
+      try {
+        new TopologyBuilder({ onWarning: () => {} })
+          .source('in', { kind: 'test', canAcknowledge: true, run: async () => {} })
+          .transform('merge_requests', ['in'], reduce({ merge: { [path]: 'sum' } }))
+          .sink('out', ['merge_requests'], { kind: 'test', write: async () => undefined })
+          .build()
+      } catch (error) {
+        thrown = error
+      }
+      expect(thrown).toBeInstanceOf(TopologyError)
+      expect((thrown as TopologyError).problems).toMatchObject([
+        { code: 'INVALID_CONFIG', component: 'merge_requests', field: expect.stringMatching(/^merge/) },
+      ])
+      expect((thrown as TopologyError).message).toMatch(/merge_requests.*merge.*reduce: .*empty key/)
+    },
+  )
 
   it('reports a window longer than a timer can wait, which would close every millisecond', () => {
     expect(reduce({ windowMs: 3_000_000_000 }).validate()).toMatchObject([

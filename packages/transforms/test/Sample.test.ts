@@ -76,4 +76,10 @@ describe('sample', () => {
     expect(sample({} as never).validate()[0]!.message).toBe('must be a positive integer, got undefined')
     expect(sample({ rate: 10 }).validate()).toEqual([])
   })
+
+  it.each(['a..b', 'a.', '.a'])('refuses the keyField %j, which names a key named ""', (path) => {
+    expect(sample({ rate: 10, keyField: path }).validate()).toMatchObject([
+      { field: 'keyField', message: expect.stringMatching(/empty key/) },
+    ])
+  })
 })
