@@ -104,8 +104,9 @@ export interface EdgeBufferFactory {
    */
   directories?(context: EdgeBufferContext): readonly EdgeBufferDirectory[]
   /**
-   * Opens the buffer when the topology starts. If it throws, `start()` rejects with a
-   * `TopologyError` (`BUFFER_OPEN_FAILED`) naming the component.
+   * Opens the buffer when the topology starts, a new one on each call. If it throws, `start()`
+   * rejects with a `TopologyError` (`BUFFER_OPEN_FAILED`) naming the component; so it does if it
+   * returns, for a second sink, the buffer it opened for another (naming both).
    */
   open(context: EdgeBufferContext): Promise<EdgeBuffer>
 }

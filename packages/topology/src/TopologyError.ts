@@ -40,7 +40,10 @@ export type TopologyProblemCode =
   | 'ACK_UNSUPPORTED'
   /** `topology.start()`: a sink's `start()` threw (the problem's `cause` is what it threw). */
   | 'SINK_START_FAILED'
-  /** `topology.start()`: the buffer in front of a component could not open. */
+  /**
+   * `topology.start()`: the buffer in front of a component could not open, or its factory returned
+   * the buffer it had opened for another sink.
+   */
   | 'BUFFER_OPEN_FAILED'
   /**
    * `topology.start()`: `stop()` gave up waiting for a sink's `start()` or a buffer's opening (past

@@ -126,6 +126,43 @@ describe('a buffer of another kind in front of a sink', () => {
     gate.open()
   })
 
+  it('refuses at start one buffer object a factory opened for two sinks, naming both, and starts no sink', async () => {
+    // Two sinks read one buffer: each took the other's events, and it was closed and disposed twice.
+    const shared = queueBuffer()
+    let disposed = 0
+    const dispose = shared.dispose!.bind(shared)
+    shared.dispose = async () => {
+      disposed++
+      await dispose()
+    }
+    const factory = { kind: 'remote_queue', open: async () => shared }
+    const started: string[] = []
+    const sink = (id: string): Sink => ({
+      kind: 'test',
+      start: async () => {
+        started.push(id)
+      },
+      write: async () => undefined,
+    })
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('a', ['in'], sink('a'), { buffer: factory })
+      .sink('b', ['in'], sink('b'), { buffer: factory })
+      .build()
+    const error = await topology.start().catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(TopologyError)
+    expect((error as TopologyError).problems).toEqual([
+      expect.objectContaining({
+        code: 'BUFFER_OPEN_FAILED',
+        component: 'b',
+        field: 'buffer',
+        message: expect.stringMatching(/sink 'b'.*sink 'a'/),
+      }),
+    ])
+    expect(started).toEqual([])
+    expect(disposed).toBe(1)
+  })
+
   it.each([1, 2])(
     'without dispose() is not written from after a forced stop, what it still holds is settled errored (concurrency %d)',
     async (concurrency) => {

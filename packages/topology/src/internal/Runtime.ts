@@ -133,8 +133,24 @@ export class Runtime {
               return
             }
             pending.delete(decl.id)
-            if (gaveUp) await discard(buffer).catch(() => {})
-            else buffers.set(decl.id, buffer)
+            if (gaveUp) {
+              await discard(buffer).catch(() => {})
+              return
+            }
+            // Two sinks reading one buffer would each take the other's events, and it would be
+            // closed and disposed twice: the one opened first keeps it (and gives it up, as the
+            // start fails).
+            const owner = [...buffers].find(([, opened]) => opened === buffer)?.[0]
+            if (owner === undefined) {
+              buffers.set(decl.id, buffer)
+              return
+            }
+            problems.push({
+              code: 'BUFFER_OPEN_FAILED',
+              component: decl.id,
+              field: 'buffer',
+              message: `the ${options.kind} buffer's factory returned for ${decl.role} '${decl.id}' (${decl.component.kind}) the buffer it had opened for sink '${owner}': each sink needs a buffer of its own (open() must open a new one on each call)`,
+            })
           })(),
         )
         continue
