@@ -11,6 +11,8 @@
  * deep, long or badly encoded, can make the handler throw. While a request's events wait for room
  * downstream, its connection is read no further (requests pipelined behind it wait unread), so
  * what the source holds waiting for room is bounded by `maxConnections`, not by what clients write.
+ * A client that half-closes its connection once it wrote its requests still gets every answer
+ * owed to it; the connection closes after the last one.
  *
  * @module
  */
@@ -458,6 +460,11 @@ class HttpServer implements HttpServerSource {
       (request, response) => this.#handle(request, response, context),
     )
     server.maxConnections = o.maxConnections
+    // A client that half-closes once it wrote its requests (shutdown of its writing) still reads:
+    // by default Node ends the connection at once, and the answers of its requests whose events
+    // are in the pipeline would be lost. With this flag Node marks the last of them to close the
+    // connection once written (or ends it at once when none is owed).
+    ;(server as Server & { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true
     // An Expect other than 100-continue: Node would answer 417 itself, with no body and uncounted.
     // RFC 9110 10.1.1 lets a server ignore an expectation it does not know; the request is served.
     server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) =>

@@ -712,6 +712,45 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(context.records()).toHaveLength(4)
   })
 
+  it('writes every answer it owes to a client that half-closed its connection while they were pending, then closes', async () => {
+    // A client may shut down its writing once it sent its requests and read on: the answers of
+    // requests whose events are in the pipeline must still reach it.
+    const { source, context, port } = await start()
+    let room = (): void => {}
+    context.gate = new Promise((resolve) => {
+      room = resolve
+    })
+    const post = (body: string) =>
+      `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+    const connection = await open(port)
+    connection.end(post('[{"a":1}]') + post('[{"a":2}]') + post('[{"a":3}]'))
+    while (context.sendOptions.length === 0) await new Promise((r) => setImmediate(r))
+    context.onBatch = (batch) => setImmediate(() => batch.end('delivered'))
+    room()
+    const answers = (await connection.closed).split('HTTP/1.1 ').slice(1)
+    expect(answers.map((answer) => answer.slice(0, 3))).toEqual(['200', '200', '200'])
+    expect(context.records().map(([record]) => record!.a)).toEqual([1, 2, 3])
+    while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+  })
+
+  it('writes the answer of a request whose batch resolves after its client half-closed, then closes', async () => {
+    const { source, context, port } = await start()
+    const next = context.nextBatch()
+    const body = '[{"a":1}]'
+    const connection = await open(port)
+    connection.end(
+      `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    )
+    const batch = await next
+    // The client's FIN reached the server before the batch resolved: a request on another
+    // connection, a full round trip later, is answered after it.
+    expect((await request(port, { method: 'GET' })).status).toBe(405)
+    batch.end('delivered')
+    const answers = (await connection.closed).split('HTTP/1.1 ').slice(1)
+    expect(answers.map((answer) => answer.slice(0, 3))).toEqual(['200'])
+    while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+  })
+
   it('answers 413 TOO_MANY_EVENTS past maxEventsPerRequest and sends nothing', async () => {
     const { context, port } = await start({ maxEventsPerRequest: 2 })
     const answer = await request(port, json([{ n: 1 }, { n: 2 }, { n: 3 }]))

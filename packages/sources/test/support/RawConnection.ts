@@ -42,6 +42,12 @@ export class RawConnection {
     this.#socket.write(text)
   }
 
+  /** Half-closes the connection (shuts down writing) and goes on reading what the server sends. */
+  end(text?: string): void {
+    if (text === undefined) this.#socket.end()
+    else this.#socket.end(text)
+  }
+
   /** Writes `text` again every `everyMs` until the connection closes: a client that never finishes. */
   trickle(text: string, everyMs: number): void {
     this.#trickle = setInterval(() => {
