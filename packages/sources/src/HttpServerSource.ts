@@ -12,7 +12,9 @@
  * downstream, its connection is read no further (requests pipelined behind it wait unread), so
  * what the source holds waiting for room is bounded by `maxConnections`, not by what clients write.
  * A client that half-closes its connection once it wrote its requests still gets every answer
- * owed to it; the connection closes after the last one.
+ * owed to it; the connection closes after the last one. An answer that closes a connection (a
+ * refusal) is followed by a bounded read of what the client still sends, discarded, so that a
+ * client still writing a body reads the answer rather than a reset.
  *
  * @module
  */
@@ -46,6 +48,17 @@ const HEALTH_PATH = '/health'
 const HOST_PORT = "'host:port' with a port from 0 to 65535 (like '127.0.0.1:8686')"
 const INGEST_PATH = "a path that starts with '/', holds no '?', '#' or spaces, and is not '/health'"
 const ACCEPTED_TYPES = 'application/json, application/x-ndjson'
+/**
+ * What the source still reads, and throws away, of a client that goes on sending after an answer
+ * that closes its connection (a body past `maxBodyBytes`, requests pipelined behind a refusal): at
+ * most this many bytes, for at most {@link LINGER_MS}. Closed with bytes arriving, the connection
+ * would be reset, and a client still writing its body (many read only once it is sent) would lose
+ * the answer waiting for it ("lingering close", as Apache and nginx do). Past either bound the
+ * connection is closed regardless: the client keeps sending more than a refused request is worth.
+ */
+const LINGER_BYTES = 4 * 1024 * 1024
+/** How long at most the source reads what a client sends after an answer that closes (see {@link LINGER_BYTES}). */
+const LINGER_MS = 2_000
 const BEARER_TOKEN =
   'characters a header carries (tab, printable ASCII, latin1 letters), with no blank at either end (what a client can send after "Bearer ")'
 
@@ -379,6 +392,8 @@ class HttpServer implements HttpServerSource {
   readonly #sockets = new Set<Socket>()
   /** Per connection, which of its requests is let in and which wait unread (see {@link Turns}). */
   readonly #turns = new WeakMap<Duplex, Turns>()
+  /** The connections that got an answer that closes them, read on until they close (see `#linger`). */
+  readonly #lingering = new WeakSet<Socket>()
 
   constructor(options: HttpServerOptions) {
     this.#options = options
@@ -563,6 +578,45 @@ class HttpServer implements HttpServerSource {
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json\r\n` +
         `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
     )
+    this.#linger(socket as Socket)
+  }
+
+  /**
+   * Once an answer that closes `socket` was written (and its end sent), reads and discards what
+   * the client still sends, until it ends its side or past {@link LINGER_BYTES} or
+   * {@link LINGER_MS}, then closes: closed at once with bytes arriving, the connection would be
+   * reset, and the client could lose the answer. Nothing read now is parsed: no request after
+   * such an answer is served. Idempotent.
+   */
+  #linger(socket: Socket): void {
+    // Ended already, the client sends nothing more: Node's close is the right one.
+    if (socket.destroyed || socket.readableEnded || this.#lingering.has(socket)) return
+    this.#lingering.add(socket)
+    // Undoes the close Node's server arranged (`destroySoon`) for once the answer is flushed.
+    socket.removeListener('finish', socket.destroy)
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref()
+    let discarded = 0
+    const discard = (chunk: Buffer): void => {
+      discarded += chunk.length
+      if (discarded > LINGER_BYTES) socket.destroy()
+    }
+    // Node's server wraps `on`: a 'data' listener makes its parser stop reading the socket itself;
+    // its own listener, which feeds the parser, goes.
+    socket.on('data', discard)
+    for (const listener of socket.listeners('data'))
+      if (listener !== discard) socket.removeListener('data', listener as (...args: unknown[]) => void)
+    socket.once('end', () => socket.destroy())
+    socket.once('close', () => clearTimeout(timer))
+    const http = socket as Socket & HttpSocket
+    if (http._paused === true) http._paused = false
+    socket.resume()
+    // Paused while the parser read the socket itself, the socket's stream still counts a read as
+    // pending and would never start one: started here, as `net` does.
+    const handle = http._handle
+    if (handle != null && handle.reading === false && typeof handle.readStart === 'function') {
+      handle.reading = true
+      if (handle.readStart() !== 0) socket.destroy()
+    }
   }
 
   /**
@@ -956,7 +1010,8 @@ class HttpServer implements HttpServerSource {
 
   /**
    * Answers without reading the rest of the body: it is discarded as it arrives (never buffered),
-   * and the connection closes after the response so the client cannot pipeline more onto it.
+   * and the connection closes after the response so the client cannot pipeline more onto it
+   * (once what the client still sends was read and discarded, within bounds: see `#linger`).
    */
   #refuse(
     request: IncomingMessage,
@@ -986,7 +1041,10 @@ class HttpServer implements HttpServerSource {
       // A later request's answer closes the connection, after this one.
       if (this.#stopping && (turns === undefined || response === turns.latest))
         response.setHeader('Connection', 'close')
-      if (turns !== undefined && !turns.closing && response.getHeader('Connection') === 'close') {
+      const closes = response.getHeader('Connection') === 'close'
+      // Node's own close comes first, on the same event: `#linger` undoes it.
+      if (closes) response.once('finish', () => this.#linger(socket as Socket))
+      if (turns !== undefined && !turns.closing && closes) {
         turns.closing = true
         turns.closer = response
         // Its turn to be written: what the client wrote after it is read (and discarded) again.
@@ -1073,6 +1131,8 @@ function recordsOf(
 /** What `node:http` keeps on a connection's socket for its own flow control (responses piling up unread). */
 interface HttpSocket {
   _paused?: unknown
+  /** The socket's libuv stream, which `net` starts and stops reading. */
+  _handle?: { reading?: boolean; readStart?: () => number } | null
   parser?: { resume?: () => void; incoming?: IncomingMessage | null } | null
 }
 

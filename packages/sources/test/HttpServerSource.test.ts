@@ -1,5 +1,6 @@
 import { constants } from 'node:buffer'
 import { request as httpRequest } from 'node:http'
+import { connect } from 'node:net'
 import { deflateSync, gzipSync } from 'node:zlib'
 import { HttpServerError, HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
 import { ComponentError, MAX_TIMER_MS } from '@ackline/topology'
@@ -347,6 +348,82 @@ describe('httpServer: bodies', () => {
     expect(answer.status).toBe(413)
     expect(answer.body.code).toBe('BODY_TOO_LARGE')
     expect(context.batches).toEqual([])
+  })
+
+  it.each([
+    ['declares a Content-Length past maxBodyBytes', false],
+    ['sends a chunked body that grows past maxBodyBytes', true],
+  ])(
+    'lets a client that %s and writes on after its refusal read the whole 413, without a reset',
+    async (_, chunked) => {
+      // A client that sends its whole body before it reads (many do) is still writing when the
+      // refusal closes the connection: closed with its bytes arriving, the connection is reset,
+      // and the client's write fails before it read the answer waiting for it.
+      const { source, context, port } = await start({ maxBodyBytes: 1024 })
+      const piece = Buffer.alloc(16 * 1024, 'x')
+      const pieces = 32
+      const socket = connect(port, '127.0.0.1')
+      const chunks: Buffer[] = []
+      let failure: Error | undefined
+      socket.on('error', (error) => {
+        failure = error
+      })
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+      socket.pause()
+      const write = (data: string | Buffer) =>
+        new Promise<void>((resolve) => socket.write(data, () => setImmediate(resolve)))
+      await write(
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+          (chunked
+            ? 'Transfer-Encoding: chunked\r\n\r\n'
+            : `Content-Length: ${piece.length * pieces}\r\n\r\n`),
+      )
+      for (let i = 0; i < pieces && !socket.destroyed; i++)
+        await write(chunked ? Buffer.concat([Buffer.from('4000\r\n'), piece, Buffer.from('\r\n')]) : piece)
+      if (!socket.destroyed) socket.end(chunked ? '0\r\n\r\n' : '')
+      // Only now, its body all written, does the client read.
+      socket.resume()
+      await closed
+      const text = Buffer.concat(chunks).toString('utf8')
+      expect(failure?.message).toBeUndefined()
+      expect(parseRawResponse(text)).toMatchObject({ status: 413, body: { code: 'BODY_TOO_LARGE' } })
+      expect(context.batches).toEqual([])
+      while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+    },
+  )
+
+  it('reads what a client sends after its refusal only so far: one that never stops writing is closed', async () => {
+    const { source, port } = await start({ maxBodyBytes: 1024 })
+    const connection = new RawConnection(port)
+    await connection.connected
+    connection.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Length: ${1 << 30}\r\n\r\n`)
+    // A gigabyte, as fast as the connection takes it: far more than the source reads on.
+    connection.trickle('x'.repeat(64 * 1024), 0)
+    const text = await connection.closed
+    expect(parseRawResponse(text)).toMatchObject({ status: 413, body: { code: 'BODY_TOO_LARGE' } })
+    while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+  })
+
+  it('reads what a client sends after its refusal only for so long: one that stops without ending is closed', async () => {
+    const { source, port } = await start({ maxBodyBytes: 1024 })
+    // A client that keeps its side open once the server ended its own: only the source closes.
+    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true })
+    const chunks: Buffer[] = []
+    let ended = false
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+    socket.on('end', () => {
+      ended = true
+    })
+    socket.on('error', () => {})
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+    // Half a body, then silence, neither the rest nor the end of its side.
+    socket.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n${'x'.repeat(2048)}`)
+    while (source.counters.openConnections > 0 || !ended) await new Promise((r) => setTimeout(r, 10))
+    await new Promise<void>((resolve) => socket.end(resolve))
+    await closed
+    const text = Buffer.concat(chunks).toString('utf8')
+    expect(parseRawResponse(text)).toMatchObject({ status: 413, body: { code: 'BODY_TOO_LARGE' } })
   })
 
   it('accepts a body of exactly maxBodyBytes', async () => {
