@@ -133,7 +133,9 @@ export const HttpServerOptions = defineOptions({
     .default(30_000)
     .describe(
       'How long a client may take to send the whole request, in ms; a slower one gets 408 ' +
-        "REQUEST_TIMEOUT. The pipeline's time to answer does not count.",
+        "REQUEST_TIMEOUT. The pipeline's time to answer does not count: a request that waits unread on its " +
+        'connection (pipelined behind one that waits for room downstream) gets it afresh once the connection ' +
+        'is read again, so at most that wait plus requestTimeoutMs; one read meanwhile gets no more.',
     ),
   keepAliveTimeoutMs: z
     .int()
@@ -551,9 +553,16 @@ class HttpServer implements HttpServerSource {
    */
   #clientError(error: NodeJS.ErrnoException, socket: Duplex): void {
     const turns = this.#turns.get(socket)
-    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && turns?.paused === true && !socket.destroyed) {
+    if (
+      error.code === 'ERR_HTTP_REQUEST_TIMEOUT' &&
+      turns?.paused === true &&
+      !socket.destroyed &&
+      isHeld(socket)
+    ) {
       // Late because the source held the connection (its requests wait their turn), not because
-      // the client was slow: checked again once reading resumes (see `#endTurn`).
+      // the client was slow: checked again once reading resumes (see `#endTurn`). Only while the
+      // connection is still unread: Node undoes the hold once an answer drains, and a request it
+      // read meanwhile and still found unfinished is late by its client's doing.
       turns.late = true
       return
     }
@@ -1147,6 +1156,14 @@ function holdReading(socket: Duplex): void {
   const http = socket as Duplex & HttpSocket
   if (typeof http._paused === 'boolean') http._paused = true
   socket.pause()
+}
+
+/**
+ * Whether `socket` is being read no further: held by {@link holdReading} and not let go by Node
+ * since, or paused because a request waiting its turn buffered its body up to its limit.
+ */
+function isHeld(socket: Duplex): boolean {
+  return (socket as Duplex & HttpSocket)._paused === true || socket.isPaused()
 }
 
 /** Reads `socket` again after {@link holdReading}, as Node's server does once its responses drain. */

@@ -828,6 +828,41 @@ describe('httpServer: limits of a server on an open port', () => {
     while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
   })
 
+  it('cuts off a slow request found late while Node read its connection again, though the source still held it', async () => {
+    // Node undoes the source's hold on a connection once an answer drains there: the request read
+    // meanwhile, still unfinished when Node's check finds it late, is the client's slowness and
+    // gets no more time than requestTimeoutMs (it used to wait for the hold's end, then get it afresh).
+    const { source, context, port } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 200 })
+    const post = (body: string) =>
+      `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+    const connection = await open(port)
+    connection.write(post('[{"z":1}]') + post('[{"z":2}]'))
+    while (context.batches.length < 2) await new Promise((r) => setImmediate(r))
+    // No room downstream now: the next request waits, the one behind it waits unread.
+    let room = (): void => {}
+    context.gate = new Promise((resolve) => {
+      room = resolve
+    })
+    connection.write(`${post('[{"a":1}]')}${post('[{"w":1}]')}POST / HTTP/1.1\r\nHost: x\r\n`)
+    while (source.counters.requests < 4) await new Promise((r) => setImmediate(r))
+    // The second request's answer, queued behind the first's, drains to Node's buffer: Node
+    // reads the connection again.
+    context.batches[1]!.end('delivered')
+    while (source.counters.responses[200] !== 1) await new Promise((r) => setImmediate(r))
+    connection.trickle('X-Slow: 1\r\n', 50)
+    let closed = false
+    void connection.closed.then(() => {
+      closed = true
+    })
+    // Ten times requestTimeoutMs, with Node checking every 20 ms: a cut-off would have come.
+    for (let i = 0; i < 100 && !closed; i++) await new Promise((r) => setTimeout(r, 20))
+    const waiting = context.batches.length
+    room()
+    expect(closed).toBe(true)
+    // Cut off while the request before it still waited for room.
+    expect(waiting).toBe(2)
+  })
+
   it('answers 413 TOO_MANY_EVENTS past maxEventsPerRequest and sends nothing', async () => {
     const { context, port } = await start({ maxEventsPerRequest: 2 })
     const answer = await request(port, json([{ n: 1 }, { n: 2 }, { n: 3 }]))
