@@ -16,9 +16,9 @@ import {
   BROKER_URL,
   brokerAvailable,
   brokerUser,
+  enqueueInsideBroker,
   hasMethod,
   holdingBrokerProxy,
-  lowerMaxMessageSize,
   Method,
   uniqueName,
 } from './broker.js'
@@ -918,59 +918,51 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     }
   }, 60_000) // rabbitmqctl takes seconds to make and delete the user
 
-  it('with deadLetterExchange, a copy the broker refuses with a 406 (over its max_message_size) is warned and its message nacked without requeue when it comes back, never copied in a loop', async () => {
+  it('with deadLetterExchange, a copy the broker refuses with a 406 is warned and its message nacked without requeue when it comes back, never copied in a loop', async () => {
     // Only a 403 or a 404 on the copy's publish counted as a refusal. Any other channel error on
-    // it (a 406 PRECONDITION_FAILED: a body over the broker's max_message_size) was taken for a
-    // lost connection: no warning of the copy, a reconnect after 100 ms without back-off, the
+    // it (a 406 PRECONDITION_FAILED: a body over the broker's max_message_size, say) was taken for
+    // a lost connection: no warning of the copy, a reconnect after 100 ms without back-off, the
     // original back and copied again, refused again, for as long as the broker refused it.
+    // The 406 here: the copy keeps the original's reply-to, and the broker refuses a publish with
+    // reply-to 'amq.rabbitmq.reply-to' from a channel that takes no direct replies. No client can
+    // publish such an original (refused, or its reply-to rewritten), so it is put into the queue
+    // from inside the broker. Lowering the broker's max_message_size instead changed it for the
+    // other test files running meanwhile (a sink test reads the broker's default in a warning).
     const { queue, dead } = await admin.queueWithDeadLetters()
     const { exchange: reasons, queue: withReasons } = await admin.reasonsExchange()
-    // Published under the broker's usual limit; the copy, the same body, goes over the lowered one.
-    await admin.publish(queue, [{ n: 0, pad: 'x'.repeat(2 * 1024 * 1024) }], () => 'big')
-    const limit = await lowerMaxMessageSize(1024 * 1024)
-    if (limit === undefined) return // said by lowerMaxMessageSize: this broker cannot be changed
+    const original = { messageId: 'refused', replyTo: 'amq.rabbitmq.reply-to' }
+    if (!(await enqueueInsideBroker(queue, { n: 0 }, original))) return // said by the helper
     const warnings: string[] = []
-    let source: AmqpSource
-    let topology: ReturnType<TopologyBuilder['build']>
-    try {
-      source = amqpSource({
-        url: BROKER_URL,
-        queue,
-        deadLetterExchange: reasons,
-        onWarning: (warning) => warnings.push(warning),
-      })
-      topology = new TopologyBuilder({ acknowledgements: true })
-        .source('rabbit', source)
-        .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
-        .build()
-      await topology.start()
-      // A delivery comes after the channel opened: the source's channel keeps the lowered limit.
-      await vi.waitFor(() => expect(source.counters.received).toBeGreaterThanOrEqual(1), {
-        timeout: 10_000,
-        interval: 10,
-      })
-    } finally {
-      await limit.restore()
-    }
+    const source = amqpSource({
+      url: BROKER_URL,
+      queue,
+      deadLetterExchange: reasons,
+      onWarning: (warning) => warnings.push(warning),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
+      .build()
+    await topology.start()
     try {
       await vi.waitFor(() => expect(source.counters.rejected).toBe(1), { timeout: 15_000, interval: 20 })
     } finally {
       await topology.stop()
     }
-    console.log(`406 copy: counters ${JSON.stringify(source.counters)}; warnings ${JSON.stringify(warnings)}`)
-    // Refused once, then nacked without requeue when it came back: never copied.
-    expect(source.counters).toMatchObject({ rejected: 1, deadLettered: 0, inFlight: 0 })
+    // Refused once, then nacked without requeue when it came back: delivered twice, never copied.
+    expect(source.counters).toMatchObject({ received: 2, rejected: 1, deadLettered: 0, inFlight: 0 })
     const refusals = warnings.filter((w) => w.includes('refused a copy'))
     expect(refusals).toHaveLength(1)
     expect(refusals[0]).toMatch(
       new RegExp(
-        `^rabbit \\(deadLetterExchange\\): the broker refused a copy to the dead-letter exchange '${reasons}' and closed the channel \\(.*406.*PRECONDITION.FAILED - message size \\d+ is larger than configured max size 1048576`,
+        `^rabbit \\(deadLetterExchange\\): the broker refused a copy to the dead-letter exchange '${reasons}' and closed the channel \\(.*406.*PRECONDITION.FAILED - fast reply consumer does not exist.*\\); the broker refuses the copy as it is`,
       ),
     )
+    expect(warnings.filter((w) => w.includes('lost the connection'))).toEqual([])
     expect(await admin.messageCount(withReasons)).toBe(0)
     expect(await admin.messageCount(queue)).toBe(0)
-    expect((await admin.drain(dead)).map((m) => m.properties.messageId)).toEqual(['big'])
-  }, 60_000) // rabbitmqctl takes seconds to set the limit and to restore it
+    expect((await admin.drain(dead)).map((m) => m.properties.messageId)).toEqual(['refused'])
+  }, 60_000) // rabbitmqctl takes seconds to start
 
   it('holds the nack of a message whose copy was refused behind the copies still awaiting their confirm', async () => {
     // A message comes back after its copy was refused, and in the same batch, before it, a new

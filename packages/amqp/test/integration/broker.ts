@@ -239,46 +239,48 @@ export async function brokerUser(): Promise<BrokerUser | undefined> {
   return { url: broker.toString(), name, remove: () => ctl('delete_user', name).catch(() => undefined) }
 }
 
-/** The broker's `max_message_size` lowered for a test (see {@link lowerMaxMessageSize}). */
-export interface LoweredMaxMessageSize {
-  /** Sets the limit back to what it was; channels opened meanwhile keep the lowered one. */
-  restore(): Promise<void>
+/** The properties {@link enqueueInsideBroker} can give a message. */
+export interface InsideProperties {
+  readonly messageId?: string
+  readonly replyTo?: string
 }
 
 /**
- * Lowers the broker's `max_message_size` to `bytes` with `rabbitmqctl eval` (the broker on this
- * machine), until `restore()`. RabbitMQ reads the limit when a channel opens and keeps it for that
- * channel's life, so only channels opened before `restore()` refuse a larger message (406
- * PRECONDITION_FAILED, closing the channel); the setting is the whole broker's, so a test
- * restores it as soon as the channel it needs is open. `undefined` when that cannot be done (no
- * `rabbitmqctl`, a broker elsewhere), and the test says so and skips; under CI=true it throws.
+ * Puts one message into `queue` (on the vhost of `BROKER_URL`) from inside the broker, with
+ * `rabbitmqctl eval` (the broker on this machine), past the checks the broker makes on a client's
+ * `basic.publish`: a test gets a message into a queue that no client could publish (a reply-to of
+ * `amq.rabbitmq.reply-to`, which the broker refuses or rewrites), without changing any setting of
+ * the broker, which the other test files, run at the same time, share. `false` when that cannot be
+ * done (no `rabbitmqctl`, a broker elsewhere), and the test says so and skips; under CI=true it
+ * throws instead, as an unreachable broker does.
  */
-export async function lowerMaxMessageSize(bytes: number): Promise<LoweredMaxMessageSize | undefined> {
-  const evaluate = (expression: string): Promise<string> =>
-    new Promise<string>((resolve, reject) =>
+export async function enqueueInsideBroker(
+  queue: string,
+  body: object,
+  properties: InsideProperties,
+): Promise<boolean> {
+  // Base64 in Erlang binaries: no quoting of names, bodies or properties to get wrong.
+  const binary = (text: string): string => `base64:decode(<<"${Buffer.from(text).toString('base64')}">>)`
+  const vhost = decodeURIComponent(new URL(BROKER_URL).pathname.slice(1)) || '/'
+  const props = [
+    ...(properties.messageId === undefined ? [] : [`{message_id, ${binary(properties.messageId)}}`]),
+    ...(properties.replyTo === undefined ? [] : [`{reply_to, ${binary(properties.replyTo)}}`]),
+  ]
+  const expression = `rabbit_basic:publish(rabbit_misc:r(${binary(vhost)}, exchange, <<>>), ${binary(queue)}, [${props.join(', ')}], ${binary(JSON.stringify(body))}).`
+  try {
+    const answer = await new Promise<string>((resolve, reject) =>
       execFile('rabbitmqctl', ['eval', expression], { timeout: 30_000 }, (error, stdout) =>
         error === null ? resolve(stdout.trim()) : reject(error),
       ),
     )
-  let before: string
-  try {
-    before = await evaluate('application:get_env(rabbit, max_message_size).')
-    await evaluate(`application:set_env(rabbit, max_message_size, ${Math.trunc(bytes)}).`)
+    // 3.10 answers `ok`; a later broker may answer `{ok, ...}`. Anything else is a failure.
+    if (answer !== 'ok' && !answer.startsWith('{ok,')) throw new Error(`rabbitmqctl eval answered ${answer}`)
+    return true
   } catch (error) {
-    const reason = `cannot set the broker's max_message_size with rabbitmqctl: ${String(error)}`
+    const reason = `cannot put a message into a queue with rabbitmqctl eval: ${String(error)}`
     if (process.env.CI === 'true') throw new Error(`${reason} (CI=true: the test that needs it must run)`)
     console.warn(`\n!!! ${reason}\n`)
-    return undefined
-  }
-  const was = /^\{ok,(\d+)\}$/.exec(before)?.[1]
-  return {
-    restore: async () => {
-      await evaluate(
-        was === undefined
-          ? 'application:unset_env(rabbit, max_message_size).'
-          : `application:set_env(rabbit, max_message_size, ${was}).`,
-      )
-    },
+    return false
   }
 }
 
