@@ -395,7 +395,9 @@ class HttpServer implements HttpServerSource {
   /** Per connection, which of its requests is let in and which wait unread (see {@link Turns}). */
   readonly #turns = new WeakMap<Duplex, Turns>()
   /** The connections that got an answer that closes them, read on until they close (see `#linger`). */
-  readonly #lingering = new WeakSet<Socket>()
+  readonly #lingering = new Set<Socket>()
+  /** Set once `run` returns: from then on, an answer that closes its connection closes it at once. */
+  #closed = false
 
   constructor(options: HttpServerOptions) {
     this.#options = options
@@ -541,6 +543,18 @@ class HttpServer implements HttpServerSource {
       await new Promise<void>((resolve) => {
         this.#drained = resolve
       })
+    // A lingering connection owes its client nothing more: left to its bounds, it would keep the
+    // process alive after the stop. Closed now, and from here on no connection lingers.
+    this.#closed = true
+    await Promise.all(
+      [...this.#lingering].map(
+        (socket) =>
+          new Promise<void>((resolve) => {
+            socket.once('close', () => resolve())
+            socket.destroy()
+          }),
+      ),
+    )
   }
 
   /**
@@ -595,11 +609,17 @@ class HttpServer implements HttpServerSource {
    * the client still sends, until it ends its side or past {@link LINGER_BYTES} or
    * {@link LINGER_MS}, then closes: closed at once with bytes arriving, the connection would be
    * reset, and the client could lose the answer. Nothing read now is parsed: no request after
-   * such an answer is served. Idempotent.
+   * such an answer is served. Once `run` returned, and for those lingering when it returns, the
+   * connection is closed at once. Idempotent.
    */
   #linger(socket: Socket): void {
     // Ended already, the client sends nothing more: Node's close is the right one.
     if (socket.destroyed || socket.readableEnded || this.#lingering.has(socket)) return
+    // After the stop, closed at once (as Node's server would), so the process can end.
+    if (this.#closed) {
+      socket.destroySoon()
+      return
+    }
     this.#lingering.add(socket)
     // Undoes the close Node's server arranged (`destroySoon`) for once the answer is flushed.
     socket.removeListener('finish', socket.destroy)
@@ -615,7 +635,10 @@ class HttpServer implements HttpServerSource {
     for (const listener of socket.listeners('data'))
       if (listener !== discard) socket.removeListener('data', listener as (...args: unknown[]) => void)
     socket.once('end', () => socket.destroy())
-    socket.once('close', () => clearTimeout(timer))
+    socket.once('close', () => {
+      clearTimeout(timer)
+      this.#lingering.delete(socket)
+    })
     const http = socket as Socket & HttpSocket
     if (http._paused === true) http._paused = false
     socket.resume()

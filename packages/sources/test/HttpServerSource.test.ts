@@ -426,6 +426,31 @@ describe('httpServer: bodies', () => {
     expect(parseRawResponse(text)).toMatchObject({ status: 413, body: { code: 'BODY_TOO_LARGE' } })
   })
 
+  it('closes, when the stop comes, a connection it reads on after a refusal: run returns with it closed', async () => {
+    const { source, context, port, run } = await start({ maxBodyBytes: 1024 })
+    // A client that keeps its side open once the server ended its own, silent: only the source closes.
+    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true })
+    const chunks: Buffer[] = []
+    let ended = false
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+    socket.on('end', () => {
+      ended = true
+    })
+    socket.on('error', () => {})
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+    socket.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n${'x'.repeat(2048)}`)
+    // Its 413 read (the source ended its side): the connection lingers.
+    while (!ended) await new Promise((r) => setTimeout(r, 5))
+    expect(source.counters.openConnections).toBe(1)
+    context.stop()
+    await run
+    // Left open, it would keep the process alive after the stop until the lingering ends.
+    expect(source.counters.openConnections).toBe(0)
+    socket.end()
+    await closed
+    expect(parseRawResponse(Buffer.concat(chunks).toString('utf8')).status).toBe(413)
+  })
+
   it('accepts a body of exactly maxBodyBytes', async () => {
     const body = '[{"a":1}]'
     const { context, port } = await start({ maxBodyBytes: Buffer.byteLength(body) })
