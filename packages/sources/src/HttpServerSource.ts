@@ -596,6 +596,8 @@ class HttpServer implements HttpServerSource {
           ? ([431, 'HEADERS_TOO_LARGE', 'the request headers are too large'] as const)
           : ([400, 'BAD_REQUEST', 'the request is not valid HTTP/1.1'] as const)
     this.#count(status, code)
+    // Whatever Node still parses on this connection is not served (see `#handle`).
+    if (turns !== undefined) turns.closing = true
     const text = JSON.stringify(this.#refusal(code, message)) + '\n'
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json\r\n` +
@@ -610,13 +612,18 @@ class HttpServer implements HttpServerSource {
    * {@link LINGER_MS}, then closes: closed at once with bytes arriving, the connection would be
    * reset, and the client could lose the answer. Nothing read now is parsed: no request after
    * such an answer is served. Once `run` returned, and for those lingering when it returns, the
-   * connection is closed at once. Idempotent.
+   * connection is closed at once; so too where Node's server does not feed its parser as this
+   * expects (a Node of another design): nothing here throws or waits on a missing internal.
+   * Idempotent.
    */
   #linger(socket: Socket): void {
     // Ended already, the client sends nothing more: Node's close is the right one.
     if (socket.destroyed || socket.readableEnded || this.#lingering.has(socket)) return
-    // After the stop, closed at once (as Node's server would), so the process can end.
-    if (this.#closed) {
+    // Node's server feeds its parser through a 'data' listener of the socket (and reads the
+    // socket's stream itself only until one is added). Where there is none (a Node of another
+    // design), the parser could not be stopped: closed at once, as Node's server would. So too
+    // after the stop, so the process can end.
+    if (this.#closed || socket.listeners('data').length === 0) {
       socket.destroySoon()
       return
     }

@@ -1,10 +1,10 @@
 import { constants } from 'node:buffer'
 import { request as httpRequest } from 'node:http'
-import { connect } from 'node:net'
+import { connect, Socket } from 'node:net'
 import { deflateSync, gzipSync } from 'node:zlib'
 import { HttpServerError, HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
 import { ComponentError, MAX_TIMER_MS } from '@ackline/topology'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { FakeSourceContext } from './support/FakeSourceContext.js'
 import { request } from './support/HttpRequest.js'
 import { parseRawResponse, RawConnection } from './support/RawConnection.js'
@@ -672,6 +672,39 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(body.code).toBe('REQUEST_TIMEOUT')
     expect(source.counters.refused.REQUEST_TIMEOUT).toBe(1)
     expect(context.batches.length).toBe(1)
+  })
+
+  it('serves nothing a client sends after its 408, and closes at once where it cannot stop Node parsing (a Node of another design)', async () => {
+    const { source, context, port } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 300 })
+    // A Node whose parser is not fed by a 'data' listener on the socket: the source cannot stop it.
+    const listeners = Socket.prototype.listeners
+    const spy = vi.spyOn(Socket.prototype, 'listeners').mockImplementation(function (this: Socket, name) {
+      return name === 'data' ? [] : listeners.call(this, name)
+    })
+    try {
+      const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true })
+      const chunks: Buffer[] = []
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+      socket.on('error', () => {})
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+      const body = '[{"late":1}]'
+      socket.write(
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n[`,
+      )
+      while (!Buffer.concat(chunks).toString('utf8').includes('\r\n\r\n'))
+        await new Promise((r) => setTimeout(r, 5))
+      // Cut off with 408: the rest of its body, and a request after it, arrive only now.
+      socket.write(
+        `${body.slice(1)}POST / HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      )
+      socket.end()
+      await closed
+      expect(parseRawResponse(Buffer.concat(chunks).toString('utf8')).status).toBe(408)
+      expect(context.batches).toEqual([])
+      while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+    } finally {
+      spy.mockRestore()
+    }
   })
 
   it('does not count the time the pipeline takes against requestTimeoutMs', async () => {
