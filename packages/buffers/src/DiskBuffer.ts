@@ -10,15 +10,15 @@
  *   resolves only after the fsync that covers it (see {@link SyncPolicy} for what a crash loses).
  * - A record is deleted only once it, and every record before it in its segment, was
  *   acknowledged: the ledger keeps the contiguous acknowledged prefix, a segment is removed when
- *   the prefix passes its end, and after a crash everything from the first unacknowledged record
+ *   the prefix passes its end (once a checkpoint saved that), and after a crash everything from the first unacknowledged record
  *   on is read again (at-least-once; records acknowledged above a gap may come back too).
  * - A negatively acknowledged record is never deleted: `nack` redelivers it after a back-off,
  *   `deadLetter` moves it durably to the dead-letter queue before acknowledging it here.
  * - The sequence number of a durable record is never given to another record (the ledger keeps
- *   the next number); only a record lost before it was fsynced can see its number reused, and
- *   the records of a buffer emptied just before a crash (its one segment reclaimed for an append
- *   waiting for room, before the ledger saved the next number). A dead letter is matched on open
- *   only below the next number, so a number given again never takes a record for dead-lettered.
+ *   the next number, and a segment, the buffer's last one too, is deleted only after a checkpoint
+ *   saved the prefix past it); only a record lost before it was fsynced can see its number
+ *   reused. A dead letter is matched on open only below the next number, so a number given again
+ *   never takes a record for dead-lettered.
  *
  * Directory layout: `NNNNNNNNNNNNNNNNNNNN.seg` segment files named after their first sequence
  * number, `ledger.json`, `settings.json` (the settings that shape the files), `lock`, and

@@ -93,6 +93,7 @@ export class BufferParts implements BufferRemains {
         acks: this.acks,
         markAcked: (seq) => this.markAcked(seq),
         changed: () => this.checkpoints.changed(),
+        saveLedger: () => this.checkpoints.write(),
         wake: () => this.wake(),
         abandoned: () => kind() === 'crashed',
         counters: this.counters,

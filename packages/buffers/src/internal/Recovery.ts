@@ -224,14 +224,14 @@ export const Recovery = {
       }
     }
     // Records the ledger counts unacknowledged below the first segment left (or, with none left,
-    // below nextSeq) are gone with their segment. The files cannot tell why: deleted from outside
-    // (lost), or acknowledged, their segment deleted, and a crash (or a failed checkpoint) before
-    // the ledger saved it (a segment goes as soon as the prefix passes it, the checkpoint after).
-    // So it is always said.
+    // below nextSeq) are gone with their segment. A segment is deleted only after a checkpoint
+    // saved the prefix past it, so no crash leaves this: deleted from outside (lost), or an older
+    // ledger restored. Buffers written before that rule may show it once after a crash, hence
+    // both readings in the message.
     const resumesAt = segments[0]?.firstSeq ?? nextSeq
     if (known !== undefined && known.ackedBelow < resumesAt) {
       s.log(
-        `disk buffer ${path}: records ${known.ackedBelow}..${resumesAt - 1}, which ${Ledger.FILE} counts unacknowledged, are gone: the segment(s) holding them are not on disk (${segments[0] === undefined ? 'none is left' : `the first one left is ${segments[0].name}`}). If they were deleted from outside the buffer, those records are lost; if the buffer stopped (a crash, or a checkpoint that failed) after they were acknowledged and their segment deleted, before ${Ledger.FILE} saved that, nothing is lost (the files cannot tell the two apart). Delivering from record ${resumesAt}`,
+        `disk buffer ${path}: records ${known.ackedBelow}..${resumesAt - 1}, which ${Ledger.FILE} counts unacknowledged, are gone: the segment(s) holding them are not on disk (${segments[0] === undefined ? 'none is left' : `the first one left is ${segments[0].name}`}). This buffer deletes a segment only after ${Ledger.FILE} saved its records acknowledged, so they were deleted from outside the buffer (those records are lost) or an older ${Ledger.FILE} was restored; only an earlier version, which deleted first and saved after, left this after a crash with nothing lost. Delivering from record ${resumesAt}`,
       )
     }
     let ackedBelow = known?.ackedBelow ?? segments[0]?.firstSeq ?? nextSeq

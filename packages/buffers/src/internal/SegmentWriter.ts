@@ -14,7 +14,7 @@
  * after an fsync that started after its write; a group whose write failed leaves nothing readable
  * behind, and its sequence numbers are reused only when no later append holds the numbers after
  * them (otherwise they are skipped, as acknowledged); a segment is deleted only once the
- * acknowledged prefix passed its end, and the segment being written only when everything is
+ * acknowledged prefix passed its end and a ledger checkpoint saved that, and the segment being written only when everything is
  * acknowledged and a writer waits for room.
  *
  * @module
@@ -39,6 +39,8 @@ export interface SegmentWriterContext {
   readonly markAcked: (seq: number) => void
   /** Something the ledger records changed (a record written, a segment added or deleted). */
   readonly changed: () => void
+  /** Writes a ledger checkpoint now; call it from a job on the lane. */
+  readonly saveLedger: () => Promise<void>
   /** Wakes readers (records became visible, or a write failed). */
   readonly wake: () => void
   /** The buffer was abandoned (a simulated crash): the lane touches no file again. */
@@ -457,11 +459,35 @@ export class SegmentWriter {
     while (segments.length > 1 && segments[1]!.firstSeq <= this.#c.acks.below) {
       const seg = segments.shift()!
       this.#c.changed()
+      const end = segments[0]!.firstSeq
       void this.serial(async () => {
-        await this.#unlinkAcknowledged(seg)
+        if (await this.#ledgerSavedBelow(end, seg)) await this.#unlinkAcknowledged(seg)
         this.#bytesOnDisk -= seg.size
         this.releaseWaiters()
       })
+    }
+  }
+
+  /**
+   * Makes sure the ledger on disk says every record below `end` (those of `seg`) was acknowledged
+   * before `seg` is deleted: a segment gone with records the ledger counts unacknowledged is, on
+   * open, records perhaps lost (deleted from outside), which a crash between the delete and the
+   * next checkpoint must not look like. One checkpoint a segment deleted, none while the saved
+   * prefix is already past it. False (the segment is left on disk, logged, for a later open) when
+   * that checkpoint fails.
+   */
+  async #ledgerSavedBelow(end: number, seg: Segment): Promise<boolean> {
+    const { acks } = this.#c
+    if (acks.below - acks.unsaved >= end) return true
+    try {
+      await this.#c.saveLedger()
+      return true
+    } catch (error) {
+      const { path, log } = this.#c.settings
+      log(
+        `disk buffer ${path}: could not save the ledger before deleting segment ${seg.name}, every record of which was acknowledged (${(error as Error).message}); left on disk for a later open`,
+      )
+      return false
     }
   }
 
@@ -501,7 +527,7 @@ export class SegmentWriter {
       const file = this.#active
       this.#active = undefined
       await file?.close().catch(() => undefined)
-      await this.#unlinkAcknowledged(seg)
+      if (await this.#ledgerSavedBelow(this.#nextSeq, seg)) await this.#unlinkAcknowledged(seg)
       this.#bytesOnDisk -= seg.size
       this.#c.changed()
       this.releaseWaiters()
