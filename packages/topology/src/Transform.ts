@@ -27,12 +27,13 @@ export interface TransformContext {
   /** The transform's component id. */
   readonly id: string
   /**
-   * Whether a sink's status for what this transform emits can matter: `true` when its output
-   * reaches a sink that acknowledges and a source that acknowledges feeds it. When `false`, every
-   * event it passes on counts as `delivered` wherever it goes (a sink without acknowledgements
-   * settles it on accept), so a transform that watches what becomes of its output (as `dedupe`
-   * does, to forget a key whose event was not delivered) may skip the watching. Fixed for the
-   * run.
+   * Whether a status for what this transform emits can matter: `true` when a source that
+   * acknowledges feeds it and its output reaches a sink that acknowledges or another transform
+   * (which may settle an event `errored` or `rejected` before any sink sees it). When `false`,
+   * every event it passes on counts as `delivered` wherever it goes (a sink without
+   * acknowledgements settles it on accept), so a transform that watches what becomes of its
+   * output (as `dedupe` does, to forget a key whose event was not delivered) may skip the
+   * watching. Fixed for the run.
    */
   readonly acknowledgements: boolean
   /**

@@ -570,6 +570,22 @@ describe("a transform's context.acknowledgements", () => {
     }).toEqual({ upstream: [true], toAcked: [true], toBoth: [true], toUnacked: [false], fromDeaf: [false] })
   })
 
+  it('is true where another transform follows it, even if only a sink without acknowledgements is after that', async () => {
+    // The second transform may throw or drop 'rejected': that status reaches the source.
+    const first = noting()
+    const last = noting()
+    const topology = new TopologyBuilder({ ...quiet, acknowledgements: true })
+      .source('in', testSource([[{ n: 1 }]]))
+      .transform('first', ['in'], first.transform)
+      .transform('last', ['first'], last.transform)
+      .sink('unacked', ['last'], testSink(), { acknowledgements: false })
+      .sink('acked', ['in'], testSink())
+      .build()
+    await topology.start()
+    await topology.done
+    expect({ first: first.said, last: last.said }).toEqual({ first: [true], last: [false] })
+  })
+
   it('is false for every transform of a topology without acknowledgements', async () => {
     const t = noting()
     const topology = new TopologyBuilder(quiet)

@@ -36,8 +36,9 @@ export interface TopologyPlan {
   /** Whether events reaching each sink may carry finalizers (some acknowledging source feeds it). */
   readonly sinkCarriesFinalizers: ReadonlyMap<string, boolean>
   /**
-   * Whether each transform's output reaches a sink that acknowledges, and an acknowledging source
-   * feeds it: only then can a sink's status for what it emits differ from `delivered`.
+   * Whether an acknowledging source feeds each transform and its output reaches a sink that
+   * acknowledges or another transform: only then can a status for what it emits differ from
+   * `delivered` (a transform after it may settle an event `errored` or `rejected`).
    */
   readonly transformAcks: ReadonlyMap<string, boolean>
 }
@@ -235,15 +236,22 @@ export function planTopology(
     sinkCarriesFinalizers.set(sinkId, carries)
   }
 
+  // Not only an acknowledging sink can settle what a transform emits otherwise: a transform after
+  // it may throw, drop with 'rejected' or refuse at a full channel, and that status reaches the
+  // source even when the only sink after it settles on accept.
   const transformAcks = new Map<string, boolean>()
-  for (const [sinkId, acks] of sinkAcks) {
-    if (!acks) continue
-    for (const id of reachable([sinkId], upstreamOf)) {
-      if (byId.get(id)!.role !== 'transform' || transformAcks.has(id)) continue
-      let fed = false
-      for (const up of reachable([id], upstreamOf)) if (sourceAcks.get(up) === true) fed = true
-      transformAcks.set(id, fed)
+  for (const decl of byId.values()) {
+    if (decl.role !== 'transform') continue
+    let fed = false
+    for (const up of reachable([decl.id], upstreamOf)) if (sourceAcks.get(up) === true) fed = true
+    let matters = false
+    if (fed) {
+      for (const id of reachable(downstream(decl.id), downstream)) {
+        const role = byId.get(id)!.role
+        if (role === 'transform' || (role === 'sink' && sinkAcks.get(id) === true)) matters = true
+      }
     }
+    transformAcks.set(decl.id, matters)
   }
 
   if (problems.length > 0) return { plan: undefined, problems, warnings }

@@ -5,7 +5,13 @@
 import type { BatchStatus, JsonObject } from '@ackline/core'
 import { type MemorySink, memory } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
-import { type LifecycleEvent, type Source, type Topology, TopologyBuilder } from '@ackline/topology'
+import {
+  type LifecycleEvent,
+  type Source,
+  type Topology,
+  TopologyBuilder,
+  type Transform,
+} from '@ackline/topology'
 import { dedupe, filter, reduce, remap, route, sample } from '@ackline/transforms'
 import { describe, expect, it } from 'vitest'
 
@@ -214,6 +220,45 @@ describe('transforms in a topology', () => {
       }
     },
   )
+
+  it('dedupe: a redelivery of an event a transform after it failed reaches the sink again, though that sink does not acknowledge', async () => {
+    // The source acknowledges (it feeds 'audit'); dedupe's output reaches only a sink without
+    // acknowledgements, through a transform that throws on the first attempt: that transform's
+    // 'errored' reaches the source, which sends the record again.
+    const statuses: BatchStatus[] = []
+    const redelivering: Source = {
+      kind: 'redelivering',
+      canAcknowledge: true,
+      async run(context) {
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const receipt = await context.send([{ id: 'a', attempt }])
+          const status = await receipt.status
+          statuses.push(status)
+          if (status === 'delivered') break
+        }
+      },
+    }
+    const failsFirst: Transform = {
+      kind: 'fails-first',
+      process(events, context) {
+        for (const event of events.events) if (event.get('attempt') === 0) throw new Error('not yet')
+        context.emitAll(events)
+      },
+    }
+    const out = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', redelivering)
+      .transform('dedupe', ['in'], dedupe({ fields: ['id'] }))
+      .transform('check', ['dedupe'], failsFirst)
+      .sink('out', ['check'], out, { acknowledgements: false })
+      .sink('audit', ['in'], memory())
+      .build()
+    await runToEnd(topology)
+    // Before, dedupe was told no status could matter (no acknowledging sink after it), took the
+    // first attempt for delivered and dropped the second as its duplicate: 'delivered', never written.
+    expect(statuses).toEqual(['errored', 'delivered'])
+    expect(fields(out)).toEqual([{ id: 'a', attempt: 1 }])
+  })
 
   it('reduce: a merge path it cannot write in one group leaves the other groups and batches delivered', async () => {
     const { gen, statuses } = source(
