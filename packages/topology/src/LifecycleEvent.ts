@@ -66,7 +66,8 @@ export type ComponentErrorCode =
    * A sink's `stop()` threw or rejected, once its writes had ended (what they wrote was settled
    * already): it may not have released what it holds (a file, a connection). Also: the buffer in
    * front of a sink, given up at a forced stop, had not finished `dispose()` within the stop's
-   * `disposeTimeoutMs` (it may still hold its files, a disk buffer's lock); the stop went on.
+   * `disposeTimeoutMs`, or its `dispose()` rejected (`cause`: its error); it may still hold its
+   * files (a disk buffer's lock); the stop went on.
    */
   | 'STOP_FAILED'
 

@@ -126,6 +126,40 @@ describe('a buffer of another kind in front of a sink', () => {
     gate.open()
   })
 
+  it('a forced stop whose buffer dispose() rejects reports STOP_FAILED naming the sink and the cause', async () => {
+    // A dispose() that rejected was swallowed: the buffer may still hold its files, and no one heard.
+    const gate = new Gate()
+    const buffer = queueBuffer()
+    const dispose = buffer.dispose!.bind(buffer)
+    const cause = new Error('lock release failed')
+    buffer.dispose = async () => {
+      await dispose()
+      throw cause
+    }
+    const source = testSource([records(1)], { untilStopped: true })
+    const topology = new TopologyBuilder(on)
+      .source('in', source)
+      .sink('out', ['in'], testSink({ gate }), { buffer: { kind: 'remote_queue', open: async () => buffer } })
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.waitFor(() => expect(gate.waiting).toBe(1))
+    await topology.stop({ drainTimeoutMs: 0 })
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([
+      expect.objectContaining({
+        component: 'out',
+        code: 'STOP_FAILED',
+        message: expect.stringMatching(
+          /remote_queue buffer in front of sink 'out'.*dispose\(\) failed.*lock release failed/,
+        ),
+        cause,
+      }),
+    ])
+    expect(facts.at(-1)).toEqual({ type: 'topology_stopped', forced: true })
+    gate.open()
+  })
+
   it('refuses at start one buffer object a factory opened for two sinks, naming both, and starts no sink', async () => {
     // Two sinks read one buffer: each took the other's events, and it was closed and disposed twice.
     const shared = queueBuffer()

@@ -262,7 +262,17 @@ export class Runtime {
       } else {
         const discarding: Discarding = { id, released: false, done: RESOLVED }
         discarding.done = discard(buffer)
-          .catch(() => {})
+          .catch((error: unknown) => {
+            // It may still hold its files (a disk buffer's lock): said, not swallowed.
+            this.#emit({
+              type: 'component_error',
+              component: id,
+              code: 'STOP_FAILED',
+              message: `${this.#bufferOf(id)} dispose() failed at the forced stop: ${messageOf(error)}; it may still hold its files (a disk buffer's lock)`,
+              events: 0,
+              cause: error,
+            })
+          })
           .then(() => {
             discarding.released = true
           })
@@ -291,20 +301,25 @@ export class Runtime {
     clearTimeout(timer)
     for (const d of discarding) {
       if (d.released) continue
-      const decl = this.#plan.components.find((c) => c.id === d.id)!
-      const options = decl.role === 'source' ? undefined : decl.options.buffer
-      const buffer =
-        options !== undefined && isEdgeBufferFactory(options)
-          ? `the ${textOf(options.kind)} buffer`
-          : 'the buffer'
       this.#emit({
         type: 'component_error',
         component: d.id,
         code: 'STOP_FAILED',
-        message: `${buffer} in front of ${decl.role} '${d.id}' (${textOf(decl.component.kind)}) had not finished dispose() ${timeoutMs} ms after the forced stop: it may still hold its files (a disk buffer's lock); the stop goes on without it`,
+        message: `${this.#bufferOf(d.id)} had not finished dispose() ${timeoutMs} ms after the forced stop: it may still hold its files (a disk buffer's lock); the stop goes on without it`,
         events: 0,
       })
     }
+  }
+
+  /** "the <kind> buffer in front of sink '<id>' (<sink kind>)", for a report about that buffer. */
+  #bufferOf(id: string): string {
+    const decl = this.#plan.components.find((c) => c.id === id)!
+    const options = decl.role === 'source' ? undefined : decl.options.buffer
+    const buffer =
+      options !== undefined && isEdgeBufferFactory(options)
+        ? `the ${textOf(options.kind)} buffer`
+        : 'the buffer'
+    return `${buffer} in front of ${decl.role} '${id}' (${textOf(decl.component.kind)})`
   }
 
   /** After the drain: batches whose handles are still held somewhere are reported `errored`. */
