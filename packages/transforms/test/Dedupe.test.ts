@@ -1,5 +1,5 @@
 import { BatchNotifier, type BatchStatusReceiver, type LogEvent } from '@ackline/core'
-import { DedupeOptions, dedupe } from '@ackline/transforms'
+import { DedupeOptions, dedupe, reduce, sample } from '@ackline/transforms'
 import fc from 'fast-check'
 import { describe, expect, it, vi } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
@@ -195,6 +195,15 @@ describe('dedupe', () => {
     ).toEqual(['fields[1]', 'cacheSize', 'dropStatus'])
     expect(dedupe({ fields: ['id'] }).validate()).toEqual([])
   })
+
+  it.each(['user id', 'naïve.ключ', '$meta.id', '0', 'tags.0', ' ', '__proto__'])(
+    'accepts the field path %j (spaces, unicode, a leading $, numbers: any key but an empty one)',
+    (path) => {
+      expect(dedupe({ fields: [path] }).validate()).toEqual([])
+      expect(reduce({ groupBy: [path], merge: { [`${path}.n`]: 'sum' } }).validate()).toEqual([])
+      expect(sample({ rate: 2, keyField: path }).validate()).toEqual([])
+    },
+  )
 
   it.each(['a..b', 'a.', '.a'])('refuses the field path %j, which names a key named ""', (path) => {
     expect(dedupe({ fields: ['id', path] }).validate()).toMatchObject([
