@@ -274,6 +274,37 @@ function retryIssues(retry: unknown): ConfigIssue[] {
 }
 
 /** One run of the source: the tails, the stored checkpoints, the dead-letter file. */
+/**
+ * Whether `birthtimeMs` read through a file handle in `directory` is the file's birth time. Where
+ * statx is refused (kernels before 4.11, container seccomp profiles before Docker 18.04), libuv
+ * gives the change time in its place on Linux: it moves at every append and chmod, and a checkpoint
+ * that kept it would never match its file again (read from its start at every restart). Found by
+ * changing a probe file's mode until its change time moves: a birth time that moved with it, or 0,
+ * is none. Any error (a read-only directory) says none: the fingerprint alone decides, as before.
+ */
+async function birthTimesKept(directory: string): Promise<boolean> {
+  const path = join(directory, `.birth-probe-${process.pid}-${Math.random().toString(36).slice(2)}`)
+  let handle: FileHandle | undefined
+  try {
+    handle = await open(path, 'w', 0o600)
+    const first = await handle.stat()
+    if (!(first.birthtimeMs > 0)) return false
+    // The change time moves by the file system's clock tick (a few ms at most); bounded all the same.
+    for (let i = 0; i < 200; i++) {
+      await handle.chmod(i % 2 === 0 ? 0o644 : 0o600)
+      const now = await handle.stat()
+      if (now.ctimeMs !== first.ctimeMs) return now.birthtimeMs === first.birthtimeMs
+      await new Promise((resolve) => setTimeout(resolve, 2))
+    }
+    return false
+  } catch {
+    return false
+  } finally {
+    await handle?.close().catch(() => {})
+    if (handle !== undefined) await unlink(path).catch(() => {})
+  }
+}
+
 class FileRun {
   readonly #tails = new Map<string, FileTail>()
   /** Files no longer read whose lines are still in flight. */
@@ -361,6 +392,9 @@ class FileRun {
     this.#startPattern = start === undefined ? undefined : new RegExp(start)
   }
 
+  /** Whether `birthtimeMs` is a birth time here (see birthTimesKept); read at the start of run. */
+  #birthTimes = false
+
   async run(): Promise<void> {
     this.#stored = await this.#checkpoints.load()
     const deadLetterPath = join(this.o.checkpoints, DEAD_LETTER_FILE)
@@ -373,6 +407,7 @@ class FileRun {
         { cause: error, component: this.context.id, field: 'deadLetter' },
       )
     })
+    this.#birthTimes = await birthTimesKept(this.o.checkpoints)
     const signal = this.context.signal
     try {
       while (!signal.aborted) {
@@ -552,8 +587,9 @@ class FileRun {
       await handle.close().catch(() => {})
       return
     }
-    // 0 where the file system keeps no birth time.
-    const born = opened.birthtimeMs > 0 ? opened.birthtimeMs : undefined
+    // 0 where the file system keeps no birth time; not one at all where Node reads the change
+    // time for it (see birthTimesKept).
+    const born = this.#birthTimes && opened.birthtimeMs > 0 ? opened.birthtimeMs : undefined
     const stored = this.#stored.get(key)
     let fingerprint: Awaited<ReturnType<typeof fingerprintOf>>
     let storedPrint: Awaited<ReturnType<typeof fingerprintOf>>

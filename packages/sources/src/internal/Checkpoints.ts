@@ -27,7 +27,8 @@ export interface Checkpoint {
    * The file's birth time (`stat().birthtimeMs`), where the file system keeps one (ext4, XFS,
    * Btrfs, tmpfs on recent kernels): a later file that reuses the inode was born later, whatever
    * its first bytes. Absent where the file system does not tell it (Node then reads 0), and in
-   * checkpoints written before it was kept; the fingerprint alone decides then.
+   * checkpoints written before it was kept, and where Node reads the change time for it (no
+   * statx: see `birthTimesKept` in FileSource); the fingerprint alone decides then.
    */
   readonly born?: number
   readonly offset: number

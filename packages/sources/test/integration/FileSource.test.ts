@@ -1952,6 +1952,44 @@ describe('file source', () => {
     expect(context.batches).toEqual([])
   })
 
+  it('resumes a file where Node reads no birth time but the change time (stat without statx), not reading it again', async () => {
+    // libuv, where statx is refused (an old kernel, an old container seccomp profile), gives the
+    // change time as the birth time on Linux: it moves at every append.
+    const probe = await open(join(dir, 'probe'), 'w')
+    const proto = Object.getPrototypeOf(probe) as FileHandle
+    await probe.close()
+    const real = proto.stat
+    const spy = vi.spyOn(proto, 'stat').mockImplementation(async function (this: FileHandle) {
+      const s = await real.call(this)
+      Object.assign(s, { birthtimeMs: s.ctimeMs, birthtime: s.ctime })
+      return s
+    } as typeof proto.stat)
+    try {
+      const log = join(dir, 'app.log')
+      const cp = join(dir, 'cp')
+      writeFileSync(log, lines('a', 'b'))
+      const before = statSync(log).ctimeMs
+      const sink = collect()
+      const first = await start({ include: [log], checkpoints: cp }, sink)
+      await vi.waitUntil(() => sink.received.length === 2 && checkpoint(log) === statSync(log).size)
+      await first.topology.stop()
+      appendFileSync(log, lines('c'))
+      // The change time read off the file, not slept on: it must have moved since the first run.
+      while (statSync(log).ctimeMs === before) {
+        await new Promise((resolve) => setTimeout(resolve, 5))
+        chmodSync(log, 0o644)
+        chmodSync(log, 0o600)
+      }
+      const again = collect()
+      const second = await start({ include: [log], checkpoints: cp }, again)
+      await vi.waitUntil(() => again.received.length >= 3 || checkpoint(log) === statSync(log).size)
+      await second.topology.stop()
+      expect(again.received).toEqual(['c'])
+    } finally {
+      spy.mockRestore()
+    }
+  })
+
   it('resumes a file at a checkpoint written before birth times were kept (no born)', async () => {
     const cp = join(dir, 'cp')
     mkdirSync(cp)
