@@ -273,7 +273,6 @@ function retryIssues(retry: unknown): ConfigIssue[] {
   return issues
 }
 
-/** One run of the source: the tails, the stored checkpoints, the dead-letter file. */
 /**
  * Whether `birthtimeMs` read through a file handle in `directory` is the file's birth time. Where
  * statx is refused (kernels before 4.11, container seccomp profiles before Docker 18.04), libuv
@@ -305,6 +304,7 @@ async function birthTimesKept(directory: string): Promise<boolean> {
   }
 }
 
+/** One run of the source: the tails, the stored checkpoints, the dead-letter file. */
 class FileRun {
   readonly #tails = new Map<string, FileTail>()
   /** Files no longer read whose lines are still in flight. */

@@ -113,7 +113,7 @@ class Dedupe implements DedupeTransform, BatchResolvedListener {
         if (first !== true) this.#waitFor(first, event)
         context.drop(event)
       } else {
-        // Where no sink's status for it can matter, it counts as delivered once passed on.
+        // Where no status for it can matter (context.acknowledgements), it counts as delivered once passed on.
         seen.add(key, context.acknowledgements ? this.#watch(event, key, context.id) : true)
         context.emit(event)
       }

@@ -149,7 +149,7 @@ export class Runtime {
               code: 'BUFFER_OPEN_FAILED',
               component: decl.id,
               field: 'buffer',
-              message: `the ${options.kind} buffer's factory returned for ${decl.role} '${decl.id}' (${decl.component.kind}) the buffer it had opened for sink '${owner}': each sink needs a buffer of its own (open() must open a new one on each call)`,
+              message: `the ${textOf(options.kind)} buffer's factory returned for ${decl.role} '${decl.id}' (${decl.component.kind}) the buffer it had opened for sink '${owner}': each sink needs a buffer of its own (open() must open a new one on each call)`,
             })
           })(),
         )
