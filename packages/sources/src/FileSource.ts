@@ -50,7 +50,9 @@ export interface FileSourceOptions {
   readonly exclude?: readonly string[]
   /**
    * The directory of the checkpoint file and the dead-letter file; created when missing. Those
-   * two files are never tailed, even where an include pattern matches them.
+   * two files (and their rotations), and the short-lived `.birth-probe-*` file each run makes
+   * there to learn whether the file system keeps birth times, are never tailed, even where an
+   * include pattern matches them.
    */
   readonly checkpoints: string
   /**
@@ -274,6 +276,12 @@ function retryIssues(retry: unknown): ConfigIssue[] {
 }
 
 /**
+ * How the birth-time probe's files are named in the checkpoint directory; one a crash left there
+ * is one of the source's own files, never tailed.
+ */
+const BIRTH_PROBE = '.birth-probe-'
+
+/**
  * Whether `birthtimeMs` read through a file handle in `directory` is the file's birth time. Where
  * statx is refused (kernels before 4.11, container seccomp profiles before Docker 18.04), libuv
  * gives the change time in its place on Linux: it moves at every append and chmod, and a checkpoint
@@ -282,7 +290,7 @@ function retryIssues(retry: unknown): ConfigIssue[] {
  * is none. Any error (a read-only directory) says none: the fingerprint alone decides, as before.
  */
 async function birthTimesKept(directory: string): Promise<boolean> {
-  const path = join(directory, `.birth-probe-${process.pid}-${Math.random().toString(36).slice(2)}`)
+  const path = join(directory, `${BIRTH_PROBE}${process.pid}-${Math.random().toString(36).slice(2)}`)
   let handle: FileHandle | undefined
   try {
     handle = await open(path, 'w', 0o600)
@@ -368,7 +376,7 @@ class FileRun {
     this.#ownFiles = new Set(own.map((path) => resolve(path)))
     this.#ownDirectory = {
       path: resolve(o.checkpoints),
-      names: [basename(this.#checkpoints.path), DEAD_LETTER_FILE],
+      names: [basename(this.#checkpoints.path), DEAD_LETTER_FILE, BIRTH_PROBE],
     }
     // Guarded: a throwing `onNotice` reached from the send path left lines unsent for good.
     this.#notice = warningsTo(

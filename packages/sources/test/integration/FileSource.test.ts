@@ -1075,6 +1075,21 @@ describe('file source', () => {
     expect(sink.received).toEqual(['one', 'bad', 'two', 'three', 'four'])
   })
 
+  it('never tails a birth-time probe file a crash left in the checkpoint directory, when that directory is among the included', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('one'))
+    // A run that crashed while it probed the file system's birth times left its probe file.
+    writeFileSync(join(dir, '.birth-probe-4242-k3x9'), lines('probe'))
+    const sink = collect()
+    const { topology } = await start({ include: [join(dir, '*')], checkpoints: dir }, sink)
+    await vi.waitUntil(() => sink.received.includes('one'))
+    // A scan after the first has ended: 'two' is read in a later one than 'one'.
+    appendFileSync(log, lines('two'))
+    await vi.waitUntil(() => sink.received.includes('two'))
+    await topology.stop()
+    expect(sink.received).toEqual(['one', 'two'])
+  })
+
   it('says once that a path the include patterns match is a directory, not a file, and tails the files beside it', async () => {
     const logs = join(dir, 'logs')
     mkdirSync(logs)
