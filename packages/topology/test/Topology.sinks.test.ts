@@ -469,6 +469,71 @@ describe('a buffer whose close() or dispose() throws at once, or returns no prom
       problems: [{ code: 'SINK_START_FAILED', component: 'bad' }],
     })
   })
+  it('whose dispose() never settles after a sink failed to start: start() rejects 5 s later, and STOP_FAILED names the buffer', async () => {
+    // The failed start waited for the buffer to let go of its files without a bound: start() never
+    // settled, and neither did a stop() that waited for it.
+    vi.useFakeTimers()
+    const buffer = queueBuffer()
+    buffer.dispose = () => new Promise<void>(() => {})
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('out', ['in'], testSink(), { buffer: { kind: 'remote_queue', open: async () => buffer } })
+      .sink('bad', ['in'], {
+        ...testSink(),
+        start: () => Promise.reject(new Error('ECONNREFUSED')),
+      })
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    let outcome: unknown
+    const starting = topology.start().catch((error: unknown) => {
+      outcome = error
+    })
+    await vi.advanceTimersByTimeAsync(4999)
+    expect(outcome).toBeUndefined()
+    await vi.advanceTimersByTimeAsync(1)
+    await starting
+    expect(outcome).toMatchObject({
+      name: 'TopologyError',
+      problems: [{ code: 'SINK_START_FAILED', component: 'bad' }],
+    })
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([
+      expect.objectContaining({
+        component: 'out',
+        code: 'STOP_FAILED',
+        message: expect.stringMatching(/remote_queue buffer in front of sink 'out'.*dispose\(\).*5000 ms/),
+      }),
+    ])
+    await topology.stop()
+  })
+
+  it('whose dispose() rejects after a sink failed to start: STOP_FAILED names the buffer and the cause', async () => {
+    // The rejection was swallowed: the buffer may still hold its files, and no one heard.
+    const buffer = queueBuffer()
+    const cause = new Error('lock release failed')
+    buffer.dispose = () => Promise.reject(cause)
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('out', ['in'], testSink(), { buffer: { kind: 'queue', open: async () => buffer } })
+      .sink('bad', ['in'], {
+        ...testSink(),
+        start: () => Promise.reject(new Error('ECONNREFUSED')),
+      })
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await expect(topology.start()).rejects.toMatchObject({
+      problems: [{ code: 'SINK_START_FAILED', component: 'bad' }],
+    })
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([
+      expect.objectContaining({
+        component: 'out',
+        code: 'STOP_FAILED',
+        message: expect.stringMatching(/queue buffer in front of sink 'out'.*lock release failed/),
+        cause,
+      }),
+    ])
+  })
 })
 
 describe('a buffer whose push throws instead of rejecting', () => {

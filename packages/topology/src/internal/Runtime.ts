@@ -209,7 +209,19 @@ export class Runtime {
       if (problems.length > 0) await Promise.all(startedInTime.map((d) => stopUnrunSink(d.component)))
     }
     if (problems.length > 0) {
-      await Promise.allSettled([...buffers.values()].map(discard))
+      // As a forced stop does: a restart in the same process must not find a disk buffer still
+      // locked, and a dispose() that never settles must not hang the start (nor a stop awaiting it).
+      const discarding = [...buffers].map(([id, buffer]) =>
+        giveUpBuffer(plan, id, buffer, emit, 'after the failed start'),
+      )
+      await awaitReleased(
+        plan,
+        discarding,
+        DEFAULT_DISPOSE_TIMEOUT_MS,
+        emit,
+        'the failed start',
+        'start() rejects',
+      )
       const order = new Map(plan.components.map((d, i) => [d.id, i]))
       problems.sort((a, b) => order.get(a.component)! - order.get(b.component)!)
       // A copy: what finishes after a give-up must not change the error already thrown.
@@ -260,23 +272,7 @@ export class Runtime {
         counters.errored += settled
         if (settled > 0) counters.failed('STOPPED', settled)
       } else {
-        const discarding: Discarding = { id, released: false, done: RESOLVED }
-        discarding.done = discard(buffer)
-          .catch((error: unknown) => {
-            // It may still hold its files (a disk buffer's lock): said, not swallowed.
-            this.#emit({
-              type: 'component_error',
-              component: id,
-              code: 'STOP_FAILED',
-              message: `${this.#bufferOf(id)} dispose() failed at the forced stop: ${messageOf(error)}; it may still hold its files (a disk buffer's lock)`,
-              events: 0,
-              cause: error,
-            })
-          })
-          .then(() => {
-            discarding.released = true
-          })
-        this.#discarding.push(discarding)
+        this.#discarding.push(giveUpBuffer(this.#plan, id, buffer, this.#emit, 'at the forced stop'))
       }
     }
     for (const runner of this.#sinkRunners) runner.force()
@@ -290,36 +286,15 @@ export class Runtime {
    * `MAX_TIMER_MS` or more): each buffer whose `dispose()` has not settled by then is reported
    * `STOP_FAILED`, naming its sink, as it may still hold them. Never rejects.
    */
-  async released(timeoutMs: number): Promise<void> {
-    const discarding = this.#discarding
-    if (discarding.every((d) => d.released)) return
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const expired = new Promise<void>((resolve) => {
-      if (timeoutMs < MAX_TIMER_MS) timer = setTimeout(resolve, timeoutMs)
-    })
-    await Promise.race([Promise.all(discarding.map((d) => d.done)), expired])
-    clearTimeout(timer)
-    for (const d of discarding) {
-      if (d.released) continue
-      this.#emit({
-        type: 'component_error',
-        component: d.id,
-        code: 'STOP_FAILED',
-        message: `${this.#bufferOf(d.id)} had not finished dispose() ${timeoutMs} ms after the forced stop: it may still hold its files (a disk buffer's lock); the stop goes on without it`,
-        events: 0,
-      })
-    }
-  }
-
-  /** "the <kind> buffer in front of sink '<id>' (<sink kind>)", for a report about that buffer. */
-  #bufferOf(id: string): string {
-    const decl = this.#plan.components.find((c) => c.id === id)!
-    const options = decl.role === 'source' ? undefined : decl.options.buffer
-    const buffer =
-      options !== undefined && isEdgeBufferFactory(options)
-        ? `the ${textOf(options.kind)} buffer`
-        : 'the buffer'
-    return `${buffer} in front of ${decl.role} '${id}' (${textOf(decl.component.kind)})`
+  released(timeoutMs: number): Promise<void> {
+    return awaitReleased(
+      this.#plan,
+      this.#discarding,
+      timeoutMs,
+      this.#emit,
+      'the forced stop',
+      'the stop goes on',
+    )
   }
 
   /** After the drain: batches whose handles are still held somewhere are reported `errored`. */
@@ -534,6 +509,86 @@ interface Discarding {
   released: boolean
   /** Resolves once it has settled; never rejects. */
   done: Promise<void>
+}
+
+/**
+ * How long a failed start waits for the buffers it opened to let go of their files (a stop's
+ * `disposeTimeoutMs` default: the start has no options of its own).
+ */
+const DEFAULT_DISPOSE_TIMEOUT_MS = 5000
+
+/**
+ * Starts giving `buffer` up (see {@link discard}); a `dispose()` that rejects is `STOP_FAILED`,
+ * naming its sink and the cause, since it may still hold its files. `when` ends the message.
+ */
+function giveUpBuffer(
+  plan: TopologyPlan,
+  id: string,
+  buffer: EdgeBuffer,
+  emit: (fact: LifecycleEvent) => void,
+  when: string,
+): Discarding {
+  const discarding: Discarding = { id, released: false, done: RESOLVED }
+  discarding.done = discard(buffer)
+    .catch((error: unknown) => {
+      // It may still hold its files (a disk buffer's lock): said, not swallowed.
+      emit({
+        type: 'component_error',
+        component: id,
+        code: 'STOP_FAILED',
+        message: `${bufferOf(plan, id)} dispose() failed ${when}: ${messageOf(error)}; it may still hold its files (a disk buffer's lock)`,
+        events: 0,
+        cause: error,
+      })
+    })
+    .then(() => {
+      discarding.released = true
+    })
+  return discarding
+}
+
+/**
+ * Resolves once every buffer of `discarding` has let go of its files, or once `timeoutMs` has
+ * passed (none at `MAX_TIMER_MS` or more): each whose `dispose()` has not settled by then is
+ * reported `STOP_FAILED`, naming its sink, as it may still hold them. Never rejects. `after` names
+ * what gave them up, and `goesOn` what happens next, in the message.
+ */
+async function awaitReleased(
+  plan: TopologyPlan,
+  discarding: readonly Discarding[],
+  timeoutMs: number,
+  emit: (fact: LifecycleEvent) => void,
+  after: string,
+  goesOn: string,
+): Promise<void> {
+  if (discarding.every((d) => d.released)) return
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const expired = new Promise<void>((resolve) => {
+    if (timeoutMs < MAX_TIMER_MS) timer = setTimeout(resolve, timeoutMs)
+  })
+  await Promise.race([Promise.all(discarding.map((d) => d.done)), expired])
+  clearTimeout(timer)
+  for (const d of discarding) {
+    if (d.released) continue
+    emit({
+      type: 'component_error',
+      component: d.id,
+      code: 'STOP_FAILED',
+      message: `${bufferOf(plan, d.id)} had not finished dispose() ${timeoutMs} ms after ${after}: it may still hold its files (a disk buffer's lock); ${goesOn} without it`,
+      events: 0,
+    })
+  }
+}
+
+/** "the <kind> buffer in front of sink '<id>' (<sink kind>)", for a report about that buffer. */
+function bufferOf(plan: TopologyPlan, id: string): string {
+  const decl = plan.components.find((c) => c.id === id)!
+  const options = decl.role === 'source' ? undefined : decl.options.buffer
+  const buffer =
+    options !== undefined && isEdgeBufferFactory(options)
+      ? `the ${textOf(options.kind)} buffer`
+      : 'the buffer'
+  return `${buffer} in front of ${decl.role} '${id}' (${textOf(decl.component.kind)})`
 }
 
 /** The problem of a component still opening or starting when the stop gave up on it. */
