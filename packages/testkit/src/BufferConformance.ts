@@ -21,6 +21,7 @@ import {
   runRules,
   within,
 } from './ConformanceRunner.js'
+import { describeValue } from './internal/describeValue.js'
 import { batchOf, defaultRecords } from './internal/fixtures.js'
 import { matchRecords, sameJsonValue } from './internal/matchRecords.js'
 
@@ -221,7 +222,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
           throw new ConformanceError(
             'buffer.hands-out-what-it-accepts',
             KIND,
-            `pushed ${records.length} record(s), pulled ${JSON.stringify(out)}${again === undefined ? '' : ', and pull went on after the end'}`,
+            `pushed ${records.length} record(s), pulled ${describeValue(out)}${again === undefined ? '' : ', and pull went on after the end'}`,
             'every pushed event must come out of pull (in order, unless keepsOrder is false) exactly once, then pull resolves undefined',
           )
         }
@@ -391,7 +392,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
         throw new ConformanceError(
           'buffer.durable-before-acknowledged',
           KIND,
-          `${missing.length} record(s) acknowledged delivered were gone after a crash, e.g. ${JSON.stringify(missing[0])}`,
+          `${missing.length} record(s) acknowledged delivered were gone after a crash, e.g. ${describeValue(missing[0])}`,
           'settle an event delivered on write only after its bytes are synced (fsync/fdatasync), never when the write is merely queued',
         )
       }

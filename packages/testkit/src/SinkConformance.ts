@@ -24,6 +24,7 @@ import {
 import { DeliveryLedger } from './DeliveryLedger.js'
 import { classifyError, classifyResult, isValidEntry } from './internal/classifyResult.js'
 import { describeThrown } from './internal/describeThrown.js'
+import { describeValue } from './internal/describeValue.js'
 import { batchOf, defaultRecords, listSource, runTopology } from './internal/fixtures.js'
 import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
 import { matchRecords } from './internal/matchRecords.js'
@@ -350,7 +351,7 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
           throw new ConformanceError(
             'sink.written-before-resolved',
             kindOf(sink),
-            `${missing.length} record(s) reported delivered were not stored when write resolved, e.g. ${JSON.stringify(missing[0])}`,
+            `${missing.length} record(s) reported delivered were not stored when write resolved, e.g. ${describeValue(missing[0])}`,
             'await the write (and its flush or commit) before returning: a source acknowledges upstream as soon as write resolves',
           )
         }
@@ -381,7 +382,7 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
           throw new ConformanceError(
             'sink.flushes-on-stop',
             kindOf(sink),
-            `${missing.length} delivered record(s) missing after stop(), e.g. ${JSON.stringify(missing[0])}`,
+            `${missing.length} delivered record(s) missing after stop(), e.g. ${describeValue(missing[0])}`,
             'flush and close in stop(), and resolve it only once the data is stored',
           )
         }
@@ -468,7 +469,7 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
         throw new ConformanceError(
           'sink.in-topology',
           kindOf(sink),
-          `the runtime reported ${JSON.stringify(errors[0])}`,
+          `the runtime reported ${describeValue(errors[0])}`,
           'fix what the runtime names (an event ended twice, a bad result)',
         )
       }

@@ -22,6 +22,7 @@ import {
   within,
 } from './ConformanceRunner.js'
 import { describeThrown } from './internal/describeThrown.js'
+import { describeValue } from './internal/describeValue.js'
 import { defaultRecords } from './internal/fixtures.js'
 import { matchRecords, sameJsonValue } from './internal/matchRecords.js'
 
@@ -313,7 +314,7 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
         throw new ConformanceError(
           'source.acknowledges-only-delivered',
           kind,
-          `at the stop, the upstream heard "done" for ${unsent.length} record(s) never sent in a batch resolved delivered, e.g. ${JSON.stringify(unsent[0])}`,
+          `at the stop, the upstream heard "done" for ${unsent.length} record(s) never sent in a batch resolved delivered, e.g. ${describeValue(unsent[0])}`,
           'acknowledge upstream only what a delivered receipt covers: at the stop, leave what was read but not sent unacknowledged (or fail it back)',
         )
       }
@@ -361,7 +362,7 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
           throw new ConformanceError(
             'source.acknowledges-only-delivered',
             kind,
-            `the upstream heard "done" for ${early.length} record(s) of a batch accepted but not yet resolved, e.g. ${JSON.stringify(early[0])}`,
+            `the upstream heard "done" for ${early.length} record(s) of a batch accepted but not yet resolved, e.g. ${describeValue(early[0])}`,
             'read receipt.status and acknowledge only once it resolved delivered (receipt.failure is undefined until then); on errored, re-send or nack so the upstream keeps the data',
           )
         }
@@ -407,13 +408,13 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
                 ? new ConformanceError(
                     'source.acknowledges-only-delivered',
                     kind,
-                    `the source never sent ${unsent.length} of the ${errored.length + later.length} record(s) fed (nor failed them back), e.g. ${JSON.stringify(unsent[0])}`,
+                    `the source never sent ${unsent.length} of the ${errored.length + later.length} record(s) fed (nor failed them back), e.g. ${describeValue(unsent[0])}`,
                     'send every record the upstream hands over, each copy of a repeated record too (two equal records are two records)',
                   )
                 : new ConformanceError(
                     'source.acknowledges-only-delivered',
                     kind,
-                    `the upstream never heard "done" for delivered records, e.g. ${JSON.stringify(missing[0])}`,
+                    `the upstream never heard "done" for delivered records, e.g. ${describeValue(missing[0])}`,
                     'acknowledge upstream once receipt.status resolves delivered',
                   )
             },
@@ -452,7 +453,7 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
         throw new ConformanceError(
           'source.acknowledges-only-delivered',
           kind,
-          `the upstream heard "done" for ${wrongly.length} record(s) of an errored batch, e.g. ${JSON.stringify(wrongly[0])}`,
+          `the upstream heard "done" for ${wrongly.length} record(s) of an errored batch, e.g. ${describeValue(wrongly[0])}`,
           'read receipt.status and acknowledge only on delivered; on errored, re-send or nack so the upstream keeps the data',
         )
       }
@@ -460,7 +461,7 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
         throw new ConformanceError(
           'source.acknowledges-only-delivered',
           kind,
-          `the upstream heard "done" for ${undelivered.length} record(s) never sent in a batch resolved delivered, e.g. ${JSON.stringify(undelivered[0])}`,
+          `the upstream heard "done" for ${undelivered.length} record(s) never sent in a batch resolved delivered, e.g. ${describeValue(undelivered[0])}`,
           'acknowledge upstream only what a delivered receipt covers, each copy of a repeated record once',
         )
       }
@@ -471,7 +472,7 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
         throw new ConformanceError(
           'source.acknowledges-only-delivered',
           kind,
-          `${unsettled.length} record(s) of an errored batch were neither re-sent nor failed back to the upstream, e.g. ${JSON.stringify(unsettled[0])}`,
+          `${unsettled.length} record(s) of an errored batch were neither re-sent nor failed back to the upstream, e.g. ${describeValue(unsettled[0])}`,
           'on errored, nack (or answer with an error) so the upstream re-delivers, or send the batch again',
         )
       }

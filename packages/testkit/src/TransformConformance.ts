@@ -20,6 +20,7 @@ import {
 } from './ConformanceRunner.js'
 import { DeliveryLedger } from './DeliveryLedger.js'
 import { describeThrown } from './internal/describeThrown.js'
+import { describeValue } from './internal/describeValue.js'
 import { batchOf, collectSink, defaultRecords, listSource, runTopology } from './internal/fixtures.js'
 import { forwardMembers, TRANSFORM_MEMBERS } from './internal/forwardMembers.js'
 
@@ -292,7 +293,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
           throw new ConformanceError(
             'transform.accounts-for-every-event',
             transform.kind,
-            `of ${size} event(s) processed, ${forgotten.length} neither emitted, dropped nor merged, e.g. ${JSON.stringify(batch[forgotten[0]!])}`,
+            `of ${size} event(s) processed, ${forgotten.length} neither emitted, dropped nor merged, e.g. ${describeValue(batch[forgotten[0]!])}`,
             'call context.emit or context.drop for every event (or merge it into one you emit); the runtime settles a forgotten event errored and reports it',
           )
         }
@@ -309,7 +310,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
         throw new ConformanceError(
           'transform.accounts-for-every-event',
           transform.kind,
-          `of ${inputs.length} event(s) processed in ${arrays.length} calls by one transform, ${forgotten.length} neither emitted, dropped nor merged, the first in its call ${seen.callOf[first]}, e.g. ${JSON.stringify(inputs[first])}`,
+          `of ${inputs.length} event(s) processed in ${arrays.length} calls by one transform, ${forgotten.length} neither emitted, dropped nor merged, the first in its call ${seen.callOf[first]}, e.g. ${describeValue(inputs[first])}`,
           'call context.emit or context.drop for every event (or merge it into one you emit), however many calls came before; the runtime settles a forgotten event errored and reports it',
         )
       }
@@ -348,7 +349,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
           throw new ConformanceError(
             'transform.emits-once-per-port',
             transform.kind,
-            `event ${JSON.stringify(arrays.flat()[i])} (in its call ${seen.callOf[i]} of ${arrays.length}) was emitted ${ports.length} times on port(s) ${JSON.stringify(ports)}`,
+            `event ${describeValue(arrays.flat()[i])} (in its call ${seen.callOf[i]} of ${arrays.length}) was emitted ${ports.length} times on port(s) ${describeValue(ports)}`,
             'emit an event once per port; to send a second event, create() a new one or clone() it on purpose',
           )
         }
@@ -414,7 +415,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
           throw new ConformanceError(
             'transform.in-topology',
             transform.kind,
-            `${under}the runtime reported ${JSON.stringify(errors[0])}`,
+            `${under}the runtime reported ${describeValue(errors[0])}`,
             'fix what the runtime names (a forgotten event, an event ended twice)',
           )
         }

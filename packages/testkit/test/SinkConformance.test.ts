@@ -388,6 +388,24 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(await checkSink(good, { read: timestamps, records, timeoutMs: 500 })).toEqual([])
   })
 
+  it('catches a sink whose store read a record with a cycle back as another such record, with no stack overflow', async () => {
+    // JSON.stringify throws on a cycle: such a value is no JSON value, so it matches only itself.
+    // The comparison walked into both cycles alike, and the suite died of a RangeError (call
+    // stack), which the suite reported as each check having thrown, not as the store's mismatch.
+    const sent: Record<string, unknown> = { when: 'now' }
+    sent.self = sent
+    const records = [{ n: 0, at: sent } as unknown as JsonObject]
+    const cyclic = (sink: StoreSink) =>
+      sink.stored.map((record) => {
+        const at: Record<string, unknown> = { when: 'now' }
+        at.self = at
+        return { ...record, at } as unknown as JsonObject
+      })
+    const found = await checkSink(good, { read: cyclic, records, timeoutMs: 500 })
+    expect(found.map((f) => f.code)).toEqual(['sink.written-before-resolved', 'sink.flushes-on-stop'])
+    for (const finding of found) expect(finding.message).not.toMatch(/threw|call stack/)
+  })
+
   it('catches a sink whose store lost an element of an array, leaving a hole', async () => {
     // The JSON-value comparison walked arrays with every(), which skips holes: a stored array
     // with an element missing ([, 'b'], which JSON writes [null,"b"]) matched the one sent.

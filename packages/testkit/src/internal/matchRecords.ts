@@ -13,7 +13,8 @@ import type { JsonObject } from '@ackline/core'
  * same records, and a correct component failed on them. Nor own keys alone: a value with a
  * `toJSON` method is compared as what it returns, as `JSON.stringify` writes it, so a `Date`
  * is its ISO string (it matches that string, and no longer matches `{}`, whose own keys it
- * shares: none). A `toJSON` that throws makes its value match only itself.
+ * shares: none). A `toJSON` that throws makes its value match only itself, and so does a value
+ * holding a cycle (`JSON.stringify` throws on both).
  *
  * @example
  * ```ts
@@ -23,11 +24,14 @@ import type { JsonObject } from '@ackline/core'
  * ```
  */
 export function sameJsonValue(a: unknown, b: unknown): boolean {
-  return sameJson(a, b, '')
+  return sameJson(a, b, '', [])
 }
 
-/** {@link sameJsonValue} of the values at `key` (the key `toJSON` is given, as `JSON.stringify` does). */
-function sameJson(a: unknown, b: unknown, key: string): boolean {
+/**
+ * {@link sameJsonValue} of the values at `key` (the key `toJSON` is given, as `JSON.stringify`
+ * does); `within` holds the objects of `a`'s side being compared around it, to find a cycle.
+ */
+function sameJson(a: unknown, b: unknown, key: string, within: unknown[]): boolean {
   // NaN is not a JSON value, but a record holding it is the same record as itself (NaN !== NaN).
   if (a === b || (Number.isNaN(a) && Number.isNaN(b))) return true
   let x: unknown
@@ -38,7 +42,7 @@ function sameJson(a: unknown, b: unknown, key: string): boolean {
   } catch {
     return false // JSON.stringify would throw: no JSON value, so only the same value matches
   }
-  return sameSerialised(x, y)
+  return sameSerialised(x, y, within)
 }
 
 /** What `JSON.stringify` serialises in place of `value`: what its `toJSON(key)` returns, if it has one. */
@@ -49,20 +53,35 @@ function toJson(value: unknown, key: string): unknown {
 }
 
 /** Compares two values already past their `toJSON`; their members are compared by {@link sameJson}. */
-function sameSerialised(a: unknown, b: unknown): boolean {
+function sameSerialised(a: unknown, b: unknown, within: unknown[]): boolean {
   if (a === b || (Number.isNaN(a) && Number.isNaN(b))) return true
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false
+  // A cycle: no JSON value (JSON.stringify throws), and `a` is not `b`. Walked on, both sides of
+  // the same shape never ended (a stack overflow). Only `a`'s side is watched: a cycle in `b`
+  // alone ends where `a` does.
+  if (within.includes(a)) return false
+  within.push(a)
+  try {
+    return sameMembers(a, b, within)
+  } finally {
+    within.pop()
+  }
+}
+
+/** Compares the members of two objects (arrays, or not) by {@link sameJson}. */
+function sameMembers(a: object, b: object, within: unknown[]): boolean {
   if (Array.isArray(a) || Array.isArray(b)) {
     if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
     // Index by index, not every(), which skips holes: [, 'b'] is [null, "b"] in JSON, not ['a', 'b'].
-    for (let i = 0; i < a.length; i++) if (!sameJson(a[i] ?? null, b[i] ?? null, String(i))) return false
+    for (let i = 0; i < a.length; i++)
+      if (!sameJson(a[i] ?? null, b[i] ?? null, String(i), within)) return false
     return true
   }
   const x = a as Record<string, unknown>
   const y = b as Record<string, unknown>
   const keys = Object.keys(x).filter((key) => x[key] !== undefined)
   if (keys.length !== Object.keys(y).filter((key) => y[key] !== undefined).length) return false
-  return keys.every((key) => Object.hasOwn(y, key) && sameJson(x[key], y[key], key))
+  return keys.every((key) => Object.hasOwn(y, key) && sameJson(x[key], y[key], key, within))
 }
 
 /** What pairing each record of `wanted` with one deeply equal record of `pool` at most leaves. */
