@@ -93,7 +93,7 @@ describe('route', () => {
         .map((i) => i.field),
     ).toEqual(['routes'])
     const bad = route({ 'a.b': () => true, _unmatched: () => true, ok: 3 as never })
-    expect(bad.validate().map((i) => i.field)).toEqual(['routes.a.b', 'routes._unmatched', 'routes.ok'])
+    expect(bad.validate().map((i) => i.field)).toEqual(['routes["a.b"]', 'routes._unmatched', 'routes.ok'])
     expect(bad.validate()[0]!.message).toMatch(
       /^must be a key that is a route name: non-empty, without '\.'.*, got "a\.b"$/,
     )

@@ -78,11 +78,16 @@ function make(path: readonly PropertyKey[], expected: string, got: string): Conf
   return { field: fieldOf(path), expected, got, message: `must be ${expected}, got ${got}` }
 }
 
-/** `retry.attempts`, `fields[1]`, or {@link WHOLE} for the empty path. */
+/**
+ * `retry.attempts`, `fields[1]`, `merge["http.status"]`, or {@link WHOLE} for the empty path. A key
+ * that is empty or holds a dot or a bracket is written quoted in brackets: joined by a dot, the
+ * record key `''` of `merge` read `merge.` and the key `'a.'` read `merge.a.`.
+ */
 function fieldOf(path: readonly PropertyKey[]): string {
   let field = ''
   for (const key of path) {
     if (typeof key === 'number') field += `[${key}]`
+    else if (typeof key === 'string' && /^$|[.[\]]/.test(key)) field += `[${JSON.stringify(key)}]`
     else field += (field === '' ? '' : '.') + String(key)
   }
   return field === '' ? WHOLE : field
