@@ -303,6 +303,56 @@ describe('a buffer of another kind in front of a sink', () => {
   )
 })
 
+describe('a sink with acknowledgements off behind a buffer of another kind', () => {
+  it.each([
+    ['rejects', false],
+    ['throws', true],
+  ])(
+    'counts its copy delivered once the buffer took it, errored when the buffer refused it (push %s)',
+    async (_, throws) => {
+      // The copy was ended delivered before the push: a buffer that then refused it (a disk
+      // buffer whose append failed) had stored nothing, and the source was told delivered all
+      // the same, where the docs say a copy counts as delivered once its buffer accepts it.
+      const buffer = queueBuffer()
+      const push = buffer.push.bind(buffer)
+      let pushes = 0
+      buffer.push = (events) => {
+        if (pushes++ !== 0) return push(events)
+        if (throws) throw new Error('append failed')
+        return Promise.reject(new Error('append failed'))
+      }
+      const source: TestSource = testSource([records(1), records(2)], {
+        afterSend: async (sent) => {
+          await source.receipts[sent - 1]!.status
+        },
+      })
+      const off = testSink()
+      const kept = testSink()
+      const topology = new TopologyBuilder(on)
+        .source('in', source)
+        .transform('t', ['in'], passThrough())
+        .sink('off', ['t'], off, {
+          acknowledgements: false,
+          buffer: { kind: 'queue', open: async () => buffer },
+        })
+        .sink('kept', ['t'], kept)
+        .build()
+      const facts = await run(topology)
+      expect(await source.statuses()).toEqual(['errored', 'delivered'])
+      expect(source.receipts[0]!.failure).toMatchObject({
+        componentId: 'off',
+        code: 'WRITE_FAILED',
+        message: expect.stringContaining('append failed'),
+      })
+      expect(off.received).toEqual(records(2))
+      expect(kept.received).toEqual(records(1, 2))
+      expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+        { component: 'off', code: 'WRITE_FAILED', events: 1 },
+      ])
+    },
+  )
+})
+
 describe('a buffer whose pull fails', () => {
   it('is read again after the back-off, reported each time: the sink goes on delivering', async () => {
     // A failed pull (a disk buffer's read error) stopped the sink for the run: every later event

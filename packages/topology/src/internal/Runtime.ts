@@ -426,17 +426,25 @@ export class Runtime {
     const plan = this.#plan
     const settleOnAccept =
       plan.sinkAcks.get(consumerId) === false && plan.sinkCarriesFinalizers.get(consumerId) === true
-    // The in-memory channel never refuses; a buffer of another kind may.
-    const inlet =
-      buffer instanceof MemoryChannel ? buffer : this.#refusable(consumerId, buffer, fromTransform)
-    if (!settleOnAccept) return inlet
-    // A sink without acknowledgements must not hold its sources up: its copy counts as delivered once accepted.
-    return {
-      push(array) {
-        EventFinalizerGroups.detach(array.events).endAll('delivered')
-        return inlet.push(array)
-      },
+    // A sink without acknowledgements must not hold its sources up: its copy counts as delivered
+    // once its buffer accepted it. The in-memory channel never refuses: at once.
+    if (buffer instanceof MemoryChannel) {
+      if (!settleOnAccept) return buffer
+      return {
+        push(array) {
+          EventFinalizerGroups.detach(array.events).endAll('delivered')
+          return buffer.push(array)
+        },
+      }
     }
+    // A buffer of another kind may refuse: the copy counts as delivered once its push resolved,
+    // and as refused (errored, `WRITE_FAILED`) when it rejected or threw; told delivered at once,
+    // the source heard it for a copy that was never stored.
+    return this.#refusable(
+      consumerId,
+      settleOnAccept ? settledOnAccept(consumerId, buffer) : buffer,
+      fromTransform,
+    )
   }
 
   /**
@@ -448,10 +456,10 @@ export class Runtime {
    * input back, as a broker's, does); a push that throws is failed here first, so the source's
    * other consumers still get their copies and nothing waits for the refused one.
    */
-  #refusable(consumerId: string, buffer: EdgeBuffer, fromTransform: boolean): Inlet {
+  #refusable(consumerId: string, buffer: Pick<EdgeBuffer, 'push'>, fromTransform: boolean): Inlet {
     const refused = (array: EventArray, error: unknown): void => {
-      const message = `the buffer in front of sink '${consumerId}' refused ${array.length} event(s): ${messageOf(error)}`
-      const reason: BatchFailure = { componentId: consumerId, code: 'WRITE_FAILED', message }
+      const reason = refusal(consumerId, array.length, error)
+      const { message } = reason
       // Each refused event ends errored: here, or by the buffer before it refused (a disk buffer
       // settles what it could not store); counted either way.
       for (const event of array.events) if (!event.isEnded) event.end('errored', { reason })
@@ -499,6 +507,38 @@ export class Runtime {
       if (remaining === 0) void closeBuffer(this.#buffers.get(id)!)
     }
     if (this.#running.size === 0) this.#resolveDone()
+  }
+}
+
+/** Why the buffer in front of sink `consumerId` refused `count` events. */
+function refusal(consumerId: string, count: number, error: unknown): BatchFailure {
+  const message = `the buffer in front of sink '${consumerId}' refused ${count} event(s): ${messageOf(error)}`
+  return { componentId: consumerId, code: 'WRITE_FAILED', message }
+}
+
+/**
+ * `buffer`'s push for a sink without acknowledgements: each array's finalizers are taken off its
+ * events before the push (what the sink reports later changes nothing), and ended `delivered` once
+ * the push resolved, or `errored` with the refusal when it rejected or threw (thrown on, as the
+ * push did, for the caller to report).
+ */
+function settledOnAccept(consumerId: string, buffer: EdgeBuffer): Pick<EdgeBuffer, 'push'> {
+  return {
+    push(array) {
+      const groups = EventFinalizerGroups.detach(array.events)
+      const count = array.length
+      const refused = (error: unknown): never => {
+        groups.endAll('errored', { reason: refusal(consumerId, count, error) })
+        throw error
+      }
+      let pushed: Promise<void>
+      try {
+        pushed = buffer.push(array)
+      } catch (error) {
+        return refused(error)
+      }
+      return Promise.resolve(pushed).then(() => groups.endAll('delivered'), refused)
+    },
   }
 }
 
