@@ -67,8 +67,9 @@ export type ComponentErrorCode =
    * already): it may not have released what it holds (a file, a connection). Also: the buffer in
    * front of a sink, given up at a forced stop, had not finished `dispose()` within the stop's
    * `disposeTimeoutMs`, or its `dispose()` rejected (`cause`: its error); it may still hold its
-   * files (a disk buffer's lock); the stop went on. The same for a buffer given up by a start that
-   * failed (within 5000 ms), before `start()` rejects.
+   * files (a disk buffer's lock); the stop went on. The same, before `start()` rejects, for a
+   * start that failed: a sink it had started whose `stop()` threw, rejected or had not settled
+   * within 5000 ms, and a buffer it had opened whose `dispose()` did (within 5000 ms more).
    */
   | 'STOP_FAILED'
 

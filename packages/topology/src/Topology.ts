@@ -130,9 +130,9 @@ export class Topology {
    * Opens buffers, starts sinks, then runs every component. Resolves once all run. Rejects with
    * one `TopologyError` naming every buffer that could not open (`BUFFER_OPEN_FAILED`) or every
    * sink whose `start()` threw (`SINK_START_FAILED`, with the sink's kind and the cause), once the
-   * buffers it had opened have let go of their files, or 5000 ms later (each that had not is a
-   * `STOP_FAILED` fact, as at a stop); throws a `ComponentError` with code `RUNS_ONCE` when
-   * started twice.
+   * sinks it had started have stopped and the buffers it had opened have let go of their files,
+   * each waited for 5000 ms at most (one that had not, or failed, is a `STOP_FAILED` fact, as at a
+   * stop); throws a `ComponentError` with code `RUNS_ONCE` when started twice.
    */
   async start(): Promise<void> {
     if (this.#phase.name !== 'built') {

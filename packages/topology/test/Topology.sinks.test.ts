@@ -557,6 +557,70 @@ describe('a buffer whose close() or dispose() throws at once, or returns no prom
     await topology.stop()
   })
 
+  it('a sink that started, whose stop() never settles after another failed to start: start() rejects 5 s later, and STOP_FAILED names it', async () => {
+    // The failed start stopped the sinks that had started without a bound: one whose stop() waits
+    // on a host that does not answer hung start(), and a stop() awaiting it.
+    vi.useFakeTimers()
+    const stuck = { ...testSink(), kind: 'stuck', stop: () => new Promise<void>(() => {}) }
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('out', ['in'], stuck)
+      .sink('bad', ['in'], {
+        ...testSink(),
+        start: () => Promise.reject(new Error('ECONNREFUSED')),
+      })
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    let outcome: unknown
+    const starting = topology.start().catch((error: unknown) => {
+      outcome = error
+    })
+    await vi.advanceTimersByTimeAsync(4999)
+    expect(outcome).toBeUndefined()
+    await vi.advanceTimersByTimeAsync(1)
+    await starting
+    expect(outcome).toMatchObject({
+      name: 'TopologyError',
+      problems: [{ code: 'SINK_START_FAILED', component: 'bad' }],
+    })
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([
+      expect.objectContaining({
+        component: 'out',
+        code: 'STOP_FAILED',
+        message: expect.stringMatching(/sink 'out' \(stuck\).*stop\(\).*5000 ms/),
+      }),
+    ])
+    await topology.stop()
+  })
+
+  it('a sink that started, whose stop() rejects after another failed to start: STOP_FAILED names it and the cause', async () => {
+    // The rejection was swallowed: the sink may still hold its connection, and no one heard.
+    const cause = new Error('close timed out')
+    const failing = { ...testSink(), stop: () => Promise.reject(cause) }
+    const topology = new TopologyBuilder(on)
+      .source('in', testSource([records(1)]))
+      .sink('out', ['in'], failing)
+      .sink('bad', ['in'], {
+        ...testSink(),
+        start: () => Promise.reject(new Error('ECONNREFUSED')),
+      })
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await expect(topology.start()).rejects.toMatchObject({
+      problems: [{ code: 'SINK_START_FAILED', component: 'bad' }],
+    })
+    expect(facts.filter((f) => f.type === 'component_error')).toEqual([
+      expect.objectContaining({
+        component: 'out',
+        code: 'STOP_FAILED',
+        message: expect.stringMatching(/sink 'out'.*stop\(\) failed after the failed start: close timed out/),
+        cause,
+      }),
+    ])
+  })
+
   it('whose dispose() rejects after a sink failed to start: STOP_FAILED names the buffer and the cause', async () => {
     // The rejection was swallowed: the buffer may still hold its files, and no one heard.
     const buffer = queueBuffer()

@@ -206,7 +206,7 @@ export class Runtime {
       }
       // The sinks that did start are stopped again when the topology will not run: nothing will
       // write to them. (One that finishes its start after a give-up stops itself, above.)
-      if (problems.length > 0) await Promise.all(startedInTime.map((d) => stopUnrunSink(d.component)))
+      if (problems.length > 0) await stopStartedSinks(startedInTime, emit, DEFAULT_DISPOSE_TIMEOUT_MS)
     }
     if (problems.length > 0) {
       // As a forced stop does: a restart in the same process must not find a disk buffer still
@@ -638,6 +638,51 @@ function stoppedWhileStarting(component: string, what: string): TopologyProblem 
     component,
     field: what.startsWith('sink') ? 'start' : 'buffer',
     message: `the topology was stopped while starting: ${what}; it is stopped or closed once it has`,
+  }
+}
+
+/**
+ * Stops the sinks a failed start had started, each `stop()` at once, and resolves once all have
+ * settled or `timeoutMs` has passed. A `stop()` that throws or rejects, or has not settled by then,
+ * is `STOP_FAILED`, naming the sink: it may still hold what it opened (a connection), and one that
+ * waits on a host that does not answer must not hang the start. Never rejects.
+ */
+async function stopStartedSinks(
+  sinks: readonly ComponentDeclaration[],
+  emit: (fact: LifecycleEvent) => void,
+  timeoutMs: number,
+): Promise<void> {
+  if (sinks.length === 0) return
+  const stopping = new Set(sinks)
+  const stops = sinks.map(async (d) => {
+    try {
+      await (d.component as Sink).stop?.()
+    } catch (error) {
+      emit({
+        type: 'component_error',
+        component: d.id,
+        code: 'STOP_FAILED',
+        message: `sink '${d.id}' (${textOf(d.component.kind)}): stop() failed after the failed start: ${messageOf(error)}; it may still hold what it opened`,
+        events: 0,
+        cause: error,
+      })
+    }
+    stopping.delete(d)
+  })
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const expired = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, timeoutMs)
+  })
+  await Promise.race([Promise.all(stops), expired])
+  clearTimeout(timer)
+  for (const d of stopping) {
+    emit({
+      type: 'component_error',
+      component: d.id,
+      code: 'STOP_FAILED',
+      message: `sink '${d.id}' (${textOf(d.component.kind)}) had not finished stop() ${timeoutMs} ms after the failed start: it may still hold what it opened; start() rejects without it`,
+      events: 0,
+    })
   }
 }
 
