@@ -188,11 +188,16 @@ export class LogEvent {
     return removePath(this._own(), path)
   }
 
-  /** Replaces every field. */
+  /**
+   * Replaces every field. `fields` is taken as it is, not copied, and may hold objects of the
+   * fields it replaces (`{ ...event.fields, tag: 1 }`): while those may be shared with another
+   * handle (a clone, a copy on another path), the next write copies first, as it would have
+   * copied the fields replaced, so a `set` through this handle never changes another's.
+   */
   replaceFields(fields: JsonObject): this {
     this._live('write')
+    // `SHARED` stays as it was: the new fields may share objects with the old ones (a spread).
     this._fields = fields
-    this._flags &= ~SHARED
     return this
   }
 

@@ -104,6 +104,33 @@ describe('remap', () => {
     expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
   })
 
+  it("keeps another copy of the input whole when the function spreads the input's fields and a later set edits a nested value", () => {
+    // What a fan-out gives: the input shares its fields with a copy on another path.
+    const t = remap((e) => ({ ...e.fields, tag: 1 }))
+    const { events } = testBatch([{ http: { status: 200 } }])
+    const other = events.events[0]!.clone()
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    ctx.on()[0]!.set('http.status', 500)
+    expect(ctx.fieldsOn()).toEqual([{ http: { status: 500 }, tag: 1 }])
+    expect(other.fields).toEqual({ http: { status: 200 } })
+  })
+
+  it('keeps the outputs of a split independent when each spreads the input and a later set edits a nested value', () => {
+    const t = remap((e) => [
+      { ...e.fields, part: 1 },
+      { ...e.fields, part: 2 },
+    ])
+    const { events } = testBatch([{ http: { status: 200 } }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    ctx.on()[0]!.set('http.status', 500)
+    expect(ctx.fieldsOn()).toEqual([
+      { http: { status: 500 }, part: 1 },
+      { http: { status: 200 }, part: 2 },
+    ])
+  })
+
   it('ends the input when its only output is a clone it returned', async () => {
     const t = remap((e) => e.clone().set('c', 1))
     const { events, receiver } = testBatch([{ n: 1 }])
