@@ -38,7 +38,7 @@ export const DedupeOptions = defineOptions({
     .min(1)
     .readonly()
     .describe(
-      'Field paths that identify an event: two events with equal values in all of them are duplicates.',
+      'Field paths that identify an event: two events with equal values in all of them are duplicates (objects are equal when their members are, in any key order).',
     ),
   cacheSize: z
     .int()

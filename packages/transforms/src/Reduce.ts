@@ -47,7 +47,9 @@ export const ReduceOptions = defineOptions({
     .array(fieldPath)
     .readonly()
     .optional()
-    .describe('Field paths whose values make the group key; no paths means one group for everything.'),
+    .describe(
+      'Field paths whose values make the group key (objects are equal when their members are, in any key order); no paths means one group for everything.',
+    ),
   maxEvents: z.int().min(1).default(100).describe('A group closes once it holds this many events.'),
   windowMs: z
     .int()

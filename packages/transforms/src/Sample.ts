@@ -20,6 +20,7 @@ import {
 import { z } from 'zod'
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
+import { canonicalJson } from './internal/canonicalJson.js'
 import { fieldPath } from './internal/fieldPath.js'
 import { fnv1a } from './internal/fnv1a.js'
 
@@ -77,7 +78,9 @@ class Sample implements SampleTransform {
 }
 
 /**
- * The text a key value is hashed by: a string itself, anything else its JSON text. `undefined`
+ * The text a key value is hashed by: a string itself, anything else its JSON text, with each
+ * object's members in one order (`canonicalJson`: equal objects share a fate whatever the order
+ * their keys came in). `undefined`
  * for a value with none (the field is missing, or holds what user code may put there: a `BigInt`
  * or a cycle, on which `JSON.stringify` throws, a function or a symbol, of which it writes
  * nothing): such an event is sampled by the count, as one without the field, rather than fail.
@@ -85,7 +88,7 @@ class Sample implements SampleTransform {
 function keyText(value: unknown): string | undefined {
   if (value === undefined || typeof value === 'string') return value
   try {
-    return JSON.stringify(value) as string | undefined
+    return canonicalJson(value)
   } catch {
     return undefined
   }

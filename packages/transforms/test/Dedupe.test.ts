@@ -36,6 +36,26 @@ describe('dedupe', () => {
     expect(ctx.dropped).toHaveLength(1)
   })
 
+  it('drops an event whose field holds an object equal to one seen, its keys in another order', () => {
+    const t = dedupe({ fields: ['labels'] })
+    const { events } = testBatch([
+      { labels: { host: 'a', env: 'prod', 1: 'x' } },
+      { labels: { env: 'prod', 1: 'x', host: 'a' } },
+      { labels: [{ b: 2, a: 1 }] },
+      { labels: [{ a: 1, b: 2 }] },
+      { labels: { host: 'a', env: 'dev' } },
+      // A member named __proto__ (parsed JSON has one) is a member like any other.
+      { labels: JSON.parse('{"__proto__":1,"a":2}') },
+      { labels: JSON.parse('{"a":2,"__proto__":1}') },
+      { labels: { a: 2 } },
+    ])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    const [e0, e1, e2, e3, e4, e5, e6, e7] = events.events
+    expect(ctx.on()).toEqual([e0, e2, e4, e5, e7])
+    expect(ctx.dropped).toEqual([e1, e3, e6])
+  })
+
   it('keeps an event whose fields differ only where a NUL in a string could pass for the separator', () => {
     // Crafted input: without a bound on each string, both keys would read 's' 'x' NUL 's' 'y' NUL 'u'.
     const t = dedupe({ fields: ['a', 'b'] })

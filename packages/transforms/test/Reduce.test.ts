@@ -301,6 +301,20 @@ describe('reduce', () => {
     expect(everyHandleLeft(batch.events, ctx.emitted)).toBe(true)
   })
 
+  it('groups events whose groupBy field holds equal objects, their keys in any order', () => {
+    const t = reduce({ groupBy: ['peer'], merge: { n: 'array' } })
+    const batch = testBatch([
+      { peer: { ip: '10.0.0.1', port: 80 }, n: 1 },
+      { peer: { port: 80, ip: '10.0.0.1' }, n: 2 },
+      { peer: { ip: '10.0.0.1', port: 81 }, n: 3 },
+    ])
+    const ctx = new FakeTransformContext()
+    t.process(batch.events, ctx)
+    expect(t.openGroups).toBe(2)
+    t.flush(ctx)
+    expect(ctx.fieldsOn().map((f) => f.n)).toEqual([[1, 2], [3]])
+  })
+
   it('keeps an event whose key has no JSON form (a BigInt, from a source) in a group of its own, and the others merging', () => {
     // Its key threw: the call failed with the first event of an open group settled errored by the
     // runtime, and every later event of that group failed on merging into it.

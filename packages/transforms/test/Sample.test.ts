@@ -33,6 +33,23 @@ describe('sample', () => {
     expect(keptTraces.size).toBeLessThan(20)
   })
 
+  it('gives events whose key field holds equal objects, their keys in any order, the same fate', () => {
+    // Not 2: FNV-1a's lowest bit does not depend on the order of the characters.
+    const t = sample({ rate: 3, keyField: 'k' })
+    const ctx = FakeTransformContext.for(t)
+    const records = Array.from({ length: 40 }, (_, i) =>
+      i % 2 === 0 ? { k: { a: i >> 1, b: 'x' } } : { k: { b: 'x', a: i >> 1 } },
+    )
+    const { events } = testBatch(records)
+    t.process(events, ctx)
+    const kept = new Set(ctx.on())
+    for (let i = 0; i < records.length; i += 2) {
+      expect(kept.has(events.events[i]!)).toBe(kept.has(events.events[i + 1]!))
+    }
+    expect(kept.size).toBeGreaterThan(0)
+    expect(kept.size).toBeLessThan(records.length)
+  })
+
   it('samples an event whose key field has no JSON text (a BigInt, a cycle, a function) by the count, as one without the field', () => {
     const cycle: Record<string, unknown> = {}
     cycle.self = cycle

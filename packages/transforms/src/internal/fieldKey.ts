@@ -3,22 +3,27 @@
  * what `reduce` groups by.
  *
  * Two events get the same key exactly when every path holds equal JSON values (a missing field
- * differs from `null`, and the string `"1"` from the number `1`). A value with no JSON text (a
- * `BigInt` or a cycle a source put in a record) equals nothing: its key is one no other event gets.
+ * differs from `null`, and the string `"1"` from the number `1`; objects are equal when their
+ * members are, in any key order). A value with no JSON text (a `BigInt` or a cycle a source put
+ * in a record) equals nothing: its key is one no other event gets.
  */
 import type { JsonValue, LogEvent } from '@ackline/core'
+import { canonicalJson } from './canonicalJson.js'
 
 const SEPARATOR = '\u0000'
 
 /** How many values had no JSON text (see `valueKey`). */
 let unencodable = 0
 
-/** The key of one value: a tag for its kind, then its text (strings without a JSON round trip). */
+/**
+ * The key of one value: a tag for its kind, then its text (strings without a JSON round trip;
+ * objects with their members in one order, see `canonicalJson`).
+ */
 export function valueKey(value: JsonValue | undefined): string {
   if (value === undefined) return 'u'
   if (typeof value === 'string') return 's' + value
   try {
-    return 'j' + JSON.stringify(value)
+    return 'j' + canonicalJson(value)
   } catch {
     // A throw here failed the whole call (and left a `reduce` group holding a settled event).
     // The tag is one no JSON text or string key starts with, and the count makes it unique.
