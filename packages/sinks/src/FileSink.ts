@@ -257,12 +257,16 @@ class NdjsonFile implements FileSink {
    * a beginning of the texts it was to write. Otherwise (rotated or replaced, an inode number
    * given to a new file, another writer's lines before or after the fragment) nothing is cut, and
    * a warning says so: a fragment left is a malformed line, where a cut would take lines that are
-   * not this sink's to take.
+   * not this sink's to take. Forgotten only once decided and cut: a read or a truncation that
+   * throws (failing the open) leaves it to the next open, or the retry would append after it.
    */
   async #cutFailed(handle: FileHandle, size: number, identity: string): Promise<number> {
     const failed = this.#failed
-    this.#failed = undefined
-    if (failed === undefined || size <= failed.at) return size
+    if (failed === undefined) return size
+    if (size <= failed.at) {
+      this.#failed = undefined
+      return size
+    }
     const why =
       identity !== failed.identity
         ? 'the file at the path is not the file the failed append wrote to (rotated or replaced)'
@@ -270,12 +274,15 @@ class NdjsonFile implements FileSink {
           ? 'they are not only what the failed append wrote (another writer appended too)'
           : undefined
     if (why !== undefined) {
+      this.#failed = undefined
       this.#warn(
         `file sink ${this.path}: left the ${size - failed.at} byte(s) after byte ${failed.at} as they are: ${why}`,
       )
       return size
     }
     await handle.truncate(failed.at)
+    // Cut: a failed fsync after it fails this open, and the next finds the file ends at `at`.
+    this.#failed = undefined
     await handle.sync()
     this.#warn(
       `file sink ${this.path}: cut off ${size - failed.at} byte(s) a failed append had written (the file now ends at byte ${failed.at})`,

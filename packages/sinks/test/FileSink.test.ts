@@ -541,6 +541,30 @@ describe('file', () => {
     expect(warnings).toEqual([expect.stringContaining('cut off')])
   })
 
+  it('cuts off what a failed append wrote on a later retry when the cut itself failed once', async () => {
+    const path = join(dir, 'out.ndjson')
+    writeFileSync(path, '{"n":0}\n')
+    const { failNext } = await partialWrites({ code: 'EIO' })
+    const proto = await handlePrototype()
+    const truncate = proto.truncate!
+    let truncates = 0
+    vi.spyOn(proto, 'truncate').mockImplementation(async function (this: unknown, ...args: unknown[]) {
+      if (++truncates === 1)
+        throw Object.assign(new Error('EIO: the device failed, ftruncate'), { code: 'EIO' })
+      return truncate.apply(this, args)
+    })
+    failNext()
+    const sink = file({ path, onWarning: () => {} })
+    await expect(sink.write(array({ n: 1 }, { n: 2 }))).rejects.toBeInstanceOf(RetryableError)
+    // The retry's open cannot cut the fragment: it fails, and the next retry must cut it still.
+    await expect(sink.write(array({ n: 1 }, { n: 2 }))).rejects.toBeInstanceOf(RetryableError)
+    await sink.write(array({ n: 1 }, { n: 2 }))
+    await sink.stop()
+    // Before: the fragment stayed, a malformed line '{"n":' and '{"n":1}' twice.
+    expect(readFileSync(path, 'utf8')).toBe('{"n":0}\n{"n":1}\n{"n":2}\n')
+    expect(truncates).toBe(2)
+  })
+
   it('cuts off at stop what the last failed append wrote, when no write came after it to do so', async () => {
     const path = join(dir, 'out.ndjson')
     writeFileSync(path, '{"n":0}\n')
