@@ -63,7 +63,7 @@ export const FileSinkOptions = defineOptions({
     .min(1)
     .refine((path) => !path.includes('\0'), 'a file path without a NUL character')
     .describe(
-      'The file to append to; created when missing. Its directory must exist; a path that exists must be a regular file (not a FIFO, socket or device, which keep nothing on disk).',
+      "The file to append to; created when missing. Its directory must exist; its last segment must name a file (not empty, '.' or '..', as in 'logs/'); a path that exists must be a regular file (not a FIFO, socket or device, which keep nothing on disk).",
     ),
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
@@ -88,6 +88,11 @@ export interface FileSink extends Sink {
 const RESOLVED: Promise<unknown> = Promise.resolve()
 
 const NOT_REGULAR = 'a regular file, not a FIFO, socket or device'
+
+const NOT_A_DIRECTORY = 'a file path, not a directory'
+
+/** A path whose last segment is empty, `.` or `..` (after a slash, or a backslash on Windows): a directory. */
+const NAMES_A_DIRECTORY = process.platform === 'win32' ? /(^|[\\/])\.{0,2}$/ : /(^|\/)\.{0,2}$/
 
 const NEWLINE = 0x0a
 
@@ -129,15 +134,19 @@ class NdjsonFile implements FileSink {
   validate(): readonly ConfigIssue[] {
     const issues = FileSinkOptions.validate(this.#options)
     if (issues.length > 0) return issues
-    // What the schema cannot know: the file system as it is when the topology is built.
     const path = this.#options.path
+    // A last segment that names a directory ('logs/', 'logs/.', 'x/..'), whatever is there now:
+    // resolve() drops it, and the open would make a file of the name before it.
+    if (NAMES_A_DIRECTORY.test(path))
+      return [ConfigIssue.of('path', `${NOT_A_DIRECTORY} (its last segment names one)`, path)]
+    // What the schema cannot know: the file system as it is when the topology is built.
     try {
       const dirStat = statSync(dirname(this.path), { throwIfNoEntry: false })
       if (dirStat?.isDirectory() !== true) {
         return [ConfigIssue.of('path', 'a file path in an existing directory', path)]
       }
       const stat = statSync(this.path, { throwIfNoEntry: false })
-      if (stat?.isDirectory() === true) return [ConfigIssue.of('path', 'a file path, not a directory', path)]
+      if (stat?.isDirectory() === true) return [ConfigIssue.of('path', NOT_A_DIRECTORY, path)]
       // A FIFO, socket or device keeps nothing on disk: a pipe's buffer took the lines (then lost
       // them with no reader, or blocked the write for ever once full).
       if (stat !== undefined && !stat.isFile()) return [ConfigIssue.of('path', NOT_REGULAR, path)]

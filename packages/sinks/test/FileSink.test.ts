@@ -385,6 +385,18 @@ describe('file', () => {
     expect(file({ path: join(dir, 'ok.ndjson') }).validate()).toEqual([])
   })
 
+  it.each(['logs/', 'logs/.', 'logs//', 'logs/x/..'])(
+    'refuses a path that names a directory by its last segment (%j), though nothing is there yet',
+    (tail) => {
+      // Not join(): it would normalise the tail away, as resolve() in the sink did, which then
+      // appended to a file named 'logs' (or 'logs/x/..' made one in the directory's place).
+      const path = `${dir}/${tail}`
+      expect(file({ path }).validate()).toMatchObject([
+        { field: 'path', expected: 'a file path, not a directory (its last segment names one)' },
+      ])
+    },
+  )
+
   it('reports options that are no object (untyped code) at build, naming the sink, instead of throwing a TypeError', () => {
     // `file()` read `options.path` before anything checked the options: a bare TypeError, naming nothing.
     for (const options of [undefined, null]) {
