@@ -27,12 +27,14 @@ export interface JsonObject {
 export const JsonValue = {
   /**
    * A deep copy of a JSON value; an own `__proto__` key is copied as data, as JSON.parse made it.
-   * A value nested deeper than the stack allows (`JSON.parse` takes any depth) is copied too; a
-   * cyclic value, which is not JSON, throws a `TypeError`.
+   * An object with a `toJSON` method (a `Date`, which user code may put in a field) is copied as
+   * what that returns, the JSON it writes (a `Date`: its ISO string), where a copy of its own keys
+   * would be `{}`. A value nested deeper than the stack allows (`JSON.parse` takes any depth) is
+   * copied too; a cyclic value, which is not JSON, throws a `TypeError`.
    */
   copy<T extends JsonValue>(value: T): T {
     try {
-      return copyValue(value) as T
+      return copyValue(value, '') as T
     } catch (error) {
       // The stack ran out (a value some thousands of levels deep, or a cycle): copy again without
       // recursion. Only then, so the usual shallow value pays nothing for it.
@@ -140,15 +142,35 @@ function numberOutOfRangeIn(text: string): NumberOutOfRange | undefined {
   return undefined
 }
 
-function copyValue(value: JsonValue): JsonValue {
+/** A copy of `value`, found under the key or index `at` (`''` for the root): see {@link JsonValue.copy}. */
+function copyValue(value: JsonValue, at: string | number): JsonValue {
   if (typeof value !== 'object' || value === null) return value
-  if (Array.isArray(value)) return value.map(copyValue)
+  return copyMembers(jsonForm(value, at))
+}
+
+/** A copy of `value`, whose own `toJSON` (if any) was called already: JSON calls it once. */
+function copyMembers(value: JsonValue): JsonValue {
+  if (typeof value !== 'object' || value === null) return value
+  if (Array.isArray(value)) {
+    const out: JsonValue[] = []
+    for (let i = 0; i < value.length; i++) out.push(copyValue(value[i]!, i))
+    return out
+  }
   const out: JsonObject = {}
   for (const key in value) {
-    if (key === '__proto__') defineProto(out, copyValue(value[key]!))
-    else out[key] = copyValue(value[key]!)
+    if (key === '__proto__') defineProto(out, copyValue(value[key]!, key))
+    else out[key] = copyValue(value[key]!, key)
   }
   return out
+}
+
+/**
+ * What `JSON.stringify` writes `value` (found under the key `at`) as: what its `toJSON` method
+ * returns (a `Date`: its ISO string), or, without one, the value itself.
+ */
+function jsonForm(value: JsonValue, at: string | number): JsonValue {
+  const toJSON: unknown = (value as { toJSON?: unknown }).toJSON
+  return typeof toJSON === 'function' ? (toJSON.call(value, String(at)) as JsonValue) : value
 }
 
 /** Parsed JSON has `__proto__` as an own key; assigned, it would become the copy's prototype (the field lost, its members showing through). Defined, it stays the data it is. */
@@ -172,7 +194,9 @@ const frameOf = (source: JsonObject | JsonValue[]): Frame => {
 }
 
 /** What {@link copyValue} makes, with a stack of its own instead of the call stack's. */
-function copyDeep(value: JsonValue): JsonValue {
+function copyDeep(given: JsonValue): JsonValue {
+  if (typeof given !== 'object' || given === null) return given
+  const value = jsonForm(given, '')
   if (typeof value !== 'object' || value === null) return value
   const root = frameOf(value)
   const stack = [root]
@@ -189,7 +213,8 @@ function copyDeep(value: JsonValue): JsonValue {
     }
     const key = keys === undefined ? frame.next : keys[frame.next]!
     frame.next++
-    const child = (source as Record<string | number, JsonValue>)[key]!
+    const found = (source as Record<string | number, JsonValue>)[key]!
+    const child = typeof found === 'object' && found !== null ? jsonForm(found, key) : found
     let copy = child
     let childFrame: Frame | undefined
     if (typeof child === 'object' && child !== null) {

@@ -48,6 +48,28 @@ describe('JsonValue.copy', () => {
     expect(Object.getPrototypeOf(inner)).toBe(Object.prototype)
   })
 
+  it('copies a value with a toJSON method (a Date) as the JSON it writes, at any depth', () => {
+    const at = new Date(Date.UTC(2026, 0, 2, 3, 4, 5))
+    const iso = '2026-01-02T03:04:05.000Z'
+    const value = { at, list: [at, { at }] } as unknown as JsonObject
+    expect(JsonValue.copy(value)).toEqual({ at: iso, list: [iso, { at: iso }] })
+    expect(JsonValue.copy(at as unknown as Json)).toBe(iso)
+    // The path without recursion, for a value deeper than the stack.
+    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
+    let inner = deep
+    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
+    inner[0] = { at } as unknown as Json
+    let copied = JsonValue.copy(deep) as Json
+    while (Array.isArray(copied)) copied = copied[0]!
+    expect(copied).toEqual({ at: iso })
+  })
+
+  it('keeps a Date in the fields of a clone that is written (copy on write) as its ISO string, not {}', () => {
+    const event = new LogEvent({ at: new Date(0) } as unknown as JsonObject)
+    const copy = event.clone().set('n', 1)
+    expect(JSON.stringify(copy)).toBe('{"at":"1970-01-01T00:00:00.000Z","n":1}')
+  })
+
   it('throws a TypeError naming the cycle for a cyclic value (not JSON), not a stack overflow', () => {
     const value: JsonObject = { a: { b: [] } }
     ;((value.a as JsonObject).b as Json[]).push(value)

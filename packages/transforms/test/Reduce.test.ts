@@ -315,6 +315,21 @@ describe('reduce', () => {
     expect(ctx.fieldsOn().map((f) => f.n)).toEqual([[1, 2], [3]])
   })
 
+  it('keeps a Date a merged field holds as the ISO string JSON writes for it, not {}', () => {
+    // A Date is JSON by design (RFC 0010: its toJSON); user code may put one in a field.
+    const t = reduce({ merge: { at: 'last', seen: 'array' } })
+    const at = new Date(Date.UTC(2026, 0, 2, 3, 4, 5))
+    const batch = testBatch([{ at, seen: at, n: 1 } as never, { at, seen: at, n: 2 } as never])
+    const ctx = new FakeTransformContext()
+    t.process(batch.events, ctx)
+    t.flush(ctx)
+    expect(JSON.parse(JSON.stringify(ctx.on()[0]))).toEqual({
+      at: '2026-01-02T03:04:05.000Z',
+      seen: ['2026-01-02T03:04:05.000Z', '2026-01-02T03:04:05.000Z'],
+      n: 1,
+    })
+  })
+
   it('keeps an event whose key has no JSON form (a BigInt, from a source) in a group of its own, and the others merging', () => {
     // Its key threw: the call failed with the first event of an open group settled errored by the
     // runtime, and every later event of that group failed on merging into it.
