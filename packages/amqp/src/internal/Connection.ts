@@ -314,14 +314,28 @@ export class Connection<C extends Channel = Channel> {
         throw error
       },
     )
+    // Listened to from the handshake on: the channel opens after it, and a link that dies
+    // meanwhile makes amqplib emit 'error' on the connection, which with no listener was an
+    // uncaught exception (and the attempt never settled). 'close' follows it.
+    let linkError: Error | undefined
+    const lostWith = (error?: Error): void => {
+      linkError ??= error
+    }
+    model.on('error', lostWith)
+    model.once('close', lostWith)
     let generation: LiveGeneration<C> | undefined
     try {
-      const channel = await openChannel(model)
+      const channel = await openChannel(model).catch((error: unknown) => {
+        // amqplib's words for the open it abandoned with the link say nothing of why.
+        if (linkError === undefined) throw error
+        throw new Error(`the connection was lost while its channel opened: ${linkError.message}`, {
+          cause: error,
+        })
+      })
       generation = new LiveGeneration(this.#nextId++, model, channel)
       const gen = generation
       const onClose = (error?: Error): void => this.#lost(gen, error ?? new Error('connection closed'))
       model.on('close', onClose)
-      model.on('error', () => undefined) // 'close' follows; without a listener 'error' would throw
       // A channel the broker closed says why only in its 'error' (a 404 NOT_FOUND on a publish to
       // a missing exchange), which comes just before its 'close': keep it for the warning.
       let channelError: Error | undefined

@@ -6,7 +6,16 @@ import { generator } from '@ackline/sources'
 import type { TcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { Admin, BROKER_URL, brokerAvailable, brokerProxy, stallingBrokerProxy, uniqueName } from './broker.js'
+import {
+  Admin,
+  BROKER_URL,
+  brokerAvailable,
+  brokerProxy,
+  hasMethod,
+  Method,
+  stallingBrokerProxy,
+  uniqueName,
+} from './broker.js'
 
 const available = await brokerAvailable()
 
@@ -301,6 +310,53 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       await expect(run).resolves.toBeUndefined()
       expect(closes).toBe(2)
     } finally {
+      await own.close().catch(() => undefined)
+    }
+  })
+
+  it('sink and source: a link that dies while the channel opens fails that attempt (start rejects, a reconnect is retried), never an uncaught exception', async () => {
+    // amqplib hands the connection over once its handshake is done, and the channel opens after
+    // that: a link that died in between (a broker restart, a proxy dropping it) made amqplib emit
+    // 'error' on a connection nothing listened to yet, an uncaught exception, and the attempt
+    // never settled. The proxy drops the link on the Channel.Open of connections 1 and 3.
+    const { queue } = await admin.queueWithDeadLetters()
+    const { proxy: own, url } = await brokerProxy((direction, chunk, connection) => {
+      if (
+        direction === 'up' &&
+        (connection === 1 || connection === 3) &&
+        hasMethod(chunk, Method.channelOpen)
+      )
+        throw new Error('the link dies as the channel opens')
+    })
+    const warnings: string[] = []
+    const source = amqpSource({
+      url,
+      queue,
+      reconnectInitialDelayMs: 10,
+      onWarning: (message) => warnings.push(message),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], memory())
+      .build()
+    try {
+      const sink = amqpSink({ url, routingKey: queue })
+      const error: unknown = await sink.start().catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(AmqpError)
+      expect((error as AmqpError).code).toBe('AMQP_CONNECT_FAILED')
+      expect((error as AmqpError).message).toMatch(
+        /cannot connect to amqp:\/\/guest@127\.0\.0\.1:\d+: the connection was lost while its channel opened/,
+      )
+      await sink.stop()
+      await topology.start()
+      await admin.publish(queue, [{ n: 1 }])
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+      own.cut()
+      await vi.waitFor(() => expect(source.counters.reconnects).toBe(1), { timeout: 10_000, interval: 10 })
+      expect(own.connections).toBe(4)
+      expect(warnings.filter((w) => /reconnect attempt 1 .* failed/.test(w))).toHaveLength(1)
+    } finally {
+      await topology.stop()
       await own.close().catch(() => undefined)
     }
   })
