@@ -49,6 +49,7 @@ import type { ConfirmChannel, Message } from 'amqplib'
 import { z } from 'zod'
 import { brokerMaxMessageSize } from './internal/brokerMaxMessageSize.js'
 import { Connection, connectionOptions, type Generation } from './internal/Connection.js'
+import { shortString } from './internal/shortString.js'
 
 /** RabbitMQ 4's default `max_message_size`: 16 MiB (RabbitMQ 3.8 to 3.13: 128 MiB). */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -63,11 +64,14 @@ const MAX_MESSAGE_BYTES = 16 * 1024 * 1024
  */
 export const AmqpSinkOptions = defineOptions({
   url: z.string().min(1).describe('The broker, as an AMQP URL (`amqp://user:password@host:5672/vhost`).'),
-  exchange: z
-    .string()
+  exchange: shortString()
     .default('')
-    .describe("The exchange to publish to ('' is the default exchange, which routes by queue name)."),
-  routingKey: z.string().default('').describe('The routing key of every message.'),
+    .describe(
+      "The exchange to publish to ('' is the default exchange, which routes by queue name). At most 255 bytes of UTF-8.",
+    ),
+  routingKey: shortString()
+    .default('')
+    .describe('The routing key of every message. At most 255 bytes of UTF-8.'),
   routingKeyField: z
     .string()
     .min(1)
@@ -117,9 +121,9 @@ export const AmqpSinkOptions = defineOptions({
         .describe('Declare the exchange at start (else it must exist: it is checked).'),
       queue: z
         .strictObject({
-          name: z.string().min(1),
+          name: shortString().min(1),
           durable: z.boolean().default(true),
-          bindingKey: z.string().default(''),
+          bindingKey: shortString().default(''),
         })
         .optional()
         .describe('Declare a queue at start and bind it to the exchange with `bindingKey`.'),

@@ -58,6 +58,7 @@ import { AmqpError } from './AmqpError.js'
 import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
 import { backoffDelay, Connection, connectionOptions, type Generation } from './internal/Connection.js'
 import { headersToJson } from './internal/headersToJson.js'
+import { shortString } from './internal/shortString.js'
 
 /**
  * The longest value, in bytes of UTF-8, of an `x-ackline-*` header on a dead-letter copy: a longer
@@ -76,7 +77,9 @@ const ACKLINE_HEADER_MAX_BYTES = 1024
  */
 export const AmqpSourceOptions = defineOptions({
   url: z.string().min(1).describe('The broker, as an AMQP URL (`amqp://user:password@host:5672/vhost`).'),
-  queue: z.string().min(1).describe('The queue to consume; it must exist (it is checked at start).'),
+  queue: shortString()
+    .min(1)
+    .describe('The queue to consume; it must exist (it is checked at start). At most 255 bytes of UTF-8.'),
   prefetch: z
     .int()
     .min(1)
@@ -101,8 +104,7 @@ export const AmqpSourceOptions = defineOptions({
     .default(1000)
     .describe('How long an errored message is held before its first requeue; doubles per attempt.'),
   retryMaxDelayMs: z.number().min(0).default(30_000).describe('The longest hold before a requeue.'),
-  deadLetterExchange: z
-    .string()
+  deadLetterExchange: shortString()
     .optional()
     .describe(
       'Where a rejected message goes with its reason: republished to this exchange (its routing key and ' +

@@ -87,6 +87,41 @@ describe('amqp options', () => {
     expect(AmqpSinkOptions.validate({ url: 'amqp://h', reconnectMaxDelayMs: 1 })).toEqual([])
   })
 
+  it('names longer than AMQP carries (255 bytes of UTF-8) are refused at build, naming the field', () => {
+    // amqplib cannot encode a longer short string: the source's run and the sink's start failed
+    // naming the url ('cannot connect'), and a long routingKey passed start and rejected every
+    // event. 128 two-byte characters are 256 bytes though only 128 characters.
+    const long = 'é'.repeat(128)
+    const fits = 'q'.repeat(255)
+    expect(
+      AmqpSourceOptions.validate({ url: 'amqp://h', queue: long, deadLetterExchange: long }).map(
+        (i) => i.field,
+      ),
+    ).toEqual(['queue', 'deadLetterExchange'])
+    expect(AmqpSourceOptions.validate({ url: 'amqp://h', queue: fits, deadLetterExchange: fits })).toEqual([])
+    const sink = AmqpSinkOptions.validate({
+      url: 'amqp://h',
+      exchange: long,
+      routingKey: long,
+      declare: { queue: { name: long, bindingKey: long } },
+    })
+    expect(sink.map((issue) => issue.field)).toEqual([
+      'exchange',
+      'routingKey',
+      'declare.queue.name',
+      'declare.queue.bindingKey',
+    ])
+    expect(sink[0]?.message).toMatch(/at most 255 bytes/)
+    expect(
+      AmqpSinkOptions.validate({
+        url: 'amqp://h',
+        exchange: fits,
+        routingKey: fits,
+        declare: { queue: { name: fits, bindingKey: fits } },
+      }),
+    ).toEqual([])
+  })
+
   it('the JSON Schema leaves out the code-only onWarning', () => {
     const schema = AmqpSourceOptions.jsonSchema() as { properties: Record<string, unknown> }
     expect(Object.keys(schema.properties)).toContain('prefetch')
