@@ -176,6 +176,8 @@ function cutSocket(model: ChannelModel, reason: Error): void {
 
 class LiveGeneration<C extends Channel> implements Generation<C> {
   live = false
+  /** Whether its end was dealt with (reported as a loss, closed, or its attempt failed): once only. */
+  ended = false
   /** Whether its `setup` still runs: a loss meanwhile is the attempt's failure, not a loss to report. */
   settingUp = true
   constructor(
@@ -284,6 +286,7 @@ export class Connection<C extends Channel = Channel> {
         return
       case 'open':
         state.generation.live = false
+        state.generation.ended = true
         await closeModel(state.generation.model, timeoutMs, state.generation.channel)
         return
     }
@@ -343,8 +346,15 @@ export class Connection<C extends Channel = Channel> {
         channelError = error
       })
       // Before amqplib's own listener, which fails the confirms still pending: their callbacks then
-      // find the generation dead (a lost copy used to be warned as refused by the exchange).
-      channel.prependListener('close', () => onClose(channelError ?? new Error('channel closed')))
+      // find the generation dead (a lost copy used to be warned as refused by the exchange). A
+      // channel closed with no error of its own goes with its connection, whose 'close' (with why:
+      // the broker closed it, the link broke, no heartbeat) amqplib emits right after its channels'
+      // and reports the loss; reported here, every such loss read 'channel closed'.
+      channel.prependListener('close', () => {
+        gen.live = false
+        if (channelError !== undefined) onClose(channelError)
+        else queueMicrotask(() => onClose(linkError ?? new Error('channel closed')))
+      })
       gen.live = true
       if (this.#state.tag === 'closed') throw new Error('closed while connecting')
       this.#state = { tag: 'open', generation: gen as unknown as LiveGeneration<Channel> }
@@ -353,7 +363,10 @@ export class Connection<C extends Channel = Channel> {
       if (!gen.live) throw new Error('connection lost during setup')
       return gen
     } catch (error) {
-      if (generation !== undefined) generation.live = false
+      if (generation !== undefined) {
+        generation.live = false
+        generation.ended = true
+      }
       if (this.#state.tag === 'open') this.#state = { tag: 'idle' }
       await closeModel(model, this.#options.closeTimeoutMs)
       throw error
@@ -361,7 +374,8 @@ export class Connection<C extends Channel = Channel> {
   }
 
   #lost(generation: LiveGeneration<C>, error: Error): void {
-    if (!generation.live) return
+    if (generation.ended) return
+    generation.ended = true
     generation.live = false
     // The broker may have closed the channel alone (a 404 on a publish, a 406 on a message over
     // its max_message_size): the connection under it is closed too, or every such close would

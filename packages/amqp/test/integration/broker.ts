@@ -97,6 +97,78 @@ export async function stallingBrokerProxy(stallAfter?: (chunk: Buffer) => boolea
   }
 }
 
+/** A TCP proxy in front of the broker that can close its clients' connections the way the broker does. */
+export interface ClosingProxy {
+  /** The URL (same credentials and vhost) that reaches the broker through the proxy. */
+  readonly url: string
+  /**
+   * Sends every client a Connection.Close from the broker (reply code 320, CONNECTION_FORCED, as
+   * a broker shutting down or `rabbitmqctl close_connection` sends), then ends both sides.
+   */
+  forceClose(text: string): void
+  /** Destroys every connection open now (both sides), as a broken link would. */
+  cut(): void
+  close(): Promise<void>
+}
+
+/** A {@link ClosingProxy} in front of the broker at `BROKER_URL`. */
+export async function closingBrokerProxy(): Promise<ClosingProxy> {
+  const broker = new URL(BROKER_URL)
+  const pairs = new Set<readonly [Socket, Socket]>()
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: broker.hostname, port: Number(broker.port || 5672) })
+    const pair = [client, upstream] as const
+    pairs.add(pair)
+    const drop = (): void => {
+      pairs.delete(pair)
+      client.destroy()
+      upstream.destroy()
+    }
+    client.on('error', drop).on('close', drop)
+    upstream.on('error', drop).on('close', drop)
+    client.pipe(upstream)
+    upstream.pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  const credentials = broker.username === '' ? '' : `${broker.username}:${broker.password}@`
+  const cut = (): void => {
+    for (const [client, upstream] of [...pairs]) {
+      client.destroy()
+      upstream.destroy()
+    }
+    pairs.clear()
+  }
+  return {
+    url: `${broker.protocol}//${credentials}127.0.0.1:${port}${broker.pathname}`,
+    forceClose(text) {
+      // Connection.Close (class 10, method 50) on channel 0: reply code, reply text, class and method 0.
+      const reply = Buffer.from(text, 'utf8')
+      const payload = Buffer.alloc(11 + reply.length)
+      payload.writeUInt16BE(10, 0)
+      payload.writeUInt16BE(50, 2)
+      payload.writeUInt16BE(320, 4)
+      payload.writeUInt8(reply.length, 6)
+      reply.copy(payload, 7)
+      const header = Buffer.alloc(7)
+      header.writeUInt8(1, 0)
+      header.writeUInt32BE(payload.length, 3)
+      const frame = Buffer.concat([header, payload, Buffer.from([0xce])])
+      for (const [client, upstream] of [...pairs]) {
+        pairs.delete([client, upstream])
+        upstream.unpipe(client)
+        upstream.destroy()
+        client.end(frame)
+      }
+    },
+    cut,
+    close() {
+      cut()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
 /**
  * A TCP proxy in front of the broker that holds what the broker sends from the first chunk
  * `holdFrom` picks (that chunk included) until a chunk `releaseOn` picks passes, either way: the

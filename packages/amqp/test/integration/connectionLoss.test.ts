@@ -11,6 +11,7 @@ import {
   BROKER_URL,
   brokerAvailable,
   brokerProxy,
+  closingBrokerProxy,
   hasMethod,
   Method,
   stallingBrokerProxy,
@@ -358,6 +359,52 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     } finally {
       await topology.stop()
       await own.close().catch(() => undefined)
+    }
+  })
+
+  it('source and sink: the warning of a lost connection says why it was lost (the broker closing it, the link breaking), not only that the channel closed', async () => {
+    // amqplib closes the channel before it tells of the connection's close (with its reason), and
+    // the channel's close was reported at once: every loss but a channel error was warned as
+    // 'lost the connection to the broker (channel closed)'.
+    const { queue, dead: published } = await admin.queueWithDeadLetters()
+    const closing = await closingBrokerProxy()
+    const warnings: string[] = []
+    const options = {
+      url: closing.url,
+      reconnectInitialDelayMs: 10,
+      onWarning: (message: string) => warnings.push(message),
+    }
+    const source = amqpSource({ ...options, queue })
+    const sink = amqpSink({ ...options, routingKey: published })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    try {
+      await topology.start()
+      await admin.publish(queue, [{ n: 1 }])
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+      closing.forceClose('CONNECTION_FORCED - broker shutdown')
+      await vi.waitFor(() => expect([source.counters.reconnects, sink.counters.reconnects]).toEqual([1, 1]), {
+        timeout: 5000,
+        interval: 5,
+      })
+      const forced =
+        /lost the connection to the broker \(Connection closed: 320 \(CONNECTION-FORCED\) with message "CONNECTION_FORCED - broker shutdown"\)/
+      expect(warnings.filter((w) => w.startsWith('in: ') && forced.test(w))).toHaveLength(1)
+      expect(warnings.filter((w) => w.startsWith('amqp sink: ') && forced.test(w))).toHaveLength(1)
+      closing.cut()
+      await vi.waitFor(() => expect([source.counters.reconnects, sink.counters.reconnects]).toEqual([2, 2]), {
+        timeout: 5000,
+        interval: 5,
+      })
+      const broken = /lost the connection to the broker \((Unexpected close|read ECONNRESET)\)/
+      expect(warnings.filter((w) => w.startsWith('in: ') && broken.test(w))).toHaveLength(1)
+      expect(warnings.filter((w) => w.startsWith('amqp sink: ') && broken.test(w))).toHaveLength(1)
+      expect(warnings.filter((w) => w.includes('(channel closed)'))).toEqual([])
+    } finally {
+      await topology.stop()
+      await closing.close()
     }
   })
 
