@@ -49,6 +49,7 @@ import type { ConfirmChannel, Message } from 'amqplib'
 import { z } from 'zod'
 import { brokerMaxMessageSize } from './internal/brokerMaxMessageSize.js'
 import { Connection, connectionOptions, type Generation } from './internal/Connection.js'
+import { declared } from './internal/declared.js'
 import { shortString } from './internal/shortString.js'
 
 /** RabbitMQ 4's default `max_message_size`: 16 MiB (RabbitMQ 3.8 to 3.13: 128 MiB). */
@@ -272,18 +273,39 @@ class AmqpPublisher implements AmqpSink {
           const entry = awaiting.get(key)?.find((publish) => !publish.returned)
           if (entry !== undefined) entry.returned = true
         })
-        const declared = o.declare
-        if (declared?.exchange !== undefined && o.exchange !== '') {
-          await channel.assertExchange(o.exchange, declared.exchange.type ?? 'direct', {
-            durable: declared.exchange.durable ?? true,
-          })
+        const declarations = o.declare
+        if (declarations?.exchange !== undefined && o.exchange !== '') {
+          const type = declarations.exchange.type ?? 'direct'
+          const durable = declarations.exchange.durable ?? true
+          await declared(
+            channel.assertExchange(o.exchange, type, { durable }),
+            COMPONENT,
+            'declare.exchange',
+            `the exchange '${o.exchange}' cannot be declared ${durable ? 'durable' : 'transient'}, of type ${type}`,
+          )
         } else if (o.exchange !== '') {
-          await channel.checkExchange(o.exchange)
+          await declared(
+            channel.checkExchange(o.exchange),
+            COMPONENT,
+            'exchange',
+            `the exchange '${o.exchange}' cannot be published to`,
+          )
         }
-        if (declared?.queue !== undefined) {
-          await channel.assertQueue(declared.queue.name, { durable: declared.queue.durable ?? true })
+        if (declarations?.queue !== undefined) {
+          const { name, durable = true, bindingKey = '' } = declarations.queue
+          await declared(
+            channel.assertQueue(name, { durable }),
+            COMPONENT,
+            'declare.queue',
+            `the queue '${name}' cannot be declared ${durable ? 'durable' : 'transient'}`,
+          )
           if (o.exchange !== '') {
-            await channel.bindQueue(declared.queue.name, o.exchange, declared.queue.bindingKey ?? '')
+            await declared(
+              channel.bindQueue(name, o.exchange, bindingKey),
+              COMPONENT,
+              'declare.queue',
+              `the queue '${name}' cannot be bound to the exchange '${o.exchange}' with '${bindingKey}'`,
+            )
           }
         }
         if (generation.id > 1) this.#counters.reconnects++

@@ -54,9 +54,9 @@ import {
 } from '@ackline/topology'
 import type { Channel, ConfirmChannel, ConsumeMessage } from 'amqplib'
 import { z } from 'zod'
-import { AmqpError } from './AmqpError.js'
 import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
 import { backoffDelay, Connection, connectionOptions, type Generation } from './internal/Connection.js'
+import { declared } from './internal/declared.js'
 import { headersToJson } from './internal/headersToJson.js'
 import { shortString } from './internal/shortString.js'
 
@@ -365,22 +365,21 @@ class AmqpConsumer implements AmqpSource {
             if (refusedCopy(error)) gateOf(generation).refusal = error
           })
         }
-        await channel.checkQueue(o.queue)
+        const consumable = `the queue '${o.queue}' cannot be consumed`
+        await declared(channel.checkQueue(o.queue), context.id, 'queue', consumable)
         if (o.deadLetterExchange !== undefined) {
           // Checked before consuming: a copy sent to a missing exchange would close the channel
           // (404) and the rejected message would come back for ever.
           const exchange = o.deadLetterExchange
-          await channel.checkExchange(exchange).catch((error: unknown) => {
-            const reason = error instanceof Error ? error.message : String(error)
-            throw new AmqpError(
-              'AMQP_DECLARATION_FAILED',
-              `the dead-letter exchange '${exchange}' cannot be used: ${reason}`,
-              { component: context.id, field: 'deadLetterExchange', cause: error },
-            )
-          })
+          await declared(
+            channel.checkExchange(exchange),
+            context.id,
+            'deadLetterExchange',
+            `the dead-letter exchange '${exchange}' cannot be used`,
+          )
         }
         await channel.prefetch(o.prefetch)
-        const reply = await channel.consume(
+        const consuming = channel.consume(
           o.queue,
           (message) => {
             if (message === null) {
@@ -401,6 +400,8 @@ class AmqpConsumer implements AmqpSource {
           },
           { noAck: false },
         )
+        // Refused by the broker: no permission to read it, or another connection's exclusive queue.
+        const reply = await declared(consuming, context.id, 'queue', consumable)
         consumerTag = reply.consumerTag
         if (generation.id > 1) counters.reconnects++
       },

@@ -216,7 +216,8 @@ export class Connection<C extends Channel = Channel> {
   /**
    * Connects for the first time. Rejects with an {@link AmqpError} (`AMQP_CONNECT_FAILED`) naming
    * the component and the server when the broker cannot be reached, refuses the credentials, or
-   * the setup fails (a missing queue); an `AmqpError` the setup throws itself is passed on as it is.
+   * the link is lost during the setup; an `AmqpError` the setup throws itself (a missing queue,
+   * `AMQP_DECLARATION_FAILED`) is passed on as it is.
    */
   async open(): Promise<Generation<C>> {
     if (this.#state.tag !== 'idle') throw new Error('Connection.open called twice')

@@ -441,14 +441,36 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     expect(await admin.messageCount(queue)).toBe(3)
   })
 
-  it('fails start with an AmqpError when the exchange does not exist and is not declared', async () => {
-    const sink = amqpSink({ url: BROKER_URL, exchange: uniqueName('missing') })
+  it('fails start with AMQP_DECLARATION_FAILED naming the exchange when it does not exist and is not declared', async () => {
+    const exchange = uniqueName('missing')
+    const sink = amqpSink({ url: BROKER_URL, exchange })
     const error = await sink.start().then(
       () => undefined,
       (e: unknown) => e,
     )
     expect(error).toBeInstanceOf(AmqpError)
-    expect((error as AmqpError).message).toMatch(/^amqp \(url\): cannot connect to .*NOT_FOUND/)
+    expect((error as AmqpError).code).toBe('AMQP_DECLARATION_FAILED')
+    expect((error as AmqpError).field).toBe('exchange')
+    expect((error as AmqpError).message).toMatch(
+      new RegExp(`^amqp \\(exchange\\): the exchange '${exchange}' cannot be published to: .*NOT_FOUND`),
+    )
+    await sink.stop()
+  })
+
+  it('fails start with AMQP_DECLARATION_FAILED naming declare.exchange when the exchange exists with another type', async () => {
+    const exchange = uniqueName('fanout')
+    await admin.channel.assertExchange(exchange, 'fanout', { durable: false })
+    admin.exchanges.push(exchange)
+    const sink = amqpSink({
+      url: BROKER_URL,
+      exchange,
+      declare: { exchange: { type: 'topic', durable: false } },
+    })
+    const error: unknown = await sink.start().catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(AmqpError)
+    expect((error as AmqpError).code).toBe('AMQP_DECLARATION_FAILED')
+    expect((error as AmqpError).field).toBe('declare.exchange')
+    expect((error as AmqpError).message).toMatch(/PRECONDITION_FAILED/)
     await sink.stop()
   })
 

@@ -1036,7 +1036,7 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect((cause as AmqpError).message).not.toContain('wrong')
   })
 
-  it('fails its run when the queue does not exist', async () => {
+  it('fails its run with AMQP_DECLARATION_FAILED naming the queue when it does not exist (not the url: the broker was reached)', async () => {
     const source = amqpSource({ url: BROKER_URL, queue: 'ackline-test-no-such-queue' })
     const run = source.run({
       id: 'in',
@@ -1045,6 +1045,12 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
       send: () => Promise.reject(new Error('unused')),
       sendEvents: () => Promise.resolve(),
     })
-    await expect(run).rejects.toThrow(/in \(url\): cannot connect .*NOT_FOUND/)
+    const error: unknown = await run.catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(AmqpError)
+    expect((error as AmqpError).code).toBe('AMQP_DECLARATION_FAILED')
+    expect((error as AmqpError).field).toBe('queue')
+    expect((error as AmqpError).message).toMatch(
+      /^in \(queue\): the queue 'ackline-test-no-such-queue' cannot be consumed: .*NOT_FOUND/,
+    )
   })
 })
