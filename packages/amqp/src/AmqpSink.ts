@@ -50,6 +50,7 @@ import { z } from 'zod'
 import { brokerMaxMessageSize } from './internal/brokerMaxMessageSize.js'
 import { Connection, connectionOptions, type Generation } from './internal/Connection.js'
 import { declared } from './internal/declared.js'
+import { delayCapIssue } from './internal/delayCapIssue.js'
 import { shortString } from './internal/shortString.js'
 
 /** RabbitMQ 4's default `max_message_size`: 16 MiB (RabbitMQ 3.8 to 3.13: 128 MiB). */
@@ -241,7 +242,15 @@ class AmqpPublisher implements AmqpSink {
   }
 
   validate(): readonly ConfigIssue[] {
-    return AmqpSinkOptions.validate(this.#options)
+    const issues = AmqpSinkOptions.validate(this.#options)
+    if (issues.length > 0) return issues
+    const o = AmqpSinkOptions.resolve(this.#options)
+    return delayCapIssue(
+      'reconnectInitialDelayMs',
+      o.reconnectInitialDelayMs,
+      'reconnectMaxDelayMs',
+      o.reconnectMaxDelayMs,
+    )
   }
 
   async start(): Promise<void> {

@@ -57,6 +57,7 @@ import { z } from 'zod'
 import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './internal/ackMapping.js'
 import { backoffDelay, Connection, connectionOptions, type Generation } from './internal/Connection.js'
 import { declared } from './internal/declared.js'
+import { delayCapIssue } from './internal/delayCapIssue.js'
 import { headersToJson } from './internal/headersToJson.js'
 import { shortString } from './internal/shortString.js'
 
@@ -103,7 +104,13 @@ export const AmqpSourceOptions = defineOptions({
     .min(0)
     .default(1000)
     .describe('How long an errored message is held before its first requeue; doubles per attempt.'),
-  retryMaxDelayMs: z.number().min(0).default(30_000).describe('The longest hold before a requeue.'),
+  retryMaxDelayMs: z
+    .number()
+    .min(0)
+    .default(30_000)
+    .describe(
+      'The longest hold before a requeue; at least retryInitialDelayMs, which it would cut silently.',
+    ),
   deadLetterExchange: shortString()
     .optional()
     .describe(
@@ -285,7 +292,18 @@ class AmqpConsumer implements AmqpSource {
   }
 
   validate(): readonly ConfigIssue[] {
-    return AmqpSourceOptions.validate(this.#options)
+    const issues = AmqpSourceOptions.validate(this.#options)
+    if (issues.length > 0) return issues
+    const o = AmqpSourceOptions.resolve(this.#options)
+    return [
+      ...delayCapIssue('retryInitialDelayMs', o.retryInitialDelayMs, 'retryMaxDelayMs', o.retryMaxDelayMs),
+      ...delayCapIssue(
+        'reconnectInitialDelayMs',
+        o.reconnectInitialDelayMs,
+        'reconnectMaxDelayMs',
+        o.reconnectMaxDelayMs,
+      ),
+    ]
   }
 
   async run(context: SourceContext): Promise<void> {

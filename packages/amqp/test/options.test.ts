@@ -122,6 +122,35 @@ describe('amqp options', () => {
     ).toEqual([])
   })
 
+  it('a first delay longer than its cap is refused naming the cap: the cap used to win silently', () => {
+    // retryInitialDelayMs 60 s with the default retryMaxDelayMs (30 s) held every errored message
+    // 30 s; reconnectInitialDelayMs 20 s with the default cap (10 s) reconnected after 10 s.
+    const fields = (issues: readonly { field: string }[]) => issues.map((issue) => issue.field)
+    expect(
+      fields(amqpSource({ url: 'amqp://h', queue: 'q', retryInitialDelayMs: 60_000 }).validate()),
+    ).toEqual(['retryMaxDelayMs'])
+    expect(
+      fields(amqpSource({ url: 'amqp://h', queue: 'q', reconnectInitialDelayMs: 20_000 }).validate()),
+    ).toEqual(['reconnectMaxDelayMs'])
+    expect(fields(amqpSink({ url: 'amqp://h', reconnectInitialDelayMs: 20_000 }).validate())).toEqual([
+      'reconnectMaxDelayMs',
+    ])
+    expect(
+      amqpSource({ url: 'amqp://h', queue: 'q', retryInitialDelayMs: 0, retryMaxDelayMs: 0 }).validate(),
+    ).toEqual([])
+    expect(
+      amqpSource({
+        url: 'amqp://h',
+        queue: 'q',
+        retryInitialDelayMs: 30_000,
+        reconnectInitialDelayMs: 10_000,
+      }).validate(),
+    ).toEqual([])
+    expect(amqpSink({ url: 'amqp://h', reconnectInitialDelayMs: 10_000 }).validate()).toEqual([])
+    const [issue] = amqpSource({ url: 'amqp://h', queue: 'q', retryInitialDelayMs: 60_000 }).validate()
+    expect(issue?.message).toBe('must be at least retryInitialDelayMs (60000), got 30000')
+  })
+
   it('the JSON Schema leaves out the code-only onWarning', () => {
     const schema = AmqpSourceOptions.jsonSchema() as { properties: Record<string, unknown> }
     expect(Object.keys(schema.properties)).toContain('prefetch')

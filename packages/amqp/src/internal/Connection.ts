@@ -32,7 +32,7 @@ export const connectionOptions = {
     .min(1)
     .default(10_000)
     .describe(
-      'The longest reconnect delay. At least 1 ms: every delay is capped by it, and a cap of 0 would make the reconnects loop while the broker is away.',
+      'The longest reconnect delay. At least 1 ms: every delay is capped by it, and a cap of 0 would make the reconnects loop while the broker is away. At least reconnectInitialDelayMs, which it would cut silently.',
     ),
   heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
   connectTimeoutMs: z
