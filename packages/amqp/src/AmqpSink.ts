@@ -35,7 +35,7 @@
 import { randomBytes } from 'node:crypto'
 import { type EventArray, type JsonObject, type LogEvent, RecordId } from '@ackline/core'
 import {
-  type ConfigIssue,
+  ConfigIssue,
   codeOption,
   defineOptions,
   type OptionsOf,
@@ -120,7 +120,9 @@ export const AmqpSinkOptions = defineOptions({
           durable: z.boolean().default(true),
         })
         .optional()
-        .describe('Declare the exchange at start (else it must exist: it is checked).'),
+        .describe(
+          "Declare the exchange `exchange` at start (else it must exist: it is checked). Refused with exchange '' (the default exchange cannot be declared).",
+        ),
       queue: z
         .strictObject({
           name: shortString().min(1),
@@ -245,12 +247,27 @@ class AmqpPublisher implements AmqpSink {
     const issues = AmqpSinkOptions.validate(this.#options)
     if (issues.length > 0) return issues
     const o = AmqpSinkOptions.resolve(this.#options)
-    return delayCapIssue(
-      'reconnectInitialDelayMs',
-      o.reconnectInitialDelayMs,
-      'reconnectMaxDelayMs',
-      o.reconnectMaxDelayMs,
-    )
+    // The default exchange cannot be declared: the declaration was skipped without a word, and
+    // every event went to the default exchange, routed by queue name, returned or misrouted.
+    const undeclarable =
+      o.declare?.exchange !== undefined && o.exchange === ''
+        ? [
+            ConfigIssue.of(
+              'declare.exchange',
+              "absent when exchange is '' (the default exchange, which cannot be declared): set exchange to the name to declare",
+              o.declare.exchange,
+            ),
+          ]
+        : []
+    return [
+      ...undeclarable,
+      ...delayCapIssue(
+        'reconnectInitialDelayMs',
+        o.reconnectInitialDelayMs,
+        'reconnectMaxDelayMs',
+        o.reconnectMaxDelayMs,
+      ),
+    ]
   }
 
   async start(): Promise<void> {

@@ -151,6 +151,14 @@ describe('amqp options', () => {
     expect(issue?.message).toBe('must be at least retryInitialDelayMs (60000), got 30000')
   })
 
+  it('sink: declare.exchange without an exchange is refused: the default exchange cannot be declared, and nothing was', () => {
+    const issues = amqpSink({ url: 'amqp://h', declare: { exchange: { type: 'topic' } } }).validate()
+    expect(issues.map((issue) => issue.field)).toEqual(['declare.exchange'])
+    expect(
+      amqpSink({ url: 'amqp://h', exchange: 'x', declare: { exchange: { type: 'topic' } } }).validate(),
+    ).toEqual([])
+  })
+
   it('the JSON Schema leaves out the code-only onWarning', () => {
     const schema = AmqpSourceOptions.jsonSchema() as { properties: Record<string, unknown> }
     expect(Object.keys(schema.properties)).toContain('prefetch')
