@@ -159,6 +159,18 @@ describe('amqp options', () => {
     ).toEqual([])
   })
 
+  it('heartbeatSeconds is at most 65535, what AMQP carries (a short): a larger one was cut to the broker value without a word, or failed every connect where the broker value is 0', () => {
+    for (const heartbeatSeconds of [65_536, 1e9]) {
+      expect(
+        AmqpSourceOptions.validate({ url: 'amqp://h', queue: 'q', heartbeatSeconds }).map((i) => i.field),
+      ).toEqual(['heartbeatSeconds'])
+      expect(AmqpSinkOptions.validate({ url: 'amqp://h', heartbeatSeconds }).map((i) => i.field)).toEqual([
+        'heartbeatSeconds',
+      ])
+    }
+    expect(AmqpSinkOptions.validate({ url: 'amqp://h', heartbeatSeconds: 65_535 })).toEqual([])
+  })
+
   it('the JSON Schema leaves out the code-only onWarning', () => {
     const schema = AmqpSourceOptions.jsonSchema() as { properties: Record<string, unknown> }
     expect(Object.keys(schema.properties)).toContain('prefetch')

@@ -34,7 +34,14 @@ export const connectionOptions = {
     .describe(
       'The longest reconnect delay. At least 1 ms: every delay is capped by it, and a cap of 0 would make the reconnects loop while the broker is away. At least reconnectInitialDelayMs, which it would cut silently.',
     ),
-  heartbeatSeconds: z.int().min(0).default(15).describe('AMQP heartbeat; 0 turns it off.'),
+  heartbeatSeconds: z
+    .int()
+    .min(0)
+    .max(65_535)
+    .default(15)
+    .describe(
+      'AMQP heartbeat; 0 turns it off. At most 65535, what AMQP carries: the broker takes the smaller of its own and this one.',
+    ),
   connectTimeoutMs: z
     .number()
     .min(1)
