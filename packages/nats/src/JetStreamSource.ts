@@ -15,7 +15,9 @@
  * - While a message is in the pipeline past half its consumer's AckWait, the source sends
  *   `working()` so the server does not redeliver it (no duplicate from a slow sink). Should the
  *   server redeliver it anyway (the AckWait passed while the connection was down), the copy does
- *   not enter the pipeline again: the message is settled once, through its newest delivery.
+ *   not enter the pipeline again: the message is settled once, through its newest delivery. A
+ *   batch that resolves while the connection is down is settled once it is back (the client drops
+ *   what was written while it was down), or at once at a stop.
  * - A user `onWarning` that throws or rejects stops nothing (see `#warn`).
  * - At most `min(maxInFlight, consumer MaxAckPending)` messages are in the pipeline at once: the
  *   source pulls no more until some settle (back pressure), and the server's MaxAckPending bounds
@@ -602,6 +604,7 @@ class JetStreamPullSource implements JetStreamSource {
       .then(
         async (r) => {
           const outcomes = await outcomesOf(r, batch.length)
+          await this.#connectedOrStopping(context)
           const applied: Promise<void>[] = []
           for (let i = 0; i < batch.length; i++) {
             const msg = this.#release(batch[i]!)
@@ -618,7 +621,8 @@ class JetStreamPullSource implements JetStreamSource {
           }
           if (applied.length > 0) await Promise.all(applied)
         },
-        (error: unknown) => {
+        async (error: unknown) => {
+          await this.#connectedOrStopping(context)
           const first = `${batch.length} message(s) from ${batch[0]?.msg.info.streamSequence}`
           if (context.signal.aborted) {
             // Not accepted because the topology stopped first: give them back at once for another
@@ -672,6 +676,16 @@ class JetStreamPullSource implements JetStreamSource {
       }) as Promise<void> & { accepted: Promise<void> }
     settled.accepted = receipt.then(nothing, nothing)
     return settled
+  }
+
+  /**
+   * Waits, before a batch is settled with the server, for a dropped connection to be up again (or
+   * for the stop): nats.js empties what was written while disconnected when it dials again, so an
+   * ack written then never reached the server, the counters said acked, and the message came again
+   * after its AckWait. A stop does not wait (its close warns when the server did not confirm).
+   */
+  #connectedOrStopping(context: SourceContext): Promise<void> {
+    return this.#connection?.whenConnected(context.signal) ?? Promise.resolve()
   }
 
   /**

@@ -91,6 +91,8 @@ export class Connection {
   #reconnects = 0
   #disconnects = 0
   #closing: Promise<boolean> | undefined = undefined
+  /** Who waits for the connection to be up again (see `whenConnected`), woken by the status loop. */
+  readonly #waiting = new Set<() => void>()
 
   readonly #component: string
   readonly #servers: string
@@ -171,6 +173,26 @@ export class Connection {
     return this.#state
   }
 
+  /**
+   * Resolves once the connection is up (at once when it is), closed, or `signal` aborted. nats.js
+   * empties what was written while disconnected each time it dials again, so a fire-and-forget
+   * message (an ack) written then never reaches the server: a caller that must not lose one waits
+   * here first. The state is the status loop's, a turn behind the client: what is written in the
+   * moment the link drops, before the client says so, may still be lost.
+   */
+  whenConnected(signal: AbortSignal): Promise<void> {
+    if (this.#state !== 'disconnected' || signal.aborted) return Promise.resolve()
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.#waiting.delete(done)
+        signal.removeEventListener('abort', done)
+        resolve()
+      }
+      this.#waiting.add(done)
+      signal.addEventListener('abort', done, { once: true })
+    })
+  }
+
   /** How many times the client reconnected after a drop. */
   get reconnects(): number {
     return this.#reconnects
@@ -225,7 +247,7 @@ export class Connection {
         await this.nc.close().catch(() => undefined)
       }
       this.#sockets.destroyAll()
-      this.#state = 'closed'
+      this.#enter('closed')
       return flushed
     })()
     return this.#closing
@@ -236,19 +258,27 @@ export class Connection {
       switch (status.type) {
         case 'disconnect':
           this.#disconnects++
-          this.#state = 'disconnected'
+          this.#enter('disconnected')
           break
         case 'reconnect':
           this.#reconnects++
-          this.#state = 'connected'
+          this.#enter('connected')
           break
         case 'close':
-          this.#state = 'closed'
+          this.#enter('closed')
           break
         default:
           break
       }
     }
+    // The status iterator ends when the client closes.
+    this.#enter('closed')
+  }
+
+  #enter(state: ConnectionState): void {
+    this.#state = state
+    if (state === 'disconnected') return
+    for (const wake of [...this.#waiting]) wake()
   }
 }
 

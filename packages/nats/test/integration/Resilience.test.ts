@@ -181,6 +181,53 @@ async function stallingProxy() {
   }
 }
 
+/**
+ * A proxy in front of the server that forwards until `down()`; from then on it cuts what is open
+ * and closes each new connection at once (the server unreachable: `refused` counts them) until
+ * `up()`.
+ */
+async function downingProxy() {
+  const sockets = new Set<Socket>()
+  let isDown = false
+  let refused = 0
+  const server = createServer((client) => {
+    sockets.add(client)
+    client.on('error', () => undefined).on('close', () => sockets.delete(client))
+    if (isDown) {
+      refused++
+      client.destroy()
+      return
+    }
+    const upstream = createConnection({ host: NATS_HOST, port: NATS_PORT })
+    sockets.add(upstream)
+    upstream.on('error', () => undefined).on('close', () => sockets.delete(upstream))
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
+    client.pipe(upstream)
+    upstream.pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  return {
+    address: `127.0.0.1:${port}`,
+    /** Connections closed at once since `down()`: the client is dialing again. */
+    get refused() {
+      return refused
+    },
+    down() {
+      isDown = true
+      for (const socket of sockets) socket.destroy()
+    },
+    up() {
+      isDown = false
+    },
+    close() {
+      for (const socket of sockets) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
 describe.skipIf(skip)('jetstream source: connection loss and competing instances', () => {
   let admin: NatsAdmin
   beforeAll(async () => {
@@ -238,6 +285,59 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       `checked: ${N} messages through 2 cuts, ${source.counters.reconnects} reconnects, ${duplicatesOf(delivered)} duplicate deliveries, ${source.counters.redelivered} redelivered, ${source.counters.pullErrors} failed pulls`,
     )
   }, 60_000)
+
+  it('a message settled while the connection is down is acked once it is back: not left pending until its AckWait, then delivered again', async () => {
+    // nats.js empties what it buffered while disconnected each time it dials: an ack written then
+    // never reached the server, though the counters said acked. The server held the message
+    // pending until its AckWait passed and delivered it again (a duplicate for every message
+    // settled during a drop).
+    const stream = await admin.stream('ACKDOWN')
+    await admin.publish(`${stream}.in`, [JSON.stringify({ n: 1 })])
+    const proxy = await downingProxy()
+    let release = (): void => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let seen = 0
+    const sink: Sink = {
+      kind: 'holding',
+      async write() {
+        seen++
+        await held
+        return undefined
+      },
+    }
+    const source = jetstream({
+      servers: proxy.address,
+      stream,
+      consumer: 'c',
+      // Far longer than the test: a redelivery cannot settle it, only the ack can.
+      ackWaitMs: 120_000,
+      reconnectTimeWaitMs: 50,
+      onWarning: () => {},
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    try {
+      await until('the message in the sink', () => seen === 1)
+      proxy.down()
+      await until('the client dialing again', () => proxy.refused >= 1)
+      release()
+      await until('the batch resolved', () => topology.metrics().in?.ackLatencyMs.count === 1)
+      proxy.up()
+      await until('a reconnect', () => source.counters.reconnects >= 1)
+      await until('nothing pending at the server', () => settledAtServer(admin, stream, 'c'), 5000)
+    } finally {
+      release()
+      await topology.stop()
+      await proxy.close()
+    }
+    expect(seen).toBe(1)
+    expect(source.counters).toMatchObject({ received: 1, acked: 1, redelivered: 0, inFlight: 0 })
+  }, 30_000)
 
   it('a redelivery of a message still in the pipeline (AckWait passed while the connection was down) is not sent again: delivered once, acked once', async () => {
     const stream = await admin.stream('INFLIGHT')
