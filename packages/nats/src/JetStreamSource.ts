@@ -181,7 +181,11 @@ export const JetStreamSourceOptions = defineOptions({
     .describe(
       "A payload that is not a JSON object: 'reject' terms it with the reason; 'raw' sends it as a string in `rawField`. A JSON value that is not an object goes to `rawField` either way. A payload that is not UTF-8 counts as invalid JSON ('raw': its bad bytes become U+FFFD), and so does one holding a number too large for a double (such as 1e400, which would parse as Infinity).",
     ),
-  rawField: z.string().min(1).default('message').describe('The field a raw or non-object payload goes to.'),
+  rawField: z
+    .string()
+    .min(1)
+    .default('message')
+    .describe('The field a raw or non-object payload goes to (not the metadataField).'),
   metadataField: z
     .union([z.string().min(1), z.literal(false)])
     .default('_nats')
@@ -336,6 +340,15 @@ class JetStreamPullSource implements JetStreamSource {
     const o = JetStreamSourceOptions.resolve(this.#options)
     if (o.nakMaxMs < o.nakInitialMs)
       return [ConfigIssue.of('nakMaxMs', `at least nakInitialMs (${o.nakInitialMs})`, o.nakMaxMs)]
+    // The metadata is written after the raw payload: under one name it replaced the payload.
+    if (o.rawField === o.metadataField)
+      return [
+        ConfigIssue.of(
+          'rawField',
+          `not the metadataField ('${o.metadataField}'): the metadata would replace a raw payload`,
+          o.rawField,
+        ),
+      ]
     return []
   }
 

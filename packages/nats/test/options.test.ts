@@ -88,6 +88,23 @@ describe('options', () => {
     expect(issues.map((i) => i.field)).toEqual(['nakMaxMs'])
   })
 
+  it('a rawField that is the metadataField is reported at build, by its field: the metadata would overwrite the payload', () => {
+    // A payload that is not a JSON object goes to rawField, then the metadata to metadataField: with
+    // one name for both, the event held the metadata alone and was acked, its payload gone.
+    const base = { servers: 'x', stream: 's', consumer: 'c' }
+    expect(jetstream({ ...base, rawField: '_nats' }).validate()).toMatchObject([
+      { field: 'rawField', message: expect.stringContaining('metadataField') },
+    ])
+    expect(
+      jetstream({ ...base, metadataField: 'message' })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['rawField'])
+    expect(jetstream({ ...base, rawField: 'meta', metadataField: 'meta' }).validate()).toHaveLength(1)
+    expect(jetstream({ ...base, rawField: '_nats', metadataField: false }).validate()).toEqual([])
+    expect(jetstream({ ...base, rawField: 'raw', metadataField: 'meta' }).validate()).toEqual([])
+  })
+
   it.each(['nakInitialMs', 'nakMaxMs', 'fetchExpiresMs'])(
     'a %s longer than the server reads (a 64-bit count of nanoseconds) is reported, by its field',
     (field) => {
