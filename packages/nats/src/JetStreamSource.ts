@@ -12,7 +12,8 @@
  *   A message is never dropped silently: one whose payload is not JSON (or not UTF-8, or holds a
  *   number too large for a double, which would parse as `Infinity` and reach sinks as `null`) either enters the
  *   pipeline as a raw string field or is `term`ed with a reason (`invalidJson`).
- * - While a message is in the pipeline past half its consumer's AckWait, the source sends
+ * - While a message is in the pipeline (from its arrival, also while an earlier batch waits to
+ *   be accepted) past half its consumer's AckWait, the source sends
  *   `working()` so the server does not redeliver it (no duplicate from a slow sink). Should the
  *   server redeliver it anyway (the AckWait passed while the connection was down), the copy does
  *   not enter the pipeline again: the message is settled once, through its newest delivery. A
@@ -415,15 +416,25 @@ class JetStreamPullSource implements JetStreamSource {
         context.signal.addEventListener('abort', stop, { once: true })
         let batch: InFlight[] = []
         let records: JsonObject[] = []
-        const flush = async (): Promise<void> => {
+        // The acceptance of the batch sent last, while the pipeline has not taken it. Messages of
+        // the pull that arrive meanwhile are taken all the same (in flight, so working() covers
+        // them: in the client's iterator the server would deliver them again each AckWait) and go
+        // as the next batch once it is accepted; the next pull waits for every acceptance.
+        let accepting: Promise<void> | undefined
+        const send = (): void => {
           if (batch.length === 0) return
           const settled = this.#send(batch, records, o, context, maxDeliveries, serverMaxDeliver, room)
           batch = []
           records = []
           settling.add(settled)
           void settled.then(() => settling.delete(settled))
-          // Wait for acceptance before taking more, so back pressure reaches the pull.
-          await settled.accepted
+          accepting = settled.accepted.then(() => {
+            accepting = undefined
+            send()
+          })
+        }
+        const accepted = async (): Promise<void> => {
+          while (accepting !== undefined) await accepting
         }
         try {
           for await (const msg of messages) {
@@ -432,16 +443,25 @@ class JetStreamPullSource implements JetStreamSource {
               batch.push(taken.entry)
               records.push(taken.record)
             }
-            // Send what has arrived once nothing more is waiting in the iterator: no added latency.
-            if (batch.length >= o.batchSize || messages.getPending() <= 0) await flush()
+            if (batch.length >= o.batchSize) {
+              // A full batch waits for the one before (then sent by its acceptance, if not yet).
+              while (accepting !== undefined && batch.length >= o.batchSize) await accepting
+              if (accepting === undefined) send()
+            } else if (accepting === undefined && messages.getPending() <= 0) {
+              // Send what has arrived once nothing more is waiting in the iterator: no added latency.
+              send()
+            }
           }
         } catch (error) {
           await this.#pullFailed(error, context.signal, connection)
         } finally {
           context.signal.removeEventListener('abort', stop)
         }
-        // Messages taken before the pull ended or failed are the server's deliveries all the same.
-        await flush()
+        // Messages taken before the pull ended or failed are the server's deliveries all the same;
+        // the next pull waits until the pipeline accepted them, so back pressure reaches it.
+        await accepted()
+        send()
+        await accepted()
       }
       await Promise.all(settling)
     } finally {

@@ -93,6 +93,52 @@ function refusingBuffer(options: { hold?: boolean } = {}) {
   return { factory, pushes, release: () => release() }
 }
 
+/**
+ * A buffer in front of a sink that accepts every push once `open()` was called and holds each
+ * push until then (a buffer that is full): the source's `send` is not accepted meanwhile. The
+ * sink gets what was pushed, in order.
+ */
+function gateBuffer() {
+  const queue: EventArray[] = []
+  let wakePull = (): void => {}
+  let opened = false
+  let wakePushes = (): void => {}
+  const gate = new Promise<void>((resolve) => {
+    wakePushes = resolve
+  })
+  let closed = false
+  const factory: EdgeBufferFactory = {
+    kind: 'gate',
+    async open() {
+      return {
+        async push(events: EventArray) {
+          if (!opened) await gate
+          queue.push(events)
+          wakePull()
+        },
+        async pull() {
+          while (queue.length === 0 && !closed)
+            await new Promise<void>((resolve) => {
+              wakePull = resolve
+            })
+          return queue.shift()
+        },
+        async close() {
+          closed = true
+          wakePull()
+        },
+      }
+    },
+  }
+  return {
+    factory,
+    open() {
+      opened = true
+      wakePushes()
+    },
+  }
+}
+
 describe.skipIf(skip)('jetstream source against a NATS server', () => {
   let admin: NatsAdmin
   beforeAll(async () => {
@@ -400,6 +446,57 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     expect(source.counters.working).toBeGreaterThanOrEqual(2)
     expect(source.counters).toMatchObject({ received: 2, redelivered: 0 })
     const info = await admin.jsm.consumers.info(stream, 'c')
+    expect({ redelivered: info.num_redelivered, ackPending: info.num_ack_pending }).toEqual({
+      redelivered: 0,
+      ackPending: 0,
+    })
+  })
+
+  it('a message that arrives while the pipeline has not accepted the batch before is covered by working(): no redelivery', async () => {
+    // The loop waited for each batch to be accepted before it took the next message of the pull:
+    // one that arrived meanwhile waited in the client's iterator, outside the messages working()
+    // covers, and the server delivered it again each AckWait (counting against MaxDeliver, and to
+    // another instance sharing the consumer: a duplicate) for as long as the pipeline was full.
+    const stream = await admin.stream('GATED')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const buffer = gateBuffer()
+    const sink = memory()
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'c',
+      ackWaitMs: 1000,
+      // The pull stays open, so the second message comes through it while the first waits.
+      fetchExpiresMs: 30_000,
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink, { buffer: buffer.factory })
+      .build()
+    await topology.start()
+    try {
+      await until('the first message in flight', () => source.counters.received === 1)
+      await admin.publish(`${stream}.in`, ['{"n":1}'])
+      await until('the second message delivered to the source', async () => {
+        const info = await admin.jsm.consumers.info(stream, 'c')
+        return info.num_ack_pending === 2
+      })
+      // Ten working() signals, each at least half the AckWait after the one before for its message:
+      // the second message waited two AckWaits and more while the pipeline was full.
+      const touched = source.counters.working
+      await until('ten working() signals more', () => source.counters.working >= touched + 10)
+      buffer.open()
+      await until('both acked', () => source.counters.acked === 2)
+    } finally {
+      buffer.open()
+      await topology.stop()
+    }
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    console.log(
+      `gated: ${JSON.stringify(source.counters)}; at the server: redelivered ${info.num_redelivered}`,
+    )
+    expect(sink.events.map((e) => e.n)).toEqual([0, 1])
+    expect(source.counters).toMatchObject({ received: 2, redelivered: 0, acked: 2, inFlight: 0 })
     expect({ redelivered: info.num_redelivered, ackPending: info.num_ack_pending }).toEqual({
       redelivered: 0,
       ackPending: 0,
