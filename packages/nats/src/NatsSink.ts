@@ -7,7 +7,8 @@
  * field `acknowledgements`) unless its declaration says `acknowledgements: false`, the user's
  * statement that they know. An event is `delivered` once the server read its message (a flush
  * answered on the connection it went out on), which says nothing of subscribers; a write whose
- * flush fails throws a `RetryableError` (the client discards what it buffered while disconnected
+ * flush fails, or gets no answer within `timeoutMs` (a link that stopped passing bytes), throws a
+ * `RetryableError` (the client discards what it buffered while disconnected
  * when it dials again, and a retry may send again what the server had read: at least once). An event that can never be published (one `JSON.stringify`
  * cannot encode, or one over the server's `max_payload`) is `rejected` alone, before publishing.
  * When the client closes the connection for good (a second authorization error in a row), the
@@ -19,6 +20,7 @@ import type { EventArray } from '@ackline/core'
 import {
   type ConfigIssue,
   defineOptions,
+  MAX_TIMER_MS,
   type OptionsOf,
   type ResolvedOptionsOf,
   RetryableError,
@@ -35,6 +37,14 @@ import { tooLarge } from './internal/tooLarge.js'
 export const NatsSinkOptions = defineOptions({
   ...connectionShape,
   subject: publishSubject().describe('The subject to publish to.'),
+  timeoutMs: z
+    .int()
+    .min(1)
+    .max(MAX_TIMER_MS)
+    .default(5000)
+    .describe(
+      'How long a write waits for the server to confirm (a flush) that it read the messages, in ms; unanswered, the write fails retryable.',
+    ),
   acknowledgements: z
     .literal(false)
     .optional()
@@ -104,10 +114,27 @@ class NatsPublisher implements NatsSink {
         results.push(error instanceof Error ? error : new TypeError(String(error)))
       }
     }
+    // Bounded: through a link that stopped passing bytes no answer comes, and the client gives up
+    // on the link only after its own ping check, minutes later.
+    let timer: NodeJS.Timeout | undefined
+    const timeoutMs = this.#o.timeoutMs
     try {
-      await connection.nc.flush()
+      const answered = await Promise.race([
+        connection.nc.flush().then(() => true),
+        new Promise<false>((resolve) => {
+          timer = setTimeout(() => resolve(false), timeoutMs)
+        }),
+      ])
+      if (!answered)
+        throw new RetryableError(
+          'nats',
+          `no answer from the server to the flush within ${timeoutMs} ms (timeoutMs): it may not have read the messages`,
+        )
     } catch (error) {
+      if (error instanceof RetryableError) throw error
       throw new RetryableError('nats', `flush failed: ${String(error)}`, { cause: error })
+    } finally {
+      clearTimeout(timer)
     }
     return results
   }

@@ -45,6 +45,9 @@ describe('options', () => {
     expect(source.map((i) => i.field)).toEqual(['apiTimeoutMs'])
     const sink = JetStreamSinkOptions.validate({ servers: 'x', subject: 'y', timeoutMs: 2 ** 31 })
     expect(sink.map((i) => i.field)).toEqual(['timeoutMs'])
+    const core = natsSink({ servers: 'x', subject: 'y', timeoutMs: 2 ** 31 }).validate()
+    expect(core.map((i) => i.field)).toEqual(['timeoutMs'])
+    expect(natsSink({ servers: 'x', subject: 'y', timeoutMs: 2 ** 31 - 1 }).validate()).toEqual([])
   })
 
   it.each(['connectTimeoutMs', 'reconnectTimeWaitMs', 'closeTimeoutMs'])(

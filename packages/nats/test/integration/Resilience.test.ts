@@ -8,7 +8,15 @@ import { tcpProxy } from '@ackline/testkit'
 import { ComponentError, type LifecycleEvent, type Sink, TopologyBuilder } from '@ackline/topology'
 import { AckPolicy } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { NATS_HOST, NATS_PORT, NATS_URL, NatsAdmin, skipWithoutNats, until } from './support/natsFixture.js'
+import {
+  NATS_HOST,
+  NATS_PORT,
+  NATS_URL,
+  NatsAdmin,
+  skipWithoutNats,
+  uniqueName,
+  until,
+} from './support/natsFixture.js'
 
 const skip = await skipWithoutNats('Resilience.test.ts')
 
@@ -821,5 +829,35 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       sub.unsubscribe()
       await proxy.close()
     }
+  })
+  it('a core NATS sink write on a link that stopped answering fails retryable after timeoutMs, naming it, instead of hanging', async () => {
+    // The write flushes (PING/PONG) so that delivered means the server read it. Through a link
+    // that stopped passing bytes (a half-open connection, a server that stopped reading) no PONG
+    // comes: the write hung until the client's own ping check gave up on the link, minutes later,
+    // and the sink wrote nothing meanwhile.
+    const subject = `${uniqueName('stall')}.core`
+    const proxy = await stallingProxy()
+    const sink = natsSink({ servers: proxy.address, subject, timeoutMs: 300 })
+    await sink.start()
+    let outcome: unknown
+    try {
+      expect(await sink.write(EventArray.of(new LogEvent({ n: 1 })))).toEqual(['delivered'])
+      proxy.stall()
+      void sink.write(EventArray.of(new LogEvent({ n: 2 }))).then(
+        (result) => {
+          outcome = result
+        },
+        (error: unknown) => {
+          outcome = error
+        },
+      )
+      await until('the write settled', () => outcome !== undefined, 5000)
+    } finally {
+      await sink.stop()
+      await proxy.close()
+    }
+    expect(outcome).toBeInstanceOf(ComponentError)
+    expect(outcome).toMatchObject({ code: 'RETRYABLE', component: 'nats' })
+    expect((outcome as Error).message).toMatch(/no answer .* within 300 ms \(timeoutMs\)/)
   })
 })
