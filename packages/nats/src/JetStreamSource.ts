@@ -398,12 +398,24 @@ class JetStreamPullSource implements JetStreamSource {
     heartbeat.unref()
     const settling = new Set<Promise<void>>()
     const room = new Room(limit)
+    // A full pipeline would otherwise keep the run going, silent, once the client closed the
+    // connection for good, until it had room for a pull that could only fail.
+    void connection.nc.closed().then(
+      () => room.interrupt(),
+      () => room.interrupt(),
+    )
     const told = (): number => this.#count.acked + this.#count.nacked + this.#count.terminated
     const toldBefore = told()
     try {
       while (!context.signal.aborted) {
         await room.wait(this.#inFlight.size, context.signal)
         if (context.signal.aborted) break
+        if (this.#inFlight.size >= limit) {
+          // Woken by the connection's close, with no room: the client gave up on it (else it was ours).
+          const gone = await connection.closedForGood()
+          if (gone !== undefined) throw gone
+          break
+        }
         const want = Math.min(pullSize, limit - this.#inFlight.size)
         let messages: ConsumerMessages
         try {
@@ -918,9 +930,11 @@ function metadataOf(msg: JsMsg, consumer: string): JetStreamMetadata {
 /** Wakes the pull loop when a message settles and there is room again. */
 class Room {
   #wake: (() => void) | undefined = undefined
+  #interrupted = false
   constructor(readonly limit: number) {}
+  /** Resolves once there is room, `signal` aborted, or `interrupt()` was called. */
   wait(inFlight: number, signal: AbortSignal): Promise<void> {
-    if (inFlight < this.limit || signal.aborted) return Promise.resolve()
+    if (inFlight < this.limit || signal.aborted || this.#interrupted) return Promise.resolve()
     return new Promise((resolve) => {
       const done = (): void => {
         this.#wake = undefined
@@ -930,6 +944,11 @@ class Room {
       this.#wake = done
       signal.addEventListener('abort', done, { once: true })
     })
+  }
+  /** Wakes the loop and never lets it wait again: the connection closed. */
+  interrupt(): void {
+    this.#interrupted = true
+    this.#wake?.()
   }
   release(): void {
     this.#wake?.()

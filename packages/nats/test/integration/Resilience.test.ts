@@ -776,6 +776,58 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
     }
   })
 
+  it('credentials revoked while the pipeline is full: the run fails with AUTH_FAILED at once, not once the pipeline has room again', async () => {
+    // With maxInFlight messages in the pipeline the loop waits for room before it pulls, and only a
+    // failed pull told it that the client had closed the connection for good: a sink holding its
+    // write kept the run going, silent, while nothing could be consumed or acked any more.
+    const stream = await admin.stream('REVOKED_FULL')
+    await admin.publish(`${stream}.in`, ['{"n":0}', '{"n":1}'])
+    const proxy = await revokingProxy()
+    let release = (): void => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let seen = 0
+    const sink: Sink = {
+      kind: 'holding',
+      async write() {
+        seen++
+        await held
+        return undefined
+      },
+    }
+    const source = jetstream({
+      servers: proxy.address,
+      stream,
+      consumer: 'c',
+      maxInFlight: 1,
+      reconnectTimeWaitMs: 50,
+      onWarning: () => {},
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    const errors: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') errors.push(fact)
+    })
+    try {
+      await topology.start()
+      await until('the first message in the sink', () => seen === 1)
+      proxy.revoke()
+      await until('the client gave up', () => proxy.refused >= 2, 10_000)
+      await until('the run failed while the sink holds its write', () => errors.length > 0, 5000)
+      const cause = (errors[0] as { cause: unknown }).cause as ComponentError
+      expect(cause).toMatchObject({ code: 'AUTH_FAILED', component: 'in', field: 'user' })
+      expect(seen).toBe(1)
+    } finally {
+      release()
+      await topology.stop()
+      await proxy.close()
+    }
+  })
+
   it('credentials revoked, then restored: a sink connects again once the client closed the connection for good, and delivers', async () => {
     // nats.js gives up after a second authorization error in a row and closes the connection for
     // good. The JetStream and core NATS sinks kept that client: every write failed ('closed
