@@ -426,6 +426,9 @@ class JetStreamPullSource implements JetStreamSource {
         }
         const stop = (): void => messages.stop()
         context.signal.addEventListener('abort', stop, { once: true })
+        // A stop that came while the fetch was being set up: its abort has fired already, and the
+        // listener never would (the pull would then hold the stop up to fetchExpiresMs).
+        if (context.signal.aborted) stop()
         let batch: InFlight[] = []
         let records: JsonObject[] = []
         // The acceptance of the batch sent last, while the pipeline has not taken it. Messages of
