@@ -127,6 +127,21 @@ describe('DiskBuffer acknowledgements', () => {
     }
   })
 
+  it('hands a record out again after its 1025th nack with retryBackoff.initialMs 0 (0 · 2^1024 is NaN, which no time passes)', async () => {
+    const { open } = setup({ retryBackoff: { initialMs: 0, maxMs: 30_000 } })
+    const buffer = await open()
+    await buffer.append(records(1))
+    let seq = (await buffer.read(1))![0]!.seq
+    for (let attempt = 1; attempt <= 1100; attempt++) {
+      buffer.nack(seq)
+      const again = await buffer.read(1, { wait: false })
+      expect(again?.map((r) => [text(r.payload), r.attempt])).toEqual([['r0', attempt]])
+      seq = again![0]!.seq
+    }
+    buffer.ack(seq)
+    expect(buffer.metrics().retryPending).toBe(0)
+    await buffer.close()
+  })
   it('ends a drain once the last record in flight is acknowledged, leaving one that waits out its back-off for the next run', async () => {
     const { open } = setup({ retryBackoff: { initialMs: 600_000, maxMs: 600_000 } })
     const buffer = await open()

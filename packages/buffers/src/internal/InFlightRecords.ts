@@ -91,7 +91,10 @@ export class InFlightRecords {
     if (held === undefined) return false
     this.#held.delete(seq)
     const attempt = held.attempt + 1
-    const delay = Math.min(this.#maxMs, this.#initialMs * 2 ** (attempt - 1))
+    // The exponent is capped: past 2^1023 the power is Infinity, and 0 · Infinity (initialMs 0)
+    // is NaN, a due time no clock reaches (the record was never handed out again after its
+    // 1025th nack). Capped, the product is a number (or Infinity), which maxMs caps as before.
+    const delay = Math.min(this.#maxMs, this.#initialMs * 2 ** Math.min(attempt - 1, 1023))
     this.#retries.push({ seq, payload: held.payload, crc: held.crc, attempt, dueAt: now + delay })
     return true
   }
