@@ -292,6 +292,22 @@ describe('ackline-buffer', () => {
     expect(missing.out).toContain('is not a directory')
   })
 
+  it('says the command is not built, and exits 2, from a checkout whose path has a space (not a stack trace)', () => {
+    // The launcher as installed, in a package that was never built, under a directory with a space.
+    const pkg = join(tempDir(), 'my checkout', 'buffers')
+    mkdirSync(join(pkg, 'bin'), { recursive: true })
+    writeFileSync(join(pkg, 'package.json'), '{"type":"module"}')
+    const launcher = new URL('../bin/ackline-buffer.js', import.meta.url).pathname
+    writeFileSync(join(pkg, 'bin', 'ackline-buffer.js'), readFileSync(launcher))
+    const r = spawnSync(process.execPath, [join(pkg, 'bin', 'ackline-buffer.js'), tmpdir()], {
+      encoding: 'utf8',
+    })
+    expect(r.stderr).toContain(`ackline-buffer: ${join(pkg, 'dist', 'cli.js')} is not built yet`)
+    expect(r.stderr).toContain(`npx tsx --conditions=source ${join(pkg, 'src', 'cli.ts')} <buffer-dir>`)
+    expect(r.stderr).not.toContain('ERR_MODULE_NOT_FOUND')
+    expect(r.status).toBe(2)
+  })
+
   it('exits 2 with one line, not a stack trace, when its standard output is a pipe closed early (EPIPE)', async () => {
     const path = tempDir()
     await makeBuffer(path)
