@@ -310,6 +310,8 @@ export const BufferCheck = {
       let ledgerAhead = false
       /** The acknowledged position to save when repairing the last segment's tail left the ledger ahead of the records. */
       let cappedAt: number | undefined
+      /** Where the records on disk resume, when the ledger counts records below it unacknowledged (they are gone). */
+      let goneUpTo: number | undefined
       let lastSeq = -1
       for (const name of segNames) {
         const seg = await about(`${path}/${name}`, checkSegment(fs, path, name, ackedBelow))
@@ -345,6 +347,17 @@ export const BufferCheck = {
             problems.push(`segment starting at ${first} is listed in the ledger but missing`)
           }
         }
+        // As opening warns: a segment goes only once the ledger saved its records acknowledged,
+        // so records it counts unacknowledged below the first segment left were deleted from
+        // outside (lost), or an older ledger was restored. With no segment left, they end at its
+        // next number.
+        const resumesAt = segNames.length > 0 ? firstOnDisk : ledger.ledger.nextSeq
+        if (ackedBelow < resumesAt) {
+          problems.push(
+            `records ${ackedBelow}..${resumesAt - 1}, which the ledger counts unacknowledged, are gone: the segment(s) holding them are not on disk (${segNames.length === 0 ? 'none is left' : `the first one left is ${segNames[0]}`}); deleted from outside the buffer (lost), or an older ledger was restored. Opening delivers from record ${resumesAt}; --repair moves the ledger's acknowledged position there`,
+          )
+          goneUpTo = resumesAt
+        }
         const last = segments.at(-1)
         const dataEnd = last === undefined ? 0 : Math.max(lastSeq + 1, Number(last.name.slice(0, 20)))
         if (lastSeq >= 0 && last?.torn === undefined && ackedBelow > dataEnd) {
@@ -366,7 +379,7 @@ export const BufferCheck = {
       const ledgerBad = ledger.status !== 'ok' || ledger.ledger.nextSeq <= lastSeq || ledgerAhead
       if (canRepair && ledgerBad) {
         // A ledger ahead of the data is not trusted at all: redeliver from the first record on disk.
-        const from = ledgerAhead ? firstOnDisk : ackedBelow
+        const from = ledgerAhead ? firstOnDisk : Math.max(ackedBelow, goneUpTo ?? 0)
         const nextSeq = ledgerAhead
           ? Math.max(lastSeq + 1, from)
           : Math.max(lastSeq + 1, ledger.status === 'ok' ? ledger.ledger.nextSeq : 0, from)
@@ -384,6 +397,15 @@ export const BufferCheck = {
         })
         repairs.push(
           `moved the ledger's acknowledged position from ${ackedBelow} to ${cappedAt}, the end of the records left once the damaged tail was cut (opening refuses a ledger ahead of them)`,
+        )
+      } else if (canRepair && ledger.status === 'ok' && goneUpTo !== undefined) {
+        await Ledger.write(fs, path, {
+          nextSeq: Math.max(ledger.ledger.nextSeq, goneUpTo),
+          ackedBelow: goneUpTo,
+          segments: segNames.map((n) => Number(n.slice(0, 20))),
+        })
+        repairs.push(
+          `moved the ledger's acknowledged position from ${ackedBelow} to ${goneUpTo}, where the records on disk resume (records ${ackedBelow}..${goneUpTo - 1} are gone)`,
         )
       } else if (canRepair && ledger.status === 'ok' && ledger.passedOver !== undefined) {
         await Ledger.write(fs, path, ledger.ledger)

@@ -372,6 +372,34 @@ describe('ackline-buffer', () => {
     expect(report.notes).toContainEqual(expect.stringContaining('settings.json is damaged'))
   })
 
+  it('reports records the ledger counts unacknowledged whose segment is gone (as opening warns), and --repair moves the ledger past them', async () => {
+    const path = tempDir()
+    await makeBuffer(path) // records 0..9, 0..2 acknowledged: record 3 is the first unacknowledged
+    unlinkSync(join(path, '00000000000000000000.seg')) // deleted from outside, record 3 with it
+    const { code, out } = runCli(path)
+    expect(out).toContain(
+      'records 3..3, which the ledger counts unacknowledged, are gone: the segment(s) holding them are not on disk (the first one left is 00000000000000000004.seg)',
+    )
+    expect(code).toBe(1)
+    const repaired = runCli(path, '--repair')
+    expect(repaired.out).toContain(
+      "moved the ledger's acknowledged position from 3 to 4, where the records on disk resume (records 3..3 are gone)",
+    )
+    expect(repaired.out).toContain('after repair: no problems found')
+    expect(repaired.code).toBe(0)
+    const logs: string[] = []
+    const buffer = await DiskBuffer.open({ path, segmentBytes: 128, log: (m) => logs.push(m) })
+    expect(logs).toEqual([])
+    expect(buffer.ackedBelow).toBe(4)
+    await buffer.close()
+    // With every segment gone, the records the ledger counts unacknowledged end at its next number.
+    for (const name of readdirSync(path)) if (name.endsWith('.seg')) unlinkSync(join(path, name))
+    const report = await BufferCheck.run(path)
+    expect(report.problems).toContainEqual(
+      expect.stringContaining('records 4..9, which the ledger counts unacknowledged, are gone'),
+    )
+  })
+
   it('reports a ledger whose acknowledged position lies past the records on disk, and exits 1', async () => {
     const path = tempDir()
     await makeBuffer(path)
