@@ -308,6 +308,8 @@ export const BufferCheck = {
       const ackedBelow = ledger.status === 'ok' ? ledger.ledger.ackedBelow : firstOnDisk
       const segments: SegmentCheck[] = []
       let ledgerAhead = false
+      /** Whether a record lies past the numbers opening would give new records. */
+      let reused = false
       /** The acknowledged position to save when repairing the last segment's tail left the ledger ahead of the records. */
       let cappedAt: number | undefined
       /** Where the records on disk resume, when the ledger counts records below it unacknowledged (they are gone). */
@@ -370,13 +372,25 @@ export const BufferCheck = {
           // open would find the ledger ahead of the records and refuse it (LEDGER_AHEAD).
           cappedAt = dataEnd
         }
-        if (ledger.ledger.nextSeq <= lastSeq) {
+        // Opening numbers new records from past the ledger's next number and the last segment's
+        // records, so a ledger saved before the last records were written (a crash, a checkpoint
+        // that failed at close) is no problem: only a record past that, in an earlier segment,
+        // would see its number given again.
+        const lastSegment = segments.at(-1)
+        const numbersFrom = Math.max(
+          (lastSegment?.lastSeq ?? -1) + 1,
+          lastSegment === undefined ? 0 : Number(lastSegment.name.slice(0, 20)),
+          ledger.ledger.nextSeq,
+          ackedBelow,
+        )
+        if (lastSeq >= numbersFrom) {
+          reused = true
           problems.push(
-            `ledger's next sequence number ${ledger.ledger.nextSeq} is not above the last record ${lastSeq}`,
+            `record ${lastSeq} lies past where opening numbers new records (from ${numbersFrom}: the ledger's next number ${ledger.ledger.nextSeq}, the last segment's records): its number would be given again`,
           )
         }
       }
-      const ledgerBad = ledger.status !== 'ok' || ledger.ledger.nextSeq <= lastSeq || ledgerAhead
+      const ledgerBad = ledger.status !== 'ok' || reused || ledgerAhead
       if (canRepair && ledgerBad) {
         // A ledger ahead of the data is not trusted at all: redeliver from the first record on disk.
         const from = ledgerAhead ? firstOnDisk : Math.max(ackedBelow, goneUpTo ?? 0)

@@ -410,6 +410,22 @@ describe('ackline-buffer', () => {
     expect(code).toBe(1)
   })
 
+  it('counts a ledger checkpointed before the last records were written (a crash, a failed checkpoint at close) as clean, and exits 0', async () => {
+    const path = tempDir()
+    await makeBuffer(path) // records 0..9
+    // The last checkpoint saved before records 8 and 9 were written: opening numbers from 10 all the same.
+    const body = JSON.stringify({ version: 1, nextSeq: 8, ackedBelow: 3, segments: [0, 4] })
+    writeFileSync(join(path, 'ledger.json'), `${body}\n${crc32c(Buffer.from(body))}\n`)
+    const { code, out } = runCli(path)
+    expect(out).toContain('no problems found')
+    expect(code).toBe(0)
+    const logs: string[] = []
+    const buffer = await DiskBuffer.open({ path, segmentBytes: 128, log: (m) => logs.push(m) })
+    expect(logs).toEqual([])
+    expect(buffer.nextSeq).toBe(10)
+    await buffer.close()
+  })
+
   it('counts a healthy buffer with no checkpoint yet (as after a crash) as clean, with a note, and exits 0', async () => {
     const path = tempDir()
     await makeBuffer(path)
