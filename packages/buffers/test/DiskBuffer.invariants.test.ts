@@ -310,6 +310,22 @@ describe('DiskBuffer invariants', () => {
     await buffer.close()
   })
 
+  it('refuses at once payloads that are not an array (untyped code), storing and numbering nothing', async () => {
+    const { open } = setup()
+    const buffer = await open()
+    await buffer.append(records(1))
+    // A string was stored as one record per character; a Buffer failed on its first byte, a
+    // missing list with a bare "Cannot read properties of undefined".
+    for (const bad of ['abc', Buffer.from('abc'), undefined, null, { length: 1, 0: 'x' }]) {
+      const error = await buffer.append(bad as never).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(TypeError)
+      expect((error as Error).message).toContain(`disk buffer ${PATH}: append's payloads must be an array`)
+    }
+    expect(buffer.nextSeq).toBe(1)
+    expect(await drain(buffer)).toEqual(['r0'])
+    await buffer.close()
+  })
+
   it('stores a string payload as its UTF-8 bytes, and measures it in bytes against a segment', async () => {
     const { open } = setup({ segmentBytes: 64 })
     const buffer = await open()
