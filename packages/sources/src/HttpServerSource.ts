@@ -1033,7 +1033,9 @@ class HttpServer implements HttpServerSource {
   #authorized(request: IncomingMessage): boolean {
     const header = request.headers.authorization
     if (header === undefined || !/^Bearer /i.test(header)) return false
-    return timingSafeEqual(digest(header.slice(7).trim()), this.#tokenDigest!)
+    // Only the blanks HTTP puts around a value (spaces, tabs): `trim()` would also take a no-break
+    // space (latin1 0xa0), which a token may start or end with and a client sends as it is.
+    return timingSafeEqual(digest(header.slice(7).replace(/^[ \t]+|[ \t]+$/g, '')), this.#tokenDigest!)
   }
 
   #tooLarge(request: IncomingMessage, response: ServerResponse): void {

@@ -1304,6 +1304,21 @@ describe('httpServer: requests refused up front', () => {
     expect((await answer).status).toBe(200)
   })
 
+  it('accepts a token that starts or ends with a no-break space (latin1 0xa0), which a header carries', async () => {
+    // validate() takes it, and a client sends it as it is; a trim of Unicode blanks dropped it from
+    // the header, and every request got 401.
+    for (const token of ['secret\u00a0', '\u00a0secret']) {
+      expect(httpServer({ authToken: token }).validate()).toEqual([])
+      const { context, port } = await start({ authToken: token })
+      context.onBatch = (batch) => batch.end('delivered')
+      const answer = await request(port, { headers: { authorization: `Bearer ${token}` }, body: '[{"a":1}]' })
+      expect(answer.status).toBe(200)
+      // The token's own no-break space is part of it: without it, the request is refused.
+      const bare = await request(port, { headers: { authorization: 'Bearer secret' }, body: '[{"a":1}]' })
+      expect(bare.status).toBe(401)
+    }
+  })
+
   it('answers 405 to other methods', async () => {
     const { port } = await start()
     const answer = await request(port, { method: 'GET' })
