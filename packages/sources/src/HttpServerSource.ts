@@ -294,7 +294,10 @@ export interface HttpServerCounters {
   /** Connections closed on arrival because `maxConnections` were open. */
   readonly connectionsDropped: number
 }
-/** The source {@link httpServer} returns. */
+/**
+ * The source {@link httpServer} returns. It runs once: a second `run` (the object declared in a
+ * second topology) rejects with a `ComponentError` of code `ALREADY_RAN`; make one per topology.
+ */
 export interface HttpServerSource extends Source {
   readonly kind: 'http_server'
   readonly canAcknowledge: true
@@ -398,6 +401,8 @@ class HttpServer implements HttpServerSource {
   readonly #lingering = new Set<Socket>()
   /** Set once `run` returns: from then on, an answer that closes its connection closes it at once. */
   #closed = false
+  /** Set by the first `run`: the state above is one run's (its stop is never undone), so a second is refused. */
+  #ran = false
 
   constructor(options: HttpServerOptions) {
     this.#options = options
@@ -452,6 +457,16 @@ class HttpServer implements HttpServerSource {
   }
 
   async run(context: SourceContext): Promise<void> {
+    if (this.#ran) {
+      // Run again (one object in two topologies, or in a topology built anew), it would answer
+      // every request 503 SHUTTING_DOWN, /health 200, and listening() the first run's address.
+      throw new ComponentError(
+        'ALREADY_RAN',
+        'an http_server source runs once: make a new one with httpServer(options) for each topology',
+        { component: context.id },
+      )
+    }
+    this.#ran = true
     this.#componentId = context.id
     this.#context = context
     const o = this.#resolved

@@ -1439,6 +1439,38 @@ describe('httpServer: lifecycle', () => {
     expect((await answer).status).toBe(200)
   })
 
+  it('refuses a second run of one source, which would answer every request 503 SHUTTING_DOWN while /health said 200', async () => {
+    const { source, context, run, port } = await start()
+    // While the first run goes on (one object in two topologies), and once it returned.
+    // Each stopped at once, should it run after all: a run left listening would hold the process.
+    const again = new FakeSourceContext({ id: 'again' })
+    const concurrent = source.run(again)
+    again.stop()
+    await expect(concurrent).rejects.toMatchObject({
+      name: 'ComponentError',
+      code: 'ALREADY_RAN',
+      component: 'again',
+    })
+    context.onBatch = (batch) => batch.end('delivered')
+    expect((await request(port, { body: '{"a":1}' })).status).toBe(200)
+    context.stop()
+    await run
+    const after = new FakeSourceContext({ id: 'after' })
+    after.onBatch = (batch) => batch.end('delivered')
+    const second = source.run(after)
+    after.stop()
+    const error = await second.then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).toBeInstanceOf(ComponentError)
+    expect(error).toMatchObject({ code: 'ALREADY_RAN', component: 'after' })
+    expect((error as Error).message).toContain('httpServer(')
+    expect(after.batches).toEqual([])
+    // listening() still tells of the one run there was.
+    expect((await source.listening()).port).toBe(port)
+  })
+
   it('rejects run and listening() when the address is taken, naming the address', async () => {
     const { port } = await start()
     const second = httpServer({ address: `127.0.0.1:${port}` })
