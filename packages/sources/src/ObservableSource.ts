@@ -13,6 +13,7 @@
 import type { BatchStatus, JsonObject } from '@ackline/core'
 import {
   type BatchReceipt,
+  ComponentError,
   type ConfigIssue,
   codeOption,
   defineOptions,
@@ -75,7 +76,9 @@ export type ObservableSourceOptions<R extends JsonObject = JsonObject> = Omit<
 }
 
 /**
- * The source {@link fromObservable} returns; `acks` reports every record once.
+ * The source {@link fromObservable} returns; `acks` reports every record once. It runs once: a
+ * second `run` (the object declared in a second topology) rejects with a `ComponentError` of code
+ * `ALREADY_RAN`, sending nothing.
  *
  * @example
  * ```ts
@@ -98,6 +101,8 @@ class FromObservable<R extends JsonObject> implements ObservableSource<R> {
   readonly #subject = new Subject<RecordAck<R>>()
   readonly #records: Observable<R>
   readonly #options: ObservableSourceOptions<R>
+  /** Set by the first `run`: `acks` completes once it finished, so a second run is refused. */
+  #ran = false
 
   constructor(records: Observable<R>, options: ObservableSourceOptions<R>) {
     this.#records = records
@@ -110,6 +115,16 @@ class FromObservable<R extends JsonObject> implements ObservableSource<R> {
   }
 
   async run(context: SourceContext): Promise<void> {
+    if (this.#ran) {
+      // Run again (one object in two topologies), it would send the records anew and report what
+      // became of them nowhere but onAck: `acks` completed with the first run.
+      throw new ComponentError(
+        'ALREADY_RAN',
+        'an observable source runs once: make a new one with fromObservable(records, options) for each topology',
+        { component: context.id },
+      )
+    }
+    this.#ran = true
     const batchSize = this.#options.batchSize ?? 100
     const pending: R[] = []
     const acked: Promise<void>[] = []

@@ -187,6 +187,26 @@ describe('fromObservable', () => {
     ])
   })
 
+  it('refuses a second run, whose records acks would never report (it completed with the first)', async () => {
+    const onAck = vi.fn()
+    const source = fromObservable(from([{ n: 1 }]), { onAck })
+    const acks = lastValueFrom(source.acks.pipe(toArray()))
+    const first = new FakeSourceContext()
+    first.onBatch = (batch) => batch.end('delivered')
+    await source.run(first)
+    expect((await acks).map((a) => [a.record.n, a.status])).toEqual([[1, 'delivered']])
+    const second = new FakeSourceContext({ id: 'again' })
+    second.onBatch = (batch) => batch.end('delivered')
+    await expect(source.run(second)).rejects.toMatchObject({
+      name: 'ComponentError',
+      code: 'ALREADY_RAN',
+      component: 'again',
+    })
+    // Nothing of the Observable is sent again, nor acknowledged where acks cannot tell it.
+    expect(second.batches).toEqual([])
+    expect(onAck).toHaveBeenCalledTimes(1)
+  })
+
   it('reports bad options by field, the callback included', () => {
     expect(
       fromObservable(from([{ n: 1 }]), { batchSize: 0, onAck: 'log' as never })
