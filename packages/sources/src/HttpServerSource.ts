@@ -504,6 +504,9 @@ class HttpServer implements HttpServerSource {
     server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) =>
       this.#handle(request, response, context),
     )
+    // CONNECT: Node hands the connection over as a tunnel and, with no listener, closes it without
+    // an answer or a count.
+    server.on('connect', (request: IncomingMessage, socket: Duplex) => this.#refuseConnect(request, socket))
     server.on('connection', (socket: Socket) => {
       this.#openConnections++
       this.#sockets.add(socket)
@@ -619,6 +622,43 @@ class HttpServer implements HttpServerSource {
         `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
     )
     this.#linger(socket as Socket)
+  }
+
+  /**
+   * Answers a CONNECT 405, as every method but POST on the path: Node has handed its connection
+   * over (its parser detached), so the answer is written here, and what the client still sends is
+   * read and discarded until it ends its side, for at most {@link LINGER_MS}. A CONNECT behind a
+   * request still owed its answer cannot be answered in order: its connection closes, as Node did.
+   */
+  #refuseConnect(request: IncomingMessage, socket: Duplex): void {
+    this.#requests++
+    // An answer Node still writes (or holds for its turn) would come after this one.
+    const writing = (socket as Duplex & { _httpMessage?: unknown })._httpMessage != null
+    if (!socket.writable || writing || (this.#unanswered.get(socket)?.size ?? 0) > 0) {
+      socket.destroy()
+      return
+    }
+    const message = `${request.method} is not accepted: events are posted to ${this.#resolved.path}`
+    this.#count(405, 'METHOD_NOT_ALLOWED')
+    const text = JSON.stringify(this.#refusal('METHOD_NOT_ALLOWED', message)) + '\n'
+    socket.on('error', nothing)
+    socket.end(
+      `HTTP/1.1 405 ${STATUS_CODES[405]}\r\nAllow: POST\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+    )
+    // Once `run` returned, nothing lingers (see `#linger`); until then, `run`'s return closes it.
+    if (this.#closed) {
+      ;(socket as Socket).destroySoon()
+      return
+    }
+    this.#lingering.add(socket as Socket)
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref()
+    socket.once('end', () => socket.destroy())
+    socket.once('close', () => {
+      clearTimeout(timer)
+      this.#lingering.delete(socket as Socket)
+    })
+    socket.resume()
   }
 
   /**

@@ -1012,6 +1012,24 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(source.counters.refused.BAD_REQUEST).toBe(1)
   })
 
+  it('answers a CONNECT 405 METHOD_NOT_ALLOWED as data, and counts it, where Node closed the connection without a word', async () => {
+    const { source, context, port } = await start()
+    const tunnel = await open(port)
+    tunnel.end(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
+    const text = await tunnel.closed
+    expect(parseRawResponse(text)).toMatchObject({
+      status: 405,
+      body: { code: 'METHOD_NOT_ALLOWED', componentId: 'in', failure: { code: 'METHOD_NOT_ALLOWED' } },
+    })
+    expect(text).toMatch(/\r\nAllow: POST\r\n/)
+    expect(source.counters).toMatchObject({
+      requests: 1,
+      responses: { 405: 1 },
+      refused: { METHOD_NOT_ALLOWED: 1 },
+    })
+    expect(context.batches).toEqual([])
+  })
+
   it('answers an HTTP/1.1 request without Host itself, 400 BAD_REQUEST as data, and counts it', async () => {
     const { source, context, port } = await start()
     const client = await open(port)
