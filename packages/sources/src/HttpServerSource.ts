@@ -898,7 +898,7 @@ class HttpServer implements HttpServerSource {
       return
     }
     const encoding = request.headers['content-encoding']
-    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+    if (encoding !== undefined && !isIdentity(encoding)) {
       // Read as it is, a compressed body would be refused as "not UTF-8", which names the wrong cause.
       response.setHeader('Accept-Encoding', 'identity')
       this.#refuse(
@@ -1261,6 +1261,18 @@ function resumeReading(socket: Duplex): void {
     http.parser?.resume?.()
   }
   socket.resume()
+}
+
+/**
+ * Whether a Content-Encoding value names no coding but `identity`: a list (RFC 9110 5.6.1) whose
+ * empty elements are ignored, so an empty value, or two headers joined by Node, is none.
+ */
+function isIdentity(encoding: string): boolean {
+  for (const coding of encoding.split(',')) {
+    const name = coding.trim().toLowerCase()
+    if (name !== '' && name !== 'identity') return false
+  }
+  return true
 }
 
 function digest(token: string): Buffer {

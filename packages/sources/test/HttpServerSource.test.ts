@@ -592,6 +592,31 @@ describe('httpServer: text encoding', () => {
     expect(context.records()).toEqual([[{ a: 1 }]])
   })
 
+  it.each([
+    ['empty', ''],
+    ['a blank', ' '],
+    ['identity with an empty element', 'identity, '],
+    ['identity twice, as two headers are joined', 'Identity, identity'],
+  ])(
+    'takes a Content-Encoding that names no coding but identity (%s) as none, as RFC 9110 lists are read',
+    async (_, encoding) => {
+      const { context, port } = await start()
+      context.onBatch = (batch) => batch.end('delivered')
+      const headers = { 'content-type': 'application/json', 'content-encoding': encoding }
+      expect((await request(port, { headers, body: '[{"a":1}]' })).status).toBe(200)
+      expect(context.records()).toEqual([[{ a: 1 }]])
+    },
+  )
+
+  it('refuses a Content-Encoding list that names a coding beside identity', async () => {
+    const { context, port } = await start()
+    const headers = { 'content-type': 'application/json', 'content-encoding': 'identity, gzip' }
+    const answer = await request(port, { headers, body: gzipSync('[{"a":1}]') })
+    expect(answer.status).toBe(415)
+    expect(answer.body).toMatchObject({ code: 'UNSUPPORTED_MEDIA_TYPE' })
+    expect(context.batches).toEqual([])
+  })
+
   it("replaces invalid bytes with U+FFFD when invalidUtf8 is 'replace'", async () => {
     const { context, port } = await start({ invalidUtf8: 'replace' })
     const next = context.nextBatch()
