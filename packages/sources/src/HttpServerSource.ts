@@ -46,7 +46,8 @@ import { formatOf, parseRecords } from './internal/parseRecords.js'
 const DEFAULT_ADDRESS = '127.0.0.1:8686'
 const HEALTH_PATH = '/health'
 const HOST_PORT = "'host:port' with a port from 0 to 65535 (like '127.0.0.1:8686')"
-const INGEST_PATH = "a path that starts with '/', holds no '?', '#' or spaces, and is not '/health'"
+const INGEST_PATH =
+  "a path that starts with '/', holds printable ASCII but '?' and '#' (other characters percent-encoded, as clients send them: '/%C3%A9v' for '/év'), and is not '/health'"
 const ACCEPTED_TYPES = 'application/json, application/x-ndjson'
 /**
  * What the source still reads, and throws away, of a client that goes on sending after an answer
@@ -163,10 +164,12 @@ export const HttpServerOptions = defineOptions({
     ),
   path: z
     .string()
-    .refine((path) => /^\/[^?#\s]*$/.test(path) && path !== HEALTH_PATH, INGEST_PATH)
+    // Compared with the request's path as sent: a client percent-encodes other characters (and
+    // Node's parser refuses them raw), so a path holding one was never matched.
+    .refine((path) => /^\/[\x21\x22\x24-\x3e\x40-\x7e]*$/.test(path) && path !== HEALTH_PATH, INGEST_PATH)
     .default('/')
     .describe(
-      'The path events are posted to (of the query string, only `outcomes` is read); every other path but /health gets 404.',
+      'The path events are posted to, as clients send it (printable ASCII, other characters percent-encoded; of the query string, only `outcomes` is read); every other path but /health gets 404.',
     ),
   unknownContentType: z
     .enum(['sniff', 'reject'])

@@ -1285,6 +1285,22 @@ describe('httpServer: paths and content types', () => {
     ).toEqual(['path'])
     expect(httpServer({ path: '/v1/events' }).validate()).toEqual([])
   })
+
+  it('refuses a path no client sends as written (not ASCII), and takes it percent-encoded as clients send it', async () => {
+    // Such a path was taken, and every request to it got 404: fetch sends '/%C3%A9v', and raw
+    // bytes past ASCII in a request line are refused by Node's parser.
+    for (const path of ['/év', '/事件', '/a\u00a0b'])
+      expect(
+        httpServer({ path })
+          .validate()
+          .map((i) => i.field),
+      ).toEqual(['path'])
+    const { context, port } = await start({ path: '/%C3%A9v' })
+    context.onBatch = (batch) => batch.end('delivered')
+    const answer = await fetch(`http://127.0.0.1:${port}/év`, { method: 'POST', body: '{"a":1}' })
+    expect(answer.status).toBe(200)
+    expect(context.records()).toEqual([[{ a: 1 }]])
+  })
 })
 
 describe('httpServer: requests refused up front', () => {
