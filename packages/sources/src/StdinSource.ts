@@ -284,8 +284,14 @@ function prefixWithin(text: string, max: number): string {
   return bytes.toString('utf8', 0, cut)
 }
 
+/** Whether `line` opens with a brace, after the blanks JSON allows there (trailing ones it allows too). */
+function opensObject(line: string): boolean {
+  const first = line.charCodeAt(0)
+  return first === 0x7b || ((first === 0x20 || first === 0x09) && /^[ \t]*\{/.test(line))
+}
+
 function toRecord(line: string, text: boolean, maxDepth: number): JsonObject {
-  if (!text && line.startsWith('{')) {
+  if (!text && opensObject(line)) {
     try {
       const value = JSON.parse(line) as JsonValue
       if (

@@ -40,6 +40,13 @@ describe('stdin', () => {
     expect((await runOn(['\uFEFFplain'])).flat()).toEqual([{ message: 'plain' }])
   })
 
+  it('takes a JSON object with blanks before it as that object, as with blanks after it', async () => {
+    // Blanks after it were taken; before it, the line was kept as text.
+    expect(
+      (await runOn(['{"a":1}  \n  {"b":2}\n\t{"c":3}\r\n \t {"d": 4} \n  not {json}\n'])).flat(),
+    ).toEqual([{ a: 1 }, { b: 2 }, { c: 3 }, { d: 4 }, { message: '  not {json}' }])
+  })
+
   it("keeps every line as a message with format 'text'", async () => {
     expect((await runOn(['{"a":1}\n'], { format: 'text' })).flat()).toEqual([{ message: '{"a":1}' }])
   })
