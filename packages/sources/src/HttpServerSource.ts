@@ -299,7 +299,7 @@ export interface HttpServerCounters {
 }
 /**
  * The source {@link httpServer} returns. It runs once: a second `run` (the object declared in a
- * second topology) rejects with a `ComponentError` of code `ALREADY_RAN`; make one per topology.
+ * second topology) rejects with a `ComponentError` of code `RUNS_ONCE`; make one per topology.
  */
 export interface HttpServerSource extends Source {
   readonly kind: 'http_server'
@@ -464,7 +464,7 @@ class HttpServer implements HttpServerSource {
       // Run again (one object in two topologies, or in a topology built anew), it would answer
       // every request 503 SHUTTING_DOWN, /health 200, and listening() the first run's address.
       throw new ComponentError(
-        'ALREADY_RAN',
+        'RUNS_ONCE',
         'an http_server source runs once: make a new one with httpServer(options) for each topology',
         { component: context.id },
       )

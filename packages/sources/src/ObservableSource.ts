@@ -78,7 +78,7 @@ export type ObservableSourceOptions<R extends JsonObject = JsonObject> = Omit<
 /**
  * The source {@link fromObservable} returns; `acks` reports every record once. It runs once: a
  * second `run` (the object declared in a second topology) rejects with a `ComponentError` of code
- * `ALREADY_RAN`, sending nothing.
+ * `RUNS_ONCE`, sending nothing.
  *
  * @example
  * ```ts
@@ -119,7 +119,7 @@ class FromObservable<R extends JsonObject> implements ObservableSource<R> {
       // Run again (one object in two topologies), it would send the records anew and report what
       // became of them nowhere but onAck: `acks` completed with the first run.
       throw new ComponentError(
-        'ALREADY_RAN',
+        'RUNS_ONCE',
         'an observable source runs once: make a new one with fromObservable(records, options) for each topology',
         { component: context.id },
       )

@@ -1507,7 +1507,7 @@ describe('httpServer: lifecycle', () => {
     again.stop()
     await expect(concurrent).rejects.toMatchObject({
       name: 'ComponentError',
-      code: 'ALREADY_RAN',
+      code: 'RUNS_ONCE',
       component: 'again',
     })
     context.onBatch = (batch) => batch.end('delivered')
@@ -1523,7 +1523,7 @@ describe('httpServer: lifecycle', () => {
       (e: unknown) => e,
     )
     expect(error).toBeInstanceOf(ComponentError)
-    expect(error).toMatchObject({ code: 'ALREADY_RAN', component: 'after' })
+    expect(error).toMatchObject({ code: 'RUNS_ONCE', component: 'after' })
     expect((error as Error).message).toContain('httpServer(')
     expect(after.batches).toEqual([])
     // listening() still tells of the one run there was.

@@ -199,7 +199,7 @@ describe('fromObservable', () => {
     second.onBatch = (batch) => batch.end('delivered')
     await expect(source.run(second)).rejects.toMatchObject({
       name: 'ComponentError',
-      code: 'ALREADY_RAN',
+      code: 'RUNS_ONCE',
       component: 'again',
     })
     // Nothing of the Observable is sent again, nor acknowledged where acks cannot tell it.
