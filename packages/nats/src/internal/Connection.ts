@@ -91,8 +91,12 @@ export class Connection {
   #reconnects = 0
   #disconnects = 0
   #closing: Promise<boolean> | undefined = undefined
-  /** Who waits for the connection to be up again (see `whenConnected`), woken by the status loop. */
-  readonly #waiting = new Set<() => void>()
+  /**
+   * What waits for the connection to be up again (see `whenConnected`), one wait per signal shared
+   * by all its callers, woken by the status loop: an abort listener per caller put eleven and more
+   * on a source's signal when as many batches settled during a drop, and Node warned of a leak.
+   */
+  readonly #waiting = new Map<AbortSignal, { readonly up: Promise<void>; readonly wake: () => void }>()
 
   readonly #component: string
   readonly #servers: string
@@ -182,15 +186,20 @@ export class Connection {
    */
   whenConnected(signal: AbortSignal): Promise<void> {
     if (this.#state !== 'disconnected' || signal.aborted) return Promise.resolve()
-    return new Promise((resolve) => {
-      const done = (): void => {
-        this.#waiting.delete(done)
-        signal.removeEventListener('abort', done)
-        resolve()
-      }
-      this.#waiting.add(done)
-      signal.addEventListener('abort', done, { once: true })
+    const waiting = this.#waiting.get(signal)
+    if (waiting !== undefined) return waiting.up
+    let resolve: () => void = () => {}
+    const up = new Promise<void>((r) => {
+      resolve = r
     })
+    const wake = (): void => {
+      this.#waiting.delete(signal)
+      signal.removeEventListener('abort', wake)
+      resolve()
+    }
+    this.#waiting.set(signal, { up, wake })
+    signal.addEventListener('abort', wake, { once: true })
+    return up
   }
 
   /** How many times the client reconnected after a drop. */
@@ -278,7 +287,7 @@ export class Connection {
   #enter(state: ConnectionState): void {
     this.#state = state
     if (state === 'disconnected') return
-    for (const wake of [...this.#waiting]) wake()
+    for (const { wake } of [...this.#waiting.values()]) wake()
   }
 }
 

@@ -1,11 +1,18 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import dns from 'node:dns'
+import { getEventListeners } from 'node:events'
 import { createConnection, createServer, type Socket } from 'node:net'
 import { EventArray, LogEvent } from '@ackline/core'
 import { jetstream, jetstreamSink, natsSink } from '@ackline/nats'
 import { memory } from '@ackline/sinks'
 import { tcpProxy } from '@ackline/testkit'
-import { ComponentError, type LifecycleEvent, type Sink, TopologyBuilder } from '@ackline/topology'
+import {
+  ComponentError,
+  type LifecycleEvent,
+  type Sink,
+  type Source,
+  TopologyBuilder,
+} from '@ackline/topology'
 import { AckPolicy } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -345,6 +352,79 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
     }
     expect(seen).toBe(1)
     expect(source.counters).toMatchObject({ received: 1, acked: 1, redelivered: 0, inFlight: 0 })
+  }, 30_000)
+
+  it('batches settled while the connection is down wait on one abort listener, not one each: no MaxListenersExceededWarning', async () => {
+    // Each batch that resolved during a drop added its own listener to the run's AbortSignal
+    // while it waited for the reconnect; from the eleventh on Node warned of a possible memory
+    // leak (MaxListenersExceededWarning), though nothing leaked: a drop under load said so.
+    const stream = await admin.stream('ACKDOWNMANY')
+    const count = 12
+    await admin.publish(
+      `${stream}.in`,
+      Array.from({ length: count }, (_, n) => JSON.stringify({ n })),
+    )
+    const proxy = await downingProxy()
+    let release = (): void => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const sink: Sink = {
+      kind: 'holding',
+      async write() {
+        await held
+        return undefined
+      },
+    }
+    const source = jetstream({
+      servers: proxy.address,
+      stream,
+      consumer: 'c',
+      ackWaitMs: 120_000,
+      // One batch per message: each waits for the reconnect on its own.
+      batchSize: 1,
+      reconnectTimeWaitMs: 50,
+      onWarning: () => {},
+    })
+    let signal: AbortSignal | undefined
+    const watched: Source = {
+      kind: source.kind,
+      canAcknowledge: true,
+      run(context) {
+        signal = context.signal
+        return source.run(context)
+      },
+    }
+    const leaks: string[] = []
+    const onWarning = (warning: Error): void => {
+      if (warning.name === 'MaxListenersExceededWarning') leaks.push(warning.message)
+    }
+    process.on('warning', onWarning)
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', watched)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    let listenersWhileDown = 0
+    try {
+      await until('every message in the pipeline', () => source.counters.inFlight === count)
+      proxy.down()
+      await until('the client dialing again', () => proxy.refused >= 1)
+      release()
+      await until('every batch resolved', () => topology.metrics().in?.ackLatencyMs.count === count)
+      listenersWhileDown = getEventListeners(signal!, 'abort').length
+      proxy.up()
+      await until('a reconnect', () => source.counters.reconnects >= 1)
+      await until('nothing pending at the server', () => settledAtServer(admin, stream, 'c'), 5000)
+    } finally {
+      release()
+      await topology.stop()
+      await proxy.close()
+      process.off('warning', onWarning)
+    }
+    expect(leaks).toEqual([])
+    expect(listenersWhileDown).toBeLessThan(5)
+    expect(source.counters).toMatchObject({ received: count, acked: count, inFlight: 0 })
   }, 30_000)
 
   it('a redelivery of a message still in the pipeline (AckWait passed while the connection was down) is not sent again: delivered once, acked once', async () => {
