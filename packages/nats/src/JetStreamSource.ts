@@ -18,7 +18,7 @@
  *   server redeliver it anyway (the AckWait passed while the connection was down), the copy does
  *   not enter the pipeline again: the message is settled once, through its newest delivery. A
  *   batch that resolves while the connection is down is settled once it is back (the client drops
- *   what was written while it was down), or at once at a stop.
+ *   what was written while it was down), or at once at a stop, whose close then warns of them.
  * - A user `onWarning` that throws or rejects stops nothing (see `#warn`).
  * - At most `min(maxInFlight, consumer MaxAckPending)` messages are in the pipeline at once: the
  *   source pulls no more until some settle (back pressure), and the server's MaxAckPending bounds
@@ -303,6 +303,12 @@ class JetStreamPullSource implements JetStreamSource {
   readonly #inFlight = new Map<number, InFlight>()
   /** Whether the server reads a term's reason (2.10.4+); before, the reason goes to a warning only. */
   #termReasons = false
+  /**
+   * Messages settled (acked, nacked, termed) while the connection was down: only at a stop, which
+   * does not wait for it. The client drops what was written then when it dials again, so the
+   * close warns of them even when its own flush, after a reconnect, was answered.
+   */
+  #settledWhileDown = 0
   readonly #count = {
     received: 0,
     acked: 0,
@@ -406,6 +412,7 @@ class JetStreamPullSource implements JetStreamSource {
     )
     const told = (): number => this.#count.acked + this.#count.nacked + this.#count.terminated
     const toldBefore = told()
+    const settledWhileDownBefore = this.#settledWhileDown
     try {
       while (!context.signal.aborted) {
         await room.wait(this.#inFlight.size, context.signal)
@@ -486,6 +493,12 @@ class JetStreamPullSource implements JetStreamSource {
       if (!(await connection.close()) && told() > toldBefore) {
         this.#warn(
           `${this.#component}: the server did not confirm within ${o.closeTimeoutMs} ms (closeTimeoutMs) that it read what the source sent last before the connection closed (acks, naks, terms); the messages settled last may be delivered again`,
+        )
+      }
+      const whileDown = this.#settledWhileDown - settledWhileDownBefore
+      if (whileDown > 0) {
+        this.#warn(
+          `${this.#component}: ${whileDown} message(s) settled while the connection was down (the stop does not wait for it), and the client drops what is written then (acks, naks, terms): they may be delivered again`,
         )
       }
     }
@@ -653,6 +666,7 @@ class JetStreamPullSource implements JetStreamSource {
         async (r) => {
           const outcomes = await outcomesOf(r, batch.length)
           await this.#connectedOrStopping(context)
+          this.#noteIfDown(batch.length)
           const applied: Promise<void>[] = []
           for (let i = 0; i < batch.length; i++) {
             const msg = this.#release(batch[i]!)
@@ -671,6 +685,7 @@ class JetStreamPullSource implements JetStreamSource {
         },
         async (error: unknown) => {
           await this.#connectedOrStopping(context)
+          this.#noteIfDown(batch.length)
           const first = `${batch.length} message(s) from ${batch[0]?.msg.info.streamSequence}`
           if (context.signal.aborted) {
             // Not accepted because the topology stopped first: give them back at once for another
@@ -734,6 +749,12 @@ class JetStreamPullSource implements JetStreamSource {
    */
   #connectedOrStopping(context: SourceContext): Promise<void> {
     return this.#connection?.whenConnected(context.signal) ?? Promise.resolve()
+  }
+
+  /** Counts `settled` messages about to be settled into a connection that is down (see `#settledWhileDown`). */
+  #noteIfDown(settled: number): void {
+    const state = this.#connection?.state
+    if (state === 'disconnected') this.#settledWhileDown += settled
   }
 
   /**

@@ -427,6 +427,71 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
     expect(source.counters).toMatchObject({ received: count, acked: count, inFlight: 0 })
   }, 30_000)
 
+  it('a stop that settles a batch while the connection is down says those messages may come again, also when the connection is back before the close', async () => {
+    // A stop does not wait for the connection: a batch that resolves then is acked into the
+    // client's buffer, which it empties when it dials again. The close warned only when its own
+    // flush got no answer; with the connection back before it (a later batch settled after the
+    // reconnect), the flush was answered and nothing was said, while the counters said acked and
+    // the server held the message pending until its AckWait.
+    const stream = await admin.stream('STOPDOWN')
+    const proxy = await downingProxy()
+    const gates: (() => void)[] = []
+    let seen = 0
+    const sink: Sink = {
+      kind: 'holding',
+      async write(events: EventArray) {
+        seen += events.length
+        await new Promise<void>((resolve) => gates.push(resolve))
+        return undefined
+      },
+    }
+    const warnings: string[] = []
+    const source = jetstream({
+      servers: proxy.address,
+      stream,
+      consumer: 'c',
+      ackWaitMs: 120_000,
+      batchSize: 1,
+      reconnectTimeWaitMs: 50,
+      onWarning: (message) => warnings.push(message),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    let stopping: Promise<void> | undefined
+    try {
+      // One message per write: the first held in the sink before the second is published.
+      await admin.publish(`${stream}.in`, [JSON.stringify({ n: 1 })])
+      await until('the first message in the sink', () => seen === 1)
+      await admin.publish(`${stream}.in`, [JSON.stringify({ n: 2 })])
+      await until('both messages in flight', () => source.counters.inFlight === 2)
+      proxy.down()
+      await until('the client dialing again', () => proxy.refused >= 1)
+      stopping = topology.stop()
+      gates.shift()?.()
+      await until('the first batch settled while down', () => source.counters.acked === 1)
+      proxy.up()
+      await until('a reconnect', () => source.counters.reconnects >= 1)
+      await until('the second message in the sink', () => seen === 2 && gates.length === 1)
+      gates.shift()?.()
+      await stopping
+    } finally {
+      for (const open of gates.splice(0)) open()
+      await (stopping ?? topology.stop())
+      await proxy.close()
+    }
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    expect(source.counters).toMatchObject({ received: 2, acked: 2, inFlight: 0 })
+    // The first ack never reached the server (the stop does not wait for the connection), and the
+    // stop says so; the second, settled after the reconnect, did.
+    expect(info.num_ack_pending).toBe(1)
+    expect(warnings).toContainEqual(
+      expect.stringMatching(/1 message\(s\) settled while the connection was down .*may be delivered again/),
+    )
+  }, 30_000)
+
   it('a redelivery of a message still in the pipeline (AckWait passed while the connection was down) is not sent again: delivered once, acked once', async () => {
     const stream = await admin.stream('INFLIGHT')
     await admin.publish(`${stream}.in`, [JSON.stringify({ n: 1 })])
