@@ -343,6 +343,14 @@ export const BufferCheck = {
           repairs.push(`segment ${name}: cut ${seg.torn.bytes} torn bytes at offset ${validEnd}`)
         }
       }
+      // Opening numbers the next record past the last segment's records: past 2^53 − 1 there is no
+      // number, and it refuses the buffer (SEQUENCE_EXHAUSTED), whatever the ledger says.
+      const lastOfLast = segments.at(-1)
+      if (lastOfLast?.lastSeq === Number.MAX_SAFE_INTEGER) {
+        problems.push(
+          `segment ${lastOfLast.name} holds a record numbered ${lastOfLast.lastSeq}, the last sequence number (2^53 − 1): no number is left for the next record, and opening refuses the buffer (SEQUENCE_EXHAUSTED). No buffer counts that far: the segment came from elsewhere (copied, edited); move it out of the directory, or give the buffer a new path`,
+        )
+      }
       if (ledger.status === 'ok') {
         for (const first of ledger.ledger.segments) {
           if (first >= ackedBelow && !segNames.some((n) => Number(n.slice(0, 20)) === first)) {
@@ -397,12 +405,19 @@ export const BufferCheck = {
         const nextSeq = ledgerAhead
           ? Math.max(lastSeq + 1, from)
           : Math.max(lastSeq + 1, ledger.status === 'ok' ? ledger.ledger.nextSeq : 0, from)
-        await Ledger.write(fs, path, {
-          nextSeq,
-          ackedBelow: Math.min(from, nextSeq),
-          segments: segNames.map((n) => Number(n.slice(0, 20))),
-        })
-        repairs.push(`rebuilt the ledger from the segments (acknowledged below ${from}, next ${nextSeq})`)
+        if (nextSeq > Number.MAX_SAFE_INTEGER) {
+          // A ledger saying 2^53 reads as corrupt: written, it would be worse than the one there.
+          problems.push(
+            `not rebuilding the ledger: record ${lastSeq} is numbered 2^53 − 1, which leaves no number for the next record`,
+          )
+        } else {
+          await Ledger.write(fs, path, {
+            nextSeq,
+            ackedBelow: Math.min(from, nextSeq),
+            segments: segNames.map((n) => Number(n.slice(0, 20))),
+          })
+          repairs.push(`rebuilt the ledger from the segments (acknowledged below ${from}, next ${nextSeq})`)
+        }
       } else if (ledger.status === 'ok' && cappedAt !== undefined) {
         await Ledger.write(fs, path, {
           nextSeq: ledger.ledger.nextSeq,

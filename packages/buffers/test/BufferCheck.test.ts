@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { BufferCheck, DiskBuffer } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
-import { PATH, records, setup } from './fixtures/MemoryBuffer.js'
+import { Frame, Ledger, PATH, records, setup } from './fixtures/MemoryBuffer.js'
 
 const cli = new URL('../src/cli.ts', import.meta.url).pathname
 const root = new URL('../../..', import.meta.url).pathname
@@ -424,6 +424,36 @@ describe('ackline-buffer', () => {
     expect(logs).toEqual([])
     expect(buffer.nextSeq).toBe(10)
     await buffer.close()
+  })
+
+  it('reports a last record numbered 2^53 − 1, which opening refuses (SEQUENCE_EXHAUSTED), and --repair writes no ledger numbered past it', async () => {
+    // A segment copied from elsewhere: its last record leaves no number for the next one.
+    const last = Number.MAX_SAFE_INTEGER
+    const name = `${String(last - 1).padStart(20, '0')}.seg`
+    const frames = [last - 1, last].map((seq) => Frame.encode([Buffer.from(`copied-${seq}`)], seq).bytes)
+    for (const ledger of ['behind', 'missing'] as const) {
+      const { fs, open } = setup()
+      await fs.mkdir(PATH)
+      fs.put(`${PATH}/${name}`, Buffer.concat(frames))
+      // A checkpoint saved before the last record was written (as 46f2bb6 finds clean), or none.
+      if (ledger === 'behind')
+        fs.put(
+          `${PATH}/ledger.json`,
+          Ledger.encode({ nextSeq: last, ackedBelow: last - 1, segments: [last - 1] }),
+        )
+      await expect(open()).rejects.toMatchObject({ code: 'SEQUENCE_EXHAUSTED' })
+      const report = await BufferCheck.run(PATH, { fileSystem: fs })
+      expect(report.problems).toContainEqual(
+        expect.stringContaining(
+          `segment ${name} holds a record numbered ${last}, the last sequence number (2^53 − 1)`,
+        ),
+      )
+      const repaired = await BufferCheck.run(PATH, { fileSystem: fs, repair: true })
+      expect(repaired.repairs.filter((r) => r.includes('ledger'))).toEqual([])
+      const after = await BufferCheck.run(PATH, { fileSystem: fs })
+      expect(after.problems.some((p) => p.includes('ledger corrupt'))).toBe(false)
+      expect(after.ledger.status).toBe(ledger === 'behind' ? 'ok' : 'missing')
+    }
   })
 
   it('counts a healthy buffer with no checkpoint yet (as after a crash) as clean, with a note, and exits 0', async () => {
