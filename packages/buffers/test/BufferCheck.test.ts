@@ -308,6 +308,24 @@ describe('ackline-buffer', () => {
     expect(r.status).toBe(2)
   })
 
+  it('does not call a built command that fails to load a module of its own "not built": the real error is shown', () => {
+    // dist/cli.js is there, but something it imports is not (a dependency not installed, a
+    // build cut short): the error names dist/cli.js too, as the module that imported it.
+    const pkg = join(tempDir(), 'buffers')
+    mkdirSync(join(pkg, 'bin'), { recursive: true })
+    mkdirSync(join(pkg, 'dist'))
+    writeFileSync(join(pkg, 'package.json'), '{"type":"module"}')
+    writeFileSync(join(pkg, 'dist', 'cli.js'), "import '@ackline/not-installed'\n")
+    const launcher = new URL('../bin/ackline-buffer.js', import.meta.url).pathname
+    writeFileSync(join(pkg, 'bin', 'ackline-buffer.js'), readFileSync(launcher))
+    const r = spawnSync(process.execPath, [join(pkg, 'bin', 'ackline-buffer.js'), tmpdir()], {
+      encoding: 'utf8',
+    })
+    expect(r.stderr).not.toContain('is not built yet')
+    expect(r.stderr).toContain('@ackline/not-installed')
+    expect(r.status).not.toBe(0)
+  })
+
   it('exits 2 with one line, not a stack trace, when its standard output is a pipe closed early (EPIPE)', async () => {
     const path = tempDir()
     await makeBuffer(path)
