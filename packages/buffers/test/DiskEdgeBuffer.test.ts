@@ -671,3 +671,63 @@ describe('the disk buffer in a topology, on a disk whose reads fail for a while'
     expect(facts).toEqual(['out READ_FAILED', 'out READ_FAILED'])
   })
 })
+
+describe('the disk buffer in front of a sink with acknowledgements off', () => {
+  it('tells the source errored for a copy whose write failed (ENOSPC), delivered for one it stored', async () => {
+    const fs = new MemoryFileSystem()
+    const statuses: Promise<string>[] = []
+    const reasons: unknown[] = []
+    const received: unknown[] = []
+    let full = true
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', {
+        kind: 'test',
+        canAcknowledge: true,
+        async run(context) {
+          for (const n of [1, 2]) {
+            const receipt = await context.send([{ n }])
+            statuses.push(receipt.status)
+            await receipt.status
+            reasons.push(receipt.failure)
+            full = false
+            fs.capacity = Number.POSITIVE_INFINITY
+          }
+        },
+      })
+      .sink(
+        'off',
+        ['in'],
+        {
+          kind: 'test',
+          async write(events) {
+            for (const event of events.events) received.push(event.get('n'))
+            return undefined
+          },
+        },
+        {
+          acknowledgements: false,
+          buffer: {
+            kind: 'disk',
+            open: async () => {
+              const buffer = await openDiskBufferOn({
+                path: '/buf',
+                sinkId: 'off',
+                fileSystem: fs,
+                log: () => {},
+              })
+              if (full) fs.capacity = fs.used() + 10 // the first append fails: no space left
+              return buffer
+            },
+          },
+        },
+      )
+      // An acknowledging sink: without one the source would not ask for statuses at all.
+      .sink('kept', ['in'], { kind: 'test', write: async () => undefined })
+      .build()
+    await topology.start()
+    await topology.done
+    expect(await Promise.all(statuses)).toEqual(['errored', 'delivered'])
+    expect(reasons[0]).toMatchObject({ componentId: 'off', code: 'WRITE_FAILED' })
+    expect(received).toEqual([2])
+  })
+})

@@ -7,7 +7,7 @@
  * pending, so nothing unsettled is ever acknowledged. The runtime knows buffers only by the
  * `EdgeBuffer` contract: the in-memory channel is its own; any other kind comes from a factory.
  */
-import { type EventArray, EventFinalizerGroups } from '@ackline/core'
+import { BatchNotifier, type BatchStatusReceiver, type EventArray, EventFinalizerGroups } from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
 import type { EdgeBuffer } from '../EdgeBuffer.js'
 import type { LifecycleEvent } from '../LifecycleEvent.js'
@@ -516,20 +516,45 @@ function refusal(consumerId: string, count: number, error: unknown): BatchFailur
   return { componentId: consumerId, code: 'WRITE_FAILED', message }
 }
 
+/** Why an event the buffer in front of sink `consumerId` settled `errored` without a reason is. */
+function notStored(consumerId: string): BatchFailure {
+  const message = `the buffer in front of sink '${consumerId}' settled an event errored: it did not store it`
+  return { componentId: consumerId, code: 'WRITE_FAILED', message }
+}
+
 /**
  * `buffer`'s push for a sink without acknowledgements: each array's finalizers are taken off its
- * events before the push (what the sink reports later changes nothing), and ended `delivered` once
- * the push resolved, or `errored` with the refusal when it rejected or threw (thrown on, as the
- * push did, for the caller to report).
+ * events before the push (what the sink reports later changes nothing), and ended once the push
+ * resolved: `errored` for an event the buffer settled `errored` meanwhile (it could not store it:
+ * a disk buffer's failed append resolves, having settled the events itself), `delivered` for the
+ * others; `errored` with the refusal when the push rejected or threw (thrown on, as the push did,
+ * for the caller to report). Each event carries a batch of its own into the push, so what the
+ * buffer settles it with is known; a status it hears after the push resolved changes nothing.
  */
 function settledOnAccept(consumerId: string, buffer: EdgeBuffer): Pick<EdgeBuffer, 'push'> {
+  const probeSource = `${consumerId}:accepted`
   return {
     push(array) {
-      const groups = EventFinalizerGroups.detach(array.events)
+      const events = array.events
+      const groups = EventFinalizerGroups.detach(events)
       const count = array.length
+      const probes = new Array<BatchStatusReceiver>(events.length)
+      for (let i = 0; i < events.length; i++) {
+        const notifier = BatchNotifier.open(probeSource)
+        notifier.attach(events[i]!)
+        notifier.release()
+        probes[i] = notifier.receiver
+      }
       const refused = (error: unknown): never => {
         groups.endAll('errored', { reason: refusal(consumerId, count, error) })
         throw error
+      }
+      const accepted = (): void => {
+        for (let i = 0; i < probes.length; i++) {
+          const probe = probes[i]!
+          if (probe.status !== 'errored') groups.end(i, 'delivered')
+          else groups.end(i, 'errored', { reason: probe.reason ?? notStored(consumerId) })
+        }
       }
       let pushed: Promise<void>
       try {
@@ -537,7 +562,7 @@ function settledOnAccept(consumerId: string, buffer: EdgeBuffer): Pick<EdgeBuffe
       } catch (error) {
         return refused(error)
       }
-      return Promise.resolve(pushed).then(() => groups.endAll('delivered'), refused)
+      return Promise.resolve(pushed).then(accepted, refused)
     },
   }
 }
