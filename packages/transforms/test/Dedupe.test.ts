@@ -1,4 +1,4 @@
-import { BatchNotifier, type BatchStatusReceiver, type LogEvent } from '@ackline/core'
+import { BatchNotifier, type BatchStatusReceiver, type JsonObject, type LogEvent } from '@ackline/core'
 import { DedupeOptions, dedupe, reduce, sample } from '@ackline/transforms'
 import fc from 'fast-check'
 import { describe, expect, it, vi } from 'vitest'
@@ -54,6 +54,26 @@ describe('dedupe', () => {
     const [e0, e1, e2, e3, e4, e5, e6, e7] = events.events
     expect(ctx.on()).toEqual([e0, e2, e4, e5, e7])
     expect(ctx.dropped).toEqual([e1, e3, e6])
+  })
+
+  it('keeps events whose fields hold boxed numbers, strings or booleans JSON writes differently', () => {
+    // User code may set a boxed primitive (untyped): JSON writes it as the primitive, and the
+    // sorted copy of the key's objects wrote each as an object of its indices ({} for a number).
+    const t = dedupe({ fields: ['k'] })
+    const boxed = (value: unknown) => ({ k: { v: Object(value) } }) as unknown as JsonObject
+    const { events } = testBatch([
+      boxed(1),
+      boxed(2),
+      boxed('ab'),
+      { k: { v: { 0: 'a', 1: 'b' } } },
+      boxed(true),
+      boxed(false),
+      { k: { v: {} } },
+    ])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.on()).toEqual(events.events)
+    expect(ctx.dropped).toEqual([])
   })
 
   it('keeps an event whose fields differ only where a NUL in a string could pass for the separator', () => {

@@ -26,9 +26,15 @@ export function canonicalJson(value: unknown): string | undefined {
   return JSON.stringify(value, sortedMembers)
 }
 
-/** A `JSON.stringify` replacer: each object (after its `toJSON`) as a copy with its keys sorted. */
+/**
+ * A `JSON.stringify` replacer: each object (after its `toJSON`) as a copy with its keys sorted. A
+ * boxed number, string or boolean (untyped code may set one) stays as it is: JSON writes it as
+ * its primitive, where a copy of its members would write `{}` (or its characters by index), the
+ * text of other values.
+ */
 function sortedMembers(_key: string, value: unknown): unknown {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return value
+  if (value instanceof Number || value instanceof String || value instanceof Boolean) return value
   const members = value as Record<string, unknown>
   const keys = Object.keys(members).sort()
   // No prototype: a member named `__proto__` is set as the member it is, not as a prototype.
