@@ -224,16 +224,21 @@ export class LogEvent {
   /**
    * Moves the finalizers of `other` into this event and consumes `other` (it may not be used or
    * ended after). Fields are not touched: combining data is the caller's business. The batches of
-   * both events then resolve only when this event ends, with its status.
+   * both events then resolve only when this event ends, with its status. When `other`'s fields may
+   * be shared with another handle, so may this event's from then on (it may have been made of
+   * them: `new LogEvent({ ...other.fields, tag: 1 })`): its next write copies first, so a `set`
+   * through it never changes the handles `other` shared with.
    */
   merge(other: LogEvent): this {
     if (other === this) {
       throw new FinalizationError('SELF_MERGE', 'cannot merge an event into itself', this._sourceId)
     }
     this._live('merge into')
+    const shared = other._flags & SHARED
     const { ref, slot } = other._take()
     other._consume()
     this._put(ref, slot)
+    this._flags |= shared
     return this
   }
 

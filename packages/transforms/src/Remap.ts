@@ -52,7 +52,8 @@ export type RemapResult = undefined | null | RemapOutput | readonly RemapOutput[
  * `LogEvent` other than the input (`input.clone()`, or `new LogEvent(...)`) is given the input's
  * finalizers, so the input is not acknowledged before it.
  * Fields objects are used as they are, not copied. They may hold objects of the input's fields
- * (`{ ...event.fields, tag: 1 }`), or one object in several of them: a later `set` copies first
+ * (`{ ...event.fields, tag: 1 }`, also as an event's, `new LogEvent({ ...event.fields })`), or one
+ * object in several of them: a later `set` copies first
  * wherever another handle may share them, so the input's other copies and the other outputs keep
  * their values. They must not hold an object kept beyond the call (a constant), which a later
  * `set` on the output could change.

@@ -131,6 +131,26 @@ describe('remap', () => {
     ])
   })
 
+  it("keeps another copy of the input whole when the function returns a new event made of a spread of the input's fields", () => {
+    const t = remap((e) => new LogEvent({ ...e.fields, tag: 1 }))
+    const { events } = testBatch([{ http: { status: 200 } }])
+    const other = events.events[0]!.clone() // a fan-out's copy on another path
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    ctx.on()[0]!.set('http.status', 500)
+    expect(ctx.fieldsOn()).toEqual([{ http: { status: 500 }, tag: 1 }])
+    expect(other.fields).toEqual({ http: { status: 200 } })
+  })
+
+  it('keeps the input whole when the function returns it beside a new event made of a spread of its fields', () => {
+    const t = remap((e) => [e, new LogEvent({ ...e.fields, part: 2 })])
+    const { events } = testBatch([{ http: { status: 200 } }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    ctx.on()[1]!.set('http.status', 500)
+    expect(ctx.fieldsOn()).toEqual([{ http: { status: 200 } }, { http: { status: 500 }, part: 2 }])
+  })
+
   it('ends the input when its only output is a clone it returned', async () => {
     const t = remap((e) => e.clone().set('c', 1))
     const { events, receiver } = testBatch([{ n: 1 }])
