@@ -30,7 +30,9 @@ export const JsonValue = {
    * An object with a `toJSON` method (a `Date`, which user code may put in a field) is copied as
    * what that returns, the JSON it writes (a `Date`: its ISO string), where a copy of its own keys
    * would be `{}`. A value nested deeper than the stack allows (`JSON.parse` takes any depth) is
-   * copied too; a cyclic value, which is not JSON, throws a `TypeError`.
+   * copied too; a cyclic value, which is not JSON, throws a `TypeError`, as does one whose
+   * `toJSON` results nest without end (a new object each call, holding the object again or
+   * another of its kind), which `JSON.stringify` cannot write either.
    */
   copy<T extends JsonValue>(value: T): T {
     try {
@@ -184,6 +186,8 @@ interface Frame {
   readonly target: JsonObject | JsonValue[]
   readonly keys: readonly string[] | undefined
   next: number
+  /** The object whose `toJSON` returned `source`, if it was another. */
+  from?: object
 }
 
 const frameOf = (source: JsonObject | JsonValue[]): Frame => {
@@ -193,6 +197,12 @@ const frameOf = (source: JsonObject | JsonValue[]): Frame => {
   return { source, target: {}, keys, next: 0 }
 }
 
+/**
+ * How deep {@link copyDeep} copies objects that `toJSON` methods returned, one inside another:
+ * far deeper than `JSON.stringify` writes them (its recursion runs out some thousands down).
+ */
+const MAX_MADE_DEPTH = 100_000
+
 /** What {@link copyValue} makes, with a stack of its own instead of the call stack's. */
 function copyDeep(given: JsonValue): JsonValue {
   if (typeof given !== 'object' || given === null) return given
@@ -200,14 +210,26 @@ function copyDeep(given: JsonValue): JsonValue {
   if (typeof value !== 'object' || value === null) return value
   const root = frameOf(value)
   const stack = [root]
-  // The containers being copied, from the root down: meeting one again is a cycle.
+  // The containers being copied, from the root down (and the objects whose toJSON made them):
+  // meeting one again is a cycle.
   const open = new Set<object>([value])
+  /** How many of the containers being copied a toJSON made (see `MAX_MADE_DEPTH`). */
+  let made = 0
+  if (value !== given) {
+    root.from = given
+    open.add(given)
+    made = 1
+  }
   while (stack.length > 0) {
     const frame = stack[stack.length - 1]!
     const { source, target, keys } = frame
     const length = keys === undefined ? (source as JsonValue[]).length : keys.length
     if (frame.next >= length) {
       open.delete(source)
+      if (frame.from !== undefined) {
+        open.delete(frame.from)
+        made--
+      }
       stack.pop()
       continue
     }
@@ -218,10 +240,22 @@ function copyDeep(given: JsonValue): JsonValue {
     let copy = child
     let childFrame: Frame | undefined
     if (typeof child === 'object' && child !== null) {
-      if (open.has(child))
+      // A toJSON may return a new object each time: the object it was called on tells the cycle.
+      if (open.has(child) || open.has(found as object))
         throw new TypeError(`JsonValue.copy: the value is cyclic (at key '${key}'), not JSON`)
       childFrame = frameOf(child)
       copy = childFrame.target
+      if (child !== found) {
+        // One that makes a new object holding a new one, and so on, has no end: JSON.stringify
+        // runs out of stack on it. Copied on, it filled the heap until the process died.
+        if (++made > MAX_MADE_DEPTH) {
+          throw new TypeError(
+            `JsonValue.copy: toJSON results nested over ${MAX_MADE_DEPTH} levels deep (at key '${key}'), deeper than JSON writes`,
+          )
+        }
+        childFrame.from = found as object
+        open.add(found as object)
+      }
     }
     if (keys === undefined) (target as JsonValue[]).push(copy)
     else if (key === '__proto__') defineProto(target as JsonObject, copy)

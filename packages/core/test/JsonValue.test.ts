@@ -64,6 +64,25 @@ describe('JsonValue.copy', () => {
     expect(copied).toEqual({ at: iso })
   })
 
+  it('throws a TypeError for a toJSON that makes a new object each time, holding itself or another such: JSON cannot write it either', () => {
+    // Each call makes a new object: no container is met twice, and the copy without recursion
+    // (taken once the stack ran out) went on until the heap was full and the process died.
+    class Holder {
+      toJSON(): unknown {
+        return { self: this }
+      }
+    }
+    class Chain {
+      toJSON(): unknown {
+        return { next: new Chain() }
+      }
+    }
+    for (const value of [new Holder(), { in: [new Holder()] }, new Chain(), { in: new Chain() }]) {
+      expect(() => JSON.stringify(value)).toThrow(RangeError)
+      expect(() => JsonValue.copy(value as unknown as Json)).toThrow(TypeError)
+    }
+  })
+
   it('keeps a Date in the fields of a clone that is written (copy on write) as its ISO string, not {}', () => {
     const event = new LogEvent({ at: new Date(0) } as unknown as JsonObject)
     const copy = event.clone().set('n', 1)
