@@ -631,13 +631,18 @@ class HttpServer implements HttpServerSource {
    * Answers a CONNECT 405, as every method but POST on the path: Node has handed its connection
    * over (its parser detached), so the answer is written here, and what the client still sends is
    * read and discarded until it ends its side, for at most {@link LINGER_MS}. A CONNECT behind a
-   * request still owed its answer cannot be answered in order: its connection closes, as Node did.
+   * request still owed its answer cannot be answered in order: its connection closes, as Node did,
+   * and the requests received whole that wait their turn there are stopped (see `#clientError`).
    */
   #refuseConnect(request: IncomingMessage, socket: Duplex): void {
     this.#requests++
     // An answer Node still writes (or holds for its turn) would come after this one.
     const writing = (socket as Duplex & { _httpMessage?: unknown })._httpMessage != null
     if (!socket.writable || writing || (this.#unanswered.get(socket)?.size ?? 0) > 0) {
+      // Node took its close listener off the connection when it handed it over, so its close no
+      // longer ends the requests waiting their turn there: let in later, they would be sent with
+      // no connection left to answer them, and their client would send them again.
+      this.#stopUnanswered(socket)
       socket.destroy()
       return
     }

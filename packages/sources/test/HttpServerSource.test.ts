@@ -1113,6 +1113,26 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(source.counters.refused.BAD_REQUEST).toBeUndefined()
   })
 
+  it('lets nothing into the pipeline of a request waiting its turn when a CONNECT behind it closes the connection', async () => {
+    // Handed over for the CONNECT, the connection had lost Node's close listener, which ends the
+    // requests waiting there: the second request was sent once the first was accepted, with no
+    // connection left to answer it (its client, without an answer, sends it again).
+    const { context, port } = await start()
+    let room = (): void => {}
+    context.gate = new Promise((resolve) => {
+      room = resolve
+    })
+    const connection = await open(port)
+    connection.write(`${post}${post.replace('"a"', '"b"')}CONNECT x:1 HTTP/1.1\r\nHost: x:1\r\n\r\n`)
+    expect(await connection.closed).toBe('')
+    context.onBatch = (batch) => batch.end('delivered')
+    room()
+    // The source still serves others (a request sent after the first was accepted), and the second
+    // request never came.
+    expect((await request(port, json([{ n: 1 }]))).status).toBe(200)
+    expect(context.records()).toEqual([[{ a: 1 }], [{ n: 1 }]])
+  })
+
   it('answers headers past the size limit with 431 HEADERS_TOO_LARGE', async () => {
     const { source, port } = await start()
     const big = await open(port)
