@@ -509,7 +509,9 @@ class HttpServer implements HttpServerSource {
     )
     // CONNECT: Node hands the connection over as a tunnel and, with no listener, closes it without
     // an answer or a count.
-    server.on('connect', (request: IncomingMessage, socket: Duplex) => this.#refuseConnect(request, socket))
+    server.on('connect', (request: IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.#refuseConnect(request, socket, head),
+    )
     server.on('connection', (socket: Socket) => {
       this.#openConnections++
       this.#sockets.add(socket)
@@ -630,11 +632,12 @@ class HttpServer implements HttpServerSource {
   /**
    * Answers a CONNECT 405, as every method but POST on the path: Node has handed its connection
    * over (its parser detached), so the answer is written here, and what the client still sends is
-   * read and discarded until it ends its side, for at most {@link LINGER_MS}. A CONNECT behind a
+   * read and discarded until it ends its side, within {@link LINGER_BYTES} (`head`, what came
+   * behind the CONNECT in Node's read, included) and {@link LINGER_MS}. A CONNECT behind a
    * request still owed its answer cannot be answered in order: its connection closes, as Node did,
    * and the requests received whole that wait their turn there are stopped (see `#clientError`).
    */
-  #refuseConnect(request: IncomingMessage, socket: Duplex): void {
+  #refuseConnect(request: IncomingMessage, socket: Duplex, head: Buffer): void {
     this.#requests++
     // An answer Node still writes (or holds for its turn) would come after this one.
     const writing = (socket as Duplex & { _httpMessage?: unknown })._httpMessage != null
@@ -665,6 +668,11 @@ class HttpServer implements HttpServerSource {
     socket.once('close', () => {
       clearTimeout(timer)
       this.#lingering.delete(socket as Socket)
+    })
+    let discarded = head.length
+    socket.on('data', (chunk: Buffer) => {
+      discarded += chunk.length
+      if (discarded > LINGER_BYTES) socket.destroy()
     })
     socket.resume()
   }

@@ -1055,6 +1055,27 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(context.batches).toEqual([])
   })
 
+  it('reads what a client sends after refusing its CONNECT only so far: one that never stops writing is closed', async () => {
+    // Read on for 2 s whatever it wrote, a client could make the source read and discard as much
+    // as the link carries in that time, where any other refusal reads at most 4 MiB.
+    const { source, port } = await start()
+    const socket = connect({ port, host: '127.0.0.1' })
+    socket.on('error', () => {})
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+    const write = (data: string | Buffer) =>
+      new Promise<boolean>((resolve) => socket.write(data, (error) => resolve(error == null)))
+    await write(`CONNECT x:1 HTTP/1.1\r\nHost: x:1\r\n\r\n`)
+    // 64 MiB: the source, reading on no further than 4 MiB, closes before the client could write
+    // it all (what the connection's buffers hold is far less).
+    const piece = Buffer.alloc(1 << 20, 0x78)
+    let written = 0
+    while (written < 64 && !socket.destroyed && (await write(piece))) written++
+    expect(written).toBeLessThan(64)
+    await closed
+    while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+    expect(source.counters.refused.METHOD_NOT_ALLOWED).toBe(1)
+  })
+
   it('answers an HTTP/1.1 request without Host itself, 400 BAD_REQUEST as data, and counts it', async () => {
     const { source, context, port } = await start()
     const client = await open(port)
