@@ -73,10 +73,13 @@ export interface TransformContext {
    * makes nothing; given `fields` that JSON would not write as an object of members (`null`, an
    * array, a string, a `Map` or `Set`, a promise, a `Date`: what untyped code may pass), it throws
    * a `ComponentError` with code `NOT_FIELDS` and makes nothing. A class instance is taken, as
-   * JSON writes its own members. `fields` is taken as it is, not copied: an object in it taken
-   * from another event (`{ http: input.get('http') }`) is still that event's, and a `set` through
-   * the new event (`set('http.status', 500)`) would change it there too, and in that event's
-   * copies on other paths; copy such an object first (`JsonValue.copy` from `@ackline/core`).
+   * JSON writes its own members. `fields` is taken as it is, not copied. With a parent in
+   * `inheritFrom`, the new event's first write copies its fields first, so an object in them taken
+   * from another event (`{ http: input.get('http') }`) may be changed through it
+   * (`set('http.status', 500)`) without changing that event. Without one (`inheritFrom` empty),
+   * such an object is still that event's, and a `set` through the new event would change it there
+   * too, and in that event's copies on other paths; copy such an object first (`JsonValue.copy`
+   * from `@ackline/core`).
    */
   create(fields: JsonObject, inheritFrom?: readonly LogEvent[]): LogEvent
 }

@@ -1026,3 +1026,27 @@ describe('the arrays a transform is handed', () => {
     }
   })
 })
+
+describe('an event made with create() of an object taken from its parent', () => {
+  it('is copied at its first write, so a set through it leaves the parent as it was', async () => {
+    const source = testSource([[{ n: 1, http: { status: 200 } }]])
+    const sink = testSink()
+    const topology = through(
+      source,
+      {
+        kind: 'creator',
+        process(events, context) {
+          const input = events.events[0]!
+          const made = context.create({ http: input.get('http') as JsonObject }, [input])
+          made.set('http.status', 500)
+          context.emit(input)
+          context.emit(made)
+        },
+      },
+      sink,
+    )
+    await run(topology)
+    expect(sink.received).toEqual([{ n: 1, http: { status: 200 } }, { http: { status: 500 } }])
+    expect(await source.statuses()).toEqual(['delivered'])
+  })
+})
