@@ -351,6 +351,44 @@ describe('a sink with acknowledgements off behind a buffer of another kind', () 
       ])
     },
   )
+  it('ends the handles a buffer refused and left live, sent by a source (nothing is left to leak)', async () => {
+    // Each copy carries a batch of its own into the push (what the buffer settled it with is read
+    // after it): a buffer that refused the array and left its handles live, as a buffer may, kept
+    // them live with nobody to end them, and the leak detector later reported them as leaked.
+    const buffer = queueBuffer()
+    const push = buffer.push.bind(buffer)
+    let refused: EventArray | undefined
+    buffer.push = (events) => {
+      if (refused !== undefined) return push(events)
+      refused = events
+      return Promise.reject(new Error('append failed'))
+    }
+    const outcomes: string[] = []
+    const kept = testSink()
+    const topology = new TopologyBuilder(on)
+      .source('in', {
+        kind: 'test',
+        canAcknowledge: true,
+        async run(context) {
+          for (const batch of [records(1), records(2)]) {
+            try {
+              outcomes.push(await (await context.send(batch)).status)
+            } catch (error) {
+              outcomes.push(`refused: ${(error as Error).message}`)
+            }
+          }
+        },
+      })
+      .sink('off', ['in'], testSink(), {
+        acknowledgements: false,
+        buffer: { kind: 'queue', open: async () => buffer },
+      })
+      .sink('kept', ['in'], kept)
+      .build()
+    await run(topology)
+    expect(outcomes).toEqual(['refused: append failed', 'delivered'])
+    expect(refused!.events.map((event) => event.isEnded)).toEqual([true])
+  })
 })
 
 describe('a buffer whose pull fails', () => {

@@ -528,7 +528,7 @@ function notStored(consumerId: string): BatchFailure {
  * resolved: `errored` for an event the buffer settled `errored` meanwhile (it could not store it:
  * a disk buffer's failed append resolves, having settled the events itself), `delivered` for the
  * others; `errored` with the refusal when the push rejected or threw (thrown on, as the push did,
- * for the caller to report). Each event carries a batch of its own into the push, so what the
+ * for the caller to report), and so is every handle the refusing buffer left live. Each event carries a batch of its own into the push, so what the
  * buffer settles it with is known; a status it hears after the push resolved changes nothing.
  */
 function settledOnAccept(consumerId: string, buffer: EdgeBuffer): Pick<EdgeBuffer, 'push'> {
@@ -546,7 +546,11 @@ function settledOnAccept(consumerId: string, buffer: EdgeBuffer): Pick<EdgeBuffe
         probes[i] = notifier.receiver
       }
       const refused = (error: unknown): never => {
-        groups.endAll('errored', { reason: refusal(consumerId, count, error) })
+        const reason = refusal(consumerId, count, error)
+        groups.endAll('errored', { reason })
+        // A buffer may refuse and leave the handles live: they carry only their probe now, which
+        // nobody else ends when a source sent them (a leak, reported under `<sink>:accepted`).
+        for (const event of events) if (!event.isEnded) event.end('errored', { reason })
         throw error
       }
       const accepted = (): void => {
