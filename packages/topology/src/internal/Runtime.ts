@@ -528,8 +528,9 @@ function notStored(consumerId: string): BatchFailure {
  * resolved: `errored` for an event the buffer settled `errored` meanwhile (it could not store it:
  * a disk buffer's failed append resolves, having settled the events itself), `delivered` for the
  * others; `errored` with the refusal when the push rejected or threw (thrown on, as the push did,
- * for the caller to report), and so is every handle the refusing buffer left live. Each event carries a batch of its own into the push, so what the
- * buffer settles it with is known; a status it hears after the push resolved changes nothing.
+ * for the caller to report), and so is every handle the refusing buffer left live. Each event
+ * carries a batch of its own into the push, so what the buffer settles it with is known; a status
+ * it hears after the push resolved changes nothing.
  */
 function settledOnAccept(consumerId: string, buffer: EdgeBuffer): Pick<EdgeBuffer, 'push'> {
   const probeSource = `${consumerId}:accepted`
