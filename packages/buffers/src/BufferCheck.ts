@@ -345,10 +345,10 @@ export const BufferCheck = {
       }
       // Opening numbers the next record past the last segment's records: past 2^53 − 1 there is no
       // number, and it refuses the buffer (SEQUENCE_EXHAUSTED), whatever the ledger says.
-      const lastOfLast = segments.at(-1)
-      if (lastOfLast?.lastSeq === Number.MAX_SAFE_INTEGER) {
+      const last = segments.at(-1)
+      if (last?.lastSeq === Number.MAX_SAFE_INTEGER) {
         problems.push(
-          `segment ${lastOfLast.name} holds a record numbered ${lastOfLast.lastSeq}, the last sequence number (2^53 − 1): no number is left for the next record, and opening refuses the buffer (SEQUENCE_EXHAUSTED). No buffer counts that far: the segment came from elsewhere (copied, edited); move it out of the directory, or give the buffer a new path`,
+          `segment ${last.name} holds a record numbered ${last.lastSeq}, the last sequence number (2^53 − 1): no number is left for the next record, and opening refuses the buffer (SEQUENCE_EXHAUSTED). No buffer counts that far: the segment came from elsewhere (copied, edited); move it out of the directory, or give the buffer a new path`,
         )
       }
       if (ledger.status === 'ok') {
@@ -368,7 +368,6 @@ export const BufferCheck = {
           )
           goneUpTo = resumesAt
         }
-        const last = segments.at(-1)
         const dataEnd = last === undefined ? 0 : Math.max(lastSeq + 1, Number(last.name.slice(0, 20)))
         if (lastSeq >= 0 && last?.torn === undefined && ackedBelow > dataEnd) {
           problems.push(
@@ -384,10 +383,9 @@ export const BufferCheck = {
         // records, so a ledger saved before the last records were written (a crash, a checkpoint
         // that failed at close) is no problem: only a record past that, in an earlier segment,
         // would see its number given again.
-        const lastSegment = segments.at(-1)
         const numbersFrom = Math.max(
-          (lastSegment?.lastSeq ?? -1) + 1,
-          lastSegment === undefined ? 0 : Number(lastSegment.name.slice(0, 20)),
+          (last?.lastSeq ?? -1) + 1,
+          last === undefined ? 0 : Number(last.name.slice(0, 20)),
           ledger.ledger.nextSeq,
           ackedBelow,
         )

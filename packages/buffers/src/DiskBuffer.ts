@@ -314,10 +314,9 @@ export class DiskBuffer {
    * `full` at once). A write failure is reported as `failed` and rolled back. Throws a
    * {@link DiskBufferError} `RECORD_TOO_LARGE` for a payload over {@link DiskBuffer.maxRecordBytes}
    * bytes, `CLOSED` after `close()` or `endWrites()` and `SEQUENCE_EXHAUSTED` when numbering the
-   * records would pass 2^53 − 1 (only foreign files bring a buffer there), and a `TypeError` for payloads that are
-   * not an array, or a payload that is neither bytes (a `Uint8Array`) nor a string, storing none
-   * of them. The payloads must not
-   * change until the append resolves: one whose length changed while it waited for room is
+   * records would pass 2^53 − 1 (only foreign files bring a buffer there), and a `TypeError` for
+   * payloads that are not an array, or a payload that is neither bytes (a `Uint8Array`) nor a
+   * string, storing none of them. The payloads must not change until the append resolves: one whose length changed while it waited for room is
    * refused with a `RangeError`, and nothing of that append is stored.
    */
   append(

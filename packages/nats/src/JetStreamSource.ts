@@ -13,12 +13,12 @@
  *   number too large for a double, which would parse as `Infinity` and reach sinks as `null`) either enters the
  *   pipeline as a raw string field or is `term`ed with a reason (`invalidJson`).
  * - While a message is in the pipeline (from its arrival, also while an earlier batch waits to
- *   be accepted) past half its consumer's AckWait, the source sends
- *   `working()` so the server does not redeliver it (no duplicate from a slow sink). Should the
- *   server redeliver it anyway (the AckWait passed while the connection was down), the copy does
- *   not enter the pipeline again: the message is settled once, through its newest delivery. A
- *   batch that resolves while the connection is down is settled once it is back (the client drops
- *   what was written while it was down), or at once at a stop, whose close then warns of them.
+ *   be accepted) past half its consumer's AckWait, the source sends `working()` so the server
+ *   does not redeliver it (no duplicate from a slow sink). Should the server redeliver it anyway
+ *   (the AckWait passed while the connection was down), the copy does not enter the pipeline
+ *   again: the message is settled once, through its newest delivery. A batch that resolves while
+ *   the connection is down is settled once it is back (the client drops what was written while
+ *   it was down), or at once at a stop, whose close then warns of them.
  * - A user `onWarning` that throws or rejects stops nothing (see `#warn`).
  * - At most `min(maxInFlight, consumer MaxAckPending)` messages are in the pipeline at once: the
  *   source pulls no more until some settle (back pressure), and the server's MaxAckPending bounds

@@ -80,10 +80,10 @@ class Sample implements SampleTransform {
 /**
  * The text a key value is hashed by: a string itself, anything else its JSON text, with each
  * object's members in one order (`canonicalJson`: equal objects share a fate whatever the order
- * their keys came in). `undefined`
- * for a value with none (the field is missing, or holds what user code may put there: a `BigInt`
- * or a cycle, on which `JSON.stringify` throws, a function or a symbol, of which it writes
- * nothing): such an event is sampled by the count, as one without the field, rather than fail.
+ * their keys came in). `undefined` for a value with none (the field is missing, or holds what
+ * user code may put there: a `BigInt` or a cycle, on which `JSON.stringify` throws, a function or
+ * a symbol, of which it writes nothing): such an event is sampled by the count, as one without
+ * the field, rather than fail.
  */
 function keyText(value: unknown): string | undefined {
   if (value === undefined || typeof value === 'string') return value
