@@ -54,6 +54,12 @@ type Phase =
       readonly abandon: () => void
       /** Whether a stop() came while starting (a second one gives up at once). */
       stopAsked: boolean
+      /**
+       * How long a failed start waits for the sinks it started to stop and the buffers it opened
+       * to let go: the smallest `disposeTimeoutMs` a stop() asked for while starting (none yet:
+       * undefined, and the start waits 5000 ms).
+       */
+      disposeTimeoutMs: number | undefined
     }
   | { readonly name: 'running'; readonly runtime: Runtime }
   | { readonly name: 'stopping'; readonly runtime: Runtime; readonly stopped: Promise<void> }
@@ -131,8 +137,8 @@ export class Topology {
    * one `TopologyError` naming every buffer that could not open (`BUFFER_OPEN_FAILED`) or every
    * sink whose `start()` threw (`SINK_START_FAILED`, with the sink's kind and the cause), once the
    * sinks it had started have stopped and the buffers it had opened have let go of their files,
-   * each waited for 5000 ms at most (one that had not, or failed, is a `STOP_FAILED` fact, as at a
-   * stop); throws a `ComponentError` with code `RUNS_ONCE` when started twice.
+   * each waited for 5000 ms at most, or for the smallest `disposeTimeoutMs` of the stop() calls
+   * made meanwhile (one that had not, or failed, is a `STOP_FAILED` fact, as at a stop); throws a `ComponentError` with code `RUNS_ONCE` when started twice.
    */
   async start(): Promise<void> {
     if (this.#phase.name !== 'built') {
@@ -147,6 +153,10 @@ export class Topology {
     })
     const started = (async () => {
       const emit = (fact: LifecycleEvent): void => this.#subject.next(fact)
+      // Read when the start fails: a stop() that came meanwhile may have asked for less.
+      const disposeTimeoutMs = (): number =>
+        (this.#phase.name === 'starting' ? this.#phase.disposeTimeoutMs : undefined) ??
+        DEFAULT_DISPOSE_TIMEOUT_MS
       let runtime: Runtime
       try {
         runtime = await Runtime.open(
@@ -155,6 +165,7 @@ export class Topology {
           emit,
           () => this.#subject.observed,
           abandoned,
+          disposeTimeoutMs,
         )
       } catch (error) {
         // Nothing runs: `done` resolves, or whoever awaits it after a failed start waits for ever.
@@ -165,7 +176,13 @@ export class Topology {
       runtime.done.then(() => this.#ranOut(runtime))
       runtime.launch()
     })()
-    this.#transition({ name: 'starting', started, abandon, stopAsked: false })
+    this.#transition({
+      name: 'starting',
+      started,
+      abandon,
+      stopAsked: false,
+      disposeTimeoutMs: undefined,
+    })
     return started
   }
 
@@ -174,7 +191,8 @@ export class Topology {
    * left `errored`. A second call while stopping stops at once. Called while `start()` is still
    * opening buffers or starting sinks, it waits for the start up to `drainTimeoutMs` (a second call:
    * not at all), then gives it up: `start()` rejects with a `TopologyError` whose problems are
-   * `STOPPED_WHILE_STARTING`, what did start is stopped and closed, and what starts later is
+   * `STOPPED_WHILE_STARTING`, what did start is stopped and closed (waiting `disposeTimeoutMs` at
+   * most for each sink's stop() and buffer's dispose(), `STOP_FAILED` past it), and what starts later is
    * stopped and closed then (a buffer that opens late holds its files until then). A start that
    * finishes in time drains with what is left of `drainTimeoutMs`. Resolves once stopped: after a
    * forced stop, once the buffers it gave up on have let go of their files, or `disposeTimeoutMs`
@@ -200,6 +218,7 @@ export class Topology {
         // `STOPPED_WHILE_STARTING`. A start that finishes in time is stopped as a running one,
         // with what is left of `drainTimeoutMs` for its drain.
         const began = performance.now()
+        phase.disposeTimeoutMs = Math.min(phase.disposeTimeoutMs ?? disposeTimeoutMs, disposeTimeoutMs)
         if (phase.stopAsked) phase.abandon()
         else {
           phase.stopAsked = true

@@ -5,6 +5,7 @@ import { BatchNotifier, EventArray, LogEvent } from '@ackline/core'
 import {
   type BatchReceipt,
   ComponentError,
+  type LifecycleEvent,
   type Sink,
   type Topology,
   TopologyBuilder,
@@ -162,6 +163,112 @@ describe('a stop while start() waits on a sink or a buffer that does not answer'
     opened.open()
     await vi.waitFor(() => expect(disposed).toBe(true))
     expect(log).toEqual([])
+  })
+
+  it("a stop's disposeTimeoutMs bounds how long the given-up start waits for a started sink's stop() and an opened buffer's dispose()", async () => {
+    vi.useFakeTimers()
+    try {
+      const quick = new Gate()
+      quick.open()
+      const stopped = new Gate() // the fast sink's stop() and the buffer's dispose() wait on it
+      const log: string[] = []
+      const topology = new TopologyBuilder(on)
+        .source('in', testSource([records(1)]))
+        .sink(
+          'fast',
+          ['in'],
+          { ...hanging(quick, log, 'fast'), stop: () => stopped.wait() },
+          {
+            buffer: {
+              kind: 'remote_queue',
+              open: async () => {
+                const buffer = queueBuffer()
+                buffer.dispose = () => stopped.wait()
+                return buffer
+              },
+            },
+          },
+        )
+        .sink('slow', ['in'], hanging(new Gate(), log, 'slow'))
+        .build()
+      const facts: LifecycleEvent[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      let rejected = false
+      const starting = topology.start().catch((e: unknown) => {
+        rejected = true
+        return e
+      })
+      await vi.advanceTimersByTimeAsync(0)
+      expect(log).toEqual(['fast started'])
+      const stopping = topology.stop({ drainTimeoutMs: 0, disposeTimeoutMs: 30 })
+      await vi.advanceTimersByTimeAsync(29)
+      expect(rejected).toBe(false)
+      await vi.advanceTimersByTimeAsync(1) // the sink's stop() is given up: now the buffer's dispose()
+      expect(rejected).toBe(false)
+      await vi.advanceTimersByTimeAsync(30)
+      expect(await starting).toMatchObject({
+        problems: [{ code: 'STOPPED_WHILE_STARTING', component: 'slow' }],
+      })
+      await stopping
+      expect(facts.filter((f) => f.type === 'component_error')).toEqual([
+        expect.objectContaining({
+          component: 'fast',
+          code: 'STOP_FAILED',
+          message: expect.stringMatching(/sink 'fast'.*stop\(\) 30 ms after the failed start/),
+        }),
+        expect.objectContaining({
+          component: 'fast',
+          code: 'STOP_FAILED',
+          message: expect.stringMatching(
+            /remote_queue buffer in front of sink 'fast'.*dispose\(\) 30 ms after the failed start/,
+          ),
+        }),
+      ])
+      stopped.open()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  it('a given-up start whose stop() allows Infinity waits for a slow stop() as long as it takes, and reports no failure', async () => {
+    vi.useFakeTimers()
+    try {
+      const quick = new Gate()
+      quick.open()
+      const stopped = new Gate()
+      const log: string[] = []
+      const topology = new TopologyBuilder(on)
+        .source('in', testSource([records(1)]))
+        .sink('fast', ['in'], {
+          ...hanging(quick, log, 'fast'),
+          stop: async () => {
+            await stopped.wait()
+            log.push('fast stopped')
+          },
+        })
+        .sink('slow', ['in'], hanging(new Gate(), log, 'slow'))
+        .build()
+      const facts: LifecycleEvent[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      let rejected = false
+      const starting = topology.start().catch((e: unknown) => {
+        rejected = true
+        return e
+      })
+      await vi.advanceTimersByTimeAsync(0)
+      const stopping = topology.stop({ drainTimeoutMs: 0, disposeTimeoutMs: Number.POSITIVE_INFINITY })
+      await vi.advanceTimersByTimeAsync(60_000)
+      expect(rejected).toBe(false)
+      stopped.open()
+      expect(await starting).toMatchObject({
+        problems: [{ code: 'STOPPED_WHILE_STARTING', component: 'slow' }],
+      })
+      await stopping
+      expect(log).toEqual(['fast started', 'fast stopped'])
+      expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('a start that finishes while the stop waits runs, and is then stopped as a running topology is', async () => {

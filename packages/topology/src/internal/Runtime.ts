@@ -73,7 +73,8 @@ export class Runtime {
    * made per batch are built only then). Once `abandoned` resolves (a stop gave up on the start),
    * it stops waiting: it rejects with `STOPPED_WHILE_STARTING` for each buffer still opening or
    * sink still starting, after stopping and closing what did, and stops or closes the others
-   * once they have.
+   * once they have. A failed start waits `disposeTimeoutMs()` (read then) at most for the sinks it
+   * had started to stop and for the buffers it had opened to let go (5000 ms by default).
    */
   static async open(
     plan: TopologyPlan,
@@ -81,6 +82,7 @@ export class Runtime {
     emit: (fact: LifecycleEvent) => void,
     watching: () => boolean,
     abandoned: Promise<void> = NEVER,
+    disposeTimeoutMs: () => number = () => DEFAULT_DISPOSE_TIMEOUT_MS,
   ): Promise<Runtime> {
     const buffers = new Map<string, EdgeBuffer>()
     const problems: TopologyProblem[] = []
@@ -206,7 +208,7 @@ export class Runtime {
       }
       // The sinks that did start are stopped again when the topology will not run: nothing will
       // write to them. (One that finishes its start after a give-up stops itself, above.)
-      if (problems.length > 0) await stopStartedSinks(startedInTime, emit, DEFAULT_DISPOSE_TIMEOUT_MS)
+      if (problems.length > 0) await stopStartedSinks(startedInTime, emit, disposeTimeoutMs())
     }
     if (problems.length > 0) {
       // As a forced stop does: a restart in the same process must not find a disk buffer still
@@ -214,14 +216,7 @@ export class Runtime {
       const discarding = [...buffers].map(([id, buffer]) =>
         giveUpBuffer(plan, id, buffer, emit, 'after the failed start'),
       )
-      await awaitReleased(
-        plan,
-        discarding,
-        DEFAULT_DISPOSE_TIMEOUT_MS,
-        emit,
-        'the failed start',
-        'start() rejects',
-      )
+      await awaitReleased(plan, discarding, disposeTimeoutMs(), emit, 'the failed start', 'start() rejects')
       const order = new Map(plan.components.map((d, i) => [d.id, i]))
       problems.sort((a, b) => order.get(a.component)! - order.get(b.component)!)
       // A copy: what finishes after a give-up must not change the error already thrown.
@@ -701,7 +696,8 @@ async function stopStartedSinks(
   })
   let timer: ReturnType<typeof setTimeout> | undefined
   const expired = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, timeoutMs)
+    // A longer delay would fire after 1 ms (see `MAX_TIMER_MS`): then it waits as long as it takes.
+    if (timeoutMs < MAX_TIMER_MS) timer = setTimeout(resolve, timeoutMs)
   })
   await Promise.race([Promise.all(stops), expired])
   clearTimeout(timer)
