@@ -6,13 +6,13 @@
  * (k - 1 clones plus the original), so its sources wait for every consumer of every matched
  * port; an event matched by none leaves on `_unmatched` once. Nothing is discarded here: what a
  * port nobody reads means is the runtime's business. An event whose predicate throws leaves on no
- * port: the call throws once the others are routed, and the runtime settles it `errored`.
+ * port: the call throws once the others are routed, and the runtime settles it `errored`; so does an
+ * event one of whose predicates answers anything but a boolean (it is not taken for a miss).
  *
  * @module
  */
 import type { EventArray } from '@ackline/core'
 import {
-  ComponentError,
   type ConfigIssue,
   codeOption,
   defineOptions,
@@ -21,8 +21,7 @@ import {
 } from '@ackline/topology'
 import { z } from 'zod'
 import type { Predicate } from './Filter.js'
-import { ignoreRejection } from './internal/ignoreRejection.js'
-import { isThenable } from './internal/isThenable.js'
+import { badAnswer } from './internal/badAnswer.js'
 
 /**
  * The port of events that no route accepted; read it as `'<id>._unmatched'`.
@@ -107,11 +106,15 @@ class Route<Name extends string> implements RouteTransform<Name> {
         for (let r = 0; r < predicates.length; r++) {
           const answer: unknown = predicates[r]!(event)
           const hit = answer === true
-          // An async predicate's answer is not known yet: not a miss that sends the event to `_unmatched`.
-          if (!hit && isThenable(answer)) {
-            ignoreRejection(answer)
-            throw pendingAnswer(context.id, names[r]!)
-          }
+          // Anything but a boolean (a truthy 1, a forgotten return, an async predicate's promise)
+          // is not a miss that sends the event to `_unmatched`.
+          if (!hit && answer !== false)
+            throw badAnswer(
+              context.id,
+              `routes.${names[r]!}`,
+              `the predicate of route '${names[r]!}'`,
+              answer,
+            )
           matched[r] = hit ? 1 : 0
           if (hit) last = r
         }
@@ -145,13 +148,4 @@ class Route<Name extends string> implements RouteTransform<Name> {
  */
 export function route<const Name extends string>(routes: Routes<Name>): RouteTransform<Name> {
   return new Route<Name>(routes)
-}
-
-/** What a route throws for a predicate that returned a promise (an `async` one, from untyped code). */
-function pendingAnswer(id: string, name: string): ComponentError<'BAD_RESULT'> {
-  return new ComponentError(
-    'BAD_RESULT',
-    `the predicate of route '${name}' returned a promise (an async function?): it must return true or false at once`,
-    { component: id, field: `routes.${name}` },
-  )
 }

@@ -46,6 +46,48 @@ describe('filter', () => {
     expect(events.events[2]!.isEnded).toBe(false)
   })
 
+  it.each([
+    ['a number', 1, 'a number (1)'],
+    ['a string', 'yes', 'a string ("yes")'],
+    ['an object', { keep: true }, 'an object'],
+    ['undefined (a predicate that forgot to return)', undefined, 'undefined'],
+    ['null', null, 'null'],
+  ])(
+    'fails the call naming the component when the predicate returns %s, rather than drop an event meant to be kept',
+    (_, answer, what) => {
+      const t = filter((e) => (e.get('n') === 2 ? (answer as never) : true))
+      const { events } = testBatch([1, 2, 3].map((n) => ({ n })))
+      const ctx = FakeTransformContext.for(t)
+      expect(() => t.process(events, ctx)).toThrow(
+        expect.objectContaining({
+          code: 'BAD_RESULT',
+          component: 'under_test',
+          field: 'predicate',
+          message: expect.stringContaining(`returned ${what}`),
+        }),
+      )
+      // Not dropped: left for the runtime, which settles it errored and reports the failure.
+      expect(ctx.dropped).toEqual([])
+      expect(events.events[1]!.isEnded).toBe(false)
+      expect(ctx.fieldsOn().map((f) => f.n)).toEqual([1, 3])
+    },
+  )
+
+  it('names the component when the predicate returns a promise', () => {
+    const t = filter((async () => true) as never)
+    const { events } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    expect(() => t.process(events, ctx)).toThrow(
+      expect.objectContaining({
+        code: 'BAD_RESULT',
+        component: 'under_test',
+        field: 'predicate',
+        message: expect.stringContaining('a promise'),
+      }),
+    )
+    expect(events.events[0]!.isEnded).toBe(false)
+  })
+
   it('counts a discarded event as delivered by default', async () => {
     const t = filter((e) => e.get('keep') === true)
     expect(t.dropStatus).toBe('delivered')

@@ -26,6 +26,33 @@ describe('route', () => {
     expect(events.events[0]!.isEnded).toBe(false)
   })
 
+  it.each([
+    ['a number', 1, 'a number (1)'],
+    ['a string', 'yes', 'a string ("yes")'],
+    ['undefined (a predicate that forgot to return)', undefined, 'undefined'],
+  ])(
+    'fails the call naming the route when its predicate returns %s, rather than send the event to _unmatched',
+    (_, answer, what) => {
+      const t = route({ errors: () => true, audit: (e) => (e.get('n') === 2 ? (answer as never) : false) })
+      const { events } = testBatch([1, 2, 3].map((n) => ({ n })))
+      const ctx = FakeTransformContext.for(t)
+      expect(() => t.process(events, ctx)).toThrow(
+        expect.objectContaining({
+          code: 'BAD_RESULT',
+          component: 'under_test',
+          field: 'routes.audit',
+          message: expect.stringContaining(`returned ${what}`),
+        }),
+      )
+      // Left for the runtime (settled errored), on no port: not taken for a miss.
+      expect(ctx.emitted.map((e) => [e.event.get('n'), e.port])).toEqual([
+        [1, 'errors'],
+        [3, 'errors'],
+      ])
+      expect(events.events[1]!.isEnded).toBe(false)
+    },
+  )
+
   it('routes every other event when a predicate throws for one, leaving that one to the runtime', () => {
     // One call may hold several batches (route coalesces): one event's failure must touch no other.
     const t = route({

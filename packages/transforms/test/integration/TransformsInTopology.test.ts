@@ -102,6 +102,32 @@ describe('transforms in a topology', () => {
     },
   )
 
+  it("filter: a predicate answering a truthy non-boolean errors that event's batch instead of dropping it as delivered", async () => {
+    const { gen, statuses } = source([{ n: 1 }, { n: 2 }], 1)
+    const out = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', gen)
+      .transform(
+        'pick',
+        ['in'],
+        filter(((e: { get(path: string): unknown }) => (e.get('n') === 1 ? 1 : true)) as never),
+      )
+      .sink('out', ['pick'], out)
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await runToEnd(topology)
+    expect(await statuses()).toEqual(['errored', 'delivered'])
+    expect(fields(out)).toEqual([{ n: 2 }])
+    expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+      {
+        component: 'pick',
+        code: 'PROCESS_FAILED',
+        message: expect.stringContaining('returned a number (1)'),
+      },
+    ])
+  })
+
   it("filter: the runtime settles discards with the transform's own dropStatus", async () => {
     const { gen, statuses } = source([{ ok: true }, { ok: false }, { ok: true }, { ok: true }], 2)
     const out = memory()

@@ -1,0 +1,56 @@
+/**
+ * What a filter or a route throws for a predicate that answered neither `true` nor `false`.
+ *
+ * Invariant: a predicate's answer is taken only when it is a boolean. A truthy non-boolean (`1`,
+ * `'yes'`, an object) read as a no dropped (or misrouted) an event the user meant to keep, and
+ * `undefined` (a function that forgot to `return`) dropped every event: the call fails instead,
+ * and the runtime settles the event `errored` and reports it. A promise (an `async` predicate)
+ * is refused the same way, its rejection handled.
+ *
+ * @module
+ */
+import { ComponentError } from '@ackline/topology'
+import { ignoreRejection } from './ignoreRejection.js'
+import { isThenable } from './isThenable.js'
+
+/**
+ * The `BAD_RESULT` error for a predicate (`what`, as the message names it) that returned
+ * `answer`, a value that is no boolean, naming the component `id` and `field`.
+ */
+export function badAnswer(
+  id: string,
+  field: string,
+  what: string,
+  answer: unknown,
+): ComponentError<'BAD_RESULT'> {
+  if (isThenable(answer)) {
+    // Refused, the promise is awaited by nobody: its rejection must not go unhandled.
+    ignoreRejection(answer)
+    return new ComponentError(
+      'BAD_RESULT',
+      `${what} returned a promise (an async function?): it must return true or false at once`,
+      { component: id, field },
+    )
+  }
+  return new ComponentError(
+    'BAD_RESULT',
+    `${what} returned ${describe(answer)}: it must return true or false (any other value is not taken for a yes or a no)`,
+    { component: id, field },
+  )
+}
+
+/** A short description of a value: its type, and the value itself for a primitive. */
+function describe(value: unknown): string {
+  if (value === null || value === undefined) return String(value)
+  switch (typeof value) {
+    case 'string':
+      return `a string (${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)})`
+    case 'number':
+    case 'bigint':
+      return `a ${typeof value} (${String(value)})`
+    case 'object':
+      return Array.isArray(value) ? 'an array' : 'an object'
+    default:
+      return `a ${typeof value}`
+  }
+}
