@@ -10,12 +10,16 @@
  * A group that fails to close (a merged value with a cycle, a frozen record) fails alone: its
  * merged event is ended `errored`, the other events of the call are merged as usual, and the
  * groups the failing call opened are emitted before it throws (the runtime settles `errored`
- * whatever a failed call left).
+ * whatever a failed call left). An event whose value would take a `sum` past what JSON carries
+ * exactly (beyond the largest finite number, or whole numbers past 2^53 - 1) fails alone too: it
+ * is merged into nothing, and the call throws a `ComponentError` (`SUM_OVERFLOW`) naming the
+ * component and the field once the others are merged.
  *
  * @module
  */
 import { type EventArray, JsonValue, type LogEvent } from '@ackline/core'
 import {
+  ComponentError,
   type ConfigIssue,
   defineOptions,
   MAX_TIMER_MS,
@@ -33,7 +37,11 @@ import { KeyedEvents, MAX_KEYS } from './internal/KeyedEvents.js'
  * group's first event (`a.b` where its `a` is `5`) is left out: that event's fields stay as they are.
  * - `first`: the first value (what every field not listed does);
  * - `last`: the last value;
- * - `sum`, `min`, `max`: over the numeric values;
+ * - `sum`, `min`, `max`: over the numeric values. A sum stays what JSON carries exactly: an event
+ *   whose value would overflow it (to `Infinity`, which JSON writes as `null`) or take a sum of
+ *   whole numbers past 2^53 - 1 (where they lose precision) is not merged; the call fails with a
+ *   `ComponentError` (`SUM_OVERFLOW`, field `merge.<path>`) and the runtime settles that event
+ *   `errored`. Fractions add as numbers do (`0.1 + 0.2`);
  * - `array`: every value, in order;
  * - `concat`: the string values joined with a space.
  */
@@ -107,6 +115,8 @@ class Reduce implements ReduceTransform {
   readonly #maxEvents: number
   readonly #fields: readonly string[]
   readonly #strategies: readonly MergeStrategy[]
+  /** The indexes in `#fields` of the `sum` fields, checked before an event changes anything. */
+  readonly #sums: readonly number[]
   // Opening order: the oldest group is the one closed to open one more than `maxGroups`.
   readonly #groups: KeyedEvents<Group>
 
@@ -119,6 +129,7 @@ class Reduce implements ReduceTransform {
     const merge = options?.merge ?? {}
     this.#fields = Object.keys(merge)
     this.#strategies = this.#fields.map((field) => merge[field]!)
+    this.#sums = this.#strategies.flatMap((strategy, f) => (strategy === 'sum' ? [f] : []))
   }
 
   get openGroups(): number {
@@ -199,6 +210,15 @@ class Reduce implements ReduceTransform {
       return
     }
     const fields = this.#fields
+    // Before anything changes: an event refused here is merged into nothing, its group untouched.
+    const sums = this.#sums
+    for (let s = 0; s < sums.length; s++) {
+      const f = sums[s]!
+      const value = event.get(fields[f]!)
+      const merged = group.values[f]
+      if (typeof value === 'number' && typeof merged === 'number')
+        checkSum(merged, value, context.id, fields[f]!)
+    }
     for (let f = 0; f < fields.length; f++) {
       const value = event.get(fields[f]!)
       if (value !== undefined) group.values[f] = combine(this.#strategies[f]!, group.values[f], value)
@@ -270,6 +290,27 @@ function start(strategy: MergeStrategy, value: JsonValue | undefined): JsonValue
     case 'last':
       return value
   }
+}
+
+/**
+ * Throws `SUM_OVERFLOW` when `merged + value` is not what JSON carries exactly: finite numbers
+ * that overflow (JSON writes `Infinity` as `null`), or whole numbers within 2^53 - 1 whose sum is
+ * not (it is rounded). A value already outside (an `Infinity` or a whole number past 2^53 - 1
+ * some component wrote) is not this sum's doing, and is added as it is.
+ */
+function checkSum(merged: number, value: number, id: string, field: string): void {
+  const total = merged + value
+  const overflows = !Number.isFinite(total) && Number.isFinite(merged) && Number.isFinite(value)
+  if (
+    !overflows &&
+    !(Number.isSafeInteger(merged) && Number.isSafeInteger(value) && !Number.isSafeInteger(total))
+  )
+    return
+  throw new ComponentError(
+    'SUM_OVERFLOW',
+    `adding ${value} to the group's sum ${merged} gives ${total}, ${overflows ? 'which JSON cannot carry (it writes null)' : 'past 2^53 - 1, where whole numbers lose precision'}: the event was not merged`,
+    { component: id, field: `merge.${field}` },
+  )
 }
 
 /** Folds one more event's `value` into the merged value so far. */

@@ -88,6 +88,73 @@ describe('reduce', () => {
     ])
   })
 
+  describe('a sum JSON cannot carry', () => {
+    it.each([
+      ['overflows to Infinity', 1e308, 1e308, 'Infinity'],
+      ['overflows to -Infinity', -1e308, -1e308, '-Infinity'],
+      ['passes 2^53 - 1, where whole numbers lose precision', Number.MAX_SAFE_INTEGER, 1, '9007199254740992'],
+    ])(
+      'fails the event whose value %s, naming the component and the field, and merges the others',
+      async (_, first, second, total) => {
+        const t = reduce({ groupBy: ['k'], merge: { n: 'sum' } })
+        const failing = testBatch([{ k: 1, n: second }], 'failing')
+        // The third event brings the sum back: only the event that took it out fails.
+        const other = testBatch(
+          [
+            { k: 1, n: first },
+            { k: 1, n: -first },
+          ],
+          'other',
+        )
+        const call = [other.events.events[0]!, failing.events.events[0]!, other.events.events[1]!]
+        const ctx = new FakeTransformContext()
+        expect(() => t.process(EventArray.from(call), ctx)).toThrow(
+          expect.objectContaining({
+            code: 'SUM_OVERFLOW',
+            component: 'under_test',
+            field: 'merge.n',
+            message: expect.stringContaining(total),
+          }),
+        )
+        // Left for the runtime, which settles it errored; the group its failing call opened is
+        // emitted with the sum of what was merged, a number JSON writes as it is.
+        expect(failing.events.events[0]!.isEnded).toBe(false)
+        expect(ctx.fieldsOn()).toEqual([{ k: 1, n: 0 }])
+        ctx.settle()
+        expect(await other.receiver).toBe('delivered')
+      },
+    )
+
+    it('sums fractions as numbers do, and whole numbers up to 2^53 - 1', () => {
+      const t = reduce({ merge: { f: 'sum', n: 'sum' } })
+      const ctx = new FakeTransformContext()
+      t.process(
+        testBatch([
+          { f: 0.1, n: Number.MAX_SAFE_INTEGER - 1 },
+          { f: 0.2, n: 1 },
+        ]).events,
+        ctx,
+      )
+      t.flush(ctx)
+      expect(ctx.fieldsOn()).toEqual([{ f: 0.1 + 0.2, n: Number.MAX_SAFE_INTEGER }])
+    })
+
+    it('leaves the other fields of a group untouched by the event it refuses', () => {
+      const t = reduce({ merge: { a: 'array', n: 'sum', z: 'last' } })
+      const ctx = new FakeTransformContext()
+      expect(() =>
+        t.process(
+          testBatch([
+            { a: 1, n: 1e308, z: 1 },
+            { a: 2, n: 1e308, z: 2 },
+          ]).events,
+          ctx,
+        ),
+      ).toThrow(expect.objectContaining({ code: 'SUM_OVERFLOW' }))
+      expect(ctx.fieldsOn()).toEqual([{ a: [1], n: 1e308, z: 1 }])
+    })
+  })
+
   it('closes the oldest group when opening one more than maxGroups', () => {
     const t = reduce({ groupBy: ['id'], maxGroups: 2 })
     const ctx = new FakeTransformContext()

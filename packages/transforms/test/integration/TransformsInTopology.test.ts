@@ -193,6 +193,24 @@ describe('transforms in a topology', () => {
     expect(await statuses()).toEqual(['delivered', 'errored', 'delivered', 'errored', 'delivered'])
   })
 
+  it('reduce: a sum past what JSON carries errors the batch of the event that overflowed it, naming the field, instead of writing null', async () => {
+    const { gen, statuses } = source([{ n: 1e308 }, { n: 1e308 }, { n: 1 }], 1)
+    const out = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', gen)
+      .transform('total', ['in'], reduce({ windowMs: 60_000, merge: { n: 'sum' } }))
+      .sink('out', ['total'], out)
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await runToEnd(topology)
+    expect(await statuses()).toEqual(['delivered', 'errored', 'delivered'])
+    expect(JSON.parse(JSON.stringify(fields(out)))).toEqual([{ n: 1e308 }])
+    expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+      { component: 'total', code: 'PROCESS_FAILED', message: expect.stringContaining('total (merge.n)') },
+    ])
+  })
+
   it('dedupe and sample: what they drop counts as delivered by default', async () => {
     const { gen, statuses } = source([{ id: 1 }, { id: 1 }, { id: 2 }, { id: 3 }, { id: 3 }, { id: 4 }], 3)
     const out = memory()
