@@ -40,15 +40,22 @@ export type RemapOutput = LogEvent | JsonObject
  * with code `BAD_RESULT` naming the transform and `fn`, before the event has any output, and the
  * runtime settles the event `errored` and reports it, rather than pass on fields no sink can
  * write (a promise serializes as `{}`). A refused promise that rejects is handled, never left an
- * unhandled rejection. So is a `LogEvent` result (or an array holding one) of a function that
- * ended its input or merged it into an event: the `LogEvent`s it returned are ended `errored`
- * (they may hold the input's finalizers), not left live for the leak detector.
+ * unhandled rejection.
+ *
+ * A function that ends its input, or merges it into an event, breaks its contract whatever it
+ * returns: the call throws a `ComponentError` (`BAD_RESULT`, naming the transform and `fn`), the
+ * input is neither passed on nor dropped again, and the runtime reports the failure. The input's
+ * status stays the one the function ended it with, which remap can no longer change: `end()`
+ * without a status counts `delivered` (not the transform's `dropStatus`; to discard, return
+ * `null`). The `LogEvent`s such a function returned are ended `errored` (they may hold the input's
+ * finalizers), not left live for the leak detector.
  */
 export type RemapResult = undefined | null | RemapOutput | readonly RemapOutput[]
 
 /**
  * A remap function. It may change the input with `set`/`remove`, return it, clone it, or return
- * fields; it must not end, merge or emit events (its input included). An output that is a
+ * fields; it must not end, merge or emit events (its input included: one that ends its input
+ * fails the call, see {@link RemapResult}; to discard it, return `null`). An output that is a
  * `LogEvent` other than the input (`input.clone()`, or `new LogEvent(...)`) is given the input's
  * finalizers, so the input is not acknowledged before it.
  * Fields objects are used as they are, not copied. They may hold objects of the input's fields
@@ -79,11 +86,14 @@ export interface RemapTransform extends DroppingTransform {
  */
 function emitResult(
   input: LogEvent,
-  result: Exclude<RemapResult, undefined>,
+  result: Exclude<RemapResult, undefined> | typeof INPUT_ENDED,
   context: TransformContext,
 ): void {
-  if (result === null) context.drop(input)
-  else if (result instanceof LogEvent) {
+  if (result === INPUT_ENDED) throw inputEnded(context.id)
+  if (result === null) {
+    if (input.isEnded) throw inputEnded(context.id)
+    context.drop(input)
+  } else if (result instanceof LogEvent) {
     // Checked first: merging into an ended handle throws, after which nothing may be left half done.
     if (result.isEnded) throw badResult(context.id, result, undefined)
     if (input.isEnded) throw refused([result], input, inputEnded(context.id), context)
@@ -100,13 +110,23 @@ function emitResult(
     }
     if (input.isEnded) throw refused(outputs, input, inputEnded(context.id), context)
     emitMany(input, outputs as readonly RemapOutput[], context)
-  } else if (isFields(result)) context.emit(input.replaceFields(result))
-  else {
+  } else if (isFields(result)) {
+    if (input.isEnded) throw inputEnded(context.id)
+    context.emit(input.replaceFields(result))
+  } else {
     // Refused, a promise is awaited by nobody: its rejection must not go unhandled.
     if (isThenable(result)) ignoreRejection(result)
     throw badResult(context.id, result, undefined)
   }
 }
+
+/**
+ * What a remap function's step gives `emitResult` when the function returned nothing (or its
+ * input) but ended its input, or merged it into an event: passed on as it is, the ended input was
+ * taken out by the runtime and reported as ended after it was emitted, and its batch told what
+ * the function ended it with, without a word about the function.
+ */
+const INPUT_ENDED: unique symbol = Symbol('input ended')
 
 /**
  * `error`, once every output of a refused result is dealt with: the handles the function derived
@@ -224,7 +244,9 @@ export function remap(fn: RemapFunction, options: RemapOptions = {}): RemapTrans
     process: perEvent((event) => {
       // A function that returns nothing returns `undefined`.
       const result = fn(event) as RemapResult
-      return result === event ? undefined : result
+      if (result !== undefined && result !== event) return result
+      // One read per event: passed on as it is, an input the function ended would leave unreported.
+      return event.isEnded ? INPUT_ENDED : undefined
     }, emitResult),
   }
 }

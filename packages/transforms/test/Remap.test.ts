@@ -12,6 +12,14 @@ function ended(): LogEvent {
   return event
 }
 
+/** A remap function that ends its input, then returns `result`. */
+function endsThenReturns(result: unknown): (e: LogEvent) => unknown {
+  return (e) => {
+    e.end()
+    return result
+  }
+}
+
 describe('remap', () => {
   it('passes the input on after an in-place edit when the function returns nothing', () => {
     const t = remap((e) => {
@@ -274,6 +282,42 @@ describe('remap', () => {
       expect(events.events[0]!.isEnded).toBe(true)
       expect(receiver.status).toBe('errored')
       expect(receiver.reason).toMatchObject({ componentId: 'under_test', code: 'BAD_RESULT' })
+    },
+  )
+
+  it.each([
+    ['nothing', (e: LogEvent) => void e.end()],
+    [
+      'the input',
+      (e: LogEvent) => {
+        e.end()
+        return e
+      },
+    ],
+    ['null (a drop)', endsThenReturns(null)],
+    ['[] (a drop)', endsThenReturns([])],
+    ['a fields object', endsThenReturns({ n: 2 })],
+    [
+      'nothing, having merged its input into an event it kept',
+      (e: LogEvent) => void new LogEvent({}).merge(e),
+    ],
+  ])(
+    'fails the call naming the transform and fn when the function ended its input and returned %s, rather than pass it on as a delivered, silent drop',
+    (_, fn) => {
+      const t = remap(fn as never)
+      const { events } = testBatch([{ n: 1 }, { n: 2 }])
+      const ctx = FakeTransformContext.for(t)
+      expect(() => t.process(events, ctx)).toThrow(
+        expect.objectContaining({
+          code: 'BAD_RESULT',
+          component: 'under_test',
+          field: 'fn',
+          message: expect.stringContaining('ended its input'),
+        }),
+      )
+      // Neither emitted nor dropped again; its status is what the function ended it with.
+      expect(ctx.emitted).toEqual([])
+      expect(ctx.dropped).toEqual([])
     },
   )
 

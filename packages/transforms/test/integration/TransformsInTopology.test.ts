@@ -211,6 +211,35 @@ describe('transforms in a topology', () => {
     ])
   })
 
+  it('remap: a function that ends its input is reported as such, not as an event ended after it was emitted', async () => {
+    const { gen, statuses } = source([{ n: 1 }, { n: 2 }], 1)
+    const out = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', gen)
+      .transform(
+        'edit',
+        ['in'],
+        remap((e) => {
+          if (e.get('n') === 1) e.end('rejected')
+        }),
+      )
+      .sink('out', ['edit'], out)
+      .build()
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await runToEnd(topology)
+    // The status the function ended it with stands: remap cannot change it any more.
+    expect(await statuses()).toEqual(['rejected', 'delivered'])
+    expect(fields(out)).toEqual([{ n: 2 }])
+    expect(facts.filter((f) => f.type === 'component_error')).toMatchObject([
+      {
+        component: 'edit',
+        code: 'PROCESS_FAILED',
+        message: expect.stringContaining('edit (fn): the remap function ended its input'),
+      },
+    ])
+  })
+
   it('dedupe and sample: what they drop counts as delivered by default', async () => {
     const { gen, statuses } = source([{ id: 1 }, { id: 1 }, { id: 2 }, { id: 3 }, { id: 3 }, { id: 4 }], 3)
     const out = memory()
