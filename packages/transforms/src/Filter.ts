@@ -13,11 +13,12 @@ import type { LogEvent } from '@ackline/core'
 import { codeOption, defineOptions, type OptionsOf, perEvent } from '@ackline/topology'
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
-import { badAnswer } from './internal/badAnswer.js'
+import { badAnswer, predicateEnded } from './internal/badAnswer.js'
 
 /**
  * Decides whether an event goes on: `true` for yes, `false` for no. It must not end, emit or keep
- * the event, and it answers at once with a boolean. Any other answer (from untyped code: a truthy
+ * the event (one that ends it fails the call, and the event keeps the status it was ended with),
+ * and it answers at once with a boolean. Any other answer (from untyped code: a truthy
  * `1` or `'yes'`, an object, `undefined` from a function that forgot to `return`, a promise from
  * an `async` function) fails the call with a `ComponentError` (`BAD_RESULT`, naming the component
  * and the predicate's field), and the runtime settles that event `errored`, rather than take the
@@ -64,12 +65,14 @@ export function filter(predicate: Predicate, options: FilterOptions = {}): Filte
     process: perEvent(
       (event): Verdict | undefined => {
         const answer: unknown = predicate(event)
+        if (event.isEnded) return ENDED
         if (answer === true) return undefined
         // Allocated only for a wrong answer: the thrown error needs the context's id.
         return answer === false ? DISCARD : { answer }
       },
       (event, verdict, context) => {
         if (verdict === DISCARD) context.drop(event)
+        else if (verdict === ENDED) throw predicateEnded(context.id, 'predicate', 'the predicate')
         else throw badAnswer(context.id, 'predicate', 'the predicate', verdict.answer)
       },
     ),
@@ -77,7 +80,10 @@ export function filter(predicate: Predicate, options: FilterOptions = {}): Filte
 }
 
 /** What {@link filter} does with an event it does not keep: discard it, or fail on a non-boolean answer. */
-type Verdict = typeof DISCARD | { readonly answer: unknown }
+type Verdict = typeof DISCARD | typeof ENDED | { readonly answer: unknown }
 
 /** The verdict on an event the predicate answered `false` for. */
 const DISCARD = 'discard'
+
+/** The verdict on an event the predicate ended, against its contract. */
+const ENDED = 'ended'

@@ -7,7 +7,8 @@
  * port; an event matched by none leaves on `_unmatched` once. Nothing is discarded here: what a
  * port nobody reads means is the runtime's business. An event whose predicate throws leaves on no
  * port: the call throws once the others are routed, and the runtime settles it `errored`; so does an
- * event one of whose predicates answers anything but a boolean (it is not taken for a miss).
+ * event one of whose predicates answers anything but a boolean (it is not taken for a miss), or
+ * ends the event.
  *
  * @module
  */
@@ -21,7 +22,7 @@ import {
 } from '@ackline/topology'
 import { z } from 'zod'
 import type { Predicate } from './Filter.js'
-import { badAnswer } from './internal/badAnswer.js'
+import { badAnswer, predicateEnded } from './internal/badAnswer.js'
 
 /**
  * The port of events that no route accepted; read it as `'<id>._unmatched'`.
@@ -105,6 +106,8 @@ class Route<Name extends string> implements RouteTransform<Name> {
       try {
         for (let r = 0; r < predicates.length; r++) {
           const answer: unknown = predicates[r]!(event)
+          if (event.isEnded)
+            throw predicateEnded(context.id, `routes.${names[r]!}`, `the predicate of route '${names[r]!}'`)
           const hit = answer === true
           // Anything but a boolean (a truthy 1, a forgotten return, an async predicate's promise)
           // is not a miss that sends the event to `_unmatched`.

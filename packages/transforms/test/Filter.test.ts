@@ -73,6 +73,29 @@ describe('filter', () => {
     },
   )
 
+  it.each([true, false])(
+    'fails the call naming the component when the predicate ends the event and answers %s, rather than pass it on or drop it again',
+    (answer) => {
+      const t = filter((e) => {
+        if (e.get('n') === 2) e.end()
+        return answer
+      })
+      const { events } = testBatch([1, 2, 3].map((n) => ({ n })))
+      const ctx = FakeTransformContext.for(t)
+      expect(() => t.process(events, ctx)).toThrow(
+        expect.objectContaining({
+          code: 'BAD_RESULT',
+          component: 'under_test',
+          field: 'predicate',
+          message: expect.stringContaining('ended the event'),
+        }),
+      )
+      expect(ctx.on()).not.toContain(events.events[1])
+      expect(ctx.dropped).not.toContain(events.events[1])
+      expect(ctx.emitted.length + ctx.dropped.length).toBe(2)
+    },
+  )
+
   it('names the component when the predicate returns a promise', () => {
     const t = filter((async () => true) as never)
     const { events } = testBatch([{ n: 1 }])

@@ -53,6 +53,31 @@ describe('route', () => {
     },
   )
 
+  it.each([true, false])(
+    'fails the call naming the route when its predicate ends the event and answers %s, rather than send it on',
+    (answer) => {
+      const t = route({
+        errors: (e) => {
+          if (e.get('n') === 2) e.end()
+          return answer
+        },
+        audit: () => false,
+      })
+      const { events } = testBatch([1, 2, 3].map((n) => ({ n })))
+      const ctx = FakeTransformContext.for(t)
+      expect(() => t.process(events, ctx)).toThrow(
+        expect.objectContaining({
+          code: 'BAD_RESULT',
+          component: 'under_test',
+          field: 'routes.errors',
+          message: expect.stringContaining('ended the event'),
+        }),
+      )
+      expect(ctx.on(answer ? 'errors' : UNMATCHED)).toEqual([events.events[0], events.events[2]])
+      expect(ctx.emitted).toHaveLength(2)
+    },
+  )
+
   it('routes every other event when a predicate throws for one, leaving that one to the runtime', () => {
     // One call may hold several batches (route coalesces): one event's failure must touch no other.
     const t = route({

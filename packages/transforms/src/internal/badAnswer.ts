@@ -1,11 +1,14 @@
 /**
- * What a filter or a route throws for a predicate that answered neither `true` nor `false`.
+ * What a filter or a route throws for a predicate that answered neither `true` nor `false`, or
+ * that ended the event it was asked about.
  *
  * Invariant: a predicate's answer is taken only when it is a boolean. A truthy non-boolean (`1`,
  * `'yes'`, an object) read as a no dropped (or misrouted) an event the user meant to keep, and
  * `undefined` (a function that forgot to `return`) dropped every event: the call fails instead,
  * and the runtime settles the event `errored` and reports it. A promise (an `async` predicate)
- * is refused the same way, its rejection handled.
+ * is refused the same way, its rejection handled. A predicate that ends the event fails the call
+ * too, whatever it answered: passed on, the ended event was reported as ended after it was
+ * emitted, and dropped, as ended twice, neither naming the predicate.
  *
  * @module
  */
@@ -35,6 +38,18 @@ export function badAnswer(
   return new ComponentError(
     'BAD_RESULT',
     `${what} returned ${describe(answer)}: it must return true or false (any other value is not taken for a yes or a no)`,
+    { component: id, field },
+  )
+}
+
+/**
+ * The `BAD_RESULT` error for a predicate (`what`) that ended the event it was asked about, naming
+ * the component `id` and `field`. The event's status stays what the predicate ended it with.
+ */
+export function predicateEnded(id: string, field: string, what: string): ComponentError<'BAD_RESULT'> {
+  return new ComponentError(
+    'BAD_RESULT',
+    `${what} ended the event it was asked about; it must only answer true or false (the event keeps the status it was ended with)`,
     { component: id, field },
   )
 }
