@@ -330,7 +330,13 @@ class AmqpConsumer implements AmqpSource {
     const returnedCopies = new Set<string>()
     let stopping = false
     let wake: (() => void) | undefined
-    let consumerTag: string | undefined
+    /**
+     * Each generation's consumer, by the broker's answer to its consume (the tag): a stop cancels
+     * the live generation's own. One tag kept across generations was still the dead channel's
+     * while a reconnect's consume awaited its answer, so a stop then cancelled that unknown tag,
+     * which the broker takes without error, and the new consumer went on taking messages.
+     */
+    const consumers = new WeakMap<Generation<Channel>, Promise<{ readonly consumerTag: string }>>()
     /** Whether the first connection is up: a loss before that fails `run` rather than warning. */
     let opened = false
     /** Dead-letter copies awaiting their confirm, per generation, and what waits for the last one. */
@@ -397,6 +403,8 @@ class AmqpConsumer implements AmqpSource {
           )
         }
         await channel.prefetch(o.prefetch)
+        // A stop came while this reconnect was being set up: no consumer to start (and to cancel).
+        if (stopping) return
         const consuming = channel.consume(
           o.queue,
           (message) => {
@@ -419,8 +427,9 @@ class AmqpConsumer implements AmqpSource {
           { noAck: false },
         )
         // Refused by the broker: no permission to read it, or another connection's exclusive queue.
-        const reply = await declared(consuming, context.id, 'queue', consumable)
-        consumerTag = reply.consumerTag
+        const reply = declared(consuming, context.id, 'queue', consumable)
+        consumers.set(generation, reply)
+        await reply
         if (generation.id > 1) counters.reconnects++
       },
       onLost: (generation, error, duringSetup) => {
@@ -863,10 +872,13 @@ class AmqpConsumer implements AmqpSource {
     } finally {
       stopping = true
       const current = connection.current
-      if (current !== undefined && consumerTag !== undefined) {
+      const consumer = current === undefined ? undefined : consumers.get(current)
+      if (current !== undefined && consumer !== undefined) {
         // Unanswered within closeTimeoutMs (heartbeats off, a broker that stopped answering), the
-        // connection is cut: what it held is abandoned, and no wait below is for its answers.
-        await connection.answered(current.channel.cancel(consumerTag))
+        // connection is cut: what it held is abandoned, and no wait below is for its answers. A
+        // consume still awaiting its answer (a reconnect) is cancelled once answered; a refused one
+        // left no consumer.
+        await connection.answered(consumer.then(({ consumerTag }) => current.channel.cancel(consumerTag)))
       }
       // Taken from the broker, never sent downstream: straight back to the queue.
       for (const delivery of pending.splice(0)) {

@@ -41,15 +41,24 @@ export interface StallingProxy {
 /**
  * A {@link StallingProxy} in front of the broker at `BROKER_URL`. With `stallAfter`, it stalls by
  * itself right after passing on the first chunk from the broker for which `stallAfter` is true:
- * whatever a client sends once it has read that chunk never reaches the broker.
+ * whatever a client sends once it has read that chunk never reaches the broker. `watch` sees each
+ * chunk a client sends (`'up'`) before it is passed on, with the number of its connection (1 for
+ * the first accepted), so a test can act at a point of the protocol.
  */
-export async function stallingBrokerProxy(stallAfter?: (chunk: Buffer) => boolean): Promise<StallingProxy> {
+export async function stallingBrokerProxy(
+  stallAfter?: (chunk: Buffer) => boolean,
+  watch?: (direction: 'up', chunk: Buffer, connection: number) => void,
+): Promise<StallingProxy> {
   const broker = new URL(BROKER_URL)
   const pairs = new Set<readonly [Socket, Socket]>()
+  let accepted = 0
   const server = createServer((client) => {
     const upstream = createConnection({ host: broker.hostname, port: Number(broker.port || 5672) })
     const pair = [client, upstream] as const
     pairs.add(pair)
+    const connection = ++accepted
+    // Before pipe's own listener, so the test acts before the broker can answer the chunk.
+    if (watch !== undefined) client.on('data', (chunk: Buffer) => watch('up', chunk, connection))
     const drop = (): void => {
       pairs.delete(pair)
       client.destroy()
@@ -248,6 +257,8 @@ export const Method = {
   channelOpen: 0x0014000a,
   basicPublish: 0x003c0028,
   basicAck: 0x003c0050,
+  basicQos: 0x003c000a,
+  basicConsume: 0x003c0014,
   basicCancelOk: 0x003c001f,
 } as const
 

@@ -574,6 +574,103 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     }
   })
 
+  it('source: a stop while it reconnects cancels the consumer of the new channel, not the one of the dead channel', async () => {
+    // The stop lands while the reconnect's consume awaits the broker's answer. The source kept one
+    // consumer tag across generations, still the dead channel's then, and cancelled that one on the
+    // new channel: the broker answered (a cancel of an unknown tag is no error) and the new
+    // consumer stayed, taking messages after the stop. The proxy stalls once the broker answered
+    // the stop's cancel, so the connection stays up at the broker: its consumers can be counted.
+    const { queue } = await admin.queueWithDeadLetters()
+    await admin.publish(queue, [{ n: 1 }])
+    const stop = new AbortController()
+    const stalling = await stallingBrokerProxy(isBasicCancelOk, (_, chunk, connection) => {
+      if (connection === 2 && hasMethod(chunk, Method.basicConsume)) stop.abort()
+    })
+    const warnings: string[] = []
+    const source = amqpSource({
+      url: stalling.url,
+      queue,
+      heartbeatSeconds: 0,
+      closeTimeoutMs: 200,
+      reconnectInitialDelayMs: 10,
+      onWarning: (message) => warnings.push(message),
+    })
+    try {
+      const run = source.run({
+        id: 'in',
+        acknowledgements: true,
+        signal: stop.signal,
+        send: (records) =>
+          Promise.resolve({
+            batchId: undefined,
+            status: Promise.resolve('delivered'),
+            failure: undefined,
+            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
+          }),
+        sendEvents: () => Promise.resolve(),
+      })
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+      stalling.cut()
+      await expect(run).resolves.toBeUndefined()
+      console.log(`stop during the reconnect's consume: ${JSON.stringify(source.counters)}`)
+      expect(stop.signal.aborted).toBe(true)
+      expect(warnings.some((w) => w.includes('lost the connection'))).toBe(true)
+      // The stop's cancel was answered; nothing the source sent after it reached the broker.
+      expect(stalling.stalled).toBe(true)
+      expect((await admin.channel.checkQueue(queue)).consumerCount).toBe(0)
+    } finally {
+      stop.abort()
+      await stalling.close()
+    }
+  })
+
+  it('source: a stop while it reconnects, before its consume, starts no consumer on the new channel', async () => {
+    // The stop lands while the reconnect's prefetch (basic.qos) awaits the broker's answer: the
+    // setup went on to consume after the stop had cancelled, and that consumer took messages
+    // until the connection closed.
+    const { queue } = await admin.queueWithDeadLetters()
+    await admin.publish(queue, [{ n: 1 }])
+    const stop = new AbortController()
+    let consumesAfterStop = 0
+    const stalling = await stallingBrokerProxy(undefined, (_, chunk, connection) => {
+      if (connection !== 2) return
+      if (hasMethod(chunk, Method.basicQos)) stop.abort()
+      if (stop.signal.aborted && hasMethod(chunk, Method.basicConsume)) consumesAfterStop++
+    })
+    const warnings: string[] = []
+    const source = amqpSource({
+      url: stalling.url,
+      queue,
+      reconnectInitialDelayMs: 10,
+      onWarning: (message) => warnings.push(message),
+    })
+    try {
+      const run = source.run({
+        id: 'in',
+        acknowledgements: true,
+        signal: stop.signal,
+        send: (records) =>
+          Promise.resolve({
+            batchId: undefined,
+            status: Promise.resolve('delivered'),
+            failure: undefined,
+            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
+          }),
+        sendEvents: () => Promise.resolve(),
+      })
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+      stalling.cut()
+      await expect(run).resolves.toBeUndefined()
+      console.log(`stop during the reconnect's prefetch: ${JSON.stringify(source.counters)}`)
+      expect(stop.signal.aborted).toBe(true)
+      expect(warnings.some((w) => w.includes('lost the connection'))).toBe(true)
+      expect(consumesAfterStop).toBe(0)
+    } finally {
+      stop.abort()
+      await stalling.close()
+    }
+  })
+
   it('source: a stop while the first connect gets no answer (a server that accepts and never speaks) ends the run at once', async () => {
     const silent = await silentServer()
     try {
