@@ -52,6 +52,7 @@ import { Connection, connectionOptions, type Generation } from './internal/Conne
 import { declared } from './internal/declared.js'
 import { delayCapIssue } from './internal/delayCapIssue.js'
 import { shortString } from './internal/shortString.js'
+import { urlIssue } from './internal/urlIssue.js'
 
 /** RabbitMQ 4's default `max_message_size`: 16 MiB (RabbitMQ 3.8 to 3.13: 128 MiB). */
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -65,7 +66,12 @@ const MAX_MESSAGE_BYTES = 16 * 1024 * 1024
  * ```
  */
 export const AmqpSinkOptions = defineOptions({
-  url: z.string().min(1).describe('The broker, as an AMQP URL (`amqp://user:password@host:5672/vhost`).'),
+  url: z
+    .string()
+    .min(1)
+    .describe(
+      'The broker, as an AMQP URL (`amqp://user:password@host:5672/vhost`, or `amqps://`); any other is refused at build.',
+    ),
   exchange: shortString()
     .default('')
     .describe(
@@ -260,6 +266,7 @@ class AmqpPublisher implements AmqpSink {
           ]
         : []
     return [
+      ...urlIssue(o.url),
       ...undeclarable,
       ...delayCapIssue(
         'reconnectInitialDelayMs',

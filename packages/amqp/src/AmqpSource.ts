@@ -60,6 +60,7 @@ import { declared } from './internal/declared.js'
 import { delayCapIssue } from './internal/delayCapIssue.js'
 import { headersToJson } from './internal/headersToJson.js'
 import { shortString } from './internal/shortString.js'
+import { urlIssue } from './internal/urlIssue.js'
 
 /**
  * The longest value, in bytes of UTF-8, of an `x-ackline-*` header on a dead-letter copy: a longer
@@ -77,7 +78,12 @@ const ACKLINE_HEADER_MAX_BYTES = 1024
  * ```
  */
 export const AmqpSourceOptions = defineOptions({
-  url: z.string().min(1).describe('The broker, as an AMQP URL (`amqp://user:password@host:5672/vhost`).'),
+  url: z
+    .string()
+    .min(1)
+    .describe(
+      'The broker, as an AMQP URL (`amqp://user:password@host:5672/vhost`, or `amqps://`); any other is refused at build.',
+    ),
   queue: shortString()
     .min(1)
     .describe('The queue to consume; it must exist (it is checked at start). At most 255 bytes of UTF-8.'),
@@ -296,6 +302,7 @@ class AmqpConsumer implements AmqpSource {
     if (issues.length > 0) return issues
     const o = AmqpSourceOptions.resolve(this.#options)
     return [
+      ...urlIssue(o.url),
       ...delayCapIssue('retryInitialDelayMs', o.retryInitialDelayMs, 'retryMaxDelayMs', o.retryMaxDelayMs),
       ...delayCapIssue(
         'reconnectInitialDelayMs',

@@ -122,6 +122,23 @@ describe('amqp options', () => {
     ).toEqual([])
   })
 
+  it('a url amqplib cannot connect with (not a URL, or not amqp: or amqps:) is refused at build, naming the field, never showing its password', () => {
+    // amqplib throws on it at every connect: the source's run and the sink's start failed as a
+    // failed connect, the server shown garbled ('cannot connect to localhost://:56725672').
+    for (const url of ['localhost:5672', 'http://guest:s3cret@127.0.0.1:5672', '127.0.0.1', 'amqp//h']) {
+      const source = amqpSource({ url, queue: 'q' }).validate()
+      const sink = amqpSink({ url }).validate()
+      expect(source.map((issue) => issue.field)).toEqual(['url'])
+      expect(sink.map((issue) => issue.field)).toEqual(['url'])
+      expect(source[0]?.message).toMatch(/amqp:\/\/ or amqps:\/\//)
+      expect(JSON.stringify([source, sink])).not.toContain('s3cret')
+    }
+    for (const url of ['amqp://h', 'AMQP://h', 'amqps://u:p@h:5671/v?heartbeat=5', 'amqp://[::1]:5672']) {
+      expect(amqpSource({ url, queue: 'q' }).validate()).toEqual([])
+      expect(amqpSink({ url }).validate()).toEqual([])
+    }
+  })
+
   it('a first delay longer than its cap is refused naming the cap: the cap used to win silently', () => {
     // retryInitialDelayMs 60 s with the default retryMaxDelayMs (30 s) held every errored message
     // 30 s; reconnectInitialDelayMs 20 s with the default cap (10 s) reconnected after 10 s.
