@@ -13,6 +13,7 @@
  * instead of retrying forever.
  */
 
+import { unescape as unescapeQuery } from 'node:querystring'
 import { MAX_TIMER_MS } from '@ackline/topology'
 import { type Channel, type ChannelModel, type ConfirmChannel, connect } from 'amqplib'
 import { z } from 'zod'
@@ -126,6 +127,15 @@ export function describeServer(url: string): string {
 export function backoffDelay(backoff: Backoff, attempt: number): number {
   // Never longer than a timer waits: a longer delay would fire after 1 ms, a reconnect loop.
   return Math.min(MAX_TIMER_MS, backoff.maxDelayMs, backoff.initialDelayMs * 2 ** Math.min(30, attempt - 1))
+}
+
+/** The virtual host `url` opens, as amqplib reads it: its path without the leading '/', unescaped, else '/'. */
+function vhostOf(url: string): string {
+  try {
+    return unescapeQuery(new URL(url).pathname.slice(1)) || '/'
+  } catch {
+    return '(unparseable url)'
+  }
 }
 
 /** `url` with its `heartbeat` query parameter set, unless the URL sets one itself. */
@@ -319,6 +329,17 @@ export class Connection<C extends Channel = Channel> {
         if (error instanceof Error && error.message === 'connect ETIMEDOUT') {
           throw new Error(
             `the server did not complete the AMQP handshake within ${connectTimeoutMs} ms (connectTimeoutMs)`,
+            { cause: error },
+          )
+        }
+        // amqplib's words for a Connection.Close in answer to its Connection.Open, the broker's
+        // reason (NOT_ALLOWED, the vhost missing or closed to the user) left out: say which vhost.
+        if (
+          error instanceof Error &&
+          /^Expected ConnectionOpenOk; got <ConnectionClose\b/.test(error.message)
+        ) {
+          throw new Error(
+            `the broker refused to open the virtual host '${vhostOf(url)}' (it does not exist, or the user has no permission on it)`,
             { cause: error },
           )
         }

@@ -474,6 +474,25 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     await sink.stop()
   })
 
+  it('fails start naming the virtual host when the broker refuses to open it (it does not exist, or the user has no permission on it)', async () => {
+    // amqplib only says 'Expected ConnectionOpenOk; got <ConnectionClose channel:0>', the broker's
+    // reason left out: nothing told that the vhost of the url was the matter.
+    const vhost = uniqueName('no-vhost')
+    const url = new URL(BROKER_URL)
+    url.pathname = `/${vhost}`
+    const sink = amqpSink({ url: url.toString() })
+    const error = await sink.start().then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    )
+    expect(error).toBeInstanceOf(AmqpError)
+    expect((error as AmqpError).code).toBe('AMQP_CONNECT_FAILED')
+    expect((error as AmqpError).field).toBe('url')
+    expect((error as AmqpError).message).toContain(
+      `the broker refused to open the virtual host '${vhost}' (it does not exist, or the user has no permission on it)`,
+    )
+  })
+
   it('fails start naming the server when the credentials are refused', async () => {
     const sink = amqpSink({ url: 'amqp://nobody:nope@127.0.0.1:5672' })
     await expect(sink.start()).rejects.toThrow(
