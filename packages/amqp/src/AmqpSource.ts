@@ -43,7 +43,7 @@ import { JsonValue, RecordOutcomes } from '@ackline/core'
 import {
   type BatchFailure,
   type BatchReceipt,
-  type ConfigIssue,
+  ConfigIssue,
   codeOption,
   cutToBytes,
   defineOptions,
@@ -149,7 +149,7 @@ export const AmqpSourceOptions = defineOptions({
     .union([z.string().min(1), z.literal(false)])
     .default('_amqp')
     .describe(
-      'The field that holds the broker metadata (exchange, routing key, redelivered, …); false: none.',
+      "The field that holds the broker metadata (exchange, routing key, redelivered, …); false: none. Not 'message', where a raw or non-object payload goes.",
     ),
   ...connectionOptions,
   onWarning: codeOption<(message: string) => void>('a function')
@@ -310,6 +310,17 @@ class AmqpConsumer implements AmqpSource {
         'reconnectMaxDelayMs',
         o.reconnectMaxDelayMs,
       ),
+      // The metadata is written after a raw or non-object payload, which goes to `message`: under
+      // that name it replaced the payload, and the event was delivered (and acked) without it.
+      ...(o.metadataField === 'message'
+        ? [
+            ConfigIssue.of(
+              'metadataField',
+              "not 'message', the field a raw or non-object payload goes to: the metadata would replace it",
+              o.metadataField,
+            ),
+          ]
+        : []),
     ]
   }
 

@@ -24,6 +24,15 @@ describe('amqp options', () => {
     expect(AmqpSourceOptions.validate({ url: 'amqp://h', queue: 'q', metadataField: '' })).toHaveLength(1)
   })
 
+  it("source: metadataField 'message' is refused naming it: the metadata replaced a raw or non-object payload, which goes to message", () => {
+    // A payload that is not JSON ('raw') or not an object became { message: payload }, then the
+    // metadata was written under the same name: the event held the metadata, the payload lost.
+    const issues = amqpSource({ url: 'amqp://h', queue: 'q', metadataField: 'message' }).validate()
+    expect(issues.map((issue) => issue.field)).toEqual(['metadataField'])
+    expect(issues[0]?.message).toMatch(/raw or non-object payload/)
+    expect(amqpSource({ url: 'amqp://h', queue: 'q', metadataField: 'meta' }).validate()).toEqual([])
+  })
+
   it('source: a misspelt option is reported, not ignored', () => {
     expect(AmqpSourceOptions.validate({ url: 'amqp://h', queue: 'q', prefech: 10 }).length).toBe(1)
   })
