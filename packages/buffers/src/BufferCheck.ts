@@ -315,10 +315,20 @@ export const BufferCheck = {
       /** Where the records on disk resume, when the ledger counts records below it unacknowledged (they are gone). */
       let goneUpTo: number | undefined
       let lastSeq = -1
-      for (const name of segNames) {
+      for (const [i, name] of segNames.entries()) {
         const seg = await about(`${path}/${name}`, checkSegment(fs, path, name, ackedBelow))
         const { validEnd, ...check } = seg
         segments.push(check)
+        const named = segmentFirstSeq(name)!
+        const next = segNames[i + 1] === undefined ? undefined : segmentFirstSeq(segNames[i + 1]!)!
+        if (
+          seg.firstSeq !== undefined &&
+          (seg.firstSeq < named || (next !== undefined && seg.firstSeq >= next))
+        ) {
+          problems.push(
+            `${name}: its first record is numbered ${seg.firstSeq}, outside ${named}..${next === undefined ? '' : next - 1}: not a segment of this buffer (copied in or renamed; opening leaves it alone; move it out)`,
+          )
+        }
         if (seg.lastSeq !== undefined) lastSeq = Math.max(lastSeq, seg.lastSeq)
         for (const c of seg.corrupt) {
           problems.push(`segment ${name}: checksum failure at offset ${c.offset}, ${c.bytes} bytes damaged`)

@@ -137,6 +137,52 @@ describe('DiskBuffer recovery', () => {
     expect(report.problems.some((p) => p.includes('99999999999999999999.seg'))).toBe(true)
   })
 
+  it.each([
+    ['numbered below its name (records lost once the segment before it went)', 1, 0],
+    ['numbered past the next segment (drain never ended)', 1, 100],
+    ['numbered between two segments of its own', 20, 5],
+  ])(
+    'leaves alone a segment file whose records do not fit its name, %s, and delivers every record of its own',
+    async (_, name, from) => {
+      const { fs, logs, open } = setup()
+      const buffer = await open()
+      for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+      await buffer.close()
+      const foreign = `${PATH}/${String(name).padStart(20, '0')}.seg`
+      expect(fs.bytes(foreign)).toBeUndefined()
+      const bytes = Frame.encode([Buffer.from('foreign-0'), Buffer.from('foreign-1')], from).bytes
+      fs.put(foreign, bytes)
+      const reopened = await open()
+      await reopened.append([Buffer.from('after')])
+      reopened.endWrites()
+      const got: string[] = []
+      for (;;) {
+        const records = await reopened.read(5)
+        if (records === undefined) break
+        for (const r of records) {
+          got.push(Buffer.from(r.payload).toString())
+          reopened.ack(r.seq)
+        }
+        await reopened.checkpoint() // segments all acknowledged go as the prefix passes them
+      }
+      expect(got).toEqual([
+        ...Array.from({ length: 100 }, (_, i) => `r${String(i).padStart(6, '0')}`),
+        'after',
+      ])
+      await reopened.close()
+      expect(fs.bytes(foreign)).toEqual(Buffer.from(bytes))
+      expect(
+        logs.some((m) => m.includes(foreign.slice(PATH.length + 1)) && m.includes('not a segment')),
+      ).toBe(true)
+      const report = await BufferCheck.run(PATH, { fileSystem: fs })
+      expect(
+        report.problems.some(
+          (p) => p.includes(foreign.slice(PATH.length + 1)) && p.includes('not a segment'),
+        ),
+      ).toBe(true)
+    },
+  )
+
   it('takes a frame numbered past 2^53 for damage: the numbers after it stay exact', async () => {
     const { fs, logs, open } = setup()
     const buffer = await open()

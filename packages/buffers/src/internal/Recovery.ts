@@ -6,7 +6,9 @@
  * Invariants: only bytes no reader could deliver are removed (a torn tail of the last segment,
  * which only a crash mid-write leaves); a ledger acknowledging past the records on disk is refused
  * (`LEDGER_AHEAD`) before anything is deleted; the settings the files were written with win over
- * the options. Only the last segment is scanned, so recovery costs one segment's scan at most.
+ * the options. Only the last segment is scanned, so recovery costs one segment's scan at most
+ * (and the first frame of each segment before it, to leave alone a file whose records do not fit
+ * its name).
  *
  * @module
  */
@@ -61,6 +63,54 @@ async function storedSettings(s: Settings, hasSegments: boolean): Promise<Settin
   return settings
 }
 
+/** The sequence number of the first whole record of `seg`, or `undefined` when it holds none. */
+async function firstRecordSeq(s: Settings, seg: Segment): Promise<number | undefined> {
+  const file = await s.fs.open(`${s.path}/${seg.name}`, 'read')
+  try {
+    // A small first read: only the first frame is wanted (damage before it is read past).
+    const reader = new SegmentReader(file, {
+      start: 0,
+      end: seg.size,
+      maxPayload: Math.max(s.segmentBytes, seg.size),
+      chunkBytes: 64 << 10,
+      payloads: false,
+    })
+    for (;;) {
+      const [item] = await reader.read(1)
+      if (item === undefined) return undefined
+      if (item.kind === 'record') return item.seq
+    }
+  } finally {
+    await file.close()
+  }
+}
+
+/**
+ * Drops from `segments` (in name order) every file but the last whose first record does not fit its name: a
+ * segment of this buffer starts at or after the number it is named after and before the next
+ * segment's. Such a file (copied in, renamed) broke the order everything else relies on: the
+ * segment before it was deleted once the prefix passed the foreign name, with records of its own
+ * unread, and records numbered past the next segment's made the reader skip the rest as missing
+ * while a drain waited for ever. It is left on disk, untouched, and logged.
+ */
+async function leaveForeignAlone(s: Settings, segments: Segment[]): Promise<void> {
+  const names = segments.map((seg) => seg.firstSeq)
+  // The last one is left to the scan below: numbering goes on past both its name and its records.
+  for (let i = 0, kept = 0; i < names.length - 1; i++) {
+    const seg = segments[kept]!
+    const first = seg.size === 0 ? undefined : await firstRecordSeq(s, seg)
+    const next = names[i + 1]
+    if (first === undefined || (first >= seg.firstSeq && (next === undefined || first < next))) {
+      kept++
+      continue
+    }
+    segments.splice(kept, 1)
+    s.log(
+      `disk buffer ${s.path}: ${seg.name} is not a segment of this buffer (its first record is numbered ${first}, outside ${seg.firstSeq}..${next === undefined ? '' : next - 1}); left alone`,
+    )
+  }
+}
+
 /** The recovery step. */
 export const Recovery = {
   /** Recovers the directory of `settings.path` (already locked); throws `LEDGER_AHEAD` as above. */
@@ -93,6 +143,7 @@ export const Recovery = {
       const size = (await fs.size(`${path}/${name}`)) ?? 0
       segments.push({ firstSeq, name, size, visible: size, sealed: false })
     }
+    await leaveForeignAlone(s, segments)
     if (ledger.status === 'ok') {
       for (const first of ledger.ledger.segments) {
         // One before the first segment left is reported with the records it took, below.
