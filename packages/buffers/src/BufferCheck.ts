@@ -268,6 +268,19 @@ export const BufferCheck = {
           repairs.push(`removed ${Ledger.TEMP}`)
         }
       }
+      const strayTemps = [
+        ...(names.includes(BufferSettings.TEMP) ? [BufferSettings.TEMP] : []),
+        ...(await LockFile.strayTemps(fs, path, names)),
+      ]
+      for (const temp of strayTemps) {
+        problems.push(
+          `${temp} left by a crash between writing a file and putting it in place (opening removes it; it is not used)`,
+        )
+        if (canRepair) {
+          await about(`${path}/${temp}`, fs.unlink(`${path}/${temp}`))
+          repairs.push(`removed ${temp}`)
+        }
+      }
       for (const copy of names.filter((n) => REPAIR_COPY.test(n))) {
         problems.push(
           `${copy} left by a repair cut short (a crash, a full disk): a partial copy of ${copy.slice(0, -REPAIR_SUFFIX.length)}, which it did not replace`,

@@ -248,6 +248,46 @@ describe('DiskBuffer recovery', () => {
     expect(fs.openFiles).toBe(0)
   })
 
+  it("reports, and removes on open or with --repair, the temporary files a crash left (the settings', a dead process's lock), keeping a live process's", async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(2).map((s) => Buffer.from(s)))
+    await buffer.close()
+    const gone = { pid: 2 ** 30, hostname: hostname(), since: '2026-01-01T00:00:00.000Z' }
+    const live = { pid: process.ppid, hostname: hostname(), since: '2026-01-01T00:00:00.000Z' }
+    const settingsTemp = `${PATH}/settings.json.tmp`
+    const lockTemp = `${PATH}/lock.${gone.pid}.0.tmp`
+    const guardTemp = `${PATH}/lock.takeover.${gone.pid}.3.tmp`
+    const liveTemp = `${PATH}/lock.${live.pid}.0.tmp`
+    const strays = [settingsTemp, lockTemp, guardTemp]
+    const put = (): void => {
+      fs.put(settingsTemp, Buffer.from('{"version":1,'))
+      fs.put(lockTemp, Buffer.from(JSON.stringify(gone)))
+      fs.put(guardTemp, Buffer.from(JSON.stringify(gone)))
+      fs.put(liveTemp, Buffer.from(JSON.stringify(live)))
+    }
+    put()
+    const report = await BufferCheck.run(PATH, { fileSystem: fs })
+    for (const temp of strays) {
+      expect(report.problems.some((p) => p.startsWith(temp.slice(PATH.length + 1)))).toBe(true)
+    }
+    expect(report.problems.some((p) => p.includes(liveTemp.slice(PATH.length + 1)))).toBe(false)
+    const repaired = await BufferCheck.run(PATH, { fileSystem: fs, repair: true })
+    expect(repaired.repairs).toEqual(
+      expect.arrayContaining(strays.map((t) => `removed ${t.slice(PATH.length + 1)}`)),
+    )
+    for (const temp of strays) expect(fs.bytes(temp)).toBeUndefined()
+    put()
+    const reopened = await open()
+    for (const temp of strays) {
+      expect(fs.bytes(temp)).toBeUndefined()
+      expect(logs.some((m) => m.includes(`discarded ${temp.slice(PATH.length + 1)}`))).toBe(true)
+    }
+    expect(fs.bytes(liveTemp)).toBeDefined()
+    expect(await drain(reopened)).toEqual(range(2))
+    await reopened.close()
+  })
+
   it('rebuilds a missing ledger by scanning the segments, redelivering rather than losing', async () => {
     const { fs, logs, open } = setup()
     const buffer = await open()

@@ -87,6 +87,9 @@ async function writeDurably(fs: FileSystem, path: string, mode: OpenMode, body: 
 
 let temps = 0
 
+/** The temporary names {@link placeExclusive} and a takeover write before linking or renaming. */
+const TEMP_NAME = /^lock(?:\.takeover)?\.\d+(?:\.\d+)?\.tmp$/
+
 /**
  * Creates `dir/name` holding `body`, atomically: the content is written and fsynced under a
  * temporary name first, then linked into place. Returns `false` when `name` exists already.
@@ -188,6 +191,24 @@ export const LockFile = {
     const bytes = await fs.readFile(`${dir}/${GUARD}`)
     if (bytes === undefined) return undefined
     return parse(bytes) ?? 'unreadable'
+  },
+
+  /**
+   * The temporary files among `names` (entries of `dir`) that a process that is gone left while
+   * placing or replacing the lock or its takeover guard (`lock.<pid>….tmp`): a crash between
+   * writing one and linking or renaming it. One whose writer may be alive (it says this host's live
+   * process, this process, or another host's, or cannot be read) is not named: it may be in use.
+   */
+  async strayTemps(fs: FileSystem, dir: string, names: readonly string[]): Promise<string[]> {
+    const stray: string[] = []
+    for (const name of names) {
+      if (!TEMP_NAME.test(name)) continue
+      const holder = parse(await fs.readFile(`${dir}/${name}`))
+      // This process's own may belong to an open of it now taking the lock (another spelling of `dir`).
+      if (holder !== undefined && holder.pid !== process.pid && !LockFile.isLive(fs, holder, dir))
+        stray.push(name)
+    }
+    return stray
   },
 
   /** Whether `holder` still holds the lock of `dir` (is alive and, if it is us, has it open). */

@@ -17,6 +17,7 @@ import { BufferSettings } from './BufferSettings.js'
 import type { Settings } from './DiskBufferSettings.js'
 import type { FileLike } from './FileSystem.js'
 import { Ledger } from './Ledger.js'
+import { LockFile } from './LockFile.js'
 import { SEGMENT_NAME, type Segment, segmentFirstSeq, segmentName, segmentWriteMode } from './Segment.js'
 import { SegmentReader } from './SegmentReader.js'
 
@@ -122,6 +123,17 @@ export const Recovery = {
       // A crash between writing the new ledger and renaming it: the old one is the truth.
       s.log(`disk buffer ${path}: discarded ${Ledger.TEMP} left by a crash; using the previous ledger`)
       await fs.unlink(`${path}/${Ledger.TEMP}`)
+    }
+    if (names.includes(BufferSettings.TEMP)) {
+      // A crash between writing new settings and renaming them: the old ones (or none) hold.
+      s.log(
+        `disk buffer ${path}: discarded ${BufferSettings.TEMP} left by a crash; using the previous settings`,
+      )
+      await fs.unlink(`${path}/${BufferSettings.TEMP}`)
+    }
+    for (const name of s.lock ? await LockFile.strayTemps(fs, path, names) : []) {
+      s.log(`disk buffer ${path}: discarded ${name}, a temporary lock file its process, now gone, left`)
+      await fs.unlink(`${path}/${name}`)
     }
     const ledger = await Ledger.read(fs, path)
     if (ledger.status === 'ok' && ledger.passedOver !== undefined) {
