@@ -219,12 +219,17 @@ class DiskEdgeBufferImpl implements DiskEdgeBuffer {
         } else {
           const first = result.firstSeq
           // Usually every event was stored: then record k carries group k, and no index is kept.
-          this.#origins.add(first, index.length, groups, index.length === list.length ? undefined : index)
-          // With group commit a write may still fail after push resolved: those records never come back.
+          const push = this.#origins.add(
+            first,
+            index.length,
+            groups,
+            index.length === list.length ? undefined : index,
+          )
+          // With group commit a write may still fail after push resolved: those records never come
+          // back. Ended by the push, not by number: the numbers may be a later push's by then.
           void result.durable.then((durable) => {
             if (durable === 'durable') return
-            const reason = this.#notDurable()
-            for (let k = 0; k < index.length; k++) this.#origins.end(first + k, 'errored', { reason })
+            this.#origins.endPush(push, 'errored', { reason: this.#notDurable() })
           })
         }
         return

@@ -82,6 +82,37 @@ describe('RecordOrigins', () => {
     )
   })
 
+  it('ends a push whose write failed as that push, not by its numbers, once later pushes hold them again', () => {
+    const origins = new RecordOrigins()
+    const failed = pushOf(2)
+    const again = pushOf(2)
+    const next = pushOf(2)
+    // Group commit answered `failed`'s push at numbers 10 and 11; its write failed, the numbers
+    // were given back and taken by `again` (and `next` took 12, 13) before its failure was heard.
+    const handle = origins.add(10, 2, failed.groups, undefined)
+    origins.add(10, 2, again.groups, undefined)
+    origins.add(12, 2, next.groups, undefined)
+    expect(origins.size).toBe(6)
+    origins.endPush(handle, 'errored')
+    expect(failed.receivers.map((r) => r.status)).toEqual(['errored', 'errored'])
+    expect(again.receivers.map((r) => r.status)).toEqual([undefined, undefined])
+    for (let seq = 10; seq < 14; seq++) origins.end(seq, 'delivered')
+    expect(again.receivers.map((r) => r.status)).toEqual(['delivered', 'delivered'])
+    expect(next.receivers.map((r) => r.status)).toEqual(['delivered', 'delivered'])
+    expect(origins.size).toBe(0)
+  })
+
+  it('ends at shutdown the groups of a push whose numbers were given again before its failure was heard', () => {
+    const origins = new RecordOrigins()
+    const failed = pushOf(2)
+    const again = pushOf(2)
+    origins.add(10, 2, failed.groups, undefined)
+    origins.add(10, 2, again.groups, undefined)
+    origins.endAll('errored')
+    expect([...failed.receivers, ...again.receivers].map((r) => r.status)).toEqual(Array(4).fill('errored'))
+    expect(origins.size).toBe(0)
+  })
+
   it('keeps one entry per push, not one per record, and lets go of pushes once every record ended', () => {
     const origins = new RecordOrigins()
     const { groups, receivers } = pushOf(1000)
