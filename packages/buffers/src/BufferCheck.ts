@@ -328,6 +328,8 @@ export const BufferCheck = {
       /** Where the records on disk resume, when the ledger counts records below it unacknowledged (they are gone). */
       let goneUpTo: number | undefined
       let lastSeq = -1
+      /** What a repair says of each segment missing between the segments left (the ledger is saved without them). */
+      const missingSegments: string[] = []
       for (const [i, name] of segNames.entries()) {
         const seg = await about(`${path}/${name}`, checkSegment(fs, path, name, ackedBelow))
         const { validEnd, ...check } = seg
@@ -375,9 +377,25 @@ export const BufferCheck = {
         )
       }
       if (ledger.status === 'ok') {
+        const onDisk = segNames.map((n) => segmentFirstSeq(n)!)
         for (const first of ledger.ledger.segments) {
-          if (first >= ackedBelow && !segNames.some((n) => Number(n.slice(0, 20)) === first)) {
-            problems.push(`segment starting at ${first} is listed in the ledger but missing`)
+          if (first >= ackedBelow && !onDisk.includes(first)) {
+            // Between the segments left, the records it held are lost (opening skips them as
+            // missing); one before the first segment left is reported below with the records gone.
+            const after = onDisk.findIndex((seq) => seq > first)
+            if (after > 0) {
+              const from = Math.max(first, ackedBelow, (segments[after - 1]!.lastSeq ?? -1) + 1)
+              const to = onDisk[after]! - 1
+              const lostRecords = from <= to ? `records ${from}..${to}` : undefined
+              problems.push(
+                `segment starting at ${first} is listed in the ledger but missing${lostRecords === undefined ? '' : `: ${lostRecords}, which the ledger counts unacknowledged, are lost with it (opening skips them as missing and delivers the rest)`}`,
+              )
+              missingSegments.push(
+                `segment starting at ${first} is missing${lostRecords === undefined ? '' : `: ${lostRecords}, which the ledger counts unacknowledged, are lost`}; the ledger no longer lists it`,
+              )
+            } else {
+              problems.push(`segment starting at ${first} is listed in the ledger but missing`)
+            }
           }
         }
         // As opening warns: a segment goes only once the ledger saved its records acknowledged,
@@ -420,6 +438,7 @@ export const BufferCheck = {
         }
       }
       const ledgerBad = ledger.status !== 'ok' || reused || ledgerAhead
+      const repairsBefore = repairs.length
       if (canRepair && ledgerBad) {
         // A ledger ahead of the data is not trusted at all: redeliver from the first record on disk.
         const from = ledgerAhead ? firstOnDisk : Math.max(ackedBelow, goneUpTo ?? 0)
@@ -457,10 +476,21 @@ export const BufferCheck = {
         repairs.push(
           `moved the ledger's acknowledged position from ${ackedBelow} to ${goneUpTo}, where the records on disk resume (records ${ackedBelow}..${goneUpTo - 1} are gone)`,
         )
-      } else if (canRepair && ledger.status === 'ok' && ledger.passedOver !== undefined) {
-        await Ledger.write(fs, path, ledger.ledger)
-        repairs.push('rewrote the ledger with its last whole checkpoint')
+      } else if (
+        canRepair &&
+        ledger.status === 'ok' &&
+        (ledger.passedOver !== undefined || missingSegments.length > 0)
+      ) {
+        // Listing the segments on disk, as opening's first checkpoint would.
+        await Ledger.write(fs, path, { ...ledger.ledger, segments: segNames.map((n) => segmentFirstSeq(n)!) })
+        repairs.push(
+          ledger.passedOver !== undefined
+            ? 'rewrote the ledger with its last whole checkpoint'
+            : 'rewrote the ledger listing the segments on disk',
+        )
       }
+      // Every ledger written above lists the segments on disk: say what the missing ones took.
+      if (repairs.length > repairsBefore) repairs.push(...missingSegments)
       const deadLetter = names.includes('dead-letter')
         ? await BufferCheck.run(`${path}/dead-letter`, { repair: canRepair, fileSystem: fs })
         : undefined

@@ -418,6 +418,44 @@ describe('ackline-buffer', () => {
     )
   })
 
+  it('reports the records a missing middle segment took, and --repair says they are lost, saves the ledger without it, and leaves the rest to deliver', async () => {
+    const { fs, open } = setup({ log: () => {} })
+    const buffer = await open()
+    for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+    for (const r of (await buffer.read(10))!) buffer.ack(r.seq)
+    await buffer.close()
+    const segs = fs.files(PATH).filter((f) => f.endsWith('.seg'))
+    const [first, middle, last] = segs.map((f) => Number(f.slice(PATH.length + 1, PATH.length + 21)))
+    expect(segs.length).toBe(3)
+    await fs.unlink(segs[1]!)
+    const lost = `records ${middle}..${last! - 1}`
+    const report = await BufferCheck.run(PATH, { fileSystem: fs })
+    expect(report.problems).toContainEqual(expect.stringContaining(lost))
+    const repaired = await BufferCheck.run(PATH, { fileSystem: fs, repair: true })
+    expect(repaired.repairs).toContainEqual(
+      expect.stringContaining(`${lost}, which the ledger counts unacknowledged, are lost`),
+    )
+    const after = await BufferCheck.run(PATH, { fileSystem: fs })
+    expect(after.problems).toEqual([])
+    // Every record left on disk, and only those, comes again: nothing acknowledged, nothing else.
+    const reopened = await open()
+    reopened.endWrites()
+    const seqs: number[] = []
+    for (let got = await reopened.read(100); got !== undefined; got = await reopened.read(100)) {
+      for (const r of got) {
+        seqs.push(r.seq)
+        reopened.ack(r.seq)
+      }
+    }
+    const expected = [
+      ...Array.from({ length: middle! - 10 }, (_, i) => 10 + i),
+      ...Array.from({ length: 100 - last! }, (_, i) => last! + i),
+    ]
+    expect(seqs).toEqual(expected)
+    expect(first).toBe(0)
+    await reopened.close()
+  })
+
   it('reports a ledger whose acknowledged position lies past the records on disk, and exits 1', async () => {
     const path = tempDir()
     await makeBuffer(path)
