@@ -183,6 +183,21 @@ describe('DiskBuffer recovery', () => {
     },
   )
 
+  it('reads a last segment whose records are numbered below its name, numbering on past both, and the check does not call it left alone', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(2).map((s) => Buffer.from(s)))
+    await buffer.close()
+    fs.put(`${PATH}/00000000000000000150.seg`, Frame.encode([Buffer.from('copied')], 0).bytes)
+    const report = await BufferCheck.run(PATH, { fileSystem: fs })
+    expect(report.problems.filter((p) => p.includes('not a segment'))).toEqual([])
+    const reopened = await open()
+    expect(logs.filter((m) => m.includes('not a segment'))).toEqual([])
+    expect(await reopened.append([Buffer.from('next')])).toMatchObject({ status: 'written', firstSeq: 150 })
+    expect(await drain(reopened)).toEqual([...range(2), 'next'])
+    await reopened.close()
+  })
+
   it('takes a frame numbered past 2^53 for damage: the numbers after it stay exact', async () => {
     const { fs, logs, open } = setup()
     const buffer = await open()
