@@ -157,10 +157,14 @@ export const JetStreamSourceOptions = defineOptions({
     ),
   nakInitialMs: z
     .int()
-    .min(0)
+    // Not 0: every later delay is a multiple of it, and a nak of 0 ms is a plain nak, so an
+    // errored message came back at once on every delivery (the hot loop the back-off prevents).
+    .min(1)
     .max(MAX_SERVER_DURATION_MS)
     .default(1000)
-    .describe('The delay of the first `nak` of an errored message, in ms.'),
+    .describe(
+      'The delay of the first `nak` of an errored message, in ms (at least 1: each later delay is a multiple of it).',
+    ),
   nakMaxMs: z
     .int()
     .min(0)

@@ -91,6 +91,17 @@ describe('options', () => {
     expect(issues.map((i) => i.field)).toEqual(['nakMaxMs'])
   })
 
+  it('a first nak delay of 0 is reported, by its field: every later delay is a multiple of it, so an errored message would come back at once, for ever', () => {
+    // nakInitialMs 0 made every delay 0 (0 · multiplier^n), and nak(0) is a plain nak: the server
+    // redelivered an errored message at once on every delivery, the hot loop the back-off exists
+    // to prevent, whatever nakMaxMs said.
+    const base = { servers: 'x', stream: 's', consumer: 'c' }
+    expect(jetstream({ ...base, nakInitialMs: 0 }).validate()).toMatchObject([
+      { field: 'nakInitialMs', message: expect.stringContaining('from 1'), got: '0' },
+    ])
+    expect(jetstream({ ...base, nakInitialMs: 1 }).validate()).toEqual([])
+  })
+
   it('a rawField that is the metadataField is reported at build, by its field: the metadata would overwrite the payload', () => {
     // A payload that is not a JSON object goes to rawField, then the metadata to metadataField: with
     // one name for both, the event held the metadata alone and was acked, its payload gone.
