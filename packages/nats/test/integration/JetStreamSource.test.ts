@@ -824,6 +824,42 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     expect(sink.events.map((event) => event._nats)).toMatchObject([{ streamSequence: 1 }])
   })
 
+  it('a stop that comes while a pull is being set up ends that pull: what it brings after the stop never enters the pipeline', async () => {
+    // The pull's abort listener is added once fetch() returned; a stop in between has fired its
+    // abort already, and the listener never would. Without the check after the fetch, the pull went
+    // on to its expiry: the stop waited for it, and the message it brought was sent into a pipeline
+    // that had stopped.
+    const stream = await admin.stream('STOP_IN_FETCH')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const controller = new AbortController()
+    const signal = controller.signal
+    // The stop comes just as the source adds its first abort listener: the pull's (with room and
+    // the connection up it adds none before), so the abort fired before that listener was added.
+    signal.addEventListener = function (
+      this: AbortSignal,
+      ...args: Parameters<AbortSignal['addEventListener']>
+    ) {
+      if (args[0] === 'abort' && !signal.aborted) controller.abort()
+      return EventTarget.prototype.addEventListener.apply(this, args)
+    } as AbortSignal['addEventListener']
+    const sent: unknown[] = []
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', onWarning: () => {} })
+    await source.run({
+      id: 'in',
+      acknowledgements: true,
+      signal,
+      send: (records) => {
+        sent.push(...records)
+        return Promise.reject(new Error('the pipeline stopped'))
+      },
+      sendEvents: () => Promise.reject(new Error('not used')),
+    })
+    console.log(`after a stop during the fetch: ${JSON.stringify(source.counters)}`)
+    expect(signal.aborted).toBe(true)
+    expect(sent).toEqual([])
+    expect(source.counters.received).toBe(0)
+  })
+
   it("a batch not accepted because the topology stopped is not 'given back' on the consumer's last delivery (MaxDeliver): terminated, said so", async () => {
     // The server redelivers nothing past MaxDeliver: a plain nak on that delivery left the message
     // neither acked nor pending for good, while the warning said it was given back for another
