@@ -293,6 +293,11 @@ const nothing = (): void => {}
 const TERM_REASON_MAX_BYTES = 1024
 /** What a term sends before its reason: `+TERM ` (the whole payload must fit the server's max_payload). */
 const TERM_PREFIX_BYTES = '+TERM '.length
+/**
+ * Failed pulls in a row warn at the 1st, 2nd, 4th, … up to this, then at every multiple of it:
+ * bounded, never silent for good.
+ */
+const PULL_WARNING_EVERY = 1024
 /** Throws on bytes that are not UTF-8, where `msg.string()` would put U+FFFD in silently. */
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -313,6 +318,11 @@ class JetStreamPullSource implements JetStreamSource {
    * close warns of them even when its own flush, after a reconnect, was answered.
    */
   #settledWhileDown = 0
+  /**
+   * Pulls failed in a row (reset by one that ends without an error): their warnings thin out (see
+   * `#pullFailed`), so a consumer deleted under the source does not warn at every retry.
+   */
+  #pullFailures = 0
   readonly #count = {
     received: 0,
     acked: 0,
@@ -432,7 +442,7 @@ class JetStreamPullSource implements JetStreamSource {
         try {
           messages = await consumer.fetch({ max_messages: want, expires })
         } catch (error) {
-          await this.#pullFailed(error, context.signal, connection)
+          await this.#pullFailed(error, context.signal, connection, o)
           continue
         }
         const stop = (): void => messages.stop()
@@ -464,6 +474,7 @@ class JetStreamPullSource implements JetStreamSource {
         }
         try {
           for await (const msg of messages) {
+            this.#pullSucceeded(o)
             const taken = this.#take(msg, o)
             if (taken !== undefined) {
               batch.push(taken.entry)
@@ -478,8 +489,9 @@ class JetStreamPullSource implements JetStreamSource {
               send()
             }
           }
+          this.#pullSucceeded(o)
         } catch (error) {
-          await this.#pullFailed(error, context.signal, connection)
+          await this.#pullFailed(error, context.signal, connection, o)
         } finally {
           context.signal.removeEventListener('abort', stop)
         }
@@ -882,19 +894,47 @@ class JetStreamPullSource implements JetStreamSource {
   }
 
   /**
-   * Warns of a failed pull and waits before the next; throws the connection's failure when the
-   * client closed it for good (it gave up after a second authorization error in a row): no pull
-   * could succeed again, and the source used to warn of failed pulls for as long as it ran.
+   * Counts a failed pull, warns of it when due and waits before the next; throws the connection's
+   * failure when the client closed it for good (it gave up after a second authorization error in
+   * a row): no pull could succeed again, and the source used to warn of failed pulls for as long
+   * as it ran. Of failures in a row, the 1st, 2nd, 4th, … and then every
+   * {@link PULL_WARNING_EVERY}th warn, naming the consumer and the stream: a consumer deleted under
+   * the source failed every pull, and each warned, for as long as the process lived (whether a
+   * deleted consumer should end the run is an open question).
    */
-  async #pullFailed(error: unknown, signal: AbortSignal, connection: Connection): Promise<void> {
+  async #pullFailed(error: unknown, signal: AbortSignal, connection: Connection, o: Resolved): Promise<void> {
     if (signal.aborted) return
     const gone = await connection.closedForGood()
     if (gone !== undefined) throw gone
     this.#count.pullErrors++
+    const failures = ++this.#pullFailures
+    const due =
+      failures < PULL_WARNING_EVERY ? (failures & (failures - 1)) === 0 : failures % PULL_WARNING_EVERY === 0
+    const pauseMs = Math.max(100, o.reconnectTimeWaitMs)
+    if (due) {
+      const why = error instanceof Error ? error.message : String(error)
+      const from = `consumer '${o.consumer}' of stream '${o.stream}'`
+      const next = failures < PULL_WARNING_EVERY ? failures * 2 : failures + PULL_WARNING_EVERY
+      this.#warn(
+        failures === 1
+          ? `${this.#component}: a pull from ${from} failed, retrying every ${pauseMs} ms: ${why}`
+          : `${this.#component}: pulls from ${from} have failed ${failures} times in a row, retrying every ${pauseMs} ms (said again at ${next}): ${why}`,
+      )
+    }
+    await sleep(pauseMs, signal)
+  }
+
+  /**
+   * Ends a run of failed pulls (see `#pullFailed`), saying so when there was one: at a pull's first
+   * message, or at its end without an error.
+   */
+  #pullSucceeded(o: Resolved): void {
+    if (this.#pullFailures === 0) return
+    const failures = this.#pullFailures
+    this.#pullFailures = 0
     this.#warn(
-      `${this.#component}: a pull failed, retrying: ${error instanceof Error ? error.message : String(error)}`,
+      `${this.#component}: pulls from consumer '${o.consumer}' of stream '${o.stream}' succeed again after ${failures} failed`,
     )
-    await sleep(Math.max(100, JetStreamSourceOptions.resolve(this.#options).reconnectTimeWaitMs), signal)
   }
 
   /**

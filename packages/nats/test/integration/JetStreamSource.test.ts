@@ -4,7 +4,7 @@ import type { DeliveryStatus, EventArray, LogEvent } from '@ackline/core'
 import { jetstream } from '@ackline/nats'
 import { memory } from '@ackline/sinks'
 import { type EdgeBufferFactory, RejectError, type Sink, TopologyBuilder } from '@ackline/topology'
-import { AckPolicy, jetstream as jetstreamClient } from '@nats-io/jetstream'
+import { AckPolicy, DeliverPolicy, jetstream as jetstreamClient } from '@nats-io/jetstream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   NATS_HOST,
@@ -524,6 +524,57 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     } finally {
       process.off('warning', onProcessWarning)
     }
+  })
+
+  it('a consumer deleted under a running source is warned of once, naming it, then at 2, 4, 8… failed pulls, not at each retry; the source keeps pulling and reads it once it is made again', async () => {
+    // Every pull failed once the consumer was gone ('consumer deleted', then 'heartbeats missed'),
+    // and each failure warned 'a pull failed, retrying' without naming the consumer, every
+    // fetchExpiresMs for as long as the process lived. Whether a deleted consumer should end the
+    // run is an open question; the source keeps retrying.
+    const stream = await admin.stream('DELETED_CONSUMER')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const warnings: string[] = []
+    const source = jetstream({
+      servers: NATS_URL,
+      stream,
+      consumer: 'c',
+      fetchExpiresMs: 1000,
+      reconnectTimeWaitMs: 50,
+      onWarning: (w) => warnings.push(w),
+    })
+    const sink = memory()
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    try {
+      await until('the first message acked', () => source.counters.acked === 1)
+      await admin.jsm.consumers.delete(stream, 'c')
+      await until('five pulls failed', () => source.counters.pullErrors >= 5, 30_000)
+      // Read together, in one turn: the warning is said as the failure is counted.
+      const failed = source.counters.pullErrors
+      const pullWarnings = warnings.filter((w) => /pull/.test(w))
+      console.log(`${failed} failed pulls, warned: ${JSON.stringify(pullWarnings)}`)
+      const powersOfTwo = Math.floor(Math.log2(failed)) + 1
+      expect(pullWarnings).toHaveLength(powersOfTwo)
+      expect(pullWarnings[0]).toContain(`consumer 'c' of stream '${stream}'`)
+      expect(pullWarnings.at(-1)).toMatch(/failed \d+ times in a row/)
+      // Made again from the new messages on (from the first, it would deliver n 0 again).
+      await admin.jsm.consumers.add(stream, {
+        durable_name: 'c',
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.New,
+      })
+      await admin.publish(`${stream}.in`, ['{"n":1}'])
+      await until('the message after the consumer came back acked', () => source.counters.acked === 2)
+      expect(warnings.at(-1)).toMatch(
+        new RegExp(`pulls from consumer 'c' of stream '${stream}' succeed again after \\d+ failed`),
+      )
+    } finally {
+      await topology.stop()
+    }
+    expect(sink.events.map((event) => event.n)).toEqual([0, 1])
   })
 
   it('refuses a consumer whose ack policy is not explicit, saying so', async () => {
