@@ -238,7 +238,10 @@ export interface JetStreamMetadata {
 export interface JetStreamSourceCounters {
   /** Messages taken from the server (redeliveries included). */
   readonly received: number
-  /** Messages acknowledged (`ack` / `ackAck`). */
+  /**
+   * Messages acknowledged (`ack` / `ackAck`). None once the connection closed: what settles then
+   * reaches no server and is warned of, counted in no counter but `received`.
+   */
   readonly acked: number
   /** Messages given back with `nak(delay)`. */
   readonly nacked: number
@@ -682,6 +685,7 @@ class JetStreamPullSource implements JetStreamSource {
         async (r) => {
           const outcomes = await outcomesOf(r, batch.length)
           await this.#connectedOrStopping(context)
+          if (this.#lostWithConnection(batch)) return
           this.#noteIfDown(batch.length)
           const applied: Promise<void>[] = []
           for (let i = 0; i < batch.length; i++) {
@@ -701,6 +705,7 @@ class JetStreamPullSource implements JetStreamSource {
         },
         async (error: unknown) => {
           await this.#connectedOrStopping(context)
+          if (this.#lostWithConnection(batch)) return
           this.#noteIfDown(batch.length)
           const first = `${batch.length} message(s) from ${batch[0]?.msg.info.streamSequence}`
           if (context.signal.aborted) {
@@ -765,6 +770,21 @@ class JetStreamPullSource implements JetStreamSource {
    */
   #connectedOrStopping(context: SourceContext): Promise<void> {
     return this.#connection?.whenConnected(context.signal) ?? Promise.resolve()
+  }
+
+  /**
+   * Whether the connection is closed (the client gave up on it, which failed the run), so nothing
+   * the source writes reaches the server: then the batch's messages are taken out of the pipeline
+   * uncounted, and a warning says they come again. The client takes an ack on a closed connection
+   * without a word and sends it nowhere, and `acked` used to count it.
+   */
+  #lostWithConnection(batch: readonly InFlight[]): boolean {
+    if (this.#connection?.nc.isClosed() !== true) return false
+    for (const entry of batch) this.#release(entry)
+    this.#warn(
+      `${this.#component}: ${batch.length} message(s) from ${batch[0]?.msg.info.streamSequence} settled after the connection closed: not told to the server, which delivers them again once their AckWait passed`,
+    )
+    return true
   }
 
   /** Counts `settled` messages about to be settled into a connection that is down (see `#settledWhileDown`). */

@@ -973,6 +973,67 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
     }
   })
 
+  it('credentials revoked: a message delivered after the client closed the connection for good is not counted acked, and is said to come again', async () => {
+    // The ack of a batch that resolved once the client had given up went into the closed
+    // client's buffer, never to the server, and counters.acked counted it: the counters said acked
+    // while the server delivers the message again after its AckWait.
+    const stream = await admin.stream('REVOKED_ACKED')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const proxy = await revokingProxy()
+    let release = (): void => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let seen = 0
+    const sink: Sink = {
+      kind: 'holding',
+      async write() {
+        seen++
+        await held
+        return undefined
+      },
+    }
+    const warnings: string[] = []
+    const source = jetstream({
+      servers: proxy.address,
+      stream,
+      consumer: 'c',
+      maxInFlight: 1,
+      reconnectTimeWaitMs: 50,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    const errors: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') errors.push(fact)
+    })
+    try {
+      await topology.start()
+      await until('the message in the sink', () => seen === 1)
+      proxy.revoke()
+      await until('the client gave up', () => proxy.refused >= 2, 10_000)
+      await until('the run failed', () => errors.length > 0, 5000)
+      release()
+      await until('the message settled at the source', () => source.counters.inFlight === 0)
+      console.log(
+        `settled after the client gave up: ${JSON.stringify(source.counters)}; ${JSON.stringify(warnings)}`,
+      )
+      expect(source.counters).toMatchObject({ acked: 0, nacked: 0, terminated: 0 })
+      expect(warnings.join('\n')).toMatch(
+        /in: 1 message\(s\) from 1 settled after the connection closed: not told to the server, which delivers them again/,
+      )
+    } finally {
+      release()
+      await topology.stop()
+      await proxy.close()
+    }
+    const info = await admin.jsm.consumers.info(stream, 'c')
+    expect(info.num_ack_pending).toBe(1)
+  })
+
   it('credentials revoked, then restored: a sink connects again once the client closed the connection for good, and delivers', async () => {
     // nats.js gives up after a second authorization error in a row and closes the connection for
     // good. The JetStream and core NATS sinks kept that client: every write failed ('closed
