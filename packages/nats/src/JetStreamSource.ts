@@ -892,8 +892,17 @@ class JetStreamPullSource implements JetStreamSource {
     } else {
       return `payload is not valid JSON (${(parsed as Error).message}); invalidJson is 'reject'`
     }
-    if (o.metadataField !== false)
+    if (o.metadataField === '__proto__') {
+      // Defined, not assigned: the assignment replaced the record's prototype, the metadata lost.
+      Object.defineProperty(record, o.metadataField, {
+        value: metadataOf(msg, o.consumer),
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      })
+    } else if (o.metadataField !== false) {
       record[o.metadataField] = metadataOf(msg, o.consumer) as unknown as JsonValue
+    }
     return record
   }
 

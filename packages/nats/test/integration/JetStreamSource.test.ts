@@ -430,6 +430,30 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     ])
   })
 
+  it("a metadataField named '__proto__' holds the metadata as an own field: not set as the record's prototype, lost", async () => {
+    // The metadata was assigned (record[metadataField] = …), which for '__proto__' replaced the
+    // record's prototype: the event carried no metadata, and the JetStream sink no message id.
+    const stream = await admin.stream('PROTO_META')
+    await admin.publish(`${stream}.in`, ['{"n":0}'])
+    const sink = memory()
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', metadataField: '__proto__' })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    await until('acked', () => source.counters.acked === 1)
+    await topology.stop()
+    const event = sink.events[0] as Record<string, unknown>
+    console.log(`the event: ${JSON.stringify(event)}`)
+    expect(Object.getPrototypeOf(event)).toBe(Object.prototype)
+    expect(Object.hasOwn(event, '__proto__')).toBe(true)
+    expect(Object.getOwnPropertyDescriptor(event, '__proto__')?.value).toMatchObject({
+      stream,
+      streamSequence: 1,
+    })
+  })
+
   it('a slow sink past half the AckWait causes no redelivery: the source sends working()', async () => {
     const stream = await admin.stream('SLOW')
     await admin.publish(`${stream}.in`, ['{"n":0}', '{"n":1}'])
