@@ -14,7 +14,10 @@
  * A client that half-closes its connection once it wrote its requests still gets every answer
  * owed to it; the connection closes after the last one. An answer that closes a connection (a
  * refusal) is followed by a bounded read of what the client still sends, discarded, so that a
- * client still writing a body reads the answer rather than a reset.
+ * client still writing a body reads the answer rather than a reset. A client that sends
+ * `Expect: 100-continue` gets `100 Continue` only once its request passed every check made on its
+ * headers (path, method, token, types, declared length) and its turn on the connection came; a
+ * refusal is answered in its place, so the body of a refused request is never sent.
  *
  * @module
  */
@@ -400,6 +403,12 @@ class HttpServer implements HttpServerSource {
   readonly #sockets = new Set<Socket>()
   /** Per connection, which of its requests is let in and which wait unread (see {@link Turns}). */
   readonly #turns = new WeakMap<Duplex, Turns>()
+  /**
+   * The responses of requests whose client waits for `100 Continue` before sending its body:
+   * written by `#serve` once the request passed the checks on its headers, never on a refusal
+   * (whose answer then closes the connection, as Node does, since the body was not sent).
+   */
+  readonly #expectsContinue = new WeakSet<ServerResponse>()
   /** The connections that got an answer that closes them, read on until they close (see `#linger`). */
   readonly #lingering = new Set<Socket>()
   /** Set once `run` returns: from then on, an answer that closes its connection closes it at once. */
@@ -502,6 +511,14 @@ class HttpServer implements HttpServerSource {
     // are in the pipeline would be lost. With this flag Node marks the last of them to close the
     // connection once written (or ends it at once when none is owed).
     ;(server as Server & { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true
+    // `Expect: 100-continue`: Node would answer 100 Continue before the handler looks at the
+    // request, so a client sent its whole body to a wrong path, without a token, or past
+    // maxBodyBytes, only to have it refused (and, past LINGER_BYTES, be reset). The source answers
+    // 100 itself once the request passed every check made on its headers (see `#serve`).
+    server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
+      this.#expectsContinue.add(response)
+      this.#handle(request, response, context)
+    })
     // An Expect other than 100-continue: Node would answer 417 itself, with no body and uncounted.
     // RFC 9110 10.1.1 lets a server ignore an expectation it does not know; the request is served.
     server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) =>
@@ -932,6 +949,9 @@ class HttpServer implements HttpServerSource {
       return
     }
 
+    // Its turn came and its headers passed: the client may send the body (queued by Node behind
+    // the answers owed before it on the connection).
+    if (this.#expectsContinue.delete(response)) response.writeContinue()
     const chunks: Buffer[] = []
     let size = 0
     let refused = false

@@ -1216,6 +1216,71 @@ describe('httpServer: limits of a server on an open port', () => {
   })
 })
 
+describe('httpServer: Expect: 100-continue', () => {
+  // curl sends `Expect: 100-continue` with any body past 1 MB and waits (a second) for `100
+  // Continue` before sending it; other clients wait for good.
+  const connections: RawConnection[] = []
+  afterEach(() => {
+    for (const c of connections.splice(0)) c.destroy()
+  })
+  const open = async (port: number): Promise<RawConnection> => {
+    const c = new RawConnection(port)
+    connections.push(c)
+    await c.connected
+    return c
+  }
+  const answered = /\r\n\r\n[\s\S]*\n$/
+
+  it.each([
+    ['a path it does not serve', 'POST /elsewhere', 'Content-Length: 9\r\n', 404, 'NOT_FOUND'],
+    ['a method other than POST', 'PUT /', 'Content-Length: 9\r\n', 405, 'METHOD_NOT_ALLOWED'],
+    ['no bearer token', 'POST /', 'Content-Length: 9\r\n', 401, 'UNAUTHORIZED'],
+    ['a body past maxBodyBytes', 'POST /', 'Content-Length: 100000000\r\n', 413, 'BODY_TOO_LARGE'],
+    [
+      'a compressed body',
+      'POST /',
+      'Content-Length: 9\r\nContent-Encoding: gzip\r\n',
+      415,
+      'UNSUPPORTED_MEDIA_TYPE',
+    ],
+  ] as const)(
+    'refuses a request of %s with its answer in place of 100 Continue, so the client never sends the body',
+    async (_, line, headers, status, code) => {
+      const { source, context, port } = await start({ authToken: code === 'UNAUTHORIZED' ? 't' : undefined })
+      const client = await open(port)
+      client.write(
+        `${line} HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\n` +
+          `${code === 'UNAUTHORIZED' ? '' : 'Authorization: Bearer t\r\n'}${headers}\r\n`,
+      )
+      const text = await client.until(answered)
+      expect(text).not.toContain('100 Continue')
+      expect(parseRawResponse(text)).toMatchObject({ status, body: { code, componentId: 'in' } })
+      // The answer closes the connection: the client, which sent nothing more, is not reset.
+      expect(await client.closed).toBe(text)
+      expect(source.counters).toMatchObject({ requests: 1, responses: { [status]: 1 } })
+      expect(context.batches).toHaveLength(0)
+    },
+  )
+
+  it('answers 100 Continue to a request it will read, then serves its body', async () => {
+    const { context, port } = await start()
+    context.onBatch = (batch) => batch.end('delivered')
+    const client = await open(port)
+    client.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 9\r\nConnection: close\r\n\r\n',
+    )
+    expect(await client.until(/\r\n\r\n/)).toBe('HTTP/1.1 100 Continue\r\n\r\n')
+    client.write('[{"a":1}]')
+    const text = await client.closed
+    expect(parseRawResponse(text.slice('HTTP/1.1 100 Continue\r\n\r\n'.length))).toMatchObject({
+      status: 200,
+      body: { status: 'delivered', events: 1 },
+    })
+    expect(context.records()).toEqual([[{ a: 1 }]])
+  })
+})
+
 describe('httpServer: paths and content types', () => {
   it('ingests on the configured path only, query string aside', async () => {
     const { context, port } = await start({ path: '/events' })

@@ -8,6 +8,7 @@ import { connect, type Socket } from 'node:net'
 export class RawConnection {
   readonly #socket: Socket
   readonly #chunks: Buffer[] = []
+  readonly #watchers = new Set<() => void>()
   #trickle: NodeJS.Timeout | undefined = undefined
   /** Everything the server sent, once it closed the connection (or the connection failed). */
   readonly closed: Promise<string>
@@ -23,11 +24,15 @@ export class RawConnection {
       this.#socket.once('close', () => reject(new Error('closed before connecting')))
     })
     this.connected.catch(() => {})
-    this.#socket.on('data', (chunk: Buffer) => this.#chunks.push(chunk))
+    this.#socket.on('data', (chunk: Buffer) => {
+      this.#chunks.push(chunk)
+      for (const watcher of this.#watchers) watcher()
+    })
     this.closed = new Promise((resolve) => {
       this.#socket.on('error', () => {})
       this.#socket.once('close', () => {
         this.stopTrickle()
+        for (const watcher of this.#watchers) watcher()
         resolve(Buffer.concat(this.#chunks).toString('utf8'))
       })
     })
@@ -36,6 +41,22 @@ export class RawConnection {
   /** What the server sent so far. */
   get received(): string {
     return Buffer.concat(this.#chunks).toString('utf8')
+  }
+
+  /**
+   * What the server sent so far, once it matches `pattern` (or the connection closed first: then
+   * everything it sent, for the test to say what did not match).
+   */
+  until(pattern: RegExp): Promise<string> {
+    return new Promise((resolve) => {
+      const check = (): void => {
+        if (!pattern.test(this.received) && !this.#socket.destroyed) return
+        this.#watchers.delete(check)
+        resolve(this.received)
+      }
+      this.#watchers.add(check)
+      check()
+    })
   }
 
   write(text: string): void {
