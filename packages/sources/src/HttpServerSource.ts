@@ -17,7 +17,8 @@
  * client still writing a body reads the answer rather than a reset. A client that sends
  * `Expect: 100-continue` gets `100 Continue` only once its request passed every check made on its
  * headers (path, method, token, types, declared length) and its turn on the connection came; a
- * refusal is answered in its place, so the body of a refused request is never sent.
+ * refusal is answered in its place, so the body of a refused request is never sent. A connection
+ * the server fails to accept (`EMFILE`) is counted and warned (`onWarning`), never thrown.
  *
  * @module
  */
@@ -33,6 +34,7 @@ import {
   ComponentError,
   type ComponentErrorOptions,
   ConfigIssue,
+  codeOption,
   defineOptions,
   MAX_TIMER_MS,
   type OptionsOf,
@@ -40,6 +42,7 @@ import {
   type Source,
   type SourceContext,
   textOf,
+  warningsTo,
 } from '@ackline/topology'
 import { z } from 'zod'
 import { decodeUtf8 } from './internal/decodeUtf8.js'
@@ -189,6 +192,13 @@ export const HttpServerOptions = defineOptions({
         "the batch's status: 'on-request' when the ingest URL's query has `outcomes=1` (or `outcomes=true`), " +
         "'always' for every batch, 'never' whatever the query says. The status code is the batch's either way.",
     ),
+  onWarning: codeOption<(message: string) => void>('a function')
+    .optional()
+    .describe(
+      'Where warnings go (the server failing to accept connections, such as EMFILE when the process has no file ' +
+        'descriptor left: once when it begins, once when connections are accepted again). Default: process.emitWarning ' +
+        '(code ACKLINE_HTTP_SERVER), where a warning also goes when onWarning throws on it.',
+    ),
 })
 /** Options of {@link httpServer}, as a caller gives them. */
 export type HttpServerOptions = OptionsOf<typeof HttpServerOptions>
@@ -299,6 +309,8 @@ export interface HttpServerCounters {
   readonly openConnections: number
   /** Connections closed on arrival because `maxConnections` were open. */
   readonly connectionsDropped: number
+  /** Connections the server failed to accept (`EMFILE`, `ENFILE`, ...): their clients got no answer. */
+  readonly acceptFailures: number
 }
 /**
  * The source {@link httpServer} returns. It runs once: a second `run` (the object declared in a
@@ -388,6 +400,11 @@ class HttpServer implements HttpServerSource {
   #inFlight = 0
   #openConnections = 0
   #connectionsDropped = 0
+  #acceptFailures = 0
+  /** Accept failures since a connection was last accepted: a run of them is warned once, not each. */
+  #failingAccepts = 0
+  /** Where warnings go, never throwing (set by `run`, which knows the component id). */
+  #warn: (message: string) => void = nothing
   readonly #responses: Record<number, number> = {}
   readonly #refused: Partial<Record<HttpServerErrorCode, number>> = {}
   /** Sends not yet accepted downstream: `run` may not return before they are. */
@@ -448,6 +465,7 @@ class HttpServer implements HttpServerSource {
       refused: { ...this.#refused },
       openConnections: this.#openConnections,
       connectionsDropped: this.#connectionsDropped,
+      acceptFailures: this.#acceptFailures,
     }
   }
 
@@ -481,6 +499,7 @@ class HttpServer implements HttpServerSource {
     this.#ran = true
     this.#componentId = context.id
     this.#context = context
+    this.#warn = warningsTo(this.#resolved.onWarning, context.id, 'ACKLINE_HTTP_SERVER')
     const o = this.#resolved
     const target = parseAddress(o.address)
     if (target === undefined) {
@@ -530,6 +549,12 @@ class HttpServer implements HttpServerSource {
       this.#refuseConnect(request, socket, head),
     )
     server.on('connection', (socket: Socket) => {
+      if (this.#failingAccepts > 0) {
+        this.#warn(
+          `http_server source '${context.id}': accepting connections again, after ${this.#failingAccepts} failed`,
+        )
+        this.#failingAccepts = 0
+      }
       this.#openConnections++
       this.#sockets.add(socket)
       this.#unanswered.set(socket, new Set())
@@ -555,7 +580,7 @@ class HttpServer implements HttpServerSource {
       this.#clientError(error, socket),
     )
     try {
-      await listen(server, target)
+      await listen(server, target, (error) => this.#serverError(error))
     } catch (error) {
       const failure = new HttpServerError(
         'address',
@@ -594,6 +619,25 @@ class HttpServer implements HttpServerSource {
             socket.destroy()
           }),
       ),
+    )
+  }
+
+  /**
+   * The server failed once listening: Node reports there only a connection it could not accept
+   * (`EMFILE` once the process has no file descriptor left), whose client is left unanswered.
+   * Warned when a run of failures begins (the next connection accepted ends it), counted always:
+   * under load a warning per failure would flood the log with the same line.
+   */
+  #serverError(error: unknown): void {
+    this.#acceptFailures++
+    if (this.#failingAccepts++ > 0) return
+    const what =
+      (error as NodeJS.ErrnoException | undefined)?.syscall === 'accept'
+        ? 'accepting a connection failed'
+        : 'the server failed'
+    this.#warn(
+      `http_server source '${this.#componentId}': ${what}: ${textOf(error)}; its client got no answer ` +
+        '(further failures are counted in acceptFailures, and warned again once a connection was accepted)',
     )
   }
 
@@ -1315,13 +1359,17 @@ function digest(token: string): Buffer {
   return createHash('sha256').update(token).digest()
 }
 
-function listen(server: Server, { host, port }: HostPort): Promise<void> {
+/**
+ * Listens on `host:port`. An error before listening rejects; one after (a connection the server
+ * could not accept: a client's bad request is a `clientError` instead) goes to `failed`, so it
+ * neither crashes the process nor goes unreported.
+ */
+function listen(server: Server, { host, port }: HostPort, failed: (error: unknown) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, host, () => {
       server.off('error', reject)
-      // Errors after listening (a client's bad request) are per connection; Node answers them.
-      server.on('error', nothing)
+      server.on('error', failed)
       resolve()
     })
   })

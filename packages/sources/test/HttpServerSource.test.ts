@@ -1,5 +1,6 @@
 import { constants } from 'node:buffer'
-import { request as httpRequest } from 'node:http'
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
+import { request as httpRequest, type Server } from 'node:http'
 import { connect, Socket } from 'node:net'
 import { deflateSync, gzipSync } from 'node:zlib'
 import { HttpServerError, HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
@@ -1489,6 +1490,76 @@ describe('httpServer: requests refused up front', () => {
     const answer = await request(port, { method: 'GET' })
     expect(answer.status).toBe(405)
     expect(answer.headers.allow).toBe('POST')
+  })
+})
+
+describe('httpServer: failures of the server itself', () => {
+  /** The source's `node:http` server, as Node's diagnostics channel shows it on a request. */
+  const serverOf = async (context: FakeSourceContext, port: number): Promise<Server> => {
+    let server: Server | undefined
+    const seen = (message: unknown): void => {
+      server = (message as { server: Server }).server
+    }
+    subscribe('http.server.request.start', seen)
+    try {
+      context.onBatch = (batch) => batch.end('delivered')
+      expect((await request(port, json([{ n: 0 }]))).status).toBe(200)
+    } finally {
+      unsubscribe('http.server.request.start', seen)
+    }
+    return server!
+  }
+  const acceptFailed = (code: string) =>
+    Object.assign(new Error(`accept ${code}`), { code, errno: -24, syscall: 'accept' })
+
+  it('warns, naming the component, when accepting connections fails (EMFILE), once per run of failures, and serves on', async () => {
+    const warnings: string[] = []
+    const { source, context, port } = await start({ onWarning: (message) => warnings.push(message) })
+    const server = await serverOf(context, port)
+    server.emit('error', acceptFailed('EMFILE'))
+    server.emit('error', acceptFailed('EMFILE'))
+    expect(warnings).toEqual([
+      expect.stringMatching(/^http_server source 'in': accepting a connection failed: .*EMFILE/),
+    ])
+    expect(source.counters.acceptFailures).toBe(2)
+    // Accepting again: said once, and the next run of failures is warned again.
+    expect((await request(port, json([{ n: 1 }]))).status).toBe(200)
+    expect(warnings).toHaveLength(2)
+    expect(warnings[1]).toMatch(/^http_server source 'in': accepting connections again, after 2 failed/)
+    server.emit('error', acceptFailed('ENFILE'))
+    expect(warnings).toHaveLength(3)
+    expect(warnings[2]).toMatch(/ENFILE/)
+  })
+
+  it('does not crash when onWarning throws on such a failure: the warning goes to process.emitWarning', async () => {
+    const emitted = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    try {
+      const { context, port } = await start({
+        onWarning: () => {
+          throw new Error('no log today')
+        },
+      })
+      const server = await serverOf(context, port)
+      server.emit('error', acceptFailed('EMFILE'))
+      expect(emitted).toHaveBeenCalledWith(expect.stringMatching(/EMFILE.*no log today/), expect.anything())
+      expect((await request(port, json([{ n: 1 }]))).status).toBe(200)
+    } finally {
+      emitted.mockRestore()
+    }
+  })
+
+  it('warns through process.emitWarning with code ACKLINE_HTTP_SERVER when onWarning is unset', async () => {
+    const emitted = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    try {
+      const { context, port } = await start()
+      const server = await serverOf(context, port)
+      server.emit('error', acceptFailed('EMFILE'))
+      expect(emitted).toHaveBeenCalledWith(expect.stringMatching(/^http_server source 'in'.*EMFILE/), {
+        code: 'ACKLINE_HTTP_SERVER',
+      })
+    } finally {
+      emitted.mockRestore()
+    }
   })
 })
 
