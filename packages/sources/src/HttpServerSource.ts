@@ -175,7 +175,8 @@ export const HttpServerOptions = defineOptions({
     .refine((path) => /^\/[\x21\x22\x24-\x3e\x40-\x7e]*$/.test(path) && path !== HEALTH_PATH, INGEST_PATH)
     .default('/')
     .describe(
-      'The path events are posted to, as clients send it (printable ASCII, other characters percent-encoded; of the query string, only `outcomes` is read); every other path but /health gets 404.',
+      'The path events are posted to, as clients send it (printable ASCII, other characters percent-encoded; of the query string, only `outcomes` is read); every other path but /health gets 404. ' +
+        'Compared exactly, byte for byte: no percent-decoding, dot segments or case folding, so `/a/../events`, `/%65vents` or `/events/` is another path (a target in absolute form, `http://host/events`, is compared by its path).',
     ),
   unknownContentType: z
     .enum(['sniff', 'reject'])
@@ -935,7 +936,7 @@ class HttpServer implements HttpServerSource {
       this.#refuse(request, response, 400, 'BAD_REQUEST', 'an HTTP/1.1 request must carry a Host header')
       return
     }
-    const url = request.url ?? '/'
+    const url = originForm(request.url ?? '/')
     const query = url.indexOf('?')
     const path = query < 0 ? url : url.slice(0, query)
     if (path === HEALTH_PATH) {
@@ -1341,6 +1342,20 @@ function resumeReading(socket: Duplex): void {
     http.parser?.resume?.()
   }
   socket.resume()
+}
+
+/**
+ * The request target in origin form (`/path?query`), the form the `path` option is compared in:
+ * an absolute-form target (`http://host:port/path?query`, as sent to a proxy), which a server must
+ * take (RFC 9112 3.2.2), loses its scheme and authority (`http://host` alone is `/`). Nothing else
+ * is rewritten: no percent-decoding, no dot segments, no case, so a path matches only as sent.
+ */
+function originForm(target: string): string {
+  if (target.startsWith('/')) return target
+  const authority = /^[a-z][a-z\d+.-]*:\/\/[^/?#]*/i.exec(target)
+  if (authority === null) return target
+  const rest = target.slice(authority[0].length)
+  return rest.startsWith('/') ? rest : `/${rest}`
 }
 
 /**

@@ -1302,6 +1302,59 @@ describe('httpServer: paths and content types', () => {
     expect(answer.body.code).toBe('NOT_FOUND')
   })
 
+  it.each([
+    '/events/',
+    '/events/.',
+    '/x/../events',
+    '//events',
+    '/Events',
+    '/%65vents',
+    '/events%2F',
+    '/events;a=1',
+    '/events#',
+    '/%68ealth',
+    '*',
+  ])(
+    'matches the path exactly as sent, so a near miss (%s) gets 404 and nothing enters the pipeline',
+    async (path) => {
+      const { context, port } = await start({ path: '/events' })
+      const connection = new RawConnection(port)
+      connection.write(
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n` +
+          `Connection: close\r\n\r\n[{"a":1}]`,
+      )
+      expect(parseRawResponse(await connection.closed)).toMatchObject({
+        status: 404,
+        body: { code: 'NOT_FOUND' },
+      })
+      expect(context.batches).toHaveLength(0)
+    },
+  )
+
+  it('takes a request whose target is in absolute form (RFC 9112 3.2.2), matching its path as any other', async () => {
+    // `POST http://host:port/events HTTP/1.1`, as a client sends to a proxy: the server must take it,
+    // and such a request got 404 whatever its path.
+    const { context, port } = await start({ path: '/events' })
+    context.onBatch = (batch) => batch.end('delivered')
+    const send = async (target: string) => {
+      const connection = new RawConnection(port)
+      connection.write(
+        `POST ${target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n` +
+          `Connection: close\r\n\r\n[{"a":1}]`,
+      )
+      return parseRawResponse(await connection.closed)
+    }
+    expect(await send(`http://127.0.0.1:${port}/events`)).toMatchObject({ status: 200, body: { events: 1 } })
+    expect(await send(`HTTP://x/events?outcomes=1`)).toMatchObject({
+      status: 200,
+      body: { records: [{ index: 0, status: 'delivered' }] },
+    })
+    expect(await send('http://x/eventsX')).toMatchObject({ status: 404 })
+    expect(await send('http://x/x/../events')).toMatchObject({ status: 404 })
+    expect(await send('http://x')).toMatchObject({ status: 404 })
+    expect(context.batches).toHaveLength(2)
+  })
+
   it('answers GET /health with 200 and the state while running, 503 while stopping', async () => {
     const { source, context, port } = await start()
     const running = await request(port, { method: 'GET', path: '/health' })
