@@ -18,7 +18,7 @@
  * `Expect: 100-continue` gets `100 Continue` only once its request passed every check made on its
  * headers (path, method, token, types, declared length) and its turn on the connection came; a
  * refusal is answered in its place, so the body of a refused request is never sent. A connection
- * the server fails to accept (`EMFILE`) is counted and warned (`onWarning`), never thrown.
+ * the server reports it failed to accept is counted and warned (`onWarning`), never thrown.
  *
  * @module
  */
@@ -196,8 +196,9 @@ export const HttpServerOptions = defineOptions({
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(
-      'Where warnings go (the server failing to accept connections, such as EMFILE when the process has no file ' +
-        'descriptor left: once when it begins, once when connections are accepted again). Default: process.emitWarning ' +
+      'Where warnings go (the server failing to accept connections, as Node reports it: once when it begins, once when ' +
+        'connections are accepted again; a connection libuv closes itself for want of a file descriptor, EMFILE on Unix, ' +
+        'is never reported: keep maxConnections below the open-files limit). Default: process.emitWarning ' +
         '(code ACKLINE_HTTP_SERVER), where a warning also goes when onWarning throws on it.',
     ),
 })
@@ -310,7 +311,11 @@ export interface HttpServerCounters {
   readonly openConnections: number
   /** Connections closed on arrival because `maxConnections` were open. */
   readonly connectionsDropped: number
-  /** Connections the server failed to accept (`EMFILE`, `ENFILE`, ...): their clients got no answer. */
+  /**
+   * Connections the server reported it failed to accept: their clients got no answer. On Unix,
+   * libuv closes the connections it cannot accept for want of a file descriptor (`EMFILE`) itself,
+   * without telling Node: those are not counted here, nor anywhere.
+   */
   readonly acceptFailures: number
 }
 /**
@@ -625,7 +630,8 @@ class HttpServer implements HttpServerSource {
 
   /**
    * The server failed once listening: Node reports there only a connection it could not accept
-   * (`EMFILE` once the process has no file descriptor left), whose client is left unanswered.
+   * (`ENFILE`, `ENOBUFS`; not `EMFILE` on Unix, where libuv closes such connections itself, unseen),
+   * whose client is left unanswered.
    * Warned when a run of failures begins (the next connection accepted ends it), counted always:
    * under load a warning per failure would flood the log with the same line.
    */

@@ -1565,7 +1565,7 @@ describe('httpServer: failures of the server itself', () => {
   const acceptFailed = (code: string) =>
     Object.assign(new Error(`accept ${code}`), { code, errno: -24, syscall: 'accept' })
 
-  it('warns, naming the component, when accepting connections fails (EMFILE), once per run of failures, and serves on', async () => {
+  it('warns, naming the component, when the server reports it failed to accept connections, once per run of failures, and serves on', async () => {
     const warnings: string[] = []
     const { source, context, port } = await start({ onWarning: (message) => warnings.push(message) })
     const server = await serverOf(context, port)
