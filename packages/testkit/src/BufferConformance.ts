@@ -42,7 +42,7 @@ export interface BufferUnderTest {
 /** Options of {@link bufferConformance} and {@link checkBuffer}. */
 export interface BufferConformanceOptions {
   /**
-   * Records to push (default: six small log records). What comes out is compared with them one
+   * Records to push (default: six small log records; at least one, each a JSON object; anything else is refused with a `RangeError` naming it). What comes out is compared with them one
    * for one (two equal records pushed, two handed out) and as JSON values (the order of their keys,
    * an object's prototype and -0 against 0 do not count; a `Date` is its ISO string, as JSON
    * writes it).

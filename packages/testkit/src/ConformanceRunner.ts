@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { inspect } from 'node:util'
 import { MAX_TIMER_MS } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
 import { describeThrown } from './internal/describeThrown.js'
@@ -45,15 +46,32 @@ export function resolveRunner(runner: ConformanceRunner | undefined): Conformanc
 }
 
 /**
- * Refuses a `timeoutMs` option no timer can wait: Node fires a delay of `NaN`, 0 or less, or past
- * 2^31 - 1 ms after 1 ms, so every rule would fail at once on a correct component.
+ * Refuses the options every suite shares when no rule could check anything with them. A
+ * `timeoutMs` no timer can wait: Node fires a delay of `NaN`, 0 or less, or past 2^31 - 1 ms after
+ * 1 ms, so every rule would fail at once on a correct component. `records` that are no records:
+ * with none every rule passes whatever the component does (a sink that stores nothing, a
+ * transform that forgets every event), and one that is not a JSON object fails the rules for the
+ * suite's own sends, blaming the component.
  */
-function checkTimeout(subject: unknown, where: string): void {
-  const timeoutMs: unknown = (subject as { readonly timeoutMs?: unknown }).timeoutMs
-  if (timeoutMs === undefined) return
-  if (typeof timeoutMs !== 'number' || !(timeoutMs >= 1 && timeoutMs <= MAX_TIMER_MS))
+function checkOptions(subject: unknown, where: string): void {
+  const { timeoutMs, records } = subject as { readonly timeoutMs?: unknown; readonly records?: unknown }
+  if (
+    timeoutMs !== undefined &&
+    (typeof timeoutMs !== 'number' || !(timeoutMs >= 1 && timeoutMs <= MAX_TIMER_MS))
+  )
     throw new RangeError(
       `${where}: 'timeoutMs' must be a number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${describeThrown(timeoutMs)}`,
+    )
+  if (
+    records !== undefined &&
+    !(
+      Array.isArray(records) &&
+      records.length > 0 &&
+      Array.from(records).every((r) => typeof r === 'object' && r !== null && !Array.isArray(r))
+    )
+  )
+    throw new RangeError(
+      `${where}: 'records' must be a non-empty array of records (JSON objects), got ${inspect(records, { depth: 1, breakLength: Number.POSITIVE_INFINITY })}: with no record no rule checks anything`,
     )
 }
 
@@ -65,7 +83,7 @@ export function register<S>(
   runner: ConformanceRunner | undefined,
   timeoutMs: number,
 ): void {
-  checkTimeout(subject, `conformance suite '${name}'`)
+  checkOptions(subject, `conformance suite '${name}'`)
   const { describe, it } = resolveRunner(runner)
   const bound = Math.min(timeoutMs, MAX_TIMER_MS)
   describe(name, () => {
@@ -79,7 +97,7 @@ export async function runRules<S>(
   subject: S,
   component: string,
 ): Promise<ConformanceError[]> {
-  checkTimeout(subject, `the ${component} conformance check`)
+  checkOptions(subject, `the ${component} conformance check`)
   const failures: ConformanceError[] = []
   for (const rule of rules) {
     try {

@@ -31,7 +31,10 @@ import { matchRecords } from './internal/matchRecords.js'
 
 /** Options of {@link sinkConformance} and {@link checkSink}. */
 export interface SinkConformanceOptions<S extends Sink = Sink> {
-  /** Records to write (default: six small log records); the sink must be able to deliver them all. */
+  /**
+   * Records to write (default: six small log records; at least one, each a JSON object; anything else is refused with a `RangeError` naming it); the sink must be able to
+   * deliver them all.
+   */
   readonly records?: readonly JsonObject[]
   /**
    * What the sink has stored so far, as records (read back from its file, table or memory). When

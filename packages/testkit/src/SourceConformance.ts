@@ -44,7 +44,7 @@ export interface SourceUnderTest {
 /** Options of {@link sourceConformance} and {@link checkSource}. */
 export interface SourceConformanceOptions {
   /**
-   * Records to feed (default: six small log records). Records are compared as JSON values (the
+   * Records to feed (default: six small log records; at least one, each a JSON object; anything else is refused with a `RangeError` naming it). Records are compared as JSON values (the
    * order of their keys, an object's prototype and -0 against 0 do not count; a `Date` is its ISO
    * string, as JSON writes it), and one for one: each copy of a repeated record must be
    * sent and acknowledged (or failed back). `source.acknowledges-only-delivered` feeds the first

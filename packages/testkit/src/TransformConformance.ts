@@ -26,7 +26,9 @@ import { forwardMembers, TRANSFORM_MEMBERS } from './internal/forwardMembers.js'
 
 /** Options of {@link transformConformance} and {@link checkTransform}. */
 export interface TransformConformanceOptions {
-  /** Records to process (default: six small log records with `n`, `message`, `level`). */
+  /**
+   * Records to process (default: six small log records with `n`, `message`, `level`; at least one, each a JSON object; anything else is refused with a `RangeError` naming it).
+   */
   readonly records?: readonly JsonObject[]
   /**
    * Whether the transform promises to keep the input order on each port (default false). When
