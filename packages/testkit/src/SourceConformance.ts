@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { BatchStatus, EventArray, JsonObject } from '@ackline/core'
+import { type BatchStatus, type EventArray, type JsonObject, RecordOutcomes } from '@ackline/core'
 import type { BatchReceipt, Source, SourceContext } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
 import {
@@ -74,7 +74,8 @@ interface Sent {
  * A scripted context: every send waits until the test accepts it, and its status until the test
  * resolves it; `release` (once the rule is over, however it ended) aborts the signal and accepts
  * every send, pending or later, as `errored`, so the source can return and nothing of it outlives
- * the rule.
+ * the rule. A send with `{ outcomes: true }` gets `receipt.outcomes`, each record's outcome its
+ * batch's status, and one that also says `receipt: false` is refused, as the runtime does.
  */
 function scripted(controller: AbortController) {
   const sent: Sent[] = []
@@ -85,9 +86,13 @@ function scripted(controller: AbortController) {
     id: 'conformance',
     acknowledgements: true,
     signal: controller.signal,
-    async send(records) {
+    async send(records, options) {
       // Refused as the runtime refuses it, before anything is sent: a source that sends something
       // else than records must fail here as it would in a topology.
+      if (options?.receipt === false && options.outcomes === true)
+        throw new TypeError(
+          "source 'conformance': a send with outcomes: true needs its receipt (it was sent with receipt: false)",
+        )
       const given: unknown[] = [...records]
       given.forEach((record, i) => {
         if (typeof record !== 'object' || record === null || Array.isArray(record)) {
@@ -130,6 +135,12 @@ function scripted(controller: AbortController) {
         get failure() {
           return failure
         },
+        // Asked for, each record's outcome is its batch's status (the suite settles a batch as a
+        // whole), resolved with it: a source that settles each record by its outcome (as
+        // SendOptions documents it) is checked as one that reads the status.
+        ...(options?.outcomes === true
+          ? { outcomes: status.then((s) => RecordOutcomes.all(s, list.length)) }
+          : {}),
       }
     },
     async sendEvents(events: EventArray) {

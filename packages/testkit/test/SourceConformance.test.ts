@@ -330,6 +330,70 @@ describe('each source rule fails against a source broken that way', () => {
     ])
   })
 
+  it('honours { outcomes: true }: a source that settles each record by its own outcome passes, and one that misreads them fails', async () => {
+    // As the amqp and nats sources do: each record is acknowledged or failed back by its outcome.
+    // The scripted context ignored the option, so receipt.outcomes was undefined and a source
+    // that read it as SendOptions documents failed source.run-throws, blamed for the suite.
+    const make = (misreads: boolean) => (): SourceUnderTest => {
+      const queue = new Queue()
+      const source: Source = {
+        kind: misreads ? 'outcomes_misread' : 'outcomes',
+        canAcknowledge: true,
+        async run(context) {
+          while (!context.signal.aborted && !(queue.closed && queue.waiting.length === 0)) {
+            await queue.next(context.signal)
+            const batch = queue.waiting.splice(0)
+            if (batch.length === 0) continue
+            const receipt = await context.send(batch, { outcomes: true })
+            const outcomes = await receipt.outcomes!
+            batch.forEach((record, i) => {
+              const outcome = outcomes.get(i)
+              // Broken: takes 'errored' (worth a re-send) for done.
+              const done =
+                outcome === 'delivered' || outcome === 'dropped' || (misreads && outcome === 'errored')
+              ;(done ? queue.acked : queue.failed).push(record)
+            })
+          }
+        },
+      }
+      return {
+        source,
+        feed: (records) => queue.publish(records),
+        end: () => queue.close(),
+        upstream: () => ({ acked: queue.acked, failed: queue.failed }),
+      }
+    }
+    expect((await checkSource(make(false), { timeoutMs: 500 })).map((f) => f.message)).toEqual([])
+    expect((await checkSource(make(true), { timeoutMs: 500 })).map((f) => f.code)).toEqual([
+      'source.acknowledges-only-delivered',
+    ])
+  })
+
+  it('refuses a send with outcomes: true and receipt: false, as the runtime does', async () => {
+    const make = (): SourceUnderTest => {
+      const queue = new Queue()
+      const good = queueSource(queue, 'good')
+      return {
+        source: {
+          ...good,
+          kind: 'no_receipt',
+          run: (context) =>
+            good.run({
+              ...context,
+              send: (records) => context.send(records, { outcomes: true, receipt: false }),
+            }),
+        },
+        feed: (records) => queue.publish(records),
+        end: () => queue.close(),
+        upstream: () => ({ acked: queue.acked, failed: queue.failed }),
+      }
+    }
+    const found = await checkSource(make, { timeoutMs: 500 })
+    expect(found.map((f) => f.message.split('\n')[0])).toContain(
+      "source.run-throws (no_receipt): run() threw: source 'conformance': a send with outcomes: true needs its receipt (it was sent with receipt: false)",
+    )
+  })
+
   describe('records that repeat: each copy is a record of its own', () => {
     // Two equal records in one feed, and equal records across the errored batch and the later ones.
     const a = { n: 1, message: 'same' }
