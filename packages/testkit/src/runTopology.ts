@@ -4,7 +4,8 @@
  *
  * Invariant: under fake timers, time moves only when the caller's `advanceTimers` runs; the
  * helper calls it in rounds until `topology.done` settles (each round fires the due timers and
- * lets the promise chains they start run), and fails loudly rather than spin forever.
+ * lets the promise chains they start run), and fails loudly rather than spin forever, stopping
+ * the topology first so nothing of it outlives the failed run.
  *
  * @module
  */
@@ -17,7 +18,11 @@ export interface RunTopologyOptions {
    * `() => jest.runAllTimersAsync()`, `() => clock.runAllAsync()`). Omit with real timers.
    */
   readonly advanceTimers?: () => Promise<unknown>
-  /** Rounds of `advanceTimers` before giving up (default 1000); a whole number of 1 or more, else a `RangeError`. */
+  /**
+   * Rounds of `advanceTimers` before giving up (default 1000); a whole number of 1 or more, else a
+   * `RangeError`. Giving up stops the topology at once (timers pumped while it stops, as many
+   * rounds more at most), then throws.
+   */
   readonly maxRounds?: number
 }
 
@@ -69,15 +74,51 @@ export async function runTopology(
       failed = { error }
     },
   )
-  for (let round = 0; round < maxRounds && !(started && done) && failed === undefined; round++)
-    await advance()
+  try {
+    for (let round = 0; round < maxRounds && !(started && done) && failed === undefined; round++)
+      await advance()
+  } catch (error) {
+    // advanceTimers itself failed (a runner's cap on timers run at once): the run is over too.
+    await stopNow(topology, advance, maxRounds)
+    throw error
+  }
   if (failed !== undefined) throw failed.error
   if (!(started && done)) {
+    const stopped = await stopNow(topology, advance, maxRounds)
     throw new Error(
-      `runTopology: the topology was still running after ${maxRounds} rounds of advanceTimers; a component waits on something other than timers (real I/O, an external event)`,
+      `runTopology: the topology was still running after ${maxRounds} rounds of advanceTimers, and was stopped${stopped ? '' : ` (its stop had not settled after ${maxRounds} more rounds)`}; a component waits on something other than timers (real I/O, an external event)`,
     )
   }
   await starting
   await finished
   return facts
+}
+
+/**
+ * Stops `topology` at once (a second stop forces it, settling what is in flight), pumping the
+ * timers while it stops, for at most `maxRounds` rounds: a run given up on must not leave its
+ * sources reading and its sinks' connections open after the test failed. Whether the stop settled.
+ */
+async function stopNow(
+  topology: Topology,
+  advance: () => Promise<unknown>,
+  maxRounds: number,
+): Promise<boolean> {
+  let settled = false
+  const stopping = topology.stop({ drainTimeoutMs: 0 })
+  const forced = topology.stop()
+  const all = Promise.all([stopping, forced]).then(
+    () => {
+      settled = true
+    },
+    () => {
+      settled = true
+    },
+  )
+  for (let round = 0; round < maxRounds && !settled; round++) {
+    await advance().catch(() => undefined)
+    await Promise.resolve()
+  }
+  if (settled) await all
+  return settled
 }

@@ -75,6 +75,44 @@ describe('a topology under fake timers', () => {
     await topology.stop()
   })
 
+  it('stops the topology it gives up on, so no source or sink outlives the failed run', async () => {
+    vi.useFakeTimers()
+    let aborted = false
+    let stopped = 0
+    const topology = new TopologyBuilder({ onWarning: () => {} })
+      .source('in', {
+        kind: 'until_stopped',
+        canAcknowledge: false,
+        run: (context) =>
+          new Promise<void>((resolve) =>
+            context.signal.addEventListener('abort', () => {
+              aborted = true
+              resolve()
+            }),
+          ),
+      })
+      .sink('out', ['in'], {
+        kind: 'conn',
+        write: async () => undefined,
+        async stop() {
+          stopped++
+        },
+      })
+      .build()
+    let done = false
+    void topology.done.then(() => {
+      done = true
+    })
+    await expect(
+      runTopology(topology, { advanceTimers: () => vi.runAllTimersAsync(), maxRounds: 5 }),
+    ).rejects.toThrow(/still running after 5 rounds of advanceTimers, and was stopped/)
+    // Left running, its source kept reading (real I/O in a real one) and its sink's connection
+    // open after the property failed.
+    expect({ aborted, stopped }).toEqual({ aborted: true, stopped: 1 })
+    await topology.done
+    expect(done).toBe(true)
+  })
+
   it('rejects with the error of a start that fails, without pumping to maxRounds or leaving it unhandled', async () => {
     vi.useFakeTimers()
     const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
