@@ -333,13 +333,14 @@ export class Connection<C extends Channel = Channel> {
           )
         }
         // amqplib's words for a Connection.Close in answer to its Connection.Open, the broker's
-        // reason (NOT_ALLOWED, the vhost missing or closed to the user) left out: say which vhost.
+        // reason (NOT_ALLOWED: the vhost missing, stopped or closed to the user, or a connection
+        // limit of the user or the vhost reached) left out: say which vhost, and every such cause.
         if (
           error instanceof Error &&
           /^Expected ConnectionOpenOk; got <ConnectionClose\b/.test(error.message)
         ) {
           throw new Error(
-            `the broker refused to open the virtual host '${vhostOf(url)}' (it does not exist, or the user has no permission on it)`,
+            `the broker refused to open the virtual host '${vhostOf(url)}' (it does not exist or is stopped, the user has no permission on it, or the user's or the virtual host's connection limit is reached; the broker's log says which)`,
             { cause: error },
           )
         }

@@ -4,7 +4,7 @@ import { type BatchStatus, EventArray, type JsonObject, LogEvent, RecordId } fro
 import { generator } from '@ackline/sources'
 import { RejectError, TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { Admin, BROKER_URL, brokerAvailable, confirmHoldingProxy, uniqueName } from './broker.js'
+import { Admin, BROKER_URL, brokerAvailable, brokerUser, confirmHoldingProxy, uniqueName } from './broker.js'
 
 const available = await brokerAvailable()
 
@@ -489,9 +489,30 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     expect((error as AmqpError).code).toBe('AMQP_CONNECT_FAILED')
     expect((error as AmqpError).field).toBe('url')
     expect((error as AmqpError).message).toContain(
-      `the broker refused to open the virtual host '${vhost}' (it does not exist, or the user has no permission on it)`,
+      `the broker refused to open the virtual host '${vhost}' (it does not exist or is stopped, the user has no permission on it, or the user's or the virtual host's connection limit is reached; the broker's log says which)`,
     )
   })
+
+  it('fails start saying a connection limit may be the cause when the broker refuses to open the virtual host for it, not only a missing vhost or permission', async () => {
+    // The broker refuses the Connection.Open of a user at its connection limit as it refuses a
+    // missing vhost, and amqplib leaves its reason out of both: the error said the vhost did not
+    // exist or the user had no permission on it, though it existed and the user had every one.
+    const user = await brokerUser({ maxConnections: 0 })
+    if (user === undefined) return // said by brokerUser: this broker cannot be given a second user
+    try {
+      const sink = amqpSink({ url: user.url })
+      const error = await sink.start().then(
+        () => undefined,
+        (thrown: unknown) => thrown,
+      )
+      expect(error).toBeInstanceOf(AmqpError)
+      expect((error as AmqpError).code).toBe('AMQP_CONNECT_FAILED')
+      expect((error as AmqpError).message).toMatch(/the broker refused to open the virtual host '\/'/)
+      expect((error as AmqpError).message).toMatch(/connection limit/)
+    } finally {
+      await user.remove()
+    }
+  }, 60_000) // rabbitmqctl takes seconds to make and delete the user
 
   it('fails start naming the server when the credentials are refused', async () => {
     const sink = amqpSink({ url: 'amqp://nobody:nope@127.0.0.1:5672' })

@@ -291,12 +291,15 @@ export interface BrokerUser {
 }
 
 /**
- * A user of its own on the broker, with every permission on the vhost of `BROKER_URL`, made with
- * `rabbitmqctl` (the broker on this machine): `undefined` when that cannot be done (no
- * `rabbitmqctl`, a broker elsewhere), and the test that needs it says so and skips; under
- * CI=true it throws instead, as an unreachable broker does.
+ * A user of its own on the broker, with every permission on the vhost of `BROKER_URL` (and, with
+ * `limits.maxConnections`, that many connections at most), made with `rabbitmqctl` (the broker on
+ * this machine): `undefined` when that cannot be done (no `rabbitmqctl`, a broker elsewhere), and
+ * the test that needs it says so and skips; under CI=true it throws instead, as an unreachable
+ * broker does.
  */
-export async function brokerUser(): Promise<BrokerUser | undefined> {
+export async function brokerUser(limits?: {
+  readonly maxConnections?: number
+}): Promise<BrokerUser | undefined> {
   const ctl = (...args: string[]): Promise<void> =>
     new Promise<void>((resolve, reject) =>
       execFile('rabbitmqctl', args, { timeout: 30_000 }, (error) =>
@@ -310,6 +313,8 @@ export async function brokerUser(): Promise<BrokerUser | undefined> {
   try {
     await ctl('add_user', name, password)
     await ctl('set_permissions', '-p', vhost, name, '.*', '.*', '.*')
+    if (limits?.maxConnections !== undefined)
+      await ctl('set_user_limits', name, JSON.stringify({ 'max-connections': limits.maxConnections }))
   } catch (error) {
     await ctl('delete_user', name).catch(() => undefined)
     const reason = `cannot make a second broker user with rabbitmqctl: ${String(error)}`
