@@ -971,7 +971,15 @@ class AmqpConsumer implements AmqpSource {
     if (properties.headers !== undefined && Object.keys(properties.headers).length > 0) {
       metadata.headers = headersToJson(properties.headers)
     }
-    fields[o.metadataField] = metadata
+    if (o.metadataField === '__proto__') {
+      // Defined, not assigned: the assignment replaced the payload's prototype, the metadata lost.
+      Object.defineProperty(fields, o.metadataField, {
+        value: metadata,
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      })
+    } else fields[o.metadataField] = metadata
     return fields
   }
 

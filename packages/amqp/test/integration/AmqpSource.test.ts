@@ -655,6 +655,26 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(dead)).toBe(0)
   })
 
+  it("a metadataField named '__proto__' holds the metadata as an own field: not set as the event's prototype, lost", async () => {
+    // The metadata was assigned (fields[metadataField] = …), which for '__proto__' replaced the
+    // parsed payload's prototype: the event carried no metadata (the JetStream source had the same).
+    const { queue } = await admin.queueWithDeadLetters()
+    admin.channel.sendToQueue(queue, Buffer.from('{"n":0}'), { messageId: 'm0' })
+    const source = amqpSource({ url: BROKER_URL, queue, metadataField: '__proto__' })
+    const [event, ...more] = (await consume(source, () => expect(source.counters.acked).toBe(1))) as Record<
+      string,
+      unknown
+    >[]
+    expect(more).toEqual([])
+    expect(Object.getPrototypeOf(event)).toBe(Object.prototype)
+    expect(Object.hasOwn(event!, '__proto__')).toBe(true)
+    expect(Object.getOwnPropertyDescriptor(event, '__proto__')?.value).toMatchObject({
+      queue,
+      messageId: 'm0',
+    })
+    expect(event!.n).toBe(0)
+  })
+
   it('skips a leading UTF-8 byte order mark, as the HTTP and NATS sources do', async () => {
     const { queue } = await admin.queueWithDeadLetters()
     admin.channel.sendToQueue(queue, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"a":1}')]))
