@@ -13,7 +13,7 @@ import type { LogEvent } from '@ackline/core'
 import { codeOption, defineOptions, type OptionsOf, perEvent } from '@ackline/topology'
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
-import { badAnswer, predicateEnded } from './internal/badAnswer.js'
+import { badAnswer, dropAnswer, predicateEnded } from './internal/badAnswer.js'
 
 /**
  * Decides whether an event goes on: `true` for yes, `false` for no. It must not end, emit or keep
@@ -65,7 +65,10 @@ export function filter(predicate: Predicate, options: FilterOptions = {}): Filte
     process: perEvent(
       (event): Verdict | undefined => {
         const answer: unknown = predicate(event)
-        if (event.isEnded) return ENDED
+        if (event.isEnded) {
+          dropAnswer(answer)
+          return ENDED
+        }
         if (answer === true) return undefined
         // Allocated only for a wrong answer: the thrown error needs the context's id.
         return answer === false ? DISCARD : { answer }

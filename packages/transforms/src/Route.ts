@@ -22,7 +22,7 @@ import {
 } from '@ackline/topology'
 import { z } from 'zod'
 import type { Predicate } from './Filter.js'
-import { badAnswer, predicateEnded } from './internal/badAnswer.js'
+import { badAnswer, dropAnswer, predicateEnded } from './internal/badAnswer.js'
 
 /**
  * The port of events that no route accepted; read it as `'<id>._unmatched'`.
@@ -106,8 +106,10 @@ class Route<Name extends string> implements RouteTransform<Name> {
       try {
         for (let r = 0; r < predicates.length; r++) {
           const answer: unknown = predicates[r]!(event)
-          if (event.isEnded)
+          if (event.isEnded) {
+            dropAnswer(answer)
             throw predicateEnded(context.id, `routes.${names[r]!}`, `the predicate of route '${names[r]!}'`)
+          }
           const hit = answer === true
           // Anything but a boolean (a truthy 1, a forgotten return, an async predicate's promise)
           // is not a miss that sends the event to `_unmatched`.

@@ -1,5 +1,6 @@
+import type { LogEvent } from '@ackline/core'
 import { filter } from '@ackline/transforms'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
 import { everyHandleLeft, testBatch } from './support/TestBatch.js'
 
@@ -95,6 +96,22 @@ describe('filter', () => {
       expect(ctx.emitted.length + ctx.dropped.length).toBe(2)
     },
   )
+
+  it('handles the rejection of a promise answered by a predicate that also ended the event', () => {
+    // An async predicate that ends its event before its first await, then rejects: unhandled,
+    // the rejection would end the process.
+    const then = vi.fn()
+    const t = filter(((e: LogEvent) => {
+      e.end()
+      return { then }
+    }) as never)
+    const { events } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    expect(() => t.process(events, ctx)).toThrow(
+      expect.objectContaining({ code: 'BAD_RESULT', field: 'predicate' }),
+    )
+    expect(then).toHaveBeenCalledWith(undefined, expect.any(Function))
+  })
 
   it('names the component when the predicate returns a promise', () => {
     const t = filter((async () => true) as never)

@@ -1,5 +1,6 @@
+import type { LogEvent } from '@ackline/core'
 import { route, UNMATCHED } from '@ackline/transforms'
-import { describe, expect, expectTypeOf, it } from 'vitest'
+import { describe, expect, expectTypeOf, it, vi } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
 import { everyHandleLeft, testBatch } from './support/TestBatch.js'
 
@@ -77,6 +78,22 @@ describe('route', () => {
       expect(ctx.emitted).toHaveLength(2)
     },
   )
+
+  it('handles the rejection of a promise answered by a route predicate that also ended the event', () => {
+    const then = vi.fn()
+    const t = route({
+      slow: ((e: LogEvent) => {
+        e.end()
+        return { then }
+      }) as never,
+    })
+    const { events } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    expect(() => t.process(events, ctx)).toThrow(
+      expect.objectContaining({ code: 'BAD_RESULT', field: 'routes.slow' }),
+    )
+    expect(then).toHaveBeenCalledWith(undefined, expect.any(Function))
+  })
 
   it('routes every other event when a predicate throws for one, leaving that one to the runtime', () => {
     // One call may hold several batches (route coalesces): one event's failure must touch no other.

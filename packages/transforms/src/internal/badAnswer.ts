@@ -43,6 +43,15 @@ export function badAnswer(
 }
 
 /**
+ * Handles the rejection of `answer` when it is a promise a predicate that ended its event
+ * returned (an `async` one that ended it before its first `await`): the call fails for the end,
+ * and nobody awaits the promise, whose rejection must not go unhandled. Anything else: nothing.
+ */
+export function dropAnswer(answer: unknown): void {
+  if (isThenable(answer)) ignoreRejection(answer)
+}
+
+/**
  * The `BAD_RESULT` error for a predicate (`what`) that ended the event it was asked about, naming
  * the component `id` and `field`. The event's status stays what the predicate ended it with.
  */
