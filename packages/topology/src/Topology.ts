@@ -12,7 +12,7 @@ import { ComponentError } from './ComponentError.js'
 import type { ComponentMetrics } from './ComponentMetrics.js'
 import { Counters } from './internal/Counters.js'
 import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
-import { Runtime } from './internal/Runtime.js'
+import { type DisposeBound, Runtime } from './internal/Runtime.js'
 import type { TopologyPlan } from './internal/TopologyPlan.js'
 import type { LifecycleEvent } from './LifecycleEvent.js'
 import type { TopologyWarning } from './TopologyWarning.js'
@@ -60,6 +60,8 @@ type Phase =
        * undefined, and the start waits 5000 ms).
        */
       disposeTimeoutMs: number | undefined
+      /** Called when a stop() lowers `disposeTimeoutMs`: the failed start's wait then ends sooner. */
+      readonly lowered: Set<() => void>
     }
   | { readonly name: 'running'; readonly runtime: Runtime }
   | { readonly name: 'stopping'; readonly runtime: Runtime; readonly stopped: Promise<void> }
@@ -148,15 +150,22 @@ export class Topology {
       )
     }
     let abandon!: () => void
+    const lowered = new Set<() => void>()
     const abandoned = new Promise<void>((resolve) => {
       abandon = resolve
     })
     const started = (async () => {
       const emit = (fact: LifecycleEvent): void => this.#subject.next(fact)
-      // Read when the start fails: a stop() that came meanwhile may have asked for less.
-      const disposeTimeoutMs = (): number =>
-        (this.#phase.name === 'starting' ? this.#phase.disposeTimeoutMs : undefined) ??
-        DEFAULT_DISPOSE_TIMEOUT_MS
+      // Read when the start fails, and again when a stop() that comes during its waits asks for less.
+      const bound: DisposeBound = {
+        ms: () =>
+          (this.#phase.name === 'starting' ? this.#phase.disposeTimeoutMs : undefined) ??
+          DEFAULT_DISPOSE_TIMEOUT_MS,
+        onLowered: (listener) => {
+          lowered.add(listener)
+          return () => lowered.delete(listener)
+        },
+      }
       let runtime: Runtime
       try {
         runtime = await Runtime.open(
@@ -165,7 +174,7 @@ export class Topology {
           emit,
           () => this.#subject.observed,
           abandoned,
-          disposeTimeoutMs,
+          bound,
         )
       } catch (error) {
         // Nothing runs: `done` resolves, or whoever awaits it after a failed start waits for ever.
@@ -182,6 +191,7 @@ export class Topology {
       abandon,
       stopAsked: false,
       disposeTimeoutMs: undefined,
+      lowered,
     })
     return started
   }
@@ -193,8 +203,9 @@ export class Topology {
    * not at all), then gives it up: `start()` rejects with a `TopologyError` whose problems are
    * `STOPPED_WHILE_STARTING`, what did start is stopped and closed (waiting `disposeTimeoutMs` at
    * most for each sink's stop() and buffer's dispose(), `STOP_FAILED` past it), and what starts later is
-   * stopped and closed then (a buffer that opens late holds its files until then). A start that
-   * finishes in time drains with what is left of `drainTimeoutMs`. Resolves once stopped: after a
+   * stopped and closed then (a buffer that opens late holds its files until then). Called while a
+   * start that failed by itself waits for those stop() and dispose() calls, it ends each wait once
+   * `disposeTimeoutMs` has passed since the wait began. A start that finishes in time drains with what is left of `drainTimeoutMs`. Resolves once stopped: after a
    * forced stop, once the buffers it gave up on have let go of their files, or `disposeTimeoutMs`
    * later, reporting each that had not (`STOP_FAILED`). Rejects with a `ComponentError`
    * (`INVALID_OPTION`, field `drainTimeoutMs` or `disposeTimeoutMs`), changing nothing, when either
@@ -218,7 +229,10 @@ export class Topology {
         // `STOPPED_WHILE_STARTING`. A start that finishes in time is stopped as a running one,
         // with what is left of `drainTimeoutMs` for its drain.
         const began = performance.now()
+        const before = phase.disposeTimeoutMs ?? DEFAULT_DISPOSE_TIMEOUT_MS
         phase.disposeTimeoutMs = Math.min(phase.disposeTimeoutMs ?? disposeTimeoutMs, disposeTimeoutMs)
+        // A start that failed by itself may be waiting already for what it started to stop.
+        if (phase.disposeTimeoutMs < before) for (const listener of [...phase.lowered]) listener()
         if (phase.stopAsked) phase.abandon()
         else {
           phase.stopAsked = true

@@ -73,8 +73,9 @@ export class Runtime {
    * made per batch are built only then). Once `abandoned` resolves (a stop gave up on the start),
    * it stops waiting: it rejects with `STOPPED_WHILE_STARTING` for each buffer still opening or
    * sink still starting, after stopping and closing what did, and stops or closes the others
-   * once they have. A failed start waits `disposeTimeoutMs()` (read then) at most for the sinks it
-   * had started to stop and for the buffers it had opened to let go (5000 ms by default).
+   * once they have. A failed start waits `bound.ms()` at most for the sinks it had started to stop,
+   * then for the buffers it had opened to let go (5000 ms by default), each wait ending sooner when
+   * the bound is lowered while it lasts (see {@link DisposeBound}).
    */
   static async open(
     plan: TopologyPlan,
@@ -82,7 +83,7 @@ export class Runtime {
     emit: (fact: LifecycleEvent) => void,
     watching: () => boolean,
     abandoned: Promise<void> = NEVER,
-    disposeTimeoutMs: () => number = () => DEFAULT_DISPOSE_TIMEOUT_MS,
+    bound: DisposeBound = fixedBound(DEFAULT_DISPOSE_TIMEOUT_MS),
   ): Promise<Runtime> {
     const buffers = new Map<string, EdgeBuffer>()
     const problems: TopologyProblem[] = []
@@ -208,7 +209,7 @@ export class Runtime {
       }
       // The sinks that did start are stopped again when the topology will not run: nothing will
       // write to them. (One that finishes its start after a give-up stops itself, above.)
-      if (problems.length > 0) await stopStartedSinks(startedInTime, emit, disposeTimeoutMs())
+      if (problems.length > 0) await stopStartedSinks(startedInTime, emit, bound)
     }
     if (problems.length > 0) {
       // As a forced stop does: a restart in the same process must not find a disk buffer still
@@ -216,7 +217,7 @@ export class Runtime {
       const discarding = [...buffers].map(([id, buffer]) =>
         giveUpBuffer(plan, id, buffer, emit, 'after the failed start'),
       )
-      await awaitReleased(plan, discarding, disposeTimeoutMs(), emit, 'the failed start', 'start() rejects')
+      await awaitReleased(plan, discarding, bound, emit, 'the failed start', 'start() rejects')
       const order = new Map(plan.components.map((d, i) => [d.id, i]))
       problems.sort((a, b) => order.get(a.component)! - order.get(b.component)!)
       // A copy: what finishes after a give-up must not change the error already thrown.
@@ -285,7 +286,7 @@ export class Runtime {
     return awaitReleased(
       this.#plan,
       this.#discarding,
-      timeoutMs,
+      fixedBound(timeoutMs),
       this.#emit,
       'the forced stop',
       'the stop goes on',
@@ -583,6 +584,50 @@ interface Discarding {
 const DEFAULT_DISPOSE_TIMEOUT_MS = 5000
 
 /**
+ * How long a wait for sinks to stop or buffers to let go lasts at most: `ms()`, read as the wait
+ * begins and again each time `onLowered` calls back (a stop() that came meanwhile asked for less,
+ * see `Topology.stop`), counted from the wait's beginning; `MAX_TIMER_MS` or more: no limit.
+ * `onLowered` returns what removes its listener.
+ */
+export interface DisposeBound {
+  readonly ms: () => number
+  readonly onLowered: (listener: () => void) => () => void
+}
+
+/** A {@link DisposeBound} that is never lowered. */
+function fixedBound(timeoutMs: number): DisposeBound {
+  return { ms: () => timeoutMs, onLowered: () => nothing }
+}
+
+function nothing(): void {}
+
+/**
+ * Waits for `work`, or until `bound` has passed since the call (never, at `MAX_TIMER_MS` or
+ * more), a lowered bound re-arming the timer; resolves with the bound it waited for at most.
+ */
+async function within(work: Promise<unknown>, bound: DisposeBound): Promise<number> {
+  const began = performance.now()
+  let timer: ReturnType<typeof setTimeout> | undefined
+  let ms = bound.ms()
+  let expire!: () => void
+  const expired = new Promise<void>((resolve) => {
+    expire = resolve
+  })
+  const arm = (): void => {
+    ms = bound.ms()
+    clearTimeout(timer)
+    // A longer delay would fire after 1 ms (see `MAX_TIMER_MS`): then it waits as long as it takes.
+    if (ms < MAX_TIMER_MS) timer = setTimeout(expire, Math.max(0, ms - (performance.now() - began)))
+  }
+  arm()
+  const off = bound.onLowered(arm)
+  await Promise.race([work, expired])
+  off()
+  clearTimeout(timer)
+  return ms
+}
+
+/**
  * Starts giving `buffer` up (see {@link discard}); a `dispose()` that rejects is `STOP_FAILED`,
  * naming its sink and the cause, since it may still hold its files. `when` ends the message.
  */
@@ -613,7 +658,7 @@ function giveUpBuffer(
 }
 
 /**
- * Resolves once every buffer of `discarding` has let go of its files, or once `timeoutMs` has
+ * Resolves once every buffer of `discarding` has let go of its files, or once `bound` has
  * passed (none at `MAX_TIMER_MS` or more): each whose `dispose()` has not settled by then is
  * reported `STOP_FAILED`, naming its sink, as it may still hold them. Never rejects. `after` names
  * what gave them up, and `goesOn` what happens next, in the message.
@@ -621,18 +666,13 @@ function giveUpBuffer(
 async function awaitReleased(
   plan: TopologyPlan,
   discarding: readonly Discarding[],
-  timeoutMs: number,
+  bound: DisposeBound,
   emit: (fact: LifecycleEvent) => void,
   after: string,
   goesOn: string,
 ): Promise<void> {
   if (discarding.every((d) => d.released)) return
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const expired = new Promise<void>((resolve) => {
-    if (timeoutMs < MAX_TIMER_MS) timer = setTimeout(resolve, timeoutMs)
-  })
-  await Promise.race([Promise.all(discarding.map((d) => d.done)), expired])
-  clearTimeout(timer)
+  const timeoutMs = await within(Promise.all(discarding.map((d) => d.done)), bound)
   for (const d of discarding) {
     if (d.released) continue
     emit({
@@ -675,7 +715,7 @@ function stoppedWhileStarting(component: string, what: string): TopologyProblem 
 async function stopStartedSinks(
   sinks: readonly ComponentDeclaration[],
   emit: (fact: LifecycleEvent) => void,
-  timeoutMs: number,
+  bound: DisposeBound,
 ): Promise<void> {
   if (sinks.length === 0) return
   const stopping = new Set(sinks)
@@ -694,13 +734,7 @@ async function stopStartedSinks(
     }
     stopping.delete(d)
   })
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const expired = new Promise<void>((resolve) => {
-    // A longer delay would fire after 1 ms (see `MAX_TIMER_MS`): then it waits as long as it takes.
-    if (timeoutMs < MAX_TIMER_MS) timer = setTimeout(resolve, timeoutMs)
-  })
-  await Promise.race([Promise.all(stops), expired])
-  clearTimeout(timer)
+  const timeoutMs = await within(Promise.all(stops), bound)
   for (const d of stopping) {
     emit({
       type: 'component_error',
