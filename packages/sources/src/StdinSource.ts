@@ -9,8 +9,9 @@
  * that starts the input is skipped (a signature, not text: with it, a first line holding a JSON
  * object would be kept as text).
  *
- * Invariant: every complete line becomes exactly one event, in order, and lines that arrived
- * together travel as one batch (at most `maxBatchLines`). A pipe cannot be asked to send data
+ * Invariant: every complete line that is not blank (empty once its CR is stripped) becomes
+ * exactly one event, in order; a blank line becomes none. Lines that arrived together travel as
+ * one batch (at most `maxBatchLines`). A pipe cannot be asked to send data
  * again, so this source cannot acknowledge: the builder warns when an acknowledging sink reads it,
  * and a batch the pipeline does not accept (its send fails) is reported and sent again after a
  * back-off, reading no further meanwhile, until it is accepted or the topology stops.
