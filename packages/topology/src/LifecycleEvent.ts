@@ -69,7 +69,8 @@ export type ComponentErrorCode =
    * `disposeTimeoutMs`, or its `dispose()` rejected (`cause`: its error); it may still hold its
    * files (a disk buffer's lock); the stop went on. The same, before `start()` rejects, for a
    * start that failed: a sink it had started whose `stop()` threw, rejected or had not settled
-   * within 5000 ms, and a buffer it had opened whose `dispose()` did (within 5000 ms more).
+   * within 5000 ms, and a buffer it had opened whose `dispose()` did (within 5000 ms more); each
+   * wait is the smallest `disposeTimeoutMs` instead when a stop() asked for one while starting.
    */
   | 'STOP_FAILED'
 

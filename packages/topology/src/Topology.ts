@@ -39,8 +39,11 @@ export interface StopOptions {
    * go of what they hold, in milliseconds (default 5 000), counted once every component has
    * stopped. A buffer still disposing then is reported (`component_error`, `STOP_FAILED`, naming
    * its sink), and the stop resolves without it: it may still hold its files (a disk buffer's
-   * lock). `Infinity` (or 2^31 - 1 ms or more) means wait for as long as it takes. Anything but a
-   * number of 0 or more makes `stop()` reject (`INVALID_OPTION`).
+   * lock). `Infinity` (or 2^31 - 1 ms or more) means wait for as long as it takes. Called while
+   * `start()` is still running, it also bounds how long a start that fails waits for each sink it
+   * had started to stop and for each buffer it had opened to let go (the smallest asked for, when
+   * several stop() calls came; 5000 ms without any). Anything but a number of 0 or more makes
+   * `stop()` reject (`INVALID_OPTION`).
    */
   readonly disposeTimeoutMs?: number
 }
