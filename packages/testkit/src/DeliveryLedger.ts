@@ -24,6 +24,7 @@ import { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryMo
 import { DeliveryViolation } from './DeliveryViolation.js'
 import { classifyError, classifyResult } from './internal/classifyResult.js'
 import { forwardMembers, SINK_MEMBERS, TRANSFORM_MEMBERS } from './internal/forwardMembers.js'
+import { sameJsonValue } from './internal/matchRecords.js'
 
 /** Options of a {@link DeliveryLedger}. */
 export interface DeliveryLedgerOptions {
@@ -411,12 +412,13 @@ export class DeliveryLedger {
   }
 
   /**
-   * Every distinct record (by `by`, default the whole record without the tag) that any source sent
-   * was delivered at least once by an acknowledging sink, across re-sends. `NOT_DELIVERED`.
+   * Every distinct record (by `by`, default the whole record without the tag, its keys in any
+   * order) that any source sent was delivered at least once by an acknowledging sink, across
+   * re-sends. `NOT_DELIVERED`.
    */
   async expectAtLeastOnce(options: { by?: RecordKey } = {}): Promise<void> {
     await this.settled()
-    const by = options.by ?? ((record: JsonObject) => JSON.stringify(record))
+    const by = options.by ?? sortedJson
     const groups = new Map<string, LedgerRecord[]>()
     for (const record of this.#records.values()) {
       const key = by(record.record)
@@ -435,20 +437,21 @@ export class DeliveryLedger {
 
   /**
    * At least once (see {@link DeliveryLedger.expectAtLeastOnce}), and every delivered copy of one
-   * key at one sink carried the same fields, so a sink that writes idempotently by `by` ends with
-   * exactly one, correct, entry per key. `DIVERGENT_DUPLICATE`.
+   * key at one sink carried the same fields (the same JSON, keys in any order), so a sink that
+   * writes idempotently by `by` ends with exactly one, correct, entry per key.
+   * `DIVERGENT_DUPLICATE`.
    */
   async expectExactlyOnce(options: { by: RecordKey }): Promise<void> {
     await this.expectAtLeastOnce(options)
-    const seen = new Map<string, { fields: string; record: LedgerRecord }>()
+    const seen = new Map<string, { fields: JsonObject; record: LedgerRecord }>()
     for (const record of this.#records.values()) {
       for (const fate of record.fates) {
         if (fate.via !== 'sink' || fate.status !== 'delivered' || fate.fields === undefined) continue
         const key = `${fate.component}\u0000${options.by(record.record)}`
-        const fields = JSON.stringify(fate.fields)
+        const fields = fate.fields
         const before = seen.get(key)
         if (before === undefined) seen.set(key, { fields, record })
-        else if (before.fields !== fields) {
+        else if (!sameJsonValue(before.fields, fields)) {
           throw new DeliveryViolation(
             'DIVERGENT_DUPLICATE',
             `sink '${fate.component}' delivered key ${options.by(record.record)} twice with different fields`,
@@ -557,4 +560,24 @@ function describeRecord(record: LedgerRecord): string {
   const absorbed = record.absorbedBy.map((t) => `absorbed by ${t}`)
   const all = [...fates, ...absorbed]
   return `${record.tag} ${JSON.stringify(record.record)}: ${all.length === 0 ? 'no copy reached a sink' : all.join('; ')}`
+}
+
+/**
+ * A record's JSON with every object's keys sorted: the default key of
+ * {@link DeliveryLedger.expectAtLeastOnce}, so a re-send whose keys come in another order (read
+ * back from a store that orders them otherwise) is the same record.
+ */
+function sortedJson(record: JsonObject): string {
+  return JSON.stringify(record, (_key, value: unknown) => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return value
+    const sorted: Record<string, unknown> = {}
+    for (const key of Object.keys(value).sort())
+      Object.defineProperty(sorted, key, {
+        value: (value as Record<string, unknown>)[key],
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      })
+    return sorted
+  })
 }
