@@ -135,9 +135,14 @@ export const Arbitraries = {
 
   /**
    * A status per event position, cycled: `assignment[n % length]` is what a sink reports for
-   * the event numbered `n`.
+   * the event numbered `n`. `length` is a whole number of 1 or more, else a `RangeError` (an empty
+   * assignment has no status for any event: `n % 0` is `NaN`).
    */
   statusAssignment(length = 5): fc.Arbitrary<DeliveryStatus[]> {
+    if (!Number.isSafeInteger(length) || length < 1)
+      throw new RangeError(
+        `Arbitraries.statusAssignment: 'length' must be a whole number of 1 or more, got ${String(length)}`,
+      )
     return fc.array(Arbitraries.deliveryStatus(), { minLength: length, maxLength: length })
   },
 

@@ -156,3 +156,14 @@ describe('the wider draws through a topology', () => {
     )
   })
 })
+
+describe('Arbitraries.statusAssignment', () => {
+  it('refuses a length that gives no status for any event (0, negative, fractional, NaN), naming it', () => {
+    for (const length of [0, -1, 1.5, Number.NaN])
+      expect(() => Arbitraries.statusAssignment(length)).toThrow(
+        /'length' must be a whole number of 1 or more/,
+      )
+    const drawn = fc.sample(Arbitraries.statusAssignment(3), { numRuns: 20, seed: 1 })
+    expect(drawn.every((a) => a.length === 3)).toBe(true)
+  })
+})
