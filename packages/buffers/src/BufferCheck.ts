@@ -336,14 +336,13 @@ export const BufferCheck = {
         segments.push(check)
         const named = segmentFirstSeq(name)!
         const next = segNames[i + 1] === undefined ? undefined : segmentFirstSeq(segNames[i + 1]!)!
-        // As opening judges: the last segment is read whatever its records' numbers (numbering goes on past both).
+        // As opening judges: the last segment has no next one to stay below.
         if (
-          next !== undefined &&
           seg.firstSeq !== undefined &&
-          (seg.firstSeq < named || seg.firstSeq >= next)
+          (seg.firstSeq < named || (next !== undefined && seg.firstSeq >= next))
         ) {
           problems.push(
-            `${name}: its first record is numbered ${seg.firstSeq}, outside ${named}..${next - 1}: not a segment of this buffer (copied in or renamed; opening leaves it alone; move it out)`,
+            `${name}: its first record is numbered ${seg.firstSeq}, outside ${named}..${next === undefined ? '' : next - 1}: not a segment of this buffer (copied in or renamed; opening leaves it alone; move it out)`,
           )
         }
         if (seg.lastSeq !== undefined) lastSeq = Math.max(lastSeq, seg.lastSeq)

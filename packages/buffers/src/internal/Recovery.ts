@@ -92,11 +92,15 @@ async function firstRecordSeq(s: Settings, seg: Segment): Promise<number | undef
  * segment's. Such a file (copied in, renamed) broke the order everything else relies on: the
  * segment before it was deleted once the prefix passed the foreign name, with records of its own
  * unread, and records numbered past the next segment's made the reader skip the rest as missing
- * while a drain waited for ever. It is left on disk, untouched, and logged.
+ * while a drain waited for ever. It is left on disk, untouched, and logged. (The last is judged by
+ * its scan, which reads its first frame anyway: below its name only.) Returns the number past the
+ * names of the files left alone (0 when none is): numbering goes on past it, so that no segment
+ * of this buffer is ever given the name of one (it would be appended to).
  */
-async function leaveForeignAlone(s: Settings, segments: Segment[]): Promise<void> {
+async function leaveForeignAlone(s: Settings, segments: Segment[]): Promise<number> {
   const names = segments.map((seg) => seg.firstSeq)
-  // The last one is left to the scan below: numbering goes on past both its name and its records.
+  let past = 0
+  // The last one is judged by the scan of it (Recovery.run), which reads its first frame anyway.
   for (let i = 0, kept = 0; i < names.length - 1; i++) {
     const seg = segments[kept]!
     const first = seg.size === 0 ? undefined : await firstRecordSeq(s, seg)
@@ -106,10 +110,12 @@ async function leaveForeignAlone(s: Settings, segments: Segment[]): Promise<void
       continue
     }
     segments.splice(kept, 1)
+    past = seg.firstSeq + 1
     s.log(
       `disk buffer ${s.path}: ${seg.name} is not a segment of this buffer (its first record is numbered ${first}, outside ${seg.firstSeq}..${next === undefined ? '' : next - 1}); left alone`,
     )
   }
+  return past
 }
 
 /** The recovery step. */
@@ -155,7 +161,7 @@ export const Recovery = {
       const size = (await fs.size(`${path}/${name}`)) ?? 0
       segments.push({ firstSeq, name, size, visible: size, sealed: false })
     }
-    await leaveForeignAlone(s, segments)
+    let pastForeign = await leaveForeignAlone(s, segments)
     if (ledger.status === 'ok') {
       for (const first of ledger.ledger.segments) {
         // One before the first segment left is reported with the records it took, below.
@@ -172,8 +178,12 @@ export const Recovery = {
     /** Where the last segment's whole frames end: a torn tail past it is cut below. */
     let validEnd = 0
     let active: FileLike | undefined
-    const last = segments.at(-1)
-    if (last !== undefined) {
+    let last = segments.at(-1)
+    while (last !== undefined) {
+      tornBytes = 0
+      lastSeq = -1
+      validEnd = 0
+      let first: number | undefined
       active = await fs.open(`${path}/${last.name}`, segmentWriteMode(s.sync))
       // A file read or cut that fails leaves no handle open behind the error.
       try {
@@ -190,6 +200,7 @@ export const Recovery = {
           if (items.length === 0) break
           for (const item of items) {
             if (item.kind === 'record') {
+              first ??= item.seq
               lastSeq = Math.max(lastSeq, item.seq)
               validEnd = item.offset + item.size
             } else if (item.kind === 'torn') {
@@ -201,6 +212,18 @@ export const Recovery = {
         await active.close().catch(() => undefined)
         throw error
       }
+      if (first === undefined || first >= last.firstSeq) break
+      // Records numbered below its name: not a segment of this buffer, as one before the last
+      // would be (leaveForeignAlone). Read and appended to, the records this buffer wrote into it
+      // were left alone with it by the next open, once a segment followed it.
+      await active.close()
+      active = undefined
+      segments.pop()
+      pastForeign = Math.max(pastForeign, last.firstSeq + 1)
+      s.log(
+        `disk buffer ${path}: ${last.name} is not a segment of this buffer (its first record is numbered ${first}, below ${last.firstSeq}); left alone`,
+      )
+      last = segments.at(-1)
     }
     const known = ledger.status === 'ok' ? ledger.ledger : undefined
     // Every record below a checkpointed `ackedBelow` was fsynced before the checkpoint, so a
@@ -222,7 +245,9 @@ export const Recovery = {
         'ackedBelow',
       )
     }
-    const nextSeq = Math.max(lastSeq + 1, last?.firstSeq ?? 0, known?.nextSeq ?? 0, known?.ackedBelow ?? 0)
+    const numbered = Math.max(lastSeq + 1, last?.firstSeq ?? 0, known?.nextSeq ?? 0, known?.ackedBelow ?? 0)
+    // Past a file left alone above: no segment of this buffer may be given its name.
+    const nextSeq = Math.max(numbered, pastForeign)
     if (nextSeq > Number.MAX_SAFE_INTEGER) {
       // Only a record numbered 2^53 − 1 brings it there (frames past it are damage): the next
       // record's number could be neither read back nor saved in the ledger.
@@ -254,7 +279,7 @@ export const Recovery = {
       }
       segments.push({ firstSeq: nextSeq, name, size: 0, visible: 0, sealed: false })
       s.log(
-        `disk buffer ${path}: records ${dataEnd}..${nextSeq - 1} are past the end of the records on disk; starting segment ${name}`,
+        `disk buffer ${path}: records ${dataEnd}..${nextSeq - 1} are past the end of the records on disk${nextSeq > numbered ? ' (numbering goes on past the file left alone)' : ''}; starting segment ${name}`,
       )
     }
     if (tornBytes > 0 && active !== undefined && last !== undefined) {
@@ -291,7 +316,7 @@ export const Recovery = {
     // saved the prefix past it, so no crash leaves this: deleted from outside (lost), or an older
     // ledger restored. Buffers written before that rule may show it once after a crash, hence
     // both readings in the message.
-    const resumesAt = segments[0]?.firstSeq ?? nextSeq
+    const resumesAt = segments[0]?.firstSeq ?? numbered
     if (known !== undefined && known.ackedBelow < resumesAt) {
       s.log(
         `disk buffer ${path}: records ${known.ackedBelow}..${resumesAt - 1}, which ${Ledger.FILE} counts unacknowledged, are gone: the segment(s) holding them are not on disk (${segments[0] === undefined ? 'none is left' : `the first one left is ${segments[0].name}`}). This buffer deletes a segment only after ${Ledger.FILE} saved its records acknowledged, so they were deleted from outside the buffer (those records are lost) or an older ${Ledger.FILE} was restored; only an earlier version, which deleted first and saved after, left this after a crash with nothing lost. Delivering from record ${resumesAt}`,
