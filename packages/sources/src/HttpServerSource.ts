@@ -428,7 +428,8 @@ class HttpServer implements HttpServerSource {
   readonly #turns = new WeakMap<Duplex, Turns>()
   /**
    * The responses of requests whose client waits for `100 Continue` before sending its body:
-   * written by `#serve` once the request passed the checks on its headers, never on a refusal
+   * written by `#serve` once the request passed the checks on its headers (by `#health` to a
+   * health check it answers), never on a refusal
    * (whose answer then closes the connection, as Node does, since the body was not sent).
    */
   readonly #expectsContinue = new WeakSet<ServerResponse>()
@@ -1160,6 +1161,10 @@ class HttpServer implements HttpServerSource {
       this.#refuse(request, response, 405, 'METHOD_NOT_ALLOWED', 'health answers GET and HEAD only')
       return
     }
+    // A client waiting for 100 Continue gets it, as from Node before the source answered 100
+    // itself: answered without it, Node closes the connection behind the source's back (the
+    // requests pipelined after it were served, their events sent, their answers lost).
+    if (this.#expectsContinue.delete(response)) response.writeContinue()
     const stopping = context.signal.aborted
     const health: HttpServerHealth = {
       state: stopping ? 'stopping' : 'running',

@@ -1280,6 +1280,26 @@ describe('httpServer: Expect: 100-continue', () => {
     })
     expect(context.records()).toEqual([[{ a: 1 }]])
   })
+
+  it('answers a health check sent with Expect: 100-continue on a connection it keeps, serving what follows', async () => {
+    // Answered without 100 Continue, Node closed the connection behind the source's back: the
+    // request pipelined after it was served, its events sent downstream, its answer lost.
+    const { context, port } = await start()
+    context.onBatch = (batch) => batch.end('delivered')
+    const client = await open(port)
+    client.write(
+      'GET /health HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n' +
+        'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n' +
+        'Connection: close\r\n\r\n[{"a":1}]',
+    )
+    const text = await client.closed
+    const answers = text.split(/(?=HTTP\/1\.1 )/).filter((a) => !a.startsWith('HTTP/1.1 100 '))
+    expect(answers.map(parseRawResponse)).toMatchObject([
+      { status: 200, body: { state: 'running' } },
+      { status: 200, body: { status: 'delivered', events: 1 } },
+    ])
+    expect(context.records()).toEqual([[{ a: 1 }]])
+  })
 })
 
 describe('httpServer: paths and content types', () => {
