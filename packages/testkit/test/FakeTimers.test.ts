@@ -113,6 +113,32 @@ describe('a topology under fake timers', () => {
     expect(done).toBe(true)
   })
 
+  it('stops and reports a topology it gives up on also when advanceTimers (untyped code) returns no promise', async () => {
+    vi.useFakeTimers()
+    let aborted = false
+    const topology = new TopologyBuilder({ onWarning: () => {} })
+      .source('in', {
+        kind: 'until_stopped',
+        canAcknowledge: false,
+        run: (context) =>
+          new Promise<void>((resolve) =>
+            context.signal.addEventListener('abort', () => {
+              aborted = true
+              resolve()
+            }),
+          ),
+      })
+      .sink('out', ['in'], { kind: 'conn', write: async () => undefined })
+      .build()
+    // vi.runAllTimers() is synchronous: it returns the vi object, not a promise.
+    const advanceTimers = (() => vi.runAllTimers()) as unknown as () => Promise<unknown>
+    await expect(runTopology(topology, { advanceTimers, maxRounds: 3 })).rejects.toThrow(
+      /still running after 3 rounds of advanceTimers, and was stopped/,
+    )
+    expect(aborted).toBe(true)
+    await topology.done
+  })
+
   it('rejects with the error of a start that fails, without pumping to maxRounds or leaving it unhandled', async () => {
     vi.useFakeTimers()
     const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
