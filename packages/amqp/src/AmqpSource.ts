@@ -478,7 +478,7 @@ class AmqpConsumer implements AmqpSource {
     })
 
     // A stop while the first connect is pending (a server that accepts and never answers) ends the
-    // run at once: the attempt, closed meanwhile, fails on its own (connectTimeoutMs) and is ignored.
+    // run at once: the close cuts the attempt's socket, and its failure is ignored.
     const opening = connection.open()
     let onAbort: (() => void) | undefined
     const stopped = new Promise<'stopped'>((resolve) => {

@@ -15,7 +15,7 @@
 
 import { unescape as unescapeQuery } from 'node:querystring'
 import { MAX_TIMER_MS } from '@ackline/topology'
-import { type Channel, type ChannelModel, type ConfirmChannel, connect } from 'amqplib'
+import { type Channel, type ChannelModel, type ConfirmChannel, connect, type SocketOptions } from 'amqplib'
 import { z } from 'zod'
 import { AmqpError } from '../AmqpError.js'
 
@@ -217,6 +217,10 @@ export class Connection<C extends Channel = Channel> {
   #nextId = 1
   /** Reconnects that succeeded. */
   reconnects = 0
+  /** Aborts the socket of the connect under way, until it connected: a close cuts it. */
+  #connecting: AbortController | undefined
+  /** The connect attempt under way, if any: a close waits for it (see `#close`). */
+  #attempting: Promise<unknown> | undefined
 
   constructor(options: ConnectionOptions<C>) {
     this.#options = options
@@ -257,7 +261,9 @@ export class Connection<C extends Channel = Channel> {
   /**
    * Stops reconnecting and closes the live connection, if any, its channel first (so the acks sent
    * before reach the broker), waiting at most `closeTimeoutMs` for the broker's answers before
-   * cutting it. Idempotent.
+   * cutting it. A connect attempt under way is cut (its socket, while it connects) or closes its
+   * connection (while its channel opens), waited for within `closeTimeoutMs`: nothing of it is
+   * left once the close resolved. Idempotent.
    */
   close(): Promise<void> {
     return this.#close(this.#options.closeTimeoutMs)
@@ -296,9 +302,26 @@ export class Connection<C extends Channel = Channel> {
     const state = this.#state
     this.#state = { tag: 'closed' }
     switch (state.tag) {
-      case 'idle':
       case 'closed':
         return
+      case 'idle': {
+        // A connect under way (a reconnect, or a first connect a stop raced): its socket is cut,
+        // and an attempt past its connect (opening its channel) closes its connection, which is
+        // waited for within `timeoutMs`. Left alone, the attempt went on after the close (until
+        // connectTimeoutMs) and a broker that answered late had a connection opened after a stop.
+        this.#connecting?.abort()
+        const attempting = this.#attempting
+        if (attempting === undefined || timeoutMs === 0) return
+        let timer: NodeJS.Timeout | undefined
+        await Promise.race([
+          attempting.catch(() => undefined),
+          new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, timeoutMs)
+          }),
+        ])
+        clearTimeout(timer)
+        return
+      }
       case 'waiting':
         clearTimeout(state.timer)
         return
@@ -321,10 +344,32 @@ export class Connection<C extends Channel = Channel> {
     this.#lost(state.generation as unknown as LiveGeneration<C>, reason)
   }
 
-  async #attempt(): Promise<Generation<C>> {
+  /** One connect attempt, known to `#close` while it runs. */
+  #attempt(): Promise<Generation<C>> {
+    const attempt = this.#connectAndSetUp()
+    this.#attempting = attempt
+    const done = (): void => {
+      if (this.#attempting === attempt) this.#attempting = undefined
+    }
+    attempt.then(done, done)
+    return attempt
+  }
+
+  async #connectAndSetUp(): Promise<Generation<C>> {
     const { url, heartbeatSeconds, connectTimeoutMs, openChannel, setup } = this.#options
-    const model = await connect(withHeartbeat(url, heartbeatSeconds), { timeout: connectTimeoutMs }).catch(
-      (error: unknown) => {
+    const connecting = new AbortController()
+    this.#connecting = connecting
+    // `signal` reaches the socket (net.connect, tls.connect), which amqplib's typings leave out.
+    const socketOptions: SocketOptions & { readonly signal: AbortSignal } = {
+      timeout: connectTimeoutMs,
+      signal: connecting.signal,
+    }
+    const model = await connect(withHeartbeat(url, heartbeatSeconds), socketOptions)
+      .finally(() => {
+        // Connected (or failed): from here on a close closes the connection, never cuts it.
+        if (this.#connecting === connecting) this.#connecting = undefined
+      })
+      .catch((error: unknown) => {
         // amqplib's own words for its socket timeout: say which option set it.
         if (error instanceof Error && error.message === 'connect ETIMEDOUT') {
           throw new Error(
@@ -345,8 +390,7 @@ export class Connection<C extends Channel = Channel> {
           )
         }
         throw error
-      },
-    )
+      })
     // Listened to from the handshake on: the channel opens after it, and a link that dies
     // meanwhile makes amqplib emit 'error' on the connection, which with no listener was an
     // uncaught exception (and the attempt never settled). 'close' follows it.

@@ -31,6 +31,8 @@ export interface StallingProxy {
   readonly url: string
   /** Whether the proxy stalled (by `stall()` or by its `stallAfter`). */
   readonly stalled: boolean
+  /** How many client connections are open (the proxy saw neither side close). */
+  readonly open: number
   /** Stops reading from every client: their sockets fill up and stop draining. */
   stall(): void
   /** Destroys every connection open now (both sides). */
@@ -96,6 +98,9 @@ export async function stallingBrokerProxy(
     url: `${broker.protocol}//${credentials}127.0.0.1:${port}${broker.pathname}`,
     get stalled() {
       return stalled
+    },
+    get open() {
+      return pairs.size
     },
     stall,
     cut,

@@ -671,6 +671,52 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     }
   })
 
+  it('source: a stop while a reconnect attempt is connecting leaves no connection behind once run returned', async () => {
+    // The stop lands while the reconnect's handshake awaits the broker (the proxy stalls it). The
+    // close found no connection yet and returned, and run with it, while the attempt went on until
+    // connectTimeoutMs: its socket stayed open after the stop, and a broker that answered late got
+    // a whole connection opened after it.
+    const { queue } = await admin.queueWithDeadLetters()
+    await admin.publish(queue, [{ n: 1 }])
+    const stop = new AbortController()
+    const stalling = await stallingBrokerProxy(undefined, (_, __, connection) => {
+      if (connection !== 2 || stop.signal.aborted) return
+      stalling.stall()
+      stop.abort()
+    })
+    const source = amqpSource({
+      url: stalling.url,
+      queue,
+      reconnectInitialDelayMs: 10,
+      connectTimeoutMs: 60_000,
+      onWarning: () => undefined,
+    })
+    try {
+      const run = source.run({
+        id: 'in',
+        acknowledgements: true,
+        signal: stop.signal,
+        send: (records) =>
+          Promise.resolve({
+            batchId: undefined,
+            status: Promise.resolve('delivered'),
+            failure: undefined,
+            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
+          }),
+        sendEvents: () => Promise.resolve(),
+      })
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+      stalling.cut()
+      await expect(run).resolves.toBeUndefined()
+      expect(stop.signal.aborted).toBe(true)
+      // The attempt's socket is closed by the stop, not by connectTimeoutMs (60 s).
+      await vi.waitFor(() => expect(stalling.open).toBe(0), { timeout: 5000, interval: 5 })
+    } finally {
+      stop.abort()
+      await stalling.close()
+    }
+  })
+
   it('source: a stop while the first connect gets no answer (a server that accepts and never speaks) ends the run at once', async () => {
     const silent = await silentServer()
     try {
