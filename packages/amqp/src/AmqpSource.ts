@@ -433,14 +433,12 @@ class AmqpConsumer implements AmqpSource {
             }
             counters.received++
             if (message.fields.redelivered) counters.redelivered++
-            if (stopping) {
-              // Arrived while the consumer was being cancelled: back to the queue at once.
-              counters.nacked++
-              channel.nack(message, false, true)
-              return
-            }
             pending.push({ message, generation, abandoned: false, finished: false, batch: undefined })
-            wake?.()
+            // Arrived while the consumer was being cancelled: back to the queue with the rest of
+            // `pending` once the cancel is answered. Nacked at once, the broker gave it straight
+            // back to this consumer, not cancelled yet, again and again until then, each round a
+            // delivery more (the redelivered flag, a quorum queue's x-delivery-count).
+            if (!stopping) wake?.()
           },
           { noAck: false },
         )
@@ -898,7 +896,7 @@ class AmqpConsumer implements AmqpSource {
         // left no consumer.
         await connection.answered(consumer.then(({ consumerTag }) => current.channel.cancel(consumerTag)))
       }
-      // Taken from the broker, never sent downstream: straight back to the queue.
+      // Taken from the broker, never sent downstream (some during the cancel): back to the queue.
       for (const delivery of pending.splice(0)) {
         if (delivery.generation.live) {
           counters.nacked++
