@@ -343,10 +343,11 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     console.log(`refused sends: ${JSON.stringify(refusals)}; counters ${JSON.stringify(source.counters)}`)
     expect(ended).toBe('returned')
     expect(accepted.map((r) => r.n).sort()).toEqual([1, 3, 4])
-    // The first batch held all three; it was sent again one message at a time, and the poison
-    // was refused on each of its maxAttempts deliveries.
-    expect(refusals[0]).toBe('1,2,3')
-    expect(refusals.slice(1)).toEqual(['2', '2'])
+    // The first batch that held the poison (all three, or fewer when the messages came apart:
+    // the broker's timing) was sent again one message at a time, and the poison was refused on
+    // each of its maxAttempts deliveries.
+    expect(refusals[0]!.split(',')).toContain('2')
+    expect(refusals[0] === '2' ? refusals : refusals.slice(1)).toEqual(['2', '2'])
     expect(source.counters).toMatchObject({ acked: 3, nacked: 1, rejected: 1, abandoned: 0 })
     expect(warnings.filter((w) => w.includes('did not accept')).length).toBe(2)
     expect(warnings[0]).toMatch(
