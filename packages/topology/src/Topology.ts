@@ -138,12 +138,13 @@ export class Topology {
   }
 
   /**
-   * Opens buffers, starts sinks, then runs every component. Resolves once all run. Rejects with
-   * one `TopologyError` naming every buffer that could not open (`BUFFER_OPEN_FAILED`) or every
-   * sink whose `start()` threw (`SINK_START_FAILED`, with the sink's kind and the cause), once the
-   * sinks it had started have stopped and the buffers it had opened have let go of their files,
-   * each waited for 5000 ms at most, or for the smallest `disposeTimeoutMs` of the stop() calls
-   * made meanwhile (one that had not, or failed, is a `STOP_FAILED` fact, as at a stop); throws a `ComponentError` with code `RUNS_ONCE` when started twice.
+   * Opens buffers, starts sinks, then runs every component. Resolves once all run. Rejects with one
+   * `TopologyError` naming every buffer that could not open (`BUFFER_OPEN_FAILED`) or every sink
+   * whose `start()` threw (`SINK_START_FAILED`, with the sink's kind and the cause), once the sinks
+   * it had started have stopped and the buffers it had opened have let go of their files, each
+   * waited for 5000 ms at most, or for the smallest `disposeTimeoutMs` of the stop() calls made
+   * meanwhile (one that had not, or failed, is a `STOP_FAILED` fact, as at a stop); throws a
+   * `ComponentError` with code `RUNS_ONCE` when started twice.
    */
   async start(): Promise<void> {
     if (this.#phase.name !== 'built') {
@@ -202,17 +203,18 @@ export class Topology {
   /**
    * Stops the sources, lets in-flight events drain up to `drainTimeoutMs`, then settles what is
    * left `errored`. A second call while stopping stops at once. Called while `start()` is still
-   * opening buffers or starting sinks, it waits for the start up to `drainTimeoutMs` (a second call:
-   * not at all), then gives it up: `start()` rejects with a `TopologyError` whose problems are
-   * `STOPPED_WHILE_STARTING`, what did start is stopped and closed (waiting `disposeTimeoutMs` at
-   * most for each sink's stop() and buffer's dispose(), `STOP_FAILED` past it), and what starts later is
-   * stopped and closed then (a buffer that opens late holds its files until then). Called while a
-   * start that failed by itself waits for those stop() and dispose() calls, it ends each wait once
-   * `disposeTimeoutMs` has passed since the wait began. A start that finishes in time drains with what is left of `drainTimeoutMs`. Resolves once stopped: after a
-   * forced stop, once the buffers it gave up on have let go of their files, or `disposeTimeoutMs`
-   * later, reporting each that had not (`STOP_FAILED`). Rejects with a `ComponentError`
-   * (`INVALID_OPTION`, field `drainTimeoutMs` or `disposeTimeoutMs`), changing nothing, when either
-   * is not a number of 0 or more (`NaN`, negative, a string from a config).
+   * opening buffers or starting sinks, it waits for the start up to `drainTimeoutMs` (a second
+   * call: not at all), then gives it up: `start()` rejects with a `TopologyError` whose problems
+   * are `STOPPED_WHILE_STARTING`, what did start is stopped and closed (waiting `disposeTimeoutMs`
+   * at most for each sink's stop() and buffer's dispose(), `STOP_FAILED` past it), and what starts
+   * later is stopped and closed then (a buffer that opens late holds its files until then). Called
+   * while a start that failed by itself waits for those stop() and dispose() calls, it ends each
+   * wait once `disposeTimeoutMs` has passed since the wait began. A start that finishes in time
+   * drains with what is left of `drainTimeoutMs`. Resolves once stopped: after a forced stop, once
+   * the buffers it gave up on have let go of their files, or `disposeTimeoutMs` later, reporting
+   * each that had not (`STOP_FAILED`). Rejects with a `ComponentError` (`INVALID_OPTION`, field
+   * `drainTimeoutMs` or `disposeTimeoutMs`), changing nothing, when either is not a number of 0 or
+   * more (`NaN`, negative, a string from a config).
    */
   async stop(options: StopOptions = {}): Promise<void> {
     // `null` from untyped code is no options, as `undefined` is (read, it threw a bare TypeError).
