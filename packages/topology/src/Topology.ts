@@ -63,8 +63,11 @@ type Phase =
        * undefined, and the start waits 5000 ms).
        */
       disposeTimeoutMs: number | undefined
-      /** Called when a stop() lowers `disposeTimeoutMs`: the failed start's wait then ends sooner. */
-      readonly lowered: Set<() => void>
+      /**
+       * Called when a stop() changes `disposeTimeoutMs`: the wait of a start that failed already
+       * ends sooner, or later.
+       */
+      readonly changed: Set<() => void>
     }
   | { readonly name: 'running'; readonly runtime: Runtime }
   | { readonly name: 'stopping'; readonly runtime: Runtime; readonly stopped: Promise<void> }
@@ -154,20 +157,21 @@ export class Topology {
       )
     }
     let abandon!: () => void
-    const lowered = new Set<() => void>()
+    const changed = new Set<() => void>()
     const abandoned = new Promise<void>((resolve) => {
       abandon = resolve
     })
     const started = (async () => {
       const emit = (fact: LifecycleEvent): void => this.#subject.next(fact)
-      // Read when the start fails, and again when a stop() that comes during its waits asks for less.
+      // Read when the start fails, and again when a stop() that comes during its waits asks for
+      // another bound (the first one replaces the 5000 ms, a later one may only lower it).
       const bound: DisposeBound = {
         ms: () =>
           (this.#phase.name === 'starting' ? this.#phase.disposeTimeoutMs : undefined) ??
           DEFAULT_DISPOSE_TIMEOUT_MS,
-        onLowered: (listener) => {
-          lowered.add(listener)
-          return () => lowered.delete(listener)
+        onChanged: (listener) => {
+          changed.add(listener)
+          return () => changed.delete(listener)
         },
       }
       let runtime: Runtime
@@ -195,7 +199,7 @@ export class Topology {
       abandon,
       stopAsked: false,
       disposeTimeoutMs: undefined,
-      lowered,
+      changed,
     })
     return started
   }
@@ -236,8 +240,10 @@ export class Topology {
         const began = performance.now()
         const before = phase.disposeTimeoutMs ?? DEFAULT_DISPOSE_TIMEOUT_MS
         phase.disposeTimeoutMs = Math.min(phase.disposeTimeoutMs ?? disposeTimeoutMs, disposeTimeoutMs)
-        // A start that failed by itself may be waiting already for what it started to stop.
-        if (phase.disposeTimeoutMs < before) for (const listener of [...phase.lowered]) listener()
+        // A start that failed by itself may be waiting already for what it started to stop: the
+        // first stop() lengthens that wait as well as shortening it (it waited 5000 ms for the
+        // sinks, then this bound for the buffers).
+        if (phase.disposeTimeoutMs !== before) for (const listener of [...phase.changed]) listener()
         if (phase.stopAsked) phase.abandon()
         else {
           phase.stopAsked = true

@@ -306,6 +306,44 @@ describe('a stop while start() waits on a sink or a buffer that does not answer'
     }
   })
 
+  it("a stop() asking more than 5000 ms, while a start that failed by itself waits for a started sink's stop(), lengthens that wait as it does the buffers' one", async () => {
+    vi.useFakeTimers()
+    try {
+      const stopped = new Gate() // the started sink's stop() waits on it
+      const topology = new TopologyBuilder(on)
+        .source('in', testSource([records(1)]))
+        .sink('slow', ['in'], { ...testSink(), stop: () => stopped.wait() })
+        .sink('bad', ['in'], { ...testSink(), start: () => Promise.reject(new Error('refused')) })
+        .build()
+      const facts: LifecycleEvent[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      const starting = topology.start().catch((e: unknown) => e)
+      await vi.advanceTimersByTimeAsync(0) // 'bad' failed: the start waits for 'slow' to stop
+      expect(stopped.waiting).toBe(1)
+      let done = false
+      const stopping = topology.stop({ drainTimeoutMs: 0, disposeTimeoutMs: 10_000 }).then(() => {
+        done = true
+      })
+      await vi.advanceTimersByTimeAsync(6000) // past the 5000 ms the start waits without a stop()
+      expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
+      expect(done).toBe(false)
+      await vi.advanceTimersByTimeAsync(4000)
+      expect(done).toBe(true)
+      await stopping
+      expect(await starting).toMatchObject({ problems: [{ code: 'SINK_START_FAILED', component: 'bad' }] })
+      expect(facts.filter((f) => f.type === 'component_error')).toEqual([
+        expect.objectContaining({
+          component: 'slow',
+          code: 'STOP_FAILED',
+          message: expect.stringMatching(/stop\(\) 10000 ms after the failed start/),
+        }),
+      ])
+      stopped.open()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
   it('a start that finishes while the stop waits runs, and is then stopped as a running topology is', async () => {
     const gate = new Gate()
     const log: string[] = []

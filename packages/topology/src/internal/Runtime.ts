@@ -74,8 +74,8 @@ export class Runtime {
    * it stops waiting: it rejects with `STOPPED_WHILE_STARTING` for each buffer still opening or
    * sink still starting, after stopping and closing what did, and stops or closes the others
    * once they have. A failed start waits `bound.ms()` at most for the sinks it had started to stop,
-   * then for the buffers it had opened to let go (5000 ms by default), each wait ending sooner when
-   * the bound is lowered while it lasts (see {@link DisposeBound}).
+   * then for the buffers it had opened to let go (5000 ms by default), each wait ending sooner or
+   * later when the bound changes while it lasts (see {@link DisposeBound}).
    */
   static async open(
     plan: TopologyPlan,
@@ -585,25 +585,25 @@ const DEFAULT_DISPOSE_TIMEOUT_MS = 5000
 
 /**
  * How long a wait for sinks to stop or buffers to let go lasts at most: `ms()`, read as the wait
- * begins and again each time `onLowered` calls back (a stop() that came meanwhile asked for less,
- * see `Topology.stop`), counted from the wait's beginning; `MAX_TIMER_MS` or more: no limit.
- * `onLowered` returns what removes its listener.
+ * begins and again each time `onChanged` calls back (a stop() that came meanwhile asked for
+ * another bound, see `Topology.stop`), counted from the wait's beginning; `MAX_TIMER_MS` or more:
+ * no limit. `onChanged` returns what removes its listener.
  */
 export interface DisposeBound {
   readonly ms: () => number
-  readonly onLowered: (listener: () => void) => () => void
+  readonly onChanged: (listener: () => void) => () => void
 }
 
-/** A {@link DisposeBound} that is never lowered. */
+/** A {@link DisposeBound} that never changes. */
 function fixedBound(timeoutMs: number): DisposeBound {
-  return { ms: () => timeoutMs, onLowered: () => nothing }
+  return { ms: () => timeoutMs, onChanged: () => nothing }
 }
 
 function nothing(): void {}
 
 /**
  * Waits for `work`, or until `bound` has passed since the call (never, at `MAX_TIMER_MS` or
- * more), a lowered bound re-arming the timer; resolves with the bound it waited for at most.
+ * more), a changed bound re-arming the timer; resolves with the bound it waited for at most.
  */
 async function within(work: Promise<unknown>, bound: DisposeBound): Promise<number> {
   const began = performance.now()
@@ -620,7 +620,7 @@ async function within(work: Promise<unknown>, bound: DisposeBound): Promise<numb
     if (ms < MAX_TIMER_MS) timer = setTimeout(expire, Math.max(0, ms - (performance.now() - began)))
   }
   arm()
-  const off = bound.onLowered(arm)
+  const off = bound.onChanged(arm)
   await Promise.race([work, expired])
   off()
   clearTimeout(timer)
@@ -708,7 +708,7 @@ function stoppedWhileStarting(component: string, what: string): TopologyProblem 
 
 /**
  * Stops the sinks a failed start had started, each `stop()` at once, and resolves once all have
- * settled or `timeoutMs` has passed. A `stop()` that throws or rejects, or has not settled by then,
+ * settled or `bound` has passed. A `stop()` that throws or rejects, or has not settled by then,
  * is `STOP_FAILED`, naming the sink: it may still hold what it opened (a connection), and one that
  * waits on a host that does not answer must not hang the start. Never rejects.
  */
