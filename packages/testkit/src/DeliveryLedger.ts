@@ -24,7 +24,7 @@ import { type CopyReport, DeliveryModel, type RecordVerdict } from './DeliveryMo
 import { DeliveryViolation } from './DeliveryViolation.js'
 import { classifyError, classifyResult } from './internal/classifyResult.js'
 import { forwardMembers, SINK_MEMBERS, TRANSFORM_MEMBERS } from './internal/forwardMembers.js'
-import { sameJsonValue } from './internal/matchRecords.js'
+import { sameJsonValue, unboxed } from './internal/matchRecords.js'
 
 /** Options of a {@link DeliveryLedger}. */
 export interface DeliveryLedgerOptions {
@@ -569,7 +569,10 @@ function describeRecord(record: LedgerRecord): string {
  */
 function sortedJson(record: JsonObject): string {
   return JSON.stringify(record, (_key, value: unknown) => {
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) return value
+    // A boxed number, string or boolean is left for JSON to write as its primitive (copied, it
+    // was `{}` or its characters by index, and `new Number(1)` keyed as `new Number(2)`).
+    if (typeof value !== 'object' || value === null || Array.isArray(value) || unboxed(value) !== value)
+      return value
     const sorted: Record<string, unknown> = {}
     for (const key of Object.keys(value).sort())
       Object.defineProperty(sorted, key, {

@@ -336,6 +336,53 @@ describe('DeliveryLedger', () => {
     await twice.expectExactlyOnce({ by: (r) => String(r.id) })
   })
 
+  it('tells boxed numbers and booleans apart as JSON writes them: a re-send whose fields differ only there is a DIVERGENT_DUPLICATE', async () => {
+    // A transform may set a boxed value (new Number(n)); JSON writes it as the number it holds.
+    let count = 0
+    const boxing = (box: (n: number) => unknown): Transform => ({
+      kind: 'box',
+      process(events, context) {
+        for (const e of events) {
+          e.set('v', box(count++) as never)
+          context.emit(e)
+        }
+      },
+    })
+    for (const box of [(n: number) => new Number(n), (n: number) => new Boolean(n % 2)]) {
+      count = 0
+      const ledger = new DeliveryLedger({ acknowledgements: true })
+      const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+        .source('in', ledger.source('in', source([[{ id: 'a' }], [{ id: 'a' }]])))
+        .transform('t', ['in'], boxing(box))
+        .sink('db', ['t'], ledger.sink('db', sink()))
+        .build()
+      await topology.start()
+      await topology.done
+      const error = await ledger.expectExactlyOnce({ by: (r) => String(r.id) }).catch((e: unknown) => e)
+      expect((error as DeliveryViolation).code).toBe('DIVERGENT_DUPLICATE')
+    }
+  })
+
+  it('keys records holding boxed values by the JSON they write: two records that differ only there are two', async () => {
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const records = [{ v: new Number(1) }, { v: new Number(2) }] as unknown as JsonObject[]
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', ledger.source('in', source([records])))
+      .sink(
+        'db',
+        ['in'],
+        ledger.sink(
+          'db',
+          sink((e) => (Number(e.get('v')) === 2 ? 'rejected' : 'delivered')),
+        ),
+      )
+      .build()
+    await topology.start()
+    await topology.done
+    const error = await ledger.expectAtLeastOnce().catch((e: unknown) => e)
+    expect((error as DeliveryViolation).code).toBe('NOT_DELIVERED')
+  })
+
   it('numbers batches a source sends concurrently apart, so neither overwrites the other', async () => {
     const ledger = new DeliveryLedger({ acknowledgements: true })
     const told: string[] = []

@@ -3,7 +3,7 @@
 // equal when deeply equal as the JSON they serialise to: the order of their keys does not count,
 // nor what JSON cannot tell apart (an object's prototype, -0 and 0, a key whose value is
 // undefined, a hole or undefined in an array and null); a value with a `toJSON` (a Date) is what
-// that gives (its ISO string).
+// that gives (its ISO string), and a boxed number, string or boolean the primitive it holds.
 import type { JsonObject } from '@ackline/core'
 
 /**
@@ -13,8 +13,9 @@ import type { JsonObject } from '@ackline/core'
  * same records, and a correct component failed on them. Nor own keys alone: a value with a
  * `toJSON` method is compared as what it returns, as `JSON.stringify` writes it, so a `Date`
  * is its ISO string (it matches that string, and no longer matches `{}`, whose own keys it
- * shares: none). A `toJSON` that throws makes its value match only itself, and so does a value
- * holding a cycle (`JSON.stringify` throws on both).
+ * shares: none), and a boxed number, string or boolean is the primitive it holds. A `toJSON`
+ * that throws makes its value match only itself, and so does a value holding a cycle
+ * (`JSON.stringify` throws on both).
  *
  * @example
  * ```ts
@@ -45,12 +46,38 @@ function sameJson(a: unknown, b: unknown, key: string, within: unknown[]): boole
   return sameSerialised(x, y, within)
 }
 
-/** What `JSON.stringify` serialises in place of `value`: what its `toJSON(key)` returns, if it has one. */
+/**
+ * What `JSON.stringify` serialises in place of `value`: what its `toJSON(key)` returns, if it has
+ * one, and a boxed number, string or boolean as the primitive it holds (an object with no own
+ * keys, `new Number(1)` matched `new Number(2)`).
+ */
 function toJson(value: unknown, key: string): unknown {
   if (typeof value !== 'object' || value === null) return value
   const toJSON = (value as { toJSON?: unknown }).toJSON
-  return typeof toJSON === 'function' ? (toJSON as (key: string) => unknown).call(value, key) : value
+  return unboxed(typeof toJSON === 'function' ? (toJSON as (key: string) => unknown).call(value, key) : value)
 }
+
+/**
+ * The primitive a `Number`, `String` or `Boolean` object holds, as `JSON.stringify` writes it
+ * (by its internal slot, so one of another realm too); any other value as it is.
+ */
+export function unboxed(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value
+  for (const unbox of UNBOXERS) {
+    try {
+      return unbox.call(value)
+    } catch {
+      // Not of this type: its valueOf throws a TypeError.
+    }
+  }
+  return value
+}
+
+const UNBOXERS: readonly ((this: unknown) => unknown)[] = [
+  Number.prototype.valueOf,
+  String.prototype.valueOf,
+  Boolean.prototype.valueOf,
+]
 
 /** Compares two values already past their `toJSON`; their members are compared by {@link sameJson}. */
 function sameSerialised(a: unknown, b: unknown, within: unknown[]): boolean {
