@@ -330,7 +330,11 @@ export class DeliveryLedger {
     }
   }
 
-  /** Resolves once every batch sent so far has told its source its status. */
+  /**
+   * Resolves once every batch sent so far has told its source its status. It waits without a
+   * bound (as do the `expect*` checks, which call it first): await `topology.done` before, so that
+   * a batch the runtime never resolves is settled by the stop, or bound the test's own timeout.
+   */
   async settled(): Promise<void> {
     while (this.#pending.length > 0) await Promise.all(this.#pending.splice(0))
   }
