@@ -61,8 +61,8 @@ export type RemapResult = undefined | null | RemapOutput | readonly RemapOutput[
  * Fields objects are used as they are, not copied. They may hold objects of the input's fields
  * (`{ ...event.fields, tag: 1 }`, also as an event's, `new LogEvent({ ...event.fields })`), or one
  * object in several of them: a later `set` copies first wherever another handle may share them,
- * so the input's other copies and the other outputs keep their values. They must not hold an object kept beyond the call (a constant), which a later
- * `set` on the output could change.
+ * so the input's other copies and the other outputs keep their values. They must not hold an
+ * object kept beyond the call (a constant), which a later `set` on the output could change.
  */
 // biome-ignore lint/suspicious/noConfusingVoidType: `void` lets a block body that only edits the event type-check.
 export type RemapFunction = (event: LogEvent) => RemapResult | void

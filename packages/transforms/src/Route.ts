@@ -6,10 +6,10 @@
  * (k - 1 clones plus the original), so its sources wait for every consumer of every matched
  * port; an event matched by none leaves on `_unmatched` once. Nothing is discarded here: what a
  * port nobody reads means is the runtime's business. An event whose predicate throws leaves on no
- * port: the call throws once the others are routed, and the runtime settles it `errored`; so does an
- * event one of whose predicates answers anything but a boolean (it is not taken for a miss). An
- * event a predicate ended leaves on no port either, and the call throws as well, but it keeps the
- * status the predicate ended it with (the runtime cannot settle it again).
+ * port: the call throws once the others are routed, and the runtime settles it `errored`; so
+ * does an event one of whose predicates answers anything but a boolean (it is not taken for a
+ * miss). An event a predicate ended leaves on no port either, and the call throws as well, but it
+ * keeps the status the predicate ended it with (the runtime cannot settle it again).
  *
  * @module
  */
