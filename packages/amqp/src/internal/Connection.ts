@@ -49,7 +49,7 @@ export const connectionOptions = {
     .max(MAX_TIMER_MS)
     .default(10_000)
     .describe(
-      "How long a connect attempt (TCP, TLS, AMQP handshake) may wait for the server before it fails (the first one fails the source's run or the sink's start, a later one is retried with back-off).",
+      "How long a connect attempt (TCP, TLS, AMQP handshake) may wait for the server before it fails, and, once connected, how long the channel's setup (opening it, the queue or exchange check and declarations, qos, consume) may take (the first attempt fails the source's run or the sink's start, a later one is retried with back-off): with heartbeatSeconds 0 nothing else notices a broker that stops answering.",
     ),
   closeTimeoutMs: z
     .number()
@@ -100,8 +100,10 @@ export interface ConnectionOptions<C extends Channel> {
   readonly heartbeatSeconds: number
   /**
    * How long a connect attempt (TCP, TLS and the AMQP handshake) may go without the server
-   * answering before it fails: a server that accepts the connection and never speaks (a proxy
-   * with no backend) must fail the attempt, not hang it for ever.
+   * answering before it fails, and then how long opening the channel and `setup` may take: a
+   * server that accepts the connection and never speaks (a proxy with no backend), or a broker
+   * that stops answering after the handshake with heartbeats off, must fail the attempt (the
+   * socket is cut), not hang it for ever.
    */
   readonly connectTimeoutMs: number
   /**
@@ -401,14 +403,31 @@ export class Connection<C extends Channel = Channel> {
     model.on('error', lostWith)
     model.once('close', lostWith)
     let generation: LiveGeneration<C> | undefined
+    // The socket's own timeout ends with the handshake (amqplib clears it), and with heartbeats off
+    // nothing else notices a broker that stops answering: the channel's open and the setup get
+    // `connectTimeoutMs` of their own, after which the socket is cut, failing what they await.
+    // Raced as well: a request the cut would leave pending must not hang the attempt.
+    let setupTimer: NodeJS.Timeout | undefined
+    let timedOut: Error | undefined
+    const setupTimedOut = new Promise<never>((_, reject) => {
+      setupTimer = setTimeout(() => {
+        timedOut = new Error(
+          `the broker did not answer the setup after the handshake (opening the channel, declarations, qos, consume) within ${connectTimeoutMs} ms (connectTimeoutMs)`,
+        )
+        cutSocket(model, timedOut)
+        reject(timedOut)
+      }, connectTimeoutMs)
+    })
+    setupTimedOut.catch(() => undefined)
     try {
-      const channel = await openChannel(model).catch((error: unknown) => {
+      const opening = openChannel(model).catch((error: unknown) => {
         // amqplib's words for the open it abandoned with the link say nothing of why.
         if (linkError === undefined) throw error
         throw new Error(`the connection was lost while its channel opened: ${linkError.message}`, {
           cause: error,
         })
       })
+      const channel = await Promise.race([opening, setupTimedOut])
       generation = new LiveGeneration(this.#nextId++, model, channel)
       const gen = generation
       const onClose = (error?: Error): void => this.#lost(gen, error ?? new Error('connection closed'))
@@ -432,18 +451,22 @@ export class Connection<C extends Channel = Channel> {
       gen.live = true
       if (this.#state.tag === 'closed') throw new Error('closed while connecting')
       this.#state = { tag: 'open', generation: gen as unknown as LiveGeneration<Channel> }
-      await setup(gen)
+      await Promise.race([setup(gen), setupTimedOut])
       gen.settingUp = false
       if (!gen.live) throw new Error('connection lost during setup')
+      clearTimeout(setupTimer)
       return gen
     } catch (error) {
+      clearTimeout(setupTimer)
       if (generation !== undefined) {
         generation.live = false
         generation.ended = true
       }
       if (this.#state.tag === 'open') this.#state = { tag: 'idle' }
       await closeModel(model, this.#options.closeTimeoutMs)
-      throw error
+      // What the cut made of the request it interrupted (a channel closed, which a setup may take
+      // for a refusal) says nothing of why: the broker did not answer.
+      throw timedOut ?? error
     }
   }
 

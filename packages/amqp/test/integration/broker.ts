@@ -259,6 +259,7 @@ export function hasMethod(chunk: Buffer, method: number): boolean {
 
 /** AMQP method ids (class << 16 | method) that tests look for on the wire. */
 export const Method = {
+  connectionOpen: 0x000a0028,
   channelOpen: 0x0014000a,
   basicPublish: 0x003c0028,
   basicAck: 0x003c0050,

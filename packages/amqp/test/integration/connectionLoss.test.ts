@@ -1,3 +1,4 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { AmqpError, amqpSink, amqpSource } from '@ackline/amqp'
 import { type BatchStatus, EventArray, LogEvent, type RecordOutcome, RecordOutcomes } from '@ackline/core'
@@ -859,6 +860,101 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       await topology.stop()
       for (const socket of open) socket.destroy()
       await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  })
+
+  it.each([
+    ['opening the channel', Method.connectionOpen],
+    ['its consume', Method.basicQos],
+  ])(
+    'source: with heartbeats off, a reconnect the broker stops answering after the handshake (%s) fails after connectTimeoutMs and the next one reconnects',
+    async (_, stallAfter) => {
+      // The proxy passes on the reconnect's chunk holding `stallAfter` (the broker answers it), then
+      // nothing more the source sends: the socket's timeout ends with the handshake and no heartbeat
+      // comes, so the attempt waited for the next answer for ever: no error, no retry, no messages.
+      const { queue } = await admin.queueWithDeadLetters()
+      await admin.publish(queue, [{ n: 1 }])
+      const stalling = await stallingBrokerProxy(undefined, (__, chunk, connection) => {
+        if (connection === 2 && !stalling.stalled && hasMethod(chunk, stallAfter)) stalling.stall()
+      })
+      const warnings: string[] = []
+      const source = amqpSource({
+        url: stalling.url,
+        queue,
+        heartbeatSeconds: 0,
+        reconnectInitialDelayMs: 10,
+        // Long enough that a loaded machine completes a handshake the proxy forwards within it.
+        connectTimeoutMs: 1000,
+        closeTimeoutMs: 200,
+        onWarning: (message) => warnings.push(message),
+      })
+      const out = memory()
+      const topology = new TopologyBuilder({ acknowledgements: true })
+        .source('in', source)
+        .sink('out', ['in'], out)
+        .build()
+      try {
+        await topology.start()
+        await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+        stalling.cut()
+        await vi.waitFor(() => expect(source.counters.reconnects).toBe(1), { timeout: 10_000, interval: 10 })
+        console.log(`reconnect stalled after the handshake: ${JSON.stringify(warnings)}`)
+        expect(stalling.stalled).toBe(true)
+        expect(
+          warnings.some((w) =>
+            /reconnect attempt 1 .* failed: the broker did not answer the setup after the handshake .*within 1000 ms \(connectTimeoutMs\)/.test(
+              w,
+            ),
+          ),
+        ).toBe(true)
+        await admin.publish(queue, [{ n: 2 }])
+        await vi.waitFor(() => expect(out.events.map((e) => e.n)).toContain(2), {
+          timeout: 5000,
+          interval: 5,
+        })
+      } finally {
+        await topology.stop()
+        await stalling.close()
+      }
+    },
+  )
+
+  it('sink: with heartbeats off, start fails after connectTimeoutMs when the broker stops answering after the handshake', async () => {
+    // The first connect's handshake completes, then nothing the sink sends reaches the broker:
+    // start waited for the channel to open for ever.
+    const stalling = await stallingBrokerProxy(undefined, (_, chunk) => {
+      if (!stalling.stalled && hasMethod(chunk, Method.connectionOpen)) stalling.stall()
+    })
+    // The sink's own socket (the proxy, which stopped reading it, cannot tell it closed).
+    const port = Number(new URL(stalling.url).port)
+    const sockets: Socket[] = []
+    const onSocket = (message: unknown): void => {
+      const { socket } = message as { socket: Socket }
+      socket.once('connect', () => {
+        if (socket.remotePort === port) sockets.push(socket)
+      })
+    }
+    subscribe('net.client.socket', onSocket)
+    try {
+      const sink = amqpSink({
+        url: stalling.url,
+        heartbeatSeconds: 0,
+        connectTimeoutMs: 1000,
+        closeTimeoutMs: 200,
+      })
+      const error: unknown = await sink.start().catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(AmqpError)
+      expect((error as AmqpError).code).toBe('AMQP_CONNECT_FAILED')
+      expect((error as AmqpError).message).toMatch(
+        /cannot connect to amqp:\/\/.*: the broker did not answer the setup after the handshake .*within 1000 ms \(connectTimeoutMs\)/,
+      )
+      expect(stalling.stalled).toBe(true)
+      // The attempt's socket is cut, not left open.
+      expect(sockets).toHaveLength(1)
+      expect(sockets[0]?.destroyed).toBe(true)
+    } finally {
+      unsubscribe('net.client.socket', onSocket)
+      await stalling.close()
     }
   })
 })
