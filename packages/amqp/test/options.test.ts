@@ -148,6 +148,37 @@ describe('amqp options', () => {
     }
   })
 
+  it("a url whose password holds an unescaped '/', '?' or '#' is refused with a hint to percent-encode it, never showing the password", () => {
+    // `new URL` reads what follows such a character as a port, a path or a query: the issue said
+    // only that an AMQP URL was expected, and the URL looked like one.
+    for (const url of [
+      'amqp://guest:pa/ss@127.0.0.1:5672/v',
+      'amqp://guest:pa?ss@h',
+      'amqps://u:p#ss@h:5671',
+    ]) {
+      const source = amqpSource({ url, queue: 'q' }).validate()
+      const sink = amqpSink({ url }).validate()
+      expect(source.map((issue) => issue.field)).toEqual(['url'])
+      expect(sink.map((issue) => issue.field)).toEqual(['url'])
+      for (const issue of [source[0], sink[0]]) {
+        expect(issue?.message).toMatch(/percent-encoded/)
+        expect(issue?.message).toContain("'/' is %2F")
+        expect(issue?.message).toContain("'@' %40")
+      }
+      expect(JSON.stringify([source, sink])).not.toMatch(/pa\/ss|pa\?ss|p#ss/)
+    }
+    // '@' and ':' in a password parse (amqplib decodes what `new URL` encoded): nothing to refuse.
+    for (const url of ['amqp://guest:p@ss@h', 'amqp://guest:p:ss@h:5672/v']) {
+      expect(amqpSource({ url, queue: 'q' }).validate()).toEqual([])
+    }
+    // No credentials at fault: no hint.
+    for (const url of ['localhost:5672', 'http://guest:s3cret@127.0.0.1:5672', 'amqp://h:56x72']) {
+      const issues = amqpSink({ url }).validate()
+      expect(issues.map((issue) => issue.field)).toEqual(['url'])
+      expect(issues[0]?.message).not.toMatch(/percent/)
+    }
+  })
+
   it('a first delay longer than its cap is refused naming the cap: the cap used to win silently', () => {
     // retryInitialDelayMs 60 s with the default retryMaxDelayMs (30 s) held every errored message
     // 30 s; reconnectInitialDelayMs 20 s with the default cap (10 s) reconnected after 10 s.
