@@ -245,14 +245,20 @@ export class Connection {
     this.#closing ??= (async () => {
       let flushed = false
       if (!this.nc.isClosed()) {
-        // A flush on a dead link would wait for the reconnect: bounded, as close must end.
+        // A flush on a dead link would wait for the reconnect: bounded, as close must end. The
+        // bound is cleared once the flush is answered: left pending, it held its closure (the
+        // client) for closeTimeoutMs after every close.
+        let timer: NodeJS.Timeout | undefined
         flushed = await Promise.race([
           this.nc.flush().then(
             () => true,
             () => false,
           ),
-          delay(this.#closeTimeoutMs).then(() => false),
+          new Promise<false>((resolve) => {
+            timer = setTimeout(() => resolve(false), this.#closeTimeoutMs).unref()
+          }),
         ])
+        clearTimeout(timer)
         await this.nc.close().catch(() => undefined)
       }
       this.#sockets.destroyAll()
@@ -300,10 +306,6 @@ function connectError(component: string, servers: string, error: unknown, what: 
     `${auth && what === 'cannot connect' ? 'the server refused the credentials' : what} (servers ${servers}): ${text}`,
     { component, field: auth ? 'user' : 'servers', cause: error },
   )
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref())
 }
 
 /** The servers as a message names them (`a:4222, b:4222`). */
