@@ -326,6 +326,8 @@ class JetStreamPullSource implements JetStreamSource {
    * `#pullFailed`), so a consumer deleted under the source does not warn at every retry.
    */
   #pullFailures = 0
+  /** The closed connection whose lost settlements were warned of (see `#lostWithConnection`). */
+  #lostWarnedOn: Connection | undefined = undefined
   readonly #count = {
     received: 0,
     acked: 0,
@@ -779,11 +781,20 @@ class JetStreamPullSource implements JetStreamSource {
    * without a word and sends it nowhere, and `acked` used to count it.
    */
   #lostWithConnection(batch: readonly InFlight[]): boolean {
-    if (this.#connection?.nc.isClosed() !== true) return false
+    const connection = this.#connection
+    if (connection?.nc.isClosed() !== true) return false
+    // Said once, for every message in the pipeline now (none can come in any more): once per
+    // batch, a pipeline of many small batches printed as many warnings.
+    if (this.#lostWarnedOn !== connection) {
+      this.#lostWarnedOn = connection
+      let first = Number.POSITIVE_INFINITY
+      for (const seq of this.#inFlight.keys()) first = Math.min(first, seq)
+      const count = Math.max(this.#inFlight.size, batch.length)
+      this.#warn(
+        `${this.#component}: ${count} message(s) from ${Number.isFinite(first) ? first : batch[0]?.msg.info.streamSequence} in the pipeline when the connection closed settle after it (said once for all of them): not told to the server, which delivers them again once their AckWait passed`,
+      )
+    }
     for (const entry of batch) this.#release(entry)
-    this.#warn(
-      `${this.#component}: ${batch.length} message(s) from ${batch[0]?.msg.info.streamSequence} settled after the connection closed: not told to the server, which delivers them again once their AckWait passed`,
-    )
     return true
   }
 

@@ -1023,7 +1023,7 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
       )
       expect(source.counters).toMatchObject({ acked: 0, nacked: 0, terminated: 0 })
       expect(warnings.join('\n')).toMatch(
-        /in: 1 message\(s\) from 1 settled after the connection closed: not told to the server, which delivers them again/,
+        /in: 1 message\(s\) from 1 in the pipeline when the connection closed settle after it \(said once for all of them\): not told to the server, which delivers them again/,
       )
     } finally {
       release()
@@ -1032,6 +1032,61 @@ describe.skipIf(skip)('jetstream source: connection loss and competing instances
     }
     const info = await admin.jsm.consumers.info(stream, 'c')
     expect(info.num_ack_pending).toBe(1)
+  })
+
+  it('credentials revoked with several batches in the pipeline: one warning names them all, not one per batch', async () => {
+    // Each batch that settled after the client gave up printed its own "settled after the
+    // connection closed" warning: a pipeline of many small batches printed as many.
+    const stream = await admin.stream('REVOKED_MANY')
+    await admin.publish(`${stream}.in`, ['{"n":0}', '{"n":1}', '{"n":2}'])
+    const proxy = await revokingProxy()
+    let release = (): void => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const sink: Sink = {
+      kind: 'holding',
+      async write() {
+        await held
+        return undefined
+      },
+    }
+    const warnings: string[] = []
+    const source = jetstream({
+      servers: proxy.address,
+      stream,
+      consumer: 'c',
+      batchSize: 1,
+      maxInFlight: 3,
+      reconnectTimeWaitMs: 50,
+      onWarning: (w) => warnings.push(w),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    const errors: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') errors.push(fact)
+    })
+    try {
+      await topology.start()
+      await until('three batches in the pipeline', () => source.counters.inFlight === 3)
+      proxy.revoke()
+      await until('the client gave up', () => proxy.refused >= 2, 10_000)
+      await until('the run failed', () => errors.length > 0, 5000)
+      release()
+      await until('every message settled at the source', () => source.counters.inFlight === 0)
+      const lost = warnings.filter((w) => /after the connection closed|when the connection closed/.test(w))
+      console.log(`three batches settled after the client gave up: ${JSON.stringify(lost)}`)
+      expect(lost).toHaveLength(1)
+      expect(lost[0]).toMatch(/^in: 3 message\(s\) from 1 in the pipeline when the connection closed/)
+      expect(source.counters).toMatchObject({ acked: 0, nacked: 0, terminated: 0 })
+    } finally {
+      release()
+      await topology.stop()
+      await proxy.close()
+    }
   })
 
   it('credentials revoked, then restored: a sink connects again once the client closed the connection for good, and delivers', async () => {
