@@ -285,10 +285,10 @@ class JetStreamPublisher implements JetStreamSink {
               retryable = true
               results[i] = new RetryableError(
                 'jetstream',
-                `publish to '${o.subject}' failed: ${messageOf(error)}`,
-                {
-                  cause: error,
-                },
+                noResponders(error)
+                  ? `no stream captures subject '${o.subject}' any more (the server found no responder for the publish: the stream was deleted or no longer takes the subject, or JetStream is unavailable)`
+                  : `publish to '${o.subject}' failed: ${messageOf(error)}`,
+                { cause: error },
               )
             },
           )
@@ -435,6 +435,20 @@ function isPubAck(ack: PubAck): boolean {
 function shortJson(value: unknown): string {
   const text = JSON.stringify(value) ?? String(value)
   return text.length > 200 ? `${text.slice(0, 200)}…` : text
+}
+
+/**
+ * Whether a publish failed because nothing answers requests on its subject: the client turns the
+ * server's "no responders" into `JetStreamNotEnabled` ("jetstream is not enabled"), which here,
+ * after the start found a stream, means the stream is gone.
+ */
+function noResponders(error: unknown): boolean {
+  const cause = (error as { cause?: unknown } | undefined)?.cause as { isNoResponders?: unknown } | undefined
+  return (
+    (error as Error | undefined)?.name === 'JetStreamNotEnabled' &&
+    typeof cause?.isNoResponders === 'function' &&
+    (cause as { isNoResponders(): boolean }).isNoResponders()
+  )
 }
 
 function messageOf(error: unknown): string {

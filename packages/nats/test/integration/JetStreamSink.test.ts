@@ -373,6 +373,29 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     }
   })
 
+  it('a publish once no stream captures the subject (the stream deleted) fails retryable saying so, not that JetStream is not enabled', async () => {
+    // The server answers such a request "no responders", which the client turns into
+    // "jetstream is not enabled": every event failed naming a cause the user could not find.
+    const stream = await admin.stream('GONE')
+    const subject = `${stream}.out`
+    const sink = jetstreamSink({ servers: NATS_URL, subject, timeoutMs: 2000 })
+    await sink.start()
+    await admin.jsm.streams.delete(stream)
+    try {
+      const result = await sink.write(EventArray.of(new LogEvent({ n: 1 }), new LogEvent({ n: 2 })))
+      console.log(`checked: a publish with no stream: ${String(result?.[0])}`)
+      expect(result?.map((entry) => (entry instanceof Error ? entry.name : entry))).toEqual([
+        'RetryableError',
+        'RetryableError',
+      ])
+      expect(String(result?.[0])).toContain(`no stream captures subject '${subject}'`)
+      expect(String(result?.[0])).not.toMatch(/jetstream is not enabled/i)
+      expect(sink.counters).toMatchObject({ published: 0, failed: 2 })
+    } finally {
+      await sink.stop()
+    }
+  })
+
   it('a publish that gets no PubAck is never delivered: errored alone without ids, the whole write retried with them', async () => {
     const stream = await admin.stream('LOST')
     const proxy = await tcpProxy({ target: { host: NATS_HOST, port: NATS_PORT } })
