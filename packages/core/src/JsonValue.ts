@@ -29,7 +29,8 @@ export const JsonValue = {
    * A deep copy of a JSON value; an own `__proto__` key is copied as data, as JSON.parse made it.
    * An object with a `toJSON` method (a `Date`, which user code may put in a field) is copied as
    * what that returns, the JSON it writes (a `Date`: its ISO string), where a copy of its own keys
-   * would be `{}`. A value nested deeper than the stack allows (`JSON.parse` takes any depth) is
+   * would be `{}`; a boxed number, string or boolean (`new Number(1)`) as the primitive JSON
+   * writes. A value nested deeper than the stack allows (`JSON.parse` takes any depth) is
    * copied too; a cyclic value, which is not JSON, throws a `TypeError`, as does one whose
    * `toJSON` results nest without end (a new object each call, holding the object again or
    * another of its kind), which `JSON.stringify` cannot write either.
@@ -168,11 +169,33 @@ function copyMembers(value: JsonValue): JsonValue {
 
 /**
  * What `JSON.stringify` writes `value` (found under the key `at`) as: what its `toJSON` method
- * returns (a `Date`: its ISO string), or, without one, the value itself.
+ * returns (a `Date`: its ISO string), or, without one, the value itself; a boxed number, string,
+ * boolean or BigInt (either) as the primitive it holds, which JSON writes (or, a BigInt, refuses).
  */
 function jsonForm(value: JsonValue, at: string | number): JsonValue {
   const toJSON: unknown = (value as { toJSON?: unknown }).toJSON
-  return typeof toJSON === 'function' ? (toJSON.call(value, String(at)) as JsonValue) : value
+  const form = typeof toJSON === 'function' ? (toJSON.call(value, String(at)) as JsonValue) : value
+  // One prototype read for a plain object: only other objects can be boxes.
+  return typeof form === 'object' &&
+    form !== null &&
+    !Array.isArray(form) &&
+    Object.getPrototypeOf(form) !== Object.prototype
+    ? unboxed(form)
+    : form
+}
+
+/**
+ * A boxed primitive as JSON unboxes it (after `toJSON`): a number or string by converting it, as
+ * `JSON.stringify` does, a boolean or BigInt by the value it holds; any other object as it is.
+ * Copied by its own keys, a box was `{}` (a string `{"0":"a",…}`): a clone written on one path
+ * of a fan-out sent other data than its original.
+ */
+function unboxed(value: JsonObject): JsonValue {
+  if (value instanceof Number) return Number(value)
+  if (value instanceof String) return String(value)
+  if (value instanceof Boolean) return Boolean.prototype.valueOf.call(value)
+  if (value instanceof BigInt) return BigInt.prototype.valueOf.call(value) as unknown as JsonValue
+  return value
 }
 
 /** Parsed JSON has `__proto__` as an own key; assigned, it would become the copy's prototype (the field lost, its members showing through). Defined, it stays the data it is. */

@@ -89,6 +89,68 @@ describe('JsonValue.copy', () => {
     expect(JSON.stringify(copy)).toBe('{"at":"1970-01-01T00:00:00.000Z","n":1}')
   })
 
+  it('copies a boxed number, string, boolean or BigInt as the primitive JSON writes, at any depth', () => {
+    // A transform may set a boxed value (`new Number(n)`): JSON writes the number it holds. Copied
+    // by its own keys it became `{}` (a boxed string `{"0":"a","1":"b"}`), so a clone written on
+    // one path of a fan-out sent other data than the original on the other.
+    const boxes = {
+      n: new Number(5),
+      s: new String('ab'),
+      t: new Boolean(false),
+      list: [new Number(-1.5), { s: new String('') }],
+      // A toJSON that returns a box: JSON unboxes what toJSON returns.
+      made: { toJSON: () => new String('made') },
+    } as unknown as JsonObject
+    const written = '{"n":5,"s":"ab","t":false,"list":[-1.5,{"s":""}],"made":"made"}'
+    expect(JSON.stringify(boxes)).toBe(written)
+    expect(JSON.stringify(JsonValue.copy(boxes))).toBe(written)
+    expect(JsonValue.copy(new Number(7) as unknown as Json)).toBe(7)
+    // A boxed BigInt is a BigInt to JSON, which cannot write it: the copy throws where JSON does.
+    const big = { b: Object(10n) } as unknown as JsonObject
+    expect(() => JSON.stringify(big)).toThrow(TypeError)
+    expect(() => JSON.stringify(JsonValue.copy(big))).toThrow(TypeError)
+    // The path without recursion, for a value deeper than the stack.
+    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
+    let inner = deep
+    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
+    inner[0] = { s: new String('ab'), n: new Number(1) } as unknown as Json
+    let copied = JsonValue.copy(deep) as Json
+    while (Array.isArray(copied)) copied = copied[0]!
+    expect(JSON.stringify(copied)).toBe('{"s":"ab","n":1}')
+    // Through an event: a clone written (copy on write) writes what the original writes.
+    const event = new LogEvent({ v: new Number(3), s: new String('x') } as unknown as JsonObject)
+    const copy = event.clone().set('seen', true)
+    expect(JSON.stringify(copy)).toBe('{"v":3,"s":"x","seen":true}')
+    expect(JSON.stringify(event)).toBe('{"v":3,"s":"x"}')
+  })
+
+  it('writes a copy as JSON writes the original, for values holding boxes, Dates and toJSON results (property)', () => {
+    const seed = Number(process.env.ACKLINE_SEED ?? Date.now() % 2 ** 31)
+    console.log(`JsonValue.copy property seed: ${seed}`)
+    const leaf = fc.oneof(
+      fc.jsonValue({ maxDepth: 1 }),
+      fc.double({ noNaN: true, noDefaultInfinity: true }).map((n) => new Number(n)),
+      fc.string().map((s) => new String(s)),
+      fc.boolean().map((b) => new Boolean(b)),
+      fc.integer({ min: 0, max: 2 ** 40 }).map((ms) => new Date(ms)),
+      fc.string().map((s) => ({ toJSON: () => new String(s) })),
+    )
+    const value = fc.letrec<{ v: unknown }>((tie) => ({
+      v: fc.oneof(
+        { depthSize: 'small', withCrossShrink: true },
+        leaf,
+        fc.array(tie('v'), { maxLength: 4 }),
+        fc.dictionary(fc.constantFrom('a', 'b', '0', '__proto__', 'constructor'), tie('v'), { maxKeys: 4 }),
+      ),
+    })).v
+    fc.assert(
+      fc.property(value, (v) => {
+        expect(JSON.stringify(JsonValue.copy(v as Json))).toBe(JSON.stringify(v))
+      }),
+      { seed, numRuns: 500 },
+    )
+  })
+
   it('throws a TypeError naming the cycle for a cyclic value (not JSON), not a stack overflow', () => {
     const value: JsonObject = { a: { b: [] } }
     ;((value.a as JsonObject).b as Json[]).push(value)
