@@ -172,12 +172,13 @@ export class LogEvent {
 
   /**
    * Sets the value at a dotted path, creating objects on the way. Throws a `TypeError` naming the
-   * path when a segment on the way is not an object or array.
+   * path when a segment on the way is not an object or array, or a segment on an array is not an
+   * index it can hold (a whole number up to 2^32 - 2): JSON would not write the value.
    */
   set(path: string, value: JsonValue): this {
     if (!setPath(this._own(), path, value)) {
       throw new TypeError(
-        `cannot set '${path}' on an event from source ${this._sourceId ?? 'unknown'}: a segment on the way is not an object`,
+        `cannot set '${path}' on an event from source ${this._sourceId ?? 'unknown'}: a segment on the way is not an object, or not an index of the array it meets`,
       )
     }
     return this

@@ -1,4 +1,12 @@
-import { BatchNotifier, EventArray, FinalizationError, type JsonObject, LogEvent } from '@ackline/core'
+import {
+  BatchNotifier,
+  EventArray,
+  FinalizationError,
+  type JsonValue as Json,
+  type JsonObject,
+  LogEvent,
+} from '@ackline/core'
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 
 const tracked = (n: number, sourceId = 'src') => {
@@ -111,6 +119,89 @@ describe('LogEvent fields', () => {
     expect(event.get('x.y')).toBeUndefined()
     expect(JSON.stringify(event)).toBe('{"x":3,"__proto__":4,"n":{"m":6}}')
     expect(Object.getPrototypeOf(event.fields)).toBe(Object.prototype)
+  })
+
+  it('refuses an index no array can hold (2^32 - 1 and up), which JSON would never write', () => {
+    // Set as a key of the array, such a value read back from the event but was left out by every
+    // sink (JSON writes an array's elements only); 9007199254740993 even named another key.
+    const event = new LogEvent({ tags: ['a'] }, { sourceId: 'in' })
+    for (const index of ['4294967295', '9007199254740993', '1'.repeat(400)]) {
+      expect(() => event.set(`tags.${index}`, 'x')).toThrow(new RegExp(`cannot set 'tags\\.${index}'.*in`))
+      expect(() => event.set(`tags.${index}.deeper`, 'x')).toThrow(TypeError)
+      expect(event.get(`tags.${index}`)).toBeUndefined()
+    }
+    expect(JSON.stringify(event)).toBe('{"tags":["a"]}')
+    // The largest index an array holds is still one, and a leading zero names the same element.
+    event.set('tags.01', 'b')
+    expect(event.get('tags.1')).toBe('b')
+    expect(JSON.stringify(event)).toBe('{"tags":["a","b"]}')
+  })
+
+  it('sets any path JSON keeps as set, through odd keys, and changes no prototype (property)', () => {
+    const seed = Number(process.env.ACKLINE_SEED ?? Date.now() % 2 ** 31)
+    console.log(`LogEvent path property seed: ${seed}`)
+    const segment = fc.constantFrom(
+      'a',
+      'b',
+      '0',
+      '1',
+      '01',
+      '',
+      '__proto__',
+      'constructor',
+      'prototype',
+      'toString',
+      'length',
+      '4294967295',
+      '99999999999999999999',
+    )
+    const path = fc.array(segment, { minLength: 1, maxLength: 4 }).map((segments) => segments.join('.'))
+    const step = fc.oneof(
+      fc.record({ op: fc.constant('set' as const), path, value: fc.jsonValue({ maxDepth: 2 }) }),
+      fc.record({ op: fc.constant('remove' as const), path }),
+    )
+    const names = (o: object) => Object.getOwnPropertyNames(o).join()
+    const objectNames = names(Object.prototype)
+    const arrayNames = names(Array.prototype)
+    /** Every container in `value` is a plain object or an array, as JSON.parse makes them. */
+    const plain = (value: unknown): boolean => {
+      if (typeof value !== 'object' || value === null) return true
+      const proto = Object.getPrototypeOf(value)
+      if (proto !== (Array.isArray(value) ? Array.prototype : Object.prototype)) return false
+      return Object.values(value).every(plain)
+    }
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 25 }), (steps) => {
+        const event = new LogEvent({ a: [], b: ['x', { a: [] }], c: {} })
+        for (const s of steps) {
+          if (s.op === 'remove') {
+            const before = JSON.stringify(event.get(s.path))
+            expect(JSON.stringify(event.remove(s.path))).toBe(before)
+          } else {
+            // A copy: the event may later be written through it, and fast-check keeps its values.
+            const value = JSON.parse(JSON.stringify(s.value)) as Json
+            let set = true
+            try {
+              event.set(s.path, value)
+            } catch (error) {
+              expect(error).toBeInstanceOf(TypeError)
+              set = false
+            }
+            if (set) {
+              // What the event reads is what any sink writes: the path read back from its JSON.
+              const written = JSON.stringify(value)
+              expect(JSON.stringify(event.get(s.path))).toBe(written)
+              const reread = new LogEvent(JSON.parse(JSON.stringify(event)) as JsonObject)
+              expect(JSON.stringify(reread.get(s.path))).toBe(written)
+            }
+          }
+          expect(plain(event.fields)).toBe(true)
+          expect(names(Object.prototype)).toBe(objectNames)
+          expect(names(Array.prototype)).toBe(arrayNames)
+        }
+      }),
+      { seed, numRuns: 400 },
+    )
   })
 
   // Whatever FieldPath remembers of the paths a program used, every key lands where it was set.

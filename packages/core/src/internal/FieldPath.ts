@@ -1,15 +1,25 @@
 /**
- * Dotted paths into JSON fields: `"http.status"`, `"tags.0"`. A segment that is a whole number
- * indexes an array; any other segment names an object key. Keys that contain a dot cannot be
+ * Dotted paths into JSON fields: `"http.status"`, `"tags.0"`. On an array, a segment that is a
+ * whole number up to 2^32 - 2 (the largest index an array has) indexes it, and no other segment
+ * reaches anything; on an object, every segment names a key. Keys that contain a dot cannot be
  * reached by path (use the fields object directly).
  */
 import type { JsonObject, JsonValue } from '../JsonValue.js'
 
 const split = (path: string): string[] => (path.includes('.') ? path.split('.') : [path])
 
+/** The largest index of an array: a larger whole number is a key of it that JSON never writes. */
+const MAX_INDEX = 2 ** 32 - 2
+
+/**
+ * Whether `key` indexes an array. A larger number, set on an array, read back from the event but
+ * was left out by every sink (and past 2^53 it named another key).
+ */
+const isIndex = (key: string): boolean => /^\d+$/.test(key) && Number(key) <= MAX_INDEX
+
 const child = (value: JsonValue | undefined, key: string): JsonValue | undefined => {
   if (typeof value !== 'object' || value === null) return undefined
-  if (Array.isArray(value)) return /^\d+$/.test(key) ? value[Number(key)] : undefined
+  if (Array.isArray(value)) return isIndex(key) ? value[Number(key)] : undefined
   return Object.hasOwn(value, key) ? value[key] : undefined
 }
 
@@ -67,7 +77,7 @@ export function removePath(fields: JsonObject, path: string): JsonValue | undefi
   const last = keys[keys.length - 1]!
   if (typeof parent !== 'object' || parent === null) return undefined
   if (Array.isArray(parent)) {
-    if (!/^\d+$/.test(last) || Number(last) >= parent.length) return undefined
+    if (!isIndex(last) || Number(last) >= parent.length) return undefined
     return parent.splice(Number(last), 1)[0]
   }
   if (!Object.hasOwn(parent, last)) return undefined
@@ -78,7 +88,7 @@ export function removePath(fields: JsonObject, path: string): JsonValue | undefi
 
 function assign(container: JsonObject | JsonValue[], key: string, value: JsonValue): boolean {
   if (Array.isArray(container)) {
-    if (!/^\d+$/.test(key)) return false
+    if (!isIndex(key)) return false
     container[Number(key)] = value
     return true
   }
