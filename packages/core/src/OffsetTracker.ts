@@ -81,10 +81,11 @@ export class OffsetTracker<K> {
   /**
    * A tracker whose `track` waits while admitting the record would put more than `maxPending`
    * weight in flight, and always admits when nothing (or only weightless records) is in flight,
-   * so a record heavier than the cap still goes through, alone. The weights are compared within a
-   * tolerance of `maxPending`·1e-9, far above the rounding of fractional weights summed in
-   * doubles. See {@link CappedOffsetTracker}. Options that are no object (from untyped code)
-   * throw an {@link OffsetTrackerError} `INVALID_OPTION`, as a bad `maxPending` does.
+   * so a record heavier than the cap still goes through, alone (what is in flight is counted for
+   * that, whatever the cap). A record fits when the weights are within a tolerance of
+   * `maxPending`·1e-9, far above the rounding of fractional weights summed in doubles. See
+   * {@link CappedOffsetTracker}. Options that are no object (from untyped code) throw an
+   * {@link OffsetTrackerError} `INVALID_OPTION`, as a bad `maxPending` does.
    */
   static capped<K>(options: CappedOffsetTrackerOptions<K>): CappedOffsetTracker<K> {
     return new CappedOffsetTracker(options)
@@ -240,6 +241,12 @@ export class CappedOffsetTracker<K> {
   readonly #name: string
   readonly #waiting: { key: K; weight: number; admit: (ticket: number) => void; fail: (e: Error) => void }[] =
     []
+  /**
+   * The tickets of weightless records (weight 0) in flight: all in flight are weightless when the
+   * inner tracker's `pending` is its size. Counted, not read off the summed weight, which a
+   * tolerance must judge (and at a large cap, whole weights in flight read as none).
+   */
+  readonly #weightless = new Set<number>()
   #closed = false
 
   constructor(options: CappedOffsetTrackerOptions<K>) {
@@ -280,7 +287,7 @@ export class CappedOffsetTracker<K> {
       }
     }
     if (this.#waiting.length === 0 && this.#admits(weight)) {
-      return Promise.resolve(this.#inner.track(key, weight))
+      return Promise.resolve(this.#track(key, weight))
     }
     return new Promise<number>((admit, fail) => {
       this.#waiting.push({ key, weight, admit, fail })
@@ -290,11 +297,12 @@ export class CappedOffsetTracker<K> {
   /** As {@link OffsetTracker.resolve}; a finished record may admit waiting ones. */
   resolve(ticket: number, status: DeliveryStatus): void {
     this.#inner.resolve(ticket, status)
+    if (status !== 'errored' && this.#weightless.size > 0) this.#weightless.delete(ticket)
     const waiting = this.#waiting
     let admitted = 0
     while (admitted < waiting.length && this.#admits(waiting[admitted]!.weight)) {
       const next = waiting[admitted++]!
-      next.admit(this.#inner.track(next.key, next.weight))
+      next.admit(this.#track(next.key, next.weight))
     }
     if (admitted > 0) waiting.splice(0, admitted)
   }
@@ -326,14 +334,21 @@ export class CappedOffsetTracker<K> {
     for (const w of waiting) w.fail(new OffsetTrackerError('CLOSED', `${this.#name}: the tracker is closed`))
   }
 
+  #track(key: K, weight: number): number {
+    const ticket = this.#inner.track(key, weight)
+    if (weight === 0) this.#weightless.add(ticket)
+    return ticket
+  }
+
   #admits(weight: number): boolean {
+    // Nothing that weighs is in flight: admitted whatever it weighs (alone). Counted, as summed
+    // fractional weights may not read 0 when they are gone (0.1 + 0.2 - 0.1 - 0.2 is 2.8e-17).
+    if (this.#inner.pending === this.#weightless.size) return true
     // Fractional weights are summed in doubles: what is in flight may read a little off its exact
     // sum (0.2 + 0.6 + 0.4 - 0.2 - 0.6 is 0.40000000000000024). Judged within a tolerance far
     // above that rounding and far below any weight that matters, a record that fills the cap
-    // exactly is admitted, and weightless records in flight weigh nothing.
-    const tolerance = this.#max * 1e-9
-    const pending = this.#inner.pendingWeight
-    return pending <= tolerance || pending + weight <= this.#max + tolerance
+    // exactly is admitted.
+    return this.#inner.pendingWeight + weight <= this.#max + this.#max * 1e-9
   }
 }
 

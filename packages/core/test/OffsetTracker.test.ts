@@ -1,4 +1,4 @@
-import { OffsetTracker, OffsetTrackerError } from '@ackline/core'
+import { type DeliveryStatus, OffsetTracker, OffsetTrackerError } from '@ackline/core'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 
@@ -278,6 +278,87 @@ describe('OffsetTracker.capped', () => {
     })
     await Promise.resolve()
     expect(second).toBe(false)
+  })
+
+  it('admits a record heavier than the cap only alone, however large the cap (bytes in flight)', async () => {
+    // The tolerance is maxPending·1e-9: 2 at a cap of 2e9. Two 1-byte records in flight read as
+    // "nothing in flight", and a 5e9-byte record went in beside them, not alone.
+    const tracker = OffsetTracker.capped<number>({ maxPending: 2e9 })
+    const a = await tracker.track(1, 1)
+    const b = await tracker.track(2, 1)
+    let admitted = false
+    const heavy = tracker.track(3, 5e9).then((ticket) => {
+      admitted = true
+      return ticket
+    })
+    await Promise.resolve()
+    expect(admitted).toBe(false)
+    expect(tracker.waiting).toBe(1)
+    tracker.resolve(a, 'delivered')
+    expect(tracker.waiting).toBe(1)
+    tracker.resolve(b, 'delivered')
+    expect(tracker.waiting).toBe(0)
+    tracker.resolve(await heavy, 'delivered')
+    expect(tracker.committable()).toBe(3)
+  })
+
+  it('admits in call order, never past the cap unless nothing that weighs is in flight, and never holds back a record that fits (property)', async () => {
+    type Step = { op: 'track'; kind: number } | { op: 'resolve'; pick: number; status: DeliveryStatus }
+    const step = fc.oneof(
+      fc.record({ op: fc.constant('track' as const), kind: fc.nat(6) }),
+      fc.record({
+        op: fc.constant('resolve' as const),
+        pick: fc.nat(),
+        status: fc.constantFrom<DeliveryStatus>('delivered', 'errored', 'rejected'),
+      }),
+    )
+    // Caps of records and of bytes; weights exact in doubles (quarters). A record fits within the
+    // documented tolerance, maxPending·1e-9 (1 at a cap of 1e9).
+    const cap = fc.oneof(fc.integer({ min: 1, max: 8 }), fc.integer({ min: 1e9, max: 4e9 }))
+    const seed = Number(process.env.ACKLINE_SEED ?? Date.now() % 2 ** 31)
+    console.log(`CappedOffsetTracker property seed: ${seed}`)
+    await fc.assert(
+      fc.asyncProperty(cap, fc.array(step, { maxLength: 60 }), async (max, steps: Step[]) => {
+        const weights = [0, 0.25, 1, 2, Math.floor(max / 2), max, max * 2 + 1]
+        const tracker = OffsetTracker.capped<number>({ maxPending: max })
+        const inFlight = new Map<number, number>() // ticket → weight, admitted and not finished
+        const queued: { id: number; weight: number }[] = []
+        let calls = 0
+        const wrong: string[] = []
+        const weighing = () => [...inFlight.values()].filter((w) => w > 0).length
+        const sum = () => [...inFlight.values()].reduce((a, b) => a + b, 0)
+        const room = max + max * 1e-9
+        for (const s of steps) {
+          if (s.op === 'track') {
+            const id = calls++
+            const weight = weights[s.kind]!
+            queued.push({ id, weight })
+            void tracker.track(id, weight).then((ticket) => {
+              // Admitted in call order, and within the cap unless nothing that weighs was in flight.
+              if (queued[0]?.id !== id) wrong.push(`record ${id} admitted before ${queued[0]?.id}`)
+              queued.shift()
+              if (weighing() > 0 && sum() + weight > room) {
+                wrong.push(`record ${id} (${weight}) admitted beside ${sum()} in flight, cap ${max}`)
+              }
+              inFlight.set(ticket, weight)
+            })
+          } else {
+            const tickets = [...inFlight.keys()]
+            if (tickets.length === 0) continue
+            const ticket = tickets[s.pick % tickets.length]!
+            if (s.status !== 'errored') inFlight.delete(ticket)
+            tracker.resolve(ticket, s.status)
+          }
+          for (let i = 0; i < 4; i++) await Promise.resolve()
+          expect(wrong).toEqual([])
+          // Nothing waits that could go in: the first waiting record does not fit beside weight.
+          expect(tracker.waiting).toBe(queued.length)
+          if (queued.length > 0) expect(weighing() > 0 && sum() + queued[0]!.weight > room).toBe(true)
+          expect(tracker.pending).toBe(inFlight.size)
+        }
+      }),
+      { seed, numRuns: 300 },
+    )
   })
 
   it('keeps an errored record in flight', async () => {
