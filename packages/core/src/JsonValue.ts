@@ -30,10 +30,11 @@ export const JsonValue = {
    * An object with a `toJSON` method (a `Date`, which user code may put in a field) is copied as
    * what that returns, the JSON it writes (a `Date`: its ISO string), where a copy of its own keys
    * would be `{}`; a boxed number, string or boolean (`new Number(1)`) as the primitive JSON
-   * writes. A value nested deeper than the stack allows (`JSON.parse` takes any depth) is
-   * copied too; a cyclic value, which is not JSON, throws a `TypeError`, as does one whose
-   * `toJSON` results nest without end (a new object each call, holding the object again or
-   * another of its kind), which `JSON.stringify` cannot write either.
+   * writes; an object as its own members, which JSON writes (not what its prototype holds). A
+   * value nested deeper than the stack allows (`JSON.parse` takes any depth) is copied too; a
+   * cyclic value, which is not JSON, throws a `TypeError`, as does one whose `toJSON` results nest
+   * without end (a new object each call, holding the object again or another of its kind), which
+   * `JSON.stringify` cannot write either.
    */
   copy<T extends JsonValue>(value: T): T {
     try {
@@ -160,11 +161,23 @@ function copyMembers(value: JsonValue): JsonValue {
     return out
   }
   const out: JsonObject = {}
+  const inherits = inheritsMembers(value)
   for (const key in value) {
+    if (inherits && !Object.hasOwn(value, key)) continue
     if (key === '__proto__') defineProto(out, copyValue(value[key]!, key))
     else out[key] = copyValue(value[key]!, key)
   }
   return out
+}
+
+/**
+ * Whether `for…in` over `value` may meet keys of its prototype (`Object.create(defaults)`, a
+ * prototype's data), which JSON does not write: not for a plain object or one without a
+ * prototype, whose copy then pays no test per key.
+ */
+function inheritsMembers(value: object): boolean {
+  const proto: unknown = Object.getPrototypeOf(value)
+  return proto !== Object.prototype && proto !== null
 }
 
 /**
@@ -216,7 +229,8 @@ interface Frame {
 const frameOf = (source: JsonObject | JsonValue[]): Frame => {
   if (Array.isArray(source)) return { source, target: [], keys: undefined, next: 0 }
   const keys: string[] = []
-  for (const key in source) keys.push(key)
+  const inherits = inheritsMembers(source)
+  for (const key in source) if (!inherits || Object.hasOwn(source, key)) keys.push(key)
   return { source, target: {}, keys, next: 0 }
 }
 

@@ -124,7 +124,34 @@ describe('JsonValue.copy', () => {
     expect(JSON.stringify(event)).toBe('{"v":3,"s":"x"}')
   })
 
-  it('writes a copy as JSON writes the original, for values holding boxes, Dates and toJSON results (property)', () => {
+  it('copies only the own members of an object, as JSON writes it: never what its prototype holds', () => {
+    // `Object.create(defaults)` and a prototype's data (`Legacy.prototype.kind`) are enumerable,
+    // so a `for…in` copy made them members: a clone written (copy on write) sent keys JSON never
+    // wrote for the original. A class instance is taken as fields (`TransformContext.create`).
+    const defaults = { level: 'info' }
+    const withDefaults = Object.assign(Object.create(defaults) as object, { message: 'x' })
+    function Legacy(this: { own: number }) {
+      this.own = 1
+    }
+    Legacy.prototype.kind = 'legacy'
+    const legacy = new (Legacy as unknown as new () => object)()
+    const value = { a: withDefaults, b: [legacy] } as unknown as JsonObject
+    const written = '{"a":{"message":"x"},"b":[{"own":1}]}'
+    expect(JSON.stringify(value)).toBe(written)
+    expect(JSON.stringify(JsonValue.copy(value))).toBe(written)
+    // The path without recursion, for a value deeper than the stack.
+    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
+    let inner = deep
+    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
+    inner[0] = withDefaults as Json
+    let copied = JsonValue.copy(deep) as Json
+    while (Array.isArray(copied)) copied = copied[0]!
+    expect(JSON.stringify(copied)).toBe('{"message":"x"}')
+    const event = new LogEvent({ a: withDefaults } as unknown as JsonObject)
+    expect(JSON.stringify(event.clone().set('seen', true))).toBe('{"a":{"message":"x"},"seen":true}')
+  })
+
+  it('writes a copy as JSON writes the original, for values holding boxes, Dates, toJSON results and prototypes (property)', () => {
     const seed = Number(process.env.ACKLINE_SEED ?? Date.now() % 2 ** 31)
     console.log(`JsonValue.copy property seed: ${seed}`)
     const leaf = fc.oneof(
@@ -134,6 +161,7 @@ describe('JsonValue.copy', () => {
       fc.boolean().map((b) => new Boolean(b)),
       fc.integer({ min: 0, max: 2 ** 40 }).map((ms) => new Date(ms)),
       fc.string().map((s) => ({ toJSON: () => new String(s) })),
+      fc.string().map((s) => Object.assign(Object.create({ inherited: s }) as object, { own: s })),
     )
     const value = fc.letrec<{ v: unknown }>((tie) => ({
       v: fc.oneof(
