@@ -17,6 +17,7 @@ import {
   type ConformanceRule,
   type ConformanceRunner,
   callWithin,
+  namingSteps,
   register,
   runRules,
   within,
@@ -196,7 +197,7 @@ const step = <T>(subject: Subject, name: string, call: () => T | PromiseLike<T>)
   callWithin(call, subject.timeoutMs ?? 5000, 'buffer.settles', KIND, name)
 
 /** Every rule of the buffer suite, in the order they run. */
-export const bufferRules: readonly ConformanceRule<Subject>[] = [
+export const bufferRules: readonly ConformanceRule<Subject>[] = namingSteps<Subject>([
   {
     id: 'buffer.hands-out-what-it-accepts',
     title: 'hands out through pull every event pushed, then undefined once closed and drained',
@@ -398,7 +399,7 @@ export const bufferRules: readonly ConformanceRule<Subject>[] = [
       }
     },
   },
-]
+])
 
 /**
  * Registers the buffer suite with the test runner: one test per rule, each on a fresh buffer.

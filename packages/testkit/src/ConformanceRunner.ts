@@ -3,7 +3,9 @@
  * user has (vitest, jest, mocha, node:test), given or found on `globalThis`.
  *
  * Invariant: a rule is a plain async check that throws a {@link ConformanceError}; the runner only
- * names it. `check*` functions run the same rules without any runner and return the failures.
+ * names it. A step of the user's code that throws (a factory, `start()`, `stop()`, a hook) fails
+ * the rule it ran under, naming the component's kind and the step (`namingSteps`). `check*`
+ * functions run the same rules without any runner and return the failures.
  *
  * @module
  */
@@ -11,6 +13,7 @@ import { inspect } from 'node:util'
 import { MAX_TIMER_MS } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
 import { describeThrown } from './internal/describeThrown.js'
+import { StepFailure } from './internal/StepFailure.js'
 
 /** The two functions a conformance suite needs from a test runner. */
 export interface ConformanceRunner {
@@ -121,6 +124,43 @@ export async function runRules<S>(
   return failures
 }
 
+/**
+ * `rules` with each check reporting a step of the user's code that threw (`callWithin`, `stepOf`)
+ * as a {@link ConformanceError} of that rule, naming the component's kind and the step, with what
+ * it threw as its `cause`: a suite's rules are made through it, so a rule run on its own (its
+ * exported `check`) says it as well as the runner and the `check*` functions do.
+ */
+export function namingSteps<S>(rules: readonly ConformanceRule<S>[]): readonly ConformanceRule<S>[] {
+  return rules.map((rule) => ({
+    ...rule,
+    check: (subject: S) =>
+      Promise.resolve()
+        .then(() => rule.check(subject))
+        .catch((error: unknown) => {
+          if (!(error instanceof StepFailure)) throw error
+          throw new ConformanceError(
+            rule.id,
+            error.component,
+            `${error.step} threw: ${describeThrown(error.thrown)}`,
+            `${error.step} must succeed for the rule to check anything: see the cause, what it threw`,
+            { cause: error.thrown },
+          )
+        }),
+  }))
+}
+
+/**
+ * What `call` (a synchronous step of the user's code, such as a transform's factory) returns; a
+ * throw fails the rule it ran under, naming `component` and `step` (see {@link namingSteps}).
+ */
+export function stepOf<T>(call: () => T, component: string, step: string): T {
+  try {
+    return call()
+  } catch (error) {
+    throw new StepFailure(component, step, error)
+  }
+}
+
 /** Resolves with `promise`, or rejects with a {@link ConformanceError} after `ms`. */
 export function within<T>(promise: Promise<T>, ms: number, error: () => ConformanceError): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined
@@ -134,6 +174,8 @@ export function within<T>(promise: Promise<T>, ms: number, error: () => Conforma
  * What `call` (a step of the user's code: a factory, `start`, `stop`, a hook) returns, or a
  * {@link ConformanceError} `code` naming `step` when it does not settle within `ms`: the rule
  * fails, it never waits forever (the `check*` functions have no runner's timeout to end them).
+ * A `call` that throws or rejects fails the rule it ran under, naming `component` and `step`
+ * (see {@link namingSteps}).
  */
 export function callWithin<T>(
   call: () => T | PromiseLike<T>,
@@ -142,8 +184,13 @@ export function callWithin<T>(
   component: string,
   step: string,
 ): Promise<T> {
+  const called = Promise.resolve()
+    .then(call)
+    .catch((error: unknown) => {
+      throw new StepFailure(component, step, error)
+    })
   return within(
-    Promise.resolve().then(call),
+    called,
     ms,
     () =>
       new ConformanceError(

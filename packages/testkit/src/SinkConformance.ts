@@ -11,12 +11,13 @@
 import { inspect } from 'node:util'
 import type { DeliveryStatus, JsonObject, LogEvent } from '@ackline/core'
 import type { Sink } from '@ackline/topology'
-import { TopologyBuilder } from '@ackline/topology'
+import { TopologyBuilder, TopologyError } from '@ackline/topology'
 import { ConformanceError } from './ConformanceError.js'
 import {
   type ConformanceRule,
   type ConformanceRunner,
   callWithin,
+  namingSteps,
   register,
   runRules,
   within,
@@ -28,6 +29,7 @@ import { describeValue } from './internal/describeValue.js'
 import { batchOf, defaultRecords, listSource, runTopology } from './internal/fixtures.js'
 import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
 import { matchRecords } from './internal/matchRecords.js'
+import { StepFailure } from './internal/StepFailure.js'
 
 /** Options of {@link sinkConformance} and {@link checkSink}. */
 export interface SinkConformanceOptions<S extends Sink = Sink> {
@@ -258,7 +260,7 @@ const added = (stored: readonly JsonObject[], before: readonly JsonObject[]): Js
   matchRecords(before, stored).left
 
 /** Every rule of the sink suite, in the order they run. */
-export const sinkRules: readonly ConformanceRule<Subject>[] = [
+export const sinkRules: readonly ConformanceRule<Subject>[] = namingSteps<Subject>([
   {
     id: 'sink.never-ends-events',
     title: 'never ends an event itself; it reports statuses and the runtime ends the events',
@@ -457,7 +459,14 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
             'the topology did not finish',
             'see sink.write-settles',
           ),
-      )
+      ).catch((error: unknown) => {
+        // The runtime starts the sink: a start() that threw is named as the other rules name it.
+        const failed =
+          error instanceof TopologyError
+            ? error.problems.find((p) => p.code === 'SINK_START_FAILED')
+            : undefined
+        throw failed === undefined ? error : new StepFailure(kindOf(sink), 'start()', failed.cause)
+      })
       await lateEndWindow()
       if (watched.late() > 0) {
         throw new ConformanceError(
@@ -484,7 +493,7 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = [
       }
     },
   },
-]
+])
 
 const stopHangs = (sink: Sink) =>
   new ConformanceError(

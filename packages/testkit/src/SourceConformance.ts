@@ -17,6 +17,7 @@ import {
   type ConformanceRule,
   type ConformanceRunner,
   callWithin,
+  namingSteps,
   register,
   runRules,
   within,
@@ -257,7 +258,7 @@ function launch(source: Source, context: SourceContext) {
 }
 
 /** Every rule of the source suite. */
-export const sourceRules: readonly ConformanceRule<Subject>[] = [
+export const sourceRules: readonly ConformanceRule<Subject>[] = namingSteps<Subject>([
   {
     id: 'source.run-waits-for-accepted',
     title: 'does not resolve run() while a batch it sent is not yet accepted',
@@ -489,7 +490,7 @@ export const sourceRules: readonly ConformanceRule<Subject>[] = [
       }
     },
   },
-]
+])
 
 const noSend = (kind: string, ms: number) =>
   new ConformanceError(

@@ -15,8 +15,10 @@ import {
   type ConformanceRule,
   type ConformanceRunner,
   callWithin,
+  namingSteps,
   register,
   runRules,
+  stepOf,
 } from './ConformanceRunner.js'
 import { DeliveryLedger } from './DeliveryLedger.js'
 import { describeThrown } from './internal/describeThrown.js'
@@ -275,7 +277,7 @@ function lateCallsHarmless(transform: Transform): {
 }
 
 /** Every rule of the transform suite, in the order they run. */
-export const transformRules: readonly ConformanceRule<Subject>[] = [
+export const transformRules: readonly ConformanceRule<Subject>[] = namingSteps<Subject>([
   {
     id: 'transform.accounts-for-every-event',
     title: 'emits, drops or merges every event it is given (by the end of process, or of flush)',
@@ -286,7 +288,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
       const runs: Observed[] = []
       let kind = 'transform'
       for (let size = 1; size <= records.length; size++) {
-        const transform = subject.make()
+        const transform = stepOf(subject.make, 'transform', 'make()')
         kind = transform.kind
         const batch = records.slice(0, size)
         const seen = await observe(transform, [batch], subject.timeoutMs ?? 5000)
@@ -303,7 +305,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
       }
       // Then one transform for many calls in a row: one that forgets from its Nth call (or event) on.
       const arrays = callsInARow(subject)
-      const transform = subject.make()
+      const transform = stepOf(subject.make, 'transform', 'make()')
       const seen = await observe(transform, arrays, subject.timeoutMs ?? 5000)
       const inputs = arrays.flat()
       const forgotten = forgottenIn(seen, inputs.length)
@@ -326,7 +328,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     id: 'transform.drops-through-context',
     title: 'discards an event with context.drop, never by ending it',
     async check(subject) {
-      const transform = subject.make()
+      const transform = stepOf(subject.make, 'transform', 'make()')
       const seen = await observe(transform, callsInARow(subject), subject.timeoutMs ?? 5000)
       const direct = [...seen.endedDirectly].filter((i) => !seen.dropped.has(i))
       if (direct.length > 0) {
@@ -343,7 +345,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     id: 'transform.emits-once-per-port',
     title: 'emits one event at most once on each port',
     async check(subject) {
-      const transform = subject.make()
+      const transform = stepOf(subject.make, 'transform', 'make()')
       const arrays = callsInARow(subject)
       const seen = await observe(transform, arrays, subject.timeoutMs ?? 5000)
       for (const [i, ports] of seen.emitted) {
@@ -363,7 +365,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
     title: 'keeps the input order on each port, when it says it does',
     async check(subject) {
       if (subject.keepsOrder !== true) return
-      const transform = subject.make()
+      const transform = stepOf(subject.make, 'transform', 'make()')
       const seen = await observe(transform, [subject.records ?? defaultRecords()], subject.timeoutMs ?? 5000)
       for (const [port, order] of seen.order) {
         const inputs = order.filter((i) => i >= 0)
@@ -387,7 +389,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
       // Twice: sinks that deliver, then sinks that fail every event. Only the second shows an event
       // replaced by a copy that does not inherit its finalizers (its source hears delivered).
       for (const outcome of ['delivered', 'errored'] as const) {
-        const transform = subject.make()
+        const transform = stepOf(subject.make, 'transform', 'make()')
         const records = subject.records ?? defaultRecords()
         const ledger = new DeliveryLedger({ acknowledgements: true })
         const watched = lateCallsHarmless(transform)
@@ -437,7 +439,7 @@ export const transformRules: readonly ConformanceRule<Subject>[] = [
       }
     },
   },
-]
+])
 
 /**
  * Registers the transform suite with the test runner: one test per rule, each on a fresh

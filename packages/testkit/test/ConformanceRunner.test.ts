@@ -2,6 +2,8 @@
 // check anything with them.
 import {
   bufferConformance,
+  ConformanceError,
+  type ConformanceRunner,
   checkBuffer,
   checkSink,
   checkSource,
@@ -55,5 +57,96 @@ describe('a suite refuses records it cannot check anything with', () => {
     await expect(checkSink(storesNothing, { records: [], read: () => [] })).rejects.toThrow(
       "the sink conformance check: 'records' must be a non-empty array of records (JSON objects), got []: with no record no rule checks anything",
     )
+  })
+})
+
+describe('a step of the component under test that throws', () => {
+  // Before, every suite reported it as "the check threw", naming no step, and for a sink the
+  // suite ('sink') rather than the sink's kind; under a runner the test failed with the bare error.
+  const firstLines = (found: readonly ConformanceError[]) => found.map((f) => f.message.split('\n')[0])
+  const store = (over: Partial<Sink> = {}): Sink => ({
+    kind: 'store',
+    write: async () => undefined,
+    ...over,
+  })
+  const boom = new Error('boom')
+  const throws = () => {
+    throw boom
+  }
+
+  it("a sink's make(), start() or stop(): each rule names the step, and the sink's kind once it has one", async () => {
+    const made = await checkSink(throws, { read: () => [] })
+    expect(made.length).toBe(6)
+    for (const failure of made) expect(failure.cause).toBe(boom)
+    expect(firstLines(made)).toContain('sink.never-ends-events (sink): make() threw: Error: boom')
+    const started = await checkSink(() => store({ start: throws }), { read: () => [] })
+    expect(firstLines(started)).toContain('sink.never-ends-events (store): start() threw: Error: boom')
+    expect(started.every((f) => f.message.includes('start() threw') && f.cause === boom)).toBe(true)
+    const stopped = await checkSink(() => store({ stop: throws }), { read: () => [] })
+    expect(firstLines(stopped)).toContain('sink.never-ends-events (store): stop() threw: Error: boom')
+  })
+
+  it("a source's make() or feed(): each rule names the step and the source's kind", async () => {
+    const made = await checkSource(throws)
+    expect(firstLines(made)).toEqual([
+      'source.run-waits-for-accepted (source): make() threw: Error: boom',
+      'source.acknowledges-only-delivered (source): make() threw: Error: boom',
+    ])
+    const fed = await checkSource(
+      () => ({ source: sendsNothing(), feed: throws, upstream: () => ({ acked: [], failed: [] }) }),
+      { timeoutMs: 200 },
+    )
+    expect(firstLines(fed)).toEqual([
+      'source.run-waits-for-accepted (sends_nothing): feed() threw: Error: boom',
+      'source.acknowledges-only-delivered (sends_nothing): feed() threw: Error: boom',
+    ])
+    expect(fed.every((f) => f.cause === boom)).toBe(true)
+  })
+
+  it("a buffer's make() or push(): each rule names the step", async () => {
+    const made = await checkBuffer(() => Promise.reject(boom))
+    expect(new Set(firstLines(made))).toEqual(
+      new Set([
+        'buffer.hands-out-what-it-accepts (buffer): make() threw: Error: boom',
+        'buffer.never-acknowledges-before-the-sink (buffer): make() threw: Error: boom',
+        'buffer.pull-waits (buffer): make() threw: Error: boom',
+      ]),
+    )
+    const refuses = async () => ({
+      buffer: { push: () => Promise.reject(boom), pull: async () => undefined, close: async () => {} },
+    })
+    const pushed = await checkBuffer(refuses, { timeoutMs: 200 })
+    expect(firstLines(pushed)).toContain(
+      'buffer.hands-out-what-it-accepts (buffer): push() threw: Error: boom',
+    )
+  })
+
+  it("a transform's make(): each rule names the step", async () => {
+    const made = await checkTransform(throws)
+    expect(made.length).toBeGreaterThan(0)
+    for (const failure of made) {
+      expect(failure.message).toMatch(/^transform\.[a-z-]+ \(transform\): make\(\) threw: Error: boom/)
+      expect(failure.cause).toBe(boom)
+    }
+  })
+
+  it("under a test runner, the test fails with the rule's ConformanceError, not the bare error", async () => {
+    const tests: (() => Promise<void>)[] = []
+    const collect: ConformanceRunner = {
+      describe: (_, body) => body(),
+      it: (_, body) => {
+        tests.push(body)
+      },
+    }
+    sinkConformance('s', () => store({ start: throws }), { read: () => [], runner: collect })
+    const failure = await tests[0]!().then(
+      () => undefined,
+      (error: unknown) => error,
+    )
+    expect(failure).toBeInstanceOf(ConformanceError)
+    expect((failure as ConformanceError).message.split('\n')[0]).toBe(
+      'sink.never-ends-events (store): start() threw: Error: boom',
+    )
+    expect((failure as ConformanceError).cause).toBe(boom)
   })
 })

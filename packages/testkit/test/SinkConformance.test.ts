@@ -172,7 +172,7 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(found.length).toBeGreaterThan(0)
     for (const failure of found) {
       expect(failure).toBeInstanceOf(ConformanceError)
-      expect(failure.message).toMatch(/the check threw: Error: factory boom/)
+      expect(failure.message).toMatch(/^sink\.[a-z-]+ \(sink\): make\(\) threw: Error: factory boom/)
       expect(failure.cause).toBe(boom)
     }
   })

@@ -33,7 +33,9 @@ describe('a callback that throws a value String() cannot convert', () => {
       'transform.emits-once-per-port',
       'transform.in-topology',
     ])
-    expect(found[0]!.message).toContain("the check threw: [Object: null prototype] { reason: 'odd' }")
+    expect(found[0]!.message).toContain(
+      "transform.accounts-for-every-event (odd): process() threw: [Object: null prototype] { reason: 'odd' }",
+    )
     const sink = await checkSink(() => ({
       kind: 'odd',
       write: async () => {
