@@ -24,7 +24,9 @@
  * - `BUFFER_FULL`: a full `drop_newest` buffer dropped it (in memory, or on disk);
  * - `RECORD_TOO_LARGE`: a disk buffer could not store it, larger than a segment (`rejected`);
  * - `ACK_TIMEOUT`: the topology's `ackTimeoutMs` passed first (`errored`);
- * - `STOPPED`: the topology stopped (or a stop's deadline passed) before the batch resolved;
+ * - `STOPPED`: the topology stopped (or a stop's deadline passed) before the batch resolved: a
+ *   sink's write or a transform's call was still running (its component named), or nothing
+ *   had settled it;
  * - `UNEXPLAINED`: no component said why (a leaked handle, or code that ended an event with a
  *   status and no reason).
  *

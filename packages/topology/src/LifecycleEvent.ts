@@ -49,7 +49,11 @@ export type ComponentErrorCode =
   | 'PROCESS_FAILED'
   /** A transform emitted on a port it does not declare: `emit` settled the event `errored`, then threw. */
   | 'UNDECLARED_PORT'
-  /** A transform emitted after its call returned (from a timer, say): the event was settled `errored`. */
+  /**
+   * A transform emitted after its call returned (from a timer, say): the event was settled
+   * `errored`. Also: a call a forced stop gave up (it had not returned) emitted or dropped an
+   * event afterwards; the stop had settled it, and nothing changed (`events` is 0).
+   */
   | 'EMIT_AFTER_RETURN'
   /** A sink's `write` failed (one fact per failed attempt). */
   | 'WRITE_FAILED'

@@ -8,7 +8,10 @@
  * each input event was emitted, dropped or merged; any other one is settled `errored` here and
  * reported. A transform with `flush` may keep events across calls (a reduce window): they are
  * tracked as held until a later call emits, drops or merges them, and whatever is still held
- * after the last flush at stop (or at a forced stop) is settled `errored` and reported. An event
+ * after the last flush at stop (or at a forced stop) is settled `errored` and reported. A call
+ * still running at a forced stop is given up: its inputs, what it made and the handles of its own
+ * it emitted are settled `errored` (`STOPPED`) there, and what it does afterwards (emit, drop,
+ * return, throw) settles nothing more and passes nothing on. An event
  * the call made with `create` is checked as an input is, so the clones of its parents it holds
  * never outlive the call unnoticed. An emitted handle is owned by the output from then on; one
  * that the transform ended after emitting it is not passed on (and reported), and neither is one
@@ -85,6 +88,8 @@ class CallContext implements TransformContext {
   /** The events `create` made during the call, checked afterwards as its inputs are; made on the first. */
   created: LogEvent[] | undefined = undefined
   #open = false
+  /** Set once a forced stop gave the call up while it ran (see {@link CallContext.abandon}). */
+  abandoned = false
   readonly #runner: TransformRunner
   /** The call's inputs (none for `flush`), what `drop` may end besides what it made or holds. */
   #inputs: readonly LogEvent[] = NO_EVENTS
@@ -148,7 +153,9 @@ class CallContext implements TransformContext {
       this.#runner.settleStray(
         event,
         'EMIT_AFTER_RETURN',
-        `transform '${this.id}' emitted an event after its call returned`,
+        this.abandoned
+          ? `transform '${this.id}' emitted an event after the forced stop gave its call up`
+          : `transform '${this.id}' emitted an event after its call returned`,
       )
       return
     }
@@ -208,7 +215,9 @@ class CallContext implements TransformContext {
           type: 'component_error',
           component: this.id,
           code: 'EMIT_AFTER_RETURN',
-          message: `transform '${this.id}' dropped an event after its call returned: it was not ended (passed on or kept, it is not the transform's to end any more)`,
+          message: this.abandoned
+            ? `transform '${this.id}' dropped an event after the forced stop gave its call up: it was not ended (the stop settled it)`
+            : `transform '${this.id}' dropped an event after its call returned: it was not ended (passed on or kept, it is not the transform's to end any more)`,
           events: 0,
         })
         return
@@ -297,6 +306,27 @@ class CallContext implements TransformContext {
   }
 
   /**
+   * A forced stop gives the call up while it runs: it is closed (an `emit` from now on is settled
+   * and reported, a `drop` ends nothing), forgets what it recorded, and returns what the runtime
+   * must settle for it: its inputs, the events it made with `create`, and the handles of its own
+   * it emitted (a clone), each once and still live. Not a handle an earlier call passed on,
+   * which is a sink's.
+   */
+  abandon(): LogEvent[] {
+    this.#open = false
+    this.abandoned = true
+    const holder = this.#runner.holder
+    const live = new Set<LogEvent>()
+    for (const event of this.#inputs) if (!event.isEnded) live.add(event)
+    for (const event of this.created ?? NO_EVENTS) if (!event.isEnded) live.add(event)
+    const emitted = [this.emitted, ...this.ports.values()]
+    for (const list of emitted)
+      for (const event of list) if (!event.isEnded && event.isLocalTo(holder)) live.add(event)
+    this.release()
+    return [...live]
+  }
+
+  /**
    * Forgets what the call recorded, once it was sent (the lists now belong to their arrays), so a
    * context kept between calls holds no events.
    */
@@ -329,6 +359,10 @@ export class TransformRunner {
   readonly #coalesce: boolean
   /** The context of synchronous `process` calls; `undefined` once a call returned a promise. */
   #shared: CallContext | undefined
+  /** The context of the `process` or `flush` call running now, which a forced stop gives up. */
+  #calling: CallContext | undefined = undefined
+  /** Whether `#calling` is a `flush` call. */
+  #callingFlush = false
   #tail: Promise<void> = RESOLVED
   #timer: ReturnType<typeof setInterval> | undefined = undefined
   /** Whether a timed flush is queued and has not started yet. */
@@ -432,6 +466,31 @@ export class TransformRunner {
     if (this.#timer !== undefined) clearInterval(this.#timer)
     this.#timer = undefined
     this.#settleHeld('the forced stop')
+    this.#abandonCall()
+  }
+
+  /**
+   * Gives up the call still running at a forced stop (one that never returns would otherwise keep
+   * its inputs live for good, their batches told `errored` while the handles wait for the leak
+   * detector): what it holds of the runtime's is settled `errored` now (`STOPPED`), and when it
+   * returns or throws nothing is checked or passed on. Every handle it could still touch has then
+   * ended: an `emit` of one settles nothing and a `drop` ends nothing, so no status changes.
+   */
+  #abandonCall(): void {
+    const context = this.#calling
+    if (context === undefined) return
+    this.#calling = undefined
+    if (this.#shared === context) this.#shared = undefined
+    const step = this.#callingFlush ? 'flush' : 'process'
+    const live = context.abandon()
+    if (live.length === 0) return
+    const reason = this.failure(
+      'STOPPED',
+      `the stop deadline passed while transform '${this.id}' was in ${step}(): the call was given up`,
+    )
+    for (const event of live) event.end('errored', { reason })
+    this.counters.errored += live.length
+    this.counters.failed('STOPPED', live.length)
   }
 
   #settleHeld(when: string): void {
@@ -472,6 +531,8 @@ export class TransformRunner {
     const count = array.length
     if (this.#frozenInputs) Object.freeze(array.events)
     context.open(array.events)
+    this.#calling = context
+    this.#callingFlush = false
     let pending: void | Promise<void>
     try {
       pending = this.transform.process(array, context)
@@ -499,6 +560,8 @@ export class TransformRunner {
    * with every input settled).
    */
   #processed(context: CallContext, array: EventArray, count: number, failure: unknown): Promise<void> {
+    // Given up by a forced stop, which settled what it held: nothing to check or pass on.
+    if (context.abandoned) return RESOLVED
     if (array.length !== count) {
       this.#frozenInputs = true
       this.emit({
@@ -565,6 +628,8 @@ export class TransformRunner {
     if (this.transform.flush === undefined) return
     const context = new CallContext(this)
     context.open(NO_EVENTS)
+    this.#calling = context
+    this.#callingFlush = true
     let failure: unknown
     try {
       const pending = this.transform.flush(context)
@@ -572,6 +637,8 @@ export class TransformRunner {
     } catch (error) {
       failure = thrown(error)
     }
+    // Given up by a forced stop, which settled what it held: nothing to check or pass on.
+    if (context.abandoned) return
     await this.#finish(context, [], 0, failure, 'flush')
   }
 
@@ -586,6 +653,7 @@ export class TransformRunner {
     failure: unknown,
     step: 'process' | 'flush',
   ): Promise<void> {
+    if (this.#calling === context) this.#calling = undefined
     try {
       return this.#check(context, inputs, given, failure, step)
     } catch (error) {
