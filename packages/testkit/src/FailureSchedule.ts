@@ -104,10 +104,14 @@ export function faultySink(sink: Sink, faults: FailureSchedule): Sink & { readon
       // A malformed result is passed on as it is, for the runtime to settle errored (BAD_RESULT):
       // filling its gaps with `delivered` would hide the inner sink's bug behind a wrong ack.
       if (result !== undefined && (!Array.isArray(result) || result.length !== events.length)) return result
+      // Every other entry as the inner sink gave it: one that is no status (null, a hole) stays
+      // one, for the runtime to settle errored, never filled in with `delivered`.
       return events.events.map((_, i) =>
         flags[i]
           ? new RejectError(sink.kind, `scheduled rejection of ${reject!.field}`)
-          : (result?.[i] ?? 'delivered'),
+          : result === undefined
+            ? 'delivered'
+            : result[i]!,
       )
     },
   }

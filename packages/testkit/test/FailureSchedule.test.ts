@@ -19,6 +19,20 @@ describe('faultySink', () => {
     }
   })
 
+  it('keeps an inner entry that is no status (null, a hole) as it is beside a scheduled rejection, never delivered', async () => {
+    // It became 'delivered' (`?? 'delivered'`): the runtime settles such an entry errored
+    // (BAD_RESULT), so a sink that lost an event's status was acknowledged once a neighbour of
+    // that event was scheduled for rejection.
+    const hole: unknown[] = ['delivered']
+    hole.length = 2
+    for (const result of [['delivered', null], ['delivered', undefined], hole]) {
+      const inner: Sink = { kind: 'inner', write: async () => result as never }
+      const out = (await faultySink(inner, rejectEven).write(events())) as unknown[]
+      expect(out[0]).toBeInstanceOf(RejectError)
+      expect(out[1]).toBe(result[1])
+    }
+  })
+
   it('fails the scheduled call, counted at its start, when writes overlap during a hang', async () => {
     const inner: Sink = { kind: 'inner', concurrency: 2, write: async () => undefined }
     const sink = faultySink(inner, { errorOnCalls: [1], hangMs: 1 })
