@@ -67,6 +67,8 @@ const schemas = {
   }).schema,
 }
 
+const zodAccepts = (schema: z.ZodType, value: unknown): boolean => schema.safeParse(value).success
+
 describe('fastCheck', () => {
   it.each(Object.entries(schemas))('agrees with zod on every value for %s', (_name, schema) => {
     const fast = fastCheck(schema)
@@ -88,6 +90,32 @@ describe('fastCheck', () => {
         retry: { attempts: 5, initialBackoffMs: 10, maxBackoffMs: 100, multiplier: 2 },
       }),
     ).toBe(true)
+  })
+
+  it('calls invalid what zod refuses though it is an object: a Map or class instance as a record, a symbol key, an inherited unknown option', () => {
+    const Options = defineOptions({ headers: z.record(z.string(), z.string()).optional() })
+    const fast = fastCheck(Options.schema)!
+    class Headers {
+      accept = 'text/plain'
+    }
+    const values: unknown[] = [
+      { headers: new Map([['accept', 'text/plain']]) },
+      { headers: new Headers() },
+      { headers: new Date(0) },
+      { headers: { [Symbol('accept')]: 'text/plain' } },
+      // A misspelt option on the prototype (options made with Object.create(defaults)).
+      Object.create({ header: { accept: 'text/plain' } }),
+    ]
+    for (const value of values) {
+      expect(zodAccepts(Options.schema, value)).toBe(false)
+      expect(fast(value)).toBe(false)
+      // What a component's validate() (and so build()) says: an issue, not a silent pass.
+      expect(Options.validate(value)).not.toEqual([])
+    }
+    // A plain object (of any realm, or without a prototype) is still a record.
+    const bare = Object.assign(Object.create(null) as object, { accept: 'text/plain' })
+    expect(fast({ headers: bare })).toBe(true)
+    expect(fast({ headers: { accept: 'text/plain' } })).toBe(true)
   })
 
   it('leaves to zod what it does not know: refinements, string formats', () => {

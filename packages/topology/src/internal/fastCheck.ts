@@ -51,6 +51,22 @@ export function fastCheck(schema: z.core.$ZodType): Check | undefined {
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value)
 
+/**
+ * What zod takes for a record: an object with no constructor, or one whose constructor's
+ * prototype has its own `isPrototypeOf` (an `Object` of any realm). A `Map`, a `Date` or a class
+ * instance is not one: their entries are not keys, and the component would read none.
+ */
+function isPlainObject(value: unknown): value is Record<PropertyKey, unknown> {
+  if (!isObject(value)) return false
+  const ctor: unknown = value.constructor
+  if (typeof ctor !== 'function') return true
+  const proto: unknown = ctor.prototype
+  return isObject(proto) && Object.hasOwn(proto, 'isPrototypeOf')
+}
+
+const isEnumerable = (value: object, key: PropertyKey): boolean =>
+  Object.prototype.propertyIsEnumerable.call(value, key)
+
 function compile(schema: z.core.$ZodType): Check | undefined {
   const def = schema._zod.def as unknown as Def
   switch (def.type) {
@@ -108,7 +124,8 @@ function compile(schema: z.core.$ZodType): Check | undefined {
       return (v) => {
         if (!isObject(v)) return false
         for (let i = 0; i < keys.length; i++) if (!checks[i]!(v[keys[i]!])) return false
-        if (strict) for (const key of Object.keys(v)) if (!known.has(key)) return false
+        // `for…in`, as zod: an inherited enumerable key (options made by `Object.create`) counts too.
+        if (strict) for (const key in v) if (!known.has(key)) return false
         return true
       }
     }
@@ -117,7 +134,15 @@ function compile(schema: z.core.$ZodType): Check | undefined {
       const value = def.valueType === undefined ? undefined : compile(def.valueType)
       if (keyDef?.type !== 'string' || keyDef.checks?.length || keyDef.format !== undefined) return undefined
       if (value === undefined || def.checks?.length) return undefined
-      return (v) => isObject(v) && Object.keys(v).every((key) => value(v[key]))
+      return (v) => {
+        if (!isPlainObject(v)) return false
+        // Every own enumerable key, as zod reads them: a symbol key fails a string key schema.
+        for (const key of Reflect.ownKeys(v)) {
+          if (!isEnumerable(v, key)) continue
+          if (typeof key === 'symbol' || !value(v[key])) return false
+        }
+        return true
+      }
     }
     case 'union': {
       const options = (def.options ?? []).map(compile)
