@@ -35,7 +35,10 @@ export interface OptionsSchema<Input, Resolved> {
   readonly defaults: Partial<Resolved>
   /** Every problem of `options` (any value, from any caller), one per field; empty when they are fine. */
   validate(options: unknown): ConfigIssue[]
-  /** `options` with every unset option given its default. Checks nothing: see {@link validate}. */
+  /**
+   * `options` with every unset option given its default, each option read as `validate` reads it
+   * (a getter, a value inherited through `Object.create`). Checks nothing: see {@link validate}.
+   */
   resolve(options: Input | undefined): Resolved
   /**
    * The options a config file can give, as JSON Schema (draft 2020-12, input side: options with
@@ -94,6 +97,7 @@ export function defineOptions<const Shape extends z.ZodRawShape>(
     if (def.type === 'default' || def.type === 'prefault') defaults[key] = def.defaultValue
   }
   Object.freeze(defaults)
+  const declared = Object.keys(shape)
   let json: JsonSchema | undefined
   return {
     schema: schema as unknown as z.ZodType<Resolved, Input>,
@@ -103,6 +107,12 @@ export function defineOptions<const Shape extends z.ZodRawShape>(
       const resolved: Record<string, unknown> = { ...defaults }
       if (options !== undefined && options !== null) {
         for (const [key, value] of Object.entries(options)) if (value !== undefined) resolved[key] = value
+        // Each option read as `validate` reads it: a getter or an inherited value (options made by
+        // `Object.create`) passed the checks, and must not then be replaced by its default.
+        for (const key of declared) {
+          const value: unknown = (options as Record<string, unknown>)[key]
+          if (value !== undefined) resolved[key] = value
+        }
       }
       return resolved as Resolved
     },

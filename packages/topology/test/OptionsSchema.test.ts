@@ -153,6 +153,27 @@ describe('defaults and types', () => {
     })
   })
 
+  it('resolve reads each option as validate checked it: a getter or an inherited value is kept, not replaced by its default', () => {
+    // Options as a class with getters, or layered with Object.create: validate read 7 and 9 and
+    // passed them, then resolve (which the runtime reads, as a sink's retry policy) gave 100.
+    class Batching {
+      readonly fields = ['id']
+      readonly predicate = (): boolean => true
+      get batchSize(): number {
+        return 7
+      }
+    }
+    const layered = Object.assign(Object.create({ batchSize: 9, whenFull: 'drop_newest' }) as object, valid)
+    for (const [options, batchSize] of [
+      [new Batching(), 7],
+      [layered, 9],
+    ] as const) {
+      expect(Example.validate(options)).toEqual([])
+      expect(Example.resolve(options as never).batchSize).toBe(batchSize)
+    }
+    expect(Example.resolve(layered as never).whenFull).toBe('drop_newest')
+  })
+
   it('infers the option types: defaults are optional to give and present once resolved', () => {
     type Given = OptionsOf<typeof Example>
     type Resolved = ResolvedOptionsOf<typeof Example>
