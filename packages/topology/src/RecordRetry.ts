@@ -100,7 +100,8 @@ export const RecordRetry = {
     const initial = options.initialBackoffMs ?? DEFAULTS.initialBackoffMs
     const max = options.maxBackoffMs ?? DEFAULTS.maxBackoffMs
     const multiplier = options.multiplier ?? DEFAULTS.multiplier
-    const backoff = Math.min(max, initial * multiplier ** (attempt - 1))
+    // 0 · Infinity (the growth past about 1024 attempts, or an Infinity multiplier) is NaN.
+    const backoff = initial === 0 ? 0 : Math.min(max, initial * multiplier ** (attempt - 1))
     const jitter = Math.min(1, Math.max(0, options.jitter ?? DEFAULTS.jitter))
     return Math.min(MAX_TIMER_MS, backoff * (1 - jitter + jitter * random))
   },

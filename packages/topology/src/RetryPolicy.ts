@@ -58,6 +58,8 @@ export const RetryPolicy = {
    */
   backoffMs(policy: RetryPolicy | undefined, attempt: number): number {
     const p: ResolvedOptionsOf<typeof RetryPolicyOptions> = RetryPolicyOptions.resolve(policy)
+    // Past about 1024 attempts the growth is Infinity, and 0 · Infinity is NaN: a timer fires that after 1 ms.
+    if (p.initialBackoffMs === 0) return 0
     return Math.min(MAX_TIMER_MS, p.maxBackoffMs, p.initialBackoffMs * p.multiplier ** (attempt - 1))
   },
 } as const
