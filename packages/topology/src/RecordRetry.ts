@@ -111,9 +111,10 @@ export const RecordRetry = {
    * until none is left or `attempts` sends were made; reports rejected records once and hands
    * exhausted ones to `onExhausted`. Resolves once every record has its final outcome. Waiting
    * for a back-off ends early when `context.signal` aborts; what is still errored then goes to
-   * `onExhausted` with reason `'stopped'`. Options out of their range (`attempts: NaN`, a
-   * `jitter` above 1, a string from a config) make it reject, before anything is sent, with a
-   * `ComponentError` (`INVALID_OPTION`) naming the source and the field.
+   * `onExhausted` with reason `'stopped'`. Options out of their range (`attempts: NaN` or
+   * `2.5`, a `jitter` above 1, a string from a config, a callback that is no function) make it
+   * reject, before anything is sent, with a `ComponentError` (`INVALID_OPTION`) naming the source
+   * and the field.
    */
   async send(
     context: SourceContext,
@@ -121,7 +122,7 @@ export const RecordRetry = {
     options: RecordRetryOptions = {},
   ): Promise<RecordRetryResult> {
     checkOptions(context.id, options)
-    const attempts = Math.max(1, Math.floor(options.attempts ?? DEFAULTS.attempts))
+    const attempts = options.attempts ?? DEFAULTS.attempts
     const random = options.random ?? Math.random
     const final: RecordOutcome[] = new Array(records.length).fill('errored')
     const rejected: IndexedRecord[] = []
@@ -179,16 +180,24 @@ export const RecordRetry = {
 function checkOptions(sourceId: string, options: RecordRetryOptions): void {
   // By hand, not by `RetryPolicy`'s schema: `attempts: Infinity` (until done) is valid here, and
   // delays are capped by `delayMs`.
-  const rules: readonly [keyof RecordRetryOptions, string, (value: number) => boolean][] = [
-    ['attempts', 'a number of 1 or more (Infinity: until every record is done)', (v) => v >= 1],
-    ['initialBackoffMs', 'a number of 0 or more', (v) => v >= 0],
-    ['maxBackoffMs', 'a number of 0 or more', (v) => v >= 0],
-    ['multiplier', 'a number of 1 or more', (v) => v >= 1],
-    ['jitter', 'a number from 0 to 1', (v) => v >= 0 && v <= 1],
+  const rules: readonly [keyof RecordRetryOptions, string, (value: unknown) => boolean][] = [
+    [
+      'attempts',
+      'an integer of 1 or more (Infinity: until every record is done)',
+      (v) => v === Number.POSITIVE_INFINITY || (Number.isInteger(v) && (v as number) >= 1),
+    ],
+    ['initialBackoffMs', 'a number of 0 or more', (v) => typeof v === 'number' && v >= 0],
+    ['maxBackoffMs', 'a number of 0 or more', (v) => typeof v === 'number' && v >= 0],
+    ['multiplier', 'a number of 1 or more', (v) => typeof v === 'number' && v >= 1],
+    ['jitter', 'a number from 0 to 1', (v) => typeof v === 'number' && v >= 0 && v <= 1],
+    // Called only later (after a send, at exhaustion): a value that is no function threw then.
+    ['onRejected', 'a function', (v) => typeof v === 'function'],
+    ['onExhausted', 'a function', (v) => typeof v === 'function'],
+    ['random', 'a function', (v) => typeof v === 'function'],
   ]
   for (const [field, expected, holds] of rules) {
     const value: unknown = options[field]
-    if (value === undefined || (typeof value === 'number' && holds(value))) continue
+    if (value === undefined || holds(value)) continue
     const issue = ConfigIssue.of(field, expected, value)
     throw new ComponentError('INVALID_OPTION', `RecordRetry.send: ${issue.message}`, {
       component: sourceId,

@@ -123,8 +123,14 @@ describe('RecordRetry.send', () => {
     [{ multiplier: 0.5 }, 'multiplier'],
     [{ jitter: Number.NaN }, 'jitter'],
     [{ jitter: 2 }, 'jitter'],
+    // Not a whole number of attempts: 2.5 was taken as 2, without a word.
+    [{ attempts: 2.5 }, 'attempts'],
+    // The decision itself where its callback is due (untyped code): it threw once records were exhausted.
+    [{ attempts: 1, onExhausted: 'dead_letter' }, 'onExhausted'],
+    [{ onRejected: true }, 'onRejected'],
+    [{ random: 0.5 }, 'random'],
   ])('rejects %o naming the source and the field, before sending anything', async (options, field) => {
-    const { context, sent } = scripted([byN(() => 'delivered')])
+    const { context, sent } = scripted([byN(() => 'errored')])
     await expect(RecordRetry.send(context, recs(1), options as never)).rejects.toMatchObject({
       name: 'ComponentError',
       code: 'INVALID_OPTION',
