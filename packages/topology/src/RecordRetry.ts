@@ -51,7 +51,10 @@ export interface RecordRetryOptions extends RetryPolicy {
   readonly onRejected?: (records: readonly IndexedRecord[]) => void | Promise<void>
   /**
    * Called once with the records still errored after the last attempt (or when the signal aborts
-   * during a back-off); returns what the source does with them. Default: `'nack'`.
+   * during a back-off); returns what the source does with them: `'dead_letter'` or `'nack'`
+   * (nothing returned means `'nack'`). Anything else (`'ack'`, a typo) makes `send` reject with a
+   * `ComponentError` (`BAD_RESULT`, field `onExhausted`): a caller that acks on all but `'nack'`
+   * would ack records no sink took. Default: `'nack'`.
    */
   readonly onExhausted?: (
     records: readonly IndexedRecord[],
@@ -167,7 +170,14 @@ export const RecordRetry = {
     let decision: RetryDecision | undefined
     if (pending.length > 0) {
       const exhausted = pending.map((index) => ({ index, record: records[index]! }))
-      decision = (await options.onExhausted?.(exhausted, reason)) ?? 'nack'
+      const decided: unknown = (await options.onExhausted?.(exhausted, reason)) ?? 'nack'
+      if (decided !== 'dead_letter' && decided !== 'nack') {
+        // A caller that acks on all but 'nack' (as the example above) would ack records no sink took.
+        const { got } = ConfigIssue.of('onExhausted', "'dead_letter' or 'nack'", decided)
+        const message = `RecordRetry.send: onExhausted must return 'dead_letter' or 'nack', got ${got}`
+        throw new ComponentError('BAD_RESULT', message, { component: context.id, field: 'onExhausted' })
+      }
+      decision = decided
     }
     return { outcomes: final, attempts: attempt, decision }
   },

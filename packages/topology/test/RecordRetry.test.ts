@@ -140,6 +140,22 @@ describe('RecordRetry.send', () => {
     expect(sent).toEqual([])
   })
 
+  it.each([['ack'], ['nak'], [true]])(
+    'refuses a decision %o that is neither dead_letter nor nack, naming the source and onExhausted (a caller acking on anything but nack lost the records)',
+    async (decision) => {
+      const { context, sent } = scripted([byN(() => 'errored')])
+      const onExhausted = vi.fn(() => decision as never)
+      await expect(RecordRetry.send(context, recs(1), { attempts: 1, onExhausted })).rejects.toMatchObject({
+        name: 'ComponentError',
+        code: 'BAD_RESULT',
+        component: 'src',
+        field: 'onExhausted',
+      })
+      expect(onExhausted).toHaveBeenCalledOnce()
+      expect(sent).toEqual([recs(1)])
+    },
+  )
+
   it('takes options given as undefined for their defaults, and Infinity attempts', async () => {
     const { context, sent } = scripted([byN(() => 'delivered'), byN(() => 'delivered')])
     // As untyped code (or a config with unset keys) gives them.
