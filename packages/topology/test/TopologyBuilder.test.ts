@@ -625,3 +625,36 @@ describe('a validate() that throws a value without a string form', () => {
     expect(problems.map((p) => p.message)).toContainEqual(expect.stringContaining('Symbol(odd): bad'))
   })
 })
+
+describe('a validate() that returns no list of issues (untyped code)', () => {
+  it('is reported as INVALID_CONFIG on (validate), saying what it returned, rather than an issue of no field and no message', () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet)
+        // Messages where issues are due: they were filed under field undefined as "test_source: undefined".
+        .source('in', { ...testSource([]), validate: () => ['port must be set'] as never })
+        // A validate that forgot its return: "validate() threw: TypeError: … is not iterable".
+        .sink('out', ['in'], { ...testSink(), validate: () => undefined as never })
+        .sink('disk', ['in'], testSink(), {
+          buffer: {
+            kind: 'fake_disk',
+            validate: () => [{ field: 'path', message: 'no path' }, 'segment too small'] as never,
+            open: () => Promise.reject(new Error('not opened at build')),
+          },
+        })
+        .build(),
+    )
+    expect(problems.map((p) => [p.code, p.component, p.field])).toEqual([
+      ['INVALID_CONFIG', 'in', '(validate)'],
+      ['INVALID_CONFIG', 'out', '(validate)'],
+      ['INVALID_OPTION', 'disk', 'buffer.path'],
+      ['INVALID_OPTION', 'disk', 'buffer'],
+    ])
+    expect(problems[0]!.message).toBe(
+      'test_source: validate() returned "port must be set" where an issue ({ field, message }) is due',
+    )
+    expect(problems[1]!.message).toBe(
+      'test_sink: validate() returned undefined where an array of issues ({ field, message }) is due',
+    )
+    expect(problems[3]!.message).toContain('"segment too small"')
+  })
+})

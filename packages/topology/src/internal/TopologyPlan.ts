@@ -14,7 +14,7 @@ import type { TopologyWarning } from '../TopologyWarning.js'
 import { TransformOptions } from '../TransformOptions.js'
 import { textOf } from '../textOf.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
-import { issuesOf, WHOLE } from './issuesOf.js'
+import { issuesOf, show, WHOLE } from './issuesOf.js'
 import { MAX_TIMER_MS } from './maxTimerMs.js'
 
 /** Where events of one output port go. */
@@ -414,12 +414,15 @@ function checkOptions(
     )
     return
   }
-  let issues: readonly ConfigIssue[]
+  let returned: unknown
   try {
-    issues = buffer.validate?.({ componentId: decl.id, dataDir: options.dataDir }) ?? []
+    returned = buffer.validate?.({ componentId: decl.id, dataDir: options.dataDir }) ?? []
   } catch (error) {
-    issues = [{ field: '', message: `the ${buffer.kind} buffer's validate() threw: ${textOf(error)}` }]
+    returned = [{ field: '', message: `the ${buffer.kind} buffer's validate() threw: ${textOf(error)}` }]
   }
+  const { issues, wrong } = readIssues(returned)
+  for (const text of wrong)
+    issues.push({ field: '', message: `the ${textOf(buffer.kind)} buffer's validate() returned ${text}` })
   for (const issue of issues) {
     // A buffer's options as a whole (not an object) are the `buffer` field itself.
     const whole = issue.field === '' || issue.field === WHOLE
@@ -477,17 +480,40 @@ function checkConfig(decl: ComponentDeclaration, problems: TopologyProblem[], pr
   const first = problems.length
   const { kind } = decl.component
   if (decl.component.validate !== undefined) {
+    let returned: unknown = []
     try {
-      reportIssues(problems, 'INVALID_CONFIG', decl.id, decl.component.validate(), kind)
+      returned = decl.component.validate()
     } catch (error) {
-      problem('INVALID_CONFIG', decl.id, '(validate)', `${kind}: validate() threw: ${textOf(error)}`)
+      problem('INVALID_CONFIG', decl.id, '(validate)', `${textOf(kind)}: validate() threw: ${textOf(error)}`)
     }
+    const { issues, wrong } = readIssues(returned)
+    reportIssues(problems, 'INVALID_CONFIG', decl.id, issues, kind)
+    for (const text of wrong)
+      problem('INVALID_CONFIG', decl.id, '(validate)', `${textOf(kind)}: validate() returned ${text}`)
   }
   const members =
     decl.role === 'source' ? SourceMembers : decl.role === 'transform' ? TransformMembers : SinkMembers
   const reported = new Set(problems.slice(first).map((p) => p.field))
   const fresh = issuesOf(members, decl.component).filter((issue) => !reported.has(issue.field))
   reportIssues(problems, 'INVALID_CONFIG', decl.id, fresh, kind)
+}
+
+/**
+ * The issues in what a `validate()` returned, and, worded, each value in it that is no issue
+ * (untyped code: a message string, or `undefined` from a forgotten `return`): filed as it was,
+ * such a value became a problem of no field whose message read `undefined`.
+ */
+function readIssues(returned: unknown): { issues: ConfigIssue[]; wrong: string[] } {
+  if (!Array.isArray(returned))
+    return { issues: [], wrong: [`${show(returned)} where an array of issues ({ field, message }) is due`] }
+  const issues: ConfigIssue[] = []
+  const wrong: string[] = []
+  for (const issue of returned as unknown[]) {
+    const { field, message } = isObject(issue) ? (issue as Partial<Record<keyof ConfigIssue, unknown>>) : {}
+    if (typeof field === 'string' && typeof message === 'string') issues.push(issue as ConfigIssue)
+    else wrong.push(`${show(issue)} where an issue ({ field, message }) is due`)
+  }
+  return { issues, wrong }
 }
 
 /** Every id reachable from `starts` (included) following `next`. */
