@@ -101,7 +101,10 @@ export class TopologyBuilder<Inputs extends string = never> {
   /**
    * Validates every declaration, propagates acknowledgements and returns the topology. Throws a
    * {@link TopologyError} with every problem found. Warnings go to `onWarning` and are kept on
-   * `topology.warnings`.
+   * `topology.warnings`. The topology keeps a copy of the options as they were checked (the
+   * topology's, and each declaration's, with its `retry` and in-memory `buffer`): changing those
+   * objects afterwards changes nothing it runs with. Components and buffer factories are kept as
+   * given.
    */
   build(): Topology {
     const { plan, problems, warnings } = planTopology(this.#declarations, this.#options)

@@ -8,8 +8,8 @@ import {
   type TopologyWarning,
   type Transform,
 } from '@ackline/topology'
-import { describe, expect, expectTypeOf, it } from 'vitest'
-import { passThrough, routeBy, testSink, testSource } from './support/TestComponents.js'
+import { describe, expect, expectTypeOf, it, vi } from 'vitest'
+import { Gate, passThrough, routeBy, testSink, testSource } from './support/TestComponents.js'
 
 const problemsOf = (build: () => unknown): TopologyProblem[] => {
   try {
@@ -436,6 +436,32 @@ describe('validation', () => {
         message: expect.stringContaining('diskBuffer('),
       }),
     ])
+  })
+
+  it('runs with the options build() checked: changing the objects afterwards changes nothing the runtime reads', async () => {
+    vi.useFakeTimers()
+    try {
+      const options = { ...quiet, acknowledgements: true, ackTimeoutMs: 60_000 }
+      const sinkOptions = { buffer: { maxEvents: 10 } }
+      const gate = new Gate()
+      const source = testSource([[{ n: 1 }]], { untilStopped: true })
+      const topology = new TopologyBuilder(options)
+        .source('in', source)
+        .sink('out', ['in'], testSink({ gate }), sinkOptions)
+        .build()
+      // A config object reused for another topology: a 60 s ack timeout read as -5 at start timed
+      // every batch out after 1 ms, and a channel of 0 events was made.
+      options.ackTimeoutMs = -5
+      sinkOptions.buffer.maxEvents = 0
+      await topology.start()
+      await vi.waitFor(() => expect(source.receipts).toHaveLength(1))
+      await vi.advanceTimersByTimeAsync(10)
+      gate.open()
+      expect(await source.receipts[0]!.status).toBe('delivered')
+      await topology.stop()
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('types inputs: only declared ids and ports of transforms', () => {

@@ -5,7 +5,9 @@
 import { z } from 'zod'
 import type { ConfigIssue } from '../ConfigIssue.js'
 import type { EdgeBufferDirectory } from '../EdgeBuffer.js'
+import { MemoryBufferOptions } from '../MemoryBufferOptions.js'
 import { codeOption } from '../OptionsSchema.js'
+import { RetryPolicy } from '../RetryPolicy.js'
 import { SinkOptions } from '../SinkOptions.js'
 import type { ComponentDeclaration } from '../TopologyBuilder.js'
 import type { TopologyProblem, TopologyProblemCode } from '../TopologyError.js'
@@ -257,8 +259,8 @@ export function planTopology(
   if (problems.length > 0) return { plan: undefined, problems, warnings }
   return {
     plan: {
-      options,
-      components: topologicalOrder([...byId.values()], upstreamOf),
+      options: Object.freeze(TopologyOptions.resolve(options)),
+      components: topologicalOrder([...byId.values()], upstreamOf).map(asChecked),
       edges,
       upstreams,
       sourceAcks,
@@ -272,6 +274,26 @@ export function planTopology(
 }
 
 type Report = (code: TopologyProblemCode, component: string, field: string, message: string) => void
+
+/**
+ * The declaration as the runtime reads it, its options copied as `build()` checked them (each
+ * declared option read once): the runtime reads them at `start()`, and a caller that changed its
+ * objects in between (a config reused for another topology) ran with values never checked, such
+ * as a 60 s ack timeout set to -5 that timed every batch out after 1 ms. A buffer factory is kept
+ * as given: it checked its own options, and opens from them.
+ */
+function asChecked(decl: ComponentDeclaration): ComponentDeclaration {
+  if (decl.role === 'source') return decl
+  const { buffer, retry } = decl.options as SinkOptions
+  const own: Record<string, unknown> =
+    decl.role === 'transform'
+      ? TransformOptions.resolve(decl.options)
+      : SinkOptions.resolve(decl.options as never) // a buffer factory is copied as given
+  if (buffer !== undefined && !isEdgeBufferFactory(buffer))
+    own.buffer = Object.freeze(MemoryBufferOptions.resolve(buffer))
+  if (retry !== undefined) own.retry = Object.freeze(RetryPolicy.resolve(retry))
+  return { ...decl, options: Object.freeze(own) } as ComponentDeclaration
+}
 
 /** Reports each issue as a problem of `component`; a component's own issues (`kind` given) say the kind first. */
 function reportIssues(
