@@ -726,7 +726,7 @@ class FileRun {
     const encoding = this.#encoding
     const startPattern = this.#startPattern
     const now = Date.now()
-    const onLine = (text: string, start: number, end: number, tooLong: boolean) => {
+    const onLine = (text: string, start: number, end: number, tooLong: boolean, bytes: number) => {
       if (startPattern !== undefined) {
         const held = tail.held
         // A `g` or `y` pattern would go on from where it matched the line before.
@@ -735,10 +735,10 @@ class FileRun {
           // Bounded as a line is (by its bytes in the file): past the limit only its first bytes
           // are kept, and it is rejected once it ends, not held whole however long it grows.
           if (!held.overlong) {
-            // The record's bytes run to the end of this line, its line ending (\n or \r\n) not
-            // counted, as a single line's is not.
-            const ending = end - start - Buffer.byteLength(text, encoding)
-            if (end - ending - held.start > maxBytes) {
+            // The record's bytes in the file run to the end of this line, its line ending (\n or
+            // \r\n) not counted, as a single line's is not. Its text's length in the encoding is no
+            // measure: a byte that is not UTF-8 decodes to U+FFFD, 3 bytes.
+            if (start + bytes - held.start > maxBytes) {
               held.overlong = true
               // Its first 1024 bytes, as an overlong line keeps, this line's among them.
               held.text = Buffer.from(`${held.text}\n${text}`, encoding).toString(encoding, 0, 1024)

@@ -19,10 +19,11 @@ const NEWLINE = 0x0a
 
 /**
  * Told of each complete line: its text without the newline (and a carriage return before it),
- * the offset of its first byte, the offset just past its newline, and whether it was longer than
- * the limit (then `text` holds only its first 1024 bytes).
+ * the offset of its first byte, the offset just past its newline, whether it was longer than the
+ * limit (then `text` holds only its first 1024 bytes), and its length in the file without its line
+ * ending (what the limit counts: bytes that are not text of the encoding decode to more bytes).
  */
-export type OnLine = (text: string, start: number, end: number, overlong: boolean) => void
+export type OnLine = (text: string, start: number, end: number, overlong: boolean, bytes: number) => void
 
 export async function fingerprintOf(
   handle: FileHandle,
@@ -158,6 +159,7 @@ export class FileTail {
           base + from,
           end,
           overlong,
+          stop - from,
         )
       } else {
         this.#keep(chunk.subarray(from, nl))
@@ -170,6 +172,7 @@ export class FileTail {
           this.#partialStart,
           end,
           overlong,
+          bytes.length,
         )
         this.#partial = []
         this.#partialBytes = 0

@@ -1451,6 +1451,45 @@ describe('file source', () => {
     ])
   })
 
+  it('measures a multi-line record by its bytes in the file, not by its decoded text, when lines are not UTF-8', async () => {
+    const log = join(dir, 'app.log')
+    // 'Ab\n \xe9\xe9\xe9' is 7 bytes in the file (Latin-1 text read as UTF-8), within 8; decoded,
+    // each \xe9 is U+FFFD, 3 bytes in UTF-8: counted that way, the record was 13 bytes and rejected.
+    writeFileSync(
+      log,
+      Buffer.concat([
+        Buffer.from('Ab\n '),
+        Buffer.from([0xe9, 0xe9, 0xe9]),
+        Buffer.from('\nAb\n cdefgh\nZ\n'),
+      ]),
+    )
+    const sink = collect()
+    const { topology } = await start(
+      {
+        include: [log],
+        checkpoints: join(dir, 'cp'),
+        maxLineBytes: 8,
+        multiline: { startPattern: /^[A-Z]/, timeoutMs: 30 },
+      },
+      sink,
+    )
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+    await topology.stop()
+    expect(sink.received).toEqual(['Ab\n \ufffd\ufffd\ufffd', 'Z'])
+    // The record of 10 bytes in the file is still rejected.
+    const dead = readFileSync(join(dir, 'cp', DEAD_LETTER_FILE), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { offset: number; reason: string; message: string })
+    expect(dead).toEqual([
+      expect.objectContaining({
+        offset: 8,
+        message: 'Ab\n cdefgh',
+        reason: 'record longer than maxLineBytes (8)',
+      }),
+    ])
+  })
+
   it('tests each line on its own with a g or y start pattern (y anchors it at the line start)', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('1 a', '2 b', '  at 3', '4 c', '5 d'))
