@@ -18,6 +18,7 @@
  *
  * @module
  */
+import { constants } from 'node:buffer'
 import { type FileHandle, open, stat, unlink } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import type { JsonObject, RecordOutcome } from '@ackline/core'
@@ -69,7 +70,8 @@ export interface FileSourceOptions {
   /**
    * Lines longer than this many bytes are rejected (dead-lettered, first bytes only), never cut
    * silently; so are multi-line records (see `multiline`) longer than this many bytes in the file,
-   * newlines included. Default 102400.
+   * newlines included. Default 102400; at most the longest string (2^29 - 24 on V8), as a line is
+   * decoded into one.
    */
   readonly maxLineBytes?: number
   /** How lines are decoded: `'utf8'` (default), `'latin1'` or `'ascii'`. */
@@ -242,6 +244,18 @@ class FileSourceImpl implements FileSource {
       if (v !== undefined && !(Number.isSafeInteger(v) && v > 0)) {
         issues.push({ field, message: `must be a positive integer, got ${String(v)}` })
       }
+    }
+    // A line is decoded into one string: one past the longest string failed to decode at every
+    // scan, and no line after it was ever sent.
+    const maxLine = o.maxLineBytes
+    if (Number.isSafeInteger(maxLine) && (maxLine as number) > constants.MAX_STRING_LENGTH) {
+      issues.push(
+        ConfigIssue.of(
+          'maxLineBytes',
+          `a whole number of bytes from 1 to ${constants.MAX_STRING_LENGTH} (the longest string)`,
+          maxLine,
+        ),
+      )
     }
     issues.push(...retryIssues(o.retry))
     // Else every notice would go to process.emitWarning, each saying that onNotice failed on it.

@@ -1,5 +1,6 @@
 // The file source on real temp files, through real topologies: tailing, restarts from the
 // checkpoint, rotation, truncation, inode reuse, rejected and errored lines, overlong lines.
+import { constants } from 'node:buffer'
 import { execFileSync, spawn } from 'node:child_process'
 import {
   appendFileSync,
@@ -23,7 +24,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { DeliveryStatus, EventArray } from '@ackline/core'
 import { DEAD_LETTER_FILE, FileSourceError, file } from '@ackline/sources'
-import { type Sink, type SourceContext, type Topology, TopologyBuilder } from '@ackline/topology'
+import { ConfigIssue, type Sink, type SourceContext, type Topology, TopologyBuilder } from '@ackline/topology'
 import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest'
 import { Checkpoints } from '../../src/internal/Checkpoints.js'
 import { DeadLetterFile } from '../../src/internal/DeadLetterFile.js'
@@ -2193,6 +2194,21 @@ describe('file source', () => {
         .sink('out', ['files'], collect())
         .build(),
     ).toThrow(/files \(multiline\.startPattern\): .*must be a valid regular expression/)
+  })
+
+  it('reports a maxLineBytes past the longest string, which no line that long could be decoded into', () => {
+    const options = { include: [join(dir, '*.log')], checkpoints: join(dir, 'cp') }
+    // With maxLineBytes 1e9, a line of 576 MiB failed to decode (past the longest string) at every
+    // scan, each line appended after it joining it: no line after it was ever sent, the file's
+    // checkpoint stayed before it, and a restart failed the same way.
+    expect(file({ ...options, maxLineBytes: constants.MAX_STRING_LENGTH + 1 }).validate()).toEqual([
+      ConfigIssue.of(
+        'maxLineBytes',
+        `a whole number of bytes from 1 to ${constants.MAX_STRING_LENGTH} (the longest string)`,
+        constants.MAX_STRING_LENGTH + 1,
+      ),
+    ])
+    expect(file({ ...options, maxLineBytes: constants.MAX_STRING_LENGTH }).validate()).toEqual([])
   })
 
   it('reports a poll interval longer than a timer can wait, and idle and multi-line timeouts that are no number of ms', () => {
