@@ -380,7 +380,7 @@ class FileRun {
       sendEvents: (events) => outer.sendEvents(events),
     }
     this.context = context
-    this.#checkpoints = new Checkpoints(o.checkpoints)
+    this.#checkpoints = new Checkpoints(o.checkpoints, context.id)
     const own = [
       o.checkpoints,
       this.#checkpoints.path,

@@ -35,7 +35,7 @@ export class FileSourceError extends Error {
 
   /** The id of the source, where the error knows it. */
   readonly component: string | undefined
-  /** The field concerned (`deadLetter`: the dead-letter file), where one is. */
+  /** The field concerned (`deadLetter`: the dead-letter file; `checkpoints`: the checkpoint file), where one is. */
   readonly field: string | undefined
 
   constructor(

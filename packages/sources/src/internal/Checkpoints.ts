@@ -46,9 +46,16 @@ export const checkpointKey = (dev: number, ino: number): string => `${dev}:${ino
 
 export class Checkpoints {
   readonly path: string
+  /** What its errors name: the source (when known) and its field `checkpoints`. */
+  readonly #names: { readonly component?: string; readonly field: 'checkpoints' }
 
-  constructor(readonly directory: string) {
+  /** `component`: the id of the source the file is of, named by its errors. */
+  constructor(
+    readonly directory: string,
+    component?: string,
+  ) {
     this.path = join(directory, FILE)
+    this.#names = component === undefined ? { field: 'checkpoints' } : { component, field: 'checkpoints' }
   }
 
   /**
@@ -62,7 +69,7 @@ export class Checkpoints {
         'CHECKPOINT_READ_FAILED',
         this.path,
         `cannot read the checkpoint file ${this.path}: ${(error as Error).message}`,
-        { cause: error },
+        { cause: error, ...this.#names },
       )
     }
     await mkdir(this.directory, { recursive: true }).catch(unreadable)
@@ -78,7 +85,7 @@ export class Checkpoints {
         'CORRUPT_CHECKPOINT',
         this.path,
         `the checkpoint file ${this.path} is corrupt (${why}). Repair: move it aside to re-read every file from its start (duplicates downstream), or restore it from a backup`,
-        cause === undefined ? undefined : { cause },
+        cause === undefined ? this.#names : { cause, ...this.#names },
       )
     }
     let document: unknown
@@ -151,7 +158,7 @@ export class Checkpoints {
         'CHECKPOINT_WRITE_FAILED',
         this.path,
         `cannot write the checkpoint file ${this.path}: ${(error as Error).message}`,
-        { cause: error },
+        { cause: error, ...this.#names },
       )
     }
   }

@@ -1867,17 +1867,20 @@ describe('file source', () => {
     }
   })
 
-  it('rejects naming the checkpoint file when it cannot be read (a directory in its place)', async () => {
+  it('rejects naming the source, the field and the checkpoint file when it cannot be read (a directory in its place)', async () => {
     const cp = join(dir, 'cp')
     mkdirSync(join(cp, 'checkpoints.json'), { recursive: true })
     const run = file({ include: [join(dir, '*.log')], checkpoints: cp }).run(
       new FakeSourceContext({ id: 'files' }),
     )
     await expect(run).rejects.toThrow(FileSourceError)
+    // It named neither (component and field undefined), unlike the dead-letter file's errors.
     await expect(run).rejects.toMatchObject({
       code: 'CHECKPOINT_READ_FAILED',
       path: join(cp, 'checkpoints.json'),
-      message: `file source: cannot read the checkpoint file ${join(cp, 'checkpoints.json')}: EISDIR: illegal operation on a directory, read`,
+      component: 'files',
+      field: 'checkpoints',
+      message: `file source 'files': cannot read the checkpoint file ${join(cp, 'checkpoints.json')}: EISDIR: illegal operation on a directory, read`,
     })
   })
 
@@ -1963,7 +1966,11 @@ describe('file source', () => {
       retry: { initialBackoffMs: 5, maxBackoffMs: 20 },
       onNotice: () => {},
     }).run(context)
-    await expect(run).rejects.toMatchObject({ code: 'CHECKPOINT_WRITE_FAILED' })
+    await expect(run).rejects.toMatchObject({
+      code: 'CHECKPOINT_WRITE_FAILED',
+      component: 'files',
+      field: 'checkpoints',
+    })
     // The lines stay unfinished, to be read again after a restart; the topology was never stopped.
     expect(context.signal.aborted).toBe(false)
   })
@@ -2102,9 +2109,14 @@ describe('file source', () => {
         (e: unknown) => e,
       )
     expect(error).toBeInstanceOf(FileSourceError)
-    expect(error).toMatchObject({ code: 'CORRUPT_CHECKPOINT', path: join(cp, 'checkpoints.json') })
+    expect(error).toMatchObject({
+      code: 'CORRUPT_CHECKPOINT',
+      path: join(cp, 'checkpoints.json'),
+      component: 'files',
+      field: 'checkpoints',
+    })
     expect((error as Error).message).toContain(
-      '(entry 0 is not { path, dev, ino, fingerprint, born?, offset, goneAt? }). Repair: move it aside',
+      `file source 'files': the checkpoint file ${join(cp, 'checkpoints.json')} is corrupt (entry 0 is not { path, dev, ino, fingerprint, born?, offset, goneAt? }). Repair: move it aside`,
     )
     expect(context.batches).toEqual([])
   })
