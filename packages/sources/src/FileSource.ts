@@ -53,7 +53,7 @@ export interface FileSourceOptions {
    * The directory of the checkpoint file and the dead-letter file; created when missing. Those
    * two files (and their rotations), and the short-lived `.birth-probe-*` file each run makes
    * there to learn whether the file system keeps birth times, are never tailed, even where an
-   * include pattern matches them.
+   * include pattern matches them (by this path or another: a symbolic link, a bind mount).
    */
   readonly checkpoints: string
   /**
@@ -345,6 +345,12 @@ class FileRun {
   /** The checkpoint directory, resolved, and the names of the source's own files in it. */
   readonly #ownDirectory: { readonly path: string; readonly names: readonly string[] }
   /**
+   * The checkpoint directory's device and inode, read at the start of the run: an include pattern
+   * may reach it by another path (a symbolic link, a bind mount), where its files are the
+   * source's own all the same. `undefined` until read, or when it could not be.
+   */
+  #ownDirectoryKey: string | undefined = undefined
+  /**
    * Included paths that are no regular file, with what they are: said once each, and again when
    * that changes, or when the path left the listing and came back.
    */
@@ -430,6 +436,8 @@ class FileRun {
       )
     })
     this.#birthTimes = await birthTimesKept(this.o.checkpoints)
+    const own = await stat(this.o.checkpoints).catch(() => undefined)
+    if (own !== undefined) this.#ownDirectoryKey = checkpointKey(own.dev, own.ino)
     const signal = this.context.signal
     try {
       while (!signal.aborted) {
@@ -462,20 +470,29 @@ class FileRun {
     }
   }
 
-  /** Whether `path` (resolved) is one of the source's own files, or a rotation of one. */
-  #isOwn(path: string): boolean {
+  /**
+   * Whether `path` (resolved) is one of the source's own files, or a rotation of one: named as one
+   * in the checkpoint directory, however the path spells the way there. Only a path named as an
+   * own file costs a look at its directory, and only when it is not the checkpoint directory's own
+   * spelling (tailed back, its dead letters came back as events).
+   */
+  async #isOwn(path: string): Promise<boolean> {
     if (this.#ownFiles.has(path)) return true
     const own = this.#ownDirectory
-    if (dirname(path) !== own.path) return false
     const name = basename(path)
-    return own.names.some((prefix) => name.startsWith(prefix))
+    if (!own.names.some((prefix) => name.startsWith(prefix))) return false
+    const directory = dirname(path)
+    if (directory === own.path) return true
+    if (this.#ownDirectoryKey === undefined) return false
+    const s = await stat(directory).catch(() => undefined)
+    return s !== undefined && checkpointKey(s.dev, s.ino) === this.#ownDirectoryKey
   }
 
   async #scan(): Promise<void> {
     const paths = await matchFiles(this.o.include, this.o.exclude ?? [])
     const seen = new Set<string>()
     for (const path of paths) {
-      if (this.#isOwn(path)) continue
+      if (await this.#isOwn(path)) continue
       let s: Awaited<ReturnType<typeof stat>>
       try {
         s = await stat(path)

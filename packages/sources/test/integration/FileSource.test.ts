@@ -1076,6 +1076,25 @@ describe('file source', () => {
     expect(sink.received).toEqual(['one', 'bad', 'two', 'three', 'four'])
   })
 
+  it('never tails its own files when an include pattern reaches the checkpoint directory by another path (a symbolic link)', async () => {
+    const logs = join(dir, 'logs')
+    mkdirSync(logs)
+    // The checkpoints are kept through a link to the very directory whose files are tailed.
+    symlinkSync(logs, join(dir, 'state'))
+    const log = join(logs, 'app.log')
+    writeFileSync(log, lines('one', 'bad'))
+    const sink = collect((m) => (m === 'bad' ? 'rejected' : 'delivered'))
+    const { topology } = await start({ include: [join(logs, '*')], checkpoints: join(dir, 'state') }, sink)
+    await vi.waitUntil(() => existsSync(join(logs, DEAD_LETTER_FILE)))
+    // Two checkpoint writes since the letter: each makes a new checkpoints.json (a rename), which,
+    // tailed, came back as an event; so did the letter.
+    await twoCheckpointWrites(logs)
+    appendFileSync(log, lines('two'))
+    await vi.waitUntil(() => sink.received.includes('two'))
+    await topology.stop()
+    expect(sink.received).toEqual(['one', 'bad', 'two'])
+  })
+
   it('never tails a birth-time probe file a crash left in the checkpoint directory, when that directory is among the included', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('one'))
