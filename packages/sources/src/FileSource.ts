@@ -184,7 +184,9 @@ class FileSourceImpl implements FileSource {
       issues.push({ field: 'include', message: 'must be a non-empty array of path patterns' })
     } else {
       for (const p of o.include) {
-        if (hasWildcardDirectory(p)) {
+        // No path holds one: the pattern would match nothing, and nothing would say so.
+        if (p.includes('\0')) issues.push(ConfigIssue.of('include', NO_NUL, p))
+        else if (hasWildcardDirectory(p)) {
           issues.push({
             field: 'include',
             message: `wildcards are allowed in the last path segment only: ${p}`,
@@ -197,9 +199,15 @@ class FileSourceImpl implements FileSource {
       (!Array.isArray(o.exclude) || o.exclude.some((p) => typeof p !== 'string'))
     ) {
       issues.push({ field: 'exclude', message: 'must be an array of path patterns' })
+    } else {
+      for (const p of o.exclude ?? []) if (p.includes('\0')) issues.push(ConfigIssue.of('exclude', NO_NUL, p))
     }
     if (typeof o.checkpoints !== 'string' || o.checkpoints === '') {
       issues.push({ field: 'checkpoints', message: 'must be the path of a directory' })
+    } else if (o.checkpoints.includes('\0')) {
+      issues.push(
+        ConfigIssue.of('checkpoints', 'the path of a directory, without a NUL character', o.checkpoints),
+      )
     }
     if (o.startAt !== undefined && o.startAt !== 'beginning' && o.startAt !== 'end') {
       issues.push({
@@ -269,6 +277,9 @@ class FileSourceImpl implements FileSource {
     await new FileRun(this.#o, context).run()
   }
 }
+
+/** What `include` and `exclude` patterns must be. */
+const NO_NUL = 'a path pattern without a NUL character'
 
 /**
  * What is wrong with `retry`: checked here, since a back-off `RecordRetry.send` refuses would

@@ -2227,6 +2227,22 @@ describe('file source', () => {
     ).toThrow(/files \(multiline\.startPattern\): .*must be a valid regular expression/)
   })
 
+  it('reports include and exclude patterns and a checkpoint directory holding a NUL character, which no path can hold', () => {
+    // An include pattern with a NUL matched nothing, in silence, for ever (no name holds one, and a
+    // directory that holds one cannot be listed, as if missing); an exclude pattern, nothing; the
+    // checkpoint directory failed only once running.
+    const issues = file({
+      include: [join(dir, 'app.log\0')],
+      exclude: [join(dir, '\0*.log')],
+      checkpoints: join(dir, 'cp\0'),
+    }).validate()
+    expect(issues.map((i) => [i.field, i.message])).toEqual([
+      ['include', expect.stringContaining('without a NUL character')],
+      ['exclude', expect.stringContaining('without a NUL character')],
+      ['checkpoints', expect.stringContaining('without a NUL character')],
+    ])
+  })
+
   it('reports a maxLineBytes past the longest string, which no line that long could be decoded into', () => {
     const options = { include: [join(dir, '*.log')], checkpoints: join(dir, 'cp') }
     // With maxLineBytes 1e9, a line of 576 MiB failed to decode (past the longest string) at every
