@@ -112,7 +112,7 @@ export class TopologyBuilder<Inputs extends string = never> {
     const onWarning =
       this.#options.onWarning ??
       ((warning: TopologyWarning) =>
-        process.emitWarning(warning.message, { code: 'ACKLINE_ACK_UNSUPPORTED' }))
+        process.emitWarning(warning.message, { code: `ACKLINE_${warning.code}` }))
     for (const warning of warnings) onWarning(warning)
     return new Topology(plan, warnings)
   }

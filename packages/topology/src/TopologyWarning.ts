@@ -1,24 +1,44 @@
 /**
  * What `build()` warns about: a topology that builds but may not do what the user hopes. Given to
- * `TopologyOptions.onWarning` and kept by the built {@link Topology} (`topology.warnings`).
+ * `TopologyOptions.onWarning` and kept by the built {@link Topology} (`topology.warnings`). Each
+ * warning is told by its `code`; a `switch` on it narrows to the warning's own fields.
  *
  * @module
  */
 /**
  * A warning of `build()`: the topology builds, but may not do what the user hopes.
  *
+ * - `ACK_UNSUPPORTED`: a source that cannot acknowledge feeds an acknowledging sink, so what it
+ *   reads is gone once read whatever the sink does (`source`, `sink`).
+ * - `NO_CONSUMERS`: nothing reads any output of a source or a transform (`component`), so
+ *   everything it sends or emits is discarded, and counted as dropped, which settles `delivered`:
+ *   an acknowledging source tells its upstream "got it" for events no sink received. Mostly a
+ *   forgotten or misspelt input; a route's `_unmatched` port that nobody reads is not one (the
+ *   route's other ports are read).
+ *
  * @example
  * ```ts
- * new TopologyBuilder({ acknowledgements: true, onWarning: (w) => log.warn(w.message, { source: w.source, sink: w.sink }) })
+ * new TopologyBuilder({ acknowledgements: true, onWarning: (w) => log.warn(w.message, { code: w.code }) })
  * ```
  */
-export interface TopologyWarning {
-  /** The only warning so far: a source that cannot acknowledge feeds an acknowledging sink. */
+export type TopologyWarning = AckUnsupportedWarning | NoConsumersWarning
+
+/** A source that cannot acknowledge feeds an acknowledging sink (see {@link TopologyWarning}). */
+export interface AckUnsupportedWarning {
   readonly code: 'ACK_UNSUPPORTED'
   /** The source that cannot acknowledge. */
   readonly source: string
   /** An acknowledging sink that it feeds. */
   readonly sink: string
   /** The warning in words, naming the source and the sink. */
+  readonly message: string
+}
+
+/** Nothing reads any output of a source or a transform (see {@link TopologyWarning}). */
+export interface NoConsumersWarning {
+  readonly code: 'NO_CONSUMERS'
+  /** The source or transform whose outputs nobody reads. */
+  readonly component: string
+  /** The warning in words, naming the component and what happens to its events. */
   readonly message: string
 }

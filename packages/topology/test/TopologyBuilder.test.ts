@@ -512,6 +512,49 @@ describe('acknowledgement propagation', () => {
     expect(topology.sourceAcknowledgements).toEqual({ a: true, b: true, c: true, d: false })
   })
 
+  it('warns of a source or transform whose outputs nobody reads, whose events would be dropped as delivered', async () => {
+    const warnings: TopologyWarning[] = []
+    const forgotten = testSource([[{ n: 1 }]])
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: (w) => warnings.push(w) })
+      .source('in', testSource([]))
+      .source('forgotten', forgotten)
+      .transform('parse', ['in'], passThrough())
+      .transform('dead_end', ['in'], passThrough())
+      // A route whose `_unmatched` nobody reads is read through its other port: no warning.
+      .transform('split', ['parse'], routeBy({ x: () => true }))
+      .sink('out', ['split.x'], testSink())
+      .build()
+    expect(warnings.map((w) => [w.code, w.code === 'NO_CONSUMERS' ? w.component : w.source])).toEqual([
+      ['NO_CONSUMERS', 'forgotten'],
+      ['NO_CONSUMERS', 'dead_end'],
+    ])
+    expect(warnings[0]!.message).toContain("nothing reads source 'forgotten'")
+    expect(warnings[0]!.message).toContain('settles delivered')
+    expect(warnings[1]!.message).toContain("nothing reads transform 'dead_end'")
+    expect(topology.warnings).toEqual(warnings)
+    // What the warning is about: the source's batch is acknowledged though no sink received it.
+    await topology.start()
+    await topology.stop()
+    expect(await forgotten.statuses()).toEqual(['delivered'])
+  })
+
+  it('emits each warning with its own code when no onWarning is given', () => {
+    const emit = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
+    try {
+      new TopologyBuilder({ acknowledgements: true })
+        .source('stdin', testSource([], { canAcknowledge: false }))
+        .source('forgotten', testSource([]))
+        .sink('out', ['stdin'], testSink())
+        .build()
+      expect(emit.mock.calls.map((call) => (call[1] as { code: string }).code)).toEqual([
+        'ACKLINE_ACK_UNSUPPORTED',
+        'ACKLINE_NO_CONSUMERS',
+      ])
+    } finally {
+      emit.mockRestore()
+    }
+  })
+
   it('warns once per source and sink that cannot acknowledge, even through a diamond', () => {
     const warnings: TopologyWarning[] = []
     const topology = new TopologyBuilder({ acknowledgements: true, onWarning: (w) => warnings.push(w) })

@@ -231,6 +231,16 @@ export function planTopology(
       }
     }
   }
+  // Vector warns of a component without consumers too: its events are dropped, which settles
+  // `delivered`, so a forgotten input would acknowledge everything upstream and keep nothing.
+  for (const decl of byId.values()) {
+    if (decl.role === 'sink' || downstream(decl.id).length > 0) continue
+    warnings.push({
+      code: 'NO_CONSUMERS',
+      component: decl.id,
+      message: `nothing reads ${decl.role} '${decl.id}' (${decl.component.kind}): everything it ${decl.role === 'source' ? 'sends' : 'emits'} is discarded as dropped, which settles delivered (a source acknowledges it upstream); give a sink or transform '${decl.id}' as an input, or remove it`,
+    })
+  }
   const sinkCarriesFinalizers = new Map<string, boolean>()
   for (const sinkId of sinkAcks.keys()) {
     let carries = false
