@@ -46,6 +46,7 @@ import {
 } from '@ackline/topology'
 import { z } from 'zod'
 import { decodeUtf8 } from './internal/decodeUtf8.js'
+import { normalizePercentEncoding } from './internal/normalizePercentEncoding.js'
 import { type HostPort, parseAddress } from './internal/parseAddress.js'
 import { formatOf, parseRecords } from './internal/parseRecords.js'
 
@@ -53,7 +54,7 @@ const DEFAULT_ADDRESS = '127.0.0.1:8686'
 const HEALTH_PATH = '/health'
 const HOST_PORT = "'host:port' with a port from 0 to 65535 (like '127.0.0.1:8686')"
 const INGEST_PATH =
-  "a path that starts with '/', holds printable ASCII but '?' and '#' (other characters percent-encoded, as clients send them: '/%C3%A9v' for '/év'), and is not '/health'"
+  "a path that starts with '/', holds printable ASCII but '?' and '#' (other characters percent-encoded, as clients send them: '/%C3%A9v' for '/év'), and is not '/health' in any spelling ('/%68ealth')"
 const ACCEPTED_TYPES = 'application/json, application/x-ndjson'
 /**
  * What the source still reads, and throws away, of a client that goes on sending after an answer
@@ -172,11 +173,16 @@ export const HttpServerOptions = defineOptions({
     .string()
     // Compared with the request's path as sent: a client percent-encodes other characters (and
     // Node's parser refuses them raw), so a path holding one was never matched.
-    .refine((path) => /^\/[\x21\x22\x24-\x3e\x40-\x7e]*$/.test(path) && path !== HEALTH_PATH, INGEST_PATH)
+    .refine(
+      (path) =>
+        /^\/[\x21\x22\x24-\x3e\x40-\x7e]*$/.test(path) && normalizePercentEncoding(path) !== HEALTH_PATH,
+      INGEST_PATH,
+    )
     .default('/')
     .describe(
       'The path events are posted to, as clients send it (printable ASCII, other characters percent-encoded; of the query string, only `outcomes` is read); every other path but /health gets 404. ' +
-        'Compared exactly, byte for byte: no percent-decoding, dot segments or case folding, so `/a/../events`, `/%65vents` or `/events/` is another path (a target in absolute form, `http://host/events`, is compared by its path).',
+        'Compared exactly once both are in one spelling (RFC 3986 6.2.2.1 and 6.2.2.2): percent-encodings in upper case (`%c3` is `%C3`) and those of unreserved characters decoded (`%7E` is `~`, `%65` is `e`). ' +
+        'Nothing else: no other percent-decoding (`%2F` is not `/`), dot segments or case folding, so `/a/../events`, `/Events` or `/events/` is another path (a target in absolute form, `http://host/events`, is compared by its path).',
     ),
   unknownContentType: z
     .enum(['sniff', 'reject'])
@@ -395,6 +401,8 @@ class HttpServer implements HttpServerSource {
   readonly #replaceInvalidUtf8: boolean
   readonly #retryAfter: string
   readonly #tokenDigest: Buffer | undefined
+  /** The `path` option in the spelling request paths are compared in (see `normalizePercentEncoding`). */
+  readonly #path: string
   readonly #listening: Promise<HostPort>
   #resolveListening: (address: HostPort) => void = nothing
   #rejectListening: (error: unknown) => void = nothing
@@ -449,6 +457,7 @@ class HttpServer implements HttpServerSource {
     this.#replaceInvalidUtf8 = o.invalidUtf8 === 'replace'
     this.#retryAfter = String(o.retryAfterSeconds)
     this.#tokenDigest = typeof o.authToken === 'string' ? digest(o.authToken) : undefined
+    this.#path = normalizePercentEncoding(o.path)
     this.#listening = new Promise<HostPort>((resolve, reject) => {
       this.#resolveListening = resolve
       this.#rejectListening = reject
@@ -945,12 +954,12 @@ class HttpServer implements HttpServerSource {
     }
     const url = originForm(request.url ?? '/')
     const query = url.indexOf('?')
-    const path = query < 0 ? url : url.slice(0, query)
+    const path = normalizePercentEncoding(query < 0 ? url : url.slice(0, query))
     if (path === HEALTH_PATH) {
       this.#health(request, response, context)
       return
     }
-    if (path !== this.#resolved.path) {
+    if (path !== this.#path) {
       this.#refuse(request, response, 404, 'NOT_FOUND', `events are posted to ${this.#resolved.path}`)
       return
     }
@@ -1359,7 +1368,7 @@ function resumeReading(socket: Duplex): void {
  * The request target in origin form (`/path?query`), the form the `path` option is compared in:
  * an absolute-form target (`http://host:port/path?query`, as sent to a proxy), which a server must
  * take (RFC 9112 3.2.2), loses its scheme and authority (`http://host` alone is `/`). Nothing else
- * is rewritten: no percent-decoding, no dot segments, no case, so a path matches only as sent.
+ * is rewritten here (the path's percent-encodings are put in one spelling by the caller).
  */
 function originForm(target: string): string {
   if (target.startsWith('/')) return target

@@ -1328,14 +1328,16 @@ describe('httpServer: paths and content types', () => {
     '/x/../events',
     '//events',
     '/Events',
-    '/%65vents',
+    '/%45vents',
     '/events%2F',
+    '/events%2f',
+    '/%2Fevents',
     '/events;a=1',
     '/events#',
-    '/%68ealth',
+    '/%68ealth/',
     '*',
   ])(
-    'matches the path exactly as sent, so a near miss (%s) gets 404 and nothing enters the pipeline',
+    'matches the path exactly but for the spelling of percent-encodings, so a near miss (%s) gets 404 and nothing enters the pipeline',
     async (path) => {
       const { context, port } = await start({ path: '/events' })
       const connection = new RawConnection(port)
@@ -1350,6 +1352,45 @@ describe('httpServer: paths and content types', () => {
       expect(context.batches).toHaveLength(0)
     },
   )
+
+  it.each([
+    ['/%C3%A9v', '/%c3%a9v'],
+    ['/%c3%a9v', '/%C3%A9v'],
+    ['/%C3%a9v', '/%c3%A9v'],
+    ['/~user/events', '/%7Euser/events'],
+    ['/%7euser/events', '/~user/events'],
+    ['/events', '/%65vents'],
+  ])(
+    'takes a path configured as %s when a client spells it %s (RFC 3986 6.2.2: the case of percent-encodings, unreserved characters encoded)',
+    async (path, sent) => {
+      // curl sends what it is given, `%C3` or `%c3`; fetch keeps the case of an encoding it is
+      // given; older encoders write `~` as `%7E`. All name the same path: each got 404.
+      const { context, port } = await start({ path })
+      context.onBatch = (batch) => batch.end('delivered')
+      const connection = new RawConnection(port)
+      connection.write(
+        `POST ${sent}?outcomes=1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n` +
+          `Connection: close\r\n\r\n[{"a":1}]`,
+      )
+      expect(parseRawResponse(await connection.closed)).toMatchObject({
+        status: 200,
+        body: { status: 'delivered', records: [{ index: 0, status: 'delivered' }] },
+      })
+      expect(context.records()).toEqual([[{ a: 1 }]])
+    },
+  )
+
+  it('answers /health however a client spells it, and refuses a path that spells /health', async () => {
+    const { port } = await start({ path: '/events' })
+    const answer = await request(port, { method: 'GET', path: '/%68ealth' })
+    expect(answer).toMatchObject({ status: 200, body: { state: 'running' } })
+    for (const path of ['/%68ealth', '/heal%74h'])
+      expect(
+        httpServer({ path })
+          .validate()
+          .map((i) => i.field),
+      ).toEqual(['path'])
+  })
 
   it('takes a request whose target is in absolute form (RFC 9112 3.2.2), matching its path as any other', async () => {
     // `POST http://host:port/events HTTP/1.1`, as a client sends to a proxy: the server must take it,

@@ -1,0 +1,51 @@
+/** `normalizePercentEncoding`: RFC 3986 6.2.2.1 and 6.2.2.2, and nothing else. */
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { normalizePercentEncoding } from '../src/internal/normalizePercentEncoding.js'
+
+/** Paths as a request line carries them: printable ASCII, with percent-encodings of any byte. */
+const paths = fc
+  .array(
+    fc.oneof(
+      fc.constantFrom('/', '.', '~', '-', '_', 'a', 'Z', '0', '%', '?', ';', '+'),
+      fc.integer({ min: 0, max: 255 }).map((byte) => `%${byte.toString(16).padStart(2, '0')}`),
+      fc.integer({ min: 0, max: 255 }).map((byte) => `%${byte.toString(16).padStart(2, '0').toUpperCase()}`),
+    ),
+    { maxLength: 12 },
+  )
+  .map((parts) => `/${parts.join('')}`)
+
+describe('normalizePercentEncoding', () => {
+  it.each([
+    ['/%c3%a9v', '/%C3%A9v'],
+    ['/%C3%A9v', '/%C3%A9v'],
+    ['/%7Euser/%7euser', '/~user/~user'],
+    ['/%65vents', '/events'],
+    ['/%41%5a%30%2d%2E%5f', '/AZ0-._'],
+    ['/events%2f', '/events%2F'],
+    ['/a%3f%3F', '/a%3F%3F'],
+    ['/100%', '/100%'],
+    ['/%zz%4', '/%zz%4'],
+    ['/%%41', '/%A'],
+    ['/%2525', '/%2525'],
+    ['/Events', '/Events'],
+    ['/x/../events', '/x/../events'],
+  ])('writes %s as %s', (path, normalized) => {
+    expect(normalizePercentEncoding(path)).toBe(normalized)
+  })
+
+  it('gives one spelling whatever the case of the hex digits, decodes to the same text, and is idempotent', () => {
+    fc.assert(
+      fc.property(paths, (path) => {
+        const normalized = normalizePercentEncoding(path)
+        expect(normalizePercentEncoding(normalized)).toBe(normalized)
+        const lower = path.replace(/%[0-9A-F]{2}/gi, (e) => e.toLowerCase())
+        const upper = path.replace(/%[0-9A-F]{2}/gi, (e) => e.toUpperCase())
+        expect(normalizePercentEncoding(lower)).toBe(normalized)
+        expect(normalizePercentEncoding(upper)).toBe(normalized)
+        // Only encodings change: the bytes the path names stay the same.
+        expect(unescape(normalized)).toBe(unescape(path))
+      }),
+    )
+  })
+})
