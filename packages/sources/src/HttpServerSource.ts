@@ -204,7 +204,7 @@ export const HttpServerOptions = defineOptions({
     .describe(
       'Where warnings go (the server failing to accept connections, as Node reports it: once when it begins, once when ' +
         'connections are accepted again; a connection libuv closes itself for want of a file descriptor, EMFILE on Unix, ' +
-        'is never reported: keep maxConnections below the open-files limit). Default: process.emitWarning ' +
+        'is never reported: keep maxConnections below the open-files limit; any other error the server reports). Default: process.emitWarning ' +
         '(code ACKLINE_HTTP_SERVER), where a warning also goes when onWarning throws on it.',
     ),
 })
@@ -643,17 +643,18 @@ class HttpServer implements HttpServerSource {
    * (`ENFILE`, `ENOBUFS`; not `EMFILE` on Unix, where libuv closes such connections itself, unseen),
    * whose client is left unanswered.
    * Warned when a run of failures begins (the next connection accepted ends it), counted always:
-   * under load a warning per failure would flood the log with the same line.
+   * under load a warning per failure would flood the log with the same line. Any other error (none
+   * that Node reports today) concerns no connection: warned as the server's, not counted.
    */
   #serverError(error: unknown): void {
+    if ((error as NodeJS.ErrnoException | undefined)?.syscall !== 'accept') {
+      this.#warn(`http_server source '${this.#componentId}': the server reported an error: ${textOf(error)}`)
+      return
+    }
     this.#acceptFailures++
     if (this.#failingAccepts++ > 0) return
-    const what =
-      (error as NodeJS.ErrnoException | undefined)?.syscall === 'accept'
-        ? 'accepting a connection failed'
-        : 'the server failed'
     this.#warn(
-      `http_server source '${this.#componentId}': ${what}: ${textOf(error)}; its client got no answer ` +
+      `http_server source '${this.#componentId}': accepting a connection failed: ${textOf(error)}; its client got no answer ` +
         '(further failures are counted in acceptFailures, and warned again once a connection was accepted)',
     )
   }

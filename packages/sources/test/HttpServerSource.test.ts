@@ -1645,6 +1645,20 @@ describe('httpServer: failures of the server itself', () => {
     expect(warnings[2]).toMatch(/ENFILE/)
   })
 
+  it("warns of a server error that is not a failed accept as the server's, naming no client, and counts no accept failure", async () => {
+    const warnings: string[] = []
+    const { source, context, port } = await start({ onWarning: (message) => warnings.push(message) })
+    const server = await serverOf(context, port)
+    server.emit('error', Object.assign(new Error('something broke'), { code: 'EINVAL' }))
+    expect(warnings).toHaveLength(1)
+    expect(warnings[0]).toMatch(/^http_server source 'in': the server reported an error: .*something broke/)
+    expect(warnings[0]).not.toMatch(/client|accept/)
+    expect(source.counters.acceptFailures).toBe(0)
+    expect((await request(port, json([{ n: 1 }]))).status).toBe(200)
+    // No run of accept failures was begun: a connection accepted says nothing.
+    expect(warnings).toHaveLength(1)
+  })
+
   it('does not crash when onWarning throws on such a failure: the warning goes to process.emitWarning', async () => {
     const emitted = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     try {
