@@ -18,7 +18,8 @@
  * `Expect: 100-continue` gets `100 Continue` only once its request passed every check made on its
  * headers (path, method, token, types, declared length) and its turn on the connection came; a
  * refusal is answered in its place, so the body of a refused request is never sent. A connection
- * the server reports it failed to accept is counted and warned (`onWarning`), never thrown.
+ * the server reports it failed to accept is counted and warned (`onWarning`, thinly: the 1st, 2nd,
+ * 4th, … of a run of failures), never thrown.
  *
  * @module
  */
@@ -67,6 +68,13 @@ const ACCEPTED_TYPES = 'application/json, application/x-ndjson'
 const LINGER_BYTES = 4 * 1024 * 1024
 /** How long at most the source reads what a client sends after an answer that closes (see {@link LINGER_BYTES}). */
 const LINGER_MS = 2_000
+/**
+ * Accept failures this far apart, or further, are two runs (see `#serverError`): a failure after a
+ * minute without one begins a new run, warned at once.
+ */
+const ACCEPT_RUN_GAP_MS = 60_000
+/** Past the 512th failure of a run, every this many is warned (before, the 1st, 2nd, 4th, …). */
+const ACCEPT_WARNING_EVERY = 1024
 const BEARER_TOKEN =
   'characters a header carries (tab, printable ASCII, latin1 letters), with no blank at either end (what a client can send after "Bearer ")'
 
@@ -202,8 +210,9 @@ export const HttpServerOptions = defineOptions({
   onWarning: codeOption<(message: string) => void>('a function')
     .optional()
     .describe(
-      'Where warnings go (the server failing to accept connections, as Node reports it: once when it begins, once when ' +
-        'connections are accepted again; a connection libuv closes itself for want of a file descriptor, EMFILE on Unix, ' +
+      'Where warnings go (the server failing to accept connections, as Node reports it: of a run of failures less than a minute ' +
+        'apart, the 1st, 2nd, 4th, … and then every 1024th, with the count, each followed by one warning when the next connection is ' +
+        'accepted; a connection libuv closes itself for want of a file descriptor, EMFILE on Unix, ' +
         'is never reported: keep maxConnections below the open-files limit; any other error the server reports). Default: process.emitWarning ' +
         '(code ACKLINE_HTTP_SERVER), where a warning also goes when onWarning throws on it.',
     ),
@@ -415,8 +424,15 @@ class HttpServer implements HttpServerSource {
   #openConnections = 0
   #connectionsDropped = 0
   #acceptFailures = 0
-  /** Accept failures since a connection was last accepted: a run of them is warned once, not each. */
+  /**
+   * Accept failures in the current run (failures less than {@link ACCEPT_RUN_GAP_MS} apart, however
+   * many connections were accepted between them): of these the 1st, 2nd, 4th, … are warned.
+   */
   #failingAccepts = 0
+  /** When the last accept failure came (`Date.now()`): a failure later than the gap begins a new run. */
+  #lastAcceptFailure = 0
+  /** Set by a warned accept failure: the next connection accepted says accepting works again. */
+  #recoveryOwed = false
   /** Where warnings go, never throwing (set by `run`, which knows the component id). */
   #warn: (message: string) => void = nothing
   readonly #responses: Record<number, number> = {}
@@ -565,11 +581,11 @@ class HttpServer implements HttpServerSource {
       this.#refuseConnect(request, socket, head),
     )
     server.on('connection', (socket: Socket) => {
-      if (this.#failingAccepts > 0) {
+      if (this.#recoveryOwed) {
+        this.#recoveryOwed = false
         this.#warn(
-          `http_server source '${context.id}': accepting connections again, after ${this.#failingAccepts} failed`,
+          `http_server source '${context.id}': accepting connections again, after ${this.#failingAccepts} failed in this run (${this.#acceptFailures} in all)`,
         )
-        this.#failingAccepts = 0
       }
       this.#openConnections++
       this.#sockets.add(socket)
@@ -641,10 +657,13 @@ class HttpServer implements HttpServerSource {
   /**
    * The server failed once listening: Node reports there only a connection it could not accept
    * (`ENFILE`, `ENOBUFS`; not `EMFILE` on Unix, where libuv closes such connections itself, unseen),
-   * whose client is left unanswered.
-   * Warned when a run of failures begins (the next connection accepted ends it), counted always:
-   * under load a warning per failure would flood the log with the same line. Any other error (none
-   * that Node reports today) concerns no connection: warned as the server's, not counted.
+   * whose client is left unanswered. Counted always; warned thinly, since under load a warning per
+   * failure would flood the log with the same line: of a run of failures (each less than
+   * {@link ACCEPT_RUN_GAP_MS} after the one before, connections accepted between them or not, as
+   * when the process is short of file descriptors) the 1st, 2nd, 4th, … and then every
+   * {@link ACCEPT_WARNING_EVERY}th, with the count, and once after each of those, the next
+   * connection accepted. Any other error (none that Node reports today) concerns no connection:
+   * warned as the server's, not counted.
    */
   #serverError(error: unknown): void {
     if ((error as NodeJS.ErrnoException | undefined)?.syscall !== 'accept') {
@@ -652,10 +671,23 @@ class HttpServer implements HttpServerSource {
       return
     }
     this.#acceptFailures++
-    if (this.#failingAccepts++ > 0) return
+    const now = Date.now()
+    if (now - this.#lastAcceptFailure > ACCEPT_RUN_GAP_MS) this.#failingAccepts = 0
+    this.#lastAcceptFailure = now
+    const failures = ++this.#failingAccepts
+    const due =
+      failures < ACCEPT_WARNING_EVERY
+        ? (failures & (failures - 1)) === 0
+        : failures % ACCEPT_WARNING_EVERY === 0
+    if (!due) return
+    this.#recoveryOwed = true
+    const next = failures < ACCEPT_WARNING_EVERY ? failures * 2 : failures + ACCEPT_WARNING_EVERY
     this.#warn(
-      `http_server source '${this.#componentId}': accepting a connection failed: ${textOf(error)}; its client got no answer ` +
-        '(further failures are counted in acceptFailures, and warned again once a connection was accepted)',
+      failures === 1
+        ? `http_server source '${this.#componentId}': accepting a connection failed: ${textOf(error)}; its client got no answer ` +
+            '(counted in acceptFailures; warned again at the 2nd failure of this run)'
+        : `http_server source '${this.#componentId}': accepting connections failed ${failures} times in this run ` +
+            `(${this.#acceptFailures} in all; said again at ${next}), the last: ${textOf(error)}; their clients got no answer`,
     )
   }
 

@@ -1626,23 +1626,70 @@ describe('httpServer: failures of the server itself', () => {
   const acceptFailed = (code: string) =>
     Object.assign(new Error(`accept ${code}`), { code, errno: -24, syscall: 'accept' })
 
-  it('warns, naming the component, when the server reports it failed to accept connections, once per run of failures, and serves on', async () => {
+  it('warns, naming the component, when the server reports it failed to accept connections, at the 1st, 2nd, 4th … failure of a run, and serves on', async () => {
     const warnings: string[] = []
     const { source, context, port } = await start({ onWarning: (message) => warnings.push(message) })
     const server = await serverOf(context, port)
     server.emit('error', acceptFailed('EMFILE'))
     server.emit('error', acceptFailed('EMFILE'))
+    server.emit('error', acceptFailed('EMFILE'))
     expect(warnings).toEqual([
       expect.stringMatching(/^http_server source 'in': accepting a connection failed: .*EMFILE/),
+      expect.stringMatching(
+        /^http_server source 'in': accepting connections failed 2 times in this run \(2 in all; said again at 4\).*EMFILE/,
+      ),
     ])
-    expect(source.counters.acceptFailures).toBe(2)
-    // Accepting again: said once, and the next run of failures is warned again.
+    expect(source.counters.acceptFailures).toBe(3)
+    // Accepting again: said once.
     expect((await request(port, json([{ n: 1 }]))).status).toBe(200)
-    expect(warnings).toHaveLength(2)
-    expect(warnings[1]).toMatch(/^http_server source 'in': accepting connections again, after 2 failed/)
-    server.emit('error', acceptFailed('ENFILE'))
+    expect((await request(port, json([{ n: 2 }]))).status).toBe(200)
     expect(warnings).toHaveLength(3)
-    expect(warnings[2]).toMatch(/ENFILE/)
+    expect(warnings[2]).toMatch(
+      /^http_server source 'in': accepting connections again, after 3 failed in this run \(3 in all\)/,
+    )
+    server.emit('error', acceptFailed('ENFILE'))
+    expect(warnings).toHaveLength(4)
+    expect(warnings[3]).toMatch(/failed 4 times in this run.*ENFILE/)
+  })
+
+  it('warns thinly when failed accepts and accepted connections alternate, and at once of a run that begins a minute after the last failure', async () => {
+    // Short of file descriptors, a server fails some accepts and takes the connections between:
+    // each failure began a run, each connection ended it, and every one of them was warned.
+    vi.useFakeTimers({ toFake: ['Date'] })
+    try {
+      const warnings: string[] = []
+      const { source, context, port } = await start({ onWarning: (message) => warnings.push(message) })
+      const server = await serverOf(context, port)
+      for (let i = 1; i <= 16; i++) {
+        server.emit('error', acceptFailed('ENFILE'))
+        expect((await request(port, json([{ n: i }]))).status).toBe(200)
+      }
+      expect(source.counters.acceptFailures).toBe(16)
+      const said = warnings.map(
+        (w) =>
+          /accepting (a connection failed|connections failed \d+|connections again, after \d+)/.exec(w)?.[1],
+      )
+      expect(said).toEqual([
+        'a connection failed',
+        'connections again, after 1',
+        'connections failed 2',
+        'connections again, after 2',
+        'connections failed 4',
+        'connections again, after 4',
+        'connections failed 8',
+        'connections again, after 8',
+        'connections failed 16',
+        'connections again, after 16',
+      ])
+      // Failures a minute apart are two runs: the new one is warned at once, the count begun anew.
+      vi.setSystemTime(Date.now() + 60_001)
+      server.emit('error', acceptFailed('ENFILE'))
+      expect(warnings).toHaveLength(11)
+      expect(warnings[10]).toMatch(/accepting a connection failed: .*ENFILE/)
+      expect(source.counters.acceptFailures).toBe(17)
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it("warns of a server error that is not a failed accept as the server's, naming no client, and counts no accept failure", async () => {
