@@ -151,7 +151,9 @@ export const HttpServerOptions = defineOptions({
       'How long a client may take to send the whole request, in ms; a slower one gets 408 ' +
         "REQUEST_TIMEOUT. The pipeline's time to answer does not count: a request that waits unread on its " +
         'connection (pipelined behind one that waits for room downstream) gets it afresh once the connection ' +
-        'is read again, so at most that wait plus requestTimeoutMs; one read meanwhile gets no more.',
+        'is read again, so at most that wait plus requestTimeoutMs; one read meanwhile gets no more. A pipelined ' +
+        'request sent with Expect: 100-continue gets it afresh once its 100 Continue is written (Node writes it ' +
+        'after the answers owed before it, so its client waits for those).',
     ),
   keepAliveTimeoutMs: z
     .int()
@@ -457,6 +459,8 @@ class HttpServer implements HttpServerSource {
    * (whose answer then closes the connection, as Node does, since the body was not sent).
    */
   readonly #expectsContinue = new WeakSet<ServerResponse>()
+  /** The response of each request that came with `Expect: 100-continue` (see `#goAheadOwed`). */
+  readonly #continueOf = new WeakMap<IncomingMessage, ServerResponse>()
   /** The connections that got an answer that closes them, read on until they close (see `#linger`). */
   readonly #lingering = new Set<Socket>()
   /** Set once `run` returns: from then on, an answer that closes its connection closes it at once. */
@@ -568,6 +572,7 @@ class HttpServer implements HttpServerSource {
     // 100 itself once the request passed every check made on its headers (see `#serve`).
     server.on('checkContinue', (request: IncomingMessage, response: ServerResponse) => {
       this.#expectsContinue.add(response)
+      this.#continueOf.set(request, response)
       this.#handle(request, response, context)
     })
     // An Expect other than 100-continue: Node would answer 417 itself, with no body and uncounted.
@@ -701,18 +706,21 @@ class HttpServer implements HttpServerSource {
    */
   #clientError(error: NodeJS.ErrnoException, socket: Duplex): void {
     const turns = this.#turns.get(socket)
-    if (
-      error.code === 'ERR_HTTP_REQUEST_TIMEOUT' &&
-      turns?.paused === true &&
-      !socket.destroyed &&
-      isHeld(socket)
-    ) {
-      // Late because the source held the connection (its requests wait their turn), not because
-      // the client was slow: checked again once reading resumes (see `#endTurn`). Only while the
-      // connection is still unread: Node undoes the hold once an answer drains, and a request it
-      // read meanwhile and still found unfinished is late by its client's doing.
-      turns.late = true
-      return
+    if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && turns !== undefined && !socket.destroyed) {
+      if (turns.paused && isHeld(socket)) {
+        // Late because the source held the connection (its requests wait their turn), not because
+        // the client was slow: checked again once reading resumes (see `#endTurn`). Only while the
+        // connection is still unread: Node undoes the hold once an answer drains, and a request it
+        // read meanwhile and still found unfinished is late by its client's doing.
+        turns.late = true
+        return
+      }
+      if (this.#goAheadOwed(socket) !== undefined) {
+        // Late because its client waits for a 100 Continue still queued behind the answers owed
+        // before it: timed afresh once that is written.
+        this.#lateAfterHold(socket, turns)
+        return
+      }
     }
     if (
       !socket.writable ||
@@ -952,11 +960,37 @@ class HttpServer implements HttpServerSource {
 
   /**
    * A request found late while its connection was held gets `requestTimeoutMs` from the moment
-   * reading resumes; still unfinished then (its headers, or its body, not all arrived), it is cut
-   * off as Node's check would have. Unref'd, so it keeps nothing alive itself.
+   * reading resumes, or, when its client waits for `100 Continue` still queued behind the answers
+   * owed before it, from the moment that is written (see `#goAheadOwed`); still unfinished then
+   * (its headers, or its body, not all arrived), it is cut off as Node's check would have.
+   * Unref'd, so it keeps nothing alive itself.
    */
   #lateAfterHold(socket: Duplex, turns: Turns): void {
     turns.late = false
+    const owed = this.#goAheadOwed(socket)
+    if (owed !== undefined) {
+      // Node writes what was queued on the response as it hands it the connection.
+      owed.once('socket', () => this.#timeAfresh(socket, turns))
+      return
+    }
+    this.#timeAfresh(socket, turns)
+  }
+
+  /**
+   * The response of the request Node is reading on `socket`, when its client waits for the
+   * `100 Continue` it asked for (or the answer in its place) and that is not on the wire: queued
+   * behind the answers owed before it on the connection, which Node writes in order. Its client
+   * rightly sends nothing meanwhile, so that time does not count against `requestTimeoutMs`.
+   */
+  #goAheadOwed(socket: Duplex): ServerResponse | undefined {
+    const incoming = (socket as Duplex & HttpSocket).parser?.incoming ?? undefined
+    if (incoming === undefined || incoming.complete) return undefined
+    const response = this.#continueOf.get(incoming)
+    return response !== undefined && response.socket === null && !response.destroyed ? response : undefined
+  }
+
+  /** Gives the request Node is reading on `socket` `requestTimeoutMs` from now (see `#lateAfterHold`). */
+  #timeAfresh(socket: Duplex, turns: Turns): void {
     const seen = turns.seen
     const incoming = (socket as Duplex & HttpSocket).parser?.incoming ?? undefined
     const body = incoming !== undefined && !incoming.complete

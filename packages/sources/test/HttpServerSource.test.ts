@@ -1281,6 +1281,108 @@ describe('httpServer: Expect: 100-continue', () => {
     expect(context.records()).toEqual([[{ a: 1 }]])
   })
 
+  it.each([
+    ['whose batch is pending', false],
+    ['that waits for room downstream', true],
+  ])(
+    'does not count against requestTimeoutMs the time a request with Expect: 100-continue waits behind one %s, only the time after its 100 Continue',
+    async (_, noRoom) => {
+      // Its 100 Continue is written after the answers owed before it: its client waits, sending
+      // nothing. Found late meanwhile, it was cut off, and the request before it (its events in
+      // the pipeline) was stopped and lost its answer with the connection.
+      const { source, context, port } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 200 })
+      let room = (): void => {}
+      if (noRoom)
+        context.gate = new Promise((resolve) => {
+          room = resolve
+        })
+      /** Past requestTimeoutMs, as the server measures it: a slowloris opened now is cut off. */
+      const pastTheLimit = async (): Promise<void> => {
+        const slowloris = await open(port)
+        slowloris.write('POST / HTTP/1.1\r\n')
+        slowloris.trickle('X: 1\r\n', 20)
+        expect(parseRawResponse(await slowloris.closed).status).toBe(408)
+      }
+      const next = context.nextBatch()
+      const client = await open(port)
+      client.write(
+        'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]' +
+          'POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\n' +
+          'Content-Length: 9\r\nConnection: close\r\n\r\n',
+      )
+      while (source.counters.requests < 2) await new Promise((r) => setImmediate(r))
+      await pastTheLimit()
+      room()
+      const first = await next
+      await pastTheLimit()
+      expect(client.received).toBe('')
+      first.end('delivered')
+      const continued = await client.until(/HTTP\/1\.1 100 Continue\r\n\r\n$/)
+      expect(continued.split(/(?=HTTP\/1\.1 )/).map((answer) => answer.slice(0, 12))).toEqual([
+        'HTTP/1.1 200',
+        'HTTP/1.1 100',
+      ])
+      context.onBatch = (batch) => batch.end('delivered')
+      client.write('[{"a":2}]')
+      const answers = (await client.closed)
+        .split(/(?=HTTP\/1\.1 )/)
+        .filter((a) => !a.startsWith('HTTP/1.1 100 '))
+      expect(answers.map(parseRawResponse)).toMatchObject([
+        { status: 200, body: { events: 1 } },
+        { status: 200, body: { events: 1 } },
+      ])
+      expect(context.records()).toEqual([[{ a: 1 }], [{ a: 2 }]])
+    },
+  )
+
+  it('answers in order a request refused with Expect: 100-continue behind one whose batch is pending, however long that takes', async () => {
+    // Its refusal, in place of 100 Continue, is written after the answer before it: found late
+    // meanwhile, it was cut off with the connection, and so was that answer.
+    const { source, context, port } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 200 })
+    const next = context.nextBatch()
+    const client = await open(port)
+    client.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]' +
+        'POST /elsewhere HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 9\r\n\r\n',
+    )
+    const first = await next
+    while (source.counters.requests < 2) await new Promise((r) => setImmediate(r))
+    const slowloris = await open(port)
+    slowloris.write('POST / HTTP/1.1\r\n')
+    slowloris.trickle('X: 1\r\n', 20)
+    expect(parseRawResponse(await slowloris.closed).status).toBe(408)
+    first.end('delivered')
+    const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/)
+    expect(answers.map(parseRawResponse)).toMatchObject([
+      { status: 200, body: { events: 1 } },
+      { status: 404, body: { code: 'NOT_FOUND' } },
+    ])
+  })
+
+  it('still cuts off a pipelined request with Expect: 100-continue whose client sends no body within requestTimeoutMs of its 100 Continue', async () => {
+    const { source, context, port } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 200 })
+    const next = context.nextBatch()
+    const client = await open(port)
+    client.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]' +
+        'POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 9\r\n\r\n',
+    )
+    const first = await next
+    while (source.counters.requests < 2) await new Promise((r) => setImmediate(r))
+    const slowloris = await open(port)
+    slowloris.write('POST / HTTP/1.1\r\n')
+    slowloris.trickle('X: 1\r\n', 20)
+    expect(parseRawResponse(await slowloris.closed).status).toBe(408)
+    first.end('delivered')
+    // Its timer starts with the 100 Continue: Node's own check reports a request only once.
+    const text = await client.closed
+    const [answer, go] = text.split(/(?=HTTP\/1\.1 )/)
+    expect(parseRawResponse(answer!)).toMatchObject({ status: 200, body: { events: 1 } })
+    expect(go).toBe('HTTP/1.1 100 Continue\r\n\r\n')
+    expect(context.records()).toEqual([[{ a: 1 }]])
+  })
+
   it('answers a health check sent with Expect: 100-continue on a connection it keeps, serving what follows', async () => {
     // Answered without 100 Continue, Node closed the connection behind the source's back: the
     // request pipelined after it was served, its events sent downstream, its answer lost.
