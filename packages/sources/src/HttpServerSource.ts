@@ -12,9 +12,10 @@
  * downstream, its connection is read no further (requests pipelined behind it wait unread), so
  * what the source holds waiting for room is bounded by `maxConnections`, not by what clients write.
  * A client that half-closes its connection once it wrote its requests still gets every answer
- * owed to it; the connection closes after the last one. An answer that closes a connection (a
- * refusal) is followed by a bounded read of what the client still sends, discarded, so that a
- * client still writing a body reads the answer rather than a reset. A client that sends
+ * owed to it (a request its close cut off gets 400); the connection closes after the last one. An
+ * answer that closes a connection (a refusal) is followed by a bounded read of what the client
+ * still sends, discarded, so that a client still writing a body reads the answer rather than a
+ * reset. A client that sends
  * `Expect: 100-continue` gets `100 Continue` only once its request passed every check made on its
  * headers (path, method, token, types, declared length) and its turn on the connection came; a
  * refusal is answered in its place, so the body of a refused request is never sent. A connection
@@ -703,6 +704,9 @@ class HttpServer implements HttpServerSource {
    * received whole awaits its answer there (bytes after a body: the client would read this answer
    * as that request's). Otherwise the connection closes without one: such a request is stopped
    * before it enters the pipeline, or keeps its real status there and the client sends it again.
+   * Two are not the client's doing and keep the connection: a request late while the source held
+   * it, or while its 100 Continue waited behind earlier answers (timed afresh), and a client that
+   * half-closed in the middle of a request (see `#endedMidRequest`).
    */
   #clientError(error: NodeJS.ErrnoException, socket: Duplex): void {
     const turns = this.#turns.get(socket)
@@ -722,6 +726,7 @@ class HttpServer implements HttpServerSource {
         return
       }
     }
+    if (error.code === 'HPE_INVALID_EOF_STATE' && this.#endedMidRequest(socket, turns)) return
     if (
       !socket.writable ||
       (socket as Socket).bytesWritten > 0 ||
@@ -746,6 +751,44 @@ class HttpServer implements HttpServerSource {
         `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
     )
     this.#linger(socket as Socket)
+  }
+
+  /**
+   * The client ended its side of the connection in the middle of a request (its headers or its
+   * body cut off), where requests it sent whole before still await their answers. It reads on, as a
+   * client that half-closes does, so those answers are written, in order, and the connection
+   * closes after the last: the cut-off request, once it had its turn, gets 400 as that last one
+   * (unless it was refused already, past maxBodyBytes say: that answer closes); one cut off in its
+   * headers gets none (Node made it nothing to answer through), and the answer before it closes
+   * the connection. Says whether it took the connection in hand; not when the
+   * cut-off request still waits its turn or none whole awaits its answer (then `#clientError`
+   * goes on as for any bad request).
+   */
+  #endedMidRequest(socket: Duplex, turns: Turns | undefined): boolean {
+    const unanswered = this.#unanswered.get(socket)
+    if (turns === undefined || unanswered === undefined || !socket.writable) return false
+    const owed = [...unanswered].filter((response) => response.req.complete)
+    if (owed.length === 0) return false
+    const incoming = (socket as Duplex & HttpSocket).parser?.incoming ?? undefined
+    const pending = turns.waiting.slice(turns.next).map(([, response]) => response)
+    if (incoming !== undefined && !incoming.complete) {
+      const cut = [...unanswered].find((response) => response.req === incoming)
+      // Refused already (past maxBodyBytes, say): that answer closes the connection.
+      if (cut === undefined) return true
+      if (pending.includes(cut)) return false
+      this.#refuse(
+        incoming,
+        cut,
+        400,
+        'BAD_REQUEST',
+        'the request was cut off: its client ended its side of the connection before the request did',
+      )
+      return true
+    }
+    // Cut off in its headers: Node writes the answers in order, and the last one closes the connection.
+    const last = pending.length > 0 ? pending[pending.length - 1] : turns.latest
+    if (last !== undefined && !last.headersSent) last.setHeader('Connection', 'close')
+    return true
   }
 
   /**

@@ -912,6 +912,57 @@ describe('httpServer: limits of a server on an open port', () => {
     while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
   })
 
+  it.each([
+    [
+      'in its body',
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a"',
+      true,
+    ],
+    ['in its headers', 'POST / HTTP/1.1\r\nHost: x\r\nContent-Ty', false],
+  ])(
+    'writes the answers owed to a client that half-closed with its last request cut off %s, then closes',
+    async (_, cut, refused) => {
+      // Node reports the cut-off request as a parse error: the connection was closed at once, and
+      // the answer of the request before it, whose events were in the pipeline, was lost.
+      const { source, context, port } = await start()
+      const next = context.nextBatch()
+      const connection = await open(port)
+      connection.end(
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]${cut}`,
+      )
+      const batch = await next
+      // The client's FIN reached the server: a request on another connection, a round trip later, is answered after it.
+      expect((await request(port, { method: 'GET' })).status).toBe(405)
+      batch.end('delivered')
+      const answers = (await connection.closed).split(/(?=HTTP\/1\.1 )/)
+      expect(answers.map(parseRawResponse)).toMatchObject([
+        { status: 200, body: { status: 'delivered', events: 1 } },
+        ...(refused ? [{ status: 400, body: { code: 'BAD_REQUEST', componentId: 'in' } }] : []),
+      ])
+      expect(context.records()).toEqual([[{ a: 1 }]])
+      expect(source.counters.responses).toMatchObject({ 200: 1, ...(refused ? { 400: 1 } : {}) })
+    },
+  )
+
+  it('writes both answers owed to a client that half-closed in the middle of a request refused past maxBodyBytes', async () => {
+    const { context, port } = await start({ maxBodyBytes: 16 })
+    const next = context.nextBatch()
+    const connection = await open(port)
+    connection.end(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]' +
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n[${'{"b":1},'.repeat(4)}`,
+    )
+    const batch = await next
+    expect((await request(port, { method: 'GET' })).status).toBe(405)
+    batch.end('delivered')
+    const answers = (await connection.closed).split(/(?=HTTP\/1\.1 )/)
+    expect(answers.map(parseRawResponse)).toMatchObject([
+      { status: 200, body: { events: 1 } },
+      { status: 413, body: { code: 'BODY_TOO_LARGE' } },
+    ])
+    expect(context.records()).toEqual([[{ a: 1 }]])
+  })
+
   it('cuts off a slow request found late while Node read its connection again, though the source still held it', async () => {
     // Node undoes the source's hold on a connection once an answer drains there: the request read
     // meanwhile, still unfinished when Node's check finds it late, is the client's slowness and
