@@ -328,6 +328,8 @@ export const BufferCheck = {
       /** Where the records on disk resume, when the ledger counts records below it unacknowledged (they are gone). */
       let goneUpTo: number | undefined
       let lastSeq = -1
+      /** The last segment opening would keep, as judged so far (a file it leaves alone is not). */
+      let kept: SegmentCheck | undefined
       /** What a repair says of each segment missing between the segments left (the ledger is saved without them). */
       const missingSegments: string[] = []
       for (const [i, name] of segNames.entries()) {
@@ -344,6 +346,13 @@ export const BufferCheck = {
           problems.push(
             `${name}: its first record is numbered ${seg.firstSeq}, outside ${named}..${next === undefined ? '' : next - 1}: not a segment of this buffer (copied in or renamed; opening leaves it alone; move it out)`,
           )
+        } else if (kept?.lastSeq !== undefined && kept.lastSeq >= named) {
+          // This buffer names a segment after the record that rolled it, past every one before.
+          problems.push(
+            `${name}: its name lies inside the records of ${kept.name}, which run to ${kept.lastSeq}: not a segment of this buffer (copied in, renamed or restored; opening leaves it alone; move it out)`,
+          )
+        } else {
+          kept = check
         }
         if (seg.lastSeq !== undefined) lastSeq = Math.max(lastSeq, seg.lastSeq)
         for (const c of seg.corrupt) {

@@ -183,6 +183,84 @@ describe('DiskBuffer recovery', () => {
     },
   )
 
+  it.each([
+    // Segments of 37 records: 0..36, 37..73, 74..99. Its first record fits its name.
+    ['the segment before it (which went with records unread, the file read in their place)', 20],
+    ['the last segment (the file was read from and appended to)', 90],
+  ])(
+    'leaves alone a segment file named inside the records of %s, and delivers every record of its own',
+    async (_, name) => {
+      const { fs, logs, open } = setup()
+      const buffer = await open()
+      for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+      await buffer.close()
+      const foreign = `${String(name).padStart(20, '0')}.seg`
+      expect(fs.bytes(`${PATH}/${foreign}`)).toBeUndefined()
+      const bytes = Frame.encode([Buffer.from('foreign-0'), Buffer.from('foreign-1')], name).bytes
+      fs.put(`${PATH}/${foreign}`, bytes)
+      const inside = name < 37 ? '00000000000000000000.seg' : '00000000000000000074.seg'
+      const report = await BufferCheck.run(PATH, { fileSystem: fs })
+      expect(report.problems).toContainEqual(
+        `${foreign}: its name lies inside the records of ${inside}, which run to ${name < 37 ? 36 : 99}: not a segment of this buffer (copied in, renamed or restored; opening leaves it alone; move it out)`,
+      )
+      const reopened = await open()
+      expect(logs).toContain(
+        `disk buffer ${PATH}: ${foreign} is not a segment of this buffer (its name lies inside the records of ${inside}, which run to ${name < 37 ? 36 : 99}); left alone`,
+      )
+      await reopened.append([Buffer.from('after')])
+      reopened.endWrites()
+      const got: string[] = []
+      for (;;) {
+        const records = await reopened.read(5)
+        if (records === undefined) break
+        for (const r of records) {
+          got.push(Buffer.from(r.payload).toString())
+          reopened.ack(r.seq)
+        }
+        await reopened.checkpoint() // segments all acknowledged go as the prefix passes them
+      }
+      expect(got).toEqual([
+        ...Array.from({ length: 100 }, (_, i) => `r${String(i).padStart(6, '0')}`),
+        'after',
+      ])
+      await reopened.close()
+      expect(fs.bytes(`${PATH}/${foreign}`)).toEqual(Buffer.from(bytes))
+    },
+  )
+
+  it('finds the last record of the segment before a file named inside it when that record is longer than the tail opening reads first', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 200 << 10 })
+    const buffer = await open()
+    const long = 'x'.repeat(100 << 10) // past the 64 KiB opening reads of a segment's tail first
+    await buffer.append([Buffer.from('a'), Buffer.from('b'), Buffer.from(long)])
+    await buffer.append([Buffer.from(long)]) // rolls: segment 3
+    await buffer.close()
+    const foreign = `${PATH}/00000000000000000002.seg` // its record fits its name; record 2 is the long one
+    fs.put(foreign, Frame.encode([Buffer.from('foreign')], 2).bytes)
+    const reopened = await open()
+    expect(logs).toContain(
+      `disk buffer ${PATH}: 00000000000000000002.seg is not a segment of this buffer (its name lies inside the records of 00000000000000000000.seg, which run to 2); left alone`,
+    )
+    expect(await drain(reopened)).toEqual(['a', 'b', long, long])
+    await reopened.close()
+    expect(fs.bytes(foreign)).toBeDefined()
+  })
+
+  it('keeps a segment whose name a frame inside the payload of the last record before it seems to reach (read from the start, that is a payload)', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 150 << 10 })
+    const buffer = await open()
+    // A payload that ends with a whole frame numbered 7: the tail read alone takes it for record 7.
+    const inner = Buffer.concat([Buffer.alloc(100 << 10, 'x'), Frame.encode([Buffer.from('inner')], 7).bytes])
+    await buffer.append([inner])
+    await buffer.append([Buffer.alloc(100 << 10, 'y')]) // rolls: segment 1
+    await buffer.close()
+    expect(fs.bytes(`${PATH}/00000000000000000001.seg`)).toBeDefined()
+    const reopened = await open()
+    expect(logs.filter((m) => m.includes('not a segment'))).toEqual([])
+    expect(await drain(reopened)).toEqual([inner.toString(), 'y'.repeat(100 << 10)])
+    await reopened.close()
+  })
+
   it('leaves alone a last segment whose records are numbered below its name, numbering on past its name, and the check says so', async () => {
     const { fs, logs, open } = setup()
     const buffer = await open()

@@ -7,8 +7,8 @@
  * which only a crash mid-write leaves); a ledger acknowledging past the records on disk is refused
  * (`LEDGER_AHEAD`) before anything is deleted; the settings the files were written with win over
  * the options. Only the last segment is scanned, so recovery costs one segment's scan at most
- * (and the first frame of each segment before it, to leave alone a file whose records do not fit
- * its name).
+ * (and the first frame and the tail of each segment before it, to leave alone a file whose records
+ * do not fit its name, or whose name lies inside the records of the segment before it).
  *
  * @module
  */
@@ -86,34 +86,95 @@ async function firstRecordSeq(s: Settings, seg: Segment): Promise<number | undef
   }
 }
 
+/** How much of a segment's end {@link lastRecordSeq} reads first; it reads 16 times more each time it finds no record. */
+const TAIL_BYTES = 64 << 10
+
 /**
- * Drops from `segments` (in name order) every file but the last whose first record does not fit its name: a
- * segment of this buffer starts at or after the number it is named after and before the next
- * segment's. Such a file (copied in, renamed) broke the order everything else relies on: the
- * segment before it was deleted once the prefix passed the foreign name, with records of its own
- * unread, and records numbered past the next segment's made the reader skip the rest as missing
- * while a drain waited for ever. It is left on disk, untouched, and logged. (The last is judged by
- * its scan, which reads its first frame anyway: below its name only.) Returns the number past the
- * names of the files left alone (0 when none is): numbering goes on past it, so that no segment
- * of this buffer is ever given the name of one (it would be appended to).
+ * The sequence number of the last whole record of `seg` (in file order), or `undefined` when it
+ * holds none. It reads the file's last {@link TAIL_BYTES} (more, growing, only when they hold no
+ * whole record: a long last record, or damage), resynchronising on the framing as reading does.
+ * With `whole`, it reads the file from its start, as a reader would (a frame inside a payload is
+ * never taken for one).
+ */
+async function lastRecordSeq(s: Settings, seg: Segment, whole = false): Promise<number | undefined> {
+  const file = await s.fs.open(`${s.path}/${seg.name}`, 'read')
+  try {
+    for (let window = whole ? seg.size : TAIL_BYTES; ; window *= 16) {
+      const start = Math.max(0, seg.size - window)
+      const reader = new SegmentReader(file, {
+        start,
+        end: seg.size,
+        maxPayload: Math.max(s.segmentBytes, seg.size),
+        chunkBytes: Math.min(seg.size - start, 8 << 20),
+        payloads: false,
+      })
+      let last: number | undefined
+      for (;;) {
+        const items = await reader.read(4096)
+        if (items.length === 0) break
+        for (const item of items) if (item.kind === 'record') last = item.seq
+      }
+      if (last !== undefined || start === 0) return last
+    }
+  } finally {
+    await file.close()
+  }
+}
+
+/**
+ * Drops from `segments` (in name order) every file opening must leave alone:
+ *
+ * - one, but the last, whose first record does not fit its name: a segment of this buffer starts
+ *   at or after the number it is named after and before the next segment's. (The last is judged
+ *   by its scan, which reads its first frame anyway: below its name only.)
+ * - one, the last too, named at or below the last record of the segment kept before it: this
+ *   buffer names a segment after the record that rolled it, past every record before it.
+ *
+ * Such a file (copied in, renamed, restored from a backup) broke the order everything else relies
+ * on: the segment before it was deleted once the prefix passed the foreign name, with records of
+ * its own unread, and records numbered past the next segment's made the reader skip the rest as
+ * missing while a drain waited for ever. It is left on disk, untouched, and logged. The last
+ * record of the segment before is read from its tail (the first frame alone says nothing of its
+ * end); one that seems to reach past the name is read again from its start before the file is
+ * left alone, so that a frame held in the payload of a long last record is never taken for it.
+ * Returns the number past the names of the files left alone (0 when none is): numbering goes on
+ * past it, so that no segment of this buffer is ever given the name of one (it would be appended
+ * to).
  */
 async function leaveForeignAlone(s: Settings, segments: Segment[]): Promise<number> {
   const names = segments.map((seg) => seg.firstSeq)
   let past = 0
-  // The last one is judged by the scan of it (Recovery.run), which reads its first frame anyway.
-  for (let i = 0, kept = 0; i < names.length - 1; i++) {
+  /** The last record of the segment kept before the one judged, once read (`null`: it holds none), and whether it was read whole. */
+  let before: { readonly seg: Segment; readonly last: number | null; readonly whole: boolean } | undefined
+  for (let i = 0, kept = 0; i < names.length; i++) {
     const seg = segments[kept]!
-    const first = seg.size === 0 ? undefined : await firstRecordSeq(s, seg)
     const next = names[i + 1]
-    if (first === undefined || (first >= seg.firstSeq && (next === undefined || first < next))) {
+    // The last one's first record is judged by the scan of it (Recovery.run), which reads it anyway.
+    const first = next === undefined || seg.size === 0 ? undefined : await firstRecordSeq(s, seg)
+    let why: string | undefined
+    if (first !== undefined && (first < seg.firstSeq || first >= next!)) {
+      why = `its first record is numbered ${first}, outside ${seg.firstSeq}..${next! - 1}`
+    } else if (kept > 0) {
+      const prev = segments[kept - 1]!
+      if (before?.seg !== prev) {
+        const last = prev.size === 0 ? null : ((await lastRecordSeq(s, prev)) ?? null)
+        before = { seg: prev, last, whole: prev.size === 0 }
+      }
+      if (!before.whole && before.last !== null && before.last >= seg.firstSeq) {
+        // Read whole, as a reader would: the tail's frames may lie in a long last record's payload.
+        before = { seg: prev, last: (await lastRecordSeq(s, prev, true)) ?? null, whole: true }
+      }
+      if (before.last !== null && before.last >= seg.firstSeq) {
+        why = `its name lies inside the records of ${prev.name}, which run to ${before.last}`
+      }
+    }
+    if (why === undefined) {
       kept++
       continue
     }
     segments.splice(kept, 1)
-    past = seg.firstSeq + 1
-    s.log(
-      `disk buffer ${s.path}: ${seg.name} is not a segment of this buffer (its first record is numbered ${first}, outside ${seg.firstSeq}..${next === undefined ? '' : next - 1}); left alone`,
-    )
+    past = Math.max(past, seg.firstSeq + 1)
+    s.log(`disk buffer ${s.path}: ${seg.name} is not a segment of this buffer (${why}); left alone`)
   }
   return past
 }
