@@ -36,6 +36,12 @@ export interface SegmentCheck {
   readonly corrupt: readonly { readonly offset: number; readonly bytes: number }[]
   /** Damage running to the end of the file (a torn write), if any. */
   readonly torn: { readonly offset: number; readonly bytes: number } | undefined
+  /**
+   * Whether opening leaves the file alone (not a segment of this buffer: its first record does not
+   * fit its name, or its name lies inside the records of the segment before it). Such a file is
+   * reported, but its records are not counted and `repair` neither cuts nor rewrites it.
+   */
+  readonly leftAlone: boolean
 }
 
 /** What a check found, and what a repair did. */
@@ -50,11 +56,11 @@ export interface BufferCheckReport {
   readonly lock: { readonly holder: LockHolder; readonly live: boolean } | undefined
   /** Every segment file, in sequence order. */
   readonly segments: readonly SegmentCheck[]
-  /** The acknowledged position: the ledger's, or the first record on disk when the ledger is unusable. */
+  /** The acknowledged position: the ledger's, or the first segment opening keeps when the ledger is unusable. */
   readonly ackedBelow: number
-  /** Valid records in all segments. */
+  /** Valid records in all segments (not in the files opening leaves alone). */
   readonly records: number
-  /** Valid records at or above the acknowledged position: what a reader would be handed. */
+  /** Valid records at or above the acknowledged position: what a reader would be handed (from the segments opening keeps). */
   readonly unacked: number
   /** The dead-letter queue's own report, if the directory has one. */
   readonly deadLetter: BufferCheckReport | undefined
@@ -71,7 +77,7 @@ async function checkSegment(
   path: string,
   name: string,
   ackedBelow: number,
-): Promise<SegmentCheck & { readonly validEnd: number }> {
+): Promise<Omit<SegmentCheck, 'leftAlone'> & { readonly validEnd: number }> {
   const bytes = (await fs.size(`${path}/${name}`)) ?? 0
   const file = await fs.open(`${path}/${name}`, 'read')
   try {
@@ -317,9 +323,11 @@ export const BufferCheck = {
           `${name} is named like a segment, but its number is past 2^53: not a segment of this buffer (opening leaves it alone; remove it)`,
         )
       }
-      const firstOnDisk = segNames.length > 0 ? Number(segNames[0]!.slice(0, 20)) : 0
-      const ackedBelow = ledger.status === 'ok' ? ledger.ledger.ackedBelow : firstOnDisk
+      const ledgerAckedBelow = ledger.status === 'ok' ? ledger.ledger.ackedBelow : undefined
       const segments: SegmentCheck[] = []
+      /** The segments opening keeps (not the files it leaves alone), and their names: what is counted and repaired. */
+      const keptSegments: SegmentCheck[] = []
+      const keptNames: string[] = []
       let ledgerAhead = false
       /** Whether a record lies past the numbers opening would give new records. */
       let reused = false
@@ -328,16 +336,17 @@ export const BufferCheck = {
       /** Where the records on disk resume, when the ledger counts records below it unacknowledged (they are gone). */
       let goneUpTo: number | undefined
       let lastSeq = -1
-      /** The last segment opening would keep, as judged so far (a file it leaves alone is not). */
-      let kept: SegmentCheck | undefined
       /** What a repair says of each segment missing between the segments left (the ledger is saved without them). */
       const missingSegments: string[] = []
       for (const [i, name] of segNames.entries()) {
-        const seg = await about(`${path}/${name}`, checkSegment(fs, path, name, ackedBelow))
-        const { validEnd, ...check } = seg
-        segments.push(check)
         const named = segmentFirstSeq(name)!
+        // With no usable ledger, records count from the first segment kept: this one, if none is yet.
+        const from = ledgerAckedBelow ?? (keptNames[0] === undefined ? named : segmentFirstSeq(keptNames[0])!)
+        const seg = await about(`${path}/${name}`, checkSegment(fs, path, name, from))
+        const { validEnd, ...checked } = seg
+        const kept = keptSegments.at(-1)
         const next = segNames[i + 1] === undefined ? undefined : segmentFirstSeq(segNames[i + 1]!)!
+        let leftAlone = true
         // As opening judges: the last segment has no next one to stay below.
         if (
           seg.firstSeq !== undefined &&
@@ -352,8 +361,14 @@ export const BufferCheck = {
             `${name}: its name lies inside the records of ${kept.name}, which run to ${kept.lastSeq}: not a segment of this buffer (copied in, renamed or restored; opening leaves it alone; move it out)`,
           )
         } else {
-          kept = check
+          leftAlone = false
         }
+        const check = { ...checked, leftAlone }
+        segments.push(check)
+        // Not this buffer's: its records are not counted, its damage is not repaired (opening never reads it).
+        if (leftAlone) continue
+        keptSegments.push(check)
+        keptNames.push(name)
         if (seg.lastSeq !== undefined) lastSeq = Math.max(lastSeq, seg.lastSeq)
         for (const c of seg.corrupt) {
           problems.push(`segment ${name}: checksum failure at offset ${c.offset}, ${c.bytes} bytes damaged`)
@@ -380,21 +395,23 @@ export const BufferCheck = {
       }
       // Opening numbers the next record past the last segment's records: past 2^53 − 1 there is no
       // number, and it refuses the buffer (SEQUENCE_EXHAUSTED), whatever the ledger says.
-      const last = segments.at(-1)
+      const firstOnDisk = keptNames.length > 0 ? segmentFirstSeq(keptNames[0]!)! : 0
+      const ackedBelow = ledgerAckedBelow ?? firstOnDisk
+      const last = keptSegments.at(-1)
       if (last?.lastSeq === Number.MAX_SAFE_INTEGER) {
         problems.push(
           `segment ${last.name} holds a record numbered ${last.lastSeq}, the last sequence number (2^53 − 1): no number is left for the next record, and opening refuses the buffer (SEQUENCE_EXHAUSTED). No buffer counts that far: the segment came from elsewhere (copied, edited); move it out of the directory, or give the buffer a new path`,
         )
       }
       if (ledger.status === 'ok') {
-        const onDisk = segNames.map((n) => segmentFirstSeq(n)!)
+        const onDisk = keptNames.map((n) => segmentFirstSeq(n)!)
         for (const first of ledger.ledger.segments) {
           if (first >= ackedBelow && !onDisk.includes(first)) {
             // Between the segments left, the records it held are lost (opening skips them as
             // missing); one before the first segment left is reported below with the records gone.
             const after = onDisk.findIndex((seq) => seq > first)
             if (after > 0) {
-              const from = Math.max(first, ackedBelow, (segments[after - 1]!.lastSeq ?? -1) + 1)
+              const from = Math.max(first, ackedBelow, (keptSegments[after - 1]!.lastSeq ?? -1) + 1)
               const to = onDisk[after]! - 1
               const lostRecords = from <= to ? `records ${from}..${to}` : undefined
               problems.push(
@@ -412,10 +429,10 @@ export const BufferCheck = {
         // so records it counts unacknowledged below the first segment left were deleted from
         // outside (lost), or an older ledger was restored. With no segment left, they end at its
         // next number.
-        const resumesAt = segNames.length > 0 ? firstOnDisk : ledger.ledger.nextSeq
+        const resumesAt = keptNames.length > 0 ? firstOnDisk : ledger.ledger.nextSeq
         if (ackedBelow < resumesAt) {
           problems.push(
-            `records ${ackedBelow}..${resumesAt - 1}, which the ledger counts unacknowledged, are gone: the segment(s) holding them are not on disk (${segNames.length === 0 ? 'none is left' : `the first one left is ${segNames[0]}`}); deleted from outside the buffer (lost), or an older ledger was restored. Opening delivers from record ${resumesAt}; --repair moves the ledger's acknowledged position there`,
+            `records ${ackedBelow}..${resumesAt - 1}, which the ledger counts unacknowledged, are gone: the segment(s) holding them are not on disk (${keptNames.length === 0 ? 'none is left' : `the first one left is ${keptNames[0]}`}); deleted from outside the buffer (lost), or an older ledger was restored. Opening delivers from record ${resumesAt}; --repair moves the ledger's acknowledged position there`,
           )
           goneUpTo = resumesAt
         }
@@ -464,7 +481,7 @@ export const BufferCheck = {
           await Ledger.write(fs, path, {
             nextSeq,
             ackedBelow: Math.min(from, nextSeq),
-            segments: segNames.map((n) => Number(n.slice(0, 20))),
+            segments: keptNames.map((n) => segmentFirstSeq(n)!),
           })
           repairs.push(`rebuilt the ledger from the segments (acknowledged below ${from}, next ${nextSeq})`)
         }
@@ -472,7 +489,7 @@ export const BufferCheck = {
         await Ledger.write(fs, path, {
           nextSeq: ledger.ledger.nextSeq,
           ackedBelow: cappedAt,
-          segments: segNames.map((n) => Number(n.slice(0, 20))),
+          segments: keptNames.map((n) => segmentFirstSeq(n)!),
         })
         repairs.push(
           `moved the ledger's acknowledged position from ${ackedBelow} to ${cappedAt}, the end of the records left once the damaged tail was cut (opening refuses a ledger ahead of them)`,
@@ -481,7 +498,7 @@ export const BufferCheck = {
         await Ledger.write(fs, path, {
           nextSeq: Math.max(ledger.ledger.nextSeq, goneUpTo),
           ackedBelow: goneUpTo,
-          segments: segNames.map((n) => Number(n.slice(0, 20))),
+          segments: keptNames.map((n) => segmentFirstSeq(n)!),
         })
         repairs.push(
           `moved the ledger's acknowledged position from ${ackedBelow} to ${goneUpTo}, where the records on disk resume (records ${ackedBelow}..${goneUpTo - 1} are gone)`,
@@ -492,7 +509,10 @@ export const BufferCheck = {
         (ledger.passedOver !== undefined || missingSegments.length > 0)
       ) {
         // Listing the segments on disk, as opening's first checkpoint would.
-        await Ledger.write(fs, path, { ...ledger.ledger, segments: segNames.map((n) => segmentFirstSeq(n)!) })
+        await Ledger.write(fs, path, {
+          ...ledger.ledger,
+          segments: keptNames.map((n) => segmentFirstSeq(n)!),
+        })
         repairs.push(
           ledger.passedOver !== undefined
             ? 'rewrote the ledger with its last whole checkpoint'
@@ -516,8 +536,8 @@ export const BufferCheck = {
         lock,
         segments,
         ackedBelow,
-        records: segments.reduce((n, s) => n + s.records, 0),
-        unacked: segments.reduce((n, s) => n + s.unacked, 0),
+        records: keptSegments.reduce((n, s) => n + s.records, 0),
+        unacked: keptSegments.reduce((n, s) => n + s.unacked, 0),
         deadLetter,
         problems,
         notes,
@@ -550,7 +570,7 @@ export const BufferCheck = {
       const range = s.firstSeq === undefined ? 'empty' : `seq ${s.firstSeq}..${s.lastSeq}`
       const damage = s.corrupt.length + (s.torn === undefined ? 0 : 1)
       lines.push(
-        `    ${s.name}  ${s.bytes} bytes  ${s.records} records  ${range}${damage > 0 ? `  DAMAGED (${damage})` : ''}`,
+        `    ${s.name}  ${s.bytes} bytes  ${s.records} records  ${range}${s.leftAlone ? '  LEFT ALONE (not counted)' : damage > 0 ? `  DAMAGED (${damage})` : ''}`,
       )
     }
     if (report.deadLetter !== undefined) {

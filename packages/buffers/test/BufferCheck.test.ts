@@ -456,6 +456,57 @@ describe('ackline-buffer', () => {
     await reopened.close()
   })
 
+  it('neither counts nor repairs a file opening leaves alone, and --repair rebuilds the ledger without it', async () => {
+    const { fs, open } = setup({ log: () => {} })
+    const buffer = await open()
+    for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+    await buffer.close() // segments 0, 37 and 74
+    // Copied in: numbered past the next segment's name, with a damaged frame and a torn tail.
+    const foreign = '00000000000000000020.seg'
+    const frames = Buffer.from(
+      Frame.encode(
+        ['foreign-0', 'foreign-1', 'foreign-2'].map((f) => Buffer.from(f)),
+        5000,
+      ).bytes,
+    )
+    frames[29 + 20 + 2]! ^= 0xff // a payload byte of foreign-1 (29-byte frames)
+    const bytes = Buffer.concat([frames, Buffer.from('torn')])
+    fs.put(`${PATH}/${foreign}`, bytes)
+    const alone = `${foreign}: its first record is numbered 5000, outside 20..36: not a segment of this buffer (copied in or renamed; opening leaves it alone; move it out)`
+    // With the ledger: its records past the ledger's next number are not taken for numbers given again.
+    const report = await BufferCheck.run(PATH, { fileSystem: fs })
+    expect(report.problems).toEqual([alone])
+    expect(report).toMatchObject({ records: 100, unacked: 100, ackedBelow: 0 })
+    expect(report.segments.map((seg) => [seg.name.slice(17, 20), seg.records, seg.leftAlone])).toEqual([
+      ['000', 37, false],
+      ['020', 2, true],
+      ['037', 37, false],
+      ['074', 26, false],
+    ])
+    // Without it: rebuilt from the segments opening keeps.
+    await fs.unlink(`${PATH}/ledger.json`)
+    const repaired = await BufferCheck.run(PATH, { fileSystem: fs, repair: true })
+    expect(repaired.problems).toEqual([alone])
+    expect(repaired.repairs).toEqual([
+      'rebuilt the ledger from the segments (acknowledged below 0, next 100)',
+    ])
+    expect(fs.bytes(`${PATH}/${foreign}`)).toEqual(bytes)
+    expect(await Ledger.read(fs, PATH)).toMatchObject({
+      status: 'ok',
+      ledger: { nextSeq: 100, ackedBelow: 0, segments: [0, 37, 74] },
+    })
+    const reopened = await open()
+    expect(reopened.nextSeq).toBe(100)
+    reopened.endWrites()
+    let delivered = 0
+    for (let got = await reopened.read(100); got !== undefined; got = await reopened.read(100)) {
+      for (const r of got) reopened.ack(r.seq)
+      delivered += got.length
+    }
+    expect(delivered).toBe(100)
+    await reopened.close()
+  })
+
   it('reports a ledger whose acknowledged position lies past the records on disk, and exits 1', async () => {
     const path = tempDir()
     await makeBuffer(path)
