@@ -336,7 +336,7 @@ export const BufferCheck = {
       /** Where the records on disk resume, when the ledger counts records below it unacknowledged (they are gone). */
       let goneUpTo: number | undefined
       let lastSeq = -1
-      /** What a repair says of each segment missing between the segments left (the ledger is saved without them). */
+      /** What a repair says of each segment missing between or after the segments left (the ledger is saved without them). */
       const missingSegments: string[] = []
       for (const [i, name] of segNames.entries()) {
         const named = segmentFirstSeq(name)!
@@ -410,9 +410,13 @@ export const BufferCheck = {
             // Between the segments left, the records it held are lost (opening skips them as
             // missing); one before the first segment left is reported below with the records gone.
             const after = onDisk.findIndex((seq) => seq > first)
-            if (after > 0) {
-              const from = Math.max(first, ackedBelow, (keptSegments[after - 1]!.lastSeq ?? -1) + 1)
-              const to = onDisk[after]! - 1
+            if (after > 0 || (after === -1 && onDisk.length > 0)) {
+              const before = keptSegments[after === -1 ? keptSegments.length - 1 : after - 1]!
+              const from = Math.max(first, ackedBelow, (before.lastSeq ?? -1) + 1)
+              // After the last segment left, its records end where the next one listed starts, or
+              // at the ledger's next number (records written after it was saved are not known).
+              const listedNext = ledger.ledger.segments.find((seq) => seq > first) ?? Number.POSITIVE_INFINITY
+              const to = (after === -1 ? Math.min(listedNext, ledger.ledger.nextSeq) : onDisk[after]!) - 1
               const lostRecords = from <= to ? `records ${from}..${to}` : undefined
               problems.push(
                 `segment starting at ${first} is listed in the ledger but missing${lostRecords === undefined ? '' : `: ${lostRecords}, which the ledger counts unacknowledged, are lost with it (opening skips them as missing and delivers the rest)`}`,

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { BufferCheck, DiskBuffer } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
-import { Frame, Ledger, PATH, records, setup } from './fixtures/MemoryBuffer.js'
+import { drain, Frame, Ledger, PATH, records, setup } from './fixtures/MemoryBuffer.js'
 
 const cli = new URL('../src/cli.ts', import.meta.url).pathname
 const root = new URL('../../..', import.meta.url).pathname
@@ -453,6 +453,41 @@ describe('ackline-buffer', () => {
     ]
     expect(seqs).toEqual(expected)
     expect(first).toBe(0)
+    await reopened.close()
+  })
+
+  it('reports the records segments missing after the last one left took, as far as the ledger knows, and --repair says they are lost', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+    for (const r of (await buffer.read(10))!) buffer.ack(r.seq)
+    await buffer.close() // segments 0, 37 and 74; the ledger lists them, next number 100
+    await fs.unlink(`${PATH}/00000000000000000037.seg`)
+    await fs.unlink(`${PATH}/00000000000000000074.seg`)
+    const report = await BufferCheck.run(PATH, { fileSystem: fs })
+    for (const [first, lost] of [
+      [37, 'records 37..73'],
+      [74, 'records 74..99'],
+    ] as const) {
+      expect(report.problems).toContainEqual(
+        `segment starting at ${first} is listed in the ledger but missing: ${lost}, which the ledger counts unacknowledged, are lost with it (opening skips them as missing and delivers the rest)`,
+      )
+    }
+    const repaired = await BufferCheck.run(PATH, { fileSystem: fs, repair: true })
+    expect(repaired.repairs).toEqual([
+      'rewrote the ledger listing the segments on disk',
+      'segment starting at 37 is missing: records 37..73, which the ledger counts unacknowledged, are lost; the ledger no longer lists it',
+      'segment starting at 74 is missing: records 74..99, which the ledger counts unacknowledged, are lost; the ledger no longer lists it',
+    ])
+    expect((await BufferCheck.run(PATH, { fileSystem: fs })).problems).toEqual([])
+    // Opening delivers the records left and says the rest are missing; none of their numbers is given again.
+    const reopened = await open()
+    expect(reopened.nextSeq).toBe(100)
+    expect(await drain(reopened)).toEqual(
+      Array.from({ length: 27 }, (_, i) => `r${String(10 + i).padStart(6, '0')}`),
+    )
+    expect(reopened.metrics().recordsLost).toBe(63)
+    expect(logs.some((m) => m.includes('records 37..99 missing'))).toBe(true)
     await reopened.close()
   })
 
