@@ -402,6 +402,46 @@ describe('DiskBuffer recovery', () => {
     await reopened.close()
   })
 
+  it("removes an empty or cut-short lock temporary file whose writer died (a crash before it was written whole), keeping a live process's and this one's", async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    await buffer.append(range(2).map((s) => Buffer.from(s)))
+    await buffer.close()
+    const gone = 2 ** 30
+    const strays = [
+      `${PATH}/lock.${gone}.0.tmp`,
+      `${PATH}/lock.takeover.${gone}.1.tmp`,
+      `${PATH}/lock.${gone}.tmp`,
+    ]
+    const kept = [`${PATH}/lock.${process.ppid}.0.tmp`, `${PATH}/lock.${process.pid}.999999.tmp`]
+    const put = (): void => {
+      fs.put(strays[0]!, Buffer.alloc(0))
+      fs.put(strays[1]!, Buffer.from('{"pid":'))
+      fs.put(strays[2]!, Buffer.alloc(0))
+      for (const temp of kept) fs.put(temp, Buffer.alloc(0))
+    }
+    put()
+    const report = await BufferCheck.run(PATH, { fileSystem: fs })
+    for (const temp of strays) {
+      expect(report.problems.some((p) => p.startsWith(temp.slice(PATH.length + 1)))).toBe(true)
+    }
+    for (const temp of kept) {
+      expect(report.problems.some((p) => p.includes(temp.slice(PATH.length + 1)))).toBe(false)
+    }
+    const repaired = await BufferCheck.run(PATH, { fileSystem: fs, repair: true })
+    expect(repaired.repairs).toEqual(strays.map((t) => `removed ${t.slice(PATH.length + 1)}`).sort())
+    for (const temp of strays) expect(fs.bytes(temp)).toBeUndefined()
+    put()
+    const reopened = await open()
+    for (const temp of strays) {
+      expect(fs.bytes(temp)).toBeUndefined()
+      expect(logs.some((m) => m.includes(`discarded ${temp.slice(PATH.length + 1)}`))).toBe(true)
+    }
+    for (const temp of kept) expect(fs.bytes(temp)).toEqual(Buffer.alloc(0))
+    expect(await drain(reopened)).toEqual(range(2))
+    await reopened.close()
+  })
+
   it('rebuilds a missing ledger by scanning the segments, redelivering rather than losing', async () => {
     const { fs, logs, open } = setup()
     const buffer = await open()

@@ -87,8 +87,8 @@ async function writeDurably(fs: FileSystem, path: string, mode: OpenMode, body: 
 
 let temps = 0
 
-/** The temporary names {@link placeExclusive} and a takeover write before linking or renaming. */
-const TEMP_NAME = /^lock(?:\.takeover)?\.\d+(?:\.\d+)?\.tmp$/
+/** The temporary names {@link placeExclusive} and a takeover write before linking or renaming (the writer's pid first). */
+const TEMP_NAME = /^lock(?:\.takeover)?\.(\d+)(?:\.\d+)?\.tmp$/
 
 /**
  * Creates `dir/name` holding `body`, atomically: the content is written and fsynced under a
@@ -197,16 +197,24 @@ export const LockFile = {
    * The temporary files among `names` (entries of `dir`) that a process that is gone left while
    * placing or replacing the lock or its takeover guard (`lock.<pid>….tmp`): a crash between
    * writing one and linking or renaming it. One whose writer may be alive (it says this host's live
-   * process, this process, or another host's, or cannot be read) is not named: it may be in use.
+   * process, this process, or another host's) is not named: it may be in use. One that cannot be
+   * read (empty or cut short: its writer died between creating it and writing it whole) is judged
+   * by the pid in its name, taken for this host's: named when that process is gone. Its writer
+   * could be another host's only while trying for a lock that opening (or a repair) holds when it
+   * removes such a file, which fails all the same.
    */
   async strayTemps(fs: FileSystem, dir: string, names: readonly string[]): Promise<string[]> {
     const stray: string[] = []
     for (const name of names) {
-      if (!TEMP_NAME.test(name)) continue
-      const holder = parse(await fs.readFile(`${dir}/${name}`))
+      const match = TEMP_NAME.exec(name)
+      if (match === null) continue
+      const bytes = await fs.readFile(`${dir}/${name}`)
+      if (bytes === undefined) continue // gone meanwhile
+      const holder = parse(bytes)
+      const pid = holder?.pid ?? Number(match[1])
       // This process's own may belong to an open of it now taking the lock (another spelling of `dir`).
-      if (holder !== undefined && holder.pid !== process.pid && !LockFile.isLive(fs, holder, dir))
-        stray.push(name)
+      if (pid === process.pid) continue
+      if (holder !== undefined ? !LockFile.isLive(fs, holder, dir) : !alive(pid)) stray.push(name)
     }
     return stray
   },
