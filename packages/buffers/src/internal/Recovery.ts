@@ -137,6 +137,9 @@ async function lastRecordSeq(s: Settings, seg: Segment, whole = false): Promise<
  * record of the segment before is read from its tail (the first frame alone says nothing of its
  * end); one that seems to reach past the name is read again from its start before the file is
  * left alone, so that a frame held in the payload of a long last record is never taken for it.
+ * (The other way round is not caught: a last record longer than the tail read whose payload ends
+ * with whole frames numbered below the name hides a file named inside its records. Only a payload
+ * that holds a buffer's own frames does that.)
  * Returns the number past the names of the files left alone (0 when none is): numbering goes on
  * past it, so that no segment of this buffer is ever given the name of one (it would be appended
  * to).
