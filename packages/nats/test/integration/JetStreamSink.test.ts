@@ -1,8 +1,10 @@
+import { createHash } from 'node:crypto'
 import { EventArray, type JsonObject, LogEvent, RecordId } from '@ackline/core'
 import { jetstream, jetstreamSink } from '@ackline/nats'
 import { generator } from '@ackline/sources'
 import { tcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
+import { remap } from '@ackline/transforms'
 import { MsgHdrsImpl } from '@nats-io/transport-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -16,6 +18,10 @@ import {
 } from './support/natsFixture.js'
 
 const skip = await skipWithoutNats('JetStreamSink.test.ts')
+
+/** The default Nats-Msg-Id of a payload from `origin`: `<origin>:<22 characters of base64url of its SHA-256>`. */
+const defaultId = (origin: string, payload: JsonObject): string =>
+  `${origin}:${createHash('sha256').update(JSON.stringify(payload)).digest('base64url').slice(0, 22)}`
 
 /** Runs generator → jetstream sink to the end; returns the batches' statuses and the sink. */
 async function runInto(
@@ -92,7 +98,7 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     const { sink } = await runInto(`${stream}.out`, 10, record)
     const held = await admin.contents(stream)
     expect(held.map((m) => [m.msgId, JSON.parse(m.data)])).toEqual(
-      Array.from({ length: 5 }, (_, n) => [`UP:${n + 1}`, { n }]),
+      Array.from({ length: 5 }, (_, n) => [defaultId(`UP:${n + 1}`, { n }), { n }]),
     )
     expect(sink.counters.duplicates).toBe(5)
   })
@@ -139,9 +145,93 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     const { sink } = await runInto(`${stream}.out`, 8, record)
     const held = await admin.contents(stream)
     expect(held.map((m) => [m.msgId, JSON.parse(m.data)]).sort()).toEqual(
-      Array.from({ length: 4 }, (_, n) => [`rec-${n}`, { n }]),
+      Array.from({ length: 4 }, (_, n) => [defaultId(`rec-${n}`, { n }), { n }]),
     )
     expect(sink.counters).toMatchObject({ published: 4, duplicates: 4 })
+  })
+
+  it('events split from one record (the same _recordId, or the same _nats metadata) but different in content are all stored, not dropped as duplicates of the first', async () => {
+    // The default Nats-Msg-Id was the origin alone: children of one record (a remap that splits a
+    // message into lines) shared it, the stream kept the first and answered 'duplicate' for the
+    // others, and the sink counted them delivered: acked at the source, stored nowhere.
+    const stream = await admin.stream('SPLIT')
+    const sink = jetstreamSink({ servers: NATS_URL, subject: `${stream}.out` })
+    await sink.start()
+    const origin = { stream: 'UP', streamSequence: 7, timestampMs: 1_700_000_000_000 }
+    const result = await sink.write(
+      EventArray.of(
+        new LogEvent(RecordId.set({ message: 'a' }, 'rec-1')),
+        new LogEvent(RecordId.set({ message: 'b' }, 'rec-1')),
+        new LogEvent(RecordId.set({ message: 'c' }, 'rec-1')),
+        new LogEvent({ message: 'x', _nats: { ...origin } }),
+        new LogEvent({ message: 'y', _nats: { ...origin } }),
+      ),
+    )
+    await sink.stop()
+    expect(result).toBeUndefined()
+    const held = await admin.contents(stream)
+    expect(held.map((m) => JSON.parse(m.data).message)).toEqual(['a', 'b', 'c', 'x', 'y'])
+    expect(held.map((m) => m.msgId)).toEqual([
+      defaultId('rec-1', { message: 'a' }),
+      defaultId('rec-1', { message: 'b' }),
+      defaultId('rec-1', { message: 'c' }),
+      defaultId('UP:7:1700000000000', { message: 'x' }),
+      defaultId('UP:7:1700000000000', { message: 'y' }),
+    ])
+    expect(sink.counters).toMatchObject({ published: 5, duplicates: 0 })
+  })
+
+  it('a remap that splits a message a jetstream source read into lines: every line is stored', async () => {
+    const up = await admin.stream('LINESUP')
+    const down = await admin.stream('LINESDOWN')
+    await admin.publish(`${up}.in`, ['{"lines":["one","two","three"]}', '{"lines":["four"]}'])
+    const source = jetstream({ servers: NATS_URL, stream: up, consumer: 'c', onWarning: () => {} })
+    const sink = jetstreamSink({ servers: NATS_URL, subject: `${down}.out` })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .transform(
+        'split',
+        ['in'],
+        remap((e) => {
+          const { lines, ...rest } = e.fields
+          return (lines as string[]).map((line) => ({ ...rest, message: line }))
+        }),
+      )
+      .sink('out', ['split'], sink)
+      .build()
+    await topology.start()
+    try {
+      await until('every message acked', () => source.counters.acked === 2)
+    } finally {
+      await topology.stop()
+    }
+    const held = (await admin.contents(down)).map((m) => JSON.parse(m.data).message as string)
+    console.log(`split: the sink ${JSON.stringify(sink.counters)}, the stream holds ${JSON.stringify(held)}`)
+    expect(held.sort()).toEqual(['four', 'one', 'three', 'two'])
+    expect(sink.counters).toMatchObject({ published: 4, duplicates: 0 })
+  })
+
+  it('the same event published again (a retry, a redelivery of the same record) is stored once: its default id is the same', async () => {
+    const stream = await admin.stream('AGAIN')
+    const sink = jetstreamSink({ servers: NATS_URL, subject: `${stream}.out` })
+    await sink.start()
+    const events = () =>
+      EventArray.of(
+        new LogEvent(RecordId.set({ message: 'a' }, 'rec-1')),
+        new LogEvent({
+          message: 'x',
+          _nats: { stream: 'UP', streamSequence: 7, timestampMs: 1_700_000_000_000 },
+        }),
+      )
+    const batch = events()
+    expect(await sink.write(batch)).toBeUndefined()
+    // The same events (a write retried) and equal ones made again (a redelivery read anew).
+    expect(await sink.write(batch)).toBeUndefined()
+    expect(await sink.write(events())).toBeUndefined()
+    await sink.stop()
+    const held = await admin.contents(stream)
+    expect(held.map((m) => JSON.parse(m.data).message)).toEqual(['a', 'x'])
+    expect(sink.counters).toMatchObject({ published: 2, duplicates: 4 })
   })
 
   it('an event that can never be published (over max_payload, or an invalid message id) is rejected alone; its batch-mates are delivered, not retried', async () => {
