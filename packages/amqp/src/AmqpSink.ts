@@ -26,7 +26,11 @@
  *   (`RecordId.of(event)`, the `_recordId` field its source set: the same on every redelivery);
  *   the `message-id` an `amqp` source read (`_amqp.messageId`); else a unique id
  *   (`<64 random bits of this sink, base64url>/<count, base 36>`), which only a record identity could make stable across a
- *   redelivery.
+ *   redelivery. The default names the record an event came from, not its content: events a
+ *   transform split from one record (a `remap` returning several) share it, and RabbitMQ keeps
+ *   them all, but a consumer that dedupes on `message-id` alone would keep only the first. Set
+ *   `messageIdField` to a field that tells them apart where such a consumer reads the queue. (The
+ *   JetStream sink, whose stream itself dedupes, adds a digest of the payload to its default.)
  * - With no live connection a write throws a `RetryableError` (the runtime retries it); the
  *   connection reconnects with back-off meanwhile.
  *
@@ -110,7 +114,7 @@ export const AmqpSinkOptions = defineOptions({
     .min(1)
     .optional()
     .describe(
-      "A field (dotted path) whose string value becomes the message-id, for deduplication downstream. Default: the record's `_recordId` (`RecordId` of @ackline/core), else an amqp source's `_amqp.messageId`.",
+      "A field (dotted path) whose string value becomes the message-id, for deduplication downstream. Default: the record's `_recordId` (`RecordId` of @ackline/core), else an amqp source's `_amqp.messageId`, which events split from one record share (set this where a consumer dedupes on message-id alone).",
     ),
   omitFields: z
     .array(z.string().min(1))
