@@ -223,6 +223,8 @@ export class Connection<C extends Channel = Channel> {
   #connecting: AbortController | undefined
   /** The connect attempt under way, if any: a close waits for it (see `#close`). */
   #attempting: Promise<unknown> | undefined
+  /** Cuts the attempt under way once past its handshake and fails it at once (see `#close`). */
+  #abandon: ((reason: Error) => void) | undefined
 
   constructor(options: ConnectionOptions<C>) {
     this.#options = options
@@ -264,8 +266,8 @@ export class Connection<C extends Channel = Channel> {
    * Stops reconnecting and closes the live connection, if any, its channel first (so the acks sent
    * before reach the broker), waiting at most `closeTimeoutMs` for the broker's answers before
    * cutting it. A connect attempt under way is cut (its socket, while it connects) or closes its
-   * connection (while its channel opens), waited for within `closeTimeoutMs`: nothing of it is
-   * left once the close resolved. Idempotent.
+   * connection (while its channel opens), waited for within `closeTimeoutMs`, then cut: nothing of
+   * it (no socket, no timer) is left once the close resolved. Idempotent.
    */
   close(): Promise<void> {
     return this.#close(this.#options.closeTimeoutMs)
@@ -313,15 +315,20 @@ export class Connection<C extends Channel = Channel> {
         // connectTimeoutMs) and a broker that answered late had a connection opened after a stop.
         this.#connecting?.abort()
         const attempting = this.#attempting
-        if (attempting === undefined || timeoutMs === 0) return
-        let timer: NodeJS.Timeout | undefined
-        await Promise.race([
-          attempting.catch(() => undefined),
-          new Promise<void>((resolve) => {
-            timer = setTimeout(resolve, timeoutMs)
-          }),
-        ])
-        clearTimeout(timer)
+        if (attempting === undefined) return
+        if (timeoutMs > 0) {
+          let timer: NodeJS.Timeout | undefined
+          await Promise.race([
+            attempting.catch(() => undefined),
+            new Promise<void>((resolve) => {
+              timer = setTimeout(resolve, timeoutMs)
+            }),
+          ])
+          clearTimeout(timer)
+        }
+        // Still waiting for the broker (its channel's open, heartbeats off): cut now, not when its
+        // own bound (connectTimeoutMs) ends it, which kept its socket and timer after the close.
+        if (this.#attempting === attempting) this.#abandon?.(new Error('closed while connecting'))
         return
       }
       case 'waiting':
@@ -331,6 +338,8 @@ export class Connection<C extends Channel = Channel> {
         state.generation.live = false
         state.generation.ended = true
         await closeModel(state.generation.model, timeoutMs, state.generation.channel)
+        // A setup still waiting on a request the cut left pending ends now, not at connectTimeoutMs.
+        this.#abandon?.(new Error('closed while connecting'))
         return
     }
   }
@@ -407,18 +416,25 @@ export class Connection<C extends Channel = Channel> {
     // nothing else notices a broker that stops answering: the channel's open and the setup get
     // `connectTimeoutMs` of their own, after which the socket is cut, failing what they await.
     // Raced as well: a request the cut would leave pending must not hang the attempt.
+    // A close while the channel opens abandons the attempt the same way (see `#close`).
     let setupTimer: NodeJS.Timeout | undefined
     let timedOut: Error | undefined
+    let abandon: (reason: Error) => void = () => undefined
     const setupTimedOut = new Promise<never>((_, reject) => {
+      abandon = (reason) => {
+        clearTimeout(setupTimer)
+        cutSocket(model, reason)
+        reject(reason)
+      }
       setupTimer = setTimeout(() => {
         timedOut = new Error(
           `the broker did not answer the setup after the handshake (opening the channel, declarations, qos, consume) within ${connectTimeoutMs} ms (connectTimeoutMs)`,
         )
-        cutSocket(model, timedOut)
-        reject(timedOut)
+        abandon(timedOut)
       }, connectTimeoutMs)
     })
     setupTimedOut.catch(() => undefined)
+    this.#abandon = abandon
     try {
       const opening = openChannel(model).catch((error: unknown) => {
         // amqplib's words for the open it abandoned with the link say nothing of why.
@@ -455,6 +471,7 @@ export class Connection<C extends Channel = Channel> {
       gen.settingUp = false
       if (!gen.live) throw new Error('connection lost during setup')
       clearTimeout(setupTimer)
+      if (this.#abandon === abandon) this.#abandon = undefined
       return gen
     } catch (error) {
       clearTimeout(setupTimer)
@@ -464,6 +481,7 @@ export class Connection<C extends Channel = Channel> {
       }
       if (this.#state.tag === 'open') this.#state = { tag: 'idle' }
       await closeModel(model, this.#options.closeTimeoutMs)
+      if (this.#abandon === abandon) this.#abandon = undefined
       // What the cut made of the request it interrupted (a channel closed, which a setup may take
       // for a refusal) says nothing of why: the broker did not answer.
       throw timedOut ?? error

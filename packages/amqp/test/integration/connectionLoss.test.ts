@@ -919,6 +919,70 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     },
   )
 
+  it('source: with heartbeats off, a stop while a reconnect waits for its channel to open leaves no socket or timer of it once run returned', async () => {
+    // The reconnect's handshake completes, then the broker gets nothing more (its channel's open
+    // waits). The stop's close waited closeTimeoutMs for the attempt and returned, and run with
+    // it, while the attempt kept its socket and its timer until connectTimeoutMs (60 s here).
+    const { queue } = await admin.queueWithDeadLetters()
+    await admin.publish(queue, [{ n: 1 }])
+    const stop = new AbortController()
+    const stalling = await stallingBrokerProxy(undefined, (_, chunk, connection) => {
+      if (connection === 2 && !stalling.stalled && hasMethod(chunk, Method.connectionOpen)) stalling.stall()
+    })
+    const port = Number(new URL(stalling.url).port)
+    const sockets: Socket[] = []
+    const onSocket = (message: unknown): void => {
+      const { socket } = message as { socket: Socket }
+      socket.once('connect', () => {
+        if (socket.remotePort === port) sockets.push(socket)
+      })
+    }
+    subscribe('net.client.socket', onSocket)
+    const source = amqpSource({
+      url: stalling.url,
+      queue,
+      heartbeatSeconds: 0,
+      reconnectInitialDelayMs: 10,
+      connectTimeoutMs: 60_000,
+      closeTimeoutMs: 200,
+      onWarning: () => undefined,
+    })
+    try {
+      const run = source.run({
+        id: 'in',
+        acknowledgements: true,
+        signal: stop.signal,
+        send: (records) =>
+          Promise.resolve({
+            batchId: undefined,
+            status: Promise.resolve('delivered'),
+            failure: undefined,
+            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
+          }),
+        sendEvents: () => Promise.resolve(),
+      })
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
+      stalling.cut()
+      // amqplib clears the socket's timeout once the handshake is done: the channel's open is next.
+      await vi.waitFor(
+        () => {
+          expect(stalling.stalled).toBe(true)
+          expect(sockets[1]?.timeout).toBe(0)
+        },
+        { timeout: 5000, interval: 5 },
+      )
+      stop.abort()
+      await expect(run).resolves.toBeUndefined()
+      expect(sockets).toHaveLength(2)
+      // Cut by the stop, not by connectTimeoutMs.
+      expect(sockets[1]?.destroyed).toBe(true)
+    } finally {
+      stop.abort()
+      unsubscribe('net.client.socket', onSocket)
+      await stalling.close()
+    }
+  })
+
   it('sink: with heartbeats off, start fails after connectTimeoutMs when the broker stops answering after the handshake', async () => {
     // The first connect's handshake completes, then nothing the sink sends reaches the broker:
     // start waited for the channel to open for ever.
