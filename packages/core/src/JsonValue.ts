@@ -201,14 +201,39 @@ function jsonForm(value: JsonValue, at: string | number): JsonValue {
  * A boxed primitive as JSON unboxes it (after `toJSON`): a number or string by converting it, as
  * `JSON.stringify` does, a boolean or BigInt by the value it holds; any other object as it is.
  * Copied by its own keys, a box was `{}` (a string `{"0":"a",…}`): a clone written on one path
- * of a fan-out sent other data than its original.
+ * of a fan-out sent other data than its original. A box is told as JSON tells it, by the value it
+ * holds, not by its prototype: one made in another realm is one, and an object that only inherits
+ * from `Number.prototype` (a Proxy of a box) is not (its `valueOf` would throw).
  */
 function unboxed(value: JsonObject): JsonValue {
-  if (value instanceof Number) return Number(value)
-  if (value instanceof String) return String(value)
-  if (value instanceof Boolean) return Boolean.prototype.valueOf.call(value)
-  if (value instanceof BigInt) return BigInt.prototype.valueOf.call(value) as unknown as JsonValue
-  return value
+  // The tag names the box of any realm (a Proxy's is its own: Object); the rare object that only
+  // claims it (its own Symbol.toStringTag) is found out by the valueOf that refuses it.
+  switch (objectTag.call(value)) {
+    case '[object Number]':
+      return holds(Number.prototype.valueOf, value) ? Number(value) : value
+    case '[object String]':
+      return holds(String.prototype.valueOf, value) ? String(value) : value
+    case '[object Boolean]':
+      return holds(Boolean.prototype.valueOf, value) ? Boolean.prototype.valueOf.call(value) : value
+    case '[object BigInt]':
+      return holds(BigInt.prototype.valueOf, value)
+        ? (BigInt.prototype.valueOf.call(value) as unknown as JsonValue)
+        : value
+    default:
+      return value
+  }
+}
+
+const objectTag = Object.prototype.toString
+
+/** Whether `value` holds the primitive `unbox` (a `valueOf`) reads: it throws for any other object. */
+function holds(unbox: (this: unknown) => unknown, value: object): boolean {
+  try {
+    unbox.call(value)
+    return true
+  } catch {
+    return false
+  }
 }
 
 /** Parsed JSON has `__proto__` as an own key; assigned, it would become the copy's prototype (the field lost, its members showing through). Defined, it stays the data it is. */

@@ -1,3 +1,4 @@
+import { runInNewContext } from 'node:vm'
 import { type JsonValue as Json, type JsonObject, JsonValue, LogEvent } from '@ackline/core'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
@@ -122,6 +123,37 @@ describe('JsonValue.copy', () => {
     const copy = event.clone().set('seen', true)
     expect(JSON.stringify(copy)).toBe('{"v":3,"s":"x","seen":true}')
     expect(JSON.stringify(event)).toBe('{"v":3,"s":"x"}')
+  })
+
+  it('tells a boxed value by what it holds, as JSON does: not by its prototype', () => {
+    // Taken for a box by its prototype, an object that only inherits from Number.prototype (a
+    // Proxy of a box, Object.create(Number.prototype)) made the copy throw (its valueOf refuses
+    // it), where JSON writes it as the object it is: a clone written (copy on write) failed.
+    const notBoxes = {
+      proxy: new Proxy(new Number(5), {}),
+      number: Object.create(Number.prototype) as object,
+      string: Object.create(String.prototype) as object,
+      boolean: Object.create(Boolean.prototype) as object,
+      tagged: { [Symbol.toStringTag]: 'Number', n: 1 },
+    } as unknown as JsonObject
+    const written = '{"proxy":{},"number":{},"string":{},"boolean":{},"tagged":{"n":1}}'
+    expect(JSON.stringify(notBoxes)).toBe(written)
+    expect(JSON.stringify(JsonValue.copy(notBoxes))).toBe(written)
+    // And a box made in another realm (a `vm` context) is one, whose prototype is not this
+    // realm's: JSON writes its primitive, the copy wrote `{}` (a string, its characters).
+    const foreign = runInNewContext(
+      '({ n: new Number(5), s: new String("ab"), b: new Boolean(false) })',
+    ) as JsonObject
+    expect(JSON.stringify(foreign)).toBe('{"n":5,"s":"ab","b":false}')
+    expect(JSON.stringify(JsonValue.copy(foreign))).toBe('{"n":5,"s":"ab","b":false}')
+    // The path without recursion, for a value deeper than the stack.
+    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
+    let inner = deep
+    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
+    inner[0] = { ...notBoxes, foreign } as Json
+    let copied = JsonValue.copy(deep) as Json
+    while (Array.isArray(copied)) copied = copied[0]!
+    expect(JSON.stringify(copied)).toBe(`${written.slice(0, -1)},"foreign":{"n":5,"s":"ab","b":false}}`)
   })
 
   it('copies only the own members of an object, as JSON writes it: never what its prototype holds', () => {
