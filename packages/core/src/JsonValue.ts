@@ -149,7 +149,24 @@ function numberOutOfRangeIn(text: string): NumberOutOfRange | undefined {
 /** A copy of `value`, found under the key or index `at` (`''` for the root): see {@link JsonValue.copy}. */
 function copyValue(value: JsonValue, at: string | number): JsonValue {
   if (typeof value !== 'object' || value === null) return value
-  return copyMembers(jsonForm(value, at))
+  const form = jsonForm(value, at)
+  const copy = copyMembers(form)
+  if (form !== value) dropToJSON(copy)
+  return copy
+}
+
+/**
+ * Leaves out of the copy of what a `toJSON` returned its own `toJSON` method (`{ ...this }` keeps
+ * it): JSON calls `toJSON` once, and writes no function, but the copy's, a member, was called when
+ * the copy was written. Only a `toJSON` result pays this lookup.
+ */
+function dropToJSON(copy: JsonValue): void {
+  if (
+    typeof copy === 'object' &&
+    copy !== null &&
+    typeof (copy as { toJSON?: unknown }).toJSON === 'function'
+  )
+    delete (copy as { toJSON?: unknown }).toJSON
 }
 
 /** A copy of `value`, whose own `toJSON` (if any) was called already: JSON calls it once. */
@@ -291,6 +308,7 @@ function copyDeep(given: JsonValue): JsonValue {
       if (frame.from !== undefined) {
         open.delete(frame.from)
         made--
+        dropToJSON(target)
       }
       stack.pop()
       continue

@@ -156,6 +156,31 @@ describe('JsonValue.copy', () => {
     expect(JSON.stringify(copied)).toBe(`${written.slice(0, -1)},"foreign":{"n":5,"s":"ab","b":false}}`)
   })
 
+  it('writes what a toJSON returned once, as JSON does, though the result holds a toJSON of its own', () => {
+    // `{ ...this }` in a toJSON keeps that method: JSON calls toJSON once and leaves the function
+    // member out, but the copy kept it as a member, and writing the copy called it a second time.
+    const price = {
+      cents: 500,
+      toJSON(this: { cents: number }) {
+        return { ...this, cents: this.cents / 100 }
+      },
+    }
+    const value = { price, list: [price] } as unknown as JsonObject
+    const written = '{"price":{"cents":5},"list":[{"cents":5}]}'
+    expect(JSON.stringify(value)).toBe(written)
+    expect(JSON.stringify(JsonValue.copy(value))).toBe(written)
+    // The path without recursion, for a value deeper than the stack.
+    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
+    let inner = deep
+    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
+    inner[0] = value
+    let copied = JsonValue.copy(deep) as Json
+    while (Array.isArray(copied)) copied = copied[0]!
+    expect(JSON.stringify(copied)).toBe(written)
+    const event = new LogEvent({ price } as unknown as JsonObject)
+    expect(JSON.stringify(event.clone().set('seen', true))).toBe('{"price":{"cents":5},"seen":true}')
+  })
+
   it('copies only the own members of an object, as JSON writes it: never what its prototype holds', () => {
     // `Object.create(defaults)` and a prototype's data (`Legacy.prototype.kind`) are enumerable,
     // so a `for…in` copy made them members: a clone written (copy on write) sent keys JSON never
@@ -194,6 +219,13 @@ describe('JsonValue.copy', () => {
       fc.integer({ min: 0, max: 2 ** 40 }).map((ms) => new Date(ms)),
       fc.string().map((s) => ({ toJSON: () => new String(s) })),
       fc.string().map((s) => Object.assign(Object.create({ inherited: s }) as object, { own: s })),
+      // A toJSON whose result keeps the method (`{ ...this }`): JSON calls it once.
+      fc.string().map((s) => ({
+        s,
+        toJSON(this: { s: string }) {
+          return { ...this, s: `${this.s}!` }
+        },
+      })),
     )
     const value = fc.letrec<{ v: unknown }>((tie) => ({
       v: fc.oneof(
