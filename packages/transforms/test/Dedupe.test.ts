@@ -1,3 +1,4 @@
+import { runInNewContext } from 'node:vm'
 import { BatchNotifier, type BatchStatusReceiver, type JsonObject, type LogEvent } from '@ackline/core'
 import { DedupeOptions, dedupe, reduce, sample } from '@ackline/transforms'
 import fc from 'fast-check'
@@ -68,6 +69,24 @@ describe('dedupe', () => {
       { k: { v: { 0: 'a', 1: 'b' } } },
       boxed(true),
       boxed(false),
+      { k: { v: {} } },
+    ])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.on()).toEqual(events.events)
+    expect(ctx.dropped).toEqual([])
+  })
+
+  it('keeps events whose fields hold boxed values made in another realm (vm), which JSON writes as their primitives', () => {
+    // Not instances of this realm's Number: the sorted copy of the key wrote each as `{}`, so 1
+    // and 2 made one key and the second event was dropped as a duplicate (settled, never sent).
+    const t = dedupe({ fields: ['k'] })
+    const foreign = (source: string) => ({ k: { v: runInNewContext(source) } }) as unknown as JsonObject
+    const { events } = testBatch([
+      foreign('new Number(1)'),
+      foreign('new Number(2)'),
+      foreign('new String("ab")'),
+      foreign('new Boolean(false)'),
       { k: { v: {} } },
     ])
     const ctx = FakeTransformContext.for(t)

@@ -34,11 +34,43 @@ export function canonicalJson(value: unknown): string | undefined {
  */
 function sortedMembers(_key: string, value: unknown): unknown {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return value
-  if (value instanceof Number || value instanceof String || value instanceof Boolean) return value
+  if (isBox(value)) return value
   const members = value as Record<string, unknown>
   const keys = Object.keys(members).sort()
   // No prototype: a member named `__proto__` is set as the member it is, not as a prototype.
   const sorted = Object.create(null) as Record<string, unknown>
   for (const key of keys) sorted[key] = members[key]
   return sorted
+}
+
+/**
+ * Whether JSON writes `value` as the primitive it holds: told as JSON tells it, by that value, not
+ * by its prototype, so a box made in another realm (a `vm` context) is one (taken for an object
+ * of no keys, `new Number(1)` and `new Number(2)` there made one key), and an object that only
+ * inherits from `Number.prototype` is not. The tag names the box of any realm; an object that only
+ * claims it (its own `Symbol.toStringTag`) is found out by the `valueOf` that refuses it.
+ */
+function isBox(value: object): boolean {
+  switch (objectTag.call(value)) {
+    case '[object Number]':
+      return holds(Number.prototype.valueOf, value)
+    case '[object String]':
+      return holds(String.prototype.valueOf, value)
+    case '[object Boolean]':
+      return holds(Boolean.prototype.valueOf, value)
+    default:
+      return false
+  }
+}
+
+const objectTag = Object.prototype.toString
+
+/** Whether `value` holds the primitive `unbox` (a `valueOf`) reads: it throws for any other object. */
+function holds(unbox: (this: unknown) => unknown, value: object): boolean {
+  try {
+    unbox.call(value)
+    return true
+  } catch {
+    return false
+  }
 }
