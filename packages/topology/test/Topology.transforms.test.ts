@@ -745,6 +745,83 @@ describe('a forced stop while a call never returns', () => {
   })
 })
 
+describe('a forced stop while a timed flush or a call waits', () => {
+  it('settles at the stop an array that waited for a flush that never returns, and never calls process() with it', async () => {
+    // The array was out of the channel and in no call: its handles stayed live through the stop,
+    // and once the flush returned, process() was called with it after the topology had stopped.
+    vi.useFakeTimers()
+    const gate = new Gate()
+    const second = new Gate()
+    const given: number[][] = []
+    let flushes = 0
+    const transform: Transform = {
+      kind: 'hung_timed_flush',
+      flushIntervalMs: 10,
+      process(events, context) {
+        given.push(events.events.map(n))
+        context.emitAll(events)
+      },
+      async flush() {
+        flushes++
+        await gate.wait()
+      },
+    }
+    const source = testSource([records(1), records(2)], {
+      untilStopped: true,
+      afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
+    })
+    const sink = testSink()
+    const topology = through(source, transform, sink)
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(10)
+    expect(flushes).toBe(1)
+    second.open()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(source.receipts).toHaveLength(2)
+    const stopped = topology.stop({ drainTimeoutMs: 100 })
+    await vi.advanceTimersByTimeAsync(100)
+    await stopped
+    expect(await source.statuses()).toEqual(['delivered', 'errored'])
+    expect(source.receipts[1]!.failure).toMatchObject({ componentId: 't', code: 'STOPPED' })
+    expect(topology.metrics().t).toMatchObject({ erroredEvents: 1, failures: { STOPPED: 1 } })
+    gate.open()
+    await vi.advanceTimersByTimeAsync(100)
+    expect(given).toEqual([[1]])
+    expect(sink.received).toEqual(records(1))
+    expect(topology.metrics().t).toMatchObject({ erroredEvents: 1, failures: { STOPPED: 1 } })
+  })
+
+  it('does not call flush() after the stop once a process() call it gave up returns', async () => {
+    // A tick during the hung call queued a flush behind it, which ran after the stop.
+    vi.useFakeTimers()
+    const gate = new Gate()
+    let flushes = 0
+    const transform: Transform = {
+      kind: 'hung_process',
+      flushIntervalMs: 10,
+      async process(events, context) {
+        await gate.wait()
+        context.emitAll(events)
+      },
+      flush() {
+        flushes++
+      },
+    }
+    const source = testSource([records(1)], { untilStopped: true })
+    const topology = through(source, transform, testSink())
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(25)
+    expect(flushes).toBe(0)
+    const stopped = topology.stop({ drainTimeoutMs: 100 })
+    await vi.advanceTimersByTimeAsync(100)
+    await stopped
+    gate.open()
+    await vi.advanceTimersByTimeAsync(100)
+    expect(flushes).toBe(0)
+    expect(await source.statuses()).toEqual(['errored'])
+  })
+})
+
 describe('transforms that break the contract', () => {
   it('reports an emit on an undeclared port as a failed call and settles the event errored', async () => {
     const source = testSource([records(1)])

@@ -11,7 +11,8 @@
  * after the last flush at stop (or at a forced stop) is settled `errored` and reported. A call
  * still running at a forced stop is given up: its inputs, what it made and the handles of its own
  * it emitted are settled `errored` (`STOPPED`) there, and what it does afterwards (emit, drop,
- * return, throw) settles nothing more and passes nothing on. An event
+ * return, throw) settles nothing more and passes nothing on; no call starts after it (an array
+ * that waited for a timed flush is settled `errored` there too, `STOPPED`). An event
  * the call made with `create` is checked as an input is, so the clones of its parents it holds
  * never outlive the call unnoticed. An emitted handle is owned by the output from then on; one
  * that the transform ended after emitting it is not passed on (and reported), and neither is one
@@ -363,6 +364,8 @@ export class TransformRunner {
   #calling: CallContext | undefined = undefined
   /** Whether `#calling` is a `flush` call. */
   #callingFlush = false
+  /** An array pulled while a timed flush ran, waiting for it (`#afterFlush`), which a forced stop settles. */
+  #waiting: EventArray | undefined = undefined
   #tail: Promise<void> = RESOLVED
   #timer: ReturnType<typeof setInterval> | undefined = undefined
   /** Whether a timed flush is queued and has not started yet. */
@@ -424,7 +427,8 @@ export class TransformRunner {
         this.#flushWaiting = true
         this.#exclusive(() => {
           this.#flushWaiting = false
-          return this.#flush()
+          // Queued behind a call the forced stop gave up, which has returned since: too late.
+          return this.forced ? RESOLVED : this.#flush()
         }).catch(nothing)
       }, interval)
     }
@@ -443,7 +447,7 @@ export class TransformRunner {
         if (this.#coalesce) array = this.input.coalesce(array, COALESCE_UP_TO)
         this.counters.received += array.length
         const input = array
-        const done = timed ? this.#exclusive(() => this.#process(input)) : this.#process(input)
+        const done = timed ? this.#afterFlush(input) : this.#process(input)
         // A synchronous call whose outputs all had room returns `RESOLVED`: no frame to wait on.
         if (done !== RESOLVED) await done
       }
@@ -467,6 +471,44 @@ export class TransformRunner {
     this.#timer = undefined
     this.#settleHeld('the forced stop')
     this.#abandonCall()
+    this.#settleWaiting()
+  }
+
+  /**
+   * A `process` call of a transform with a timed flush: it waits for the flush in progress. An
+   * array still waiting at a forced stop is out of the channel and in no call, so the stop settles
+   * it (`#settleWaiting`), and the call never starts: a flush that never returns would keep its
+   * handles live for good, and one that returns late would have `process` called after the stop.
+   */
+  #afterFlush(array: EventArray): Promise<void> {
+    this.#waiting = array
+    return this.#exclusive(() => {
+      if (this.#waiting !== array) return RESOLVED
+      this.#waiting = undefined
+      return this.#process(array)
+    })
+  }
+
+  /** Settles `errored` (`STOPPED`) the array waiting at a forced stop for a flush (`#afterFlush`). */
+  #settleWaiting(): void {
+    const array = this.#waiting
+    if (array === undefined) return
+    this.#waiting = undefined
+    const reason = this.failure(
+      'STOPPED',
+      `the stop deadline passed while transform '${this.id}' had event(s) waiting for flush() to return: process() was not called with them`,
+    )
+    // One by one: `EventArray.end` with a reason throws at a handle ended already (untyped code
+    // upstream may end one it passed on), which would leave the forced stop half done.
+    let settled = 0
+    for (const event of array.events) {
+      if (event.isEnded) continue
+      event.end('errored', { reason })
+      settled++
+    }
+    if (settled === 0) return
+    this.counters.errored += settled
+    this.counters.failed('STOPPED', settled)
   }
 
   /**
