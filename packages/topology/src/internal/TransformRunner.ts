@@ -9,9 +9,10 @@
  * reported. A transform with `flush` may keep events across calls (a reduce window): they are
  * tracked as held until a later call emits, drops or merges them, and whatever is still held
  * after the last flush at stop (or at a forced stop) is settled `errored` and reported. A call
- * still running at a forced stop is given up: its inputs, what it made and the handles of its own
- * it emitted are settled `errored` (`STOPPED`) there, and what it does afterwards (emit, drop,
- * return, throw) settles nothing more and passes nothing on; no call starts after it (an array
+ * still running at a forced stop is given up: the batches of its inputs, of what it made and of
+ * the handles of its own it emitted are settled `errored` (`STOPPED`) there (the handles stay
+ * live with no finalizers, so the call may still read them), and what it does afterwards (emit,
+ * drop, create, return, throw) settles nothing more and passes nothing on; no call starts after it (an array
  * that waited for a timed flush is settled `errored` there too, `STOPPED`). An event
  * the call made with `create` is checked as an input is, so the clones of its parents it holds
  * never outlive the call unnoticed. An emitted handle is owned by the output from then on; one
@@ -22,7 +23,14 @@
  * it still holds of the inputs, each once (`#processed`, `#distinctInputs`); what was written over
  * is out of sight. `process` and `flush` never run at the same time.
  */
-import { type DeliveryStatus, type EndOptions, EventArray, type JsonObject, LogEvent } from '@ackline/core'
+import {
+  type DeliveryStatus,
+  type EndOptions,
+  EventArray,
+  EventFinalizerGroups,
+  type JsonObject,
+  LogEvent,
+} from '@ackline/core'
 import type { BatchFailure } from '../BatchFailure.js'
 import { ComponentError } from '../ComponentError.js'
 import type { ComponentErrorCode, LifecycleEvent } from '../LifecycleEvent.js'
@@ -100,6 +108,11 @@ class CallContext implements TransformContext {
   #inputSet: Set<LogEvent> | undefined = undefined
   /** Events `create` made after the call returned: no check sees them, a late `drop` may end them. */
   #lateMade: Set<LogEvent> | undefined = undefined
+  /**
+   * The handles a forced stop settled for the call it gave up (`abandon`), and what `create` made
+   * of them since: live, with no finalizers, so the call may still read them; passed nowhere.
+   */
+  #given: Set<LogEvent> | undefined = undefined
 
   constructor(runner: TransformRunner) {
     this.#runner = runner
@@ -138,7 +151,7 @@ class CallContext implements TransformContext {
         if (!this.#runner.outputs.has(port)) {
           // Settled before the throw: whoever catches it (or nobody, after the call returned),
           // the handle is never left for the leak detector.
-          this.#runner.settleStray(event, 'UNDECLARED_PORT', undeclaredPort(port))
+          this.#stray(event, 'UNDECLARED_PORT', undeclaredPort(port))
           throw undeclaredPortError(this.id, port)
         }
         if (this.#open) {
@@ -151,7 +164,7 @@ class CallContext implements TransformContext {
     }
     if (!this.#open) {
       // A call that already returned cannot pass anything on any more: settle rather than leak.
-      this.#runner.settleStray(
+      this.#stray(
         event,
         'EMIT_AFTER_RETURN',
         this.abandoned
@@ -179,10 +192,22 @@ class CallContext implements TransformContext {
     if (port !== undefined && port !== '' && !this.#runner.outputs.has(port)) {
       // Every event of the array is settled before the throw, not only the first.
       const message = undeclaredPort(port)
-      for (let i = 0; i < list.length; i++) this.#runner.settleStray(list[i]!, 'UNDECLARED_PORT', message)
+      for (let i = 0; i < list.length; i++) this.#stray(list[i]!, 'UNDECLARED_PORT', message)
       throw undeclaredPortError(this.id, port)
     }
     for (let i = 0; i < list.length; i++) this.emit(list[i]!, port)
+  }
+
+  /**
+   * Settles a handle a misused `emit` could not pass on (`TransformRunner.settleStray`); one the
+   * forced stop settled carries no batch any more: it is only reported, with no event.
+   */
+  #stray(event: LogEvent, code: ComponentErrorCode, message: string): void {
+    if (this.#given?.has(event) === true) {
+      this.#runner.emit({ type: 'component_error', component: this.id, code, message, events: 0 })
+      return
+    }
+    this.#runner.settleStray(event, code, message)
   }
 
   /** What was emitted on the default port, in order. */
@@ -260,6 +285,12 @@ class CallContext implements TransformContext {
     }
     const event = new LogEvent(fields, { sourceId: clones[0]?.metadata.sourceId })
     for (const clone of clones) event.merge(clone)
+    const given = this.#given
+    if (given !== undefined && inheritFrom.length > 0 && inheritFrom.every((parent) => given.has(parent))) {
+      // Made after the forced stop of what it settled: it carries no batch either.
+      given.add(event)
+      return event
+    }
     if (!this.#open) {
       // After the call returned no check sees it: it may still be dropped (or emitted, late).
       if (this.#lateMade === undefined) this.#lateMade = new Set()
@@ -307,11 +338,13 @@ class CallContext implements TransformContext {
   }
 
   /**
-   * A forced stop gives the call up while it runs: it is closed (an `emit` from now on is settled
-   * and reported, a `drop` ends nothing), forgets what it recorded, and returns what the runtime
+   * A forced stop gives the call up while it runs: it is closed (an `emit` from now on is only
+   * reported, a `drop` ends nothing), forgets what it recorded, and returns what the runtime
    * must settle for it: its inputs, the events it made with `create`, and the handles of its own
    * it emitted (a clone), each once and still live. Not a handle an earlier call passed on,
-   * which is a sink's.
+   * which is a sink's. The runtime settles their batches and leaves the handles live with no
+   * finalizers: the call, which has not returned, may still read them (from a callback nobody
+   * catches a throw of).
    */
   abandon(): LogEvent[] {
     this.#open = false
@@ -324,6 +357,7 @@ class CallContext implements TransformContext {
     for (const list of emitted)
       for (const event of list) if (!event.isEnded && event.isLocalTo(holder)) live.add(event)
     this.release()
+    this.#given = live
     return [...live]
   }
 
@@ -516,7 +550,9 @@ export class TransformRunner {
    * its inputs live for good, their batches told `errored` while the handles wait for the leak
    * detector): what it holds of the runtime's is settled `errored` now (`STOPPED`), and when it
    * returns or throws nothing is checked or passed on. Every handle it could still touch has then
-   * ended: an `emit` of one settles nothing and a `drop` ends nothing, so no status changes.
+   * ended or carries no batch: an `emit` of one settles nothing and a `drop` ends nothing, so no
+   * status changes. Not ended: a callback of the call that reads one would throw where nobody
+   * catches it (a timer's), ending the process.
    */
   #abandonCall(): void {
     const context = this.#calling
@@ -530,7 +566,8 @@ export class TransformRunner {
       'STOPPED',
       `the stop deadline passed while transform '${this.id}' was in ${step}(): the call was given up`,
     )
-    for (const event of live) event.end('errored', { reason })
+    // Their batches are settled; the handles stay live with no finalizers, for the call to read.
+    EventFinalizerGroups.detach(live).endAll('errored', { reason })
     this.counters.errored += live.length
     this.counters.failed('STOPPED', live.length)
   }
