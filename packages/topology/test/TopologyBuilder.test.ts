@@ -202,6 +202,38 @@ describe('validation', () => {
     ])
   })
 
+  it('checks the other options of a sink behind a buffer factory also when they are inherited or getters', () => {
+    const factory = {
+      kind: 'fake_disk',
+      open: () => Promise.reject(new Error('not opened at build')),
+    }
+    // Options made by Object.create(defaults), and options as a class: validate() read both kinds
+    // elsewhere, but beside a factory only the own enumerable ones were checked, and the runtime
+    // then ran with a concurrency of 0 and a retry of -1 attempts.
+    class Options {
+      readonly buffer = factory
+      get retry() {
+        return { attempts: -1 }
+      }
+    }
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet)
+        .source('in', testSource([]))
+        .sink(
+          'inherited',
+          ['in'],
+          testSink(),
+          Object.assign(Object.create({ concurrency: 0 }), { buffer: factory }),
+        )
+        .sink('getter', ['in'], testSink(), new Options())
+        .build(),
+    )
+    expect(brief(problems)).toEqual([
+      'INVALID_OPTION inherited concurrency',
+      'INVALID_OPTION getter retry.attempts',
+    ])
+  })
+
   it('checks every enumerated option at build, from untyped code too, and reports every problem at once', () => {
     // What a JavaScript caller or a loosely typed config can hand the builder.
     const untyped = <T>(value: unknown): T => value as T

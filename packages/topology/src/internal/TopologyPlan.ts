@@ -429,14 +429,14 @@ function checkOptions(
         'buffer.type',
         `buffer type '${textOf(type)}' is not built in: only the in-memory channel is given by options; other kinds are factories (a disk buffer: buffer: diskBuffer({ … }) from @ackline/buffers)`,
       )
-      reportIssues(problems, 'INVALID_OPTION', decl.id, own.validate({ ...decl.options, buffer: undefined }))
+      reportIssues(problems, 'INVALID_OPTION', decl.id, own.validate(withoutBuffer(own, decl.options)))
       return
     }
     reportIssues(problems, 'INVALID_OPTION', decl.id, own.validate(decl.options))
     return
   }
   // Another kind of buffer checks its own options; the topology only files what it says.
-  reportIssues(problems, 'INVALID_OPTION', decl.id, own.validate({ ...decl.options, buffer: undefined }))
+  reportIssues(problems, 'INVALID_OPTION', decl.id, own.validate(withoutBuffer(own, decl.options)))
   if (decl.role === 'transform') {
     problem(
       'INVALID_OPTION',
@@ -460,6 +460,23 @@ function checkOptions(
     const whole = issue.field === '' || issue.field === WHOLE
     problem('INVALID_OPTION', decl.id, whole ? 'buffer' : `buffer.${issue.field}`, issue.message)
   }
+}
+
+/**
+ * A declaration's options without its `buffer`, every other option read as `validate` reads it: a
+ * spread kept only the own enumerable ones, so beside a buffer factory an option given by a getter
+ * or inherited through `Object.create` went unchecked, and the runtime (which reads it) ran with it.
+ */
+function withoutBuffer(
+  own: typeof SinkOptions | typeof TransformOptions,
+  options: SinkOptions | TransformOptions,
+): Record<string, unknown> {
+  const copy: Record<string, unknown> = { ...own.resolve(options as never) }
+  // Unknown options too, inherited ones as zod finds them (`for…in`), so a misspelt one is reported.
+  for (const key in options)
+    if (!Object.hasOwn(copy, key)) copy[key] = (options as Record<string, unknown>)[key]
+  copy.buffer = undefined
+  return copy
 }
 
 /**
