@@ -105,7 +105,12 @@ function compile(schema: z.core.$ZodType): Check | undefined {
       const element = def.element === undefined ? undefined : compile(def.element)
       const length = lengthBounds(def.checks)
       if (element === undefined || length === undefined) return undefined
-      return (v) => Array.isArray(v) && length(v.length) && v.every(element)
+      return (v) => {
+        if (!Array.isArray(v) || !length(v.length)) return false
+        // By index, as zod: `every` skips holes (`['a', , 'b']`), which zod checks as `undefined`.
+        for (let i = 0; i < v.length; i++) if (!element(v[i])) return false
+        return true
+      }
     }
     case 'object': {
       if (def.checks?.length || def.shape === undefined) return undefined
