@@ -131,6 +131,17 @@ describe('fastCheck', () => {
     expect(fast({ servers: ['a', 'b'] })).toBe(true)
   })
 
+  it("calls invalid a numeric enum's member name, which zod refuses (the reverse mapping of a TypeScript enum)", () => {
+    // What `enum Level { Low = 0, High = 1 }` compiles to: zod takes 0 and 1, not 'Low' or 'High'.
+    const Level = { Low: 0, High: 1, 0: 'Low', 1: 'High' } as const
+    const Options = defineOptions({ level: z.enum(Level) })
+    const fast = fastCheck(Options.schema)!
+    expect(zodAccepts(Options.schema, { level: 'Low' })).toBe(false)
+    expect(fast({ level: 'Low' })).toBe(false)
+    expect(Options.validate({ level: 'Low' })).not.toEqual([])
+    expect(fast({ level: 1 })).toBe(true)
+  })
+
   it('leaves to zod what it does not know: refinements, string formats', () => {
     expect(fastCheck(z.string().refine((s) => s !== 'x', 'not x'))).toBeUndefined()
     expect(fastCheck(z.strictObject({ url: z.url() }))).toBeUndefined()

@@ -94,8 +94,9 @@ function compile(schema: z.core.$ZodType): Check | undefined {
       return (v) => values.includes(v)
     }
     case 'enum': {
-      const values = new Set(Object.values(def.entries ?? {}))
-      return def.checks?.length ? undefined : (v) => values.has(v)
+      // zod's own set of values: a numeric enum's member names (a TypeScript enum's reverse mapping) are no values.
+      const values = schema._zod.values
+      return values === undefined || def.checks?.length ? undefined : (v) => values.has(v as never)
     }
     case 'number':
       return number(def)
