@@ -758,4 +758,24 @@ describe('a validate() that returns no list of issues (untyped code)', () => {
     )
     expect(problems[3]!.message).toContain('"segment too small"')
   })
+
+  it("reports a buffer factory's validate() that forgot its return, as a component's is", () => {
+    const problems = problemsOf(() =>
+      new TopologyBuilder(quiet)
+        .source('in', testSource([]))
+        .sink('disk', ['in'], testSink(), {
+          buffer: {
+            kind: 'fake_disk',
+            // Taken for "no issues": the buffer's options went unchecked until open() at start.
+            validate: () => undefined as never,
+            open: () => Promise.reject(new Error('not opened at build')),
+          },
+        })
+        .build(),
+    )
+    expect(problems.map((p) => [p.code, p.component, p.field])).toEqual([
+      ['INVALID_OPTION', 'disk', 'buffer'],
+    ])
+    expect(problems[0]!.message).toContain('returned undefined')
+  })
 })

@@ -446,9 +446,11 @@ function checkOptions(
     )
     return
   }
-  let returned: unknown
+  let returned: unknown = []
   try {
-    returned = buffer.validate?.({ componentId: decl.id, dataDir: options.dataDir }) ?? []
+    // Not `?? []`: a validate() that forgot its return is reported, as a component's is.
+    if (buffer.validate !== undefined)
+      returned = buffer.validate({ componentId: decl.id, dataDir: options.dataDir })
   } catch (error) {
     returned = [{ field: '', message: `the ${buffer.kind} buffer's validate() threw: ${textOf(error)}` }]
   }
