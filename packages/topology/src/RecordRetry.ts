@@ -106,7 +106,9 @@ export const RecordRetry = {
     // 0 · Infinity (the growth past about 1024 attempts, or an Infinity multiplier) is NaN.
     const backoff = initial === 0 ? 0 : Math.min(max, initial * multiplier ** (attempt - 1))
     const jitter = Math.min(1, Math.max(0, options.jitter ?? DEFAULTS.jitter))
-    return Math.min(MAX_TIMER_MS, backoff * (1 - jitter + jitter * random))
+    const share = 1 - jitter + jitter * random
+    // Infinity · 0 too is NaN: an uncapped back-off grown to Infinity, all of it jitter, random() at 0.
+    return share === 0 ? 0 : Math.min(MAX_TIMER_MS, backoff * share)
   },
 
   /**

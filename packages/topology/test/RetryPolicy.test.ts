@@ -22,4 +22,15 @@ describe('RecordRetry.delayMs', () => {
     expect(RecordRetry.delayMs({ initialBackoffMs: 0 }, 1100, 0.5)).toBe(0)
     expect(RecordRetry.delayMs({ initialBackoffMs: 0, multiplier: Number.POSITIVE_INFINITY }, 2, 1)).toBe(0)
   })
+
+  it('is 0 when the jitter takes the whole back-off, also when the back-off grew to Infinity (Infinity · 0 was NaN)', () => {
+    // No cap (maxBackoffMs: Infinity, which send() accepts) and a full jitter with random() at 0.
+    const options = {
+      maxBackoffMs: Number.POSITIVE_INFINITY,
+      multiplier: Number.POSITIVE_INFINITY,
+      jitter: 1,
+    }
+    expect(RecordRetry.delayMs(options, 2, 0)).toBe(0)
+    expect(RecordRetry.delayMs(options, 2, 0.5)).toBe(2_147_483_647)
+  })
 })
