@@ -25,6 +25,7 @@ export type TopologyWarning = AckUnsupportedWarning | NoConsumersWarning
 
 /** A source that cannot acknowledge feeds an acknowledging sink (see {@link TopologyWarning}). */
 export interface AckUnsupportedWarning {
+  /** What the warning is about: tells it from the other warnings of {@link TopologyWarning}. */
   readonly code: 'ACK_UNSUPPORTED'
   /** The source that cannot acknowledge. */
   readonly source: string
@@ -36,6 +37,7 @@ export interface AckUnsupportedWarning {
 
 /** Nothing reads any output of a source or a transform (see {@link TopologyWarning}). */
 export interface NoConsumersWarning {
+  /** What the warning is about: tells it from the other warnings of {@link TopologyWarning}. */
   readonly code: 'NO_CONSUMERS'
   /** The source or transform whose outputs nobody reads. */
   readonly component: string
