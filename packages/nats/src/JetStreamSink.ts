@@ -12,11 +12,13 @@
  *   `_recordId` field its source set), else `<stream>:<sequence>:<stored time in ms>` of a
  *   jetstream source's `_nats` metadata (the time tells a stream made again, whose sequences
  *   start over, from the one before); the digest is 22 characters of base64url of the SHA-256 of
- *   the payload published. With no origin, no id. The digest keeps the events a transform split
- *   from one record (which share its origin) apart, or the stream kept the first and dropped the
- *   others as duplicates; a retry or a redelivery of the same event publishes the same bytes, so
- *   it has the same id and is still dropped. Children with byte-identical payloads are one
- *   message. The `_recordId` field and the metadata field are left out of the payload.
+ *   `subject` and the payload published. With no origin, no id. The digest keeps the events a
+ *   transform split from one record (which share its origin) apart, or the stream kept the first
+ *   and dropped the others as duplicates; the subject keeps apart the copies of one event that
+ *   sinks on two subjects of one stream publish (the stream drops a repeated id whatever the
+ *   subject). A retry or a redelivery of the same event publishes the same bytes on the same
+ *   subject, so it has the same id and is still dropped. Children with byte-identical payloads
+ *   are one message. The `_recordId` field and the metadata field are left out of the payload.
  * - A timeout, a dropped connection or an error from the server never counts as delivered: with a
  *   message id on every event the whole write is retried (`RetryableError`; the ids make the
  *   retry harmless for what was stored already); without one, only the failed events report an
@@ -87,7 +89,7 @@ export const JetStreamSinkOptions = defineOptions({
   msgId: codeOption<(event: LogEvent) => string | undefined>('a function')
     .optional()
     .describe(
-      "The `Nats-Msg-Id` of an event, used as given (the stream drops a second message with the same id in its duplicate window, and the sink counts it delivered). Default: `<origin>:<digest>`, the origin being the record's `_recordId` (`RecordId` of @ackline/core), else `<stream>:<sequence>:<timestampMs>` from the `_nats` metadata of an event a jetstream source read, and the digest 22 characters of base64url of the SHA-256 of the published payload, so events split from one record are all stored while a retry of the same event is dropped (events with one origin and byte-identical payloads are one message); with no origin, none.",
+      "The `Nats-Msg-Id` of an event, used as given (the stream drops a second message with the same id in its duplicate window, and the sink counts it delivered). Default: `<origin>:<digest>`, the origin being the record's `_recordId` (`RecordId` of @ackline/core), else `<stream>:<sequence>:<timestampMs>` from the `_nats` metadata of an event a jetstream source read, and the digest 22 characters of base64url of the SHA-256 of `subject` and the published payload, so events split from one record, and copies of one event that sinks publish on two subjects of one stream, are all stored while a retry of the same event is dropped (events with one origin and byte-identical payloads are one message); with no origin, none.",
     ),
   metadataField: z
     .union([z.string().min(1), z.literal(false)])
@@ -359,7 +361,7 @@ class JetStreamPublisher implements JetStreamSink {
     // With the payload's digest: the children of one record split by a transform share its origin,
     // and the stream took every one after the first for a duplicate (counted delivered, stored
     // nowhere). A few µs for a small payload, beside some 150 µs a publish takes here (PubAck window 256).
-    return origin === undefined ? undefined : `${origin}:${digestOf(payload)}`
+    return origin === undefined ? undefined : `${origin}:${digestOf(this.#o.subject, payload)}`
   }
 
   /** Where `event` came from, stable across redeliveries: its record identity, else its jetstream source's message. */
@@ -407,9 +409,15 @@ class Window {
 
 const utf8 = new TextEncoder()
 
-/** 22 characters of base64url (132 bits) of the SHA-256 of `payload`: what tells apart events of one origin. */
-function digestOf(payload: Uint8Array): string {
-  return createHash('sha256').update(payload).digest('base64url').slice(0, 22)
+/**
+ * 22 characters of base64url (132 bits) of the SHA-256 of `subject`, a line feed and `payload`:
+ * what tells apart events of one origin. With the subject: a stream drops a repeated id whatever
+ * the subject, so two sinks on two of its subjects publishing one event (a fan-out) had the second
+ * copy dropped as a duplicate, counted delivered. A subject holds no white space (refused at build),
+ * so the line feed ends it unambiguously.
+ */
+function digestOf(subject: string, payload: Uint8Array): string {
+  return createHash('sha256').update(subject).update('\n').update(payload).digest('base64url').slice(0, 22)
 }
 
 /** The PubAck error of a message over the stream's own `max_msg_size` (JSStreamMessageExceedsMaximumErr). */

@@ -4,7 +4,7 @@ import { jetstream, jetstreamSink } from '@ackline/nats'
 import { generator } from '@ackline/sources'
 import { tcpProxy } from '@ackline/testkit'
 import { TopologyBuilder } from '@ackline/topology'
-import { remap } from '@ackline/transforms'
+import { remap, route } from '@ackline/transforms'
 import { MsgHdrsImpl } from '@nats-io/transport-node'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -19,9 +19,12 @@ import {
 
 const skip = await skipWithoutNats('JetStreamSink.test.ts')
 
-/** The default Nats-Msg-Id of a payload from `origin`: `<origin>:<22 characters of base64url of its SHA-256>`. */
-const defaultId = (origin: string, payload: JsonObject): string =>
-  `${origin}:${createHash('sha256').update(JSON.stringify(payload)).digest('base64url').slice(0, 22)}`
+/** The default Nats-Msg-Id of a payload from `origin` on `subject`: `<origin>:<22 characters of base64url of the SHA-256 of subject, LF, payload>`. */
+const defaultId = (origin: string, subject: string, payload: JsonObject): string =>
+  `${origin}:${createHash('sha256')
+    .update(`${subject}\n${JSON.stringify(payload)}`)
+    .digest('base64url')
+    .slice(0, 22)}`
 
 /** Runs generator → jetstream sink to the end; returns the batches' statuses and the sink. */
 async function runInto(
@@ -98,7 +101,7 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     const { sink } = await runInto(`${stream}.out`, 10, record)
     const held = await admin.contents(stream)
     expect(held.map((m) => [m.msgId, JSON.parse(m.data)])).toEqual(
-      Array.from({ length: 5 }, (_, n) => [defaultId(`UP:${n + 1}`, { n }), { n }]),
+      Array.from({ length: 5 }, (_, n) => [defaultId(`UP:${n + 1}`, `${stream}.out`, { n }), { n }]),
     )
     expect(sink.counters.duplicates).toBe(5)
   })
@@ -145,7 +148,7 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     const { sink } = await runInto(`${stream}.out`, 8, record)
     const held = await admin.contents(stream)
     expect(held.map((m) => [m.msgId, JSON.parse(m.data)]).sort()).toEqual(
-      Array.from({ length: 4 }, (_, n) => [defaultId(`rec-${n}`, { n }), { n }]),
+      Array.from({ length: 4 }, (_, n) => [defaultId(`rec-${n}`, `${stream}.out`, { n }), { n }]),
     )
     expect(sink.counters).toMatchObject({ published: 4, duplicates: 4 })
   })
@@ -172,13 +175,46 @@ describe.skipIf(skip)('jetstream sink against a NATS server', () => {
     const held = await admin.contents(stream)
     expect(held.map((m) => JSON.parse(m.data).message)).toEqual(['a', 'b', 'c', 'x', 'y'])
     expect(held.map((m) => m.msgId)).toEqual([
-      defaultId('rec-1', { message: 'a' }),
-      defaultId('rec-1', { message: 'b' }),
-      defaultId('rec-1', { message: 'c' }),
-      defaultId('UP:7:1700000000000', { message: 'x' }),
-      defaultId('UP:7:1700000000000', { message: 'y' }),
+      defaultId('rec-1', `${stream}.out`, { message: 'a' }),
+      defaultId('rec-1', `${stream}.out`, { message: 'b' }),
+      defaultId('rec-1', `${stream}.out`, { message: 'c' }),
+      defaultId('UP:7:1700000000000', `${stream}.out`, { message: 'x' }),
+      defaultId('UP:7:1700000000000', `${stream}.out`, { message: 'y' }),
     ])
     expect(sink.counters).toMatchObject({ published: 5, duplicates: 0 })
+  })
+
+  it('one event fanned out to two sinks on two subjects of one stream is stored on each subject, not dropped as a duplicate of the other', async () => {
+    // JetStream drops a repeated Nats-Msg-Id stream-wide, whatever the subject: with the id of the
+    // origin and the payload alone, the second sink's copy (an error routed to `<stream>.errors`
+    // besides everything to `<stream>.all`) was answered 'duplicate' and counted delivered.
+    const stream = await admin.stream('FANOUT')
+    const all = jetstreamSink({ servers: NATS_URL, subject: `${stream}.all` })
+    const errors = jetstreamSink({ servers: NATS_URL, subject: `${stream}.errors` })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source(
+        'in',
+        generator({
+          count: 2,
+          record: (n) => RecordId.set({ n, level: n === 0 ? 'error' : 'info' }, `rec-${n}`),
+        }),
+      )
+      .transform('split', ['in'], route({ errors: (e) => e.get('level') === 'error' }))
+      .sink('all', ['in'], all)
+      .sink('errors', ['split.errors'], errors)
+      .build()
+    await topology.start()
+    await topology.done
+    const held = (await admin.contents(stream)).map((m) => [m.subject, JSON.parse(m.data).n])
+    console.log(
+      `fan-out: all ${JSON.stringify(all.counters)}, errors ${JSON.stringify(errors.counters)}, stream ${JSON.stringify(held)}`,
+    )
+    expect(held.sort()).toEqual([
+      [`${stream}.all`, 0],
+      [`${stream}.all`, 1],
+      [`${stream}.errors`, 0],
+    ])
+    expect(all.counters.duplicates + errors.counters.duplicates).toBe(0)
   })
 
   it('a remap that splits a message a jetstream source read into lines: every line is stored', async () => {
