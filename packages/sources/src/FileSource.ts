@@ -157,6 +157,8 @@ export interface FileSource extends Source {
 /**
  * The name of the dead-letter file in the checkpoint directory: one JSON object per rejected line
  * (`{ file, offset, reason, message }`), each line whole (a write that fails part-way is cut away).
+ * A line whose entry would be longer than the longest string keeps its first 1024 bytes, its
+ * reason saying so.
  * It may be rotated (renamed) or deleted while the source runs: the next entry goes to a new file
  * at this name. It is fsynced before a checkpoint moves past the lines of its entries; an fsync
  * of it that fails ends the run (`FileSourceError` `DEAD_LETTER_SYNC_FAILED`) without a checkpoint
@@ -164,6 +166,30 @@ export interface FileSource extends Source {
  * restart reads them again, and dead-letters the rejected ones again.
  */
 export const DEAD_LETTER_FILE = 'dead-letter.ndjson'
+
+/**
+ * The dead-letter entry of a line, with its newline. A line whose entry would be longer than the
+ * longest string (near `maxLineBytes` of control characters, each escaped to 6) keeps the first
+ * 1024 bytes of its message (and reason), as an overlong line does, and its reason says so: the
+ * throw of `JSON.stringify` made its batch count as not accepted, sent again for ever.
+ */
+function deadLetterEntry(
+  file: string,
+  offset: number,
+  reason: string,
+  message: string,
+  encoding: BufferEncoding,
+): string {
+  try {
+    return `${JSON.stringify({ file, offset, reason, message })}\n`
+  } catch {
+    // Sliced first: the whole string, encoded, could be past the longest buffer.
+    const cut = (text: string) => Buffer.from(text.slice(0, 1024), encoding).toString(encoding, 0, 1024)
+    const why =
+      'its first 1024 bytes only: the entry of the whole line would be longer than the longest string'
+    return `${JSON.stringify({ file, offset, reason: `${cut(reason)} (${why})`, message: cut(message) })}\n`
+  }
+}
 
 class FileSourceImpl implements FileSource {
   readonly kind = 'file'
@@ -945,7 +971,7 @@ class FileRun {
    * not written, only when the topology stopped first.
    */
   async #deadLetterLine(path: string, offset: number, message: string, reason: string): Promise<boolean> {
-    const entry = `${JSON.stringify({ file: path, offset, reason, message })}\n`
+    const entry = deadLetterEntry(path, offset, reason, message, this.#encoding)
     const signal = this.context.signal
     const source = `file source '${this.context.id}'`
     for (let failures = 1; ; failures++) {

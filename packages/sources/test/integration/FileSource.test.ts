@@ -548,6 +548,50 @@ describe('file source', () => {
     ).toEqual(all)
   })
 
+  it('dead-letters a rejected line whose entry would be longer than the longest string with its first 1024 bytes, not sending it again for ever', async () => {
+    const log = join(dir, 'app.log')
+    const huge = 'x'.repeat(2000)
+    writeFileSync(log, lines('ok', huge, 'after'))
+    // The longest string lowered to 1500 for the entries of the dead-letter file: a line of 90 MB
+    // of control characters (maxLineBytes 1e8), each escaped to 6, makes an entry past 2^29 - 24.
+    const stringify = JSON.stringify
+    const spy = vi.spyOn(JSON, 'stringify').mockImplementation((...args: Parameters<typeof stringify>) => {
+      const text = stringify(...args)
+      if (typeof args[0] === 'object' && args[0] !== null && 'reason' in args[0] && text.length > 1500)
+        throw new RangeError('Invalid string length')
+      return text
+    })
+    try {
+      const sink = collect((m) => (m === huge ? 'rejected' : 'delivered'))
+      const { topology, notices } = await start(
+        { include: [log], checkpoints: join(dir, 'cp'), retry: { initialBackoffMs: 5 } },
+        sink,
+      )
+      // Unfixed, the batch was taken for not accepted, and the line sent again after each back-off.
+      await vi.waitUntil(
+        () => checkpoint(log) === statSync(log).size || sink.received.filter((m) => m === huge).length > 1,
+      )
+      await topology.stop()
+      expect(sink.received).toEqual(['ok', huge, 'after'])
+      expect(notices).toEqual([])
+      const dead = readFileSync(join(dir, 'cp', DEAD_LETTER_FILE), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l))
+      expect(dead).toEqual([
+        {
+          file: log,
+          offset: 3,
+          reason:
+            "rejected by out (REJECTED): sink 'out' (collect): the sink reported the event rejected (its first 1024 bytes only: the entry of the whole line would be longer than the longest string)",
+          message: 'x'.repeat(1024),
+        },
+      ])
+    } finally {
+      spy.mockRestore()
+    }
+  })
+
   it('rejects a line longer than maxLineBytes into the dead-letter file instead of cutting it', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('short', 'x'.repeat(50), 'after'))
