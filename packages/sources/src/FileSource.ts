@@ -808,8 +808,11 @@ class FileRun {
             // measure: a byte that is not UTF-8 decodes to U+FFFD, 3 bytes.
             if (start + bytes - held.start > maxBytes) {
               held.overlong = true
-              // Its first 1024 bytes, as an overlong line keeps, this line's among them.
-              held.text = Buffer.from(`${held.text}\n${text}`, encoding).toString(encoding, 0, 1024)
+              // Its first 1024 bytes, as an overlong line keeps, this line's among them; taken from
+              // the first 1024 characters of each (a character is a byte at least): joined whole,
+              // two lines of a maxLineBytes past half the longest string threw mid-read.
+              const first = `${held.text.slice(0, 1024)}\n${text.slice(0, 1024)}`
+              held.text = Buffer.from(first, encoding).toString(encoding, 0, 1024)
             } else held.text += `\n${text}`
           }
           held.end = end

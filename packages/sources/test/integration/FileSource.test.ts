@@ -1554,6 +1554,51 @@ describe('file source', () => {
     ])
   })
 
+  it('dead-letters the first bytes of a multi-line record passing maxLineBytes without joining it whole, which could be past the longest string', async () => {
+    const log = join(dir, 'app.log')
+    // Two lines within maxLineBytes, 5501 bytes together. Joined whole to take its first 1024
+    // bytes, the record was one string: with maxLineBytes past half the longest string (2^28), two
+    // such lines threw RangeError in the middle of a read.
+    writeFileSync(log, lines(`A${'a'.repeat(1999)}`, ` ${'b'.repeat(3499)}`, 'Z'))
+    // The longest string lowered to 4000 characters where a string is encoded.
+    const from = Buffer.from
+    const spy = vi.spyOn(Buffer, 'from').mockImplementation(((...args: Parameters<typeof from>) => {
+      if (typeof args[0] === 'string' && args[0].length > 4000) throw new RangeError('Invalid string length')
+      return from(...(args as [string]))
+    }) as typeof from)
+    const sink = collect()
+    let notices: string[]
+    try {
+      let topology: Topology
+      ;({ topology, notices } = await start(
+        {
+          include: [log],
+          checkpoints: join(dir, 'cp'),
+          maxLineBytes: 5000,
+          multiline: { startPattern: /^[A-Z]/, timeoutMs: 30 },
+        },
+        sink,
+      ))
+      await vi.waitUntil(() => checkpoint(log) === statSync(log).size || notices.length > 0)
+      await topology.stop()
+    } finally {
+      spy.mockRestore()
+    }
+    expect(notices).toEqual([])
+    expect(sink.received).toEqual(['Z'])
+    const dead = readFileSync(join(dir, 'cp', DEAD_LETTER_FILE), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { offset: number; reason: string; message: string })
+    expect(dead).toEqual([
+      expect.objectContaining({
+        offset: 0,
+        message: `A${'a'.repeat(1023)}`,
+        reason: 'record longer than maxLineBytes (5000)',
+      }),
+    ])
+  })
+
   it('tests each line on its own with a g or y start pattern (y anchors it at the line start)', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('1 a', '2 b', '  at 3', '4 c', '5 d'))
