@@ -53,7 +53,9 @@ export interface FileSourceOptions {
    * The directory of the checkpoint file and the dead-letter file; created when missing. Those
    * two files (and their rotations), and the short-lived `.birth-probe-*` file each run makes
    * there to learn whether the file system keeps birth times, are never tailed, even where an
-   * include pattern matches them (by this path or another: a symbolic link, a bind mount).
+   * include pattern matches them, by the directory's path or another (a symbolic link to the
+   * directory, a bind mount). A link to one of the files themselves (a symbolic or hard link
+   * to `dead-letter.ndjson` in a tailed directory) is not recognised: it is tailed like any file.
    */
   readonly checkpoints: string
   /**
