@@ -442,6 +442,35 @@ describe('DiskBuffer recovery', () => {
     await reopened.close()
   })
 
+  it.each([
+    ['placing the lock', 'datasync', (name: string) => /^lock\.\d+\.\d+\.tmp$/.test(name)],
+    ['taking a stale lock over', 'write', (name: string) => name === `lock.${process.pid}.tmp`],
+    [
+      'putting a stale lock taken over in place',
+      'rename',
+      (name: string) => name === `lock.${process.pid}.tmp`,
+    ],
+  ] as const)(
+    'leaves no lock temporary file behind when writing it fails while %s (this process keeps its own for ever)',
+    async (_, op, failing) => {
+      const { fs, open } = setup()
+      if (op !== 'datasync') {
+        const stale = await open()
+        stale._abandon() // its lock stays, naming this process: the next open takes it over
+      }
+      fs.fault = (o, path) =>
+        o === op && failing(path.slice(PATH.length + 1))
+          ? Object.assign(new Error('EIO'), { code: 'EIO' })
+          : undefined
+      await expect(open()).rejects.toMatchObject({ code: 'EIO' })
+      fs.fault = undefined
+      expect(fs.files(PATH).filter((p) => p.endsWith('.tmp'))).toEqual([])
+      const reopened = await open()
+      await reopened.close()
+      expect(fs.files(PATH).filter((p) => p.endsWith('.tmp'))).toEqual([])
+    },
+  )
+
   it('rebuilds a missing ledger by scanning the segments, redelivering rather than losing', async () => {
     const { fs, logs, open } = setup()
     const buffer = await open()

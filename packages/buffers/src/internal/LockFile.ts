@@ -85,6 +85,20 @@ async function writeDurably(fs: FileSystem, path: string, mode: OpenMode, body: 
   }
 }
 
+/**
+ * {@link writeDurably} for a temporary file, which is removed when writing it fails: one of this
+ * process is kept while it lives (it may be in use), and a process numbered alike after a restart
+ * (pid 1 in a container) keeps it too.
+ */
+async function writeTemp(fs: FileSystem, temp: string, body: Uint8Array): Promise<void> {
+  try {
+    await writeDurably(fs, temp, 'truncate', body)
+  } catch (error) {
+    await fs.unlink(temp).catch(() => undefined)
+    throw error
+  }
+}
+
 let temps = 0
 
 /** The temporary names {@link placeExclusive} and a takeover write before linking or renaming (the writer's pid first). */
@@ -96,7 +110,7 @@ const TEMP_NAME = /^lock(?:\.takeover)?\.(\d+)(?:\.\d+)?\.tmp$/
  */
 async function placeExclusive(fs: FileSystem, dir: string, name: string, body: Uint8Array): Promise<boolean> {
   const temp = `${dir}/${name}.${process.pid}.${temps++}.tmp`
-  await writeDurably(fs, temp, 'truncate', body)
+  await writeTemp(fs, temp, body)
   try {
     await fs.link(temp, `${dir}/${name}`)
   } catch (error) {
@@ -290,8 +304,13 @@ async function take(fs: FileSystem, dir: string): Promise<LockHolder | undefined
       tookOverFrom = now ?? holder ?? { pid: -1, hostname: 'unknown', since: 'unknown' }
       // Replace the stale lock in one rename, so a reader never sees a half-written one.
       const temp = `${dir}/${FILE}.${process.pid}.tmp`
-      await writeDurably(fs, temp, 'truncate', body)
-      await fs.rename(temp, `${dir}/${FILE}`)
+      await writeTemp(fs, temp, body)
+      try {
+        await fs.rename(temp, `${dir}/${FILE}`)
+      } catch (error) {
+        await fs.unlink(temp).catch(() => undefined)
+        throw error
+      }
     } finally {
       await fs.unlink(`${dir}/${GUARD}`)
     }
