@@ -49,7 +49,7 @@ export const connectionOptions = {
     .max(MAX_TIMER_MS)
     .default(10_000)
     .describe(
-      "How long a connect attempt (TCP, TLS, AMQP handshake) may wait for the server before it fails, and, once connected, how long the channel's setup (opening it, the queue or exchange check and declarations, qos, consume) may take (the first attempt fails the source's run or the sink's start, a later one is retried with back-off): with heartbeatSeconds 0 nothing else notices a broker that stops answering.",
+      "How long a connect attempt (TCP, TLS, AMQP handshake) may wait for the server before it fails, and, once connected with heartbeats off (heartbeatSeconds 0, or the url's own heartbeat=0, which wins), how long the channel's setup (opening it, the queue or exchange check and declarations, qos, consume) may take (the first attempt fails the source's run or the sink's start, a later one is retried with back-off): nothing else notices a broker that stops answering then. With heartbeats on the setup has no such bound: a broker silent for two to three heartbeat intervals fails it, and one slow but alive is waited for.",
     ),
   closeTimeoutMs: z
     .number()
@@ -100,10 +100,11 @@ export interface ConnectionOptions<C extends Channel> {
   readonly heartbeatSeconds: number
   /**
    * How long a connect attempt (TCP, TLS and the AMQP handshake) may go without the server
-   * answering before it fails, and then how long opening the channel and `setup` may take: a
-   * server that accepts the connection and never speaks (a proxy with no backend), or a broker
-   * that stops answering after the handshake with heartbeats off, must fail the attempt (the
-   * socket is cut), not hang it for ever.
+   * answering before it fails, and then, when the negotiated heartbeat is 0, how long opening the
+   * channel and `setup` may take: a server that accepts the connection and never speaks (a proxy
+   * with no backend), or a broker that stops answering after the handshake with heartbeats off,
+   * must fail the attempt (the socket is cut), not hang it for ever. With heartbeats on, amqplib's
+   * heartbeat timeout fails a silent broker's setup, and a slow one is waited for.
    */
   readonly connectTimeoutMs: number
   /**
@@ -191,6 +192,16 @@ function closeModel(model: ChannelModel, timeoutMs: number, channel?: Channel): 
 function cutSocket(model: ChannelModel, reason: Error): void {
   const { stream } = model.connection as unknown as { stream?: { destroy(error?: Error): void } }
   stream?.destroy(reason)
+}
+
+/**
+ * The heartbeat interval the connection's handshake settled on, in seconds (0: off), which
+ * amqplib's typings do not show (`connection.heartbeat`); taken as off when it cannot be read,
+ * so that the setup is bounded then.
+ */
+function negotiatedHeartbeat(model: ChannelModel): number {
+  const { heartbeat } = model.connection as unknown as { heartbeat?: unknown }
+  return typeof heartbeat === 'number' ? heartbeat : 0
 }
 
 class LiveGeneration<C extends Channel> implements Generation<C> {
@@ -412,10 +423,13 @@ export class Connection<C extends Channel = Channel> {
     model.on('error', lostWith)
     model.once('close', lostWith)
     let generation: LiveGeneration<C> | undefined
-    // The socket's own timeout ends with the handshake (amqplib clears it), and with heartbeats off
-    // nothing else notices a broker that stops answering: the channel's open and the setup get
-    // `connectTimeoutMs` of their own, after which the socket is cut, failing what they await.
-    // Raced as well: a request the cut would leave pending must not hang the attempt.
+    // The socket's own timeout ends with the handshake (amqplib clears it). With heartbeats on,
+    // amqplib closes a connection that heard nothing for two to three intervals, failing what the setup
+    // awaits: a broker that is slow but alive is waited for. With heartbeats off (the negotiated
+    // value: a URL's own `heartbeat=0` wins over the option) nothing else notices a broker that
+    // stops answering: the channel's open and the setup get `connectTimeoutMs` of their own, after
+    // which the socket is cut, failing what they await. Raced as well: a request the cut would
+    // leave pending must not hang the attempt.
     // A close while the channel opens abandons the attempt the same way (see `#close`).
     let setupTimer: NodeJS.Timeout | undefined
     let timedOut: Error | undefined
@@ -426,6 +440,7 @@ export class Connection<C extends Channel = Channel> {
         cutSocket(model, reason)
         reject(reason)
       }
+      if (negotiatedHeartbeat(model) !== 0) return
       setupTimer = setTimeout(() => {
         timedOut = new Error(
           `the broker did not answer the setup after the handshake (opening the channel, declarations, qos, consume) within ${connectTimeoutMs} ms (connectTimeoutMs)`,

@@ -257,10 +257,16 @@ export function hasMethod(chunk: Buffer, method: number): boolean {
   return false
 }
 
+/** Whether a chunk holds an AMQP heartbeat frame (type 8, channel 0, no payload). */
+export function hasHeartbeat(chunk: Buffer): boolean {
+  return chunk.includes(Buffer.from([8, 0, 0, 0, 0, 0, 0, 0xce]))
+}
+
 /** AMQP method ids (class << 16 | method) that tests look for on the wire. */
 export const Method = {
   connectionOpen: 0x000a0028,
   channelOpen: 0x0014000a,
+  channelOpenOk: 0x0014000b,
   basicPublish: 0x003c0028,
   basicAck: 0x003c0050,
   basicQos: 0x003c000a,

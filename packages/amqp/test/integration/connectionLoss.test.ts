@@ -13,7 +13,9 @@ import {
   brokerAvailable,
   brokerProxy,
   closingBrokerProxy,
+  hasHeartbeat,
   hasMethod,
+  holdingBrokerProxy,
   Method,
   stallingBrokerProxy,
   uniqueName,
@@ -1019,6 +1021,72 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     } finally {
       unsubscribe('net.client.socket', onSocket)
       await stalling.close()
+    }
+  })
+
+  it('sink: with heartbeats on, a broker slower to answer the setup than connectTimeoutMs is waited for: start succeeds', async () => {
+    // The proxy holds the broker's answers from the channel's Open-Ok on, and lets them through
+    // once the sink sent a heartbeat: it waited half a heartbeat interval (500 ms) at least with
+    // nothing to send, past connectTimeoutMs (100 ms), and got no answer. A heartbeat timeout
+    // takes two intervals without a word from the broker: the sink is still waiting. The setup's
+    // bound failed such a start, though heartbeats catch a broker that went silent.
+    const held = await holdingBrokerProxy(
+      (chunk) => hasMethod(chunk, Method.channelOpenOk),
+      (direction, chunk) => direction === 'up' && hasHeartbeat(chunk),
+    )
+    const sink = amqpSink({ url: held.url, heartbeatSeconds: 1, connectTimeoutMs: 100, closeTimeoutMs: 200 })
+    try {
+      await expect(sink.start()).resolves.toBeUndefined()
+      expect(held.state).toBe('released')
+    } finally {
+      await sink.stop()
+      await held.close()
+    }
+  })
+
+  it('sink: with heartbeats on, start fails by the heartbeat timeout (not connectTimeoutMs) when the broker goes silent after the handshake', async () => {
+    // Nothing the broker sends from the channel's Open-Ok on reaches the sink (its heartbeats neither).
+    const held = await holdingBrokerProxy(
+      (chunk) => hasMethod(chunk, Method.channelOpenOk),
+      () => false,
+    )
+    try {
+      const sink = amqpSink({
+        url: held.url,
+        heartbeatSeconds: 1,
+        connectTimeoutMs: 100,
+        closeTimeoutMs: 200,
+      })
+      const error: unknown = await sink.start().catch((e: unknown) => e)
+      expect(held.state).toBe('holding')
+      expect(error).toBeInstanceOf(AmqpError)
+      expect((error as AmqpError).code).toBe('AMQP_CONNECT_FAILED')
+      expect((error as AmqpError).message).toMatch(
+        /cannot connect to amqp:\/\/.*: the connection was lost while its channel opened: Heartbeat timeout/,
+      )
+    } finally {
+      await held.close()
+    }
+  })
+
+  it("sink: a url's own heartbeat=0 turns heartbeats off whatever heartbeatSeconds says: the setup is bounded by connectTimeoutMs", async () => {
+    const held = await holdingBrokerProxy(
+      (chunk) => hasMethod(chunk, Method.channelOpenOk),
+      () => false,
+    )
+    try {
+      const url = new URL(held.url)
+      url.searchParams.set('heartbeat', '0')
+      // heartbeatSeconds is left at its default, 15.
+      const sink = amqpSink({ url: url.toString(), connectTimeoutMs: 300, closeTimeoutMs: 200 })
+      const error: unknown = await sink.start().catch((e: unknown) => e)
+      expect(held.state).toBe('holding')
+      expect(error).toBeInstanceOf(AmqpError)
+      expect((error as AmqpError).message).toMatch(
+        /: the broker did not answer the setup after the handshake .*within 300 ms \(connectTimeoutMs\)/,
+      )
+    } finally {
+      await held.close()
     }
   })
 })
