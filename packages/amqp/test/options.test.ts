@@ -242,6 +242,21 @@ describe('Connection helpers', () => {
     expect(describeServer('not a url')).toBe('(unparseable url)')
   })
 
+  it("never shows a password that the url's parse leaves out of its user info: all before the last '@' is hidden", () => {
+    // A password of digits before an unescaped '/' parses: host 'user', port 1234, the rest a
+    // path. The connect error printed 'cannot connect to amqp://user:1234/abc@broker:5672/'.
+    expect(describeServer('amqp://user:1234/abc@broker:5672/')).toBe('amqp://***@broker:5672/')
+    expect(describeServer('amqps://u:9/x?y#z@mq.example/prod')).toBe('amqps://***@mq.example/prod')
+    expect(describeServer('amqp://u:p@h/v?x=a@b')).toBe('amqp://***@b')
+    // No '//': the whole rest is an opaque path, the password in it.
+    expect(describeServer('amqp:user:secret@h')).toBe('amqp://***@h')
+    for (const url of ['amqp://user:1234/abc@broker:5672/', 'amqp:user:secret@h', 'amqp://u:12#s3cret@h']) {
+      expect(describeServer(url)).not.toMatch(/1234|abc|secret|s3cret/)
+    }
+    // An '@' inside the user info as parsed ('@' in a password parses): the user is shown, as before.
+    expect(describeServer('amqp://guest:p@ss@h:5672/v')).toBe('amqp://guest@h:5672/v')
+  })
+
   it('backs off reconnects exponentially up to the cap', () => {
     const backoff = { initialDelayMs: 100, maxDelayMs: 1000 }
     expect([1, 2, 3, 4, 5, 60].map((a) => backoffDelay(backoff, a))).toEqual([100, 200, 400, 800, 1000, 1000])

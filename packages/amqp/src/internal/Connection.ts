@@ -115,15 +115,36 @@ export interface ConnectionOptions<C extends Channel> {
   readonly closeTimeoutMs: number
 }
 
-/** The server part of a URL, for messages: never the password. */
+/**
+ * The server part of a URL, for messages: never the password. When the URL's last `@` is not
+ * where its parse ends the user info (a password holding an unescaped `/`, `?` or `#`, whose
+ * digits before it parse as a port: `amqp://user:1234/abc@broker/` is host `user`, port 1234),
+ * everything before that `@` is hidden (`amqp://***@broker/`): a password may be anywhere in it.
+ */
 export function describeServer(url: string): string {
+  let parsed: URL
   try {
-    const parsed = new URL(url)
-    const user = parsed.username === '' ? '' : `${decodeURIComponent(parsed.username)}@`
-    return `${parsed.protocol}//${user}${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}${parsed.pathname === '/' ? '' : parsed.pathname}`
+    parsed = new URL(url)
   } catch {
     return '(unparseable url)'
   }
+  const at = url.lastIndexOf('@')
+  if (at !== -1 && !inAuthority(url, at)) {
+    return `${parsed.protocol}//***@${url.slice(at + 1).replace(/[?#].*$/s, '')}`
+  }
+  const user = parsed.username === '' ? '' : `${decodeURIComponent(parsed.username)}@`
+  return `${parsed.protocol}//${user}${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}${parsed.pathname === '/' ? '' : parsed.pathname}`
+}
+
+/**
+ * Whether `index` of `url` lies in its authority: after the scheme's `//`, before the first `/`,
+ * `?` or `#` that follows it (where `new URL` ends it for a non-special scheme such as amqp:).
+ */
+function inAuthority(url: string, index: number): boolean {
+  const start = url.indexOf('://')
+  if (start === -1 || index < start + 3) return false
+  const end = url.slice(start + 3).search(/[/?#]/)
+  return end === -1 || index < start + 3 + end
 }
 
 /** The delay before reconnect attempt `attempt` (1-based): doubling from `initialDelayMs`, capped by `maxDelayMs` and by the longest a timer waits. */
