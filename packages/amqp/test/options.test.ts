@@ -161,7 +161,7 @@ describe('amqp options', () => {
       expect(source.map((issue) => issue.field)).toEqual(['url'])
       expect(sink.map((issue) => issue.field)).toEqual(['url'])
       for (const issue of [source[0], sink[0]]) {
-        expect(issue?.message).toMatch(/percent-encoded/)
+        expect(issue?.message).toMatch(/percent-encode them/)
         expect(issue?.message).toContain("'/' is %2F")
         expect(issue?.message).toContain("'@' %40")
       }
@@ -176,6 +176,14 @@ describe('amqp options', () => {
       const issues = amqpSink({ url }).validate()
       expect(issues.map((issue) => issue.field)).toEqual(['url'])
       expect(issues[0]?.message).not.toMatch(/percent/)
+    }
+    // An '@' after a '/' may be in a password or in a path ('amqp://h:56x72/a@b': no credentials,
+    // a bad port): the hint says 'if', and did not, telling such a url to encode its user info.
+    for (const url of ['amqp://h:56x72/a@b', 'amqp://guest:pa/ss@127.0.0.1:5672/v']) {
+      const [issue] = amqpSink({ url }).validate()
+      expect(issue?.message).toMatch(
+        /if the part before the last '@' is a user and password, percent-encode them/,
+      )
     }
   })
 

@@ -6,7 +6,8 @@
  * URL's credentials: everything up to its last `@` is left out, whether it parses or not (a
  * password holding a `/` is no longer in the URL's user info once parsed). When the part before
  * that `@` holds a character that ends a URL's server part (`/`, `?`, `#`), the issue says to
- * percent-encode the user and password, without saying which character it found.
+ * percent-encode the user and password if that part is them, without saying which character it
+ * found.
  *
  * @module
  */
@@ -18,10 +19,12 @@ const EXPECTED = 'an AMQP URL, amqp:// or amqps:// and the server (amqp://user:p
  * What to do about credentials a URL cannot carry as written: `/`, `?` and `#` end the server
  * part, so `new URL` reads what follows as a port, a path or a query. `@` and `:` in a password
  * parse (the last `@` ends the user info, the first `:` the user), but are named too: whoever
- * encodes one should encode them all.
+ * encodes one should encode them all. Said with an 'if': the part before the last `@` may as well
+ * be a server and a path holding an `@` (`amqp://h:56x72/a@b`, a bad port), which no one can tell
+ * from a user and a password holding a `/`.
  */
 const PERCENT_ENCODE =
-  ", with the user and password percent-encoded (as encodeURIComponent does: '/' is %2F, '?' %3F, '#' %23, '@' %40, ':' %3A, '%' %25): the part before the last '@' holds a character that ends a URL's server part"
+  "; if the part before the last '@' is a user and password, percent-encode them (as encodeURIComponent does: '/' is %2F, '?' %3F, '#' %23, '@' %40, ':' %3A, '%' %25): that part holds a character that ends a URL's server part"
 
 /** The issue of a `url` amqplib cannot connect with; none when it can. */
 export function urlIssue(url: string): ConfigIssue[] {
