@@ -276,6 +276,21 @@ describe('httpServer: bodies', () => {
     expect(context.batches).toEqual([])
   })
 
+  it('refuses a body of blanks JSON does not take (no-break space, byte order mark) as malformed, not as empty', async () => {
+    const { context, port } = await start()
+    const answer = await request(port, {
+      headers: { 'content-type': 'application/json' },
+      body: ' \u00a0\ufeff ',
+    })
+    expect(answer).toMatchObject({ status: 400, body: { code: 'MALFORMED_BODY' } })
+    const line = await request(port, {
+      headers: { 'content-type': 'application/x-ndjson' },
+      body: '{"a":1}\n\u00a0\n{"b":2}\n',
+    })
+    expect(line).toMatchObject({ status: 400, body: { code: 'MALFORMED_BODY', line: 2 } })
+    expect(context.batches).toEqual([])
+  })
+
   const malformed: [string, Record<string, string>, string, string][] = [
     ['a JSON array', { 'content-type': 'application/json' }, '[{"a":1},\n {"b":}]', 'line 2, column 7'],
     ['an unterminated array', { 'content-type': 'application/json' }, '[{"a":1}', 'unexpected end of input'],

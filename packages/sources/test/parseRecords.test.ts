@@ -83,3 +83,30 @@ it('refuses a body of unknown type that is JSON for what it holds, as JSON, not 
   // NDJSON of unknown type is still read line by line.
   expect(parseRecords('{"a":1}\n{"b":1e400}', undefined, 64)).toMatchObject({ line: 2, column: 6 })
 })
+
+it('takes only JSON whitespace (space, tab, LF, CR) for blank: a body or NDJSON line of other blanks is malformed', () => {
+  // JavaScript's \S and trim() also take U+00A0, U+FEFF, U+2028, U+3000...: a body of only those
+  // was answered 200 with no events, and such a line between NDJSON records was skipped.
+  for (const blank of ['\u00a0', ' \ufeff ', '\u2028', '\u3000\t', '\r\n\u00a0\r\n'])
+    for (const format of ['json', 'ndjson', undefined] as const)
+      expect(parseRecords(blank, format, 64)).toMatchObject({ ok: false, code: 'MALFORMED_BODY' })
+  expect(parseRecords('{"a":1}\n\u00a0\n{"b":2}', 'ndjson', 64)).toMatchObject({
+    ok: false,
+    code: 'MALFORMED_BODY',
+    line: 2,
+    column: 1,
+  })
+  expect(parseRecords('{"a":1}\n\u00a0\n{"b":2}', undefined, 64)).toMatchObject({ ok: false, line: 2 })
+  // Past the limit, such a line counts as a record, as the parse would refuse it rather than skip it.
+  expect(parseRecords('{"a":1}\n\ufeff\n{"b":2}', 'ndjson', 64, 1)).toEqual({
+    ok: false,
+    code: 'TOO_MANY_RECORDS',
+    records: 3,
+  })
+  // JSON whitespace is still nothing: no records, and blank lines between records are skipped.
+  expect(parseRecords(' \t\r\n ', undefined, 64)).toEqual({ ok: true, records: [] })
+  expect(parseRecords('{"a":1}\n \t\r\n\n{"b":2}\n', 'ndjson', 64)).toEqual({
+    ok: true,
+    records: [{ a: 1 }, { b: 2 }],
+  })
+})

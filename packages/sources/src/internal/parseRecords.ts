@@ -59,6 +59,22 @@ export function formatOf(contentType: string | undefined): BodyFormat | undefine
   return undefined
 }
 
+/**
+ * The first character that is not JSON whitespace (RFC 8259 2: space, tab, LF, CR). Not `\S`, nor
+ * `trim()`: JavaScript's whitespace also takes U+00A0, U+FEFF, U+2028 and more, which JSON does
+ * not, so a body (or an NDJSON line) of only those would be taken as blank, not malformed.
+ */
+const NOT_JSON_WHITESPACE = /[^ \t\n\r]/
+
+/** Whether `body` holds only JSON whitespace from `from` to `to` (a line, or part of one). */
+function isBlank(body: string, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const c = body.charCodeAt(i)
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) return false
+  }
+  return true
+}
+
 const isObject = (value: JsonValue): value is JsonObject =>
   typeof value === 'object' && value !== null && !Array.isArray(value)
 
@@ -74,7 +90,7 @@ export function parseRecords(
   maxDepth: number,
   maxRecords = Number.POSITIVE_INFINITY,
 ): ParsedRecords {
-  const start = body.search(/\S/)
+  const start = body.search(NOT_JSON_WHITESPACE)
   if (start < 0) return { ok: true, records: [] }
   // NDJSON is parsed line by line and stops at the line past `maxRecords` (then only counts the
   // lines left), so it is not searched first, and a malformed line within the limit is found as
@@ -195,14 +211,13 @@ function parseJson(body: string, maxDepth: number, deepAt: number | undefined): 
   return { ok: true, records: value as JsonObject[] }
 }
 
-/** How many lines of `body` from `from` on are not blank (as `parseNdjson` splits and trims them). */
+/** How many lines of `body` from `from` on are not blank (as `parseNdjson` splits them and skips the blank ones). */
 function linesNotBlank(body: string, from: number): number {
   let count = 0
   for (let lineStart = from; lineStart <= body.length; ) {
     const newline = body.indexOf('\n', lineStart)
     const lineEnd = newline < 0 ? body.length : newline
-    // A record's line starts with its brace: only another line is sliced and trimmed.
-    if (body.charCodeAt(lineStart) === 0x7b || body.slice(lineStart, lineEnd).trim() !== '') count++
+    if (!isBlank(body, lineStart, lineEnd)) count++
     lineStart = lineEnd + 1
   }
   return count
@@ -226,10 +241,11 @@ function parseNdjson(
     const newline = body.indexOf('\n', lineStart)
     const lineEnd = newline < 0 ? body.length : newline
     const end = lineEnd > lineStart && body.charCodeAt(lineEnd - 1) === 0x0d ? lineEnd - 1 : lineEnd
-    const line = body.slice(lineStart, end)
     const base = lineStart
     lineStart = lineEnd + 1
-    if (line.trim() === '') continue
+    // A record's line starts with its brace: found not blank at its first character.
+    if (isBlank(body, base, end)) continue
+    const line = body.slice(base, end)
     if (records.length === maxRecords)
       return { ok: false, code: 'TOO_MANY_RECORDS', records: maxRecords + linesNotBlank(body, base) }
     const deep = deepAt === undefined ? undefined : deepAt >= base && deepAt < end ? deepAt - base : -1
