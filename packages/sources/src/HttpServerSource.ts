@@ -192,7 +192,8 @@ export const HttpServerOptions = defineOptions({
     .default('/')
     .describe(
       'The path events are posted to, as clients send it (printable ASCII, other characters percent-encoded; of the query string, only `outcomes` is read); every other path but /health gets 404. ' +
-        'Compared exactly once both are in one spelling (RFC 3986 6.2.2.1 and 6.2.2.2): percent-encodings in upper case (`%c3` is `%C3`) and those of unreserved characters decoded (`%7E` is `~`, `%65` is `e`). ' +
+        'Compared exactly once both are in one spelling (RFC 3986 6.2.2.1 and 6.2.2.2): percent-encodings in upper case (`%c3` is `%C3`) and those of unreserved characters decoded (`%7E` is `~`, `%65` is `e`; ' +
+        "not in a path holding a '%' not followed by two hex digits, whose encodings are only upper-cased). " +
         'Nothing else: no other percent-decoding (`%2F` is not `/`), dot segments or case folding, so `/a/../events`, `/Events` or `/events/` is another path (a target in absolute form, `http://host/events`, is compared by its path).',
     ),
   unknownContentType: z
