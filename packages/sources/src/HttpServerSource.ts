@@ -895,18 +895,27 @@ class HttpServer implements HttpServerSource {
   /**
    * After the stop, in place of Node's timeout checks (ended by `server.close`): answers 408 on
    * every connection still open where no request received whole awaits its answer, as Node's
-   * checker would have, and closes it.
+   * checker would have, and closes it. A connection that still owes such an answer is looked at
+   * again `requestTimeoutMs` later, and so on until none is left: once its answers are written,
+   * a client that sends the rest of the request behind them no more (after its 100 Continue, say)
+   * would hold it, and the process, open for good. Unref'd, so it keeps nothing alive itself.
    */
   #cutOffLate(): void {
     const late = Object.assign(new Error('the request did not arrive within the time limit'), {
       code: 'ERR_HTTP_REQUEST_TIMEOUT',
     })
+    let owing = false
     for (const socket of this.#sockets) {
       const unanswered = this.#unanswered.get(socket) ?? []
-      if ([...unanswered].some((response) => response.req.complete)) continue
+      if ([...unanswered].some((response) => response.req.complete)) {
+        owing = true
+        continue
+      }
       this.#clientError(late, socket)
       if (!socket.destroyed) socket.destroySoon()
     }
+    if (owing)
+      setTimeout(() => this.#cutOffLate(), Math.min(this.#resolved.requestTimeoutMs, MAX_TIMER_MS)).unref()
   }
 
   /**

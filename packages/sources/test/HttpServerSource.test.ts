@@ -1952,6 +1952,40 @@ describe('httpServer: lifecycle', () => {
     expect(context.batches).toEqual([])
   })
 
+  it.each([
+    ['waits for its body after its 100 Continue', 'Expect: 100-continue\r\n', ''],
+    ['was sending its body', '', '[{"a"'],
+  ])(
+    'still cuts off, after the stop, a request behind one whose answer was owed when the cut came, whose client %s',
+    async (_, expect100, partial) => {
+      // The cut after the stop passed over a connection that owed an answer (its events in the
+      // pipeline), and never came back: once that answer was written, the request behind it held
+      // its connection, and the process, open for good.
+      const { source, context, port, run } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 200 })
+      const next = context.nextBatch()
+      const client = new RawConnection(port)
+      const clock = new RawConnection(port)
+      await Promise.all([client.connected, clock.connected])
+      client.write(
+        'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]' +
+          `POST / HTTP/1.1\r\nHost: x\r\n${expect100}Content-Type: application/json\r\nContent-Length: 9\r\n\r\n${partial}`,
+      )
+      const first = await next
+      while (source.counters.requests < 2) await new Promise((r) => setImmediate(r))
+      // Its headers unfinished: the cut after the stop answers it 408, so it says when that came.
+      clock.write('POST / HTTP/1.1\r\nHost: x\r\n')
+      context.stop()
+      await run
+      expect(parseRawResponse(await clock.closed).status).toBe(408)
+      first.end('delivered')
+      const answers = (await client.closed)
+        .split(/(?=HTTP\/1\.1 )/)
+        .filter((a) => !a.startsWith('HTTP/1.1 100 '))
+      expect(parseRawResponse(answers[0]!)).toMatchObject({ status: 200, body: { events: 1 } })
+      expect(context.records()).toEqual([[{ a: 1 }]])
+    },
+  )
+
   it('returns from run after a stop, and still answers requests already in the pipeline', async () => {
     const { context, port, run } = await start()
     const next = context.nextBatch()
