@@ -463,6 +463,11 @@ class HttpServer implements HttpServerSource {
   readonly #expectsContinue = new WeakSet<ServerResponse>()
   /** The response of each request that came with `Expect: 100-continue` (see `#goAheadOwed`). */
   readonly #continueOf = new WeakMap<IncomingMessage, ServerResponse>()
+  /**
+   * When the `100 Continue` of such a request went on the wire (`Date.now()`), until its
+   * `requestTimeoutMs` is counted from then (see `#clientError`).
+   */
+  readonly #continuedAt = new WeakMap<IncomingMessage, number>()
   /** The connections that got an answer that closes them, read on until they close (see `#linger`). */
   readonly #lingering = new Set<Socket>()
   /** Set once `run` returns: from then on, an answer that closes its connection closes it at once. */
@@ -725,6 +730,17 @@ class HttpServer implements HttpServerSource {
         // before it: timed afresh once that is written.
         this.#lateAfterHold(socket, turns)
         return
+      }
+      const incoming = (socket as Duplex & HttpSocket).parser?.incoming ?? undefined
+      const continued = incoming == null ? undefined : this.#continuedAt.get(incoming)
+      if (continued !== undefined) {
+        // Its 100 Continue came after part of the time (written behind the answers owed before
+        // it): the client has the rest of requestTimeoutMs from then. Node reports a request once.
+        const left = continued + this.#resolved.requestTimeoutMs - Date.now()
+        if (left > 0) {
+          this.#timeAfresh(socket, turns, left)
+          return
+        }
       }
     }
     if (error.code === 'HPE_INVALID_EOF_STATE' && this.#endedMidRequest(socket, turns)) return
@@ -1042,11 +1058,16 @@ class HttpServer implements HttpServerSource {
     return response !== undefined && response.socket === null && !response.destroyed ? response : undefined
   }
 
-  /** Gives the request Node is reading on `socket` `requestTimeoutMs` from now (see `#lateAfterHold`). */
-  #timeAfresh(socket: Duplex, turns: Turns): void {
+  /**
+   * Gives the request Node is reading on `socket` `requestTimeoutMs` (or `ms`) from now (see
+   * `#lateAfterHold`), once.
+   */
+  #timeAfresh(socket: Duplex, turns: Turns, ms = this.#resolved.requestTimeoutMs): void {
     const seen = turns.seen
     const incoming = (socket as Duplex & HttpSocket).parser?.incoming ?? undefined
     const body = incoming !== undefined && !incoming.complete
+    // Timed from here: when this timer finds it late, it is cut off.
+    if (incoming !== undefined) this.#continuedAt.delete(incoming)
     setTimeout(
       () => {
         if (socket.destroyed) return
@@ -1062,7 +1083,7 @@ class HttpServer implements HttpServerSource {
         })
         this.#clientError(late, socket)
       },
-      Math.min(this.#resolved.requestTimeoutMs, MAX_TIMER_MS),
+      Math.min(ms, MAX_TIMER_MS),
     ).unref()
   }
 
@@ -1132,7 +1153,14 @@ class HttpServer implements HttpServerSource {
 
     // Its turn came and its headers passed: the client may send the body (queued by Node behind
     // the answers owed before it on the connection).
-    if (this.#expectsContinue.delete(response)) response.writeContinue()
+    if (this.#expectsContinue.delete(response)) {
+      response.writeContinue()
+      // Its client sends the body once the 100 is on the wire: Node writes what was queued on
+      // the response as it hands it the connection.
+      const continued = (): void => void this.#continuedAt.set(request, Date.now())
+      if (response.socket !== null) continued()
+      else response.once('socket', continued)
+    }
     const chunks: Buffer[] = []
     let size = 0
     let refused = false

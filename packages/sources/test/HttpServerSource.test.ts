@@ -1425,6 +1425,43 @@ describe('httpServer: Expect: 100-continue', () => {
     ])
   })
 
+  it('gives a pipelined request with Expect: 100-continue requestTimeoutMs from its 100 Continue when that came before the limit', async () => {
+    // Written after part of requestTimeoutMs, the 100 Continue left its client only the rest: Node's
+    // check, counting from the request's headers, cut it off then, its body on the way.
+    const { source, context, port } = await start({ headersTimeoutMs: 300, requestTimeoutMs: 500 })
+    /** headersTimeoutMs from now, as the server measures it: a slowloris opened now is cut off then. */
+    const headersTimeout = async (): Promise<void> => {
+      const slowloris = await open(port)
+      slowloris.write('POST / HTTP/1.1\r\n')
+      slowloris.trickle('X: 1\r\n', 20)
+      expect(parseRawResponse(await slowloris.closed).status).toBe(408)
+    }
+    const next = context.nextBatch()
+    const client = await open(port)
+    client.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]' +
+        'POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 9\r\nConnection: close\r\n\r\n',
+    )
+    const first = await next
+    while (source.counters.requests < 2) await new Promise((r) => setImmediate(r))
+    await headersTimeout()
+    first.end('delivered')
+    await client.until(/HTTP\/1\.1 100 Continue\r\n\r\n$/)
+    // Past requestTimeoutMs since its headers, within it since its 100 Continue.
+    await headersTimeout()
+    context.onBatch = (batch) => batch.end('delivered')
+    client.write('[{"a":2}]')
+    const answers = (await client.closed)
+      .split(/(?=HTTP\/1\.1 )/)
+      .filter((a) => !a.startsWith('HTTP/1.1 100 '))
+    expect(answers.map(parseRawResponse)).toMatchObject([
+      { status: 200, body: { events: 1 } },
+      { status: 200, body: { events: 1 } },
+    ])
+    expect(context.records()).toEqual([[{ a: 1 }], [{ a: 2 }]])
+  })
+
   it('still cuts off a pipelined request with Expect: 100-continue whose client sends no body within requestTimeoutMs of its 100 Continue', async () => {
     const { source, context, port } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 200 })
     const next = context.nextBatch()
