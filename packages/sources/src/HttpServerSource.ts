@@ -395,6 +395,12 @@ interface Turns {
    * `requestTimeoutMs` afresh (Node checks it no more once it reported it).
    */
   late: boolean
+  /**
+   * Set once its client ended its side in the middle of a request and the answers owed were taken
+   * in hand (see `#endedMidRequest`): the client sends nothing more, so Node's check finding that
+   * request late later is no one's doing, and must not close the connection before them.
+   */
+  ended: boolean
 }
 
 const OUTCOMES = { outcomes: true } as const
@@ -613,6 +619,7 @@ class HttpServer implements HttpServerSource {
         closer: undefined,
         seen: 0,
         late: false,
+        ended: false,
       })
       socket.once('close', () => {
         this.#openConnections--
@@ -712,10 +719,13 @@ class HttpServer implements HttpServerSource {
    * before it enters the pipeline, or keeps its real status there and the client sends it again.
    * Two are not the client's doing and keep the connection: a request late while the source held
    * it, or while its 100 Continue waited behind earlier answers (timed afresh), and a client that
-   * half-closed in the middle of a request (see `#endedMidRequest`).
+   * half-closed in the middle of a request (see `#endedMidRequest`; that request found late
+   * afterwards, however long the answers before it take, changes nothing).
    */
   #clientError(error: NodeJS.ErrnoException, socket: Duplex): void {
     const turns = this.#turns.get(socket)
+    // Its answers are owed and written in order, the last closing the connection.
+    if (turns?.ended === true && error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && !socket.destroyed) return
     if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && turns !== undefined && !socket.destroyed) {
       if (turns.paused && isHeld(socket)) {
         // Late because the source held the connection (its requests wait their turn), not because
@@ -790,9 +800,10 @@ class HttpServer implements HttpServerSource {
     const pending = turns.waiting.slice(turns.next).map(([, response]) => response)
     if (incoming !== undefined && !incoming.complete) {
       const cut = [...unanswered].find((response) => response.req === incoming)
+      if (cut !== undefined && pending.includes(cut)) return false
+      turns.ended = true
       // Refused already (past maxBodyBytes, say): that answer closes the connection.
       if (cut === undefined) return true
-      if (pending.includes(cut)) return false
       this.#refuse(
         incoming,
         cut,
@@ -803,6 +814,7 @@ class HttpServer implements HttpServerSource {
       return true
     }
     // Cut off in its headers: Node writes the answers in order, and the last one closes the connection.
+    turns.ended = true
     const last = pending.length > 0 ? pending[pending.length - 1] : turns.latest
     if (last !== undefined && !last.headersSent) last.setHeader('Connection', 'close')
     return true

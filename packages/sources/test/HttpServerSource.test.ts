@@ -959,6 +959,40 @@ describe('httpServer: limits of a server on an open port', () => {
     },
   )
 
+  it.each([
+    [
+      'in its body',
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a"',
+      true,
+    ],
+    ['in its headers', 'POST / HTTP/1.1\r\nHost: x\r\nContent-Ty', false],
+  ])(
+    'writes the answers owed to a client that half-closed with its last request cut off %s, however long past requestTimeoutMs they take',
+    async (_, cut, refused) => {
+      // Node's check then found the cut-off request late: the connection was closed, and the
+      // answer before it, whose events were in the pipeline, was lost.
+      const { context, port } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 200 })
+      const next = context.nextBatch()
+      const connection = await open(port)
+      connection.end(
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]${cut}`,
+      )
+      const batch = await next
+      expect((await request(port, { method: 'GET' })).status).toBe(405)
+      // requestTimeoutMs later, as the server measures it: a slowloris opened now is cut off then.
+      const slowloris = await open(port)
+      slowloris.write('POST / HTTP/1.1\r\n')
+      slowloris.trickle('X: 1\r\n', 20)
+      expect(parseRawResponse(await slowloris.closed).status).toBe(408)
+      batch.end('delivered')
+      const answers = (await connection.closed).split(/(?=HTTP\/1\.1 )/)
+      expect(answers.map(parseRawResponse)).toMatchObject([
+        { status: 200, body: { status: 'delivered', events: 1 } },
+        ...(refused ? [{ status: 400, body: { code: 'BAD_REQUEST' } }] : []),
+      ])
+    },
+  )
+
   it('writes both answers owed to a client that half-closed in the middle of a request refused past maxBodyBytes', async () => {
     const { context, port } = await start({ maxBodyBytes: 16 })
     const next = context.nextBatch()
