@@ -782,28 +782,34 @@ class HttpServer implements HttpServerSource {
 
   /**
    * The client ended its side of the connection in the middle of a request (its headers or its
-   * body cut off), where requests it sent whole before still await their answers. It reads on, as a
-   * client that half-closes does, so those answers are written, in order, and the connection
+   * body cut off), where requests it sent whole before may still await their answers. It reads on,
+   * as a client that half-closes does, so those answers are written, in order, and the connection
    * closes after the last: the cut-off request, once it had its turn, gets 400 as that last one
    * (unless it was refused already, past maxBodyBytes say: that answer closes); one cut off in its
    * headers gets none (Node made it nothing to answer through), and the answer before it closes
-   * the connection. Says whether it took the connection in hand; not when the
-   * cut-off request still waits its turn or none whole awaits its answer (then `#clientError`
-   * goes on as for any bad request).
+   * the connection. Says whether it took the connection in hand; not when the cut-off request
+   * still waits its turn, nor, but for one whose turn came, when none whole awaits its answer
+   * (then `#clientError` goes on as for any bad request).
    */
   #endedMidRequest(socket: Duplex, turns: Turns | undefined): boolean {
     const unanswered = this.#unanswered.get(socket)
     if (turns === undefined || unanswered === undefined || !socket.writable) return false
-    const owed = [...unanswered].filter((response) => response.req.complete)
-    if (owed.length === 0) return false
+    const owed = [...unanswered].some((response) => response.req.complete)
     const incoming = (socket as Duplex & HttpSocket).parser?.incoming ?? undefined
     const pending = turns.waiting.slice(turns.next).map(([, response]) => response)
     if (incoming !== undefined && !incoming.complete) {
       const cut = [...unanswered].find((response) => response.req === incoming)
       if (cut !== undefined && pending.includes(cut)) return false
+      // Refused already (past maxBodyBytes, say), or behind an answer that closes the connection
+      // (not served): that answer closes it.
+      if (cut === undefined || turns.closing) {
+        if (!owed) return false
+        turns.ended = true
+        return true
+      }
+      // Its turn came: answered whether or not answers were owed before it (written already, the
+      // connection would otherwise close without a word).
       turns.ended = true
-      // Refused already (past maxBodyBytes, say): that answer closes the connection.
-      if (cut === undefined) return true
       this.#refuse(
         incoming,
         cut,
@@ -813,6 +819,7 @@ class HttpServer implements HttpServerSource {
       )
       return true
     }
+    if (!owed) return false
     // Cut off in its headers: Node writes the answers in order, and the last one closes the connection.
     turns.ended = true
     const last = pending.length > 0 ? pending[pending.length - 1] : turns.latest

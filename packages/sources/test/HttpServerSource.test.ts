@@ -993,6 +993,27 @@ describe('httpServer: limits of a server on an open port', () => {
     },
   )
 
+  it('answers 400 to a request cut off in its body by its client half-closing once the answers before it were written', async () => {
+    // Nothing was owed any more, and something was written: the connection closed without a word,
+    // where the same request first on its connection got its 400.
+    const { context, port } = await start()
+    context.onBatch = (batch) => batch.end('delivered')
+    const connection = await open(port)
+    connection.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]',
+    )
+    await connection.until(/\r\n\r\n[\s\S]*\n$/)
+    connection.end(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a"',
+    )
+    const answers = (await connection.closed).split(/(?=HTTP\/1\.1 )/)
+    expect(answers.map(parseRawResponse)).toMatchObject([
+      { status: 200, body: { events: 1 } },
+      { status: 400, body: { code: 'BAD_REQUEST', error: expect.stringMatching(/cut off/) } },
+    ])
+    expect(context.records()).toEqual([[{ a: 1 }]])
+  })
+
   it('writes both answers owed to a client that half-closed in the middle of a request refused past maxBodyBytes', async () => {
     const { context, port } = await start({ maxBodyBytes: 16 })
     const next = context.nextBatch()
