@@ -823,7 +823,13 @@ class HttpServer implements HttpServerSource {
     // Cut off in its headers: Node writes the answers in order, and the last one closes the connection.
     turns.ended = true
     const last = pending.length > 0 ? pending[pending.length - 1] : turns.latest
-    if (last !== undefined && !last.headersSent) last.setHeader('Connection', 'close')
+    if (last === undefined) return true
+    if (!last.headersSent) last.setHeader('Connection', 'close')
+    // Answered already without closing (a health check, ready before the answers owed before it):
+    // marked last, as Node marks it on a half-close, so the connection closes once it is written,
+    // not after keepAliveTimeoutMs.
+    else if (!last.writableFinished) (last as ServerResponse & { _last?: boolean })._last = true
+    else socket.end()
     return true
   }
 

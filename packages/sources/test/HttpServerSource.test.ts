@@ -1014,6 +1014,26 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(context.records()).toEqual([[{ a: 1 }]])
   })
 
+  it('closes the connection after the last answer owed to a client that half-closed in the headers of a request, that answer written already or not', async () => {
+    // The health check's answer was ready before the batch's: it kept the connection, which then
+    // stayed open, the client reading on, until keepAliveTimeoutMs.
+    const { context, port } = await start({ keepAliveTimeoutMs: 600_000 })
+    const next = context.nextBatch()
+    const connection = await open(port)
+    connection.end(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]' +
+        'GET /health HTTP/1.1\r\nHost: x\r\n\r\nPOST / HTTP/1.1\r\nHost: x\r\nContent-Ty',
+    )
+    const batch = await next
+    expect((await request(port, { method: 'GET' })).status).toBe(405)
+    batch.end('delivered')
+    const answers = (await connection.closed).split(/(?=HTTP\/1\.1 )/)
+    expect(answers.map(parseRawResponse)).toMatchObject([
+      { status: 200, body: { status: 'delivered', events: 1 } },
+      { status: 200, body: { state: 'running' } },
+    ])
+  })
+
   it('writes both answers owed to a client that half-closed in the middle of a request refused past maxBodyBytes', async () => {
     const { context, port } = await start({ maxBodyBytes: 16 })
     const next = context.nextBatch()
