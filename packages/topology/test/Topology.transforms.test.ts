@@ -874,6 +874,40 @@ describe('a forced stop while a timed flush or a call waits', () => {
     expect(flushes).toBe(0)
     expect(await source.statuses()).toEqual(['errored'])
   })
+
+  it('does not call the last flush() after the stop once a timed flush it gave up returns', async () => {
+    // The drain's last flush queued behind the hung timed flush, and ran once that returned, after
+    // the topology had stopped: user code called after the stop, its output reported as misuse.
+    vi.useFakeTimers()
+    const gate = new Gate()
+    let flushes = 0
+    const transform: Transform = {
+      kind: 'slow_timed_flush',
+      flushIntervalMs: 10,
+      process(events, context) {
+        context.emitAll(events)
+      },
+      async flush(context) {
+        flushes++
+        if (flushes === 1) await gate.wait()
+        else context.emit(context.create({ n: 99 }))
+      },
+    }
+    const source = testSource([records(1)], { untilStopped: true })
+    const sink = testSink()
+    const topology = through(source, transform, sink)
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(10)
+    expect(flushes).toBe(1)
+    const stopped = topology.stop({ drainTimeoutMs: 100 })
+    await vi.advanceTimersByTimeAsync(100)
+    await stopped
+    gate.open()
+    await vi.advanceTimersByTimeAsync(100)
+    expect(flushes).toBe(1)
+    expect(sink.received).toEqual(records(1))
+    expect(topology.metrics().t!.sentEvents).toBe(1)
+  })
 })
 
 describe('transforms that break the contract', () => {

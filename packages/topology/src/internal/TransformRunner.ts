@@ -490,7 +490,8 @@ export class TransformRunner {
       this.#timer = undefined
     }
     if (this.forced) return
-    await this.#exclusive(() => this.#flush())
+    // Queued behind a timed flush the forced stop gave up, which has returned since: too late.
+    await this.#exclusive(() => (this.forced ? RESOLVED : this.#flush()))
     this.#settleHeld('its last flush')
   }
 
