@@ -760,6 +760,68 @@ describe('a forced stop while a call never returns', () => {
     for (const fact of late) expect(fact).toMatchObject({ code: 'EMIT_AFTER_RETURN', events: 0 })
   })
 
+  it('lets a callback of the call given up read and emit the events its transform held, throwing nothing and settling nothing more', async () => {
+    // The stop ended the held events: a callback of the call still running that read one threw
+    // "cannot read an event whose handle has ended" where nobody catches it, ending the process.
+    vi.useFakeTimers()
+    const thrown: unknown[] = []
+    const kept: LogEvent[] = []
+    let calls = 0
+    const window: Transform = {
+      kind: 'slow_window',
+      process(events, context) {
+        kept.push(...events)
+        if (++calls === 1) return undefined // held for a later call
+        return new Promise<void>((resolve) => {
+          setTimeout(() => {
+            try {
+              for (const event of kept) event.set('seen', true)
+              for (const event of kept.splice(0)) context.emit(event)
+            } catch (error) {
+              thrown.push(error)
+            }
+            resolve()
+          }, 5000)
+        })
+      },
+      flush(context) {
+        for (const event of kept.splice(0)) context.emit(event)
+      },
+    }
+    const second = new Gate()
+    const source = testSource([records(1), records(2)], {
+      untilStopped: true,
+      afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
+    })
+    const sink = testSink()
+    const topology = through(source, window, sink)
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(calls).toBe(1)
+    second.open()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(calls).toBe(2)
+    const stopped = topology.stop({ drainTimeoutMs: 1000 })
+    await vi.advanceTimersByTimeAsync(1000)
+    await stopped
+    expect(await source.statuses()).toEqual(['errored', 'errored'])
+    expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'LEAKED_EVENTS' })
+    expect(source.receipts[1]!.failure).toMatchObject({ componentId: 't', code: 'STOPPED' })
+    expect(kept.map(holdsNoBatch)).toEqual([true, true])
+    const metrics = topology.metrics().t
+    expect(metrics).toMatchObject({ erroredEvents: 2, failures: { LEAKED_EVENTS: 1, STOPPED: 1 } })
+    const before = facts.length
+    await vi.advanceTimersByTimeAsync(5000)
+    expect(thrown).toEqual([])
+    expect(sink.received).toEqual([])
+    expect(topology.metrics().t).toEqual(metrics)
+    const late = facts.slice(before)
+    expect(late).toHaveLength(2)
+    for (const fact of late) expect(fact).toMatchObject({ code: 'EMIT_AFTER_RETURN', events: 0 })
+  })
+
   it('settles what a flush that never returns made, at the stop', async () => {
     vi.useFakeTimers()
     const gate = new Gate()
@@ -1089,7 +1151,7 @@ describe('transforms that break the contract', () => {
     await topology.start()
     await entered.wait()
     await topology.stop({ drainTimeoutMs: 0 })
-    expect(first!.isEnded).toBe(true) // the stop settled it
+    expect(holdsNoBatch(first!)).toBe(true) // the stop settled its batch
     gate.open()
     // Lets the call's promise and the check after it run (an order, not a time).
     await new Promise<void>((resolve) => setImmediate(resolve))

@@ -10,8 +10,9 @@
  * tracked as held until a later call emits, drops or merges them, and whatever is still held
  * after the last flush at stop (or at a forced stop) is settled `errored` and reported. A call
  * still running at a forced stop is given up: the batches of its inputs, of what it made and of
- * the handles of its own it emitted are settled `errored` (`STOPPED`) there (the handles stay
- * live with no finalizers, so the call may still read them), and what it does afterwards (emit,
+ * the handles of its own it emitted are settled `errored` (`STOPPED`) there, and those of what its
+ * transform held (`LEAKED_EVENTS`) (the handles stay live with no finalizers, so the call may
+ * still read them), and what it does afterwards (emit,
  * drop, create, return, throw) settles nothing more and passes nothing on; no call starts after it (an array
  * that waited for a timed flush is settled `errored` there too, `STOPPED`). An event
  * the call made with `create` is checked as an input is, so the clones of its parents it holds
@@ -350,15 +351,30 @@ class CallContext implements TransformContext {
     this.#open = false
     this.abandoned = true
     const holder = this.#runner.holder
-    const live = new Set<LogEvent>()
-    for (const event of this.#inputs) if (!event.isEnded) live.add(event)
-    for (const event of this.created ?? NO_EVENTS) if (!event.isEnded) live.add(event)
+    const given = this.#given ?? new Set<LogEvent>()
+    const live: LogEvent[] = []
+    const add = (event: LogEvent): void => {
+      if (event.isEnded || given.has(event)) return
+      given.add(event)
+      live.push(event)
+    }
+    for (const event of this.#inputs) add(event)
+    for (const event of this.created ?? NO_EVENTS) add(event)
     const emitted = [this.emitted, ...this.ports.values()]
-    for (const list of emitted)
-      for (const event of list) if (!event.isEnded && event.isLocalTo(holder)) live.add(event)
+    for (const list of emitted) for (const event of list) if (event.isLocalTo(holder)) add(event)
     this.release()
-    this.#given = live
-    return [...live]
+    this.#given = given
+    return live
+  }
+
+  /**
+   * Notes handles the forced stop settled before giving the call up (what its transform held),
+   * left live with no finalizers: the call may read them, and `abandon` does not settle them again.
+   */
+  give(events: readonly LogEvent[]): void {
+    const given = this.#given ?? new Set<LogEvent>()
+    for (const event of events) given.add(event)
+    this.#given = given
   }
 
   /**
@@ -504,7 +520,7 @@ export class TransformRunner {
     this.forced = true
     if (this.#timer !== undefined) clearInterval(this.#timer)
     this.#timer = undefined
-    this.#settleHeld('the forced stop')
+    this.#settleHeld('the forced stop', this.#calling)
     this.#abandonCall()
     this.#settleWaiting()
   }
@@ -573,14 +589,24 @@ export class TransformRunner {
     this.counters.failed('STOPPED', live.length)
   }
 
-  #settleHeld(when: string): void {
+  /**
+   * Settles `errored` what the transform still holds. `calling`: the call a forced stop is giving
+   * up, which may still read those handles (from a callback nobody catches a throw of): their
+   * batches are settled and the handles left live with no finalizers, as its own inputs are.
+   */
+  #settleHeld(when: string, calling?: CallContext): void {
     let leaked = 0
     const message = `transform '${this.id}' still held event(s) after ${when}; they were settled errored`
-    let options: EndOptions | undefined
-    for (const event of this.#held.live()) {
-      options ??= { reason: this.failure('LEAKED_EVENTS', message) }
-      event.end('errored', options)
-      leaked++
+    const held = this.#held.live()
+    if (held.length > 0) {
+      const options = { reason: this.failure('LEAKED_EVENTS', message) }
+      if (calling === undefined) {
+        for (const event of held) event.end('errored', options)
+      } else {
+        EventFinalizerGroups.detach(held).endAll('errored', options)
+        calling.give(held)
+      }
+      leaked = held.length
     }
     this.#held.clear()
     if (leaked === 0) return
