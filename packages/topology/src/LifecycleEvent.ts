@@ -51,7 +51,7 @@ export type ComponentErrorCode =
   | 'UNDECLARED_PORT'
   /**
    * A transform emitted after its call returned (from a timer, say): the event was settled
-   * `errored`. Also: a call a forced stop gave up (it had not returned) emitted or dropped an
+   * `errored`, unless it had been passed on (a sink's, left to it: `events` is 0). Also: a call a forced stop gave up (it had not returned) emitted or dropped an
    * event afterwards; the stop had settled it, and nothing changed (`events` is 0).
    */
   | 'EMIT_AFTER_RETURN'

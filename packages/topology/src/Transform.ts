@@ -16,7 +16,8 @@ import type { ConfigIssue } from './ConfigIssue.js'
 /**
  * What a running transform may do with events, during the call it was passed to. An `emit`
  * through it after that call returned (from a timer, or a promise the call did not wait for) is
- * not passed on: the event is settled `errored` and reported (`EMIT_AFTER_RETURN`). A `drop`
+ * not passed on: the event is settled `errored` and reported (`EMIT_AFTER_RETURN`), unless it was
+ * passed on already (a sink may be writing it: it is left to the sink, and only reported). A `drop`
  * then is reported the same way and ends nothing (see `drop`): the event may be a sink's by then,
  * and ended there it would count as dropped before the sink said how its write went. For a
  * transform that declares itself `synchronous`, the runtime passes the same object to its

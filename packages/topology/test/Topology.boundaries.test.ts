@@ -670,6 +670,44 @@ describe('emits a transform makes wrongly', () => {
     await topology.stop()
   })
 
+  it('emit after the call returned of an event it passed on ends nothing: the sink writing it says what became of it', async () => {
+    // The late emit settled the handle the sink was writing: the sink's write then threw
+    // USE_AFTER_END reading it (retried, WRITE_FAILED), and the batch was errored for an event the
+    // sink would have delivered.
+    const source = testSource([records(1)], { untilStopped: true })
+    const gate = new Gate()
+    const kept: { event: LogEvent; context: TransformContext }[] = []
+    const sink = testSink({ gate })
+    const topology = through(
+      source,
+      {
+        kind: 'passer',
+        process(events: EventArray, context: TransformContext) {
+          for (const event of events) {
+            kept.push({ event, context })
+            context.emit(event)
+          }
+        },
+      },
+      sink,
+    )
+    const facts = await startWatched(topology, () => {
+      expect(gate.waiting).toBe(1)
+      expect(source.receipts).toHaveLength(1)
+    })
+    const { event, context } = kept[0]!
+    expect(() => context.emit(event)).not.toThrow()
+    expect(event.isEnded).toBe(false) // the sink still holds it
+    gate.open()
+    expect(await source.receipts[0]!.status).toBe('delivered')
+    expect(sink.received).toEqual(records(1))
+    expect(facts).toContainEqual(
+      expect.objectContaining({ type: 'component_error', code: 'EMIT_AFTER_RETURN', events: 0 }),
+    )
+    expect(topology.metrics().t!.erroredEvents).toBe(0)
+    await topology.stop()
+  })
+
   it("drop after the call returned ends nothing: an event passed on is no longer the transform's to end", async () => {
     // The late drop ended the handle the sink was writing: the batch counted it dropped (as
     // delivered) and resolved before the sink said 'errored', which was then ignored. An

@@ -201,11 +201,24 @@ class CallContext implements TransformContext {
 
   /**
    * Settles a handle a misused `emit` could not pass on (`TransformRunner.settleStray`); one the
-   * forced stop settled carries no batch any more: it is only reported, with no event.
+   * forced stop settled carries no batch any more: it is only reported, with no event. So is one
+   * emitted after the call returned that is not the transform's any more (passed on, as `drop`
+   * tells it): a sink may be writing it, and ended here its write would fail on it and its batch
+   * be `errored` whatever the sink said.
    */
   #stray(event: LogEvent, code: ComponentErrorCode, message: string): void {
     if (this.#given?.has(event) === true) {
       this.#runner.emit({ type: 'component_error', component: this.id, code, message, events: 0 })
+      return
+    }
+    if (!this.#open && !event.isEnded && !event.isLocalTo(this.#runner.holder)) {
+      this.#runner.emit({
+        type: 'component_error',
+        component: this.id,
+        code,
+        message: `${message}: it was not ended (passed on, it is not the transform's to end any more)`,
+        events: 0,
+      })
       return
     }
     this.#runner.settleStray(event, code, message)
