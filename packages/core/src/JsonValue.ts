@@ -220,12 +220,17 @@ function jsonForm(value: JsonValue, at: string | number): JsonValue {
  * Copied by its own keys, a box was `{}` (a string `{"0":"a",…}`): a clone written on one path
  * of a fan-out sent other data than its original. A box is told as JSON tells it, by the value it
  * holds, not by its prototype: one made in another realm is one, and an object that only inherits
- * from `Number.prototype` (a Proxy of a box) is not (its `valueOf` would throw).
+ * from `Number.prototype` (a Proxy of a box) is not (its `valueOf` would throw); nor by its tag
+ * alone: a box of a class that names itself (`class Cents extends Number` with a
+ * `Symbol.toStringTag`) is one.
  */
 function unboxed(value: JsonObject): JsonValue {
   // The tag names the box of any realm (a Proxy's is its own: Object); the rare object that only
   // claims it (its own Symbol.toStringTag) is found out by the valueOf that refuses it.
   switch (objectTag.call(value)) {
+    case '[object Object]':
+      // A class instance, an object without a prototype, a Proxy: no box, and no valueOf tried.
+      return value
     case '[object Number]':
       return holds(Number.prototype.valueOf, value) ? Number(value) : value
     case '[object String]':
@@ -237,6 +242,13 @@ function unboxed(value: JsonObject): JsonValue {
         ? (BigInt.prototype.valueOf.call(value) as unknown as JsonValue)
         : value
     default:
+      // A tag of its own, which a box's class may declare (taken for an object, a number was
+      // copied as `{}`): each valueOf tells whether it holds that primitive.
+      if (holds(Number.prototype.valueOf, value)) return Number(value)
+      if (holds(String.prototype.valueOf, value)) return String(value)
+      if (holds(Boolean.prototype.valueOf, value)) return Boolean.prototype.valueOf.call(value)
+      if (holds(BigInt.prototype.valueOf, value))
+        return BigInt.prototype.valueOf.call(value) as unknown as JsonValue
       return value
   }
 }

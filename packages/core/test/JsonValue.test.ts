@@ -156,6 +156,38 @@ describe('JsonValue.copy', () => {
     expect(JSON.stringify(copied)).toBe(`${written.slice(0, -1)},"foreign":{"n":5,"s":"ab","b":false}}`)
   })
 
+  it('tells a box of a class that names itself (its Symbol.toStringTag) by what it holds, as JSON does', () => {
+    // Told by its tag alone, a box whose class declares a tag of its own (`class Cents extends
+    // Number`, a debugger's name) was taken for an object: copied as its own keys, `{}` for a
+    // number, where JSON writes the primitive it holds; a clone written sent other data.
+    class Cents extends Number {
+      get [Symbol.toStringTag]() {
+        return 'Cents'
+      }
+    }
+    const named = Object.defineProperty(new String('ab'), Symbol.toStringTag, { value: 'Name' })
+    const foreign = runInNewContext(
+      'class C extends Boolean { get [Symbol.toStringTag]() { return "C" } }; new C(false)',
+    ) as object
+    const notBoxes = {
+      map: new Map([[1, 2]]),
+      bytes: new Uint8Array([7]),
+      tagged: { [Symbol.toStringTag]: 'X' },
+    }
+    const value = { cents: new Cents(5), named, foreign, ...notBoxes } as unknown as JsonObject
+    const written = '{"cents":5,"named":"ab","foreign":false,"map":{},"bytes":{"0":7},"tagged":{}}'
+    expect(JSON.stringify(value)).toBe(written)
+    expect(JSON.stringify(JsonValue.copy(value))).toBe(written)
+    // The path without recursion, for a value deeper than the stack.
+    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
+    let inner = deep
+    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
+    inner[0] = value
+    let copied = JsonValue.copy(deep) as Json
+    while (Array.isArray(copied)) copied = copied[0]!
+    expect(JSON.stringify(copied)).toBe(written)
+  })
+
   it('writes what a toJSON returned once, as JSON does, though the result holds a toJSON of its own', () => {
     // `{ ...this }` in a toJSON keeps that method: JSON calls toJSON once and leaves the function
     // member out, but the copy kept it as a member, and writing the copy called it a second time.
