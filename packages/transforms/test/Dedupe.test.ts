@@ -95,6 +95,30 @@ describe('dedupe', () => {
     expect(ctx.dropped).toEqual([])
   })
 
+  it('keeps events whose fields hold boxes of a class that names itself (Symbol.toStringTag), which JSON writes as their primitives', () => {
+    // Told by its tag alone, `class Cents extends Number` (a tag of its own) was taken for an
+    // object of no keys: 1 and 2 made one key and the second event was dropped as a duplicate.
+    class Cents extends Number {
+      get [Symbol.toStringTag]() {
+        return 'Cents'
+      }
+    }
+    const t = dedupe({ fields: ['k'] })
+    const boxed = (v: unknown) => ({ k: { v } }) as unknown as JsonObject
+    const { events } = testBatch([
+      boxed(new Cents(1)),
+      boxed(new Cents(2)),
+      boxed(
+        runInNewContext('class C extends String { get [Symbol.toStringTag]() { return "C" } }; new C("ab")'),
+      ),
+      { k: { v: {} } },
+    ])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.on()).toEqual(events.events)
+    expect(ctx.dropped).toEqual([])
+  })
+
   it('keeps an event whose fields differ only where a NUL in a string could pass for the separator', () => {
     // Crafted input: without a bound on each string, both keys would read 's' 'x' NUL 's' 'y' NUL 'u'.
     const t = dedupe({ fields: ['a', 'b'] })

@@ -48,10 +48,15 @@ function sortedMembers(_key: string, value: unknown): unknown {
  * by its prototype, so a box made in another realm (a `vm` context) is one (taken for an object
  * of no keys, `new Number(1)` and `new Number(2)` there made one key), and an object that only
  * inherits from `Number.prototype` is not. The tag names the box of any realm; an object that only
- * claims it (its own `Symbol.toStringTag`) is found out by the `valueOf` that refuses it.
+ * claims it (its own `Symbol.toStringTag`) is found out by the `valueOf` that refuses it, and a box
+ * of a class that names itself (`class Cents extends Number` with a `Symbol.toStringTag`) by the
+ * `valueOf` that takes it (taken for an object of no keys, 1 and 2 there made one key).
  */
 function isBox(value: object): boolean {
   switch (objectTag.call(value)) {
+    case '[object Object]':
+      // A plain object, a class instance, a Proxy: no box, and no valueOf tried.
+      return false
     case '[object Number]':
       return holds(Number.prototype.valueOf, value)
     case '[object String]':
@@ -59,7 +64,11 @@ function isBox(value: object): boolean {
     case '[object Boolean]':
       return holds(Boolean.prototype.valueOf, value)
     default:
-      return false
+      return (
+        holds(Number.prototype.valueOf, value) ||
+        holds(String.prototype.valueOf, value) ||
+        holds(Boolean.prototype.valueOf, value)
+      )
   }
 }
 
