@@ -921,6 +921,17 @@ class FileRun {
    */
   async #deliver(tracker: FileTail['tracker'], records: JsonObject[], tickets: number[]): Promise<void> {
     const policy = this.#retry
+    // What a dead-letter entry and a notice name, read before the send: the events' fields are
+    // these records, not copies, and a transform may remove or change `file` and `message` (reading
+    // `file.path` of one whose `file` was removed threw, the batch sent again for ever). The lines
+    // of one send come from one read of one file, so they share its path.
+    const path = (records[0]!.file as { path: string }).path
+    const offsets = new Array<number>(records.length)
+    const texts = new Array<string>(records.length)
+    for (let i = 0; i < records.length; i++) {
+      offsets[i] = (records[i]!.file as { offset: number }).offset
+      texts[i] = records[i]!.message as string
+    }
     for (let refusals = 1; ; refusals++) {
       // Rejected lines the dead-letter file did not take (the topology stopped first).
       const unwritten = new Set<number>()
@@ -929,13 +940,12 @@ class FileRun {
         ;({ outcomes } = await RecordRetry.send(this.context, records, {
           ...policy,
           onRejected: async (rejected) => {
-            for (const { index, record, failure } of rejected) {
-              const file = record.file as { path: string; offset: number }
+            for (const { index, failure } of rejected) {
               const reason =
                 failure === undefined
                   ? 'rejected'
                   : `rejected by ${failure.componentId} (${failure.code}): ${failure.message}`
-              if (!(await this.#deadLetterLine(file.path, file.offset, record.message as string, reason)))
+              if (!(await this.#deadLetterLine(path, offsets[index]!, texts[index]!, reason)))
                 unwritten.add(index)
             }
           },
@@ -945,8 +955,7 @@ class FileRun {
       } catch (error) {
         // Not accepted: which lines a sink finished before is unknown, so all are sent again
         // (at-least-once), or left unfinished at stop.
-        const first = records[0]!.file as { path: string; offset: number }
-        const what = `${records.length} line(s) of ${first.path} from offset ${first.offset}`
+        const what = `${records.length} line(s) of ${path} from offset ${offsets[0]}`
         const stopped = this.context.signal.aborted
         const wait = RecordRetry.delayMs(policy, refusals, Math.random())
         this.#notice(

@@ -24,7 +24,15 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { DeliveryStatus, EventArray } from '@ackline/core'
 import { DEAD_LETTER_FILE, FileSourceError, file } from '@ackline/sources'
-import { ConfigIssue, type Sink, type SourceContext, type Topology, TopologyBuilder } from '@ackline/topology'
+import {
+  ConfigIssue,
+  perEvent,
+  type Sink,
+  type SourceContext,
+  type Topology,
+  TopologyBuilder,
+  type Transform,
+} from '@ackline/topology'
 import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest'
 import { Checkpoints } from '../../src/internal/Checkpoints.js'
 import { DeadLetterFile } from '../../src/internal/DeadLetterFile.js'
@@ -590,6 +598,71 @@ describe('file source', () => {
     } finally {
       spy.mockRestore()
     }
+  })
+
+  it('dead-letters a rejected line with its file, offset and text though a transform removed or changed those fields, not sending it again for ever', async () => {
+    // The events' fields are the source's records (no copy): a transform that removes `file` (or
+    // parses `message`) changed what the dead-letter entry was read from, and reading
+    // `record.file.path` threw in it, so the batch counted as not accepted and was sent again for
+    // ever, its delivered lines duplicated each time.
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('ok', 'bad', 'after'))
+    const received: string[] = []
+    const sink: Sink = {
+      kind: 'collect',
+      async write(events) {
+        return events.events.map((e) => {
+          const message = (e.get('parsed') as { m: string }).m
+          received.push(message)
+          return message === 'bad' ? 'rejected' : 'delivered'
+        })
+      },
+    }
+    const strip: Transform = {
+      kind: 'strip',
+      process: perEvent(
+        (event) => {
+          event.set('parsed', { m: event.remove('message') as string })
+          event.remove('file')
+          return undefined
+        },
+        () => {},
+      ),
+    }
+    const notices: string[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source(
+        'files',
+        file({
+          include: [log],
+          checkpoints: join(dir, 'cp'),
+          pollIntervalMs: 10,
+          checkpointIntervalMs: 20,
+          retry: { initialBackoffMs: 5 },
+          onNotice: (m) => notices.push(m),
+        }),
+      )
+      .transform('strip', ['files'], strip)
+      .sink('out', ['strip'], sink)
+      .build()
+    await topology.start()
+    // Unfixed, the batch was taken for not accepted, and its lines sent again after each back-off.
+    await vi.waitUntil(() => checkpoint(log) === statSync(log).size || received.length > 3)
+    await topology.stop()
+    expect(received).toEqual(['ok', 'bad', 'after'])
+    expect(notices).toEqual([])
+    const dead = readFileSync(join(dir, 'cp', DEAD_LETTER_FILE), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    expect(dead).toEqual([
+      {
+        file: log,
+        offset: 3,
+        reason: "rejected by out (REJECTED): sink 'out' (collect): the sink reported the event rejected",
+        message: 'bad',
+      },
+    ])
   })
 
   it('rejects a line longer than maxLineBytes into the dead-letter file instead of cutting it', async () => {
