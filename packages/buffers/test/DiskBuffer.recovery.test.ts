@@ -228,6 +228,43 @@ describe('DiskBuffer recovery', () => {
     },
   )
 
+  it.each([
+    ['fails (EIO: a bad sector)', 'read', 'EIO'],
+    ['finds it gone (ENOENT: deleted between listing and reading)', 'open', 'ENOENT'],
+  ] as const)(
+    'opens when reading the tail of an older segment %s, keeping the segment after it, logging which one was not checked',
+    async (_, op, code) => {
+      const { fs, logs, open } = setup()
+      const buffer = await open()
+      for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+      for (const r of (await buffer.read(37))!) buffer.ack(r.seq)
+      const oldest = `${PATH}/00000000000000000000.seg`
+      const bytes = fs.bytes(oldest)!
+      await buffer.close() // segments 0..36 (all acknowledged, so deleted), 37..73, 74..99
+      expect(fs.bytes(oldest)).toBeUndefined()
+      fs.put(oldest, bytes) // as a crash between the checkpoint and the deletion leaves it
+      // Opening reads the first frame of each segment but the last, then the tail of the one before
+      // it: an operation on the oldest after the second one's first read is that tail read. The
+      // fault stays: the reader never goes there, its records being acknowledged.
+      let secondRead = false
+      fs.fault = (o, path) => {
+        if (o === 'read' && path === `${PATH}/00000000000000000037.seg`) secondRead = true
+        return secondRead && o === op && path === oldest
+          ? Object.assign(new Error(`${code}: injected, ${o}`), { code })
+          : undefined
+      }
+      const reopened = await open()
+      expect(logs).toContain(
+        `disk buffer ${PATH}: the tail of ${oldest} could not be read (${code}), so whether 00000000000000000037.seg is named inside its records was not checked; kept`,
+      )
+      expect(logs.filter((m) => m.includes('not a segment'))).toEqual([])
+      expect(await drain(reopened)).toEqual(
+        Array.from({ length: 63 }, (_, i) => `r${String(37 + i).padStart(6, '0')}`),
+      )
+      await reopened.close()
+    },
+  )
+
   it('finds the last record of the segment before a file named inside it when that record is longer than the tail opening reads first', async () => {
     const { fs, logs, open } = setup({ segmentBytes: 200 << 10 })
     const buffer = await open()

@@ -121,6 +121,12 @@ async function lastRecordSeq(s: Settings, seg: Segment, whole = false): Promise<
   }
 }
 
+/** The `code` of a file-system error (`EIO`, `ENOENT`…), or `undefined` for any other error (a programming error, which is thrown on). */
+function fileErrorCode(error: unknown): string | undefined {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code
+  return error instanceof Error && typeof code === 'string' ? code : undefined
+}
+
 /**
  * Drops from `segments` (in name order) every file opening must leave alone:
  *
@@ -139,7 +145,9 @@ async function lastRecordSeq(s: Settings, seg: Segment, whole = false): Promise<
  * left alone, so that a frame held in the payload of a long last record is never taken for it.
  * (The other way round is not caught: a last record longer than the tail read whose payload ends
  * with whole frames numbered below the name hides a file named inside its records. Only a payload
- * that holds a buffer's own frames does that.)
+ * that holds a buffer's own frames does that.) A file-system error reading that tail (a bad
+ * sector, a file deleted since the listing) leaves this check undone: the file is kept, and the
+ * segment whose tail could not be read is logged.
  * Returns the number past the names of the files left alone (0 when none is): numbering goes on
  * past it, so that no segment of this buffer is ever given the name of one (it would be appended
  * to).
@@ -159,15 +167,28 @@ async function leaveForeignAlone(s: Settings, segments: Segment[]): Promise<numb
       why = `its first record is numbered ${first}, outside ${seg.firstSeq}..${next! - 1}`
     } else if (kept > 0) {
       const prev = segments[kept - 1]!
-      if (before?.seg !== prev) {
-        const last = prev.size === 0 ? null : ((await lastRecordSeq(s, prev)) ?? null)
-        before = { seg: prev, last, whole: prev.size === 0 }
+      try {
+        if (before?.seg !== prev) {
+          const last = prev.size === 0 ? null : ((await lastRecordSeq(s, prev)) ?? null)
+          before = { seg: prev, last, whole: prev.size === 0 }
+        }
+        if (!before.whole && before.last !== null && before.last >= seg.firstSeq) {
+          // Read whole, as a reader would: the tail's frames may lie in a long last record's payload.
+          before = { seg: prev, last: (await lastRecordSeq(s, prev, true)) ?? null, whole: true }
+        }
+      } catch (error) {
+        // A file-system error (a bad sector, a file deleted since the listing) makes this check
+        // say nothing: the file is kept, as before the check existed, and a reader meets the
+        // error, if any, when it reaches that segment. An open refused for it left the buffer
+        // unopenable for a segment it might never read again (one all acknowledged).
+        const code = fileErrorCode(error)
+        if (code === undefined) throw error
+        before = undefined
+        s.log(
+          `disk buffer ${s.path}: the tail of ${s.path}/${prev.name} could not be read (${code}), so whether ${seg.name} is named inside its records was not checked; kept`,
+        )
       }
-      if (!before.whole && before.last !== null && before.last >= seg.firstSeq) {
-        // Read whole, as a reader would: the tail's frames may lie in a long last record's payload.
-        before = { seg: prev, last: (await lastRecordSeq(s, prev, true)) ?? null, whole: true }
-      }
-      if (before.last !== null && before.last >= seg.firstSeq) {
+      if (before !== undefined && before.last !== null && before.last >= seg.firstSeq) {
         why = `its name lies inside the records of ${prev.name}, which run to ${before.last}`
       }
     }
