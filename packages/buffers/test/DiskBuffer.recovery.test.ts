@@ -265,6 +265,39 @@ describe('DiskBuffer recovery', () => {
     },
   )
 
+  it.each([
+    ['fails (EIO: a bad sector)', 'read', 'EIO'],
+    ['finds it gone (ENOENT: deleted between listing and reading)', 'open', 'ENOENT'],
+  ] as const)(
+    'opens when reading the first frame of an older segment %s, keeping that segment, logging it as not checked',
+    async (_, op, code) => {
+      const { fs, logs, open } = setup()
+      const buffer = await open()
+      for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+      for (const r of (await buffer.read(37))!) buffer.ack(r.seq)
+      const oldest = `${PATH}/00000000000000000000.seg`
+      const bytes = fs.bytes(oldest)!
+      await buffer.close() // segments 0..36 (all acknowledged, so deleted), 37..73, 74..99
+      expect(fs.bytes(oldest)).toBeUndefined()
+      fs.put(oldest, bytes) // as a crash between the checkpoint and the deletion leaves it
+      // Every read of it fails, its first frame's first; the reader never goes there, its records
+      // being acknowledged.
+      fs.fault = (o, path) =>
+        o === op && path === oldest
+          ? Object.assign(new Error(`${code}: injected, ${o}`), { code })
+          : undefined
+      const reopened = await open()
+      expect(logs).toContain(
+        `disk buffer ${PATH}: the first frame of ${oldest} could not be read (${code}), so whether its records fit its name was not checked; kept`,
+      )
+      expect(logs.filter((m) => m.includes('not a segment'))).toEqual([])
+      expect(await drain(reopened)).toEqual(
+        Array.from({ length: 63 }, (_, i) => `r${String(37 + i).padStart(6, '0')}`),
+      )
+      await reopened.close()
+    },
+  )
+
   it('finds the last record of the segment before a file named inside it when that record is longer than the tail opening reads first', async () => {
     const { fs, logs, open } = setup({ segmentBytes: 200 << 10 })
     const buffer = await open()

@@ -145,9 +145,9 @@ function fileErrorCode(error: unknown): string | undefined {
  * left alone, so that a frame held in the payload of a long last record is never taken for it.
  * (The other way round is not caught: a last record longer than the tail read whose payload ends
  * with whole frames numbered below the name hides a file named inside its records. Only a payload
- * that holds a buffer's own frames does that.) A file-system error reading that tail (a bad
- * sector, a file deleted since the listing) leaves this check undone: the file is kept, and the
- * segment whose tail could not be read is logged.
+ * that holds a buffer's own frames does that.) A file-system error reading a first frame or a
+ * tail (a bad sector, a file deleted since the listing) leaves that check undone: the file is
+ * kept, and the segment that could not be read is logged.
  * Returns the number past the names of the files left alone (0 when none is): numbering goes on
  * past it, so that no segment of this buffer is ever given the name of one (it would be appended
  * to).
@@ -160,8 +160,20 @@ async function leaveForeignAlone(s: Settings, segments: Segment[]): Promise<numb
   for (let i = 0, kept = 0; i < names.length; i++) {
     const seg = segments[kept]!
     const next = names[i + 1]
+    let first: number | undefined
     // The last one's first record is judged by the scan of it (Recovery.run), which reads it anyway.
-    const first = next === undefined || seg.size === 0 ? undefined : await firstRecordSeq(s, seg)
+    if (next !== undefined && seg.size > 0) {
+      try {
+        first = await firstRecordSeq(s, seg)
+      } catch (error) {
+        // As for the tail below: a file-system error leaves this check undone, the file is kept.
+        const code = fileErrorCode(error)
+        if (code === undefined) throw error
+        s.log(
+          `disk buffer ${s.path}: the first frame of ${s.path}/${seg.name} could not be read (${code}), so whether its records fit its name was not checked; kept`,
+        )
+      }
+    }
     let why: string | undefined
     if (first !== undefined && (first < seg.firstSeq || first >= next!)) {
       why = `its first record is numbered ${first}, outside ${seg.firstSeq}..${next! - 1}`
