@@ -142,6 +142,26 @@ describe('fastCheck', () => {
     expect(fast({ level: 1 })).toBe(true)
   })
 
+  it('calls invalid an absent option whose schema takes undefined but is not optional, as zod does', () => {
+    // zod refuses an absent key unless its schema is optional (or has a default), whatever the
+    // schema says of `undefined`: a code option whose check takes it, a literal undefined.
+    const Options = defineOptions({
+      sink: codeOption<unknown>('anything', () => true),
+      mode: z.union([z.literal('x'), z.literal(undefined)]),
+    })
+    const fast = fastCheck(Options.schema)!
+    for (const value of [{ mode: 'x' }, { sink: 1 }, {}]) {
+      expect(zodAccepts(Options.schema, value)).toBe(false)
+      expect(fast(value)).toBe(false)
+      expect(Options.validate(value)).not.toEqual([])
+    }
+    // Given as undefined, the key is there: zod runs the schema, which takes it.
+    expect(fast({ sink: undefined, mode: undefined })).toBe(
+      zodAccepts(Options.schema, { sink: undefined, mode: undefined }),
+    )
+    expect(fast({ sink: 1, mode: 'x' })).toBe(true)
+  })
+
   it('leaves to zod what it does not know: refinements, string formats', () => {
     expect(fastCheck(z.string().refine((s) => s !== 'x', 'not x'))).toBeUndefined()
     expect(fastCheck(z.strictObject({ url: z.url() }))).toBeUndefined()

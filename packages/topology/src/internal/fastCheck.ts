@@ -122,6 +122,9 @@ function compile(schema: z.core.$ZodType): Check | undefined {
         if (check === undefined) return undefined
         checks.push(check)
       }
+      // zod refuses an absent key unless its schema is optional or has a default (its "optin"),
+      // even when the schema takes `undefined` (a code option whose check does, a literal undefined).
+      const required = keys.map((key) => def.shape![key]!._zod.optin === undefined)
       const catchallType = (def.catchall?._zod.def as Def | undefined)?.type
       if (catchallType !== undefined && catchallType !== 'never' && catchallType !== 'unknown')
         return undefined
@@ -129,7 +132,10 @@ function compile(schema: z.core.$ZodType): Check | undefined {
       const known = new Set(keys)
       return (v) => {
         if (!isObject(v)) return false
-        for (let i = 0; i < keys.length; i++) if (!checks[i]!(v[keys[i]!])) return false
+        for (let i = 0; i < keys.length; i++) {
+          const value = v[keys[i]!]
+          if (!checks[i]!(value) || (value === undefined && required[i] && !(keys[i]! in v))) return false
+        }
         // `for…in`, as zod: an inherited enumerable key (options made by `Object.create`) counts too.
         if (strict) for (const key in v) if (!known.has(key)) return false
         return true
