@@ -162,6 +162,24 @@ describe('fastCheck', () => {
     expect(fast({ sink: 1, mode: 'x' })).toBe(true)
   })
 
+  it('calls invalid what an exclusive union refuses: a value two options of z.xor take, a discriminator two options leave out', () => {
+    const Exclusive = defineOptions({ name: z.xor([z.string(), z.string().min(1)]) })
+    const Tagged = defineOptions({
+      target: z.discriminatedUnion('kind', [
+        z.strictObject({ kind: z.literal('file').optional(), path: z.string().optional() }),
+        z.strictObject({ kind: z.literal('url').optional(), path: z.string().optional() }),
+      ]),
+    })
+    for (const [Options, value] of [
+      [Exclusive, { name: 'x' }],
+      [Tagged, { target: { path: 'p' } }],
+    ] as const) {
+      expect(zodAccepts(Options.schema, value)).toBe(false)
+      expect(fastCheck(Options.schema)?.(value) ?? false).toBe(false)
+      expect(Options.validate(value)).not.toEqual([])
+    }
+  })
+
   it('leaves to zod what it does not know: refinements, string formats', () => {
     expect(fastCheck(z.string().refine((s) => s !== 'x', 'not x'))).toBeUndefined()
     expect(fastCheck(z.strictObject({ url: z.url() }))).toBeUndefined()

@@ -31,6 +31,7 @@ interface Def {
   readonly keyType?: z.core.$ZodType
   readonly valueType?: z.core.$ZodType
   readonly options?: readonly z.core.$ZodType[]
+  readonly inclusive?: boolean
   readonly values?: readonly unknown[]
   readonly entries?: Record<string, unknown>
   readonly fn?: (value: unknown) => unknown
@@ -157,6 +158,9 @@ function compile(schema: z.core.$ZodType): Check | undefined {
       }
     }
     case 'union': {
+      // An exclusive union (z.xor, z.discriminatedUnion) refuses a value two options take, or whose
+      // discriminator picks no single option: "some option takes it" would be more lenient.
+      if (def.inclusive === false) return undefined
       const options = (def.options ?? []).map(compile)
       if (options.length === 0 || def.checks?.length || options.some((o) => o === undefined)) return undefined
       const checks = options as Check[]
