@@ -180,6 +180,23 @@ describe('fastCheck', () => {
     }
   })
 
+  it('calls invalid what a refinement of a literal or a function schema refuses', () => {
+    const Options = defineOptions({
+      mode: z.literal(['a', 'b']).refine((mode) => mode !== 'b', 'not b yet'),
+      // zod hands a refinement its own wrapper of the function, so only a plain rule can be shown.
+      onWarning: z.function().refine(() => false, 'not supported yet'),
+    })
+    const fast = fastCheck(Options.schema)
+    for (const value of [
+      { mode: 'b', onWarning: () => {} },
+      { mode: 'a', onWarning: () => {} },
+    ]) {
+      expect(zodAccepts(Options.schema, value)).toBe(false)
+      expect(fast?.(value) ?? false).toBe(false)
+      expect(Options.validate(value)).not.toEqual([])
+    }
+  })
+
   it('leaves to zod what it does not know: refinements, string formats', () => {
     expect(fastCheck(z.string().refine((s) => s !== 'x', 'not x'))).toBeUndefined()
     expect(fastCheck(z.strictObject({ url: z.url() }))).toBeUndefined()

@@ -84,7 +84,7 @@ function compile(schema: z.core.$ZodType): Check | undefined {
     case 'boolean':
       return def.checks?.length ? undefined : (v) => typeof v === 'boolean'
     case 'function':
-      return (v) => typeof v === 'function'
+      return def.checks?.length ? undefined : (v) => typeof v === 'function'
     case 'custom': {
       // A custom schema carries its own check as `fn` (a code option's); a refinement added to it is not known here.
       const fn = def.fn
@@ -92,7 +92,7 @@ function compile(schema: z.core.$ZodType): Check | undefined {
     }
     case 'literal': {
       const values = def.values ?? []
-      return (v) => values.includes(v)
+      return def.checks?.length ? undefined : (v) => values.includes(v)
     }
     case 'enum': {
       // zod's own set of values: a numeric enum's member names (a TypeScript enum's reverse mapping) are no values.
