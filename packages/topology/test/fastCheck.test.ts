@@ -197,6 +197,19 @@ describe('fastCheck', () => {
     }
   })
 
+  it('calls invalid an option given as undefined where it is z.exactOptional(): it may be absent, not undefined', () => {
+    const Options = defineOptions({
+      region: z.string().exactOptional(),
+      zones: z.array(z.string().exactOptional()),
+    })
+    const fast = fastCheck(Options.schema)
+    for (const value of [{ region: undefined, zones: [] }, { zones: [undefined] }, { zones: new Array(1) }]) {
+      expect(zodAccepts(Options.schema, value)).toBe(false)
+      expect(fast?.(value) ?? false).toBe(false)
+      expect(Options.validate(value)).not.toEqual([])
+    }
+  })
+
   it('leaves to zod what it does not know: refinements, string formats', () => {
     expect(fastCheck(z.string().refine((s) => s !== 'x', 'not x'))).toBeUndefined()
     expect(fastCheck(z.strictObject({ url: z.url() }))).toBeUndefined()

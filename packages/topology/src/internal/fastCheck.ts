@@ -73,6 +73,8 @@ function compile(schema: z.core.$ZodType): Check | undefined {
   switch (def.type) {
     case 'optional':
     case 'default': {
+      // z.exactOptional(): the key may be absent, but a value given as `undefined` is checked as any.
+      if (schema._zod.traits.has('$ZodExactOptional')) return undefined
       // zod fills a default in for `undefined`; the default itself is the schema author's business.
       const inner = def.innerType === undefined ? undefined : compile(def.innerType)
       return inner === undefined || def.checks?.length ? undefined : (v) => v === undefined || inner(v)
