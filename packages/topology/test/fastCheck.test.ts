@@ -210,6 +210,14 @@ describe('fastCheck', () => {
     }
   })
 
+  it('calls invalid an object missing an option declared under a symbol key', () => {
+    const secret = Symbol('secret')
+    const schema = z.strictObject({ name: z.string(), [secret]: z.string() })
+    const fast = fastCheck(schema)
+    expect(zodAccepts(schema, { name: 'a' })).toBe(false)
+    expect(fast?.({ name: 'a' }) ?? false).toBe(false)
+  })
+
   it('leaves to zod what it does not know: refinements, string formats', () => {
     expect(fastCheck(z.string().refine((s) => s !== 'x', 'not x'))).toBeUndefined()
     expect(fastCheck(z.strictObject({ url: z.url() }))).toBeUndefined()

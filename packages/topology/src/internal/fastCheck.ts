@@ -117,7 +117,9 @@ function compile(schema: z.core.$ZodType): Check | undefined {
       }
     }
     case 'object': {
-      if (def.checks?.length || def.shape === undefined) return undefined
+      // A key under a symbol is not in `Object.keys`: left to zod rather than left unchecked.
+      if (def.checks?.length || def.shape === undefined || Object.getOwnPropertySymbols(def.shape).length > 0)
+        return undefined
       const keys = Object.keys(def.shape)
       const checks: Check[] = []
       for (const key of keys) {
