@@ -13,6 +13,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import { fastCheck } from '../src/internal/fastCheck.js'
+import { near as shapedAfter, withEachOption } from './support/optionValues.js'
 
 /** Values near the options' rules: valid ones, wrong types, bounds, unknown names. */
 const scalar = fc.oneof(
@@ -67,6 +68,28 @@ const schemas = {
   }).schema,
 }
 
+enum Level {
+  Low = 0,
+  High = 1,
+}
+
+/** Every kind of schema the compiled check knows, nested, beside the ones it must leave to zod. */
+const kinds = defineOptions({
+  servers: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).optional(),
+  records: z.record(z.string(), z.record(z.string(), z.array(z.int().min(0)).max(3))).optional(),
+  union: z.union([z.literal('a'), z.int().max(3), z.strictObject({ k: z.string().min(1) })]).default('a'),
+  level: z.enum(Level).optional(),
+  maybe: z.union([z.literal('x'), z.literal(undefined)]),
+  code: codeOption<unknown>('anything', () => true),
+  list: z
+    .array(z.union([z.string().max(2), z.boolean()]).optional())
+    .min(1)
+    .readonly()
+    .optional(),
+  loose: z.looseObject({ n: z.number().positive().max(10) }).optional(),
+  stripped: z.object({ b: z.boolean() }).optional(),
+})
+
 const zodAccepts = (schema: z.ZodType, value: unknown): boolean => schema.safeParse(value).success
 
 describe('fastCheck', () => {
@@ -80,6 +103,20 @@ describe('fastCheck', () => {
       { numRuns: 2000 },
     )
   })
+
+  it.each(withEachOption('kinds', kinds.schema))(
+    'never says valid where zod refuses, for odd values shaped after every kind of schema it compiles: %s',
+    (_name, schema) => {
+      const fast = fastCheck(schema)
+      expect(fast).toBeDefined()
+      fc.assert(
+        fc.property(shapedAfter(schema, 4), (value) => {
+          if (fast!(value)) expect(zodAccepts(schema, value)).toBe(true)
+        }),
+        { numRuns: 1000 },
+      )
+    },
+  )
 
   it('accepts the options a topology usually has, so zod is not run for them', () => {
     const fast = fastCheck(SinkOptions.schema)!
