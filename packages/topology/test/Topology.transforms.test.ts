@@ -822,6 +822,55 @@ describe('a forced stop while a call never returns', () => {
     for (const fact of late) expect(fact).toMatchObject({ code: 'EMIT_AFTER_RETURN', events: 0 })
   })
 
+  it('settles nothing more when an earlier call emits late, after the forced stop, an event its transform held', async () => {
+    // The stop settled the held event and left its handle live for the call it gave up: a timer of
+    // the first call, which had returned, then emitted it and had it settled again (erroredEvents
+    // 2 for one event, EMIT_AFTER_RETURN with events 1), its handle ended under the call given up.
+    vi.useFakeTimers()
+    const kept: LogEvent[] = []
+    let calls = 0
+    const window: Transform = {
+      kind: 'late_window',
+      process(events, context) {
+        kept.push(...events)
+        if (++calls === 1) {
+          // Held for a later call; this call's context is used by its timer after the stop.
+          setTimeout(() => {
+            for (const event of kept.slice(0, 1)) context.emit(event)
+          }, 5000)
+          return undefined
+        }
+        return new Promise<void>(() => {}) // hangs: given up at the stop
+      },
+      flush(context) {
+        for (const event of kept.splice(0)) context.emit(event)
+      },
+    }
+    const second = new Gate()
+    const source = testSource([records(1), records(2)], {
+      untilStopped: true,
+      afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
+    })
+    const topology = through(source, window, testSink())
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    second.open()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(calls).toBe(2)
+    const stopped = topology.stop({ drainTimeoutMs: 1000 })
+    await vi.advanceTimersByTimeAsync(1000)
+    await stopped
+    const metrics = topology.metrics().t
+    expect(metrics).toMatchObject({ erroredEvents: 2, failures: { LEAKED_EVENTS: 1, STOPPED: 1 } })
+    const before = facts.length
+    await vi.advanceTimersByTimeAsync(5000)
+    expect(topology.metrics().t).toEqual(metrics)
+    expect(facts.slice(before)).toEqual([expect.objectContaining({ code: 'EMIT_AFTER_RETURN', events: 0 })])
+    expect(holdsNoBatch(kept[0]!)).toBe(true)
+  })
+
   it('settles what a flush that never returns made, at the stop', async () => {
     vi.useFakeTimers()
     const gate = new Gate()

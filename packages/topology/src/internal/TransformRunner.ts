@@ -207,7 +207,7 @@ class CallContext implements TransformContext {
    * be `errored` whatever the sink said.
    */
   #stray(event: LogEvent, code: ComponentErrorCode, message: string): void {
-    if (this.#given?.has(event) === true) {
+    if (this.#given?.has(event) === true || this.#runner.givenUp?.has(event) === true) {
       this.#runner.emit({ type: 'component_error', component: this.id, code, message, events: 0 })
       return
     }
@@ -436,6 +436,12 @@ export class TransformRunner {
   /** Whether each call's input array is frozen first: set once a call changed its length. */
   #frozenInputs = false
   forced = false
+  /**
+   * The handles a forced stop settled and left live with no finalizers (what the transform held,
+   * what the call it gave up had): a late `emit` of one through any context, not only the call
+   * given up (a timer of an earlier call), is only reported; settled again, it would count twice.
+   */
+  givenUp: WeakSet<LogEvent> | undefined = undefined
 
   constructor(
     readonly id: string,
@@ -598,6 +604,8 @@ export class TransformRunner {
     )
     // Their batches are settled; the handles stay live with no finalizers, for the call to read.
     EventFinalizerGroups.detach(live).endAll('errored', { reason })
+    this.givenUp ??= new WeakSet()
+    for (const event of live) this.givenUp.add(event)
     this.counters.errored += live.length
     this.counters.failed('STOPPED', live.length)
   }
@@ -618,6 +626,8 @@ export class TransformRunner {
       } else {
         EventFinalizerGroups.detach(held).endAll('errored', options)
         calling.give(held)
+        this.givenUp ??= new WeakSet()
+        for (const event of held) this.givenUp.add(event)
       }
       leaked = held.length
     }
