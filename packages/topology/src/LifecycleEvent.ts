@@ -47,7 +47,11 @@ export type ComponentErrorCode =
   | 'INPUT_MUTATED'
   /** A transform's `process` or `flush` threw; its unhandled input events were settled `errored`. */
   | 'PROCESS_FAILED'
-  /** A transform emitted on a port it does not declare: `emit` settled the event `errored`, then threw. */
+  /**
+   * A transform emitted on a port it does not declare: `emit` settled the event `errored`, then
+   * threw; an event not the transform's (one an earlier call passed on, a sink's) was left as it
+   * was (`events` is 0).
+   */
   | 'UNDECLARED_PORT'
   /**
    * A transform emitted after its call returned (from a timer, say): the event was settled

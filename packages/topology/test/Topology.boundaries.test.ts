@@ -782,6 +782,51 @@ describe('emits a transform makes wrongly', () => {
     },
   )
 
+  it('emit on an undeclared port, in a later call, of an event an earlier call passed on ends nothing', async () => {
+    // Settled before the throw as if it were the call's own, the handle the sink was writing was
+    // ended: the sink's write then failed on it, and the batch was errored for an event the sink
+    // would have delivered.
+    const source = testSource([records(1), records(2)], { untilStopped: true })
+    const gate = new Gate()
+    let passedOn: LogEvent | undefined
+    const thrown: unknown[] = []
+    const sink = testSink({ gate })
+    const topology = through(
+      source,
+      {
+        kind: 'misrouter',
+        process(events: EventArray, context: TransformContext) {
+          if (passedOn !== undefined) {
+            try {
+              context.emit(passedOn, 'nope')
+            } catch (error) {
+              thrown.push(error)
+            }
+          }
+          for (const event of events) {
+            passedOn ??= event
+            context.emit(event)
+          }
+        },
+      },
+      sink,
+    )
+    const facts = await startWatched(topology, () => {
+      expect(source.receipts).toHaveLength(2)
+      expect(thrown).toHaveLength(1)
+    })
+    expect(thrown[0]).toBeInstanceOf(ComponentError)
+    expect(passedOn!.isEnded).toBe(false) // the sink holds it
+    gate.open()
+    expect(await source.receipts[0]!.status).toBe('delivered')
+    expect(sink.received).toEqual([...records(1), ...records(2)])
+    expect(facts).toContainEqual(
+      expect.objectContaining({ type: 'component_error', code: 'UNDECLARED_PORT', events: 0 }),
+    )
+    expect(topology.metrics().t!.erroredEvents).toBe(0)
+    await topology.stop()
+  })
+
   it('drop in flush of an event a process call passed on ends nothing', async () => {
     const source = testSource([records(1)], { untilStopped: true })
     const gate = new Gate()

@@ -204,14 +204,16 @@ class CallContext implements TransformContext {
    * forced stop settled carries no batch any more: it is only reported, with no event. So is one
    * emitted after the call returned that is not the transform's any more (passed on, as `drop`
    * tells it): a sink may be writing it, and ended here its write would fail on it and its batch
-   * be `errored` whatever the sink said.
+   * be `errored` whatever the sink said; so is one emitted, in the call, on a port it does not
+   * declare, that is not its own in it (`#owns`).
    */
   #stray(event: LogEvent, code: ComponentErrorCode, message: string): void {
     if (this.#given?.has(event) === true || this.#runner.givenUp?.has(event) === true) {
       this.#runner.emit({ type: 'component_error', component: this.id, code, message, events: 0 })
       return
     }
-    if (!this.#open && !event.isEnded && !event.isLocalTo(this.#runner.holder)) {
+    // In the call, the same holds of a handle not its own in it (an earlier call passed it on).
+    if (!event.isEnded && (this.#open ? !this.#owns(event) : !event.isLocalTo(this.#runner.holder))) {
       this.#runner.emit({
         type: 'component_error',
         component: this.id,
