@@ -720,12 +720,13 @@ class HttpServer implements HttpServerSource {
    * Two are not the client's doing and keep the connection: a request late while the source held
    * it, or while its 100 Continue waited behind earlier answers (timed afresh), and a client that
    * half-closed in the middle of a request (see `#endedMidRequest`; that request found late
-   * afterwards, however long the answers before it take, changes nothing).
+   * afterwards, however long the answers before it take, changes nothing). Says whether it kept
+   * the connection so (its close then comes of what it arranged).
    */
-  #clientError(error: NodeJS.ErrnoException, socket: Duplex): void {
+  #clientError(error: NodeJS.ErrnoException, socket: Duplex): boolean {
     const turns = this.#turns.get(socket)
     // Its answers are owed and written in order, the last closing the connection.
-    if (turns?.ended === true && error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && !socket.destroyed) return
+    if (turns?.ended === true && error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && !socket.destroyed) return true
     if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && turns !== undefined && !socket.destroyed) {
       if (turns.paused && isHeld(socket)) {
         // Late because the source held the connection (its requests wait their turn), not because
@@ -733,13 +734,13 @@ class HttpServer implements HttpServerSource {
         // connection is still unread: Node undoes the hold once an answer drains, and a request it
         // read meanwhile and still found unfinished is late by its client's doing.
         turns.late = true
-        return
+        return true
       }
       if (this.#goAheadOwed(socket) !== undefined) {
         // Late because its client waits for a 100 Continue still queued behind the answers owed
         // before it: timed afresh once that is written.
         this.#lateAfterHold(socket, turns)
-        return
+        return true
       }
       const incoming = (socket as Duplex & HttpSocket).parser?.incoming ?? undefined
       const continued = incoming == null ? undefined : this.#continuedAt.get(incoming)
@@ -749,11 +750,11 @@ class HttpServer implements HttpServerSource {
         const left = continued + this.#resolved.requestTimeoutMs - Date.now()
         if (left > 0) {
           this.#timeAfresh(socket, turns, left)
-          return
+          return true
         }
       }
     }
-    if (error.code === 'HPE_INVALID_EOF_STATE' && this.#endedMidRequest(socket, turns)) return
+    if (error.code === 'HPE_INVALID_EOF_STATE' && this.#endedMidRequest(socket, turns)) return true
     if (
       !socket.writable ||
       (socket as Socket).bytesWritten > 0 ||
@@ -761,7 +762,7 @@ class HttpServer implements HttpServerSource {
       this.#stopUnanswered(socket)
     ) {
       socket.destroy()
-      return
+      return false
     }
     const [status, code, message] =
       error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
@@ -778,6 +779,7 @@ class HttpServer implements HttpServerSource {
         `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
     )
     this.#linger(socket as Socket)
+    return false
   }
 
   /**
@@ -952,8 +954,10 @@ class HttpServer implements HttpServerSource {
         owing = true
         continue
       }
-      this.#clientError(late, socket)
-      if (!socket.destroyed) socket.destroySoon()
+      // Kept on purpose (a request timed afresh, answers owed to a client that half-closed), or
+      // answered 408 and lingering: closed when that is done, not now.
+      if (!this.#clientError(late, socket) && !socket.destroyed && !this.#lingering.has(socket))
+        socket.destroySoon()
     }
     if (owing)
       setTimeout(() => this.#cutOffLate(), Math.min(this.#resolved.requestTimeoutMs, MAX_TIMER_MS)).unref()

@@ -2098,6 +2098,42 @@ describe('httpServer: lifecycle', () => {
     },
   )
 
+  it('gives a request whose 100 Continue came after the stop its time from then, though the cut after the stop looks at its connection meanwhile', async () => {
+    // The cut found it late from its headers and timed it afresh from its 100 Continue, then
+    // closed its connection anyway: its client, sending its body in time, got no answer at all.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'Date'] })
+    try {
+      const { source, context, port, run } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 200 })
+      const next = context.nextBatch()
+      const client = new RawConnection(port)
+      await client.connected
+      const post = 'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n'
+      client.write(`${post}\r\n[{"a":1}]${post}Expect: 100-continue\r\n\r\n`)
+      const first = await next
+      while (source.counters.requests < 2) await new Promise((r) => setImmediate(r))
+      context.stop()
+      await run
+      // The cut, requestTimeoutMs after the stop: an answer is owed there, so it looks again later.
+      await vi.advanceTimersByTimeAsync(300)
+      first.end('delivered')
+      await client.until(/100 Continue/)
+      // It looks again, half of requestTimeoutMs after the 100 Continue.
+      await vi.advanceTimersByTimeAsync(100)
+      client.write('[{"b":2}]')
+      const answers = (await client.closed)
+        .split(/(?=HTTP\/1\.1 )/)
+        .filter((a) => !a.startsWith('HTTP/1.1 100 '))
+        .map(parseRawResponse)
+      expect(answers).toMatchObject([
+        { status: 200, body: { events: 1 } },
+        { status: 503, body: { code: 'SHUTTING_DOWN' } },
+      ])
+      expect(context.records()).toEqual([[{ a: 1 }]])
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
   it('returns from run after a stop, and still answers requests already in the pipeline', async () => {
     const { context, port, run } = await start()
     const next = context.nextBatch()
