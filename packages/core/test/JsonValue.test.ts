@@ -8,6 +8,20 @@ const nested = (levels: number): Json =>
   JSON.parse(`${'{"a":['.repeat(levels / 2)}0${']}'.repeat(levels / 2)}`)
 
 /** The depth of a value made by {@link nested}, counted without recursion. */
+/**
+ * The copy of `value` put 100,000 arrays deep, taken back out: what `JsonValue.copy` makes of it on
+ * its path without recursion, for a value deeper than the stack.
+ */
+function copiedDeep(value: Json): Json {
+  const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
+  let inner = deep
+  for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
+  inner[0] = value
+  let copied = JsonValue.copy(deep) as Json
+  while (Array.isArray(copied)) copied = copied[0]!
+  return copied
+}
+
 function depthOf(value: Json): number {
   let depth = 0
   let v: Json | undefined = value
@@ -56,12 +70,7 @@ describe('JsonValue.copy', () => {
     expect(JsonValue.copy(value)).toEqual({ at: iso, list: [iso, { at: iso }] })
     expect(JsonValue.copy(at as unknown as Json)).toBe(iso)
     // The path without recursion, for a value deeper than the stack.
-    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
-    let inner = deep
-    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
-    inner[0] = { at } as unknown as Json
-    let copied = JsonValue.copy(deep) as Json
-    while (Array.isArray(copied)) copied = copied[0]!
+    const copied = copiedDeep({ at } as unknown as Json)
     expect(copied).toEqual({ at: iso })
   })
 
@@ -111,12 +120,7 @@ describe('JsonValue.copy', () => {
     expect(() => JSON.stringify(big)).toThrow(TypeError)
     expect(() => JSON.stringify(JsonValue.copy(big))).toThrow(TypeError)
     // The path without recursion, for a value deeper than the stack.
-    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
-    let inner = deep
-    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
-    inner[0] = { s: new String('ab'), n: new Number(1) } as unknown as Json
-    let copied = JsonValue.copy(deep) as Json
-    while (Array.isArray(copied)) copied = copied[0]!
+    const copied = copiedDeep({ s: new String('ab'), n: new Number(1) } as unknown as Json)
     expect(JSON.stringify(copied)).toBe('{"s":"ab","n":1}')
     // Through an event: a clone written (copy on write) writes what the original writes.
     const event = new LogEvent({ v: new Number(3), s: new String('x') } as unknown as JsonObject)
@@ -147,12 +151,7 @@ describe('JsonValue.copy', () => {
     expect(JSON.stringify(foreign)).toBe('{"n":5,"s":"ab","b":false}')
     expect(JSON.stringify(JsonValue.copy(foreign))).toBe('{"n":5,"s":"ab","b":false}')
     // The path without recursion, for a value deeper than the stack.
-    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
-    let inner = deep
-    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
-    inner[0] = { ...notBoxes, foreign } as Json
-    let copied = JsonValue.copy(deep) as Json
-    while (Array.isArray(copied)) copied = copied[0]!
+    const copied = copiedDeep({ ...notBoxes, foreign } as Json)
     expect(JSON.stringify(copied)).toBe(`${written.slice(0, -1)},"foreign":{"n":5,"s":"ab","b":false}}`)
   })
 
@@ -179,12 +178,7 @@ describe('JsonValue.copy', () => {
     expect(JSON.stringify(value)).toBe(written)
     expect(JSON.stringify(JsonValue.copy(value))).toBe(written)
     // The path without recursion, for a value deeper than the stack.
-    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
-    let inner = deep
-    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
-    inner[0] = value
-    let copied = JsonValue.copy(deep) as Json
-    while (Array.isArray(copied)) copied = copied[0]!
+    const copied = copiedDeep(value)
     expect(JSON.stringify(copied)).toBe(written)
   })
 
@@ -202,12 +196,7 @@ describe('JsonValue.copy', () => {
     expect(JSON.stringify(value)).toBe(written)
     expect(JSON.stringify(JsonValue.copy(value))).toBe(written)
     // The path without recursion, for a value deeper than the stack.
-    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
-    let inner = deep
-    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
-    inner[0] = value
-    let copied = JsonValue.copy(deep) as Json
-    while (Array.isArray(copied)) copied = copied[0]!
+    const copied = copiedDeep(value)
     expect(JSON.stringify(copied)).toBe(written)
     const event = new LogEvent({ price } as unknown as JsonObject)
     expect(JSON.stringify(event.clone().set('seen', true))).toBe('{"price":{"cents":5},"seen":true}')
@@ -229,12 +218,7 @@ describe('JsonValue.copy', () => {
     expect(JSON.stringify(value)).toBe(written)
     expect(JSON.stringify(JsonValue.copy(value))).toBe(written)
     // The path without recursion, for a value deeper than the stack.
-    const deep = JSON.parse(`${'['.repeat(100_000)}0${']'.repeat(100_000)}`) as Json[]
-    let inner = deep
-    for (let i = 0; i < 99_999; i++) inner = inner[0] as Json[]
-    inner[0] = withDefaults as Json
-    let copied = JsonValue.copy(deep) as Json
-    while (Array.isArray(copied)) copied = copied[0]!
+    const copied = copiedDeep(withDefaults as Json)
     expect(JSON.stringify(copied)).toBe('{"message":"x"}')
     const event = new LogEvent({ a: withDefaults } as unknown as JsonObject)
     expect(JSON.stringify(event.clone().set('seen', true))).toBe('{"a":{"message":"x"},"seen":true}')
