@@ -42,6 +42,7 @@ import {
   cutToBytes,
   defineOptions,
   MAX_TIMER_MS,
+  nextWarningAt,
   type OptionsOf,
   type ResolvedOptionsOf,
   type Source,
@@ -296,11 +297,6 @@ const nothing = (): void => {}
 const TERM_REASON_MAX_BYTES = 1024
 /** What a term sends before its reason: `+TERM ` (the whole payload must fit the server's max_payload). */
 const TERM_PREFIX_BYTES = '+TERM '.length
-/**
- * Failed pulls in a row warn at the 1st, 2nd, 4th, … up to this, then at every multiple of it:
- * bounded, never silent for good.
- */
-const PULL_WARNING_EVERY = 1024
 /** Throws on bytes that are not UTF-8, where `msg.string()` would put U+FFFD in silently. */
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -937,8 +933,8 @@ class JetStreamPullSource implements JetStreamSource {
    * Counts a failed pull, warns of it when due and waits before the next; throws the connection's
    * failure when the client closed it for good (it gave up after a second authorization error in
    * a row): no pull could succeed again, and the source used to warn of failed pulls for as long
-   * as it ran. Of failures in a row, the 1st, 2nd, 4th, … and then every
-   * {@link PULL_WARNING_EVERY}th warn, naming the consumer and the stream: a consumer deleted under
+   * as it ran. Of failures in a row, the 1st, 2nd, 4th, … and then every 1024th warn
+   * ({@link nextWarningAt}), naming the consumer and the stream: a consumer deleted under
    * the source failed every pull, and each warned, for as long as the process lived (whether a
    * deleted consumer should end the run is an open question).
    */
@@ -948,13 +944,11 @@ class JetStreamPullSource implements JetStreamSource {
     if (gone !== undefined) throw gone
     this.#count.pullErrors++
     const failures = ++this.#pullFailures
-    const due =
-      failures < PULL_WARNING_EVERY ? (failures & (failures - 1)) === 0 : failures % PULL_WARNING_EVERY === 0
+    const next = nextWarningAt(failures)
     const pauseMs = Math.max(100, o.reconnectTimeWaitMs)
-    if (due) {
+    if (next !== undefined) {
       const why = error instanceof Error ? error.message : String(error)
       const from = `consumer '${o.consumer}' of stream '${o.stream}'`
-      const next = failures < PULL_WARNING_EVERY ? failures * 2 : failures + PULL_WARNING_EVERY
       this.#warn(
         failures === 1
           ? `${this.#component}: a pull from ${from} failed, retrying every ${pauseMs} ms: ${why}`

@@ -39,6 +39,7 @@ import {
   codeOption,
   defineOptions,
   MAX_TIMER_MS,
+  nextWarningAt,
   type OptionsOf,
   type ResolvedOptionsOf,
   type Source,
@@ -74,8 +75,6 @@ const LINGER_MS = 2_000
  * minute without one begins a new run, warned at once.
  */
 const ACCEPT_RUN_GAP_MS = 60_000
-/** Past the 512th failure of a run, every this many is warned (before, the 1st, 2nd, 4th, …). */
-const ACCEPT_WARNING_EVERY = 1024
 const BEARER_TOKEN =
   'characters a header carries (tab, printable ASCII, latin1 letters), with no blank at either end (what a client can send after "Bearer ")'
 
@@ -680,7 +679,7 @@ class HttpServer implements HttpServerSource {
    * failure would flood the log with the same line: of a run of failures (each less than
    * {@link ACCEPT_RUN_GAP_MS} after the one before, connections accepted between them or not, as
    * when the process is short of file descriptors) the 1st, 2nd, 4th, … and then every
-   * {@link ACCEPT_WARNING_EVERY}th, with the count, and once after each of those, the next
+   * 1024th ({@link nextWarningAt}), with the count, and once after each of those, the next
    * connection accepted. Any other error (none that Node reports today) concerns no connection:
    * warned as the server's, not counted.
    */
@@ -694,13 +693,9 @@ class HttpServer implements HttpServerSource {
     if (now - this.#lastAcceptFailure > ACCEPT_RUN_GAP_MS) this.#failingAccepts = 0
     this.#lastAcceptFailure = now
     const failures = ++this.#failingAccepts
-    const due =
-      failures < ACCEPT_WARNING_EVERY
-        ? (failures & (failures - 1)) === 0
-        : failures % ACCEPT_WARNING_EVERY === 0
-    if (!due) return
+    const next = nextWarningAt(failures)
+    if (next === undefined) return
     this.#recoveryOwed = true
-    const next = failures < ACCEPT_WARNING_EVERY ? failures * 2 : failures + ACCEPT_WARNING_EVERY
     this.#warn(
       failures === 1
         ? `http_server source '${this.#componentId}': accepting a connection failed: ${textOf(error)}; its client got no answer ` +

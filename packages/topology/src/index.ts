@@ -13,6 +13,7 @@ export type { EdgeBuffer, EdgeBufferContext, EdgeBufferDirectory, EdgeBufferFact
 export { MAX_TIMER_MS } from './internal/maxTimerMs.js'
 export type { ComponentErrorCode, ComponentRole, LifecycleEvent } from './LifecycleEvent.js'
 export { MemoryBufferOptions } from './MemoryBufferOptions.js'
+export { nextWarningAt } from './nextWarningAt.js'
 export {
   codeOption,
   defineOptions,
