@@ -321,9 +321,12 @@ export type HttpServerErrorCode =
 export interface HttpServerCounters {
   /** Requests whose headers arrived. */
   readonly requests: number
-  /** Responses sent, by HTTP status code (including the `408`s the source wrote on a timeout). */
+  /**
+   * Responses written, by HTTP status code (including the `408`s the source wrote on a timeout);
+   * not an answer left unwritten because its client had gone (reset the connection) first.
+   */
   readonly responses: Readonly<Record<number, number>>
-  /** Requests the source answered itself, by code (timeouts, malformed bodies, limits, ...). */
+  /** Requests the source answered itself, by code (timeouts, malformed bodies, limits, ...), counted as `responses`. */
   readonly refused: Readonly<Partial<Record<HttpServerErrorCode, number>>>
   /** Connections open now. */
   readonly openConnections: number
@@ -1265,7 +1268,6 @@ class HttpServer implements HttpServerSource {
     }
     const events = parsed.records.length
     if (events === 0) {
-      this.#count(200)
       this.#respond(response, 200, {
         status: 'delivered',
         events: 0,
@@ -1309,7 +1311,6 @@ class HttpServer implements HttpServerSource {
         records === undefined &&
         (batchId === undefined || typeof batchId === 'string')
       ) {
-        this.#count(200)
         this.#send(response, 200, deliveredText(events, batchId))
         return
       }
@@ -1320,15 +1321,14 @@ class HttpServer implements HttpServerSource {
       if (records !== undefined) body.records = records
       if (failure !== undefined) body.failure = failure
       if (status === 'errored') response.setHeader('Retry-After', this.#retryAfter)
-      this.#count(CODE_OF[status])
       this.#respond(response, CODE_OF[status], body)
     } catch (error) {
       response.setHeader('Retry-After', this.#retryAfter)
-      this.#count(503, 'NOT_ACCEPTED')
       this.#respond(
         response,
         503,
         this.#refusal('NOT_ACCEPTED', `the pipeline did not accept the events: ${textOf(error)}`),
+        'NOT_ACCEPTED',
       )
     } finally {
       this.#inFlight--
@@ -1353,7 +1353,6 @@ class HttpServer implements HttpServerSource {
       inFlight: this.#inFlight,
     }
     if (stopping) response.setHeader('Retry-After', this.#retryAfter)
-    this.#count(stopping ? 503 : 200)
     this.#respond(response, stopping ? 503 : 200, health)
     request.resume()
   }
@@ -1392,21 +1391,30 @@ class HttpServer implements HttpServerSource {
   ): void {
     if (code === 503) response.setHeader('Retry-After', this.#retryAfter)
     response.setHeader('Connection', 'close')
-    this.#count(code, errorCode)
-    this.#respond(response, code, { ...this.#refusal(errorCode, message), ...details })
+    this.#respond(response, code, { ...this.#refusal(errorCode, message), ...details }, errorCode)
     request.resume()
   }
 
-  #respond(response: ServerResponse, code: number, body: HttpServerResponseBody | HttpServerHealth): void {
-    this.#send(response, code, JSON.stringify(body) + '\n')
+  #respond(
+    response: ServerResponse,
+    code: number,
+    body: HttpServerResponseBody | HttpServerHealth,
+    refused?: HttpServerErrorCode,
+  ): void {
+    this.#send(response, code, JSON.stringify(body) + '\n', refused)
   }
 
-  /** Writes a response whose body is `text`, unless one was written already or the client left. */
-  #send(response: ServerResponse, code: number, text: string): void {
+  /**
+   * Writes a response whose body is `text`, unless one was written already or the client left, and
+   * counts it (under `refused` too, for a refusal of the source's own) only when it writes it.
+   */
+  #send(response: ServerResponse, code: number, text: string, refused?: HttpServerErrorCode): void {
     const socket = response.req.socket
     this.#unanswered.get(socket)?.delete(response)
     const turns = this.#turns.get(socket)
-    if (!response.headersSent && !response.destroyed) {
+    // Node destroys the response of a connection that closed only once it was handed the
+    // connection: one queued behind an earlier answer is not, and would be "written" to nothing.
+    if (!response.headersSent && !response.destroyed && !socket.destroyed) {
       // A later request's answer closes the connection, after this one.
       if (this.#stopping && (turns === undefined || response === turns.latest))
         response.setHeader('Connection', 'close')
@@ -1421,6 +1429,7 @@ class HttpServer implements HttpServerSource {
           if (turns.current === undefined) this.#release(socket, turns)
         })
       }
+      this.#count(code, refused)
       response.writeHead(code, {
         'Content-Type': 'application/json',
         'Content-Length': Buffer.byteLength(text),

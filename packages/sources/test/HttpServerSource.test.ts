@@ -1053,6 +1053,40 @@ describe('httpServer: limits of a server on an open port', () => {
     expect(context.records()).toEqual([[{ a: 1 }]])
   })
 
+  it.each([
+    ['one request', 1],
+    ['two requests, the second answer queued behind the first', 2],
+  ])(
+    'counts no response for an answer it could not write, its client having reset the connection: %s',
+    async (_, n) => {
+      // The source skips an answer whose connection is gone, but counted it in responses anyway.
+      const { source, context, port } = await start()
+      const receipts: Promise<unknown>[] = []
+      const send = context.send.bind(context)
+      context.send = async (records, options) => {
+        const receipt = await send(records, options)
+        receipts.push(receipt.status)
+        return receipt
+      }
+      const connection = await open(port)
+      const post = (body: string) =>
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+      connection.write(post('[{"a":1}]').repeat(n))
+      while (context.batches.length < n) await new Promise((r) => setImmediate(r))
+      connection.reset()
+      while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+      for (const batch of context.batches) batch.end('delivered')
+      await Promise.all(receipts)
+      // What the source does once a batch's status resolved takes no I/O: done before this turn ends.
+      await new Promise((r) => setImmediate(r))
+      expect(source.counters.requests).toBe(n)
+      expect(source.counters.responses).toEqual({})
+      // A client that stays gets its answer counted as ever.
+      expect(await served(context, port)).toBe(200)
+      expect(source.counters.responses).toEqual({ 200: 1 })
+    },
+  )
+
   it('cuts off a slow request found late while Node read its connection again, though the source still held it', async () => {
     // Node undoes the source's hold on a connection once an answer drains there: the request read
     // meanwhile, still unfinished when Node's check finds it late, is the client's slowness and

@@ -84,6 +84,12 @@ export class RawConnection {
     this.stopTrickle()
     this.#socket.destroy()
   }
+
+  /** Resets the connection (an RST, not a FIN): a client that went away, not one that half-closed. */
+  reset(): void {
+    this.stopTrickle()
+    this.#socket.resetAndDestroy()
+  }
 }
 
 /** The status code and the JSON body of a raw HTTP/1.1 response. */
