@@ -403,6 +403,11 @@ interface Turns {
    * request late later is no one's doing, and must not close the connection before them.
    */
   ended: boolean
+  /**
+   * The response of a request its client cut off by ending its side while the request still
+   * waited its turn (see `#endedMidRequest`): answered 400 when its turn comes, as the last.
+   */
+  cut: ServerResponse | undefined
 }
 
 const OUTCOMES = { outcomes: true } as const
@@ -622,6 +627,7 @@ class HttpServer implements HttpServerSource {
         seen: 0,
         late: false,
         ended: false,
+        cut: undefined,
       })
       socket.once('close', () => {
         this.#openConnections--
@@ -784,12 +790,12 @@ class HttpServer implements HttpServerSource {
    * The client ended its side of the connection in the middle of a request (its headers or its
    * body cut off), where requests it sent whole before may still await their answers. It reads on,
    * as a client that half-closes does, so those answers are written, in order, and the connection
-   * closes after the last: the cut-off request, once it had its turn, gets 400 as that last one
-   * (unless it was refused already, past maxBodyBytes say: that answer closes); one cut off in its
-   * headers gets none (Node made it nothing to answer through), and the answer before it closes
-   * the connection. Says whether it took the connection in hand; not when the cut-off request
-   * still waits its turn, nor, but for one whose turn came, when none whole awaits its answer
-   * (then `#clientError` goes on as for any bad request).
+   * closes after the last: the cut-off request gets 400 as that last one, at once when its turn
+   * came, or when it comes if it still waits (unless it was refused already, past maxBodyBytes
+   * say: that answer closes); one cut off in its headers gets none (Node made it nothing to answer
+   * through), and the answer before it closes the connection. Says whether it took the connection
+   * in hand; not, but for a cut-off request whose turn came or is still to come, when none whole
+   * awaits its answer (then `#clientError` goes on as for any bad request).
    */
   #endedMidRequest(socket: Duplex, turns: Turns | undefined): boolean {
     const unanswered = this.#unanswered.get(socket)
@@ -799,7 +805,13 @@ class HttpServer implements HttpServerSource {
     const pending = turns.waiting.slice(turns.next).map(([, response]) => response)
     if (incoming !== undefined && !incoming.complete) {
       const cut = [...unanswered].find((response) => response.req === incoming)
-      if (cut !== undefined && pending.includes(cut)) return false
+      if (cut !== undefined && pending.includes(cut)) {
+        // Waiting its turn behind a request still owed its answer (Node reads a held connection
+        // again once an answer drains there): answered when its turn comes, after those.
+        turns.ended = true
+        turns.cut = cut
+        return true
+      }
       // Refused already (past maxBodyBytes, say), or behind an answer that closes the connection
       // (not served): that answer closes it.
       if (cut === undefined || turns.closing) {
@@ -810,13 +822,7 @@ class HttpServer implements HttpServerSource {
       // Its turn came: answered whether or not answers were owed before it (written already, the
       // connection would otherwise close without a word).
       turns.ended = true
-      this.#refuse(
-        incoming,
-        cut,
-        400,
-        'BAD_REQUEST',
-        'the request was cut off: its client ended its side of the connection before the request did',
-      )
+      this.#refuseCut(incoming, cut)
       return true
     }
     if (!owed) return false
@@ -831,6 +837,17 @@ class HttpServer implements HttpServerSource {
     else if (!last.writableFinished) (last as ServerResponse & { _last?: boolean })._last = true
     else socket.end()
     return true
+  }
+
+  /** Answers 400 a request its client cut off by ending its side of the connection (see `#endedMidRequest`). */
+  #refuseCut(request: IncomingMessage, response: ServerResponse): void {
+    this.#refuse(
+      request,
+      response,
+      400,
+      'BAD_REQUEST',
+      'the request was cut off: its client ended its side of the connection before the request did',
+    )
   }
 
   /**
@@ -1035,7 +1052,8 @@ class HttpServer implements HttpServerSource {
       if (request.destroyed || next.destroyed) continue
       turns.current = next
       turns.latest = next
-      this.#serve(request, next, this.#context!)
+      if (next === turns.cut) this.#refuseCut(request, next)
+      else this.#serve(request, next, this.#context!)
       if (turns.closing) turns.next = turns.waiting.length
     }
     if (turns.next === turns.waiting.length) {

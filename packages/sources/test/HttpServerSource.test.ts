@@ -1087,6 +1087,54 @@ describe('httpServer: limits of a server on an open port', () => {
     },
   )
 
+  it.each([
+    [
+      'body',
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a"',
+      true,
+    ],
+    ['headers', 'POST / HTTP/1.1\r\nHost: x\r\nContent-Ty', false],
+  ])(
+    'writes the answers owed to a client that half-closed in the %s of a request waiting its turn, once Node read its connection again',
+    async (_, cut, refused) => {
+      // The source holds a connection while a request waits for room, but Node reads it again once
+      // an answer drains there: the client's half-close then came while the request it cut off in
+      // its body still waited its turn, and the connection was closed at once, losing every answer
+      // owed (the events of the request waiting for room went downstream once room came: the client
+      // sent them again).
+      const { context, port } = await start()
+      const post = (body: string) =>
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+      const connection = await open(port)
+      connection.write(post('[{"a":1}]') + post('[{"a":2}]'))
+      while (context.batches.length < 2) await new Promise((r) => setImmediate(r))
+      let room = (): void => {}
+      context.gate = new Promise((resolve) => {
+        room = resolve
+      })
+      connection.end(post('[{"a":3}]') + cut)
+      while (context.sendOptions.length < 3) await new Promise((r) => setImmediate(r))
+      // The second answer, queued behind the first, drains to Node's buffer: Node reads the
+      // connection again, and the client's FIN reaches the server a round trip later.
+      context.batches[1]!.end('delivered')
+      expect((await request(port, { method: 'GET' })).status).toBe(405)
+      context.onBatch = (batch) => batch.end('delivered')
+      context.gate = undefined
+      room()
+      context.batches[0]!.end('delivered')
+      const answers = (await connection.closed).split(/(?=HTTP\/1\.1 )/)
+      expect(answers.map(parseRawResponse)).toMatchObject([
+        { status: 200, body: { events: 1 } },
+        { status: 200, body: { events: 1 } },
+        { status: 200, body: { events: 1 } },
+        ...(refused
+          ? [{ status: 400, body: { code: 'BAD_REQUEST', error: expect.stringMatching(/cut off/) } }]
+          : []),
+      ])
+      expect(context.records()).toEqual([[{ a: 1 }], [{ a: 2 }], [{ a: 3 }]])
+    },
+  )
+
   it('cuts off a slow request found late while Node read its connection again, though the source still held it', async () => {
     // Node undoes the source's hold on a connection once an answer drains there: the request read
     // meanwhile, still unfinished when Node's check finds it late, is the client's slowness and
