@@ -297,6 +297,8 @@ export interface HttpServerResponseBody {
  * - `413`: `BODY_TOO_LARGE` (past `maxBodyBytes`), `TOO_MANY_EVENTS` (past `maxEventsPerRequest`);
  * - `415` `UNSUPPORTED_MEDIA_TYPE` (a `Content-Encoding` such as gzip, or a type refused under
  *   `unknownContentType: 'reject'`); `431` `HEADERS_TOO_LARGE`;
+ * - `501` `NOT_IMPLEMENTED` (a `Transfer-Encoding` naming a coding other than `chunked`: RFC 9112
+ *   6.1; one whose last coding is not `chunked` Node refuses itself, `400` `BAD_REQUEST`);
  * - `503` with `Retry-After`: `SHUTTING_DOWN`, `NOT_ACCEPTED` (the pipeline did not take the batch).
  */
 export type HttpServerErrorCode =
@@ -313,6 +315,7 @@ export type HttpServerErrorCode =
   | 'HEADERS_TOO_LARGE'
   | 'NOT_FOUND'
   | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'NOT_IMPLEMENTED'
 
 /**
  * What the source has seen since it started, for metrics and tests. A snapshot: read
@@ -1190,6 +1193,19 @@ class HttpServer implements HttpServerSource {
       )
       return
     }
+    const transfer = request.headers['transfer-encoding']
+    if (transfer !== undefined && codesBeforeChunked(transfer)) {
+      // Node de-chunks the body and passes the rest on: read as it is, a body in another coding
+      // would be refused as "not UTF-8", or, coded by no change to its bytes, taken as events.
+      this.#refuse(
+        request,
+        response,
+        501,
+        'NOT_IMPLEMENTED',
+        `the body is sent with Transfer-Encoding ${JSON.stringify(transfer)}; only chunked is implemented`,
+      )
+      return
+    }
     const declared = Number(request.headers['content-length'] ?? 0)
     if (declared > this.#maxBodyBytes) {
       this.#tooLarge(request, response)
@@ -1578,6 +1594,23 @@ function originForm(target: string): string {
 }
 
 /**
+ * Whether a Transfer-Encoding value, read as a list (RFC 9110 5.6.1) whose empty elements are
+ * ignored, ends with `chunked` (whatever its case) and names another coding before it: Node passes
+ * such a request on, the body de-chunked but still in that coding (RFC 9112 6.1: 501). One whose
+ * last coding is not `chunked` is left to Node, which refuses it once its body begins (RFC 9112
+ * 6.3: 400, the body's length cannot be told).
+ */
+function codesBeforeChunked(transfer: string): boolean {
+  const names: string[] = []
+  for (const coding of transfer.split(',')) {
+    const semicolon = coding.indexOf(';')
+    const name = (semicolon < 0 ? coding : coding.slice(0, semicolon)).trim().toLowerCase()
+    if (name !== '') names.push(name)
+  }
+  return names.at(-1) === 'chunked' && names.some((name) => name !== 'chunked')
+}
+
+/**
  * Whether a Content-Encoding value names no coding but `identity`: a list (RFC 9110 5.6.1) whose
  * empty elements are ignored, so an empty value, or two headers joined by Node, is none.
  */
@@ -1621,7 +1654,7 @@ function aborted(signal: AbortSignal): Promise<void> {
  * when the batch resolves: `200` delivered, `503` + `Retry-After` errored, `400` rejected; with
  * `?outcomes=1` (or `outcomes: 'always'`) the body also lists each record's outcome. Bodies
  * that are malformed, not UTF-8 or nested past `maxDepth` get `400` naming where; compressed ones
- * (a `Content-Encoding`) `415`; bodies over `maxBodyBytes` or `maxEventsPerRequest` `413`; clients slower than `headersTimeoutMs` /
+ * (a `Content-Encoding`) `415`, or sent in a transfer coding other than chunked `501`; bodies over `maxBodyBytes` or `maxEventsPerRequest` `413`; clients slower than `headersTimeoutMs` /
  * `requestTimeoutMs` `408`; requests without the bearer token `401`; other paths `404`; requests
  * during shutdown `503`. `GET /health` answers `200` while running, `503` while stopping. Every
  * refusal names its `code` and the source's `componentId`; none lets anything into the pipeline.

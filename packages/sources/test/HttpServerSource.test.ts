@@ -609,6 +609,53 @@ describe('httpServer: text encoding', () => {
   })
 
   it.each([
+    ['gzip, chunked', gzipSync('[{"a":1}]')],
+    ['x-custom, chunked', Buffer.from('[{"a":1}]')],
+    ['gzip;level=1 , Chunked', gzipSync('[{"a":1}]')],
+  ])(
+    'answers 501 NOT_IMPLEMENTED to a body sent with a transfer coding other than chunked (%s), rather than reading it as it is',
+    async (codings, body) => {
+      // RFC 9112 6.1: a server that receives a transfer coding it does not understand should answer
+      // 501. Node passes such a request when chunked is the last coding, and the source read the
+      // body as if uncoded: as text that is not UTF-8, or, if it happened to be JSON, as events.
+      const { source, context, port } = await start()
+      context.onBatch = (batch) => batch.end('delivered')
+      const connection = new RawConnection(port)
+      await connection.connected
+      connection.write(
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: ${codings}\r\n\r\n` +
+          `${body.length.toString(16)}\r\n`,
+      )
+      connection.write(body)
+      connection.end('\r\n0\r\n\r\n')
+      const { status, body: answer } = parseRawResponse(await connection.closed)
+      expect(status).toBe(501)
+      expect(answer).toMatchObject({
+        code: 'NOT_IMPLEMENTED',
+        componentId: 'in',
+        error: `the body is sent with Transfer-Encoding ${JSON.stringify(codings)}; only chunked is implemented`,
+      })
+      expect(context.batches).toEqual([])
+      expect(source.counters.refused).toEqual({ NOT_IMPLEMENTED: 1 })
+    },
+  )
+
+  it('leaves to Node a Transfer-Encoding whose last coding is not chunked: 400, as RFC 9112 6.3 requires (by design)', async () => {
+    // The body's length cannot be told then: Node refuses the request once its body begins.
+    const { source, context, port } = await start()
+    const connection = new RawConnection(port)
+    await connection.connected
+    connection.end(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip\r\n\r\n[{"a":1}]',
+    )
+    const { status, body } = parseRawResponse(await connection.closed)
+    expect(status).toBe(400)
+    expect(body).toMatchObject({ code: 'BAD_REQUEST', componentId: 'in' })
+    expect(context.batches).toEqual([])
+    expect(source.counters.refused).toEqual({ BAD_REQUEST: 1 })
+  })
+
+  it.each([
     ['empty', ''],
     ['a blank', ' '],
     ['identity with an empty element', 'identity, '],

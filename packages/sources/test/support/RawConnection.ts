@@ -59,8 +59,9 @@ export class RawConnection {
     })
   }
 
-  write(text: string): void {
-    this.#socket.write(text)
+  /** Writes `data`: text as UTF-8, or bytes as they are (a compressed body). */
+  write(data: string | Uint8Array): void {
+    this.#socket.write(data)
   }
 
   /** Half-closes the connection (shuts down writing) and goes on reading what the server sends. */
