@@ -5,7 +5,7 @@ import { type BatchStatus, EventArray, LogEvent, type RecordOutcome, RecordOutco
 import { memory } from '@ackline/sinks'
 import { generator } from '@ackline/sources'
 import type { TcpProxy } from '@ackline/testkit'
-import { TopologyBuilder } from '@ackline/topology'
+import { type SourceContext, TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import {
   Admin,
@@ -293,21 +293,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       expect(await sink.write(EventArray.of(new LogEvent({ n: 1 })))).toBeUndefined()
       await sink.stop()
       expect(closes).toBe(1)
-      const run = source.run({
-        id: 'in',
-        acknowledgements: true,
-        signal: stop.signal,
-        send: (records) => {
-          opened()
-          return Promise.resolve({
-            batchId: undefined,
-            status: Promise.resolve('delivered'),
-            failure: undefined,
-            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
-          })
-        },
-        sendEvents: () => Promise.resolve(),
-      })
+      const run = source.run(delivering(stop.signal, opened))
       await first
       await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
       stop.abort()
@@ -486,19 +472,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     try {
       await sink.start()
       expect(await sink.write(EventArray.of(new LogEvent({ n: 1 })))).toBeUndefined()
-      const run = source.run({
-        id: 'in',
-        acknowledgements: true,
-        signal: stop.signal,
-        send: (records) =>
-          Promise.resolve({
-            batchId: undefined,
-            status: Promise.resolve('delivered'),
-            failure: undefined,
-            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
-          }),
-        sendEvents: () => Promise.resolve(),
-      })
+      const run = source.run(delivering(stop.signal))
       await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
       stalling.stall()
       stop.abort()
@@ -599,19 +573,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       onWarning: (message) => warnings.push(message),
     })
     try {
-      const run = source.run({
-        id: 'in',
-        acknowledgements: true,
-        signal: stop.signal,
-        send: (records) =>
-          Promise.resolve({
-            batchId: undefined,
-            status: Promise.resolve('delivered'),
-            failure: undefined,
-            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
-          }),
-        sendEvents: () => Promise.resolve(),
-      })
+      const run = source.run(delivering(stop.signal))
       await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
       stalling.cut()
       await expect(run).resolves.toBeUndefined()
@@ -646,19 +608,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       onWarning: () => undefined,
     })
     try {
-      const run = source.run({
-        id: 'in',
-        acknowledgements: true,
-        signal: stop.signal,
-        send: (records) =>
-          Promise.resolve({
-            batchId: undefined,
-            status: Promise.resolve('delivered'),
-            failure: undefined,
-            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
-          }),
-        sendEvents: () => Promise.resolve(),
-      })
+      const run = source.run(delivering(stop.signal))
       await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
       stalling.cut()
       // In the queue before the reconnect (200 ms away) consumes.
@@ -700,19 +650,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       onWarning: (message) => warnings.push(message),
     })
     try {
-      const run = source.run({
-        id: 'in',
-        acknowledgements: true,
-        signal: stop.signal,
-        send: (records) =>
-          Promise.resolve({
-            batchId: undefined,
-            status: Promise.resolve('delivered'),
-            failure: undefined,
-            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
-          }),
-        sendEvents: () => Promise.resolve(),
-      })
+      const run = source.run(delivering(stop.signal))
       await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
       stalling.cut()
       await expect(run).resolves.toBeUndefined()
@@ -747,19 +685,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       onWarning: () => undefined,
     })
     try {
-      const run = source.run({
-        id: 'in',
-        acknowledgements: true,
-        signal: stop.signal,
-        send: (records) =>
-          Promise.resolve({
-            batchId: undefined,
-            status: Promise.resolve('delivered'),
-            failure: undefined,
-            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
-          }),
-        sendEvents: () => Promise.resolve(),
-      })
+      const run = source.run(delivering(stop.signal))
       await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
       stalling.cut()
       await expect(run).resolves.toBeUndefined()
@@ -950,19 +876,7 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
       onWarning: () => undefined,
     })
     try {
-      const run = source.run({
-        id: 'in',
-        acknowledgements: true,
-        signal: stop.signal,
-        send: (records) =>
-          Promise.resolve({
-            batchId: undefined,
-            status: Promise.resolve('delivered'),
-            failure: undefined,
-            outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
-          }),
-        sendEvents: () => Promise.resolve(),
-      })
+      const run = source.run(delivering(stop.signal))
       await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 5000, interval: 5 })
       stalling.cut()
       // amqplib clears the socket's timeout once the handshake is done: the channel's open is next.
@@ -1090,6 +1004,28 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     }
   })
 })
+
+/**
+ * The run context of source `in` that the runtime would give it with one acknowledging sink that
+ * delivers every record of every send at once; `onSend`, if given, is called at each send first.
+ */
+function delivering(signal: AbortSignal, onSend?: () => void): SourceContext {
+  return {
+    id: 'in',
+    acknowledgements: true,
+    signal,
+    send: (records) => {
+      onSend?.()
+      return Promise.resolve({
+        batchId: undefined,
+        status: Promise.resolve('delivered'),
+        failure: undefined,
+        outcomes: Promise.resolve(RecordOutcomes.all('delivered', [...records].length)),
+      })
+    },
+    sendEvents: () => Promise.resolve(),
+  }
+}
 
 /** Whether a chunk the client sent holds an AMQP Connection.Close frame (method frame, channel 0, class 10, method 50). */
 function isConnectionClose(chunk: Buffer): boolean {
