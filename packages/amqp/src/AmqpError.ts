@@ -3,7 +3,8 @@
  *
  * Invariant: every one is a `ComponentError` naming the component (its id, or `amqp` before it has
  * one) and, where one is concerned, the option (`url`, `queue`, `exchange`); its `code` says what
- * failed and the underlying client error is its `cause`.
+ * failed and the underlying client error is its `cause`, except for a connect to a `url` whose
+ * credentials did not parse as such, whose client error would show the password (none then).
  *
  * @module
  */

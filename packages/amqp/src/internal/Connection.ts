@@ -128,12 +128,55 @@ export function describeServer(url: string): string {
   } catch {
     return '(unparseable url)'
   }
-  const at = url.lastIndexOf('@')
-  if (at !== -1 && !inAuthority(url, at)) {
-    return `${parsed.protocol}//***@${url.slice(at + 1).replace(/[?#].*$/s, '')}`
+  if (credentialsMisparsed(url)) {
+    return `${parsed.protocol}//***@${url.slice(url.lastIndexOf('@') + 1).replace(/[?#].*$/s, '')}`
   }
   const user = parsed.username === '' ? '' : `${decodeURIComponent(parsed.username)}@`
   return `${parsed.protocol}//${user}${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}${parsed.pathname === '/' ? '' : parsed.pathname}`
+}
+
+/**
+ * Why a connect to `url` failed, for a message, and the cause to give the error that says so:
+ * `error` as it is, unless the URL's credentials did not parse as such (see {@link describeServer}).
+ * amqplib then connected to a host, port and virtual host read from the part `describeServer`
+ * hides, a password maybe, and the failure's words would show it: the OS's (`connect ECONNREFUSED
+ * 127.0.0.1:1234`, the password's digits as the port) as much as ours (the virtual host a broker
+ * there refused, the rest of the password). Then only the system call and code of an OS error are
+ * said (`connect ECONNREFUSED`), with what to do about such a URL, and the error is no cause (its
+ * message and properties hold the address).
+ */
+export function connectFailure(
+  url: string,
+  error: unknown,
+): { readonly reason: string; readonly cause: unknown } {
+  if (!credentialsMisparsed(url)) {
+    return { reason: error instanceof Error ? error.message : String(error), cause: error }
+  }
+  const { syscall, code } = (typeof error === 'object' && error !== null ? error : {}) as {
+    syscall?: unknown
+    code?: unknown
+  }
+  const what =
+    typeof code === 'string' && /^E[A-Z0-9_]+$/.test(code)
+      ? typeof syscall === 'string' && /^[a-z]+$/.test(syscall)
+        ? `${syscall} ${code}`
+        : code
+      : 'the connect failed'
+  return { reason: `${what}${MISPARSED}`, cause: undefined }
+}
+
+const MISPARSED =
+  " (the server, port and virtual host it tried are not shown: the url's part before its last '@' was read as a server and a path, and may hold a password; if it is a user and password, percent-encode them, as encodeURIComponent does: '/' is %2F, '?' %3F, '#' %23)"
+
+/**
+ * Whether `url` parses, and its last `@` lies outside the user info its parse found: the part
+ * before that `@` was then read as a server, a port and a path (a password holding a `/`, `?` or
+ * `#` written as is), and none of those may be shown.
+ */
+function credentialsMisparsed(url: string): boolean {
+  if (!URL.canParse(url)) return false
+  const at = url.lastIndexOf('@')
+  return at !== -1 && !inAuthority(url, at)
 }
 
 /**
@@ -285,11 +328,11 @@ export class Connection<C extends Channel = Channel> {
       // A setup that names what is wrong (a missing dead-letter exchange) is passed on as it is.
       if (error instanceof AmqpError) throw error
       const server = describeServer(this.#options.url)
-      const reason = error instanceof Error ? error.message : String(error)
+      const { reason, cause } = connectFailure(this.#options.url, error)
       throw new AmqpError('AMQP_CONNECT_FAILED', `cannot connect to ${server}: ${reason}`, {
         component: this.#options.component,
         field: 'url',
-        cause: error,
+        ...(cause === undefined ? {} : { cause }),
       })
     }
   }
@@ -557,7 +600,7 @@ export class Connection<C extends Channel = Channel> {
         },
         (error: unknown) => {
           if (this.#state.tag === 'closed') return
-          const reason = error instanceof Error ? error.message : String(error)
+          const { reason } = connectFailure(this.#options.url, error)
           this.#options.onWarning(
             `${this.#options.component}: reconnect attempt ${attempt} to ${describeServer(this.#options.url)} failed: ${reason}`,
           )

@@ -1,8 +1,10 @@
 /** The reconnecting connection the source and the sink share, against RabbitMQ. Internal module: imported by path. */
+import { inspect } from 'node:util'
+import { AmqpError, amqpSink } from '@ackline/amqp'
 import type { Channel, ConsumeMessage } from 'amqplib'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Connection } from '../../src/internal/Connection.js'
-import { Admin, BROKER_URL, brokerAvailable, uniqueName } from './broker.js'
+import { Admin, BROKER_URL, brokerAvailable, brokerProxy, uniqueName } from './broker.js'
 
 const available = await brokerAvailable()
 
@@ -108,6 +110,69 @@ describe.skipIf(!available)('amqp Connection against RabbitMQ', () => {
       expect(await admin.messageCount(queue)).toBe(0)
     } finally {
       await connection.close()
+    }
+  })
+
+  it("a broker that a url's misparsed password leads to refuses the virtual host read from the rest of the password: the error never names it", async () => {
+    // '127.0.0.1:<proxy port>/s3cret@elsewhere' is a user and password written as is, or a server
+    // and the vhost 's3cret@elsewhere': amqplib takes the second, and a broker listens there. The
+    // failure named the vhost it refused, the rest of the password: "the virtual host 's3cret@elsewhere'".
+    const { proxy, url: through } = await brokerProxy()
+    try {
+      const { port } = new URL(through)
+      const url = `amqp://127.0.0.1:${port}/s3cret@elsewhere`
+      const error: unknown = await amqpSink({ url })
+        .start()
+        .catch((e: unknown) => e)
+      console.log(`misparsed credentials, a broker behind them: ${(error as Error).message}`)
+      expect(error).toBeInstanceOf(AmqpError)
+      expect((error as AmqpError).message).toMatch(
+        /^amqp \(url\): cannot connect to amqp:\/\/\*\*\*@elsewhere: /,
+      )
+      const printed = `${(error as Error).message}\n${inspect(error, { depth: 10 })}`
+      expect(printed).not.toContain('s3cret')
+      expect(printed).not.toContain(port)
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  it("a reconnect's warning never shows the digits of a password that the url's parse took for a port", async () => {
+    // '127.0.0.1:<proxy port>?s3cret@elsewhere' parses as the proxy with a query: the first connect
+    // reaches the broker; once the proxy is gone, each attempt was warned 'failed: connect
+    // ECONNREFUSED 127.0.0.1:<proxy port>'.
+    const { proxy, url: through } = await brokerProxy()
+    const { port } = new URL(through)
+    const warnings: string[] = []
+    const sink = amqpSink({
+      url: `amqp://127.0.0.1:${port}?s3cret@elsewhere`,
+      reconnectInitialDelayMs: 10,
+      reconnectMaxDelayMs: 20,
+      onWarning: (message) => warnings.push(message),
+    })
+    try {
+      await sink.start()
+      await proxy.close()
+      await vi.waitFor(
+        () => expect(warnings.filter((w) => w.includes('reconnect attempt'))).not.toEqual([]),
+        {
+          timeout: 5000,
+          interval: 5,
+        },
+      )
+      console.log(`misparsed credentials, reconnect warnings: ${JSON.stringify(warnings)}`)
+      expect(
+        warnings.some((w) =>
+          /reconnect attempt 1 to amqp:\/\/\*\*\*@elsewhere failed: .*ECONNREFUSED/.test(w),
+        ),
+      ).toBe(true)
+      for (const warning of warnings) {
+        expect(warning).not.toContain(port)
+        expect(warning).not.toContain('s3cret')
+      }
+    } finally {
+      await sink.stop()
+      await proxy.close().catch(() => undefined)
     }
   })
 })

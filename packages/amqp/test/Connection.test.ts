@@ -1,0 +1,60 @@
+/** What the connection says of a failed connect, with no broker needed. */
+import { createServer } from 'node:net'
+import { inspect } from 'node:util'
+import { AmqpError, amqpSink, amqpSource } from '@ackline/amqp'
+import { describe, expect, it } from 'vitest'
+
+/** A port on 127.0.0.1 that nothing listens on (one the OS just gave out and took back). */
+async function closedPort(): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as { port: number }
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
+
+describe('amqp connect errors', () => {
+  it("never show the digits of a password that the url's parse took for a port, in the message or its cause", async () => {
+    // user '127.0.0.1', password '<port>/s3cret' written as is: the url parses as host 127.0.0.1,
+    // port <port>, path '/s3cret@127.0.0.1:5672/'. The connect error was 'cannot connect to
+    // amqp://***@127.0.0.1:5672/: connect ECONNREFUSED 127.0.0.1:<port>': the password's digits.
+    const port = await closedPort()
+    const url = `amqp://127.0.0.1:${port}/s3cret@127.0.0.1:5672/`
+    const sinkError: unknown = await amqpSink({ url })
+      .start()
+      .catch((e: unknown) => e)
+    const runError: unknown = await amqpSource({ url, queue: 'q' })
+      .run({
+        id: 'in',
+        acknowledgements: true,
+        signal: new AbortController().signal,
+        send: () => Promise.reject(new Error('unused')),
+        sendEvents: () => Promise.resolve(),
+      })
+      .catch((e: unknown) => e)
+    for (const error of [sinkError, runError]) {
+      console.log(`misparsed credentials, refused connect: ${(error as Error).message}`)
+      expect(error).toBeInstanceOf(AmqpError)
+      expect((error as AmqpError).code).toBe('AMQP_CONNECT_FAILED')
+      expect((error as AmqpError).message).toMatch(/cannot connect to amqp:\/\/\*\*\*@127\.0\.0\.1:5672\/: /)
+      // What failed is still said, and what to do about such a url.
+      expect((error as AmqpError).message).toContain('ECONNREFUSED')
+      expect((error as AmqpError).message).toMatch(/percent-encode/)
+      // Nor in what a logger prints of it (its cause, the properties of the OS error).
+      const printed = `${(error as Error).message}\n${inspect(error, { depth: 10 })}`
+      expect(printed).not.toContain(String(port))
+      expect(printed).not.toContain('s3cret')
+    }
+  })
+
+  it('show the OS error as it is when the url parses as written', async () => {
+    const port = await closedPort()
+    const error: unknown = await amqpSink({ url: `amqp://guest:s3cret@127.0.0.1:${port}/` })
+      .start()
+      .catch((e: unknown) => e)
+    expect((error as Error).message).toBe(
+      `amqp (url): cannot connect to amqp://guest@127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`,
+    )
+    expect((error as Error).cause).toMatchObject({ code: 'ECONNREFUSED', port })
+  })
+})
