@@ -231,7 +231,11 @@ export interface JetStreamMetadata {
   readonly redelivered: boolean
   /** When the message was stored, ms since the epoch. */
   readonly timestampMs: number
-  /** The message's headers, each name with all its values. */
+  /**
+   * The message's headers, each name with all its values; none when the client cannot read them
+   * (a header name holding a space or a character past ASCII, which the server stores as any
+   * other), which the source warns of, naming the message.
+   */
   readonly headers: { readonly [name: string]: readonly string[] }
 }
 
@@ -899,16 +903,27 @@ class JetStreamPullSource implements JetStreamSource {
     } else {
       return `payload is not valid JSON (${(parsed as Error).message}); invalidJson is 'reject'`
     }
+    if (o.metadataField === false) return record
+    let headers = headersOf(msg)
+    if (headers instanceof Error) {
+      // Thrown out of the pull, it failed the pull: this message and the rest of it came again
+      // after their AckWait, and failed it again. The payload is whole: it goes on without them.
+      this.#warn(
+        `${this.#component}: message ${msg.info.streamSequence} of stream '${msg.info.stream}': its headers cannot be read (${headers.message}); passed on without them`,
+      )
+      headers = {}
+    }
+    const metadata = metadataOf(msg, o.consumer, headers)
     if (o.metadataField === '__proto__') {
       // Defined, not assigned: the assignment replaced the record's prototype, the metadata lost.
       Object.defineProperty(record, o.metadataField, {
-        value: metadataOf(msg, o.consumer),
+        value: metadata,
         writable: true,
         enumerable: true,
         configurable: true,
       })
-    } else if (o.metadataField !== false) {
-      record[o.metadataField] = metadataOf(msg, o.consumer) as unknown as JsonValue
+    } else {
+      record[o.metadataField] = metadata as unknown as JsonValue
     }
     return record
   }
@@ -1010,12 +1025,23 @@ function describe(outcome: RecordOutcome, receipt: BatchReceipt): string | undef
   return failure === undefined ? undefined : `${failure.componentId} ${failure.code}: ${failure.message}`
 }
 
-function metadataOf(msg: JsMsg, consumer: string): JetStreamMetadata {
-  // Own fields, not assignments: a header named `__proto__` would set the prototype instead.
-  const headers: Record<string, string[]> =
-    msg.headers === undefined
+/**
+ * The message's headers, each name with all its values, or the client's error reading them: it
+ * parses them on first read and throws on a name it would not send (a space, a character past
+ * ASCII), which a client that does not check names can publish and the server stores.
+ */
+function headersOf(msg: JsMsg): Record<string, string[]> | Error {
+  try {
+    // Own fields, not assignments: a header named `__proto__` would set the prototype instead.
+    return msg.headers === undefined
       ? {}
       : Object.fromEntries(Array.from(msg.headers, ([name, values]) => [name, [...values]]))
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error))
+  }
+}
+
+function metadataOf(msg: JsMsg, consumer: string, headers: Record<string, string[]>): JetStreamMetadata {
   return {
     stream: msg.info.stream,
     consumer,
