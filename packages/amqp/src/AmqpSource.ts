@@ -58,7 +58,7 @@ import { type BrokerAction, brokerAction, type RedeliveryPolicy } from './intern
 import { backoffDelay, Connection, connectionOptions, type Generation } from './internal/Connection.js'
 import { declared } from './internal/declared.js'
 import { delayCapIssue } from './internal/delayCapIssue.js'
-import { headersToJson } from './internal/headersToJson.js'
+import { headersToJson, ownHeader } from './internal/headersToJson.js'
 import { shortString } from './internal/shortString.js'
 import { urlIssue } from './internal/urlIssue.js'
 
@@ -1029,7 +1029,8 @@ function notAccepted(componentId: string, reason: string): BatchReceipt {
 
 /** The `x-delivery-count` header quorum queues set on redeliveries, if any. */
 function deliveryCount(message: ConsumeMessage): number | undefined {
-  const value = message.properties.headers?.['x-delivery-count'] as unknown
+  // Its own: a header named '__proto__' holding a table became the headers' prototype (amqplib).
+  const value = ownHeader(message.properties.headers, 'x-delivery-count')
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : undefined
 }
 

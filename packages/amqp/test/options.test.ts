@@ -277,6 +277,25 @@ describe('Connection helpers', () => {
 })
 
 describe('headersToJson', () => {
+  it("gives back a header named '__proto__' that amqplib's decoding made the table's prototype, as an own field, at any depth", () => {
+    // What amqplib's decoding (fields[key] = value) makes of such headers.
+    const nested = Object.assign(Object.create({ deep: 1 }) as object, { b: 2 })
+    const headers = Object.assign(Object.create(null) as object, { kept: 'yes', nested })
+    const json = headersToJson(headers as Record<string, unknown>)
+    expect(Object.getPrototypeOf(json)).toBe(Object.prototype)
+    expect(Object.entries(json)).toEqual([
+      ['__proto__', null],
+      ['kept', 'yes'],
+      ['nested', expect.anything()],
+    ])
+    const inner = json.nested as object
+    expect(Object.getPrototypeOf(inner)).toBe(Object.prototype)
+    expect(Object.entries(inner)).toEqual([
+      ['__proto__', { deep: 1 }],
+      ['b', 2],
+    ])
+  })
+
   it('keeps JSON values and turns buffers, dates and bigints into strings', () => {
     const date = new Date(0)
     expect(

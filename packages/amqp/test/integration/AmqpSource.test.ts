@@ -186,6 +186,49 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(queue)).toBe(0)
   })
 
+  it("a header named __proto__ neither counts as the message's deliveries nor is lost from the metadata", async () => {
+    // amqplib decodes a header table by assignment, so a header named '__proto__' holding a table
+    // became the prototype of the headers: its keys were read as headers of the message (an
+    // x-delivery-count of 50 made the first error the last attempt: dead-lettered at once, never
+    // retried), and the metadata left it out (Object.entries sees own keys only).
+    const { queue, dead } = await admin.queueWithDeadLetters('classic')
+    const channel = admin.channel as ConfirmChannel
+    channel.publish('', queue, Buffer.from('{"n":1}'), {
+      messageId: 'm-1',
+      headers: JSON.parse('{"__proto__":{"x-delivery-count":50},"kept":"yes"}') as Record<string, unknown>,
+    })
+    await channel.waitForConfirms()
+    let calls = 0
+    const source = amqpSource({ url: BROKER_URL, queue, maxAttempts: 3, retryInitialDelayMs: 0 })
+    const sink = memory({ outcome: () => (++calls === 1 ? 'errored' : 'delivered') })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    try {
+      await vi.waitFor(() => expect(source.counters.acked + source.counters.rejected).toBe(1), {
+        timeout: 10_000,
+        interval: 5,
+      })
+    } finally {
+      await topology.stop()
+    }
+    console.log(`a __proto__ header: counters ${JSON.stringify(source.counters)}`)
+    expect(source.counters).toMatchObject({ received: 2, nacked: 1, acked: 1, rejected: 0, inFlight: 0 })
+    const metadata = sink.events.map((e) => e._amqp as { deliveryCount?: number; headers: object })
+    expect(metadata.map((m) => m.deliveryCount)).toEqual([undefined, undefined])
+    for (const { headers } of metadata) {
+      expect(Object.getPrototypeOf(headers)).toBe(Object.prototype)
+      expect(Object.entries(headers)).toEqual([
+        ['__proto__', { 'x-delivery-count': 50 }],
+        ['kept', 'yes'],
+      ])
+    }
+    expect(await admin.drain(dead)).toEqual([])
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
   it('gives each of two messages that share a message-id its own maxAttempts on a quorum queue', async () => {
     // Ids may repeat (a messageIdField, an upstream id): a count kept by id alone let one message's
     // errors count against the other, which was dead-lettered an attempt early.
