@@ -672,6 +672,21 @@ class AmqpConsumer implements AmqpSource {
         ...(userId === undefined ? {} : { 'x-ackline-original-user-id': String(userId) }),
         ...(cc === undefined ? {} : { 'x-ackline-original-cc': cc }),
       }
+      // A header named '__proto__' (a table, an array, void) is the prototype of the original's
+      // headers (amqplib decodes by assignment), which the spread leaves out: an own key again,
+      // defined, which amqplib encodes as any other.
+      const prototype: unknown =
+        message.properties.headers === undefined
+          ? Object.prototype
+          : Object.getPrototypeOf(message.properties.headers)
+      if (prototype !== Object.prototype) {
+        Object.defineProperty(headers, '__proto__', {
+          value: prototype,
+          writable: true,
+          enumerable: true,
+          configurable: true,
+        })
+      }
       /** Tells the broker about the original once every copy sent before is confirmed. */
       const thenTell = (tellBroker: () => void): void => {
         const confirmed = copiesConfirmed(generation)
