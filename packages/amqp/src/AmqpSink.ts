@@ -290,6 +290,7 @@ class AmqpPublisher implements AmqpSink {
     const connection = new Connection<ConfirmChannel>({
       url: o.url,
       component: COMPONENT,
+      warnAs: `${COMPONENT} sink`,
       heartbeatSeconds: o.heartbeatSeconds,
       connectTimeoutMs: o.connectTimeoutMs,
       closeTimeoutMs: o.closeTimeoutMs,

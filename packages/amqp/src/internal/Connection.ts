@@ -96,6 +96,11 @@ export interface ConnectionOptions<C extends Channel> {
   readonly onLost: (generation: Generation<C>, error: Error, duringSetup: boolean) => number | undefined
   /** Told when a reconnect attempt failed (it will try again). */
   readonly onWarning: (message: string) => void
+  /**
+   * What those warnings begin with, as the component's own warnings do (`amqp sink`); default
+   * `component`.
+   */
+  readonly warnAs?: string
   readonly backoff: Backoff
   readonly heartbeatSeconds: number
   /**
@@ -602,7 +607,7 @@ export class Connection<C extends Channel = Channel> {
           if (this.#state.tag === 'closed') return
           const { reason } = connectFailure(this.#options.url, error)
           this.#options.onWarning(
-            `${this.#options.component}: reconnect attempt ${attempt} to ${describeServer(this.#options.url)} failed: ${reason}`,
+            `${this.#options.warnAs ?? this.#options.component}: reconnect attempt ${attempt} to ${describeServer(this.#options.url)} failed: ${reason}`,
           )
           this.#schedule(attempt + 1)
         },

@@ -397,6 +397,35 @@ describe.skipIf(!available)('amqp connection loss (through a TCP proxy the test 
     }
   })
 
+  it("sink: a failed reconnect attempt is warned of as 'amqp sink: …', as its loss was", async () => {
+    // The loss read 'amqp sink: lost the connection …' and each failed attempt after it
+    // 'amqp: reconnect attempt 1 … failed', so a filter on the sink's own warnings missed them.
+    const { proxy: own, url } = await brokerProxy()
+    const warnings: string[] = []
+    const sink = amqpSink({
+      url,
+      reconnectInitialDelayMs: 10,
+      reconnectMaxDelayMs: 20,
+      onWarning: (message) => warnings.push(message),
+    })
+    try {
+      await sink.start()
+      await own.close()
+      await vi.waitFor(
+        () => expect(warnings.filter((w) => w.includes('reconnect attempt'))).not.toEqual([]),
+        {
+          timeout: 5000,
+          interval: 5,
+        },
+      )
+      console.log(`sink reconnect warnings: ${JSON.stringify(warnings)}`)
+      expect(warnings.some((w) => w.startsWith('amqp sink: lost the connection'))).toBe(true)
+      expect(warnings.filter((w) => !w.startsWith('amqp sink: '))).toEqual([])
+    } finally {
+      await sink.stop()
+    }
+  })
+
   it('source: copies to the dead-letter exchange lost with the connection are not warned as refused', async () => {
     // The proxy drops the link on the first copy the source publishes, before the broker sees it:
     // the copy's confirm fails with the channel ('channel closed'). amqplib fails it before the
