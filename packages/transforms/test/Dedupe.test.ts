@@ -140,6 +140,33 @@ describe('dedupe', () => {
     expect(ctx.dropped).toEqual([events.events[3]])
   })
 
+  it('keeps events whose field holds a function, a symbol or an object whose toJSON gives nothing: values with no JSON text equal nothing', () => {
+    // JSON writes no text for them: the key read 'j' + undefined, the same for all of them, so the
+    // second event (another function, a symbol) was dropped as a duplicate of the first.
+    const t = dedupe({ fields: ['id'] })
+    const nothing = { toJSON: () => undefined }
+    const { events } = testBatch([
+      { id: () => 1 },
+      { id: () => 2 },
+      { id: Symbol('a') },
+      { id: nothing },
+      { id: 'jundefined' },
+    ] as never)
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.on()).toEqual(events.events)
+    expect(ctx.dropped).toEqual([])
+    // Among several paths too, and in reduce's groups.
+    const two = dedupe({ fields: ['id', 'other'] })
+    const again = testBatch([{ id: () => 1 }, { id: Symbol('b') }] as never)
+    const ctx2 = FakeTransformContext.for(two)
+    two.process(again.events, ctx2)
+    expect(ctx2.dropped).toEqual([])
+    const r = reduce({ groupBy: ['id'] })
+    r.process(testBatch([{ id: () => 1 }, { id: () => 2 }] as never).events, FakeTransformContext.for(r))
+    expect(r.openGroups).toBe(2)
+  })
+
   it('remembers at most cacheSize keys, forgetting the least recently seen', () => {
     const t = dedupe({ fields: ['id'], cacheSize: 2 })
     const ctx = FakeTransformContext.for(t)

@@ -4,8 +4,10 @@
  *
  * Two events get the same key exactly when every path holds equal JSON values (a missing field
  * differs from `null`, and the string `"1"` from the number `1`; objects are equal when their
- * members are, in any key order). A value with no JSON text (a `BigInt` or a cycle a source put
- * in a record) equals nothing: its key is one no other event gets.
+ * members are, in any key order). A value with no JSON text equals nothing: its key is one no
+ * other event gets. Such are a `BigInt` or a cycle a source put in a record, on which
+ * `JSON.stringify` throws, and a function, a symbol or an object whose `toJSON` returns nothing,
+ * which untyped code may set, of which it writes nothing.
  */
 import type { JsonValue, LogEvent } from '@ackline/core'
 import { canonicalJson } from './canonicalJson.js'
@@ -23,12 +25,14 @@ export function valueKey(value: JsonValue | undefined): string {
   if (value === undefined) return 'u'
   if (typeof value === 'string') return 's' + value
   try {
-    return 'j' + canonicalJson(value)
+    const text = canonicalJson(value)
+    // No text (a function, a symbol): read as 'j' + undefined, every such value made one key.
+    if (text !== undefined) return 'j' + text
   } catch {
     // A throw here failed the whole call (and left a `reduce` group holding a settled event).
-    // The tag is one no JSON text or string key starts with, and the count makes it unique.
-    return `x${++unencodable}`
   }
+  // The tag is one no JSON text or string key starts with, and the count makes it unique.
+  return `x${++unencodable}`
 }
 
 /**
