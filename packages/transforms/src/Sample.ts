@@ -80,19 +80,25 @@ class Sample implements SampleTransform {
 /**
  * The text a key value is hashed by: a string itself, anything else its JSON text, with each
  * object's members in one order (`canonicalJson`: equal objects share a fate whatever the order
- * their keys came in). `undefined` for a value with none (the field is missing, or holds what
- * user code may put there: a `BigInt` or a cycle, on which `JSON.stringify` throws, a function or
- * a symbol, of which it writes nothing): such an event is sampled by the count, as one without
- * the field, rather than fail.
+ * their keys came in), or the string it holds when JSON writes a string (a boxed string, a `Date`:
+ * hashed by its JSON text, quoted, it had another fate than that string). `undefined` for a value
+ * with none (the field is missing, or holds what user code may put there: a `BigInt` or a cycle,
+ * on which `JSON.stringify` throws, a function or a symbol, of which it writes nothing): such an
+ * event is sampled by the count, as one without the field, rather than fail.
  */
 function keyText(value: unknown): string | undefined {
   if (value === undefined || typeof value === 'string') return value
+  let text: string | undefined
   try {
-    return canonicalJson(value)
+    text = canonicalJson(value)
   } catch {
     return undefined
   }
+  return text !== undefined && text.charCodeAt(0) === QUOTE ? (JSON.parse(text) as string) : text
 }
+
+/** `"`, the first character of the JSON text of a string, and of no other. */
+const QUOTE = 0x22
 
 /**
  * Keeps one event in `rate`: by the hash of `keyField` when set (all events with the same value

@@ -119,6 +119,32 @@ describe('dedupe', () => {
     expect(ctx.dropped).toEqual([])
   })
 
+  it('drops an event whose field holds a boxed string or a Date, a duplicate of one holding the string JSON writes for it', () => {
+    // JSON writes `new String('a')` as "a" and a Date as its ISO string, as it writes them inside
+    // an object (where they were already one key with the string). At the top of a path the string
+    // was keyed as itself and the others by their JSON text: two keys, the duplicate went on.
+    const iso = '2026-01-02T03:04:05.000Z'
+    for (const fields of [['id'], ['id', 'other']]) {
+      const t = dedupe({ fields })
+      const { events } = testBatch([
+        { id: 'a' },
+        { id: Object('a') },
+        { id: new Date(iso) },
+        { id: iso },
+        { id: { v: Object('a') } },
+        { id: { v: 'a' } },
+      ] as never)
+      const ctx = FakeTransformContext.for(t)
+      t.process(events, ctx)
+      const [e0, e1, e2, e3, e4, e5] = events.events
+      expect(ctx.on()).toEqual([e0, e2, e4])
+      expect(ctx.dropped).toEqual([e1, e3, e5])
+    }
+    const r = reduce({ groupBy: ['id'] })
+    r.process(testBatch([{ id: iso }, { id: new Date(iso) }] as never).events, FakeTransformContext.for(r))
+    expect(r.openGroups).toBe(1)
+  })
+
   it('keeps an event whose fields differ only where a NUL in a string could pass for the separator', () => {
     // Crafted input: without a bound on each string, both keys would read 's' 'x' NUL 's' 'y' NUL 'u'.
     const t = dedupe({ fields: ['a', 'b'] })

@@ -50,6 +50,25 @@ describe('sample', () => {
     expect(kept.size).toBeLessThan(records.length)
   })
 
+  it('gives an event whose key field holds a boxed string or a Date the fate of one holding the string JSON writes for it', () => {
+    // The string was hashed as itself, the others by their JSON text (quoted): other fates. Not
+    // rate 2: two quotes leave FNV-1a's lowest bit as it was.
+    const t = sample({ rate: 3, keyField: 'k' })
+    const ctx = FakeTransformContext.for(t)
+    const records = Array.from({ length: 40 }, (_, i) => {
+      const iso = new Date(Date.UTC(2026, 0, 1 + (i >> 2))).toISOString()
+      return [{ k: `s${i >> 2}` }, { k: Object(`s${i >> 2}`) }, { k: iso }, { k: new Date(iso) }][i % 4]!
+    })
+    const { events } = testBatch(records as never)
+    t.process(events, ctx)
+    const kept = new Set(ctx.on())
+    for (let i = 0; i < records.length; i += 2) {
+      expect(kept.has(events.events[i]!)).toBe(kept.has(events.events[i + 1]!))
+    }
+    expect(kept.size).toBeGreaterThan(0)
+    expect(kept.size).toBeLessThan(records.length)
+  })
+
   it('samples an event whose key field has no JSON text (a BigInt, a cycle, a function) by the count, as one without the field', () => {
     const cycle: Record<string, unknown> = {}
     cycle.self = cycle

@@ -4,7 +4,8 @@
  *
  * Two events get the same key exactly when every path holds equal JSON values (a missing field
  * differs from `null`, and the string `"1"` from the number `1`; objects are equal when their
- * members are, in any key order). A value with no JSON text equals nothing: its key is one no
+ * members are, in any key order; a boxed string or a `Date` equals the string JSON writes for it,
+ * wherever it is). A value with no JSON text equals nothing: its key is one no
  * other event gets. Such are a `BigInt` or a cycle a source put in a record, on which
  * `JSON.stringify` throws, and a function, a symbol or an object whose `toJSON` returns nothing,
  * which untyped code may set, of which it writes nothing.
@@ -24,15 +25,7 @@ let unencodable = 0
 export function valueKey(value: JsonValue | undefined): string {
   if (value === undefined) return 'u'
   if (typeof value === 'string') return 's' + value
-  try {
-    const text = canonicalJson(value)
-    // No text (a function, a symbol): read as 'j' + undefined, every such value made one key.
-    if (text !== undefined) return 'j' + text
-  } catch {
-    // A throw here failed the whole call (and left a `reduce` group holding a settled event).
-  }
-  // The tag is one no JSON text or string key starts with, and the count makes it unique.
-  return `x${++unencodable}`
+  return otherKey(value, false)
 }
 
 /**
@@ -40,8 +33,34 @@ export function valueKey(value: JsonValue | undefined): string {
  * event data may hold) cannot pass for the separator and make two different events one key.
  */
 function partKey(value: JsonValue | undefined): string {
-  return typeof value === 'string' ? `s${value.length}:${value}` : valueKey(value)
+  if (value === undefined) return 'u'
+  if (typeof value === 'string') return `s${value.length}:${value}`
+  return otherKey(value, true)
 }
+
+/**
+ * The key of a value that is no string. One JSON writes as a string (a boxed string, a `Date`,
+ * any object whose `toJSON` gives one) is keyed as that string, as it is inside an object (keyed
+ * by its JSON text, it made a key other than the string's). As a `part`, a string's length goes
+ * before it (see `partKey`).
+ */
+function otherKey(value: JsonValue, part: boolean): string {
+  let text: string | undefined
+  try {
+    text = canonicalJson(value)
+  } catch {
+    // A throw here failed the whole call (and left a `reduce` group holding a settled event).
+  }
+  // No text (a BigInt, a cycle; a function, a symbol, which read as 'j' + undefined, one key for
+  // all of them). The tag is one no JSON text or string key starts with; the count makes it unique.
+  if (text === undefined) return `x${++unencodable}`
+  if (text.charCodeAt(0) !== QUOTE) return 'j' + text
+  const string = JSON.parse(text) as string
+  return part ? `s${string.length}:${string}` : 's' + string
+}
+
+/** `"`, the first character of the JSON text of a string, and of no other. */
+const QUOTE = 0x22
 
 /** The key of `event` by `paths`; one path costs one string, no array. */
 export function fieldKey(event: LogEvent, paths: readonly string[]): string {
