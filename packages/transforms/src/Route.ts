@@ -15,7 +15,7 @@
  */
 import type { EventArray } from '@ackline/core'
 import {
-  type ConfigIssue,
+  ConfigIssue,
   codeOption,
   defineOptions,
   type Transform,
@@ -38,20 +38,43 @@ export const UNMATCHED = '_unmatched' as const
 /** Named routes: each output port's predicate. Port names may not contain `.` nor be `_unmatched`. */
 export type Routes<Name extends string = string> = Readonly<Record<Name, Predicate>>
 
+/** The route names a port may have, in the words of a config issue. */
+const ROUTE_NAME = `a route name: non-empty, without '.', and not '${UNMATCHED}' (reserved for events no route accepts)`
+
 /** The routes, checked like an option (the names become ports; the predicates may come from untyped code). */
 const RouteArguments = defineOptions({
   routes: z
     .record(
-      z
-        .string()
-        .refine(
-          (name) => name !== '' && !name.includes('.') && name !== UNMATCHED,
-          `a route name: non-empty, without '.', and not '${UNMATCHED}' (reserved for events no route accepts)`,
-        ),
+      z.string().refine((name) => name !== '' && !name.includes('.') && name !== UNMATCHED, ROUTE_NAME),
       codeOption<Predicate>('a function'),
     )
     .refine((routes) => Object.keys(routes).length > 0, 'an object naming at least one route'),
 })
+
+/**
+ * One route, checked alone: zod reads a record's `constructor` to tell a plain object (a route so
+ * named holds a predicate there, and the record was refused as "a valid value"), and writes the
+ * record it checked by assignment, which drops a `__proto__` route ("naming at least one route").
+ */
+const RouteArgument = defineOptions({
+  name: z.string().refine((name) => name !== '' && !name.includes('.') && name !== UNMATCHED, ROUTE_NAME),
+  predicate: codeOption<Predicate>('a function'),
+})
+
+/**
+ * The issues of the route `name` (its name, then its predicate; one per route), each naming the
+ * field as the options machinery names a record's entry: `routes.errors`, `routes["a.b"]`.
+ */
+function routeIssues(name: string, predicate: unknown): ConfigIssue[] {
+  const [issue] = RouteArgument.validate({ name, predicate })
+  if (issue === undefined) return []
+  const field = /^$|[.[\]]/.test(name) ? `routes[${JSON.stringify(name)}]` : `routes.${name}`
+  return [
+    issue.field === 'name'
+      ? ConfigIssue.of(field, `a key that is ${issue.expected ?? ROUTE_NAME}`, name)
+      : { ...issue, field },
+  ]
+}
 
 /**
  * The transform {@link route} returns; `Name` is the union of its route names, so a builder can
@@ -88,8 +111,8 @@ class Route<Name extends string> implements RouteTransform<Name> {
 
   validate(): readonly ConfigIssue[] {
     if (this.#nothing !== undefined) return RouteArguments.validate(this.#nothing)
-    const routes = Object.fromEntries(this.#names.map((name, i) => [name, this.#predicates[i]]))
-    return RouteArguments.validate({ routes })
+    if (this.#names.length === 0) return RouteArguments.validate({ routes: {} })
+    return this.#names.flatMap((name, i) => routeIssues(name, this.#predicates[i]))
   }
 
   process(events: EventArray, context: TransformContext): void {

@@ -168,4 +168,23 @@ describe('route', () => {
     )
     expect(route(routes).validate()).toEqual([])
   })
+
+  it('accepts routes named constructor or __proto__, as it routes on them, and reports a bad predicate under such a name', () => {
+    // zod tells a record by its `constructor` (here a predicate: "a valid value", got {}) and
+    // writes the record it checked by assignment, which drops a `__proto__` ("naming at least one
+    // route"): build() refused routes the runtime serves, naming neither.
+    for (const name of ['constructor', '__proto__', 'toString']) {
+      const named = (predicate: unknown) => Object.fromEntries([[name, predicate]]) as never
+      const t = route(named(() => true))
+      expect(t.validate()).toEqual([])
+      expect(t.outputs).toEqual([name, '_unmatched'])
+      const { events } = testBatch([{ n: 1 }])
+      const ctx = new FakeTransformContext()
+      t.process(events, ctx)
+      expect(ctx.emitted.map((e) => e.port)).toEqual([name])
+      expect(route(named(5)).validate()).toEqual([
+        { field: `routes.${name}`, expected: 'a function', got: '5', message: 'must be a function, got 5' },
+      ])
+    }
+  })
 })
