@@ -37,7 +37,8 @@ import { KeyedEvents, MAX_KEYS } from './internal/KeyedEvents.js'
  * group's first event (`a.b` where its `a` is `5`) is left out: that event's fields stay as they are.
  * - `first`: the first value (what every field not listed does);
  * - `last`: the last value;
- * - `sum`, `min`, `max`: over the numeric values. A sum stays what JSON carries exactly: an event
+ * - `sum`, `min`, `max`: over the numeric values (a `NaN` among them, which untyped code may set,
+ *   gives `NaN`, written `null`, in whatever order it came). A sum stays what JSON carries exactly: an event
  *   whose value would overflow it (to `Infinity`, which JSON writes as `null`) or take a sum of
  *   whole numbers past 2^53 - 1 (where they lose precision) is not merged; the call fails with a
  *   `ComponentError` (`SUM_OVERFLOW`, field `merge.<path>`) and the runtime settles that event
@@ -327,12 +328,13 @@ function combine(
     case 'sum':
       if (typeof value !== 'number') return merged
       return typeof merged === 'number' ? merged + value : value
+    // A NaN (untyped code may set one) stays, as in a sum: compared, it lost to what came after it.
     case 'min':
       if (typeof value !== 'number') return merged
-      return typeof merged === 'number' && merged <= value ? merged : value
+      return typeof merged === 'number' && (merged <= value || Number.isNaN(merged)) ? merged : value
     case 'max':
       if (typeof value !== 'number') return merged
-      return typeof merged === 'number' && merged >= value ? merged : value
+      return typeof merged === 'number' && (merged >= value || Number.isNaN(merged)) ? merged : value
     case 'concat':
       if (typeof value !== 'string') return merged
       return typeof merged === 'string' ? merged + ' ' + value : value

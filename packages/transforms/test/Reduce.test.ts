@@ -88,6 +88,25 @@ describe('reduce', () => {
     ])
   })
 
+  it('gives min and max a NaN (untyped code may set one) whatever the order the group holds it in, as sum does', () => {
+    // min kept NaN only when it came last: 5, 3, NaN gave NaN, but 5, NaN, 3 gave 3 (NaN <= 3 and
+    // 3 <= NaN are both false), so what a group wrote depended on its events' order.
+    const merged = (values: readonly number[]) => {
+      const t = reduce({ maxEvents: values.length, merge: { low: 'min', high: 'max', total: 'sum' } })
+      const ctx = new FakeTransformContext()
+      t.process(testBatch(values.map((v) => ({ low: v, high: v, total: v }))).events, ctx)
+      return ctx.fieldsOn()
+    }
+    for (const values of [
+      [5, 3, Number.NaN],
+      [5, Number.NaN, 3],
+      [Number.NaN, 5, 3],
+    ]) {
+      expect(merged(values)).toEqual([{ low: Number.NaN, high: Number.NaN, total: Number.NaN }])
+    }
+    expect(merged([5, 3, 9])).toEqual([{ low: 3, high: 9, total: 17 }])
+  })
+
   describe('a sum JSON cannot carry', () => {
     it.each([
       ['overflows to Infinity', 1e308, 1e308, 'Infinity'],
