@@ -101,22 +101,35 @@ class Dedupe implements DedupeTransform, BatchResolvedListener {
 
   process(events: EventArray, context: TransformContext): void {
     const list = events.events
-    const seen = this.#seen
+    // An event whose key cannot be read (a getter that throws, from untyped code) is left for the
+    // runtime to settle, and the call throws the first error once every other event is decided:
+    // one call may hold several batches (coalesced), which one event's failure must not touch.
+    let failed: { readonly error: unknown } | undefined
     for (let i = 0; i < list.length; i++) {
-      const event = list[i]!
-      const key = seen.keyOf(event)
-      // Seen again: the key becomes the most recent, the event goes.
-      const first = seen.touch(key)
-      if (first !== undefined) {
-        // Its first copy is still in flight: the duplicate's batches wait for its fate. Whatever
-        // this.dropStatus says: a declaration's dropStatus wins over it, and dedupe cannot see that.
-        if (first !== true) this.#waitFor(first, event)
-        context.drop(event)
-      } else {
-        // Where no status for it can matter (context.acknowledgements), it counts as delivered once passed on.
-        seen.add(key, context.acknowledgements ? this.#watch(event, key, context.id) : true)
-        context.emit(event)
+      try {
+        this.#decide(list[i]!, context)
+      } catch (error) {
+        failed ??= { error }
       }
+    }
+    if (failed !== undefined) throw failed.error
+  }
+
+  /** Drops `event` as a duplicate, or emits it and remembers its key. */
+  #decide(event: LogEvent, context: TransformContext): void {
+    const seen = this.#seen
+    const key = seen.keyOf(event)
+    // Seen again: the key becomes the most recent, the event goes.
+    const first = seen.touch(key)
+    if (first !== undefined) {
+      // Its first copy is still in flight: the duplicate's batches wait for its fate. Whatever
+      // this.dropStatus says: a declaration's dropStatus wins over it, and dedupe cannot see that.
+      if (first !== true) this.#waitFor(first, event)
+      context.drop(event)
+    } else {
+      // Where no status for it can matter (context.acknowledgements), it counts as delivered once passed on.
+      seen.add(key, context.acknowledgements ? this.#watch(event, key, context.id) : true)
+      context.emit(event)
     }
   }
 

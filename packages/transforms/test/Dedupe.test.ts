@@ -193,6 +193,29 @@ describe('dedupe', () => {
     expect(r.openGroups).toBe(2)
   })
 
+  it('goes on past an event whose key cannot be read (a getter that throws), leaving that one to the runtime', () => {
+    // The loop stopped at the throw: the events after it (in a coalesced call, other batches')
+    // were neither emitted nor dropped, and the runtime settled them errored for another's failure.
+    const t = dedupe({ fields: ['id.a'] })
+    const broken = {
+      get a(): number {
+        throw new Error('no a')
+      },
+    }
+    const { events } = testBatch([
+      { id: { a: 1 } },
+      { id: broken },
+      { id: { a: 2 } },
+      { id: { a: 1 } },
+    ] as never)
+    const ctx = FakeTransformContext.for(t)
+    expect(() => t.process(events, ctx)).toThrow('no a')
+    const [e0, e1, e2, e3] = events.events
+    expect(ctx.on()).toEqual([e0, e2])
+    expect(ctx.dropped).toEqual([e3])
+    expect(e1!.isEnded).toBe(false)
+  })
+
   it('remembers at most cacheSize keys, forgetting the least recently seen', () => {
     const t = dedupe({ fields: ['id'], cacheSize: 2 })
     const ctx = FakeTransformContext.for(t)
