@@ -32,7 +32,8 @@ export type RemapOutput = LogEvent | JsonObject
  * - a `LogEvent`: the input, a handle the function derived from it (`input.clone()`), or one it
  *   made (`new LogEvent(...)`): every output that is a `LogEvent` other than the input is given
  *   the input's finalizers (merged in), so the input's sources wait for it;
- * - a fields object (a plain object): the input goes on with these fields instead of its own;
+ * - a fields object (a plain object, of any realm: one a function run in a `vm` context made
+ *   too): the input goes on with these fields instead of its own;
  * - an array of the above: one output each, in order.
  *
  * Anything else (a promise, as an `async` function returns; a number; a `Map`; `null` or
@@ -162,11 +163,17 @@ function inputEnded(id: string): ComponentError<'BAD_RESULT'> {
   )
 }
 
-/** Whether `value` is a fields object: a plain object (not a promise, a `Map`, a class instance). */
+/**
+ * Whether `value` is a fields object: a plain object (not a promise, a `Map`, a class instance),
+ * of any realm. Told by its prototype being the root of its chain, as `Object.prototype` is in
+ * every realm, not by this realm's `Object.prototype`: a function run in a `vm` context returns
+ * objects of that context's (refused, each of its events was settled errored). A `Map`, a `Date`,
+ * a promise or a class instance has a prototype of its own before the root, in any realm.
+ */
 function isFields(value: unknown): value is JsonObject {
   if (typeof value !== 'object' || value === null) return false
-  const prototype = Object.getPrototypeOf(value)
-  return prototype === Object.prototype || prototype === null
+  const prototype: unknown = Object.getPrototypeOf(value)
+  return prototype === null || prototype === Object.prototype || Object.getPrototypeOf(prototype) === null
 }
 
 /** The name of the class `value` was made by, when it says. */

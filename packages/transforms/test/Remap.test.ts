@@ -1,3 +1,4 @@
+import { runInNewContext } from 'node:vm'
 import { LogEvent } from '@ackline/core'
 import { ComponentError } from '@ackline/topology'
 import { remap } from '@ackline/transforms'
@@ -86,6 +87,28 @@ describe('remap', () => {
     expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
     ctx.settle(() => 'errored')
     expect(await receiver).toBe('errored')
+  })
+
+  it('takes a fields object made in another realm (a function run in a vm context) as a fields object, and refuses its Map or class instance', () => {
+    // Its prototype is that realm's Object.prototype, not this one's: refused with BAD_RESULT
+    // ("a Object object"), every event of such a function was settled errored.
+    const t = remap((e) => runInNewContext('({ doubled: n * 2, at: { n } })', { n: e.get('n') }))
+    const { events } = testBatch([{ n: 2 }])
+    const ctx = FakeTransformContext.for(t)
+    t.process(events, ctx)
+    expect(ctx.fieldsOn()).toEqual([{ doubled: 4, at: { n: 2 } }])
+    expect(everyHandleLeft(events, ctx.emitted)).toBe(true)
+    const split = remap(() => runInNewContext('[{ m: 1 }, { m: 2 }]'))
+    const many = testBatch([{ n: 1 }])
+    const ctx2 = FakeTransformContext.for(split)
+    split.process(many.events, ctx2)
+    expect(ctx2.fieldsOn()).toEqual([{ m: 1 }, { m: 2 }])
+    for (const source of ['new Map()', 'new (class Row {})()', 'Promise.resolve({})', 'new Date(0)']) {
+      const bad = remap(() => runInNewContext(source))
+      expect(() => bad.process(testBatch([{ n: 1 }]).events, FakeTransformContext.for(bad))).toThrow(
+        ComponentError,
+      )
+    }
   })
 
   it('splits one event into many that all share its finalizers', async () => {
