@@ -28,6 +28,7 @@ import {
   type TransformContext,
 } from '@ackline/topology'
 import { z } from 'zod'
+import { unboxed } from './internal/boxes.js'
 import { fieldPath } from './internal/fieldPath.js'
 import { KeyedEvents, MAX_KEYS } from './internal/KeyedEvents.js'
 
@@ -37,14 +38,15 @@ import { KeyedEvents, MAX_KEYS } from './internal/KeyedEvents.js'
  * group's first event (`a.b` where its `a` is `5`) is left out: that event's fields stay as they are.
  * - `first`: the first value (what every field not listed does);
  * - `last`: the last value;
- * - `sum`, `min`, `max`: over the numeric values (a `NaN` among them, which untyped code may set,
- *   gives `NaN`, written `null`, in whatever order it came). A sum stays what JSON carries exactly: an event
- *   whose value would overflow it (to `Infinity`, which JSON writes as `null`) or take a sum of
- *   whole numbers past 2^53 - 1 (where they lose precision) is not merged; the call fails with a
- *   `ComponentError` (`SUM_OVERFLOW`, field `merge.<path>`) and the runtime settles that event
- *   `errored`. Fractions add as numbers do (`0.1 + 0.2`);
+ * - `sum`, `min`, `max`: over the numeric values (a boxed number, as the number JSON writes for
+ *   it; a `NaN` among them, which untyped code may set, gives `NaN`, written `null`, in whatever
+ *   order it came). A sum stays what JSON carries exactly: an event whose value would overflow it
+ *   (to `Infinity`, which JSON writes as `null`) or take a sum of whole numbers past 2^53 - 1
+ *   (where they lose precision) is not merged; the call fails with a `ComponentError`
+ *   (`SUM_OVERFLOW`, field `merge.<path>`) and the runtime settles that event `errored`.
+ *   Fractions add as numbers do (`0.1 + 0.2`);
  * - `array`: every value, in order;
- * - `concat`: the string values joined with a space.
+ * - `concat`: the string values (a boxed string, as its string) joined with a space.
  */
 export type MergeStrategy = z.infer<typeof strategy>
 
@@ -200,7 +202,7 @@ class Reduce implements ReduceTransform {
     const key = this.#groups.keyOf(event)
     const group = this.#groups.get(key)
     if (group === undefined) {
-      const values = this.#fields.map((field, f) => start(this.#strategies[f]!, event.get(field)))
+      const values = this.#fields.map((field, f) => start(this.#strategies[f]!, valueAt(event, field)))
       const opened: Group = { event, count: 1, values }
       if (this.#maxEvents === 1) {
         context.emit(this.#closeOrFail(opened, context))
@@ -215,13 +217,13 @@ class Reduce implements ReduceTransform {
     const sums = this.#sums
     for (let s = 0; s < sums.length; s++) {
       const f = sums[s]!
-      const value = event.get(fields[f]!)
+      const value = valueAt(event, fields[f]!)
       const merged = group.values[f]
       if (typeof value === 'number' && typeof merged === 'number')
         checkSum(merged, value, context.id, fields[f]!)
     }
     for (let f = 0; f < fields.length; f++) {
-      const value = event.get(fields[f]!)
+      const value = valueAt(event, fields[f]!)
       if (value !== undefined) group.values[f] = combine(this.#strategies[f]!, group.values[f], value)
     }
     group.event.merge(event)
@@ -273,6 +275,15 @@ class Reduce implements ReduceTransform {
     }
     return group.event
   }
+}
+
+/**
+ * The value of `event` at `path` as a strategy reads it: a boxed number, string or boolean (untyped
+ * code may set one) as the primitive JSON writes for it, which `sum`, `min`, `max` and `concat`
+ * skipped as no number or string (a group written n: 1, 2, 3 summed to 4).
+ */
+function valueAt(event: LogEvent, path: string): JsonValue | undefined {
+  return unboxed(event.get(path)) as JsonValue | undefined
 }
 
 /** The merged value of a group of one event whose field holds `value`. */

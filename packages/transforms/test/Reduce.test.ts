@@ -1,3 +1,4 @@
+import { runInNewContext } from 'node:vm'
 import { EventArray } from '@ackline/core'
 import { TopologyBuilder, TopologyError } from '@ackline/topology'
 import { reduce } from '@ackline/transforms'
@@ -105,6 +106,28 @@ describe('reduce', () => {
       expect(merged(values)).toEqual([{ low: Number.NaN, high: Number.NaN, total: Number.NaN }])
     }
     expect(merged([5, 3, 9])).toEqual([{ low: 3, high: 9, total: 17 }])
+  })
+
+  it('merges a boxed number or string (untyped code may set one) as the primitive JSON writes for it', () => {
+    // typeof 'object': sum, min, max and concat skipped it, so a group whose events were written
+    // n: 1, 2, 3 summed to 4, and one written text: 'a', 'b' concatenated to 'a'.
+    const t = reduce({ maxEvents: 3, merge: { n: 'sum', low: 'min', high: 'max', text: 'concat' } })
+    const ctx = new FakeTransformContext()
+    const record = (n: number, text: string) => ({
+      n: Object(n),
+      low: Object(n),
+      high: Object(n),
+      text: Object(text),
+    })
+    t.process(
+      testBatch([
+        { n: 1, low: 1, high: 1, text: 'a' },
+        record(2, 'b'),
+        { n: 3, low: 3, high: 3, text: runInNewContext('new String("c")') },
+      ] as never).events,
+      ctx,
+    )
+    expect(ctx.fieldsOn()).toEqual([{ n: 6, low: 1, high: 3, text: 'a b c' }])
   })
 
   describe('a sum JSON cannot carry', () => {

@@ -7,6 +7,7 @@
  * texts; where `JSON.stringify` throws (a `BigInt`, a cycle) or writes nothing (a function, a
  * symbol), so does this.
  */
+import { isBox } from './boxes.js'
 
 /**
  * `value` as `JSON.stringify` writes it, but with every object's members sorted by key (integer
@@ -41,45 +42,4 @@ function sortedMembers(_key: string, value: unknown): unknown {
   const sorted = Object.create(null) as Record<string, unknown>
   for (const key of keys) sorted[key] = members[key]
   return sorted
-}
-
-/**
- * Whether JSON writes `value` as the primitive it holds: told as JSON tells it, by that value, not
- * by its prototype, so a box made in another realm (a `vm` context) is one (taken for an object
- * of no keys, `new Number(1)` and `new Number(2)` there made one key), and an object that only
- * inherits from `Number.prototype` is not. The tag names the box of any realm; an object that only
- * claims it (its own `Symbol.toStringTag`) is found out by the `valueOf` that refuses it, and a box
- * of a class that names itself (`class Cents extends Number` with a `Symbol.toStringTag`) by the
- * `valueOf` that takes it (taken for an object of no keys, 1 and 2 there made one key).
- */
-function isBox(value: object): boolean {
-  switch (objectTag.call(value)) {
-    case '[object Object]':
-      // A plain object, a class instance, a Proxy: no box, and no valueOf tried.
-      return false
-    case '[object Number]':
-      return holds(Number.prototype.valueOf, value)
-    case '[object String]':
-      return holds(String.prototype.valueOf, value)
-    case '[object Boolean]':
-      return holds(Boolean.prototype.valueOf, value)
-    default:
-      return (
-        holds(Number.prototype.valueOf, value) ||
-        holds(String.prototype.valueOf, value) ||
-        holds(Boolean.prototype.valueOf, value)
-      )
-  }
-}
-
-const objectTag = Object.prototype.toString
-
-/** Whether `value` holds the primitive `unbox` (a `valueOf`) reads: it throws for any other object. */
-function holds(unbox: (this: unknown) => unknown, value: object): boolean {
-  try {
-    unbox.call(value)
-    return true
-  } catch {
-    return false
-  }
 }
