@@ -229,6 +229,48 @@ describe('DiskBuffer recovery', () => {
   )
 
   it.each([
+    // Segments of 37 records: 0..36, 37..73, 74..99. Its first record fits its name.
+    ['an older segment', 20],
+    ['the last segment', 90],
+  ])(
+    'still leaves alone, in the runs after, a file named inside the records of %s once that segment was drained (it was taken in and deleted unread)',
+    async (_, name) => {
+      const { fs, logs, open } = setup()
+      const buffer = await open()
+      for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+      await buffer.close()
+      const foreign = `${String(name).padStart(20, '0')}.seg`
+      const bytes = Frame.encode([Buffer.from('foreign-0'), Buffer.from('foreign-1')], name).bytes
+      fs.put(`${PATH}/${foreign}`, bytes)
+      const got: string[] = []
+      for (let run = 0; run < 3; run++) {
+        const reopened = await open()
+        // Enough to roll the segment the file is named inside, once it is the last.
+        for (let i = 0; i < 40; i++)
+          await reopened.append([Buffer.from(`s${run}-${String(i).padStart(3, '0')}`)])
+        got.push(...(await drain(reopened)))
+        await reopened.checkpoint()
+        await reopened.close()
+        expect(fs.bytes(`${PATH}/${foreign}`)).toEqual(Buffer.from(bytes))
+      }
+      expect(got.filter((p) => p.startsWith('foreign'))).toEqual([])
+      expect(got).toHaveLength(100 + 3 * 40)
+      expect(logs.filter((m) => m.includes(`${foreign} is not a segment of this buffer`))).toHaveLength(3)
+      expect(
+        logs.filter((m) => m.includes('kept segment') && m.includes(`${foreign}, left alone`)).length,
+      ).toBeGreaterThan(0)
+      // Once the file is moved out, the segment kept for it goes with the next drain.
+      fs.unlink(`${PATH}/${foreign}`)
+      const last = await open()
+      await last.append(Array.from({ length: 40 }, (_, i) => Buffer.from(`t-${String(i).padStart(3, '0')}`)))
+      expect(await drain(last)).toHaveLength(40)
+      await last.checkpoint()
+      await last.close()
+      expect(fs.files(PATH).filter((p) => p.endsWith('.seg'))).toHaveLength(1)
+    },
+  )
+
+  it.each([
     ['fails (EIO: a bad sector)', 'read', 'EIO'],
     ['finds it gone (ENOENT: deleted between listing and reading)', 'open', 'ENOENT'],
   ] as const)(

@@ -139,7 +139,9 @@ function fileErrorCode(error: unknown): string | undefined {
  * Such a file (copied in, renamed, restored from a backup) broke the order everything else relies
  * on: the segment before it was deleted once the prefix passed the foreign name, with records of
  * its own unread, and records numbered past the next segment's made the reader skip the rest as
- * missing while a drain waited for ever. It is left on disk, untouched, and logged. The last
+ * missing while a drain waited for ever. It is left on disk, untouched, and logged; the segment
+ * a file is named inside is marked as sheltering it (`Segment.shelters`), so that it is kept on
+ * disk once acknowledged and the next open judges the file the same way. The last
  * record of the segment before is read from its tail (the first frame alone says nothing of its
  * end); one that seems to reach past the name is read again from its start before the file is
  * left alone, so that a frame held in the payload of a long last record is never taken for it.
@@ -202,6 +204,7 @@ async function leaveForeignAlone(s: Settings, segments: Segment[]): Promise<numb
       }
       if (before !== undefined && before.last !== null && before.last >= seg.firstSeq) {
         why = `its name lies inside the records of ${prev.name}, which run to ${before.last}`
+        prev.shelters ??= seg.name
       }
     }
     if (why === undefined) {

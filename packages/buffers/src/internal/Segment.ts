@@ -20,6 +20,13 @@ export interface Segment {
   visible: number
   /** No more writes: a failed rollback left its tail unknown. */
   sealed: boolean
+  /**
+   * The name of a file opening left alone because it is named inside this segment's records, if
+   * any: once acknowledged, this segment is dropped from the queue but kept on disk, as it is what
+   * tells the next open to leave that file alone again (deleted, the file would be taken in, and
+   * deleted unread or delivered, at the next open).
+   */
+  shelters?: string
 }
 
 /** The names of segment files: the first sequence number, twenty digits, then `.seg`. */

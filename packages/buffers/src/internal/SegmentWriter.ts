@@ -499,6 +499,12 @@ export class SegmentWriter {
    */
   async #unlinkAcknowledged(seg: Segment): Promise<void> {
     const { fs, path, log } = this.#c.settings
+    if (seg.shelters !== undefined) {
+      log(
+        `disk buffer ${path}: kept segment ${seg.name} on disk, though every record of it was acknowledged: ${seg.shelters}, left alone, is named inside its records, and without it the next open would take that file for a segment of this buffer (and delete it, or deliver its records). Move ${seg.shelters} out of the directory; a later open then deletes ${seg.name}`,
+      )
+      return
+    }
     try {
       await fs.unlink(`${path}/${seg.name}`)
     } catch (error) {
