@@ -340,6 +340,43 @@ describe('DiskBuffer recovery', () => {
     },
   )
 
+  it.each([
+    ['the oldest segment, all acknowledged', '00000000000000000000.seg'],
+    ['the last segment, holding records not yet delivered', '00000000000000000074.seg'],
+  ])(
+    'refuses to open when the size of a segment file cannot be read (EIO on stat: %s), naming the file and deleting nothing, and opens once it can',
+    async (_, name) => {
+      const { fs, open } = setup()
+      const buffer = await open()
+      for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+      for (const r of (await buffer.read(37))!) buffer.ack(r.seq)
+      const oldest = `${PATH}/00000000000000000000.seg`
+      const bytes = fs.bytes(oldest)!
+      await buffer.close() // segments 0..36 (all acknowledged, so deleted), 37..73, 74..99
+      fs.put(oldest, bytes) // as a crash between the checkpoint and the deletion leaves it
+      const before = fs.files(PATH).map((p) => [p, fs.bytes(p)])
+      fs.fault = (o, path) =>
+        o === 'stat' && path === `${PATH}/${name}`
+          ? Object.assign(new Error(`EIO: injected, stat '${path}'`), { code: 'EIO' })
+          : undefined
+      const failed = await open().then(
+        () => undefined,
+        (error: unknown) => error,
+      )
+      expect(failed).toBeInstanceOf(DiskBufferError)
+      expect(failed).toMatchObject({ code: 'READ_FAILED', path: PATH })
+      expect((failed as Error).message).toContain(`segment ${PATH}/${name} could not be read (EIO)`)
+      expect(fs.files(PATH).map((p) => [p, fs.bytes(p)])).toEqual(before)
+      expect(fs.openFiles).toBe(0)
+      fs.fault = undefined
+      const reopened = await open()
+      expect(await drain(reopened)).toEqual(
+        Array.from({ length: 63 }, (_, i) => `r${String(37 + i).padStart(6, '0')}`),
+      )
+      await reopened.close()
+    },
+  )
+
   it('finds the last record of the segment before a file named inside it when that record is longer than the tail opening reads first', async () => {
     const { fs, logs, open } = setup({ segmentBytes: 200 << 10 })
     const buffer = await open()

@@ -258,7 +258,26 @@ export const Recovery = {
         )
         continue
       }
-      const size = (await fs.size(`${path}/${name}`)) ?? 0
+      let size: number
+      try {
+        size = (await fs.size(`${path}/${name}`)) ?? 0
+      } catch (error) {
+        // Refused, not passed over: without its size no record of it can be read, and a segment
+        // passed over is read as records missing, counted acknowledged, and saved so by the next
+        // checkpoint, never delivered once the file reads again. Passing over only one the ledger
+        // counts acknowledged whole would leave the file after it unjudged (one this open would
+        // leave alone, named inside its records, then taken in and deleted). Nothing is changed
+        // yet: the next open, once the file reads, goes on as if this one never ran.
+        const code = fileErrorCode(error)
+        if (code === undefined) throw error
+        throw new DiskBufferError(
+          'READ_FAILED',
+          `the size of segment ${path}/${name} could not be read (${code}), so the buffer was not opened: without it none of its records can be read, and passed over they would be counted acknowledged and never delivered. Nothing was changed. Once the file reads again (the disk, its permissions), open again; to give up its records, move it out of the directory`,
+          path,
+          undefined,
+          { cause: error },
+        )
+      }
       segments.push({ firstSeq, name, size, visible: size, sealed: false })
     }
     let pastForeign = await leaveForeignAlone(s, segments)
