@@ -285,15 +285,13 @@ describe('DiskBuffer recovery', () => {
       await buffer.close() // segments 0..36 (all acknowledged, so deleted), 37..73, 74..99
       expect(fs.bytes(oldest)).toBeUndefined()
       fs.put(oldest, bytes) // as a crash between the checkpoint and the deletion leaves it
-      // Opening reads the first frame of each segment but the last, then the tail of the one before
-      // it: an operation on the oldest after the second one's first read is that tail read. The
-      // fault stays: the reader never goes there, its records being acknowledged.
-      let secondRead = false
+      // Opening reads the first frame of each segment but the last, then its tail, through one
+      // handle: every read of the oldest after its first is the tail's (an open that fails fails
+      // both). The fault stays: the reader never goes there, its records being acknowledged.
+      let reads = 0
       fs.fault = (o, path) => {
-        if (o === 'read' && path === `${PATH}/00000000000000000037.seg`) secondRead = true
-        return secondRead && o === op && path === oldest
-          ? Object.assign(new Error(`${code}: injected, ${o}`), { code })
-          : undefined
+        if (o !== op || path !== oldest || (o === 'read' && reads++ === 0)) return undefined
+        return Object.assign(new Error(`${code}: injected, ${o}`), { code })
       }
       const reopened = await open()
       expect(logs).toContain(
@@ -373,6 +371,43 @@ describe('DiskBuffer recovery', () => {
       expect(await drain(reopened)).toEqual(
         Array.from({ length: 63 }, (_, i) => `r${String(37 + i).padStart(6, '0')}`),
       )
+      await reopened.close()
+    },
+  )
+
+  it.each([
+    ['a buffer of three segments', undefined],
+    ['one with a file named inside the records of the segment before it', 20],
+  ])(
+    'opens each segment file once while opening %s (its first frame and its tail read through one handle)',
+    async (_, name) => {
+      const { fs, open } = setup()
+      const buffer = await open()
+      for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+      await buffer.close() // segments 0..36, 37..73, 74..99
+      if (name !== undefined) {
+        fs.put(
+          `${PATH}/${String(name).padStart(20, '0')}.seg`,
+          Frame.encode([Buffer.from('foreign')], name).bytes,
+        )
+      }
+      const opened = new Map<string, number>()
+      const counting = reopening(fs, (path, mode) => {
+        if (path.endsWith('.seg'))
+          opened.set(path.slice(PATH.length + 1), (opened.get(path.slice(PATH.length + 1)) ?? 0) + 1)
+        return fs.open(path, mode)
+      })
+      const reopened = await CrashableDiskBuffer.open({
+        path: PATH,
+        fileSystem: counting,
+        segmentBytes: 1024,
+        log: () => {},
+      })
+      const segments = fs
+        .files(PATH)
+        .filter((p) => p.endsWith('.seg'))
+        .map((p) => p.slice(PATH.length + 1))
+      expect(Object.fromEntries(opened)).toEqual(Object.fromEntries(segments.map((seg) => [seg, 1])))
       await reopened.close()
     },
   )

@@ -64,25 +64,20 @@ async function storedSettings(s: Settings, hasSegments: boolean): Promise<Settin
   return settings
 }
 
-/** The sequence number of the first whole record of `seg`, or `undefined` when it holds none. */
-async function firstRecordSeq(s: Settings, seg: Segment): Promise<number | undefined> {
-  const file = await s.fs.open(`${s.path}/${seg.name}`, 'read')
-  try {
-    // A small first read: only the first frame is wanted (damage before it is read past).
-    const reader = new SegmentReader(file, {
-      start: 0,
-      end: seg.size,
-      maxPayload: Math.max(s.segmentBytes, seg.size),
-      chunkBytes: 64 << 10,
-      payloads: false,
-    })
-    for (;;) {
-      const [item] = await reader.read(1)
-      if (item === undefined) return undefined
-      if (item.kind === 'record') return item.seq
-    }
-  } finally {
-    await file.close()
+/** The sequence number of the first whole record of `seg`'s `file`, or `undefined` when it holds none. */
+async function firstRecordSeq(s: Settings, seg: Segment, file: FileLike): Promise<number | undefined> {
+  // A small first read: only the first frame is wanted (damage before it is read past).
+  const reader = new SegmentReader(file, {
+    start: 0,
+    end: seg.size,
+    maxPayload: Math.max(s.segmentBytes, seg.size),
+    chunkBytes: 64 << 10,
+    payloads: false,
+  })
+  for (;;) {
+    const [item] = await reader.read(1)
+    if (item === undefined) return undefined
+    if (item.kind === 'record') return item.seq
   }
 }
 
@@ -90,34 +85,34 @@ async function firstRecordSeq(s: Settings, seg: Segment): Promise<number | undef
 const TAIL_BYTES = 64 << 10
 
 /**
- * The sequence number of the last whole record of `seg` (in file order), or `undefined` when it
- * holds none. It reads the file's last {@link TAIL_BYTES} (more, growing, only when they hold no
- * whole record: a long last record, or damage), resynchronising on the framing as reading does.
- * With `whole`, it reads the file from its start, as a reader would (a frame inside a payload is
- * never taken for one).
+ * The sequence number of the last whole record of `seg`'s `file` (in file order), or `undefined`
+ * when it holds none. It reads the file's last {@link TAIL_BYTES} (more, growing, only when they
+ * hold no whole record: a long last record, or damage), resynchronising on the framing as reading
+ * does. With `whole`, it reads the file from its start, as a reader would (a frame inside a
+ * payload is never taken for one).
  */
-async function lastRecordSeq(s: Settings, seg: Segment, whole = false): Promise<number | undefined> {
-  const file = await s.fs.open(`${s.path}/${seg.name}`, 'read')
-  try {
-    for (let window = whole ? seg.size : TAIL_BYTES; ; window *= 16) {
-      const start = Math.max(0, seg.size - window)
-      const reader = new SegmentReader(file, {
-        start,
-        end: seg.size,
-        maxPayload: Math.max(s.segmentBytes, seg.size),
-        chunkBytes: Math.min(seg.size - start, 8 << 20),
-        payloads: false,
-      })
-      let last: number | undefined
-      for (;;) {
-        const items = await reader.read(4096)
-        if (items.length === 0) break
-        for (const item of items) if (item.kind === 'record') last = item.seq
-      }
-      if (last !== undefined || start === 0) return last
+async function lastRecordSeq(
+  s: Settings,
+  seg: Segment,
+  file: FileLike,
+  whole = false,
+): Promise<number | undefined> {
+  for (let window = whole ? seg.size : TAIL_BYTES; ; window *= 16) {
+    const start = Math.max(0, seg.size - window)
+    const reader = new SegmentReader(file, {
+      start,
+      end: seg.size,
+      maxPayload: Math.max(s.segmentBytes, seg.size),
+      chunkBytes: Math.min(seg.size - start, 8 << 20),
+      payloads: false,
+    })
+    let last: number | undefined
+    for (;;) {
+      const items = await reader.read(4096)
+      if (items.length === 0) break
+      for (const item of items) if (item.kind === 'record') last = item.seq
     }
-  } finally {
-    await file.close()
+    if (last !== undefined || start === 0) return last
   }
 }
 
@@ -125,6 +120,56 @@ async function lastRecordSeq(s: Settings, seg: Segment, whole = false): Promise<
 function fileErrorCode(error: unknown): string | undefined {
   const code = (error as NodeJS.ErrnoException | undefined)?.code
   return error instanceof Error && typeof code === 'string' ? code : undefined
+}
+
+/** A number read from a file (`null`: none there), or the code of the file-system error that kept it from being read. */
+type ReadSeq = { readonly seq: number | null } | { readonly failed: string }
+
+/** What opening reads of a segment before the last: its first record, and its last. */
+interface SegmentEnds {
+  readonly first: ReadSeq
+  readonly last: ReadSeq
+}
+
+/**
+ * `seg`'s first and last record, read through one handle (one open a segment): the first frame,
+ * then the tail; the file from its start when the tail's last record reaches `nextName` (the next
+ * file's number, the lowest a file judged against it may have), so that a frame held in the
+ * payload of a long last record is not taken for a record. A file-system error (a bad sector, a
+ * file deleted since the listing) is kept as the answer of the read it stopped; any other error
+ * is thrown.
+ */
+async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise<SegmentEnds> {
+  if (seg.size === 0) return { first: { seq: null }, last: { seq: null } }
+  const attempt = async (read: () => Promise<number | undefined>): Promise<ReadSeq> => {
+    try {
+      return { seq: (await read()) ?? null }
+    } catch (error) {
+      const code = fileErrorCode(error)
+      if (code === undefined) throw error
+      return { failed: code }
+    }
+  }
+  let file: FileLike
+  try {
+    file = await s.fs.open(`${s.path}/${seg.name}`, 'read')
+  } catch (error) {
+    const code = fileErrorCode(error)
+    if (code === undefined) throw error
+    return { first: { failed: code }, last: { failed: code } }
+  }
+  try {
+    const first = await attempt(() => firstRecordSeq(s, seg, file))
+    const last = await attempt(async () => {
+      const tail = await lastRecordSeq(s, seg, file)
+      // Read whole, as a reader would: the tail's frames may lie in a long last record's payload.
+      return tail !== undefined && tail >= nextName ? lastRecordSeq(s, seg, file, true) : tail
+    })
+    return { first, last }
+  } finally {
+    // Read only: a failed close loses nothing, and must not refuse the open.
+    await file.close().catch(() => undefined)
+  }
 }
 
 /**
@@ -141,74 +186,60 @@ function fileErrorCode(error: unknown): string | undefined {
  * its own unread, and records numbered past the next segment's made the reader skip the rest as
  * missing while a drain waited for ever. It is left on disk, untouched, and logged; the segment
  * a file is named inside is marked as sheltering it (`Segment.shelters`), so that it is kept on
- * disk once acknowledged and the next open judges the file the same way. The last
- * record of the segment before is read from its tail (the first frame alone says nothing of its
- * end); one that seems to reach past the name is read again from its start before the file is
- * left alone, so that a frame held in the payload of a long last record is never taken for it.
- * (The other way round is not caught: a last record longer than the tail read whose payload ends
- * with whole frames numbered below the name hides a file named inside its records. Only a payload
- * that holds a buffer's own frames does that.) A file-system error reading a first frame or a
- * tail (a bad sector, a file deleted since the listing) leaves that check undone: the file is
- * kept, and the segment that could not be read is logged.
+ * disk once acknowledged and the next open judges the file the same way. Each segment but the
+ * last is opened once ({@link segmentEnds}): its first frame, and its tail for the last record
+ * (the first frame alone says nothing of its end); one that seems to reach past the next name is
+ * read again from its start, so that a frame held in the payload of a long last record is never
+ * taken for it. (The other way round is not caught: a last record longer than the tail read
+ * whose payload ends with whole frames numbered below the name hides a file named inside its
+ * records. Only a payload that holds a buffer's own frames does that.) A file-system error
+ * reading a first frame or a tail (a bad sector, a file deleted since the listing) leaves that
+ * check undone: the file is kept, and the segment that could not be read is logged.
  * Returns the number past the names of the files left alone (0 when none is): numbering goes on
  * past it, so that no segment of this buffer is ever given the name of one (it would be appended
  * to).
  */
 async function leaveForeignAlone(s: Settings, segments: Segment[]): Promise<number> {
   const names = segments.map((seg) => seg.firstSeq)
+  // The last one's first record is judged by the scan of it (Recovery.run), which reads it anyway,
+  // and its end by nothing: only the segments before it are read here.
+  const ends: SegmentEnds[] = []
+  for (let i = 0; i + 1 < segments.length; i++) ends.push(await segmentEnds(s, segments[i]!, names[i + 1]!))
   let past = 0
-  /** The last record of the segment kept before the one judged, once read (`null`: it holds none), and whether it was read whole. */
-  let before: { readonly seg: Segment; readonly last: number | null; readonly whole: boolean } | undefined
+  /** The index, in `names`, of the segment kept last, if any. */
+  let prev: number | undefined
   for (let i = 0, kept = 0; i < names.length; i++) {
     const seg = segments[kept]!
     const next = names[i + 1]
-    let first: number | undefined
-    // The last one's first record is judged by the scan of it (Recovery.run), which reads it anyway.
-    if (next !== undefined && seg.size > 0) {
-      try {
-        first = await firstRecordSeq(s, seg)
-      } catch (error) {
-        // As for the tail below: a file-system error leaves this check undone, the file is kept.
-        const code = fileErrorCode(error)
-        if (code === undefined) throw error
-        s.log(
-          `disk buffer ${s.path}: the first frame of ${s.path}/${seg.name} could not be read (${code}), so whether its records fit its name was not checked; kept`,
-        )
-      }
+    const first = ends[i]?.first
+    if (first !== undefined && 'failed' in first) {
+      s.log(
+        `disk buffer ${s.path}: the first frame of ${s.path}/${seg.name} could not be read (${first.failed}), so whether its records fit its name was not checked; kept`,
+      )
     }
+    const firstSeq = first !== undefined && 'seq' in first ? first.seq : null
     let why: string | undefined
-    if (first !== undefined && (first < seg.firstSeq || first >= next!)) {
-      why = `its first record is numbered ${first}, outside ${seg.firstSeq}..${next! - 1}`
-    } else if (kept > 0) {
-      const prev = segments[kept - 1]!
-      try {
-        if (before?.seg !== prev) {
-          const last = prev.size === 0 ? null : ((await lastRecordSeq(s, prev)) ?? null)
-          before = { seg: prev, last, whole: prev.size === 0 }
-        }
-        if (!before.whole && before.last !== null && before.last >= seg.firstSeq) {
-          // Read whole, as a reader would: the tail's frames may lie in a long last record's payload.
-          before = { seg: prev, last: (await lastRecordSeq(s, prev, true)) ?? null, whole: true }
-        }
-      } catch (error) {
+    if (firstSeq !== null && (firstSeq < seg.firstSeq || firstSeq >= next!)) {
+      why = `its first record is numbered ${firstSeq}, outside ${seg.firstSeq}..${next! - 1}`
+    } else if (prev !== undefined) {
+      const before = segments[kept - 1]!
+      const last = ends[prev]!.last
+      if ('failed' in last) {
         // A file-system error (a bad sector, a file deleted since the listing) makes this check
         // say nothing: the file is kept, as before the check existed, and a reader meets the
         // error, if any, when it reaches that segment. An open refused for it left the buffer
         // unopenable for a segment it might never read again (one all acknowledged).
-        const code = fileErrorCode(error)
-        if (code === undefined) throw error
-        before = undefined
         s.log(
-          `disk buffer ${s.path}: the tail of ${s.path}/${prev.name} could not be read (${code}), so whether ${seg.name} is named inside its records was not checked; kept`,
+          `disk buffer ${s.path}: the tail of ${s.path}/${before.name} could not be read (${last.failed}), so whether ${seg.name} is named inside its records was not checked; kept`,
         )
-      }
-      if (before !== undefined && before.last !== null && before.last >= seg.firstSeq) {
-        why = `its name lies inside the records of ${prev.name}, which run to ${before.last}`
-        prev.shelters ??= seg.name
+      } else if (last.seq !== null && last.seq >= seg.firstSeq) {
+        why = `its name lies inside the records of ${before.name}, which run to ${last.seq}`
+        before.shelters ??= seg.name
       }
     }
     if (why === undefined) {
       kept++
+      prev = i
       continue
     }
     segments.splice(kept, 1)
