@@ -412,6 +412,57 @@ describe('DiskBuffer recovery', () => {
     },
   )
 
+  it('reads the tail of a segment whose last record is long about twice that record while opening, not up to 17 times', async () => {
+    const { fs, open } = setup({ segmentBytes: 32 << 20 })
+    const buffer = await open()
+    await buffer.append(Array.from({ length: 17 }, (_, i) => Buffer.alloc(1 << 20, 97 + i)))
+    const long = Buffer.alloc((1 << 20) + (100 << 10), 'z') // just past the 1 MiB a tail read grew to
+    await buffer.append([long])
+    await buffer.append([Buffer.alloc(16 << 20, 'y')]) // rolls: segment 18
+    await buffer.close()
+    const oldest = `${PATH}/00000000000000000000.seg`
+    let read = 0
+    const counting = reopening(fs, async (path, mode) => {
+      const file = await fs.open(path, mode)
+      if (path !== oldest) return file
+      return {
+        ...file,
+        read: async (buf: Uint8Array, offset: number, length: number, position: number) => {
+          const got = await file.read(buf, offset, length, position)
+          read += got
+          return got
+        },
+      }
+    })
+    const reopened = await CrashableDiskBuffer.open({
+      path: PATH,
+      fileSystem: counting,
+      segmentBytes: 32 << 20,
+    })
+    await reopened.close()
+    // Its first record (64 KiB, then the frame whole to check it), its last 64 KiB, then back to
+    // the long record's header (1 MiB reads, each a header past its end) and the record itself
+    // once: 4.2 MiB. Before, the tail read grew 16 times, to 16 MiB (28 MiB read in all).
+    const first = (64 << 10) + (1 << 20) + 20
+    expect(read).toBeLessThanOrEqual(first + (64 << 10) + 2 * ((1 << 20) + 19) + long.length + 20)
+  })
+
+  it('finds the last record of a segment whose last 64 KiB are damage, before a file named inside its records', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 100 << 10 })
+    const buffer = await open()
+    await buffer.append([Buffer.alloc(60 << 10, 'x'), Buffer.from('a'), Buffer.from('b'), Buffer.from('c')])
+    await buffer.append([Buffer.alloc(60 << 10, 'y')]) // rolls: segment 4
+    await buffer.close()
+    const oldest = `${PATH}/00000000000000000000.seg`
+    fs.put(oldest, Buffer.concat([fs.bytes(oldest)!, Buffer.alloc(70 << 10, 0xee)])) // no frame in its tail
+    fs.put(`${PATH}/00000000000000000003.seg`, Frame.encode([Buffer.from('foreign')], 3).bytes)
+    const reopened = await open()
+    expect(logs).toContain(
+      `disk buffer ${PATH}: 00000000000000000003.seg is not a segment of this buffer (its name lies inside the records of 00000000000000000000.seg, which run to 3); left alone`,
+    )
+    await reopened.close()
+  })
+
   it('finds the last record of the segment before a file named inside it when that record is longer than the tail opening reads first', async () => {
     const { fs, logs, open } = setup({ segmentBytes: 200 << 10 })
     const buffer = await open()
