@@ -5,7 +5,7 @@ import { hostname, tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { BufferCheck, DiskBuffer, DiskBufferError } from '@ackline/buffers'
 import { afterEach, describe, expect, it } from 'vitest'
-import { CrashableDiskBuffer, drain, Frame, Ledger, PATH, setup } from './fixtures/MemoryBuffer.js'
+import { CrashableDiskBuffer, Crc32c, drain, Frame, Ledger, PATH, setup } from './fixtures/MemoryBuffer.js'
 import { type FileLike, type MemoryFileSystem, reopening } from './fixtures/MemoryFileSystem.js'
 
 const record = (i: number): Buffer => Buffer.from(`record-${i}`) // 8 bytes for i < 10: 28-byte frames
@@ -462,6 +462,26 @@ describe('DiskBuffer recovery', () => {
     )
     await reopened.close()
   })
+
+  it.each([0, 20, -4096])(
+    'takes a stored segmentBytes no option may have (%d, with a good checksum: a tool wrote it) for damaged settings, and keeps appending',
+    async (stored) => {
+      const { fs, logs, open } = setup()
+      const buffer = await open()
+      await buffer.append([Buffer.from('before')])
+      await buffer.close()
+      const body = JSON.stringify({ version: 1, segmentBytes: stored })
+      fs.put(
+        `${PATH}/settings.json`,
+        Buffer.from(`${body}\n${Crc32c.of(Buffer.from(body)).toString(16).padStart(8, '0')}\n`),
+      )
+      const reopened = await open()
+      expect(logs).toContainEqual(expect.stringContaining('settings.json is damaged'))
+      expect(await reopened.append([Buffer.from('after')])).toMatchObject({ status: 'written' })
+      expect(await drain(reopened)).toEqual(['before', 'after'])
+      await reopened.close()
+    },
+  )
 
   it('finds the last record of the segment before a file named inside it when that record is longer than the tail opening reads first', async () => {
     const { fs, logs, open } = setup({ segmentBytes: 200 << 10 })

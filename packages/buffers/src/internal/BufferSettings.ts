@@ -11,6 +11,7 @@
  */
 import { Crc32c } from './Crc32c.js'
 import type { FileSystem } from './FileSystem.js'
+import { Frame } from './Frame.js'
 import { replaceFile } from './replaceFile.js'
 
 /** What is stored: the settings that decide how records are laid out in segments. */
@@ -50,7 +51,14 @@ export const BufferSettings = {
     try {
       const v = JSON.parse(body) as Record<string, unknown>
       const segmentBytes = v.segmentBytes
-      if (v.version !== 1 || typeof segmentBytes !== 'number' || !Number.isSafeInteger(segmentBytes)) {
+      // Below a header and one byte no option may be (a tool wrote it): taken, it made every open
+      // fail on the dead-letter queue's options, naming an option nobody gave.
+      if (
+        v.version !== 1 ||
+        typeof segmentBytes !== 'number' ||
+        !Number.isSafeInteger(segmentBytes) ||
+        segmentBytes < Frame.HEADER_BYTES + 1
+      ) {
         return { status: 'corrupt', reason: 'unexpected content' }
       }
       return { status: 'ok', settings: { segmentBytes } }
