@@ -19,9 +19,10 @@
  * @module
  */
 import { writeSync } from 'node:fs'
-import type { LogEvent } from '@ackline/core'
-import type { Sink } from '@ackline/topology'
+import type { EventArray, LogEvent } from '@ackline/core'
+import { ComponentError, type Sink } from '@ackline/topology'
 import { classifyResult } from './internal/classifyResult.js'
+import { describeThrown } from './internal/describeThrown.js'
 import { forwardMembers, SINK_MEMBERS } from './internal/forwardMembers.js'
 
 /** The marker that starts a report line; anything before it on the line is ignored. */
@@ -51,7 +52,13 @@ function printNow(text: string): void {
 export interface CrashReportingSinkOptions {
   /** The kind reported (default `'delivered'`). */
   readonly kind?: string
-  /** The key of each delivered event, reported with the count so the parent can check it was stored. */
+  /**
+   * The key of each delivered event, reported with the count so the parent can check it was
+   * stored. It is called on every event of a write before the inner sink sees them (a sink may
+   * change or end its events), and must return a string or a number for each: one that returns
+   * anything else or throws fails that write before anything is stored, with an error naming this
+   * option (retried and then `errored` by the runtime, never `rejected`: the records are fine).
+   */
   readonly key?: (event: LogEvent) => string | number
 }
 
@@ -120,14 +127,39 @@ export const CrashReporter = {
     const kind = options.kind ?? 'delivered'
     if (!KIND.test(kind)) throw new TypeError(`CrashReporter.sink: 'kind' must be a word, got '${kind}'`)
     const key = options.key
+    if (key !== undefined && typeof key !== 'function')
+      throw new TypeError(`CrashReporter.sink: 'key' must be a function, got ${typeof key}`)
+    // A key that cannot be read is the test's bug, not the record's: a plain ComponentError, which
+    // the runtime retries and then settles `errored` (a TypeError would read as `rejected`).
+    const badKey = (index: number, length: number, text: string, cause?: unknown) =>
+      new ComponentError(
+        'BAD_KEY',
+        `CrashReporter.sink's 'key' ${text} for event ${index} of ${length}; it must return a string or a number for every event written (nothing was written)`,
+        { component: sink.kind, field: 'key', ...(cause === undefined ? {} : { cause }) },
+      )
+    const keysOf = (events: EventArray, pick: (event: LogEvent) => string | number) =>
+      events.events.map((event, i): string | number => {
+        let value: unknown
+        try {
+          value = pick(event)
+        } catch (error) {
+          throw badKey(i, events.length, `threw ${describeThrown(error)}`, error)
+        }
+        if (typeof value === 'string' || typeof value === 'number') return value
+        throw badKey(i, events.length, `returned ${value === null ? 'null' : typeof value}`)
+      })
     return {
       ...forwardMembers(sink, SINK_MEMBERS),
       kind: sink.kind,
       async write(events) {
+        const keys = key === undefined ? undefined : keysOf(events, key)
         const result = await sink.write(events)
         const statuses = classifyResult(result, events.length)
-        const delivered = events.events.filter((_, i) => statuses[i] === 'delivered')
-        CrashReporter.report(kind, key === undefined ? delivered.length : delivered.map(key))
+        const delivered = (_: unknown, i: number) => statuses[i] === 'delivered'
+        CrashReporter.report(
+          kind,
+          keys === undefined ? statuses.filter(delivered).length : keys.filter(delivered),
+        )
         return result
       },
     }
