@@ -110,6 +110,8 @@ export interface RandomTopologyOptions {
    * at most 2^31 - 1, what a timer holds). A run still going then (a sink whose write never
    * settles, a transform that never returns) is stopped at once, and the run throws an `Error`
    * that names every component's counts and prints the topology. Runner fake timers do not move it.
+   * At least 1: 0 is refused (`RangeError`), as it bounds nothing (a run would race a timer that
+   * fires at once, and pass or fail by chance).
    */
   readonly timeoutMs?: number
 }
@@ -546,9 +548,10 @@ export const RandomTopology = {
    */
   async run(spec: RandomTopologySpec, options: RandomTopologyOptions = {}): Promise<RandomRun> {
     const timeoutMs = options.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS
-    if (!(typeof timeoutMs === 'number' && timeoutMs >= 0 && timeoutMs <= MAX_TIMER_MS))
+    // 0 bounds nothing: a timer of 0 fires before or after a quick run by chance.
+    if (!(typeof timeoutMs === 'number' && timeoutMs >= 1 && timeoutMs <= MAX_TIMER_MS))
       throw new RangeError(
-        `RandomTopology.run: 'timeoutMs' must be a number of milliseconds from 0 to ${MAX_TIMER_MS}, got ${String(timeoutMs)}`,
+        `RandomTopology.run: 'timeoutMs' must be a number of milliseconds from 1 to ${MAX_TIMER_MS}, got ${Object.is(timeoutMs, -0) ? '-0' : String(timeoutMs)}`,
       )
     const ledger = new DeliveryLedger({ acknowledgements: spec.global })
     const { transformInputs, sinkInputs } = wiring(spec)

@@ -306,6 +306,20 @@ describe('RandomTopology.run bounded in time', () => {
     }
   })
 
+  it('refuses a timeout of 0 ms, naming the field, instead of stopping every run at once', async () => {
+    // 0 was taken: each run was stopped before its first batch and failed "did not finish within
+    // 0 ms", a failure of the options blamed on the components.
+    const sinks = { stuck: (): Sink => ({ kind: 'ok', write: async () => undefined }) }
+    for (const timeoutMs of [0, -0, 0.5]) {
+      const failed = await RandomTopology.run(spec, { sinks, timeoutMs }).then(
+        () => new Error('ran'),
+        (error: unknown) => error as Error,
+      )
+      expect(failed).toBeInstanceOf(RangeError)
+      expect(failed.message).toContain("'timeoutMs' must be")
+    }
+  })
+
   it('refuses a timeout no timer can hold', async () => {
     for (const timeoutMs of [-1, Number.NaN, 2 ** 31])
       await expect(RandomTopology.run(spec, { sinks: { stuck }, timeoutMs })).rejects.toThrow(RangeError)
