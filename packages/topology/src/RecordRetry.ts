@@ -30,7 +30,14 @@ export type ExhaustedReason = 'attempts' | 'stopped'
 export interface IndexedRecord {
   /** The record's index in the records first sent (0-based). */
   readonly index: number
-  /** The record, as it was sent. */
+  /**
+   * The record object given to {@link RecordRetry.send}, not a copy. A sent record becomes its
+   * event's fields (`EventArray.fromRecords`), so a transform that changes fields in place
+   * (`event.set`, `event.remove`, a remap) has changed this object by the time a callback gets it:
+   * it holds what the last transform left, which may lack a field the source put there. A source
+   * that needs what it read (a file offset, a message id for its dead letter) keeps that itself
+   * before the send, by `index`, and does not read it back from here.
+   */
   readonly record: JsonObject
   /**
    * For a rejected record: the failure of the batch it was rejected in (`receipt.failure`), which
@@ -47,7 +54,11 @@ export interface RecordRetryOptions extends RetryPolicy {
    * `backoff * (1 - jitter + jitter * random())`, so sources retrying at once spread out.
    */
   readonly jitter?: number
-  /** Called once with the records rejected at any attempt (not called when there are none). */
+  /**
+   * Called once with the records rejected at any attempt (not called when there are none). Each
+   * `record` is the object the source sent, which a transform may have changed in place (see
+   * {@link IndexedRecord.record}); identify records by `index`.
+   */
   readonly onRejected?: (records: readonly IndexedRecord[]) => void | Promise<void>
   /**
    * Called once with the records still errored after the last attempt (or when the signal aborts
