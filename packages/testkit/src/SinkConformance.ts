@@ -297,9 +297,15 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = namingSteps<Subjec
         // Every batch size, all the records first: a sink that writes in pages (of a bulk API) may
         // build a result of the wrong length only for the sizes that leave a partial page.
         const sizes = [records.length, ...Array.from({ length: records.length - 1 }, (_, i) => i + 1)]
+        let failed:
+          | { readonly status: DeliveryStatus; readonly count: number; readonly of: number }
+          | undefined
         for (const slice of sizes.map((size) => records.slice(0, size))) {
-          const { outcome } = await writeOnce(sink, slice, subject.timeoutMs ?? 5000)
+          const { outcome, statuses } = await writeOnce(sink, slice, subject.timeoutMs ?? 5000)
           if ('error' in outcome) throw unexpected(sink, outcome.error)
+          const notDelivered = statuses.filter((status) => status !== 'delivered')
+          if (failed === undefined && notDelivered.length > 0)
+            failed = { status: notDelivered[0]!, count: notDelivered.length, of: slice.length }
           const result: unknown = outcome.result
           if (result === undefined) continue
           // `every` skips a hole; `Array.from` reads it as undefined, no valid entry (as the runtime does).
@@ -317,6 +323,16 @@ export const sinkRules: readonly ConformanceRule<Subject>[] = namingSteps<Subjec
           }
         }
         await stop()
+        // With `read`, sink.written-before-resolved reports this; without it no other rule looks
+        // at the statuses, and a sink that delivers nothing would pass the suite.
+        if (failed !== undefined && subject.read === undefined) {
+          throw new ConformanceError(
+            'sink.delivers-good-records',
+            kindOf(sink),
+            `write reported ${failed.count} of the suite's ${failed.of} record(s) '${failed.status}'`,
+            'the suite needs records the sink can deliver: pass `records` your sink accepts',
+          )
+        }
       }),
   },
   {

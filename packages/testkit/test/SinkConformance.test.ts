@@ -104,6 +104,17 @@ describe('each sink rule fails against a sink broken that way', () => {
     expect(found[0]!.message).toContain("write reported 6 of the suite's 6 record(s) 'errored'")
   })
 
+  it('sink.delivers-good-records: without read, a sink that reports every record failed is caught too', async () => {
+    // Only the rules that need `read` looked at the statuses a write reported: without it a sink
+    // that delivered nothing (every record 'errored', or 'rejected') passed the whole suite.
+    for (const status of ['errored', 'rejected'] as const) {
+      const make = (): Sink => ({ kind: 'never', write: async (events) => events.events.map(() => status) })
+      const found = await checkSink(make, { timeoutMs: 300 })
+      expect(found.map((f) => f.code)).toEqual(['sink.delivers-good-records'])
+      expect(found[0]!.message).toContain(`'${status}'`)
+    }
+  })
+
   it('sink.flushes-on-stop: a buffering sink whose stop() forgets the buffer', async () => {
     const make = (): StoreSink => {
       const stored: JsonObject[] = []
