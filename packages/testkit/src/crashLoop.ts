@@ -41,7 +41,7 @@ export interface CrashLastRun {
   /** How often `until` is checked between reports, in milliseconds (default 50; at most 2^31 - 1). */
   readonly pollMs?: number
   /**
-   * The bound on the whole last run, in milliseconds (default 60 000; at most 2^31 - 1, what a
+   * The bound on the whole last run, in milliseconds (default 60 000; from 1 to 2^31 - 1, what a
    * timer holds): past it the loop fails.
    */
   readonly timeoutMs?: number
@@ -88,7 +88,7 @@ export interface CrashLoopOptions {
   /**
    * A killed round fails (`NO_PROGRESS`) when its child reports nothing (of any kind) for this long
    * before reaching its kill point, counted from its start and again from each report (and from
-   * its finished line, after which it should exit), in milliseconds (default 30 000; at most
+   * its finished line, after which it should exit), in milliseconds (default 30 000; from 1 to
    * 2^31 - 1, what a timer holds). Any run fails (`OUTPUT_HELD`) when its output stays open this
    * long after the child exited (a process it started outside its process group holds it).
    */
@@ -244,16 +244,17 @@ function validate(options: CrashLoopOptions): void {
       throw new RangeError(`crashLoop: '${field}' must be a non-negative number, got ${value}`)
   }
   // Node fires a timer set past 2^31 - 1 ms at once (with a warning): a bound that large would
-  // fail every round at its start, so it is refused here.
+  // fail every round at its start, so it is refused here; so is a bound of 0, which fails it the
+  // same way (before the child's first report). A poll of 0 only polls often.
   const delays = [
-    ['stallMs', options.stallMs],
-    ['last.timeoutMs', options.last === false ? undefined : options.last?.timeoutMs],
-    ['last.pollMs', options.last === false ? undefined : options.last?.pollMs],
+    ['stallMs', options.stallMs, 1],
+    ['last.timeoutMs', options.last === false ? undefined : options.last?.timeoutMs, 1],
+    ['last.pollMs', options.last === false ? undefined : options.last?.pollMs, 0],
   ] as const
-  for (const [field, value] of delays) {
-    if (value !== undefined && !(typeof value === 'number' && value >= 0 && value <= MAX_TIMER_MS))
+  for (const [field, value, min] of delays) {
+    if (value !== undefined && !(typeof value === 'number' && value >= min && value <= MAX_TIMER_MS))
       throw new RangeError(
-        `crashLoop: '${field}' must be a number of milliseconds from 0 to ${MAX_TIMER_MS}, got ${value}`,
+        `crashLoop: '${field}' must be a number of milliseconds from ${min} to ${MAX_TIMER_MS}, got ${value}`,
       )
   }
 }

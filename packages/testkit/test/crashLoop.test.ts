@@ -516,16 +516,42 @@ describe('crashLoop', () => {
 
   it('refuses a bound past what a timer holds (it would fire at once and fail the round), naming the field', async () => {
     const bad = [
-      [{ stallMs: 3e9 }, 'stallMs'],
-      [{ last: { timeoutMs: 2 ** 31 } }, 'last.timeoutMs'],
-      [{ last: { timeoutMs: Number.NaN } }, 'last.timeoutMs'],
-      [{ last: { pollMs: -1 } }, 'last.pollMs'],
-      [{ last: { pollMs: '50' as unknown as number } }, 'last.pollMs'],
+      [{ stallMs: 3e9 }, 'stallMs', 1],
+      [{ last: { timeoutMs: 2 ** 31 } }, 'last.timeoutMs', 1],
+      [{ last: { timeoutMs: Number.NaN } }, 'last.timeoutMs', 1],
+      [{ last: { pollMs: -1 } }, 'last.pollMs', 0],
+      [{ last: { pollMs: '50' as unknown as number } }, 'last.pollMs', 0],
     ] as const
-    for (const [options, field] of bad) {
+    for (const [options, field, min] of bad) {
       await expect(
         crashLoop({ ...counter, rounds: 1, killAfter: { min: 1, max: 2 }, ...options }),
-      ).rejects.toThrow(`crashLoop: '${field}' must be a number of milliseconds from 0 to 2147483647`)
+      ).rejects.toThrow(`crashLoop: '${field}' must be a number of milliseconds from ${min} to 2147483647`)
+    }
+  })
+})
+
+describe('crashLoop bounds of 0', () => {
+  it('refuses stallMs or last.timeoutMs of 0, which bound nothing and fail a round at its start, naming the field', async () => {
+    // Both were taken: a timer of 0 fired before the child's first report (NO_PROGRESS in round
+    // 0) or before the last run could exit (LAST_RUN_TIMEOUT), blaming the child for the options.
+    const bad = [
+      [{ stallMs: 0 }, 'stallMs'],
+      [{ last: { timeoutMs: 0 } }, 'last.timeoutMs'],
+    ] as const
+    for (const [options, field] of bad) {
+      const error = await crashLoop({
+        ...counter,
+        rounds: 1,
+        killAfter: { min: 1, max: 2 },
+        ...options,
+      }).then(
+        () => new Error('ran'),
+        (e: unknown) => e as Error,
+      )
+      expect(error).toBeInstanceOf(RangeError)
+      expect(error.message).toBe(
+        `crashLoop: '${field}' must be a number of milliseconds from 1 to 2147483647, got 0`,
+      )
     }
   })
 })
