@@ -81,7 +81,7 @@ export interface CrashLoopOptions {
    * kill points are drawn before the first round, so using it does not move them).
    */
   readonly beforeRound?: (round: number, random: () => number) => void | Promise<void>
-  /** The kind of report `killAfter` counts (default `'delivered'`). */
+  /** The kind of report `killAfter` counts (default `'delivered'`): a word, as a report's kind is; else a `TypeError`. */
   readonly count?: string
   /** The seed of the kill points (default: drawn from the clock, and printed). */
   readonly seed?: number
@@ -232,6 +232,18 @@ function validate(options: CrashLoopOptions): void {
   if (!Number.isSafeInteger(options.rounds) || options.rounds < 0)
     throw new RangeError(`crashLoop: 'rounds' must be a non-negative integer, got ${options.rounds}`)
   const k = options.killAfter
+  if (typeof k !== 'function' && (typeof k !== 'object' || k === null))
+    throw new TypeError(
+      `crashLoop: 'killAfter' must be { min, max } or a function of the round, got ${k === null ? 'null' : typeof k}`,
+    )
+  // A kind no report can carry would never reach a kill point: every round would fail, blaming the child.
+  if (
+    options.count !== undefined &&
+    !(typeof options.count === 'string' && /^[A-Za-z][\w-]*$/.test(options.count))
+  )
+    throw new TypeError(
+      `crashLoop: 'count' must be a word (a letter, then letters, digits, '_' or '-'), as reports carry it, got ${JSON.stringify(options.count) ?? typeof options.count}`,
+    )
   if (typeof k !== 'function') {
     if (!Number.isSafeInteger(k.min) || !Number.isSafeInteger(k.max) || k.min < 1 || k.max < k.min)
       throw new RangeError(

@@ -530,6 +530,35 @@ describe('crashLoop', () => {
   })
 })
 
+describe('crashLoop options of the wrong shape', () => {
+  it('refuses a killAfter that is neither a range nor a function, and a count no report can carry, naming the field', async () => {
+    // killAfter missing or null threw "Cannot read properties of undefined (reading 'min')"; a
+    // count that is no word ('two words', '') was taken, and no report could ever reach its kill
+    // point: the rounds failed NO_PROGRESS or CHILD_EXITED, blaming the child.
+    for (const killAfter of [undefined, null, 3, 'x']) {
+      const error = await crashLoop({ ...counter, rounds: 1, killAfter: killAfter as never }).then(
+        () => new Error('ran'),
+        (e: unknown) => e as Error,
+      )
+      expect(error.message).toMatch(/^crashLoop: 'killAfter' must be/)
+    }
+    for (const count of ['two words', '', 'delivered\n', 7]) {
+      const error = await crashLoop({
+        ...counter,
+        rounds: 1,
+        killAfter: { min: 1, max: 2 },
+        stallMs: 2000,
+        count: count as never,
+      }).then(
+        () => new Error('ran'),
+        (e: unknown) => e as Error,
+      )
+      expect(error).toBeInstanceOf(TypeError)
+      expect(error.message).toMatch(/^crashLoop: 'count' must be a word/)
+    }
+  })
+})
+
 describe('crashLoop bounds of 0', () => {
   it('refuses stallMs or last.timeoutMs of 0, which bound nothing and fail a round at its start, naming the field', async () => {
     // Both were taken: a timer of 0 fired before the child's first report (NO_PROGRESS in round
