@@ -11,14 +11,15 @@
  * @module
  */
 import type { DeliveryStatus, JsonObject, JsonValue } from '@ackline/core'
+import { MAX_TIMER_MS } from '@ackline/topology'
 import fc from 'fast-check'
 import type { FailureSchedule } from './FailureSchedule.js'
 
 /** Options of {@link Arbitraries.jsonValue} and of the text and payload of {@link Arbitraries.record}. */
 export interface JsonValueOptions {
   /**
-   * How deep objects and arrays nest (default 4; 0: primitives only). Deeper values are rarer, as
-   * fast-check draws them.
+   * How deep objects and arrays nest (default 4; 0: primitives only; a whole number, else a
+   * `RangeError` naming it). Deeper values are rarer, as fast-check draws them.
    */
   readonly maxDepth?: number
   /**
@@ -59,6 +60,33 @@ function stringUnit(loneSurrogates: boolean): fc.Arbitrary<string> {
 }
 
 /**
+ * `value` (option `field` of `Arbitraries.<where>`), or its default when absent; a `RangeError`
+ * naming both when it is no whole number from `min` to `max` (checked here: fast-check's own error
+ * names no option, and a bound it does not check, such as a depth of NaN, would be drawn past).
+ */
+function bound(
+  where: string,
+  field: string,
+  value: unknown,
+  fallback: number,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+  whole = true,
+): number {
+  if (value === undefined) return fallback
+  if (
+    typeof value === 'number' &&
+    (whole ? Number.isSafeInteger(value) : Number.isFinite(value)) &&
+    value >= min &&
+    value <= max
+  )
+    return value
+  throw new RangeError(
+    `Arbitraries.${where}: '${field}' must be ${whole ? 'a whole number' : 'a number'} from ${min}${max === Number.MAX_SAFE_INTEGER ? ' up' : ` to ${max}`}, got ${typeof value === 'number' ? String(value) : typeof value}`,
+  )
+}
+
+/**
  * The arbitraries.
  *
  * @example
@@ -78,10 +106,11 @@ export const Arbitraries = {
    * ```
    */
   jsonValue(options: JsonValueOptions = {}): fc.Arbitrary<JsonValue> {
+    const maxDepth = bound('jsonValue', 'maxDepth', options.maxDepth, 4, 0)
     const unit = stringUnit(options.loneSurrogates ?? true)
     return (
       fc
-        .jsonValue({ maxDepth: options.maxDepth ?? 4, stringUnit: unit })
+        .jsonValue({ maxDepth, stringUnit: unit })
         // Through JSON once, so the value is exactly what a sink that serializes it reads back.
         .map((value) => JSON.parse(JSON.stringify(value)) as JsonValue)
     )
@@ -93,6 +122,7 @@ export const Arbitraries = {
    * JSON value. Shrinks to `{ n: 0, level: 'info', message: '', payload: false }`.
    */
   record(options: RecordOptions = {}): fc.Arbitrary<JsonObject> {
+    bound('record', 'maxDepth', options.maxDepth, 4, 0)
     const base = {
       n: fc.nat(1000),
       level: fc.constantFrom('info', 'warn', 'error'),
@@ -107,21 +137,20 @@ export const Arbitraries = {
    * and order is checkable). A batch may be empty (a source may send nothing, as a poll that found
    * nothing does) unless `minSize` is 1; there is always at least one batch. Records are drawn by
    * {@link Arbitraries.record} with the same options. Shrinks to fewer and smaller batches.
+   * `minSize` (default 0), `maxSize` (default 4, at least `minSize`) and `maxBatches` (default 3, at
+   * least 1) are whole numbers; anything else is a `RangeError` naming the option.
    */
   batches(
     options: RecordOptions & { maxBatches?: number; minSize?: number; maxSize?: number } = {},
   ): fc.Arbitrary<JsonObject[][]> {
+    const minSize = bound('batches', 'minSize', options.minSize, 0, 0)
+    const maxSize = bound('batches', 'maxSize', options.maxSize, 4, minSize)
+    const maxBatches = bound('batches', 'maxBatches', options.maxBatches, 3, 1)
     return fc
-      .array(
-        fc.array(Arbitraries.record(options), {
-          minLength: options.minSize ?? 0,
-          maxLength: options.maxSize ?? 4,
-        }),
-        {
-          minLength: 1,
-          maxLength: options.maxBatches ?? 3,
-        },
-      )
+      .array(fc.array(Arbitraries.record(options), { minLength: minSize, maxLength: maxSize }), {
+        minLength: 1,
+        maxLength: maxBatches,
+      })
       .map((batches) => {
         let n = 0
         return batches.map((batch) => batch.map((record) => ({ ...record, n: n++ })))
@@ -150,10 +179,14 @@ export const Arbitraries = {
    * A failure schedule: which write calls throw (1-based), which records a sink rejects (by `n`
    * modulo, from 2 to 5, or 1: every record, unless `rejectAll: false`), and how long writes
    * hang. Shrinks to no fault at all (a rejection shrinks to a modulo of 2 before it goes).
+   * `maxCalls` (default 6) is a whole number of 1 or more, `maxHangMs` (default 20, never exceeded)
+   * a number from 0 to 2^31 - 1, as {@link faultySink} takes; anything else is a `RangeError`.
    */
   failureSchedule(
     options: { maxCalls?: number; maxHangMs?: number; rejectAll?: boolean } = {},
   ): fc.Arbitrary<FailureSchedule> {
+    const maxCalls = bound('failureSchedule', 'maxCalls', options.maxCalls, 6, 1)
+    const maxHangMs = bound('failureSchedule', 'maxHangMs', options.maxHangMs, 20, 0, MAX_TIMER_MS, false)
     const modulo =
       options.rejectAll === false
         ? fc.integer({ min: 2, max: 5 })
@@ -162,11 +195,11 @@ export const Arbitraries = {
             { arbitrary: fc.constant(1), weight: 1 },
           )
     return fc.record({
-      errorOnCalls: fc.uniqueArray(fc.integer({ min: 1, max: options.maxCalls ?? 6 }), { maxLength: 3 }),
+      errorOnCalls: fc.uniqueArray(fc.integer({ min: 1, max: maxCalls }), { maxLength: 3 }),
       rejectWhen: fc.option(fc.record({ field: fc.constant('n'), modulo }), {
         nil: undefined,
       }),
-      hangMs: fc.constantFrom(0, 0, 1, options.maxHangMs ?? 20),
+      hangMs: fc.constantFrom(0, 0, Math.min(1, maxHangMs), maxHangMs),
     })
   },
 } as const

@@ -167,3 +167,36 @@ describe('Arbitraries.statusAssignment', () => {
     expect(drawn.every((a) => a.length === 3)).toBe(true)
   })
 })
+
+describe('Arbitraries options', () => {
+  it('refuses a bound no draw can follow, naming the arbitrary and the option, instead of a fast-check error or a bad draw', () => {
+    // They reached fast-check ("fc.integer maximum value should be equal or greater than the
+    // minimum one", naming no option), or were drawn as they were: maxHangMs -5 or NaN gave
+    // schedules faultySink refuses at the first run, maxDepth NaN values of any depth.
+    const bad = [
+      [() => Arbitraries.batches({ minSize: 3, maxSize: 1 }), "Arbitraries.batches: 'maxSize'"],
+      [() => Arbitraries.batches({ maxBatches: 0 }), "Arbitraries.batches: 'maxBatches'"],
+      [() => Arbitraries.batches({ minSize: -1 }), "Arbitraries.batches: 'minSize'"],
+      [() => Arbitraries.failureSchedule({ maxCalls: 0 }), "Arbitraries.failureSchedule: 'maxCalls'"],
+      [() => Arbitraries.failureSchedule({ maxHangMs: -5 }), "Arbitraries.failureSchedule: 'maxHangMs'"],
+      [
+        () => Arbitraries.failureSchedule({ maxHangMs: Number.NaN }),
+        "Arbitraries.failureSchedule: 'maxHangMs'",
+      ],
+      [() => Arbitraries.jsonValue({ maxDepth: -1 }), "Arbitraries.jsonValue: 'maxDepth'"],
+      [() => Arbitraries.jsonValue({ maxDepth: Number.NaN }), "Arbitraries.jsonValue: 'maxDepth'"],
+      [() => Arbitraries.record({ maxDepth: 1.5 }), "Arbitraries.record: 'maxDepth'"],
+    ] as const
+    for (const [draw, message] of bad) expect(draw).toThrow(message)
+    for (const [draw] of bad) expect(draw).toThrow(RangeError)
+  })
+
+  it('takes the bounds at their edges, and never hangs longer than maxHangMs', () => {
+    // maxHangMs: 0 still drew hangs of 1 ms.
+    fc.assert(
+      fc.property(Arbitraries.batches({ minSize: 0, maxSize: 0, maxBatches: 1 }), (b) => b.length === 1),
+    )
+    fc.assert(fc.property(Arbitraries.jsonValue({ maxDepth: 0 }), (v) => depth(v) === 0))
+    fc.assert(fc.property(Arbitraries.failureSchedule({ maxCalls: 1, maxHangMs: 0 }), (s) => s.hangMs === 0))
+  })
+})
