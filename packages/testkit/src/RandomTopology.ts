@@ -99,9 +99,9 @@ export interface RandomTopologyOptions {
   readonly sinks?: Readonly<Record<string, () => Sink>>
   /** Whether sinks get failure schedules (default false). Scheduled errors are retried until they pass. */
   readonly faults?: boolean
-  /** The most transforms a topology gets (default 4). */
+  /** The most transforms a topology gets (default 4): a whole number of 0 or more, else a `RangeError`. */
   readonly maxTransforms?: number
-  /** The most sinks a topology gets, at least one (default 2). */
+  /** The most sinks a topology gets (default 2): a whole number of 1 or more, else a `RangeError`. */
   readonly maxSinks?: number
   /**
    * The bound on one run ({@link RandomTopology.run}, {@link RandomTopology.check}), from build to
@@ -415,6 +415,17 @@ export const RandomTopology = {
    * an empty one), up to 4 transforms, 1–2 sinks, any wiring.
    */
   arbitrary(options: RandomTopologyOptions = {}): fc.Arbitrary<RandomTopologySpec> {
+    // Checked here: fast-check's own error for a bad length names no option.
+    const most = (field: 'maxTransforms' | 'maxSinks', min: number, fallback: number): number => {
+      const value: unknown = options[field]
+      if (value === undefined) return fallback
+      if (typeof value === 'number' && Number.isSafeInteger(value) && value >= min) return value
+      throw new RangeError(
+        `RandomTopology.arbitrary: '${field}' must be a whole number of ${min} or more, got ${typeof value === 'number' ? String(value) : typeof value}`,
+      )
+    }
+    const maxTransforms = most('maxTransforms', 0, 4)
+    const maxSinks = most('maxSinks', 1, 2)
     const users = Object.keys(options.transforms ?? {}).map((name) => `user:${name}` as const)
     const userSinks = Object.keys(options.sinks ?? {}).map((name) => `user:${name}` as const)
     const inputs = fc.array(fc.record({ from: fc.nat(20), port: fc.nat(3) }), { minLength: 1, maxLength: 2 })
@@ -449,7 +460,7 @@ export const RandomTopology = {
           rejectDrops: fc.boolean(),
           maxEvents: fc.integer({ min: 1, max: 8 }),
         }),
-        { maxLength: options.maxTransforms ?? 4 },
+        { maxLength: maxTransforms },
       ),
       sinks: fc.array(
         fc.record({
@@ -467,7 +478,7 @@ export const RandomTopology = {
           concurrency: fc.integer({ min: 1, max: 3 }),
           faults,
         }),
-        { minLength: 1, maxLength: options.maxSinks ?? 2 },
+        { minLength: 1, maxLength: maxSinks },
       ),
     })
   },

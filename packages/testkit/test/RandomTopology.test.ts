@@ -325,3 +325,27 @@ describe('RandomTopology.run bounded in time', () => {
       await expect(RandomTopology.run(spec, { sinks: { stuck }, timeoutMs })).rejects.toThrow(RangeError)
   })
 })
+
+describe('RandomTopology.arbitrary options', () => {
+  it('refuses maxTransforms or maxSinks no topology can follow, naming the option, instead of a fast-check error', () => {
+    // They reached fast-check: "fc.integer maximum value should be equal or greater than the
+    // minimum one" (maxSinks 0, maxTransforms -1), "should be an integer" (NaN), naming no option.
+    const bad = [
+      [{ maxSinks: 0 }, 'maxSinks'],
+      [{ maxSinks: Number.NaN }, 'maxSinks'],
+      [{ maxSinks: 1.5 }, 'maxSinks'],
+      [{ maxTransforms: -1 }, 'maxTransforms'],
+      [{ maxTransforms: '3' as unknown as number }, 'maxTransforms'],
+    ] as const
+    for (const [options, field] of bad) {
+      expect(() => RandomTopology.arbitrary(options)).toThrow(RangeError)
+      expect(() => RandomTopology.arbitrary(options)).toThrow(`RandomTopology.arbitrary: '${field}' must be`)
+    }
+    fc.assert(
+      fc.property(
+        RandomTopology.arbitrary({ maxTransforms: 0, maxSinks: 1 }),
+        (spec) => spec.transforms.length === 0 && spec.sinks.length === 1,
+      ),
+    )
+  })
+})
