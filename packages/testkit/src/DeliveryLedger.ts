@@ -102,6 +102,24 @@ export interface LedgerBatch {
 export type RecordKey = (record: JsonObject) => string
 
 /**
+ * `by` checked: a function whose every key is a string. A key that is none (a field the records
+ * lack: `undefined` for all) would put unrelated records in one group, where one delivered record
+ * passes the whole group.
+ */
+function keyBy(by: unknown): (record: JsonObject, tag: string) => string {
+  if (typeof by !== 'function')
+    throw new TypeError(`DeliveryLedger: 'by' must be a function, got ${typeof by}`)
+  return (record, tag) => {
+    const key: unknown = by(record)
+    if (typeof key !== 'string')
+      throw new TypeError(
+        `DeliveryLedger: 'by' must return a string, got ${key === null ? 'null' : typeof key} for record ${tag}`,
+      )
+    return key
+  }
+}
+
+/**
  * Records every copy's fate; see the module header.
  *
  * @example
@@ -418,14 +436,15 @@ export class DeliveryLedger {
   /**
    * Every distinct record (by `by`, default the whole record without the tag, its keys in any
    * order) that any source sent was delivered at least once by an acknowledging sink, across
-   * re-sends. `NOT_DELIVERED`.
+   * re-sends. `NOT_DELIVERED`. A `by` that is no function, or returns anything but a string for a
+   * record, is a `TypeError` naming it (such keys would group unrelated records).
    */
   async expectAtLeastOnce(options: { by?: RecordKey } = {}): Promise<void> {
     await this.settled()
-    const by = options.by ?? sortedJson
+    const by = options.by === undefined ? sortedJson : keyBy(options.by)
     const groups = new Map<string, LedgerRecord[]>()
     for (const record of this.#records.values()) {
-      const key = by(record.record)
+      const key = by(record.record, record.tag)
       groups.set(key, [...(groups.get(key) ?? []), record])
     }
     for (const [key, records] of groups) {
@@ -446,19 +465,20 @@ export class DeliveryLedger {
    * `DIVERGENT_DUPLICATE`.
    */
   async expectExactlyOnce(options: { by: RecordKey }): Promise<void> {
+    const by = keyBy(options.by)
     await this.expectAtLeastOnce(options)
     const seen = new Map<string, { fields: JsonObject; record: LedgerRecord }>()
     for (const record of this.#records.values()) {
       for (const fate of record.fates) {
         if (fate.via !== 'sink' || fate.status !== 'delivered' || fate.fields === undefined) continue
-        const key = `${fate.component}\u0000${options.by(record.record)}`
+        const key = `${fate.component}\u0000${by(record.record, record.tag)}`
         const fields = fate.fields
         const before = seen.get(key)
         if (before === undefined) seen.set(key, { fields, record })
         else if (!sameJsonValue(before.fields, fields)) {
           throw new DeliveryViolation(
             'DIVERGENT_DUPLICATE',
-            `sink '${fate.component}' delivered key ${options.by(record.record)} twice with different fields`,
+            `sink '${fate.component}' delivered key ${by(record.record, record.tag)} twice with different fields`,
             [describeRecord(before.record), describeRecord(record)],
             'an idempotent write by key needs every re-send to carry the same fields: make the transforms on this path deterministic',
           )

@@ -290,6 +290,30 @@ describe('DeliveryLedger', () => {
     expect((error as Error).message).toContain('in/1/0 {"n":2}: absorbed by t')
   })
 
+  it("refuses a 'by' key that is no string instead of grouping every such record under one key", async () => {
+    // A key of a field the records lack (undefined for all) put every record in one group, and
+    // at least once passed as soon as any one record was delivered: the forgotten record went
+    // unreported. A 'by' that is no function threw "options.by is not a function".
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    await runWith(ledger, sink(), sink(), {
+      kind: 'forgetful',
+      outputs: ['odd'],
+      process(events, context) {
+        for (const e of events) if (n(e) !== 2) context.emit(e)
+      },
+    })
+    for (const by of [(r: JsonObject) => r.missing as string, (r: JsonObject) => r.n as unknown as string]) {
+      const error = await ledger.expectAtLeastOnce({ by }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(TypeError)
+      expect((error as Error).message).toMatch(
+        /^DeliveryLedger: 'by' must return a string, got (undefined|number) for record in\/0\/0/,
+      )
+    }
+    await expect(ledger.expectExactlyOnce({ by: 'n' as never })).rejects.toThrow(
+      "DeliveryLedger: 'by' must be a function, got string",
+    )
+  })
+
   it('checks exactly-once by key: duplicates must carry the same fields', async () => {
     const ledger = new DeliveryLedger({ acknowledgements: true })
     const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
