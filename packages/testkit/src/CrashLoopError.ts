@@ -37,6 +37,11 @@ export type CrashLoopErrorCode =
   | 'CALLBACK_FAILED'
   /** Keys a child reported were missing afterwards (`CrashLoopReport.expectNoLoss`). */
   | 'LOST'
+  /**
+   * `CrashLoopReport.expectNoLoss` found no key reported under its kind (the child reported
+   * counts without keys, or the kind is misspelt): there was nothing to check.
+   */
+  | 'NOTHING_CHECKED'
 
 /**
  * A crash loop that could not run, or a loss it found.

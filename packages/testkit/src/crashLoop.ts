@@ -156,9 +156,20 @@ export class CrashLoopReport {
 
   /**
    * Throws a {@link CrashLoopError} (`LOST`) listing the keys reported under `kind` that are not in
-   * `stored`, with the seed and the runs; does nothing when every reported key is stored.
+   * `stored`, with the seed and the runs; does nothing when every reported key is stored. Throws
+   * one (`NOTHING_CHECKED`) when no run reported any key under `kind` (counts without keys, or a
+   * kind no run used): a check with nothing to look for would pass whatever the store holds.
    */
   expectNoLoss(stored: Iterable<string | number>, kind: string = this.count): void {
+    if (this.keys(kind).size === 0) {
+      const counted = this.rounds.reduce((sum, r) => sum + (r.counts[kind] ?? 0), 0)
+      throw new CrashLoopError(
+        'NOTHING_CHECKED',
+        undefined,
+        this.seed,
+        `CrashLoopReport.expectNoLoss: no run reported a key under '${kind}' (${counted} reported without keys), so there is nothing to look for in the store\n  ${this.describe().join('\n  ')}\n  fix: report keys (CrashReporter.sink's 'key' option, or CrashReporter.report(kind, keys)), and check the kind's spelling`,
+      )
+    }
     const lost = this.lost(stored, kind)
     if (lost.length === 0) return
     const shown = lost.slice(0, 20).join(', ') + (lost.length > 20 ? `, … (${lost.length} in all)` : '')

@@ -354,6 +354,32 @@ describe('crashLoop', () => {
     expect(() => report.expectNoLoss([1, 2, 10])).not.toThrow()
   })
 
+  it('fails expectNoLoss when no run reported a key of the kind, instead of passing with nothing checked', () => {
+    // A child that reported counts without keys (CrashReporter.sink with no 'key'), or a kind
+    // misspelt ('deliverd'), left no key to look for: expectNoLoss passed whatever the store held.
+    const round = {
+      round: 0,
+      counts: { delivered: 3 },
+      keys: {},
+      pid: 1,
+      killAfter: 2,
+      reportedAtKill: 3,
+      ending: 'killed' as const,
+      repeated: 0,
+      checked: true,
+      finished: false,
+    }
+    const counted = new CrashLoopReport(1, 'delivered', [round])
+    expect(() => counted.expectNoLoss([])).toThrow(
+      "CrashLoopReport.expectNoLoss: no run reported a key under 'delivered' (3 reported without keys)",
+    )
+    const keyed = new CrashLoopReport(1, 'delivered', [{ ...round, keys: { delivered: ['a', 'b', 'c'] } }])
+    expect(() => keyed.expectNoLoss(['a', 'b', 'c'], 'deliverd')).toThrow(
+      "CrashLoopReport.expectNoLoss: no run reported a key under 'deliverd' (0 reported without keys)",
+    )
+    expect(() => keyed.expectNoLoss(['a', 'b', 'c'])).not.toThrow()
+  })
+
   it('reads output without newlines in bounded pieces, and the report after it', async () => {
     const pieces: number[] = []
     const report = await crashLoop({
