@@ -579,7 +579,11 @@ class FileRun {
       // Renamed away or deleted: what was read is all there is (the rename's new name, if
       // included, is found by its inode next scan).
       if (!seen.has(key)) {
-        if ((await this.#stillAt(tail.path, key)) !== true) await this.#retire(key, tail)
+        if ((await this.#stillAt(tail.path, key)) !== true) {
+          // Deleted, it can grow no more: its last line, though no newline ended it, is all of it.
+          if (await this.#deleted(tail)) await this.#read(tail, true)
+          await this.#retire(key, tail)
+        }
       }
     }
   }
@@ -745,7 +749,17 @@ class FileRun {
     })
   }
 
-  async #read(tail: FileTail): Promise<void> {
+  /** Whether the file of `tail` has no name left (deleted): no writer can make a new one for it. */
+  async #deleted(tail: FileTail): Promise<boolean> {
+    const s = await tail.handle?.stat().catch(() => undefined)
+    return s !== undefined && s.nlink === 0
+  }
+
+  /**
+   * Reads what `tail`'s file holds past the read offset and sends its lines; `final` (the file was
+   * deleted) also sends its last line that no newline ended, once the read reached its end.
+   */
+  async #read(tail: FileTail, final = false): Promise<void> {
     if (tail.handle === undefined) return
     let size: number
     try {
@@ -852,6 +866,7 @@ class FileRun {
           tickets = tickets.slice(sent)
         }
       }
+      if (final && !signal.aborted && tail.readOffset === size) tail.endOpenLine(this.#encoding, onLine)
     } catch (error) {
       // A failed read moved nothing: the file is read on from there at the next scan. The lines
       // read before it are sent below (left unsent, they would hold its checkpoint back for good).
@@ -1152,7 +1167,9 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 /**
  * A source that tails files and checkpoints, per file, the offset below which every line is
- * finished. Each line becomes `{ message, file: { path, offset } }`.
+ * finished. Each line becomes `{ message, file: { path, offset } }`, sent once its newline is read.
+ * A last line that no newline ends waits while its file is there (the newline may yet come); once
+ * the file is deleted and read to its end, it is sent as a line (its checkpoint then the file's size).
  *
  * @example
  * ```ts

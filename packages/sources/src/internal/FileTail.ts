@@ -163,25 +163,42 @@ export class FileTail {
         )
       } else {
         this.#keep(chunk.subarray(from, nl))
-        let bytes =
-          this.#partial.length === 1 ? this.#partial[0]! : Buffer.concat(this.#partial, this.#partialBytes)
-        if (bytes.length > 0 && bytes[bytes.length - 1] === 0x0d) bytes = bytes.subarray(0, bytes.length - 1)
-        const overlong = this.#overlong || bytes.length > this.maxLineBytes
-        onLine(
-          bytes.toString(encoding, 0, overlong ? Math.min(1024, bytes.length) : bytes.length),
-          this.#partialStart,
-          end,
-          overlong,
-          bytes.length,
-        )
-        this.#partial = []
-        this.#partialBytes = 0
-        this.#overlong = false
+        this.#endKept(encoding, onLine, end)
       }
       this.#partialStart = end
       from = nl + 1
     }
     return true
+  }
+
+  /**
+   * Ends the line still open (the bytes after the last newline) as though a newline followed it,
+   * telling `onLine` of it as of any line, its end the read offset; does nothing when no byte is
+   * open. Only for a file that can grow no more (deleted, and read to its end): else its newline
+   * may still come, and the line would be sent twice (cut here, then whole after a restart).
+   */
+  endOpenLine(encoding: BufferEncoding, onLine: OnLine): void {
+    if (this.#partialBytes === 0 && !this.#overlong) return
+    this.#endKept(encoding, onLine, this.readOffset)
+    this.#partialStart = this.readOffset
+  }
+
+  /** Tells `onLine` of the line whose bytes were kept, ending at `end`, and forgets them. */
+  #endKept(encoding: BufferEncoding, onLine: OnLine, end: number): void {
+    let bytes =
+      this.#partial.length === 1 ? this.#partial[0]! : Buffer.concat(this.#partial, this.#partialBytes)
+    if (bytes.length > 0 && bytes[bytes.length - 1] === 0x0d) bytes = bytes.subarray(0, bytes.length - 1)
+    const overlong = this.#overlong || bytes.length > this.maxLineBytes
+    onLine(
+      bytes.toString(encoding, 0, overlong ? Math.min(1024, bytes.length) : bytes.length),
+      this.#partialStart,
+      end,
+      overlong,
+      bytes.length,
+    )
+    this.#partial = []
+    this.#partialBytes = 0
+    this.#overlong = false
   }
 
   /** Holds bytes of the current line, but never more than the limit: the rest of an overlong line is skipped. */

@@ -1015,6 +1015,28 @@ describe('file source', () => {
     expect(again.records().flat()[0]!.message).toBe(`line-${sent}`)
   })
 
+  it('sends the last line of a deleted file that ended without a newline, once the file is read to its end', async () => {
+    const log = join(dir, 'app.log')
+    const kept = join(dir, 'kept.log')
+    writeFileSync(log, 'one\ntwo\nlast')
+    writeFileSync(kept, 'a\nopen')
+    const sink = collect()
+    const { topology } = await start({ include: [join(dir, '*.log')], checkpoints: join(dir, 'cp') }, sink)
+    await vi.waitUntil(() => sink.received.length === 3)
+    // A file still there may yet get its newline: its last line waits.
+    await twoCheckpointWrites()
+    expect([...sink.received].sort()).toEqual(['a', 'one', 'two'])
+    rmSync(log)
+    await vi.waitUntil(() => sink.received.includes('last'))
+    await twoCheckpointWrites()
+    await topology.stop()
+    expect(sink.received.filter((m) => m !== 'a')).toEqual(['one', 'two', 'last'])
+    expect(sink.received).not.toContain('open')
+    // Its checkpoint covers the whole file; the other file's stays before its open line.
+    expect(checkpoint(log)).toBe('one\ntwo\nlast'.length)
+    expect(checkpoint(kept)).toBe(2)
+  })
+
   it('follows a rename-and-recreate rotation without losing or repeating a line', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('1', '2'))
