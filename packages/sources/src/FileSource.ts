@@ -132,6 +132,17 @@ export interface FileSourceOptions {
    */
   readonly removeAfterIdleMs?: number
   /**
+   * How long a file renamed to a name no include pattern lists (or one excluded) is read on after
+   * it last grew, or after the rename was found if it grew before, in ms (Filebeat's
+   * `close_inactive`): its writer may hold it open and append to it after the rename, as a logger
+   * does until it reopens its file. Its lines keep the path it was last listed under, its name now
+   * being unknown; found deleted, it is read to its end and no longer. Then, or at a stop, it is
+   * no longer read: its checkpoint is kept as a gone file's (see `forgetGoneAfterMs`), and a
+   * restart reads only what is listed. 0: it is read to its end at the scan that finds it renamed,
+   * and no longer. Default 300000 (5 minutes).
+   */
+  readonly readRenamedForMs?: number
+  /**
    * How long the checkpoint of a file that is gone is kept, in ms: a file no scan lists any more
    * whose last path no longer holds it (deleted, or renamed to a name not included). Should it
    * come back within that time (renamed back, included again), it is read on from its
@@ -267,6 +278,9 @@ class FileSourceImpl implements FileSource {
     const idle = o.removeAfterIdleMs
     if (idle !== undefined && !(typeof idle === 'number' && idle >= 0))
       issues.push(ConfigIssue.of('removeAfterIdleMs', 'a number of milliseconds, 0 or more', idle))
+    const renamed = o.readRenamedForMs
+    if (renamed !== undefined && !(typeof renamed === 'number' && renamed >= 0))
+      issues.push(ConfigIssue.of('readRenamedForMs', 'a number of milliseconds, 0 or more', renamed))
     const forget = o.forgetGoneAfterMs
     if (forget !== undefined && !(typeof forget === 'number' && forget >= 0))
       issues.push(ConfigIssue.of('forgetGoneAfterMs', 'a number of milliseconds, 0 or more', forget))
@@ -550,6 +564,7 @@ class FileRun {
       if (existing === undefined && this.#retired.has(key)) continue
       if (existing !== undefined) {
         existing.path = path
+        existing.renamedAt = undefined
         if (await this.#sameFile(existing)) continue
         // A new file reusing the inode of one we tailed: the old one is gone for good.
         this.#notice(`file source: ${path} reuses the inode of a file read before; reading it from its start`)
@@ -581,8 +596,10 @@ class FileRun {
       if (!seen.has(key)) {
         if ((await this.#stillAt(tail.path, key)) !== true) {
           // Deleted, it can grow no more: its last line, though no newline ended it, is all of it.
-          if (await this.#deleted(tail)) await this.#read(tail, true)
-          await this.#retire(key, tail)
+          if (await this.#deleted(tail)) {
+            await this.#read(tail, true)
+            await this.#retire(key, tail)
+          } else if (this.#renamedIdle(tail)) await this.#retire(key, tail)
         }
       }
     }
@@ -747,6 +764,16 @@ class FileRun {
       this.#retired.delete(key)
       this.#stored.set(key, this.#checkpointOf(tail))
     })
+  }
+
+  /**
+   * Whether a file renamed away (still linked, under a name not listed) has been read on for
+   * `readRenamedForMs` since it last grew, or since the rename was first found.
+   */
+  #renamedIdle(tail: FileTail): boolean {
+    const now = Date.now()
+    tail.renamedAt ??= now
+    return now - Math.max(tail.grewAt, tail.renamedAt) >= (this.o.readRenamedForMs ?? 300_000)
   }
 
   /** Whether the file of `tail` has no name left (deleted): no writer can make a new one for it. */

@@ -45,6 +45,11 @@ export class FileTail {
   held: { text: string; start: number; end: number; at: number; overlong: boolean } | undefined = undefined
   /** When the file last grew (ms since the epoch). */
   grewAt = Date.now()
+  /**
+   * When a scan first found the file renamed away (under a name no longer listed, still linked),
+   * in ms since the epoch; `undefined` while it is listed.
+   */
+  renamedAt: number | undefined = undefined
   /** Sends not yet settled for this file. */
   readonly inFlight = new Set<Promise<void>>()
   /**

@@ -1051,6 +1051,46 @@ describe('file source', () => {
     expect(sink.received).toEqual(['1', '2', '3', '4', '5'])
   })
 
+  it('reads on a file renamed to a name no pattern includes, as its writer appends to it, until it stays idle', async () => {
+    const log = join(dir, 'app.log')
+    const old = join(dir, 'app.old')
+    writeFileSync(log, lines('1', '2'))
+    const sink = collect()
+    const { topology } = await start(
+      { include: [log], checkpoints: join(dir, 'cp'), readRenamedForMs: 60_000 },
+      sink,
+    )
+    await vi.waitUntil(() => sink.received.length === 2)
+    renameSync(log, old)
+    // Scans ran since the rename: it was found renamed away.
+    await twoCheckpointWrites()
+    // Its writer still holds it open, and writes on (as a logger does until it reopens its file).
+    appendFileSync(old, lines('3', '4'))
+    await vi.waitUntil(() => sink.received.length === 4)
+    await twoCheckpointWrites()
+    await topology.stop()
+    expect(sink.received).toEqual(['1', '2', '3', '4'])
+    expect(checkpoint(log)).toBe(statSync(old).size)
+  })
+
+  it('stops reading a file renamed to a name no pattern includes once it stayed idle for readRenamedForMs', async () => {
+    const log = join(dir, 'app.log')
+    const old = join(dir, 'app.old')
+    writeFileSync(log, lines('1'))
+    const sink = collect()
+    const { topology } = await start(
+      { include: [log], checkpoints: join(dir, 'cp'), readRenamedForMs: 0 },
+      sink,
+    )
+    await vi.waitUntil(() => sink.received.length === 1)
+    renameSync(log, old)
+    await twoCheckpointWrites()
+    appendFileSync(old, lines('late'))
+    await twoCheckpointWrites()
+    await topology.stop()
+    expect(sink.received).toEqual(['1'])
+  })
+
   it('reads a copy-truncated file from its start again, and says so', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('one', 'two', 'three'))
@@ -1710,7 +1750,7 @@ describe('file source', () => {
     }
   })
 
-  it('sends the open multi-line record of a file rotated away', async () => {
+  it('sends the open multi-line record of a file rotated away, once it is no longer read', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('ERROR first', '  at a()'))
     const sink = collect()
@@ -1718,6 +1758,7 @@ describe('file source', () => {
       {
         include: [log],
         checkpoints: join(dir, 'cp'),
+        readRenamedForMs: 0,
         multiline: { startPattern: /^[A-Z]+ /, timeoutMs: 60_000 },
       },
       sink,
@@ -2460,11 +2501,12 @@ describe('file source', () => {
         ...options,
         removeAfterIdleMs: Number.NaN,
         forgetGoneAfterMs: -1,
+        readRenamedForMs: Number.NaN,
         multiline: { startPattern: '^x', timeoutMs: -1 },
       })
         .validate()
         .map((i) => i.field),
-    ).toEqual(['multiline.timeoutMs', 'removeAfterIdleMs', 'forgetGoneAfterMs'])
+    ).toEqual(['multiline.timeoutMs', 'removeAfterIdleMs', 'readRenamedForMs', 'forgetGoneAfterMs'])
     expect(
       file({
         ...options,
