@@ -56,6 +56,9 @@ export interface FileSourceOptions {
    * include pattern matches them, by the directory's path or another (a symbolic link to the
    * directory, a bind mount). A link to one of the files themselves (a symbolic or hard link
    * to `dead-letter.ndjson` in a tailed directory) is not recognised: it is tailed like any file.
+   * Runs of one directory (by its resolved path) in one process never overlap: a restart while
+   * the run before it still ends (a forced stop does not wait for the source) waits for it to
+   * write its last checkpoint, saying so to `onNotice`; so do two sources given one directory.
    */
   readonly checkpoints: string
   /**
@@ -379,6 +382,16 @@ async function birthTimesKept(directory: string): Promise<boolean> {
   }
 }
 
+/**
+ * The run of each checkpoint directory (resolved) in this process, settled once it has ended: its
+ * last checkpoint written, its files closed. A forced stop does not wait for a source's run, so
+ * a restart in the same process could write the temporary checkpoint file while the run before
+ * it still wrote its last checkpoint there (the two writes mixed in one file, or one renamed from
+ * under the other), or have its checkpoint replaced by that older one. A run waits for the run
+ * before it first.
+ */
+const runsOf = new Map<string, Promise<void>>()
+
 /** One run of the source: the tails, the stored checkpoints, the dead-letter file. */
 class FileRun {
   readonly #tails = new Map<string, FileTail>()
@@ -476,7 +489,56 @@ class FileRun {
   /** Whether `birthtimeMs` is a birth time here (see birthTimesKept); read at the start of run. */
   #birthTimes = false
 
+  /**
+   * Runs once the run before it of the same checkpoint directory in this process has ended (see
+   * `runsOf`), or the topology stopped first (then it reads nothing).
+   */
   async run(): Promise<void> {
+    const directory = resolve(this.o.checkpoints)
+    const before = runsOf.get(directory)
+    let ended = () => {}
+    const mine = new Promise<void>((resolve) => {
+      ended = resolve
+    })
+    runsOf.set(directory, mine)
+    try {
+      if (before !== undefined && !(await this.#waitFor(before, directory))) return
+      await this.#run()
+    } finally {
+      ended()
+      if (runsOf.get(directory) === mine) runsOf.delete(directory)
+    }
+  }
+
+  /**
+   * Waits for the run before this one to end, saying so when it has not yet; `false` when the
+   * topology stopped first.
+   */
+  async #waitFor(before: Promise<void>, directory: string): Promise<boolean> {
+    let ended = false
+    const marked = before.then(() => {
+      ended = true
+    })
+    // One turn: a run that ended already has marked it, and no word is said.
+    await Promise.resolve()
+    if (ended) return true
+    this.#notice(
+      `file source '${this.context.id}': waits for the run before it of the checkpoint directory ${directory} in this process to end (to write its last checkpoint) before reading`,
+    )
+    const signal = this.context.signal
+    let stopped = () => {}
+    await Promise.race([
+      marked,
+      new Promise<void>((resolve) => {
+        stopped = resolve
+        signal.addEventListener('abort', stopped, { once: true })
+      }),
+    ])
+    signal.removeEventListener('abort', stopped)
+    return ended
+  }
+
+  async #run(): Promise<void> {
     this.#stored = await this.#checkpoints.load()
     const deadLetterPath = join(this.o.checkpoints, DEAD_LETTER_FILE)
     this.#deadLetter = await DeadLetterFile.open(deadLetterPath).catch((error: unknown) => {

@@ -2060,6 +2060,66 @@ describe('file source', () => {
     expect(sink.received).toEqual(['visible'])
   })
 
+  it('writes no checkpoint of a restart in the same process before the forced-stopped run wrote its last one', async () => {
+    const log = join(dir, 'app.log')
+    const cp = join(dir, 'cp')
+    writeFileSync(log, lines('a', 'hang'))
+    // Which run each save is of, in the order they began and ended.
+    const order: string[] = []
+    let stopping = false
+    let holdLast: Promise<void> | undefined
+    let releaseLast = () => {}
+    const save = Checkpoints.prototype.save
+    const runs = new Map<Checkpoints, string>()
+    const saves = vi.spyOn(Checkpoints.prototype, 'save').mockImplementation(async function (
+      this: Checkpoints,
+      checkpoints,
+    ) {
+      if (!runs.has(this)) runs.set(this, `run${runs.size + 1}`)
+      const run = runs.get(this)!
+      // The forced-stopped run's last save is held until the restart has run on far enough.
+      if (run === 'run1' && stopping && holdLast === undefined) {
+        holdLast = new Promise((resolve) => {
+          releaseLast = resolve
+        })
+        await holdLast
+      }
+      order.push(`${run} begins`)
+      try {
+        return await save.call(this, checkpoints)
+      } finally {
+        order.push(`${run} ends`)
+      }
+    })
+    try {
+      const held = holdingSink((m) => m === 'hang')
+      const first = await start({ include: [log], checkpoints: cp }, held.sink)
+      await vi.waitUntil(() => held.received.includes('hang'))
+      stopping = true
+      await first.topology.stop({ drainTimeoutMs: 0 })
+      const sink = collect()
+      const second = await start({ include: [log], checkpoints: cp }, sink)
+      // Let the held save go once the restart has saved, or said it waits for the last run.
+      await vi.waitUntil(
+        () =>
+          order.includes('run2 begins') || second.notices.some((n) => n.includes('waits for the run before')),
+      )
+      releaseLast()
+      await vi.waitUntil(() => sink.received.includes('hang'))
+      await second.topology.stop()
+      held.release('delivered')
+      const count = (what: string) => order.filter((x) => x === what).length
+      await vi.waitUntil(() => count('run1 ends') === count('run1 begins'))
+      // The first run's last save was held, and made (after the stop, as before), and every save
+      // of the restart came after it.
+      expect(holdLast).toBeDefined()
+      expect(order.lastIndexOf('run1 ends')).toBeLessThan(order.indexOf('run2 begins'))
+    } finally {
+      releaseLast()
+      saves.mockRestore()
+    }
+  })
+
   it('closes every file it opened when it cannot write its checkpoint, and rejects naming the checkpoint file', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('a'))
