@@ -2069,6 +2069,9 @@ describe('file source', () => {
     let stopping = false
     let holdLast: Promise<void> | undefined
     let releaseLast = () => {}
+    const released = new Promise<void>((resolve) => {
+      releaseLast = resolve
+    })
     const save = Checkpoints.prototype.save
     const runs = new Map<Checkpoints, string>()
     const saves = vi.spyOn(Checkpoints.prototype, 'save').mockImplementation(async function (
@@ -2079,9 +2082,7 @@ describe('file source', () => {
       const run = runs.get(this)!
       // The forced-stopped run's last save is held until the restart has run on far enough.
       if (run === 'run1' && stopping && holdLast === undefined) {
-        holdLast = new Promise((resolve) => {
-          releaseLast = resolve
-        })
+        holdLast = released
         await holdLast
       }
       order.push(`${run} begins`)
@@ -2105,11 +2106,11 @@ describe('file source', () => {
           order.includes('run2 begins') || second.notices.some((n) => n.includes('waits for the run before')),
       )
       releaseLast()
-      await vi.waitUntil(() => sink.received.includes('hang'))
+      await vi.waitUntil(() => sink.received.includes('hang'), { timeout: 10_000 })
       await second.topology.stop()
       held.release('delivered')
       const count = (what: string) => order.filter((x) => x === what).length
-      await vi.waitUntil(() => count('run1 ends') === count('run1 begins'))
+      await vi.waitUntil(() => count('run1 ends') === count('run1 begins'), { timeout: 10_000 })
       // The first run's last save was held, and made (after the stop, as before), and every save
       // of the restart came after it.
       expect(holdLast).toBeDefined()
