@@ -79,7 +79,11 @@ export interface FileSourceOptions {
    * decoded into one.
    */
   readonly maxLineBytes?: number
-  /** How lines are decoded: `'utf8'` (default), `'latin1'` or `'ascii'`. */
+  /**
+   * How lines are decoded: `'utf8'` (default), `'latin1'` or `'ascii'`. With `'utf8'`, a line
+   * holding bytes that are not UTF-8 is sent with U+FFFD in their place, and `onNotice` is told,
+   * naming the file and the line's offset, at the 1st, 10th, 100th... such line of each file.
+   */
   readonly encoding?: 'utf8' | 'latin1' | 'ascii'
   /** How often files are scanned for new data, in ms (1 to 2^31 - 1, the longest a timer waits). Default 250. */
   readonly pollIntervalMs?: number
@@ -899,7 +903,15 @@ class FileRun {
     const encoding = this.#encoding
     const startPattern = this.#startPattern
     const now = Date.now()
-    const onLine = (text: string, start: number, end: number, tooLong: boolean, bytes: number) => {
+    const onLine = (
+      text: string,
+      start: number,
+      end: number,
+      tooLong: boolean,
+      bytes: number,
+      invalid: boolean,
+    ) => {
+      if (invalid) this.#invalidUtf8(tail, start)
       if (startPattern !== undefined) {
         const held = tail.held
         // A `g` or `y` pattern would go on from where it matched the line before.
@@ -969,6 +981,19 @@ class FileRun {
     }
     if (overlong.length > 0) await this.#rejectOverlong(tail, overlong)
     if (records.length > 0 && !signal.aborted) await this.#send(tail, records, tickets)
+  }
+
+  /**
+   * Counts a line of `tail` that is not valid UTF-8 (sent with U+FFFD in place of its invalid
+   * bytes), and says so at the 1st, 10th, 100th... such line of the file: changed data is never
+   * sent without a word, nor a notice made per line of a file that is all Latin-1.
+   */
+  #invalidUtf8(tail: FileTail, start: number): void {
+    const count = ++tail.invalidLines
+    if (!/^10*$/.test(String(count))) return
+    this.#notice(
+      `file source '${this.context.id}': ${tail.path}: the line at offset ${start} is not valid UTF-8; its invalid bytes are sent as U+FFFD (${count} line(s) of this file so far; said at the 1st, 10th, 100th... such line; set encoding 'latin1' for a file that is not UTF-8)`,
+    )
   }
 
   #cannotRead(path: string, error: unknown): string {

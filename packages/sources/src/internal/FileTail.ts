@@ -7,6 +7,7 @@
  * the offset just past its newline, so the tracker's committable key is an offset from which a
  * restart re-reads exactly the lines that were not finished.
  */
+import { isUtf8 } from 'node:buffer'
 import { createHash } from 'node:crypto'
 import type { FileHandle } from 'node:fs/promises'
 import { OffsetTracker } from '@ackline/core'
@@ -21,9 +22,18 @@ const NEWLINE = 0x0a
  * Told of each complete line: its text without the newline (and a carriage return before it),
  * the offset of its first byte, the offset just past its newline, whether it was longer than the
  * limit (then `text` holds only its first 1024 bytes), and its length in the file without its line
- * ending (what the limit counts: bytes that are not text of the encoding decode to more bytes).
+ * ending (what the limit counts: bytes that are not text of the encoding decode to more bytes),
+ * and whether, decoded as UTF-8, it held bytes that are not UTF-8 (in `text` as U+FFFD; only told
+ * of a line within the limit).
  */
-export type OnLine = (text: string, start: number, end: number, overlong: boolean, bytes: number) => void
+export type OnLine = (
+  text: string,
+  start: number,
+  end: number,
+  overlong: boolean,
+  bytes: number,
+  invalid: boolean,
+) => void
 
 export async function fingerprintOf(
   handle: FileHandle,
@@ -43,6 +53,8 @@ export class FileTail {
    * it passed `maxLineBytes` (then `text` holds its first bytes only).
    */
   held: { text: string; start: number; end: number; at: number; overlong: boolean } | undefined = undefined
+  /** How many lines of the file were not valid UTF-8 (decoded as UTF-8), for the thinned notice. */
+  invalidLines = 0
   /** When the file last grew (ms since the epoch). */
   grewAt = Date.now()
   /**
@@ -147,6 +159,9 @@ export class FileTail {
       read.catch(() => {})
       this.#ahead = { offset: this.readOffset, read }
     }
+    // One check of the whole chunk, most often valid: only a chunk that is not (or that cuts a
+    // character in two at either end) has its lines checked one by one.
+    const checkLines = encoding === 'utf8' && !isUtf8(chunk.subarray(0, bytesRead))
     let from = 0
     for (;;) {
       const nl = chunk.indexOf(NEWLINE, from)
@@ -165,6 +180,7 @@ export class FileTail {
           end,
           overlong,
           stop - from,
+          checkLines && !overlong && !isUtf8(chunk.subarray(from, stop)),
         )
       } else {
         this.#keep(chunk.subarray(from, nl))
@@ -200,6 +216,7 @@ export class FileTail {
       end,
       overlong,
       bytes.length,
+      encoding === 'utf8' && !overlong && !isUtf8(bytes),
     )
     this.#partial = []
     this.#partialBytes = 0

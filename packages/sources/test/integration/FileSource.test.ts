@@ -1037,6 +1037,26 @@ describe('file source', () => {
     expect(checkpoint(kept)).toBe(2)
   })
 
+  it('says that lines are not valid UTF-8 (sent with U+FFFD), naming the file and the offset, at the 1st, 10th, 100th... of a file', async () => {
+    const log = join(dir, 'app.log')
+    const bad = (i: number) =>
+      Buffer.concat([Buffer.from(`bad-${i}-`), Buffer.from([0xff, 0xfe]), Buffer.from('\n')])
+    // A U+FFFD written in the file is valid, and so is a character the 64 KiB read cuts in two.
+    const cut = `${'x'.repeat(64 * 1024 - 1)}é\n`
+    const first = `ok \uFFFD é\n${cut}`
+    writeFileSync(log, Buffer.concat([Buffer.from(first), ...Array.from({ length: 12 }, (_, i) => bad(i))]))
+    const sink = collect()
+    const { topology, notices } = await start({ include: [log], checkpoints: join(dir, 'cp') }, sink)
+    await vi.waitUntil(() => sink.received.length === 14)
+    await topology.stop()
+    expect(sink.received[2]).toBe('bad-0-\uFFFD\uFFFD')
+    const said = notices.filter((n) => n.includes('not valid UTF-8'))
+    expect(said).toHaveLength(2)
+    expect(said[0]).toContain(`${log}: the line at offset ${Buffer.byteLength(first)} is not valid UTF-8`)
+    expect(said[0]).toContain('1 line(s) of this file so far')
+    expect(said[1]).toContain('10 line(s) of this file so far')
+  })
+
   it('follows a rename-and-recreate rotation without losing or repeating a line', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('1', '2'))
