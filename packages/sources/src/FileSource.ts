@@ -54,8 +54,10 @@ export interface FileSourceOptions {
    * two files (and their rotations), and the short-lived `.birth-probe-*` file each run makes
    * there to learn whether the file system keeps birth times, are never tailed, even where an
    * include pattern matches them, by the directory's path or another (a symbolic link to the
-   * directory, a bind mount). A link to one of the files themselves (a symbolic or hard link
-   * to `dead-letter.ndjson` in a tailed directory) is not recognised: it is tailed like any file.
+   * directory, a bind mount). Nor is a link to one of those files (a symbolic or hard link to
+   * `dead-letter.ndjson` in a tailed directory): known by the device and inode of the file now at
+   * that name, it is skipped, and said once to `onNotice`. A link to a rotation of one (to
+   * `dead-letter.ndjson.1`) is not recognised: that inode may be a user's file by now.
    * Runs of one directory (by its resolved path) in one process never overlap: a restart while
    * the run before it still ends (a forced stop does not wait for the source) waits for it to
    * write its last checkpoint, saying so to `onNotice`; so do two sources given one directory.
@@ -325,6 +327,13 @@ class FileSourceImpl implements FileSource {
     // Async: options `validate()` refuses (a start pattern that does not compile) reject the run, not throw.
     await new FileRun(this.#o, context).run()
   }
+}
+
+/** What an included path that is no regular file is, and that it is not tailed. */
+function notAFile(path: string, s: Awaited<ReturnType<typeof stat>>): string {
+  return s.isDirectory()
+    ? `a directory, not a file: it is not tailed (to tail the files in it, include ${join(path, '*')})`
+    : `not a regular file (${s.isFIFO() ? 'a FIFO' : s.isSocket() ? 'a socket' : 'a device'}): it is not tailed`
 }
 
 /** What `include` and `exclude` patterns must be. */
@@ -607,9 +616,25 @@ class FileRun {
     return s !== undefined && checkpointKey(s.dev, s.ino) === this.#ownDirectoryKey
   }
 
+  /**
+   * The device and inode of the dead-letter and checkpoint files as they are now, by what name
+   * each is: a link to one of them (symbolic, or hard) elsewhere is no file to tail. Only the
+   * files now at those names: an inode one of them had before (rotated away, replaced by a
+   * checkpoint write) may be a user's file by now.
+   */
+  async #ownFileKeys(): Promise<Map<string, string>> {
+    const keys = new Map<string, string>()
+    for (const path of [join(this.o.checkpoints, DEAD_LETTER_FILE), this.#checkpoints.path]) {
+      const s = await stat(path).catch(() => undefined)
+      if (s !== undefined) keys.set(checkpointKey(s.dev, s.ino), basename(path))
+    }
+    return keys
+  }
+
   async #scan(): Promise<void> {
     const paths = await matchFiles(this.o.include, this.o.exclude ?? [])
     const seen = new Set<string>()
+    const ownKeys = await this.#ownFileKeys()
     for (const path of paths) {
       if (await this.#isOwn(path)) continue
       let s: Awaited<ReturnType<typeof stat>>
@@ -619,10 +644,18 @@ class FileRun {
         continue // gone between the listing and now
       }
       if (!s.isFile()) {
-        this.#notTailed(path, s)
+        this.#notTailed(path, notAFile(path, s))
         continue
       }
       const key = checkpointKey(s.dev, s.ino)
+      const own = ownKeys.get(key)
+      if (own !== undefined) {
+        this.#notTailed(
+          path,
+          `a link to the source's own ${own} (in ${this.o.checkpoints}): it is not tailed`,
+        )
+        continue
+      }
       seen.add(key)
       const existing = this.#tails.get(key)
       // Retired with lines still in flight (renamed away, and back or listed again since): its
@@ -672,13 +705,10 @@ class FileRun {
   }
 
   /**
-   * Says once per path that an included path is no regular file (again if what it is changes):
-   * matched and skipped in silence, a mistyped pattern would tail nothing.
+   * Says once per path that an included path is not tailed, and `what` it is (again if that
+   * changes): matched and skipped in silence, a mistyped pattern would tail nothing.
    */
-  #notTailed(path: string, s: Awaited<ReturnType<typeof stat>>): void {
-    const what = s.isDirectory()
-      ? `a directory, not a file: it is not tailed (to tail the files in it, include ${join(path, '*')})`
-      : `not a regular file (${s.isFIFO() ? 'a FIFO' : s.isSocket() ? 'a socket' : 'a device'}): it is not tailed`
+  #notTailed(path: string, what: string): void {
     if (this.#notFiles.get(path) === what) return
     this.#notFiles.set(path, what)
     this.#notice(`file source: ${path} is ${what}`)

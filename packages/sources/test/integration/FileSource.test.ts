@@ -6,6 +6,7 @@ import {
   appendFileSync,
   chmodSync,
   existsSync,
+  linkSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -1292,6 +1293,36 @@ describe('file source', () => {
     await vi.waitUntil(() => sink.received.includes('two'))
     await topology.stop()
     expect(sink.received).toEqual(['one', 'bad', 'two'])
+  })
+
+  it('never tails a symbolic or hard link to its own dead-letter or checkpoint file in a tailed directory, and says so once', async () => {
+    const logs = join(dir, 'logs')
+    const cp = join(dir, 'cp')
+    mkdirSync(logs)
+    mkdirSync(cp)
+    writeFileSync(join(cp, DEAD_LETTER_FILE), '')
+    linkSync(join(cp, DEAD_LETTER_FILE), join(logs, 'hard.log'))
+    symlinkSync(join(cp, DEAD_LETTER_FILE), join(logs, 'soft.log'))
+    symlinkSync(join(cp, 'checkpoints.json'), join(logs, 'checkpoints.log'))
+    const log = join(logs, 'app.log')
+    writeFileSync(log, lines('one', 'bad'))
+    const sink = collect((m) => (m === 'bad' ? 'rejected' : 'delivered'))
+    const { topology, notices } = await start({ include: [join(logs, '*.log')], checkpoints: cp }, sink)
+    await vi.waitUntil(() => readFileSync(join(cp, DEAD_LETTER_FILE), 'utf8').includes('bad'))
+    // Scans and checkpoint writes since the letter: tailed, the links sent it (and the checkpoints) back.
+    await twoCheckpointWrites(cp)
+    appendFileSync(log, lines('two'))
+    await vi.waitUntil(() => sink.received.includes('two'))
+    await twoCheckpointWrites(cp)
+    await topology.stop()
+    expect(sink.received).toEqual(['one', 'bad', 'two'])
+    const said = notices.filter((n) => n.includes("the source's own"))
+    // The link to the checkpoint file is said once that file exists, after the others.
+    expect(said.map((n) => n.split(' is ')[0]).sort()).toEqual([
+      `file source: ${join(logs, 'checkpoints.log')}`,
+      `file source: ${join(logs, 'hard.log')}`,
+      `file source: ${join(logs, 'soft.log')}`,
+    ])
   })
 
   it('never tails a birth-time probe file a crash left in the checkpoint directory, when that directory is among the included', async () => {
