@@ -153,7 +153,8 @@ export interface FileSourceOptions {
   readonly readRenamedForMs?: number
   /**
    * How long the checkpoint of a file that is gone is kept, in ms: a file no scan lists any more
-   * whose last path no longer holds it (deleted, or renamed to a name not included). Should it
+   * whose last path no longer holds it (deleted, or renamed to a name not included), counted from
+   * when it is no longer read (see `readRenamedForMs`). Should it
    * come back within that time (renamed back, included again), it is read on from its
    * checkpoint; after, its checkpoint is forgotten (a notice says so) and it would be read from
    * its start. A file still at its last path is never forgotten, listed or not. Default 86400000
