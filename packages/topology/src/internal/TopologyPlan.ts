@@ -241,28 +241,26 @@ export function planTopology(
       message: `nothing reads ${decl.role} '${decl.id}' (${decl.component.kind}): everything it ${decl.role === 'source' ? 'sends' : 'emits'} is discarded as dropped, which settles delivered (a source acknowledges it upstream); give a sink or transform '${decl.id}' as an input, or remove it`,
     })
   }
+  // One walk each, not one per sink or per transform: those cost the square of a generated
+  // chain's length (20,000 transforms took minutes to build).
+  const fedByAcks = reachable(
+    [...sourceAcks].filter(([, acks]) => acks).map(([id]) => id),
+    downstream,
+  )
   const sinkCarriesFinalizers = new Map<string, boolean>()
-  for (const sinkId of sinkAcks.keys()) {
-    let carries = false
-    for (const id of reachable([sinkId], upstreamOf)) if (sourceAcks.get(id) === true) carries = true
-    sinkCarriesFinalizers.set(sinkId, carries)
-  }
+  for (const sinkId of sinkAcks.keys()) sinkCarriesFinalizers.set(sinkId, fedByAcks.has(sinkId))
 
   // Not only an acknowledging sink can settle what a transform emits otherwise: a transform after
   // it may throw, drop with 'rejected' or refuse at a full channel, and that status reaches the
   // source even when the only sink after it settles on accept.
+  const settlers = [...byId.values()]
+    .filter((d) => d.role === 'transform' || (d.role === 'sink' && sinkAcks.get(d.id) === true))
+    .map((d) => d.id)
+  const leadsToSettler = reachable(settlers, upstreamOf)
   const transformAcks = new Map<string, boolean>()
   for (const decl of byId.values()) {
     if (decl.role !== 'transform') continue
-    let fed = false
-    for (const up of reachable([decl.id], upstreamOf)) if (sourceAcks.get(up) === true) fed = true
-    let matters = false
-    if (fed) {
-      for (const id of reachable(downstream(decl.id), downstream)) {
-        const role = byId.get(id)!.role
-        if (role === 'transform' || (role === 'sink' && sinkAcks.get(id) === true)) matters = true
-      }
-    }
+    const matters = fedByAcks.has(decl.id) && downstream(decl.id).some((id) => leadsToSettler.has(id))
     transformAcks.set(decl.id, matters)
   }
 
@@ -582,7 +580,10 @@ function reachable(starts: readonly string[], next: (id: string) => readonly str
   return seen
 }
 
-/** The strongly connected components that form a cycle (Tarjan's algorithm). */
+/**
+ * The strongly connected components that form a cycle (Tarjan's algorithm). Iterative, with a
+ * stack of its own: a generated chain of thousands of components overflowed the call stack.
+ */
 function findCycles(ids: readonly string[], next: (id: string) => readonly string[]): string[][] {
   let counter = 0
   const index = new Map<string, number>()
@@ -590,34 +591,46 @@ function findCycles(ids: readonly string[], next: (id: string) => readonly strin
   const onStack = new Set<string>()
   const stack: string[] = []
   const cycles: string[][] = []
-  const visit = (id: string): void => {
+  /** The walk's path: each component, its successors, and how many of them it has looked at. */
+  const path: { readonly id: string; readonly to: readonly string[]; i: number }[] = []
+  const enter = (id: string): void => {
     index.set(id, counter)
     low.set(id, counter++)
     stack.push(id)
     onStack.add(id)
-    for (const to of next(id)) {
-      if (!index.has(to)) {
-        visit(to)
-        low.set(id, Math.min(low.get(id)!, low.get(to)!))
-      } else if (onStack.has(to)) {
-        low.set(id, Math.min(low.get(id)!, index.get(to)!))
+    path.push({ id, to: next(id), i: 0 })
+  }
+  for (const root of ids) {
+    if (index.has(root)) continue
+    enter(root)
+    while (path.length > 0) {
+      const frame = path[path.length - 1]!
+      const { id } = frame
+      if (frame.i < frame.to.length) {
+        const to = frame.to[frame.i++]!
+        if (!index.has(to)) enter(to)
+        else if (onStack.has(to)) low.set(id, Math.min(low.get(id)!, index.get(to)!))
+        continue
+      }
+      path.pop()
+      const parent = path[path.length - 1]
+      if (parent !== undefined) low.set(parent.id, Math.min(low.get(parent.id)!, low.get(id)!))
+      if (low.get(id) === index.get(id)) {
+        const scc: string[] = []
+        let member: string
+        do {
+          member = stack.pop()!
+          onStack.delete(member)
+          scc.push(member)
+        } while (member !== id)
+        if (scc.length > 1 || frame.to.includes(id)) cycles.push(scc.reverse())
       }
     }
-    if (low.get(id) === index.get(id)) {
-      const scc: string[] = []
-      let member: string
-      do {
-        member = stack.pop()!
-        onStack.delete(member)
-        scc.push(member)
-      } while (member !== id)
-      if (scc.length > 1 || next(id).includes(id)) cycles.push(scc.reverse())
-    }
   }
-  for (const id of ids) if (!index.has(id)) visit(id)
   return cycles
 }
 
+/** `decls`, each after every component that feeds it; iterative, as {@link findCycles}. */
 function topologicalOrder(
   decls: readonly ComponentDeclaration[],
   upstreamOf: (id: string) => readonly string[],
@@ -625,12 +638,25 @@ function topologicalOrder(
   const done = new Set<string>()
   const order: ComponentDeclaration[] = []
   const byId = new Map(decls.map((d) => [d.id, d]))
-  const visit = (decl: ComponentDeclaration): void => {
-    if (done.has(decl.id)) return
-    done.add(decl.id)
-    for (const up of upstreamOf(decl.id)) visit(byId.get(up)!)
-    order.push(decl)
+  for (const root of decls) {
+    if (done.has(root.id)) continue
+    done.add(root.id)
+    const path: { readonly decl: ComponentDeclaration; readonly ups: readonly string[]; i: number }[] = [
+      { decl: root, ups: upstreamOf(root.id), i: 0 },
+    ]
+    while (path.length > 0) {
+      const frame = path[path.length - 1]!
+      if (frame.i < frame.ups.length) {
+        const up = frame.ups[frame.i++]!
+        if (done.has(up)) continue
+        done.add(up)
+        const decl = byId.get(up)!
+        path.push({ decl, ups: upstreamOf(up), i: 0 })
+        continue
+      }
+      path.pop()
+      order.push(frame.decl)
+    }
   }
-  for (const decl of decls) visit(decl)
   return order
 }
