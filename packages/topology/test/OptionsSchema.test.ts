@@ -128,6 +128,41 @@ describe('validate', () => {
     ])
   })
 
+  it('never throws for an option whose getter throws: the field is an issue in the one style', () => {
+    const throwing = (message: unknown) => ({
+      get() {
+        throw message
+      },
+      enumerable: true,
+    })
+    const options = Object.defineProperty({ ...valid }, 'batchSize', throwing(new Error('vault sealed')))
+    const retry = Object.defineProperty({}, 'attempts', throwing(Object.create(null)))
+    const fields = Object.defineProperty(['id', 'name'], 1, throwing('gone'))
+    const unreadable = new Proxy(
+      {},
+      {
+        ownKeys() {
+          throw new Error('revoked')
+        },
+      },
+    )
+    expect(Example.validate(options)).toEqual([
+      {
+        field: 'batchSize',
+        expected: 'a positive integer',
+        got: 'a getter that threw: vault sealed',
+        message: 'must be a positive integer, got a getter that threw: vault sealed',
+      },
+    ])
+    expect(Example.validate({ ...valid, retry, fields }).map((i) => [i.field, i.got])).toEqual([
+      ['fields[1]', 'a getter that threw: gone'],
+      ['retry.attempts', 'a getter that threw: a value that cannot be converted to a …'],
+    ])
+    expect(Example.validate(unreadable).map((i) => [i.field, i.message])).toEqual([
+      ['(options)', 'must be an object, got a getter that threw: revoked'],
+    ])
+  })
+
   it('shows a long or cyclic value briefly instead of printing it whole', () => {
     const cyclic: Record<string, unknown> = {}
     cyclic.self = cyclic

@@ -496,6 +496,54 @@ describe('validation', () => {
     }
   })
 
+  it('reports an option whose getter throws as a problem of its component and field, not a raw error', () => {
+    const boom = (): never => {
+      throw new Error('no such secret')
+    }
+    const problems = problemsOf(() =>
+      new TopologyBuilder({
+        ...quiet,
+        get ackTimeoutMs(): number {
+          return boom()
+        },
+      })
+        .source('in', testSource([]))
+        .transform('t', ['in'], passThrough(), {
+          get dropStatus(): 'rejected' {
+            return boom()
+          },
+        })
+        .sink('out', ['t'], testSink(), {
+          retry: {
+            get attempts(): number {
+              return boom()
+            },
+          },
+        })
+        .build(),
+    )
+    expect(problems.map((p) => [p.code, p.component, p.field, p.message])).toEqual([
+      [
+        'INVALID_OPTION',
+        '(topology)',
+        'ackTimeoutMs',
+        'must be a positive number of at most 2147483647, got a getter that threw: no such secret',
+      ],
+      [
+        'INVALID_OPTION',
+        't',
+        'dropStatus',
+        'must be "delivered" or "rejected", got a getter that threw: no such secret',
+      ],
+      [
+        'INVALID_OPTION',
+        'out',
+        'retry.attempts',
+        'must be a positive integer, got a getter that threw: no such secret',
+      ],
+    ])
+  })
+
   it('types inputs: only declared ids and ports of transforms', () => {
     const builder = new TopologyBuilder(quiet)
       .source('in', testSource([]))

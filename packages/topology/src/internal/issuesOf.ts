@@ -10,6 +10,7 @@
 import { z } from 'zod'
 import type { ConfigIssue } from '../ConfigIssue.js'
 import { fastCheck } from './fastCheck.js'
+import { snapshotOptions } from './snapshotOptions.js'
 
 // Keyed by definition, not by schema: `.describe()` and `.meta()` clone a schema but share its definition.
 const codeOnlyDefinitions = new WeakMap<object, string>()
@@ -30,6 +31,23 @@ export const WHOLE = '(options)'
 
 /** Every problem of `value` under `schema`, one per field, in the order the schema found them. */
 export function issuesOf(schema: z.ZodType, value: unknown): ConfigIssue[] {
+  // Checked as read once: a getter read again could say otherwise, or throw where it did not.
+  const read = snapshotOptions(schema, value)
+  const byField = new Map<string, ConfigIssue>()
+  for (const issue of read.issues) if (!byField.has(issue.field)) byField.set(issue.field, issue)
+  try {
+    for (const issue of checked(schema, read.value))
+      if (!byField.has(issue.field)) byField.set(issue.field, issue)
+  } catch (error) {
+    // What the copy kept as given (a record's values, a union's) threw when zod read it.
+    if (!byField.has(WHOLE))
+      byField.set(WHOLE, issueAt(schema, [], `options that threw when read: ${safeText(error)}`))
+  }
+  return [...byField.values()]
+}
+
+/** The issues of `value`, read once already (see {@link issuesOf}). */
+function checked(schema: z.ZodType, value: unknown): ConfigIssue[] {
   // Valid options, the usual case, are told by a plain predicate; zod runs to word the issues.
   if (fastCheck(schema)?.(value) === true) return []
   const result = schema.safeParse(value)
@@ -73,6 +91,25 @@ function toConfigIssues(root: z.ZodType, value: unknown, issue: z.core.$ZodIssue
   return [make(path, expected, got)]
 }
 
+/**
+ * The issue of the field at `path` under `root`, whose value could not be read or checked: what
+ * the schema expects there, and `got` as given (already in words).
+ */
+export function issueAt(root: z.ZodType, path: readonly PropertyKey[], got: string): ConfigIssue {
+  const schema = schemaAt(root, path)
+  return make(path, (schema === undefined ? undefined : expectedOf(schema)) ?? 'a valid value', clip(got))
+}
+
+/** What was thrown, as text; never throws (a `message` getter that throws, an object without a prototype). */
+function safeText(error: unknown): string {
+  try {
+    const message = error instanceof Error ? error.message : error
+    return String(message)
+  } catch {
+    return 'a value that cannot be converted to a string'
+  }
+}
+
 function make(path: readonly PropertyKey[], expected: string, got: string): ConfigIssue {
   // The one message style; ConfigIssue.of writes the same for checks made by hand.
   return { field: fieldOf(path), expected, got, message: `must be ${expected}, got ${got}` }
@@ -94,7 +131,7 @@ function fieldOf(path: readonly PropertyKey[]): string {
 }
 
 /** The fields of zod definitions that lead to inner schemas; the rest is not read here. */
-interface Def {
+export interface Def {
   readonly type: string
   readonly innerType?: z.ZodType
   readonly in?: z.ZodType
@@ -106,10 +143,10 @@ interface Def {
   readonly getter?: () => z.ZodType
 }
 
-const defOf = (schema: z.ZodType): Def => schema._zod.def as unknown as Def
+export const defOf = (schema: z.ZodType): Def => schema._zod.def as unknown as Def
 
 /** The schema without the wrappers that do not change what a value must be. */
-function unwrap(schema: z.ZodType): z.ZodType {
+export function unwrap(schema: z.ZodType): z.ZodType {
   let current = schema
   for (let depth = 0; depth < 32; depth++) {
     if (codeOnly.expected(current) !== undefined) return current
