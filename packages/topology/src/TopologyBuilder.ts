@@ -103,14 +103,15 @@ export class TopologyBuilder<Inputs extends string = never> {
    * {@link TopologyError} with every problem found. Warnings go to `onWarning` and are kept on
    * `topology.warnings`. The topology keeps a copy of the options as they were checked (the
    * topology's, and each declaration's, with its `retry` and in-memory `buffer`): changing those
-   * objects afterwards changes nothing it runs with. Components and buffer factories are kept as
-   * given.
+   * objects afterwards changes nothing it runs with. Each option is read once (a getter is not read
+   * again: what runs is what was checked). Components and buffer factories are kept as given.
    */
   build(): Topology {
     const { plan, problems, warnings } = planTopology(this.#declarations, this.#options)
     if (problems.length > 0 || plan === undefined) throw new TopologyError(problems)
+    // The options as build() read and checked them: a getter is not read again.
     const onWarning =
-      this.#options.onWarning ??
+      plan.options.onWarning ??
       ((warning: TopologyWarning) =>
         process.emitWarning(warning.message, { code: `ACKLINE_${warning.code}` }))
     for (const warning of warnings) onWarning(warning)

@@ -496,6 +496,33 @@ describe('validation', () => {
     }
   })
 
+  it('reads each option once: a getter that changes between reads runs with the value build() checked', () => {
+    // Validation and resolution read options apart: a getter that said false when checked and
+    // true (or 0) when read again put the unchecked value in the plan.
+    const reads = { topology: 0, sink: 0, concurrency: 0 }
+    const options = {
+      ...quiet,
+      get acknowledgements() {
+        return reads.topology++ === 0 ? false : true
+      },
+    }
+    const sinkOptions = {
+      get acknowledgements() {
+        return reads.sink++ === 0 ? undefined : true
+      },
+      get concurrency() {
+        return reads.concurrency++ === 0 ? 2 : 0
+      },
+    }
+    const topology = new TopologyBuilder(options)
+      .source('in', testSource([]))
+      .sink('out', ['in'], testSink(), sinkOptions)
+      .build()
+    expect(topology.sinkAcknowledgements).toEqual({ out: false })
+    expect(topology.sourceAcknowledgements).toEqual({ in: false })
+    expect(reads).toEqual({ topology: 1, sink: 1, concurrency: 1 })
+  })
+
   it('reports an option whose getter throws as a problem of its component and field, not a raw error', () => {
     const boom = (): never => {
       throw new Error('no such secret')

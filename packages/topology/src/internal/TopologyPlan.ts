@@ -18,6 +18,7 @@ import { textOf } from '../textOf.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
 import { issuesOf, show, WHOLE } from './issuesOf.js'
 import { MAX_TIMER_MS } from './maxTimerMs.js'
+import { snapshotOptions } from './snapshotOptions.js'
 
 /** Where events of one output port go. */
 export type PortEdges = ReadonlyMap<string, readonly string[]>
@@ -53,22 +54,31 @@ export interface PlanResult {
 
 export const TOPOLOGY = '(topology)'
 
-export function planTopology(
-  declarations: readonly ComponentDeclaration[],
-  options: TopologyOptions,
-): PlanResult {
+export function planTopology(declared: readonly ComponentDeclaration[], given: TopologyOptions): PlanResult {
   const problems: TopologyProblem[] = []
   const problem = (code: TopologyProblemCode, component: string, field: string, message: string): void => {
     problems.push({ code, component, field, message })
   }
 
-  reportIssues(problems, 'INVALID_OPTION', TOPOLOGY, TopologyOptions.validate(options))
+  // Every option is read once, here: checked, resolved and run are that one value (a getter read
+  // again may say otherwise), and a read that throws is a problem of its field.
+  const options = readOnce(problems, TOPOLOGY, TopologyOptions, given) as TopologyOptions
   // Declarations from untyped code that the checks below could not even read (an id that is no
   // string, a component or options that are no object): reported alone, as the rest would be noise.
   if (!isObject(options)) return { plan: undefined, problems, warnings: [] }
-  for (const decl of declarations) checkShape(decl, problem)
+  for (const decl of declared) checkShape(decl, problem)
   if (problems.length > 0 && problems.some((p) => p.component !== TOPOLOGY))
     return { plan: undefined, problems, warnings: [] }
+  /** What could not be read of each declaration's options, reported in its turn. */
+  const unreadable = new Map<ComponentDeclaration, TopologyProblem[]>()
+  const declarations = declared.map((decl): ComponentDeclaration => {
+    if (decl.role === 'source') return decl
+    const own = decl.role === 'transform' ? TransformOptions : SinkOptions
+    const found: TopologyProblem[] = []
+    const read = { ...decl, options: readOnce(found, decl.id, own, decl.options) } as ComponentDeclaration
+    unreadable.set(read, found)
+    return read
+  })
 
   const byId = new Map<string, ComponentDeclaration>()
   /** The first declaration of each component object. */
@@ -166,6 +176,7 @@ export function planTopology(
       const ups = upstreams.get(decl.id)!
       if (!ups.includes(producerId)) ups.push(producerId)
     })
+    problems.push(...(unreadable.get(decl) ?? []))
     checkOptions(decl, options, problems, problem)
     checkConfig(decl, problems, problem)
   }
@@ -282,6 +293,32 @@ export function planTopology(
 }
 
 type Report = (code: TopologyProblemCode, component: string, field: string, message: string) => void
+
+/**
+ * `options` read once along `schema` (see {@link snapshotOptions}), a buffer factory kept as
+ * given; each option whose read threw is an `INVALID_OPTION` problem of `component`, the others
+ * are checked as read.
+ */
+function readOnce(
+  problems: TopologyProblem[],
+  component: string,
+  schema: typeof TopologyOptions | typeof SinkOptions | typeof TransformOptions,
+  options: unknown,
+): unknown {
+  const read = snapshotOptions(
+    schema.schema,
+    options,
+    (value, path) => path.length === 1 && path[0] === 'buffer' && isEdgeBufferFactory(value as never),
+  )
+  reportIssues(problems, 'INVALID_OPTION', component, read.issues)
+  // The topology's options are checked here; a declaration's with its buffer, in checkOptions.
+  if (schema === TopologyOptions) {
+    const unreadable = new Set(read.issues.map((issue) => issue.field))
+    const issues = schema.validate(read.value).filter((issue) => !unreadable.has(issue.field))
+    reportIssues(problems, 'INVALID_OPTION', component, issues)
+  }
+  return read.value
+}
 
 /**
  * The declaration as the runtime reads it, its options copied as `build()` checked them (each
