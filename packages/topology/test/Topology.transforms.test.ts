@@ -871,6 +871,59 @@ describe('a forced stop while a call never returns', () => {
     expect(holdsNoBatch(kept[0]!)).toBe(true)
   })
 
+  it('counts nothing more when a late callback emits a fresh event, or one it made from a handle the forced stop settled', async () => {
+    // After the stop nothing a late callback makes carries a batch: a new event, or one made by
+    // create from a handle the stop settled through an earlier call's context, was settled errored
+    // and counted in erroredEvents (EMIT_AFTER_RETURN with events 1), though it settled nothing.
+    vi.useFakeTimers()
+    const kept: LogEvent[] = []
+    let calls = 0
+    const window: Transform = {
+      kind: 'late_window',
+      process(events, context) {
+        kept.push(...events)
+        if (++calls === 1) {
+          setTimeout(() => {
+            context.emit(context.create({ fresh: true }))
+            context.emit(context.create({ child: true }, kept.slice(0, 1)))
+          }, 5000)
+          return undefined
+        }
+        setTimeout(() => context.emit(context.create({ given: true })), 5000)
+        return new Promise<void>(() => {}) // hangs: given up at the stop
+      },
+      flush(context) {
+        for (const event of kept.splice(0)) context.emit(event)
+      },
+    }
+    const second = new Gate()
+    const source = testSource([records(1), records(2)], {
+      untilStopped: true,
+      afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
+    })
+    const topology = through(source, window, testSink())
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    second.open()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(calls).toBe(2)
+    const stopped = topology.stop({ drainTimeoutMs: 1000 })
+    await vi.advanceTimersByTimeAsync(1000)
+    await stopped
+    const metrics = topology.metrics().t
+    expect(metrics).toMatchObject({ erroredEvents: 2, failures: { LEAKED_EVENTS: 1, STOPPED: 1 } })
+    const before = facts.length
+    await vi.advanceTimersByTimeAsync(5000)
+    expect(topology.metrics().t).toEqual(metrics)
+    expect(facts.slice(before)).toEqual([
+      expect.objectContaining({ code: 'EMIT_AFTER_RETURN', events: 0 }),
+      expect.objectContaining({ code: 'EMIT_AFTER_RETURN', events: 0 }),
+      expect.objectContaining({ code: 'EMIT_AFTER_RETURN', events: 0 }),
+    ])
+  })
+
   it('settles what a flush that never returns made, at the stop', async () => {
     vi.useFakeTimers()
     const gate = new Gate()

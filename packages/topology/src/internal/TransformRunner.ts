@@ -212,6 +212,13 @@ class CallContext implements TransformContext {
       this.#runner.emit({ type: 'component_error', component: this.id, code, message, events: 0 })
       return
     }
+    // After the forced stop a late callback can only make events that carry no batch (a new one,
+    // one made from a handle the stop settled): ended, it settles nothing, so nothing is counted.
+    if (this.#runner.forced && !event.isEnded && holdsNoBatch(event)) {
+      event.end()
+      this.#runner.emit({ type: 'component_error', component: this.id, code, message, events: 0 })
+      return
+    }
     // In the call, the same holds of a handle not its own in it (an earlier call passed it on).
     if (!event.isEnded && (this.#open ? !this.#owns(event) : !event.isLocalTo(this.#runner.holder))) {
       this.#runner.emit({
@@ -1187,4 +1194,11 @@ function notFields(id: string, value: unknown): ComponentError<'NOT_FIELDS'> {
 /** What `emit` throws for a port the transform does not declare (after settling the events). */
 function undeclaredPortError(id: string, port: string): ComponentError<'UNDECLARED_PORT'> {
   return new ComponentError('UNDECLARED_PORT', undeclaredPort(port), { component: id, field: 'outputs' })
+}
+
+/** Whether `event` (live) carries no batch: ending it tells no source anything. */
+function holdsNoBatch(event: LogEvent): boolean {
+  let batches = 0
+  event.forEachBatch(() => batches++)
+  return batches === 0
 }
