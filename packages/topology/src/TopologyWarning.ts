@@ -11,8 +11,10 @@
  * - `ACK_UNSUPPORTED`: a source that cannot acknowledge feeds an acknowledging sink, so what it
  *   reads is gone once read whatever the sink does (`source`, `sink`).
  * - `NO_CONSUMERS`: nothing reads any output of a source or a transform (`component`), so
- *   everything it sends or emits is discarded, and counted as dropped, which settles `delivered`:
- *   an acknowledging source tells its upstream "got it" for events no sink received. Mostly a
+ *   everything it sends or emits is discarded, and counted as dropped. Where an acknowledging
+ *   source feeds it, that settles `delivered`: the source tells its upstream "got it" for events
+ *   no sink received; where acknowledgements are off for its events nothing is settled (its
+ *   source counts a batch delivered once sent, as any), and the message says so. Mostly a
  *   forgotten or misspelt input; a route's `_unmatched` port that nobody reads is not one (the
  *   route's other ports are read).
  *

@@ -636,13 +636,34 @@ describe('acknowledgement propagation', () => {
       ['NO_CONSUMERS', 'dead_end'],
     ])
     expect(warnings[0]!.message).toContain("nothing reads source 'forgotten'")
-    expect(warnings[0]!.message).toContain('settles delivered')
+    // No acknowledging sink reaches it: acknowledgements are off for it, and it counts as sent.
+    expect(warnings[0]!.message).toContain('no sink receives it')
+    expect(warnings[0]!.message).toContain('its batches count as delivered once sent')
     expect(warnings[1]!.message).toContain("nothing reads transform 'dead_end'")
+    expect(warnings[1]!.message).toContain(
+      'which settles delivered: the sources that feed it acknowledge it upstream though no sink received it',
+    )
     expect(topology.warnings).toEqual(warnings)
     // What the warning is about: the source's batch is acknowledged though no sink received it.
     await topology.start()
     await topology.stop()
     expect(await forgotten.statuses()).toEqual(['delivered'])
+  })
+
+  it('words the NO_CONSUMERS warning for acknowledgements off: nothing is settled, so nothing is acknowledged by the drop', () => {
+    // Acknowledgements off everywhere: the warning said the drop settles delivered and a source
+    // acknowledges it upstream, where no event carries a batch and nothing is settled.
+    const warnings: TopologyWarning[] = []
+    new TopologyBuilder({ onWarning: (w) => warnings.push(w) })
+      .source('in', testSource([]))
+      .source('forgotten', testSource([]))
+      .transform('dead_end', ['in'], passThrough())
+      .sink('out', ['in'], testSink())
+      .build()
+    expect(warnings.map((w) => w.message)).toEqual([
+      "nothing reads source 'forgotten' (test_source): everything it sends is discarded as dropped, and no sink receives it (acknowledgements are off for it: its batches count as delivered once sent); give a sink or transform 'forgotten' as an input, or remove it",
+      "nothing reads transform 'dead_end' (pass): everything it emits is discarded as dropped, and no sink receives it (acknowledgements are off for what it reads: no source hears of it); give a sink or transform 'dead_end' as an input, or remove it",
+    ])
   })
 
   it('emits each warning with its own code when no onWarning is given', () => {

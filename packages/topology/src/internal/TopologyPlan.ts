@@ -242,22 +242,31 @@ export function planTopology(declared: readonly ComponentDeclaration[], given: T
       }
     }
   }
-  // Vector warns of a component without consumers too: its events are dropped, which settles
-  // `delivered`, so a forgotten input would acknowledge everything upstream and keep nothing.
-  for (const decl of byId.values()) {
-    if (decl.role === 'sink' || downstream(decl.id).length > 0) continue
-    warnings.push({
-      code: 'NO_CONSUMERS',
-      component: decl.id,
-      message: `nothing reads ${decl.role} '${decl.id}' (${decl.component.kind}): everything it ${decl.role === 'source' ? 'sends' : 'emits'} is discarded as dropped, which settles delivered (a source acknowledges it upstream); give a sink or transform '${decl.id}' as an input, or remove it`,
-    })
-  }
-  // One walk each, not one per sink or per transform: those cost the square of a generated
-  // chain's length (20,000 transforms took minutes to build).
+  // What some acknowledging source feeds: what it sends or emits carries that source's batches.
   const fedByAcks = reachable(
     [...sourceAcks].filter(([, acks]) => acks).map(([id]) => id),
     downstream,
   )
+  // Vector warns of a component without consumers too: its events are dropped, which settles
+  // `delivered`, so a forgotten input would acknowledge everything upstream and keep nothing.
+  for (const decl of byId.values()) {
+    if (decl.role === 'sink' || downstream(decl.id).length > 0) continue
+    const what = `everything it ${decl.role === 'source' ? 'sends' : 'emits'} is discarded as dropped`
+    // With acknowledgements off for its events nothing is settled: saying a drop acknowledges them
+    // upstream would be wrong there (and nothing would change if a sink read them).
+    const fate = fedByAcks.has(decl.id)
+      ? `${what}, which settles delivered: ${decl.role === 'source' ? 'it acknowledges' : 'the sources that feed it acknowledge'} it upstream though no sink received it`
+      : decl.role === 'source'
+        ? `${what}, and no sink receives it (acknowledgements are off for it: its batches count as delivered once sent)`
+        : `${what}, and no sink receives it (acknowledgements are off for what it reads: no source hears of it)`
+    warnings.push({
+      code: 'NO_CONSUMERS',
+      component: decl.id,
+      message: `nothing reads ${decl.role} '${decl.id}' (${decl.component.kind}): ${fate}; give a sink or transform '${decl.id}' as an input, or remove it`,
+    })
+  }
+  // One walk each, not one per sink or per transform (`fedByAcks` above): those cost the square
+  // of a generated chain's length (20,000 transforms took minutes to build).
   const sinkCarriesFinalizers = new Map<string, boolean>()
   for (const sinkId of sinkAcks.keys()) sinkCarriesFinalizers.set(sinkId, fedByAcks.has(sinkId))
 
