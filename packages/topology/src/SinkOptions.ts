@@ -32,7 +32,7 @@ export const SinkOptions = defineOptions({
     .boolean()
     .optional()
     .describe(
-      'When this sink settles an event, its batches learn that status at once and what every other copy reports later is ignored.',
+      'When this sink settles an event, its batches learn that status at once and what every other copy reports later is ignored. Needs acknowledgements on for the sink: with them off it records nothing, and `build()` warns (`AUTHORITATIVE_IGNORED`).',
     ),
   buffer: MemoryBufferOptions.schema
     .optional()

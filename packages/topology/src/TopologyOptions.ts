@@ -46,7 +46,7 @@ export const TopologyOptions = defineOptions({
   onWarning: codeOption<(warning: TopologyWarning) => void>('a function')
     .optional()
     .describe(
-      'Called with each warning of `build()`. Defaults to `process.emitWarning` with code `ACKLINE_` followed by the warning code (`ACKLINE_ACK_UNSUPPORTED`, `ACKLINE_NO_CONSUMERS`).',
+      'Called with each warning of `build()`. Defaults to `process.emitWarning` with code `ACKLINE_` followed by the warning code (`ACKLINE_ACK_UNSUPPORTED`, `ACKLINE_NO_CONSUMERS`, `ACKLINE_AUTHORITATIVE_IGNORED`).',
     ),
 })
 /** Options of the whole topology: see the {@link TopologyOptions} schema for each option. */

@@ -17,13 +17,16 @@
  *   source counts a batch delivered once sent, as any), and the message says so. Mostly a
  *   forgotten or misspelt input; a route's `_unmatched` port that nobody reads is not one (the
  *   route's other ports are read).
+ * - `AUTHORITATIVE_IGNORED`: a sink declared `authoritative: true` has acknowledgements off (its
+ *   own `acknowledgements: false`, or the topology's default), so its copies are settled as its
+ *   buffer takes them and what it reports reaches no source: it records nothing (`sink`).
  *
  * @example
  * ```ts
  * new TopologyBuilder({ acknowledgements: true, onWarning: (w) => log.warn(w.message, { code: w.code }) })
  * ```
  */
-export type TopologyWarning = AckUnsupportedWarning | NoConsumersWarning
+export type TopologyWarning = AckUnsupportedWarning | NoConsumersWarning | AuthoritativeIgnoredWarning
 
 /** A source that cannot acknowledge feeds an acknowledging sink (see {@link TopologyWarning}). */
 export interface AckUnsupportedWarning {
@@ -44,5 +47,18 @@ export interface NoConsumersWarning {
   /** The source or transform whose outputs nobody reads. */
   readonly component: string
   /** The warning in words, naming the component and what happens to its events. */
+  readonly message: string
+}
+
+/**
+ * A sink declared `authoritative: true` has acknowledgements off, so it records nothing (see
+ * {@link TopologyWarning}).
+ */
+export interface AuthoritativeIgnoredWarning {
+  /** What the warning is about: tells it from the other warnings of {@link TopologyWarning}. */
+  readonly code: 'AUTHORITATIVE_IGNORED'
+  /** The authoritative sink whose acknowledgements are off. */
+  readonly sink: string
+  /** The warning in words, naming the sink and where its acknowledgements were turned off. */
   readonly message: string
 }

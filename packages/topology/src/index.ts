@@ -41,7 +41,12 @@ export { type StopOptions, Topology } from './Topology.js'
 export { TopologyBuilder } from './TopologyBuilder.js'
 export { TopologyError, type TopologyProblem, type TopologyProblemCode } from './TopologyError.js'
 export { TopologyOptions } from './TopologyOptions.js'
-export type { AckUnsupportedWarning, NoConsumersWarning, TopologyWarning } from './TopologyWarning.js'
+export type {
+  AckUnsupportedWarning,
+  AuthoritativeIgnoredWarning,
+  NoConsumersWarning,
+  TopologyWarning,
+} from './TopologyWarning.js'
 export type { Transform, TransformContext } from './Transform.js'
 export { TransformOptions } from './TransformOptions.js'
 export { textOf } from './textOf.js'

@@ -631,7 +631,12 @@ describe('acknowledgement propagation', () => {
       .transform('split', ['parse'], routeBy({ x: () => true }))
       .sink('out', ['split.x'], testSink())
       .build()
-    expect(warnings.map((w) => [w.code, w.code === 'NO_CONSUMERS' ? w.component : w.source])).toEqual([
+    expect(
+      warnings.map((w) => [
+        w.code,
+        w.code === 'NO_CONSUMERS' ? w.component : w.code === 'ACK_UNSUPPORTED' ? w.source : w.sink,
+      ]),
+    ).toEqual([
       ['NO_CONSUMERS', 'forgotten'],
       ['NO_CONSUMERS', 'dead_end'],
     ])
@@ -666,6 +671,33 @@ describe('acknowledgement propagation', () => {
     ])
   })
 
+  it('warns of an authoritative sink whose acknowledgements are off: what it records reaches no source', () => {
+    const warnings: TopologyWarning[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: (w) => warnings.push(w) })
+      .source('in', testSource([]))
+      .sink('alerts', ['in'], testSink(), { authoritative: true, acknowledgements: false })
+      .sink('pager', ['in'], testSink(), { authoritative: true })
+      .build()
+    expect(warnings).toEqual([
+      {
+        code: 'AUTHORITATIVE_IGNORED',
+        sink: 'alerts',
+        message:
+          "sink 'alerts' (test_sink) is authoritative, but its acknowledgements are off (its own acknowledgements: false): what it reports reaches no source, so it records nothing; turn its acknowledgements on, or remove authoritative",
+      },
+    ])
+    expect(topology.warnings).toEqual(warnings)
+    const byDefault: TopologyWarning[] = []
+    new TopologyBuilder({ onWarning: (w) => byDefault.push(w) })
+      .source('in', testSource([]))
+      .sink('alerts', ['in'], testSink(), { authoritative: true })
+      .build()
+    expect(byDefault.map((w) => [w.code, w.code === 'AUTHORITATIVE_IGNORED' && w.sink])).toEqual([
+      ['AUTHORITATIVE_IGNORED', 'alerts'],
+    ])
+    expect(byDefault[0]!.message).toContain("(the topology's default)")
+  })
+
   it('emits each warning with its own code when no onWarning is given', () => {
     const emit = vi.spyOn(process, 'emitWarning').mockImplementation(() => {})
     try {
@@ -696,7 +728,13 @@ describe('acknowledgement propagation', () => {
       .build()
     // A NO_CONSUMERS warning among them would show as [code, component] and fail the comparison.
     expect(
-      warnings.map((w) => (w.code === 'ACK_UNSUPPORTED' ? [w.source, w.sink] : [w.code, w.component])),
+      warnings.map((w) =>
+        w.code === 'ACK_UNSUPPORTED'
+          ? [w.source, w.sink]
+          : w.code === 'NO_CONSUMERS'
+            ? [w.code, w.component]
+            : [w.code, w.sink],
+      ),
     ).toEqual([
       ['stdin', 'out'],
       ['stdin', 'other'],

@@ -242,6 +242,20 @@ export function planTopology(declared: readonly ComponentDeclaration[], given: T
       }
     }
   }
+  // An authoritative sink records a status for its sources; with acknowledgements off its copies
+  // are settled as its buffer takes them (RFC 0002, acks-off sinks), so it records nothing. A
+  // warning, not a problem: a topology's default may be turned on later, as for NO_CONSUMERS.
+  for (const decl of byId.values()) {
+    if (decl.role !== 'sink' || decl.options.authoritative !== true || sinkAcks.get(decl.id) === true)
+      continue
+    const why =
+      decl.options.acknowledgements === false ? 'its own acknowledgements: false' : "the topology's default"
+    warnings.push({
+      code: 'AUTHORITATIVE_IGNORED',
+      sink: decl.id,
+      message: `sink '${decl.id}' (${decl.component.kind}) is authoritative, but its acknowledgements are off (${why}): what it reports reaches no source, so it records nothing; turn its acknowledgements on, or remove authoritative`,
+    })
+  }
   // What some acknowledging source feeds: what it sends or emits carries that source's batches.
   const fedByAcks = reachable(
     [...sourceAcks].filter(([, acks]) => acks).map(([id]) => id),
