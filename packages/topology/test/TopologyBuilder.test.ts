@@ -916,3 +916,27 @@ describe('a validate() that returns no list of issues (untyped code)', () => {
     expect(problems[0]!.message).toContain('returned undefined')
   })
 })
+
+describe('a transform whose outputs are no array of strings (untyped code)', () => {
+  it('is reported as INVALID_CONFIG on outputs, with the input naming its port as undeclared, not a TypeError', () => {
+    const untyped = (outputs: unknown): Transform => ({ ...passThrough(), outputs }) as unknown as Transform
+    const problems = problemsOf(() =>
+      new TopologyBuilder<string>(quiet)
+        .source('in', testSource([]))
+        .transform('five', ['in'], untyped(5))
+        .transform('symbols', ['in'], untyped([Symbol('x')]))
+        .sink('a', ['five.x'], testSink())
+        .sink('b', ['symbols.y'], testSink())
+        .build(),
+    )
+    expect(brief(problems)).toEqual([
+      'INVALID_CONFIG five outputs',
+      'INVALID_CONFIG symbols outputs[0]',
+      'UNDECLARED_OUTPUT a inputs[0]',
+      'UNDECLARED_OUTPUT b inputs[0]',
+      'UNFED_SINK a inputs',
+      'UNFED_SINK b inputs',
+    ])
+    expect(problems.find((p) => p.component === 'b')!.message).toContain("(declared: 'Symbol(x)')")
+  })
+})

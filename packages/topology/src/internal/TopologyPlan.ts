@@ -54,7 +54,10 @@ export interface PlanResult {
 
 export const TOPOLOGY = '(topology)'
 
-export function planTopology(declared: readonly ComponentDeclaration[], given: TopologyOptions): PlanResult {
+export function planTopology(
+  asDeclared: readonly ComponentDeclaration[],
+  given: TopologyOptions,
+): PlanResult {
   const problems: TopologyProblem[] = []
   const problem = (code: TopologyProblemCode, component: string, field: string, message: string): void => {
     problems.push({ code, component, field, message })
@@ -66,12 +69,12 @@ export function planTopology(declared: readonly ComponentDeclaration[], given: T
   // Declarations from untyped code that the checks below could not even read (an id that is no
   // string, a component or options that are no object): reported alone, as the rest would be noise.
   if (!isObject(options)) return { plan: undefined, problems, warnings: [] }
-  for (const decl of declared) checkShape(decl, problem)
+  for (const decl of asDeclared) checkShape(decl, problem)
   if (problems.length > 0 && problems.some((p) => p.component !== TOPOLOGY))
     return { plan: undefined, problems, warnings: [] }
   /** What could not be read of each declaration's options, reported in its turn. */
   const unreadable = new Map<ComponentDeclaration, TopologyProblem[]>()
-  const declarations = declared.map((decl): ComponentDeclaration => {
+  const declarations = asDeclared.map((decl): ComponentDeclaration => {
     if (decl.role === 'source') return decl
     const own = decl.role === 'transform' ? TransformOptions : SinkOptions
     const found: TopologyProblem[] = []
@@ -144,11 +147,15 @@ export function planTopology(declared: readonly ComponentDeclaration[], given: T
         return
       }
       if (dot >= 0) {
-        const declared = producer.role === 'transform' ? (producer.component.outputs ?? []) : []
+        // Not an array (untyped code: `outputs: 'errors'`, `5`): no port is declared, and the
+        // member check says what is wrong with it; read as it was, `5` threw a TypeError here.
+        const outputs: unknown = producer.role === 'transform' ? producer.component.outputs : undefined
+        const declared: readonly unknown[] = Array.isArray(outputs) ? outputs : []
         // A trailing dot names no port: read as the default output, it slipped through, and beside
         // the plain id it made a second edge into the same consumer (every event twice).
         if (port === '') {
-          const list = declared.length === 0 ? 'no output ports' : declared.map((p) => `'${p}'`).join(', ')
+          const list =
+            declared.length === 0 ? 'no output ports' : declared.map((p) => `'${textOf(p)}'`).join(', ')
           problem(
             'UNDECLARED_OUTPUT',
             decl.id,
@@ -158,7 +165,7 @@ export function planTopology(declared: readonly ComponentDeclaration[], given: T
           return
         }
         if (!declared.includes(port)) {
-          const list = declared.length === 0 ? 'none' : declared.map((p) => `'${p}'`).join(', ')
+          const list = declared.length === 0 ? 'none' : declared.map((p) => `'${textOf(p)}'`).join(', ')
           problem(
             'UNDECLARED_OUTPUT',
             decl.id,
