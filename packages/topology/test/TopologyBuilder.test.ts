@@ -940,3 +940,50 @@ describe('a transform whose outputs are no array of strings (untyped code)', () 
     expect(problems.find((p) => p.component === 'b')!.message).toContain("(declared: 'Symbol(x)')")
   })
 })
+
+describe('a component whose member getter throws (untyped code, a proxy)', () => {
+  it('is reported as INVALID_CONFIG naming the component and the member, not thrown raw', () => {
+    const throwing = <T extends object>(component: T, member: string): T =>
+      Object.defineProperty(component, member, {
+        get() {
+          throw new Error(`no ${member}`)
+        },
+      })
+    const problems = problemsOf(() =>
+      new TopologyBuilder<string>({ ...quiet, acknowledgements: true })
+        .source('in', throwing(testSource([]), 'canAcknowledge'))
+        .transform('kindless', ['in'], throwing(passThrough(), 'kind'))
+        .transform('portless', ['in'], throwing(passThrough(), 'outputs'))
+        .transform('unchecked', ['in'], throwing(passThrough(), 'validate'))
+        .sink('out', ['kindless', 'portless.x', 'unchecked'], throwing(testSink(), 'canAcknowledge'))
+        .build(),
+    )
+    expect(problems.map((p) => [p.code, p.component, p.field, p.message])).toEqual([
+      [
+        'INVALID_CONFIG',
+        'in',
+        'canAcknowledge',
+        "source 'in': reading its canAcknowledge threw: no canAcknowledge",
+      ],
+      ['INVALID_CONFIG', 'kindless', 'kind', "transform 'kindless': reading its kind threw: no kind"],
+      [
+        'INVALID_CONFIG',
+        'portless',
+        'outputs',
+        "transform 'portless': reading its outputs threw: no outputs",
+      ],
+      [
+        'INVALID_CONFIG',
+        'unchecked',
+        'validate',
+        "transform 'unchecked': reading its validate threw: no validate",
+      ],
+      [
+        'INVALID_CONFIG',
+        'out',
+        'canAcknowledge',
+        "sink 'out': reading its canAcknowledge threw: no canAcknowledge",
+      ],
+    ])
+  })
+})

@@ -436,6 +436,22 @@ function shown(value: unknown): string {
   return value === null || typeof value !== 'object' ? String(value) : 'an object'
 }
 
+/** The members of a component that planning reads outside the member check, by role. */
+const READ_MEMBERS = {
+  source: ['kind', 'canAcknowledge'],
+  transform: ['kind', 'outputs', 'validate'],
+  sink: ['kind', 'canAcknowledge', 'validate'],
+} as const
+
+/** What was thrown, for a message: an error's message, else the value itself. */
+function messageOf(error: unknown): unknown {
+  try {
+    return error instanceof Error ? error.message : error
+  } catch {
+    return error // a `message` getter that throws
+  }
+}
+
 /**
  * Checks what the rest of the planning reads without looking: the id is a string, the component
  * and the options are objects, the inputs an array of strings.
@@ -452,6 +468,22 @@ function checkShape(decl: ComponentDeclaration, problem: Report): void {
       decl.role,
       `must be a ${decl.role} object, got ${shown(decl.component)}`,
     )
+  else {
+    // What planning reads of the component without looking: a getter that throws (untyped code, a
+    // proxy) threw out of build() raw, naming neither the component nor the member.
+    for (const member of READ_MEMBERS[decl.role]) {
+      try {
+        void (decl.component as unknown as Record<string, unknown>)[member]
+      } catch (error) {
+        problem(
+          'INVALID_CONFIG',
+          component,
+          member,
+          `${decl.role} '${component}': reading its ${member} threw: ${textOf(messageOf(error))}`,
+        )
+      }
+    }
+  }
   if (decl.role !== 'source' && !isObject(decl.options))
     problem('INVALID_OPTION', component, WHOLE, `must be an object, got ${shown(decl.options)}`)
   const inputs: unknown = decl.inputs
