@@ -193,8 +193,17 @@ export function planTopology(
   const downstream = (id: string): string[] => [...(edges.get(id)?.values() ?? [])].flat()
 
   for (const cycle of findCycles([...byId.keys()], downstream)) {
-    const members = cycle.map((id) => `'${id}'`).join(', ')
-    for (const id of cycle) problem('CYCLE', id, 'inputs', `'${id}' is part of a cycle through ${members}`)
+    // Each member's problem names the cycle: in full when short, else its first members and a
+    // count (naming every one made a generated ring of 20,000 throw RangeError: Invalid string length).
+    const named = cycle
+      .slice(0, MAX_CYCLE_NAMES)
+      .map((id) => `'${id}'`)
+      .join(', ')
+    const through =
+      cycle.length <= MAX_CYCLE_NAMES
+        ? `a cycle through ${named}`
+        : `a cycle of ${cycle.length} components through ${named} and ${cycle.length - MAX_CYCLE_NAMES} more`
+    for (const id of cycle) problem('CYCLE', id, 'inputs', `'${id}' is part of ${through}`)
   }
 
   const fed = reachable(
@@ -321,6 +330,9 @@ export function planTopology(
     warnings,
   }
 }
+
+/** How many members of a cycle its problems name; a longer one is counted beyond them. */
+const MAX_CYCLE_NAMES = 10
 
 type Report = (code: TopologyProblemCode, component: string, field: string, message: string) => void
 
