@@ -503,7 +503,7 @@ describe('validation', () => {
     const options = {
       ...quiet,
       get acknowledgements() {
-        return reads.topology++ === 0 ? false : true
+        return reads.topology++ !== 0
       },
     }
     const sinkOptions = {
