@@ -38,9 +38,9 @@ import { KeyedEvents, MAX_KEYS } from './internal/KeyedEvents.js'
  * group's first event (`a.b` where its `a` is `5`) is left out: that event's fields stay as they are.
  * - `first`: the first value (what every field not listed does);
  * - `last`: the last value;
- * - `sum`, `min`, `max`: over the numeric values (a boxed number, as the number JSON writes for
- *   it; a `NaN` among them, which untyped code may set, gives `NaN`, written `null`, in whatever
- *   order it came). A sum stays what JSON carries exactly: an event whose value would overflow it
+ * - `sum`, `min`, `max`: over the numeric values (a boxed number, as the number it holds, `NaN`
+ *   and `Infinity` too; a `NaN` among them, which untyped code may set, gives `NaN`, written
+ *   `null`, in whatever order it came). A sum stays what JSON carries exactly: an event whose value would overflow it
  *   (to `Infinity`, which JSON writes as `null`) or take a sum of whole numbers past 2^53 - 1
  *   (where they lose precision) is not merged; the call fails with a `ComponentError`
  *   (`SUM_OVERFLOW`, field `merge.<path>`) and the runtime settles that event `errored`.

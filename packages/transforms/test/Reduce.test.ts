@@ -130,6 +130,25 @@ describe('reduce', () => {
     expect(ctx.fieldsOn()).toEqual([{ n: 6, low: 1, high: 3, text: 'a b c' }])
   })
 
+  it('merges a boxed NaN or Infinity in sum, min and max as the number it holds, as the unboxed one', () => {
+    // Read through JSON, a box holding NaN or Infinity was null, which the strategies skip: 5, then
+    // new Number(NaN), then 3 summed to 8 where 5, NaN, 3 summed to NaN (and min 3, max 5, not NaN).
+    const merged = (values: readonly unknown[]) => {
+      const t = reduce({ maxEvents: values.length, merge: { low: 'min', high: 'max', total: 'sum' } })
+      const ctx = new FakeTransformContext()
+      t.process(testBatch(values.map((v) => ({ low: v, high: v, total: v })) as never).events, ctx)
+      return ctx.fieldsOn()
+    }
+    for (const special of [Number.NaN, Number.POSITIVE_INFINITY]) {
+      const plain = merged([5, special, 3])
+      expect(merged([5, Object(special), 3])).toEqual(plain)
+      expect(merged([5, runInNewContext(`new Number(${special})`), 3])).toEqual(plain)
+    }
+    expect(merged([5, Object(Number.NaN), 3])).toEqual([
+      { low: Number.NaN, high: Number.NaN, total: Number.NaN },
+    ])
+  })
+
   describe('a sum JSON cannot carry', () => {
     it.each([
       ['overflows to Infinity', 1e308, 1e308, 'Infinity'],

@@ -5,14 +5,20 @@
  */
 
 /**
- * `value`, or, when it is a box, the primitive JSON writes for it (`new Number(2)`: 2; one holding
- * `NaN`: `null`). Anything else is returned as it is, at the cost of a `typeof`.
+ * `value`, or, when it is a box, the primitive JSON writes for it (`new Number(2)`: 2). A number
+ * box JSON writes as `null` because what it holds is not finite (`NaN`, `Infinity`) gives that
+ * number, as the same number unboxed is given: read as `null`, which `sum`, `min` and `max` skip, a
+ * boxed `NaN` left a group's sum a number where a `NaN` made it `NaN`. Anything else is returned
+ * as it is, at the cost of a `typeof`.
  */
 export function unboxed(value: unknown): unknown {
   if (typeof value !== 'object' || value === null || Array.isArray(value) || !isBox(value)) return value
   try {
     // As JSON writes it (through its valueOf, as JSON.stringify reads a box), not by another rule.
-    return JSON.parse(JSON.stringify(value)) as unknown
+    const written: unknown = JSON.parse(JSON.stringify(value))
+    if (written !== null || typeof (value as { toJSON?: unknown }).toJSON === 'function') return written
+    // The number JSON read from it (ToNumber, through its valueOf) before writing it as null.
+    return holds(Number.prototype.valueOf, value) ? Number(value) : written
   } catch {
     // A valueOf or toJSON of its own that throws: JSON writes nothing; left as it is.
     return value
