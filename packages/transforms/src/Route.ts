@@ -62,13 +62,19 @@ const RouteArgument = defineOptions({
 })
 
 /**
- * The issues of the route `name` (its name, then its predicate; one per route), each naming the
- * field as the options machinery names a record's entry: `routes.errors`, `routes["a.b"]`.
+ * The field of the route `name`, as the options machinery names a record's entry (a key that is
+ * empty or holds a dot or a bracket quoted in brackets): `routes.errors`, `routes["a[0]"]`. What
+ * `validate()` and a predicate's bad answer name alike (the answer's read `routes.a[0]`).
  */
+function routeField(name: string): string {
+  return /^$|[.[\]]/.test(name) ? `routes[${JSON.stringify(name)}]` : `routes.${name}`
+}
+
+/** The issues of the route `name` (its name, then its predicate; one per route), at {@link routeField}. */
 function routeIssues(name: string, predicate: unknown): ConfigIssue[] {
   const [issue] = RouteArgument.validate({ name, predicate })
   if (issue === undefined) return []
-  const field = /^$|[.[\]]/.test(name) ? `routes[${JSON.stringify(name)}]` : `routes.${name}`
+  const field = routeField(name)
   return [
     issue.field === 'name'
       ? ConfigIssue.of(field, `a key that is ${issue.expected ?? ROUTE_NAME}`, name)
@@ -132,7 +138,7 @@ class Route<Name extends string> implements RouteTransform<Name> {
           const answer: unknown = predicates[r]!(event)
           if (event.isEnded) {
             dropAnswer(answer)
-            throw predicateEnded(context.id, `routes.${names[r]!}`, `the predicate of route '${names[r]!}'`)
+            throw predicateEnded(context.id, routeField(names[r]!), `the predicate of route '${names[r]!}'`)
           }
           const hit = answer === true
           // Anything but a boolean (a truthy 1, a forgotten return, an async predicate's promise)
@@ -140,7 +146,7 @@ class Route<Name extends string> implements RouteTransform<Name> {
           if (!hit && answer !== false)
             throw badAnswer(
               context.id,
-              `routes.${names[r]!}`,
+              routeField(names[r]!),
               `the predicate of route '${names[r]!}'`,
               answer,
             )

@@ -169,6 +169,22 @@ describe('route', () => {
     expect(route(routes).validate()).toEqual([])
   })
 
+  it('names a route with a bracket in it the same way when its predicate answers badly as validate() does', () => {
+    // validate() quotes such a name (routes["a[0]"]), as the options machinery names a record key;
+    // the error of a predicate answering 1 read routes.a[0], the first item of a field routes.a.
+    const name = 'a[0]'
+    const t = route({ [name]: () => 1 as never })
+    expect(
+      route({ [name]: 5 as never })
+        .validate()
+        .map((i) => i.field),
+    ).toEqual(['routes["a[0]"]'])
+    const { events } = testBatch([{ n: 1 }])
+    expect(() => t.process(events, new FakeTransformContext())).toThrow(
+      expect.objectContaining({ code: 'BAD_RESULT', field: 'routes["a[0]"]' }),
+    )
+  })
+
   it('accepts routes named constructor or __proto__, as it routes on them, and reports a bad predicate under such a name', () => {
     // zod tells a record by its `constructor` (here a predicate: "a valid value", got {}) and
     // writes the record it checked by assignment, which drops a `__proto__` ("naming at least one
