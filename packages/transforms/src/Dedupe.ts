@@ -3,7 +3,8 @@
  *
  * Invariant: memory is bounded: at most `cacheSize` keys are remembered, the least recently seen
  * forgotten first. An event whose key is remembered is handed to `context.drop` (settled with the
- * transform's `dropStatus`); any other is emitted and its key remembered. Seeing a key again makes
+ * transform's `dropStatus`); any other is emitted and its key remembered, but for a key no other
+ * event gets (a field holding a value with no JSON text), which is not. Seeing a key again makes
  * it the most recent, as Vector's `dedupe` does. A key is remembered only while the event emitted
  * under it may still be delivered: once its sinks settled it otherwise (`errored`, `rejected`, a
  * stop), the key is forgotten, so what comes again (a source's redelivery of it) goes on, rather
@@ -28,6 +29,7 @@ import { type ConfigIssue, defineOptions, type OptionsOf, type TransformContext 
 import { z } from 'zod'
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
+import { equalsNothing } from './internal/fieldKey.js'
 import { fieldPath } from './internal/fieldPath.js'
 import { KeyedEvents, MAX_KEYS } from './internal/KeyedEvents.js'
 
@@ -119,6 +121,12 @@ class Dedupe implements DedupeTransform, BatchResolvedListener {
   #decide(event: LogEvent, context: TransformContext): void {
     const seen = this.#seen
     const key = seen.keyOf(event)
+    // A key no other event gets (a field with no JSON text): the event is no duplicate, and will
+    // have none, so nothing is remembered, nor evicted for it.
+    if (equalsNothing(key)) {
+      context.emit(event)
+      return
+    }
     // Seen again: the key becomes the most recent, the event goes.
     const first = seen.touch(key)
     if (first !== undefined) {

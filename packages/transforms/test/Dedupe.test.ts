@@ -193,6 +193,30 @@ describe('dedupe', () => {
     expect(r.openGroups).toBe(2)
   })
 
+  it('remembers no key for fields with no JSON text, which no event can match, so they evict no key that can', () => {
+    // Each such event took a place in the cache for a key no other event gets: a run of them
+    // (cacheSize of them) forgot every key seen before, and the duplicates after them went on.
+    const t = dedupe({ fields: ['id'], cacheSize: 2 })
+    const ctx = FakeTransformContext.for(t)
+    const { events } = testBatch([
+      { id: 'a' },
+      { id: () => 1 },
+      { id: Symbol('b') },
+      { id: 5n },
+      { id: 'a' },
+    ] as never)
+    t.process(events, ctx)
+    expect(ctx.on()).toEqual(events.events.slice(0, 4))
+    expect(ctx.dropped).toEqual([events.events[4]])
+    expect(t.cachedKeys).toBe(1)
+    // Among several paths too: one part with no text is enough for the key to equal nothing.
+    const two = dedupe({ fields: ['id', 'other'], cacheSize: 1 })
+    const ctx2 = FakeTransformContext.for(two)
+    const again = testBatch([{ id: 'a' }, { id: 'a', other: () => 1 }, { id: 'a' }] as never)
+    two.process(again.events, ctx2)
+    expect(ctx2.dropped).toEqual([again.events.events[2]])
+  })
+
   it('goes on past an event whose key cannot be read (a getter that throws), leaving that one to the runtime', () => {
     // The loop stopped at the throw: the events after it (in a coalesced call, other batches')
     // were neither emitted nor dropped, and the runtime settled them errored for another's failure.

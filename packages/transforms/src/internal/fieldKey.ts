@@ -62,13 +62,30 @@ function otherKey(value: JsonValue, part: boolean): string {
 /** `"`, the first character of the JSON text of a string, and of no other. */
 const QUOTE = 0x22
 
-/** The key of `event` by `paths`; one path costs one string, no array. */
+/**
+ * The key of `event` by `paths`; one path costs one string, no array. A key that equals nothing
+ * (a path holds a value with no JSON text) is the unique key of that value alone, so it is told
+ * by its first character (see {@link equalsNothing}).
+ */
 export function fieldKey(event: LogEvent, paths: readonly string[]): string {
   if (paths.length === 1) return valueKey(event.get(paths[0]!))
   let key = ''
   for (let i = 0; i < paths.length; i++) {
+    const part = partKey(event.get(paths[i]!))
+    if (part.charCodeAt(0) === UNIQUE) return part
     // Each part ends unambiguously: JSON text never holds a raw NUL, and a string has its length.
-    key += (i === 0 ? '' : SEPARATOR) + partKey(event.get(paths[i]!))
+    key += (i === 0 ? '' : SEPARATOR) + part
   }
   return key
 }
+
+/**
+ * Whether `key` (a {@link fieldKey}) is one no other event gets: what `dedupe` need not remember,
+ * as no event can be its duplicate (remembered, it took the place of a key one can match).
+ */
+export function equalsNothing(key: string): boolean {
+  return key.charCodeAt(0) === UNIQUE
+}
+
+/** `x`, the tag of a key that equals nothing, and the first character of no other key. */
+const UNIQUE = 0x78
