@@ -8,7 +8,9 @@
  * returned). Only errored records are re-sent, each attempt after a back-off with jitter, so a
  * sink never sees again a record that every sink finished. A record a fan-out delivered to one
  * sink and errored at another is re-sent whole, and the healthy sink sees it twice
- * (at-least-once).
+ * (at-least-once). Every attempt sends each record as it was given: a retry sends a fresh copy of
+ * it, taken before the first send, since a sent record becomes its event's fields and a transform
+ * may change those in place (re-sending the sent object sent it transformed twice).
  *
  * @module
  */
@@ -17,6 +19,7 @@ import type { BatchFailure } from './BatchFailure.js'
 import { ComponentError } from './ComponentError.js'
 import { ConfigIssue } from './ConfigIssue.js'
 import { MAX_TIMER_MS } from './internal/maxTimerMs.js'
+import { recordCopy } from './internal/recordCopy.js'
 import type { RetryPolicy } from './RetryPolicy.js'
 import type { SourceContext } from './Source.js'
 
@@ -31,12 +34,12 @@ export interface IndexedRecord {
   /** The record's index in the records first sent (0-based). */
   readonly index: number
   /**
-   * The record object given to {@link RecordRetry.send}, not a copy. A sent record becomes its
-   * event's fields (`EventArray.fromRecords`), so a transform that changes fields in place
-   * (`event.set`, `event.remove`, a remap) has changed this object by the time a callback gets it:
-   * it holds what the last transform left, which may lack a field the source put there. A source
-   * that needs what it read (a file offset, a message id for its dead letter) keeps that itself
-   * before the send, by `index`, and does not read it back from here.
+   * The record as it was given to {@link RecordRetry.send}: a copy taken before the first send,
+   * not the object given. A sent record becomes its event's fields (`EventArray.fromRecords`), and
+   * a transform that changes fields in place (`event.set`, `event.remove`) changes that object; the
+   * copy holds what the source put there. Only plain objects and arrays are copied: any other value
+   * in it (a `Date`, a `Map`, a class instance, not JSON) is the record's own object. A record that
+   * cannot be copied (a cycle, a getter that throws) is the object given, as sent.
    */
   readonly record: JsonObject
   /**
@@ -55,14 +58,14 @@ export interface RecordRetryOptions extends RetryPolicy {
    */
   readonly jitter?: number
   /**
-   * Called once with the records rejected at any attempt (not called when there are none). Each
-   * `record` is the object the source sent, which a transform may have changed in place (see
-   * {@link IndexedRecord.record}); identify records by `index`.
+   * Called once with the records rejected at any attempt (not called when there are none), each
+   * `record` as it was given to `send`, however a transform changed the sent one (see
+   * {@link IndexedRecord.record}).
    */
   readonly onRejected?: (records: readonly IndexedRecord[]) => void | Promise<void>
   /**
    * Called once with the records still errored after the last attempt (or when the signal aborts
-   * during a back-off); returns what the source does with them: `'dead_letter'` or `'nack'`
+   * during a back-off), each as it was given to `send`; returns what the source does with them: `'dead_letter'` or `'nack'`
    * (nothing returned means `'nack'`). Anything else (`'ack'`, a typo) makes `send` reject with a
    * `ComponentError` (`BAD_RESULT`, field `onExhausted`): a caller that acks on all but `'nack'`
    * would ack records no sink took. Default: `'nack'`.
@@ -125,7 +128,11 @@ export const RecordRetry = {
   /**
    * Sends `records` as one batch with per-record outcomes, then re-sends only the errored ones
    * until none is left or `attempts` sends were made; reports rejected records once and hands
-   * exhausted ones to `onExhausted`. Resolves once every record has its final outcome. Waiting
+   * exhausted ones to `onExhausted`. The first attempt sends `records` themselves; each retry sends
+   * a fresh copy of each record, taken before the first send (see {@link IndexedRecord.record}),
+   * so its transforms start from what the source sent. With `attempts: 1` and no callback nothing
+   * is copied; otherwise each send copies every record's objects and arrays once, and each retry
+   * again for the records it re-sends. Resolves once every record has its final outcome. Waiting
    * for a back-off ends early when `context.signal` aborts; what is still errored then goes to
    * `onExhausted` with reason `'stopped'`. Options out of their range (`attempts: NaN` or
    * `2.5`, a `jitter` above 1, a string from a config, a callback that is no function) make it
@@ -142,6 +149,13 @@ export const RecordRetry = {
     const random = options.random ?? Math.random
     const final: RecordOutcome[] = new Array(records.length).fill('errored')
     const rejected: IndexedRecord[] = []
+    // A sent record becomes its event's fields, which transforms may change in place: what a
+    // retry re-sends and a callback reads is a copy kept before the first send. Only when a retry
+    // or a callback may read it: one attempt and no callback copy nothing.
+    const kept =
+      attempts > 1 || options.onRejected !== undefined || options.onExhausted !== undefined
+        ? records.map(recordCopy)
+        : records
     let pending = records.map((_, i) => i)
     let attempt = 0
     let reason: ExhaustedReason = 'attempts'
@@ -154,8 +168,9 @@ export const RecordRetry = {
         }
       }
       attempt++
-      // The first attempt sends the caller's array itself: no copy on the common path.
-      const batch = attempt === 1 ? records : pending.map((i) => records[i]!)
+      // The first attempt sends the caller's array itself; each retry a fresh copy of what was
+      // kept, as that retry's transforms may change theirs in place too.
+      const batch = attempt === 1 ? records : pending.map((i) => recordCopy(kept[i]!))
       const receipt = await context.send(batch, { outcomes: true })
       const outcomes = await receipt.outcomes
       const next: number[] = []
@@ -170,7 +185,7 @@ export const RecordRetry = {
             next.push(index)
             break
           case 'rejected':
-            rejected.push({ index, record: records[index]!, failure: receipt.failure })
+            rejected.push({ index, record: kept[index]!, failure: receipt.failure })
             break
           case 'delivered':
           case 'dropped':
@@ -182,7 +197,7 @@ export const RecordRetry = {
     if (rejected.length > 0) await options.onRejected?.(rejected)
     let decision: RetryDecision | undefined
     if (pending.length > 0) {
-      const exhausted = pending.map((index) => ({ index, record: records[index]! }))
+      const exhausted = pending.map((index) => ({ index, record: kept[index]! }))
       const decided: unknown = (await options.onExhausted?.(exhausted, reason)) ?? 'nack'
       if (decided !== 'dead_letter' && decided !== 'nack') {
         // A caller that acks on all but 'nack' (as the example above) would ack records no sink took.

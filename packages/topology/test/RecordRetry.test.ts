@@ -180,6 +180,136 @@ describe('RecordRetry.send', () => {
     expect(RecordRetry.delayMs(options, 5, 1)).toBe(300)
   })
 
+  it('re-sends each record as first given, though the last attempt changed it in place, and hands callbacks that record', async () => {
+    vi.useFakeTimers()
+    // As a transform does to the fields an event was made of: each attempt changes what it got.
+    const seen: JsonObject[][] = []
+    const { context, sent } = scripted([
+      byN(() => 'errored'),
+      byN(() => 'errored'),
+      // By position: the change below removed `n`.
+      () => ['rejected', 'errored'],
+    ])
+    const send = context.send
+    context.send = (records, options) => {
+      seen.push(structuredClone([...records]))
+      for (const r of records) {
+        r.count = (r.count as number) + 1
+        ;(r.tags as string[]).push('seen')
+        delete r.n
+      }
+      return send(records, options)
+    }
+    const onRejected = vi.fn()
+    const onExhausted = vi.fn(() => 'nack' as const)
+    const given = [
+      { n: 1, count: 0, tags: [] },
+      { n: 2, count: 0, tags: [] },
+    ]
+    const done = RecordRetry.send(context, given, { attempts: 3, jitter: 0, onRejected, onExhausted })
+    await vi.runAllTimersAsync()
+    await done
+    const first = [
+      { n: 1, count: 0, tags: [] },
+      { n: 2, count: 0, tags: [] },
+    ]
+    expect(seen).toEqual([first, first, first])
+    expect(sent).toHaveLength(3)
+    expect(onRejected).toHaveBeenCalledWith([{ index: 0, record: first[0], failure: undefined }])
+    expect(onExhausted).toHaveBeenCalledWith([{ index: 1, record: first[1] }], 'attempts')
+  })
+
+  it("sends the caller's own records on the first attempt, and fresh copies keeping non-JSON values on a retry", async () => {
+    vi.useFakeTimers()
+    class Point {
+      constructor(readonly x: number) {}
+    }
+    const when = new Date(0)
+    const proto = JSON.parse('{"__proto__": {"a": 1}}') as JsonObject
+    const record = {
+      when,
+      big: 10n,
+      boxed: new Number(2),
+      point: new Point(1),
+      map: new Map([[1, 2]]),
+      proto,
+      nested: { list: [{ a: 1 }] },
+    } as unknown as JsonObject
+    const cyclic: JsonObject = { n: 3 }
+    cyclic.self = cyclic
+    const { context, sent } = scripted([byN(() => 'errored'), byN(() => 'delivered')])
+    await Promise.all([RecordRetry.send(context, [record, cyclic], { jitter: 0 }), vi.runAllTimersAsync()])
+    expect(sent[0]![0]).toBe(record)
+    const copy = sent[1]![0]! as Record<string, unknown>
+    expect(copy).not.toBe(record)
+    expect(copy.nested).not.toBe(record.nested)
+    expect(copy.nested).toEqual(record.nested)
+    // Values JSON cannot carry (RFC 0010) are kept as they are, not as JSON writes them.
+    expect(copy.when).toBe(when)
+    expect(copy.big).toBe(10n)
+    expect(copy.boxed).toBe((record as Record<string, unknown>).boxed)
+    expect(copy.point).toBeInstanceOf(Point)
+    expect(copy.map).toBeInstanceOf(Map)
+    expect(Object.hasOwn(copy.proto as object, '__proto__')).toBe(true)
+    expect(copy.proto).not.toBe(proto)
+    expect(Object.getPrototypeOf(copy.proto)).toBe(Object.prototype)
+    // A record that cannot be copied (a cycle, not JSON) is sent again as the object itself.
+    expect(sent[1]![1]).toBe(cyclic)
+  })
+
+  it('copies nothing when one attempt is allowed and no callback will read the records', async () => {
+    const { context, sent } = scripted([byN(() => 'errored')])
+    const given = recs(1)
+    await RecordRetry.send(context, given, { attempts: 1 })
+    expect(sent[0]![0]).toBe(given[0])
+  })
+
+  it('through a real topology: a retry reaches the sink transformed once, and onRejected gets the record as sent', async () => {
+    let writes = 0
+    const sink = testSink({
+      outcome: (e) => (writes === 0 ? 'errored' : e.get('n') === 2 ? 'rejected' : 'delivered'),
+    })
+    const write = sink.write.bind(sink)
+    sink.write = async (events) => {
+      const statuses = await write(events)
+      writes++
+      return statuses
+    }
+    let rejected: unknown
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', {
+        kind: 'retrying',
+        canAcknowledge: true,
+        async run(context) {
+          const records = [
+            { n: 1, count: 0 },
+            { n: 2, count: 0 },
+          ]
+          await RecordRetry.send(context, records, {
+            initialBackoffMs: 1,
+            onRejected: (r) => {
+              rejected = r.map(({ index, record }) => ({ index, record }))
+            },
+          })
+        },
+      })
+      .transform('bump', ['in'], {
+        kind: 'bump',
+        process(events, context) {
+          for (const event of events) {
+            event.set('count', (event.get('count') as number) + 1)
+            context.emit(event)
+          }
+        },
+      })
+      .sink('out', ['bump'], sink)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(sink.received.map((r) => r.count)).toEqual([1, 1, 1, 1])
+    expect(rejected).toEqual([{ index: 1, record: { n: 2, count: 0 } }])
+  })
+
   it('through a real topology: a sink that errors a record once sees only that record again', async () => {
     let failedOnce = false
     const sink = testSink({
