@@ -60,7 +60,9 @@ export interface FileSourceOptions {
    * `dead-letter.ndjson.1`) is not recognised: that inode may be a user's file by now.
    * Runs of one directory (by its resolved path) in one process never overlap: a restart while
    * the run before it still ends (a forced stop does not wait for the source) waits for it to
-   * write its last checkpoint, saying so to `onNotice`; so do two sources given one directory.
+   * write its last checkpoint, saying so to `onNotice`, for at most 30 s; a source given the
+   * directory of one still running (not stopped), or whose stopped run did not end in that time,
+   * fails with `FileSourceError` `CHECKPOINTS_IN_USE`, naming both sources.
    */
   readonly checkpoints: string
   /**
@@ -397,14 +399,26 @@ async function birthTimesKept(directory: string): Promise<boolean> {
 }
 
 /**
- * The run of each checkpoint directory (resolved) in this process, settled once it has ended: its
- * last checkpoint written, its files closed. A forced stop does not wait for a source's run, so
- * a restart in the same process could write the temporary checkpoint file while the run before
- * it still wrote its last checkpoint there (the two writes mixed in one file, or one renamed from
- * under the other), or have its checkpoint replaced by that older one. A run waits for the run
- * before it first.
+ * The run of each checkpoint directory (resolved) in this process: its source's id, whether it is
+ * still live (reading, its topology not stopping), and a promise settled once it has ended (its
+ * last checkpoint written, its files closed) and the run before it too. A forced stop does not
+ * wait for a source's run, so a restart in the same process could write the temporary checkpoint
+ * file while the run before it still wrote its last checkpoint there (the two writes mixed in one
+ * file, or one renamed from under the other), or have its checkpoint replaced by that older one.
+ * A run waits for a stopping run before it, for at most `STOPPING_RUN_WAIT_MS`; one that finds a
+ * live run there fails: two sources given one directory would write one checkpoint file.
  */
-const runsOf = new Map<string, Promise<void>>()
+const runsOf = new Map<
+  string,
+  { readonly id: string; readonly live: () => boolean; readonly ended: Promise<void> }
+>()
+
+/**
+ * How long a run waits for a stopping run of its checkpoint directory to end (to write its last
+ * checkpoint), in ms: long enough for a checkpoint write on a slow disk, short enough that a
+ * run that never ends (a write hung on a dead network file system) is reported, not waited for.
+ */
+const STOPPING_RUN_WAIT_MS = 30_000
 
 /** One run of the source: the tails, the stored checkpoints, the dead-letter file. */
 class FileRun {
@@ -505,51 +519,89 @@ class FileRun {
 
   /**
    * Runs once the run before it of the same checkpoint directory in this process has ended (see
-   * `runsOf`), or the topology stopped first (then it reads nothing).
+   * `runsOf`), or the topology stopped first (then it reads nothing). Rejects with
+   * `CHECKPOINTS_IN_USE` when that run is live (another source given the same directory), or does
+   * not end within `STOPPING_RUN_WAIT_MS`.
    */
   async run(): Promise<void> {
     const directory = resolve(this.o.checkpoints)
     const before = runsOf.get(directory)
+    // Checked before this run takes the directory: a live one there keeps it.
+    if (before?.live() === true) {
+      throw new FileSourceError(
+        'CHECKPOINTS_IN_USE',
+        directory,
+        `the checkpoint directory ${directory} (option 'checkpoints') is in use by file source '${before.id}', which is running in this process: two sources cannot share one checkpoint directory (they would write over each other's checkpoints); give each its own`,
+        { component: this.context.id, field: 'checkpoints' },
+      )
+    }
+    let running = true
     let ended = () => {}
-    const mine = new Promise<void>((resolve) => {
-      ended = resolve
-    })
-    runsOf.set(directory, mine)
+    const entry = {
+      id: this.context.id,
+      live: () => running && !this.context.signal.aborted,
+      ended: new Promise<void>((resolve) => {
+        ended = resolve
+      }),
+    }
+    runsOf.set(directory, entry)
     try {
       if (before !== undefined && !(await this.#waitFor(before, directory))) return
       await this.#run()
     } finally {
-      ended()
-      if (runsOf.get(directory) === mine) runsOf.delete(directory)
+      running = false
+      // Ended only once the run before it has too: one stopped while it waited (or that gave up
+      // on it) leaves that run writing, and the next must wait for it as well.
+      void (before?.ended ?? Promise.resolve()).then(() => {
+        ended()
+        if (runsOf.get(directory) === entry) runsOf.delete(directory)
+      })
     }
   }
 
   /**
-   * Waits for the run before this one to end, saying so when it has not yet; `false` when the
-   * topology stopped first.
+   * Waits for the stopping run before this one to end, saying so when it has not yet; `false`
+   * when the topology stopped first. Rejects with `CHECKPOINTS_IN_USE` when it does not end within
+   * `STOPPING_RUN_WAIT_MS`.
    */
-  async #waitFor(before: Promise<void>, directory: string): Promise<boolean> {
+  async #waitFor(
+    before: { readonly id: string; readonly ended: Promise<void> },
+    directory: string,
+  ): Promise<boolean> {
     let ended = false
-    const marked = before.then(() => {
+    const marked = before.ended.then(() => {
       ended = true
     })
     // One turn: a run that ended already has marked it, and no word is said.
     await Promise.resolve()
     if (ended) return true
     this.#notice(
-      `file source '${this.context.id}': waits for the run before it of the checkpoint directory ${directory} in this process to end (to write its last checkpoint) before reading`,
+      `file source '${this.context.id}': waits for the run before it of the checkpoint directory ${directory} in this process (file source '${before.id}', stopping) to end (to write its last checkpoint) before reading`,
     )
     const signal = this.context.signal
     let stopped = () => {}
+    let timer: ReturnType<typeof setTimeout> | undefined
+    let late = false
     await Promise.race([
       marked,
       new Promise<void>((resolve) => {
         stopped = resolve
         signal.addEventListener('abort', stopped, { once: true })
+        timer = setTimeout(() => {
+          late = true
+          resolve()
+        }, STOPPING_RUN_WAIT_MS)
       }),
     ])
     signal.removeEventListener('abort', stopped)
-    return ended
+    clearTimeout(timer)
+    if (ended || signal.aborted || !late) return ended
+    throw new FileSourceError(
+      'CHECKPOINTS_IN_USE',
+      directory,
+      `the checkpoint directory ${directory} (option 'checkpoints') is still in use by file source '${before.id}', stopped in this process but not ended after ${STOPPING_RUN_WAIT_MS} ms (its last checkpoint write may hang): this run does not start, as its checkpoints would mix with that one's`,
+      { component: this.context.id, field: 'checkpoints' },
+    )
   }
 
   async #run(): Promise<void> {

@@ -12,7 +12,9 @@
  * (`CHECKPOINT_READ_FAILED`), or written (`CHECKPOINT_WRITE_FAILED`); a dead-letter file that
  * cannot be opened at start (`DEAD_LETTER_OPEN_FAILED`: a directory in its place, no permission),
  * or whose fsync failed (`DEAD_LETTER_SYNC_FAILED`: what was written to it since its last sync may
- * be lost, so the run ends without a checkpoint past those lines, which a restart reads again).
+ * be lost, so the run ends without a checkpoint past those lines, which a restart reads again);
+ * a checkpoint directory in use by another file source of this process (`CHECKPOINTS_IN_USE`: one
+ * that is running, or one stopped that did not end within 30 s), its field `checkpoints`.
  */
 export type FileSourceErrorCode =
   | 'CORRUPT_CHECKPOINT'
@@ -20,6 +22,7 @@ export type FileSourceErrorCode =
   | 'CHECKPOINT_WRITE_FAILED'
   | 'DEAD_LETTER_OPEN_FAILED'
   | 'DEAD_LETTER_SYNC_FAILED'
+  | 'CHECKPOINTS_IN_USE'
 
 /**
  * Raised by the file source; the message names the file concerned and how to repair it.

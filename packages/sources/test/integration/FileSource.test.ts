@@ -2172,6 +2172,175 @@ describe('file source', () => {
     }
   })
 
+  it('fails a second live source given the checkpoint directory of a running one, naming it and the field, and leaves the first reading', async () => {
+    const log = join(dir, 'app.log')
+    const cp = join(dir, 'cp')
+    writeFileSync(log, lines('a'))
+    const firstContext = new FakeSourceContext({ id: 'first' })
+    firstContext.onBatch = (batch) => batch.end('delivered')
+    const notices: string[] = []
+    const options = {
+      include: [log],
+      checkpoints: cp,
+      pollIntervalMs: 10,
+      checkpointIntervalMs: 20,
+      onNotice: (m: string) => notices.push(m),
+    }
+    const first = file(options).run(firstContext)
+    await vi.waitUntil(() => checkpoint(log) === 2)
+    const secondContext = new FakeSourceContext({ id: 'second' })
+    secondContext.onBatch = (batch) => batch.end('delivered')
+    // A misconfiguration: it used to wait, with a notice, for as long as the first ran.
+    const second = file({ ...options, checkpoints: join(dir, '.', 'cp') }).run(secondContext)
+    const error = await second.then(
+      () => undefined,
+      (e: unknown) => e,
+    )
+    expect(error).toBeInstanceOf(FileSourceError)
+    expect(error).toMatchObject({
+      code: 'CHECKPOINTS_IN_USE',
+      component: 'second',
+      field: 'checkpoints',
+      path: cp,
+    })
+    expect((error as Error).message).toMatch(/'second'.*checkpoints.*'first'/s)
+    expect(notices.filter((n) => n.includes('waits for'))).toEqual([])
+    // The first reads on.
+    appendFileSync(log, lines('b'))
+    await vi.waitUntil(() => checkpoint(log) === 4)
+    firstContext.stop()
+    await first
+    // Once the first ended, the directory is free again.
+    const thirdContext = new FakeSourceContext({ id: 'third' })
+    thirdContext.onBatch = (batch) => batch.end('delivered')
+    const third = file(options).run(thirdContext)
+    appendFileSync(log, lines('c'))
+    await vi.waitUntil(() => checkpoint(log) === 6)
+    thirdContext.stop()
+    await third
+  })
+
+  it('fails a restart whose stopped run before it does not end in time (its last checkpoint write hangs), naming both', async () => {
+    const log = join(dir, 'app.log')
+    const cp = join(dir, 'cp')
+    writeFileSync(log, lines('a'))
+    let stopping = false
+    let releaseLast = () => {}
+    const save = Checkpoints.prototype.save
+    const saves = vi.spyOn(Checkpoints.prototype, 'save').mockImplementation(async function (
+      this: Checkpoints,
+      checkpoints,
+    ) {
+      if (stopping) await new Promise<void>((resolve) => (releaseLast = resolve))
+      return save.call(this, checkpoints)
+    })
+    const options = { include: [log], checkpoints: cp, pollIntervalMs: 10, checkpointIntervalMs: 20 }
+    try {
+      const firstContext = new FakeSourceContext({ id: 'first' })
+      firstContext.onBatch = (batch) => batch.end('delivered')
+      const first = file({ ...options, onNotice: () => {} }).run(firstContext)
+      await vi.waitUntil(() => checkpoint(log) === 2)
+      stopping = true
+      firstContext.stop()
+      const notices: string[] = []
+      const secondContext = new FakeSourceContext({ id: 'second' })
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+      let second: Promise<unknown>
+      try {
+        second = file({ ...options, onNotice: (m) => notices.push(m) })
+          .run(secondContext)
+          .then(
+            () => undefined,
+            (e: unknown) => e,
+          )
+        await vi.waitUntil(() => notices.some((n) => n.includes('waits for') && n.includes("'first'")))
+        // It used to wait for as long as the first run did not end: for ever.
+        await vi.advanceTimersByTimeAsync(30_000)
+      } finally {
+        vi.useRealTimers()
+      }
+      const error = await second
+      expect(error).toBeInstanceOf(FileSourceError)
+      expect(error).toMatchObject({ code: 'CHECKPOINTS_IN_USE', component: 'second', field: 'checkpoints' })
+      expect((error as Error).message).toMatch(/'first'.*not ended/)
+      releaseLast()
+      await first
+    } finally {
+      releaseLast()
+      saves.mockRestore()
+    }
+  })
+
+  it('keeps a restart waiting for a stopped run whose last checkpoint is still being written, though a run that waited for it was stopped meanwhile', async () => {
+    const log = join(dir, 'app.log')
+    const cp = join(dir, 'cp')
+    writeFileSync(log, lines('a'))
+    const order: string[] = []
+    let stopping = false
+    let releaseLast = () => {}
+    const save = Checkpoints.prototype.save
+    const runs = new Map<Checkpoints, string>()
+    const saves = vi.spyOn(Checkpoints.prototype, 'save').mockImplementation(async function (
+      this: Checkpoints,
+      checkpoints,
+    ) {
+      if (!runs.has(this)) runs.set(this, `run${runs.size + 1}`)
+      const run = runs.get(this)!
+      if (run === 'run1' && stopping) {
+        stopping = false
+        await new Promise<void>((resolve) => (releaseLast = resolve))
+      }
+      order.push(`${run} begins`)
+      try {
+        return await save.call(this, checkpoints)
+      } finally {
+        order.push(`${run} ends`)
+      }
+    })
+    const notices: string[] = []
+    const options = {
+      include: [log],
+      checkpoints: cp,
+      pollIntervalMs: 10,
+      checkpointIntervalMs: 20,
+      onNotice: (m: string) => notices.push(m),
+    }
+    const context = (id: string) => {
+      const c = new FakeSourceContext({ id })
+      c.onBatch = (batch) => batch.end('delivered')
+      return c
+    }
+    try {
+      const firstContext = context('first')
+      const first = file(options).run(firstContext)
+      await vi.waitUntil(() => checkpoint(log) === 2)
+      stopping = true
+      firstContext.stop()
+      // A restart waits for the first run's last checkpoint, and is stopped before it is written.
+      const secondContext = context('second')
+      const second = file(options).run(secondContext)
+      await vi.waitUntil(() => notices.some((n) => n.includes("'second': waits for")))
+      secondContext.stop()
+      await second
+      // The first run still writes: a third must wait for it too (it used to start at once).
+      const thirdContext = context('third')
+      const third = file(options).run(thirdContext)
+      // The second never saved: the third's saves are the only ones not of run1.
+      const ofThird = () => order.findIndex((x) => x.endsWith('begins') && !x.startsWith('run1'))
+      await vi.waitUntil(() => notices.some((n) => n.includes("'third': waits for")) || ofThird() >= 0)
+      releaseLast()
+      await first
+      appendFileSync(log, lines('b'))
+      await vi.waitUntil(() => checkpoint(log) === 4)
+      thirdContext.stop()
+      await third
+      expect(ofThird()).toBeGreaterThan(order.lastIndexOf('run1 ends'))
+    } finally {
+      releaseLast()
+      saves.mockRestore()
+    }
+  })
+
   it('closes every file it opened when it cannot write its checkpoint, and rejects naming the checkpoint file', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('a'))
