@@ -296,6 +296,19 @@ describe('headersToJson', () => {
     ])
   })
 
+  it("never throws on a table whose header named '__proto__' holds bytes: the table is no Buffer", () => {
+    // amqplib decodes a byte array ('x') as a Buffer, and fields['__proto__'] = it made that
+    // Buffer the table's prototype: Buffer.isBuffer(table) is then true, and the table was read
+    // as one ('this is not a typed array'), failing the source's run on such a message.
+    const bytes = Buffer.from('raw')
+    const nested = Object.assign(Object.create(bytes) as object, { b: 2 })
+    const json = headersToJson({ nested } as Record<string, unknown>)
+    expect(Object.entries(json.nested as object)).toEqual([
+      ['__proto__', 'raw'],
+      ['b', 2],
+    ])
+  })
+
   it('keeps JSON values and turns buffers, dates and bigints into strings', () => {
     const date = new Date(0)
     expect(

@@ -49,7 +49,9 @@ function toJson(value: unknown, depth: number): JsonValue {
       return Number.isFinite(value) ? value : String(value)
     case 'object': {
       if (depth > 32) return '[too deep]'
-      if (Buffer.isBuffer(value)) return value.toString('utf8')
+      // A Buffer, not a table whose '__proto__' header held bytes (its prototype a Buffer, so
+      // Buffer.isBuffer holds): only a real one has the bytes toString reads.
+      if (ArrayBuffer.isView(value) && Buffer.isBuffer(value)) return value.toString('utf8')
       if (value instanceof Date) return value.toISOString()
       if (Array.isArray(value)) return value.map((item) => toJson(item, depth + 1))
       return tableToJson(value, depth + 1)

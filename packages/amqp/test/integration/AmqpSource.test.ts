@@ -229,6 +229,30 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(queue)).toBe(0)
   })
 
+  it('reads a message whose header table holds a header named __proto__ holding bytes, at any depth', async () => {
+    // amqplib made those bytes (a Buffer) the prototype of the table that held them: the table was
+    // taken for a Buffer when the metadata was made, which threw and failed the source's run.
+    const { queue } = await admin.queueWithDeadLetters('classic')
+    const table: Record<string, unknown> = { b: 2 }
+    Object.defineProperty(table, '__proto__', {
+      value: Buffer.from('raw'),
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    })
+    const channel = admin.channel as ConfirmChannel
+    channel.sendToQueue(queue, Buffer.from('{"n":1}'), { messageId: 'bytes', headers: { table } })
+    await channel.waitForConfirms()
+    const source = amqpSource({ url: BROKER_URL, queue })
+    const events = await consume(source, () => expect(source.counters.acked).toBe(1))
+    const { headers } = events[0]!._amqp as { headers: { table: object } }
+    expect(Object.entries(headers.table)).toEqual([
+      ['__proto__', 'raw'],
+      ['b', 2],
+    ])
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
   it('gives each of two messages that share a message-id its own maxAttempts on a quorum queue', async () => {
     // Ids may repeat (a messageIdField, an upstream id): a count kept by id alone let one message's
     // errors count against the other, which was dead-lettered an attempt early.
