@@ -981,8 +981,11 @@ class AmqpConsumer implements AmqpSource {
     if (properties.messageId !== undefined) metadata.messageId = String(properties.messageId)
     const count = deliveryCount(message)
     if (count !== undefined) metadata.deliveryCount = count
-    if (properties.headers !== undefined && Object.keys(properties.headers).length > 0) {
-      metadata.headers = headersToJson(properties.headers)
+    if (properties.headers !== undefined) {
+      // Made first, then asked for keys: a header named '__proto__' alone is no own key of the
+      // decoded headers (amqplib made it their prototype), but one of their JSON.
+      const headers = headersToJson(properties.headers)
+      if (Object.keys(headers).length > 0) metadata.headers = headers
     }
     if (o.metadataField === '__proto__') {
       // Defined, not assigned: the assignment replaced the payload's prototype, the metadata lost.

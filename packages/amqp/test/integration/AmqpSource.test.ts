@@ -229,6 +229,25 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(queue)).toBe(0)
   })
 
+  it("keeps a header named __proto__ in the metadata when it is the message's only header", async () => {
+    // amqplib made it the prototype of the headers, which then had no own key: the metadata's
+    // headers were made only when Object.keys found one, so _amqp.headers was left out.
+    const { queue } = await admin.queueWithDeadLetters('classic')
+    const channel = admin.channel as ConfirmChannel
+    channel.sendToQueue(queue, Buffer.from('{"n":1}'), {
+      messageId: 'proto-only',
+      headers: JSON.parse('{"__proto__":{"trace":"t-1"}}') as Record<string, unknown>,
+    })
+    await channel.waitForConfirms()
+    const source = amqpSource({ url: BROKER_URL, queue })
+    const events = await consume(source, () => expect(source.counters.acked).toBe(1))
+    expect(events).toHaveLength(1)
+    const { headers } = events[0]!._amqp as { headers?: object }
+    expect(headers === undefined ? undefined : Object.entries(headers)).toEqual([
+      ['__proto__', { trace: 't-1' }],
+    ])
+  })
+
   it('reads a message whose header table holds a header named __proto__ holding bytes, at any depth', async () => {
     // amqplib made those bytes (a Buffer) the prototype of the table that held them: the table was
     // taken for a Buffer when the metadata was made, which threw and failed the source's run.
