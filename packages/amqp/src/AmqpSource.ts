@@ -656,11 +656,14 @@ class AmqpConsumer implements AmqpSource {
       const { expiration, userId, ...properties } = message.properties
       // Without its CC and BCC headers either: the broker routes a publish by their keys too, so
       // the copy went, beside the dead-letter queue, to every queue bound there with one of them.
+      // Its own CC only: one inside a header named '__proto__' (the headers' prototype, amqplib) is
+      // no CC of the original, and the broker routed the original by none.
       const {
-        CC: cc,
+        CC: _cc,
         BCC: _bcc,
         ...originalHeaders
       } = (message.properties.headers ?? {}) as Record<string, unknown>
+      const cc = ownHeader(message.properties.headers, 'CC')
       const headers = {
         ...originalHeaders,
         'x-ackline-rejected-by': cutToBytes(failure?.componentId ?? context.id, ACKLINE_HEADER_MAX_BYTES),

@@ -1002,6 +1002,37 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(queue)).toBe(0)
   })
 
+  it("with deadLetterExchange, a CC inside the original's header named __proto__ is not taken for its CC", async () => {
+    // amqplib made that header the prototype of the original's headers, and the copy read CC from
+    // them through it: the copy claimed an x-ackline-original-cc the original never had.
+    const { queue } = await admin.queueWithDeadLetters()
+    const { exchange, queue: withReasons } = await admin.reasonsExchange()
+    const channel = admin.channel as ConfirmChannel
+    channel.sendToQueue(queue, Buffer.from('{"n":0}'), {
+      messageId: 'cc-in-proto',
+      headers: JSON.parse('{"__proto__":{"CC":["k"]},"kept":"yes"}') as Record<string, unknown>,
+    })
+    await channel.waitForConfirms()
+    const source = amqpSource({ url: BROKER_URL, queue, deadLetterExchange: exchange })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
+      .build()
+    await topology.start()
+    try {
+      await vi.waitFor(() => expect(source.counters.deadLettered).toBe(1), { timeout: 10_000, interval: 10 })
+    } finally {
+      await topology.stop()
+    }
+    const [copy, ...more] = await admin.drain(withReasons)
+    expect(more).toEqual([])
+    const headers = copy!.properties.headers as object
+    expect(Object.hasOwn(headers, 'x-ackline-original-cc')).toBe(false)
+    expect(Object.getPrototypeOf(headers)).toEqual({ CC: ['k'] })
+    expect(headers).toMatchObject({ kept: 'yes', 'x-ackline-code': 'REJECTED' })
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
   it("with deadLetterExchange, the copy does not claim the original's user-id (published by another user): the broker would refuse it", async () => {
     // RabbitMQ checks a published message's user-id against the user who publishes it (406
     // PRECONDITION_FAILED, which closes the channel). The copy kept the original's user-id, set
