@@ -59,6 +59,7 @@ import { backoffDelay, Connection, connectionOptions, type Generation } from './
 import { declared } from './internal/declared.js'
 import { delayCapIssue } from './internal/delayCapIssue.js'
 import { headersToJson, ownHeader } from './internal/headersToJson.js'
+import { ownTables } from './internal/ownTables.js'
 import { shortString } from './internal/shortString.js'
 import { urlIssue } from './internal/urlIssue.js'
 
@@ -665,7 +666,9 @@ class AmqpConsumer implements AmqpSource {
       } = (message.properties.headers ?? {}) as Record<string, unknown>
       const cc = ownHeader(message.properties.headers, 'CC')
       const headers = {
-        ...originalHeaders,
+        // A header named '__proto__' below the top, made the prototype of its table (amqplib),
+        // an own key again: amqplib encodes by for...in, which flattened it into that table.
+        ...(ownTables(originalHeaders) as Record<string, unknown>),
         'x-ackline-rejected-by': cutToBytes(failure?.componentId ?? context.id, ACKLINE_HEADER_MAX_BYTES),
         'x-ackline-code': cutToBytes(failure?.code ?? 'REJECTED', ACKLINE_HEADER_MAX_BYTES),
         'x-ackline-reason': cutToBytes(failure?.message ?? 'rejected', ACKLINE_HEADER_MAX_BYTES),
@@ -684,7 +687,7 @@ class AmqpConsumer implements AmqpSource {
           : Object.getPrototypeOf(message.properties.headers)
       if (prototype !== Object.prototype) {
         Object.defineProperty(headers, '__proto__', {
-          value: prototype,
+          value: ownTables(prototype),
           writable: true,
           enumerable: true,
           configurable: true,

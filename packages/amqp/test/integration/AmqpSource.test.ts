@@ -1033,6 +1033,46 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(queue)).toBe(0)
   })
 
+  it("with deadLetterExchange, the copy keeps a header named __proto__ below the top of the original's headers", async () => {
+    // amqplib made it the prototype of the table that held it, and encodes a table by for...in:
+    // the copy's table had the prototype's keys as its own instead ({ b, deep }), and a prototype
+    // of bytes made the copy fail to encode (nacked without requeue, no reason).
+    const { queue } = await admin.queueWithDeadLetters()
+    const { exchange, queue: withReasons } = await admin.reasonsExchange()
+    const channel = admin.channel as ConfirmChannel
+    channel.sendToQueue(queue, Buffer.from('{"n":0}'), {
+      messageId: 'nested-proto',
+      headers: JSON.parse(
+        '{"nested":{"__proto__":{"deep":1},"b":2},"list":[{"__proto__":{"x":1}}]}',
+      ) as Record<string, unknown>,
+    })
+    await channel.waitForConfirms()
+    const source = amqpSource({ url: BROKER_URL, queue, deadLetterExchange: exchange })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('rabbit', source)
+      .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
+      .build()
+    await topology.start()
+    try {
+      await vi.waitFor(() => expect(source.counters.acked + source.counters.rejected).toBe(1), {
+        timeout: 10_000,
+        interval: 10,
+      })
+    } finally {
+      await topology.stop()
+    }
+    expect(source.counters.deadLettered).toBe(1)
+    const [copy, ...more] = await admin.drain(withReasons)
+    expect(more).toEqual([])
+    // Decoded by amqplib again: each such header is the prototype of its table, as in the original.
+    const { nested, list } = copy!.properties.headers as { nested: object; list: object[] }
+    expect(Object.entries(nested)).toEqual([['b', 2]])
+    expect(Object.getPrototypeOf(nested)).toEqual({ deep: 1 })
+    expect(Object.entries(list[0]!)).toEqual([])
+    expect(Object.getPrototypeOf(list[0])).toEqual({ x: 1 })
+    expect(await admin.messageCount(queue)).toBe(0)
+  })
+
   it("with deadLetterExchange, the copy does not claim the original's user-id (published by another user): the broker would refuse it", async () => {
     // RabbitMQ checks a published message's user-id against the user who publishes it (406
     // PRECONDITION_FAILED, which closes the channel). The copy kept the original's user-id, set
