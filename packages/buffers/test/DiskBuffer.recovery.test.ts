@@ -270,6 +270,44 @@ describe('DiskBuffer recovery', () => {
     },
   )
 
+  it('opens again after the last segment was reclaimed while a segment kept for a file left alone stayed on disk (it was refused as LEDGER_AHEAD)', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    // Segments of 37 records: 0..36, 37..73, 74..99.
+    for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+    await buffer.close()
+    const foreign = `${String(20).padStart(20, '0')}.seg`
+    fs.put(`${PATH}/${foreign}`, Frame.encode([Buffer.from('foreign-0')], 20).bytes)
+    const drained = await open()
+    expect(await drain(drained)).toHaveLength(100)
+    await drained.checkpoint()
+    await drained.close() // 0 kept for the file, 74 the last
+    const small = await CrashableDiskBuffer.open({
+      path: PATH,
+      fileSystem: fs,
+      segmentBytes: 1024,
+      maxBytes: 800,
+      log: (m) => logs.push(m),
+    })
+    // The append waits for room, which reclaims 74; the segment it then starts cannot be made.
+    const next = `${PATH}/${String(100).padStart(20, '0')}.seg`
+    let failing = true
+    fs.fault = (op, path) =>
+      failing && op === 'open' && path === next
+        ? Object.assign(new Error('ENOSPC'), { code: 'ENOSPC' })
+        : undefined
+    expect((await small.append([Buffer.alloc(300, 0x61)])).status).toBe('failed')
+    failing = false
+    await small.close()
+    // 0 was the last segment on disk, its records ending below the ledger's prefix.
+    const reopened = await open()
+    expect(logs.filter((m) => m.includes(`${foreign} is not a segment of this buffer`))).toHaveLength(3)
+    await reopened.append([Buffer.from('after')])
+    expect(await drain(reopened)).toEqual(['after'])
+    await reopened.close()
+    expect(fs.bytes(`${PATH}/${foreign}`)).toEqual(Frame.encode([Buffer.from('foreign-0')], 20).bytes)
+  })
+
   it.each([
     ['fails (EIO: a bad sector)', 'read', 'EIO'],
     ['finds it gone (ENOENT: deleted between listing and reading)', 'open', 'ENOENT'],

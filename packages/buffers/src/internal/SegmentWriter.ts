@@ -102,6 +102,12 @@ export class SegmentWriter {
   #writesSinceSync = 0
   #syncTimer: NodeJS.Timeout | undefined = undefined
   #spaceWaiters: (() => void)[] = []
+  /**
+   * Whether a segment acknowledged whole was left on disk this run (one sheltering a file left
+   * alone, or one that could not be deleted): {@link SegmentWriter.reclaimActive} then never leaves
+   * it the last segment on disk, whose records end below the saved prefix (`LEDGER_AHEAD`).
+   */
+  #keptOnDisk = false
 
   constructor(context: SegmentWriterContext, start: SegmentWriterStart) {
     this.#c = context
@@ -500,6 +506,7 @@ export class SegmentWriter {
   async #unlinkAcknowledged(seg: Segment): Promise<void> {
     const { fs, path, log } = this.#c.settings
     if (seg.shelters !== undefined) {
+      this.#keptOnDisk = true
       log(
         `disk buffer ${path}: kept segment ${seg.name} on disk, though every record of it was acknowledged: ${seg.shelters}, left alone, is named inside its records, and without it the next open would take that file for a segment of this buffer (and delete it, or deliver its records). Move ${seg.shelters} out of the directory; a later open then deletes ${seg.name}`,
       )
@@ -508,9 +515,32 @@ export class SegmentWriter {
     try {
       await fs.unlink(`${path}/${seg.name}`)
     } catch (error) {
+      this.#keptOnDisk = true
       log(
         `disk buffer ${path}: could not delete segment ${seg.name}, every record of which was acknowledged (${(error as Error).message}); left on disk for a later open to delete`,
       )
+    }
+  }
+
+  /**
+   * Before the last segment `seg` is deleted while a segment acknowledged whole stays on disk
+   * ({@link SegmentWriter.#keptOnDisk}): starts the next segment, named after the next record, as
+   * a roll would. Deleted first, the kept segment would be the last on disk, its records ending
+   * below the prefix the ledger saved, and every later open refused (`LEDGER_AHEAD`) unless a
+   * segment was written after it. False (`seg` is left on disk, logged; its room counts free)
+   * when the segment cannot be started.
+   */
+  async #nextSegmentFirst(seg: Segment): Promise<boolean> {
+    if (!this.#keptOnDisk) return true
+    try {
+      await this.#roll(this.#nextSeq)
+      return true
+    } catch (error) {
+      const { path, log } = this.#c.settings
+      log(
+        `disk buffer ${path}: could not start segment ${segmentName(this.#nextSeq)} (${(error as Error).message}); left segment ${seg.name}, every record of which was acknowledged, on disk, as a segment kept below it would otherwise be the last`,
+      )
+      return false
     }
   }
 
@@ -533,7 +563,9 @@ export class SegmentWriter {
       const file = this.#active
       this.#active = undefined
       await file?.close().catch(() => undefined)
-      if (await this.#ledgerSavedBelow(this.#nextSeq, seg)) await this.#unlinkAcknowledged(seg)
+      if ((await this.#nextSegmentFirst(seg)) && (await this.#ledgerSavedBelow(this.#nextSeq, seg))) {
+        await this.#unlinkAcknowledged(seg)
+      }
       this.#bytesOnDisk -= seg.size
       this.#c.changed()
       this.releaseWaiters()
