@@ -501,6 +501,23 @@ describe('DiskBuffer recovery', () => {
     await reopened.close()
   })
 
+  it('finds the last record of a segment whose long last record holds a frame reaching into its last 64 KiB, before a file named inside its records (that frame was taken for it)', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 300 << 10 })
+    const buffer = await open()
+    // A payload holding a frame of a buffer's (numbered 0), from 100 KiB to 50 KiB before the end.
+    const long = Buffer.alloc(200 << 10, 'x')
+    Frame.encode([Buffer.alloc(50 << 10, 'y')], 0).bytes.copy(long, long.length - (100 << 10))
+    await buffer.append([Buffer.from('a'), Buffer.from('b'), long])
+    await buffer.append([Buffer.alloc(200 << 10, 'z')]) // rolls: segment 3
+    await buffer.close()
+    fs.put(`${PATH}/00000000000000000002.seg`, Frame.encode([Buffer.from('foreign')], 2).bytes)
+    const reopened = await open()
+    expect(logs).toContain(
+      `disk buffer ${PATH}: 00000000000000000002.seg is not a segment of this buffer (its name lies inside the records of 00000000000000000000.seg, which run to 2); left alone`,
+    )
+    await reopened.close()
+  })
+
   it.each([0, 20, -4096])(
     'takes a stored segmentBytes no option may have (%d, with a good checksum: a tool wrote it) for damaged settings, and keeps appending',
     async (stored) => {

@@ -101,13 +101,15 @@ async function readAt(file: FileLike, position: number, length: number): Promise
 }
 
 /**
- * The sequence number of the last frame of `seg`'s `file` that starts before `start` and ends
- * past it, checked whole, or `undefined` when there is none: the record a tail from `start`
+ * The sequence number of the last frame of `seg`'s `file` that starts before `start` and ends at
+ * the file's end, checked whole, or `undefined` when there is none: the record a tail from `start`
  * holding no whole frame lies in. It goes back from `start` a {@link BACK_BYTES} read at a time,
- * looking for the magic; a header that fits (its frame ends past `start` and within the file) is
- * read with its payload, once, and checked. So a long last record costs about twice its length
- * (once looking for its header, once checking it), not the growing reads of the whole end of the
- * file it cost before (up to 17 times the record).
+ * looking for the magic; a header that fits (its frame ends at the file's end) is read with its
+ * payload, once, and checked. So a long last record costs about twice its length (once looking
+ * for its header, once checking it), not the growing reads of the whole end of the file it cost
+ * before (up to 17 times the record). A frame ending before the file's end is not taken: it can
+ * only be one held in the payload of the long last record (whose own header lies further back),
+ * or damage follows it, which reading the file from its start sorts out.
  */
 async function lastFrameBefore(
   s: Settings,
@@ -126,7 +128,9 @@ async function lastFrameBefore(
       if (at + header <= bytes.length) {
         const length = Frame.length(bytes, at)
         const end = pos + header + length
-        if (length <= maxPayload && end > start && end <= seg.size) {
+        // Ending short of the file's end, it is a frame held in the long last record's payload
+        // (taken for that record, it hid a file named inside the records), or damage follows it.
+        if (length <= maxPayload && end === seg.size) {
           const frame = await readAt(file, pos, header + length)
           if (frame.length === header + length && Frame.verify(frame, 0)) return Frame.seq(frame, 0)
         }
