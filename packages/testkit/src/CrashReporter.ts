@@ -55,9 +55,11 @@ export interface CrashReportingSinkOptions {
   /**
    * The key of each delivered event, reported with the count so the parent can check it was
    * stored. It is called on every event of a write before the inner sink sees them (a sink may
-   * change or end its events), and must return a string or a number for each: one that returns
-   * anything else or throws fails that write before anything is stored, with an error naming this
-   * option (retried and then `errored` by the runtime, never `rejected`: the records are fine).
+   * change or end its events), and must return a string or a number for each event the write
+   * reports `delivered` (what it returns for one the sink rejected or errored is not used): one
+   * that returns anything else or throws for a delivered event fails that write once the inner
+   * sink resolved, with an error naming this option, so nothing is reported for it (retried and
+   * then `errored` by the runtime, never `rejected`: the records are fine).
    */
   readonly key?: (event: LogEvent) => string | number
 }
@@ -134,19 +136,22 @@ export const CrashReporter = {
     const badKey = (index: number, length: number, text: string, cause?: unknown) =>
       new ComponentError(
         'BAD_KEY',
-        `CrashReporter.sink's 'key' ${text} for event ${index} of ${length}; it must return a string or a number for every event written (nothing was written)`,
+        `CrashReporter.sink's 'key' ${text} for event ${index} of ${length}, which the write reported delivered; it must return a string or a number for every event a write delivers`,
         { component: sink.kind, field: 'key', ...(cause === undefined ? {} : { cause }) },
       )
+    // Read before the write (a sink may change or end its events), but held: only the keys of the
+    // events the write delivered are reported, so a record the sink rejects (one that lacks the
+    // key's field, say) does not fail the records written with it.
     const keysOf = (events: EventArray, pick: (event: LogEvent) => string | number) =>
-      events.events.map((event, i): string | number => {
+      events.events.map((event, i): string | number | ComponentError => {
         let value: unknown
         try {
           value = pick(event)
         } catch (error) {
-          throw badKey(i, events.length, `threw ${describeThrown(error)}`, error)
+          return badKey(i, events.length, `threw ${describeThrown(error)}`, error)
         }
         if (typeof value === 'string' || typeof value === 'number') return value
-        throw badKey(i, events.length, `returned ${value === null ? 'null' : typeof value}`)
+        return badKey(i, events.length, `returned ${value === null ? 'null' : typeof value}`)
       })
     return {
       ...forwardMembers(sink, SINK_MEMBERS),
@@ -156,10 +161,13 @@ export const CrashReporter = {
         const result = await sink.write(events)
         const statuses = classifyResult(result, events.length)
         const delivered = (_: unknown, i: number) => statuses[i] === 'delivered'
-        CrashReporter.report(
-          kind,
-          keys === undefined ? statuses.filter(delivered).length : keys.filter(delivered),
-        )
+        if (keys === undefined) CrashReporter.report(kind, statuses.filter(delivered).length)
+        else {
+          const reported = keys.filter(delivered)
+          const bad = reported.find((k) => k instanceof ComponentError)
+          if (bad !== undefined) throw bad
+          CrashReporter.report(kind, reported as (string | number)[])
+        }
         return result
       },
     }

@@ -7,10 +7,11 @@ import { describe, expect, it } from 'vitest'
 const events = () => EventArray.from([new LogEvent({ id: 'a' }), new LogEvent({ other: 1 })])
 
 describe('CrashReporter.sink', () => {
-  it("fails a write whose 'key' returns no string or number before the inner sink stores anything, naming the option, never as a rejection", async () => {
-    // The key was checked after the inner write had stored the events, by report(), whose
-    // TypeError the runtime reads as `rejected` (UNENCODABLE): a stored batch was told rejected
-    // and the error named no option.
+  it("fails a write whose 'key' returns no string or number for a delivered event, naming the option, never as a rejection", async () => {
+    // The key was checked by report(), whose TypeError the runtime reads as `rejected`
+    // (UNENCODABLE): a stored batch was told rejected and the error named no option. The inner
+    // sink has stored the write by then (a key is only needed for what it delivered): the runtime
+    // retries it and then settles it `errored`.
     for (const bad of [undefined, null, { id: 'a' }, 10n, Symbol('k')]) {
       const stored: unknown[] = []
       const inner: Sink = {
@@ -29,8 +30,9 @@ describe('CrashReporter.sink', () => {
       expect(error).not.toBeInstanceOf(TypeError)
       expect(error).not.toBeInstanceOf(RangeError)
       expect(error).not.toBeInstanceOf(RejectError)
-      expect((error as Error).message).toMatch(/'key'/)
-      expect(stored).toEqual([])
+      expect((error as Error).message).toMatch(
+        /'key' returned .* for event 1 of 2, which the write reported delivered/,
+      )
     }
   })
 
@@ -65,5 +67,26 @@ describe('CrashReporter.sink', () => {
     }
     const sink = CrashReporter.sink(inner, { key: (e) => String(e.get('id') ?? 'none') })
     expect(await sink.write(events())).toEqual(['delivered', 'errored'])
+  })
+})
+
+describe('CrashReporter.sink and the records a sink rejects', () => {
+  it('uses no key of a record the sink rejected: the good records of the write are delivered and reported as without the wrapper', async () => {
+    // Every key was checked before the write: a sink that rejects records lacking the key's field
+    // (the malformed ones) had the whole write failed, its good records retried and then errored.
+    const stored: unknown[] = []
+    const inner: Sink = {
+      kind: 'inner',
+      async write(batch) {
+        return batch.events.map((e) => {
+          if (e.get('id') === undefined) return 'rejected'
+          stored.push(e.get('id'))
+          return 'delivered'
+        })
+      },
+    }
+    const sink = CrashReporter.sink(inner, { key: (e) => e.get('id') as string })
+    expect(await sink.write(events())).toEqual(['delivered', 'rejected'])
+    expect(stored).toEqual(['a'])
   })
 })
