@@ -137,13 +137,18 @@ export const Arbitraries = {
    * and order is checkable). A batch may be empty (a source may send nothing, as a poll that found
    * nothing does) unless `minSize` is 1; there is always at least one batch. Records are drawn by
    * {@link Arbitraries.record} with the same options. Shrinks to fewer and smaller batches.
-   * `minSize` (default 0), `maxSize` (default 4, at least `minSize`) and `maxBatches` (default 3, at
-   * least 1) are whole numbers; anything else is a `RangeError` naming the option.
+   * `minSize` (default 0), `maxSize` (default 4, at least `minSize`: a `minSize` above 4 needs a
+   * `maxSize`) and `maxBatches` (default 3, at least 1) are whole numbers; anything else is a
+   * `RangeError` naming the option.
    */
   batches(
     options: RecordOptions & { maxBatches?: number; minSize?: number; maxSize?: number } = {},
   ): fc.Arbitrary<JsonObject[][]> {
     const minSize = bound('batches', 'minSize', options.minSize, 0, 0)
+    if (options.maxSize === undefined && minSize > 4)
+      throw new RangeError(
+        `Arbitraries.batches: 'minSize' ${minSize} is above the default 'maxSize' (4): pass a 'maxSize' of ${minSize} or more`,
+      )
     const maxSize = bound('batches', 'maxSize', options.maxSize, 4, minSize)
     const maxBatches = bound('batches', 'maxBatches', options.maxBatches, 3, 1)
     return fc

@@ -199,4 +199,14 @@ describe('Arbitraries options', () => {
     fc.assert(fc.property(Arbitraries.jsonValue({ maxDepth: 0 }), (v) => depth(v) === 0))
     fc.assert(fc.property(Arbitraries.failureSchedule({ maxCalls: 1, maxHangMs: 0 }), (s) => s.hangMs === 0))
   })
+
+  it('refuses a minSize above the default maxSize without maxSize, naming both, instead of a fast-check error', () => {
+    // The default maxSize (4) was not checked against minSize: batches({ minSize: 5 }) reached
+    // fast-check ("fc.integer maximum value should be equal or greater than the minimum one").
+    expect(() => Arbitraries.batches({ minSize: 5 })).toThrow(RangeError)
+    expect(() => Arbitraries.batches({ minSize: 5 })).toThrow(/Arbitraries\.batches: 'minSize' 5 .*'maxSize'/)
+    fc.assert(
+      fc.property(Arbitraries.batches({ minSize: 5, maxSize: 5 }), (b) => b.every((x) => x.length === 5)),
+    )
+  })
 })
