@@ -987,3 +987,21 @@ describe('a component whose member getter throws (untyped code, a proxy)', () =>
     ])
   })
 })
+
+describe('a source whose validate getter throws (untyped code, a proxy)', () => {
+  it('is reported as INVALID_CONFIG naming the source and validate, not thrown raw', () => {
+    // Planning calls a source's validate() too (checkConfig), but only a transform's and a sink's
+    // were read first: a source's getter threw out of build() raw.
+    const source = Object.defineProperty(testSource([]), 'validate', {
+      get() {
+        throw new Error('no validate')
+      },
+    })
+    const problems = problemsOf(() =>
+      new TopologyBuilder<string>(quiet).source('in', source).sink('out', ['in'], testSink()).build(),
+    )
+    expect(problems.map((p) => [p.code, p.component, p.field, p.message])).toEqual([
+      ['INVALID_CONFIG', 'in', 'validate', "source 'in': reading its validate threw: no validate"],
+    ])
+  })
+})

@@ -450,7 +450,7 @@ function shown(value: unknown): string {
 
 /** The members of a component that planning reads outside the member check, by role. */
 const READ_MEMBERS = {
-  source: ['kind', 'canAcknowledge'],
+  source: ['kind', 'canAcknowledge', 'validate'],
   transform: ['kind', 'outputs', 'validate'],
   sink: ['kind', 'canAcknowledge', 'validate'],
 } as const
