@@ -1005,3 +1005,31 @@ describe('a source whose validate getter throws (untyped code, a proxy)', () => 
     ])
   })
 })
+
+describe('options that cannot be read at all (a proxy whose traps throw)', () => {
+  it('are an INVALID_OPTION problem of the declaration, not a TypeError out of build()', () => {
+    // The snapshot of options whose keys cannot be listed is undefined: planning then read
+    // `undefined.buffer` and threw a TypeError naming neither the component nor the option.
+    const sealed = (): never =>
+      new Proxy(
+        {},
+        {
+          ownKeys() {
+            throw new Error('sealed vault')
+          },
+        },
+      ) as never
+    const problems = problemsOf(() =>
+      new TopologyBuilder<string>(quiet)
+        .source('in', testSource([]))
+        .transform('t', ['in'], passThrough(), sealed())
+        .sink('out', ['t'], testSink(), sealed())
+        .build(),
+    )
+    expect(problems.map((p) => [p.code, p.component, p.field])).toEqual([
+      ['INVALID_OPTION', 't', '(options)'],
+      ['INVALID_OPTION', 'out', '(options)'],
+    ])
+    expect(problems[1]!.message).toContain('sealed vault')
+  })
+})

@@ -82,6 +82,13 @@ export function planTopology(
     unreadable.set(read, found)
     return read
   })
+  // Options whose keys could not even be listed (a proxy whose traps throw) have no copy to check:
+  // reported alone, as the shape problems above (read on, the checks threw a TypeError).
+  const unlisted = declarations.filter((decl) => decl.role !== 'source' && !isObject(decl.options))
+  if (unlisted.length > 0) {
+    for (const decl of unlisted) problems.push(...(unreadable.get(decl) ?? []))
+    return { plan: undefined, problems, warnings: [] }
+  }
 
   const byId = new Map<string, ComponentDeclaration>()
   /** The first declaration of each component object. */
