@@ -1033,3 +1033,21 @@ describe('options that cannot be read at all (a proxy whose traps throw)', () =>
     expect(problems[1]!.message).toContain('sealed vault')
   })
 })
+
+describe('a component with a getter of its own that planning never reads', () => {
+  it('builds without reading it: only the members the runtime reads are checked', () => {
+    // The member check read every enumerable key of a component once (e09e13f's snapshot), so a
+    // sink whose own `client` getter throws until it is started failed to build (INVALID_CONFIG on
+    // `client`), though nothing reads that member before start().
+    let reads = 0
+    const sink = Object.defineProperty(testSink(), 'client', {
+      enumerable: true,
+      get() {
+        reads++
+        throw new Error('not started yet')
+      },
+    })
+    new TopologyBuilder<string>(quiet).source('in', testSource([])).sink('out', ['in'], sink).build()
+    expect(reads).toBe(0)
+  })
+})

@@ -136,6 +136,8 @@ export interface Def {
   readonly innerType?: z.ZodType
   readonly in?: z.ZodType
   readonly shape?: Record<string, z.ZodType>
+  /** An object's schema of the keys its shape does not declare: `never` when strict, `unknown` when loose. */
+  readonly catchall?: z.ZodType
   readonly element?: z.ZodType
   readonly keyType?: z.ZodType
   readonly valueType?: z.ZodType

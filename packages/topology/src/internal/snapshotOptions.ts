@@ -21,8 +21,8 @@ export interface OptionsSnapshot {
 
 /**
  * `value` read once along `schema`: each object the schema declares as an object becomes a plain
- * one holding every key a check reads (the enumerable ones, inherited too, and each declared one
- * present), each array a plain array; anything else is kept as given (a function, a stream, a
+ * one holding every key a check reads (each declared one present, and the enumerable ones,
+ * inherited too, where a strict object or a typed catchall checks them; not a loose object's), each array a plain array; anything else is kept as given (a function, a stream, a
  * record's values), as is each value `keep` says to keep (a buffer factory). A field whose read
  * throws is left out of the copy and named by an issue.
  */
@@ -44,7 +44,13 @@ export function snapshotOptions(
       if (def.type === 'object' && !Array.isArray(v)) {
         const shape = def.shape ?? {}
         const keys = new Set<PropertyKey>()
-        for (const key in v) keys.add(key)
+        // Keys the shape does not declare are read only where a check looks at them (a strict
+        // object refuses them, a typed catchall checks them): a loose object's (a component's
+        // members) are none of the check's business, and reading them ran a component's own
+        // getters (one that throws until start() failed the build).
+        const catchall = def.catchall === undefined ? undefined : defOf(def.catchall).type
+        if (catchall !== undefined && catchall !== 'unknown' && catchall !== 'any')
+          for (const key in v) keys.add(key)
         for (const key of Reflect.ownKeys(shape)) if (key in v) keys.add(key)
         const out: object = Object.create(Object.getPrototypeOf(v) === null ? null : Object.prototype)
         for (const key of keys) {
