@@ -1597,8 +1597,9 @@ function originForm(target: string): string {
  * Whether a Transfer-Encoding value, read as a list (RFC 9110 5.6.1) whose empty elements are
  * ignored, ends with `chunked` (whatever its case) and names another coding before it: Node passes
  * such a request on, the body de-chunked but still in that coding (RFC 9112 6.1: 501). One whose
- * last coding is not `chunked` is left to Node, which refuses it once its body begins (RFC 9112
- * 6.3: 400, the body's length cannot be told).
+ * last coding is not `chunked` is left to Node, which refuses it as soon as its headers are parsed,
+ * body sent or not, though it hands it to the handler first (RFC 9112 6.3: 400, the body's length
+ * cannot be told).
  */
 function codesBeforeChunked(transfer: string): boolean {
   const names: string[] = []

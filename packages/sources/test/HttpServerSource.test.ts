@@ -640,20 +640,29 @@ describe('httpServer: text encoding', () => {
     },
   )
 
-  it('leaves to Node a Transfer-Encoding whose last coding is not chunked: 400, as RFC 9112 6.3 requires (by design)', async () => {
-    // The body's length cannot be told then: Node refuses the request once its body begins.
-    const { source, context, port } = await start()
-    const connection = new RawConnection(port)
-    await connection.connected
-    connection.end(
-      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip\r\n\r\n[{"a":1}]',
-    )
-    const { status, body } = parseRawResponse(await connection.closed)
-    expect(status).toBe(400)
-    expect(body).toMatchObject({ code: 'BAD_REQUEST', componentId: 'in' })
-    expect(context.batches).toEqual([])
-    expect(source.counters.refused).toEqual({ BAD_REQUEST: 1 })
-  })
+  it.each([
+    ['with its body', '[{"a":1}]'],
+    ['its client still to send its body', ''],
+  ])(
+    'leaves to Node a Transfer-Encoding whose last coding is not chunked: 400, as RFC 9112 6.3 requires (by design): %s',
+    async (_, body) => {
+      // The body's length cannot be told then: Node refuses the request as soon as its headers are
+      // parsed (having handed it to the handler first), not once its body begins.
+      const { source, context, port } = await start()
+      const connection = new RawConnection(port)
+      await connection.connected
+      connection.write(
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip\r\n\r\n${body}`,
+      )
+      const { status, body: answer } = parseRawResponse(await connection.until(/\r\n\r\n[\s\S]*\n$/))
+      connection.end()
+      expect(status).toBe(400)
+      expect(answer).toMatchObject({ code: 'BAD_REQUEST', componentId: 'in' })
+      await connection.closed
+      expect(context.batches).toEqual([])
+      expect(source.counters.refused).toEqual({ BAD_REQUEST: 1 })
+    },
+  )
 
   it.each([
     ['empty', ''],
