@@ -298,7 +298,7 @@ export interface HttpServerResponseBody {
  * - `415` `UNSUPPORTED_MEDIA_TYPE` (a `Content-Encoding` such as gzip, or a type refused under
  *   `unknownContentType: 'reject'`); `431` `HEADERS_TOO_LARGE`;
  * - `501` `NOT_IMPLEMENTED` (a `Transfer-Encoding` naming a coding other than `chunked`: RFC 9112
- *   6.1; one whose last coding is not `chunked` Node refuses itself, `400` `BAD_REQUEST`);
+ *   6.1; one whose last coding is not `chunked` is `400` `BAD_REQUEST`, RFC 9112 6.3);
  * - `503` with `Retry-After`: `SHUTTING_DOWN`, `NOT_ACCEPTED` (the pipeline did not take the batch).
  */
 export type HttpServerErrorCode =
@@ -1194,7 +1194,20 @@ class HttpServer implements HttpServerSource {
       return
     }
     const transfer = request.headers['transfer-encoding']
-    if (transfer !== undefined && codesBeforeChunked(transfer)) {
+    const codings = transfer === undefined ? [] : transferCodings(transfer)
+    if (codings.length > 0 && codings.at(-1) !== 'chunked') {
+      // Node refuses it too, but only after handing it here: a 100 Continue written meanwhile made
+      // Node's refusal close the connection without an answer (bytes were written on it).
+      this.#refuse(
+        request,
+        response,
+        400,
+        'BAD_REQUEST',
+        `the body is sent with Transfer-Encoding ${JSON.stringify(transfer)}, whose last coding is not chunked: its length cannot be told`,
+      )
+      return
+    }
+    if (codings.some((name) => name !== 'chunked')) {
       // Node de-chunks the body and passes the rest on: read as it is, a body in another coding
       // would be refused as "not UTF-8", or, coded by no change to its bytes, taken as events.
       this.#refuse(
@@ -1594,21 +1607,21 @@ function originForm(target: string): string {
 }
 
 /**
- * Whether a Transfer-Encoding value, read as a list (RFC 9110 5.6.1) whose empty elements are
- * ignored, ends with `chunked` (whatever its case) and names another coding before it: Node passes
- * such a request on, the body de-chunked but still in that coding (RFC 9112 6.1: 501). One whose
- * last coding is not `chunked` is left to Node, which refuses it as soon as its headers are parsed,
- * body sent or not, though it hands it to the handler first (RFC 9112 6.3: 400, the body's length
- * cannot be told).
+ * The codings a Transfer-Encoding value names, in order and in lower case, read as a list (RFC
+ * 9110 5.6.1) whose empty elements are ignored, parameters left out. Node passes on a request
+ * whose last coding is `chunked`, the body de-chunked but still in any coding named before it
+ * (RFC 9112 6.1: 501); one whose last coding is not `chunked` Node refuses as soon as its headers
+ * are parsed, body sent or not, though it hands it to the handler first (RFC 9112 6.3: 400, the
+ * body's length cannot be told).
  */
-function codesBeforeChunked(transfer: string): boolean {
+function transferCodings(transfer: string): string[] {
   const names: string[] = []
   for (const coding of transfer.split(',')) {
     const semicolon = coding.indexOf(';')
     const name = (semicolon < 0 ? coding : coding.slice(0, semicolon)).trim().toLowerCase()
     if (name !== '') names.push(name)
   }
-  return names.at(-1) === 'chunked' && names.some((name) => name !== 'chunked')
+  return names
 }
 
 /**
