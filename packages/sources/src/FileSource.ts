@@ -1144,12 +1144,17 @@ class FileRun {
       offsets[i] = (records[i]!.file as { offset: number }).offset
       texts[i] = records[i]!.message as string
     }
+    // What each send sends: `records` at first. A send the pipeline did not accept may have made
+    // events of them already (a buffer refused a retry's copies after the first attempt's events
+    // were changed in place): a send made again sends the lines as read, built anew from the path,
+    // offsets and texts, or a component changed them twice.
+    let sending = records
     for (let refusals = 1; ; refusals++) {
       // Rejected lines the dead-letter file did not take (the topology stopped first).
       const unwritten = new Set<number>()
       let outcomes: readonly RecordOutcome[]
       try {
-        ;({ outcomes } = await RecordRetry.send(this.context, records, {
+        ;({ outcomes } = await RecordRetry.send(this.context, sending, {
           ...policy,
           onRejected: async (rejected) => {
             for (const { index, failure } of rejected) {
@@ -1180,6 +1185,7 @@ class FileRun {
         if (stopped) return
         await sleep(wait, this.context.signal)
         if (this.context.signal.aborted) return
+        sending = offsets.map((offset, i) => ({ message: texts[i]!, file: { path, offset } }))
         continue
       }
       for (let i = 0; i < tickets.length; i++) {

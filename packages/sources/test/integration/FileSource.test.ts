@@ -895,6 +895,76 @@ describe('file source', () => {
     )
   })
 
+  it('sends lines the pipeline did not accept again as first read, not as a component changed them in place', async () => {
+    // The buffer in front of the sink hands the sent events themselves to the sink (a buffer of
+    // another kind, as the EdgeBuffer contract allows), and refuses its second push; the sink
+    // counts in place (`event.set`) and errors the first line once. The first send's records are
+    // its events' fields: the retry's send was refused, and the source sent those records again
+    // as the sink had left them, so it counted them twice.
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('a'))
+    const seen: string[] = []
+    const sink: Sink = {
+      kind: 'counts',
+      async write(events) {
+        return events.events.map((e) => {
+          e.set('count', ((e.get('count') as number | undefined) ?? 0) + 1)
+          seen.push(`${e.get('message') as string}:${e.get('count') as number}`)
+          return seen.length === 1 ? 'errored' : 'delivered'
+        })
+      },
+    }
+    const queue: EventArray[] = []
+    let waiting: ((array: EventArray | undefined) => void) | undefined
+    let closed = false
+    let pushes = 0
+    const buffer = {
+      async push(events: EventArray) {
+        if (++pushes === 2) throw new Error('ENOSPC: no space left on device')
+        if (waiting === undefined) queue.push(events)
+        else {
+          const wake = waiting
+          waiting = undefined
+          wake(events)
+        }
+      },
+      pull() {
+        if (queue.length > 0) return Promise.resolve(queue.shift())
+        if (closed) return Promise.resolve(undefined)
+        return new Promise<EventArray | undefined>((resolve) => {
+          waiting = resolve
+        })
+      },
+      async close() {
+        closed = true
+        waiting?.(undefined)
+      },
+    }
+    const notices: string[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source(
+        'files',
+        file({
+          include: [log],
+          checkpoints: join(dir, 'cp'),
+          pollIntervalMs: 10,
+          checkpointIntervalMs: 20,
+          retry: { initialBackoffMs: 5, maxBackoffMs: 20 },
+          onNotice: (m) => notices.push(m),
+        }),
+      )
+      .sink('out', ['files'], sink, { buffer: { kind: 'passing', open: async () => buffer } })
+      .build()
+    await withoutUnhandledRejections(async () => {
+      await topology.start()
+      await vi.waitUntil(() => checkpoint(log) === statSync(log).size)
+      await topology.stop()
+    })
+    expect(pushes).toBe(3)
+    expect(notices).toEqual([expect.stringContaining('the pipeline did not accept 1 line(s)')])
+    expect(seen).toEqual(['a:1', 'a:1'])
+  })
+
   it('goes on when onNotice throws: the lines are sent again and delivered, and nothing goes unhandled', async () => {
     const log = join(dir, 'app.log')
     writeFileSync(log, lines('a', 'b'))
