@@ -117,7 +117,8 @@ const checkpoint2 = (path: string): number | undefined => {
  * for gone files) ran between the two writes, so what it saw is in the second.
  */
 const twoCheckpointWrites = async (cp = join(dir, 'cp')): Promise<void> => {
-  const mtime = () => statSync(join(cp, 'checkpoints.json')).mtimeMs
+  // Not written yet (a wait that begins before the source's first write) counts as a state too.
+  const mtime = () => statSync(join(cp, 'checkpoints.json'), { throwIfNoEntry: false })?.mtimeMs
   const writes = [mtime()]
   await vi.waitUntil(() => {
     if (mtime() !== writes.at(-1)) writes.push(mtime())
