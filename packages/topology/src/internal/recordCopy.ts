@@ -12,8 +12,9 @@ import { type JsonObject, JsonValue } from '@ackline/core'
 
 /**
  * A copy of `record` (see the module's invariant). One nested deeper than the stack allows is
- * copied by `JsonValue.copy`, which takes any depth (such a record came from `JSON.parse`, and is
- * JSON); one that cannot be copied at all (a cycle, a getter that throws: not JSON) is `record`
+ * copied by `JsonValue.copy`, which takes any depth but writes what JSON would (a `Date` in such a
+ * record reaches the retries as its ISO string; `JSON.parse` makes such records, and they are JSON,
+ * but code may build one level by level); one that cannot be copied at all (a cycle, a getter that throws: not JSON) is `record`
  * itself, as retries sent it before copies were kept.
  */
 export function recordCopy(record: JsonObject): JsonObject {
