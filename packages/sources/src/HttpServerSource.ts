@@ -762,6 +762,21 @@ class HttpServer implements HttpServerSource {
       }
     }
     if (error.code === 'HPE_INVALID_EOF_STATE' && this.#endedMidRequest(socket, turns)) return true
+    const closer = turns?.closer
+    if (
+      error.code?.startsWith('HPE_') === true &&
+      closer !== undefined &&
+      closer.socket === socket &&
+      !closer.destroyed &&
+      !socket.destroyed
+    ) {
+      // What Node failed to parse comes with or after a request the source refused already (a
+      // Transfer-Encoding whose last coding is not chunked, which Node refuses only once it handed
+      // the request over): that answer, on the wire, closes the connection, and its end lingers
+      // (see `#send`). Destroyed now, the client's bytes still arriving, the connection was reset
+      // and the client could lose the answer.
+      return true
+    }
     if (
       !socket.writable ||
       (socket as Socket).bytesWritten > 0 ||

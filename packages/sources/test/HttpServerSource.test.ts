@@ -688,6 +688,47 @@ describe('httpServer: text encoding', () => {
   )
 
   it.each([
+    ['that sends its body at once', ''],
+    ['waiting for 100 Continue no longer', 'Expect: 100-continue\r\n'],
+  ])(
+    'lets a client %s, with a Transfer-Encoding whose last coding is not chunked, read the whole 400 while it writes on, without a reset',
+    async (_, expect100) => {
+      // Node's own refusal of such a request (a parse error) follows the source's 400 at once: it
+      // destroyed the connection, its bytes still arriving, so the client's write was reset and it
+      // never read the answer (before c126690, without Expect, Node's 400 lingered as it should).
+      const { source, context, port } = await start()
+      const piece = Buffer.alloc(16 * 1024, 'x')
+      const socket = connect(port, '127.0.0.1')
+      const chunks: Buffer[] = []
+      let failure: Error | undefined
+      socket.on('error', (error) => {
+        failure = error
+      })
+      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+      socket.pause()
+      const write = (data: string | Buffer) =>
+        new Promise<void>((resolve) => socket.write(data, () => setImmediate(resolve)))
+      await write(
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${expect100}Transfer-Encoding: gzip\r\n\r\n`,
+      )
+      for (let i = 0; i < 32 && !socket.destroyed; i++) await write(piece)
+      if (!socket.destroyed) socket.end()
+      // Only now, its body all written, does the client read.
+      socket.resume()
+      await closed
+      expect(failure?.message).toBeUndefined()
+      expect(parseRawResponse(Buffer.concat(chunks).toString('utf8'))).toMatchObject({
+        status: 400,
+        body: { code: 'BAD_REQUEST', error: expect.stringMatching(/Transfer-Encoding/) },
+      })
+      expect(context.batches).toEqual([])
+      expect(source.counters.refused).toEqual({ BAD_REQUEST: 1 })
+      while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+    },
+  )
+
+  it.each([
     ['empty', ''],
     ['a blank', ' '],
     ['identity with an empty element', 'identity, '],
