@@ -8,18 +8,42 @@
  * prototype of bytes). Anything else is as it was.
  */
 
-/** `value` (a decoded header value) with every table a plain object of its own keys and `__proto__` header. */
+/**
+ * `value` (a decoded header value) with every table a plain object of its own keys and `__proto__`
+ * header. A loop, not a recursion: amqplib decodes arrays nested thousands deep (some 11,000 in a
+ * 128 KiB frame), and a recursion overflowed the stack first, where the copy of a rejected message
+ * is made, leaving it unacked. Decoded values hold no cycle (each table and array is new).
+ */
 export function ownTables(value: unknown): unknown {
-  if (typeof value !== 'object' || value === null) return value
-  if (Array.isArray(value)) return value.map(ownTables)
-  // A real Buffer (bytes), not a table whose prototype is one.
-  if (ArrayBuffer.isView(value)) return value
-  const out: Record<string, unknown> = {}
-  const prototype: unknown = Object.getPrototypeOf(value)
-  // Defined, not assigned: the assignment would set the prototype of `out` in turn.
-  if (prototype !== Object.prototype) define(out, '__proto__', ownTables(prototype))
-  for (const [key, item] of Object.entries(value)) define(out, key, ownTables(item))
-  return out
+  const result: unknown[] = [value]
+  // Each value still to copy, with the array or table holding it and its place there. A table's
+  // keys are defined first, in order, and their values replaced once copied (same position).
+  const pending: [unknown, Record<string, unknown> | unknown[], string | number][] = [[value, result, 0]]
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [item, holder, place] = next
+    if (typeof item !== 'object' || item === null) continue
+    // A real Buffer (bytes), not a table whose prototype is one.
+    if (ArrayBuffer.isView(item)) continue
+    if (Array.isArray(item)) {
+      const out: unknown[] = item.slice()
+      put(holder, place, out)
+      for (let i = 0; i < out.length; i++) pending.push([out[i], out, i])
+      continue
+    }
+    const out: Record<string, unknown> = {}
+    put(holder, place, out)
+    const prototype: unknown = Object.getPrototypeOf(item)
+    // Defined, not assigned: the assignment would set the prototype of `out` in turn.
+    if (prototype !== Object.prototype) define(out, '__proto__', prototype)
+    for (const [key, entry] of Object.entries(item)) define(out, key, entry)
+    for (const key of Object.keys(out)) pending.push([out[key], out, key])
+  }
+  return result[0]
+}
+
+function put(holder: Record<string, unknown> | unknown[], place: string | number, value: unknown): void {
+  if (Array.isArray(holder)) holder[place as number] = value
+  else define(holder, place as string, value)
 }
 
 function define(table: Record<string, unknown>, key: string, value: unknown): void {
