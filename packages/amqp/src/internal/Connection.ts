@@ -174,16 +174,14 @@ const MISPARSED =
   " (the server, port and virtual host it tried are not shown: the url's part before its last '@' was read as a server and a path, and may hold a password; if it is a user and password, percent-encode them, as encodeURIComponent does: '/' is %2F, '?' %3F, '#' %23)"
 
 /**
- * Whether the part of `url` before its last `@` may have been read as a server, a port and a path
- * (a password holding a `/`, `?` or `#` written as is), so that none of those may be shown: its
- * last `@` lies outside the authority, or the url holds an `@` and has no WHATWG parse at all
- * (`amqp://user:1234%2F/x@broker/`, whose port would be `1234%2F`, which amqplib's own parse still
- * reads as host `user`, port 1234).
+ * Whether `url` parses, and its last `@` lies outside the user info its parse found: the part
+ * before that `@` was then read as a server, a port and a path (a password holding a `/`, `?` or
+ * `#` written as is), and none of those may be shown.
  */
 function credentialsMisparsed(url: string): boolean {
+  if (!URL.canParse(url)) return false
   const at = url.lastIndexOf('@')
-  if (at === -1) return false
-  return !URL.canParse(url) || !inAuthority(url, at)
+  return at !== -1 && !inAuthority(url, at)
 }
 
 /**
