@@ -163,6 +163,32 @@ describe('validate', () => {
     ])
   })
 
+  it('checks a loose object with every key it was given: a refinement of it sees the keys the shape does not declare', () => {
+    // 4608a8b read only the declared keys of a loose object (z.looseObject, a catchall of
+    // z.unknown()), so a refinement that looks at the others saw an empty object: headers
+    // { h: 'v' } were refused as 'must be non-empty, got {}'.
+    const WithHeaders = defineOptions({
+      headers: z
+        .looseObject({ id: z.string().optional() })
+        .refine((o) => Object.keys(o).length > 0, 'at least one header')
+        .optional(),
+      tags: z
+        .object({})
+        .catchall(z.unknown())
+        .refine((o) => 'env' in o, 'an env tag')
+        .optional(),
+    })
+    class Tags {
+      get env() {
+        return 'prod'
+      }
+    }
+    Object.defineProperty(Tags.prototype, 'env', { enumerable: true })
+    expect(WithHeaders.validate({ headers: { h: 'v' }, tags: { env: 'prod' } })).toEqual([])
+    expect(WithHeaders.validate({ tags: new Tags() })).toEqual([])
+    expect(WithHeaders.validate({ headers: {}, tags: {} }).map((i) => i.field)).toEqual(['headers', 'tags'])
+  })
+
   it('shows a long or cyclic value briefly instead of printing it whole', () => {
     const cyclic: Record<string, unknown> = {}
     cyclic.self = cyclic

@@ -661,7 +661,8 @@ function checkConfig(decl: ComponentDeclaration, problems: TopologyProblem[], pr
   const members =
     decl.role === 'source' ? SourceMembers : decl.role === 'transform' ? TransformMembers : SinkMembers
   const reported = new Set(problems.slice(first).map((p) => p.field))
-  const fresh = issuesOf(members, decl.component).filter((issue) => !reported.has(issue.field))
+  // Only the members the runtime reads: a component's other getters may throw until start().
+  const fresh = issuesOf(members, decl.component, 'declared').filter((issue) => !reported.has(issue.field))
   reportIssues(problems, 'INVALID_CONFIG', decl.id, fresh, kind)
 }
 

@@ -29,10 +29,17 @@ export const codeOnly = {
 /** The field of an issue about the options as a whole. */
 export const WHOLE = '(options)'
 
-/** Every problem of `value` under `schema`, one per field, in the order the schema found them. */
-export function issuesOf(schema: z.ZodType, value: unknown): ConfigIssue[] {
+/**
+ * Every problem of `value` under `schema`, one per field, in the order the schema found them.
+ * `loose: 'declared'` reads only the declared keys of a loose object (see {@link snapshotOptions}).
+ */
+export function issuesOf(
+  schema: z.ZodType,
+  value: unknown,
+  loose: 'all' | 'declared' = 'all',
+): ConfigIssue[] {
   // Checked as read once: a getter read again could say otherwise, or throw where it did not.
-  const read = snapshotOptions(schema, value)
+  const read = snapshotOptions(schema, value, undefined, loose)
   const byField = new Map<string, ConfigIssue>()
   for (const issue of read.issues) if (!byField.has(issue.field)) byField.set(issue.field, issue)
   try {

@@ -22,14 +22,18 @@ export interface OptionsSnapshot {
 /**
  * `value` read once along `schema`: each object the schema declares as an object becomes a plain
  * one holding every key a check reads (each declared one present, and the enumerable ones,
- * inherited too, where a strict object or a typed catchall checks them; not a loose object's), each array a plain array; anything else is kept as given (a function, a stream, a
- * record's values), as is each value `keep` says to keep (a buffer factory). A field whose read
- * throws is left out of the copy and named by an issue.
+ * inherited too, where the object has a catchall: a strict one refuses them, a typed one checks
+ * them, a loose one hands them to its refinements; not a stripping object's, which drops them),
+ * each array a plain array; anything else is kept as given (a function, a stream, a record's
+ * values), as is each value `keep` says to keep (a buffer factory). With `loose: 'declared'`, a
+ * loose object's undeclared keys are not read either (a component's members: its own getters are
+ * none of the member check's business).
  */
 export function snapshotOptions(
   schema: z.ZodType,
   value: unknown,
   keep: (value: object, path: readonly PropertyKey[]) => boolean = () => false,
+  loose: 'all' | 'declared' = 'all',
 ): OptionsSnapshot {
   const issues: ConfigIssue[] = []
   const unreadable = (path: readonly PropertyKey[], error: unknown): undefined => {
@@ -44,12 +48,12 @@ export function snapshotOptions(
       if (def.type === 'object' && !Array.isArray(v)) {
         const shape = def.shape ?? {}
         const keys = new Set<PropertyKey>()
-        // Keys the shape does not declare are read only where a check looks at them (a strict
-        // object refuses them, a typed catchall checks them): a loose object's (a component's
-        // members) are none of the check's business, and reading them ran a component's own
-        // getters (one that throws until start() failed the build).
+        // Keys the shape does not declare are read only where a check may look at them (a strict
+        // object refuses them, a typed catchall checks them, a loose object's refinements see
+        // them): a component's members are none of the member check's business, and reading them
+        // ran a component's own getters (one that throws until start() failed the build).
         const catchall = def.catchall === undefined ? undefined : defOf(def.catchall).type
-        if (catchall !== undefined && catchall !== 'unknown' && catchall !== 'any')
+        if (catchall !== undefined && (loose === 'all' || (catchall !== 'unknown' && catchall !== 'any')))
           for (const key in v) keys.add(key)
         for (const key of Reflect.ownKeys(shape)) if (key in v) keys.add(key)
         const out: object = Object.create(Object.getPrototypeOf(v) === null ? null : Object.prototype)
