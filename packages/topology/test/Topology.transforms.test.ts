@@ -924,6 +924,64 @@ describe('a forced stop while a call never returns', () => {
     ])
   })
 
+  it('counts nothing more when a late callback drops an event it made by create after its call returned', async () => {
+    // As for a late emit (2d25866): after the stop, an event create made of nothing, or of a
+    // handle the stop settled, carries no batch, yet its late drop was counted in discardedEvents
+    // (and, with a dropStatus, in rejectedEvents and failures.DROPPED), though it settled nothing.
+    vi.useFakeTimers()
+    const kept: LogEvent[] = []
+    let calls = 0
+    const made: LogEvent[] = []
+    const window: Transform = {
+      kind: 'late_window',
+      dropStatus: 'rejected',
+      process(events, context) {
+        kept.push(...events)
+        if (++calls === 1) {
+          setTimeout(() => {
+            for (const event of [
+              context.create({ fresh: true }),
+              context.create({ child: true }, kept.slice(0, 1)),
+            ]) {
+              made.push(event)
+              context.drop(event)
+            }
+          }, 5000)
+          return undefined
+        }
+        setTimeout(() => {
+          const event = context.create({ given: true })
+          made.push(event)
+          context.drop(event)
+        }, 5000)
+        return new Promise<void>(() => {}) // hangs: given up at the stop
+      },
+      flush(context) {
+        for (const event of kept.splice(0)) context.emit(event)
+      },
+    }
+    const second = new Gate()
+    const source = testSource([records(1), records(2)], {
+      untilStopped: true,
+      afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
+    })
+    const topology = through(source, window, testSink())
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    second.open()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(calls).toBe(2)
+    const stopped = topology.stop({ drainTimeoutMs: 1000 })
+    await vi.advanceTimersByTimeAsync(1000)
+    await stopped
+    const metrics = topology.metrics().t
+    expect(metrics).toMatchObject({ discardedEvents: 0, rejectedEvents: 0 })
+    await vi.advanceTimersByTimeAsync(5000)
+    expect(made).toHaveLength(3)
+    expect(made.every((event) => event.isEnded)).toBe(true)
+    expect(topology.metrics().t).toEqual(metrics)
+  })
+
   it('settles what a flush that never returns made, at the stop', async () => {
     vi.useFakeTimers()
     const gate = new Gate()

@@ -271,6 +271,12 @@ class CallContext implements TransformContext {
         })
         return
       }
+      // After the forced stop it carries no batch (made of nothing, or of a handle the stop
+      // settled): ended, it settles nothing, so nothing is counted (as a late `emit` of it).
+      if (runner.forced && !event.isEnded && holdsNoBatch(event)) {
+        event.end()
+        return
+      }
     } else if (!this.#owns(event)) {
       runner.emit({
         type: 'component_error',
