@@ -1034,6 +1034,24 @@ describe('options that cannot be read at all (a proxy whose traps throw)', () =>
   })
 })
 
+describe('options given by a proxy with a get trap alone', () => {
+  it('are read as the proxy answers each declared option, and checked', () => {
+    // The snapshot took a declared option only when `key in options` said so, which such a proxy
+    // (over an empty target) never does: its options were read as none, so a concurrency of 0
+    // built without a word and ran as the default.
+    const options = new Proxy({}, { get: (_target, key) => (key === 'concurrency' ? 0 : undefined) })
+    const problems = problemsOf(() =>
+      new TopologyBuilder<string>(quiet)
+        .source('in', testSource([]))
+        .sink('out', ['in'], testSink(), options as never)
+        .build(),
+    )
+    expect(problems.map((p) => [p.code, p.component, p.field])).toEqual([
+      ['INVALID_OPTION', 'out', 'concurrency'],
+    ])
+  })
+})
+
 describe('a component with a getter of its own that planning never reads', () => {
   it('builds without reading it: only the members the runtime reads are checked', () => {
     // The member check read every enumerable key of a component once (e09e13f's snapshot), so a

@@ -21,9 +21,9 @@ export interface OptionsSnapshot {
 
 /**
  * `value` read once along `schema`: each object the schema declares as an object becomes a plain
- * one holding every key a check reads (each declared one present, and the enumerable ones,
- * inherited too, where the object has a catchall: a strict one refuses them, a typed one checks
- * them, a loose one hands them to its refinements; not a stripping object's, which drops them),
+ * one holding every key a check reads (each declared one that is there or reads as defined, and
+ * the enumerable ones, inherited too, where the object has a catchall: a strict one refuses them,
+ * a typed one checks them, a loose one hands them to its refinements; not a stripping object's),
  * each array a plain array; anything else is kept as given (a function, a stream, a record's
  * values), as is each value `keep` says to keep (a buffer factory). With `loose: 'declared'`, a
  * loose object's undeclared keys are not read either (a component's members: its own getters are
@@ -55,12 +55,16 @@ export function snapshotOptions(
         const catchall = def.catchall === undefined ? undefined : defOf(def.catchall).type
         if (catchall !== undefined && (loose === 'all' || (catchall !== 'unknown' && catchall !== 'any')))
           for (const key in v) keys.add(key)
-        for (const key of Reflect.ownKeys(shape)) if (key in v) keys.add(key)
+        // Each declared key is read whether `in` says it is there or not, as a check reads it: a
+        // proxy with a get trap alone answers it though it has no key.
+        for (const key of Reflect.ownKeys(shape)) keys.add(key)
         const out: object = Object.create(Object.getPrototypeOf(v) === null ? null : Object.prototype)
         for (const key of keys) {
           let item: unknown
           try {
             item = (v as Record<PropertyKey, unknown>)[key]
+            // Absent stays absent (an optional option is not set to undefined).
+            if (item === undefined && !(key in v)) continue
           } catch (error) {
             unreadable([...path, key], error)
             continue
