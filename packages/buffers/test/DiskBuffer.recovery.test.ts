@@ -308,6 +308,49 @@ describe('DiskBuffer recovery', () => {
     expect(fs.bytes(`${PATH}/${foreign}`)).toEqual(Frame.encode([Buffer.from('foreign-0')], 20).bytes)
   })
 
+  it('opens again after the last segment was reclaimed while a segment whose deletion waited on a failed ledger checkpoint stayed on disk (it was refused as LEDGER_AHEAD)', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    // Segments of 37 records: 0..36, 37..73.
+    for (let i = 0; i < 74; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+    await buffer.close()
+    const small = await CrashableDiskBuffer.open({
+      path: PATH,
+      fileSystem: fs,
+      segmentBytes: 1024,
+      maxBytes: 800,
+      log: (m) => logs.push(m),
+    })
+    const next = `${PATH}/${String(74).padStart(20, '0')}.seg`
+    let failing: 'ledger' | 'next' | undefined = 'ledger'
+    fs.fault = (op, path) =>
+      (failing === 'ledger' && path.includes('ledger.json')) ||
+      (failing === 'next' && op === 'open' && path === next)
+        ? Object.assign(new Error('ENOSPC'), { code: 'ENOSPC' })
+        : undefined
+    let acked = 0
+    while (acked < 74) {
+      for (const r of (await small.read(100)) ?? []) {
+        small.ack(r.seq)
+        acked++
+      }
+    }
+    await small.flush() // 0's deletion waited for a checkpoint, which failed: 0 stays on disk
+    expect(logs).toContainEqual(
+      expect.stringContaining('could not save the ledger before deleting segment 00000000000000000000.seg'),
+    )
+    // The append waits for room, which reclaims 37; the segment it then starts cannot be made.
+    failing = 'next'
+    expect((await small.append([Buffer.alloc(300, 0x61)])).status).toBe('failed')
+    failing = undefined
+    await small.close()
+    // 0 was the last segment on disk, its records ending below the ledger's prefix.
+    const reopened = await open()
+    await reopened.append([Buffer.from('after')])
+    expect(await drain(reopened)).toEqual(['after'])
+    await reopened.close()
+  })
+
   it.each([
     ['fails (EIO: a bad sector)', 'read', 'EIO'],
     ['finds it gone (ENOENT: deleted between listing and reading)', 'open', 'ENOENT'],

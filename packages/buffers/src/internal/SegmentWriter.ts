@@ -104,7 +104,8 @@ export class SegmentWriter {
   #spaceWaiters: (() => void)[] = []
   /**
    * Whether a segment acknowledged whole was left on disk this run (one sheltering a file left
-   * alone, or one that could not be deleted): {@link SegmentWriter.reclaimActive} then never leaves
+   * alone, one that could not be deleted, or one whose ledger checkpoint before the deletion
+   * failed): {@link SegmentWriter.reclaimActive} then never leaves
    * it the last segment on disk, whose records end below the saved prefix (`LEDGER_AHEAD`).
    */
   #keptOnDisk = false
@@ -489,6 +490,8 @@ export class SegmentWriter {
       await this.#c.saveLedger()
       return true
     } catch (error) {
+      // Left on disk below the prefix a later checkpoint saves: never to become the last one.
+      this.#keptOnDisk = true
       const { path, log } = this.#c.settings
       log(
         `disk buffer ${path}: could not save the ledger before deleting segment ${seg.name}, every record of which was acknowledged (${(error as Error).message}); left on disk for a later open`,
