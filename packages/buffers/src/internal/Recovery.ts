@@ -347,9 +347,9 @@ export const Recovery = {
         )
         continue
       }
-      let size: number
+      let size: number | undefined
       try {
-        size = (await fs.size(`${path}/${name}`)) ?? 0
+        size = await fs.size(`${path}/${name}`)
       } catch (error) {
         // Refused, not passed over: without its size no record of it can be read, and a segment
         // passed over is read as records missing, counted acknowledged, and saved so by the next
@@ -367,6 +367,9 @@ export const Recovery = {
           { cause: error },
         )
       }
+      // Deleted since the listing (ENOENT): gone, as if deleted before it. Listed with size 0, the
+      // last one was made again, empty, by opening it to append.
+      if (size === undefined) continue
       segments.push({ firstSeq, name, size, visible: size, sealed: false })
     }
     let pastForeign = await leaveForeignAlone(s, segments)
