@@ -1,6 +1,6 @@
 // Recovery: what `DiskBuffer.open` does with what a crash or damage left in the directory.
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { BufferCheck, DiskBuffer, DiskBufferError } from '@ackline/buffers'
@@ -1358,6 +1358,42 @@ describe('DiskBuffer settings stored with the files', () => {
     expect(reopened.maxRecordBytes).toBe(256 - 20)
     await reopened.close()
   })
+})
+
+describe('DiskBuffer recovery: a directory named like a segment', () => {
+  const dirs: string[] = []
+  afterEach(() => {
+    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+  })
+
+  it.each([
+    ['alone in the buffer', '00000000000000000000.seg', 0],
+    ['after the segments', '00000000000000000099.seg', 60],
+    ['named inside the records of a segment', '00000000000000000040.seg', 60],
+  ])(
+    'refuses to open with READ_FAILED naming it, not a raw EISDIR (%s), and opens once it is moved out',
+    async (_, name, records) => {
+      const path = mkdtempSync(join(tmpdir(), 'ackline-segdir-'))
+      dirs.push(path)
+      if (records > 0) {
+        const buffer = await DiskBuffer.open({ path, segmentBytes: 1024 })
+        for (let i = 0; i < records; i++) await buffer.append([Buffer.alloc(40, 0x61)])
+        await buffer.close() // segments 0..33, 34..59 (named 0 and 34)
+      }
+      mkdirSync(join(path, name))
+      const failed = await DiskBuffer.open({ path, log: () => undefined }).then(
+        (buffer) => buffer.close(),
+        (error: unknown) => error,
+      )
+      expect(failed).toBeInstanceOf(DiskBufferError)
+      expect(failed).toMatchObject({ code: 'READ_FAILED', path })
+      expect((failed as Error).message).toContain(`${path}/${name} is a directory`)
+      rmSync(join(path, name), { recursive: true })
+      const reopened = await DiskBuffer.open({ path })
+      expect(reopened.metrics().unackedRecords).toBe(records)
+      await reopened.close()
+    },
+  )
 })
 
 /** Opens the buffer at PATH on `fs` with other options. */

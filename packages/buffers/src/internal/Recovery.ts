@@ -180,6 +180,22 @@ function fileErrorCode(error: unknown): string | undefined {
   return error instanceof Error && typeof code === 'string' ? code : undefined
 }
 
+/**
+ * The error refusing the open when `error` says `name` is a directory (`EISDIR`), named like a
+ * segment: no segment can be read from it or written to it, and the raw error named no file.
+ * `undefined` for any other error.
+ */
+function directoryError(s: Settings, name: string, error: unknown): DiskBufferError | undefined {
+  if (fileErrorCode(error) !== 'EISDIR') return undefined
+  return new DiskBufferError(
+    'READ_FAILED',
+    `${s.path}/${name} is a directory, named like a segment file, so the buffer was not opened (nothing was changed): move it out of the buffer's directory, or rename it, then open again`,
+    s.path,
+    undefined,
+    { cause: error },
+  )
+}
+
 /** A number read from a file (`null`: none there), or the code of the file-system error that kept it from being read. */
 type ReadSeq = { readonly seq: number | null } | { readonly failed: string }
 
@@ -205,6 +221,8 @@ async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise
     } catch (error) {
       const code = fileErrorCode(error)
       if (code === undefined) throw error
+      const directory = directoryError(s, seg.name, error)
+      if (directory !== undefined) throw directory
       return { failed: code }
     }
   }
@@ -214,6 +232,8 @@ async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise
   } catch (error) {
     const code = fileErrorCode(error)
     if (code === undefined) throw error
+    const directory = directoryError(s, seg.name, error)
+    if (directory !== undefined) throw directory
     return { first: { failed: code }, last: { failed: code } }
   }
   try {
@@ -395,7 +415,11 @@ export const Recovery = {
       lastSeq = -1
       validEnd = 0
       let first: number | undefined
-      active = await fs.open(`${path}/${last.name}`, segmentWriteMode(s.sync))
+      try {
+        active = await fs.open(`${path}/${last.name}`, segmentWriteMode(s.sync))
+      } catch (error) {
+        throw directoryError(s, last.name, error) ?? error
+      }
       // A file read or cut that fails leaves no handle open behind the error.
       try {
         const reader = new SegmentReader(active, {
