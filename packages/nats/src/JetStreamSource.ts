@@ -234,7 +234,8 @@ export interface JetStreamMetadata {
   /**
    * The message's headers, each name with all its values; none when the client cannot read them
    * (a header name holding a space or a character past ASCII, which the server stores as any
-   * other), which the source warns of, naming the message.
+   * other), which the source warns of, naming the message: the 1st, 2nd, 4th, … such message and
+   * then every 1024th ({@link nextWarningAt}), so a stream full of them does not flood the log.
    */
   readonly headers: { readonly [name: string]: readonly string[] }
 }
@@ -326,6 +327,11 @@ class JetStreamPullSource implements JetStreamSource {
    * `#pullFailed`), so a consumer deleted under the source does not warn at every retry.
    */
   #pullFailures = 0
+  /**
+   * Messages whose headers could not be read, since the source was made: their warnings thin out
+   * ({@link nextWarningAt}), so a stream full of them does not print one warning per message.
+   */
+  #unreadableHeaders = 0
   /** The closed connection whose lost settlements were warned of (see `#lostWithConnection`). */
   #lostWarnedOn: Connection | undefined = undefined
   readonly #count = {
@@ -908,9 +914,17 @@ class JetStreamPullSource implements JetStreamSource {
     if (headers instanceof Error) {
       // Thrown out of the pull, it failed the pull: this message and the rest of it came again
       // after their AckWait, and failed it again. The payload is whole: it goes on without them.
-      this.#warn(
-        `${this.#component}: message ${msg.info.streamSequence} of stream '${msg.info.stream}': its headers cannot be read (${headers.message}); passed on without them`,
-      )
+      // Each such message warned: a stream full of them flooded the log, so the warnings thin out.
+      const count = ++this.#unreadableHeaders
+      const next = nextWarningAt(count)
+      if (next !== undefined) {
+        const which = `${this.#component}: message ${msg.info.streamSequence} of stream '${msg.info.stream}'`
+        this.#warn(
+          count === 1
+            ? `${which}: its headers cannot be read (${headers.message}); passed on without them`
+            : `${which}: its headers cannot be read (${headers.message}); passed on without them (${count} such messages so far, said again at ${next})`,
+        )
+      }
       headers = {}
     }
     const metadata = metadataOf(msg, o.consumer, headers)

@@ -502,6 +502,46 @@ describe.skipIf(skip)('jetstream source against a NATS server', () => {
     expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0])
   })
 
+  it('messages whose headers the client cannot parse are warned of thinly (the 1st, 2nd, 4th, …), each warning naming its message: a stream full of them does not flood the log', async () => {
+    // Each such message warned once: a stream of them printed one warning per message.
+    const stream = await admin.stream('BADHDRS')
+    for (let n = 1; n <= 5; n++) {
+      await rawPublish(`${stream}.in`, 'NATS/1.0\r\nBad Key: v\r\n\r\n', `{"n":${n}}`)
+    }
+    const warnings: string[] = []
+    const sink = memory()
+    const source = jetstream({ servers: NATS_URL, stream, consumer: 'c', onWarning: (w) => warnings.push(w) })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    await topology.start()
+    try {
+      await until('all five acked', () => source.counters.acked === 5, 5000)
+    } finally {
+      await topology.stop()
+      console.log(`unparseable headers, thinned: warnings ${JSON.stringify(warnings)}`)
+    }
+    const said = warnings.filter((w) => w.includes('headers cannot be read'))
+    expect(said).toHaveLength(3)
+    expect(said[0]).toMatch(
+      /message 1 of stream '.*': its headers cannot be read .*not a valid character in a header name/,
+    )
+    expect(said[1]).toMatch(
+      /message 2 of stream '.*': its headers cannot be read .*2 such messages so far.*said again at 4/,
+    )
+    expect(said[2]).toMatch(
+      /message 4 of stream '.*': its headers cannot be read .*4 such messages so far.*said again at 8/,
+    )
+    expect(sink.events.map(({ _nats, ...rest }) => rest)).toEqual([
+      { n: 1 },
+      { n: 2 },
+      { n: 3 },
+      { n: 4 },
+      { n: 5 },
+    ])
+  })
+
   it("a metadataField named '__proto__' holds the metadata as an own field: not set as the record's prototype, lost", async () => {
     // The metadata was assigned (record[metadataField] = …), which for '__proto__' replaced the
     // record's prototype: the event carried no metadata, and the JetStream sink no message id.
