@@ -488,6 +488,12 @@ class HttpServer implements HttpServerSource {
   readonly #lingering = new Set<Socket>()
   /** Set once `run` returns: from then on, an answer that closes its connection closes it at once. */
   #closed = false
+  /**
+   * The cut after the stop (`#cutOffLate`), pending: cleared once no connection is left for it,
+   * at the end of `run` or when the last connection closes after it, so that it does not hold the
+   * source for up to `requestTimeoutMs` with nothing to do.
+   */
+  #cutTimer: ReturnType<typeof setTimeout> | undefined = undefined
   /** Set by the first `run`: the state above is one run's (its stop is never undone), so a second is refused. */
   #ran = false
 
@@ -635,6 +641,7 @@ class HttpServer implements HttpServerSource {
       socket.once('close', () => {
         this.#openConnections--
         this.#sockets.delete(socket)
+        if (this.#sockets.size === 0) this.#stopCutting()
       })
     })
     server.on('drop', () => this.#connectionsDropped++)
@@ -665,7 +672,7 @@ class HttpServer implements HttpServerSource {
     // `close` also ends Node's checks of headersTimeoutMs and requestTimeoutMs: a client that was
     // still sending its request would hold its connection (and the process) open for good. Cut off
     // once no request could still arrive in time; unref'd, so it keeps nothing alive itself.
-    setTimeout(() => this.#cutOffLate(), Math.min(requestTimeout, MAX_TIMER_MS)).unref()
+    this.#cutTimer = setTimeout(() => this.#cutOffLate(), Math.min(requestTimeout, MAX_TIMER_MS)).unref()
     if (this.#accepting > 0)
       await new Promise<void>((resolve) => {
         this.#drained = resolve
@@ -682,6 +689,13 @@ class HttpServer implements HttpServerSource {
           }),
       ),
     )
+    if (this.#sockets.size === 0) this.#stopCutting()
+  }
+
+  /** Clears the pending cut after the stop (see {@link #cutTimer}); none before the stop. */
+  #stopCutting(): void {
+    clearTimeout(this.#cutTimer)
+    this.#cutTimer = undefined
   }
 
   /**
@@ -977,6 +991,7 @@ class HttpServer implements HttpServerSource {
    * would hold it, and the process, open for good. Unref'd, so it keeps nothing alive itself.
    */
   #cutOffLate(): void {
+    this.#cutTimer = undefined
     const late = Object.assign(new Error('the request did not arrive within the time limit'), {
       code: 'ERR_HTTP_REQUEST_TIMEOUT',
     })
@@ -993,7 +1008,10 @@ class HttpServer implements HttpServerSource {
         socket.destroySoon()
     }
     if (owing)
-      setTimeout(() => this.#cutOffLate(), Math.min(this.#resolved.requestTimeoutMs, MAX_TIMER_MS)).unref()
+      this.#cutTimer = setTimeout(
+        () => this.#cutOffLate(),
+        Math.min(this.#resolved.requestTimeoutMs, MAX_TIMER_MS),
+      ).unref()
   }
 
   /**
@@ -1131,8 +1149,12 @@ class HttpServer implements HttpServerSource {
     const body = incoming !== undefined && !incoming.complete
     // Timed from here: when this timer finds it late, it is cut off.
     if (incoming !== undefined) this.#continuedAt.delete(incoming)
-    setTimeout(
+    // Cleared when its connection closes first: it would hold the source for nothing.
+    const clear = (): void => clearTimeout(timer)
+    socket.once('close', clear)
+    const timer = setTimeout(
       () => {
+        socket.off('close', clear)
         if (socket.destroyed) return
         // Its body ended; or its headers (still arriving when it was found late) came, and its
         // body too, or a further request began (which Node checks itself).

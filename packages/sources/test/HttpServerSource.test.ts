@@ -2303,7 +2303,7 @@ describe('httpServer: lifecycle', () => {
   it('gives a request whose 100 Continue came after the stop its time from then, though the cut after the stop looks at its connection meanwhile', async () => {
     // The cut found it late from its headers and timed it afresh from its 100 Continue, then
     // closed its connection anyway: its client, sending its body in time, got no answer at all.
-    vi.useFakeTimers({ toFake: ['setTimeout', 'Date'] })
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
     try {
       const { source, context, port, run } = await start({ headersTimeoutMs: 200, requestTimeoutMs: 200 })
       const next = context.nextBatch()
@@ -2331,6 +2331,41 @@ describe('httpServer: lifecycle', () => {
         { status: 503, body: { code: 'SHUTTING_DOWN' } },
       ])
       expect(context.records()).toEqual([[{ a: 1 }]])
+      // Its connection closed, neither the cut nor its fresh time is left pending.
+      while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+      expect(vi.getTimerCount()).toBe(0)
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  it('leaves no timer of its own pending once run returned with no connection open, nor once the last connection left after it', async () => {
+    // The cut after the stop (#cutOffLate) stayed set for requestTimeoutMs whether or not any
+    // connection was left for it to cut, holding the source (and whatever it refers to) that long.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
+    try {
+      const idle = await start({ requestTimeoutMs: 60_000 })
+      const answer = request(idle.port, json([{ n: 1 }]))
+      const batch = await idle.context.nextBatch()
+      batch.end('delivered')
+      expect((await answer).status).toBe(200)
+      idle.context.stop()
+      await idle.run
+      while (idle.source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+      expect(vi.getTimerCount()).toBe(0)
+
+      // A connection still open when run returns keeps the cut: it goes once that connection closes.
+      const held = await start({ requestTimeoutMs: 60_000 })
+      const client = new RawConnection(held.port)
+      await client.connected
+      client.write('POST / HTTP/1.1\r\nHost: x\r\n')
+      while (held.source.counters.openConnections < 1) await new Promise((r) => setImmediate(r))
+      held.context.stop()
+      await held.run
+      expect(vi.getTimerCount()).toBe(1)
+      client.destroy()
+      while (held.source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
+      expect(vi.getTimerCount()).toBe(0)
     } finally {
       vi.useRealTimers()
     }
