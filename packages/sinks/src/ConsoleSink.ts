@@ -13,6 +13,9 @@
  * - A stream's `error` event never crashes the process: the sink listens to it for the stream's
  *   whole life (Node emits it after the failed write's callback, so a listener for the write alone
  *   would come too late), and what failed is reported by the writes.
+ * - Each event is one line: in `text`, a message's line breaks (LF, CR) are written as JSON writes
+ *   them in a string (`\n`, `\r`), so a reader or a line-based collector does not take one event
+ *   for several.
  * - An event the format cannot represent (a `BigInt`, a cycle, a value nested too deep for
  *   `JSON.stringify`, a `toJSON()` that returns nothing) fails alone: the others are printed, and
  *   the write reports that event's encoding error in its place, which the runtime settles
@@ -54,7 +57,9 @@ export const ConsoleSinkOptions = defineOptions({
   format: z
     .enum(['json', 'text'])
     .default('json')
-    .describe("`json`: each event's fields as JSON; `text`: its `message` field (or JSON when it has none)."),
+    .describe(
+      "`json`: each event's fields as JSON; `text`: its `message` field, its line breaks written `\\n` and `\\r` as in JSON, so it stays one line (other characters, a backslash too, as they are), or JSON when it has none.",
+    ),
 })
 /** Options of {@link console}. */
 export type ConsoleSinkOptions = OptionsOf<typeof ConsoleSinkOptions>
@@ -96,7 +101,7 @@ class Console implements ConsoleSink {
       try {
         // Read in the try: a `message` getter that throws fails its event alone, as encoding does.
         const message = text ? event.get('message') : undefined
-        line = typeof message === 'string' ? `${message}\n` : jsonLine(event.fields)
+        line = typeof message === 'string' ? `${oneLine(message)}\n` : jsonLine(event.fields)
       } catch (error) {
         // The first event that cannot be encoded: the ones before it were delivered.
         results ??= new Array<DeliveryStatus | Error>(i).fill('delivered')
@@ -192,6 +197,11 @@ function watch(stream: NodeJS.WritableStream): Watched {
     state.drops++
   })
   return state
+}
+
+/** A text message on one line: its line breaks written as JSON writes them in a string (`\n`, `\r`). */
+function oneLine(message: string): string {
+  return message.replace(/[\n\r]/g, (c) => (c === '\n' ? '\\n' : '\\r'))
 }
 
 /**

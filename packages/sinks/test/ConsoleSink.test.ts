@@ -199,6 +199,25 @@ describe('console', () => {
     expect(out).toBe('one\nthree\n')
   })
 
+  it("prints a text message holding line breaks on one line, each break written as JSON writes it ('\\n', '\\r')", async () => {
+    // Printed as is, a message 'a\nb' made two lines of one event, where the docs promise one line
+    // each event: a reader (or a line-based collector) took it for two events.
+    const stream = new PassThrough()
+    let out = ''
+    stream.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+    })
+    const result = await console({ stream, format: 'text' }).write(
+      EventArray.from([
+        new LogEvent({ message: 'first\nsecond\r\nthird' }),
+        new LogEvent({ message: 'plain \\n' }),
+      ]),
+    )
+    expect(result).toBeUndefined()
+    expect(out).toBe('first\\nsecond\\r\\nthird\nplain \\n\n')
+    expect(out.split('\n')).toHaveLength(3)
+  })
+
   it('prints every line of an array whose lines together pass the longest string (textLimit.max, lowered here), in order', async () => {
     textLimit.max = 64
     try {
