@@ -41,15 +41,8 @@ export type Routes<Name extends string = string> = Readonly<Record<Name, Predica
 /** The route names a port may have, in the words of a config issue. */
 const ROUTE_NAME = `a route name: non-empty, without '.', and not '${UNMATCHED}' (reserved for events no route accepts)`
 
-/** The routes, checked like an option (the names become ports; the predicates may come from untyped code). */
-const RouteArguments = defineOptions({
-  routes: z
-    .record(
-      z.string().refine((name) => name !== '' && !name.includes('.') && name !== UNMATCHED, ROUTE_NAME),
-      codeOption<Predicate>('a function'),
-    )
-    .refine((routes) => Object.keys(routes).length > 0, 'an object naming at least one route'),
-})
+/** What `routes` must be, in the words of a config issue. */
+const ROUTES = 'an object naming at least one route'
 
 /**
  * One route, checked alone: zod reads a record's `constructor` to tell a plain object (a route so
@@ -104,20 +97,31 @@ class Route<Name extends string> implements RouteTransform<Name> {
   readonly #predicates: readonly Predicate[]
   // Reused for every event: which routes matched, so nothing is allocated per event.
   readonly #matched: Uint8Array
-  /** Routes that are `null` or `undefined` (untyped code), kept for `validate()` to report; else `undefined`. */
-  readonly #nothing: { readonly routes: unknown } | undefined
+  /** The routes as given, for `validate()` to name when they name no route. */
+  readonly #given: unknown
 
   constructor(routes: Routes<Name>) {
-    this.#nothing = routes === null || routes === undefined ? { routes } : undefined
-    this.#names = Object.keys(routes ?? {}) as Name[]
+    this.#given = routes
+    // Untyped code may give anything: only an object's keys are route names (a string's or an
+    // array's indexes were taken for routes named '0', '1', …).
+    const record = typeof routes === 'object' && routes !== null && !Array.isArray(routes)
+    this.#names = (record ? Object.keys(routes) : []) as Name[]
     this.#predicates = this.#names.map((name) => routes[name]!)
     this.#matched = new Uint8Array(this.#names.length)
     this.outputs = [...this.#names, UNMATCHED]
   }
 
   validate(): readonly ConfigIssue[] {
-    if (this.#nothing !== undefined) return RouteArguments.validate(this.#nothing)
-    if (this.#names.length === 0) return RouteArguments.validate({ routes: {} })
+    if (this.#names.length === 0) {
+      // Named as given: a number, an array, a Map (no own keys) were all reported as "got {}".
+      const given = this.#given
+      // An array shows as JSON, its predicates as null: `[null]`.
+      return [
+        Array.isArray(given)
+          ? { field: 'routes', expected: ROUTES, got: 'an array', message: `must be ${ROUTES}, got an array` }
+          : ConfigIssue.of('routes', ROUTES, given),
+      ]
+    }
     return this.#names.flatMap((name, i) => routeIssues(name, this.#predicates[i]))
   }
 
@@ -171,7 +175,9 @@ class Route<Name extends string> implements RouteTransform<Name> {
 /**
  * Routes events to named outputs by predicate. An event may match several routes (it then goes
  * to each, as clones sharing its finalizers) or none (it goes to `_unmatched`). Downstream
- * components read a route as `'<id>.<route>'`.
+ * components read a route as `'<id>.<route>'`. `routes` is an object of predicates, one key per
+ * route; anything else (an array of predicates, a `Map`, a number), or an object naming no
+ * route, is a config issue of `routes` naming what was given, which `build()` refuses.
  *
  * @example
  * ```ts

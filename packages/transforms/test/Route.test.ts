@@ -185,6 +185,26 @@ describe('route', () => {
     )
   })
 
+  it.each([
+    ['a number', 5, '5'],
+    ['a string', 'x', '"x"'],
+    ['an array of predicates', [() => true], 'an array'],
+    ['an empty array', [], 'an array'],
+    ['a Map', new Map([['a', () => true]]), 'an instance of Map'],
+    ['null', null, 'null'],
+  ])('refuses routes that are %s, naming what was given', (_, given, got) => {
+    // A number was reported as "got {}", a string's characters and an array's indexes taken for
+    // route names ("routes.0"): an array of predicates was accepted as a route named '0'.
+    expect(route(given as never).validate()).toEqual([
+      {
+        field: 'routes',
+        expected: 'an object naming at least one route',
+        got,
+        message: `must be an object naming at least one route, got ${got}`,
+      },
+    ])
+  })
+
   it('accepts routes named constructor or __proto__, as it routes on them, and reports a bad predicate under such a name', () => {
     // zod tells a record by its `constructor` (here a predicate: "a valid value", got {}) and
     // writes the record it checked by assignment, which drops a `__proto__` ("naming at least one
