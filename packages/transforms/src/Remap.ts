@@ -182,6 +182,18 @@ function constructorName(value: object): string | undefined {
   return typeof maker === 'function' && maker.name !== '' ? maker.name : undefined
 }
 
+/**
+ * What an object that is no fields object is, in words: the class name went after "a" whatever it
+ * was ("a Object object" for `Object.create({...})`, "a Array object").
+ */
+function objectKind(value: object): string {
+  if (Array.isArray(value)) return 'an array'
+  const name = constructorName(value)
+  // Its constructor is Object's, inherited through an object between it and the root.
+  if (name === 'Object') return 'an object that inherits from another object (Object.create?)'
+  return name === undefined ? 'an object of no named class' : `an instance of ${name}`
+}
+
 /** What a remap throws for a result (or the output at `index` of one) that is none of {@link RemapResult}. */
 function badResult(id: string, value: unknown, index: number | undefined): ComponentError<'BAD_RESULT'> {
   const what =
@@ -193,7 +205,7 @@ function badResult(id: string, value: unknown, index: number | undefined): Compo
           ? 'a LogEvent that has ended'
           : isThenable(value)
             ? 'a promise (an async function?)'
-            : `a ${constructorName(value) ?? 'non-plain'} object`
+            : objectKind(value)
   const where = index === undefined ? 'returned' : `returned an array whose output ${index} is`
   return new ComponentError(
     'BAD_RESULT',

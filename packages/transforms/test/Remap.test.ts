@@ -89,6 +89,33 @@ describe('remap', () => {
     expect(await receiver).toBe('errored')
   })
 
+  it.each([
+    [
+      'an object inheriting from another',
+      () => Object.create({ n: 1 }),
+      'returned an object that inherits from another object (Object.create?);',
+    ],
+    ['a Map', () => new Map(), 'returned an instance of Map;'],
+    [
+      'an array inside its array',
+      (e: LogEvent) => [e.clone(), [{ n: 1 }]],
+      'returned an array whose output 1 is an array;',
+    ],
+    ['a number', () => 5, 'returned a number;'],
+  ])('names what the function returned in good English when it returns %s', (_, fn, words) => {
+    // The class name went after "a" whatever it was: "a Object object", "a Array object".
+    const t = remap(fn as never)
+    const { events } = testBatch([{ n: 1 }])
+    let thrown: unknown
+    try {
+      t.process(events, FakeTransformContext.for(t))
+    } catch (error) {
+      thrown = error
+    }
+    expect((thrown as Error).message).toContain(words)
+    events.events[0]!.end('errored')
+  })
+
   it('takes a fields object made in another realm (a function run in a vm context) as a fields object, and refuses its Map or class instance', () => {
     // Its prototype is that realm's Object.prototype, not this one's: refused with BAD_RESULT
     // ("a Object object"), every event of such a function was settled errored.
