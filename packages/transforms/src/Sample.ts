@@ -5,7 +5,11 @@
  * FNV-1a hash of that field's value is a multiple of `rate`, so every event with the same value
  * gets the same fate, in every process and every run; without it (or when the event lacks the
  * field, or its value has no JSON text: a `BigInt`, a cycle, a function), the 1st, (rate+1)th,
- * (2·rate+1)th… such event is kept. Discards go to `context.drop`.
+ * (2·rate+1)th… such event is kept. Discards go to `context.drop`. FNV-1a is 32-bit: with
+ * `keyField`, a `rate` above 2^32 keeps only the values whose hash is 0, about 1 in 2^32 whatever
+ * the rate (more than 1 in `rate`), and any `rate` keeps the ⌈2^32 / rate⌉ hashes that are its
+ * multiples, so one near 2^32 keeps more than 1 in `rate` too (2^31 + 1: 1 in 2^31); without it,
+ * any `rate` is exact.
  *
  * @module
  */
@@ -26,7 +30,12 @@ import { fnv1a } from './internal/fnv1a.js'
 
 /** Options of {@link sample}: its schema (`validate`, `jsonSchema`, …). */
 export const SampleOptions = defineOptions({
-  rate: z.int().min(1).describe('Keep one event in this many.'),
+  rate: z
+    .int()
+    .min(1)
+    .describe(
+      'Keep one event in this many. With keyField, by a 32-bit hash: a rate above 2^32 keeps about 1 in 2^32 (the values whose hash is 0), more than 1 in rate.',
+    ),
   keyField: fieldPath
     .optional()
     .describe('A field path whose value decides, so related events are kept or discarded together.'),
