@@ -34,8 +34,8 @@ export interface IndexedRecord {
   /** The record's index in the records first sent (0-based). */
   readonly index: number
   /**
-   * The record as it was given to {@link RecordRetry.send}: a copy taken before the first send,
-   * not the object given. A sent record becomes its event's fields (`EventArray.fromRecords`), and
+   * The record as it was given to {@link RecordRetry.send}: a copy taken before the first send
+   * (or what {@link RecordRetryOptions.remake} made), not the object given. A sent record becomes its event's fields (`EventArray.fromRecords`), and
    * a transform that changes fields in place (`event.set`, `event.remove`) changes that object; the
    * copy holds what the source put there. Only plain objects and arrays are copied: any other value
    * in it (a `Date`, a `Map`, a class instance, not JSON) is the record's own object. A record that
@@ -76,6 +76,14 @@ export interface RecordRetryOptions extends RetryPolicy {
   ) => RetryDecision | Promise<RetryDecision>
   /** The source of randomness for the jitter (default `Math.random`); tests pass their own. */
   readonly random?: () => number
+  /**
+   * Makes the record at `index` of the records given to `send` anew, as it was given: a source
+   * that keeps what it read (a line's text and offset) rebuilds a record for less than a copy
+   * costs. When given, `send` copies nothing: each retry sends `remake(index)`, and the callbacks'
+   * {@link IndexedRecord.record} is `remake(index)`. It must return a new object on each call (a
+   * retry's transforms may change what it returned in place), equal to the record first given.
+   */
+  readonly remake?: (index: number) => JsonObject
 }
 
 /** What {@link RecordRetry.send} reports once every record has its final outcome. */
@@ -130,9 +138,9 @@ export const RecordRetry = {
    * until none is left or `attempts` sends were made; reports rejected records once and hands
    * exhausted ones to `onExhausted`. The first attempt sends `records` themselves; each retry sends
    * a fresh copy of each record, taken before the first send (see {@link IndexedRecord.record}),
-   * so its transforms start from what the source sent. With `attempts: 1` and no callback nothing
-   * is copied; otherwise each send copies every record's objects and arrays once, and each retry
-   * again for the records it re-sends. Resolves once every record has its final outcome. Waiting
+   * so its transforms start from what the source sent. With `attempts: 1` and no callback, or with
+   * `remake` (which then makes what a retry sends), nothing is copied; otherwise each send copies
+   * every record's objects and arrays once, and each retry again for the records it re-sends. Resolves once every record has its final outcome. Waiting
    * for a back-off ends early when `context.signal` aborts; what is still errored then goes to
    * `onExhausted` with reason `'stopped'`. Options out of their range (`attempts: NaN` or
    * `2.5`, a `jitter` above 1, a string from a config, a callback that is no function) make it
@@ -150,12 +158,15 @@ export const RecordRetry = {
     const final: RecordOutcome[] = new Array(records.length).fill('errored')
     const rejected: IndexedRecord[] = []
     // A sent record becomes its event's fields, which transforms may change in place: what a
-    // retry re-sends and a callback reads is a copy kept before the first send. Only when a retry
-    // or a callback may read it: one attempt and no callback copy nothing.
+    // retry re-sends and a callback reads is a copy kept before the first send, or what `remake`
+    // makes. Only when a retry or a callback may read it: one attempt and no callback copy nothing.
+    const remake = options.remake
     const kept =
-      attempts > 1 || options.onRejected !== undefined || options.onExhausted !== undefined
+      remake === undefined &&
+      (attempts > 1 || options.onRejected !== undefined || options.onExhausted !== undefined)
         ? records.map(recordCopy)
         : records
+    const original = (index: number): JsonObject => (remake === undefined ? kept[index]! : remake(index))
     let pending = records.map((_, i) => i)
     let attempt = 0
     let reason: ExhaustedReason = 'attempts'
@@ -170,7 +181,10 @@ export const RecordRetry = {
       attempt++
       // The first attempt sends the caller's array itself; each retry a fresh copy of what was
       // kept, as that retry's transforms may change theirs in place too.
-      const batch = attempt === 1 ? records : pending.map((i) => recordCopy(kept[i]!))
+      const batch =
+        attempt === 1
+          ? records
+          : pending.map((i) => (remake === undefined ? recordCopy(kept[i]!) : remake(i)))
       const receipt = await context.send(batch, { outcomes: true })
       const outcomes = await receipt.outcomes
       const next: number[] = []
@@ -185,7 +199,7 @@ export const RecordRetry = {
             next.push(index)
             break
           case 'rejected':
-            rejected.push({ index, record: kept[index]!, failure: receipt.failure })
+            rejected.push({ index, record: original(index), failure: receipt.failure })
             break
           case 'delivered':
           case 'dropped':
@@ -197,7 +211,7 @@ export const RecordRetry = {
     if (rejected.length > 0) await options.onRejected?.(rejected)
     let decision: RetryDecision | undefined
     if (pending.length > 0) {
-      const exhausted = pending.map((index) => ({ index, record: kept[index]! }))
+      const exhausted = pending.map((index) => ({ index, record: original(index) }))
       const decided: unknown = (await options.onExhausted?.(exhausted, reason)) ?? 'nack'
       if (decided !== 'dead_letter' && decided !== 'nack') {
         // A caller that acks on all but 'nack' (as the example above) would ack records no sink took.
@@ -232,6 +246,7 @@ function checkOptions(sourceId: string, options: RecordRetryOptions): void {
     ['onRejected', 'a function', (v) => typeof v === 'function'],
     ['onExhausted', 'a function', (v) => typeof v === 'function'],
     ['random', 'a function', (v) => typeof v === 'function'],
+    ['remake', 'a function', (v) => typeof v === 'function'],
   ]
   for (const [field, expected, holds] of rules) {
     const value: unknown = options[field]

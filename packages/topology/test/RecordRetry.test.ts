@@ -257,6 +257,46 @@ describe('RecordRetry.send', () => {
     expect(sent[1]![1]).toBe(cyclic)
   })
 
+  it('with remake, sends on a retry and hands the callbacks what it makes, and makes nothing else', async () => {
+    vi.useFakeTimers()
+    const { context, sent } = scripted([
+      byN((n) => (n === 1 ? 'delivered' : 'errored')),
+      byN((n) => (n === 2 ? 'rejected' : 'errored')),
+    ])
+    const made: { index: number; record: JsonObject }[] = []
+    const remake = (index: number): JsonObject => {
+      const record = { n: index + 1, remade: true }
+      made.push({ index, record })
+      return record
+    }
+    const onRejected = vi.fn()
+    const onExhausted = vi.fn(() => 'nack' as const)
+    const given = recs(1, 2, 3)
+    await Promise.all([
+      RecordRetry.send(context, given, { attempts: 2, jitter: 0, remake, onRejected, onExhausted }),
+      vi.runAllTimersAsync(),
+    ])
+    // The first attempt sends what was given; the retry exactly what remake made, for the errored.
+    expect(sent[0]).toEqual(given)
+    expect(sent[0]![0]).toBe(given[0])
+    expect(sent[1]).toHaveLength(2)
+    expect(sent[1]![0]).toBe(made[0]!.record)
+    expect(sent[1]![1]).toBe(made[1]!.record)
+    // Each callback's record is made anew too (the retry's own may have been changed in place).
+    expect(made.map((m) => m.index)).toEqual([1, 2, 1, 2])
+    expect(onRejected).toHaveBeenCalledWith([{ index: 1, record: made[2]!.record, failure: undefined }])
+    expect(onExhausted).toHaveBeenCalledWith([{ index: 2, record: made[3]!.record }], 'attempts')
+  })
+
+  it('refuses a remake that is no function, before anything is sent', async () => {
+    const { context, sent } = scripted([byN(() => 'delivered')])
+    const error = await RecordRetry.send(context, recs(1), { remake: 'yes' as never }).catch(
+      (e: unknown) => e,
+    )
+    expect(error).toMatchObject({ code: 'INVALID_OPTION', component: 'src', field: 'remake' })
+    expect(sent).toHaveLength(0)
+  })
+
   it('copies nothing when one attempt is allowed and no callback will read the records', async () => {
     const { context, sent } = scripted([byN(() => 'errored')])
     const given = recs(1)
