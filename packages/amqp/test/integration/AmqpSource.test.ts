@@ -971,80 +971,18 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(await admin.messageCount(queue)).toBe(0)
   })
 
-  it("with deadLetterExchange, the copy keeps the original's header named __proto__", async () => {
-    // amqplib made it the prototype of the original's headers, and the copy's headers were spread
-    // from their own keys: the copy went to the dead-letter exchange without it.
+  /**
+   * Publishes one message with `headers` (JSON text: a `__proto__` key in it stays a key) to a
+   * queue, has the source dead-letter it (every event rejected), and gives back the one copy the
+   * dead-letter exchange routed, once the original left the queue.
+   */
+  const deadLetteredCopy = async (messageId: string, headers: string) => {
     const { queue } = await admin.queueWithDeadLetters()
     const { exchange, queue: withReasons } = await admin.reasonsExchange()
     const channel = admin.channel as ConfirmChannel
     channel.sendToQueue(queue, Buffer.from('{"n":0}'), {
-      messageId: 'with-proto',
-      headers: JSON.parse('{"__proto__":{"trace":"t-1"},"kept":"yes"}') as Record<string, unknown>,
-    })
-    await channel.waitForConfirms()
-    const source = amqpSource({ url: BROKER_URL, queue, deadLetterExchange: exchange })
-    const topology = new TopologyBuilder({ acknowledgements: true })
-      .source('rabbit', source)
-      .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
-      .build()
-    await topology.start()
-    try {
-      await vi.waitFor(() => expect(source.counters.deadLettered).toBe(1), { timeout: 10_000, interval: 10 })
-    } finally {
-      await topology.stop()
-    }
-    const [copy, ...more] = await admin.drain(withReasons)
-    expect(more).toEqual([])
-    // Decoded by amqplib again: the header is the prototype of the copy's headers.
-    const headers = copy!.properties.headers as object
-    expect(Object.getPrototypeOf(headers)).toEqual({ trace: 't-1' })
-    expect(headers).toMatchObject({ kept: 'yes', 'x-ackline-code': 'REJECTED' })
-    expect(await admin.messageCount(queue)).toBe(0)
-  })
-
-  it("with deadLetterExchange, a CC inside the original's header named __proto__ is not taken for its CC", async () => {
-    // amqplib made that header the prototype of the original's headers, and the copy read CC from
-    // them through it: the copy claimed an x-ackline-original-cc the original never had.
-    const { queue } = await admin.queueWithDeadLetters()
-    const { exchange, queue: withReasons } = await admin.reasonsExchange()
-    const channel = admin.channel as ConfirmChannel
-    channel.sendToQueue(queue, Buffer.from('{"n":0}'), {
-      messageId: 'cc-in-proto',
-      headers: JSON.parse('{"__proto__":{"CC":["k"]},"kept":"yes"}') as Record<string, unknown>,
-    })
-    await channel.waitForConfirms()
-    const source = amqpSource({ url: BROKER_URL, queue, deadLetterExchange: exchange })
-    const topology = new TopologyBuilder({ acknowledgements: true })
-      .source('rabbit', source)
-      .sink('out', ['rabbit'], memory({ outcome: () => 'rejected' }))
-      .build()
-    await topology.start()
-    try {
-      await vi.waitFor(() => expect(source.counters.deadLettered).toBe(1), { timeout: 10_000, interval: 10 })
-    } finally {
-      await topology.stop()
-    }
-    const [copy, ...more] = await admin.drain(withReasons)
-    expect(more).toEqual([])
-    const headers = copy!.properties.headers as object
-    expect(Object.hasOwn(headers, 'x-ackline-original-cc')).toBe(false)
-    expect(Object.getPrototypeOf(headers)).toEqual({ CC: ['k'] })
-    expect(headers).toMatchObject({ kept: 'yes', 'x-ackline-code': 'REJECTED' })
-    expect(await admin.messageCount(queue)).toBe(0)
-  })
-
-  it("with deadLetterExchange, the copy keeps a header named __proto__ below the top of the original's headers", async () => {
-    // amqplib made it the prototype of the table that held it, and encodes a table by for...in:
-    // the copy's table had the prototype's keys as its own instead ({ b, deep }), and a prototype
-    // of bytes made the copy fail to encode (nacked without requeue, no reason).
-    const { queue } = await admin.queueWithDeadLetters()
-    const { exchange, queue: withReasons } = await admin.reasonsExchange()
-    const channel = admin.channel as ConfirmChannel
-    channel.sendToQueue(queue, Buffer.from('{"n":0}'), {
-      messageId: 'nested-proto',
-      headers: JSON.parse(
-        '{"nested":{"__proto__":{"deep":1},"b":2},"list":[{"__proto__":{"x":1}}]}',
-      ) as Record<string, unknown>,
+      messageId,
+      headers: JSON.parse(headers) as Record<string, unknown>,
     })
     await channel.waitForConfirms()
     const source = amqpSource({ url: BROKER_URL, queue, deadLetterExchange: exchange })
@@ -1064,13 +1002,44 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect(source.counters.deadLettered).toBe(1)
     const [copy, ...more] = await admin.drain(withReasons)
     expect(more).toEqual([])
+    expect(await admin.messageCount(queue)).toBe(0)
+    return copy!
+  }
+
+  it("with deadLetterExchange, the copy keeps the original's header named __proto__", async () => {
+    // amqplib made it the prototype of the original's headers, and the copy's headers were spread
+    // from their own keys: the copy went to the dead-letter exchange without it.
+    const copy = await deadLetteredCopy('with-proto', '{"__proto__":{"trace":"t-1"},"kept":"yes"}')
+    // Decoded by amqplib again: the header is the prototype of the copy's headers.
+    const headers = copy.properties.headers as object
+    expect(Object.getPrototypeOf(headers)).toEqual({ trace: 't-1' })
+    expect(headers).toMatchObject({ kept: 'yes', 'x-ackline-code': 'REJECTED' })
+  })
+
+  it("with deadLetterExchange, a CC inside the original's header named __proto__ is not taken for its CC", async () => {
+    // amqplib made that header the prototype of the original's headers, and the copy read CC from
+    // them through it: the copy claimed an x-ackline-original-cc the original never had.
+    const copy = await deadLetteredCopy('cc-in-proto', '{"__proto__":{"CC":["k"]},"kept":"yes"}')
+    const headers = copy.properties.headers as object
+    expect(Object.hasOwn(headers, 'x-ackline-original-cc')).toBe(false)
+    expect(Object.getPrototypeOf(headers)).toEqual({ CC: ['k'] })
+    expect(headers).toMatchObject({ kept: 'yes', 'x-ackline-code': 'REJECTED' })
+  })
+
+  it("with deadLetterExchange, the copy keeps a header named __proto__ below the top of the original's headers", async () => {
+    // amqplib made it the prototype of the table that held it, and encodes a table by for...in:
+    // the copy's table had the prototype's keys as its own instead ({ b, deep }), and a prototype
+    // of bytes made the copy fail to encode (nacked without requeue, no reason).
+    const copy = await deadLetteredCopy(
+      'nested-proto',
+      '{"nested":{"__proto__":{"deep":1},"b":2},"list":[{"__proto__":{"x":1}}]}',
+    )
     // Decoded by amqplib again: each such header is the prototype of its table, as in the original.
-    const { nested, list } = copy!.properties.headers as { nested: object; list: object[] }
+    const { nested, list } = copy.properties.headers as { nested: object; list: object[] }
     expect(Object.entries(nested)).toEqual([['b', 2]])
     expect(Object.getPrototypeOf(nested)).toEqual({ deep: 1 })
     expect(Object.entries(list[0]!)).toEqual([])
     expect(Object.getPrototypeOf(list[0])).toEqual({ x: 1 })
-    expect(await admin.messageCount(queue)).toBe(0)
   })
 
   it("with deadLetterExchange, the copy does not claim the original's user-id (published by another user): the broker would refuse it", async () => {
