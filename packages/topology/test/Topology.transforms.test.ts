@@ -25,6 +25,40 @@ const holdsNoBatch = (event: LogEvent): boolean => {
   return batches === 0
 }
 
+/**
+ * Runs `transform` (fake timers) on two arrays, the second sent only once `afterFirst` has looked
+ * at the first call, then force-stops the topology (a drain of 1000 ms that the call given up
+ * outlasts) and resolves once the stop returned, with what the source, sink and lifecycle saw.
+ */
+const forceStoppedAfterTwoArrays = async (transform: Transform, afterFirst: () => void = () => {}) => {
+  const second = new Gate()
+  const source = testSource([records(1), records(2)], {
+    untilStopped: true,
+    afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
+  })
+  const sink = testSink()
+  const topology = through(source, transform, sink)
+  const facts: LifecycleEvent[] = []
+  topology.lifecycle.subscribe((f) => facts.push(f))
+  await topology.start()
+  await vi.advanceTimersByTimeAsync(0)
+  afterFirst()
+  second.open()
+  await vi.advanceTimersByTimeAsync(0)
+  return {
+    source,
+    sink,
+    topology,
+    facts,
+    /** Force-stops the topology: resolves once `stop()` returned. */
+    stop: async () => {
+      const stopped = topology.stop({ drainTimeoutMs: 1000 })
+      await vi.advanceTimersByTimeAsync(1000)
+      await stopped
+    },
+  }
+}
+
 describe('user transforms', () => {
   const withTransform = async (transform: Transform, batches = [records(1, 2, 3)]) => {
     const source = testSource(batches)
@@ -788,24 +822,11 @@ describe('a forced stop while a call never returns', () => {
         for (const event of kept.splice(0)) context.emit(event)
       },
     }
-    const second = new Gate()
-    const source = testSource([records(1), records(2)], {
-      untilStopped: true,
-      afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
-    })
-    const sink = testSink()
-    const topology = through(source, window, sink)
-    const facts: LifecycleEvent[] = []
-    topology.lifecycle.subscribe((f) => facts.push(f))
-    await topology.start()
-    await vi.advanceTimersByTimeAsync(0)
-    expect(calls).toBe(1)
-    second.open()
-    await vi.advanceTimersByTimeAsync(0)
+    const { source, sink, topology, facts, stop } = await forceStoppedAfterTwoArrays(window, () =>
+      expect(calls).toBe(1),
+    )
     expect(calls).toBe(2)
-    const stopped = topology.stop({ drainTimeoutMs: 1000 })
-    await vi.advanceTimersByTimeAsync(1000)
-    await stopped
+    await stop()
     expect(await source.statuses()).toEqual(['errored', 'errored'])
     expect(source.receipts[0]!.failure).toMatchObject({ componentId: 't', code: 'LEAKED_EVENTS' })
     expect(source.receipts[1]!.failure).toMatchObject({ componentId: 't', code: 'STOPPED' })
@@ -846,22 +867,9 @@ describe('a forced stop while a call never returns', () => {
         for (const event of kept.splice(0)) context.emit(event)
       },
     }
-    const second = new Gate()
-    const source = testSource([records(1), records(2)], {
-      untilStopped: true,
-      afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
-    })
-    const topology = through(source, window, testSink())
-    const facts: LifecycleEvent[] = []
-    topology.lifecycle.subscribe((f) => facts.push(f))
-    await topology.start()
-    await vi.advanceTimersByTimeAsync(0)
-    second.open()
-    await vi.advanceTimersByTimeAsync(0)
+    const { topology, facts, stop } = await forceStoppedAfterTwoArrays(window)
     expect(calls).toBe(2)
-    const stopped = topology.stop({ drainTimeoutMs: 1000 })
-    await vi.advanceTimersByTimeAsync(1000)
-    await stopped
+    await stop()
     const metrics = topology.metrics().t
     expect(metrics).toMatchObject({ erroredEvents: 2, failures: { LEAKED_EVENTS: 1, STOPPED: 1 } })
     const before = facts.length
@@ -896,22 +904,9 @@ describe('a forced stop while a call never returns', () => {
         for (const event of kept.splice(0)) context.emit(event)
       },
     }
-    const second = new Gate()
-    const source = testSource([records(1), records(2)], {
-      untilStopped: true,
-      afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
-    })
-    const topology = through(source, window, testSink())
-    const facts: LifecycleEvent[] = []
-    topology.lifecycle.subscribe((f) => facts.push(f))
-    await topology.start()
-    await vi.advanceTimersByTimeAsync(0)
-    second.open()
-    await vi.advanceTimersByTimeAsync(0)
+    const { topology, facts, stop } = await forceStoppedAfterTwoArrays(window)
     expect(calls).toBe(2)
-    const stopped = topology.stop({ drainTimeoutMs: 1000 })
-    await vi.advanceTimersByTimeAsync(1000)
-    await stopped
+    await stop()
     const metrics = topology.metrics().t
     expect(metrics).toMatchObject({ erroredEvents: 2, failures: { LEAKED_EVENTS: 1, STOPPED: 1 } })
     const before = facts.length
@@ -960,20 +955,9 @@ describe('a forced stop while a call never returns', () => {
         for (const event of kept.splice(0)) context.emit(event)
       },
     }
-    const second = new Gate()
-    const source = testSource([records(1), records(2)], {
-      untilStopped: true,
-      afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
-    })
-    const topology = through(source, window, testSink())
-    await topology.start()
-    await vi.advanceTimersByTimeAsync(0)
-    second.open()
-    await vi.advanceTimersByTimeAsync(0)
+    const { topology, stop } = await forceStoppedAfterTwoArrays(window)
     expect(calls).toBe(2)
-    const stopped = topology.stop({ drainTimeoutMs: 1000 })
-    await vi.advanceTimersByTimeAsync(1000)
-    await stopped
+    await stop()
     const metrics = topology.metrics().t
     expect(metrics).toMatchObject({ discardedEvents: 0, rejectedEvents: 0 })
     await vi.advanceTimersByTimeAsync(5000)
