@@ -13,9 +13,13 @@
  * - A stream's `error` event never crashes the process: the sink listens to it for the stream's
  *   whole life (Node emits it after the failed write's callback, so a listener for the write alone
  *   would come too late), and what failed is reported by the writes.
- * - Each event is one line: in `text`, a message's line breaks (LF, CR) are written as JSON writes
- *   them in a string (`\n`, `\r`), so a reader or a line-based collector does not take one event
- *   for several.
+ * - Each event is one line, and drives no terminal: in `text`, a message's line breaks (LF, VT,
+ *   FF, CR, NEL, U+2028, U+2029) and control characters (C0 but the tab, DEL, C1: ESC and the
+ *   sequences it starts) are written as JSON writes them in a string (`\n`, `\r`, `\f`, `\b`,
+ *   `\u001b`, `\u0085`, `\u2028`), so a reader or a line-based collector does not take one event
+ *   for several, and a message cannot colour, move or retitle the terminal it is printed on. The
+ *   tab, a backslash and every other character are written as they are (so `\n` in the output may
+ *   also be a message's own backslash and `n`).
  * - An event the format cannot represent (a `BigInt`, a cycle, a value nested too deep for
  *   `JSON.stringify`, a `toJSON()` that returns nothing) fails alone: the others are printed, and
  *   the write reports that event's encoding error in its place, which the runtime settles
@@ -58,7 +62,7 @@ export const ConsoleSinkOptions = defineOptions({
     .enum(['json', 'text'])
     .default('json')
     .describe(
-      "`json`: each event's fields as JSON; `text`: its `message` field, its line breaks written `\\n` and `\\r` as in JSON, so it stays one line (other characters, a backslash too, as they are), or JSON when it has none.",
+      "`json`: each event's fields as JSON; `text`: its `message` field, or JSON when it has none. A message's line breaks (LF, VT, FF, CR, NEL, U+2028, U+2029) and control characters (C0 but the tab, DEL, C1, ESC among them) are written escaped as in JSON (`\\n`, `\\r`, `\\u001b`, `\\u2028`), so it stays one line and drives no terminal; other characters, the tab and a backslash too, as they are.",
     ),
 })
 /** Options of {@link console}. */
@@ -199,9 +203,23 @@ function watch(stream: NodeJS.WritableStream): Watched {
   return state
 }
 
-/** A text message on one line: its line breaks written as JSON writes them in a string (`\n`, `\r`). */
+/**
+ * What a text line escapes: every line break a reader may split at (LF, VT, FF, CR, NEL, U+2028,
+ * U+2029) and every other control character a terminal acts on (C0 but the tab, DEL, C1: ESC
+ * starts colours, cursor moves, a window title; U+009B is a CSI of its own).
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is its purpose.
+const UNSAFE = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u2028\u2029]/g
+
+/** JSON's short escapes; other characters are written `\uXXXX`. */
+const SHORT: Readonly<Record<string, string>> = { '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r' }
+
+/**
+ * A text message on one line that drives no terminal: each {@link UNSAFE} character written as
+ * JSON writes it in a string (`\n`, `\r`, `\f`, `\b`, `\u001b`, and `\u0085`, `\u2028` alike).
+ */
 function oneLine(message: string): string {
-  return message.replace(/[\n\r]/g, (c) => (c === '\n' ? '\\n' : '\\r'))
+  return message.replace(UNSAFE, (c) => SHORT[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
 
 /**

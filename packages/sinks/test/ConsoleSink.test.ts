@@ -218,6 +218,28 @@ describe('console', () => {
     expect(out.split('\n')).toHaveLength(3)
   })
 
+  it('prints a text message on one line and drives no terminal: every other line break (VT, FF, NEL, U+2028, U+2029) and control character (ESC, C0, DEL, C1) escaped', async () => {
+    // Before, only LF and CR were escaped: a VT, FF, NEL or U+2028 forged a line for a reader that
+    // breaks there, and ESC sequences (colours, cursor moves, a window title) reached the terminal.
+    const stream = new PassThrough()
+    let out = ''
+    stream.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+    })
+    const message =
+      'a\vb\fc\u0085d\u2028e\u2029f \u001b[2J\u001b]0;pwned\u0007 \u0000\u0008\u007f\u0080\u009b\u009f tab\tkept é'
+    const result = await console({ stream, format: 'text' }).write(
+      EventArray.from([new LogEvent({ message })]),
+    )
+    expect(result).toBeUndefined()
+    expect(out).toBe(
+      'a\\u000bb\\fc\\u0085d\\u2028e\\u2029f \\u001b[2J\\u001b]0;pwned\\u0007 \\u0000\\b\\u007f\\u0080\\u009b\\u009f tab\tkept é\n',
+    )
+    // Nothing left that a terminal or a line reader acts on but the one line end and the tab.
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: looking for control characters is the point.
+    expect(out.slice(0, -1)).not.toMatch(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u2028\u2029]/)
+  })
+
   it('prints every line of an array whose lines together pass the longest string (textLimit.max, lowered here), in order', async () => {
     textLimit.max = 64
     try {
