@@ -16,6 +16,7 @@ import {
   type OptionsOf,
   perEvent,
   type TransformContext,
+  textOf,
 } from '@ackline/topology'
 import type { DroppingTransform } from './DroppingTransform.js'
 import { DropStatus } from './DropStatus.js'
@@ -37,7 +38,8 @@ export type RemapOutput = LogEvent | JsonObject
  * - an array of the above: one output each, in order.
  *
  * Anything else (a promise, as an `async` function returns; a number; a `Map`; `null` or
- * `undefined` inside an array; a `LogEvent` that has ended) is a bug in the function: the call throws a `ComponentError`
+ * `undefined` inside an array; a `LogEvent` that has ended; an object that cannot be inspected, a
+ * Proxy whose trap throws or a revoked one) is a bug in the function: the call throws a `ComponentError`
  * with code `BAD_RESULT` naming the transform and `fn`, before the event has any output, and the
  * runtime settles the event `errored` and reports it, rather than pass on fields no sink can
  * write (a promise serializes as `{}`). A refused promise that rejects is handled, never left an
@@ -94,31 +96,74 @@ function emitResult(
   if (result === null) {
     if (input.isEnded) throw inputEnded(context.id)
     context.drop(input)
-  } else if (result instanceof LogEvent) {
-    // Checked first: merging into an ended handle throws, after which nothing may be left half done.
-    if (result.isEnded) throw badResult(context.id, result, undefined)
-    if (input.isEnded) throw refused([result], input, inputEnded(context.id), context)
-    // The input's finalizers move into the output (kept once where it is the input's clone), so
-    // the input's sources wait for it even when the function made it with `new LogEvent`.
-    context.emit(result.merge(input))
-  } else if (Array.isArray(result)) {
-    const outputs = result as readonly unknown[]
-    // Checked before anything is emitted: a bad output leaves the input untouched for the runtime.
-    for (let i = 0; i < outputs.length; i++) {
-      const output = outputs[i]
-      if (output instanceof LogEvent ? output.isEnded : !isFields(output))
-        throw refused(outputs, input, badResult(context.id, output, i), context)
-    }
-    if (input.isEnded) throw refused(outputs, input, inputEnded(context.id), context)
-    emitMany(input, outputs as readonly RemapOutput[], context)
-  } else if (isFields(result)) {
-    if (input.isEnded) throw inputEnded(context.id)
-    context.emit(input.replaceFields(result))
-  } else {
-    // Refused, a promise is awaited by nobody: its rejection must not go unhandled.
-    if (isThenable(result)) ignoreRejection(result)
-    throw badResult(context.id, result, undefined)
+    return
   }
+  let kind: Kind
+  try {
+    kind = kindOf(result)
+  } catch (error) {
+    throw uninspectable(context.id, error, undefined)
+  }
+  switch (kind) {
+    case 'event':
+      if (input.isEnded) throw refused([result], input, inputEnded(context.id), context)
+      // The input's finalizers move into the output (kept once where it is the input's clone), so
+      // the input's sources wait for it even when the function made it with `new LogEvent`.
+      context.emit((result as LogEvent).merge(input))
+      return
+    case 'array': {
+      const outputs = result as readonly unknown[]
+      // Checked before anything is emitted: a bad output leaves the input untouched for the runtime.
+      let bad: ComponentError<'BAD_RESULT'> | undefined
+      let i = 0
+      try {
+        for (; i < outputs.length; i++) {
+          const output = outputs[i]
+          const its = kindOf(output)
+          if (its !== 'event' && its !== 'fields') {
+            bad = badResult(context.id, output, its, i)
+            break
+          }
+        }
+      } catch (error) {
+        bad = uninspectable(context.id, error, i)
+      }
+      if (bad !== undefined) throw refused(outputs, input, bad, context)
+      if (input.isEnded) throw refused(outputs, input, inputEnded(context.id), context)
+      emitMany(input, outputs as readonly RemapOutput[], context)
+      return
+    }
+    case 'fields':
+      if (input.isEnded) throw inputEnded(context.id)
+      context.emit(input.replaceFields(result as JsonObject))
+      return
+    case 'promise':
+      // Refused, a promise is awaited by nobody: its rejection must not go unhandled.
+      ignoreRejection(result)
+      throw badResult(context.id, result, kind, undefined)
+    case 'ended':
+    case 'other':
+      // An ended handle is checked before the input: merging into it throws, after which nothing
+      // may be left half done.
+      throw badResult(context.id, result, kind, undefined)
+  }
+}
+
+/**
+ * What a remap function returned (or one output of an array it returned) is: a live `LogEvent`,
+ * one that has ended, an array, a fields object, a promise, or something else.
+ */
+type Kind = 'event' | 'ended' | 'array' | 'fields' | 'promise' | 'other'
+
+/**
+ * The {@link Kind} of `value`. Throws what telling it threw: a Proxy's trap (`getPrototypeOf`,
+ * `get`), a revoked Proxy, a Proxy of a `LogEvent` (whose private fields it cannot reach).
+ */
+function kindOf(value: unknown): Kind {
+  if (value instanceof LogEvent) return value.isEnded ? 'ended' : 'event'
+  if (Array.isArray(value)) return 'array'
+  if (isFields(value)) return 'fields'
+  return isThenable(value) ? 'promise' : 'other'
 }
 
 /**
@@ -142,10 +187,21 @@ function refused(
   context: TransformContext,
 ): ComponentError<'BAD_RESULT'> {
   const reason = { componentId: context.id, code: 'BAD_RESULT', message: error.message }
-  for (const other of outputs) {
-    if (other instanceof LogEvent) {
-      if (other !== input && !other.isEnded) other.end('errored', { reason })
-    } else if (isThenable(other)) ignoreRejection(other)
+  let n = 0
+  try {
+    n = outputs.length
+  } catch {
+    // An array (a Proxy of one) whose length cannot be read: no output to reach.
+  }
+  for (let i = 0; i < n; i++) {
+    try {
+      const other: unknown = outputs[i]
+      if (other instanceof LogEvent) {
+        if (other !== input && !other.isEnded) other.end('errored', { reason })
+      } else if (isThenable(other)) ignoreRejection(other)
+    } catch {
+      // An output that cannot be inspected (a Proxy whose trap throws): nothing to end through it.
+    }
   }
   return error
 }
@@ -176,10 +232,19 @@ function isFields(value: unknown): value is JsonObject {
   return prototype === null || prototype === Object.prototype || Object.getPrototypeOf(prototype) === null
 }
 
-/** The name of the class `value` was made by, when it says. */
-function constructorName(value: object): string | undefined {
-  const maker: unknown = (value as { constructor?: unknown }).constructor
-  return typeof maker === 'function' && maker.name !== '' ? maker.name : undefined
+/**
+ * The name of the class `value` was made by, when it says; `{ cause }` when its `constructor`
+ * cannot be read (a Proxy whose `get` trap throws, a getter that throws).
+ */
+function constructorName(value: object): string | undefined | { readonly cause: unknown } {
+  try {
+    const maker: unknown = (value as { constructor?: unknown }).constructor
+    return typeof maker === 'function' && typeof maker.name === 'string' && maker.name !== ''
+      ? maker.name
+      : undefined
+  } catch (cause) {
+    return { cause }
+  }
 }
 
 /**
@@ -187,30 +252,62 @@ function constructorName(value: object): string | undefined {
  * was ("a Object object" for `Object.create({...})`, "a Array object").
  */
 function objectKind(value: object): string {
-  if (Array.isArray(value)) return 'an array'
   const name = constructorName(value)
+  if (typeof name === 'object')
+    return `an object that cannot be inspected (its constructor could not be read: ${textOf(name.cause)})`
   // Its constructor is Object's, inherited through an object between it and the root.
   if (name === 'Object') return 'an object that inherits from another object (Object.create?)'
   return name === undefined ? 'an object of no named class' : `an instance of ${name}`
 }
 
-/** What a remap throws for a result (or the output at `index` of one) that is none of {@link RemapResult}. */
-function badResult(id: string, value: unknown, index: number | undefined): ComponentError<'BAD_RESULT'> {
+/**
+ * What a remap throws for a result (or the output at `index` of one) that is none of
+ * {@link RemapResult}, of the {@link Kind} `kind`.
+ */
+function badResult(
+  id: string,
+  value: unknown,
+  kind: Kind,
+  index: number | undefined,
+): ComponentError<'BAD_RESULT'> {
   const what =
-    value === null || value === undefined
-      ? String(value)
-      : typeof value !== 'object'
-        ? `a ${typeof value}`
-        : value instanceof LogEvent
-          ? 'a LogEvent that has ended'
-          : isThenable(value)
-            ? 'a promise (an async function?)'
-            : objectKind(value)
-  const where = index === undefined ? 'returned' : `returned an array whose output ${index} is`
+    kind === 'ended'
+      ? 'a LogEvent that has ended'
+      : kind === 'promise'
+        ? 'a promise (an async function?)'
+        : kind === 'array'
+          ? 'an array'
+          : value === null || value === undefined
+            ? String(value)
+            : typeof value !== 'object'
+              ? `a ${typeof value}`
+              : objectKind(value)
+  return resultError(id, `${where(index)} ${what}`)
+}
+
+/**
+ * What a remap throws for a result (or the output at `index` of one) that could not be told from
+ * one of {@link RemapResult}: telling it threw `cause` (a Proxy's trap, a revoked Proxy), which
+ * left the call as it was, naming neither the transform nor its function.
+ */
+function uninspectable(id: string, cause: unknown, index: number | undefined): ComponentError<'BAD_RESULT'> {
+  return resultError(
+    id,
+    `${where(index)} an object that cannot be inspected (a Proxy whose trap threw, or a revoked one: ${textOf(cause)})`,
+    cause,
+  )
+}
+
+/** Where a bad result is, in words: the result itself, or its output at `index`. */
+function where(index: number | undefined): string {
+  return index === undefined ? 'returned' : `returned an array whose output ${index} is`
+}
+
+function resultError(id: string, what: string, cause?: unknown): ComponentError<'BAD_RESULT'> {
   return new ComponentError(
     'BAD_RESULT',
-    `the remap function ${where} ${what}; expected undefined, null, a LogEvent, a fields object or an array of them`,
-    { component: id, field: 'fn' },
+    `the remap function ${what}; expected undefined, null, a LogEvent, a fields object or an array of them`,
+    cause === undefined ? { component: id, field: 'fn' } : { component: id, field: 'fn', cause },
   )
 }
 

@@ -291,6 +291,89 @@ describe('remap', () => {
   })
 
   it.each([
+    [
+      'a Proxy whose getPrototypeOf trap throws',
+      () =>
+        new Proxy(
+          {},
+          {
+            getPrototypeOf() {
+              throw new Error('trap: getPrototypeOf')
+            },
+          },
+        ),
+    ],
+    [
+      'a Proxy of a class instance whose constructor trap throws',
+      () =>
+        new Proxy(new Map(), {
+          get(target, key) {
+            if (key === 'constructor') throw new Error('trap: constructor')
+            return Reflect.get(target, key)
+          },
+        }),
+    ],
+    [
+      'a revoked Proxy',
+      () => {
+        const { proxy, revoke } = Proxy.revocable({}, {})
+        revoke()
+        return proxy
+      },
+    ],
+    [
+      'an array holding a clone and a Proxy whose getPrototypeOf trap throws',
+      (e: LogEvent) => [
+        e.clone(),
+        new Proxy(
+          {},
+          {
+            getPrototypeOf() {
+              throw new Error('trap: getPrototypeOf')
+            },
+          },
+        ),
+      ],
+    ],
+    [
+      'a Proxy of an array whose get trap throws',
+      () =>
+        new Proxy([{ n: 2 }], {
+          get() {
+            throw new Error('trap: get')
+          },
+        }),
+    ],
+  ])(
+    "fails the call with remap's own BAD_RESULT naming the transform and fn when the function returns %s, not the trap's raw error",
+    async (_, fn) => {
+      // Before: the trap's error (or the TypeError of a revoked proxy, of a private field read
+      // through a proxy) left the call as it was, naming neither the transform nor its function.
+      const t = remap(fn as never)
+      const { events, receiver } = testBatch([{ n: 1 }])
+      const ctx = FakeTransformContext.for(t)
+      let thrown: unknown
+      try {
+        t.process(events, ctx)
+      } catch (error) {
+        thrown = error
+      }
+      expect(thrown).toBeInstanceOf(ComponentError)
+      expect(thrown).toMatchObject({
+        code: 'BAD_RESULT',
+        component: 'under_test',
+        field: 'fn',
+        message: expect.stringMatching(/: the remap function returned .*cannot be inspected/),
+      })
+      expect(ctx.emitted).toEqual([])
+      const input = events.events[0]!
+      expect(input.isEnded).toBe(false)
+      input.end('errored')
+      expect(await receiver).toBe('errored')
+    },
+  )
+
+  it.each([
     ['a new LogEvent it merged the input into', (e: LogEvent) => new LogEvent({ made: 1 }).merge(e)],
     [
       'a clone, after it ended the input',
