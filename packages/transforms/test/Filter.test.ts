@@ -4,6 +4,13 @@ import { describe, expect, it, vi } from 'vitest'
 import { FakeTransformContext } from './support/FakeTransformContext.js'
 import { everyHandleLeft, testBatch } from './support/TestBatch.js'
 
+/** A Proxy that has been revoked: every operation on it throws a TypeError. */
+function revokedProxy(): object {
+  const { proxy, revoke } = Proxy.revocable({}, {})
+  revoke()
+  return proxy
+}
+
 describe('filter', () => {
   it('emits what the predicate accepts and drops the rest', () => {
     const t = filter((e) => e.get('level') === 'error')
@@ -53,6 +60,21 @@ describe('filter', () => {
     ['an object', { keep: true }, 'an object'],
     ['undefined (a predicate that forgot to return)', undefined, 'undefined'],
     ['null', null, 'null'],
+    // Before: reading the answer's `then` (a Proxy whose get trap throws) or asking whether it is an
+    // array (a revoked Proxy) threw that raw error out of the call, naming no component.
+    [
+      'a Proxy whose get trap throws',
+      new Proxy(
+        {},
+        {
+          get() {
+            throw new Error('trap: get')
+          },
+        },
+      ),
+      'an object',
+    ],
+    ['a revoked Proxy', revokedProxy(), 'an object'],
   ])(
     'fails the call naming the component when the predicate returns %s, rather than drop an event meant to be kept',
     (_, answer, what) => {

@@ -9,6 +9,13 @@ const routes = {
   audit: (e: { get(p: string): unknown }) => e.get('audit') === true,
 }
 
+/** A Proxy that has been revoked: every operation on it throws a TypeError. */
+function revokedProxy(): object {
+  const { proxy, revoke } = Proxy.revocable({}, {})
+  revoke()
+  return proxy
+}
+
 describe('route', () => {
   it('declares one output per route and _unmatched', () => {
     expect(route(routes).outputs).toEqual(['errors', 'audit', '_unmatched'])
@@ -31,6 +38,21 @@ describe('route', () => {
     ['a number', 1, 'a number (1)'],
     ['a string', 'yes', 'a string ("yes")'],
     ['undefined (a predicate that forgot to return)', undefined, 'undefined'],
+    // Before: reading the answer's `then` (a Proxy whose get trap throws) or asking whether it is an
+    // array (a revoked Proxy) threw that raw error out of the call, naming no component.
+    [
+      'a Proxy whose get trap throws',
+      new Proxy(
+        {},
+        {
+          get() {
+            throw new Error('trap: get')
+          },
+        },
+      ),
+      'an object',
+    ],
+    ['a revoked Proxy', revokedProxy(), 'an object'],
   ])(
     'fails the call naming the route when its predicate returns %s, rather than send the event to _unmatched',
     (_, answer, what) => {

@@ -73,8 +73,17 @@ function describe(value: unknown): string {
     case 'bigint':
       return `a ${typeof value} (${String(value)})`
     case 'object':
-      return Array.isArray(value) ? 'an array' : 'an object'
+      return isArray(value) ? 'an array' : 'an object'
     default:
       return `a ${typeof value}`
+  }
+}
+
+/** `Array.isArray`, false for what it throws on (a revoked Proxy). */
+function isArray(value: unknown): boolean {
+  try {
+    return Array.isArray(value)
+  } catch {
+    return false
   }
 }
