@@ -13,7 +13,9 @@
  * whatever a failed call left). An event whose value would take a `sum` past what JSON carries
  * exactly (beyond the largest finite number, or whole numbers past 2^53 - 1) fails alone too: it
  * is merged into nothing, and the call throws a `ComponentError` (`SUM_OVERFLOW`) naming the
- * component and the field once the others are merged.
+ * component and the field once the others are merged. So does an event one of whose merged values
+ * cannot be read (a getter that throws): it changes nothing in its group, and the call throws
+ * that error once the others are merged.
  *
  * @module
  */
@@ -120,6 +122,8 @@ class Reduce implements ReduceTransform {
   readonly #strategies: readonly MergeStrategy[]
   /** The indexes in `#fields` of the `sum` fields, checked before an event changes anything. */
   readonly #sums: readonly number[]
+  /** The merged fields' values of the event being added, read once each before any is folded in. */
+  readonly #read: (JsonValue | undefined)[]
   // Opening order: the oldest group is the one closed to open one more than `maxGroups`.
   readonly #groups: KeyedEvents<Group>
 
@@ -133,6 +137,7 @@ class Reduce implements ReduceTransform {
     this.#fields = Object.keys(merge)
     this.#strategies = this.#fields.map((field) => merge[field]!)
     this.#sums = this.#strategies.flatMap((strategy, f) => (strategy === 'sum' ? [f] : []))
+    this.#read = new Array<JsonValue | undefined>(this.#fields.length).fill(undefined)
   }
 
   get openGroups(): number {
@@ -213,18 +218,27 @@ class Reduce implements ReduceTransform {
       return
     }
     const fields = this.#fields
-    // Before anything changes: an event refused here is merged into nothing, its group untouched.
-    const sums = this.#sums
-    for (let s = 0; s < sums.length; s++) {
-      const f = sums[s]!
-      const value = valueAt(event, fields[f]!)
-      const merged = group.values[f]
-      if (typeof value === 'number' && typeof merged === 'number')
-        checkSum(merged, value, context.id, fields[f]!)
-    }
-    for (let f = 0; f < fields.length; f++) {
-      const value = valueAt(event, fields[f]!)
-      if (value !== undefined) group.values[f] = combine(this.#strategies[f]!, group.values[f], value)
+    // Before anything changes: an event refused here (a value that cannot be read, a getter that
+    // throws; a sum JSON cannot carry) is merged into nothing, its group untouched. Each value is
+    // read once, into the transform's own scratch (a synchronous transform: one call at a time).
+    const values = this.#read
+    try {
+      for (let f = 0; f < fields.length; f++) values[f] = valueAt(event, fields[f]!)
+      const sums = this.#sums
+      for (let s = 0; s < sums.length; s++) {
+        const f = sums[s]!
+        const value = values[f]
+        const merged = group.values[f]
+        if (typeof value === 'number' && typeof merged === 'number')
+          checkSum(merged, value, context.id, fields[f]!)
+      }
+      for (let f = 0; f < fields.length; f++) {
+        const value = values[f]
+        if (value !== undefined) group.values[f] = combine(this.#strategies[f]!, group.values[f], value)
+      }
+    } finally {
+      // Not kept past the call: the values are the event's.
+      values.fill(undefined)
     }
     group.event.merge(event)
     if (++group.count >= this.#maxEvents) {

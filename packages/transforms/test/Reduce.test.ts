@@ -216,6 +216,28 @@ describe('reduce', () => {
     })
   })
 
+  it('leaves a group untouched by an event one of whose merged values cannot be read (a getter that throws), which it does not merge', async () => {
+    // Before: the values before the unreadable one were folded in (n summed to 6) though the event
+    // was not merged and was settled errored: a retry of it counted its n twice.
+    const t = reduce({ merge: { n: 'sum', z: 'last' } })
+    const good = testBatch([{ n: 1, z: 1 }], 'good')
+    const broken = {
+      n: 5,
+      get z(): number {
+        throw new Error('z is not ready')
+      },
+    }
+    const bad = testBatch([broken as never], 'bad')
+    const ctx = new FakeTransformContext()
+    expect(() => t.process(EventArray.from([good.events.events[0]!, bad.events.events[0]!]), ctx)).toThrow(
+      'z is not ready',
+    )
+    expect(bad.events.events[0]!.isEnded).toBe(false) // left for the runtime, which settles it errored
+    expect(ctx.fieldsOn()).toEqual([{ n: 1, z: 1 }])
+    ctx.settle()
+    expect(await good.receiver).toBe('delivered')
+  })
+
   it('closes the oldest group when opening one more than maxGroups', () => {
     const t = reduce({ groupBy: ['id'], maxGroups: 2 })
     const ctx = new FakeTransformContext()
