@@ -19,7 +19,9 @@
  *   `\u001b`, `\u0085`, `\u2028`), so a reader or a line-based collector does not take one event
  *   for several, and a message cannot colour, move or retitle the terminal it is printed on. The
  *   tab, a backslash and every other character are written as they are (so `\n` in the output may
- *   also be a message's own backslash and `n`).
+ *   also be a message's own backslash and `n`). A JSON line (`json`, or a `text` event with no
+ *   message) has what `JSON.stringify` writes raw among those (DEL, C1, U+2028, U+2029) written
+ *   `\uXXXX`, so it parses to the same fields.
  * - An event the format cannot represent (a `BigInt`, a cycle, a value nested too deep for
  *   `JSON.stringify`, a `toJSON()` that returns nothing) fails alone: the others are printed, and
  *   the write reports that event's encoding error in its place, which the runtime settles
@@ -62,7 +64,7 @@ export const ConsoleSinkOptions = defineOptions({
     .enum(['json', 'text'])
     .default('json')
     .describe(
-      "`json`: each event's fields as JSON; `text`: its `message` field, or JSON when it has none. A message's line breaks (LF, VT, FF, CR, NEL, U+2028, U+2029) and control characters (C0 but the tab, DEL, C1, ESC among them) are written escaped as in JSON (`\\n`, `\\r`, `\\u001b`, `\\u2028`), so it stays one line and drives no terminal; other characters, the tab and a backslash too, as they are.",
+      "`json`: each event's fields as JSON; `text`: its `message` field, or JSON when it has none. A message's line breaks (LF, VT, FF, CR, NEL, U+2028, U+2029) and control characters (C0 but the tab, DEL, C1, ESC among them) are written escaped as in JSON (`\\n`, `\\r`, `\\u001b`, `\\u2028`), so it stays one line and drives no terminal; other characters, the tab and a backslash too, as they are. A JSON line has DEL, C1, U+2028 and U+2029, which JSON leaves raw, written `\\uXXXX` too.",
     ),
 })
 /** Options of {@link console}. */
@@ -105,7 +107,7 @@ class Console implements ConsoleSink {
       try {
         // Read in the try: a `message` getter that throws fails its event alone, as encoding does.
         const message = text ? event.get('message') : undefined
-        line = typeof message === 'string' ? `${oneLine(message)}\n` : jsonLine(event.fields)
+        line = typeof message === 'string' ? `${oneLine(message)}\n` : terminalSafe(jsonLine(event.fields))
       } catch (error) {
         // The first event that cannot be encoded: the ones before it were delivered.
         results ??= new Array<DeliveryStatus | Error>(i).fill('delivered')
@@ -219,7 +221,25 @@ const SHORT: Readonly<Record<string, string>> = { '\b': '\\b', '\f': '\\f', '\n'
  * JSON writes it in a string (`\n`, `\r`, `\f`, `\b`, `\u001b`, and `\u0085`, `\u2028` alike).
  */
 function oneLine(message: string): string {
-  return message.replace(UNSAFE, (c) => SHORT[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+  return message.replace(UNSAFE, (c) => SHORT[c] ?? unicodeEscape(c))
+}
+
+/**
+ * What JSON writes raw that a terminal acts on or a reader breaks a line at: DEL, C1 (NEL, an
+ * 8-bit CSI), U+2028, U+2029. JSON text holds them only inside strings, where `\uXXXX` is the
+ * same character.
+ */
+const RAW_IN_JSON = /[\u007f-\u009f\u2028\u2029]/
+const RAW_IN_JSON_ALL = /[\u007f-\u009f\u2028\u2029]/g
+
+/** A JSON line with {@link RAW_IN_JSON} written `\uXXXX`: it parses to the same value. */
+function terminalSafe(line: string): string {
+  return RAW_IN_JSON.test(line) ? line.replace(RAW_IN_JSON_ALL, unicodeEscape) : line
+}
+
+/** `c` as JSON's `\uXXXX` escape. */
+function unicodeEscape(c: string): string {
+  return `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`
 }
 
 /**

@@ -240,6 +240,28 @@ describe('console', () => {
     expect(out.slice(0, -1)).not.toMatch(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u2028\u2029]/)
   })
 
+  it("in format 'json' (and a 'text' event with no message) escapes what JSON leaves raw that a terminal acts on or breaks a line at (DEL, C1 such as NEL and CSI, U+2028, U+2029), the line still parsing to the same fields", async () => {
+    // Before: JSON.stringify escapes C0 (ESC) but writes DEL, C1 and U+2028/U+2029 as they are, so
+    // an 8-bit CSI (U+009B) or a NEL reached the terminal.
+    const fields = { message: 'a\u0085b\u009b2Jc\u2028d\u2029e\u007ff\u001bg é' }
+    for (const [format, event] of [
+      ['json', fields],
+      ['text', { msg: fields.message }],
+    ] as const) {
+      const stream = new PassThrough()
+      let out = ''
+      stream.on('data', (chunk: Buffer) => {
+        out += chunk.toString()
+      })
+      const result = await console({ stream, format }).write(EventArray.from([new LogEvent(event)]))
+      expect(result).toBeUndefined()
+      expect(JSON.parse(out)).toEqual(event)
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: looking for control characters is the point.
+      expect(out.slice(0, -1)).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/)
+      expect(out).toContain('\\u0085b\\u009b2Jc\\u2028d\\u2029e\\u007ff\\u001bg é')
+    }
+  })
+
   it('prints every line of an array whose lines together pass the longest string (textLimit.max, lowered here), in order', async () => {
     textLimit.max = 64
     try {
