@@ -102,7 +102,10 @@ function emitResult(
   try {
     kind = kindOf(result)
   } catch (error) {
-    throw uninspectable(context.id, error, undefined)
+    const bad = uninspectable(context.id, error, undefined)
+    // A Proxy of an array whose getPrototypeOf trap throws is still an array, which may hold the
+    // clones the function made: they are ended as those of any refused array.
+    throw isArray(result) ? refused(result, input, bad, context) : bad
   }
   switch (kind) {
     case 'event':
@@ -164,6 +167,15 @@ function kindOf(value: unknown): Kind {
   if (Array.isArray(value)) return 'array'
   if (isFields(value)) return 'fields'
   return isThenable(value) ? 'promise' : 'other'
+}
+
+/** `Array.isArray`, false for what it throws on (a revoked Proxy, whose outputs nothing can reach). */
+function isArray(value: unknown): value is readonly unknown[] {
+  try {
+    return Array.isArray(value)
+  } catch {
+    return false
+  }
 }
 
 /**

@@ -373,6 +373,29 @@ describe('remap', () => {
     },
   )
 
+  it('ends errored the clones held by a returned Proxy of an array whose getPrototypeOf trap throws, as it does those of any refused array', async () => {
+    // Before: telling the result's kind threw at its prototype, and the BAD_RESULT left the clone
+    // inside live (it holds the input's finalizers), so the batch waited for the leak detector.
+    let clone: LogEvent | undefined
+    const t = remap((e) => {
+      clone = e.clone()
+      return new Proxy([clone, { n: 2 }], {
+        getPrototypeOf() {
+          throw new Error('trap: getPrototypeOf')
+        },
+      }) as never
+    })
+    const { events, receiver } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    expect(() => t.process(events, ctx)).toThrow(/returned an object that cannot be inspected/)
+    expect(ctx.emitted).toEqual([])
+    expect(clone?.isEnded).toBe(true)
+    const input = events.events[0]!
+    expect(input.isEnded).toBe(false)
+    input.end('errored')
+    expect(await receiver).toBe('errored')
+  })
+
   it.each([
     ['a new LogEvent it merged the input into', (e: LogEvent) => new LogEvent({ made: 1 }).merge(e)],
     [
