@@ -3,8 +3,8 @@
  *
  * Invariant: it reports one status per event, in order — `outcome(event)` when given, else
  * `delivered` — and keeps the fields of every event it was given, in arrival order. An `outcome`
- * that throws or returns no status fails that event alone (`errored`, with the error naming
- * `outcome`); `statuses` always says what the write reported.
+ * that throws, returns no status or ends its event fails that event alone (`errored`, with the
+ * error naming `outcome`); `statuses` always says what the write reported.
  *
  * @module
  */
@@ -34,7 +34,7 @@ export const MemorySinkOptions = defineOptions({
   outcome: codeOption<(event: LogEvent) => DeliveryStatus>('a function')
     .optional()
     .describe(
-      "The status to report for an event (default, with no outcome: `delivered`). It must not end or keep the event. A throw, or a return that is not 'delivered', 'errored' or 'rejected' (undefined, a promise), fails that event alone: `errored`, with an error naming `outcome`.",
+      "The status to report for an event (default, with no outcome: `delivered`). It must not end or keep the event: one it ends is recorded `errored`, with an error naming `outcome` (the event keeps the status it was ended with). A throw, or a return that is not 'delivered', 'errored' or 'rejected' (undefined, a promise), fails that event alone: `errored`, with an error naming `outcome`.",
     ),
   beforeWrite: codeOption<(events: EventArray) => void | Promise<void>>('a function')
     .optional()
@@ -101,6 +101,9 @@ class Memory implements MemorySink {
     this.writes++
     const result: (DeliveryStatus | Error)[] = []
     for (const event of events) {
+      // Read before `outcome` runs: one that ends the event (against its contract) would make
+      // the read throw out of the write, which is retried, recording the events before it twice.
+      const fields = event.fields
       let status: DeliveryStatus
       let entry: DeliveryStatus | Error
       try {
@@ -131,7 +134,16 @@ class Memory implements MemorySink {
           cause,
         })
       }
-      this.events.push(event.fields)
+      if (event.isEnded) {
+        // The runtime leaves an ended event as it is; the entry only reports the misuse.
+        status = 'errored'
+        entry = new ComponentError(
+          'OUTCOME_ENDED_EVENT',
+          'outcome ended its event; it must only return a status (the sink reports it)',
+          { component: 'memory', field: 'outcome' },
+        )
+      }
+      this.events.push(fields)
       this.statuses.push(status)
       result.push(entry)
     }

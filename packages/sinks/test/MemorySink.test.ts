@@ -58,6 +58,33 @@ describe('memory', () => {
     expect(sink.statuses).toEqual(['delivered', 'errored', 'delivered'])
   })
 
+  it('refuses, naming outcome, an outcome that ends its event: each event recorded once, the write not retried', async () => {
+    const { source, statuses } = batches([[{ n: 1 }, { n: 2 }, { n: 3 }]])
+    const sink = memory({
+      outcome: (e) => {
+        if (e.get('n') === 2) e.end('delivered') // against the contract
+        return 'delivered'
+      },
+    })
+    const failures: string[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source)
+      .sink('out', ['in'], sink, { retry: { attempts: 3, initialBackoffMs: 1 } })
+      .build()
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') failures.push(fact.message)
+    })
+    await topology.start()
+    await topology.done
+    // Before: reading the ended event's fields threw out of the write, which was retried, so
+    // n = 1 was recorded once per attempt, as delivered.
+    expect(sink.writes).toBe(1)
+    expect(sink.events).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }])
+    expect(sink.statuses).toEqual(['delivered', 'errored', 'delivered'])
+    expect(await statuses()).toEqual(['delivered'])
+    expect(failures).toEqual([expect.stringContaining('memory (outcome): outcome ended its event')])
+  })
+
   it('settles errored, naming outcome, an event whose outcome returns no status (undefined, a typo, a promise), and records errored', async () => {
     const { source, statuses } = batches([[{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]])
     const sink = memory({
