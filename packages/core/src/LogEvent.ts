@@ -24,6 +24,7 @@ import { FinalizationError } from './FinalizationError.js'
 import { type KeptTime, sinceEpoch } from './internal/epoch.js'
 import { getPath, removePath, setPath } from './internal/FieldPath.js'
 import { endRef, explainRef, mergeRefs, type Ref, retainRef, SET } from './internal/refs.js'
+import { shown } from './internal/shown.js'
 import { INDEX_BITS, INDEX_MASK, notifierOf, SlotChunk } from './internal/slots.js'
 import { batchStatusName, deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import { type JsonObject, JsonValue } from './JsonValue.js'
@@ -48,6 +49,17 @@ const HOLDER_SHIFT = 3
 const MAX_HOLDER = 0x07ffffff
 /** The bits `markKept` and `markPassedOn` keep: copy on write, and the source's send. */
 const KEPT_BITS = SHARED | SENT
+
+/**
+ * A path that is no string (a number, from untyped code) made the path functions throw a raw
+ * `path.includes is not a function`: named here instead.
+ */
+const badPath = (call: 'get' | 'set' | 'remove', path: unknown): TypeError =>
+  new TypeError(
+    `LogEvent.${call}: the path must be a dotted string such as "http.status", got ${
+      Array.isArray(path) ? 'an array' : typeof path === 'object' && path !== null ? 'an object' : shown(path)
+    }`,
+  )
 
 /** Options of a new event. */
 export interface LogEventOptions {
@@ -165,8 +177,12 @@ export class LogEvent {
     return this._ref === null
   }
 
-  /** The value at a dotted path such as `"http.status"`, or `undefined`. */
+  /**
+   * The value at a dotted path such as `"http.status"`, or `undefined`. A path that is no string
+   * (from untyped code) throws a `TypeError` naming the call, as in `set` and `remove`.
+   */
   get(path: string): JsonValue | undefined {
+    if (typeof path !== 'string') throw badPath('get', path)
     return getPath(this.fields, path)
   }
 
@@ -176,6 +192,7 @@ export class LogEvent {
    * index it can hold (a whole number up to 2^32 - 2): JSON would not write the value.
    */
   set(path: string, value: JsonValue): this {
+    if (typeof path !== 'string') throw badPath('set', path)
     if (!setPath(this._own(), path, value)) {
       throw new TypeError(
         `cannot set '${path}' on an event from source ${this._sourceId ?? 'unknown'}: a segment on the way is not an object, or not an index of the array it meets`,
@@ -184,8 +201,12 @@ export class LogEvent {
     return this
   }
 
-  /** Removes the value at a dotted path and returns it, or `undefined` if there was none. */
+  /**
+   * Removes the value at a dotted path and returns it, or `undefined` if there was none. A path
+   * that is no string (from untyped code) throws a `TypeError` naming the call.
+   */
   remove(path: string): JsonValue | undefined {
+    if (typeof path !== 'string') throw badPath('remove', path)
     return removePath(this._own(), path)
   }
 

@@ -66,6 +66,19 @@ describe('LogEvent fields', () => {
     expect({ ...event.metadata }).toEqual({ sourceId: 'in', ingestTimestamp: 1234 })
   })
 
+  it('refuses a path that is no string (from untyped code) with a TypeError naming the call and the path, changing nothing', () => {
+    const event = new LogEvent({ 0: 'zero', a: 1 }, { sourceId: 'in' })
+    const path = (p: unknown) => p as string
+    expect(() => event.get(path(0))).toThrow(
+      /^LogEvent\.get: the path must be a dotted string such as "http\.status", got 0$/,
+    )
+    expect(() => event.get(path(undefined))).toThrow(/^LogEvent\.get: the path .* got undefined/)
+    expect(() => event.set(path(['a']), 2)).toThrow(/^LogEvent\.set: the path .* got an array$/)
+    expect(() => event.remove(path(null))).toThrow(/^LogEvent\.remove: the path .* got null/)
+    expect(() => event.remove(path(null))).toThrow(TypeError)
+    expect(event.fields).toEqual({ 0: 'zero', a: 1 })
+  })
+
   it('sets a plain key on an object, refuses one on an array, and keeps __proto__ as data', () => {
     expect(() => new LogEvent([] as unknown as JsonObject).set('x', 1)).toThrow(TypeError)
     const array = new LogEvent([1, 2] as unknown as JsonObject)
