@@ -249,9 +249,17 @@ export class LogEvent {
    * both events then resolve only when this event ends, with its status. When `other`'s fields may
    * be shared with another handle, so may this event's from then on (it may have been made of
    * them: `new LogEvent({ ...other.fields, tag: 1 })`): its next write copies first, so a `set`
-   * through it never changes the handles `other` shared with.
+   * through it never changes the handles `other` shared with. An `other` that is no `LogEvent`
+   * (fields, `null`, from untyped code) throws a `TypeError` and changes nothing.
    */
   merge(other: LogEvent): this {
+    if (typeof (other as Partial<LogEvent> | null)?._take !== 'function') {
+      // Untyped code that passes fields, or nothing, met a raw `other._take is not a function`.
+      // Not `instanceof`: an event from another copy of this package is still an event.
+      throw new TypeError(
+        `LogEvent.merge: 'other' must be a LogEvent, got ${other === null ? 'null' : typeof other === 'object' ? 'an object' : shown(other)}`,
+      )
+    }
     if (other === this) {
       throw new FinalizationError('SELF_MERGE', 'cannot merge an event into itself', this._sourceId)
     }

@@ -329,6 +329,20 @@ describe('LogEvent ownership', () => {
     expect(() => event.merge(event)).toThrow(expect.objectContaining({ code: 'SELF_MERGE' }))
   })
 
+  it('refuses to merge what is no event (fields, null) with a TypeError naming merge, leaving the event as it was', () => {
+    const { events, receiver } = tracked(1)
+    const into = events[0]!
+    const other = (value: unknown) => value as LogEvent
+    expect(() => into.merge(other({ message: 'fields, not an event' }))).toThrow(
+      /^LogEvent\.merge: 'other' must be a LogEvent, got an object$/,
+    )
+    expect(() => into.merge(other(null))).toThrow(/^LogEvent\.merge: 'other' must be a LogEvent, got null$/)
+    expect(() => into.merge(other(undefined))).toThrow(TypeError)
+    expect(into.metadata.finalizers.size).toBe(1)
+    into.end('delivered')
+    expect(receiver.status).toBe('delivered')
+  })
+
   it('a finalizer set once handed out never changes, and a handle consumed by a merge shows it', () => {
     const a = tracked(1, 'a')
     const b = tracked(1, 'b')
