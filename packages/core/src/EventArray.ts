@@ -19,6 +19,10 @@ import { type EndOptions, LogEvent, type LogEventOptions } from './LogEvent.js'
 /** What `fromRecords` reads when given no options. */
 const NO_OPTIONS: FromRecordsOptions = {}
 
+/** What a list that is no array is shown as in an error: `null`, or the length it had. */
+const lengthOf = (list: unknown, n: unknown): string =>
+  list == null ? shown(list) : `a length of ${shown(n)}`
+
 /** Options of {@link EventArray.fromRecords}. */
 export interface FromRecordsOptions extends LogEventOptions {
   /**
@@ -50,15 +54,16 @@ export class EventArray implements Iterable<LogEvent> {
   declare readonly events: readonly LogEvent[]
 
   /**
-   * An array of `events` (not copied). Events that are no array (no whole `length`: a `Set` from
-   * untyped code) throw a `TypeError`.
+   * An array of `events` (not copied). Events that are no array (no whole `length`: a `Set` or
+   * `null` from untyped code) throw a `TypeError`.
    */
   constructor(events: readonly LogEvent[]) {
-    const n = events.length
+    // `?.`: `null` from untyped code is refused below, not met as a raw null read.
+    const n = events?.length
     // One comparison per array: from untyped code, a `Set` (no length) attached nothing and added
     // NaN to its batch's counts (it never resolved), and ending it ended nothing, silently.
     if ((n | 0) !== n || n < 0) {
-      throw new TypeError(`EventArray: events must be an array, got a length of ${shown(n)}`)
+      throw new TypeError(`EventArray: events must be an array, got ${lengthOf(events, n)}`)
     }
     this.events = events
   }
@@ -68,8 +73,11 @@ export class EventArray implements Iterable<LogEvent> {
     return new EventArray(events)
   }
 
-  /** An array of the events an iterable yields. */
+  /** An array of the events an iterable yields; `null` or `undefined` throws a `TypeError`. */
   static from(events: Iterable<LogEvent>): EventArray {
+    if (events == null) {
+      throw new TypeError(`EventArray.from: events must be an iterable of LogEvent, got ${shown(events)}`)
+    }
     return new EventArray(Array.from(events))
   }
 
@@ -90,11 +98,11 @@ export class EventArray implements Iterable<LogEvent> {
   static fromRecords(records: readonly JsonObject[], options?: FromRecordsOptions): EventArray {
     // `null` (untyped code) is no options, as `undefined` is.
     const given = options ?? NO_OPTIONS
-    const n = records.length
+    const n = records?.length
     // One comparison per batch: from untyped code, a `Set` (no length) made an array holding one
     // `undefined` and a batch counting NaN events, which never resolved.
     if ((n | 0) !== n || n < 0) {
-      throw new TypeError(`EventArray.fromRecords: records must be an array, got a length of ${shown(n)}`)
+      throw new TypeError(`EventArray.fromRecords: records must be an array, got ${lengthOf(records, n)}`)
     }
     const events = new Array<LogEvent>(n)
     const sourceId = given.sourceId

@@ -63,6 +63,19 @@ describe('EventArray', () => {
     expect(receiver.status).toBe('delivered')
   })
 
+  it('refuses null or undefined events or records with a TypeError naming the call, not a raw null read', () => {
+    expect(() => new EventArray(null as never)).toThrow(/^EventArray: events must be an array, got null$/)
+    expect(() => EventArray.from(null as never)).toThrow(
+      /^EventArray\.from: events must be an iterable of LogEvent, got null$/,
+    )
+    expect(() => EventArray.from(undefined as never)).toThrow(/^EventArray\.from: .* got undefined$/)
+    const { notifier, receiver } = BatchNotifier.create({ sourceId: 'src' })
+    expect(() => EventArray.fromRecords(undefined as never, { batch: notifier, release: false })).toThrow(
+      /^EventArray\.fromRecords: records must be an array, got undefined$/,
+    )
+    expect(receiver.eventCount).toBe(0)
+  })
+
   it('fromRecords without a batch makes events with no finalizer; with release: false the batch stays open', () => {
     const before = Date.now()
     const plain = EventArray.fromRecords([{ a: 1 }])
