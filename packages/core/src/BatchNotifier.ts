@@ -54,9 +54,10 @@ export class BatchNotifier {
     this._state = state
   }
 
-  /** Creates a notifier and the receiver that will learn its batch's status. */
-  static create(options: BatchNotifierOptions = {}): BatchNotifierWithReceiver {
-    const notifier = BatchNotifier.open(options.sourceId, options.outcomes === true)
+  /** Creates a notifier and the receiver that will learn its batch's status; `null` options are none. */
+  static create(options?: BatchNotifierOptions): BatchNotifierWithReceiver {
+    // `null` (untyped code) is no options, as `undefined` is: it threw a raw null read.
+    const notifier = BatchNotifier.open(options?.sourceId, options?.outcomes === true)
     return { notifier, receiver: notifier.receiver }
   }
 

@@ -25,6 +25,12 @@ describe('BatchNotifier', () => {
     expect(await receiver).toBe('delivered')
   })
 
+  it('takes null options (untyped code) as none, as LogEvent.end and EventArray.fromRecords do', () => {
+    const { notifier, receiver } = BatchNotifier.create(null as never)
+    notifier.release()
+    expect(receiver.status).toBe('delivered')
+  })
+
   it('waits for the source to release its own reference', () => {
     const { notifier, receiver } = BatchNotifier.create()
     const [event] = events(1)
