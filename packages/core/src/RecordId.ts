@@ -35,8 +35,14 @@ export const RecordId = {
   /** The top-level field that holds a record's identity. */
   FIELD: '_recordId',
 
-  /** Puts `id` on `fields` (in place) and returns them; an empty `id` is a programming error. */
+  /**
+   * Puts `id` on `fields` (in place) and returns them; an empty `id`, or `fields` that are no
+   * object, is a programming error (a `TypeError` naming the argument).
+   */
   set<T extends JsonObject>(fields: T, id: string): T {
+    if (typeof fields !== 'object' || fields === null) {
+      throw new TypeError(`RecordId.set: the fields must be an object, got ${shown(fields)}`)
+    }
     if (typeof id !== 'string' || id === '') {
       throw new TypeError(`RecordId.set: the id must be a non-empty string, got ${shown(id)}`)
     }

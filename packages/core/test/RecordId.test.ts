@@ -20,6 +20,15 @@ describe('RecordId', () => {
     }
   })
 
+  it('refuses fields that are no object (null, from untyped code) with a TypeError naming RecordId.set', () => {
+    expect(() => RecordId.set(null as never, 'a')).toThrow(
+      /^RecordId\.set: the fields must be an object, got null$/,
+    )
+    expect(() => RecordId.set('text' as never, 'a')).toThrow(
+      /^RecordId\.set: the fields must be an object, got "text"$/,
+    )
+  })
+
   it('refuses an empty id, naming the helper', () => {
     expect(() => RecordId.set({}, '')).toThrow(/RecordId.set: the id must be a non-empty string/)
   })
