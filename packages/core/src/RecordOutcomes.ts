@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { shown } from './internal/shown.js'
 import { recordOutcomeCode as codeOf, ERRORED, RECORD_OUTCOME_NAMES } from './internal/statusCodes.js'
 
 /**
@@ -44,13 +45,27 @@ export class RecordOutcomes implements Iterable<RecordOutcome> {
     this.#codes = codes
   }
 
-  /** `length` records, every one with the same outcome. */
+  /**
+   * `length` records, every one with the same outcome. A `length` that is no whole number of at
+   * least 0 throws a `RangeError` naming the call (a fraction would be cut to a smaller batch).
+   */
   static all(outcome: RecordOutcome, length: number): RecordOutcomes {
+    if (!Number.isSafeInteger(length) || length < 0) {
+      throw new RangeError(
+        `RecordOutcomes.all: the length must be a whole number of at least 0, got ${shown(length)}`,
+      )
+    }
     return new RecordOutcomes(new Uint8Array(length).fill(codeOf(outcome)))
   }
 
-  /** The outcomes named, in order (for sources and tests that build a report themselves). */
+  /**
+   * The outcomes named, in order (for sources and tests that build a report themselves). Outcomes
+   * that are no array (`null`, from untyped code) throw a `TypeError` naming the call.
+   */
   static of(outcomes: readonly RecordOutcome[]): RecordOutcomes {
+    if (!Array.isArray(outcomes)) {
+      throw new TypeError(`RecordOutcomes.of: the outcomes must be an array, got ${shown(outcomes)}`)
+    }
     const codes = new Uint8Array(outcomes.length)
     for (let i = 0; i < outcomes.length; i++) codes[i] = codeOf(outcomes[i]!)
     return new RecordOutcomes(codes)

@@ -99,6 +99,18 @@ describe('RecordOutcomes', () => {
     expect(() => all.get(3)).toThrow(RangeError)
   })
 
+  it('refuses a length that is no count, or outcomes that are no array, naming the call (not a raw typed-array error)', () => {
+    expect(() => RecordOutcomes.all('delivered', -1)).toThrow(
+      /^RecordOutcomes\.all: the length must be a whole number of at least 0, got -1$/,
+    )
+    // A fraction was truncated: a batch of 2.5 records read as 2.
+    expect(() => RecordOutcomes.all('delivered', 2.5)).toThrow(RangeError)
+    expect(() => RecordOutcomes.of(null as never)).toThrow(
+      /^RecordOutcomes\.of: the outcomes must be an array, got null$/,
+    )
+    expect(RecordOutcomes.all('errored', 0).length).toBe(0)
+  })
+
   it('refuses an outcome that is not one (from untyped code) instead of reading it as dropped', () => {
     expect(() => RecordOutcomes.all('bogus' as never, 2)).toThrow(FinalizationError)
     expect(() => RecordOutcomes.all('recorded' as never, 2)).toThrow(/unknown status 'recorded'/)
