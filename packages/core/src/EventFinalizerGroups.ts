@@ -10,6 +10,7 @@
 import type { DeliveryStatus } from './EventStatus.js'
 import { FinalizationError } from './FinalizationError.js'
 import { endRef, explainRef, type Ref } from './internal/refs.js'
+import { shown } from './internal/shown.js'
 import { deliveryStatusCode, ERRORED } from './internal/statusCodes.js'
 import type { EndOptions, LogEvent } from './LogEvent.js'
 
@@ -85,15 +86,25 @@ export class EventFinalizerGroups {
    * Puts group `index` on `event` (added to whatever finalizers the event already has). An event
    * that has ended throws a `FinalizationError` before the group is taken: the group stays
    * unconsumed, to be attached elsewhere or ended. An `index` that is not one of the groups' (not
-   * a whole number, or out of range) throws a `RangeError`.
+   * a whole number, or out of range) throws a `RangeError`; an `event` that is no `LogEvent` (from
+   * untyped code) a `TypeError`, the group again unconsumed.
    */
   attach(index: number, event: LogEvent): void {
+    // Checked before the group is taken, as an ended event is: the group stays to attach elsewhere.
+    if (typeof (event as Partial<LogEvent> | null)?._live !== 'function') {
+      throw new TypeError(`EventFinalizerGroups.attach: the event must be a LogEvent, got ${what(event)}`)
+    }
     event._live('attach finalizers to')
     event._put(this.#take(index), this.#slots[index]!)
   }
 
-  /** Puts group `i` on `events[i]` for every group; the counts must match. */
+  /** Puts group `i` on `events[i]` for every group; the counts must match (`null` is a `TypeError`). */
   attachAll(events: Iterable<LogEvent> & { readonly length: number }): void {
+    if (events == null) {
+      throw new TypeError(
+        `EventFinalizerGroups.attachAll: the events must be an array of LogEvent, got ${shown(events)}`,
+      )
+    }
     if (events.length !== this.size) {
       throw new RangeError(`cannot attach ${this.size} finalizer groups to ${events.length} events`)
     }
@@ -141,3 +152,11 @@ export class EventFinalizerGroups {
     return ref
   }
 }
+
+/** A value that is no event, as an error message shows it. */
+const what = (value: unknown): string =>
+  typeof value === 'object' && value !== null
+    ? Array.isArray(value)
+      ? 'an array'
+      : 'an object'
+    : shown(value)

@@ -9,6 +9,23 @@ const batch = (n: number) => {
 }
 
 describe('EventFinalizerGroups', () => {
+  it('refuses to attach a group to what is no event (the record, null), naming the call, and keeps the group', () => {
+    const { array, receiver } = batch(1)
+    const groups = EventFinalizerGroups.detach(array)
+    array.events[0]!.end()
+    expect(() => groups.attach(0, { i: 0 } as never)).toThrow(
+      /^EventFinalizerGroups\.attach: the event must be a LogEvent, got an object$/,
+    )
+    expect(() => groups.attachAll(null as never)).toThrow(
+      /^EventFinalizerGroups\.attachAll: the events must be an array of LogEvent, got null$/,
+    )
+    expect(groups.isConsumed(0)).toBe(false)
+    const event = new LogEvent({ i: 0 })
+    groups.attach(0, event)
+    event.end('delivered')
+    expect(receiver.status).toBe('delivered')
+  })
+
   it('detaches one group per event and re-attaches each to its own event', () => {
     const first = batch(1)
     const second = batch(1)
