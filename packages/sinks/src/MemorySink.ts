@@ -57,7 +57,7 @@ export type MemorySinkOptions = OptionsOf<typeof MemorySinkOptions>
  */
 export interface MemorySink extends Sink {
   readonly kind: 'memory'
-  /** The fields of every event written so far, in order (read-only: they may be shared with other copies). */
+  /** The fields of every event written so far, as `outcome` left them, in order (read-only: they may be shared with other copies). */
   readonly events: readonly Readonly<JsonObject>[]
   /** The status reported for each of them, in the same order. */
   readonly statuses: readonly DeliveryStatus[]
@@ -101,9 +101,11 @@ class Memory implements MemorySink {
     this.writes++
     const result: (DeliveryStatus | Error)[] = []
     for (const event of events) {
-      // Read before `outcome` runs: one that ends the event (against its contract) would make
-      // the read throw out of the write, which is retried, recording the events before it twice.
-      const fields = event.fields
+      // Read before `outcome` runs too: one that ends the event (against its contract) would make
+      // the read after it throw out of the write, which is retried, recording the events before
+      // it twice. Only a fallback: fields are copied on write, so what `outcome` changed through
+      // a handle that shares them with a copy is in the object read after it, not this one.
+      const given = event.fields
       let status: DeliveryStatus
       let entry: DeliveryStatus | Error
       try {
@@ -143,7 +145,7 @@ class Memory implements MemorySink {
           { component: 'memory', field: 'outcome' },
         )
       }
-      this.events.push(fields)
+      this.events.push(event.isEnded ? given : event.fields)
       this.statuses.push(status)
       result.push(entry)
     }

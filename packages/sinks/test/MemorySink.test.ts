@@ -85,6 +85,26 @@ describe('memory', () => {
     expect(failures).toEqual([expect.stringContaining('memory (outcome): outcome ended its event')])
   })
 
+  it('records the fields as outcome left them, whether or not the event shares them with a copy', async () => {
+    // Fields are copied on write: a `set` on a handle that shares them with a copy (fan-out, a
+    // clone) changes a new object, one on a handle that does not changes the same object.
+    const sink = memory({
+      outcome: (e) => {
+        if (e.get('n') === 3) e.replaceFields({ n: 3, replaced: true })
+        else e.set('seen', true)
+        return 'delivered'
+      },
+    })
+    const original = new LogEvent({ n: 2 })
+    await sink.write(EventArray.from([new LogEvent({ n: 1 }), original.clone(), new LogEvent({ n: 3 })]))
+    expect(sink.events).toEqual([
+      { n: 1, seen: true },
+      { n: 2, seen: true },
+      { n: 3, replaced: true },
+    ])
+    expect(original.fields).toEqual({ n: 2 })
+  })
+
   it('settles errored, naming outcome, an event whose outcome returns no status (undefined, a typo, a promise), and records errored', async () => {
     const { source, statuses } = batches([[{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]])
     const sink = memory({
