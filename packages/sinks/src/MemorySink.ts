@@ -34,7 +34,7 @@ export const MemorySinkOptions = defineOptions({
   outcome: codeOption<(event: LogEvent) => DeliveryStatus>('a function')
     .optional()
     .describe(
-      "The status to report for an event (default, with no outcome: `delivered`). It must not end or keep the event: one it ends is recorded `errored`, with an error naming `outcome` (the event keeps the status it was ended with). A throw, or a return that is not 'delivered', 'errored' or 'rejected' (undefined, a promise), fails that event alone: `errored`, with an error naming `outcome`.",
+      "The status to report for an event (default, with no outcome: `delivered`). It must not end or keep the event: one it ends is recorded `errored`, with a `ComponentError` naming `outcome` (code `OUTCOME_ENDED_EVENT`; the event keeps the status it was ended with). A throw, or a return that is not 'delivered', 'errored' or 'rejected' (undefined, a promise), fails that event alone: `errored`, with a `ComponentError` naming `outcome` (code `OUTCOME_THREW` or `OUTCOME_INVALID`).",
     ),
   beforeWrite: codeOption<(events: EventArray) => void | Promise<void>>('a function')
     .optional()
