@@ -41,7 +41,7 @@ import {
   textOf,
 } from '@ackline/topology'
 import { z } from 'zod'
-import { JoinedLines, jsonLine } from './internal/jsonLine.js'
+import { JoinedLines, jsonText } from './internal/jsonLine.js'
 
 /**
  * Options of {@link console}: its schema (`validate`, `jsonSchema`, …).
@@ -107,7 +107,7 @@ class Console implements ConsoleSink {
       try {
         // Read in the try: a `message` getter that throws fails its event alone, as encoding does.
         const message = text ? event.get('message') : undefined
-        line = typeof message === 'string' ? `${oneLine(message)}\n` : terminalSafe(jsonLine(event.fields))
+        line = `${typeof message === 'string' ? oneLine(message) : terminalSafe(jsonText(event.fields))}\n`
       } catch (error) {
         // The first event that cannot be encoded: the ones before it were delivered.
         results ??= new Array<DeliveryStatus | Error>(i).fill('delivered')
@@ -232,7 +232,11 @@ function oneLine(message: string): string {
 const RAW_IN_JSON = /[\u007f-\u009f\u2028\u2029]/
 const RAW_IN_JSON_ALL = /[\u007f-\u009f\u2028\u2029]/g
 
-/** A JSON line with {@link RAW_IN_JSON} written `\uXXXX`: it parses to the same value. */
+/**
+ * A JSON text with {@link RAW_IN_JSON} written `\uXXXX`: it parses to the same value. Given the
+ * text before its newline is joined on (`JSON.stringify`'s own string, flat), so the scan copies
+ * nothing.
+ */
 function terminalSafe(line: string): string {
   return RAW_IN_JSON.test(line) ? line.replace(RAW_IN_JSON_ALL, unicodeEscape) : line
 }

@@ -28,10 +28,25 @@ export const textLimit: { max: number } = { max: constants.MAX_STRING_LENGTH }
  * ```
  */
 export function jsonLine(fields: unknown): string {
+  return `${jsonText(fields)}\n`
+}
+
+/**
+ * `fields` as one JSON text without the newline, as {@link jsonLine} encodes it (and throws as it
+ * does). For a caller that scans the text before it ends the line: the text `JSON.stringify`
+ * returns is flat, where the line joined to its newline is not, and a regular expression run on a
+ * joined string first copies it flat.
+ *
+ * @example
+ * ```ts
+ * jsonText({ n: 1 }) // '{"n":1}'
+ * ```
+ */
+export function jsonText(fields: unknown): string {
   const json: string | undefined = JSON.stringify(fields)
   if (json === undefined)
     throw new TypeError("the event's fields encode as no JSON value (a toJSON() that returned undefined?)")
-  return `${json}\n`
+  return json
 }
 
 /**
