@@ -57,4 +57,17 @@ describe('amqp connect errors', () => {
     )
     expect((error as Error).cause).toMatchObject({ code: 'ECONNREFUSED', port })
   })
+
+  it("show the OS error as it is when the url's last '@' is in a query value that no server follows", async () => {
+    // No password written as is can end at that '@' (no server after it); the error said only
+    // 'connect ECONNREFUSED (the server, port and virtual host it tried are not shown ...)'.
+    const port = await closedPort()
+    const error: unknown = await amqpSink({ url: `amqp://guest:s3cret@127.0.0.1:${port}/v?x=@` })
+      .start()
+      .catch((e: unknown) => e)
+    expect((error as Error).message).toBe(
+      `amqp (url): cannot connect to amqp://guest@127.0.0.1:${port}/v: connect ECONNREFUSED 127.0.0.1:${port}`,
+    )
+    expect((error as Error).cause).toMatchObject({ code: 'ECONNREFUSED', port })
+  })
 })

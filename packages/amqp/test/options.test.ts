@@ -265,6 +265,23 @@ describe('Connection helpers', () => {
     expect(describeServer('amqp://guest:p@ss@h:5672/v')).toBe('amqp://guest@h:5672/v')
   })
 
+  it("shows the server of a url whose last '@' is in its path or query when what follows it cannot be a server: no password can hold that '@'", () => {
+    // A user and password written as is up to the last '@' would leave nothing, or no host, after
+    // it: such a url is the server it parses as, its '@' in the virtual host or a query value.
+    // These were hidden as 'amqp://***@', the server lost from every connect error.
+    expect(describeServer('amqp://u:p@host/v?x=@')).toBe('amqp://u@host:5672/v')
+    expect(describeServer('amqp://u:p@host/v@/w')).toBe('amqp://u@host:5672/v@/w')
+    expect(describeServer('amqp://u:p@host/v@:5672')).toBe('amqp://u@host:5672/v@:5672')
+    expect(describeServer('amqp://u:p@host:5673/a@')).toBe('amqp://u@host:5673/a@')
+    // A server may follow it: the part before it may be a password holding '/' and '@', hidden.
+    expect(describeServer('amqp://guest:guest@127.0.0.1:5672/a@b')).toBe('amqp://***@b')
+    expect(describeServer('amqp://u:p@host/v?x=a@b:5672/')).toBe('amqp://***@b:5672/')
+    // A percent-encoded '@' is no '@': nothing to hide.
+    expect(describeServer('amqp://guest:guest@127.0.0.1:5672/a%40b')).toBe(
+      'amqp://guest@127.0.0.1:5672/a%40b',
+    )
+  })
+
   it('backs off reconnects exponentially up to the cap', () => {
     const backoff = { initialDelayMs: 100, maxDelayMs: 1000 }
     expect([1, 2, 3, 4, 5, 60].map((a) => backoffDelay(backoff, a))).toEqual([100, 200, 400, 800, 1000, 1000])

@@ -125,6 +125,7 @@ export interface ConnectionOptions<C extends Channel> {
  * where its parse ends the user info (a password holding an unescaped `/`, `?` or `#`, whose
  * digits before it parse as a port: `amqp://user:1234/abc@broker/` is host `user`, port 1234),
  * everything before that `@` is hidden (`amqp://***@broker/`): a password may be anywhere in it.
+ * An `@` in the path or query that no server follows (`amqp://u:p@h/v?x=@`) hides nothing.
  */
 export function describeServer(url: string): string {
   let parsed: URL
@@ -176,12 +177,18 @@ const MISPARSED =
 /**
  * Whether `url` parses, and its last `@` lies outside the user info its parse found: the part
  * before that `@` was then read as a server, a port and a path (a password holding a `/`, `?` or
- * `#` written as is), and none of those may be shown.
+ * `#` written as is), and none of those may be shown. Unless what follows that `@` cannot be a
+ * server (`amqp://u:p@h/v?x=@`, `amqp://u:p@h/v@/w`): no user and password written as is end
+ * there, so the `@` is the virtual host's or a query's, and the URL is the server it parses as.
+ * When a server may follow it (`amqp://u:p@h/a@b`) the two readings cannot be told apart.
  */
 function credentialsMisparsed(url: string): boolean {
   if (!URL.canParse(url)) return false
   const at = url.lastIndexOf('@')
-  return at !== -1 && !inAuthority(url, at)
+  if (at === -1 || inAuthority(url, at)) return false
+  const scheme = /^[a-z][a-z0-9+.-]*:/i.exec(url)?.[0] ?? 'amqp:'
+  const read = URL.parse(`${scheme}//user@${url.slice(at + 1)}`)
+  return read !== null && read.hostname !== ''
 }
 
 /**
