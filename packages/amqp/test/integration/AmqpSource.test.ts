@@ -1214,6 +1214,72 @@ describe.skipIf(!available)('amqp source against RabbitMQ', () => {
     expect((cause as AmqpError).message).not.toContain('wrong')
   })
 
+  it('a queue deleted under a running source (the server cancels its consumer): what the pipeline held is never acked, reconnects retry until the queue is back, and a stop while they fail ends the run', async () => {
+    const { queue } = await admin.queueWithDeadLetters()
+    const warnings: string[] = []
+    let release: (() => void) | undefined
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    let writes = 0
+    const sink = memory({
+      beforeWrite: async () => {
+        if (++writes === 1) await held
+      },
+    })
+    const source = amqpSource({
+      url: BROKER_URL,
+      queue,
+      batchSize: 1,
+      reconnectInitialDelayMs: 20,
+      reconnectMaxDelayMs: 50,
+      onWarning: (message) => warnings.push(message),
+    })
+    const topology = new TopologyBuilder({ acknowledgements: true })
+      .source('in', source)
+      .sink('out', ['in'], sink)
+      .build()
+    const errors: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') errors.push(fact)
+    })
+    await topology.start()
+    const failedReconnects = (): string[] =>
+      warnings.filter((w) => /reconnect attempt \d+ .* failed: .*cannot be consumed: .*NOT_FOUND/.test(w))
+    try {
+      await admin.publish(queue, [{ n: 1 }])
+      await vi.waitFor(() => expect(writes).toBe(1), { timeout: 5000, interval: 10 })
+      await admin.channel.deleteQueue(queue)
+      await vi.waitFor(() => expect(failedReconnects().length).toBeGreaterThanOrEqual(2), {
+        timeout: 10_000,
+        interval: 10,
+      })
+      expect(warnings[0]).toBe(
+        `in: lost the connection to the broker (the server cancelled the consumer of queue ${queue}); reconnecting`,
+      )
+      // Delivered downstream after its channel died: nothing to ack it on, never counted acked.
+      release?.()
+      await vi.waitFor(() => expect(source.counters.abandoned).toBe(1), { timeout: 5000, interval: 10 })
+      expect(source.counters.acked).toBe(0)
+      await admin.channel.assertQueue(queue, { durable: false })
+      await admin.publish(queue, [{ n: 2 }])
+      await vi.waitFor(() => expect(source.counters.acked).toBe(1), { timeout: 10_000, interval: 10 })
+      expect(source.counters.reconnects).toBe(1)
+      // Gone again: a stop while its reconnects fail ends the run, with no error of the source.
+      await admin.channel.deleteQueue(queue)
+      const before = failedReconnects().length
+      await vi.waitFor(() => expect(failedReconnects().length).toBeGreaterThan(before), {
+        timeout: 10_000,
+        interval: 10,
+      })
+    } finally {
+      release?.()
+      await topology.stop()
+    }
+    expect(errors).toEqual([])
+    expect(sink.events.map(({ _amqp, ...rest }) => rest)).toEqual([{ n: 1 }, { n: 2 }])
+  })
+
   it('fails its run with AMQP_DECLARATION_FAILED naming the queue when it does not exist (not the url: the broker was reached)', async () => {
     const source = amqpSource({ url: BROKER_URL, queue: 'ackline-test-no-such-queue' })
     const run = source.run({
