@@ -4,7 +4,8 @@
  * Invariants:
  * - An event is `delivered` only once the broker confirmed its message (`basic.ack`). A
  *   `basic.nack`, or a channel or connection lost before the confirm, makes that event `errored`
- *   (a `RetryableError` of its own: its source redelivers it); a message the broker returned as
+ *   (a `RetryableError` of its own, naming why the channel closed when the broker said so, a 403
+ *   on a publish to an internal exchange: its source redelivers it); a message the broker returned as
  *   unroutable (`mandatory`, on by default) is `rejected`, never delivered, even though the
  *   broker confirms it afterwards; so is one amqplib cannot encode (a routing key or message-id
  *   over AMQP's 255 bytes), which is never published.
@@ -227,6 +228,12 @@ class AmqpPublisher implements AmqpSink {
    */
   #awaiting = new WeakMap<Generation<ConfirmChannel>, Map<string, Publish[]>>()
   /**
+   * Why the broker closed a generation's channel (its 'error', a 403 on a publish to an internal
+   * exchange, say), which amqplib emits just before failing the confirms still pending with only
+   * 'channel closed': each of those events says why.
+   */
+  readonly #closedBy = new WeakMap<Generation<ConfirmChannel>, Error>()
+  /**
    * Room taken in the confirm window: messages awaiting their confirm, and room handed to a waiting
    * write that has not published yet. Never more than `maxInFlight`, so neither is `inFlight`.
    */
@@ -301,6 +308,7 @@ class AmqpPublisher implements AmqpSink {
         const channel = generation.channel
         const awaiting = new Map<string, Publish[]>()
         this.#awaiting.set(generation, awaiting)
+        channel.on('error', (error: Error) => this.#closedBy.set(generation, error))
         channel.on('return', (message: Message) => {
           // The broker returns an unroutable message before it confirms it: mark the oldest
           // unconfirmed publish with that id and route, so its confirm reads as rejected. The id
@@ -428,7 +436,13 @@ class AmqpPublisher implements AmqpSink {
         }
         if (error !== null && error !== undefined) {
           this.#counters.nacked++
-          const reason = error instanceof Error ? error.message : String(error)
+          const closedBy = this.#closedBy.get(generation)
+          const reason =
+            closedBy !== undefined
+              ? `the channel closed (${closedBy.message})`
+              : error instanceof Error
+                ? error.message
+                : String(error)
           results[i] = new RetryableError(
             COMPONENT,
             `the broker did not confirm message ${messageId}: ${reason}`,

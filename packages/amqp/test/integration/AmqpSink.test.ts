@@ -2,7 +2,7 @@ import { Socket } from 'node:net'
 import { AmqpError, amqpSink } from '@ackline/amqp'
 import { type BatchStatus, EventArray, type JsonObject, LogEvent, RecordId } from '@ackline/core'
 import { generator } from '@ackline/sources'
-import { RejectError, TopologyBuilder } from '@ackline/topology'
+import { RejectError, RetryableError, TopologyBuilder } from '@ackline/topology'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Admin, BROKER_URL, brokerAvailable, brokerUser, confirmHoldingProxy, uniqueName } from './broker.js'
 
@@ -413,6 +413,29 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
       // The publish's loss, once; then each attempt's failure, once.
       expect(warnings.filter((w) => w.includes('lost the connection'))).toHaveLength(1)
       expect(warnings.filter((w) => /reconnect attempt 1 .* failed: .*NOT_FOUND/.test(w))).toHaveLength(1)
+    } finally {
+      await sink.stop()
+    }
+  })
+
+  it('an event whose publish the broker refused (closing the channel) is errored naming the refusal, not only that the channel closed', async () => {
+    // An internal exchange passes the start's check and refuses every publish (403). Each event of
+    // the write was errored 'the broker did not confirm message …: channel closed', which is what
+    // a retry, and in the end a dead letter, said of it; why was only in a warning.
+    const exchange = await admin.refusingExchange()
+    const sink = amqpSink({ url: BROKER_URL, exchange, reconnectInitialDelayMs: 10, onWarning: () => {} })
+    await sink.start()
+    try {
+      const result = await sink.write(new EventArray([new LogEvent({ n: 1 }), new LogEvent({ n: 2 })]))
+      expect(result).toHaveLength(2)
+      for (const error of result as Error[]) {
+        expect(error).toBeInstanceOf(RetryableError)
+        expect(error.message).toMatch(
+          new RegExp(
+            `^amqp: the broker did not confirm message \\S+: the channel closed \\(Channel closed by server: 403 \\(ACCESS-REFUSED\\).*cannot publish to internal exchange '${exchange}'`,
+          ),
+        )
+      }
     } finally {
       await sink.stop()
     }
