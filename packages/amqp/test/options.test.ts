@@ -265,15 +265,22 @@ describe('Connection helpers', () => {
     expect(describeServer('amqp://guest:p@ss@h:5672/v')).toBe('amqp://guest@h:5672/v')
   })
 
-  it("shows the server of a url whose last '@' is in its path or query when what follows it cannot be a server: no password can hold that '@'", () => {
-    // A user and password written as is up to the last '@' would leave nothing, or no host, after
-    // it: such a url is the server it parses as, its '@' in the virtual host or a query value.
-    // These were hidden as 'amqp://***@', the server lost from every connect error.
-    expect(describeServer('amqp://u:p@host/v?x=@')).toBe('amqp://u@host:5672/v')
-    expect(describeServer('amqp://u:p@host/v@/w')).toBe('amqp://u@host:5672/v@/w')
-    expect(describeServer('amqp://u:p@host/v@:5672')).toBe('amqp://u@host:5672/v@:5672')
-    expect(describeServer('amqp://u:p@host:5673/a@')).toBe('amqp://u@host:5673/a@')
-    // A server may follow it: the part before it may be a password holding '/' and '@', hidden.
+  it("hides all before the url's last '@' when nothing, or only a port and a path, follows it: a user and password with an empty host (the default) read so", () => {
+    // 'amqp://${user}:${password}@${host}:5672/v' with the host variable unset and a password
+    // '9008/s3cret' written as is parses as host 'guest', port 9008, path '/s3cret@:5672/v'; it
+    // was taken for a url whose '@' is its virtual host's, and every connect error and reconnect
+    // warning printed 'cannot connect to amqp://guest:9008/s3cret@:5672/v'.
+    expect(describeServer('amqp://guest:9008/s3cret@:5672/v')).toBe('amqp://***@:5672/v')
+    expect(describeServer('amqp://guest:9008/s3cret@/v')).toBe('amqp://***@/v')
+    expect(describeServer('amqp://guest:9008/s3cret@')).toBe('amqp://***@')
+    expect(describeServer('amqp://guest:/s3cret@')).toBe('amqp://***@')
+    expect(describeServer('amqp::s3cret@?x=')).toBe('amqp://***@')
+    // The same shapes with an '@' in the virtual host or a query: the two cannot be told apart.
+    expect(describeServer('amqp://u:p@host/v?x=@')).toBe('amqp://***@')
+    expect(describeServer('amqp://u:p@host/v@/w')).toBe('amqp://***@/w')
+    expect(describeServer('amqp://u:p@host/v@:5672')).toBe('amqp://***@:5672')
+    expect(describeServer('amqp://u:p@host:5673/a@')).toBe('amqp://***@')
+    // A server after it: hidden, as before.
     expect(describeServer('amqp://guest:guest@127.0.0.1:5672/a@b')).toBe('amqp://***@b')
     expect(describeServer('amqp://u:p@host/v?x=a@b:5672/')).toBe('amqp://***@b:5672/')
     // A percent-encoded '@' is no '@': nothing to hide.

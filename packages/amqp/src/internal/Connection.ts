@@ -125,7 +125,9 @@ export interface ConnectionOptions<C extends Channel> {
  * where its parse ends the user info (a password holding an unescaped `/`, `?` or `#`, whose
  * digits before it parse as a port: `amqp://user:1234/abc@broker/` is host `user`, port 1234),
  * everything before that `@` is hidden (`amqp://***@broker/`): a password may be anywhere in it.
- * An `@` in the path or query that no server follows (`amqp://u:p@h/v?x=@`) hides nothing.
+ * So is it when nothing, or only a port and a path, follows that `@` (`amqp://u:p@h/v?x=@`): an
+ * AMQP URI may leave its host empty for the default one, as one built from an unset variable
+ * does, and `amqp://guest:12/ab@:5672/v` is user `guest`, password `12/ab`.
  */
 export function describeServer(url: string): string {
   let parsed: URL
@@ -177,18 +179,13 @@ const MISPARSED =
 /**
  * Whether `url` parses, and its last `@` lies outside the user info its parse found: the part
  * before that `@` was then read as a server, a port and a path (a password holding a `/`, `?` or
- * `#` written as is), and none of those may be shown. Unless what follows that `@` cannot be a
- * server (`amqp://u:p@h/v?x=@`, `amqp://u:p@h/v@/w`): no user and password written as is end
- * there, so the `@` is the virtual host's or a query's, and the URL is the server it parses as.
- * When a server may follow it (`amqp://u:p@h/a@b`) the two readings cannot be told apart.
+ * `#` written as is), and none of those may be shown, whatever follows that `@` (an empty host
+ * is one: see {@link describeServer}).
  */
 function credentialsMisparsed(url: string): boolean {
   if (!URL.canParse(url)) return false
   const at = url.lastIndexOf('@')
-  if (at === -1 || inAuthority(url, at)) return false
-  const scheme = /^[a-z][a-z0-9+.-]*:/i.exec(url)?.[0] ?? 'amqp:'
-  const read = URL.parse(`${scheme}//user@${url.slice(at + 1)}`)
-  return read !== null && read.hostname !== ''
+  return at !== -1 && !inAuthority(url, at)
 }
 
 /**
