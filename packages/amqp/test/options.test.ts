@@ -1,6 +1,7 @@
 import { AmqpSinkOptions, AmqpSourceOptions, amqpSink, amqpSource } from '@ackline/amqp'
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { backoffDelay, describeServer } from '../src/internal/Connection.js'
+import { backoffDelay, connectFailure, describeServer } from '../src/internal/Connection.js'
 import { headersToJson } from '../src/internal/headersToJson.js'
 
 describe('amqp options', () => {
@@ -263,6 +264,10 @@ describe('Connection helpers', () => {
     }
     // An '@' inside the user info as parsed ('@' in a password parses): the user is shown, as before.
     expect(describeServer('amqp://guest:p@ss@h:5672/v')).toBe('amqp://guest@h:5672/v')
+    // No '//' after the scheme, a password that begins with '//' (user ''): its '://' is no
+    // scheme's, the whole rest a path. It was read as the url's server part, the '@' in it, and
+    // shown: 'amqp://:5672://s3cret@h'.
+    expect(describeServer('amqp:://s3cret@h')).toBe('amqp://***@h')
   })
 
   it("hides all before the url's last '@' when nothing, or only a port and a path, follows it: a user and password with an empty host (the default) read so", () => {
@@ -286,6 +291,76 @@ describe('Connection helpers', () => {
     // A percent-encoded '@' is no '@': nothing to hide.
     expect(describeServer('amqp://guest:guest@127.0.0.1:5672/a%40b')).toBe(
       'amqp://guest@127.0.0.1:5672/a%40b',
+    )
+  })
+
+  it('never shows any character of a password, written as is or percent-encoded, whatever the url around it (property)', () => {
+    // Passwords are made of what nothing else in these urls holds (capitals N-Z, the digits 0 8
+    // 9, '%', '?', '#'), with the characters that end a url's user info or server part ('/', '?',
+    // '#', '@', ':'). Users, hosts, virtual hosts and queries are lowercase a-m; ports are 5672 and
+    // 5673 (so 5671 for amqps). The host may be empty, as an AMQP URI allows (the default host) and
+    // as a url built from an unset variable is ('amqp://guest:12/ab@:5672/v'). Whatever of a
+    // password describeServer showed, or an error naming what amqplib read from the url (its
+    // host, port and path), the check below finds.
+    const secretChar = fc.constantFrom(...'NOPQRSTUVWXYZ089@/?#%:'.split(''))
+    const freePassword = fc.array(secretChar, { minLength: 1, maxLength: 10 }).map((chars) => chars.join(''))
+    // Digits, then a raw '/', '?' or '#': parses as a port and a path, query or fragment.
+    const portPassword = fc
+      .tuple(fc.constantFrom('', '0', '80', '9008'), fc.constantFrom('/', '?', '#'), freePassword)
+      .map(([digits, end, rest]) => `${digits}${end}${rest}`)
+    const password = fc
+      .tuple(fc.oneof(freePassword, portPassword), fc.constantFrom(...'NOPQRSTUVWXYZ'.split('')))
+      .map(([chars, capital]) => `${chars}${capital}`)
+    const written = fc.oneof(
+      password,
+      password.map((p) => encodeURIComponent(p)),
+      // Some characters encoded, the rest as is.
+      fc
+        .tuple(password, fc.infiniteStream(fc.boolean()))
+        .map(([p, encode]) => [...p].map((c) => (encode.next().value ? encodeURIComponent(c) : c)).join('')),
+    )
+    const lower = (max: number) =>
+      fc.array(fc.constantFrom(...'abcdefghijklm'.split('')), { maxLength: max }).map((c) => c.join(''))
+    const tail = (max: number) =>
+      fc.array(fc.constantFrom(...'abcdefghijklm@/'.split('')), { maxLength: max }).map((c) => c.join(''))
+    const url = fc
+      .record({
+        scheme: fc.constantFrom('amqp://', 'amqps://', 'amqp:'),
+        user: lower(5),
+        password: written,
+        host: fc.oneof(fc.constant(''), lower(6)),
+        port: fc.constantFrom('', ':5672', ':5673'),
+        vhost: fc.oneof(
+          fc.constant(''),
+          tail(6).map((v) => `/${v}`),
+        ),
+        query: fc.oneof(
+          fc.constant(''),
+          tail(4).map((q) => `?x=${q}`),
+        ),
+      })
+      .map((u) => ({
+        ...u,
+        url: `${u.scheme}${u.user}:${u.password}@${u.host}${u.port}${u.vhost}${u.query}`,
+      }))
+    const secret = /[N-Z089%?#]/
+    fc.assert(
+      fc.property(url, ({ url }) => {
+        const shown = describeServer(url)
+        expect(shown, `describeServer('${url}')`).not.toMatch(secret)
+        const read = URL.parse(url)
+        if (read !== null) {
+          // What an OS error says of the address amqplib connected to, read from the url as parsed.
+          // (Between '<' and '>': the advice said of a misparsed url names '%2F', '?' and '#'.)
+          const error = Object.assign(new Error(`refused at <${read.host}${read.pathname}>`), {
+            syscall: 'connect',
+            code: 'ECONNREFUSED',
+          })
+          const { reason } = connectFailure(url, error)
+          expect(/<(.*)>/s.exec(reason)?.[1] ?? '', `connectFailure('${url}'): ${reason}`).not.toMatch(secret)
+        }
+      }),
+      { numRuns: 5000 },
     )
   })
 

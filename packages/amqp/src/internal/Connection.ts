@@ -193,10 +193,11 @@ function credentialsMisparsed(url: string): boolean {
  * `?` or `#` that follows it (where `new URL` ends it for a non-special scheme such as amqp:).
  */
 function inAuthority(url: string, index: number): boolean {
-  const start = url.indexOf('://')
-  if (start === -1 || index < start + 3) return false
-  const end = url.slice(start + 3).search(/[/?#]/)
-  return end === -1 || index < start + 3 + end
+  // The scheme's '//' only: a '://' further on is in a path (amqp:://pw@h, user '', password '//pw').
+  const start = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0].length
+  if (start === undefined || index < start) return false
+  const end = url.slice(start).search(/[/?#]/)
+  return end === -1 || index < start + end
 }
 
 /** The delay before reconnect attempt `attempt` (1-based): doubling from `initialDelayMs`, capped by `maxDelayMs` and by the longest a timer waits. */
