@@ -75,4 +75,17 @@ describe('amqp connect errors', () => {
     expect(printed).not.toContain(String(port))
     expect(printed).not.toContain('s3cret')
   })
+  it("name the server when the user holds a '%' that begins no escape ('ops%team'), as amqplib reads it", async () => {
+    // amqplib unescapes the user leniently and connects with 'ops%team'; describing the server
+    // decoded it strictly and threw 'URIError: URI malformed' instead of the connect error (and, in
+    // a reconnect's failure, threw from its handler: no warning, no further attempt).
+    const port = await closedPort()
+    const error: unknown = await amqpSink({ url: `amqp://ops%team:s3cret@127.0.0.1:${port}/` })
+      .start()
+      .catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(AmqpError)
+    expect((error as Error).message).toBe(
+      `amqp (url): cannot connect to amqp://ops%team@127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`,
+    )
+  })
 })

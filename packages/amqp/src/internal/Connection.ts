@@ -139,7 +139,8 @@ export function describeServer(url: string): string {
   if (credentialsMisparsed(url)) {
     return `${parsed.protocol}//***@${url.slice(url.lastIndexOf('@') + 1).replace(/[?#].*$/s, '')}`
   }
-  const user = parsed.username === '' ? '' : `${decodeURIComponent(parsed.username)}@`
+  // Leniently, as amqplib does: a '%' that begins no escape ('ops%team') is a '%', not a throw.
+  const user = parsed.username === '' ? '' : `${unescapeQuery(parsed.username)}@`
   return `${parsed.protocol}//${user}${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}${parsed.pathname === '/' ? '' : parsed.pathname}`
 }
 
