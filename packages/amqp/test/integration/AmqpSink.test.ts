@@ -441,6 +441,38 @@ describe.skipIf(!available)('amqp sink against RabbitMQ', () => {
     }
   })
 
+  it("names a channel's refusal only for the events published on that channel: a later channel's nack says its own reason", async () => {
+    // The reason is kept per connection and channel: after a 404 closed the first channel and the
+    // sink reconnected, an event the broker nacks on the new channel must not be told 'the channel
+    // closed (... NOT_FOUND ...)', which would send whoever reads its retries after a gone exchange.
+    const exchange = uniqueName('comeback')
+    const queue = uniqueName('full')
+    admin.exchanges.push(exchange)
+    admin.queues.push(queue)
+    await admin.channel.assertQueue(queue, {
+      durable: false,
+      arguments: { 'x-max-length': 0, 'x-overflow': 'reject-publish' },
+    })
+    await admin.channel.assertExchange(exchange, 'fanout', { durable: false })
+    const sink = amqpSink({ url: BROKER_URL, exchange, reconnectInitialDelayMs: 10, onWarning: () => {} })
+    await sink.start()
+    try {
+      await admin.channel.deleteExchange(exchange)
+      const [refused] = (await sink.write(new EventArray([new LogEvent({ n: 1 })]))) as Error[]
+      expect(refused?.message).toMatch(/the channel closed \(.*NOT_FOUND/)
+      // Back, and bound to a queue that takes nothing: the next channel's publishes are nacked.
+      await admin.channel.assertExchange(exchange, 'fanout', { durable: false })
+      await admin.channel.bindQueue(queue, exchange, '')
+      await vi.waitFor(() => expect(sink.counters.reconnects).toBe(1), { timeout: 10_000, interval: 10 })
+      const [nacked] = (await sink.write(new EventArray([new LogEvent({ n: 2 })]))) as Error[]
+      console.log(`after the refusal: '${refused?.message}'; on the next channel: '${nacked?.message}'`)
+      expect(nacked).toBeInstanceOf(RetryableError)
+      expect(nacked?.message).toMatch(/^amqp: the broker did not confirm message \S+: message nacked$/)
+    } finally {
+      await sink.stop()
+    }
+  })
+
   it('counts an event errored when the broker nacks its message (a full queue with reject-publish)', async () => {
     const queue = uniqueName('full')
     admin.queues.push(queue)
