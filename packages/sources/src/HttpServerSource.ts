@@ -411,6 +411,17 @@ interface Turns {
    * waited its turn (see `#endedMidRequest`): answered 400 when its turn comes, as the last.
    */
   cut: ServerResponse | undefined
+  /**
+   * The timer of the request timed afresh on the connection (see `#timeAfresh`): one at a time, a
+   * newer one replacing it, and cleared when the connection closes.
+   */
+  afresh: ReturnType<typeof setTimeout> | undefined
+  /**
+   * The response whose `100 Continue` (or answer in its place) the connection's request waits for
+   * before it is timed afresh (see `#lateAfterHold`): found late again meanwhile, by each cut after
+   * the stop, it is not waited for twice.
+   */
+  goAhead: ServerResponse | undefined
 }
 
 const OUTCOMES = { outcomes: true } as const
@@ -637,8 +648,13 @@ class HttpServer implements HttpServerSource {
         late: false,
         ended: false,
         cut: undefined,
+        afresh: undefined,
+        goAhead: undefined,
       })
       socket.once('close', () => {
+        // A request timed afresh there is gone with it: its timer would hold the source for nothing.
+        const turns = this.#turns.get(socket)
+        if (turns !== undefined) clearTimeout(turns.afresh)
         this.#openConnections--
         this.#sockets.delete(socket)
         if (this.#sockets.size === 0) this.#stopCutting()
@@ -1119,8 +1135,14 @@ class HttpServer implements HttpServerSource {
     turns.late = false
     const owed = this.#goAheadOwed(socket)
     if (owed !== undefined) {
+      // Found late again while it waits (each cut after the stop finds it so): waited for once.
+      if (turns.goAhead === owed) return
+      turns.goAhead = owed
       // Node writes what was queued on the response as it hands it the connection.
-      owed.once('socket', () => this.#timeAfresh(socket, turns))
+      owed.once('socket', () => {
+        if (turns.goAhead === owed) turns.goAhead = undefined
+        this.#timeAfresh(socket, turns)
+      })
       return
     }
     this.#timeAfresh(socket, turns)
@@ -1141,7 +1163,8 @@ class HttpServer implements HttpServerSource {
 
   /**
    * Gives the request Node is reading on `socket` `requestTimeoutMs` (or `ms`) from now (see
-   * `#lateAfterHold`), once.
+   * `#lateAfterHold`), once. One timer per connection: a request timed afresh again replaces its
+   * own timer (Node reads one request at a time, and one that was timed before is past by then).
    */
   #timeAfresh(socket: Duplex, turns: Turns, ms = this.#resolved.requestTimeoutMs): void {
     const seen = turns.seen
@@ -1149,12 +1172,11 @@ class HttpServer implements HttpServerSource {
     const body = incoming !== undefined && !incoming.complete
     // Timed from here: when this timer finds it late, it is cut off.
     if (incoming !== undefined) this.#continuedAt.delete(incoming)
-    // Cleared when its connection closes first: it would hold the source for nothing.
-    const clear = (): void => clearTimeout(timer)
-    socket.once('close', clear)
-    const timer = setTimeout(
+    // Cleared when its connection closes first (see `run`): it would hold the source for nothing.
+    clearTimeout(turns.afresh)
+    turns.afresh = setTimeout(
       () => {
-        socket.off('close', clear)
+        turns.afresh = undefined
         if (socket.destroyed) return
         // Its body ended; or its headers (still arriving when it was found late) came, and its
         // body too, or a further request began (which Node checks itself).

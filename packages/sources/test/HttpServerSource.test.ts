@@ -1,6 +1,6 @@
 import { constants } from 'node:buffer'
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
-import { request as httpRequest, type Server } from 'node:http'
+import { request as httpRequest, type Server, type ServerResponse } from 'node:http'
 import { connect, Socket } from 'node:net'
 import { deflateSync, gzipSync } from 'node:zlib'
 import { HttpServerError, HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
@@ -2335,6 +2335,80 @@ describe('httpServer: lifecycle', () => {
       while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
       expect(vi.getTimerCount()).toBe(0)
     } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  it('times a request afresh once, not once per cut, while after the stop its 100 Continue waits behind an answer its client does not read', async () => {
+    // Each cut after the stop (every requestTimeoutMs while another connection still owed an
+    // answer) found the request late again and added a listener for its 100 Continue: past ten,
+    // Node warned of a leak (MaxListenersExceededWarning), and once the answer before it was read,
+    // each listener timed the request afresh, a close listener and a timer apiece.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
+    const warnings: Error[] = []
+    const warned = (warning: Error): void => void warnings.push(warning)
+    process.on('warning', warned)
+    const responses: ServerResponse[] = []
+    const seen = (message: unknown): void =>
+      void responses.push((message as { response: ServerResponse }).response)
+    subscribe('http.server.request.start', seen)
+    try {
+      // Its answer lists every record: far more than the connection's buffers hold unread.
+      const events = 300_000
+      const { source, context, port, run } = await start({
+        headersTimeoutMs: 200,
+        requestTimeoutMs: 200,
+        maxEventsPerRequest: events,
+        outcomes: 'always',
+      })
+      // A batch left pending on another connection: the cut after the stop comes back while it is.
+      const keeperBatch = context.nextBatch()
+      void request(port, json([{ k: 1 }])).catch(() => {})
+      await keeperBatch
+      const bigBatch = context.nextBatch()
+      const raw = connect(port, '127.0.0.1')
+      raw.on('error', () => {})
+      const received: Buffer[] = []
+      raw.on('data', (chunk: Buffer) => received.push(chunk))
+      await new Promise((resolve) => raw.once('connect', resolve))
+      const body = '{}\n'.repeat(events)
+      raw.write(
+        `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: ${body.length}\r\n\r\n${body}` +
+          'POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n',
+      )
+      const big = await bigBatch
+      while (source.counters.requests < 3) await new Promise((r) => setImmediate(r))
+      raw.pause()
+      context.stop()
+      await run
+      big.end('delivered')
+      const [, first, second] = responses
+      while (!first!.headersSent) await new Promise((r) => setImmediate(r))
+      for (let cut = 0; cut < 12; cut++) await vi.advanceTimersByTimeAsync(200)
+      // The answer before it is still unread: its 100 Continue (or answer) still waits.
+      expect(first!.writableFinished).toBe(false)
+      expect(second!.socket).toBe(null)
+      expect(second!.listenerCount('socket')).toBeLessThanOrEqual(4)
+      const closed = new Promise((resolve) => raw.once('close', resolve))
+      raw.resume()
+      while (second!.socket === null && !second!.destroyed) await new Promise((r) => setImmediate(r))
+      const socket = first!.req.socket
+      expect(socket.listenerCount('close')).toBeLessThanOrEqual(8)
+      // Its client sends no body: cut off once its fresh time is up, after the answer it read.
+      await vi.advanceTimersByTimeAsync(200)
+      await closed
+      const answers = Buffer.concat(received)
+        .toString('utf8')
+        .split(/(?=HTTP\/1\.1 )/)
+        .filter((a) => !a.startsWith('HTTP/1.1 100 '))
+        .map(parseRawResponse)
+      expect(answers).toHaveLength(1)
+      expect(answers[0]).toMatchObject({ status: 200, body: { events } })
+      await new Promise((r) => setImmediate(r))
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([])
+    } finally {
+      unsubscribe('http.server.request.start', seen)
+      process.off('warning', warned)
       vi.useRealTimers()
     }
   })
