@@ -752,8 +752,11 @@ class HttpServer implements HttpServerSource {
    * body late), a request Node could not parse, or a client that went away. Answered here, as
    * data like every other refusal, when nothing was written on the connection yet and no request
    * received whole awaits its answer there (bytes after a body: the client would read this answer
-   * as that request's). Otherwise the connection closes without one: such a request is stopped
-   * before it enters the pipeline, or keeps its real status there and the client sends it again.
+   * as that request's), and left to the source's own refusal when one that closes the connection
+   * is written or queued there (Node refuses a request the source refused already): the answers
+   * owed before it are written, then it. Otherwise the connection closes without one: such a
+   * request is stopped before it enters the pipeline, or keeps its real status there and the
+   * client sends it again.
    * Two are not the client's doing and keep the connection: a request late while the source held
    * it, or while its 100 Continue waited behind earlier answers (timed afresh), and a client that
    * half-closed in the middle of a request (see `#endedMidRequest`; that request found late
@@ -795,16 +798,23 @@ class HttpServer implements HttpServerSource {
     const closer = turns?.closer
     if (
       error.code?.startsWith('HPE_') === true &&
+      turns !== undefined &&
       closer !== undefined &&
-      closer.socket === socket &&
+      (closer.socket === socket || (closer.socket === null && !closer.writableFinished)) &&
       !closer.destroyed &&
       !socket.destroyed
     ) {
       // What Node failed to parse comes with or after a request the source refused already (a
       // Transfer-Encoding whose last coding is not chunked, which Node refuses only once it handed
-      // the request over): that answer, on the wire, closes the connection, and its end lingers
-      // (see `#send`). Destroyed now, the client's bytes still arriving, the connection was reset
-      // and the client could lose the answer.
+      // the request over): that answer closes the connection, and its end lingers (see `#send`).
+      // Destroyed now, the client's bytes still arriving, the connection was reset and the client
+      // could lose the answer; and, that answer queued behind others owed before it (of requests
+      // whose events are in the pipeline), those too. Queued, the connection is read no further
+      // until it is written (see `#send`): nothing of what follows is served.
+      if (closer.socket === null) {
+        turns.paused = true
+        holdReading(socket)
+      }
       return true
     }
     if (

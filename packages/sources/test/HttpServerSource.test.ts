@@ -728,6 +728,33 @@ describe('httpServer: text encoding', () => {
     },
   )
 
+  it('answers in order, then closes, a Transfer-Encoding whose last coding is not chunked sent behind a request whose answer is still owed', async () => {
+    // Node refuses such a request (a parse error) right after the source refused it, its 400
+    // queued behind the answer owed before it: the connection was destroyed at once, the request
+    // before it stopped, though its events were in the pipeline. Its client got neither answer
+    // and sent again what was delivered.
+    const { source, context, port } = await start()
+    const next = context.nextBatch()
+    const connection = new RawConnection(port)
+    await connection.connected
+    connection.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]',
+    )
+    const first = await next
+    connection.write(
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip\r\n\r\n',
+    )
+    while (source.counters.requests < 2) await new Promise((r) => setImmediate(r))
+    first.end('delivered')
+    const answers = (await connection.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+    expect(answers).toMatchObject([
+      { status: 200, body: { status: 'delivered', events: 1 } },
+      { status: 400, body: { code: 'BAD_REQUEST', error: expect.stringMatching(/Transfer-Encoding/) } },
+    ])
+    expect(context.records()).toEqual([[{ a: 1 }]])
+    expect(source.counters.responses).toEqual({ 200: 1, 400: 1 })
+  })
+
   it.each([
     ['empty', ''],
     ['a blank', ' '],
