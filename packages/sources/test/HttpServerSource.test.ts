@@ -42,6 +42,64 @@ const json = (body: unknown) => ({
   body: JSON.stringify(body),
 })
 
+/**
+ * A client that writes `head`, then each of `pieces` while its connection stays open, and ends
+ * its side (with `tail`), all before it reads anything (as many clients do): what it read once the
+ * connection closed, and the error its writes met (a reset), if any.
+ */
+async function writeAllThenRead(
+  port: number,
+  head: string,
+  pieces: readonly Buffer[],
+  tail?: string,
+): Promise<{ text: string; failure: Error | undefined }> {
+  const socket = connect(port, '127.0.0.1')
+  const chunks: Buffer[] = []
+  let failure: Error | undefined
+  socket.on('error', (error) => {
+    failure = error
+  })
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+  socket.pause()
+  const write = (data: string | Buffer) =>
+    new Promise<void>((resolve) => socket.write(data, () => setImmediate(resolve)))
+  await write(head)
+  for (let i = 0; i < pieces.length && !socket.destroyed; i++) await write(pieces[i]!)
+  if (!socket.destroyed) {
+    if (tail === undefined) socket.end()
+    else socket.end(tail)
+  }
+  // Only now, its body all written, does the client read.
+  socket.resume()
+  await closed
+  return { text: Buffer.concat(chunks).toString('utf8'), failure }
+}
+
+/**
+ * A client that writes `text` and keeps its side open once the server ended its own, sending
+ * nothing more unless told: only the server closes. `received` gives what it read so far,
+ * `closed` all it read, once the connection closed.
+ */
+function halfOpenClient(
+  port: number,
+  text: string,
+): { socket: Socket; ended: () => boolean; received: () => string; closed: Promise<string> } {
+  const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true })
+  const chunks: Buffer[] = []
+  let ended = false
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+  socket.on('end', () => {
+    ended = true
+  })
+  socket.on('error', () => {})
+  const closed = new Promise<string>((resolve) =>
+    socket.once('close', () => resolve(Buffer.concat(chunks).toString('utf8'))),
+  )
+  socket.write(text)
+  return { socket, ended: () => ended, received: () => Buffer.concat(chunks).toString('utf8'), closed }
+}
+
 describe('httpServer: acknowledgements', () => {
   it.each([
     ['delivered', 200],
@@ -378,30 +436,17 @@ describe('httpServer: bodies', () => {
       const { source, context, port } = await start({ maxBodyBytes: 1024 })
       const piece = Buffer.alloc(16 * 1024, 'x')
       const pieces = 32
-      const socket = connect(port, '127.0.0.1')
-      const chunks: Buffer[] = []
-      let failure: Error | undefined
-      socket.on('error', (error) => {
-        failure = error
-      })
-      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
-      socket.on('data', (chunk: Buffer) => chunks.push(chunk))
-      socket.pause()
-      const write = (data: string | Buffer) =>
-        new Promise<void>((resolve) => socket.write(data, () => setImmediate(resolve)))
-      await write(
+      const { text, failure } = await writeAllThenRead(
+        port,
         `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
           (chunked
             ? 'Transfer-Encoding: chunked\r\n\r\n'
             : `Content-Length: ${piece.length * pieces}\r\n\r\n`),
+        Array.from({ length: pieces }, () =>
+          chunked ? Buffer.concat([Buffer.from('4000\r\n'), piece, Buffer.from('\r\n')]) : piece,
+        ),
+        chunked ? '0\r\n\r\n' : '',
       )
-      for (let i = 0; i < pieces && !socket.destroyed; i++)
-        await write(chunked ? Buffer.concat([Buffer.from('4000\r\n'), piece, Buffer.from('\r\n')]) : piece)
-      if (!socket.destroyed) socket.end(chunked ? '0\r\n\r\n' : '')
-      // Only now, its body all written, does the client read.
-      socket.resume()
-      await closed
-      const text = Buffer.concat(chunks).toString('utf8')
       expect(failure?.message).toBeUndefined()
       expect(parseRawResponse(text)).toMatchObject({ status: 413, body: { code: 'BODY_TOO_LARGE' } })
       expect(context.batches).toEqual([])
@@ -424,47 +469,33 @@ describe('httpServer: bodies', () => {
   it('reads what a client sends after its refusal only for so long: one that stops without ending is closed', async () => {
     const { source, port } = await start({ maxBodyBytes: 1024 })
     // A client that keeps its side open once the server ended its own: only the source closes.
-    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true })
-    const chunks: Buffer[] = []
-    let ended = false
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
-    socket.on('end', () => {
-      ended = true
-    })
-    socket.on('error', () => {})
-    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
     // Half a body, then silence, neither the rest nor the end of its side.
-    socket.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n${'x'.repeat(2048)}`)
-    while (source.counters.openConnections > 0 || !ended) await new Promise((r) => setTimeout(r, 10))
+    const { socket, ended, closed } = halfOpenClient(
+      port,
+      `POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n${'x'.repeat(2048)}`,
+    )
+    while (source.counters.openConnections > 0 || !ended()) await new Promise((r) => setTimeout(r, 10))
     await new Promise<void>((resolve) => socket.end(resolve))
-    await closed
-    const text = Buffer.concat(chunks).toString('utf8')
+    const text = await closed
     expect(parseRawResponse(text)).toMatchObject({ status: 413, body: { code: 'BODY_TOO_LARGE' } })
   })
 
   it('closes, when the stop comes, a connection it reads on after a refusal: run returns with it closed', async () => {
     const { source, context, port, run } = await start({ maxBodyBytes: 1024 })
     // A client that keeps its side open once the server ended its own, silent: only the source closes.
-    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true })
-    const chunks: Buffer[] = []
-    let ended = false
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
-    socket.on('end', () => {
-      ended = true
-    })
-    socket.on('error', () => {})
-    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
-    socket.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n${'x'.repeat(2048)}`)
+    const { socket, ended, closed } = halfOpenClient(
+      port,
+      `POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n${'x'.repeat(2048)}`,
+    )
     // Its 413 read (the source ended its side): the connection lingers.
-    while (!ended) await new Promise((r) => setTimeout(r, 5))
+    while (!ended()) await new Promise((r) => setTimeout(r, 5))
     expect(source.counters.openConnections).toBe(1)
     context.stop()
     await run
     // Left open, it would keep the process alive after the stop until the lingering ends.
     expect(source.counters.openConnections).toBe(0)
     socket.end()
-    await closed
-    expect(parseRawResponse(Buffer.concat(chunks).toString('utf8')).status).toBe(413)
+    expect(parseRawResponse(await closed).status).toBe(413)
   })
 
   it('accepts a body of exactly maxBodyBytes', async () => {
@@ -698,27 +729,13 @@ describe('httpServer: text encoding', () => {
       // never read the answer (before c126690, without Expect, Node's 400 lingered as it should).
       const { source, context, port } = await start()
       const piece = Buffer.alloc(16 * 1024, 'x')
-      const socket = connect(port, '127.0.0.1')
-      const chunks: Buffer[] = []
-      let failure: Error | undefined
-      socket.on('error', (error) => {
-        failure = error
-      })
-      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
-      socket.on('data', (chunk: Buffer) => chunks.push(chunk))
-      socket.pause()
-      const write = (data: string | Buffer) =>
-        new Promise<void>((resolve) => socket.write(data, () => setImmediate(resolve)))
-      await write(
+      const { text, failure } = await writeAllThenRead(
+        port,
         `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${expect100}Transfer-Encoding: gzip\r\n\r\n`,
+        Array.from({ length: 32 }, () => piece),
       )
-      for (let i = 0; i < 32 && !socket.destroyed; i++) await write(piece)
-      if (!socket.destroyed) socket.end()
-      // Only now, its body all written, does the client read.
-      socket.resume()
-      await closed
       expect(failure?.message).toBeUndefined()
-      expect(parseRawResponse(Buffer.concat(chunks).toString('utf8'))).toMatchObject({
+      expect(parseRawResponse(text)).toMatchObject({
         status: 400,
         body: { code: 'BAD_REQUEST', error: expect.stringMatching(/Transfer-Encoding/) },
       })
@@ -870,24 +887,18 @@ describe('httpServer: limits of a server on an open port', () => {
       return name === 'data' ? [] : listeners.call(this, name)
     })
     try {
-      const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true })
-      const chunks: Buffer[] = []
-      socket.on('data', (chunk: Buffer) => chunks.push(chunk))
-      socket.on('error', () => {})
-      const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
       const body = '[{"late":1}]'
-      socket.write(
+      const { socket, received, closed } = halfOpenClient(
+        port,
         `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n[`,
       )
-      while (!Buffer.concat(chunks).toString('utf8').includes('\r\n\r\n'))
-        await new Promise((r) => setTimeout(r, 5))
+      while (!received().includes('\r\n\r\n')) await new Promise((r) => setTimeout(r, 5))
       // Cut off with 408: the rest of its body, and a request after it, arrive only now.
       socket.write(
         `${body.slice(1)}POST / HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
       )
       socket.end()
-      await closed
-      expect(parseRawResponse(Buffer.concat(chunks).toString('utf8')).status).toBe(408)
+      expect(parseRawResponse(await closed).status).toBe(408)
       expect(context.batches).toEqual([])
       while (source.counters.openConnections > 0) await new Promise((r) => setImmediate(r))
     } finally {
