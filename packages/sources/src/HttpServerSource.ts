@@ -412,6 +412,12 @@ interface Turns {
    */
   cut: ServerResponse | undefined
   /**
+   * The response of a request waiting its turn whose rest Node failed to parse once it handed the
+   * request over (a Transfer-Encoding whose last coding is not chunked, a malformed chunk; see
+   * `#clientError`): answered 400 when its turn comes, which closes the connection.
+   */
+  malformed: ServerResponse | undefined
+  /**
    * The timer of the request timed afresh on the connection (see `#timeAfresh`): one at a time, a
    * newer one replacing it, and cleared when the connection closes.
    */
@@ -648,6 +654,7 @@ class HttpServer implements HttpServerSource {
         late: false,
         ended: false,
         cut: undefined,
+        malformed: undefined,
         afresh: undefined,
         goAhead: undefined,
       })
@@ -753,10 +760,11 @@ class HttpServer implements HttpServerSource {
    * data like every other refusal, when nothing was written on the connection yet and no request
    * received whole awaits its answer there (bytes after a body: the client would read this answer
    * as that request's), and left to the source's own refusal when one that closes the connection
-   * is written or queued there (Node refuses a request the source refused already): the answers
-   * owed before it are written, then it. Otherwise the connection closes without one: such a
-   * request is stopped before it enters the pipeline, or keeps its real status there and the
-   * client sends it again.
+   * is written or queued there (Node refuses a request the source refused already), or will be
+   * when its turn comes (Node failed on the rest of a request waiting its turn, refused 400 then):
+   * the answers owed before it are written, then it. Otherwise the connection closes without one:
+   * such a request is stopped before it enters the pipeline, or keeps its real status there and
+   * the client sends it again.
    * Two are not the client's doing and keep the connection: a request late while the source held
    * it, or while its 100 Continue waited behind earlier answers (timed afresh), and a client that
    * half-closed in the middle of a request (see `#endedMidRequest`; that request found late
@@ -815,6 +823,22 @@ class HttpServer implements HttpServerSource {
         turns.paused = true
         holdReading(socket)
       }
+      return true
+    }
+    const incoming = (socket as Duplex & HttpSocket).parser?.incoming ?? undefined
+    const waiting =
+      error.code?.startsWith('HPE_') === true && turns !== undefined && incoming != null && !incoming.complete
+        ? turns.waiting.slice(turns.next).find(([request]) => request === incoming)
+        : undefined
+    if (turns !== undefined && waiting !== undefined && !socket.destroyed) {
+      // What Node failed to parse is the rest of a request it handed over, which waits its turn
+      // behind one whose events are in the pipeline (or on their way there): destroyed now, the
+      // connection took that answer with it, and its client sent again what was delivered.
+      // Refused when its turn comes instead, after the answers owed before it; the connection is
+      // read no further (Node's parser would only fail again).
+      turns.malformed = waiting[1]
+      turns.paused = true
+      holdReading(socket)
       return true
     }
     if (
@@ -905,6 +929,23 @@ class HttpServer implements HttpServerSource {
       400,
       'BAD_REQUEST',
       'the request was cut off: its client ended its side of the connection before the request did',
+    )
+  }
+
+  /**
+   * Answers 400 a request whose rest Node failed to parse while it waited its turn (see
+   * `#clientError`): one whose body's length cannot be told is told so, as `#serve` would.
+   */
+  #refuseMalformed(request: IncomingMessage, response: ServerResponse): void {
+    const transfer = request.headers['transfer-encoding']
+    this.#refuse(
+      request,
+      response,
+      400,
+      'BAD_REQUEST',
+      transfer !== undefined && transferCodings(transfer).at(-1) !== 'chunked'
+        ? lengthUnknown(transfer)
+        : 'the request is not valid HTTP/1.1',
     )
   }
 
@@ -1115,6 +1156,7 @@ class HttpServer implements HttpServerSource {
       turns.current = next
       turns.latest = next
       if (next === turns.cut) this.#refuseCut(request, next)
+      else if (next === turns.malformed) this.#refuseMalformed(request, next)
       else this.#serve(request, next, this.#context!)
       if (turns.closing) turns.next = turns.waiting.length
     }
@@ -1267,13 +1309,7 @@ class HttpServer implements HttpServerSource {
     if (codings.length > 0 && codings.at(-1) !== 'chunked') {
       // Node refuses it too, but only after handing it here: a 100 Continue written meanwhile made
       // Node's refusal close the connection without an answer (bytes were written on it).
-      this.#refuse(
-        request,
-        response,
-        400,
-        'BAD_REQUEST',
-        `the body is sent with Transfer-Encoding ${JSON.stringify(transfer)}, whose last coding is not chunked: its length cannot be told`,
-      )
+      this.#refuse(request, response, 400, 'BAD_REQUEST', lengthUnknown(transfer!))
       return
     }
     if (codings.some((name) => name !== 'chunked')) {
@@ -1659,6 +1695,11 @@ function resumeReading(socket: Duplex): void {
     http.parser?.resume?.()
   }
   socket.resume()
+}
+
+/** Why a request whose Transfer-Encoding `transfer` does not end in `chunked` is refused. */
+function lengthUnknown(transfer: string): string {
+  return `the body is sent with Transfer-Encoding ${JSON.stringify(transfer)}, whose last coding is not chunked: its length cannot be told`
 }
 
 /**

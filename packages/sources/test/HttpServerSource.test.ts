@@ -772,6 +772,72 @@ describe('httpServer: text encoding', () => {
     expect(source.counters.responses).toEqual({ 200: 1, 400: 1 })
   })
 
+  const gzipped =
+    'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip\r\n\r\n'
+  it.each([
+    [
+      'a Transfer-Encoding whose last coding is not chunked',
+      'waits for room downstream',
+      true,
+      gzipped,
+      /Transfer-Encoding/,
+    ],
+    [
+      'a Transfer-Encoding whose last coding is not chunked',
+      'came in the same write',
+      false,
+      gzipped,
+      /Transfer-Encoding/,
+    ],
+    [
+      'a malformed chunk',
+      'came in the same write',
+      false,
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n',
+      /not valid HTTP/,
+    ],
+  ])(
+    'answers in order, then closes, %s sent while the request before it %s',
+    async (_, __, gated, refused, error) => {
+      // Its turn not yet come, the source had not refused it when Node did (a parse error): the
+      // connection was destroyed at once and the request before it stopped, though its events
+      // were (or, let through the gate, went) in the pipeline. Its client got neither answer.
+      const { source, context, port } = await start()
+      let room = (): void => {}
+      if (gated)
+        context.gate = new Promise((resolve) => {
+          room = resolve
+        })
+      const next = context.nextBatch()
+      const connection = new RawConnection(port)
+      await connection.connected
+      const before =
+        'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]'
+      if (gated) {
+        connection.write(before)
+        // Its events are in the pipeline, waiting for room.
+        while (context.sendOptions.length < 1) await new Promise((r) => setImmediate(r))
+        connection.write(refused)
+      } else connection.write(before + refused)
+      while (source.counters.requests < 2) await new Promise((r) => setImmediate(r))
+      room()
+      // Stopped with its connection, the request before it is never sent: nothing to end then.
+      const sent = await Promise.race([next, connection.closed.then(() => undefined)])
+      sent?.end('delivered')
+      const answers = (await connection.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+      expect(answers).toMatchObject([
+        { status: 200, body: { status: 'delivered', events: 1 } },
+        { status: 400, body: { code: 'BAD_REQUEST', error: expect.stringMatching(error) } },
+      ])
+      expect(context.records()).toEqual([[{ a: 1 }]])
+      expect(source.counters).toMatchObject({
+        requests: 2,
+        responses: { 200: 1, 400: 1 },
+        refused: { BAD_REQUEST: 1 },
+      })
+    },
+  )
+
   it.each([
     ['empty', ''],
     ['a blank', ' '],
