@@ -164,13 +164,18 @@ function ignoreRejection(thenable: unknown): void {
   }
 }
 
-/** Whether `value` is a promise (or any thenable). */
+/**
+ * Whether `value` is a promise (or any thenable). Never throws: a value whose `then` cannot be read
+ * (a Proxy whose `get` trap throws, a revoked Proxy) is no promise anyone can await, so it is an
+ * answer other than `true`, and {@link keepIf} drops its event as it says.
+ */
 function isThenable(value: unknown): boolean {
-  return (
-    (typeof value === 'object' || typeof value === 'function') &&
-    value !== null &&
-    typeof (value as { then?: unknown }).then === 'function'
-  )
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return false
+  try {
+    return typeof (value as { then?: unknown }).then === 'function'
+  } catch {
+    return false
+  }
 }
 
 /** What {@link keepIf} throws for a predicate that returned a promise. */

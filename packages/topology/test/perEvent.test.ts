@@ -102,4 +102,21 @@ describe('keepIf', () => {
     keepIf(() => true)(batch(1, 2), all.context)
     expect(all.calls).toEqual(['emitAll 1,2'])
   })
+
+  it('drops, as any answer but true, one whose then cannot be read (a Proxy whose get trap throws, a revoked Proxy)', () => {
+    const throwing = new Proxy(
+      {},
+      {
+        get() {
+          throw new Error('trap')
+        },
+      },
+    )
+    const revocable = Proxy.revocable({}, {})
+    revocable.revoke()
+    const answers: unknown[] = [true, throwing, revocable.proxy]
+    const { calls, context } = recorder()
+    keepIf((event) => answers[n(event) - 1] as boolean)(batch(1, 2, 3), context)
+    expect(calls).toEqual(['emit 1', 'drop 2', 'drop 3'])
+  })
 })
