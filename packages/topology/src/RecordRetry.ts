@@ -38,8 +38,9 @@ export interface IndexedRecord {
    * (or what {@link RecordRetryOptions.remake} made), not the object given. A sent record becomes its event's fields (`EventArray.fromRecords`), and
    * a transform that changes fields in place (`event.set`, `event.remove`) changes that object; the
    * copy holds what the source put there. Only plain objects and arrays are copied: any other value
-   * in it (a `Date`, a `Map`, a class instance, not JSON) is the record's own object. A record that
-   * cannot be copied (a cycle, a getter that throws) is the object given, as sent.
+   * in it (a `Date`, a `Map`, a class instance, not JSON) is the record's own object. An object held
+   * at two places in the record (or inside itself, a cycle) is copied once, held at the same
+   * places. A record that cannot be copied (a getter that throws) is the object given, as sent.
    */
   readonly record: JsonObject
   /**

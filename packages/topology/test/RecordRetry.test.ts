@@ -235,10 +235,14 @@ describe('RecordRetry.send', () => {
       proto,
       nested: { list: [{ a: 1 }] },
     } as unknown as JsonObject
-    const cyclic: JsonObject = { n: 3 }
-    cyclic.self = cyclic
+    const throwing = {
+      n: 3,
+      get field(): number {
+        throw new Error('no field')
+      },
+    } as unknown as JsonObject
     const { context, sent } = scripted([byN(() => 'errored'), byN(() => 'delivered')])
-    await Promise.all([RecordRetry.send(context, [record, cyclic], { jitter: 0 }), vi.runAllTimersAsync()])
+    await Promise.all([RecordRetry.send(context, [record, throwing], { jitter: 0 }), vi.runAllTimersAsync()])
     expect(sent[0]![0]).toBe(record)
     const copy = sent[1]![0]! as Record<string, unknown>
     expect(copy).not.toBe(record)
@@ -253,8 +257,62 @@ describe('RecordRetry.send', () => {
     expect(Object.hasOwn(copy.proto as object, '__proto__')).toBe(true)
     expect(copy.proto).not.toBe(proto)
     expect(Object.getPrototypeOf(copy.proto)).toBe(Object.prototype)
-    // A record that cannot be copied (a cycle, not JSON) is sent again as the object itself.
-    expect(sent[1]![1]).toBe(cyclic)
+    // A record that cannot be copied (a getter that throws, not JSON) is sent again as the object itself.
+    expect(sent[1]![1]).toBe(throwing)
+  })
+
+  it('copies an object shared within a record once, so shared nodes stay shared and 40 levels of them copy at all', async () => {
+    vi.useFakeTimers()
+    // Each level holds the one below twice: 41 objects, 2^40 paths (a copy per path never ends).
+    type Node = { level: number; left?: Node; right?: Node }
+    let node: Node = { level: 0 }
+    for (let level = 1; level <= 40; level++) node = { level, left: node, right: node }
+    const record = { top: node } as unknown as JsonObject
+    const { context, sent } = scripted([byN(() => 'errored'), byN(() => 'delivered')])
+    await Promise.all([RecordRetry.send(context, [record], { jitter: 0 }), vi.runAllTimersAsync()])
+    const copy = sent[1]![0]! as unknown as { top: Node }
+    // Compared as booleans: a failing matcher would print, or diff, every path.
+    expect(copy === (record as unknown)).toBe(false)
+    const originals = new Set<Node>()
+    for (let n: Node | undefined = node; n !== undefined; n = n.left) originals.add(n)
+    const copies = new Set<Node>()
+    let level = 40
+    for (let n: Node | undefined = copy.top; n !== undefined; n = n.left, level--) {
+      expect(n.level).toBe(level)
+      expect(n.right === n.left).toBe(true)
+      expect(originals.has(n)).toBe(false)
+      copies.add(n)
+    }
+    expect(level).toBe(-1)
+    expect(copies.size).toBe(41)
+  })
+
+  it('copies a cyclic record with its cycle, and a record deeper than the stack keeping its values', async () => {
+    vi.useFakeTimers()
+    const cyclic = { n: 1, list: [] as unknown[] } as Record<string, unknown>
+    cyclic.self = cyclic
+    ;(cyclic.list as unknown[]).push(cyclic, { back: cyclic })
+    const when = new Date(0)
+    const shared = { when }
+    let deep: Record<string, unknown> = { shared, again: shared }
+    for (let i = 0; i < 100_000; i++) deep = { next: deep }
+    const { context, sent } = scripted([byN(() => 'errored'), byN(() => 'delivered')])
+    const records = [cyclic, deep] as unknown as JsonObject[]
+    await Promise.all([RecordRetry.send(context, records, { jitter: 0 }), vi.runAllTimersAsync()])
+    const copy = sent[1]![0]! as Record<string, unknown>
+    expect(copy).not.toBe(cyclic)
+    expect(copy.self).toBe(copy)
+    const list = copy.list as unknown[]
+    expect(list).not.toBe(cyclic.list)
+    expect(list[0]).toBe(copy)
+    expect((list[1] as Record<string, unknown>).back).toBe(copy)
+    let bottom = sent[1]![1]! as Record<string, unknown>
+    expect(bottom === deep).toBe(false)
+    for (let i = 0; i < 100_000; i++) bottom = bottom.next as Record<string, unknown>
+    expect(bottom.shared).not.toBe(shared)
+    expect(bottom.again).toBe(bottom.shared)
+    // Not what JSON writes (its ISO string), as for a shallow record.
+    expect((bottom.shared as { when: unknown }).when).toBe(when)
   })
 
   it('with remake, sends on a retry and hands the callbacks what it makes, and makes nothing else', async () => {

@@ -1,30 +1,32 @@
 /**
  * The copy of a record `RecordRetry` keeps before the first send, and sends again on a retry.
  *
- * Invariant: the copy holds the same values as the record, of the same kinds. Only its plain
- * objects and arrays are new; any other value is the record's own: a `Date`, a `Map`, a box, a
- * class instance (values JSON cannot carry, RFC 0010) are not turned into what JSON writes, as
- * `JsonValue.copy` turns them, so a retry's transforms see what the first attempt's saw.
+ * Invariant: the copy holds the same values as the record, of the same kinds, in the same shape.
+ * Only its plain objects and arrays are new, each made once: one the record holds at two places
+ * (or inside itself, a cycle) is one copy held at the same places. Any other value is the record's
+ * own: a `Date`, a `Map`, a box, a class instance (values JSON cannot carry, RFC 0010) are not
+ * turned into what JSON writes, as `JsonValue.copy` turns them, so a retry's transforms see what
+ * the first attempt's saw.
  *
  * @module
  */
-import { type JsonObject, JsonValue } from '@ackline/core'
+import type { JsonObject } from '@ackline/core'
 
 /**
- * A copy of `record` (see the module's invariant). One nested deeper than the stack allows is
- * copied by `JsonValue.copy`, which takes any depth but writes what JSON would (a `Date` in such a
- * record reaches the retries as its ISO string; `JSON.parse` makes such records, and they are JSON,
- * but code may build one level by level); one that cannot be copied at all (a cycle, a getter that throws: not JSON) is `record`
+ * A copy of `record` (see the module's invariant), of any depth and shape: one nested deeper than
+ * the stack allows (`JSON.parse` makes such records, and code may build one level by level) is
+ * copied without recursion. One that cannot be copied at all (a getter that throws) is `record`
  * itself, as retries sent it before copies were kept.
  */
 export function recordCopy(record: JsonObject): JsonObject {
   try {
-    return copyOf(record) as JsonObject
-  } catch {
-    // The stack ran out (a deep record, or a cycle), or a getter threw: JsonValue.copy tells.
+    return copyOf(record, new Map()) as JsonObject
+  } catch (error) {
+    // Only a RangeError says the stack ran out: any other is a getter that threw.
+    if (!(error instanceof RangeError)) return record
   }
   try {
-    return JsonValue.copy(record)
+    return copyDeep(record) as JsonObject
   } catch {
     return record
   }
@@ -39,23 +41,70 @@ function isPlain(value: object): boolean {
   return prototype === null || prototype === Object.prototype || Object.getPrototypeOf(prototype) === null
 }
 
-function copyOf(value: unknown): unknown {
-  if (typeof value !== 'object' || value === null) return value
+/** Whether `value` is copied (a plain object or an array), not shared with the record. */
+const isContainer = (value: unknown): value is object =>
+  typeof value === 'object' && value !== null && (Array.isArray(value) || isPlain(value))
+
+/** An empty container of `value`'s kind: an array, an object with or without a prototype. */
+const emptyOf = (value: object): Record<string | number, unknown> =>
+  Array.isArray(value)
+    ? (new Array<unknown>(value.length) as unknown as Record<number, unknown>)
+    : Object.getPrototypeOf(value) === null
+      ? Object.create(null)
+      : {}
+
+/** Sets `out[key]`; parsed JSON has `__proto__` as an own key, which assigned would become the copy's prototype. */
+function put(out: Record<string | number, unknown>, key: string | number, value: unknown): void {
+  if (key === '__proto__')
+    Object.defineProperty(out, key, { value, writable: true, enumerable: true, configurable: true })
+  else out[key] = value
+}
+
+/** The copy of `value`, `copies` mapping each container copied so far to its copy. */
+function copyOf(value: unknown, copies: Map<object, unknown>): unknown {
+  if (!isContainer(value)) return value
+  const known = copies.get(value)
+  if (known !== undefined) return known
+  const out = emptyOf(value)
+  // Known before its members are copied, so a member that holds it again (a cycle) finds it.
+  copies.set(value, out)
   if (Array.isArray(value)) {
-    const out = new Array<unknown>(value.length)
-    for (let i = 0; i < value.length; i++) out[i] = copyOf(value[i])
+    for (let i = 0; i < value.length; i++) out[i] = copyOf(value[i], copies)
     return out
   }
-  if (!isPlain(value)) return value
-  const out: Record<string, unknown> = Object.getPrototypeOf(value) === null ? Object.create(null) : {}
   // `for…in` without a key array per object; its own members only, as JSON writes.
   for (const key in value) {
     if (!Object.hasOwn(value, key)) continue
-    const copy = copyOf((value as Record<string, unknown>)[key])
-    // Parsed JSON has `__proto__` as an own key; assigned, it would become the copy's prototype.
-    if (key === '__proto__')
-      Object.defineProperty(out, key, { value: copy, writable: true, enumerable: true, configurable: true })
-    else out[key] = copy
+    put(out, key, copyOf((value as Record<string, unknown>)[key], copies))
   }
   return out
+}
+
+/** What {@link copyOf} makes, with a list of its own instead of the call stack. */
+function copyDeep(record: object): unknown {
+  const copies = new Map<object, Record<string | number, unknown>>()
+  const root = emptyOf(record)
+  copies.set(record, root)
+  // Containers whose copy is made but not yet filled: each is filled once, from here.
+  const unfilled: object[] = [record]
+  while (unfilled.length > 0) {
+    const source = unfilled.pop()!
+    const out = copies.get(source)!
+    const keys = Array.isArray(source) ? source.keys() : Object.keys(source)
+    for (const key of keys) {
+      const value: unknown = (source as Record<string | number, unknown>)[key]
+      if (!isContainer(value)) {
+        put(out, key, value)
+        continue
+      }
+      let copy = copies.get(value)
+      if (copy === undefined) {
+        copy = emptyOf(value)
+        copies.set(value, copy)
+        unfilled.push(value)
+      }
+      put(out, key, copy)
+    }
+  }
+  return root
 }
