@@ -690,6 +690,61 @@ describe('slow flushes', () => {
   )
 })
 
+describe('a late drop of an event a late emit ended', () => {
+  it.each([false, true])(
+    'is reported, not thrown into the callback (topology stopped first: %s)',
+    async (forced) => {
+      // A late emit of an event made by a late create ends it; a drop of it after that ended it
+      // again and threw ALREADY_ENDED into the callback (a timer's: nobody catches it).
+      vi.useFakeTimers()
+      const thrown: unknown[] = []
+      const made: LogEvent[] = []
+      const late: Transform = {
+        kind: 'late',
+        process(events, context) {
+          for (const event of events) context.emit(event)
+          setTimeout(() => {
+            try {
+              const event = context.create({ late: true })
+              made.push(event)
+              context.emit(event)
+              context.drop(event)
+            } catch (error) {
+              thrown.push(error)
+            }
+          }, 5000)
+        },
+      }
+      const source = testSource([records(1)], { untilStopped: true })
+      const sink = testSink()
+      const topology = through(source, late, sink)
+      const facts: LifecycleEvent[] = []
+      topology.lifecycle.subscribe((f) => facts.push(f))
+      await topology.start()
+      await vi.advanceTimersByTimeAsync(0)
+      expect(await source.statuses()).toEqual(['delivered'])
+      if (forced) {
+        const stopped = topology.stop({ drainTimeoutMs: 0 })
+        await vi.advanceTimersByTimeAsync(0)
+        await stopped
+      }
+      const metrics = topology.metrics().t
+      const before = facts.length
+      await vi.advanceTimersByTimeAsync(5000)
+      expect(thrown).toEqual([])
+      expect(made).toHaveLength(1)
+      expect(made[0]!.isEnded).toBe(true)
+      expect(facts.slice(before)).toEqual([
+        expect.objectContaining({ code: 'EMIT_AFTER_RETURN' }),
+        expect.objectContaining({ code: 'EMIT_AFTER_RETURN', events: 0 }),
+      ])
+      // The drop counts nothing: the emit settled the event (errored, counted once, unless forced).
+      expect(topology.metrics().t!.discardedEvents).toBe(metrics!.discardedEvents)
+      if (!forced) await topology.stop()
+    },
+  )
+})
+
 describe('a forced stop while a call never returns', () => {
   it("settles the call's inputs and what it made errored at the stop; what the call does later changes nothing", async () => {
     // The inputs stayed live: their batch was told errored by the stop, but the handles waited

@@ -259,6 +259,18 @@ class CallContext implements TransformContext {
     if (!this.#open) {
       // Made by a `create` after its call returned, and never passed on (a later call may have:
       // then it is a sink's): still the transform's.
+      if (event.isEnded && this.#lateMade?.delete(event) === true) {
+        // Made late and ended since (a late emit settles it): ended again it would throw into a
+        // callback nobody catches. Reported as any misused late drop.
+        runner.emit({
+          type: 'component_error',
+          component: this.id,
+          code: 'EMIT_AFTER_RETURN',
+          message: `transform '${this.id}' dropped an event after its call returned that had ended already (emitted or dropped late before)`,
+          events: 0,
+        })
+        return
+      }
       if (this.#lateMade?.delete(event) !== true || !event.isLocalTo(runner.holder)) {
         runner.emit({
           type: 'component_error',
