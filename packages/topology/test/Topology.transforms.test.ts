@@ -1021,6 +1021,53 @@ describe('a forced stop while a call never returns', () => {
     expect(topology.metrics().t).toEqual(metrics)
   })
 
+  it('ends, counting nothing, what a call given up makes late by create from a handle the stop settled, as one made of nothing', async () => {
+    // Made of its own input (settled by the stop) through the given-up call's context, a late
+    // drop was reported EMIT_AFTER_RETURN and left the event unended, and a late emit only
+    // reported it, where the same made of nothing was ended (and its drop reported nothing).
+    vi.useFakeTimers()
+    const made: { from: 'nothing' | 'input'; event: LogEvent; how: 'emit' | 'drop' }[] = []
+    let calls = 0
+    const window: Transform = {
+      kind: 'late_window',
+      process(events, context) {
+        if (++calls === 1) {
+          for (const event of events) context.emit(event)
+          return undefined
+        }
+        setTimeout(() => {
+          for (const how of ['emit', 'drop'] as const)
+            for (const from of ['nothing', 'input'] as const) {
+              const event = context.create({ from, how }, from === 'input' ? [events.events[0]!] : [])
+              made.push({ from, event, how })
+              if (how === 'emit') context.emit(event)
+              else context.drop(event)
+            }
+        }, 5000)
+        return new Promise<void>(() => {}) // hangs: given up at the stop
+      },
+    }
+    const { topology, facts, stop } = await forceStoppedAfterTwoArrays(window)
+    expect(calls).toBe(2)
+    await stop()
+    const metrics = topology.metrics().t
+    const before = facts.length
+    await vi.advanceTimersByTimeAsync(5000)
+    expect(made).toHaveLength(4)
+    expect(made.map(({ from, how, event }) => [from, how, event.isEnded])).toEqual([
+      ['nothing', 'emit', true],
+      ['input', 'emit', true],
+      ['nothing', 'drop', true],
+      ['input', 'drop', true],
+    ])
+    expect(topology.metrics().t).toEqual(metrics)
+    // One report per late emit, each settling nothing; a late drop of its own event reports nothing.
+    expect(facts.slice(before)).toEqual([
+      expect.objectContaining({ code: 'EMIT_AFTER_RETURN', events: 0 }),
+      expect.objectContaining({ code: 'EMIT_AFTER_RETURN', events: 0 }),
+    ])
+  })
+
   it('settles what a flush that never returns made, at the stop', async () => {
     vi.useFakeTimers()
     const gate = new Gate()

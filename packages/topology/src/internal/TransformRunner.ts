@@ -110,8 +110,9 @@ class CallContext implements TransformContext {
   /** Events `create` made after the call returned: no check sees them, a late `drop` may end them. */
   #lateMade: Set<LogEvent> | undefined = undefined
   /**
-   * The handles a forced stop settled for the call it gave up (`abandon`), and what `create` made
-   * of them since: live, with no finalizers, so the call may still read them; passed nowhere.
+   * The handles a forced stop settled for the call it gave up (`abandon`): live, with no
+   * finalizers, so the call may still read them; passed nowhere. Not what `create` made of them
+   * since, which is the transform's own (`#lateMade`).
    */
   #given: Set<LogEvent> | undefined = undefined
 
@@ -326,14 +327,10 @@ class CallContext implements TransformContext {
     }
     const event = new LogEvent(fields, { sourceId: clones[0]?.metadata.sourceId })
     for (const clone of clones) event.merge(clone)
-    const given = this.#given
-    if (given !== undefined && inheritFrom.length > 0 && inheritFrom.every((parent) => given.has(parent))) {
-      // Made after the forced stop of what it settled: it carries no batch either.
-      given.add(event)
-      return event
-    }
     if (!this.#open) {
-      // After the call returned no check sees it: it may still be dropped (or emitted, late).
+      // After the call returned (or the forced stop gave it up) no check sees it: it may still be
+      // dropped (or emitted, late). Made after the stop of what it settled, it carries no batch
+      // and is the transform's own, as one made of nothing: a late emit or drop ends it.
       if (this.#lateMade === undefined) this.#lateMade = new Set()
       this.#lateMade.add(event)
       return event
