@@ -690,6 +690,60 @@ describe('slow flushes', () => {
   )
 })
 
+describe("a forced stop finding an ended handle in a sink's queue", () => {
+  it('settles the rest of the queue and every batch, and the stop resolves', async () => {
+    // A transform that ended a handle it had passed on (against its contract) left it in the
+    // sink's queue: the forced stop's settling of the queue threw at it (ALREADY_ENDED), and the
+    // stop was left half done: the sink's pending write and the batches never settled, stop()
+    // rejected.
+    vi.useFakeTimers()
+    const passed: LogEvent[] = []
+    const leaky: Transform = {
+      kind: 'leaky',
+      process(events, context) {
+        passed.push(...events)
+        context.emitAll(events)
+      },
+    }
+    const written: number[] = []
+    // The first write never returns: the second array waits in the sink's queue.
+    const sink = testSink({
+      write: (events) => {
+        written.push(events.length)
+        return new Promise(() => {})
+      },
+    })
+    const second = new Gate()
+    const source = testSource([records(1), records(2, 3)], {
+      untilStopped: true,
+      afterSend: (sent) => (sent === 1 ? second.wait() : undefined),
+    })
+    const topology = through(source, leaky, sink)
+    const facts: LifecycleEvent[] = []
+    topology.lifecycle.subscribe((f) => facts.push(f))
+    await topology.start()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(written).toEqual([1])
+    second.open()
+    await vi.advanceTimersByTimeAsync(0)
+    expect(passed).toHaveLength(3)
+    expect(written).toEqual([1])
+    passed[1]!.end() // queued for the sink, ended upstream
+    const stopped = topology.stop({ drainTimeoutMs: 1000 })
+    const outcome = stopped.then(
+      () => 'resolved',
+      (error: unknown) => error,
+    )
+    await vi.advanceTimersByTimeAsync(1000)
+    expect(await outcome).toBe('resolved')
+    expect(await source.statuses()).toEqual(['errored', 'errored'])
+    expect(passed[2]!.isEnded).toBe(true)
+    // The write given up, and the one live handle of the queue: not the handle ended upstream.
+    expect(topology.metrics().out).toMatchObject({ erroredEvents: 2, failures: { STOPPED: 2 } })
+    expect(facts.some((f) => f.type === 'topology_stopped')).toBe(true)
+  })
+})
+
 describe('a late drop of an event a late emit ended', () => {
   it.each([false, true])(
     'is reported, not thrown into the callback (topology stopped first: %s)',
