@@ -315,6 +315,35 @@ describe('RecordRetry.send', () => {
     expect((bottom.shared as { when: unknown }).when).toBe(when)
   })
 
+  it('copies a record deeper than the stack holding an array with a key of its own named keys, as a shallow one', async () => {
+    vi.useFakeTimers()
+    // Code may set any key on an array (or a subclass may define `keys()`): the copy reads an
+    // array by its indices at any depth. Asked for its `keys()`, the deep copy threw at it and the
+    // retries were sent the record itself, as the first attempt's transforms left it.
+    const make = (): Record<string, unknown> => {
+      const list: unknown[] = [1, { n: 2 }]
+      Object.assign(list, { keys: 'not a method' })
+      return { list }
+    }
+    const inner = make()
+    let deep: Record<string, unknown> = inner
+    for (let i = 0; i < 100_000; i++) deep = { next: deep }
+    const records = [make(), deep] as unknown as JsonObject[]
+    const { context, sent } = scripted([byN(() => 'errored'), byN(() => 'delivered')])
+    await Promise.all([RecordRetry.send(context, records, { jitter: 0 }), vi.runAllTimersAsync()])
+    const shallow = sent[1]![0]! as { list: unknown[] }
+    expect(shallow.list).toEqual([1, { n: 2 }])
+    let bottom = sent[1]![1]! as Record<string, unknown>
+    // Compared as booleans: a failing matcher would print 100 000 levels.
+    expect(bottom === deep).toBe(false)
+    for (let i = 0; i < 100_000; i++) bottom = bottom.next as Record<string, unknown>
+    const list = (bottom as { list: unknown[] }).list
+    expect(list).not.toBe(inner.list)
+    expect(list[1]).not.toBe((inner.list as unknown[])[1])
+    expect(list).toEqual(shallow.list)
+    expect(Object.hasOwn(list, 'keys')).toBe(Object.hasOwn(shallow.list, 'keys'))
+  })
+
   it('with remake, sends on a retry and hands the callbacks what it makes, and makes nothing else', async () => {
     vi.useFakeTimers()
     const { context, sent } = scripted([

@@ -87,24 +87,24 @@ function copyDeep(record: object): unknown {
   copies.set(record, root)
   // Containers whose copy is made but not yet filled: each is filled once, from here.
   const unfilled: object[] = [record]
+  /** What a member `value` is in its container's copy: a container's copy is made here, filled later. */
+  const memberOf = (value: unknown): unknown => {
+    if (!isContainer(value)) return value
+    let copy = copies.get(value)
+    if (copy === undefined) {
+      copy = emptyOf(value)
+      copies.set(value, copy)
+      unfilled.push(value)
+    }
+    return copy
+  }
   while (unfilled.length > 0) {
     const source = unfilled.pop()!
     const out = copies.get(source)!
-    const keys = Array.isArray(source) ? source.keys() : Object.keys(source)
-    for (const key of keys) {
-      const value: unknown = (source as Record<string | number, unknown>)[key]
-      if (!isContainer(value)) {
-        put(out, key, value)
-        continue
-      }
-      let copy = copies.get(value)
-      if (copy === undefined) {
-        copy = emptyOf(value)
-        copies.set(value, copy)
-        unfilled.push(value)
-      }
-      put(out, key, copy)
-    }
+    // An array by its indices, as `copyOf` reads it: its `keys()` may be an own key or a subclass's.
+    if (Array.isArray(source)) for (let i = 0; i < source.length; i++) out[i] = memberOf(source[i])
+    else
+      for (const key of Object.keys(source)) put(out, key, memberOf((source as Record<string, unknown>)[key]))
   }
   return root
 }
