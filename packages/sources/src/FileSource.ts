@@ -19,7 +19,7 @@
  * @module
  */
 import { constants } from 'node:buffer'
-import { type FileHandle, open, stat, unlink } from 'node:fs/promises'
+import { type FileHandle, mkdir, open, realpath, stat, unlink } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import type { JsonObject, RecordOutcome } from '@ackline/core'
 import {
@@ -58,7 +58,7 @@ export interface FileSourceOptions {
    * `dead-letter.ndjson` in a tailed directory): known by the device and inode of the file now at
    * that name, it is skipped, and said once to `onNotice`. A link to a rotation of one (to
    * `dead-letter.ndjson.1`) is not recognised: that inode may be a user's file by now.
-   * Runs of one directory (by its resolved path) in one process never overlap: a restart while
+   * Runs of one directory (by its real path: a symbolic link to it is the same directory) in one process never overlap: a restart while
    * the run before it still ends (a forced stop does not wait for the source) waits for it to
    * write its last checkpoint, saying so to `onNotice`, for at most 30 s; a source given the
    * directory of one still running (not stopped), or whose stopped run did not end in that time,
@@ -414,6 +414,23 @@ const runsOf = new Map<
 >()
 
 /**
+ * The checkpoint directory's real path (made first when missing): the key of `runsOf`. Two
+ * spellings of one directory (a symbolic link to it, `link/..` through a link, a trailing slash)
+ * resolve to one path, where `path.resolve` alone told them apart and two live sources wrote over
+ * each other's checkpoints. The resolved spelling when it cannot be made or resolved: loading the
+ * checkpoints then reports why.
+ */
+async function realDirectory(checkpoints: string): Promise<string> {
+  const directory = resolve(checkpoints)
+  try {
+    await mkdir(directory, { recursive: true })
+    return await realpath(directory)
+  } catch {
+    return directory
+  }
+}
+
+/**
  * How long a run waits for a stopping run of its checkpoint directory to end (to write its last
  * checkpoint), in ms: long enough for a checkpoint write on a slow disk, short enough that a
  * run that never ends (a write hung on a dead network file system) is reported, not waited for.
@@ -524,7 +541,7 @@ class FileRun {
    * not end within `STOPPING_RUN_WAIT_MS`.
    */
   async run(): Promise<void> {
-    const directory = resolve(this.o.checkpoints)
+    const directory = await realDirectory(this.o.checkpoints)
     const before = runsOf.get(directory)
     // Checked before this run takes the directory: a live one there keeps it.
     if (before?.live() === true) {

@@ -2291,6 +2291,41 @@ describe('file source', () => {
     await third
   })
 
+  it('fails a second live source given the checkpoint directory of a running one by another spelling (a symbolic link, a/../b), naming the first', async () => {
+    const log = join(dir, 'app.log')
+    const cp = join(dir, 'cp')
+    mkdirSync(cp)
+    symlinkSync(cp, join(dir, 'link'))
+    mkdirSync(join(dir, 'elsewhere'))
+    symlinkSync(join(dir, 'elsewhere'), join(dir, 'hop'))
+    writeFileSync(log, lines('a'))
+    const firstContext = new FakeSourceContext({ id: 'first' })
+    firstContext.onBatch = (batch) => batch.end('delivered')
+    const options = { include: [log], pollIntervalMs: 10, checkpointIntervalMs: 20, onNotice: () => {} }
+    const first = file({ ...options, checkpoints: cp }).run(firstContext)
+    await vi.waitUntil(() => checkpoint(log) === 2)
+    // `link` names cp itself; `hop/../cp` is cp by the lexical path, `dir/cp`, but the system
+    // resolves `hop` first: `elsewhere/../cp` is cp too.
+    for (const spelling of [join(dir, 'link'), `${join(dir, 'link')}/`, `${join(dir, 'hop')}/../cp`]) {
+      const secondContext = new FakeSourceContext({ id: 'second' })
+      secondContext.onBatch = (batch) => batch.end('delivered')
+      const error = await file({ ...options, checkpoints: spelling })
+        .run(secondContext)
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        )
+      expect(error, spelling).toBeInstanceOf(FileSourceError)
+      expect(error).toMatchObject({ code: 'CHECKPOINTS_IN_USE', component: 'second', field: 'checkpoints' })
+      expect((error as Error).message).toMatch(/'first'/)
+    }
+    // The first reads on, its checkpoints its own.
+    appendFileSync(log, lines('b'))
+    await vi.waitUntil(() => checkpoint(log) === 4)
+    firstContext.stop()
+    await first
+  })
+
   it('fails a restart whose stopped run before it does not end in time (its last checkpoint write hangs), naming both', async () => {
     const log = join(dir, 'app.log')
     const cp = join(dir, 'cp')
