@@ -32,6 +32,7 @@ import {
   warningsTo,
 } from '@ackline/topology'
 import { FileSourceError } from './FileSourceError.js'
+import { CheckpointLock } from './internal/CheckpointLock.js'
 import { type Checkpoint, Checkpoints, checkpointKey } from './internal/Checkpoints.js'
 import { DeadLetterFile } from './internal/DeadLetterFile.js'
 import { FINGERPRINT_BYTES, FileTail, fingerprintOf } from './internal/FileTail.js'
@@ -63,6 +64,15 @@ export interface FileSourceOptions {
    * write its last checkpoint, saying so to `onNotice`, for at most 30 s; a source given the
    * directory of one still running (not stopped), or whose stopped run did not end in that time,
    * fails with `FileSourceError` `CHECKPOINTS_IN_USE`, naming both sources.
+   * Across processes, a run holds the lock file `checkpoints.json.lock` there (its pid, host and a
+   * random token) from before it loads its checkpoints until its last checkpoint is written: a run
+   * of another process that finds it held by a live pid fails with `CHECKPOINTS_IN_USE`, naming
+   * the directory and that pid. One left by a crash (its pid not running, or this process's pid
+   * without a run of it holding the lock, as pid 1 of a restarted container) is taken over, and
+   * `onNotice` told. Whether a pid runs is known on this host and in this pid namespace only: a run
+   * elsewhere takes over a live run's lock, and that run then fails `CHECKPOINTS_IN_USE` before its
+   * next checkpoint write (the lock is checked before each); a stale lock whose pid a live process
+   * has by now is taken for held (the message says to remove it then).
    */
   readonly checkpoints: string
   /**
@@ -531,6 +541,9 @@ class FileRun {
     this.#startPattern = start === undefined ? undefined : new RegExp(start)
   }
 
+  /** The checkpoint directory's lock, once taken (see `CheckpointLock`). */
+  #lock: CheckpointLock | undefined = undefined
+
   /** Whether `birthtimeMs` is a birth time here (see birthTimesKept); read at the start of run. */
   #birthTimes = false
 
@@ -564,7 +577,12 @@ class FileRun {
     runsOf.set(directory, entry)
     try {
       if (before !== undefined && !(await this.#waitFor(before, directory))) return
-      await this.#run()
+      try {
+        await this.#run(directory)
+      } finally {
+        // After the last checkpoint write: the next run (of this process or another) may begin.
+        await this.#lock?.release()
+      }
     } finally {
       running = false
       // Ended only once the run before it has too: one stopped while it waited (or that gave up
@@ -621,7 +639,13 @@ class FileRun {
     )
   }
 
-  async #run(): Promise<void> {
+  async #run(directory: string): Promise<void> {
+    // First for its errors (a directory it cannot make, or read); again once the lock is held: the
+    // process that held it before may have written its last checkpoint meanwhile.
+    await this.#checkpoints.load()
+    this.#lock = await CheckpointLock.take(directory, this.context.id, (message) =>
+      this.#notice(`file source '${this.context.id}': ${message}`),
+    )
     this.#stored = await this.#checkpoints.load()
     const deadLetterPath = join(this.o.checkpoints, DEAD_LETTER_FILE)
     this.#deadLetter = await DeadLetterFile.open(deadLetterPath).catch((error: unknown) => {
@@ -1322,6 +1346,8 @@ class FileRun {
     const begun = [...this.#tails.values()].filter((t) => !t.recorded).map((t) => [t, t.tracker] as const)
     // The dead letters of the lines a checkpoint moves past must be on disk first.
     await this.#syncDeadLetters()
+    // Not written over the checkpoints of a run that took the directory over (see CheckpointLock).
+    await this.#lock?.verify()
     await this.#checkpoints.save(all.values())
     for (const [tail, tracker] of begun) if (tail.tracker === tracker) tail.recorded = true
   }

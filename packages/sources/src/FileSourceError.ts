@@ -14,7 +14,8 @@
  * or whose fsync failed (`DEAD_LETTER_SYNC_FAILED`: what was written to it since its last sync may
  * be lost, so the run ends without a checkpoint past those lines, which a restart reads again);
  * a checkpoint directory in use by another file source of this process (`CHECKPOINTS_IN_USE`: one
- * that is running, or one stopped that did not end within 30 s), its field `checkpoints`.
+ * that is running, or one stopped that did not end within 30 s) or of another process (its lock
+ * file held by a live pid, or taken over since by a run elsewhere), its field `checkpoints`.
  */
 export type FileSourceErrorCode =
   | 'CORRUPT_CHECKPOINT'

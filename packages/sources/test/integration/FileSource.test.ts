@@ -1,7 +1,7 @@
 // The file source on real temp files, through real topologies: tailing, restarts from the
 // checkpoint, rotation, truncation, inode reuse, rejected and errored lines, overlong lines.
 import { constants } from 'node:buffer'
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import {
   appendFileSync,
   chmodSync,
@@ -2326,18 +2326,140 @@ describe('file source', () => {
     await first
   })
 
+  it("fails a source given the checkpoint directory of a live file source of another process, naming the directory and that process's pid; once that process is killed, the next run takes over its stale lock", async () => {
+    const log = join(dir, 'app.log')
+    const cp = join(dir, 'cp')
+    writeFileSync(log, lines('a'))
+    const child = spawn(
+      process.execPath,
+      [
+        '--conditions=source',
+        '--import',
+        'tsx',
+        fileURLToPath(new URL('./checkpointLockChild.ts', import.meta.url)),
+        log,
+        cp,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    )
+    let output = ''
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      output += text
+    })
+    const exited = new Promise<unknown>((resolve) =>
+      child.on('exit', (code, signal) => resolve({ code, signal })),
+    )
+    const options = { include: [log], checkpoints: cp, pollIntervalMs: 10, checkpointIntervalMs: 20 }
+    const context = new FakeSourceContext({ id: 'here' })
+    context.onBatch = (batch) => batch.end('delivered')
+    try {
+      // The child reads, so it holds the directory.
+      await vi.waitUntil(() => child.exitCode !== null || output.includes('delivered a\n'), {
+        timeout: 20_000,
+      })
+      expect(output).toContain('delivered a\n')
+      let settled: { error: unknown } | undefined
+      void file({ ...options, onNotice: () => {} })
+        .run(context)
+        .then(
+          () => (settled = { error: undefined }),
+          (error: unknown) => (settled = { error }),
+        )
+      // It used to read on beside the child, the two writing over each other's checkpoints.
+      await vi.waitUntil(() => settled !== undefined, { timeout: 10_000 })
+      const error = settled!.error
+      expect(error).toBeInstanceOf(FileSourceError)
+      expect(error).toMatchObject({ code: 'CHECKPOINTS_IN_USE', component: 'here', field: 'checkpoints' })
+      expect((error as Error).message).toContain(cp)
+      expect((error as Error).message).toContain(`process ${child.pid}`)
+      expect(context.records()).toEqual([])
+    } finally {
+      context.stop()
+      child.kill('SIGKILL')
+      await exited
+    }
+    // Killed: its lock stays, stale, and the next run takes it over and reads on from its checkpoint.
+    expect(existsSync(join(cp, 'checkpoints.json.lock'))).toBe(true)
+    appendFileSync(log, lines('b'))
+    const notices: string[] = []
+    const next = new FakeSourceContext({ id: 'next' })
+    next.onBatch = (batch) => batch.end('delivered')
+    const run = file({ ...options, onNotice: (m) => notices.push(m) }).run(next)
+    await vi.waitUntil(() => checkpoint(log) === 4, { timeout: 10_000 })
+    expect(
+      next
+        .records()
+        .flat()
+        .map((r) => r.message),
+    ).toContain('b')
+    expect(notices.some((n) => n.includes('took over the lock') && n.includes(`process ${child.pid}`))).toBe(
+      true,
+    )
+    next.stop()
+    await run
+    // Released at the stop.
+    expect(existsSync(join(cp, 'checkpoints.json.lock'))).toBe(false)
+  })
+
+  it('takes over a stale lock of the checkpoint directory (of a process gone, of this pid from before, not a lock at all), and stops writing checkpoints once another run took the lock over', async () => {
+    const log = join(dir, 'app.log')
+    const cp = join(dir, 'cp')
+    const lock = join(cp, 'checkpoints.json.lock')
+    mkdirSync(cp)
+    writeFileSync(log, lines('a'))
+    const gone = spawnSync(process.execPath, ['-e', '']).pid!
+    const stale = [
+      JSON.stringify({ pid: gone, host: 'h', token: 't1' }),
+      // A container's pid 1 after a restart: this pid, but no run of this process holds it.
+      JSON.stringify({ pid: process.pid, host: 'h', token: 't2' }),
+      'not a lock',
+    ]
+    for (const [i, text] of stale.entries()) {
+      writeFileSync(lock, text)
+      const notices: string[] = []
+      const context = new FakeSourceContext({ id: `run${i}` })
+      context.onBatch = (batch) => batch.end('delivered')
+      const options = { include: [log], checkpoints: cp, pollIntervalMs: 10, checkpointIntervalMs: 20 }
+      const run = file({ ...options, onNotice: (m) => notices.push(m) }).run(context)
+      appendFileSync(log, lines(`l${i}`))
+      // Each run reads on from the one before: 'a' and a line of 3 bytes per run.
+      await vi.waitUntil(() => checkpoint(log) === 2 + 3 * (i + 1))
+      expect(notices.filter((n) => n.includes('took over the lock'))).toHaveLength(1)
+      if (i < stale.length - 1) {
+        context.stop()
+        await run
+        expect(existsSync(lock)).toBe(false)
+        continue
+      }
+      // Taken over by a run that could not tell this one was alive (another host): this run stops.
+      writeFileSync(lock, JSON.stringify({ pid: 4_000_000, host: 'other-host', token: 'theirs' }))
+      const error = await run.then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(error).toMatchObject({ code: 'CHECKPOINTS_IN_USE', component: `run${i}`, field: 'checkpoints' })
+      expect((error as Error).message).toMatch(/taken over by process 4000000 on host other-host/)
+      // The lock is the other run's still.
+      expect(readFileSync(lock, 'utf8')).toContain('theirs')
+    }
+  })
+
   it('fails a restart whose stopped run before it does not end in time (its last checkpoint write hangs), naming both', async () => {
     const log = join(dir, 'app.log')
     const cp = join(dir, 'cp')
     writeFileSync(log, lines('a'))
     let stopping = false
+    let holding = false
     let releaseLast = () => {}
     const save = Checkpoints.prototype.save
     const saves = vi.spyOn(Checkpoints.prototype, 'save').mockImplementation(async function (
       this: Checkpoints,
       checkpoints,
     ) {
-      if (stopping) await new Promise<void>((resolve) => (releaseLast = resolve))
+      if (stopping) {
+        holding = true
+        await new Promise<void>((resolve) => (releaseLast = resolve))
+      }
       return save.call(this, checkpoints)
     })
     const options = { include: [log], checkpoints: cp, pollIntervalMs: 10, checkpointIntervalMs: 20 }
@@ -2369,6 +2491,8 @@ describe('file source', () => {
       expect(error).toBeInstanceOf(FileSourceError)
       expect(error).toMatchObject({ code: 'CHECKPOINTS_IN_USE', component: 'second', field: 'checkpoints' })
       expect((error as Error).message).toMatch(/'first'.*not ended/)
+      // Released once held: the first run's last write may come after the second's failure.
+      await vi.waitUntil(() => holding)
       releaseLast()
       await first
     } finally {

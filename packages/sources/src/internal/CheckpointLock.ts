@@ -1,0 +1,206 @@
+/**
+ * The lock file of a checkpoint directory: which process's file source writes its checkpoints.
+ *
+ * Invariant: the lock file, when there, is a whole document naming one holder (its pid, host and
+ * a random token); it is made by a hard link from a file already written (atomic: never seen half
+ * written), taken over only from a holder whose pid is not alive, and checked before each
+ * checkpoint write: a run whose token is no longer there (taken over by another host's run, or
+ * by one that found its pid dead in another pid namespace) stops writing checkpoints.
+ */
+import { randomUUID } from 'node:crypto'
+import { link, readFile, rename, unlink, writeFile } from 'node:fs/promises'
+import { hostname } from 'node:os'
+import { join } from 'node:path'
+import { FileSourceError } from '../FileSourceError.js'
+
+/** The lock file's name in the checkpoint directory (it starts with the checkpoint file's: never tailed). */
+export const LOCK_FILE = 'checkpoints.json.lock'
+
+/** Who holds a lock. */
+interface Holder {
+  readonly pid: number
+  readonly host: string
+  readonly token: string
+}
+
+/** The tokens of the locks this process holds: a lock naming this pid and none of them is stale. */
+const heldHere = new Set<string>()
+
+const code = (error: unknown) => (error as NodeJS.ErrnoException).code
+
+function parse(text: string): Holder | undefined {
+  try {
+    const h = JSON.parse(text) as Partial<Holder>
+    if (Number.isSafeInteger(h.pid) && typeof h.host === 'string' && typeof h.token === 'string')
+      return h as Holder
+  } catch {}
+  return undefined
+}
+
+/**
+ * Whether `holder` may be running: a pid of this process counts only with a token it holds (a
+ * lock a crashed process left under the pid this one has now, as pid 1 of a container, is stale);
+ * another pid while a process has it (`EPERM`: one of another user). A file that is no lock this
+ * source wrote holds nothing.
+ */
+function alive(holder: Holder | undefined): boolean {
+  if (holder === undefined) return false
+  if (holder.pid === process.pid) return heldHere.has(holder.token)
+  if (holder.pid <= 0) return false
+  try {
+    process.kill(holder.pid, 0)
+    return true
+  } catch (error) {
+    return code(error) === 'EPERM'
+  }
+}
+
+export class CheckpointLock {
+  readonly path: string
+  readonly #directory: string
+  readonly #text: string
+  readonly #token: string
+  readonly #names: { readonly component: string; readonly field: 'checkpoints' }
+  #released = false
+
+  private constructor(directory: string, component: string) {
+    this.#directory = directory
+    this.path = join(directory, LOCK_FILE)
+    this.#token = randomUUID()
+    this.#text = JSON.stringify({ pid: process.pid, host: hostname(), token: this.#token })
+    this.#names = { component, field: 'checkpoints' }
+  }
+
+  /**
+   * Takes the lock of `directory` (which exists) for the source `component`, taking over one whose
+   * holder is not alive (`onStale` told of it). Throws `CHECKPOINTS_IN_USE` when a live process
+   * holds it, naming the directory and that pid; `CHECKPOINT_WRITE_FAILED` when it cannot be written.
+   */
+  static async take(
+    directory: string,
+    component: string,
+    onStale: (message: string) => void,
+  ): Promise<CheckpointLock> {
+    const lock = new CheckpointLock(directory, component)
+    await lock.#acquire(onStale)
+    heldHere.add(lock.#token)
+    return lock
+  }
+
+  async #acquire(onStale: (message: string) => void): Promise<void> {
+    const mine = `${this.path}.${this.#token}`
+    try {
+      await writeFile(mine, this.#text, { flag: 'wx' })
+    } catch (error) {
+      throw this.#writeFailed(error)
+    }
+    try {
+      // Bounded: each turn either takes the lock, finds it held, or moved away a stale one.
+      for (let turn = 0; turn < 20; turn++) {
+        if (await this.#create(mine)) return
+        const text = await readFile(this.path, 'utf8').catch((error: unknown) => {
+          if (code(error) === 'ENOENT') return undefined
+          throw this.#writeFailed(error)
+        })
+        if (text === undefined) continue
+        const holder = parse(text)
+        if (alive(holder)) throw this.#inUse(holder!, 'is held by')
+        // Moved aside, then compared: another run may have taken it over since it was read, and
+        // that run's live lock must not be removed.
+        const aside = `${this.path}.stale.${this.#token}`
+        try {
+          await rename(this.path, aside)
+        } catch (error) {
+          if (code(error) === 'ENOENT') continue
+          throw this.#writeFailed(error)
+        }
+        const moved = await readFile(aside, 'utf8').catch(() => undefined)
+        if (moved !== text) await link(aside, this.path).catch(() => {})
+        else
+          onStale(
+            `took over the lock ${this.path} of ${holder === undefined ? 'no process (not a lock this source wrote)' : `process ${holder.pid} on ${holder.host}, which is not running`}`,
+          )
+        await unlink(aside).catch(() => {})
+      }
+      throw this.#inUse(undefined, 'is being taken by')
+    } finally {
+      await unlink(mine).catch(() => {})
+    }
+  }
+
+  /** Makes the lock file from `mine`: `false` when one is there. */
+  async #create(mine: string): Promise<boolean> {
+    try {
+      await link(mine, this.path)
+      return true
+    } catch (error) {
+      if (code(error) === 'EEXIST') return false
+      // A file system without hard links: made exclusively, written at once (a reader that finds
+      // it empty meanwhile takes it for stale, and the check before each checkpoint write tells).
+      if (!['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV'].includes(code(error) ?? ''))
+        throw this.#writeFailed(error)
+    }
+    try {
+      await writeFile(this.path, this.#text, { flag: 'wx' })
+      return true
+    } catch (error) {
+      if (code(error) === 'EEXIST') return false
+      throw this.#writeFailed(error)
+    }
+  }
+
+  /**
+   * Throws `CHECKPOINTS_IN_USE` when the lock is no longer this run's (taken over by a run that
+   * could not tell this one was alive: on another host, in another pid namespace). A lock file
+   * removed meanwhile is made again.
+   */
+  async verify(): Promise<void> {
+    const text = await readFile(this.path, 'utf8').catch((error: unknown) => {
+      if (code(error) === 'ENOENT') return undefined
+      throw this.#writeFailed(error)
+    })
+    if (text === this.#text) return
+    if (text === undefined) {
+      try {
+        await writeFile(this.path, this.#text, { flag: 'wx' })
+        return
+      } catch (error) {
+        if (code(error) !== 'EEXIST') throw this.#writeFailed(error)
+      }
+    }
+    const now = parse((await readFile(this.path, 'utf8').catch(() => '')) ?? '')
+    throw this.#inUse(now, 'was taken over by')
+  }
+
+  /** Removes the lock file, if it is still this run's. Idempotent; never throws. */
+  async release(): Promise<void> {
+    if (this.#released) return
+    this.#released = true
+    heldHere.delete(this.#token)
+    const text = await readFile(this.path, 'utf8').catch(() => undefined)
+    if (text === this.#text) await unlink(this.path).catch(() => {})
+  }
+
+  #inUse(holder: Holder | undefined, how: string): FileSourceError {
+    const directory = this.#directory
+    const who =
+      holder === undefined
+        ? 'another run'
+        : `process ${holder.pid}${holder.host === hostname() ? '' : ` on host ${holder.host}`}`
+    return new FileSourceError(
+      'CHECKPOINTS_IN_USE',
+      directory,
+      `the checkpoint directory ${directory} (option 'checkpoints') ${how} ${who} (lock file ${this.path}): two processes cannot share one checkpoint directory (they would write over each other's checkpoints); give each its own. If ${who} is no file source, remove the lock file`,
+      this.#names,
+    )
+  }
+
+  #writeFailed(error: unknown): FileSourceError {
+    return new FileSourceError(
+      'CHECKPOINT_WRITE_FAILED',
+      this.path,
+      `cannot write the lock file ${this.path}: ${(error as Error).message}`,
+      { cause: error, ...this.#names },
+    )
+  }
+}
