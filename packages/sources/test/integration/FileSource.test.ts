@@ -2456,7 +2456,9 @@ describe('file source', () => {
       this: Checkpoints,
       checkpoints,
     ) {
-      if (stopping) {
+      // Held once: the save held may be one the interval began as the stop came, and the run's
+      // last save, after it, must not be held again (nothing would release it).
+      if (stopping && !holding) {
         holding = true
         await new Promise<void>((resolve) => (releaseLast = resolve))
       }
