@@ -8,7 +8,7 @@
  * by one that found its pid dead in another pid namespace) stops writing checkpoints.
  */
 import { randomUUID } from 'node:crypto'
-import { link, readFile, rename, unlink, writeFile } from 'node:fs/promises'
+import { link, open, readFile, rename, unlink } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { FileSourceError } from '../FileSourceError.js'
@@ -27,6 +27,23 @@ interface Holder {
 const heldHere = new Set<string>()
 
 const code = (error: unknown) => (error as NodeJS.ErrnoException).code
+
+/**
+ * Makes the file `path` (exclusively: rejects with `EEXIST` when there is one) holding `text`, or
+ * none: one made but not written (a full disk: ENOSPC, EDQUOT) is removed, as an empty lock would
+ * be taken over, and a temporary one left for good.
+ */
+async function writeNew(path: string, text: string): Promise<void> {
+  const handle = await open(path, 'wx')
+  try {
+    await handle.writeFile(text)
+    await handle.close()
+  } catch (error) {
+    await handle.close().catch(() => {})
+    await unlink(path).catch(() => {})
+    throw error
+  }
+}
 
 function parse(text: string): Holder | undefined {
   try {
@@ -88,12 +105,7 @@ export class CheckpointLock {
   }
 
   async #acquire(onStale: (message: string) => void): Promise<void> {
-    const mine = `${this.path}.${this.#token}`
-    try {
-      await writeFile(mine, this.#text, { flag: 'wx' })
-    } catch (error) {
-      throw this.#writeFailed(error)
-    }
+    const mine = await this.#written()
     try {
       // Bounded: each turn either takes the lock, finds it held, or moved away a stale one.
       for (let turn = 0; turn < 20; turn++) {
@@ -128,6 +140,17 @@ export class CheckpointLock {
     }
   }
 
+  /** This run's lock, written whole to a temporary file beside the lock file: its path. */
+  async #written(): Promise<string> {
+    const mine = `${this.path}.${this.#token}`
+    try {
+      await writeNew(mine, this.#text)
+    } catch (error) {
+      throw this.#writeFailed(error)
+    }
+    return mine
+  }
+
   /** Makes the lock file from `mine`: `false` when one is there. */
   async #create(mine: string): Promise<boolean> {
     try {
@@ -141,7 +164,7 @@ export class CheckpointLock {
         throw this.#writeFailed(error)
     }
     try {
-      await writeFile(this.path, this.#text, { flag: 'wx' })
+      await writeNew(this.path, this.#text)
       return true
     } catch (error) {
       if (code(error) === 'EEXIST') return false
@@ -152,7 +175,8 @@ export class CheckpointLock {
   /**
    * Throws `CHECKPOINTS_IN_USE` when the lock is no longer this run's (taken over by a run that
    * could not tell this one was alive: on another host, in another pid namespace). A lock file
-   * removed meanwhile is made again.
+   * removed meanwhile is made again, as at the start (never seen half written); `CHECKPOINT_WRITE_FAILED`
+   * when it cannot be.
    */
   async verify(): Promise<void> {
     const text = await readFile(this.path, 'utf8').catch((error: unknown) => {
@@ -161,11 +185,11 @@ export class CheckpointLock {
     })
     if (text === this.#text) return
     if (text === undefined) {
+      const mine = await this.#written()
       try {
-        await writeFile(this.path, this.#text, { flag: 'wx' })
-        return
-      } catch (error) {
-        if (code(error) !== 'EEXIST') throw this.#writeFailed(error)
+        if (await this.#create(mine)) return
+      } finally {
+        await unlink(mine).catch(() => {})
       }
     }
     const now = parse((await readFile(this.path, 'utf8').catch(() => '')) ?? '')

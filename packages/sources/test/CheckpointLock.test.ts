@@ -1,0 +1,110 @@
+// The checkpoint directory's lock file when the disk is full: a write that fails once the file is
+// made (ENOSPC, EDQUOT) must leave no file behind. Made at `node:fs/promises` (a full disk cannot
+// be made here without mounting one): every write of a lock-related file fails with ENOSPC after
+// its file was created, as a full disk does.
+import { existsSync, mkdtempSync, readdirSync, rmSync, unlinkSync } from 'node:fs'
+import type * as fsp from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+
+/** Which files' writes fail with ENOSPC (their file made first), and whether link is refused. */
+const faults: { full: (path: string) => boolean; noLinks: boolean } = { full: () => false, noLinks: false }
+
+const enospc = () => Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })
+const anyLockFile = (path: string) => path.includes('checkpoints.json.lock')
+
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const real = await importOriginal<typeof fsp>()
+  const writeFile = async (...args: Parameters<typeof real.writeFile>) => {
+    if (!faults.full(String(args[0]))) return real.writeFile(...args)
+    const flag = (args[2] as { flag?: string } | undefined)?.flag ?? 'w'
+    await (await real.open(args[0] as string, flag)).close()
+    throw enospc()
+  }
+  const open = async (...args: Parameters<typeof real.open>) => {
+    const handle = await real.open(...args)
+    if (faults.full(String(args[0]))) {
+      handle.writeFile = async () => {
+        throw enospc()
+      }
+      handle.write = (async () => {
+        throw enospc()
+      }) as typeof handle.write
+    }
+    return handle
+  }
+  const link = async (...args: Parameters<typeof real.link>) => {
+    if (faults.noLinks)
+      throw Object.assign(new Error('EPERM: operation not permitted, link'), { code: 'EPERM' })
+    return real.link(...args)
+  }
+  const fns = { writeFile, open, link }
+  return { ...real, ...fns, default: { ...real, ...fns } }
+})
+
+const { CheckpointLock, LOCK_FILE } = await import('../src/internal/CheckpointLock.js')
+
+const dirs: string[] = []
+const tempDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), 'ackline-checkpoint-lock-'))
+  dirs.push(dir)
+  return dir
+}
+afterEach(() => {
+  faults.full = () => false
+  faults.noLinks = false
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+const failure = (promise: Promise<unknown>) =>
+  promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  )
+
+describe('CheckpointLock on a full disk', () => {
+  it('leaves no file of its own when it cannot write the lock at start, and names the source and the field', async () => {
+    const dir = tempDir()
+    faults.full = anyLockFile
+    const error = await failure(CheckpointLock.take(dir, 'src', () => {}))
+    expect(error).toMatchObject({ code: 'CHECKPOINT_WRITE_FAILED', component: 'src', field: 'checkpoints' })
+    expect((error as Error).message).toContain(join(dir, LOCK_FILE))
+    expect((error as Error).message).toContain('ENOSPC')
+    // It used to leave `checkpoints.json.lock.<uuid>`, one more at each start a supervisor retried.
+    expect(readdirSync(dir)).toEqual([])
+  })
+
+  it('leaves no file of its own where hard links are refused (made in place), and names the source and the field', async () => {
+    const dir = tempDir()
+    faults.noLinks = true
+    const taken = await CheckpointLock.take(dir, 'src', () => {})
+    await taken.release()
+    expect(readdirSync(dir)).toEqual([])
+    // Full once its own file is written: the lock made in place cannot be. It used to stay, empty.
+    faults.full = (path) => path === join(dir, LOCK_FILE)
+    const error = await failure(CheckpointLock.take(dir, 'src', () => {}))
+    expect(error).toMatchObject({ code: 'CHECKPOINT_WRITE_FAILED', component: 'src', field: 'checkpoints' })
+    expect(readdirSync(dir)).toEqual([])
+  })
+
+  it('fails a check before a checkpoint write on a full disk with the write error, leaving no empty lock, once its lock file was removed', async () => {
+    const dir = tempDir()
+    const lock = await CheckpointLock.take(dir, 'src', () => {})
+    // An operator removed it; the check makes it again, but the disk is full.
+    unlinkSync(join(dir, LOCK_FILE))
+    faults.full = anyLockFile
+    const error = await failure(lock.verify())
+    // It used to leave an empty lock file, and the next check (the stop's) said the lock was taken over.
+    expect(error).toMatchObject({ code: 'CHECKPOINT_WRITE_FAILED', component: 'src', field: 'checkpoints' })
+    expect(readdirSync(dir)).toEqual([])
+    const again = await failure(lock.verify())
+    expect(again).toMatchObject({ code: 'CHECKPOINT_WRITE_FAILED' })
+    // Room again: the check makes it again, whole.
+    faults.full = () => false
+    await lock.verify()
+    expect(existsSync(join(dir, LOCK_FILE))).toBe(true)
+    await lock.release()
+    expect(readdirSync(dir)).toEqual([])
+  })
+})
