@@ -1411,6 +1411,37 @@ describe('file source', () => {
     expect(sink.received).toEqual(['one', 'two'])
   })
 
+  it('never tails the lock file of its checkpoint directory, nor the temporary and moved-aside lock files a crash left, when that directory is among the included', async () => {
+    const log = join(dir, 'app.log')
+    writeFileSync(log, lines('one'))
+    // A crash left a stale lock, its own lock's temporary file, and a lock it moved aside to take over.
+    const gone = spawnSync(process.execPath, ['-e', '']).pid!
+    writeFileSync(
+      join(dir, 'checkpoints.json.lock'),
+      `${JSON.stringify({ pid: gone, host: 'h', token: 't' })}\n`,
+    )
+    writeFileSync(join(dir, 'checkpoints.json.lock.0b4e9d6a-2c1f-4f7e-9a51-3d2a6c8e7f10'), lines('temporary'))
+    writeFileSync(
+      join(dir, 'checkpoints.json.lock.stale.5e7c1b2d-8f3a-4c6e-b0d9-1a2b3c4d5e6f'),
+      lines('aside'),
+    )
+    const sink = collect()
+    const { topology, notices } = await start({ include: [join(dir, '*')], checkpoints: dir }, sink)
+    await vi.waitUntil(() => sink.received.includes('one'))
+    // Scans and checkpoint writes since: tailed, the files above were sent, and the live lock got a checkpoint.
+    await twoCheckpointWrites(dir)
+    appendFileSync(log, lines('two'))
+    await vi.waitUntil(() => sink.received.includes('two'))
+    await twoCheckpointWrites(dir)
+    const files = (
+      JSON.parse(readFileSync(join(dir, 'checkpoints.json'), 'utf8')) as { files: { path: string }[] }
+    ).files
+    await topology.stop()
+    expect(sink.received).toEqual(['one', 'two'])
+    expect(files.map((f) => f.path)).toEqual([log])
+    expect(notices.filter((n) => n.includes('took over the lock'))).toHaveLength(1)
+  })
+
   it('says once that a path the include patterns match is a directory, not a file, and tails the files beside it', async () => {
     const logs = join(dir, 'logs')
     mkdirSync(logs)
