@@ -1,15 +1,19 @@
-// The checkpoint directory's lock file when the disk is full: a write that fails once the file is
-// made (ENOSPC, EDQUOT) must leave no file behind. Made at `node:fs/promises` (a full disk cannot
-// be made here without mounting one): every write of a lock-related file fails with ENOSPC after
-// its file was created, as a full disk does.
+// The checkpoint directory's lock file when the disk is full, and when two runs of this process
+// take it at once. Made at `node:fs/promises` (a full disk cannot be made here without mounting
+// one, nor an order of two runs' file operations chosen): a write of a lock-related file fails with
+// ENOSPC after its file was created, as a full disk does; an unlink can be held.
 import { existsSync, mkdtempSync, readdirSync, rmSync, unlinkSync } from 'node:fs'
 import type * as fsp from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 
-/** Which files' writes fail with ENOSPC (their file made first), and whether link is refused. */
-const faults: { full: (path: string) => boolean; noLinks: boolean } = { full: () => false, noLinks: false }
+/** Which files' writes fail with ENOSPC (their file made first), whether link is refused, and what an unlink waits for. */
+const faults: {
+  full: (path: string) => boolean
+  noLinks: boolean
+  beforeUnlink: (path: string) => Promise<void>
+} = { full: () => false, noLinks: false, beforeUnlink: async () => {} }
 
 const enospc = () => Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })
 const anyLockFile = (path: string) => path.includes('checkpoints.json.lock')
@@ -39,7 +43,11 @@ vi.mock('node:fs/promises', async (importOriginal) => {
       throw Object.assign(new Error('EPERM: operation not permitted, link'), { code: 'EPERM' })
     return real.link(...args)
   }
-  const fns = { writeFile, open, link }
+  const unlink = async (...args: Parameters<typeof real.unlink>) => {
+    await faults.beforeUnlink(String(args[0]))
+    return real.unlink(...args)
+  }
+  const fns = { writeFile, open, link, unlink }
   return { ...real, ...fns, default: { ...real, ...fns } }
 })
 
@@ -54,6 +62,7 @@ const tempDir = (): string => {
 afterEach(() => {
   faults.full = () => false
   faults.noLinks = false
+  faults.beforeUnlink = async () => {}
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
 })
 
@@ -105,6 +114,30 @@ describe('CheckpointLock on a full disk', () => {
     await lock.verify()
     expect(existsSync(join(dir, LOCK_FILE))).toBe(true)
     await lock.release()
+    expect(readdirSync(dir)).toEqual([])
+  })
+})
+
+describe('CheckpointLock taken by two runs of this process at once', () => {
+  it('fails the second while the first still removes its temporary file, instead of taking over a lock it took for stale', async () => {
+    const dir = tempDir()
+    // The first run's lock is made; its temporary file's unlink is held until the second settles.
+    let second: Promise<unknown> | undefined
+    const notices: string[] = []
+    faults.beforeUnlink = async (path) => {
+      if (second === undefined && path.startsWith(join(dir, `${LOCK_FILE}.`))) {
+        faults.beforeUnlink = async () => {}
+        second = failure(CheckpointLock.take(dir, 'second', (m) => notices.push(m)))
+        await second
+      }
+    }
+    const first = await CheckpointLock.take(dir, 'first', () => {})
+    // It used to take the first's lock for one a crash left under this pid (its token not yet
+    // known held), and take it over: both held it, until the first's next check.
+    expect(await second).toMatchObject({ code: 'CHECKPOINTS_IN_USE', component: 'second' })
+    expect(notices).toEqual([])
+    await first.verify()
+    await first.release()
     expect(readdirSync(dir)).toEqual([])
   })
 })

@@ -99,8 +99,15 @@ export class CheckpointLock {
     onStale: (message: string) => void,
   ): Promise<CheckpointLock> {
     const lock = new CheckpointLock(directory, component)
-    await lock.#acquire(onStale)
+    // Known held before the lock file can be seen: another run of this process that read it
+    // meanwhile (the first still removing its temporary file) took it for one a crash left.
     heldHere.add(lock.#token)
+    try {
+      await lock.#acquire(onStale)
+    } catch (error) {
+      heldHere.delete(lock.#token)
+      throw error
+    }
     return lock
   }
 
