@@ -2615,6 +2615,9 @@ describe('file source', () => {
     const run = file({ include: [log], checkpoints: cp, pollIntervalMs: 10, onNotice: () => {} }).run(context)
     await expect(run).rejects.toThrow(FileSourceError)
     await expect(run).rejects.toThrow(/cannot write the checkpoint file .*checkpoints\.json/)
+    // Its lock is removed too (nor a temporary one left): the run writes nothing more, and a next
+    // run (of another process too) reads on from the last checkpoint written.
+    expect(readdirSync(cp).filter((name) => name.startsWith('checkpoints.json.lock'))).toEqual([])
     const open = readdirSync('/proc/self/fd').flatMap((fd) => {
       try {
         return [readlinkSync(join('/proc/self/fd', fd))]
