@@ -1,10 +1,12 @@
-// The checkpoint directory's lock file when the disk is full, and when two runs of this process
-// take it at once. Made at `node:fs/promises` (a full disk cannot be made here without mounting
+// The checkpoint directory's lock file when the disk is full, when two runs of this process take
+// it at once, and what is said of a stale one taken over. Made at `node:fs/promises` (a full disk cannot be made here without mounting
 // one, nor an order of two runs' file operations chosen): a write of a lock-related file fails with
 // ENOSPC after its file was created, as a full disk does; an unlink can be held.
-import { existsSync, mkdtempSync, readdirSync, rmSync, unlinkSync } from 'node:fs'
+
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import type * as fsp from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 
@@ -139,5 +141,31 @@ describe('CheckpointLock taken by two runs of this process at once', () => {
     await first.verify()
     await first.release()
     expect(readdirSync(dir)).toEqual([])
+  })
+})
+
+describe('CheckpointLock taking over a stale lock', () => {
+  it('says a process of this host is not running, but not that one of another host is not (it cannot be seen from here)', async () => {
+    const dir = tempDir()
+    const gone = spawnSync(process.execPath, ['-e', '']).pid!
+    const said = async (host: string, pid = gone) => {
+      writeFileSync(join(dir, LOCK_FILE), JSON.stringify({ pid, host, token: 't' }))
+      const notices: string[] = []
+      const lock = await CheckpointLock.take(dir, 'src', (m) => notices.push(m))
+      await lock.release()
+      return notices
+    }
+    expect(await said(hostname())).toEqual([
+      `took over the lock ${join(dir, LOCK_FILE)} of process ${gone}, which is not running`,
+    ])
+    // A restarted container's pid 1: this pid, of an earlier process (it used to say this pid was not running).
+    expect(await said(hostname(), process.pid)).toEqual([
+      `took over the lock ${join(dir, LOCK_FILE)} of process ${process.pid}, an earlier process that had this process's pid`,
+    ])
+    // It used to say `which is not running` of a process this host cannot see (two hosts given one
+    // directory on a network file system, two containers): that one may still run, and fail.
+    expect(await said('elsewhere')).toEqual([
+      `took over the lock ${join(dir, LOCK_FILE)} of process ${gone} on host elsewhere, which this host cannot see: if it still runs, it fails CHECKPOINTS_IN_USE at its next checkpoint write`,
+    ])
   })
 })

@@ -72,6 +72,20 @@ function alive(holder: Holder | undefined): boolean {
   }
 }
 
+/**
+ * Who held a lock taken for stale, for the notice: what is known of it. A pid is looked up on this
+ * host only; of another host's, nothing is known (two hosts given one directory on a network file
+ * system, two containers that each run as pid 1).
+ */
+function staleHolder(holder: Holder | undefined): string {
+  if (holder === undefined) return 'no process (not a lock this source wrote)'
+  if (holder.host !== hostname())
+    return `process ${holder.pid} on host ${holder.host}, which this host cannot see: if it still runs, it fails CHECKPOINTS_IN_USE at its next checkpoint write`
+  if (holder.pid === process.pid)
+    return `process ${holder.pid}, an earlier process that had this process's pid`
+  return `process ${holder.pid}, which is not running`
+}
+
 export class CheckpointLock {
   readonly path: string
   readonly #directory: string
@@ -135,10 +149,7 @@ export class CheckpointLock {
         }
         const moved = await readFile(aside, 'utf8').catch(() => undefined)
         if (moved !== text) await link(aside, this.path).catch(() => {})
-        else
-          onStale(
-            `took over the lock ${this.path} of ${holder === undefined ? 'no process (not a lock this source wrote)' : `process ${holder.pid} on ${holder.host}, which is not running`}`,
-          )
+        else onStale(`took over the lock ${this.path} of ${staleHolder(holder)}`)
         await unlink(aside).catch(() => {})
       }
       throw this.#inUse(undefined, 'is being taken by')
