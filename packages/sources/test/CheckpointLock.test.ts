@@ -169,3 +169,29 @@ describe('CheckpointLock taking over a stale lock', () => {
     ])
   })
 })
+
+describe('CheckpointLock taken over by two runs at once', () => {
+  it('says it took a stale lock over only once the lock is its own: the run another took it from under fails, and says nothing of it', async () => {
+    const dir = tempDir()
+    const gone = spawnSync(process.execPath, ['-e', '']).pid!
+    writeFileSync(join(dir, LOCK_FILE), JSON.stringify({ pid: gone, host: hostname(), token: 't' }))
+    // The first moves the stale lock aside; while it removes it, the second finds none and takes it.
+    let second: Promise<unknown> | undefined
+    const secondNotices: string[] = []
+    faults.beforeUnlink = async (path) => {
+      if (second === undefined && path.startsWith(join(dir, `${LOCK_FILE}.stale.`))) {
+        faults.beforeUnlink = async () => {}
+        second = CheckpointLock.take(dir, 'second', (m) => secondNotices.push(m))
+        await second
+      }
+    }
+    const firstNotices: string[] = []
+    const first = await failure(CheckpointLock.take(dir, 'first', (m) => firstNotices.push(m)))
+    expect(first).toMatchObject({ code: 'CHECKPOINTS_IN_USE', component: 'first' })
+    // It used to say it took the lock over, then fail: the log told of two runs holding it.
+    expect(firstNotices).toEqual([])
+    expect(secondNotices).toEqual([])
+    await ((await second) as { release(): Promise<void> }).release()
+    expect(readdirSync(dir)).toEqual([])
+  })
+})

@@ -127,10 +127,15 @@ export class CheckpointLock {
 
   async #acquire(onStale: (message: string) => void): Promise<void> {
     const mine = await this.#written()
+    // Said once the lock is this run's: another run may take it first, and this one then fails.
+    let removed: string | undefined
     try {
       // Bounded: each turn either takes the lock, finds it held, or moved away a stale one.
       for (let turn = 0; turn < 20; turn++) {
-        if (await this.#create(mine)) return
+        if (await this.#create(mine)) {
+          if (removed !== undefined) onStale(`took over the lock ${this.path} of ${removed}`)
+          return
+        }
         const text = await readFile(this.path, 'utf8').catch((error: unknown) => {
           if (code(error) === 'ENOENT') return undefined
           throw this.#writeFailed(error)
@@ -149,7 +154,7 @@ export class CheckpointLock {
         }
         const moved = await readFile(aside, 'utf8').catch(() => undefined)
         if (moved !== text) await link(aside, this.path).catch(() => {})
-        else onStale(`took over the lock ${this.path} of ${staleHolder(holder)}`)
+        else removed = staleHolder(holder)
         await unlink(aside).catch(() => {})
       }
       throw this.#inUse(undefined, 'is being taken by')
