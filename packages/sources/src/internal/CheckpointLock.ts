@@ -23,7 +23,7 @@ interface Holder {
   readonly token: string
 }
 
-/** The tokens of the locks this process holds: a lock naming this pid and none of them is stale. */
+/** The tokens of the locks this process holds, or is taking: a lock naming this pid and none of them is stale. */
 const heldHere = new Set<string>()
 
 const code = (error: unknown) => (error as NodeJS.ErrnoException).code
