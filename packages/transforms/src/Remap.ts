@@ -260,13 +260,11 @@ function constructorName(value: object): string | undefined | { readonly cause: 
 }
 
 /**
- * What an object that is no fields object is, in words: the class name went after "a" whatever it
- * was ("a Object object" for `Object.create({...})`, "a Array object").
+ * What an object that is no fields object is, in words, from the name of its class
+ * ({@link constructorName}): the class name went after "a" whatever it was ("a Object object" for
+ * `Object.create({...})`, "a Array object").
  */
-function objectKind(value: object): string {
-  const name = constructorName(value)
-  if (typeof name === 'object')
-    return `an object that cannot be inspected (its constructor could not be read: ${textOf(name.cause)})`
+function objectKind(name: string | undefined): string {
   // Its constructor is Object's, inherited through an object between it and the root.
   if (name === 'Object') return 'an object that inherits from another object (Object.create?)'
   return name === undefined ? 'an object of no named class' : `an instance of ${name}`
@@ -274,7 +272,9 @@ function objectKind(value: object): string {
 
 /**
  * What a remap throws for a result (or the output at `index` of one) that is none of
- * {@link RemapResult}, of the {@link Kind} `kind`.
+ * {@link RemapResult}, of the {@link Kind} `kind`. An object whose `constructor` cannot be read
+ * (a Proxy whose `get` trap throws) is one that cannot be inspected: what reading it threw is the
+ * error's cause, as for {@link uninspectable}.
  */
 function badResult(
   id: string,
@@ -282,6 +282,14 @@ function badResult(
   kind: Kind,
   index: number | undefined,
 ): ComponentError<'BAD_RESULT'> {
+  const name =
+    kind === 'other' && typeof value === 'object' && value !== null ? constructorName(value) : undefined
+  if (typeof name === 'object')
+    return resultError(
+      id,
+      `${where(index)} an object that cannot be inspected (its constructor could not be read: ${textOf(name.cause)})`,
+      name.cause,
+    )
   const what =
     kind === 'ended'
       ? 'a LogEvent that has ended'
@@ -293,7 +301,7 @@ function badResult(
             ? String(value)
             : typeof value !== 'object'
               ? `a ${typeof value}`
-              : objectKind(value)
+              : objectKind(name)
   return resultError(id, `${where(index)} ${what}`)
 }
 

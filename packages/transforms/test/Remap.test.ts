@@ -373,6 +373,41 @@ describe('remap', () => {
     },
   )
 
+  it.each([
+    ['as its result', (proxy: object) => proxy],
+    ['inside an array', (proxy: object) => [{ n: 2 }, proxy]],
+  ])(
+    "attaches the trap's error as the BAD_RESULT's cause when a returned Proxy's constructor trap throws, %s",
+    (_, wrap) => {
+      // Before: the trap's error was only in the message ("its constructor could not be read: ..."),
+      // not the error's cause, unlike every other trap's error a BAD_RESULT carries.
+      const trap = new Error('trap: constructor')
+      const proxy = new Proxy(new Map(), {
+        get(target, key) {
+          if (key === 'constructor') throw trap
+          return Reflect.get(target, key)
+        },
+      })
+      const t = remap(() => wrap(proxy) as never)
+      const { events } = testBatch([{ n: 1 }])
+      const ctx = FakeTransformContext.for(t)
+      let thrown: unknown
+      try {
+        t.process(events, ctx)
+      } catch (error) {
+        thrown = error
+      }
+      expect(thrown).toBeInstanceOf(ComponentError)
+      expect(thrown).toMatchObject({
+        code: 'BAD_RESULT',
+        field: 'fn',
+        message: expect.stringContaining('its constructor could not be read: Error: trap: constructor'),
+      })
+      expect((thrown as Error).cause).toBe(trap)
+      events.events[0]!.end('errored')
+    },
+  )
+
   it('ends errored the clones held by a returned Proxy of an array whose getPrototypeOf trap throws, as it does those of any refused array', async () => {
     // Before: telling the result's kind threw at its prototype, and the BAD_RESULT left the clone
     // inside live (it holds the input's finalizers), so the batch waited for the leak detector.
