@@ -4,7 +4,9 @@
  * Invariant: it reports one status per event, in order — `outcome(event)` when given, else
  * `delivered` — and keeps the fields of every event it was given, in arrival order. An `outcome`
  * that throws, returns no status or ends its event fails that event alone (`errored`, with the
- * error naming `outcome`); `statuses` always says what the write reported.
+ * error naming `outcome`); an event `beforeWrite` ended is not recorded, and fails alone too (the
+ * error naming `beforeWrite`); `statuses` always says what the write reported for each event it
+ * recorded.
  *
  * @module
  */
@@ -39,7 +41,7 @@ export const MemorySinkOptions = defineOptions({
   beforeWrite: codeOption<(events: EventArray) => void | Promise<void>>('a function')
     .optional()
     .describe(
-      'Awaited before each write: make the sink slow, or hold it until a test lets it go. A `RetryableError` or `RejectError` it throws fails the write as it says; any other throw fails it retryably, as a `RetryableError` naming `beforeWrite`.',
+      'Awaited before each write: make the sink slow, or hold it until a test lets it go. A `RetryableError` or `RejectError` it throws fails the write as it says; any other throw fails it retryably, as a `RetryableError` naming `beforeWrite`. It must not end an event: one it ends cannot be read, so it is not recorded (in `events` nor `statuses`), and the write reports for it a `ComponentError` naming `beforeWrite` (code `BEFORE_WRITE_ENDED_EVENT`; the event keeps the status it was ended with), the other events written as usual.',
     ),
 })
 /** Options of {@link memory}. */
@@ -57,7 +59,11 @@ export type MemorySinkOptions = OptionsOf<typeof MemorySinkOptions>
  */
 export interface MemorySink extends Sink {
   readonly kind: 'memory'
-  /** The fields of every event written so far, as `outcome` left them, in order (read-only: they may be shared with other copies). */
+  /**
+   * The fields of every event written so far, as `outcome` left them, in order (read-only: they
+   * may be shared with other copies). An event that had ended before the write reached it
+   * (`beforeWrite` ended it) is not among them.
+   */
   readonly events: readonly Readonly<JsonObject>[]
   /** The status reported for each of them, in the same order. */
   readonly statuses: readonly DeliveryStatus[]
@@ -101,6 +107,19 @@ class Memory implements MemorySink {
     this.writes++
     const result: (DeliveryStatus | Error)[] = []
     for (const event of events) {
+      if (event.isEnded) {
+        // Ended before the write reached it (by `beforeWrite`, against its contract; or by a
+        // forced stop, which settled the write already): its fields cannot be read, and a read
+        // throwing out of the write would have it retried, recording the events before it twice.
+        result.push(
+          new ComponentError(
+            'BEFORE_WRITE_ENDED_EVENT',
+            'the event had ended before the write reached it; beforeWrite must not end events (the sink reports their status)',
+            { component: 'memory', field: 'beforeWrite' },
+          ),
+        )
+        continue
+      }
       // Read before `outcome` runs too: one that ends the event (against its contract) would make
       // the read after it throw out of the write, which is retried, recording the events before
       // it twice. Only a fallback: fields are copied on write, so what `outcome` changed through

@@ -85,6 +85,35 @@ describe('memory', () => {
     expect(failures).toEqual([expect.stringContaining('memory (outcome): outcome ended its event')])
   })
 
+  it('refuses, naming beforeWrite, an event beforeWrite ended: the others recorded once, the write not retried', async () => {
+    const { source, statuses } = batches([[{ n: 1 }, { n: 2 }, { n: 3 }]])
+    const sink = memory({
+      beforeWrite: (events) => {
+        const second = events.events[1]!
+        if (!second.isEnded) second.end('errored') // against the contract
+      },
+    })
+    const failures: string[] = []
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source)
+      .sink('out', ['in'], sink, { retry: { attempts: 3, initialBackoffMs: 1 } })
+      .build()
+    topology.lifecycle.subscribe((fact) => {
+      if (fact.type === 'component_error') failures.push(fact.message)
+    })
+    await topology.start()
+    await topology.done
+    // Before: reading the ended event's fields threw a raw USE_AFTER_END out of the write, which
+    // was retried, so n = 1 was recorded once per attempt, as delivered.
+    expect(sink.writes).toBe(1)
+    expect(sink.events).toEqual([{ n: 1 }, { n: 3 }])
+    expect(sink.statuses).toEqual(['delivered', 'delivered'])
+    expect(await statuses()).toEqual(['errored'])
+    expect(failures).toEqual([
+      expect.stringContaining('memory (beforeWrite): the event had ended before the write'),
+    ])
+  })
+
   it('records the fields as outcome left them, whether or not the event shares them with a copy', async () => {
     // Fields are copied on write: a `set` on a handle that shares them with a copy (fan-out, a
     // clone) changes a new object, one on a handle that does not changes the same object.
