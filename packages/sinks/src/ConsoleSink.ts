@@ -15,13 +15,13 @@
  *   would come too late), and what failed is reported by the writes.
  * - Each event is one line, and drives no terminal: in `text`, a message's line breaks (LF, VT,
  *   FF, CR, NEL, U+2028, U+2029) and control characters (C0 but the tab, DEL, C1: ESC and the
- *   sequences it starts) are written as JSON writes them in a string (`\n`, `\r`, `\f`, `\b`,
+ *   sequences it starts) are written with JSON's string escapes (`\n`, `\r`, `\f`, `\b`,
  *   `\u001b`, `\u0085`, `\u2028`), so a reader or a line-based collector does not take one event
  *   for several, and a message cannot colour, move or retitle the terminal it is printed on. The
  *   tab, a backslash and every other character are written as they are (so `\n` in the output may
  *   also be a message's own backslash and `n`). A JSON line (`json`, or a `text` event with no
- *   message) has what `JSON.stringify` writes raw among those (DEL, C1, U+2028, U+2029) written
- *   `\uXXXX`, so it parses to the same fields.
+ *   string message) has what `JSON.stringify` writes raw among those (DEL, C1, U+2028, U+2029)
+ *   written `\uXXXX`, so it parses to the same fields.
  * - An event the format cannot represent (a `BigInt`, a cycle, a value nested too deep for
  *   `JSON.stringify`, a `toJSON()` that returns nothing) fails alone: the others are printed, and
  *   the write reports that event's encoding error in its place, which the runtime settles
@@ -64,7 +64,7 @@ export const ConsoleSinkOptions = defineOptions({
     .enum(['json', 'text'])
     .default('json')
     .describe(
-      "`json`: each event's fields as JSON; `text`: its `message` field, or JSON when it has none. A message's line breaks (LF, VT, FF, CR, NEL, U+2028, U+2029) and control characters (C0 but the tab, DEL, C1, ESC among them) are written escaped as in JSON (`\\n`, `\\r`, `\\u001b`, `\\u2028`), so it stays one line and drives no terminal; other characters, the tab and a backslash too, as they are. A JSON line has DEL, C1, U+2028 and U+2029, which JSON leaves raw, written `\\uXXXX` too.",
+      "`json`: each event's fields as JSON; `text`: its `message` field, or JSON when it has none that is a string (a number, an object). A message's line breaks (LF, VT, FF, CR, NEL, U+2028, U+2029) and control characters (C0 but the tab, DEL, C1, ESC among them) are written escaped as in JSON (`\\n`, `\\r`, `\\u001b`, `\\u2028`), so it stays one line and drives no terminal; other characters, the tab and a backslash too, as they are. A JSON line has DEL, C1, U+2028 and U+2029, which JSON leaves raw, written `\\uXXXX` too.",
     ),
 })
 /** Options of {@link console}. */
@@ -217,8 +217,8 @@ const UNSAFE = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u2028\u2029]/g
 const SHORT: Readonly<Record<string, string>> = { '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r' }
 
 /**
- * A text message on one line that drives no terminal: each {@link UNSAFE} character written as
- * JSON writes it in a string (`\n`, `\r`, `\f`, `\b`, `\u001b`, and `\u0085`, `\u2028` alike).
+ * A text message on one line that drives no terminal: each {@link UNSAFE} character written with
+ * JSON's string escapes (`\n`, `\r`, `\f`, `\b`, `\u001b`, and `\u0085`, `\u2028` alike).
  */
 function oneLine(message: string): string {
   return message.replace(UNSAFE, (c) => SHORT[c] ?? unicodeEscape(c))
