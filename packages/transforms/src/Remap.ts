@@ -190,7 +190,8 @@ const INPUT_ENDED: unique symbol = Symbol('input ended')
  * `error`, once every output of a refused result is dealt with: the handles the function derived
  * (clones, or events it merged its input into) reach no one else, so they are ended `errored`
  * here, or their batches would wait for them until the leak detector found them; a promise is
- * awaited by nobody, so its rejection is handled.
+ * awaited by nobody, so its rejection is handled. Arrays inside it (a `map` where `flatMap` was
+ * meant) are walked too, each once.
  */
 function refused(
   outputs: readonly unknown[],
@@ -199,22 +200,29 @@ function refused(
   context: TransformContext,
 ): ComponentError<'BAD_RESULT'> {
   const reason = { componentId: context.id, code: 'BAD_RESULT', message: error.message }
-  let n = 0
-  try {
-    n = outputs.length
-  } catch {
-    // An array (a Proxy of one) whose length cannot be read: no output to reach.
-  }
-  for (let i = 0; i < n; i++) {
+  const seen = new Set<readonly unknown[]>()
+  const walk = (list: readonly unknown[]): void => {
+    seen.add(list)
+    let n = 0
     try {
-      const other: unknown = outputs[i]
-      if (other instanceof LogEvent) {
-        if (other !== input && !other.isEnded) other.end('errored', { reason })
-      } else if (isThenable(other)) ignoreRejection(other)
+      n = list.length
     } catch {
-      // An output that cannot be inspected (a Proxy whose trap throws): nothing to end through it.
+      // An array (a Proxy of one) whose length cannot be read: no output to reach.
+    }
+    for (let i = 0; i < n; i++) {
+      try {
+        const other: unknown = list[i]
+        if (other instanceof LogEvent) {
+          if (other !== input && !other.isEnded) other.end('errored', { reason })
+        } else if (isArray(other)) {
+          if (!seen.has(other)) walk(other)
+        } else if (isThenable(other)) ignoreRejection(other)
+      } catch {
+        // An output that cannot be inspected (a Proxy whose trap throws): nothing to end through it.
+      }
     }
   }
+  walk(outputs)
   return error
 }
 

@@ -408,6 +408,29 @@ describe('remap', () => {
     },
   )
 
+  it('ends errored the clones held by an array nested in a refused array (map where flatMap was meant)', async () => {
+    // Before: only the refused array's own outputs were ended; a clone one level down stayed live
+    // (it holds the input's finalizers), so the batch waited for the leak detector.
+    const clones: LogEvent[] = []
+    const t = remap((e) => {
+      const inner: unknown[] = [e.clone(), { n: 2 }]
+      inner.push(inner) // a cycle: walked once
+      clones.push(inner[0] as LogEvent)
+      const deeper = [[e.clone()]]
+      clones.push(deeper[0]![0]!)
+      return [inner, deeper] as never
+    })
+    const { events, receiver } = testBatch([{ n: 1 }])
+    const ctx = FakeTransformContext.for(t)
+    expect(() => t.process(events, ctx)).toThrow(/returned an array whose output 0 is an array/)
+    expect(ctx.emitted).toEqual([])
+    expect(clones.map((c) => c.isEnded)).toEqual([true, true])
+    const input = events.events[0]!
+    expect(input.isEnded).toBe(false)
+    input.end('errored')
+    expect(await receiver).toBe('errored')
+  })
+
   it('ends errored the clones held by a returned Proxy of an array whose getPrototypeOf trap throws, as it does those of any refused array', async () => {
     // Before: telling the result's kind threw at its prototype, and the BAD_RESULT left the clone
     // inside live (it holds the input's finalizers), so the batch waited for the leak detector.
