@@ -88,4 +88,21 @@ describe('amqp connect errors', () => {
       `amqp (url): cannot connect to amqp://ops%team@127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`,
     )
   })
+
+  it("never show a user and password percent-encoded as one ('guest%3As3cret': the user 'guest:s3cret', as amqplib reads it)", async () => {
+    // encodeURIComponent('guest:s3cret'), as one may read the build's hint ('percent-encode them
+    // ... ':' %3A'), is a user holding a ':' and no password; the user was shown unescaped, and
+    // every connect error and reconnect warning printed 'amqp://guest:s3cret@127.0.0.1:…'.
+    const port = await closedPort()
+    for (const userInfo of ['guest%3As3cret', 'guest%3as3cret:x']) {
+      const error: unknown = await amqpSink({ url: `amqp://${userInfo}@127.0.0.1:${port}/` })
+        .start()
+        .catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(AmqpError)
+      expect((error as Error).message).toBe(
+        `amqp (url): cannot connect to amqp://***@127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}`,
+      )
+      expect(`${(error as Error).message}\n${inspect(error, { depth: 10 })}`).not.toContain('s3cret')
+    }
+  })
 })

@@ -127,7 +127,9 @@ export interface ConnectionOptions<C extends Channel> {
  * everything before that `@` is hidden (`amqp://***@broker/`): a password may be anywhere in it.
  * So is it when nothing, or only a port and a path, follows that `@` (`amqp://u:p@h/v?x=@`): an
  * AMQP URI may leave its host empty for the default one, as one built from an unset variable
- * does, and `amqp://guest:12/ab@:5672/v` is user `guest`, password `12/ab`.
+ * does, and `amqp://guest:12/ab@:5672/v` is user `guest`, password `12/ab`. A user that holds a
+ * `:` once unescaped is hidden too (`amqp://***@broker:5672`): it is most likely a user and a
+ * password percent-encoded as one (`guest%3As3cret`, which amqplib reads as user `guest:s3cret`).
  */
 export function describeServer(url: string): string {
   let parsed: URL
@@ -140,7 +142,9 @@ export function describeServer(url: string): string {
     return `${parsed.protocol}//***@${url.slice(url.lastIndexOf('@') + 1).replace(/[?#].*$/s, '')}`
   }
   // Leniently, as amqplib does: a '%' that begins no escape ('ops%team') is a '%', not a throw.
-  const user = parsed.username === '' ? '' : `${unescapeQuery(parsed.username)}@`
+  const username = unescapeQuery(parsed.username)
+  // A user holding a ':' is a user and password encoded as one ('guest%3As3cret'), most likely.
+  const user = username === '' ? '' : username.includes(':') ? '***@' : `${username}@`
   return `${parsed.protocol}//${user}${parsed.hostname}:${parsed.port || (parsed.protocol === 'amqps:' ? '5671' : '5672')}${parsed.pathname === '/' ? '' : parsed.pathname}`
 }
 
