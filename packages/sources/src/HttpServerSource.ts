@@ -765,8 +765,10 @@ class HttpServer implements HttpServerSource {
    * the answers owed before it are written, then it. Otherwise the connection closes without one:
    * such a request is stopped before it enters the pipeline, or keeps its real status there and
    * the client sends it again.
-   * Two are not the client's doing and keep the connection: a request late while the source held
-   * it, or while its 100 Continue waited behind earlier answers (timed afresh), and a client that
+   * Three are not the client's doing and keep the connection: a request Node failed to parse
+   * found late while its 400 waits behind the answers owed before it (Node never sees its end; the
+   * 400 closes the connection), a request late while the source held it, or while its 100
+   * Continue waited behind earlier answers (timed afresh), and a client that
    * half-closed in the middle of a request (see `#endedMidRequest`; that request found late
    * afterwards, however long the answers before it take, changes nothing). Says whether it kept
    * the connection so (its close then comes of what it arranged).
@@ -776,6 +778,17 @@ class HttpServer implements HttpServerSource {
     // Its answers are owed and written in order, the last closing the connection.
     if (turns?.ended === true && error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && !socket.destroyed) return true
     if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && turns !== undefined && !socket.destroyed) {
+      const malformed = turns.malformed
+      if (
+        malformed !== undefined &&
+        malformed.socket === null &&
+        malformed.req === ((socket as Duplex & HttpSocket).parser?.incoming ?? undefined)
+      ) {
+        // Late because Node could not parse its rest (it never ends for Node): its 400, queued
+        // behind the answers owed before it, closes the connection. Destroyed now, those answers
+        // went with it, though their events were in the pipeline.
+        return true
+      }
       if (turns.paused && isHeld(socket)) {
         // Late because the source held the connection (its requests wait their turn), not because
         // the client was slow: checked again once reading resumes (see `#endTurn`). Only while the

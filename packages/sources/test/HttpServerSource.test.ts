@@ -986,6 +986,49 @@ describe('httpServer: limits of a server on an open port', () => {
     expect((await answer).status).toBe(200)
   })
 
+  it.each([
+    [
+      'a Transfer-Encoding whose last coding is not chunked',
+      'Transfer-Encoding: gzip\r\n\r\n',
+      /Transfer-Encoding/,
+    ],
+    ['a malformed chunk', 'Transfer-Encoding: chunked\r\n\r\nZZ\r\n', /not valid HTTP/],
+  ])(
+    'answers in order a request before one with %s, though the answer takes longer than requestTimeoutMs',
+    async (_, rest, error) => {
+      // The one Node could not parse, refused 400 once its turn came, stays unfinished for Node:
+      // its check found it late while the answer before it was still owed, and the connection was
+      // destroyed, that request stopped though its events were in the pipeline (delivered, no
+      // answer: its client sent them again).
+      const { source, context, port } = await start({ headersTimeoutMs: 300, requestTimeoutMs: 300 })
+      const next = context.nextBatch()
+      const connection = await open(port)
+      connection.write(
+        'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]' +
+          `POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${rest}`,
+      )
+      const batch = await next
+      // Hold the batch past the limit, measured by the server itself: a slowloris cut meanwhile,
+      // begun after the request Node could not parse, so Node's check found that one late first.
+      const slowloris = await open(port)
+      slowloris.write('POST / HTTP/1.1\r\n')
+      slowloris.trickle('X: 1\r\n', 20)
+      expect(parseRawResponse(await slowloris.closed).status).toBe(408)
+      batch.end('delivered')
+      const answers = (await connection.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+      expect(answers).toMatchObject([
+        { status: 200, body: { status: 'delivered', events: 1 } },
+        { status: 400, body: { code: 'BAD_REQUEST', error: expect.stringMatching(error) } },
+      ])
+      // The slowloris's request never reached the handler (its headers never ended).
+      expect(source.counters).toMatchObject({
+        requests: 2,
+        responses: { 200: 1, 400: 1, 408: 1 },
+        refused: { BAD_REQUEST: 1, REQUEST_TIMEOUT: 1 },
+      })
+    },
+  )
+
   it('closes an idle keep-alive connection after keepAliveTimeoutMs', async () => {
     const { port } = await start({ keepAliveTimeoutMs: 100 })
     const idle = await open(port)
