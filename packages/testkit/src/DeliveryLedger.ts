@@ -34,6 +34,20 @@ export interface DeliveryLedgerOptions {
   readonly field?: string
 }
 
+/**
+ * Options of the ledger's checks. A check whose run gave it nothing to look at refuses to pass
+ * (`NOTHING_CHECKED`): `expectNoLoss` and `expectNoAckWithoutDelivery` when no batch had an id
+ * (acknowledgements off for every wrapped source), so a property run with acknowledgements off
+ * is not green for having checked nothing.
+ */
+export interface LedgerCheckOptions {
+  /**
+   * Pass when the check had nothing to check (default false): for a property that draws runs
+   * where that is expected, such as `RandomTopology`'s runs with acknowledgements off.
+   */
+  readonly allowEmpty?: boolean
+}
+
 /** Options of {@link DeliveryLedger.sink}: the same flags you give the builder for that sink. */
 export interface LedgerSinkOptions {
   /** Whether the sink acknowledges (default: the ledger's `acknowledgements`). */
@@ -150,6 +164,8 @@ export class DeliveryLedger {
   readonly #pending: Promise<unknown>[] = []
   /** Per source, how many sends it began: a batch's number is taken before its send is awaited. */
   readonly #sends = new Map<string, number>()
+  /** The ids of the sources wrapped, in order: what a check that checked nothing names. */
+  readonly #sources = new Set<string>()
 
   constructor(options: DeliveryLedgerOptions = {}) {
     this.#acknowledgements = options.acknowledgements ?? false
@@ -164,6 +180,7 @@ export class DeliveryLedger {
   /** Wraps a source: every record it sends through `context.send` is tagged and followed. */
   source(id: string, source: Source): Source {
     const ledger = this
+    this.#sources.add(id)
     return {
       ...source,
       ...forwardMembers(source, ['validate']),
@@ -386,10 +403,13 @@ export class DeliveryLedger {
 
   /**
    * No source was told `delivered` for a record that an acknowledging sink (or a rejecting drop)
-   * failed, unless an authoritative sink had already recorded it. `NACK_LOST`.
+   * failed, unless an authoritative sink had already recorded it. `NACK_LOST`. It reads the
+   * batches that had an id (acknowledgements on for their source): when none had one, it checked
+   * nothing and says so (`NOTHING_CHECKED`) unless `options.allowEmpty`.
    */
-  async expectNoAckWithoutDelivery(): Promise<void> {
+  async expectNoAckWithoutDelivery(options: LedgerCheckOptions = {}): Promise<void> {
     await this.settled()
+    this.#refuseNoIds('expectNoAckWithoutDelivery', options)
     for (const batch of this.batches) {
       if (batch.told !== 'delivered' || batch.receipt.batchId === undefined) continue
       for (const record of batch.records) {
@@ -412,10 +432,13 @@ export class DeliveryLedger {
    * least one acknowledging sink, or dropped on purpose by a transform, or merged into a copy that
    * was delivered. `LOST`. A record that no acknowledging sink could see (it left on a port no
    * sink reads, or only reached sinks with acknowledgements off) counts as lost too: use this on
-   * topologies where every record is meant to reach an acknowledging sink.
+   * topologies where every record is meant to reach an acknowledging sink. It reads the batches
+   * that had an id: when none had one, it checked nothing and says so (`NOTHING_CHECKED`) unless
+   * `options.allowEmpty`.
    */
-  async expectNoLoss(): Promise<void> {
+  async expectNoLoss(options: LedgerCheckOptions = {}): Promise<void> {
     await this.settled()
+    this.#refuseNoIds('expectNoLoss', options)
     for (const batch of this.batches) {
       if (batch.told !== 'delivered' || batch.receipt.batchId === undefined) continue
       for (const record of batch.records) {
@@ -490,6 +513,31 @@ export class DeliveryLedger {
   /** A readable account of every record, for a failing property's message. */
   describe(): string {
     return this.records.map(describeRecord).join('\n')
+  }
+
+  /**
+   * Throws `NOTHING_CHECKED` for `check`, which reads only the batches with an id, when batches
+   * were sent and none had one: acknowledgements were off for every wrapped source.
+   */
+  #refuseNoIds(check: string, options: LedgerCheckOptions): void {
+    if (options.allowEmpty === true) return
+    if (this.batches.length === 0 || this.batches.some((b) => b.receipt.batchId !== undefined)) return
+    throw new DeliveryViolation(
+      'NOTHING_CHECKED',
+      `${check} checked nothing: no batch had an id (acknowledgements off for every wrapped source?)`,
+      this.#perSource(),
+      "turn acknowledgements on (the topology's option, or a sink's) and wire each source to a sink that acknowledges: the ledger's own option only sets its sinks' default; pass { allowEmpty: true } where runs without acknowledgements are expected",
+    )
+  }
+
+  /** `source 'in': 2 batch(es) sent, 1 with an id, 3 record(s)`, per wrapped source. */
+  #perSource(): string[] {
+    return [...this.#sources].map((id) => {
+      const batches = this.batches.filter((b) => b.source === id)
+      const ids = batches.filter((b) => b.receipt.batchId !== undefined).length
+      const records = batches.reduce((sum, b) => sum + b.records.length, 0)
+      return `source '${id}': ${batches.length} batch(es) sent, ${ids} with an id, ${records} record(s)`
+    })
   }
 
   #open(source: string, batch: number, index: number, record: JsonObject): LedgerRecord {

@@ -6,13 +6,17 @@
  * @module
  */
 
-/** Which delivery property a run broke. */
+/**
+ * Which delivery property a run broke, or `NOTHING_CHECKED`: the check had nothing to look at
+ * (no batch with an id, for the checks that read only those), so passing would prove nothing.
+ */
 export type DeliveryViolationCode =
   | 'MODEL_MISMATCH'
   | 'NACK_LOST'
   | 'LOST'
   | 'NOT_DELIVERED'
   | 'DIVERGENT_DUPLICATE'
+  | 'NOTHING_CHECKED'
 
 /**
  * A broken delivery property, with its counterexample.

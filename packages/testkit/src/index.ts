@@ -36,6 +36,7 @@ export {
   DeliveryLedger,
   type DeliveryLedgerOptions,
   type LedgerBatch,
+  type LedgerCheckOptions,
   type LedgerRecord,
   type LedgerSinkOptions,
   type RecordKey,

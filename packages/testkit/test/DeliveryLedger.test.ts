@@ -469,4 +469,30 @@ describe('DeliveryLedger', () => {
     expect(out.got).toEqual([])
     expect(ledger.records).toEqual([])
   })
+
+  it('refuses expectNoLoss and expectNoAckWithoutDelivery when no batch had an id (acknowledgements off), unless allowEmpty', async () => {
+    // With acknowledgements off no batch carries an id, so both checks skipped every batch and
+    // passed: a green property that checked nothing.
+    const ledger = new DeliveryLedger()
+    const out = sink(() => 'errored')
+    const topology = new TopologyBuilder({ onWarning: () => {} })
+      .source('in', ledger.source('in', source([[{ n: 0 }, { n: 1 }], [{ n: 2 }]])))
+      .sink('out', ['in'], ledger.sink('out', out))
+      .build()
+    await topology.start()
+    await topology.done
+    expect(ledger.batches.map((b) => b.receipt.batchId)).toEqual([undefined, undefined])
+    for (const check of ['expectNoLoss', 'expectNoAckWithoutDelivery'] as const) {
+      const error = await ledger[check]().catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(DeliveryViolation)
+      expect((error as DeliveryViolation).code).toBe('NOTHING_CHECKED')
+      expect((error as Error).message).toContain(
+        `NOTHING_CHECKED: ${check} checked nothing: no batch had an id (acknowledgements off for every wrapped source?)`,
+      )
+      expect((error as DeliveryViolation).counterexample).toEqual([
+        "source 'in': 2 batch(es) sent, 0 with an id, 3 record(s)",
+      ])
+      await expect(ledger[check]({ allowEmpty: true })).resolves.toBeUndefined()
+    }
+  })
 })

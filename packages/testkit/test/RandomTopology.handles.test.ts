@@ -99,7 +99,8 @@ describe('RandomTopology: handles on correct programs', () => {
           )
           expect(errors).toEqual([])
           await ledger.expectMatchesModel()
-          await ledger.expectNoAckWithoutDelivery()
+          // A drawn run may have acknowledgements off for every source: no batch to read then.
+          await ledger.expectNoAckWithoutDelivery({ allowEmpty: true })
         },
       ),
       { numRuns: Number(process.env.RT_RUNS ?? 100), seed: Number(process.env.RT_SEED ?? 11) },

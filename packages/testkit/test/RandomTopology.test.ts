@@ -58,7 +58,8 @@ describe('RandomTopology', () => {
         const { ledger, facts } = await RandomTopology.run(spec, { transforms })
         expect(facts.filter((f) => f.type === 'component_error')).toEqual([])
         await ledger.expectMatchesModel()
-        await ledger.expectNoAckWithoutDelivery()
+        // A drawn run may have acknowledgements off for every source: no batch to read then.
+        await ledger.expectNoAckWithoutDelivery({ allowEmpty: true })
       }),
       { numRuns: 40, seed: 7 },
     )

@@ -32,7 +32,8 @@ async function check(spec: RandomTopologySpec): Promise<void> {
     }
     // The ledger agrees with the model from what each copy reported, and no nack was lost.
     await ledger.expectMatchesModel()
-    await ledger.expectNoAckWithoutDelivery()
+    // A drawn run may have acknowledgements off for every source: no batch to read then.
+    await ledger.expectNoAckWithoutDelivery({ allowEmpty: true })
   } catch (error) {
     // Shrunk counterexamples print as a readable topology (fast-check adds the seed and path).
     throw new Error(
