@@ -35,15 +35,24 @@ export interface DeliveryLedgerOptions {
 }
 
 /**
- * Options of the ledger's checks. A check whose run gave it nothing to look at refuses to pass
- * (`NOTHING_CHECKED`): `expectNoLoss` and `expectNoAckWithoutDelivery` when no batch had an id
- * (acknowledgements off for every wrapped source), so a property run with acknowledgements off
- * is not green for having checked nothing.
+ * Options of the ledger's checks. A check that had nothing to look at refuses to pass, so a
+ * property is not green for having checked nothing:
+ * - `NO_SOURCE`, always (`allowEmpty` does not lift it): no source was wrapped by this ledger, so
+ *   no record was followed; a mistake (the builder got the sources themselves, or another ledger
+ *   wrapped them).
+ * - `NOTHING_CHECKED`, unless `allowEmpty`: the wrapped sources sent no batch through the ledger
+ *   (the builder got the original source, or the source sends with `sendEvents`, which the ledger
+ *   does not follow); or, for `expectNoLoss` and `expectNoAckWithoutDelivery`, which read only
+ *   batches with an id, batches were sent and none had one (acknowledgements off).
+ *
+ * Wrapped sources that sent only empty batches pass: the run happened and sent nothing (a poll
+ * that found nothing), which a property over `Arbitraries.batches()` draws.
  */
 export interface LedgerCheckOptions {
   /**
    * Pass when the check had nothing to check (default false): for a property that draws runs
-   * where that is expected, such as `RandomTopology`'s runs with acknowledgements off.
+   * where that is expected, such as `RandomTopology`'s runs with acknowledgements off. It does
+   * not lift `NO_SOURCE`.
    */
   readonly allowEmpty?: boolean
 }
@@ -166,6 +175,8 @@ export class DeliveryLedger {
   readonly #sends = new Map<string, number>()
   /** The ids of the sources wrapped, in order: what a check that checked nothing names. */
   readonly #sources = new Set<string>()
+  /** The ids of the sinks wrapped: named when no source was. */
+  readonly #sinks = new Set<string>()
 
   constructor(options: DeliveryLedgerOptions = {}) {
     this.#acknowledgements = options.acknowledgements ?? false
@@ -315,6 +326,7 @@ export class DeliveryLedger {
     const ledger = this
     const acknowledges = options.acknowledgements ?? this.#acknowledgements
     const authoritative = options.authoritative ?? false
+    this.#sinks.add(id)
     const report = (
       events: readonly LogEvent[],
       statuses: readonly DeliveryStatus[],
@@ -381,10 +393,12 @@ export class DeliveryLedger {
 
   /**
    * Every batch told its source what the model computes from the copies' reports.
-   * Throws a {@link DeliveryViolation} (`MODEL_MISMATCH`) naming the batch and its records' copies.
+   * Throws a {@link DeliveryViolation} (`MODEL_MISMATCH`) naming the batch and its records' copies;
+   * one that checked nothing, `NO_SOURCE` or `NOTHING_CHECKED` (see {@link LedgerCheckOptions}).
    */
-  async expectMatchesModel(): Promise<void> {
+  async expectMatchesModel(options: LedgerCheckOptions = {}): Promise<void> {
     await this.settled()
+    this.#refuseVacuous('expectMatchesModel', false, options)
     for (const batch of this.batches) {
       const expected = DeliveryModel.told(
         batch.receipt.batchId !== undefined,
@@ -405,11 +419,11 @@ export class DeliveryLedger {
    * No source was told `delivered` for a record that an acknowledging sink (or a rejecting drop)
    * failed, unless an authoritative sink had already recorded it. `NACK_LOST`. It reads the
    * batches that had an id (acknowledgements on for their source): when none had one, it checked
-   * nothing and says so (`NOTHING_CHECKED`) unless `options.allowEmpty`.
+   * nothing and says so (`NOTHING_CHECKED`, see {@link LedgerCheckOptions}).
    */
   async expectNoAckWithoutDelivery(options: LedgerCheckOptions = {}): Promise<void> {
     await this.settled()
-    this.#refuseNoIds('expectNoAckWithoutDelivery', options)
+    this.#refuseVacuous('expectNoAckWithoutDelivery', true, options)
     for (const batch of this.batches) {
       if (batch.told !== 'delivered' || batch.receipt.batchId === undefined) continue
       for (const record of batch.records) {
@@ -433,12 +447,12 @@ export class DeliveryLedger {
    * was delivered. `LOST`. A record that no acknowledging sink could see (it left on a port no
    * sink reads, or only reached sinks with acknowledgements off) counts as lost too: use this on
    * topologies where every record is meant to reach an acknowledging sink. It reads the batches
-   * that had an id: when none had one, it checked nothing and says so (`NOTHING_CHECKED`) unless
-   * `options.allowEmpty`.
+   * that had an id: when none had one, it checked nothing and says so (`NOTHING_CHECKED`, see
+   * {@link LedgerCheckOptions}).
    */
   async expectNoLoss(options: LedgerCheckOptions = {}): Promise<void> {
     await this.settled()
-    this.#refuseNoIds('expectNoLoss', options)
+    this.#refuseVacuous('expectNoLoss', true, options)
     for (const batch of this.batches) {
       if (batch.told !== 'delivered' || batch.receipt.batchId === undefined) continue
       for (const record of batch.records) {
@@ -460,10 +474,16 @@ export class DeliveryLedger {
    * Every distinct record (by `by`, default the whole record without the tag, its keys in any
    * order) that any source sent was delivered at least once by an acknowledging sink, across
    * re-sends. `NOT_DELIVERED`. A `by` that is no function, or returns anything but a string for a
-   * record, is a `TypeError` naming it (such keys would group unrelated records).
+   * record, is a `TypeError` naming it (such keys would group unrelated records). A run that gave
+   * it nothing to check is `NO_SOURCE` or `NOTHING_CHECKED` (see {@link LedgerCheckOptions}).
    */
-  async expectAtLeastOnce(options: { by?: RecordKey } = {}): Promise<void> {
+  async expectAtLeastOnce(options: LedgerCheckOptions & { by?: RecordKey } = {}): Promise<void> {
+    await this.#atLeastOnce('expectAtLeastOnce', options)
+  }
+
+  async #atLeastOnce(check: string, options: LedgerCheckOptions & { by?: RecordKey }): Promise<void> {
     await this.settled()
+    this.#refuseVacuous(check, false, options)
     const by = options.by === undefined ? sortedJson : keyBy(options.by)
     const groups = new Map<string, LedgerRecord[]>()
     for (const record of this.#records.values()) {
@@ -485,11 +505,12 @@ export class DeliveryLedger {
    * At least once (see {@link DeliveryLedger.expectAtLeastOnce}), and every delivered copy of one
    * key at one sink carried the same fields (the same JSON, keys in any order), so a sink that
    * writes idempotently by `by` ends with exactly one, correct, entry per key.
-   * `DIVERGENT_DUPLICATE`.
+   * `DIVERGENT_DUPLICATE`. A run that gave it nothing to check is `NO_SOURCE` or
+   * `NOTHING_CHECKED` (see {@link LedgerCheckOptions}).
    */
-  async expectExactlyOnce(options: { by: RecordKey }): Promise<void> {
+  async expectExactlyOnce(options: LedgerCheckOptions & { by: RecordKey }): Promise<void> {
     const by = keyBy(options.by)
-    await this.expectAtLeastOnce(options)
+    await this.#atLeastOnce('expectExactlyOnce', options)
     const seen = new Map<string, { fields: JsonObject; record: LedgerRecord }>()
     for (const record of this.#records.values()) {
       for (const fate of record.fates) {
@@ -516,12 +537,27 @@ export class DeliveryLedger {
   }
 
   /**
-   * Throws `NOTHING_CHECKED` for `check`, which reads only the batches with an id, when batches
-   * were sent and none had one: acknowledgements were off for every wrapped source.
+   * Throws when `check` had nothing to check (see {@link LedgerCheckOptions}): `NO_SOURCE` when no
+   * source was wrapped; unless `allowEmpty`, `NOTHING_CHECKED` when no batch was sent, or (for a
+   * check that reads only batches with an id, `needsIds`) when none had an id.
    */
-  #refuseNoIds(check: string, options: LedgerCheckOptions): void {
+  #refuseVacuous(check: string, needsIds: boolean, options: LedgerCheckOptions): void {
+    if (this.#sources.size === 0)
+      throw new DeliveryViolation(
+        'NO_SOURCE',
+        `${check} checked nothing: no source was wrapped by this ledger (ledger.source(id, source)), so no record was followed`,
+        [`sinks wrapped: ${[...this.#sinks].map((id) => `'${id}'`).join(', ') || 'none'}`],
+        'give the builder each source wrapped by this same ledger: .source(id, ledger.source(id, mySource))',
+      )
     if (options.allowEmpty === true) return
-    if (this.batches.length === 0 || this.batches.some((b) => b.receipt.batchId !== undefined)) return
+    if (this.batches.length === 0)
+      throw new DeliveryViolation(
+        'NOTHING_CHECKED',
+        `${check} checked nothing: the wrapped sources sent no batch through the ledger`,
+        this.#perSource(),
+        'give the builder the wrapped source (ledger.source(id, s)), not s itself; a source that sends with sendEvents is not followed; pass { allowEmpty: true } where a run that sends nothing is expected',
+      )
+    if (!needsIds || this.batches.some((b) => b.receipt.batchId !== undefined)) return
     throw new DeliveryViolation(
       'NOTHING_CHECKED',
       `${check} checked nothing: no batch had an id (acknowledgements off for every wrapped source?)`,

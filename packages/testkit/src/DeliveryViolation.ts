@@ -7,8 +7,10 @@
  */
 
 /**
- * Which delivery property a run broke, or `NOTHING_CHECKED`: the check had nothing to look at
- * (no batch with an id, for the checks that read only those), so passing would prove nothing.
+ * Which delivery property a run broke, or why a check had nothing to look at, where passing
+ * would prove nothing: `NO_SOURCE` (no source was wrapped by the ledger), `NOTHING_CHECKED` (no
+ * batch was sent through it, or none had an id for a check that reads only those; see
+ * `LedgerCheckOptions`).
  */
 export type DeliveryViolationCode =
   | 'MODEL_MISMATCH'
@@ -16,6 +18,7 @@ export type DeliveryViolationCode =
   | 'LOST'
   | 'NOT_DELIVERED'
   | 'DIVERGENT_DUPLICATE'
+  | 'NO_SOURCE'
   | 'NOTHING_CHECKED'
 
 /**

@@ -124,7 +124,11 @@ export interface RandomRun {
   readonly receipts: BatchReceipt[][]
   /** Every lifecycle fact of the run, in order. */
   readonly facts: LifecycleEvent[]
-  /** What the ledger recorded of every record and copy (check it with {@link RandomTopology.check}). */
+  /**
+   * What the ledger recorded of every record and copy (check it with {@link RandomTopology.check}).
+   * Calling its `expectNoLoss` or `expectNoAckWithoutDelivery` yourself, pass `{ allowEmpty: true }`:
+   * a drawn run may have acknowledgements off for every source, and they refuse such a run.
+   */
   readonly ledger: DeliveryLedger
 }
 
@@ -615,7 +619,8 @@ export const RandomTopology = {
    * component reported an error (other than the failed attempts the spec's schedule injects), every batch was told what the lattice computes from what the
    * sinks reported (`expectMatchesModel`), no source heard `delivered` for a record a sink failed
    * (`expectNoAckWithoutDelivery`, with `allowEmpty`: a drawn run may have acknowledgements off
-   * for every source), every sink wrote as many copies of each record as the wiring
+   * for every source; a hand-written spec whose sources send no batch fails `NOTHING_CHECKED`),
+   * every sink wrote as many copies of each record as the wiring
    * sends it ({@link RandomTopology.expectedCopies}, for a spec without user transforms), and —
    * for a spec of built-in kinds only — the statuses {@link RandomTopology.expected} predicts. Throws an `Error` whose message starts with the
    * topology as {@link RandomTopology.describe} prints it, then what broke; returns the run.

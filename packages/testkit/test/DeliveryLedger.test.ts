@@ -495,4 +495,75 @@ describe('DeliveryLedger', () => {
       await expect(ledger[check]({ allowEmpty: true })).resolves.toBeUndefined()
     }
   })
+  /** Every check, by name, as a user calls it (`allowEmpty` passed through). */
+  const checks = (ledger: DeliveryLedger, allowEmpty?: boolean) => {
+    const options = allowEmpty === undefined ? {} : { allowEmpty }
+    return {
+      expectMatchesModel: () => ledger.expectMatchesModel(options),
+      expectNoAckWithoutDelivery: () => ledger.expectNoAckWithoutDelivery(options),
+      expectNoLoss: () => ledger.expectNoLoss(options),
+      expectAtLeastOnce: () => ledger.expectAtLeastOnce(options),
+      expectExactlyOnce: () => ledger.expectExactlyOnce({ by: (r) => String(r.n), ...options }),
+    }
+  }
+
+  it('refuses every check, allowEmpty or not, when no source was wrapped by the ledger', async () => {
+    // Only the sink wrapped: no record was tagged, so every check read nothing and passed.
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const out = sink()
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', source([[{ n: 0 }, { n: 1 }]]))
+      .sink('out', ['in'], ledger.sink('out', out))
+      .build()
+    await topology.start()
+    await topology.done
+    expect(out.got).toEqual([{ n: 0 }, { n: 1 }])
+    for (const allowEmpty of [undefined, true]) {
+      for (const [name, check] of Object.entries(checks(ledger, allowEmpty))) {
+        const error = await check().catch((e: unknown) => e)
+        expect(error).toBeInstanceOf(DeliveryViolation)
+        expect((error as DeliveryViolation).code).toBe('NO_SOURCE')
+        expect((error as Error).message).toContain(
+          `NO_SOURCE: ${name} checked nothing: no source was wrapped by this ledger (ledger.source(id, source)), so no record was followed`,
+        )
+      }
+    }
+  })
+
+  it('refuses every check when the wrapped sources sent no batch, unless allowEmpty', async () => {
+    // The wrapped source was made but the builder got the original: nothing went through the ledger.
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const original = source([[{ n: 0 }]])
+    ledger.source('in', original)
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', original)
+      .sink('out', ['in'], ledger.sink('out', sink()))
+      .build()
+    await topology.start()
+    await topology.done
+    for (const [name, check] of Object.entries(checks(ledger))) {
+      const error = await check().catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(DeliveryViolation)
+      expect((error as DeliveryViolation).code).toBe('NOTHING_CHECKED')
+      expect((error as Error).message).toContain(
+        `NOTHING_CHECKED: ${name} checked nothing: the wrapped sources sent no batch through the ledger`,
+      )
+      expect((error as DeliveryViolation).counterexample).toEqual([
+        "source 'in': 0 batch(es) sent, 0 with an id, 0 record(s)",
+      ])
+    }
+    for (const check of Object.values(checks(ledger, true))) await expect(check()).resolves.toBeUndefined()
+  })
+
+  it('passes every check on wrapped sources that sent only empty batches (a poll that found nothing)', async () => {
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', ledger.source('in', source([[], []])))
+      .sink('out', ['in'], ledger.sink('out', sink()))
+      .build()
+    await topology.start()
+    await topology.done
+    expect(ledger.batches).toHaveLength(2)
+    for (const check of Object.values(checks(ledger))) await expect(check()).resolves.toBeUndefined()
+  })
 })
