@@ -40,6 +40,8 @@ export interface DeliveryLedgerOptions {
  * - `NO_SOURCE`, always (`allowEmpty` does not lift it): no source was wrapped by this ledger, so
  *   no record was followed; a mistake (the builder got the sources themselves, or another ledger
  *   wrapped them).
+ * - `NO_SINK`, always: no sink was wrapped by this ledger, so no copy's fate was recorded (a
+ *   batch whose unwrapped sink failed it was told `errored`, and the checks skipped it).
  * - `NOTHING_CHECKED`, unless `allowEmpty`: the wrapped sources sent no batch through the ledger
  *   (the builder got the original source, or the source sends with `sendEvents`, which the ledger
  *   does not follow); or, for `expectNoLoss` and `expectNoAckWithoutDelivery`, which read only
@@ -52,7 +54,7 @@ export interface LedgerCheckOptions {
   /**
    * Pass when the check had nothing to check (default false): for a property that draws runs
    * where that is expected, such as `RandomTopology`'s runs with acknowledgements off. It does
-   * not lift `NO_SOURCE`.
+   * not lift `NO_SOURCE` or `NO_SINK`.
    */
   readonly allowEmpty?: boolean
 }
@@ -175,7 +177,7 @@ export class DeliveryLedger {
   readonly #sends = new Map<string, number>()
   /** The ids of the sources wrapped, in order: what a check that checked nothing names. */
   readonly #sources = new Set<string>()
-  /** The ids of the sinks wrapped: named when no source was. */
+  /** The ids of the sinks wrapped: named when no source was; none wrapped is `NO_SINK`. */
   readonly #sinks = new Set<string>()
 
   constructor(options: DeliveryLedgerOptions = {}) {
@@ -394,7 +396,8 @@ export class DeliveryLedger {
   /**
    * Every batch told its source what the model computes from the copies' reports.
    * Throws a {@link DeliveryViolation} (`MODEL_MISMATCH`) naming the batch and its records' copies;
-   * one that checked nothing, `NO_SOURCE` or `NOTHING_CHECKED` (see {@link LedgerCheckOptions}).
+   * one that checked nothing, `NO_SOURCE`, `NO_SINK` or `NOTHING_CHECKED` (see
+   * {@link LedgerCheckOptions}).
    */
   async expectMatchesModel(options: LedgerCheckOptions = {}): Promise<void> {
     await this.settled()
@@ -475,7 +478,8 @@ export class DeliveryLedger {
    * order) that any source sent was delivered at least once by an acknowledging sink, across
    * re-sends. `NOT_DELIVERED`. A `by` that is no function, or returns anything but a string for a
    * record, is a `TypeError` naming it (such keys would group unrelated records). A run that gave
-   * it nothing to check is `NO_SOURCE` or `NOTHING_CHECKED` (see {@link LedgerCheckOptions}).
+   * it nothing to check is `NO_SOURCE`, `NO_SINK` or `NOTHING_CHECKED` (see
+   * {@link LedgerCheckOptions}).
    */
   async expectAtLeastOnce(options: LedgerCheckOptions & { by?: RecordKey } = {}): Promise<void> {
     await this.#atLeastOnce('expectAtLeastOnce', options)
@@ -505,7 +509,7 @@ export class DeliveryLedger {
    * At least once (see {@link DeliveryLedger.expectAtLeastOnce}), and every delivered copy of one
    * key at one sink carried the same fields (the same JSON, keys in any order), so a sink that
    * writes idempotently by `by` ends with exactly one, correct, entry per key.
-   * `DIVERGENT_DUPLICATE`. A run that gave it nothing to check is `NO_SOURCE` or
+   * `DIVERGENT_DUPLICATE`. A run that gave it nothing to check is `NO_SOURCE`, `NO_SINK` or
    * `NOTHING_CHECKED` (see {@link LedgerCheckOptions}).
    */
   async expectExactlyOnce(options: LedgerCheckOptions & { by: RecordKey }): Promise<void> {
@@ -538,7 +542,7 @@ export class DeliveryLedger {
 
   /**
    * Throws when `check` had nothing to check (see {@link LedgerCheckOptions}): `NO_SOURCE` when no
-   * source was wrapped; unless `allowEmpty`, `NOTHING_CHECKED` when no batch was sent, or (for a
+   * source was wrapped, `NO_SINK` when no sink was; unless `allowEmpty`, `NOTHING_CHECKED` when no batch was sent, or (for a
    * check that reads only batches with an id, `needsIds`) when none had an id.
    */
   #refuseVacuous(check: string, needsIds: boolean, options: LedgerCheckOptions): void {
@@ -548,6 +552,13 @@ export class DeliveryLedger {
         `${check} checked nothing: no source was wrapped by this ledger (ledger.source(id, source)), so no record was followed`,
         [`sinks wrapped: ${[...this.#sinks].map((id) => `'${id}'`).join(', ') || 'none'}`],
         'give the builder each source wrapped by this same ledger: .source(id, ledger.source(id, mySource))',
+      )
+    if (this.#sinks.size === 0)
+      throw new DeliveryViolation(
+        'NO_SINK',
+        `${check} checked nothing: no sink was wrapped by this ledger (ledger.sink(id, sink)), so no copy's fate was recorded`,
+        this.#perSource(),
+        'give the builder each sink wrapped by this same ledger: .sink(id, inputs, ledger.sink(id, mySink))',
       )
     if (options.allowEmpty === true) return
     if (this.batches.length === 0)

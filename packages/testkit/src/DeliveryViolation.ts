@@ -8,7 +8,8 @@
 
 /**
  * Which delivery property a run broke, or why a check had nothing to look at, where passing
- * would prove nothing: `NO_SOURCE` (no source was wrapped by the ledger), `NOTHING_CHECKED` (no
+ * would prove nothing: `NO_SOURCE` (no source was wrapped by the ledger), `NO_SINK` (no sink
+ * was), `NOTHING_CHECKED` (no
  * batch was sent through it, or none had an id for a check that reads only those; see
  * `LedgerCheckOptions`).
  */
@@ -19,6 +20,7 @@ export type DeliveryViolationCode =
   | 'NOT_DELIVERED'
   | 'DIVERGENT_DUPLICATE'
   | 'NO_SOURCE'
+  | 'NO_SINK'
   | 'NOTHING_CHECKED'
 
 /**

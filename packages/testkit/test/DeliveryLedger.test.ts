@@ -530,6 +530,34 @@ describe('DeliveryLedger', () => {
     }
   })
 
+  it('refuses every check, allowEmpty or not, when no sink was wrapped by the ledger', async () => {
+    // Only the source wrapped: no copy's fate was recorded, so expectNoAckWithoutDelivery and
+    // expectNoLoss passed a run whose sink failed every record (its batch was told errored).
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const out = sink(() => 'errored')
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', ledger.source('in', source([[{ n: 0 }, { n: 1 }]])))
+      .sink('out', ['in'], out)
+      .build()
+    await topology.start()
+    await topology.done
+    // The unwrapped sink even saw the ledger's tag.
+    expect(out.got).toEqual([
+      { n: 0, _ledger: 'in/0/0' },
+      { n: 1, _ledger: 'in/0/1' },
+    ])
+    for (const allowEmpty of [undefined, true]) {
+      for (const [name, check] of Object.entries(checks(ledger, allowEmpty))) {
+        const error = await check().catch((e: unknown) => e)
+        expect(error).toBeInstanceOf(DeliveryViolation)
+        expect((error as DeliveryViolation).code).toBe('NO_SINK')
+        expect((error as Error).message).toContain(
+          `NO_SINK: ${name} checked nothing: no sink was wrapped by this ledger (ledger.sink(id, sink)), so no copy's fate was recorded`,
+        )
+      }
+    }
+  })
+
   it('refuses every check when the wrapped sources sent no batch, unless allowEmpty', async () => {
     // The wrapped source was made but the builder got the original: nothing went through the ledger.
     const ledger = new DeliveryLedger({ acknowledgements: true })
