@@ -69,7 +69,9 @@ function copyOf(value: unknown, copies: Map<object, unknown>): unknown {
   // Known before its members are copied, so a member that holds it again (a cycle) finds it.
   copies.set(value, out)
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) out[i] = copyOf(value[i], copies)
+    // A hole stays a hole (`new Array` made them all), not an own `undefined`: `forEach`, `in` and
+    // `Object.keys` tell them apart, so a retry's transforms would see another array.
+    for (let i = 0; i < value.length; i++) if (Object.hasOwn(value, i)) out[i] = copyOf(value[i], copies)
     return out
   }
   // `for…in` without a key array per object; its own members only, as JSON writes.
@@ -102,8 +104,9 @@ function copyDeep(record: object): unknown {
     const source = unfilled.pop()!
     const out = copies.get(source)!
     // An array by its indices, as `copyOf` reads it: its `keys()` may be an own key or a subclass's.
-    if (Array.isArray(source)) for (let i = 0; i < source.length; i++) out[i] = memberOf(source[i])
-    else
+    if (Array.isArray(source)) {
+      for (let i = 0; i < source.length; i++) if (Object.hasOwn(source, i)) out[i] = memberOf(source[i])
+    } else
       for (const key of Object.keys(source)) put(out, key, memberOf((source as Record<string, unknown>)[key]))
   }
   return root
