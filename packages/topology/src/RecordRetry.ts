@@ -40,7 +40,9 @@ export interface IndexedRecord {
    * copy holds what the source put there. Only plain objects and arrays are copied: any other value
    * in it (a `Date`, a `Map`, a class instance, not JSON) is the record's own object. An object held
    * at two places in the record (or inside itself, a cycle) is copied once, held at the same
-   * places. A record that cannot be copied (a getter that throws) is the object given, as sent.
+   * places. Their own enumerable string keys are copied, as JSON writes them (a symbol or a
+   * non-enumerable key is not in the copy, a getter's value is copied as data). A record that
+   * cannot be copied (a getter that throws) is the object given, as sent.
    */
   readonly record: JsonObject
   /**

@@ -6,7 +6,9 @@
  * (or inside itself, a cycle) is one copy held at the same places. Any other value is the record's
  * own: a `Date`, a `Map`, a box, a class instance (values JSON cannot carry, RFC 0010) are not
  * turned into what JSON writes, as `JsonValue.copy` turns them, so a retry's transforms see what
- * the first attempt's saw.
+ * the first attempt's saw. A container's own enumerable string keys are copied, as JSON writes
+ * them: a symbol key or a non-enumerable one is not in the copy, and a getter's value is copied
+ * as data. An array's holes stay holes.
  *
  * @module
  */
