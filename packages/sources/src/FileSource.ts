@@ -71,8 +71,11 @@ export interface FileSourceOptions {
    * without a run of it holding the lock, as pid 1 of a restarted container) is taken over, and
    * `onNotice` told. Whether a pid runs is known on this host and in this pid namespace only: a run
    * elsewhere takes over a live run's lock, and that run then fails `CHECKPOINTS_IN_USE` before its
-   * next checkpoint write (the lock is checked before each); a stale lock whose pid a live process
-   * has by now is taken for held (the message says to remove it then).
+   * next checkpoint write (the lock is checked before each). On Linux the lock also names the boot
+   * of the host and its holder's start time, so a pid another process has by now (a daemon after the
+   * host restarted, a process of a restarted container) is not taken for its holder; elsewhere, and
+   * where that process cannot be looked at, such a lock is taken for held (the message says to
+   * remove it then).
    */
   readonly checkpoints: string
   /**

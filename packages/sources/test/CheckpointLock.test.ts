@@ -4,7 +4,15 @@
 // ENOSPC after its file was created, as a full disk does; an unlink can be held.
 
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs'
 import type * as fsp from 'node:fs/promises'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -195,3 +203,64 @@ describe('CheckpointLock taken over by two runs at once', () => {
     expect(readdirSync(dir)).toEqual([])
   })
 })
+
+describe('CheckpointLock of a pid another process has now', () => {
+  // Linux only: a process is told apart from a later one of its pid by this boot and its start time.
+  const linux = existsSync('/proc/self/stat')
+  const boot = () => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
+  const startOf = (pid: number) =>
+    readFileSync(`/proc/${pid}/stat`, 'utf8').split(')').at(-1)!.trim().split(' ')[19]!
+  // A live process that is no file source: this one's parent.
+  const other = process.ppid
+
+  it.skipIf(!linux)(
+    'takes over a lock whose pid is another live process now (the host restarted, or the pid was reused)',
+    async () => {
+      const dir = tempDir()
+      const said = async (holder: object) => {
+        writeFileSync(
+          join(dir, LOCK_FILE),
+          JSON.stringify({ pid: other, host: hostname(), token: 't', ...holder }),
+        )
+        const notices: string[] = []
+        const lock = await CheckpointLock.take(dir, 'src', (m) => notices.push(m))
+        await lock.release()
+        return notices
+      }
+      // A service restarted after a power loss found its old pid taken by a daemon started at boot,
+      // and failed CHECKPOINTS_IN_USE at every start until an operator removed the lock file.
+      expect(await said({ boot: 'an-earlier-boot', start: startOf(other) })).toEqual([
+        `took over the lock ${join(dir, LOCK_FILE)} of process ${other}, which is not running (this host has restarted since)`,
+      ])
+      expect(await said({ boot: boot(), start: '1' })).toEqual([
+        `took over the lock ${join(dir, LOCK_FILE)} of process ${other}, which is not running (its pid is another process's now)`,
+      ])
+      expect(readdirSync(dir)).toEqual([])
+    },
+  )
+
+  it.skipIf(!linux)('fails while that process, the very one that wrote it, runs', async () => {
+    const dir = tempDir()
+    writeFileSync(
+      join(dir, LOCK_FILE),
+      JSON.stringify({ pid: other, host: hostname(), token: 't', boot: boot(), start: startOf(other) }),
+    )
+    const error = await failure(CheckpointLock.take(dir, 'src', () => {}))
+    expect(error).toMatchObject({ code: 'CHECKPOINTS_IN_USE', component: 'src' })
+    expect((error as Error).message).toContain(
+      `is held by process ${other} (lock file ${join(dir, LOCK_FILE)})`,
+    )
+  })
+
+  it.skipIf(!linux)('writes the boot and start time of this process in its lock', async () => {
+    const dir = tempDir()
+    const lock = await CheckpointLock.take(dir, 'src', () => {})
+    expect(JSON.parse(readFileSync(join(dir, LOCK_FILE), 'utf8'))).toMatchObject({
+      pid: process.pid,
+      boot: boot(),
+      start: startOf(process.pid),
+    })
+    await lock.release()
+  })
+})
+

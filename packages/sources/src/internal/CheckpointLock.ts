@@ -3,7 +3,8 @@
  *
  * Invariant: the lock file, when there, is a whole document naming one holder (its pid, host and
  * a random token); it is made by a hard link from a file already written (atomic: never seen half
- * written), taken over only from a holder whose pid is not alive, and checked before each
+ * written), taken over only from a holder whose pid is not alive (or, on Linux, is another
+ * process's now: one of another boot, or of another start time), and checked before each
  * checkpoint write: a run whose token is no longer there (taken over by another host's run, or
  * by one that found its pid dead in another pid namespace) stops writing checkpoints.
  */
@@ -16,11 +17,31 @@ import { FileSourceError } from '../FileSourceError.js'
 /** The lock file's name in the checkpoint directory (it starts with the checkpoint file's: never tailed). */
 export const LOCK_FILE = 'checkpoints.json.lock'
 
-/** Who holds a lock. */
+/**
+ * Who holds a lock. On Linux also this boot of the kernel and the holder's start time in it (clock
+ * ticks since boot), which tell it apart from a later process given its pid: after a restart of
+ * the host (a power loss), a daemon started at boot; after a container's, its new pid namespace's
+ * process. Locks without them (another system's) are judged by the pid alone.
+ */
 interface Holder {
   readonly pid: number
   readonly host: string
   readonly token: string
+  readonly boot?: string | undefined
+  readonly start?: string | undefined
+}
+
+/** This boot of the kernel (Linux), or `undefined`. */
+async function bootId(): Promise<string | undefined> {
+  return (
+    (await readFile('/proc/sys/kernel/random/boot_id', 'utf8').catch(() => undefined))?.trim() || undefined
+  )
+}
+
+/** When process `pid` started (Linux: field 22 of its stat, after a name that may hold spaces and parentheses), or `undefined`. */
+async function startTime(pid: number): Promise<string | undefined> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined)
+  return stat?.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
 }
 
 /** The tokens of the locks this process holds, or is taking: a lock naming this pid and none of them is stale. */
@@ -48,42 +69,47 @@ async function writeNew(path: string, text: string): Promise<void> {
 function parse(text: string): Holder | undefined {
   try {
     const h = JSON.parse(text) as Partial<Holder>
-    if (Number.isSafeInteger(h.pid) && typeof h.host === 'string' && typeof h.token === 'string')
-      return h as Holder
+    if (Number.isSafeInteger(h.pid) && typeof h.host === 'string' && typeof h.token === 'string') {
+      const known = (v: unknown) => (typeof v === 'string' ? v : undefined)
+      return { pid: h.pid!, host: h.host, token: h.token, boot: known(h.boot), start: known(h.start) }
+    }
   } catch {}
   return undefined
 }
 
 /**
- * Whether `holder` may be running: a pid of this process counts only with a token it holds (a
- * lock a crashed process left under the pid this one has now, as pid 1 of a container, is stale);
- * another pid while a process has it (`EPERM`: one of another user). A file that is no lock this
- * source wrote holds nothing.
+ * What is known of a stale `holder`, for the notice; `undefined` when it may be running: a pid of
+ * this process counts only with a token it holds (a lock a crashed process left under the pid this
+ * one has now, as pid 1 of a container, is stale); another pid while a process has it (`EPERM`: one
+ * of another user) and, where both are known, that process started when the holder did, in this
+ * boot (`boot` being this one's). A pid is looked up on this host only; of another host's, nothing
+ * is known (two hosts given one directory on a network file system, two containers that each run
+ * as pid 1). A file that is no lock this source wrote holds nothing.
  */
-function alive(holder: Holder | undefined): boolean {
-  if (holder === undefined) return false
-  if (holder.pid === process.pid) return heldHere.has(holder.token)
-  if (holder.pid <= 0) return false
+async function staleness(holder: Holder | undefined, boot: string | undefined): Promise<string | undefined> {
+  if (holder === undefined) return 'no process (not a lock this source wrote)'
+  const here = holder.host === hostname()
+  const gone = here
+    ? `process ${holder.pid}, which is not running`
+    : `process ${holder.pid} on host ${holder.host}, which this host cannot see: if it still runs, it fails CHECKPOINTS_IN_USE at its next checkpoint write`
+  if (holder.pid === process.pid) {
+    if (heldHere.has(holder.token)) return undefined
+    return here ? `process ${holder.pid}, an earlier process that had this process's pid` : gone
+  }
+  if (holder.pid <= 0) return gone
+  if (here && holder.boot !== undefined && boot !== undefined && holder.boot !== boot)
+    return `${gone} (this host has restarted since)`
   try {
     process.kill(holder.pid, 0)
-    return true
   } catch (error) {
-    return code(error) === 'EPERM'
+    if (code(error) !== 'EPERM') return gone
   }
-}
-
-/**
- * Who held a lock taken for stale, for the notice: what is known of it. A pid is looked up on this
- * host only; of another host's, nothing is known (two hosts given one directory on a network file
- * system, two containers that each run as pid 1).
- */
-function staleHolder(holder: Holder | undefined): string {
-  if (holder === undefined) return 'no process (not a lock this source wrote)'
-  if (holder.host !== hostname())
-    return `process ${holder.pid} on host ${holder.host}, which this host cannot see: if it still runs, it fails CHECKPOINTS_IN_USE at its next checkpoint write`
-  if (holder.pid === process.pid)
-    return `process ${holder.pid}, an earlier process that had this process's pid`
-  return `process ${holder.pid}, which is not running`
+  if (holder.start !== undefined && boot !== undefined && holder.boot === boot) {
+    const start = await startTime(holder.pid)
+    if (start !== undefined && start !== holder.start)
+      return here ? `${gone} (its pid is another process's now)` : gone
+  }
+  return undefined
 }
 
 export class CheckpointLock {
@@ -94,11 +120,19 @@ export class CheckpointLock {
   readonly #names: { readonly component: string; readonly field: 'checkpoints' }
   #released = false
 
-  private constructor(directory: string, component: string) {
+  readonly #boot: string | undefined
+
+  private constructor(
+    directory: string,
+    component: string,
+    boot: string | undefined,
+    start: string | undefined,
+  ) {
     this.#directory = directory
     this.path = join(directory, LOCK_FILE)
     this.#token = randomUUID()
-    this.#text = JSON.stringify({ pid: process.pid, host: hostname(), token: this.#token })
+    this.#boot = boot
+    this.#text = JSON.stringify({ pid: process.pid, host: hostname(), token: this.#token, boot, start })
     this.#names = { component, field: 'checkpoints' }
   }
 
@@ -112,7 +146,8 @@ export class CheckpointLock {
     component: string,
     onStale: (message: string) => void,
   ): Promise<CheckpointLock> {
-    const lock = new CheckpointLock(directory, component)
+    const boot = await bootId()
+    const lock = new CheckpointLock(directory, component, boot, boot && (await startTime(process.pid)))
     // Known held before the lock file can be seen: another run of this process that read it
     // meanwhile (the first still removing its temporary file) took it for one a crash left.
     heldHere.add(lock.#token)
@@ -142,7 +177,8 @@ export class CheckpointLock {
         })
         if (text === undefined) continue
         const holder = parse(text)
-        if (alive(holder)) throw this.#inUse(holder!, 'is held by')
+        const stale = await staleness(holder, this.#boot)
+        if (stale === undefined) throw this.#inUse(holder!, 'is held by')
         // Moved aside, then compared: another run may have taken it over since it was read, and
         // that run's live lock must not be removed.
         const aside = `${this.path}.stale.${this.#token}`
@@ -154,7 +190,7 @@ export class CheckpointLock {
         }
         const moved = await readFile(aside, 'utf8').catch(() => undefined)
         if (moved !== text) await link(aside, this.path).catch(() => {})
-        else removed = staleHolder(holder)
+        else removed = stale
         await unlink(aside).catch(() => {})
       }
       throw this.#inUse(undefined, 'is being taken by')
