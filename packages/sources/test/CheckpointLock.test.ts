@@ -22,8 +22,9 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 const faults: {
   full: (path: string) => boolean
   noLinks: boolean
+  linkReplyLost: boolean
   beforeUnlink: (path: string) => Promise<void>
-} = { full: () => false, noLinks: false, beforeUnlink: async () => {} }
+} = { full: () => false, noLinks: false, linkReplyLost: false, beforeUnlink: async () => {} }
 
 const enospc = () => Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' })
 const anyLockFile = (path: string) => path.includes('checkpoints.json.lock')
@@ -51,7 +52,11 @@ vi.mock('node:fs/promises', async (importOriginal) => {
   const link = async (...args: Parameters<typeof real.link>) => {
     if (faults.noLinks)
       throw Object.assign(new Error('EPERM: operation not permitted, link'), { code: 'EPERM' })
-    return real.link(...args)
+    if (!faults.linkReplyLost) return real.link(...args)
+    // NFS: the link was made, its reply lost, and the call sent again found the link there.
+    faults.linkReplyLost = false
+    await real.link(...args)
+    throw Object.assign(new Error('EEXIST: file already exists, link'), { code: 'EEXIST' })
   }
   const unlink = async (...args: Parameters<typeof real.unlink>) => {
     await faults.beforeUnlink(String(args[0]))
@@ -72,6 +77,7 @@ const tempDir = (): string => {
 afterEach(() => {
   faults.full = () => false
   faults.noLinks = false
+  faults.linkReplyLost = false
   faults.beforeUnlink = async () => {}
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
 })
@@ -264,3 +270,17 @@ describe('CheckpointLock of a pid another process has now', () => {
   })
 })
 
+describe('CheckpointLock on NFS', () => {
+  it('takes the lock whose link was made though the call failed EEXIST (its reply lost, the call sent again)', async () => {
+    const dir = tempDir()
+    faults.linkReplyLost = true
+    const notices: string[] = []
+    // It used to find its own lock there, held by a run of this process, and fail CHECKPOINTS_IN_USE
+    // naming its own pid, leaving that lock behind.
+    const lock = await CheckpointLock.take(dir, 'src', (m) => notices.push(m))
+    expect(notices).toEqual([])
+    await lock.verify()
+    await lock.release()
+    expect(readdirSync(dir)).toEqual([])
+  })
+})

@@ -210,13 +210,15 @@ export class CheckpointLock {
     return mine
   }
 
-  /** Makes the lock file from `mine`: `false` when one is there. */
+  /** Makes the lock file from `mine`: `false` when another run's is there. */
   async #create(mine: string): Promise<boolean> {
     try {
       await link(mine, this.path)
       return true
     } catch (error) {
-      if (code(error) === 'EEXIST') return false
+      // On NFS a link whose reply was lost is sent again, and fails EEXIST on the link it made.
+      if (code(error) === 'EEXIST')
+        return (await readFile(this.path, 'utf8').catch(() => undefined)) === this.#text
       // A file system without hard links: made exclusively, written at once (a reader that finds
       // it empty meanwhile takes it for stale, and the check before each checkpoint write tells).
       if (!['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EXDEV'].includes(code(error) ?? ''))
