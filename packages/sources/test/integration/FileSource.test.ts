@@ -34,7 +34,7 @@ import {
   TopologyBuilder,
   type Transform,
 } from '@ackline/topology'
-import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, type MockInstance, onTestFinished, vi } from 'vitest'
 import { Checkpoints } from '../../src/internal/Checkpoints.js'
 import { DeadLetterFile } from '../../src/internal/DeadLetterFile.js'
 import { FakeSourceContext } from '../support/FakeSourceContext.js'
@@ -778,6 +778,11 @@ describe('file source', () => {
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     )
+    // Killed however the test ends: a timeout skips the `finally` below, and the child, left running
+    // past the test run (its parent gone), never ends.
+    onTestFinished(() => {
+      child.kill('SIGKILL')
+    })
     let output = ''
     child.stdout.setEncoding('utf8').on('data', (text: string) => {
       output += text
@@ -2373,6 +2378,11 @@ describe('file source', () => {
       ],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     )
+    // Killed however the test ends: a timeout skips the `finally` below, and the child, left running
+    // past the test run (its parent gone), never ends.
+    onTestFinished(() => {
+      child.kill('SIGKILL')
+    })
     let output = ''
     child.stdout.setEncoding('utf8').on('data', (text: string) => {
       output += text
