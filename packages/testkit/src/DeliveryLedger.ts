@@ -40,8 +40,9 @@ export interface DeliveryLedgerOptions {
  * - `NO_SOURCE`, always (`allowEmpty` does not lift it): no source was wrapped by this ledger, so
  *   no record was followed; a mistake (the builder got the sources themselves, or another ledger
  *   wrapped them).
- * - `NO_SINK`, always: no sink was wrapped by this ledger, so no copy's fate was recorded (a
- *   batch whose unwrapped sink failed it was told `errored`, and the checks skipped it).
+ * - `NO_SINK`, always: no sink was wrapped by this ledger, or none of those wrapped was started
+ *   by a topology or written to (the builder got the sinks themselves), so no copy's fate was
+ *   recorded (a batch whose unwrapped sink failed it was told `errored`, and the checks skipped it).
  * - `NOTHING_CHECKED`, unless `allowEmpty`: the wrapped sources sent no batch through the ledger
  *   (the builder got the original source, or the source sends with `sendEvents`, which the ledger
  *   does not follow); or, for `expectNoLoss` and `expectNoAckWithoutDelivery`, which read only
@@ -179,6 +180,11 @@ export class DeliveryLedger {
   readonly #sources = new Set<string>()
   /** The ids of the sinks wrapped: named when no source was; none wrapped is `NO_SINK`. */
   readonly #sinks = new Set<string>()
+  /**
+   * The ids of the wrapped sinks a topology started or something wrote to: none, with sinks
+   * wrapped, is `NO_SINK` too (the builder got the sinks themselves, not the wrappers).
+   */
+  readonly #used = new Set<string>()
 
   constructor(options: DeliveryLedgerOptions = {}) {
     this.#acknowledgements = options.acknowledgements ?? false
@@ -323,7 +329,11 @@ export class DeliveryLedger {
     }
   }
 
-  /** Wraps a sink: records each copy's reported status (the last attempt's, for a retried write). */
+  /**
+   * Wraps a sink: records each copy's reported status (the last attempt's, for a retried write).
+   * The wrapper always has a `start` (calling the sink's, if any): a wrapper the runtime started,
+   * or one written to, is what tells the checks a wrapped sink was in the run (else `NO_SINK`).
+   */
   sink(id: string, sink: Sink, options: LedgerSinkOptions = {}): Sink {
     const ledger = this
     const acknowledges = options.acknowledgements ?? this.#acknowledgements
@@ -352,10 +362,17 @@ export class DeliveryLedger {
         ledger.#attempts.set(event, bySink)
       })
     }
+    const members = forwardMembers(sink, SINK_MEMBERS)
     return {
       ...sink,
-      ...forwardMembers(sink, SINK_MEMBERS),
+      ...members,
+      // Always there, so the runtime's start marks the wrapper used (it calls start?.() anyway).
+      async start() {
+        ledger.#used.add(id)
+        await members.start?.()
+      },
       async write(events) {
+        ledger.#used.add(id)
         for (const event of events) ledger.#untag(event)
         // Read before the write: a broken sink may end the events, and an ended handle cannot be read.
         const fields = events.events.map((event) => ({ ...event.fields }))
@@ -542,7 +559,7 @@ export class DeliveryLedger {
 
   /**
    * Throws when `check` had nothing to check (see {@link LedgerCheckOptions}): `NO_SOURCE` when no
-   * source was wrapped, `NO_SINK` when no sink was; unless `allowEmpty`, `NOTHING_CHECKED` when no batch was sent, or (for a
+   * source was wrapped, `NO_SINK` when no sink was (or none wrapped was started or written to); unless `allowEmpty`, `NOTHING_CHECKED` when no batch was sent, or (for a
    * check that reads only batches with an id, `needsIds`) when none had an id.
    */
   #refuseVacuous(check: string, needsIds: boolean, options: LedgerCheckOptions): void {
@@ -559,6 +576,13 @@ export class DeliveryLedger {
         `${check} checked nothing: no sink was wrapped by this ledger (ledger.sink(id, sink)), so no copy's fate was recorded`,
         this.#perSource(),
         'give the builder each sink wrapped by this same ledger: .sink(id, inputs, ledger.sink(id, mySink))',
+      )
+    if (this.#used.size === 0)
+      throw new DeliveryViolation(
+        'NO_SINK',
+        `${check} checked nothing: no sink wrapped by this ledger was started or written to (${[...this.#sinks].map((id) => `'${id}'`).join(', ')} wrapped), so no copy's fate was recorded`,
+        this.#perSource(),
+        'give the builder the wrapper ledger.sink(id, mySink) returns, not mySink itself: .sink(id, inputs, ledger.sink(id, mySink))',
       )
     if (options.allowEmpty === true) return
     if (this.batches.length === 0)

@@ -9,7 +9,7 @@
 /**
  * Which delivery property a run broke, or why a check had nothing to look at, where passing
  * would prove nothing: `NO_SOURCE` (no source was wrapped by the ledger), `NO_SINK` (no sink
- * was), `NOTHING_CHECKED` (no
+ * was, or none wrapped was started or written to), `NOTHING_CHECKED` (no
  * batch was sent through it, or none had an id for a check that reads only those; see
  * `LedgerCheckOptions`).
  */

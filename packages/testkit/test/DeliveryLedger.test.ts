@@ -558,6 +558,52 @@ describe('DeliveryLedger', () => {
     }
   })
 
+  it('refuses every check, allowEmpty or not, when the wrapped sinks were never started nor written to', async () => {
+    // ledger.sink was called, but the builder got the sink itself: no copy's fate was recorded, so
+    // expectMatchesModel and expectNoAckWithoutDelivery passed a run they never saw a sink of.
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const out = sink()
+    ledger.sink('out', out)
+    const topology = new TopologyBuilder({ acknowledgements: true, onWarning: () => {} })
+      .source('in', ledger.source('in', source([[{ n: 0 }, { n: 1 }]])))
+      .sink('out', ['in'], out)
+      .build()
+    await topology.start()
+    await topology.done
+    expect(out.got).toHaveLength(2)
+    for (const allowEmpty of [undefined, true]) {
+      for (const [name, check] of Object.entries(checks(ledger, allowEmpty))) {
+        const error = await check().catch((e: unknown) => e)
+        expect(error).toBeInstanceOf(DeliveryViolation)
+        expect((error as DeliveryViolation).code).toBe('NO_SINK')
+        expect((error as Error).message).toContain(
+          `NO_SINK: ${name} checked nothing: no sink wrapped by this ledger was started or written to ('out' wrapped), so no copy's fate was recorded`,
+        )
+      }
+    }
+  })
+
+  it('counts a wrapped sink without start() as used once a topology writes to it, even with no record for it', async () => {
+    // The sink reads a port no record takes: it was never written to, yet it was in the topology.
+    const ledger = new DeliveryLedger({ acknowledgements: true })
+    const none: Transform<'odd'> = {
+      kind: 'evens',
+      outputs: ['odd'],
+      process(events, context) {
+        for (const e of events) context.emit(e)
+      },
+    }
+    const topology = new TopologyBuilder<string>({ acknowledgements: true, onWarning: () => {} })
+      .source('in', ledger.source('in', source([[{ n: 0 }]])))
+      .transform('t', ['in'], ledger.transform('t', none))
+      .sink('a', ['t'], ledger.sink('a', sink()))
+      .sink('b', ['t.odd'], ledger.sink('b', sink()))
+      .build()
+    await topology.start()
+    await topology.done
+    for (const check of Object.values(checks(ledger))) await expect(check()).resolves.toBeUndefined()
+  })
+
   it('refuses every check when the wrapped sources sent no batch, unless allowEmpty', async () => {
     // The wrapped source was made but the builder got the original: nothing went through the ledger.
     const ledger = new DeliveryLedger({ acknowledgements: true })
