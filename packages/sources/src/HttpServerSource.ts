@@ -418,6 +418,12 @@ interface Turns {
    */
   malformed: ServerResponse | undefined
   /**
+   * Set once Node failed to parse what came after the requests it handed over (a bad request line
+   * or header) while one received whole was still owed its answer (see `#clientError`): the
+   * connection is read no further, and once the last of those answers is written, a 400 closes it.
+   */
+  unparsed: boolean
+  /**
    * The timer of the request timed afresh on the connection (see `#timeAfresh`): one at a time, a
    * newer one replacing it, and cleared when the connection closes.
    */
@@ -655,6 +661,7 @@ class HttpServer implements HttpServerSource {
         ended: false,
         cut: undefined,
         malformed: undefined,
+        unparsed: false,
         afresh: undefined,
         goAhead: undefined,
       })
@@ -762,9 +769,11 @@ class HttpServer implements HttpServerSource {
    * as that request's), and left to the source's own refusal when one that closes the connection
    * is written or queued there (Node refuses a request the source refused already), or will be
    * when its turn comes (Node failed on the rest of a request waiting its turn, refused 400 then):
-   * the answers owed before it are written, then it. Otherwise the connection closes without one:
-   * such a request is stopped before it enters the pipeline, or keeps its real status there and
-   * the client sends it again.
+   * the answers owed before it are written, then it. So too when what Node failed to parse (a bad
+   * request line or header) came after requests received whole, one still owed its answer: the
+   * refusal is written after the last of those answers (see `#refuseAfterOwed`). Otherwise the
+   * connection closes without one: such a request is stopped before it enters the pipeline, or
+   * keeps its real status there and the client sends it again.
    * Three are not the client's doing and keep the connection: a request Node failed to parse
    * found late while its 400 waits behind the answers owed before it (Node never sees its end; the
    * 400 closes the connection), a request late while the source held it, or while its 100
@@ -776,7 +785,13 @@ class HttpServer implements HttpServerSource {
   #clientError(error: NodeJS.ErrnoException, socket: Duplex): boolean {
     const turns = this.#turns.get(socket)
     // Its answers are owed and written in order, the last closing the connection.
-    if (turns?.ended === true && error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && !socket.destroyed) return true
+    // So too when Node failed to parse what came after them: its 400 is written after the last.
+    if (
+      (turns?.ended === true || turns?.unparsed === true) &&
+      error.code === 'ERR_HTTP_REQUEST_TIMEOUT' &&
+      !socket.destroyed
+    )
+      return true
     if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && turns !== undefined && !socket.destroyed) {
       const malformed = turns.malformed
       if (
@@ -854,6 +869,25 @@ class HttpServer implements HttpServerSource {
       holdReading(socket)
       return true
     }
+    if (error.code?.startsWith('HPE_') === true && turns !== undefined && !socket.destroyed) {
+      if (turns.unparsed) {
+        // Failed again on what came since (Node reads a held connection again once an answer
+        // drains there): its 400 is arranged already.
+        turns.paused = true
+        holdReading(socket)
+        return true
+      }
+      if (
+        this.#refuseAfterOwed(socket, turns, incoming, [
+          error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400,
+          error.code === 'HPE_HEADER_OVERFLOW' ? 'HEADERS_TOO_LARGE' : 'BAD_REQUEST',
+          error.code === 'HPE_HEADER_OVERFLOW'
+            ? 'the request headers are too large'
+            : 'the request is not valid HTTP/1.1',
+        ])
+      )
+        return true
+    }
     if (
       !socket.writable ||
       (socket as Socket).bytesWritten > 0 ||
@@ -869,6 +903,52 @@ class HttpServer implements HttpServerSource {
         : error.code === 'HPE_HEADER_OVERFLOW'
           ? ([431, 'HEADERS_TOO_LARGE', 'the request headers are too large'] as const)
           : ([400, 'BAD_REQUEST', 'the request is not valid HTTP/1.1'] as const)
+    this.#endWith(socket, turns, [status, code, message])
+    return false
+  }
+
+  /**
+   * What Node failed to parse (a bad request line or header) came after requests it handed over
+   * whole, of which one is still owed its answer (its events may be in the pipeline): destroyed
+   * now, the connection took those answers with it, and its client sent again what was delivered.
+   * Instead the connection is read no further, those answers are written in order, and the refusal
+   * follows the last, closing the connection; none follows an answer that closes it itself. Says
+   * whether it took the connection in hand (not when no such answer is owed, or what failed is the
+   * rest of a request Node handed over).
+   */
+  #refuseAfterOwed(
+    socket: Duplex,
+    turns: Turns,
+    incoming: IncomingMessage | undefined,
+    refusal: readonly [number, HttpServerErrorCode, string],
+  ): boolean {
+    if (turns.closing || !socket.writable || (incoming !== undefined && !incoming.complete)) return false
+    const unanswered = this.#unanswered.get(socket)
+    if (unanswered === undefined || ![...unanswered].some((response) => response.req.complete)) return false
+    const pending = turns.waiting.slice(turns.next).map(([, response]) => response)
+    const last = pending.length > 0 ? pending[pending.length - 1] : turns.latest
+    if (last === undefined) return false
+    turns.unparsed = true
+    turns.paused = true
+    holdReading(socket)
+    const refuse = (): void => {
+      if (!turns.closing && !socket.destroyed && socket.writable) this.#endWith(socket, turns, refusal)
+    }
+    // Node writes a connection's answers in order: once the last is written, all are.
+    if (last.writableFinished) refuse()
+    else last.once('finish', refuse)
+    return true
+  }
+
+  /**
+   * Writes `refusal` on `socket` itself (no response of Node's to write it through), which closes
+   * the connection, and reads on what its client still sends (see `#linger`).
+   */
+  #endWith(
+    socket: Duplex,
+    turns: Turns | undefined,
+    [status, code, message]: readonly [number, HttpServerErrorCode, string],
+  ): void {
     this.#count(status, code)
     // Whatever Node still parses on this connection is not served (see `#handle`).
     if (turns !== undefined) turns.closing = true
@@ -878,7 +958,6 @@ class HttpServer implements HttpServerSource {
         `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
     )
     this.#linger(socket as Socket)
-    return false
   }
 
   /**

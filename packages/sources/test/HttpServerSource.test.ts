@@ -1597,32 +1597,137 @@ describe('httpServer: limits of a server on an open port', () => {
   const post =
     'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]'
 
-  it('never answers 400 in place of a request in the pipeline when its connection then sends garbage', async () => {
+  it.each([
+    ['a bad request line', 'HELLO\r\n\r\n'],
+    ['a header with a space in its name', 'POST / HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n'],
+    [
+      'two Content-Length headers',
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n[]',
+    ],
+  ])('answers a request in the pipeline, then 400, when its connection then sends %s', async (_, garbage) => {
+    // Node's parse error came while the request's answer was owed: the connection was destroyed,
+    // and its client, without the answer, sent again what was delivered.
     const { source, context, port } = await start()
-    const client = await open(port)
-    const next = context.nextBatch()
-    client.write(post)
-    const batch = await next
-    client.write('HELLO\r\n\r\n')
-    // The client would read a 400 as this request's answer and not send it again.
-    expect(await client.closed).toBe('')
-    batch.end('errored')
-    expect(source.counters.refused.BAD_REQUEST).toBeUndefined()
+    let server: Server | undefined
+    const seen = (message: unknown): void => {
+      server = (message as { server: Server }).server
+    }
+    subscribe('http.server.request.start', seen)
+    try {
+      const client = await open(port)
+      const next = context.nextBatch()
+      client.write(post)
+      const batch = await next
+      const failed = new Promise<void>((resolve) => server?.once('clientError', () => resolve()))
+      client.write(garbage)
+      await failed
+      batch.end('delivered')
+      const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+      expect(answers).toMatchObject([
+        { status: 200, body: { status: 'delivered', events: 1 } },
+        { status: 400, body: { code: 'BAD_REQUEST', error: 'the request is not valid HTTP/1.1' } },
+      ])
+      expect(context.records()).toEqual([[{ a: 1 }]])
+      expect(source.counters).toMatchObject({
+        requests: 1,
+        responses: { 200: 1, 400: 1 },
+        refused: { BAD_REQUEST: 1 },
+      })
+    } finally {
+      unsubscribe('http.server.request.start', seen)
+    }
   })
 
-  it('lets nothing of a request into the pipeline when garbage follows its body at once, and closes', async () => {
+  it('answers a request in the pipeline, then 400, when garbage follows and the answer takes longer than requestTimeoutMs', async () => {
+    // Node's check finds the connection late once it failed to parse: it must not close the
+    // connection before the answer owed.
+    const { source, context, port } = await start({ headersTimeoutMs: 300, requestTimeoutMs: 300 })
+    const errors: string[] = []
+    let reported = (): void => {}
+    const seen = (message: unknown): void => {
+      const server = (message as { server: Server }).server
+      if (server.listenerCount('clientError') > 1) return
+      server.on('clientError', (error: NodeJS.ErrnoException) => {
+        errors.push(error.code ?? '')
+        reported()
+      })
+    }
+    subscribe('http.server.request.start', seen)
+    try {
+      const client = await open(port)
+      const next = context.nextBatch()
+      client.write(post)
+      const batch = await next
+      client.write('HELLO\r\n\r\n')
+      while (!errors.includes('ERR_HTTP_REQUEST_TIMEOUT'))
+        await new Promise<void>((resolve) => {
+          reported = resolve
+        })
+      expect(errors[0]).toBe('HPE_INVALID_METHOD')
+      batch.end('delivered')
+      const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+      expect(answers).toMatchObject([
+        { status: 200, body: { status: 'delivered', events: 1 } },
+        { status: 400, body: { code: 'BAD_REQUEST' } },
+      ])
+      expect(source.counters).toMatchObject({ requests: 1, responses: { 200: 1, 400: 1 } })
+    } finally {
+      unsubscribe('http.server.request.start', seen)
+    }
+  })
+
+  it('answers a request whose body garbage follows at once, then 400, and closes', async () => {
     const { source, context, port } = await start()
     const client = await open(port)
+    context.onBatch = (batch) => batch.end('delivered')
     client.write(`${post}HELLO\r\n\r\n`)
-    expect(await client.closed).toBe('')
-    expect(context.batches).toEqual([])
+    const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+    expect(answers).toMatchObject([
+      { status: 200, body: { status: 'delivered', events: 1 } },
+      { status: 400, body: { code: 'BAD_REQUEST' } },
+    ])
+    expect(context.records()).toEqual([[{ a: 1 }]])
     // The source still serves others.
-    const next = context.nextBatch()
-    const answer = request(port, json([{ n: 1 }]))
-    ;(await next).end('delivered')
-    expect((await answer).status).toBe(200)
-    expect(context.batches).toHaveLength(1)
-    expect(source.counters.refused.BAD_REQUEST).toBeUndefined()
+    expect((await request(port, json([{ n: 1 }]))).status).toBe(200)
+    expect(context.records()).toEqual([[{ a: 1 }], [{ n: 1 }]])
+    expect(source.counters).toMatchObject({ requests: 2, responses: { 200: 2, 400: 1 } })
+  })
+
+  it('answers a request in the pipeline and one waiting its turn in order, then 400, when garbage follows them', async () => {
+    const { source, context, port } = await start()
+    let failed = (): void => {}
+    const parsed = new Promise<void>((resolve) => {
+      failed = resolve
+    })
+    const seen = (message: unknown): void => {
+      const server = (message as { server: Server }).server
+      if (server.listeners('clientError').includes(failed)) return
+      server.once('clientError', failed)
+    }
+    subscribe('http.server.request.start', seen)
+    try {
+      let room = (): void => {}
+      context.gate = new Promise((resolve) => {
+        room = resolve
+      })
+      const client = await open(port)
+      // The second waits its turn behind the first, whose events wait for room downstream.
+      client.write(`${post}${post.replace('"a"', '"b"')}POST / HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n`)
+      await parsed
+      let batches = 0
+      context.onBatch = (batch) => batch.end(++batches === 1 ? 'delivered' : 'errored')
+      room()
+      const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+      expect(answers).toMatchObject([
+        { status: 200, body: { status: 'delivered', events: 1 } },
+        { status: 503 },
+        { status: 400, body: { code: 'BAD_REQUEST' } },
+      ])
+      expect(context.records()).toEqual([[{ a: 1 }], [{ b: 1 }]])
+      expect(source.counters).toMatchObject({ requests: 2, responses: { 200: 1, 503: 1, 400: 1 } })
+    } finally {
+      unsubscribe('http.server.request.start', seen)
+    }
   })
 
   it('lets nothing into the pipeline of a request waiting its turn when a CONNECT behind it closes the connection', async () => {
