@@ -1676,6 +1676,60 @@ describe('httpServer: limits of a server on an open port', () => {
     }
   })
 
+  it('answers a request in the pipeline, then 400, when garbage follows twice', async () => {
+    const { source, context, port } = await start()
+    let server: Server | undefined
+    const seen = (message: unknown): void => {
+      server = (message as { server: Server }).server
+    }
+    subscribe('http.server.request.start', seen)
+    try {
+      const client = await open(port)
+      const next = context.nextBatch()
+      client.write(post)
+      const batch = await next
+      const failed = new Promise<void>((resolve) => server?.once('clientError', () => resolve()))
+      client.write('HELLO\r\n\r\n')
+      await failed
+      client.write('MORE GARBAGE\r\n\r\n')
+      batch.end('delivered')
+      const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+      expect(answers).toMatchObject([
+        { status: 200, body: { status: 'delivered', events: 1 } },
+        { status: 400, body: { code: 'BAD_REQUEST' } },
+      ])
+      expect(source.counters).toMatchObject({ requests: 1, responses: { 200: 1, 400: 1 } })
+    } finally {
+      unsubscribe('http.server.request.start', seen)
+    }
+  })
+
+  it('answers a request in the pipeline and closes, with no 400 after, when garbage follows and the stop came', async () => {
+    const { source, context, port } = await start()
+    let server: Server | undefined
+    const seen = (message: unknown): void => {
+      server = (message as { server: Server }).server
+    }
+    subscribe('http.server.request.start', seen)
+    try {
+      const client = await open(port)
+      const next = context.nextBatch()
+      client.write(post)
+      const batch = await next
+      const failed = new Promise<void>((resolve) => server?.once('clientError', () => resolve()))
+      client.write('HELLO\r\n\r\n')
+      await failed
+      context.stop()
+      batch.end('delivered')
+      // The answer owed closes the connection itself (the stop): nothing may follow it.
+      const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+      expect(answers).toMatchObject([{ status: 200, body: { status: 'delivered', events: 1 } }])
+      expect(source.counters).toMatchObject({ requests: 1, responses: { 200: 1 } })
+    } finally {
+      unsubscribe('http.server.request.start', seen)
+    }
+  })
+
   it('answers a request whose body garbage follows at once, then 400, and closes', async () => {
     const { source, context, port } = await start()
     const client = await open(port)
