@@ -637,6 +637,25 @@ describe('DiskBuffer recovery', () => {
     await reopened.close()
   })
 
+  it('finds the last record of a segment whose long last record ends with whole frames numbered below the next file, before a file named inside its records (those frames were taken for it)', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 300 << 10 })
+    const buffer = await open()
+    // A payload that ends with a whole frame numbered 0: the tail read alone takes it for the last record.
+    const long = Buffer.concat([Buffer.alloc(100 << 10, 'x'), Frame.encode([Buffer.from('inner')], 0).bytes])
+    await buffer.append([Buffer.from('a'), Buffer.from('b'), long])
+    await buffer.append([Buffer.alloc(250 << 10, 'z')]) // rolls: segment 3
+    await buffer.close()
+    const foreign = `${PATH}/00000000000000000002.seg` // its record fits its name; record 2 is the long one
+    fs.put(foreign, Frame.encode([Buffer.from('foreign')], 2).bytes)
+    const reopened = await open()
+    expect(logs).toContain(
+      `disk buffer ${PATH}: 00000000000000000002.seg is not a segment of this buffer (its name lies inside the records of 00000000000000000000.seg, which run to 2); left alone`,
+    )
+    expect(await drain(reopened)).toEqual(['a', 'b', long.toString(), 'z'.repeat(250 << 10)])
+    await reopened.close()
+    expect(fs.bytes(foreign)).toBeDefined()
+  })
+
   it('leaves alone a last segment whose records are numbered below its name, numbering on past its name, and the check says so', async () => {
     const { fs, logs, open } = setup()
     const buffer = await open()

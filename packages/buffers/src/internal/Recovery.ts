@@ -142,6 +142,13 @@ async function lastFrameBefore(
   return undefined
 }
 
+/** The last record's number as {@link lastRecordSeq} found it, and whether it read the file from its start to find it. */
+interface LastRecord {
+  readonly seq: number | undefined
+  /** Read from the file's start, as a reader would: a frame inside a payload was never taken for a record. */
+  readonly fromStart: boolean
+}
+
 /**
  * The sequence number of the last whole record of `seg`'s `file` (in file order), or `undefined`
  * when it holds none. It reads the file's last {@link TAIL_BYTES}, resynchronising on the framing
@@ -150,12 +157,7 @@ async function lastFrameBefore(
  * when there is none (damage at the end). With `whole`, it reads the file from its start, as a
  * reader would (a frame inside a payload is never taken for one).
  */
-async function lastRecordSeq(
-  s: Settings,
-  seg: Segment,
-  file: FileLike,
-  whole = false,
-): Promise<number | undefined> {
+async function lastRecordSeq(s: Settings, seg: Segment, file: FileLike, whole = false): Promise<LastRecord> {
   const start = whole ? 0 : Math.max(0, seg.size - TAIL_BYTES)
   const reader = new SegmentReader(file, {
     start,
@@ -170,8 +172,9 @@ async function lastRecordSeq(
     if (items.length === 0) break
     for (const item of items) if (item.kind === 'record') last = item.seq
   }
-  if (last !== undefined || start === 0) return last
-  return (await lastFrameBefore(s, seg, file, start)) ?? lastRecordSeq(s, seg, file, true)
+  if (last !== undefined || start === 0) return { seq: last, fromStart: start === 0 }
+  const before = await lastFrameBefore(s, seg, file, start)
+  return before === undefined ? lastRecordSeq(s, seg, file, true) : { seq: before, fromStart: false }
 }
 
 /** The `code` of a file-system error (`EIO`, `ENOENT`…), or `undefined` for any other error (a programming error, which is thrown on). */
@@ -207,9 +210,10 @@ interface SegmentEnds {
 
 /**
  * `seg`'s first and last record, read through one handle (one open a segment): the first frame,
- * then the tail; the file from its start when the tail's last record reaches `nextName` (the next
- * file's number, the lowest a file judged against it may have), so that a frame held in the
- * payload of a long last record is not taken for a record. A file-system error (a bad sector, a
+ * then the tail; the file from its start when the tail's last record is not the one just below
+ * `nextName` (the next file's number, the lowest a file judged against it may have: a segment
+ * rolled as this buffer rolls them ends there), so that a frame held in the payload of a long last
+ * record is not taken for a record. A file-system error (a bad sector, a
  * file deleted since the listing) is kept as the answer of the read it stopped; any other error
  * is thrown.
  */
@@ -240,8 +244,14 @@ async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise
     const first = await attempt(() => firstRecordSeq(s, seg, file))
     const last = await attempt(async () => {
       const tail = await lastRecordSeq(s, seg, file)
-      // Read whole, as a reader would: the tail's frames may lie in a long last record's payload.
-      return tail !== undefined && tail >= nextName ? lastRecordSeq(s, seg, file, true) : tail
+      // This buffer rolls a segment for the record after its last, so the next file is named one
+      // past the tail's last record. Any other answer (a name the tail seems to reach, or one past
+      // a gap) may come from frames held at the end of a long last record's payload, which the
+      // tail cannot tell from records: read whole, as a reader would. A gap is rare (numbers a
+      // failed write skipped, a segment started past damage, a file left alone), so opening a
+      // buffer that rolled as usual reads no more than the tails.
+      if (tail.fromStart || tail.seq === undefined || tail.seq === nextName - 1) return tail.seq
+      return (await lastRecordSeq(s, seg, file, true)).seq
     })
     return { first, last }
   } finally {
@@ -266,11 +276,13 @@ async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise
  * a file is named inside is marked as sheltering it (`Segment.shelters`), so that it is kept on
  * disk once acknowledged and the next open judges the file the same way. Each segment but the
  * last is opened once ({@link segmentEnds}): its first frame, and its tail for the last record
- * (the first frame alone says nothing of its end); one that seems to reach past the next name is
- * read again from its start, so that a frame held in the payload of a long last record is never
- * taken for it. (The other way round is not caught: a last record longer than the tail read
- * whose payload ends with whole frames numbered below the name hides a file named inside its
- * records. Only a payload that holds a buffer's own frames does that.) A file-system error
+ * (the first frame alone says nothing of its end); one whose tail does not end just below the next
+ * name (it seems to reach it, or stops short of it) is read again from its start, so that a frame
+ * held in the payload of a long last record is never taken for it. (Not caught: a last record
+ * longer than the tail read whose payload ends with a whole frame numbered exactly one below the
+ * next name hides a file of that name inside its records; only a payload that holds a buffer's own
+ * frames can, and telling it apart would take reading every segment whole on every open.) A
+ * file-system error
  * reading a first frame or a tail (a bad sector, a file deleted since the listing) leaves that
  * check undone: the file is kept, and the segment that could not be read is logged.
  * Returns the number past the names of the files left alone (0 when none is): numbering goes on
