@@ -479,6 +479,30 @@ describe('DiskBuffer recovery', () => {
     await reopened.close()
   })
 
+  it('takes the last segment file deleted between its stat and its open to append (ENOENT) as gone: not made again, empty, with its records reported as a torn write', async () => {
+    const { fs, logs, open } = setup()
+    const buffer = await open()
+    for (let i = 0; i < 100; i++) await buffer.append([Buffer.from(`r${String(i).padStart(6, '0')}`)])
+    for (const r of (await buffer.read(74))!) buffer.ack(r.seq)
+    await buffer.close() // segments 74..99 left, the others deleted
+    const last = `${PATH}/00000000000000000074.seg`
+    fs.fault = (o, path) => {
+      if (o === 'open' && path === last) void fs.unlink(path) // deleted from outside, after its stat
+      return undefined
+    }
+    const reopened = await open()
+    fs.fault = undefined
+    expect(logs.filter((m) => m.includes('torn write'))).toEqual([])
+    expect(logs).toContainEqual(
+      expect.stringContaining('records 74..99, which ledger.json counts unacknowledged, are gone'),
+    )
+    expect(fs.bytes(last)).toBeUndefined()
+    await reopened.append([Buffer.from('after')])
+    expect(fs.bytes(last)).toBeUndefined()
+    expect(await drain(reopened)).toEqual(['after'])
+    await reopened.close()
+  })
+
   it.each([
     ['a buffer of three segments', undefined],
     ['one with a file named inside the records of the segment before it', 20],

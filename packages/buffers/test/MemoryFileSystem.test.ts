@@ -30,4 +30,19 @@ describe.each([
       await file.close()
     }
   })
+
+  it('opens an existing file to append without making a missing one (ENOENT)', async () => {
+    await fs.mkdir(root)
+    for (const mode of ['append', 'append-dsync'] as const) {
+      const missing = `${root}/missing-${mode}`
+      await expect(fs.openExisting!(missing, mode)).rejects.toMatchObject({ code: 'ENOENT' })
+      expect(await fs.size(missing)).toBeUndefined()
+      const existing = `${root}/existing-${mode}`
+      await (await fs.open(existing, 'append')).close()
+      const file = await fs.openExisting!(existing, mode)
+      await file.writev([Buffer.from('ab')], 0)
+      expect(await file.size()).toBe(2)
+      await file.close()
+    }
+  })
 })

@@ -49,6 +49,13 @@ function fused(fs: FileSystem): { readonly fs: FileSystem; readonly blow: () => 
       mkdir: (path) => guarded(path, () => fs.mkdir(path)),
       readdir: (path) => guarded(path, () => fs.readdir(path)),
       open: (path, mode) => guarded(path, async () => file(path, await fs.open(path, mode))),
+      // Only where `fs` has it: without it, opening falls back to `open`, as on `fs` itself.
+      ...(fs.openExisting === undefined
+        ? {}
+        : {
+            openExisting: (path: string, mode: 'append' | 'append-dsync') =>
+              guarded(path, async () => file(path, await fs.openExisting!(path, mode))),
+          }),
       readFile: (path) => guarded(path, () => fs.readFile(path)),
       size: (path) => guarded(path, () => fs.size(path)),
       rename: (from, to) => guarded(from, () => fs.rename(from, to)),

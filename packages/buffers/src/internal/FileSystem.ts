@@ -67,6 +67,14 @@ export interface FileSystem {
   /** Names in `path`, or an empty list when it does not exist. */
   readdir(path: string): Promise<string[]>
   open(path: string, mode: OpenMode): Promise<FileLike>
+  /**
+   * Opens the file at `path` as `open` does with `mode`, but never makes it: rejects with an
+   * `ENOENT` error when it does not exist. Opening a buffer opens its last segment this way, so
+   * that one deleted from outside since its size was read is taken as gone. Optional (added after
+   * `open`): without it that segment is opened with `open`, which makes it again, empty, and its
+   * records are reported as a torn write cut off.
+   */
+  openExisting?(path: string, mode: 'append' | 'append-dsync'): Promise<FileLike>
   /** The whole file, or `undefined` when it does not exist. */
   readFile(path: string): Promise<Uint8Array | undefined>
   /** The file's size, or `undefined` when it does not exist. */
@@ -144,6 +152,17 @@ class NodeFile implements FileLike {
   }
 }
 
+/** `path` opened with `flags`, and `O_DSYNC` where `mode` asks for durable writes and they are (see {@link OpenMode}). */
+async function openFile(path: string, mode: OpenMode, flags: number): Promise<NodeFile> {
+  // Decided at each open (not at load), as the file sink decides its O_SYNC.
+  const durableWrites = mode === 'append-dsync' && process.platform === 'linux'
+  return new NodeFile(
+    await open(path, flags | (durableWrites ? constants.O_DSYNC : 0), 0o644),
+    path,
+    durableWrites,
+  )
+}
+
 const isMissing = (error: unknown): boolean => (error as NodeJS.ErrnoException).code === 'ENOENT'
 
 /**
@@ -189,11 +208,11 @@ export const NodeFileSystem: FileSystem = {
       throw error
     }
   },
-  async open(path, mode) {
-    // Decided at each open (not at load), as the file sink decides its O_SYNC.
-    const durableWrites = mode === 'append-dsync' && process.platform === 'linux'
-    const flags = FLAGS[mode] | (durableWrites ? constants.O_DSYNC : 0)
-    return new NodeFile(await open(path, flags, 0o644), path, durableWrites)
+  open(path, mode) {
+    return openFile(path, mode, FLAGS[mode])
+  },
+  openExisting(path, mode) {
+    return openFile(path, mode, FLAGS[mode] & ~constants.O_CREAT)
   },
   async readFile(path) {
     try {

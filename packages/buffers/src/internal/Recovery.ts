@@ -428,9 +428,17 @@ export const Recovery = {
       validEnd = 0
       let first: number | undefined
       try {
-        active = await fs.open(`${path}/${last.name}`, segmentWriteMode(s.sync))
+        const file = `${path}/${last.name}`
+        const mode = segmentWriteMode(s.sync)
+        active = await (fs.openExisting === undefined ? fs.open(file, mode) : fs.openExisting(file, mode))
       } catch (error) {
-        throw directoryError(s, last.name, error) ?? error
+        if (fileErrorCode(error) !== 'ENOENT') throw directoryError(s, last.name, error) ?? error
+        // Deleted since its size was read: gone, as if deleted before the listing. Opened with a
+        // create, it was made again, empty, and its records were reported as a torn write cut off.
+        active = undefined
+        segments.pop()
+        last = segments.at(-1)
+        continue
       }
       // A file read or cut that fails leaves no handle open behind the error.
       try {

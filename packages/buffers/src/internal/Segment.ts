@@ -50,5 +50,5 @@ export const segmentName = (firstSeq: number): string => `${String(firstSeq).pad
  * the system makes it so (`O_DSYNC` on Linux: the file's `durableWrites`), which spares each group
  * a second trip through the thread pool for its fdatasync.
  */
-export const segmentWriteMode = (sync: Settings['sync']): OpenMode =>
+export const segmentWriteMode = (sync: Settings['sync']): Extract<OpenMode, 'append' | 'append-dsync'> =>
   sync === 'always' ? 'append-dsync' : 'append'
