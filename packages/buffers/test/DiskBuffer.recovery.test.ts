@@ -1439,6 +1439,41 @@ describe('DiskBuffer recovery: a directory named like a segment', () => {
   )
 })
 
+describe('DiskBuffer recovery: a directory named like a segment, on a file system giving directories a size', () => {
+  it.each([
+    [4096, 'alone in the buffer', '00000000000000000000.seg', 0],
+    [4096, 'after the segments', '00000000000000000099.seg', 60],
+    [4096, 'named inside the records of a segment', '00000000000000000040.seg', 60],
+    [0, 'alone in the buffer', '00000000000000000000.seg', 0],
+    [0, 'after the segments', '00000000000000000099.seg', 60],
+    [0, 'named inside the records of a segment', '00000000000000000040.seg', 60],
+  ])(
+    'of %d bytes refuses to open with READ_FAILED naming it (%s), and opens once it is moved out',
+    async (directorySize, _, name, records) => {
+      const { fs, open } = setup()
+      fs.directorySize = directorySize
+      if (records > 0) {
+        const buffer = await open()
+        for (let i = 0; i < records; i++) await buffer.append([Buffer.alloc(40, 0x61)])
+        await buffer.close() // segments 0, 17, 34 (running to 50) and 51
+      }
+      await fs.mkdir(`${PATH}/${name}`)
+      const failed = await open().then(
+        (buffer) => buffer.close(),
+        (error: unknown) => error,
+      )
+      expect(failed).toBeInstanceOf(DiskBufferError)
+      expect(failed).toMatchObject({ code: 'READ_FAILED', path: PATH })
+      expect((failed as Error).message).toContain(`${PATH}/${name} is a directory`)
+      expect(fs.openFiles).toBe(0)
+      fs.rmdir(`${PATH}/${name}`)
+      const reopened = await open()
+      expect(reopened.metrics().unackedRecords).toBe(records)
+      await reopened.close()
+    },
+  )
+})
+
 /** Opens the buffer at PATH on `fs` with other options. */
 function setupOn(fs: MemoryFileSystem, logs: string[], options: { segmentBytes: number }) {
   return CrashableDiskBuffer.open({ path: PATH, fileSystem: fs, log: (m) => logs.push(m), ...options })

@@ -202,6 +202,9 @@ function directoryError(s: Settings, name: string, error: unknown): DiskBufferEr
 /** A number read from a file (`null`: none there), or the code of the file-system error that kept it from being read. */
 type ReadSeq = { readonly seq: number | null } | { readonly failed: string }
 
+/** The ends of a segment holding no record. */
+const NONE: SegmentEnds = { first: { seq: null }, last: { seq: null } }
+
 /** What opening reads of a segment before the last: its first record, and its last. */
 interface SegmentEnds {
   readonly first: ReadSeq
@@ -215,10 +218,10 @@ interface SegmentEnds {
  * rolled as this buffer rolls them ends there), so that a frame held in the payload of a long last
  * record is not taken for a record. A file-system error (a bad sector, a
  * file deleted since the listing) is kept as the answer of the read it stopped; any other error
- * is thrown.
+ * is thrown, and a directory named like a segment refuses the open (an empty file is opened too,
+ * and read a byte of: a directory's stat may give 0).
  */
 async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise<SegmentEnds> {
-  if (seg.size === 0) return { first: { seq: null }, last: { seq: null } }
   const attempt = async (read: () => Promise<number | undefined>): Promise<ReadSeq> => {
     try {
       return { seq: (await read()) ?? null }
@@ -238,9 +241,18 @@ async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise
     if (code === undefined) throw error
     const directory = directoryError(s, seg.name, error)
     if (directory !== undefined) throw directory
-    return { first: { failed: code }, last: { failed: code } }
+    return seg.size === 0 ? NONE : { first: { failed: code }, last: { failed: code } }
   }
   try {
+    if (seg.size === 0) {
+      // Nothing to read, but some file systems (btrfs) give an empty directory a size of 0: a
+      // read tells it (EISDIR) from an empty file. Kept, it was met by a reader, or deleted.
+      await attempt(async () => {
+        await file.read(Buffer.alloc(1), 0, 1, 0)
+        return undefined
+      })
+      return NONE
+    }
     const first = await attempt(() => firstRecordSeq(s, seg, file))
     const last = await attempt(async () => {
       const tail = await lastRecordSeq(s, seg, file)
