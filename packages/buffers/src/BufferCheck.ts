@@ -11,7 +11,7 @@
  */
 import { hostname } from 'node:os'
 import { BufferSettings } from './internal/BufferSettings.js'
-import { type FileLike, type FileSystem, NodeFileSystem } from './internal/FileSystem.js'
+import { type FileLike, type FileSystem, NodeFileSystem, openExisting } from './internal/FileSystem.js'
 import { Frame } from './internal/Frame.js'
 import { Ledger, type LedgerRead } from './internal/Ledger.js'
 import { LockFile, type LockHolder } from './internal/LockFile.js'
@@ -383,7 +383,18 @@ export const BufferCheck = {
             `segment ${name}: rewrote without ${seg.corrupt.length} damaged region(s)${seg.torn ? ' and its torn tail' : ''}`,
           )
         } else if (seg.torn !== undefined) {
-          const file = await fs.open(`${path}/${name}`, 'append')
+          let file: FileLike
+          try {
+            // Never made: one deleted from outside since it was read, made again and cut to
+            // `validEnd`, was that many zero bytes posing as its records.
+            file = await openExisting(fs, `${path}/${name}`, 'append')
+          } catch (error) {
+            if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+            repairs.push(
+              `segment ${name}: gone (deleted from outside) before its torn tail was cut; nothing cut`,
+            )
+            continue
+          }
           try {
             await file.truncate(validEnd)
             await file.datasync()

@@ -69,10 +69,12 @@ export interface FileSystem {
   open(path: string, mode: OpenMode): Promise<FileLike>
   /**
    * Opens the file at `path` as `open` does with `mode`, but never makes it: rejects with an
-   * `ENOENT` error when it does not exist. Opening a buffer opens its last segment this way, so
-   * that one deleted from outside since its size was read is taken as gone. Optional (added after
-   * `open`): without it that segment is opened with `open`, which makes it again, empty, and its
-   * records are reported as a torn write cut off.
+   * `ENOENT` error when it does not exist. Every open of an existing segment to write to it goes
+   * this way ({@link openExisting}), so that one deleted from outside is taken as gone, not made
+   * again: opening a buffer (its last segment) and `ackline-buffer --repair` (a segment whose torn
+   * tail it cuts). Optional (added after `open`): without it they open with `open`, which makes a
+   * missing segment again, empty (opening then reports its records as a torn write cut off; a
+   * repair cutting it fills it with zeros to the length it cuts to).
    */
   openExisting?(path: string, mode: 'append' | 'append-dsync'): Promise<FileLike>
   /** The whole file, or `undefined` when it does not exist. */
@@ -161,6 +163,18 @@ async function openFile(path: string, mode: OpenMode, flags: number): Promise<No
     path,
     durableWrites,
   )
+}
+
+/**
+ * `path` opened with `mode` but never made, through `fs.openExisting` (rejects with `ENOENT` when
+ * it does not exist); with `fs.open` on a file system without it, which makes a missing one.
+ */
+export function openExisting(
+  fs: FileSystem,
+  path: string,
+  mode: 'append' | 'append-dsync',
+): Promise<FileLike> {
+  return fs.openExisting === undefined ? fs.open(path, mode) : fs.openExisting(path, mode)
 }
 
 const isMissing = (error: unknown): boolean => (error as NodeJS.ErrnoException).code === 'ENOENT'

@@ -15,7 +15,7 @@
 import { DiskBufferError } from '../DiskBufferError.js'
 import { BufferSettings } from './BufferSettings.js'
 import type { Settings } from './DiskBufferSettings.js'
-import type { FileLike } from './FileSystem.js'
+import { type FileLike, openExisting } from './FileSystem.js'
 import { Frame } from './Frame.js'
 import { Ledger } from './Ledger.js'
 import { LockFile } from './LockFile.js'
@@ -440,9 +440,7 @@ export const Recovery = {
       validEnd = 0
       let first: number | undefined
       try {
-        const file = `${path}/${last.name}`
-        const mode = segmentWriteMode(s.sync)
-        active = await (fs.openExisting === undefined ? fs.open(file, mode) : fs.openExisting(file, mode))
+        active = await openExisting(fs, `${path}/${last.name}`, segmentWriteMode(s.sync))
       } catch (error) {
         if (fileErrorCode(error) !== 'ENOENT') throw directoryError(s, last.name, error) ?? error
         // Deleted since its size was read: gone, as if deleted before the listing. Opened with a
