@@ -73,6 +73,25 @@ describe('DiskBuffer known errors', () => {
     await buffer.close()
   })
 
+  it('does not make again, zero-filled, the segment a failed roll cuts back when it was deleted from outside: the rollback fails, seals it and writes on in a new one', async () => {
+    const { fs, logs, open } = setup({ segmentBytes: 100 })
+    const buffer = await open()
+    await buffer.append(records(4)) // 4 frames of 22 bytes: segment 0 is full
+    const first = `${PATH}/00000000000000000000.seg`
+    fs.fault = (op, path) => {
+      if (op !== 'open' || !path.endsWith('00000000000000000004.seg')) return undefined
+      void fs.unlink(first) // deleted from outside while the write rolls
+      return enospc()
+    }
+    expect((await buffer.append(records(1, 4))).status).toBe('failed')
+    fs.fault = undefined
+    expect(fs.bytes(first)).toBeUndefined()
+    expect(logs).toContainEqual(expect.stringContaining('rollback failed (ENOENT'))
+    expect(await buffer.append(records(1, 5))).toMatchObject({ status: 'written', firstSeq: 5 })
+    expect(fs.files(PATH).filter((p) => p.endsWith('.seg'))).toEqual([`${PATH}/00000000000000000005.seg`])
+    buffer._abandon()
+  })
+
   /** A buffer whose first write to segment 8 waits until let go, then fails (EIO). */
   /**
    * `mem` where the first write to the file `failing` fails (EIO), once `before` (if any)

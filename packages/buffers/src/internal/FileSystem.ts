@@ -71,10 +71,11 @@ export interface FileSystem {
    * Opens the file at `path` as `open` does with `mode`, but never makes it: rejects with an
    * `ENOENT` error when it does not exist. Every open of an existing segment to write to it goes
    * this way ({@link openExisting}), so that one deleted from outside is taken as gone, not made
-   * again: opening a buffer (its last segment) and `ackline-buffer --repair` (a segment whose torn
-   * tail it cuts). Optional (added after `open`): without it they open with `open`, which makes a
-   * missing segment again, empty (opening then reports its records as a torn write cut off; a
-   * repair cutting it fills it with zeros to the length it cuts to).
+   * again: opening a buffer (its last segment), a failed write's rollback (the segment it cuts
+   * back, once the write closed it) and `ackline-buffer --repair` (a segment whose torn tail it
+   * cuts). Optional (added after `open`): without it they open with `open`, which makes a missing
+   * segment again, empty (opening then reports its records as a torn write cut off; a rollback or
+   * a repair cutting it fills it with zeros to the length it cuts to).
    */
   openExisting?(path: string, mode: 'append' | 'append-dsync'): Promise<FileLike>
   /** The whole file, or `undefined` when it does not exist. */

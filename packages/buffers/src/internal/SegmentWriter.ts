@@ -24,7 +24,7 @@ import { DiskBufferError } from '../DiskBufferError.js'
 import type { AckLedger } from './AckLedger.js'
 import { type Deferred, deferred } from './Deferred.js'
 import type { Settings } from './DiskBufferSettings.js'
-import type { FileLike } from './FileSystem.js'
+import { type FileLike, openExisting } from './FileSystem.js'
 import { type EncodedBatch, Frame, type Payload } from './Frame.js'
 import { type Segment, segmentName, segmentWriteMode } from './Segment.js'
 import type { TailCache } from './TailCache.js'
@@ -431,7 +431,13 @@ export class SegmentWriter {
       }
       const last = segments.at(-1)
       if (last !== undefined && last === keep) {
-        this.#active ??= await fs.open(`${path}/${last.name}`, segmentWriteMode(this.#c.settings.sync))
+        // Never made: one deleted from outside, made again and cut to its old size, was that many
+        // zero bytes posing as its records. Gone (ENOENT), the rollback fails: sealed, below.
+        this.#active ??= await openExisting(
+          fs,
+          `${path}/${last.name}`,
+          segmentWriteMode(this.#c.settings.sync),
+        )
         await this.#active.truncate(before.activeSize)
         await this.#active.datasync()
         this.#bytesOnDisk -= last.size - before.activeSize
