@@ -680,6 +680,50 @@ describe('DiskBuffer recovery', () => {
     expect(fs.bytes(foreign)).toBeDefined()
   })
 
+  it("reads only the ends of a segment that ends below the next one's name when the ledger lists that one (numbers a failed roll skipped), not the whole segment on every open", async () => {
+    const { fs, open } = setup({ segmentBytes: 512 << 10 })
+    const buffer = await open()
+    const payload = Buffer.alloc(1000, 'x')
+    await buffer.append([payload]) // makes segment 0
+    let failed = false
+    fs.fault = (op, path) => {
+      // The roll to the next segment: its first open fails while a later append is numbered.
+      if (op !== 'open' || !path.endsWith('.seg') || fs.bytes(path) !== undefined || failed) return undefined
+      failed = true
+      void buffer.append([payload]) // numbered past the failing group: its number is skipped
+      return Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
+    }
+    for (let i = 0; i < 600; i++) await buffer.append([payload])
+    fs.fault = undefined
+    await buffer.close()
+    expect(failed).toBe(true)
+    const first = `${PATH}/00000000000000000000.seg`
+    const segs = fs.files(PATH).filter((f) => f.endsWith('.seg'))
+    expect(segs).toHaveLength(2) // segment 0, and one named two past its last record, in the ledger
+    let readOfFirst = 0
+    const counting = reopening(fs, async (path, mode) => {
+      const file = await fs.open(path, mode)
+      if (path !== first) return file
+      return {
+        ...file,
+        read: async (buf, offset, length, position) => {
+          const n = await file.read(buf, offset, length, position)
+          readOfFirst += n
+          return n
+        },
+      }
+    })
+    const reopened = await CrashableDiskBuffer.open({
+      path: PATH,
+      fileSystem: counting,
+      segmentBytes: 512 << 10,
+      log: () => {},
+    })
+    expect(readOfFirst).toBeLessThan(fs.bytes(first)!.length / 2) // its first frame and its tail
+    expect(await drain(reopened)).toHaveLength(601) // 602 appended, the one whose roll failed not written
+    await reopened.close()
+  })
+
   it('leaves alone a last segment whose records are numbered below its name, numbering on past its name, and the check says so', async () => {
     const { fs, logs, open } = setup()
     const buffer = await open()

@@ -216,12 +216,18 @@ interface SegmentEnds {
  * then the tail; the file from its start when the tail's last record is not the one just below
  * `nextName` (the next file's number, the lowest a file judged against it may have: a segment
  * rolled as this buffer rolls them ends there), so that a frame held in the payload of a long last
- * record is not taken for a record. A file-system error (a bad sector, a
- * file deleted since the listing) is kept as the answer of the read it stopped; any other error
+ * record is not taken for a record; not when it stops short of `nextName` and the next file is
+ * one the ledger lists (`rolled`: this buffer made it, past every record of this segment). A
+ * file-system error (a bad sector, a file deleted since the listing) is kept as the answer of the read it stopped; any other error
  * is thrown, and a directory named like a segment refuses the open (an empty file is opened too,
  * and read a byte of: a directory's stat may give 0).
  */
-async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise<SegmentEnds> {
+async function segmentEnds(
+  s: Settings,
+  seg: Segment,
+  nextName: number,
+  rolled: boolean,
+): Promise<SegmentEnds> {
   const attempt = async (read: () => Promise<number | undefined>): Promise<ReadSeq> => {
     try {
       return { seq: (await read()) ?? null }
@@ -261,8 +267,12 @@ async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise
       // a gap) may come from frames held at the end of a long last record's payload, which the
       // tail cannot tell from records: read whole, as a reader would. A gap is rare (numbers a
       // failed write skipped, a segment started past damage, a file left alone), so opening a
-      // buffer that rolled as usual reads no more than the tails.
+      // buffer that rolled as usual reads no more than the tails. A next file the ledger lists was
+      // rolled by this buffer after every record of this segment: a tail stopping short of it is a
+      // gap, not a record hidden past it. Read whole, every segment a failed roll left ending so
+      // was read whole on every open, the whole buffer after a spell of failed rolls.
       if (tail.fromStart || tail.seq === undefined || tail.seq === nextName - 1) return tail.seq
+      if (rolled && tail.seq < nextName) return tail.seq
       return (await lastRecordSeq(s, seg, file, true)).seq
     })
     return { first, last }
@@ -289,8 +299,10 @@ async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise
  * disk once acknowledged and the next open judges the file the same way. Each segment but the
  * last is opened once ({@link segmentEnds}): its first frame, and its tail for the last record
  * (the first frame alone says nothing of its end); one whose tail does not end just below the next
- * name (it seems to reach it, or stops short of it) is read again from its start, so that a frame
- * held in the payload of a long last record is never taken for it. (Not caught: a last record
+ * name (it seems to reach it, or stops short of it, the next file not one the ledger lists: a
+ * failed roll's skipped numbers leave such a gap before a segment this buffer made, which, read
+ * whole, cost that segment's whole read on every open) is read again from its start, so that a
+ * frame held in the payload of a long last record is never taken for it. (Not caught: a last record
  * longer than the tail read whose payload ends with a whole frame numbered exactly one below the
  * next name hides a file of that name inside its records; only a payload that holds a buffer's own
  * frames can, and telling it apart would take reading every segment whole on every open.) A
@@ -301,12 +313,17 @@ async function segmentEnds(s: Settings, seg: Segment, nextName: number): Promise
  * past it, so that no segment of this buffer is ever given the name of one (it would be appended
  * to).
  */
-async function leaveForeignAlone(s: Settings, segments: Segment[]): Promise<number> {
+async function leaveForeignAlone(
+  s: Settings,
+  segments: Segment[],
+  listed: ReadonlySet<number>,
+): Promise<number> {
   const names = segments.map((seg) => seg.firstSeq)
   // The last one's first record is judged by the scan of it (Recovery.run), which reads it anyway,
   // and its end by nothing: only the segments before it are read here.
   const ends: SegmentEnds[] = []
-  for (let i = 0; i + 1 < segments.length; i++) ends.push(await segmentEnds(s, segments[i]!, names[i + 1]!))
+  for (let i = 0; i + 1 < segments.length; i++)
+    ends.push(await segmentEnds(s, segments[i]!, names[i + 1]!, listed.has(names[i + 1]!)))
   let past = 0
   /** The index, in `names`, of the segment kept last, if any. */
   let prev: number | undefined
@@ -416,7 +433,13 @@ export const Recovery = {
       if (size === undefined) continue
       segments.push({ firstSeq, name, size, visible: size, sealed: false })
     }
-    let pastForeign = await leaveForeignAlone(s, segments)
+    // The segments the ledger lists were rolled by this buffer: none is named inside the records
+    // of one before it.
+    let pastForeign = await leaveForeignAlone(
+      s,
+      segments,
+      new Set(ledger.status === 'ok' ? ledger.ledger.segments : []),
+    )
     if (ledger.status === 'ok') {
       for (const first of ledger.ledger.segments) {
         // One before the first segment left is reported with the records it took, below.
