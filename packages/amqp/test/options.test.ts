@@ -1,4 +1,5 @@
 import { AmqpSinkOptions, AmqpSourceOptions, amqpSink, amqpSource } from '@ackline/amqp'
+import { type Source, TopologyBuilder, TopologyError } from '@ackline/topology'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { backoffDelay, connectFailure, describeServer } from '../src/internal/Connection.js'
@@ -433,5 +434,33 @@ describe('headersToJson', () => {
       nan: 'NaN',
       nested: [{ x: 'y' }],
     })
+  })
+})
+
+describe('a wrongly typed url in the build error', () => {
+  // A source that does nothing: only build() runs.
+  const source: Source = { kind: 'idle', canAcknowledge: true, run: async () => undefined }
+  const buildError = (url: unknown): string => {
+    try {
+      new TopologyBuilder({ onWarning: () => {} })
+        .source('in', source)
+        .sink('bus', ['in'], amqpSink({ url } as never))
+        .build()
+    } catch (error) {
+      expect(error).toBeInstanceOf(TopologyError)
+      return (error as TopologyError).message
+    }
+    throw new Error('build() passed')
+  }
+
+  it("never holds its password: amqplib's object form, or the URL in an array", () => {
+    // The object form is amqplib's own (connect({ hostname, password })); the schema takes a
+    // string, and the build error showed the object as JSON, password and all.
+    const object = buildError({ hostname: 'h', password: 's3cret' })
+    expect(object).toContain('"password":"***"')
+    expect(object).not.toContain('s3cret')
+    const array = buildError(['amqp://u:s3cret@h'])
+    expect(array).toContain('amqp://u:***@h')
+    expect(array).not.toContain('s3cret')
   })
 })

@@ -5,6 +5,7 @@ import {
   jetstreamSink,
   natsSink,
 } from '@ackline/nats'
+import { type Source, TopologyBuilder, TopologyError } from '@ackline/topology'
 import { describe, expect, it } from 'vitest'
 
 describe('options', () => {
@@ -178,5 +179,30 @@ describe('options', () => {
       expect.arrayContaining(['stream', 'consumer', 'invalidJson']),
     )
     expect(Object.keys(schema.properties)).not.toContain('onWarning')
+  })
+})
+
+describe('a credential in the build error', () => {
+  it('a wrongly typed pass or token is shown by its kind only, never its value', () => {
+    // A number is no string: the build error said `got 12345`, the password itself.
+    const source: Source = { kind: 'idle', canAcknowledge: true, run: async () => undefined }
+    let error: unknown
+    try {
+      new TopologyBuilder({ acknowledgements: false, onWarning: () => {} })
+        .source('in', source)
+        .sink('bus', ['in'], natsSink({ servers: 'x', subject: 's', pass: 12345, token: 67890 } as never), {
+          acknowledgements: false,
+        })
+        .build()
+    } catch (caught) {
+      error = caught
+    }
+    expect(error).toBeInstanceOf(TopologyError)
+    const problems = (error as TopologyError).problems
+    expect(problems.map((p) => [p.field, p.got])).toEqual([
+      ['pass', 'a number'],
+      ['token', 'a number'],
+    ])
+    expect((error as TopologyError).message).not.toMatch(/12345|67890/)
   })
 })

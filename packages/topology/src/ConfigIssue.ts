@@ -6,7 +6,8 @@
  *
  * @module
  */
-import { show } from './internal/issuesOf.js'
+import { isSecretField } from './internal/hideSecrets.js'
+import { kindOf, show } from './internal/issuesOf.js'
 
 /**
  * One configuration problem: the field concerned (dotted path) and what is wrong with it.
@@ -26,7 +27,11 @@ export interface ConfigIssue {
   readonly message: string
   /** What the field must be, in words (`"a positive integer"`, `'"block" or "drop_newest"'`). */
   readonly expected?: string
-  /** What it was, shown briefly (`"0"`, `'"bogus"'`, `"undefined"`, `"a function"`). */
+  /**
+   * What it was, shown briefly (`"0"`, `'"bogus"'`, `"undefined"`, `"a function"`), never a
+   * credential: a credential-named field shows its kind only (`"a number"`), a credential-named
+   * key's value is `"***"`, a URL's password `***` (RFC 0004, "What a config error shows").
+   */
   readonly got?: string
 }
 
@@ -41,9 +46,13 @@ export interface ConfigIssue {
  * ```
  */
 export const ConfigIssue = {
-  /** The issue of `field`, whose value `value` is not `expected`; `value` is shown briefly and safely. */
+  /**
+   * The issue of `field`, whose value `value` is not `expected`; `value` is shown briefly and
+   * safely: only its kind (`a string`) when `field` names a credential (`password`, `auth.token`),
+   * and a URL in it without its password (see RFC 0004, "What a config error shows").
+   */
   of(field: string, expected: string, value: unknown): ConfigIssue {
-    const got = show(value)
+    const got = isSecretField(field) ? kindOf(value) : show(value)
     return { field, expected, got, message: `must be ${expected}, got ${got}` }
   },
 } as const

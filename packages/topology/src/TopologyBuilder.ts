@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { withoutUrlPasswords } from './internal/hideSecrets.js'
 import { planTopology } from './internal/TopologyPlan.js'
 import type { Sink } from './Sink.js'
 import type { SinkOptions } from './SinkOptions.js'
@@ -108,7 +109,7 @@ export class TopologyBuilder<Inputs extends string = never> {
    */
   build(): Topology {
     const { plan, problems, warnings } = planTopology(this.#declarations, this.#options)
-    if (problems.length > 0 || plan === undefined) throw new TopologyError(problems)
+    if (problems.length > 0 || plan === undefined) throw new TopologyError(problems.map(withoutUrlPasswords))
     // The options as build() read and checked them: a getter is not read again.
     const onWarning =
       plan.options.onWarning ??

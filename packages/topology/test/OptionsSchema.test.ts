@@ -1,4 +1,5 @@
 import {
+  ConfigIssue,
   codeOption,
   defineOptions,
   type OptionsOf,
@@ -197,6 +198,103 @@ describe('validate', () => {
     )
     expect(long).toHaveLength(60)
     expect(loop).toBe('an object')
+  })
+})
+
+describe('secrets in issues', () => {
+  const Connection = defineOptions({
+    url: z.string().min(1),
+    user: z.string().optional(),
+    pass: z.string().optional(),
+    token: z.string().optional(),
+  })
+
+  it('an object or array given for an option shows the value of a credential-named key as "***"', () => {
+    const [object] = Connection.validate({ url: { hostname: 'h', password: 's3cret' } })
+    expect(object?.got).toBe('{"hostname":"h","password":"***"}')
+    const [keys] = Connection.validate({
+      url: { apiKey: 'k1', api_key: 'k2', Authorization: 'k3', accessToken: 'k4', passwd: 'k5' },
+    })
+    expect(keys?.got).not.toMatch(/k\d/)
+    // Keys that only hold a credential word inside another word are shown.
+    const [plain] = Connection.validate({ url: { author: 'ann', passive: true } })
+    expect(plain?.got).toBe('{"author":"ann","passive":true}')
+    const [nested] = Connection.validate({ url: [{ credentials: { user: 'u', secret: 'x9' } }] })
+    expect(nested?.got).toBe('[{"credentials":"***"}]')
+  })
+
+  it("a URL's password is hidden wherever a value shows it, before the value is cut short", () => {
+    const [array] = Connection.validate({ url: ['amqp://u:s3cret@h:5672/v'] })
+    expect(array?.got).toBe('["amqp://u:***@h:5672/v"]')
+    const [unknown] = Connection.validate({ url: 'amqp://h', uri: 'amqp://u:p@ss/w@h' })
+    expect(unknown?.got).toBe('"amqp://u:***@h"')
+    const long = `amqp://user:${'p'.repeat(80)}@h`
+    const [cut] = Connection.validate({ url: [long] })
+    expect(cut?.got).toBe('["amqp://user:***@h"]')
+    const [encoded] = Connection.validate({ url: ['amqp://guest%3As3cret@h'] })
+    expect(encoded?.got).toBe('["amqp://***@h"]')
+    expect(ConfigIssue.of('url', 'an AMQP URL', 'ftp://u:s3cret@h').got).toBe('"ftp://u:***@h"')
+  })
+
+  it('a credential-named field shows only what kind of value it holds, never the value', () => {
+    const issues = Connection.validate({ url: 'amqp://h', pass: 12345, token: { v: 'x' } })
+    expect(issues).toEqual([
+      { field: 'pass', expected: 'a string', got: 'a number', message: 'must be a string, got a number' },
+      { field: 'token', expected: 'a string', got: 'an object', message: 'must be a string, got an object' },
+    ])
+    const [misspelt] = Connection.validate({ url: 'amqp://h', password: 'hunter22' })
+    expect(misspelt?.got).toBe('a string')
+    expect(ConfigIssue.of('auth.password', 'a string of 8 characters', 'abc').got).toBe('a string')
+  })
+
+  it('never shows a secret, whichever form carries it (property)', () => {
+    const name = fc.constantFrom('password', 'pass', 'clientSecret', 'api_key', 'Authorization', 'authToken')
+    const secret = fc.stringMatching(/^[A-Za-z0-9!$&*+,;=~]{6,90}$/).map((s) => `Zq${s}`)
+    const carrier: fc.Arbitrary<{ given: unknown; value: string; as?: string }> = fc.oneof(
+      fc.tuple(name, secret).map(([key, value]) => ({ given: { host: 'h', [key]: value }, value })),
+      fc.tuple(name, secret).map(([key, value]) => ({ given: [{ [key]: value }], value })),
+      secret.map((value) => ({ given: [`amqps://user:${value}@broker:5671/v`], value })),
+      secret.map((value) => ({ given: `amqp://u:${value}@h`, value, as: 'uri' })),
+      fc.integer({ min: 100_000 }).map((n) => ({ given: n, value: String(n), as: 'pass' })),
+    )
+    fc.assert(
+      fc.property(carrier, ({ given, value, as }) => {
+        const issues = Connection.validate({ url: 'amqp://h', [as ?? 'url']: given })
+        expect(issues).toHaveLength(1)
+        expect(issues[0]?.message).not.toContain(value)
+      }),
+    )
+  })
+
+  it("build() hides a URL's password in every problem's message, whoever wrote it", () => {
+    const sink: Sink = {
+      kind: 'leaky',
+      validate: () => {
+        throw new Error('cannot read amqp://u:s3cret@h')
+      },
+      write: async () => undefined,
+    }
+    let error: unknown
+    try {
+      new TopologyBuilder({ onWarning: () => {} })
+        .source('in', testSource([]))
+        .sink('out', ['in'], sink)
+        .build()
+    } catch (e) {
+      error = e
+    }
+    expect(error).toBeInstanceOf(TopologyError)
+    expect((error as TopologyError).message).not.toContain('s3cret')
+    expect((error as TopologyError).problems[0]?.message).toContain('amqp://u:***@h')
+  })
+
+  it('a getter that throws with a URL in its message shows the URL without its password', () => {
+    const [issue] = Connection.validate({
+      get url(): string {
+        throw new Error('no amqp://u:s3cret@h')
+      },
+    })
+    expect(issue?.got).toContain('amqp://u:***@h')
   })
 })
 

@@ -10,6 +10,7 @@
 import { z } from 'zod'
 import type { ConfigIssue } from '../ConfigIssue.js'
 import { fastCheck } from './fastCheck.js'
+import { hideUrlPasswords, isSecretName } from './hideSecrets.js'
 import { snapshotOptions } from './snapshotOptions.js'
 
 // Keyed by definition, not by schema: `.describe()` and `.meta()` clone a schema but share its definition.
@@ -75,7 +76,7 @@ function toConfigIssues(root: z.ZodType, value: unknown, issue: z.core.$ZodIssue
     const known = parent === undefined ? [] : Object.keys(objectShape(parent) ?? {})
     const expected = `absent: it is not an option (the options are ${known.join(', ') || 'none'})`
     const holder = valueAt(value, path) as Record<string, unknown> | undefined
-    return issue.keys.map((key) => make([...path, key], expected, show(holder?.[key])))
+    return issue.keys.map((key) => make([...path, key], expected, showAt([...path, key], holder?.[key])))
   }
   if (issue.code === 'invalid_key') {
     // A record's key broke its key schema: the key is what was given, the key rule what was expected.
@@ -91,7 +92,7 @@ function toConfigIssues(root: z.ZodType, value: unknown, issue: z.core.$ZodIssue
     return [make(path, `a key that is ${expected}`, show(key))]
   }
   const schema = schemaAt(root, path)
-  const got = show(valueAt(value, path))
+  const got = showAt(path, valueAt(value, path))
   if (schema === undefined) return [make(path, issue.message, got)]
   // A refinement's (or a code option's) message says what was expected; otherwise the schema does.
   const expected = issue.code === 'custom' ? issue.message : (expectedOf(schema) ?? 'a valid value')
@@ -104,7 +105,11 @@ function toConfigIssues(root: z.ZodType, value: unknown, issue: z.core.$ZodIssue
  */
 export function issueAt(root: z.ZodType, path: readonly PropertyKey[], got: string): ConfigIssue {
   const schema = schemaAt(root, path)
-  return make(path, (schema === undefined ? undefined : expectedOf(schema)) ?? 'a valid value', clip(got))
+  return make(
+    path,
+    (schema === undefined ? undefined : expectedOf(schema)) ?? 'a valid value',
+    clip(hideUrlPasswords(got)),
+  )
 }
 
 /** What was thrown, as text; never throws (a `message` getter that throws, an object without a prototype). */
@@ -322,9 +327,39 @@ function oneOf(shown: readonly string[]): string {
 
 const SHOWN_LENGTH = 60
 
-/** A value shown briefly and safely: never throws, never prints a whole stream or a huge string. */
+/**
+ * A value shown briefly and safely: never throws, never prints a whole stream or a huge string,
+ * nor a credential (see `hideSecrets.ts`): the value of a credential-named key of an object or
+ * array is `"***"`, and a URL's password `***`.
+ */
 export function show(value: unknown): string {
   return clip(shown(value))
+}
+
+/**
+ * The value at `path`, shown: only its kind (`a number`, `a string`) when a key of the path names
+ * a credential (`pass`, `auth.token`), whose value a wrongly typed one may well be.
+ */
+export function showAt(path: readonly PropertyKey[], value: unknown): string {
+  return path.some(isSecretName) ? kindOf(value) : show(value)
+}
+
+/** What kind of value `value` is, without any of it (`undefined` and `null` are their own kind). */
+export function kindOf(value: unknown): string {
+  if (value === undefined || value === null) return String(value)
+  if (typeof value === 'string') return value === '' ? 'an empty string' : 'a string'
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
+    return `a ${typeof value}`
+  if (typeof value === 'symbol') return 'a symbol'
+  if (typeof value === 'function') return 'a function'
+  if (Array.isArray(value)) return 'an array'
+  return shown(value).startsWith('an instance of ') ? shown(value) : 'an object'
+}
+
+/** For `JSON.stringify`: a credential-named key's value as `"***"`, a URL without its password. */
+function hidden(key: string, value: unknown): unknown {
+  if (isSecretName(key)) return '***'
+  return typeof value === 'string' ? hideUrlPasswords(value) : value
 }
 
 function shown(value: unknown): string {
@@ -341,13 +376,13 @@ function shown(value: unknown): string {
     case 'symbol':
       return value.toString()
     case 'string':
-      return JSON.stringify(value)
+      return JSON.stringify(hideUrlPasswords(value))
     case 'object': {
       if (value === null) return 'null'
       const proto = Object.getPrototypeOf(value) as object | null
       if (Array.isArray(value) || proto === Object.prototype || proto === null) {
         try {
-          return JSON.stringify(value) ?? 'an object'
+          return JSON.stringify(value, hidden) ?? 'an object'
         } catch {
           return Array.isArray(value) ? 'an array' : 'an object'
         }
