@@ -288,6 +288,23 @@ describe('secrets in issues', () => {
     expect((error as TopologyError).problems[0]?.message).toContain('amqp://u:***@h')
   })
 
+  it("build() hides a long URL's password given where a declaration's options are due, before cutting it short", () => {
+    // Cut to 40 characters first, the URL lost its '@' and the start of its password showed.
+    const url = `amqp://user:${'p'.repeat(50)}@h`
+    let error: unknown
+    try {
+      new TopologyBuilder({ onWarning: () => {} })
+        .source('in', testSource([]))
+        .sink('out', ['in'], { kind: 'k', write: async () => undefined }, url as never)
+        .build()
+    } catch (e) {
+      error = e
+    }
+    expect(error).toBeInstanceOf(TopologyError)
+    expect((error as TopologyError).message).toContain("got 'amqp://user:***@h'")
+    expect((error as TopologyError).message).not.toContain('ppp')
+  })
+
   it('a getter that throws with a URL in its message shows the URL without its password', () => {
     const [issue] = Connection.validate({
       get url(): string {

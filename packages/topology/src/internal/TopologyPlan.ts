@@ -15,6 +15,7 @@ import { TopologyOptions } from '../TopologyOptions.js'
 import type { TopologyWarning } from '../TopologyWarning.js'
 import { TransformOptions } from '../TransformOptions.js'
 import { textOf } from '../textOf.js'
+import { hideUrlPasswords } from './hideSecrets.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
 import { issuesOf, show, WHOLE } from './issuesOf.js'
 import { MAX_TIMER_MS } from './maxTimerMs.js'
@@ -450,7 +451,11 @@ function isObject(value: unknown): value is object {
 
 /** What `value` is, in a message about a declaration from untyped code. */
 function shown(value: unknown): string {
-  if (typeof value === 'string') return `'${value.length > 40 ? `${value.slice(0, 40)}…` : value}'`
+  if (typeof value === 'string') {
+    // Hidden before the cut: cut first, a URL's password lost its '@' and showed in part.
+    const text = hideUrlPasswords(value)
+    return `'${text.length > 40 ? `${text.slice(0, 40)}…` : text}'`
+  }
   if (Array.isArray(value)) return 'an array'
   return value === null || typeof value !== 'object' ? String(value) : 'an object'
 }
