@@ -869,6 +869,29 @@ class HttpServer implements HttpServerSource {
       holdReading(socket)
       return true
     }
+    const current = turns?.current
+    if (
+      error.code?.startsWith('HPE_') === true &&
+      turns !== undefined &&
+      current !== undefined &&
+      incoming != null &&
+      !incoming.complete &&
+      current.req === incoming &&
+      !turns.closing &&
+      socket.writable &&
+      !socket.destroyed &&
+      [...(this.#unanswered.get(socket) ?? [])].some((response) => response.req.complete)
+    ) {
+      // The same, of a request whose turn came (its body being read: Node failed on a chunk),
+      // behind one received whole still owed its answer (its events accepted downstream, its
+      // batch not decided): refused now, its 400 written after that answer and closing the
+      // connection, which is read no further.
+      turns.malformed = current
+      turns.paused = true
+      holdReading(socket)
+      this.#refuseMalformed(incoming, current)
+      return true
+    }
     if (error.code?.startsWith('HPE_') === true && turns !== undefined && !socket.destroyed) {
       if (turns.unparsed) {
         // Failed again on what came since (Node reads a held connection again once an answer

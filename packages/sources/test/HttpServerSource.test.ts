@@ -1784,6 +1784,44 @@ describe('httpServer: limits of a server on an open port', () => {
     }
   })
 
+  it('answers a request in the pipeline, then 400 for the one whose turn came, when that one sends a malformed chunk', async () => {
+    // The first's events were accepted downstream (its turn ended) and its answer was still owed
+    // when the second, being read, sent a malformed chunk: Node's parse error destroyed the
+    // connection, the first was stopped though its events were delivered, and its client, with
+    // no answer, sent them again.
+    const { source, context, port } = await start()
+    let server: Server | undefined
+    const seen = (message: unknown): void => {
+      server = (message as { server: Server }).server
+    }
+    subscribe('http.server.request.start', seen)
+    try {
+      const client = await open(port)
+      const next = context.nextBatch()
+      client.write(post)
+      const batch = await next
+      const failed = new Promise<void>((resolve) => server?.once('clientError', () => resolve()))
+      client.write(
+        'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n[{"\r\nZZ\r\n',
+      )
+      await failed
+      batch.end('delivered')
+      const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+      expect(answers).toMatchObject([
+        { status: 200, body: { status: 'delivered', events: 1 } },
+        { status: 400, body: { code: 'BAD_REQUEST', error: 'the request is not valid HTTP/1.1' } },
+      ])
+      expect(context.records()).toEqual([[{ a: 1 }]])
+      expect(source.counters).toMatchObject({
+        requests: 2,
+        responses: { 200: 1, 400: 1 },
+        refused: { BAD_REQUEST: 1 },
+      })
+    } finally {
+      unsubscribe('http.server.request.start', seen)
+    }
+  })
+
   it('lets nothing into the pipeline of a request waiting its turn when a CONNECT behind it closes the connection', async () => {
     // Handed over for the CONNECT, the connection had lost Node's close listener, which ends the
     // requests waiting there: the second request was sent once the first was accepted, with no
