@@ -58,9 +58,12 @@ export interface BufferCheckReport {
   readonly segments: readonly SegmentCheck[]
   /** The acknowledged position: the ledger's, or the first segment opening keeps when the ledger is unusable. */
   readonly ackedBelow: number
-  /** Valid records in all segments (not in the files opening leaves alone). */
+  /**
+   * Valid records in all segments (not in the files opening leaves alone, nor in a segment a repair
+   * found deleted from outside before it cut its torn tail).
+   */
   readonly records: number
-  /** Valid records at or above the acknowledged position: what a reader would be handed (from the segments opening keeps). */
+  /** Valid records at or above the acknowledged position: what a reader would be handed (from the segments opening keeps, and that are still there). */
   readonly unacked: number
   /** The dead-letter queue's own report, if the directory has one. */
   readonly deadLetter: BufferCheckReport | undefined
@@ -338,6 +341,8 @@ export const BufferCheck = {
       let lastSeq = -1
       /** What a repair says of each segment missing between or after the segments left (the ledger is saved without them). */
       const missingSegments: string[] = []
+      /** Segments a repair found deleted from outside before it cut their torn tail: their records are not counted. */
+      const gone = new Set<SegmentCheck>()
       for (const [i, name] of segNames.entries()) {
         const named = segmentFirstSeq(name)!
         // With no usable ledger, records count from the first segment kept: this one, if none is yet.
@@ -393,6 +398,7 @@ export const BufferCheck = {
             repairs.push(
               `segment ${name}: gone (deleted from outside) before its torn tail was cut; nothing cut`,
             )
+            gone.add(check)
             continue
           }
           try {
@@ -551,8 +557,8 @@ export const BufferCheck = {
         lock,
         segments,
         ackedBelow,
-        records: keptSegments.reduce((n, s) => n + s.records, 0),
-        unacked: keptSegments.reduce((n, s) => n + s.unacked, 0),
+        records: keptSegments.reduce((n, s) => n + (gone.has(s) ? 0 : s.records), 0),
+        unacked: keptSegments.reduce((n, s) => n + (gone.has(s) ? 0 : s.unacked), 0),
         deadLetter,
         problems,
         notes,

@@ -201,6 +201,26 @@ describe('ackline-buffer', () => {
     )
   })
 
+  it('a repair does not count the records of a segment deleted from outside before its torn tail was cut: they are gone', async () => {
+    const { fs, open } = setup({ segmentBytes: 1024 })
+    const buffer = await open()
+    await buffer.append(records(3))
+    await buffer.close()
+    const segment = `${PATH}/00000000000000000000.seg`
+    fs.put(segment, Buffer.concat([fs.bytes(segment)!, Buffer.from('ACKL\x10\x00\x00\x00torn')]))
+    let opens = 0
+    fs.fault = (op, path) => {
+      // The check opens it to read it; the repair then opens it to cut its tail.
+      if (op === 'open' && path === segment && ++opens === 2) void fs.unlink(path)
+      return undefined
+    }
+    const report = await BufferCheck.run(PATH, { repair: true, fileSystem: fs })
+    fs.fault = undefined
+    expect(fs.bytes(segment)).toBeUndefined()
+    expect(report).toMatchObject({ records: 0, unacked: 0 })
+    expect(BufferCheck.format(report)).toContain('segments: 1, records: 0, unacknowledged: 0')
+  })
+
   it('a repair whose rename of the rewritten copy fails (EIO) removes the copy and leaves the segment as it was', async () => {
     const { fs, open } = setup({ segmentBytes: 1024 })
     const buffer = await open()
