@@ -15,7 +15,7 @@ import { TopologyOptions } from '../TopologyOptions.js'
 import type { TopologyWarning } from '../TopologyWarning.js'
 import { TransformOptions } from '../TransformOptions.js'
 import { textOf } from '../textOf.js'
-import { hideUrlPasswords } from './hideSecrets.js'
+import { hideUrlPasswordsInValue } from './hideSecrets.js'
 import { isEdgeBufferFactory } from './isEdgeBufferFactory.js'
 import { issuesOf, show, WHOLE } from './issuesOf.js'
 import { MAX_TIMER_MS } from './maxTimerMs.js'
@@ -453,7 +453,7 @@ function isObject(value: unknown): value is object {
 function shown(value: unknown): string {
   if (typeof value === 'string') {
     // Hidden before the cut: cut first, a URL's password lost its '@' and showed in part.
-    const text = hideUrlPasswords(value)
+    const text = hideUrlPasswordsInValue(value)
     return `'${text.length > 40 ? `${text.slice(0, 40)}…` : text}'`
   }
   if (Array.isArray(value)) return 'an array'

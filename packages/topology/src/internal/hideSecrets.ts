@@ -37,11 +37,19 @@ export function isSecretField(field: string): boolean {
 
 /**
  * A URL's user info: the scheme, the user (up to a `:` or the end of the user info), and the
- * password, up to the last `@` before white space or the next URL (a password may hold a raw `@`
- * or `/`, which `new URL` takes as part of it: `amqp://u:p@ss/w@h` is password `p@ss/w`). A path
+ * password, up to the last `@` before white space (in a message; see {@link USER_INFO_IN_VALUE})
+ * or the next URL (a password may hold a raw `@` or `/`, which `new URL` takes as part of it:
+ * `amqp://u:p@ss/w@h` is password `p@ss/w`). A path
  * holding an `@` after a port (`http://h:80/a@b`) is hidden too: better than a password shown.
  */
 const USER_INFO = /([a-z][a-z0-9+.-]*:\/\/)([^\s@/?#:]*)(:(?:(?!:\/\/)\S)*)?@/gi
+
+/**
+ * {@link USER_INFO} in one value given for an option (not a message): white space is part of the
+ * user and the password too, as `new URL` reads `amqp://u:correct horse@h` (password
+ * `correct%20horse`). A message's white space ends a URL; a value's is as likely a passphrase's.
+ */
+const USER_INFO_IN_VALUE = /([a-z][a-z0-9+.-]*:\/\/)([^@/?#:]*)(:(?:(?!:\/\/)[\s\S])*)?@/gi
 
 /**
  * `text` with the password of every URL in it written `***` (`amqp://user:***@host`). A user
@@ -49,8 +57,20 @@ const USER_INFO = /([a-z][a-z0-9+.-]*:\/\/)([^\s@/?#:]*)(:(?:(?!:\/\/)\S)*)?@/gi
  * as user and password): then the whole user info is hidden (`amqp://***@host`).
  */
 export function hideUrlPasswords(text: string): string {
+  return hideUserInfo(text, USER_INFO)
+}
+
+/**
+ * {@link hideUrlPasswords} for one value given for an option (a string shown as `got`, a string
+ * in an object or array shown as JSON): a password holding white space is hidden whole.
+ */
+export function hideUrlPasswordsInValue(value: string): string {
+  return hideUserInfo(value, USER_INFO_IN_VALUE)
+}
+
+function hideUserInfo(text: string, pattern: RegExp): string {
   if (!text.includes('://')) return text
-  return text.replace(USER_INFO, (whole, scheme: string, user: string, password: string | undefined) =>
+  return text.replace(pattern, (whole, scheme: string, user: string, password: string | undefined) =>
     password !== undefined ? `${scheme}${user}:***@` : /%3a/i.test(user) ? `${scheme}***@` : whole,
   )
 }

@@ -10,7 +10,7 @@
 import { z } from 'zod'
 import type { ConfigIssue } from '../ConfigIssue.js'
 import { fastCheck } from './fastCheck.js'
-import { hideUrlPasswords, isSecretName } from './hideSecrets.js'
+import { hideUrlPasswords, hideUrlPasswordsInValue, isSecretName } from './hideSecrets.js'
 import { snapshotOptions } from './snapshotOptions.js'
 
 // Keyed by definition, not by schema: `.describe()` and `.meta()` clone a schema but share its definition.
@@ -359,7 +359,7 @@ export function kindOf(value: unknown): string {
 /** For `JSON.stringify`: a credential-named key's value as `"***"`, a URL without its password. */
 function hidden(key: string, value: unknown): unknown {
   if (isSecretName(key)) return '***'
-  return typeof value === 'string' ? hideUrlPasswords(value) : value
+  return typeof value === 'string' ? hideUrlPasswordsInValue(value) : value
 }
 
 function shown(value: unknown): string {
@@ -376,7 +376,7 @@ function shown(value: unknown): string {
     case 'symbol':
       return value.toString()
     case 'string':
-      return JSON.stringify(hideUrlPasswords(value))
+      return JSON.stringify(hideUrlPasswordsInValue(value))
     case 'object': {
       if (value === null) return 'null'
       const proto = Object.getPrototypeOf(value) as object | null
