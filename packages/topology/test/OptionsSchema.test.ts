@@ -294,6 +294,32 @@ describe('secrets in issues', () => {
     expect((error as TopologyError).problems[0]?.message).toContain('amqp://u:***@h')
   })
 
+  it("build() hides a URL's password in what a component's own issue says was expected", () => {
+    // A problem is logged whole (console.error shows its fields), not only its message.
+    const sink: Sink = {
+      kind: 'mirror',
+      validate: () => [
+        {
+          field: 'url',
+          message: 'must be another broker',
+          expected: 'a broker other than amqp://u:s3cret@h',
+        },
+      ],
+      write: async () => undefined,
+    }
+    let error: unknown
+    try {
+      new TopologyBuilder({ onWarning: () => {} })
+        .source('in', testSource([]))
+        .sink('out', ['in'], sink)
+        .build()
+    } catch (e) {
+      error = e
+    }
+    expect(error).toBeInstanceOf(TopologyError)
+    expect((error as TopologyError).problems[0]?.expected).toBe('a broker other than amqp://u:***@h')
+  })
+
   it("build() hides a long URL's password given where a declaration's options are due, before cutting it short", () => {
     // Cut to 40 characters first, the URL lost its '@' and the start of its password showed.
     const url = `amqp://user:${'p'.repeat(50)}@h`

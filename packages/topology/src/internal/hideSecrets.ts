@@ -76,13 +76,19 @@ function hideUserInfo(text: string, pattern: RegExp): string {
 }
 
 /**
- * `problem` with a URL's password hidden in its message and `got`: whoever wrote them (a
- * component's `validate()`, what one threw), a build error is printed and logged whole.
+ * `problem` with a URL's password hidden in its message, `expected` and `got`: whoever wrote them
+ * (a component's `validate()`, what one threw), a build error is printed and logged whole.
  */
 export function withoutUrlPasswords(problem: TopologyProblem): TopologyProblem {
   const message = hideUrlPasswords(problem.message)
+  const expected = problem.expected === undefined ? undefined : hideUrlPasswords(problem.expected)
   const got = problem.got === undefined ? undefined : hideUrlPasswords(problem.got)
-  return message === problem.message && got === problem.got
+  return message === problem.message && expected === problem.expected && got === problem.got
     ? problem
-    : { ...problem, message, ...(got === undefined ? {} : { got }) }
+    : {
+        ...problem,
+        message,
+        ...(expected === undefined ? {} : { expected }),
+        ...(got === undefined ? {} : { got }),
+      }
 }
