@@ -223,6 +223,17 @@ describe('secrets in issues', () => {
     expect(nested?.got).toBe('[{"credentials":"***"}]')
   })
 
+  it('a long run of scheme characters before a :// is looked at once, and a scheme beginning with a digit is hidden too', () => {
+    // A wrongly typed value of 300,000 letters and a '://' (a file read into a field): the search
+    // for a URL's password began at each letter, which took time in the square of the length (11 s
+    // for 100,000 letters, minutes for these; seen hung until killed); now milliseconds.
+    const [long] = Connection.validate({ url: [`${'a'.repeat(300_000)}://x`] })
+    expect(long?.got).toMatch(/^\["a{50,}/)
+    const [mixed] = Connection.validate({ url: [`${'a1'.repeat(150_000)}://u:s3cret@h`] })
+    expect(mixed?.got).not.toContain('s3cret')
+    expect(ConfigIssue.of('url', 'an AMQP URL', '1amqp://u:s3cret@h').got).toBe('"1amqp://u:***@h"')
+  })
+
   it("a URL's password is hidden wherever a value shows it, before the value is cut short", () => {
     const [array] = Connection.validate({ url: ['amqp://u:s3cret@h:5672/v'] })
     expect(array?.got).toBe('["amqp://u:***@h:5672/v"]')
