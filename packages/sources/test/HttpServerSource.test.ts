@@ -3,6 +3,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { request as httpRequest, type Server, type ServerResponse } from 'node:http'
 import { connect, Socket } from 'node:net'
 import { deflateSync, gzipSync } from 'node:zlib'
+import type { EventArray } from '@ackline/core'
 import { HttpServerError, HttpServerOptions, type HttpServerSource, httpServer } from '@ackline/sources'
 import { ComponentError, MAX_TIMER_MS } from '@ackline/topology'
 import { afterEach, describe, expect, it, vi } from 'vitest'
@@ -1597,17 +1598,16 @@ describe('httpServer: limits of a server on an open port', () => {
   const post =
     'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n[{"a":1}]'
 
-  it.each([
-    ['a bad request line', 'HELLO\r\n\r\n'],
-    ['a header with a space in its name', 'POST / HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n'],
-    [
-      'two Content-Length headers',
-      'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n[]',
-    ],
-  ])('answers a request in the pipeline, then 400, when its connection then sends %s', async (_, garbage) => {
-    // Node's parse error came while the request's answer was owed: the connection was destroyed,
-    // and its client, without the answer, sent again what was delivered.
-    const { source, context, port } = await start()
+  /**
+   * Opens a connection, sends {@link post} and waits for its batch (its answer is then owed),
+   * then writes `garbage` and waits for Node's parse error of it: how the tests of a request Node
+   * cannot parse behind an owed answer begin.
+   */
+  const garbageBehindOwed = async (
+    context: FakeSourceContext,
+    port: number,
+    garbage: string,
+  ): Promise<{ client: RawConnection; batch: EventArray }> => {
     let server: Server | undefined
     const seen = (message: unknown): void => {
       server = (message as { server: Server }).server
@@ -1621,21 +1621,36 @@ describe('httpServer: limits of a server on an open port', () => {
       const failed = new Promise<void>((resolve) => server?.once('clientError', () => resolve()))
       client.write(garbage)
       await failed
-      batch.end('delivered')
-      const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
-      expect(answers).toMatchObject([
-        { status: 200, body: { status: 'delivered', events: 1 } },
-        { status: 400, body: { code: 'BAD_REQUEST', error: 'the request is not valid HTTP/1.1' } },
-      ])
-      expect(context.records()).toEqual([[{ a: 1 }]])
-      expect(source.counters).toMatchObject({
-        requests: 1,
-        responses: { 200: 1, 400: 1 },
-        refused: { BAD_REQUEST: 1 },
-      })
+      return { client, batch }
     } finally {
       unsubscribe('http.server.request.start', seen)
     }
+  }
+
+  it.each([
+    ['a bad request line', 'HELLO\r\n\r\n'],
+    ['a header with a space in its name', 'POST / HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n'],
+    [
+      'two Content-Length headers',
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n[]',
+    ],
+  ])('answers a request in the pipeline, then 400, when its connection then sends %s', async (_, garbage) => {
+    // Node's parse error came while the request's answer was owed: the connection was destroyed,
+    // and its client, without the answer, sent again what was delivered.
+    const { source, context, port } = await start()
+    const { client, batch } = await garbageBehindOwed(context, port, garbage)
+    batch.end('delivered')
+    const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+    expect(answers).toMatchObject([
+      { status: 200, body: { status: 'delivered', events: 1 } },
+      { status: 400, body: { code: 'BAD_REQUEST', error: 'the request is not valid HTTP/1.1' } },
+    ])
+    expect(context.records()).toEqual([[{ a: 1 }]])
+    expect(source.counters).toMatchObject({
+      requests: 1,
+      responses: { 200: 1, 400: 1 },
+      refused: { BAD_REQUEST: 1 },
+    })
   })
 
   it('answers a request in the pipeline, then 400, when garbage follows and the answer takes longer than requestTimeoutMs', async () => {
@@ -1678,56 +1693,26 @@ describe('httpServer: limits of a server on an open port', () => {
 
   it('answers a request in the pipeline, then 400, when garbage follows twice', async () => {
     const { source, context, port } = await start()
-    let server: Server | undefined
-    const seen = (message: unknown): void => {
-      server = (message as { server: Server }).server
-    }
-    subscribe('http.server.request.start', seen)
-    try {
-      const client = await open(port)
-      const next = context.nextBatch()
-      client.write(post)
-      const batch = await next
-      const failed = new Promise<void>((resolve) => server?.once('clientError', () => resolve()))
-      client.write('HELLO\r\n\r\n')
-      await failed
-      client.write('MORE GARBAGE\r\n\r\n')
-      batch.end('delivered')
-      const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
-      expect(answers).toMatchObject([
-        { status: 200, body: { status: 'delivered', events: 1 } },
-        { status: 400, body: { code: 'BAD_REQUEST' } },
-      ])
-      expect(source.counters).toMatchObject({ requests: 1, responses: { 200: 1, 400: 1 } })
-    } finally {
-      unsubscribe('http.server.request.start', seen)
-    }
+    const { client, batch } = await garbageBehindOwed(context, port, 'HELLO\r\n\r\n')
+    client.write('MORE GARBAGE\r\n\r\n')
+    batch.end('delivered')
+    const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+    expect(answers).toMatchObject([
+      { status: 200, body: { status: 'delivered', events: 1 } },
+      { status: 400, body: { code: 'BAD_REQUEST' } },
+    ])
+    expect(source.counters).toMatchObject({ requests: 1, responses: { 200: 1, 400: 1 } })
   })
 
   it('answers a request in the pipeline and closes, with no 400 after, when garbage follows and the stop came', async () => {
     const { source, context, port } = await start()
-    let server: Server | undefined
-    const seen = (message: unknown): void => {
-      server = (message as { server: Server }).server
-    }
-    subscribe('http.server.request.start', seen)
-    try {
-      const client = await open(port)
-      const next = context.nextBatch()
-      client.write(post)
-      const batch = await next
-      const failed = new Promise<void>((resolve) => server?.once('clientError', () => resolve()))
-      client.write('HELLO\r\n\r\n')
-      await failed
-      context.stop()
-      batch.end('delivered')
-      // The answer owed closes the connection itself (the stop): nothing may follow it.
-      const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
-      expect(answers).toMatchObject([{ status: 200, body: { status: 'delivered', events: 1 } }])
-      expect(source.counters).toMatchObject({ requests: 1, responses: { 200: 1 } })
-    } finally {
-      unsubscribe('http.server.request.start', seen)
-    }
+    const { client, batch } = await garbageBehindOwed(context, port, 'HELLO\r\n\r\n')
+    context.stop()
+    batch.end('delivered')
+    // The answer owed closes the connection itself (the stop): nothing may follow it.
+    const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+    expect(answers).toMatchObject([{ status: 200, body: { status: 'delivered', events: 1 } }])
+    expect(source.counters).toMatchObject({ requests: 1, responses: { 200: 1 } })
   })
 
   it('answers a request whose body garbage follows at once, then 400, and closes', async () => {
@@ -1790,36 +1775,23 @@ describe('httpServer: limits of a server on an open port', () => {
     // connection, the first was stopped though its events were delivered, and its client, with
     // no answer, sent them again.
     const { source, context, port } = await start()
-    let server: Server | undefined
-    const seen = (message: unknown): void => {
-      server = (message as { server: Server }).server
-    }
-    subscribe('http.server.request.start', seen)
-    try {
-      const client = await open(port)
-      const next = context.nextBatch()
-      client.write(post)
-      const batch = await next
-      const failed = new Promise<void>((resolve) => server?.once('clientError', () => resolve()))
-      client.write(
-        'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n[{"\r\nZZ\r\n',
-      )
-      await failed
-      batch.end('delivered')
-      const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
-      expect(answers).toMatchObject([
-        { status: 200, body: { status: 'delivered', events: 1 } },
-        { status: 400, body: { code: 'BAD_REQUEST', error: 'the request is not valid HTTP/1.1' } },
-      ])
-      expect(context.records()).toEqual([[{ a: 1 }]])
-      expect(source.counters).toMatchObject({
-        requests: 2,
-        responses: { 200: 1, 400: 1 },
-        refused: { BAD_REQUEST: 1 },
-      })
-    } finally {
-      unsubscribe('http.server.request.start', seen)
-    }
+    const { client, batch } = await garbageBehindOwed(
+      context,
+      port,
+      'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n[{"\r\nZZ\r\n',
+    )
+    batch.end('delivered')
+    const answers = (await client.closed).split(/(?=HTTP\/1\.1 )/).map(parseRawResponse)
+    expect(answers).toMatchObject([
+      { status: 200, body: { status: 'delivered', events: 1 } },
+      { status: 400, body: { code: 'BAD_REQUEST', error: 'the request is not valid HTTP/1.1' } },
+    ])
+    expect(context.records()).toEqual([[{ a: 1 }]])
+    expect(source.counters).toMatchObject({
+      requests: 2,
+      responses: { 200: 1, 400: 1 },
+      refused: { BAD_REQUEST: 1 },
+    })
   })
 
   it('lets nothing into the pipeline of a request waiting its turn when a CONNECT behind it closes the connection', async () => {
